@@ -1,0 +1,19 @@
+/* The snapcell command: one file per subcommand. Uses only the public header. */
+#ifndef SNAPCELL_CLI_H
+#define SNAPCELL_CLI_H
+
+#include <jansson.h>
+
+#include "snapcell.h"
+
+int cli_run(int argc, char **argv);
+int cli_doctor(int argc, char **argv);
+int cli_bench(int argc, char **argv);
+
+/* Parses "512M", "1.5G", "64k" or plain bytes; 0 on success. */
+int cli_parse_size(const char *s, uint64_t *out);
+
+/* The whole result as a JSON object; text fields made valid UTF-8 (U+FFFD for bad bytes). */
+json_t *cli_result_json(const struct snapcell_result *res);
+
+#endif

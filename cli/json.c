@@ -1,0 +1,77 @@
+/* Result serialisation shared by `run --json` and the tests' expectations. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static size_t utf8_seq_len(const unsigned char *s, size_t left)
+{
+	unsigned char c = s[0];
+	size_t n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+	if (n == 0 || n > left || (n == 2 && c < 0xc2))
+		return 0;
+	for (size_t i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+	if (n == 3) {
+		unsigned cp = (c & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu);
+		if (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))
+			return 0;
+	} else if (n == 4) {
+		unsigned cp = (c & 0x07u) << 18 | (s[1] & 0x3fu) << 12;
+		if (cp < 0x10000 || cp > 0x10ffff)
+			return 0;
+	}
+	return n;
+}
+
+/* NUL bytes stay (jansson escapes them); invalid sequences become U+FFFD. */
+static json_t *lossy_string(const char *buf, size_t len)
+{
+	char *clean = malloc(len * 3 + 1);
+	if (!clean)
+		return json_null();
+	size_t o = 0;
+	for (size_t i = 0; i < len;) {
+		size_t n = utf8_seq_len((const unsigned char *)buf + i, len - i);
+		if (n == 0) {
+			memcpy(clean + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		} else {
+			memcpy(clean + o, buf + i, n);
+			o += n;
+			i += n;
+		}
+	}
+	json_t *s = json_stringn(clean, o);
+	free(clean);
+	return s ? s : json_null();
+}
+
+json_t *cli_result_json(const struct snapcell_result *res)
+{
+	static const struct {
+		unsigned flag;
+		const char *name;
+	} hits[] = {
+		{SNAPCELL_HIT_WALL, "wall"},	       {SNAPCELL_HIT_CPU, "cpu"},
+		{SNAPCELL_HIT_MEMORY, "memory"},       {SNAPCELL_HIT_PROCESSES, "processes"},
+		{SNAPCELL_HIT_FILE_SIZE, "file_size"}, {SNAPCELL_HIT_TMP, "tmp"},
+		{SNAPCELL_HIT_STDOUT, "stdout"},       {SNAPCELL_HIT_STDERR, "stderr"},
+	};
+	json_t *limits = json_array();
+	for (size_t i = 0; i < sizeof(hits) / sizeof(hits[0]); i++)
+		if (res->limits_hit & hits[i].flag)
+			json_array_append_new(limits, json_string(hits[i].name));
+	return json_pack("{s:s, s:i, s:i, s:o, s:o, s:b, s:o, s:b, s:I, s:I, s:I, s:s}", "status",
+			 snapcell_status_name(res->status), "exit_code", res->exit_code,
+			 "signal", res->term_signal, "limits_hit", limits, "stdout",
+			 lossy_string(res->stdout_buf, res->stdout_len), "stdout_truncated",
+			 res->stdout_truncated, "stderr",
+			 lossy_string(res->stderr_buf, res->stderr_len), "stderr_truncated",
+			 res->stderr_truncated, "wall_us", (json_int_t)res->wall_us, "cpu_us",
+			 (json_int_t)res->cpu_us, "peak_memory_bytes",
+			 (json_int_t)res->peak_memory_bytes, "isolation",
+			 snapcell_isolation_name(res->isolation));
+}

@@ -1,0 +1,33 @@
+/* snapcell: command-line front end. Dispatches to one file per subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+	"usage: snapcell <command> [options]\n"
+	"\n"
+	"commands:\n"
+	"  run FILE|-     run Python code in a fresh isolated cell (snapcell run --help)\n"
+	"  doctor         show which isolation mechanisms this host offers\n"
+	"  bench          measure run latency and throughput (key=value lines)\n"
+	"  version        print the version\n";
+
+int main(int argc, char **argv)
+{
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+	    !strcmp(argv[1], "help")) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	if (!strcmp(argv[1], "run"))
+		return cli_run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "doctor"))
+		return cli_doctor(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+		printf("snapcell %s\n", SNAPCELL_VERSION);
+		return 0;
+	}
+	fprintf(stderr, "snapcell: unknown command '%s'\n\n%s", argv[1], usage);
+	return 2;
+}

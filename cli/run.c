@@ -1,0 +1,275 @@
+/* `snapcell run`: run one file (or stdin) in a fresh cell and mirror its outcome.
+ * Exit status: the cell's own for ok and error (SystemExit(3) gives 3, an uncaught exception
+ * 1); 124 for a timeout; 125 for the output limit; 128+N when signal N ended the cell (memory
+ * exhaustion that kills rather than raises included); 1 for a MemoryError; 2 for bad usage;
+ * 3 when snapcell itself could not run the code. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define EXIT_USAGE 2
+#define EXIT_SNAPCELL 3
+#define MAX_SOURCE (16u << 20)
+
+static const char usage[] =
+	"usage: snapcell run [options] FILE|-\n"
+	"\n"
+	"Runs Python code from FILE (or stdin for -) in a fresh, isolated cell.\n"
+	"\n"
+	"options:\n"
+	"  --timeout SECONDS       wall-clock limit (default 30)\n"
+	"  --cpu SECONDS           CPU time limit (default 60)\n"
+	"  --memory SIZE           address-space limit per process (default 512M)\n"
+	"  --processes N           processes and threads per sandbox (default 64)\n"
+	"  --file-size SIZE        largest file the code may write (default 64M)\n"
+	"  --tmp-size SIZE         size of /tmp (default 64M)\n"
+	"  --max-stdout SIZE       stdout kept before the run is stopped (default 1M)\n"
+	"  --max-stderr SIZE       stderr kept before the run is stopped (default 1M)\n"
+	"  --env NAME=VALUE        pass an environment variable (repeatable)\n"
+	"  --python-path DIR       expose DIR read-only on sys.path (repeatable), e.g.\n"
+	"                          /usr/lib/python3/dist-packages for Debian's numpy\n"
+	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
+	"                          cgroups)\n"
+	"  --json                  print the whole result as JSON on stdout\n"
+	"\n"
+	"SIZE takes a k, M or G suffix (powers of 1024).\n";
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0 || !isfinite(v))
+		return -1;
+	double mult = 1;
+	switch (*end) {
+	case 'k': case 'K': mult = 1024.0; end++; break;
+	case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+	}
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end || v * mult > 1e18)
+		return -1;
+	*out = (uint64_t)(v * mult);
+	return 0;
+}
+
+static int parse_seconds_ms(const char *s, uint64_t *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v > 0) || v > 86400.0)
+		return -1;
+	*out = (uint64_t)ceil(v * 1000.0);
+	return 0;
+}
+
+static char *read_source(const char *path, size_t *len)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+	if (!f) {
+		fprintf(stderr, "snapcell: cannot open %s: %s\n", path, strerror(errno));
+		return NULL;
+	}
+	char *buf = malloc(MAX_SOURCE + 1);
+	size_t n = buf ? fread(buf, 1, MAX_SOURCE + 1, f) : 0;
+	int bad = !buf || ferror(f);
+	if (f != stdin)
+		fclose(f);
+	if (bad || n > MAX_SOURCE) {
+		fprintf(stderr, "snapcell: %s: %s\n", path,
+			bad ? "read failed" : "larger than the 16 MiB code limit");
+		free(buf);
+		return NULL;
+	}
+	*len = n;
+	return buf;
+}
+
+enum opt { OPT_TIMEOUT = 256, OPT_CPU, OPT_MEMORY, OPT_PROCS, OPT_FSIZE, OPT_TMP, OPT_STDOUT,
+	   OPT_STDERR, OPT_ENV, OPT_PYPATH, OPT_ISOLATION, OPT_JSON };
+
+static const struct option options[] = {
+	{"timeout", required_argument, NULL, OPT_TIMEOUT},
+	{"cpu", required_argument, NULL, OPT_CPU},
+	{"memory", required_argument, NULL, OPT_MEMORY},
+	{"processes", required_argument, NULL, OPT_PROCS},
+	{"file-size", required_argument, NULL, OPT_FSIZE},
+	{"tmp-size", required_argument, NULL, OPT_TMP},
+	{"max-stdout", required_argument, NULL, OPT_STDOUT},
+	{"max-stderr", required_argument, NULL, OPT_STDERR},
+	{"env", required_argument, NULL, OPT_ENV},
+	{"python-path", required_argument, NULL, OPT_PYPATH},
+	{"require-isolation", required_argument, NULL, OPT_ISOLATION},
+	{"json", no_argument, NULL, OPT_JSON},
+	{"help", no_argument, NULL, 'h'},
+	{0},
+};
+
+static int isolation_level(const char *name)
+{
+	for (int l = SNAPCELL_ISOLATION_NONE; l <= SNAPCELL_ISOLATION_CGROUPS; l++)
+		if (!strcmp(name, snapcell_isolation_name((enum snapcell_isolation)l)))
+			return l;
+	return -1;
+}
+
+/* Applies one option to cfg; returns 0 or prints why not and returns -1. */
+static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
+{
+	static const struct {
+		int opt;
+		enum snapcell_limit limit;
+		int kind; /* 0 seconds, 1 size, 2 count */
+	} limits[] = {
+		{OPT_TIMEOUT, SNAPCELL_LIMIT_WALL_MS, 0}, {OPT_CPU, SNAPCELL_LIMIT_CPU_MS, 0},
+		{OPT_MEMORY, SNAPCELL_LIMIT_MEMORY_BYTES, 1}, {OPT_PROCS, SNAPCELL_LIMIT_PROCESSES, 2},
+		{OPT_FSIZE, SNAPCELL_LIMIT_FILE_BYTES, 1}, {OPT_TMP, SNAPCELL_LIMIT_TMP_BYTES, 1},
+		{OPT_STDOUT, SNAPCELL_LIMIT_STDOUT_BYTES, 1},
+		{OPT_STDERR, SNAPCELL_LIMIT_STDERR_BYTES, 1},
+	};
+	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+		if (limits[i].opt != opt)
+			continue;
+		uint64_t v;
+		char *end;
+		int bad = limits[i].kind == 0   ? parse_seconds_ms(arg, &v)
+			  : limits[i].kind == 1 ? cli_parse_size(arg, &v)
+						: (v = strtoull(arg, &end, 10), *arg == 0 || *end != 0);
+		if (bad || snapcell_config_set_limit(cfg, limits[i].limit, v) < 0) {
+			fprintf(stderr, "snapcell: invalid value '%s' for --%s\n", arg,
+				options[opt - OPT_TIMEOUT].name);
+			return -1;
+		}
+		return 0;
+	}
+	if (opt == OPT_ENV) {
+		char *eq = strchr(arg, '=');
+		char *name = eq ? strndup(arg, (size_t)(eq - arg)) : NULL;
+		int rc = name ? snapcell_config_set_env(cfg, name, eq + 1) : -1;
+		free(name);
+		if (rc < 0)
+			fprintf(stderr, "snapcell: --env wants NAME=VALUE, got '%s'\n", arg);
+		return rc < 0 ? -1 : 0;
+	}
+	if (opt == OPT_PYPATH) {
+		char *real = realpath(arg, NULL);
+		int rc = real ? snapcell_config_add_python_path(cfg, real) : -1;
+		if (!real)
+			fprintf(stderr, "snapcell: --python-path %s: %s\n", arg, strerror(errno));
+		free(real);
+		return rc < 0 ? -1 : 0;
+	}
+	int level = isolation_level(arg);
+	if (level < 0 || snapcell_config_require_isolation(cfg, level) < 0) {
+		fprintf(stderr, "snapcell: unknown isolation level '%s'\n", arg);
+		return -1;
+	}
+	return 0;
+}
+
+static int exit_status(const struct snapcell_result *res)
+{
+	switch (res->status) {
+	case SNAPCELL_STATUS_OK:
+	case SNAPCELL_STATUS_ERROR:
+	case SNAPCELL_STATUS_KILLED:
+	case SNAPCELL_STATUS_MEMORY:
+		return res->exit_code ? res->exit_code : res->status != SNAPCELL_STATUS_OK;
+	case SNAPCELL_STATUS_TIMEOUT:
+		return 124;
+	case SNAPCELL_STATUS_OUTPUT_LIMIT:
+		return 125;
+	default:
+		return EXIT_SNAPCELL;
+	}
+}
+
+static void print_plain(const struct snapcell_result *res, const struct snapcell_config *cfg)
+{
+	fwrite(res->stdout_buf, 1, res->stdout_len, stdout);
+	fflush(stdout);
+	fwrite(res->stderr_buf, 1, res->stderr_len, stderr);
+	const char *why = NULL;
+	if (res->limits_hit & SNAPCELL_HIT_WALL)
+		why = "wall-clock limit";
+	else if (res->limits_hit & SNAPCELL_HIT_CPU)
+		why = "CPU time limit";
+	else if (res->limits_hit & (SNAPCELL_HIT_STDOUT | SNAPCELL_HIT_STDERR))
+		why = res->limits_hit & SNAPCELL_HIT_STDOUT ? "stdout limit" : "stderr limit";
+	else if (res->status == SNAPCELL_STATUS_MEMORY)
+		why = "memory limit";
+	if (why)
+		fprintf(stderr, "snapcell: run ended by the %s (status %s)\n", why,
+			snapcell_status_name(res->status));
+	else if (res->status == SNAPCELL_STATUS_KILLED)
+		fprintf(stderr, "snapcell: run killed by signal %d\n", res->term_signal);
+	(void)cfg;
+}
+
+int cli_run(int argc, char **argv)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	bool as_json = false;
+	int opt;
+	optind = 1;
+	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+		if (opt == 'h') {
+			fputs(usage, stdout);
+			snapcell_config_free(cfg);
+			return 0;
+		}
+		if (opt == OPT_JSON) {
+			as_json = true;
+			continue;
+		}
+		if (opt == '?' || apply_option(cfg, opt, optarg) < 0) {
+			snapcell_config_free(cfg);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		fputs(usage, stderr);
+		snapcell_config_free(cfg);
+		return EXIT_USAGE;
+	}
+	size_t len;
+	char *code = read_source(argv[optind], &len);
+	if (!code) {
+		snapcell_config_free(cfg);
+		return EXIT_USAGE;
+	}
+	struct snapcell_error err = {0};
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_result *res = NULL;
+	int rc = snapcell_sandbox_new(cfg, &sb, &err);
+	if (rc == 0)
+		rc = snapcell_sandbox_run(sb, code, len, &res, &err);
+	free(code);
+	int status = EXIT_SNAPCELL;
+	if (rc < 0) {
+		fprintf(stderr, "snapcell: %s\n", err.message);
+	} else {
+		if (as_json) {
+			json_t *j = cli_result_json(res);
+			json_dumpf(j, stdout, JSON_INDENT(2));
+			putchar('\n');
+			json_decref(j);
+		} else {
+			print_plain(res, cfg);
+		}
+		status = exit_status(res);
+	}
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	snapcell_config_free(cfg);
+	return status;
+}

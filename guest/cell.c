@@ -1,0 +1,101 @@
+/* One cell: the forked copy of the template that runs one piece of untrusted code. It sets
+ * itself up in the order of ../shared/docs/security-notes.md §3.5 (session, mounts, fds,
+ * rlimits, capabilities, no_new_privs, seccomp last), warms up, then parks until the host
+ * sends code. Everything after the code starts is untrusted: the host believes only the exit
+ * status the template reports. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "util/util.h"
+
+#define CELL_RPC_FD 3
+
+/* A cell that cannot set itself up says why on its stderr and reports setup-failure. */
+static _Noreturn void setup_failed(const struct snapcell_error *err)
+{
+	char line[SNAPCELL_ERROR_MESSAGE_LEN + 32];
+	int n = snprintf(line, sizeof(line), "snapcell: cell setup: %s\n", err->message);
+	(void)!write(2, line, (size_t)n);
+	struct sc_done_payload done = {.status = SNAPCELL_STATUS_SETUP_FAILURE};
+	sc__frame_write(CELL_RPC_FD, SC_FRAME_DONE, &done, sizeof(done));
+	_exit(125);
+}
+
+static int place_fds(const struct sc_cell_plan *plan, struct snapcell_error *err)
+{
+	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (devnull < 0)
+		return sc__err(err, -errno, "open /dev/null");
+	/* The cell's ends were made above fd 9 by the template, so these cannot clobber them. */
+	if (dup2(devnull, 0) < 0 || dup2(plan->stdout_fd, 1) < 0 || dup2(plan->stderr_fd, 2) < 0 ||
+	    dup2(plan->rpc_fd, CELL_RPC_FD) < 0)
+		return sc__err(err, -errno, "dup2");
+	/* Nothing of the template's (control socket, other cells' pipes) survives. */
+	if (syscall(SYS_close_range, CELL_RPC_FD + 1, ~0U, 0) < 0)
+		return sc__err(err, -errno, "close_range");
+	return 0;
+}
+
+static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error *err)
+{
+	char out_name[16];
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* The template is single-threaded, so its death is this thread's parent's death. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		return sc__err(err, -errno, "set parent-death signal");
+	/* A new session: kill(0, ...) cannot reach the template's or the host's group. */
+	if (setsid() < 0)
+		return sc__err(err, -errno, "setsid");
+	snprintf(out_name, sizeof(out_name), "%u", plan->id);
+	int rc = sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, err);
+	if (rc == 0)
+		rc = place_fds(plan, err);
+	if (rc == 0 && chdir("/tmp") < 0)
+		rc = sc__err(err, -errno, "chdir /tmp");
+	if (rc == 0)
+		rc = sc__rlimits_apply(&plan->cfg->limits, err);
+	if (rc == 0)
+		rc = sc__caps_drop_all(err);
+	if (rc == 0 && (rc = sc__seccomp_install(plan->seccomp)) < 0)
+		sc__err(err, rc, "install seccomp filter");
+	return rc;
+}
+
+_Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
+{
+	struct snapcell_error err = {0};
+	if (restrict_self(plan, &err) < 0) {
+		/* fds may not be in place yet: put the report where the host reads it. */
+		dup2(plan->stderr_fd, 2);
+		dup2(plan->rpc_fd, CELL_RPC_FD);
+		setup_failed(&err);
+	}
+	sc_py_after_fork_child();
+	sc_py_warm();
+
+	uint8_t type;
+	uint8_t *code;
+	size_t len;
+	int rc = sc__frame_read(CELL_RPC_FD, plan->cfg->frame_cap, &type, &code, &len);
+	if (rc < 0 || type != SC_FRAME_RUN)
+		_exit(rc == -EPIPE ? 0 : 124); /* the host went away or spoke out of turn */
+	struct sc_done_payload done;
+	int exit_code = sc_py_run(code, len, &done);
+	free(code);
+	/* Only the cell's first process reports; a fork of it that ran off the end of the code
+	 * just leaves (the namespace dies with the first process anyway). */
+	if (getpid() == 1)
+		sc__frame_write(CELL_RPC_FD, SC_FRAME_DONE, &done, sizeof(done));
+	_exit(exit_code);
+}

@@ -1,0 +1,45 @@
+/* The sandbox helper: the template process that owns the warm interpreter (template.c), the
+ * cells it forks (cell.c), and the embedded CPython (python.c). Runs only inside the
+ * sandbox's namespaces; never linked into the host library. */
+#ifndef SC_GUEST_H
+#define SC_GUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "isolate/isolate.h"
+#include "rpc/frame.h"
+#include "snapcell.h"
+
+struct sc_guest_config {
+	char *root_base;
+	char *out_dir;
+	char **python_paths;
+	size_t n_python_paths;
+	unsigned spares;
+	uint64_t tmp_bytes;
+	size_t frame_cap;
+	struct sc_rlimits limits;
+};
+
+/* What a cell needs from the template, fixed before the fork. */
+struct sc_cell_plan {
+	const struct sc_guest_config *cfg;
+	const struct sc_bpf *seccomp;
+	uint32_t id;
+	int stdout_fd, stderr_fd, rpc_fd; /* the cell's ends */
+};
+
+/* Never returns: sets up the cell, waits for code, runs it, exits. */
+_Noreturn void sc_cell_main(const struct sc_cell_plan *plan);
+
+/* python.c */
+int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err);
+void sc_py_warm(void);
+/* Runs code as __main__; fills done and returns the process exit code. */
+int sc_py_run(const uint8_t *code, size_t len, struct sc_done_payload *done);
+void sc_py_before_fork(void);
+void sc_py_after_fork_parent(void);
+void sc_py_after_fork_child(void);
+
+#endif

@@ -1,0 +1,145 @@
+/* The embedded CPython: initialised once in the template from the read-only root, with the
+ * common standard library imported and frozen out of the garbage collector's reach, so each
+ * forked cell shares it copy-on-write. The run logic itself is Python (prelude.py). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "guest.h"
+#include "prelude.h"
+#include "util/util.h"
+
+/* Imported in the template: what model-written code reaches for most. Nothing that starts a
+ * thread at import (the template must be single-threaded when it forks). */
+static const char *const warm_modules[] = {
+	"json", "re", "datetime", "collections", "math", "random", "itertools", "functools",
+	"traceback", "typing", "dataclasses", "statistics", "decimal", "fractions", "string",
+	"textwrap", "base64", "hashlib", "time", "pathlib", "csv", "copy", "enum", "heapq",
+	"bisect", "operator", "struct", "uuid", "threading", "shutil", "tempfile", "glob",
+	"urllib.parse", "pprint",
+};
+
+static PyObject *prelude_run, *prelude_warm;
+
+static int config_paths(PyConfig *c, const struct sc_guest_config *cfg)
+{
+	static const char *const stdlib[] = {SC_PY_STDLIB, SC_PY_DYNLOAD};
+	c->module_search_paths_set = 1;
+	for (size_t i = 0; i < SC_ARRAY_LEN(stdlib) + cfg->n_python_paths; i++) {
+		const char *p = i < SC_ARRAY_LEN(stdlib) ? stdlib[i]
+							  : cfg->python_paths[i - SC_ARRAY_LEN(stdlib)];
+		wchar_t *w = Py_DecodeLocale(p, NULL);
+		if (!w)
+			return -ENOMEM;
+		PyStatus st = PyWideStringList_Append(&c->module_search_paths, w);
+		PyMem_RawFree(w);
+		if (PyStatus_Exception(st))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+static int init_interpreter(const struct sc_guest_config *cfg, struct snapcell_error *err)
+{
+	PyConfig c;
+	PyConfig_InitIsolatedConfig(&c);
+	c.site_import = 0;
+	c.write_bytecode = 0;
+	c.user_site_directory = 0;
+	c.install_signal_handlers = 1; /* SIGXFSZ ignored: a too-large write raises OSError */
+	PyStatus st = PyConfig_SetString(&c, &c.program_name, L"python3");
+	if (!PyStatus_Exception(st) && config_paths(&c, cfg) < 0)
+		st = PyStatus_NoMemory();
+	if (!PyStatus_Exception(st))
+		st = Py_InitializeFromConfig(&c);
+	PyConfig_Clear(&c);
+	if (PyStatus_Exception(st))
+		return sc__err(err, SNAPCELL_E_HELPER, "initialise Python: %s",
+			       st.err_msg ? st.err_msg : "failed");
+	return 0;
+}
+
+static int py_fail(struct snapcell_error *err, const char *what)
+{
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	PyObject *s = value ? PyObject_Str(value) : NULL;
+	const char *msg = s ? PyUnicode_AsUTF8(s) : NULL;
+	sc__err(err, SNAPCELL_E_HELPER, "%s: %s", what, msg ? msg : "unknown error");
+	Py_XDECREF(s);
+	Py_XDECREF(type);
+	Py_XDECREF(value);
+	Py_XDECREF(tb);
+	PyErr_Clear();
+	return err ? err->code : SNAPCELL_E_HELPER;
+}
+
+int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
+{
+	int rc = init_interpreter(cfg, err);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < SC_ARRAY_LEN(warm_modules); i++) {
+		PyObject *m = PyImport_ImportModule(warm_modules[i]);
+		if (!m)
+			return py_fail(err, warm_modules[i]);
+		Py_DECREF(m);
+	}
+	PyObject *code = Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
+	PyObject *mod = code ? PyImport_ExecCodeModule("_snapcell_prelude", code) : NULL;
+	Py_XDECREF(code);
+	if (!mod)
+		return py_fail(err, "prelude");
+	prelude_run = PyObject_GetAttrString(mod, "run");
+	prelude_warm = PyObject_GetAttrString(mod, "warm");
+	PyObject *r = PyObject_CallMethod(mod, "freeze", NULL);
+	Py_DECREF(mod);
+	if (!prelude_run || !prelude_warm || !r)
+		return py_fail(err, "prelude");
+	Py_DECREF(r);
+	return 0;
+}
+
+void sc_py_warm(void)
+{
+	PyObject *r = PyObject_CallNoArgs(prelude_warm);
+	if (!r)
+		PyErr_Clear();
+	Py_XDECREF(r);
+}
+
+int sc_py_run(const uint8_t *code, size_t len, struct sc_done_payload *done)
+{
+	memset(done, 0, sizeof(*done));
+	PyObject *src = PyBytes_FromStringAndSize((const char *)code, (Py_ssize_t)len);
+	PyObject *r = src ? PyObject_CallOneArg(prelude_run, src) : NULL;
+	Py_XDECREF(src);
+	long status = SNAPCELL_STATUS_ERROR, exit_code = 1, flags = 0;
+	if (r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3) {
+		status = PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
+		exit_code = PyLong_AsLong(PyTuple_GET_ITEM(r, 1));
+		flags = PyLong_AsLong(PyTuple_GET_ITEM(r, 2));
+	} else {
+		/* The code replaced our run function or broke the interpreter. */
+		PyErr_Print();
+	}
+	Py_XDECREF(r);
+	PyErr_Clear();
+	done->status = (uint8_t)status;
+	done->limits_hit = (uint32_t)flags;
+	return (int)(exit_code & 0xff);
+}
+
+void sc_py_before_fork(void)
+{
+	PyOS_BeforeFork();
+}
+
+void sc_py_after_fork_parent(void)
+{
+	PyOS_AfterFork_Parent();
+}
+
+void sc_py_after_fork_child(void)
+{
+	PyOS_AfterFork_Child();
+}

@@ -1,0 +1,333 @@
+/* The template: the helper's main process. It reads its setup from the control socket, builds
+ * the root, warms CPython, compiles the seccomp policy, then keeps a few cells parked for the
+ * host and reaps them, reporting each exit status on the cell's own exit pipe. It never runs
+ * untrusted code itself; the host's closing of the control socket ends it, and with it (as pid
+ * 1 of the sandbox's pid namespace) every cell. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "rpc/control.h"
+#include "util/util.h"
+
+#define CTL SC_CONTROL_FD
+#define MAX_CELLS 4096 /* live cells per sandbox, parked or running */
+
+struct live_cell {
+	uint32_t id;
+	pid_t pid;
+	int exit_fd; /* write end of the cell's exit pipe */
+};
+
+static struct {
+	struct sc_guest_config cfg;
+	struct sc_bpf seccomp;
+	int self_pidns; /* to return pid_ns_for_children after each cell */
+	int out_fd;     /* SC_OUT_BASE */
+	int sig_fd;
+	uint32_t next_id;
+	unsigned parked;
+	struct live_cell cells[MAX_CELLS];
+	size_t n_cells;
+} T;
+
+static void report_ready(int status, const char *message)
+{
+	struct sc_ctl_msg m = {.type = SC_CTL_READY, .status = status,
+			       .level = status ? SNAPCELL_ISOLATION_NONE
+					       : SNAPCELL_ISOLATION_NAMESPACES};
+	snprintf(m.message, sizeof(m.message), "%s", message);
+	sc__ctl_send(CTL, &m, NULL, 0);
+}
+
+static uint64_t get_u64(json_t *obj, const char *key)
+{
+	json_t *v = json_object_get(obj, key);
+	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
+							       : 0;
+}
+
+static char *dup_str(json_t *obj, const char *key)
+{
+	const char *s = json_string_value(json_object_get(obj, key));
+	return s ? strdup(s) : NULL;
+}
+
+static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
+{
+	json_error_t jerr;
+	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!json_is_object(root)) {
+		json_decref(root);
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: %s", jerr.text);
+	}
+	struct sc_guest_config *c = &T.cfg;
+	c->root_base = dup_str(root, "root");
+	c->out_dir = dup_str(root, "out");
+	c->spares = (unsigned)get_u64(root, "spares");
+	c->tmp_bytes = get_u64(root, "tmp_bytes");
+	c->frame_cap = (size_t)get_u64(root, "frame_cap");
+	c->limits.memory_bytes = get_u64(root, "memory_bytes");
+	c->limits.cpu_ms = get_u64(root, "cpu_ms");
+	c->limits.processes = get_u64(root, "processes");
+	c->limits.file_bytes = get_u64(root, "file_bytes");
+	c->limits.open_files = get_u64(root, "open_files");
+	json_t *paths = json_object_get(root, "python_paths");
+	c->n_python_paths = json_array_size(paths);
+	c->python_paths = calloc(c->n_python_paths + 1, sizeof(char *));
+	for (size_t i = 0; c->python_paths && i < c->n_python_paths; i++) {
+		const char *p = json_string_value(json_array_get(paths, i));
+		c->python_paths[i] = p ? strdup(p) : NULL;
+		if (!c->python_paths[i])
+			c->n_python_paths = i;
+	}
+	json_decref(root);
+	if (!c->root_base || !c->out_dir || !c->spares || !c->tmp_bytes || !c->frame_cap ||
+	    !c->limits.memory_bytes || !c->python_paths)
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing fields");
+	return 0;
+}
+
+static int read_setup(struct snapcell_error *err)
+{
+	char *buf = malloc(SC_SETUP_MAX);
+	if (!buf)
+		return sc__err(err, -ENOMEM, "setup buffer");
+	ssize_t n;
+	do
+		n = recv(CTL, buf, SC_SETUP_MAX, MSG_TRUNC);
+	while (n < 0 && errno == EINTR);
+	int rc = n < 0 ? sc__err(err, -errno, "read setup")
+		 : n == 0 || n > (ssize_t)SC_SETUP_MAX
+			 ? sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: %zd bytes", n)
+			 : parse_setup(buf, (size_t)n, err);
+	free(buf);
+	return rc;
+}
+
+static int build_root(struct snapcell_error *err)
+{
+	const char *ro[2 + 64];
+	size_t n = 0;
+	ro[n++] = SC_PY_STDLIB;
+	ro[n++] = SC_PY_LIBDIR;
+	for (size_t i = 0; i < T.cfg.n_python_paths && n < SC_ARRAY_LEN(ro); i++)
+		ro[n++] = T.cfg.python_paths[i];
+	struct sc_rootfs fs = {.base = T.cfg.root_base, .out_dir = T.cfg.out_dir, .ro_dirs = ro,
+			       .n_ro_dirs = n};
+	return sc__rootfs_build(&fs, err);
+}
+
+static int setup(struct snapcell_error *err)
+{
+	int rc = read_setup(err);
+	if (rc < 0)
+		return rc;
+	if (setsid() < 0)
+		return sc__err(err, -errno, "setsid");
+	T.self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
+	if (T.self_pidns < 0)
+		return sc__err(err, -errno, "open /proc/self/ns/pid");
+	if ((rc = build_root(err)) < 0)
+		return rc;
+	if (sethostname("snapcell", 8) < 0)
+		return sc__err(err, -errno, "sethostname");
+	T.out_fd = open(SC_OUT_BASE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (T.out_fd < 0)
+		return sc__err(err, -errno, "open " SC_OUT_BASE);
+	if ((rc = sc__seccomp_compile(&T.seccomp, err)) < 0)
+		return rc;
+	if ((rc = sc_py_init(&T.cfg, err)) < 0)
+		return rc;
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	T.sig_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (T.sig_fd < 0)
+		return sc__err(err, -errno, "signalfd");
+	return 0;
+}
+
+static void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* Makes the descriptors of one cell above fd 9, where the cell's dup2 to 0-3 cannot clobber
+ * them. host[] travel to the host; cell[] are the cell's ends; exit_w stays here. */
+static int make_fds(int host[SC_CELL_NFDS], int cell[3], int *exit_w)
+{
+	int p[2][2], s[2], e[2];
+	host[SC_CELL_PIDFD] = -1;
+	if (pipe2(p[0], O_CLOEXEC) < 0)
+		return -errno;
+	if (pipe2(p[1], O_CLOEXEC) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) ||
+	    pipe2(e, O_CLOEXEC) < 0) {
+		int rc = -errno;
+		close(p[0][0]), close(p[0][1]);
+		return rc; /* the rest leak only on this exhausted-fd path; the template exits */
+	}
+	int raw[8] = {p[0][0], s[0], p[1][0], e[0], p[0][1], p[1][1], s[1], e[1]};
+	int moved[8];
+	for (int i = 0; i < 8; i++) {
+		moved[i] = fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
+		close(raw[i]);
+	}
+	host[SC_CELL_STDOUT] = moved[0];
+	host[SC_CELL_RPC] = moved[1];
+	host[SC_CELL_STDERR] = moved[2];
+	host[SC_CELL_EXIT] = moved[3];
+	cell[0] = moved[4];
+	cell[1] = moved[5];
+	cell[2] = moved[6];
+	*exit_w = moved[7];
+	for (int i = 0; i < 8; i++)
+		if (moved[i] < 0) {
+			close_all(moved, 8);
+			return -EMFILE;
+		}
+	return 0;
+}
+
+static pid_t fork_cell(const struct sc_cell_plan *plan)
+{
+	/* The next child becomes pid 1 of a new pid namespace; then the template's own
+	 * namespace is made the children's namespace again for the following cell. */
+	if (unshare(CLONE_NEWPID) < 0)
+		return -errno;
+	sc_py_before_fork();
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (unshare(CLONE_NEWNS) < 0)
+			_exit(126);
+		sc_cell_main(plan);
+	}
+	int saved = errno;
+	sc_py_after_fork_parent();
+	if (setns(T.self_pidns, CLONE_NEWPID) < 0 && pid > 0) {
+		/* Without this no further cell could be made; end the sandbox loudly. */
+		kill(pid, SIGKILL);
+		exit(3);
+	}
+	return pid < 0 ? -saved : pid;
+}
+
+static int park_cell(void)
+{
+	if (T.n_cells == MAX_CELLS)
+		return -EAGAIN;
+	int host[SC_CELL_NFDS], cell[3], exit_w = -1;
+	int rc = make_fds(host, cell, &exit_w);
+	if (rc < 0)
+		return rc;
+	uint32_t id = T.next_id++;
+	char name[16];
+	snprintf(name, sizeof(name), "%u", id);
+	struct sc_cell_plan plan = {.cfg = &T.cfg, .seccomp = &T.seccomp, .id = id,
+				    .stdout_fd = cell[0], .stderr_fd = cell[1], .rpc_fd = cell[2]};
+	pid_t pid = -1;
+	if (mkdirat(T.out_fd, name, 0755) < 0)
+		rc = -errno;
+	else if ((pid = fork_cell(&plan)) < 0)
+		rc = pid;
+	close_all(cell, 3);
+	if (rc == 0) {
+		host[SC_CELL_PIDFD] = (int)syscall(SYS_pidfd_open, pid, 0);
+		struct sc_ctl_msg m = {.type = SC_CTL_CELL, .cell_id = id};
+		rc = host[SC_CELL_PIDFD] < 0 ? -errno : sc__ctl_send(CTL, &m, host, SC_CELL_NFDS);
+	}
+	if (pid > 0)
+		T.cells[T.n_cells++] = (struct live_cell){id, pid, exit_w};
+	else
+		close(exit_w);
+	if (rc < 0 && pid > 0)
+		kill(pid, SIGKILL);
+	close_all(host, SC_CELL_NFDS);
+	return rc;
+}
+
+static void reap(void)
+{
+	struct signalfd_siginfo si;
+	while (read(T.sig_fd, &si, sizeof(si)) > 0)
+		;
+	for (;;) {
+		int status;
+		struct rusage ru;
+		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
+		if (pid <= 0)
+			return;
+		for (size_t i = 0; i < T.n_cells; i++) {
+			if (T.cells[i].pid != pid)
+				continue;
+			struct sc_exit_record rec = {
+				.wait_status = status,
+				.cpu_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
+					  (uint64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+				.maxrss_kib = (uint64_t)ru.ru_maxrss};
+			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
+			close(T.cells[i].exit_fd);
+			T.cells[i] = T.cells[--T.n_cells];
+			break;
+		}
+	}
+}
+
+/* Returns when the host closes the control socket. */
+static void serve(void)
+{
+	int retry_ms = -1;
+	for (;;) {
+		while (T.parked < T.cfg.spares) {
+			if (park_cell() < 0) {
+				retry_ms = 50; /* out of processes or fds: try again soon */
+				break;
+			}
+			T.parked++;
+			retry_ms = -1;
+		}
+		struct pollfd pf[2] = {{CTL, POLLIN, 0}, {T.sig_fd, POLLIN, 0}};
+		if (poll(pf, 2, retry_ms) < 0 && errno != EINTR)
+			return;
+		if (pf[1].revents)
+			reap();
+		if (pf[0].revents) {
+			struct sc_ctl_msg m;
+			if (sc__ctl_recv(CTL, &m, NULL, NULL) < 0)
+				return;
+			if (m.type == SC_CTL_TAKE && T.parked > 0)
+				T.parked--;
+		}
+	}
+}
+
+int main(void)
+{
+	struct snapcell_error err = {0};
+	signal(SIGPIPE, SIG_IGN);
+	if (setup(&err) < 0) {
+		report_ready(err.code, err.message);
+		return 1;
+	}
+	report_ready(0, "ready");
+	serve();
+	return 0;
+}

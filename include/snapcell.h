@@ -1,0 +1,216 @@
+/* snapcell: run untrusted Python in isolated cells forked from a warm template.
+ *
+ * Typical use:
+ *
+ *     struct snapcell_config *cfg = snapcell_config_new();
+ *     snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 5000);
+ *     struct snapcell_sandbox *sb;
+ *     struct snapcell_error err;
+ *     if (snapcell_sandbox_new(cfg, &sb, &err) < 0)
+ *             fprintf(stderr, "snapcell: %s\n", err.message);
+ *     snapcell_config_free(cfg);            // the sandbox keeps its own copy
+ *     struct snapcell_result *res;
+ *     if (snapcell_sandbox_run(sb, "print(6 * 7)", SIZE_MAX, &res, &err) == 0) {
+ *             fwrite(res->stdout_buf, 1, res->stdout_len, stdout);
+ *             snapcell_result_free(res);
+ *     }
+ *     snapcell_sandbox_free(sb);
+ *
+ * Errors: fallible functions return 0 or a negative code: -errno for operating-system failures,
+ * SNAPCELL_E_* for our own. snapcell_strerror() names a code; a struct snapcell_error, when
+ * passed, also receives a message naming the step that failed ("mount /usr: EPERM").
+ *
+ * Ownership: setters copy their inputs; objects returned through an out-pointer are owned by the
+ * caller and released with the matching _free; _free(NULL) does nothing.
+ *
+ * Threads: a config is not thread-safe. A sandbox may be used from any number of threads at
+ * once; each run gets its own cell. The library never exits, aborts or installs signal handlers
+ * in the calling process; it ignores nothing and writes with MSG_NOSIGNAL.
+ */
+#ifndef SNAPCELL_H
+#define SNAPCELL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SNAPCELL_VERSION "0.1.0"
+
+#define SNAPCELL_API __attribute__((visibility("default")))
+
+/* Our own error codes; all below -4095 so they never collide with -errno. */
+enum snapcell_errcode {
+	SNAPCELL_E_INVAL = -5000,     /* an argument is out of range or malformed */
+	SNAPCELL_E_ISOLATION = -5001, /* the host cannot give the required isolation level */
+	SNAPCELL_E_HELPER = -5002,    /* the sandbox helper failed to start or set up */
+	SNAPCELL_E_TEMPLATE = -5003,  /* the template process died or broke its protocol */
+	SNAPCELL_E_PROTOCOL = -5004,  /* a peer sent a malformed or oversized frame */
+	SNAPCELL_E_TOO_BIG = -5005,   /* an input exceeds a hard cap */
+};
+
+#define SNAPCELL_ERROR_MESSAGE_LEN 256
+
+struct snapcell_error {
+	int code;
+	char message[SNAPCELL_ERROR_MESSAGE_LEN];
+};
+
+/* A static string naming a code from this library (SNAPCELL_E_* or -errno). */
+SNAPCELL_API const char *snapcell_strerror(int code);
+
+/* Isolation levels, weakest first. A sandbox reports the level it reached; a config may require
+ * a minimum. */
+enum snapcell_isolation {
+	SNAPCELL_ISOLATION_NONE = 0,
+	SNAPCELL_ISOLATION_RLIMITS = 1,    /* seccomp + Landlock + rlimits only */
+	SNAPCELL_ISOLATION_NAMESPACES = 2, /* user/mount/pid/net/ipc/uts/cgroup ns + seccomp */
+	SNAPCELL_ISOLATION_CGROUPS = 3,    /* namespaces + seccomp + cgroup limits */
+};
+
+/* "none", "rlimits", "namespaces", "cgroups"; NULL for an unknown value. */
+SNAPCELL_API const char *snapcell_isolation_name(enum snapcell_isolation level);
+
+/* Limits. Each is set with snapcell_config_set_limit(); 0 is not a valid value for any. */
+enum snapcell_limit {
+	SNAPCELL_LIMIT_WALL_MS,       /* wall clock from code delivery (default 30,000) */
+	SNAPCELL_LIMIT_CPU_MS,        /* CPU time of the cell, rounded up to seconds (default 60,000) */
+	SNAPCELL_LIMIT_MEMORY_BYTES,  /* address space of each cell process (default 512 MiB) */
+	SNAPCELL_LIMIT_PROCESSES,     /* tasks (processes and threads) per sandbox (default 64) */
+	SNAPCELL_LIMIT_FILE_BYTES,    /* largest file a cell may write (default 64 MiB) */
+	SNAPCELL_LIMIT_TMP_BYTES,     /* size of the cell's /tmp tmpfs (default 64 MiB) */
+	SNAPCELL_LIMIT_STDOUT_BYTES,  /* stdout kept; more ends the run (default 1 MiB) */
+	SNAPCELL_LIMIT_STDERR_BYTES,  /* stderr kept; more ends the run (default 1 MiB) */
+	SNAPCELL_LIMIT_OPEN_FILES,    /* file descriptors per cell process (default 256) */
+	SNAPCELL_LIMIT__COUNT
+};
+
+/* Flags in snapcell_result.limits_hit: which limit ended or hampered the run. */
+enum snapcell_limit_flag {
+	SNAPCELL_HIT_WALL = 1u << 0,
+	SNAPCELL_HIT_CPU = 1u << 1,
+	SNAPCELL_HIT_MEMORY = 1u << 2,
+	SNAPCELL_HIT_PROCESSES = 1u << 3,
+	SNAPCELL_HIT_FILE_SIZE = 1u << 4,
+	SNAPCELL_HIT_TMP = 1u << 5,
+	SNAPCELL_HIT_STDOUT = 1u << 6,
+	SNAPCELL_HIT_STDERR = 1u << 7,
+};
+
+/* ---- configuration ---- */
+
+struct snapcell_config;
+
+SNAPCELL_API struct snapcell_config *snapcell_config_new(void);
+SNAPCELL_API void snapcell_config_free(struct snapcell_config *cfg);
+
+/* Sets one limit. SNAPCELL_E_INVAL for an unknown limit or a zero or out-of-range value. */
+SNAPCELL_API int snapcell_config_set_limit(struct snapcell_config *cfg, enum snapcell_limit limit,
+			      uint64_t value);
+SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg, enum snapcell_limit limit);
+
+/* Passes an environment variable to the code (visible as os.environ[name]). The cell starts
+ * with no other variables. A later call with the same name replaces the value. */
+SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const char *value);
+
+/* Exposes a host directory read-only at the same path and appends it to sys.path, e.g. a
+ * Python environment's site-packages so numpy or pandas import. The path must be absolute and
+ * an existing directory when the sandbox is created. */
+SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir);
+
+/* Fails sandbox creation with SNAPCELL_E_ISOLATION when the host cannot reach this level. */
+SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg, enum snapcell_isolation level);
+
+/* ---- sandbox ---- */
+
+struct snapcell_sandbox;
+
+/* Starts the template: a helper process in its own namespaces with CPython initialised and the
+ * common standard library imported. The config is copied; it may be freed afterwards. */
+SNAPCELL_API int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sandbox **out,
+			 struct snapcell_error *err);
+
+/* Ends the template and every cell it started (running ones are killed) and removes the
+ * sandbox's temporary directory. Must not race with a run on the same sandbox. */
+SNAPCELL_API void snapcell_sandbox_free(struct snapcell_sandbox *sb);
+
+SNAPCELL_API enum snapcell_isolation snapcell_sandbox_isolation(const struct snapcell_sandbox *sb);
+
+/* ---- running code ---- */
+
+enum snapcell_status {
+	SNAPCELL_STATUS_OK,            /* the code ran to its end, or SystemExit(0) */
+	SNAPCELL_STATUS_ERROR,         /* uncaught exception, SyntaxError, or non-zero exit */
+	SNAPCELL_STATUS_TIMEOUT,       /* wall clock or CPU time limit */
+	SNAPCELL_STATUS_MEMORY,        /* the memory limit (MemoryError) */
+	SNAPCELL_STATUS_KILLED,        /* a signal ended the cell (seccomp tripwire, OOM, ...) */
+	SNAPCELL_STATUS_OUTPUT_LIMIT,  /* stdout or stderr exceeded its limit */
+	SNAPCELL_STATUS_SETUP_FAILURE, /* the cell could not be set up; the code did not run */
+};
+
+/* "ok", "error", "timeout", "memory", "killed", "output-limit", "setup-failure". */
+SNAPCELL_API const char *snapcell_status_name(enum snapcell_status status);
+
+struct snapcell_result {
+	enum snapcell_status status;
+	int exit_code;        /* the cell's exit status; 1 for an uncaught exception */
+	int term_signal;      /* the signal that ended the cell, or 0 */
+	uint32_t limits_hit;  /* SNAPCELL_HIT_* */
+	char *stdout_buf;     /* NUL-terminated for convenience; may contain NULs */
+	size_t stdout_len;
+	bool stdout_truncated;
+	char *stderr_buf;     /* holds the traceback of an uncaught exception */
+	size_t stderr_len;
+	bool stderr_truncated;
+	uint64_t wall_us;     /* code delivery to the cell's end */
+	uint64_t cpu_us;      /* user + system time of the cell and its reaped children */
+	uint64_t peak_memory_bytes; /* peak resident set of the cell */
+	enum snapcell_isolation isolation;
+};
+
+/* Runs code in a fresh cell of the template. code_len may be SIZE_MAX for a NUL-terminated
+ * string. Returns 0 and a result whatever the code did (its status says how it ended); a
+ * negative code only when the run could not happen (template gone, bad argument). */
+SNAPCELL_API int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
+			 struct snapcell_result **out, struct snapcell_error *err);
+
+SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
+
+/* ---- host probe (what `snapcell doctor` prints) ---- */
+
+enum snapcell_mechanism {
+	SNAPCELL_MECH_USERNS,
+	SNAPCELL_MECH_MOUNTNS,
+	SNAPCELL_MECH_PIDNS,
+	SNAPCELL_MECH_NETNS,
+	SNAPCELL_MECH_IPCNS,
+	SNAPCELL_MECH_UTSNS,
+	SNAPCELL_MECH_CGROUPNS,
+	SNAPCELL_MECH_SECCOMP,
+	SNAPCELL_MECH_LANDLOCK,
+	SNAPCELL_MECH_CGROUP_LIMITS,
+	SNAPCELL_MECH__COUNT
+};
+
+struct snapcell_mechanism_report {
+	const char *name;   /* "user namespace", ... (static) */
+	bool available;
+	bool used;          /* snapcell uses it at the reported level */
+	char detail[160];   /* why not, or a version */
+};
+
+struct snapcell_probe {
+	struct snapcell_mechanism_report mech[SNAPCELL_MECH__COUNT];
+	enum snapcell_isolation level; /* what a sandbox gets on this host */
+};
+
+/* Tests each mechanism in a short-lived child process; never changes the caller. */
+SNAPCELL_API int snapcell_probe_host(struct snapcell_probe *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

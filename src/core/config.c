@@ -1,0 +1,139 @@
+/* The sandbox configuration: limits with defaults, environment, Python paths, required
+ * isolation. Validation happens in the setters, so a config that exists is a valid one. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "util/util.h"
+
+#define KIB 1024ull
+#define MIB (1024ull * KIB)
+#define GIB (1024ull * MIB)
+
+static const struct {
+	uint64_t def, min, max;
+} limit_table[SNAPCELL_LIMIT__COUNT] = {
+	[SNAPCELL_LIMIT_WALL_MS] = {30000, 1, 24ull * 3600 * 1000},
+	[SNAPCELL_LIMIT_CPU_MS] = {60000, 1, 24ull * 3600 * 1000},
+	/* The forked interpreter already maps ~40 MiB of address space. */
+	[SNAPCELL_LIMIT_MEMORY_BYTES] = {512 * MIB, 96 * MIB, 1024 * GIB},
+	[SNAPCELL_LIMIT_PROCESSES] = {64, 1, 65536},
+	[SNAPCELL_LIMIT_FILE_BYTES] = {64 * MIB, 1, 1024 * GIB},
+	[SNAPCELL_LIMIT_TMP_BYTES] = {64 * MIB, 64 * KIB, 64 * GIB},
+	[SNAPCELL_LIMIT_STDOUT_BYTES] = {1 * MIB, 1, 1 * GIB},
+	[SNAPCELL_LIMIT_STDERR_BYTES] = {1 * MIB, 1, 1 * GIB},
+	[SNAPCELL_LIMIT_OPEN_FILES] = {256, 16, 65536},
+};
+
+struct snapcell_config *snapcell_config_new(void)
+{
+	struct snapcell_config *cfg = calloc(1, sizeof(*cfg));
+	if (!cfg)
+		return NULL;
+	for (int i = 0; i < SNAPCELL_LIMIT__COUNT; i++)
+		cfg->limits[i] = limit_table[i].def;
+	cfg->required = SNAPCELL_ISOLATION_NONE;
+	return cfg;
+}
+
+void snapcell_config_free(struct snapcell_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < cfg->n_env; i++) {
+		free(cfg->env[i].name);
+		free(cfg->env[i].value);
+	}
+	free(cfg->env);
+	for (size_t i = 0; i < cfg->n_python_paths; i++)
+		free(cfg->python_paths[i]);
+	free(cfg->python_paths);
+	free(cfg);
+}
+
+int snapcell_config_set_limit(struct snapcell_config *cfg, enum snapcell_limit limit,
+			      uint64_t value)
+{
+	if (!cfg || (unsigned)limit >= SNAPCELL_LIMIT__COUNT || value < limit_table[limit].min ||
+	    value > limit_table[limit].max)
+		return SNAPCELL_E_INVAL;
+	cfg->limits[limit] = value;
+	return 0;
+}
+
+uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg, enum snapcell_limit limit)
+{
+	return cfg && (unsigned)limit < SNAPCELL_LIMIT__COUNT ? cfg->limits[limit] : 0;
+}
+
+int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const char *value)
+{
+	if (!cfg || !name || !value || !*name || strchr(name, '='))
+		return SNAPCELL_E_INVAL;
+	char *v = strdup(value);
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; i < cfg->n_env; i++) {
+		if (strcmp(cfg->env[i].name, name) == 0) {
+			free(cfg->env[i].value);
+			cfg->env[i].value = v;
+			return 0;
+		}
+	}
+	struct sc_env_var *grown = realloc(cfg->env, (cfg->n_env + 1) * sizeof(*grown));
+	char *n = strdup(name);
+	if (!grown || !n) {
+		if (grown)
+			cfg->env = grown;
+		free(v);
+		free(n);
+		return -ENOMEM;
+	}
+	cfg->env = grown;
+	cfg->env[cfg->n_env++] = (struct sc_env_var){n, v};
+	return 0;
+}
+
+int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir)
+{
+	if (!cfg || !dir || dir[0] != '/' || strstr(dir, "/../") || strlen(dir) >= 4096)
+		return SNAPCELL_E_INVAL;
+	char **grown = realloc(cfg->python_paths, (cfg->n_python_paths + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	cfg->python_paths = grown;
+	if (!(grown[cfg->n_python_paths] = strdup(dir)))
+		return -ENOMEM;
+	cfg->n_python_paths++;
+	return 0;
+}
+
+int snapcell_config_require_isolation(struct snapcell_config *cfg, enum snapcell_isolation level)
+{
+	if (!cfg || (unsigned)level > SNAPCELL_ISOLATION_CGROUPS)
+		return SNAPCELL_E_INVAL;
+	cfg->required = level;
+	return 0;
+}
+
+int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **out)
+{
+	struct snapcell_config *c = snapcell_config_new();
+	if (!c)
+		return -ENOMEM;
+	memcpy(c->limits, src->limits, sizeof(c->limits));
+	c->required = src->required;
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < src->n_env; i++)
+		rc = snapcell_config_set_env(c, src->env[i].name, src->env[i].value);
+	for (size_t i = 0; rc == 0 && i < src->n_python_paths; i++)
+		rc = snapcell_config_add_python_path(c, src->python_paths[i]);
+	if (rc < 0) {
+		snapcell_config_free(c);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}

@@ -1,0 +1,61 @@
+/* Host-side internals shared by the core's files: the config's layout, the sandbox handle and
+ * its queue of parked cells. Front ends never include this; they use snapcell.h. */
+#ifndef SC_CORE_H
+#define SC_CORE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "rpc/control.h"
+#include "snapcell.h"
+
+struct sc_env_var {
+	char *name;
+	char *value;
+};
+
+struct snapcell_config {
+	uint64_t limits[SNAPCELL_LIMIT__COUNT];
+	struct sc_env_var *env;
+	size_t n_env;
+	char **python_paths;
+	size_t n_python_paths;
+	enum snapcell_isolation required;
+};
+
+int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **out);
+
+/* A cell the template parked for us: its id and descriptors (enum sc_cell_fd). */
+struct sc_cell {
+	uint32_t id;
+	int fds[SC_CELL_NFDS];
+};
+
+void sc__cell_close(struct sc_cell *cell);
+
+struct snapcell_sandbox {
+	struct snapcell_config *cfg;
+	pid_t helper_pid;
+	int helper_pidfd;
+	int ctl;
+	char *workdir;
+	int out_fd; /* workdir/out: one directory per cell, named by its id */
+	enum snapcell_isolation level;
+
+	pthread_mutex_t lock; /* guards the fields below and reads of ctl */
+	struct sc_cell *ready;
+	size_t n_ready, cap_ready;
+	bool broken;
+	char broken_msg[SNAPCELL_ERROR_MESSAGE_LEN];
+};
+
+/* Takes a parked cell (waiting for one if none is ready) and tells the template to park a
+ * replacement. */
+int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
+			  struct snapcell_error *err);
+
+/* Removes a finished cell's output directory. */
+void sc__sandbox_forget_cell(struct snapcell_sandbox *sb, uint32_t id);
+
+#endif

@@ -1,0 +1,341 @@
+/* One run: deliver code to a parked cell, collect its output under caps, enforce the wall
+ * clock, and derive the result from what the template reports (trusted) refined by what the
+ * cell reports (trusted only for its own result). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "rpc/frame.h"
+#include "util/util.h"
+
+#define READ_CHUNK 65536
+/* After the kill, the template reports the exit within milliseconds; past this it is wedged. */
+#define EXIT_GRACE_US 5000000
+/* After the exit record, pipes reach EOF once the cell's namespace is gone. */
+#define DRAIN_GRACE_US 1000000
+
+enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL };
+
+struct stream {
+	char *buf;
+	size_t len, cap;
+	bool truncated, eof;
+	uint32_t hit_flag;
+};
+
+struct run {
+	struct sc_cell cell;
+	struct stream out, err;
+	uint8_t *send_buf;
+	size_t send_len, send_off;
+	struct sc_frame_reader reader;
+	bool have_done, have_exit, exit_eof;
+	struct sc_done_payload done;
+	struct sc_exit_record exit;
+	size_t exit_got;
+	enum forced forced;
+	uint32_t hit;
+	char note[160];
+	uint64_t start_us, deadline_us;
+};
+
+static void kill_cell(struct run *r, enum forced why)
+{
+	if (r->forced == NOT_FORCED) {
+		r->forced = why;
+		/* pid 1 of the cell's namespace: its death takes every process of the cell. */
+		syscall(SYS_pidfd_send_signal, r->cell.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+	}
+}
+
+static void read_stream(struct run *r, int fd, struct stream *s)
+{
+	char scratch[READ_CHUNK];
+	ssize_t n = read(fd, scratch, sizeof(scratch));
+	if (n < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			s->eof = true;
+		return;
+	}
+	if (n == 0) {
+		s->eof = true;
+		return;
+	}
+	size_t room = s->cap - s->len;
+	size_t keep = (size_t)n < room ? (size_t)n : room;
+	memcpy(s->buf + s->len, scratch, keep);
+	s->len += keep;
+	if (keep < (size_t)n) {
+		s->truncated = true;
+		r->hit |= s->hit_flag;
+		kill_cell(r, FORCED_OUTPUT);
+	}
+}
+
+static void read_frames(struct run *r)
+{
+	uint8_t buf[4096];
+	ssize_t n = recv(r->cell.fds[SC_CELL_RPC], buf, sizeof(buf), MSG_DONTWAIT);
+	if (n <= 0) {
+		if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+			close(r->cell.fds[SC_CELL_RPC]);
+			r->cell.fds[SC_CELL_RPC] = -1;
+		}
+		return;
+	}
+	size_t off = 0;
+	while (off < (size_t)n && r->forced != FORCED_PROTOCOL) {
+		size_t used;
+		int rc = sc__frame_feed(&r->reader, buf + off, (size_t)n - off, &used);
+		off += used;
+		if (rc == 0)
+			break;
+		const char *why = rc < 0 ? "oversized frame"
+				  : sc__frame_type(&r->reader) != SC_FRAME_DONE ||
+					  r->reader.payload_len != sizeof(r->done) || r->have_done
+					  ? "unexpected frame"
+					  : NULL;
+		if (why) {
+			snprintf(r->note, sizeof(r->note),
+				 "snapcell: the cell broke the frame protocol (%s) and was killed\n",
+				 why);
+			kill_cell(r, FORCED_PROTOCOL);
+			break;
+		}
+		memcpy(&r->done, r->reader.payload, sizeof(r->done));
+		r->have_done = true;
+	}
+}
+
+static void read_exit(struct run *r)
+{
+	ssize_t n = read(r->cell.fds[SC_CELL_EXIT], (char *)&r->exit + r->exit_got,
+			 sizeof(r->exit) - r->exit_got);
+	if (n > 0) {
+		r->exit_got += (size_t)n;
+		r->have_exit = r->exit_got == sizeof(r->exit);
+	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+		r->exit_eof = true;
+	}
+}
+
+static void send_code(struct run *r)
+{
+	ssize_t n = send(r->cell.fds[SC_CELL_RPC], r->send_buf + r->send_off,
+			 r->send_len - r->send_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n > 0)
+		r->send_off += (size_t)n;
+	else if (n < 0 && errno != EAGAIN && errno != EINTR)
+		r->send_off = r->send_len; /* the cell is gone; its exit says why */
+}
+
+static bool finished(const struct run *r, uint64_t now)
+{
+	if (!r->have_exit && !r->exit_eof)
+		return false;
+	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
+}
+
+/* Returns 0 when the cell is gone and reaped, or SNAPCELL_E_TEMPLATE. */
+static int loop(struct run *r, const struct snapcell_sandbox *sb)
+{
+	uint64_t wall_us = sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS] * 1000;
+	r->deadline_us = r->start_us + wall_us;
+	for (;;) {
+		uint64_t now = sc__now_us();
+		if (finished(r, now))
+			return 0;
+		if (now >= r->deadline_us && r->forced == NOT_FORCED) {
+			r->hit |= SNAPCELL_HIT_WALL;
+			kill_cell(r, FORCED_TIMEOUT);
+		}
+		if (now > r->deadline_us + EXIT_GRACE_US && !r->have_exit)
+			return SNAPCELL_E_TEMPLATE;
+		struct pollfd pf[4] = {
+			{r->out.eof ? -1 : r->cell.fds[SC_CELL_STDOUT], POLLIN, 0},
+			{r->err.eof ? -1 : r->cell.fds[SC_CELL_STDERR], POLLIN, 0},
+			{r->have_exit || r->exit_eof ? -1 : r->cell.fds[SC_CELL_EXIT], POLLIN, 0},
+			{r->cell.fds[SC_CELL_RPC],
+			 (short)(POLLIN | (r->send_off < r->send_len ? POLLOUT : 0)), 0},
+		};
+		uint64_t until = r->deadline_us > now ? r->deadline_us - now : 0;
+		if (r->forced != NOT_FORCED || r->have_exit)
+			until = 50000; /* only draining now */
+		int timeout_ms = (int)((until + 999) / 1000);
+		if (poll(pf, 4, timeout_ms) < 0 && errno != EINTR)
+			return -errno;
+		if (pf[0].revents)
+			read_stream(r, pf[0].fd, &r->out);
+		if (pf[1].revents)
+			read_stream(r, pf[1].fd, &r->err);
+		if (pf[2].revents)
+			read_exit(r);
+		if (pf[3].revents & POLLOUT)
+			send_code(r);
+		if (pf[3].revents & (POLLIN | POLLHUP | POLLERR))
+			read_frames(r);
+	}
+}
+
+static enum snapcell_status guest_status(const struct run *r, int exit_code)
+{
+	if (!r->have_done)
+		return exit_code == 0 ? SNAPCELL_STATUS_OK : SNAPCELL_STATUS_ERROR;
+	switch (r->done.status) {
+	case SNAPCELL_STATUS_MEMORY:
+	case SNAPCELL_STATUS_SETUP_FAILURE:
+		return (enum snapcell_status)r->done.status;
+	case SNAPCELL_STATUS_OK:
+		return exit_code == 0 ? SNAPCELL_STATUS_OK : SNAPCELL_STATUS_ERROR;
+	default:
+		return SNAPCELL_STATUS_ERROR;
+	}
+}
+
+static void derive_result(const struct run *r, const struct snapcell_sandbox *sb,
+			  struct snapcell_result *res)
+{
+	const uint32_t guest_flags =
+		SNAPCELL_HIT_MEMORY | SNAPCELL_HIT_PROCESSES | SNAPCELL_HIT_FILE_SIZE | SNAPCELL_HIT_TMP;
+	int ws = r->exit.wait_status;
+	res->limits_hit = r->hit;
+	res->cpu_us = r->exit.cpu_us;
+	res->peak_memory_bytes = r->exit.maxrss_kib * 1024;
+	res->isolation = sb->level;
+	if (WIFSIGNALED(ws)) {
+		res->term_signal = WTERMSIG(ws);
+		res->exit_code = 128 + res->term_signal;
+	} else {
+		res->exit_code = WEXITSTATUS(ws);
+	}
+	uint64_t cpu_limit_us = (sb->cfg->limits[SNAPCELL_LIMIT_CPU_MS] + 999) / 1000 * 1000000;
+	if (r->forced == FORCED_TIMEOUT)
+		res->status = SNAPCELL_STATUS_TIMEOUT;
+	else if (r->forced == FORCED_OUTPUT)
+		res->status = SNAPCELL_STATUS_OUTPUT_LIMIT;
+	else if (r->forced == FORCED_PROTOCOL)
+		res->status = SNAPCELL_STATUS_KILLED;
+	else if (res->term_signal == SIGXCPU ||
+		 (res->term_signal == SIGKILL && res->cpu_us >= cpu_limit_us)) {
+		res->status = SNAPCELL_STATUS_TIMEOUT;
+		res->limits_hit |= SNAPCELL_HIT_CPU;
+	} else if (res->term_signal)
+		res->status = SNAPCELL_STATUS_KILLED;
+	else {
+		res->status = guest_status(r, res->exit_code);
+		if (r->have_done)
+			res->limits_hit |= r->done.limits_hit & guest_flags;
+	}
+}
+
+static int stream_init(struct stream *s, uint64_t cap, uint32_t flag)
+{
+	s->cap = (size_t)cap;
+	s->hit_flag = flag;
+	s->buf = malloc(s->cap + 1);
+	return s->buf ? 0 : -ENOMEM;
+}
+
+/* Appends the note after the cell's own stderr, within the cap. */
+static void append_note(struct stream *s, const char *note)
+{
+	size_t n = strlen(note);
+	if (n > s->cap - s->len)
+		n = s->cap - s->len;
+	memcpy(s->buf + s->len, note, n);
+	s->len += n;
+}
+
+static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char *code,
+		   size_t len)
+{
+	const uint64_t *l = sb->cfg->limits;
+	if (stream_init(&r->out, l[SNAPCELL_LIMIT_STDOUT_BYTES], SNAPCELL_HIT_STDOUT) < 0 ||
+	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
+		return -ENOMEM;
+	r->send_len = SC_FRAME_HEADER_LEN + len;
+	r->send_buf = malloc(r->send_len);
+	if (!r->send_buf)
+		return -ENOMEM;
+	sc__frame_header(r->send_buf, SC_FRAME_RUN, len);
+	memcpy(r->send_buf + SC_FRAME_HEADER_LEN, code, len);
+	sc__frame_reader_init(&r->reader, 64);
+	return 0;
+}
+
+static void release(struct run *r)
+{
+	free(r->out.buf);
+	free(r->err.buf);
+	free(r->send_buf);
+	sc__frame_reader_reset(&r->reader);
+}
+
+int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
+			 struct snapcell_result **out, struct snapcell_error *err)
+{
+	if (!sb || !code || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "run: NULL argument");
+	if (code_len == SIZE_MAX)
+		code_len = strlen(code);
+	if (code_len > SC_FRAME_DEFAULT_CAP)
+		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
+			       code_len, SC_FRAME_DEFAULT_CAP);
+	struct run r = {0};
+	struct snapcell_result *res = calloc(1, sizeof(*res));
+	int rc = !res ? -ENOMEM : prepare(&r, sb, code, code_len);
+	if (rc < 0) {
+		release(&r);
+		free(res);
+		return sc__err(err, rc, "run");
+	}
+	if ((rc = sc__sandbox_take_cell(sb, &r.cell, err)) < 0) {
+		release(&r);
+		free(res);
+		return rc;
+	}
+	r.start_us = sc__now_us();
+	rc = loop(&r, sb);
+	res->wall_us = sc__now_us() - r.start_us;
+	if (rc == 0) {
+		if (r.note[0])
+			append_note(&r.err, r.note);
+		derive_result(&r, sb, res);
+		res->stdout_buf = r.out.buf, res->stdout_len = r.out.len;
+		res->stderr_buf = r.err.buf, res->stderr_len = r.err.len;
+		res->stdout_truncated = r.out.truncated, res->stderr_truncated = r.err.truncated;
+		res->stdout_buf[res->stdout_len] = 0;
+		res->stderr_buf[res->stderr_len] = 0;
+		r.out.buf = r.err.buf = NULL;
+	} else {
+		kill_cell(&r, FORCED_TIMEOUT);
+		sc__err(err, rc, "run: the template did not report the cell's exit");
+	}
+	sc__cell_close(&r.cell);
+	sc__sandbox_forget_cell(sb, r.cell.id);
+	release(&r);
+	if (rc < 0) {
+		free(res);
+		return rc;
+	}
+	*out = res;
+	return 0;
+}
+
+void snapcell_result_free(struct snapcell_result *res)
+{
+	if (!res)
+		return;
+	free(res->stdout_buf);
+	free(res->stderr_buf);
+	free(res);
+}

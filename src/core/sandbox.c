@@ -1,0 +1,345 @@
+/* The sandbox handle: starting the template (workdir, helper spawn, setup message, READY),
+ * handing out parked cells, and tearing everything down. One run's life is in run.c. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "isolate/isolate.h"
+#include "rpc/frame.h"
+#include "util/util.h"
+
+#define HELPER_NAME "snapcell-cell"
+#define SPARE_CELLS 2
+#define READY_TIMEOUT_MS 20000
+#define TAKE_TIMEOUT_MS 20000
+
+void sc__cell_close(struct sc_cell *cell)
+{
+	for (int i = 0; i < SC_CELL_NFDS; i++)
+		if (cell->fds[i] >= 0)
+			close(cell->fds[i]);
+}
+
+/* The helper sits beside the library in the build tree, or in the install's libexec. */
+static int open_helper(struct snapcell_error *err)
+{
+	Dl_info info;
+	char path[PATH_MAX];
+	if (dladdr((void *)snapcell_sandbox_new, &info) && info.dli_fname) {
+		char lib[PATH_MAX];
+		snprintf(lib, sizeof(lib), "%s", info.dli_fname);
+		snprintf(path, sizeof(path), "%s/" HELPER_NAME, dirname(lib));
+		int fd = open(path, O_PATH | O_CLOEXEC);
+		if (fd >= 0)
+			return fd;
+	}
+	snprintf(path, sizeof(path), "%s/" HELPER_NAME, SNAPCELL_HELPER_DIR);
+	int fd = open(path, O_PATH | O_CLOEXEC);
+	if (fd < 0)
+		return sc__err(err, -errno, "find helper %s", path);
+	return fd;
+}
+
+static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	const char *tmp = getenv("TMPDIR");
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/snapcell-XXXXXX", tmp && *tmp == '/' ? tmp : "/tmp");
+	if (!mkdtemp(path))
+		return sc__err(err, -errno, "create work directory in %s", tmp ? tmp : "/tmp");
+	if (!(sb->workdir = strdup(path)))
+		return -ENOMEM;
+	uid_t uid;
+	gid_t gid;
+	sc__sandbox_ids(&uid, &gid);
+	/* The sandbox uid must reach the root mount point and own the output tree. */
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0 || fchmod(dfd, 0711) < 0 || mkdirat(dfd, "root", 0755) < 0 ||
+	    mkdirat(dfd, "out", 0700) < 0 || fchownat(dfd, "out", uid, gid, 0) < 0) {
+		int rc = sc__err(err, -errno, "prepare work directory %s", path);
+		if (dfd >= 0)
+			close(dfd);
+		return rc;
+	}
+	sb->out_fd = openat(dfd, "out", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	close(dfd);
+	return sb->out_fd < 0 ? sc__err(err, -errno, "open %s/out", path) : 0;
+}
+
+static char *setup_message(const struct snapcell_sandbox *sb)
+{
+	const uint64_t *l = sb->cfg->limits;
+	json_t *paths = json_array();
+	for (size_t i = 0; i < sb->cfg->n_python_paths; i++)
+		json_array_append_new(paths, json_string(sb->cfg->python_paths[i]));
+	char root[PATH_MAX], out[PATH_MAX];
+	snprintf(root, sizeof(root), "%s/root", sb->workdir);
+	snprintf(out, sizeof(out), "%s/out", sb->workdir);
+	/* The template itself and its parked cells count against RLIMIT_NPROC too. */
+	uint64_t procs = l[SNAPCELL_LIMIT_PROCESSES] + SPARE_CELLS + 1;
+	json_t *msg = json_pack(
+		"{s:s, s:s, s:o, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "root", root, "out", out,
+		"python_paths", paths, "spares", SPARE_CELLS, "tmp_bytes",
+		(json_int_t)l[SNAPCELL_LIMIT_TMP_BYTES], "frame_cap",
+		(json_int_t)SC_FRAME_DEFAULT_CAP, "memory_bytes",
+		(json_int_t)l[SNAPCELL_LIMIT_MEMORY_BYTES], "cpu_ms",
+		(json_int_t)l[SNAPCELL_LIMIT_CPU_MS], "processes", (json_int_t)procs, "file_bytes",
+		(json_int_t)l[SNAPCELL_LIMIT_FILE_BYTES], "open_files",
+		(json_int_t)l[SNAPCELL_LIMIT_OPEN_FILES]);
+	char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
+	json_decref(msg);
+	return s;
+}
+
+/* The helper's environment is exactly the configured variables. */
+static char **make_envp(const struct snapcell_config *cfg)
+{
+	char **envp = calloc(cfg->n_env + 1, sizeof(char *));
+	for (size_t i = 0; envp && i < cfg->n_env; i++)
+		if (asprintf(&envp[i], "%s=%s", cfg->env[i].name, cfg->env[i].value) < 0)
+			envp[i] = NULL;
+	return envp;
+}
+
+static void free_envp(char **envp)
+{
+	for (size_t i = 0; envp && envp[i]; i++)
+		free(envp[i]);
+	free(envp);
+}
+
+static int wait_readable(int fd, int timeout_ms)
+{
+	struct pollfd pf = {fd, POLLIN, 0};
+	int n;
+	do
+		n = poll(&pf, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n == 0 ? -ETIMEDOUT : 0;
+}
+
+static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	int sp[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
+		return sc__err(err, -errno, "control socketpair");
+	/* Keep the helper's end clear of 0-3, which the spawn child overwrites. */
+	int child_end = fcntl(sp[1], F_DUPFD_CLOEXEC, 10);
+	close(sp[1]);
+	sb->ctl = sp[0];
+	int helper_fd = open_helper(err);
+	char **envp = make_envp(sb->cfg);
+	char *argv[] = {HELPER_NAME, NULL};
+	int rc = child_end < 0 ? sc__err(err, -EMFILE, "control socket")
+		 : helper_fd < 0 ? helper_fd
+		 : !envp	 ? -ENOMEM
+				 : 0;
+	if (rc == 0) {
+		struct sc_spawn spec = {.helper_fd = helper_fd, .argv = argv, .envp = envp,
+					.control_fd = child_end};
+		sc__sandbox_ids(&spec.outside_uid, &spec.outside_gid);
+		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
+	}
+	free_envp(envp);
+	if (helper_fd >= 0)
+		close(helper_fd);
+	if (child_end >= 0)
+		close(child_end);
+	return rc;
+}
+
+static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	char *msg = setup_message(sb);
+	if (!msg)
+		return sc__err(err, -ENOMEM, "setup message");
+	ssize_t n = send(sb->ctl, msg, strlen(msg), MSG_NOSIGNAL);
+	free(msg);
+	if (n < 0)
+		return sc__err(err, -errno, "send setup");
+	int rc = wait_readable(sb->ctl, READY_TIMEOUT_MS);
+	struct sc_ctl_msg ready;
+	if (rc == 0)
+		rc = sc__ctl_recv(sb->ctl, &ready, NULL, NULL);
+	if (rc < 0)
+		return sc__err(err, SNAPCELL_E_HELPER, "template setup: %s",
+			       rc == -EPIPE ? "helper exited" : snapcell_strerror(rc));
+	if (ready.type != SC_CTL_READY)
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: unexpected message");
+	if (ready.status != 0) {
+		sc__err(err, SNAPCELL_E_HELPER, "template setup: %s", ready.message);
+		return SNAPCELL_E_HELPER;
+	}
+	sb->level = (enum snapcell_isolation)ready.level;
+	if (sb->level < sb->cfg->required)
+		return sc__err(err, SNAPCELL_E_ISOLATION,
+			       "isolation level '%s' required, this host gives '%s'",
+			       snapcell_isolation_name(sb->cfg->required),
+			       snapcell_isolation_name(sb->level));
+	return 0;
+}
+
+int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sandbox **out,
+			 struct snapcell_error *err)
+{
+	if (!cfg || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "sandbox_new: NULL argument");
+	for (size_t i = 0; i < cfg->n_python_paths; i++) {
+		struct stat st;
+		if (stat(cfg->python_paths[i], &st) < 0 || !S_ISDIR(st.st_mode))
+			return sc__err(err, stat(cfg->python_paths[i], &st) < 0 ? -errno : -ENOTDIR,
+				       "python path %s", cfg->python_paths[i]);
+	}
+	struct snapcell_sandbox *sb = calloc(1, sizeof(*sb));
+	if (!sb)
+		return sc__err(err, -ENOMEM, "sandbox");
+	sb->ctl = sb->helper_pidfd = sb->out_fd = -1;
+	pthread_mutex_init(&sb->lock, NULL);
+	int rc = sc__config_copy(cfg, &sb->cfg);
+	if (rc < 0)
+		sc__err(err, rc, "copy config");
+	if (rc == 0 && sb->cfg->required > SNAPCELL_ISOLATION_NAMESPACES)
+		rc = sc__err(err, SNAPCELL_E_ISOLATION,
+			     "isolation level 'cgroups' required: snapcell sets no cgroup limits "
+			     "on this host (see `snapcell doctor`)");
+	if (rc == 0)
+		rc = make_workdir(sb, err);
+	if (rc == 0)
+		rc = start_helper(sb, err);
+	if (rc == 0)
+		rc = handshake(sb, err);
+	if (rc < 0) {
+		snapcell_sandbox_free(sb);
+		return rc;
+	}
+	*out = sb;
+	return 0;
+}
+
+static void stop_helper(struct snapcell_sandbox *sb)
+{
+	if (sb->ctl >= 0)
+		close(sb->ctl); /* the template exits on EOF; its cells die with it (pid 1) */
+	if (sb->helper_pidfd < 0)
+		return;
+	if (wait_readable(sb->helper_pidfd, 2000) < 0)
+		syscall(SYS_pidfd_send_signal, sb->helper_pidfd, SIGKILL, NULL, 0);
+	siginfo_t si;
+	while (waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED) < 0 && errno == EINTR)
+		;
+	close(sb->helper_pidfd);
+}
+
+void snapcell_sandbox_free(struct snapcell_sandbox *sb)
+{
+	if (!sb)
+		return;
+	stop_helper(sb);
+	for (size_t i = 0; i < sb->n_ready; i++)
+		sc__cell_close(&sb->ready[i]);
+	free(sb->ready);
+	if (sb->out_fd >= 0)
+		close(sb->out_fd);
+	if (sb->workdir) {
+		char *slash = strrchr(sb->workdir, '/');
+		*slash = 0;
+		int parent = open(*sb->workdir ? sb->workdir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (parent >= 0) {
+			sc__remove_tree(parent, slash + 1, 4096);
+			close(parent);
+		}
+		free(sb->workdir);
+	}
+	pthread_mutex_destroy(&sb->lock);
+	snapcell_config_free(sb->cfg);
+	free(sb);
+}
+
+enum snapcell_isolation snapcell_sandbox_isolation(const struct snapcell_sandbox *sb)
+{
+	return sb ? sb->level : SNAPCELL_ISOLATION_NONE;
+}
+
+static int mark_broken(struct snapcell_sandbox *sb, const char *why, struct snapcell_error *err)
+{
+	sb->broken = true;
+	snprintf(sb->broken_msg, sizeof(sb->broken_msg), "%s", why);
+	return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", why);
+}
+
+/* Reads CELL messages until one arrives; the lock is held. */
+static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	int rc = wait_readable(sb->ctl, TAKE_TIMEOUT_MS);
+	if (rc == -ETIMEDOUT)
+		return sc__err(err, SNAPCELL_E_TEMPLATE, "no cell from the template in %d ms",
+			       TAKE_TIMEOUT_MS);
+	struct sc_ctl_msg m;
+	struct sc_cell cell;
+	size_t n_fds = 0;
+	if (rc == 0)
+		rc = sc__ctl_recv(sb->ctl, &m, cell.fds, &n_fds);
+	if (rc < 0)
+		return mark_broken(sb, rc == -EPIPE ? "the template exited" : "control socket failed",
+				   err);
+	if (m.type != SC_CTL_CELL || n_fds != SC_CELL_NFDS) {
+		for (size_t i = 0; i < n_fds; i++)
+			close(cell.fds[i]);
+		return mark_broken(sb, "the template sent a malformed cell message", err);
+	}
+	cell.id = m.cell_id;
+	if (sb->n_ready == sb->cap_ready) {
+		size_t cap = sb->cap_ready ? sb->cap_ready * 2 : 4;
+		struct sc_cell *grown = realloc(sb->ready, cap * sizeof(*grown));
+		if (!grown) {
+			sc__cell_close(&cell);
+			return sc__err(err, -ENOMEM, "cell queue");
+		}
+		sb->ready = grown;
+		sb->cap_ready = cap;
+	}
+	sb->ready[sb->n_ready++] = cell;
+	return 0;
+}
+
+int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
+			  struct snapcell_error *err)
+{
+	int rc = 0;
+	pthread_mutex_lock(&sb->lock);
+	if (sb->broken)
+		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	while (rc == 0 && sb->n_ready == 0)
+		rc = receive_cell(sb, err);
+	if (rc == 0) {
+		*out = sb->ready[0];
+		memmove(sb->ready, sb->ready + 1, --sb->n_ready * sizeof(*sb->ready));
+		struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
+		if (sc__ctl_send(sb->ctl, &take, NULL, 0) < 0)
+			mark_broken(sb, "the template exited", NULL);
+	}
+	pthread_mutex_unlock(&sb->lock);
+	return rc;
+}
+
+void sc__sandbox_forget_cell(struct snapcell_sandbox *sb, uint32_t id)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "%u", id);
+	sc__remove_tree(sb->out_fd, name, 4096);
+}

@@ -1,0 +1,38 @@
+/* Dropping privilege in a cell: the cell is root inside its user namespace only so the
+ * template could mount; after this it holds no capability in any namespace and cannot gain
+ * one (no_new_privs, locked securebits). */
+#define _GNU_SOURCE
+#include "isolate.h"
+
+#include <errno.h>
+#include <linux/securebits.h>
+#include <sys/capability.h>
+#include <sys/prctl.h>
+
+#include "util/util.h"
+
+int sc__caps_drop_all(struct snapcell_error *err)
+{
+	/* Lock root's special treatment off while CAP_SETPCAP is still held. */
+	unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+			     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+			     SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED;
+	if (prctl(PR_SET_SECUREBITS, bits, 0, 0, 0) < 0)
+		return sc__err(err, -errno, "set securebits");
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return sc__err(err, -errno, "drop bounding capability %d", cap);
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return sc__err(err, -errno, "clear ambient capabilities");
+	cap_t none = cap_init();
+	if (!none)
+		return sc__err(err, -ENOMEM, "cap_init");
+	int rc = cap_set_proc(none);
+	int saved = errno;
+	cap_free(none);
+	if (rc < 0)
+		return sc__err(err, -saved, "drop capabilities");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return sc__err(err, -errno, "set no_new_privs");
+	return 0;
+}

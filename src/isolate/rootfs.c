@@ -1,0 +1,202 @@
+/* The cell's filesystem: a read-only tmpfs root holding only what CPython needs, built once in
+ * the template's mount namespace, and the per-cell writable mounts. Not the place for /input
+ * staging or /output collection: those are the host's (src/stage). */
+#define _GNU_SOURCE
+#include "isolate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
+static const char *const root_dirs[] = {"usr", "etc", "dev", "dev/shm", "tmp", "input",
+					"output", ".snapcell", ".snapcell/out"};
+/* Files the dynamic loader and Debian's alternatives need to find shared libraries that
+ * extension modules (numpy's BLAS) load at import time. */
+static const char *const etc_binds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
+
+static int mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = 0;
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	return 0;
+}
+
+/* A bind remount must repeat the flags the kernel locked on the source (nosuid, nodev,
+ * noexec, ...) or it fails with EPERM inside a user namespace. */
+static unsigned long locked_flags(const char *path)
+{
+	struct statvfs sv;
+	unsigned long f = 0;
+	if (statvfs(path, &sv) < 0)
+		return 0;
+	if (sv.f_flag & ST_NOSUID)
+		f |= MS_NOSUID;
+	if (sv.f_flag & ST_NODEV)
+		f |= MS_NODEV;
+	if (sv.f_flag & ST_NOEXEC)
+		f |= MS_NOEXEC;
+	if (sv.f_flag & ST_NOATIME)
+		f |= MS_NOATIME;
+	if (sv.f_flag & ST_NODIRATIME)
+		f |= MS_NODIRATIME;
+	if (sv.f_flag & ST_RELATIME)
+		f |= MS_RELATIME;
+	return f;
+}
+
+static int bind(const char *src, const char *dst, unsigned long extra,
+		struct snapcell_error *err)
+{
+	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+		return sc__err(err, -errno, "bind %s", src);
+	unsigned long f = MS_BIND | MS_REMOUNT | MS_NOSUID | extra | locked_flags(dst);
+	if (mount(NULL, dst, NULL, f, NULL) < 0)
+		return sc__err(err, -errno, "remount %s", dst);
+	return 0;
+}
+
+/* Binds a host path (file or directory) at the same path under base. */
+static int bind_same_path(const char *base, const char *path, unsigned long extra,
+			  struct snapcell_error *err)
+{
+	char dst[PATH_MAX];
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return sc__err(err, -errno, "stat %s", path);
+	if (snprintf(dst, sizeof(dst), "%s%s", base, path) >= (int)sizeof(dst))
+		return sc__err(err, -ENAMETOOLONG, "mount %s", path);
+	int rc;
+	if (S_ISDIR(st.st_mode)) {
+		rc = mkdir_p(dst);
+	} else {
+		char *slash = strrchr(dst, '/');
+		*slash = 0;
+		rc = mkdir_p(dst);
+		*slash = '/';
+		int fd = rc < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			close(fd);
+		else if (rc == 0)
+			rc = -errno;
+	}
+	if (rc < 0)
+		return sc__err(err, rc, "create mount point %s", dst);
+	return bind(path, dst, extra, err);
+}
+
+/* /lib, /lib64, /bin ... are links into /usr on merged-/usr systems; recreate them. */
+static void copy_top_links(int rootfd)
+{
+	static const char *const links[] = {"lib", "lib64", "lib32", "libx32", "bin", "sbin"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(links); i++) {
+		char path[32], target[PATH_MAX];
+		snprintf(path, sizeof(path), "/%s", links[i]);
+		ssize_t n = readlink(path, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		(void)!symlinkat(target, rootfd, links[i]);
+	}
+}
+
+static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
+{
+	char path[PATH_MAX];
+	int rc;
+	for (size_t i = 0; i < SC_ARRAY_LEN(root_dirs); i++)
+		if (mkdirat(rootfd, root_dirs[i], 0755) < 0 && errno != EEXIST)
+			return sc__err(err, -errno, "mkdir /%s", root_dirs[i]);
+	fchmodat(rootfd, "tmp", 01777, 0);
+	copy_top_links(rootfd);
+	for (size_t i = 0; i < SC_ARRAY_LEN(dev_nodes); i++) {
+		snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
+		if ((rc = bind_same_path(fs->base, path, MS_NOEXEC, err)) < 0)
+			return rc;
+	}
+	for (size_t i = 0; i < fs->n_ro_dirs; i++)
+		if ((rc = bind_same_path(fs->base, fs->ro_dirs[i], MS_RDONLY | MS_NODEV, err)) < 0)
+			return rc;
+	for (size_t i = 0; i < SC_ARRAY_LEN(etc_binds); i++)
+		if (access(etc_binds[i], F_OK) == 0 &&
+		    (rc = bind_same_path(fs->base, etc_binds[i], MS_RDONLY | MS_NODEV, err)) < 0)
+			return rc;
+	if ((rc = sc__write_file_at(rootfd, "etc/passwd",
+				    "root:x:0:0:sandbox:/tmp:/nonexistent\n"
+				    "nobody:x:65534:65534:nobody:/nonexistent:/nonexistent\n",
+				    0644)) < 0 ||
+	    (rc = sc__write_file_at(rootfd, "etc/group", "root:x:0:\nnogroup:x:65534:\n", 0644)) <
+		    0 ||
+	    (rc = sc__write_file_at(rootfd, "etc/hostname", "snapcell\n", 0644)) < 0)
+		return sc__err(err, rc, "write /etc");
+	snprintf(path, sizeof(path), "%s" SC_OUT_BASE, fs->base);
+	return bind(fs->out_dir, path, MS_NODEV | MS_NOEXEC, err);
+}
+
+int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err)
+{
+	/* Nothing we mount may propagate back to the host's namespace. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return sc__err(err, -errno, "make / private");
+	if (mount("tmpfs", fs->base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
+		return sc__err(err, -errno, "mount root tmpfs on %s", fs->base);
+	int rootfd = open(fs->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return sc__err(err, -errno, "open %s", fs->base);
+	int rc = populate(fs, rootfd, err);
+	close(rootfd);
+	if (rc < 0)
+		return rc;
+	/* pivot_root(".", ".") stacks the old root under the new one; detaching it leaves no
+	 * path to the host filesystem (pivot_root(2), "new_root and put_old may be the same"). */
+	if (chdir(fs->base) < 0)
+		return sc__err(err, -errno, "chdir %s", fs->base);
+	if (syscall(SYS_pivot_root, ".", ".") < 0)
+		return sc__err(err, -errno, "pivot_root");
+	if (umount2(".", MNT_DETACH) < 0)
+		return sc__err(err, -errno, "detach old root");
+	if (chdir("/") < 0)
+		return sc__err(err, -errno, "chdir /");
+	if (mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+	    0)
+		return sc__err(err, -errno, "remount / read-only");
+	return 0;
+}
+
+int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, struct snapcell_error *err)
+{
+	char opts[96], out[PATH_MAX];
+	snprintf(opts, sizeof(opts), "mode=1777,size=%llu,nr_inodes=%llu",
+		 (unsigned long long)tmp_bytes, (unsigned long long)(tmp_bytes / 4096 + 64));
+	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+		return sc__err(err, -errno, "mount /tmp");
+	if (mount("/tmp", "/dev/shm", NULL, MS_BIND, NULL) < 0)
+		return sc__err(err, -errno, "bind /dev/shm");
+	snprintf(out, sizeof(out), SC_OUT_BASE "/%s", out_name);
+	int rc = bind(out, "/output", MS_NODEV | MS_NOEXEC, err);
+	if (rc < 0)
+		return rc;
+	if (umount2(SC_OUT_BASE, MNT_DETACH) < 0)
+		return sc__err(err, -errno, "detach " SC_OUT_BASE);
+	return 0;
+}

@@ -1,0 +1,233 @@
+/* The cell's system-call policy, fitted to CPython (../shared/docs/security-notes.md §3):
+ * allow what the interpreter and its standard library use, answer "feature absent" (ENOSYS)
+ * where libc or Python fall back, deny the rest with EPERM so code can recover, and kill the
+ * process on exploit-only calls. Compiled once in the template, installed in each cell. Not a
+ * filesystem policy: the mount layout is. */
+#define _GNU_SOURCE
+#include "isolate.h"
+
+#include <asm/prctl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+static const char *const allowed[] = {
+	/* memory, time, identity */
+	"brk", "mmap", "munmap", "mremap", "mprotect", "msync", "mincore", "madvise",
+	"clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time",
+	"getitimer", "setitimer", "alarm", "times", "getrusage", "getpid", "getppid", "gettid",
+	"getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "getpgrp",
+	"getpgid", "getsid", "setsid", "setpgid", "getpriority", "uname", "sysinfo", "getrandom",
+	"getcpu", "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler",
+	"sched_get_priority_min", "sched_get_priority_max", "restart_syscall", "rseq",
+	"set_robust_list", "get_robust_list", "set_tid_address", "futex", "futex_waitv", "exit",
+	"exit_group", "capget", "getrlimit", "setrlimit",
+	/* signals: confined by the cell's pid namespace and session */
+	"rt_sigaction", "rt_sigprocmask", "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait",
+	"rt_sigsuspend", "sigaltstack", "pause", "kill", "tgkill", "tkill", "signalfd",
+	"signalfd4", "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun",
+	"timer_delete", "timerfd_create", "timerfd_settime", "timerfd_gettime",
+	/* descriptors and files: the mount layout is the filesystem policy */
+	"read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "preadv2",
+	"pwritev2", "lseek", "close", "close_range", "dup", "dup2", "dup3", "pipe", "pipe2", "fstat",
+	"stat", "lstat", "newfstatat", "statx", "fstatfs", "statfs", "access", "faccessat",
+	"faccessat2", "open", "openat", "creat", "readlink", "readlinkat", "getdents", "getdents64",
+	"getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename",
+	"renameat", "renameat2", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown",
+	"fchownat", "lchown", "utime", "utimes", "utimensat", "futimesat", "umask", "ftruncate",
+	"truncate", "fallocate", "fsync", "fdatasync", "sync_file_range", "fadvise64", "flock",
+	"sendfile", "copy_file_range", "link", "linkat", "symlink", "symlinkat", "poll", "ppoll",
+	"select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
+	"epoll_pwait", "epoll_pwait2", "eventfd", "eventfd2", "wait4", "waitid",
+	/* only on sockets the cell already holds (its frame socket, socketpairs) */
+	"sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg", "shutdown",
+	"getsockname", "getpeername", "getsockopt", "setsockopt",
+	/* processes; clone is argument-checked below */
+	"fork", "vfork",
+};
+
+/* "Feature absent": libc and CPython fall back (clone3 -> clone keeps threads working). */
+static const char *const absent[] = {
+	"clone3", "io_uring_setup", "io_uring_enter", "io_uring_register", "fsopen", "fsconfig",
+	"fsmount", "fspick", "open_tree", "move_mount", "mount_setattr", "pidfd_open",
+	"pidfd_getfd", "pidfd_send_signal", "openat2", "memfd_secret", "process_madvise",
+	"landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self",
+	"map_shadow_stack",
+};
+
+/* shutil.copy2 ignores EOPNOTSUPP from the xattr calls and fails on EPERM. */
+static const char *const no_xattr[] = {
+	"setxattr", "lsetxattr", "fsetxattr", "getxattr", "lgetxattr", "fgetxattr", "listxattr",
+	"llistxattr", "flistxattr", "removexattr", "lremovexattr", "fremovexattr",
+};
+
+/* Never called by benign Python; classic exploit primitives. The process dies (SIGSYS). */
+static const char *const tripwires[] = {
+	"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "iopl",
+	"ioperm", "modify_ldt", "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key",
+	"request_key", "open_by_handle_at", "lookup_dcookie",
+};
+
+static const unsigned long ioctl_ok[] = {TCGETS, TIOCGWINSZ, FIONREAD, FIONBIO, FIOCLEX, FIONCLEX};
+static const int fcntl_ok[] = {F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL,
+			       F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK, F_OFD_SETLK,
+			       F_OFD_SETLKW, F_GET_SEALS, F_GETPIPE_SZ};
+static const int prctl_ok[] = {PR_SET_NAME, PR_GET_NAME, PR_GET_DUMPABLE, PR_GET_NO_NEW_PRIVS,
+			       PR_CAPBSET_READ, PR_GET_SECCOMP, 0x53564d41 /* PR_SET_VMA */};
+
+#define CLONE_NS_FLAGS                                                                         \
+	(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID |              \
+	 CLONE_NEWNET | CLONE_NEWCGROUP | 0x00000080 /* CLONE_NEWTIME */)
+
+/* The first syscall number above those the table names; newer calls answer ENOSYS. */
+#define FIRST_FUTURE_NR 435
+#define LAST_FUTURE_NR 511
+
+static int add_names(scmp_filter_ctx ctx, uint32_t action, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		int nr = seccomp_syscall_resolve_name(names[i]);
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* unknown to this libseccomp: falls under the default */
+		int rc = seccomp_rule_add(ctx, action, nr, 0);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static int add_arg_rules(scmp_filter_ctx ctx)
+{
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(ioctl_ok); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, ioctl_ok[i]));
+	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(fcntl_ok); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(fcntl), 1,
+				      SCMP_A1(SCMP_CMP_EQ, (scmp_datum_t)fcntl_ok[i]));
+	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(prctl_ok); i++)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
+				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)prctl_ok[i]));
+	if (rc == 0) /* fork and threads, never new namespaces */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+				      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS, 0));
+	if (rc == 0) /* asyncio's self-pipe needs AF_UNIX pairs */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
+				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
+				      SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+	if (rc == 0) /* no socket of any family: PermissionError, asyncio still runs */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
+				      SCMP_A0(SCMP_CMP_EQ, 0));
+	if (rc == 0) /* os.mkfifo only; no device nodes */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknodat), 1,
+				      SCMP_A2(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFIFO));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mknod), 1,
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, S_IFMT, S_IFIFO));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
+				      SCMP_A0(SCMP_CMP_EQ, 0xffffffffu));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(personality), 1,
+				      SCMP_A0(SCMP_CMP_EQ, 0));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(arch_prctl), 1,
+				      SCMP_A0(SCMP_CMP_EQ, ARCH_GET_FS));
+	return rc;
+}
+
+static int add_future(scmp_filter_ctx ctx)
+{
+	for (int nr = FIRST_FUTURE_NR; nr <= LAST_FUTURE_NR; nr++) {
+		char *name = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
+		free(name);
+		if (name)
+			continue; /* named: the tables above decide */
+		int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+		if (rc < 0 && rc != -EEXIST && rc != -EDOM && rc != -EINVAL)
+			return rc;
+	}
+	return 0;
+}
+
+static int build(scmp_filter_ctx ctx)
+{
+	int rc;
+	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0 ||
+	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0 ||
+	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
+		return rc;
+	if ((rc = add_names(ctx, SCMP_ACT_ALLOW, allowed, SC_ARRAY_LEN(allowed))) < 0 ||
+	    (rc = add_names(ctx, SCMP_ACT_ERRNO(ENOSYS), absent, SC_ARRAY_LEN(absent))) < 0 ||
+	    (rc = add_names(ctx, SCMP_ACT_ERRNO(EOPNOTSUPP), no_xattr, SC_ARRAY_LEN(no_xattr))) <
+		    0 ||
+	    (rc = add_names(ctx, SCMP_ACT_KILL_PROCESS, tripwires, SC_ARRAY_LEN(tripwires))) < 0)
+		return rc;
+	if ((rc = add_arg_rules(ctx)) < 0)
+		return rc;
+	return add_future(ctx);
+}
+
+int sc__seccomp_compile(struct sc_bpf *out, struct snapcell_error *err)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+	if (!ctx)
+		return sc__err(err, -ENOMEM, "seccomp_init");
+	int rc = build(ctx);
+	if (rc < 0) {
+		seccomp_release(ctx);
+		return sc__err(err, rc, "seccomp policy");
+	}
+	/* libseccomp 2.5 exports only to a descriptor; a pipe holds the few KiB of BPF. */
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		seccomp_release(ctx);
+		return sc__err(err, -errno, "pipe");
+	}
+	rc = seccomp_export_bpf(ctx, p[1]);
+	seccomp_release(ctx);
+	close(p[1]);
+	static char buf[65536];
+	ssize_t n = rc < 0 ? -1 : read(p[0], buf, sizeof(buf));
+	close(p[0]);
+	if (rc < 0 || n <= 0 || n % sizeof(struct sock_filter) || n == sizeof(buf))
+		return sc__err(err, rc < 0 ? rc : -EIO, "export seccomp filter");
+	out->filter = malloc((size_t)n);
+	if (!out->filter)
+		return sc__err(err, -ENOMEM, "seccomp filter");
+	memcpy(out->filter, buf, (size_t)n);
+	out->len = (unsigned short)(n / sizeof(struct sock_filter));
+	return 0;
+}
+
+int sc__seccomp_install(const struct sc_bpf *bpf)
+{
+	struct sock_fprog prog = {.len = bpf->len, .filter = bpf->filter};
+	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
+		return -errno;
+	return 0;
+}
+
+void sc__seccomp_free(struct sc_bpf *bpf)
+{
+	free(bpf->filter);
+	bpf->filter = NULL;
+	bpf->len = 0;
+}

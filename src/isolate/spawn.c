@@ -1,0 +1,172 @@
+/* Starting the helper inside new namespaces. The child between clone and execve runs only
+ * async-signal-safe system calls: the host may be multi-threaded and its locks are not ours.
+ * Not the place for mounts or policy: the helper builds its own root after exec. */
+#define _GNU_SOURCE
+#include "isolate.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define NS_FLAGS                                                                               \
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |              \
+	 CLONE_NEWUTS | CLONE_NEWCGROUP)
+
+/* What the child reports when it cannot reach execve. */
+struct child_failure {
+	int32_t step;
+	int32_t err;
+};
+
+enum { STEP_SYNC, STEP_IDS, STEP_FDS, STEP_EXEC };
+static const char *const step_names[] = {"wait for id maps", "switch to root of the namespace",
+					 "set up descriptors", "execve"};
+
+void sc__sandbox_ids(uid_t *uid, gid_t *gid)
+{
+	if (geteuid() == 0) {
+		*uid = SC_ROOT_SANDBOX_UID;
+		*gid = SC_ROOT_SANDBOX_GID;
+	} else {
+		*uid = geteuid();
+		*gid = getegid();
+	}
+}
+
+static void child_fail(int fd, int step, int err)
+{
+	struct child_failure f = {step, err};
+	(void)!write(fd, &f, sizeof(f));
+	_exit(127);
+}
+
+static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int devnull)
+{
+	char byte;
+	if (read(sync_fd, &byte, 1) != 1)
+		child_fail(fail_fd, STEP_SYNC, errno ? errno : EPIPE);
+	/* Become root of the new user namespace. When the host is root the map points inside 0
+	 * at another outside uid, so the clone's own uid is unmapped until we switch. Raw calls:
+	 * glibc's setxid would try to signal the host's other threads. */
+	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
+		child_fail(fail_fd, STEP_IDS, errno);
+	if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0 ||
+	    dup2(spec->control_fd, 3) < 0)
+		child_fail(fail_fd, STEP_FDS, errno);
+	/* Everything above 3, the failure pipe included, goes at execve: no host fd leaks. */
+	if (syscall(SYS_close_range, 3 + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+		child_fail(fail_fd, STEP_FDS, errno);
+	/* By descriptor: the sandbox uid need not be able to walk the path to the helper. */
+	syscall(SYS_execveat, spec->helper_fd, "", spec->argv, spec->envp, AT_EMPTY_PATH);
+	child_fail(fail_fd, STEP_EXEC, errno);
+}
+
+static int write_proc(pid_t pid, const char *file, const char *content)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int rc = sc__write_all(fd, content, strlen(content));
+	close(fd);
+	return rc;
+}
+
+static int write_id_maps(pid_t pid, const struct sc_spawn *spec, struct snapcell_error *err)
+{
+	char map[64];
+	int rc = write_proc(pid, "setgroups", "deny");
+	if (rc < 0 && rc != -ENOENT)
+		return sc__err(err, rc, "write /proc/%d/setgroups", (int)pid);
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)spec->outside_gid);
+	if ((rc = write_proc(pid, "gid_map", map)) < 0)
+		return sc__err(err, rc, "write gid_map (0 -> %u)", (unsigned)spec->outside_gid);
+	snprintf(map, sizeof(map), "0 %u 1\n", (unsigned)spec->outside_uid);
+	if ((rc = write_proc(pid, "uid_map", map)) < 0)
+		return sc__err(err, rc, "write uid_map (0 -> %u)", (unsigned)spec->outside_uid);
+	return 0;
+}
+
+static int await_exec(pid_t pid, int fail_fd, struct snapcell_error *err)
+{
+	struct child_failure f;
+	ssize_t n;
+	do
+		n = read(fail_fd, &f, sizeof(f));
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return 0; /* the pipe closed at a successful execve */
+	waitpid(pid, NULL, 0);
+	if (n != (ssize_t)sizeof(f) || f.step < 0 || f.step > STEP_EXEC)
+		return sc__err(err, SNAPCELL_E_HELPER, "helper start: no report from child");
+	return sc__err(err, f.err > 0 ? -f.err : SNAPCELL_E_HELPER, "helper %s",
+		       step_names[f.step]);
+}
+
+int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out,
+		     struct snapcell_error *err)
+{
+	int sync[2], fail[2];
+	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (devnull < 0)
+		return sc__err(err, -errno, "open /dev/null");
+	if (pipe2(sync, O_CLOEXEC) < 0) {
+		close(devnull);
+		return sc__err(err, -errno, "pipe");
+	}
+	if (pipe2(fail, O_CLOEXEC) < 0) {
+		int rc = sc__err(err, -errno, "pipe");
+		close(devnull), close(sync[0]), close(sync[1]);
+		return rc;
+	}
+	int pidfd = -1;
+	/* A raw clone: no atfork handlers run in the child, which only execs. */
+	long pid = syscall(SYS_clone, NS_FLAGS | CLONE_PIDFD | SIGCHLD, NULL, &pidfd, NULL, 0);
+	if (pid == 0) {
+		close(sync[1]);
+		close(fail[0]);
+		child(spec, sync[0], fail[1], devnull);
+	}
+	int saved = errno;
+	close(sync[0]), close(fail[1]), close(devnull);
+	int rc = 0;
+	if (pid < 0) {
+		rc = sc__err(err, SNAPCELL_E_ISOLATION, "clone into new namespaces: %s",
+			     strerror(saved));
+	} else if ((rc = write_id_maps((pid_t)pid, spec, err)) == 0) {
+		if (write(sync[1], "g", 1) != 1)
+			rc = sc__err(err, -errno, "release helper");
+	}
+	close(sync[1]);
+	if (rc == 0 && pid > 0)
+		rc = await_exec((pid_t)pid, fail[0], err);
+	else if (pid > 0) {
+		kill((pid_t)pid, SIGKILL);
+		waitpid((pid_t)pid, NULL, 0);
+	}
+	close(fail[0]);
+	if (rc < 0) {
+		if (pidfd >= 0)
+			close(pidfd);
+		return rc;
+	}
+	*pid_out = (pid_t)pid;
+	*pidfd_out = pidfd;
+	return 0;
+}

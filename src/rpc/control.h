@@ -1,0 +1,51 @@
+/* The control channel between the host library and its template: fixed-size records on a
+ * SOCK_SEQPACKET socket, some carrying file descriptors. The setup message is the only
+ * variable-size one (JSON, capped). Not used by cells, which never see this socket. */
+#ifndef SC_RPC_CONTROL_H
+#define SC_RPC_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SC_CONTROL_FD 3           /* where the helper finds the control socket */
+#define SC_SETUP_MAX (1u << 20)   /* cap on the setup message */
+
+enum sc_ctl_type {
+	SC_CTL_READY = 1, /* template -> host: setup finished (status 0) or failed */
+	SC_CTL_CELL,      /* template -> host: a parked cell; carries SC_CELL_NFDS fds */
+	SC_CTL_TAKE,      /* host -> template: a cell was taken, park another */
+};
+
+/* The descriptors of one parked cell, in the order they travel. */
+enum sc_cell_fd {
+	SC_CELL_PIDFD,  /* pidfd of the cell's first process (pid 1 of its namespace) */
+	SC_CELL_RPC,    /* host end of the cell's frame socket */
+	SC_CELL_STDOUT, /* read ends of the cell's output pipes */
+	SC_CELL_STDERR,
+	SC_CELL_EXIT,   /* read end of a pipe that carries struct sc_exit_record, then EOF */
+	SC_CELL_NFDS
+};
+
+struct sc_ctl_msg {
+	uint32_t type;
+	int32_t status;   /* READY: 0 or -errno / SNAPCELL_E_* */
+	uint32_t cell_id; /* CELL */
+	int32_t level;    /* READY: enum snapcell_isolation reached */
+	char message[200];
+};
+
+/* Written by the template when it reaps a cell. */
+struct sc_exit_record {
+	int32_t wait_status;
+	int32_t pad;
+	uint64_t cpu_us;
+	uint64_t maxrss_kib;
+};
+
+/* Send and receive one record with up to SC_CELL_NFDS descriptors. Received fds are
+ * O_CLOEXEC; *n_fds says how many arrived. -EPIPE on end of stream, -EPROTO on a short or
+ * oversized record. */
+int sc__ctl_send(int sock, const struct sc_ctl_msg *msg, const int *fds, size_t n_fds);
+int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds);
+
+#endif

@@ -1,0 +1,133 @@
+/* Frame encoding and decoding. The decoder never trusts the peer's length beyond the cap. */
+#define _GNU_SOURCE
+#include "frame.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+void sc__frame_reader_init(struct sc_frame_reader *r, size_t cap)
+{
+	memset(r, 0, sizeof(*r));
+	r->cap = cap;
+}
+
+void sc__frame_reader_reset(struct sc_frame_reader *r)
+{
+	free(r->payload);
+	size_t cap = r->cap;
+	sc__frame_reader_init(r, cap);
+}
+
+void sc__frame_header(uint8_t out[SC_FRAME_HEADER_LEN], uint8_t type, size_t payload_len)
+{
+	uint32_t n = (uint32_t)payload_len + 1;
+	out[0] = (uint8_t)n;
+	out[1] = (uint8_t)(n >> 8);
+	out[2] = (uint8_t)(n >> 16);
+	out[3] = (uint8_t)(n >> 24);
+	out[4] = type;
+}
+
+static int header_done(struct sc_frame_reader *r)
+{
+	uint32_t n = (uint32_t)r->header[0] | (uint32_t)r->header[1] << 8 |
+		     (uint32_t)r->header[2] << 16 | (uint32_t)r->header[3] << 24;
+	if (n == 0 || n - 1 > r->cap)
+		return -EMSGSIZE;
+	r->payload_len = n - 1;
+	r->payload = malloc(r->payload_len + 1);
+	if (!r->payload)
+		return -ENOMEM;
+	r->payload[r->payload_len] = 0;
+	return 0;
+}
+
+int sc__frame_feed(struct sc_frame_reader *r, const uint8_t *buf, size_t len, size_t *used)
+{
+	size_t off = 0;
+	if (r->header_got == SC_FRAME_HEADER_LEN && r->payload_got == r->payload_len) {
+		/* The previous frame was handed out; start the next one. */
+		sc__frame_reader_reset(r);
+	}
+	while (r->header_got < SC_FRAME_HEADER_LEN && off < len)
+		r->header[r->header_got++] = buf[off++];
+	if (r->header_got < SC_FRAME_HEADER_LEN) {
+		*used = off;
+		return 0;
+	}
+	if (!r->payload) {
+		int rc = header_done(r);
+		if (rc < 0) {
+			*used = off;
+			return rc;
+		}
+	}
+	size_t take = r->payload_len - r->payload_got;
+	if (take > len - off)
+		take = len - off;
+	memcpy(r->payload + r->payload_got, buf + off, take);
+	r->payload_got += take;
+	*used = off + take;
+	return r->payload_got == r->payload_len;
+}
+
+uint8_t sc__frame_type(const struct sc_frame_reader *r)
+{
+	return r->header[4];
+}
+
+int sc__frame_write(int fd, uint8_t type, const void *payload, size_t len)
+{
+	uint8_t hdr[SC_FRAME_HEADER_LEN];
+	if (len >= UINT32_MAX)
+		return -EMSGSIZE;
+	sc__frame_header(hdr, type, len);
+	struct iovec iov[2] = {{hdr, sizeof(hdr)}, {(void *)payload, len}};
+	struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};
+	while (iov[0].iov_len + iov[1].iov_len > 0) {
+		ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		for (int i = 0; i < 2; i++) {
+			size_t k = (size_t)n < iov[i].iov_len ? (size_t)n : iov[i].iov_len;
+			iov[i].iov_base = (char *)iov[i].iov_base + k;
+			iov[i].iov_len -= k;
+			n -= (ssize_t)k;
+		}
+	}
+	return 0;
+}
+
+int sc__frame_read(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len)
+{
+	uint8_t hdr[SC_FRAME_HEADER_LEN];
+	int rc = sc__read_all(fd, hdr, sizeof(hdr));
+	if (rc < 0)
+		return rc;
+	uint32_t n = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
+		     (uint32_t)hdr[3] << 24;
+	if (n == 0 || n - 1 > cap)
+		return -EMSGSIZE;
+	uint8_t *p = malloc(n);
+	if (!p)
+		return -ENOMEM;
+	rc = sc__read_all(fd, p, n - 1);
+	if (rc < 0) {
+		free(p);
+		return rc;
+	}
+	p[n - 1] = 0;
+	*type = hdr[4];
+	*payload = p;
+	*len = n - 1;
+	return 0;
+}

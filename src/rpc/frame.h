@@ -1,0 +1,54 @@
+/* Length-prefixed frames on a byte stream, shared by the host and the cell: a 4-byte
+ * little-endian length (type byte + payload), a type byte, the payload. Every reader has a hard
+ * cap; a length over the cap is a protocol error, never an allocation. Not a message codec:
+ * payload meaning belongs to the caller. */
+#ifndef SC_RPC_FRAME_H
+#define SC_RPC_FRAME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SC_FRAME_HEADER_LEN 5
+#define SC_FRAME_DEFAULT_CAP (16u << 20)
+
+enum sc_frame_type {
+	SC_FRAME_RUN = 'R',  /* host -> cell: the code to run */
+	SC_FRAME_DONE = 'D', /* cell -> host: struct sc_done_payload */
+};
+
+/* The cell's own report of how the code ended. Untrusted: it only refines the status the host
+ * derives from the exit status, for this cell's own result. */
+struct sc_done_payload {
+	uint8_t status; /* enum snapcell_status: OK, ERROR or MEMORY */
+	uint8_t pad[3];
+	uint32_t limits_hit;
+};
+
+/* Incremental decoder for non-blocking readers. */
+struct sc_frame_reader {
+	uint8_t header[SC_FRAME_HEADER_LEN];
+	size_t header_got;
+	uint8_t *payload;
+	size_t payload_len;
+	size_t payload_got;
+	size_t cap;
+};
+
+void sc__frame_reader_init(struct sc_frame_reader *r, size_t cap);
+void sc__frame_reader_reset(struct sc_frame_reader *r);
+
+/* Consumes bytes from buf; *used says how many. Returns 1 when a frame is complete (type and
+ * payload are then valid until the next feed or reset), 0 when more bytes are needed,
+ * -EMSGSIZE for a frame over the cap, -ENOMEM. */
+int sc__frame_feed(struct sc_frame_reader *r, const uint8_t *buf, size_t len, size_t *used);
+uint8_t sc__frame_type(const struct sc_frame_reader *r);
+
+void sc__frame_header(uint8_t out[SC_FRAME_HEADER_LEN], uint8_t type, size_t payload_len);
+
+/* Blocking whole-frame write and read, for the cell. read_frame allocates the payload (caller
+ * frees, NUL-terminated for convenience); -EPIPE at end of stream. */
+int sc__frame_write(int fd, uint8_t type, const void *payload, size_t len);
+int sc__frame_read(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len);
+
+#endif

@@ -1,0 +1,32 @@
+/* Small helpers shared by the host library and the cell helper: error messages, clocks, whole
+ * reads and writes, and dirfd-based tree removal. Nothing here allocates without a cap. */
+#ifndef SC_UTIL_H
+#define SC_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "snapcell.h"
+
+#define SC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Fills err (if not NULL) with code and a message "<formatted>: <strerror(code)>"; returns
+ * code so callers can write `return sc__err(err, -errno, "open %s", path);`. */
+int sc__err(struct snapcell_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+uint64_t sc__now_us(void);
+
+/* write()/read() until done; retry EINTR. Return 0 or -errno (-EPIPE for a short read). */
+int sc__write_all(int fd, const void *buf, size_t len);
+int sc__read_all(int fd, void *buf, size_t len);
+
+/* Removes dirfd/name and everything beneath it without following any link, restoring
+ * permissions on unreadable directories. Depth is bounded by max_depth; 0 or -errno. */
+int sc__remove_tree(int dirfd, const char *name, unsigned max_depth);
+
+/* Writes a small file relative to dirfd with the given mode (used to build the cell's /etc). */
+int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t mode);
+
+#endif
