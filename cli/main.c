@@ -24,6 +24,8 @@ int main(int argc, char **argv)
 		return cli_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "doctor"))
 		return cli_doctor(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "bench"))
+		return cli_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
 		printf("snapcell %s\n", SNAPCELL_VERSION);
 		return 0;

@@ -139,6 +139,19 @@ SNAPCELL_API void snapcell_sandbox_free(struct snapcell_sandbox *sb);
 
 SNAPCELL_API enum snapcell_isolation snapcell_sandbox_isolation(const struct snapcell_sandbox *sb);
 
+/* Memory a sandbox holds while idle, from /proc/PID/smaps_rollup (private = pages no other
+ * process shares: what the sandbox really costs). */
+struct snapcell_sandbox_stats {
+	int template_pid;                  /* in the caller's pid namespace */
+	uint64_t template_private_bytes;
+	unsigned parked_cells;             /* cells forked ahead and waiting for code */
+	uint64_t parked_cell_private_bytes; /* mean over the parked cells */
+};
+
+/* Waits until the template has parked its spare cells, then measures. */
+SNAPCELL_API int snapcell_sandbox_stats(struct snapcell_sandbox *sb,
+					struct snapcell_sandbox_stats *out);
+
 /* ---- running code ---- */
 
 enum snapcell_status {

@@ -343,3 +343,61 @@ void sc__sandbox_forget_cell(struct snapcell_sandbox *sb, uint32_t id)
 	snprintf(name, sizeof(name), "%u", id);
 	sc__remove_tree(sb->out_fd, name, 4096);
 }
+
+static uint64_t private_bytes(int pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", pid);
+	FILE *f = fopen(path, "re");
+	uint64_t kib = 0;
+	unsigned long long v;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Private_Clean: %llu kB", &v) == 1 ||
+		    sscanf(line, "Private_Dirty: %llu kB", &v) == 1)
+			kib += v;
+	if (f)
+		fclose(f);
+	return kib * 1024;
+}
+
+/* The pid behind a pidfd, in our namespace, from /proc/self/fdinfo. */
+static int pidfd_pid(int pidfd)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	FILE *f = fopen(path, "re");
+	int pid = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Pid: %d", &pid) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return pid;
+}
+
+int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_stats *out)
+{
+	if (!sb || !out)
+		return SNAPCELL_E_INVAL;
+	memset(out, 0, sizeof(*out));
+	int rc = 0;
+	pthread_mutex_lock(&sb->lock);
+	if (sb->broken)
+		rc = SNAPCELL_E_TEMPLATE;
+	while (rc == 0 && sb->n_ready < SPARE_CELLS)
+		rc = receive_cell(sb, NULL);
+	out->template_pid = pidfd_pid(sb->helper_pidfd);
+	out->template_private_bytes = private_bytes(out->template_pid);
+	uint64_t sum = 0;
+	for (size_t i = 0; rc == 0 && i < sb->n_ready; i++) {
+		int pid = pidfd_pid(sb->ready[i].fds[SC_CELL_PIDFD]);
+		if (pid > 0) {
+			sum += private_bytes(pid);
+			out->parked_cells++;
+		}
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (out->parked_cells)
+		out->parked_cell_private_bytes = sum / out->parked_cells;
+	return rc;
+}

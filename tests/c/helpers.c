@@ -1,0 +1,31 @@
+#include "helpers.h"
+
+#include <stdlib.h>
+
+struct snapcell_sandbox *test_sandbox(struct snapcell_config *cfg)
+{
+	struct snapcell_config *own = cfg ? NULL : snapcell_config_new();
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_sandbox_new(cfg ? cfg : own, &sb, &err);
+	snapcell_config_free(own);
+	cr_assert_eq(rc, 0, "sandbox_new: %s", err.message);
+	return sb;
+}
+
+struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code)
+{
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_sandbox_run(sb, code, SIZE_MAX, &res, &err);
+	cr_assert_eq(rc, 0, "run: %s", err.message);
+	return res;
+}
+
+void test_skip_or_fail(const char *reason)
+{
+	const char *strict = getenv("SNAPCELL_REQUIRE_ALL");
+	if (strict && strcmp(strict, "1") == 0)
+		cr_assert_fail("required feature missing: %s", reason);
+	criterion_skip_test("%s", reason);
+}

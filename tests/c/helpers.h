@@ -1,0 +1,30 @@
+/* Shared helpers for the C tests: one sandbox per test process (Criterion forks per test),
+ * and a run helper that fails the test on library errors. */
+#ifndef SC_TEST_HELPERS_H
+#define SC_TEST_HELPERS_H
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "snapcell.h"
+
+/* Makes a sandbox from cfg (NULL for defaults); fails the test on error. */
+struct snapcell_sandbox *test_sandbox(struct snapcell_config *cfg);
+
+/* Runs code and returns the result; fails the test when the library itself fails. */
+struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code);
+
+/* Runs code and asserts status ok, returning stdout (owned by the result). */
+#define expect_ok(res)                                                                         \
+	cr_assert_eq((res)->status, SNAPCELL_STATUS_OK, "status %s, stderr: %s",             \
+		     snapcell_status_name((res)->status), (res)->stderr_buf)
+
+/* A test that needs a kernel feature skips with a reason; SNAPCELL_REQUIRE_ALL=1 (set by CI on
+ * machines known to have every feature) turns the skip into a failure. */
+void test_skip_or_fail(const char *reason);
+
+#endif

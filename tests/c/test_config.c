@@ -1,0 +1,75 @@
+/* Configuration: defaults, validation, copying, and errors from sandbox creation. */
+#include "helpers.h"
+
+Test(config, defaults_are_what_a_user_would_pick)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_expect_eq(snapcell_config_get_limit(cfg, SNAPCELL_LIMIT_WALL_MS), 30000);
+	cr_expect_eq(snapcell_config_get_limit(cfg, SNAPCELL_LIMIT_MEMORY_BYTES), 512u << 20);
+	cr_expect_eq(snapcell_config_get_limit(cfg, SNAPCELL_LIMIT_STDOUT_BYTES), 1u << 20);
+	snapcell_config_free(cfg);
+	snapcell_config_free(NULL);
+}
+
+Test(config, rejects_invalid_values)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 0), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_MEMORY_BYTES, 1024),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT__COUNT, 5), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_env(cfg, "A=B", "x"), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_env(cfg, "", "x"), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_add_python_path(cfg, "relative/path"), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_require_isolation(cfg, 7), SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
+
+Test(config, missing_python_path_fails_sandbox_creation_clearly)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, "/nonexistent/site-packages"), 0);
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), -ENOENT);
+	cr_expect_null(sb);
+	cr_expect(strstr(err.message, "/nonexistent/site-packages"), "%s", err.message);
+	snapcell_config_free(cfg);
+}
+
+Test(config, unreachable_isolation_level_fails_clearly)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_CGROUPS);
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), SNAPCELL_E_ISOLATION);
+	cr_expect(strstr(err.message, "cgroups"), "%s", err.message);
+	snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_NAMESPACES);
+	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), 0, "%s", err.message);
+	cr_expect_eq(snapcell_sandbox_isolation(sb), SNAPCELL_ISOLATION_NAMESPACES);
+	snapcell_sandbox_free(sb);
+	snapcell_config_free(cfg);
+}
+
+Test(config, sandbox_keeps_its_own_copy)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	snapcell_config_set_env(cfg, "K", "before");
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_set_env(cfg, "K", "after");
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(sb, "import os; print(os.environ['K'])");
+	cr_expect_str_eq(res->stdout_buf, "before\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(config, names_for_codes_statuses_and_levels)
+{
+	cr_expect_str_eq(snapcell_status_name(SNAPCELL_STATUS_OUTPUT_LIMIT), "output-limit");
+	cr_expect_null(snapcell_status_name((enum snapcell_status)99));
+	cr_expect_str_eq(snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES), "namespaces");
+	cr_expect_str_eq(snapcell_strerror(-ENOENT), "No such file or directory");
+	cr_expect_str_eq(snapcell_strerror(SNAPCELL_E_TOO_BIG), "input too large");
+}

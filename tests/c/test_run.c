@@ -1,0 +1,216 @@
+/* Running code: output capture, exit statuses, tracebacks, fresh state per run. */
+#include "helpers.h"
+
+#include <pthread.h>
+
+Test(run, captures_stdout_and_stderr_separately)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res =
+		test_run(sb, "import sys\nprint('out')\nprint('err', file=sys.stderr)");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "out\n");
+	cr_expect_str_eq(res->stderr_buf, "err\n");
+	cr_expect_eq(res->exit_code, 0);
+	cr_expect_eq(res->isolation, SNAPCELL_ISOLATION_NAMESPACES);
+	cr_expect_gt(res->wall_us, 0);
+	cr_expect_gt(res->peak_memory_bytes, 0);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, uncaught_exception_is_error_with_traceback)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(sb, "def f():\n    return 1 / 0\nf()\n");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_ERROR);
+	cr_expect_eq(res->exit_code, 1);
+	cr_expect(strstr(res->stderr_buf, "Traceback (most recent call last)"), "%s",
+		  res->stderr_buf);
+	cr_expect(strstr(res->stderr_buf, "ZeroDivisionError"));
+	cr_expect(strstr(res->stderr_buf, "return 1 / 0"), "source line shown: %s",
+		  res->stderr_buf);
+	cr_expect_null(strstr(res->stderr_buf, "_snapcell"), "no snapcell frames: %s",
+		       res->stderr_buf);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, syntax_error_is_error)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(sb, "def f(:\n");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_ERROR);
+	cr_expect(strstr(res->stderr_buf, "SyntaxError"), "%s", res->stderr_buf);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, system_exit_code_is_the_exit_code)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(sb, "raise SystemExit(3)");
+	cr_expect_eq(res->exit_code, 3);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_ERROR);
+	snapcell_result_free(res);
+	res = test_run(sb, "import sys\nsys.exit(0)");
+	cr_expect_eq(res->exit_code, 0);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_OK);
+	snapcell_result_free(res);
+	res = test_run(sb, "import sys\nsys.exit('bye')");
+	cr_expect_eq(res->exit_code, 1);
+	cr_expect_str_eq(res->stderr_buf, "bye\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, no_state_survives_between_runs)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(
+		sb, "import json, threading, time, os\nx = 41\njson.secret = 'kept?'\n"
+		    "open('/tmp/left', 'w').write('x')\n"
+		    "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+		    "if os.fork() == 0:\n    time.sleep(30)\n");
+	expect_ok(res);
+	snapcell_result_free(res);
+	res = test_run(sb, "import json, os, threading\n"
+			   "print('x' in globals(), hasattr(json, 'secret'), "
+			   "os.path.exists('/tmp/left'), threading.active_count())");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "False False False 1\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, random_state_differs_per_cell)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *a = test_run(sb, "import random; print(random.random())");
+	struct snapcell_result *b = test_run(sb, "import random; print(random.random())");
+	expect_ok(a);
+	expect_ok(b);
+	cr_expect_str_neq(a->stdout_buf, b->stdout_buf);
+	snapcell_result_free(a);
+	snapcell_result_free(b);
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, environment_is_exactly_the_configured_variables)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hi there"), 0);
+	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hello"), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(sb, "import os; print(dict(os.environ))");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "{'GREETING': 'hello'}\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, standard_library_works)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(
+		sb, "import asyncio, threading, shutil, sqlite3, zipfile, io, concurrent.futures\n"
+		    "async def f():\n    await asyncio.sleep(0)\n    return 1\n"
+		    "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+		    "with concurrent.futures.ThreadPoolExecutor(4) as ex:\n"
+		    "    s = sum(ex.map(abs, range(-10, 0)))\n"
+		    "open('/tmp/a', 'w').write('a'); shutil.copy2('/tmp/a', '/tmp/b')\n"
+		    "db = sqlite3.connect('/tmp/db'); db.execute('create table t(x)')\n"
+		    "z = zipfile.ZipFile(io.BytesIO(), 'w'); z.writestr('a', 'b')\n"
+		    "print(asyncio.run(f()), s, open('/tmp/b').read())\n");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "thread\n1 55 a\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, debian_numpy_imports_from_an_exposed_python_path)
+{
+	const char *dist = "/usr/lib/python3/dist-packages";
+	if (access("/usr/lib/python3/dist-packages/numpy", F_OK) != 0)
+		test_skip_or_fail("python3-numpy is not installed");
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, dist), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res =
+		test_run(sb, "import numpy as np\nprint(int(np.arange(10).sum()))");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "45\n");
+	snapcell_result_free(res);
+	res = test_run(sb, "import numpy");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	/* Without the path numpy is not importable: nothing of the host leaks in. */
+	sb = test_sandbox(NULL);
+	res = test_run(sb, "import numpy");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_ERROR);
+	cr_expect(strstr(res->stderr_buf, "ModuleNotFoundError"), "%s", res->stderr_buf);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+struct par {
+	struct snapcell_sandbox *sb;
+	int index;
+	char out[64];
+	int status;
+};
+
+static void *par_run(void *arg)
+{
+	struct par *p = arg;
+	char code[128];
+	snprintf(code, sizeof(code), "import time, os\ntime.sleep(0.3)\nprint(%d, os.getpid())",
+		 p->index);
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err;
+	if (snapcell_sandbox_run(p->sb, code, SIZE_MAX, &res, &err) == 0) {
+		p->status = res->status;
+		snprintf(p->out, sizeof(p->out), "%s", res->stdout_buf);
+		snapcell_result_free(res);
+	} else {
+		p->status = -1;
+	}
+	return NULL;
+}
+
+Test(run, concurrent_runs_are_separate_cells, .timeout = 30)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct par p[4];
+	pthread_t t[4];
+	for (int i = 0; i < 4; i++) {
+		p[i] = (struct par){.sb = sb, .index = i};
+		pthread_create(&t[i], NULL, par_run, &p[i]);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		char want[64];
+		snprintf(want, sizeof(want), "%d 1\n", i); /* each is pid 1 of its own namespace */
+		cr_expect_eq(p[i].status, SNAPCELL_STATUS_OK);
+		cr_expect_str_eq(p[i].out, want);
+	}
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, rejects_bad_arguments)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_run(sb, NULL, 0, &res, &err), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_sandbox_run(NULL, "x", 1, &res, &err), SNAPCELL_E_INVAL);
+	size_t big = (16u << 20) + 1;
+	char *code = malloc(big);
+	memset(code, '#', big);
+	cr_expect_eq(snapcell_sandbox_run(sb, code, big, &res, &err), SNAPCELL_E_TOO_BIG);
+	cr_expect(strstr(err.message, "cap"), "%s", err.message);
+	free(code);
+	snapcell_sandbox_free(sb);
+}
