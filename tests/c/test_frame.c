@@ -1,0 +1,2 @@
+/* Placeholder: filled in by the test_frame suite. */
+#include "helpers.h"

@@ -1,0 +1,2 @@
+/* Placeholder: filled in by the test_isolation suite. */
+#include "helpers.h"

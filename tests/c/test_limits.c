@@ -1,0 +1,2 @@
+/* Placeholder: filled in by the test_limits suite. */
+#include "helpers.h"
