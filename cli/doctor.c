@@ -17,7 +17,8 @@ static int try_sandbox(void)
 		printf("sandbox:   FAILED: %s\n", err.message);
 	else if (res->status != SNAPCELL_STATUS_OK || strcmp(res->stdout_buf, "42\n"))
 		printf("sandbox:   FAILED: test run ended '%s': %s\n",
-		       snapcell_status_name(res->status), res->stderr_buf), rc = -1;
+		       snapcell_status_name(res->status), res->stderr_buf),
+			rc = -1;
 	else
 		printf("sandbox:   works at level '%s' (test run %.2f ms)\n",
 		       snapcell_isolation_name(snapcell_sandbox_isolation(sb)),

@@ -65,8 +65,8 @@ json_t *cli_result_json(const struct snapcell_result *res)
 		if (res->limits_hit & hits[i].flag)
 			json_array_append_new(limits, json_string(hits[i].name));
 	return json_pack("{s:s, s:i, s:i, s:o, s:o, s:b, s:o, s:b, s:I, s:I, s:I, s:s}", "status",
-			 snapcell_status_name(res->status), "exit_code", res->exit_code,
-			 "signal", res->term_signal, "limits_hit", limits, "stdout",
+			 snapcell_status_name(res->status), "exit_code", res->exit_code, "signal",
+			 res->term_signal, "limits_hit", limits, "stdout",
 			 lossy_string(res->stdout_buf, res->stdout_len), "stdout_truncated",
 			 res->stdout_truncated, "stderr",
 			 lossy_string(res->stderr_buf, res->stderr_len), "stderr_truncated",

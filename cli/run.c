@@ -13,9 +13,9 @@
 
 #include "cli.h"
 
-#define EXIT_USAGE 2
+#define EXIT_USAGE    2
 #define EXIT_SNAPCELL 3
-#define MAX_SOURCE (16u << 20)
+#define MAX_SOURCE    (16u << 20)
 
 static const char usage[] =
 	"usage: snapcell run [options] FILE|-\n"
@@ -49,9 +49,21 @@ int cli_parse_size(const char *s, uint64_t *out)
 		return -1;
 	double mult = 1;
 	switch (*end) {
-	case 'k': case 'K': mult = 1024.0; end++; break;
-	case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
-	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+	case 'k':
+	case 'K':
+		mult = 1024.0;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		mult = 1024.0 * 1024;
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		mult = 1024.0 * 1024 * 1024;
+		end++;
+		break;
 	}
 	if (*end == 'B' || *end == 'b')
 		end++;
@@ -94,8 +106,20 @@ static char *read_source(const char *path, size_t *len)
 	return buf;
 }
 
-enum opt { OPT_TIMEOUT = 256, OPT_CPU, OPT_MEMORY, OPT_PROCS, OPT_FSIZE, OPT_TMP, OPT_STDOUT,
-	   OPT_STDERR, OPT_ENV, OPT_PYPATH, OPT_ISOLATION, OPT_JSON };
+enum opt {
+	OPT_TIMEOUT = 256,
+	OPT_CPU,
+	OPT_MEMORY,
+	OPT_PROCS,
+	OPT_FSIZE,
+	OPT_TMP,
+	OPT_STDOUT,
+	OPT_STDERR,
+	OPT_ENV,
+	OPT_PYPATH,
+	OPT_ISOLATION,
+	OPT_JSON
+};
 
 static const struct option options[] = {
 	{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -130,9 +154,12 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		enum snapcell_limit limit;
 		int kind; /* 0 seconds, 1 size, 2 count */
 	} limits[] = {
-		{OPT_TIMEOUT, SNAPCELL_LIMIT_WALL_MS, 0}, {OPT_CPU, SNAPCELL_LIMIT_CPU_MS, 0},
-		{OPT_MEMORY, SNAPCELL_LIMIT_MEMORY_BYTES, 1}, {OPT_PROCS, SNAPCELL_LIMIT_PROCESSES, 2},
-		{OPT_FSIZE, SNAPCELL_LIMIT_FILE_BYTES, 1}, {OPT_TMP, SNAPCELL_LIMIT_TMP_BYTES, 1},
+		{OPT_TIMEOUT, SNAPCELL_LIMIT_WALL_MS, 0},
+		{OPT_CPU, SNAPCELL_LIMIT_CPU_MS, 0},
+		{OPT_MEMORY, SNAPCELL_LIMIT_MEMORY_BYTES, 1},
+		{OPT_PROCS, SNAPCELL_LIMIT_PROCESSES, 2},
+		{OPT_FSIZE, SNAPCELL_LIMIT_FILE_BYTES, 1},
+		{OPT_TMP, SNAPCELL_LIMIT_TMP_BYTES, 1},
 		{OPT_STDOUT, SNAPCELL_LIMIT_STDOUT_BYTES, 1},
 		{OPT_STDERR, SNAPCELL_LIMIT_STDERR_BYTES, 1},
 	};
@@ -141,9 +168,10 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 			continue;
 		uint64_t v;
 		char *end;
-		int bad = limits[i].kind == 0   ? parse_seconds_ms(arg, &v)
-			  : limits[i].kind == 1 ? cli_parse_size(arg, &v)
-						: (v = strtoull(arg, &end, 10), *arg == 0 || *end != 0);
+		int bad = limits[i].kind == 0 ? parse_seconds_ms(arg, &v)
+			  : limits[i].kind == 1
+				  ? cli_parse_size(arg, &v)
+				  : (v = strtoull(arg, &end, 10), *arg == 0 || *end != 0);
 		if (bad || snapcell_config_set_limit(cfg, limits[i].limit, v) < 0) {
 			fprintf(stderr, "snapcell: invalid value '%s' for --%s\n", arg,
 				options[opt - OPT_TIMEOUT].name);

@@ -11,11 +11,11 @@
 /* Imported in the template: what model-written code reaches for most. Nothing that starts a
  * thread at import (the template must be single-threaded when it forks). */
 static const char *const warm_modules[] = {
-	"json", "re", "datetime", "collections", "math", "random", "itertools", "functools",
-	"traceback", "typing", "dataclasses", "statistics", "decimal", "fractions", "string",
-	"textwrap", "base64", "hashlib", "time", "pathlib", "csv", "copy", "enum", "heapq",
-	"bisect", "operator", "struct", "uuid", "threading", "shutil", "tempfile", "glob",
-	"urllib.parse", "pprint",
+	"json",	     "re",	  "datetime", "collections", "math",	     "random",	"itertools",
+	"functools", "traceback", "typing",   "dataclasses", "statistics",   "decimal", "fractions",
+	"string",    "textwrap",  "base64",   "hashlib",     "time",	     "pathlib", "csv",
+	"copy",	     "enum",	  "heapq",    "bisect",	     "operator",     "struct",	"uuid",
+	"threading", "shutil",	  "tempfile", "glob",	     "urllib.parse", "pprint",
 };
 
 static PyObject *prelude_run, *prelude_warm;
@@ -25,8 +25,9 @@ static int config_paths(PyConfig *c, const struct sc_guest_config *cfg)
 	static const char *const stdlib[] = {SC_PY_STDLIB, SC_PY_DYNLOAD};
 	c->module_search_paths_set = 1;
 	for (size_t i = 0; i < SC_ARRAY_LEN(stdlib) + cfg->n_python_paths; i++) {
-		const char *p = i < SC_ARRAY_LEN(stdlib) ? stdlib[i]
-							  : cfg->python_paths[i - SC_ARRAY_LEN(stdlib)];
+		const char *p = i < SC_ARRAY_LEN(stdlib)
+					? stdlib[i]
+					: cfg->python_paths[i - SC_ARRAY_LEN(stdlib)];
 		wchar_t *w = Py_DecodeLocale(p, NULL);
 		if (!w)
 			return -ENOMEM;

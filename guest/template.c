@@ -25,7 +25,7 @@
 #include "rpc/control.h"
 #include "util/util.h"
 
-#define CTL SC_CONTROL_FD
+#define CTL	  SC_CONTROL_FD
 #define MAX_CELLS 4096 /* live cells per sandbox, parked or running */
 
 struct live_cell {
@@ -38,7 +38,7 @@ static struct {
 	struct sc_guest_config cfg;
 	struct sc_bpf seccomp;
 	int self_pidns; /* to return pid_ns_for_children after each cell */
-	int out_fd;     /* SC_OUT_BASE */
+	int out_fd;	/* SC_OUT_BASE */
 	int sig_fd;
 	uint32_t next_id;
 	unsigned parked;
@@ -48,7 +48,8 @@ static struct {
 
 static void report_ready(int status, const char *message)
 {
-	struct sc_ctl_msg m = {.type = SC_CTL_READY, .status = status,
+	struct sc_ctl_msg m = {.type = SC_CTL_READY,
+			       .status = status,
 			       .level = status ? SNAPCELL_ISOLATION_NONE
 					       : SNAPCELL_ISOLATION_NAMESPACES};
 	snprintf(m.message, sizeof(m.message), "%s", message);
@@ -128,8 +129,8 @@ static int build_root(struct snapcell_error *err)
 	ro[n++] = SC_PY_LIBDIR;
 	for (size_t i = 0; i < T.cfg.n_python_paths && n < SC_ARRAY_LEN(ro); i++)
 		ro[n++] = T.cfg.python_paths[i];
-	struct sc_rootfs fs = {.base = T.cfg.root_base, .out_dir = T.cfg.out_dir, .ro_dirs = ro,
-			       .n_ro_dirs = n};
+	struct sc_rootfs fs = {
+		.base = T.cfg.root_base, .out_dir = T.cfg.out_dir, .ro_dirs = ro, .n_ro_dirs = n};
 	return sc__rootfs_build(&fs, err);
 }
 
@@ -241,8 +242,12 @@ static int park_cell(void)
 	uint32_t id = T.next_id++;
 	char name[16];
 	snprintf(name, sizeof(name), "%u", id);
-	struct sc_cell_plan plan = {.cfg = &T.cfg, .seccomp = &T.seccomp, .id = id,
-				    .stdout_fd = cell[0], .stderr_fd = cell[1], .rpc_fd = cell[2]};
+	struct sc_cell_plan plan = {.cfg = &T.cfg,
+				    .seccomp = &T.seccomp,
+				    .id = id,
+				    .stdout_fd = cell[0],
+				    .stderr_fd = cell[1],
+				    .rpc_fd = cell[2]};
 	pid_t pid = -1;
 	if (mkdirat(T.out_fd, name, 0755) < 0)
 		rc = -errno;
@@ -280,8 +285,10 @@ static void reap(void)
 				continue;
 			struct sc_exit_record rec = {
 				.wait_status = status,
-				.cpu_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 + ru.ru_utime.tv_usec +
-					  (uint64_t)ru.ru_stime.tv_sec * 1000000 + ru.ru_stime.tv_usec,
+				.cpu_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 +
+					  ru.ru_utime.tv_usec +
+					  (uint64_t)ru.ru_stime.tv_sec * 1000000 +
+					  ru.ru_stime.tv_usec,
 				.maxrss_kib = (uint64_t)ru.ru_maxrss};
 			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
 			close(T.cells[i].exit_fd);

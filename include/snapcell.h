@@ -66,9 +66,9 @@ SNAPCELL_API const char *snapcell_strerror(int code);
  * a minimum. */
 enum snapcell_isolation {
 	SNAPCELL_ISOLATION_NONE = 0,
-	SNAPCELL_ISOLATION_RLIMITS = 1,    /* seccomp + Landlock + rlimits only */
+	SNAPCELL_ISOLATION_RLIMITS = 1,	   /* seccomp + Landlock + rlimits only */
 	SNAPCELL_ISOLATION_NAMESPACES = 2, /* user/mount/pid/net/ipc/uts/cgroup ns + seccomp */
-	SNAPCELL_ISOLATION_CGROUPS = 3,    /* namespaces + seccomp + cgroup limits */
+	SNAPCELL_ISOLATION_CGROUPS = 3,	   /* namespaces + seccomp + cgroup limits */
 };
 
 /* "none", "rlimits", "namespaces", "cgroups"; NULL for an unknown value. */
@@ -76,15 +76,15 @@ SNAPCELL_API const char *snapcell_isolation_name(enum snapcell_isolation level);
 
 /* Limits. Each is set with snapcell_config_set_limit(); 0 is not a valid value for any. */
 enum snapcell_limit {
-	SNAPCELL_LIMIT_WALL_MS,       /* wall clock from code delivery (default 30,000) */
-	SNAPCELL_LIMIT_CPU_MS,        /* CPU time of the cell, rounded up to seconds (default 60,000) */
-	SNAPCELL_LIMIT_MEMORY_BYTES,  /* address space of each cell process (default 512 MiB) */
-	SNAPCELL_LIMIT_PROCESSES,     /* tasks (processes and threads) per sandbox (default 64) */
-	SNAPCELL_LIMIT_FILE_BYTES,    /* largest file a cell may write (default 64 MiB) */
-	SNAPCELL_LIMIT_TMP_BYTES,     /* size of the cell's /tmp tmpfs (default 64 MiB) */
-	SNAPCELL_LIMIT_STDOUT_BYTES,  /* stdout kept; more ends the run (default 1 MiB) */
-	SNAPCELL_LIMIT_STDERR_BYTES,  /* stderr kept; more ends the run (default 1 MiB) */
-	SNAPCELL_LIMIT_OPEN_FILES,    /* file descriptors per cell process (default 256) */
+	SNAPCELL_LIMIT_WALL_MS, /* wall clock from code delivery (default 30,000) */
+	SNAPCELL_LIMIT_CPU_MS,	/* CPU time of the cell, rounded up to seconds (default 60,000) */
+	SNAPCELL_LIMIT_MEMORY_BYTES, /* address space of each cell process (default 512 MiB) */
+	SNAPCELL_LIMIT_PROCESSES,    /* tasks (processes and threads) per sandbox (default 64) */
+	SNAPCELL_LIMIT_FILE_BYTES,   /* largest file a cell may write (default 64 MiB) */
+	SNAPCELL_LIMIT_TMP_BYTES,    /* size of the cell's /tmp tmpfs (default 64 MiB) */
+	SNAPCELL_LIMIT_STDOUT_BYTES, /* stdout kept; more ends the run (default 1 MiB) */
+	SNAPCELL_LIMIT_STDERR_BYTES, /* stderr kept; more ends the run (default 1 MiB) */
+	SNAPCELL_LIMIT_OPEN_FILES,   /* file descriptors per cell process (default 256) */
 	SNAPCELL_LIMIT__COUNT
 };
 
@@ -109,12 +109,14 @@ SNAPCELL_API void snapcell_config_free(struct snapcell_config *cfg);
 
 /* Sets one limit. SNAPCELL_E_INVAL for an unknown limit or a zero or out-of-range value. */
 SNAPCELL_API int snapcell_config_set_limit(struct snapcell_config *cfg, enum snapcell_limit limit,
-			      uint64_t value);
-SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg, enum snapcell_limit limit);
+					   uint64_t value);
+SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg,
+						enum snapcell_limit limit);
 
 /* Passes an environment variable to the code (visible as os.environ[name]). The cell starts
  * with no other variables. A later call with the same name replaces the value. */
-SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const char *value);
+SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char *name,
+					 const char *value);
 
 /* Exposes a host directory read-only at the same path and appends it to sys.path, e.g. a
  * Python environment's site-packages so numpy or pandas import. The path must be absolute and
@@ -122,7 +124,8 @@ SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char
 SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir);
 
 /* Fails sandbox creation with SNAPCELL_E_ISOLATION when the host cannot reach this level. */
-SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg, enum snapcell_isolation level);
+SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg,
+						   enum snapcell_isolation level);
 
 /* ---- sandbox ---- */
 
@@ -130,8 +133,8 @@ struct snapcell_sandbox;
 
 /* Starts the template: a helper process in its own namespaces with CPython initialised and the
  * common standard library imported. The config is copied; it may be freed afterwards. */
-SNAPCELL_API int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sandbox **out,
-			 struct snapcell_error *err);
+SNAPCELL_API int snapcell_sandbox_new(const struct snapcell_config *cfg,
+				      struct snapcell_sandbox **out, struct snapcell_error *err);
 
 /* Ends the template and every cell it started (running ones are killed) and removes the
  * sandbox's temporary directory. Must not race with a run on the same sandbox. */
@@ -142,9 +145,9 @@ SNAPCELL_API enum snapcell_isolation snapcell_sandbox_isolation(const struct sna
 /* Memory a sandbox holds while idle, from /proc/PID/smaps_rollup (private = pages no other
  * process shares: what the sandbox really costs). */
 struct snapcell_sandbox_stats {
-	int template_pid;                  /* in the caller's pid namespace */
+	int template_pid; /* in the caller's pid namespace */
 	uint64_t template_private_bytes;
-	unsigned parked_cells;             /* cells forked ahead and waiting for code */
+	unsigned parked_cells;		    /* cells forked ahead and waiting for code */
 	uint64_t parked_cell_private_bytes; /* mean over the parked cells */
 };
 
@@ -155,11 +158,11 @@ SNAPCELL_API int snapcell_sandbox_stats(struct snapcell_sandbox *sb,
 /* ---- running code ---- */
 
 enum snapcell_status {
-	SNAPCELL_STATUS_OK,            /* the code ran to its end, or SystemExit(0) */
-	SNAPCELL_STATUS_ERROR,         /* uncaught exception, SyntaxError, or non-zero exit */
+	SNAPCELL_STATUS_OK,	       /* the code ran to its end, or SystemExit(0) */
+	SNAPCELL_STATUS_ERROR,	       /* uncaught exception, SyntaxError, or non-zero exit */
 	SNAPCELL_STATUS_TIMEOUT,       /* wall clock or CPU time limit */
-	SNAPCELL_STATUS_MEMORY,        /* the memory limit (MemoryError) */
-	SNAPCELL_STATUS_KILLED,        /* a signal ended the cell (seccomp tripwire, OOM, ...) */
+	SNAPCELL_STATUS_MEMORY,	       /* the memory limit (MemoryError) */
+	SNAPCELL_STATUS_KILLED,	       /* a signal ended the cell (seccomp tripwire, OOM, ...) */
 	SNAPCELL_STATUS_OUTPUT_LIMIT,  /* stdout or stderr exceeded its limit */
 	SNAPCELL_STATUS_SETUP_FAILURE, /* the cell could not be set up; the code did not run */
 };
@@ -169,17 +172,17 @@ SNAPCELL_API const char *snapcell_status_name(enum snapcell_status status);
 
 struct snapcell_result {
 	enum snapcell_status status;
-	int exit_code;        /* the cell's exit status; 1 for an uncaught exception */
-	int term_signal;      /* the signal that ended the cell, or 0 */
-	uint32_t limits_hit;  /* SNAPCELL_HIT_* */
-	char *stdout_buf;     /* NUL-terminated for convenience; may contain NULs */
+	int exit_code;	     /* the cell's exit status; 1 for an uncaught exception */
+	int term_signal;     /* the signal that ended the cell, or 0 */
+	uint32_t limits_hit; /* SNAPCELL_HIT_* */
+	char *stdout_buf;    /* NUL-terminated for convenience; may contain NULs */
 	size_t stdout_len;
 	bool stdout_truncated;
-	char *stderr_buf;     /* holds the traceback of an uncaught exception */
+	char *stderr_buf; /* holds the traceback of an uncaught exception */
 	size_t stderr_len;
 	bool stderr_truncated;
-	uint64_t wall_us;     /* code delivery to the cell's end */
-	uint64_t cpu_us;      /* user + system time of the cell and its reaped children */
+	uint64_t wall_us;	    /* code delivery to the cell's end */
+	uint64_t cpu_us;	    /* user + system time of the cell and its reaped children */
 	uint64_t peak_memory_bytes; /* peak resident set of the cell */
 	enum snapcell_isolation isolation;
 };
@@ -187,8 +190,9 @@ struct snapcell_result {
 /* Runs code in a fresh cell of the template. code_len may be SIZE_MAX for a NUL-terminated
  * string. Returns 0 and a result whatever the code did (its status says how it ended); a
  * negative code only when the run could not happen (template gone, bad argument). */
-SNAPCELL_API int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
-			 struct snapcell_result **out, struct snapcell_error *err);
+SNAPCELL_API int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code,
+				      size_t code_len, struct snapcell_result **out,
+				      struct snapcell_error *err);
 
 SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
 
@@ -209,10 +213,10 @@ enum snapcell_mechanism {
 };
 
 struct snapcell_mechanism_report {
-	const char *name;   /* "user namespace", ... (static) */
+	const char *name; /* "user namespace", ... (static) */
 	bool available;
-	bool used;          /* snapcell uses it at the reported level */
-	char detail[160];   /* why not, or a version */
+	bool used;	  /* snapcell uses it at the reported level */
+	char detail[160]; /* why not, or a version */
 };
 
 struct snapcell_probe {

@@ -29,7 +29,7 @@ const char *snapcell_strerror(int code)
 
 const char *snapcell_status_name(enum snapcell_status status)
 {
-	static const char *const names[] = {"ok",     "error",        "timeout",      "memory",
+	static const char *const names[] = {"ok",     "error",	      "timeout",      "memory",
 					    "killed", "output-limit", "setup-failure"};
 	return (unsigned)status < sizeof(names) / sizeof(names[0]) ? names[status] : NULL;
 }

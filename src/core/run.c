@@ -101,13 +101,15 @@ static void read_frames(struct run *r)
 			break;
 		const char *why = rc < 0 ? "oversized frame"
 				  : sc__frame_type(&r->reader) != SC_FRAME_DONE ||
-					  r->reader.payload_len != sizeof(r->done) || r->have_done
+						  r->reader.payload_len != sizeof(r->done) ||
+						  r->have_done
 					  ? "unexpected frame"
 					  : NULL;
 		if (why) {
-			snprintf(r->note, sizeof(r->note),
-				 "snapcell: the cell broke the frame protocol (%s) and was killed\n",
-				 why);
+			snprintf(
+				r->note, sizeof(r->note),
+				"snapcell: the cell broke the frame protocol (%s) and was killed\n",
+				why);
 			kill_cell(r, FORCED_PROTOCOL);
 			break;
 		}
@@ -204,8 +206,8 @@ static enum snapcell_status guest_status(const struct run *r, int exit_code)
 static void derive_result(const struct run *r, const struct snapcell_sandbox *sb,
 			  struct snapcell_result *res)
 {
-	const uint32_t guest_flags =
-		SNAPCELL_HIT_MEMORY | SNAPCELL_HIT_PROCESSES | SNAPCELL_HIT_FILE_SIZE | SNAPCELL_HIT_TMP;
+	const uint32_t guest_flags = SNAPCELL_HIT_MEMORY | SNAPCELL_HIT_PROCESSES |
+				     SNAPCELL_HIT_FILE_SIZE | SNAPCELL_HIT_TMP;
 	int ws = r->exit.wait_status;
 	res->limits_hit = r->hit;
 	res->cpu_us = r->exit.cpu_us;
@@ -255,8 +257,7 @@ static void append_note(struct stream *s, const char *note)
 	s->len += n;
 }
 
-static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char *code,
-		   size_t len)
+static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char *code, size_t len)
 {
 	const uint64_t *l = sb->cfg->limits;
 	if (stream_init(&r->out, l[SNAPCELL_LIMIT_STDOUT_BYTES], SNAPCELL_HIT_STDOUT) < 0 ||

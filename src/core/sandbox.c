@@ -23,10 +23,10 @@
 #include "rpc/frame.h"
 #include "util/util.h"
 
-#define HELPER_NAME "snapcell-cell"
-#define SPARE_CELLS 2
+#define HELPER_NAME	 "snapcell-cell"
+#define SPARE_CELLS	 2
 #define READY_TIMEOUT_MS 20000
-#define TAKE_TIMEOUT_MS 20000
+#define TAKE_TIMEOUT_MS	 20000
 
 void sc__cell_close(struct sc_cell *cell)
 {
@@ -92,15 +92,15 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	snprintf(out, sizeof(out), "%s/out", sb->workdir);
 	/* The template itself and its parked cells count against RLIMIT_NPROC too. */
 	uint64_t procs = l[SNAPCELL_LIMIT_PROCESSES] + SPARE_CELLS + 1;
-	json_t *msg = json_pack(
-		"{s:s, s:s, s:o, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "root", root, "out", out,
-		"python_paths", paths, "spares", SPARE_CELLS, "tmp_bytes",
-		(json_int_t)l[SNAPCELL_LIMIT_TMP_BYTES], "frame_cap",
-		(json_int_t)SC_FRAME_DEFAULT_CAP, "memory_bytes",
-		(json_int_t)l[SNAPCELL_LIMIT_MEMORY_BYTES], "cpu_ms",
-		(json_int_t)l[SNAPCELL_LIMIT_CPU_MS], "processes", (json_int_t)procs, "file_bytes",
-		(json_int_t)l[SNAPCELL_LIMIT_FILE_BYTES], "open_files",
-		(json_int_t)l[SNAPCELL_LIMIT_OPEN_FILES]);
+	json_t *msg =
+		json_pack("{s:s, s:s, s:o, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "root", root,
+			  "out", out, "python_paths", paths, "spares", SPARE_CELLS, "tmp_bytes",
+			  (json_int_t)l[SNAPCELL_LIMIT_TMP_BYTES], "frame_cap",
+			  (json_int_t)SC_FRAME_DEFAULT_CAP, "memory_bytes",
+			  (json_int_t)l[SNAPCELL_LIMIT_MEMORY_BYTES], "cpu_ms",
+			  (json_int_t)l[SNAPCELL_LIMIT_CPU_MS], "processes", (json_int_t)procs,
+			  "file_bytes", (json_int_t)l[SNAPCELL_LIMIT_FILE_BYTES], "open_files",
+			  (json_int_t)l[SNAPCELL_LIMIT_OPEN_FILES]);
 	char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	json_decref(msg);
 	return s;
@@ -145,12 +145,14 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	int helper_fd = open_helper(err);
 	char **envp = make_envp(sb->cfg);
 	char *argv[] = {HELPER_NAME, NULL};
-	int rc = child_end < 0 ? sc__err(err, -EMFILE, "control socket")
+	int rc = child_end < 0	 ? sc__err(err, -EMFILE, "control socket")
 		 : helper_fd < 0 ? helper_fd
 		 : !envp	 ? -ENOMEM
 				 : 0;
 	if (rc == 0) {
-		struct sc_spawn spec = {.helper_fd = helper_fd, .argv = argv, .envp = envp,
+		struct sc_spawn spec = {.helper_fd = helper_fd,
+					.argv = argv,
+					.envp = envp,
 					.control_fd = child_end};
 		sc__sandbox_ids(&spec.outside_uid, &spec.outside_gid);
 		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
@@ -240,7 +242,8 @@ static void stop_helper(struct snapcell_sandbox *sb)
 	if (wait_readable(sb->helper_pidfd, 2000) < 0)
 		syscall(SYS_pidfd_send_signal, sb->helper_pidfd, SIGKILL, NULL, 0);
 	siginfo_t si;
-	while (waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED) < 0 && errno == EINTR)
+	while (waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED) < 0 &&
+	       errno == EINTR)
 		;
 	close(sb->helper_pidfd);
 }
@@ -258,7 +261,8 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	if (sb->workdir) {
 		char *slash = strrchr(sb->workdir, '/');
 		*slash = 0;
-		int parent = open(*sb->workdir ? sb->workdir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		int parent =
+			open(*sb->workdir ? sb->workdir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (parent >= 0) {
 			sc__remove_tree(parent, slash + 1, 4096);
 			close(parent);
@@ -295,8 +299,8 @@ static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	if (rc == 0)
 		rc = sc__ctl_recv(sb->ctl, &m, cell.fds, &n_fds);
 	if (rc < 0)
-		return mark_broken(sb, rc == -EPIPE ? "the template exited" : "control socket failed",
-				   err);
+		return mark_broken(
+			sb, rc == -EPIPE ? "the template exited" : "control socket failed", err);
 	if (m.type != SC_CTL_CELL || n_fds != SC_CELL_NFDS) {
 		for (size_t i = 0; i < n_fds; i++)
 			close(cell.fds[i]);

@@ -41,8 +41,8 @@ void sc__sandbox_ids(uid_t *uid, gid_t *gid);
 #define SC_OUT_BASE "/.snapcell/out" /* where per-cell output dirs live inside the root */
 
 struct sc_rootfs {
-	const char *base;          /* host directory the root tmpfs is mounted on */
-	const char *out_dir;       /* host directory bound at SC_OUT_BASE */
+	const char *base;	    /* host directory the root tmpfs is mounted on */
+	const char *out_dir;	    /* host directory bound at SC_OUT_BASE */
 	const char *const *ro_dirs; /* host directories bound read-only at the same path */
 	size_t n_ro_dirs;
 };

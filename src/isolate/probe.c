@@ -39,7 +39,7 @@ static void probe_namespaces(int fd)
 	int res[SNAPCELL_MECH_CGROUPNS + 1];
 	res[SNAPCELL_MECH_USERNS] = unshare(CLONE_NEWUSER) < 0 ? errno : 0;
 	for (int m = SNAPCELL_MECH_MOUNTNS; m <= SNAPCELL_MECH_CGROUPNS; m++)
-		res[m] = res[SNAPCELL_MECH_USERNS] ? res[SNAPCELL_MECH_USERNS]
+		res[m] = res[SNAPCELL_MECH_USERNS]	    ? res[SNAPCELL_MECH_USERNS]
 			 : unshare(mechs[m].clone_flag) < 0 ? errno
 							    : 0;
 	(void)!write(fd, res, sizeof(res));
@@ -88,7 +88,8 @@ static void probe_cgroups(struct snapcell_mechanism_report *r)
 	buf[n > 0 ? n : 0] = 0;
 	bool ok = strstr(buf, "memory") && strstr(buf, "pids");
 	set(r, ok,
-	    ok ? "cgroup v2 offers memory and pids; " : "no cgroup v2 memory and pids controllers; ",
+	    ok ? "cgroup v2 offers memory and pids; "
+	       : "no cgroup v2 memory and pids controllers; ",
 	    ok ? "snapcell does not use them yet" : "rlimits and the pid namespace stand in");
 }
 

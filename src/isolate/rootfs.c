@@ -18,8 +18,8 @@
 #include "util/util.h"
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
-static const char *const root_dirs[] = {"usr", "etc", "dev", "dev/shm", "tmp", "input",
-					"output", ".snapcell", ".snapcell/out"};
+static const char *const root_dirs[] = {"usr",	 "etc",	   "dev",	"dev/shm",	"tmp",
+					"input", "output", ".snapcell", ".snapcell/out"};
 /* Files the dynamic loader and Debian's alternatives need to find shared libraries that
  * extension modules (numpy's BLAS) load at import time. */
 static const char *const etc_binds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
@@ -65,8 +65,7 @@ static unsigned long locked_flags(const char *path)
 	return f;
 }
 
-static int bind(const char *src, const char *dst, unsigned long extra,
-		struct snapcell_error *err)
+static int bind(const char *src, const char *dst, unsigned long extra, struct snapcell_error *err)
 {
 	if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
 		return sc__err(err, -errno, "bind %s", src);

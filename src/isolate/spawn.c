@@ -23,9 +23,9 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-#define NS_FLAGS                                                                               \
-	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |              \
-	 CLONE_NEWUTS | CLONE_NEWCGROUP)
+#define NS_FLAGS                                                                                   \
+	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | \
+	 CLONE_NEWCGROUP)
 
 /* What the child reports when it cannot reach execve. */
 struct child_failure {

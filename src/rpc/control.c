@@ -44,7 +44,9 @@ int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds)
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = {msg, sizeof(*msg)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
 			    .msg_controllen = sizeof(u.buf)};
 	ssize_t n;
 	do

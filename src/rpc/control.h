@@ -7,30 +7,30 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SC_CONTROL_FD 3           /* where the helper finds the control socket */
-#define SC_SETUP_MAX (1u << 20)   /* cap on the setup message */
+#define SC_CONTROL_FD 3		 /* where the helper finds the control socket */
+#define SC_SETUP_MAX  (1u << 20) /* cap on the setup message */
 
 enum sc_ctl_type {
 	SC_CTL_READY = 1, /* template -> host: setup finished (status 0) or failed */
-	SC_CTL_CELL,      /* template -> host: a parked cell; carries SC_CELL_NFDS fds */
-	SC_CTL_TAKE,      /* host -> template: a cell was taken, park another */
+	SC_CTL_CELL,	  /* template -> host: a parked cell; carries SC_CELL_NFDS fds */
+	SC_CTL_TAKE,	  /* host -> template: a cell was taken, park another */
 };
 
 /* The descriptors of one parked cell, in the order they travel. */
 enum sc_cell_fd {
-	SC_CELL_PIDFD,  /* pidfd of the cell's first process (pid 1 of its namespace) */
-	SC_CELL_RPC,    /* host end of the cell's frame socket */
+	SC_CELL_PIDFD,	/* pidfd of the cell's first process (pid 1 of its namespace) */
+	SC_CELL_RPC,	/* host end of the cell's frame socket */
 	SC_CELL_STDOUT, /* read ends of the cell's output pipes */
 	SC_CELL_STDERR,
-	SC_CELL_EXIT,   /* read end of a pipe that carries struct sc_exit_record, then EOF */
+	SC_CELL_EXIT, /* read end of a pipe that carries struct sc_exit_record, then EOF */
 	SC_CELL_NFDS
 };
 
 struct sc_ctl_msg {
 	uint32_t type;
-	int32_t status;   /* READY: 0 or -errno / SNAPCELL_E_* */
+	int32_t status;	  /* READY: 0 or -errno / SNAPCELL_E_* */
 	uint32_t cell_id; /* CELL */
-	int32_t level;    /* READY: enum snapcell_isolation reached */
+	int32_t level;	  /* READY: enum snapcell_isolation reached */
 	char message[200];
 };
 

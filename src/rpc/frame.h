@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SC_FRAME_HEADER_LEN 5
+#define SC_FRAME_HEADER_LEN  5
 #define SC_FRAME_DEFAULT_CAP (16u << 20)
 
 enum sc_frame_type {

@@ -19,8 +19,8 @@ struct snapcell_sandbox *test_sandbox(struct snapcell_config *cfg);
 struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code);
 
 /* Runs code and asserts status ok, returning stdout (owned by the result). */
-#define expect_ok(res)                                                                         \
-	cr_assert_eq((res)->status, SNAPCELL_STATUS_OK, "status %s, stderr: %s",             \
+#define expect_ok(res)                                                                             \
+	cr_assert_eq((res)->status, SNAPCELL_STATUS_OK, "status %s, stderr: %s",                   \
 		     snapcell_status_name((res)->status), (res)->stderr_buf)
 
 /* A test that needs a kernel feature skips with a reason; SNAPCELL_REQUIRE_ALL=1 (set by CI on
