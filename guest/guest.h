@@ -14,7 +14,8 @@
 struct sc_guest_config {
 	char *root_base;
 	char *out_dir;
-	char **python_paths;
+	char **python_paths;  /* inside the root: SC_PYTHON_PATH_BASE/<index> */
+	int *python_path_fds; /* opened for us by the spawn child; bound at python_paths */
 	size_t n_python_paths;
 	unsigned spares;
 	uint64_t tmp_bytes;

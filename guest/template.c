@@ -89,17 +89,23 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	c->limits.file_bytes = get_u64(root, "file_bytes");
 	c->limits.open_files = get_u64(root, "open_files");
 	json_t *paths = json_object_get(root, "python_paths");
-	c->n_python_paths = json_array_size(paths);
+	size_t n_paths = json_array_size(paths);
+	c->n_python_paths = n_paths;
 	c->python_paths = calloc(c->n_python_paths + 1, sizeof(char *));
-	for (size_t i = 0; c->python_paths && i < c->n_python_paths; i++) {
-		const char *p = json_string_value(json_array_get(paths, i));
-		c->python_paths[i] = p ? strdup(p) : NULL;
-		if (!c->python_paths[i])
+	c->python_path_fds = calloc(c->n_python_paths + 1, sizeof(int));
+	for (size_t i = 0; c->python_paths && c->python_path_fds && i < c->n_python_paths; i++) {
+		json_t *entry = json_array_get(paths, i);
+		c->python_path_fds[i] = (int)get_u64(entry, "fd");
+		/* Not at the host path: that may lie under /tmp, which each cell remounts. */
+		if (asprintf(&c->python_paths[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
+			c->python_paths[i] = NULL;
+		if (!c->python_paths[i] || c->python_path_fds[i] < SC_PASS_FD_FIRST)
 			c->n_python_paths = i;
 	}
 	json_decref(root);
 	if (!c->root_base || !c->out_dir || !c->spares || !c->tmp_bytes || !c->frame_cap ||
-	    !c->limits.memory_bytes || !c->python_paths)
+	    !c->limits.memory_bytes || !c->python_paths || !c->python_path_fds ||
+	    c->n_python_paths != n_paths)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing fields");
 	return 0;
 }
@@ -123,15 +129,22 @@ static int read_setup(struct snapcell_error *err)
 
 static int build_root(struct snapcell_error *err)
 {
-	const char *ro[2 + 64];
+	struct sc_bind binds[2 + SC_PASS_FD_MAX];
+	char fd_paths[SC_PASS_FD_MAX][32];
 	size_t n = 0;
-	ro[n++] = SC_PY_STDLIB;
-	ro[n++] = SC_PY_LIBDIR;
-	for (size_t i = 0; i < T.cfg.n_python_paths && n < SC_ARRAY_LEN(ro); i++)
-		ro[n++] = T.cfg.python_paths[i];
-	struct sc_rootfs fs = {
-		.base = T.cfg.root_base, .out_dir = T.cfg.out_dir, .ro_dirs = ro, .n_ro_dirs = n};
-	return sc__rootfs_build(&fs, err);
+	binds[n++] = (struct sc_bind){SC_PY_STDLIB, SC_PY_STDLIB};
+	binds[n++] = (struct sc_bind){SC_PY_LIBDIR, SC_PY_LIBDIR};
+	for (size_t i = 0; i < T.cfg.n_python_paths && i < SC_PASS_FD_MAX; i++) {
+		snprintf(fd_paths[i], sizeof(fd_paths[i]), "/proc/self/fd/%d",
+			 T.cfg.python_path_fds[i]);
+		binds[n++] = (struct sc_bind){fd_paths[i], T.cfg.python_paths[i]};
+	}
+	struct sc_rootfs fs = {.base = T.cfg.root_base, .out_dir = T.cfg.out_dir,
+			       .ro_binds = binds, .n_ro_binds = n};
+	int rc = sc__rootfs_build(&fs, err);
+	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
+		close(T.cfg.python_path_fds[i]);
+	return rc;
 }
 
 static int setup(struct snapcell_error *err)

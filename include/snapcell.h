@@ -118,9 +118,10 @@ SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cf
 SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char *name,
 					 const char *value);
 
-/* Exposes a host directory read-only at the same path and appends it to sys.path, e.g. a
- * Python environment's site-packages so numpy or pandas import. The path must be absolute and
- * an existing directory when the sandbox is created. */
+/* Exposes a host directory read-only and appends it to sys.path, e.g. a Python environment's
+ * site-packages so numpy or pandas import. Inside the cell the n-th path (from 0) appears at
+ * /.snapcell/python/<n>. The path must be absolute and an existing directory when the sandbox
+ * is created; at most 64. */
 SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir);
 
 /* Fails sandbox creation with SNAPCELL_E_ISOLATION when the host cannot reach this level. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "isolate/isolate.h"
 #include "util/util.h"
 
 #define KIB 1024ull
@@ -98,7 +99,8 @@ int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const
 
 int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir)
 {
-	if (!cfg || !dir || dir[0] != '/' || strstr(dir, "/../") || strlen(dir) >= 4096)
+	if (!cfg || !dir || dir[0] != '/' || strstr(dir, "/../") || strlen(dir) >= 4096 ||
+	    cfg->n_python_paths == SC_PASS_FD_MAX)
 		return SNAPCELL_E_INVAL;
 	char **grown = realloc(cfg->python_paths, (cfg->n_python_paths + 1) * sizeof(*grown));
 	if (!grown)

@@ -86,7 +86,7 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	const uint64_t *l = sb->cfg->limits;
 	json_t *paths = json_array();
 	for (size_t i = 0; i < sb->cfg->n_python_paths; i++)
-		json_array_append_new(paths, json_string(sb->cfg->python_paths[i]));
+		json_array_append_new(paths, json_pack("{s:i}", "fd", SC_PASS_FD_FIRST + (int)i));
 	char root[PATH_MAX], out[PATH_MAX];
 	snprintf(root, sizeof(root), "%s/root", sb->workdir);
 	snprintf(out, sizeof(out), "%s/out", sb->workdir);
@@ -135,25 +135,32 @@ static int wait_readable(int fd, int timeout_ms)
 
 static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
-	int sp[2];
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0)
-		return sc__err(err, -errno, "control socketpair");
+	int rc = 0, sp[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
+		rc = sc__err(err, -errno, "control socketpair");
+		sp[0] = sp[1] = -1;
+	}
 	/* Keep the helper's end clear of 0-3, which the spawn child overwrites. */
-	int child_end = fcntl(sp[1], F_DUPFD_CLOEXEC, 10);
-	close(sp[1]);
+	int child_end = sp[1] < 0 ? -1 : fcntl(sp[1], F_DUPFD_CLOEXEC, 10);
+	if (sp[1] >= 0)
+		close(sp[1]);
 	sb->ctl = sp[0];
 	int helper_fd = open_helper(err);
 	char **envp = make_envp(sb->cfg);
 	char *argv[] = {HELPER_NAME, NULL};
-	int rc = child_end < 0	 ? sc__err(err, -EMFILE, "control socket")
-		 : helper_fd < 0 ? helper_fd
-		 : !envp	 ? -ENOMEM
-				 : 0;
+	if (rc == 0 && child_end < 0)
+		rc = sc__err(err, -EMFILE, "control socket");
+	if (rc == 0 && helper_fd < 0)
+		rc = helper_fd;
+	if (rc == 0 && !envp)
+		rc = sc__err(err, -ENOMEM, "environment");
 	if (rc == 0) {
 		struct sc_spawn spec = {.helper_fd = helper_fd,
 					.argv = argv,
 					.envp = envp,
-					.control_fd = child_end};
+					.control_fd = child_end,
+					.pass_dirs = (const char *const *)sb->cfg->python_paths,
+					.n_pass_dirs = sb->cfg->n_python_paths};
 		sc__sandbox_ids(&spec.outside_uid, &spec.outside_gid);
 		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
 	}
@@ -201,12 +208,6 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 {
 	if (!cfg || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "sandbox_new: NULL argument");
-	for (size_t i = 0; i < cfg->n_python_paths; i++) {
-		struct stat st;
-		if (stat(cfg->python_paths[i], &st) < 0 || !S_ISDIR(st.st_mode))
-			return sc__err(err, stat(cfg->python_paths[i], &st) < 0 ? -errno : -ENOTDIR,
-				       "python path %s", cfg->python_paths[i]);
-	}
 	struct snapcell_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return sc__err(err, -ENOMEM, "sandbox");

@@ -22,7 +22,12 @@ struct sc_spawn {
 	int helper_fd; /* O_PATH descriptor of the helper executable */
 	char *const *argv;
 	char *const *envp;
-	int control_fd; /* becomes fd 3 in the helper; every other fd but 0-2 is closed */
+	int control_fd;      /* becomes fd 3 in the helper */
+	/* Directories opened (O_PATH) as fds 4, 5, ... by the child while it still has the
+	 * host's uid, so the sandbox uid need not be able to walk to them; they are in the
+	 * helper's mount namespace, so it can bind them. All other fds but 0-3 are closed. */
+	const char *const *pass_dirs;
+	size_t n_pass_dirs;
 	uid_t outside_uid;
 	gid_t outside_gid;
 };
@@ -39,12 +44,22 @@ void sc__sandbox_ids(uid_t *uid, gid_t *gid);
 /* ---- rootfs.c (helper side) ---- */
 
 #define SC_OUT_BASE "/.snapcell/out" /* where per-cell output dirs live inside the root */
+#define SC_PYTHON_PATH_BASE "/.snapcell/python" /* python_paths[i] appear at BASE/i */
+#define SC_PASS_FD_FIRST 4                 /* the helper's first fd beyond the control socket */
+#define SC_PASS_FD_MAX 64
+
+/* A read-only bind: src is a host path or /proc/self/fd/N of a descriptor the host opened
+ * (so the sandbox uid need not be able to walk to it); dst is the path inside the root. */
+struct sc_bind {
+	const char *src;
+	const char *dst;
+};
 
 struct sc_rootfs {
-	const char *base;	    /* host directory the root tmpfs is mounted on */
-	const char *out_dir;	    /* host directory bound at SC_OUT_BASE */
-	const char *const *ro_dirs; /* host directories bound read-only at the same path */
-	size_t n_ro_dirs;
+	const char *base;    /* host directory the root tmpfs is mounted on */
+	const char *out_dir; /* host directory bound at SC_OUT_BASE */
+	const struct sc_bind *ro_binds;
+	size_t n_ro_binds;
 };
 
 /* Builds the minimal root and pivots into it; afterwards the host filesystem is gone from

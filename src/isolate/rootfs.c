@@ -75,13 +75,13 @@ static int bind(const char *src, const char *dst, unsigned long extra, struct sn
 	return 0;
 }
 
-/* Binds a host path (file or directory) at the same path under base. */
-static int bind_same_path(const char *base, const char *path, unsigned long extra,
-			  struct snapcell_error *err)
+/* Binds a host file or directory (src) at path under base. */
+static int bind_under(const char *base, const char *src, const char *path, unsigned long extra,
+		      struct snapcell_error *err)
 {
 	char dst[PATH_MAX];
 	struct stat st;
-	if (stat(path, &st) < 0)
+	if (stat(src, &st) < 0)
 		return sc__err(err, -errno, "stat %s", path);
 	if (snprintf(dst, sizeof(dst), "%s%s", base, path) >= (int)sizeof(dst))
 		return sc__err(err, -ENAMETOOLONG, "mount %s", path);
@@ -101,7 +101,7 @@ static int bind_same_path(const char *base, const char *path, unsigned long extr
 	}
 	if (rc < 0)
 		return sc__err(err, rc, "create mount point %s", dst);
-	return bind(path, dst, extra, err);
+	return bind(src, dst, extra, err);
 }
 
 /* /lib, /lib64, /bin ... are links into /usr on merged-/usr systems; recreate them. */
@@ -130,15 +130,18 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 	copy_top_links(rootfd);
 	for (size_t i = 0; i < SC_ARRAY_LEN(dev_nodes); i++) {
 		snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
-		if ((rc = bind_same_path(fs->base, path, MS_NOEXEC, err)) < 0)
+		if ((rc = bind_under(fs->base, path, path, MS_NOEXEC, err)) < 0)
 			return rc;
 	}
-	for (size_t i = 0; i < fs->n_ro_dirs; i++)
-		if ((rc = bind_same_path(fs->base, fs->ro_dirs[i], MS_RDONLY | MS_NODEV, err)) < 0)
+	for (size_t i = 0; i < fs->n_ro_binds; i++) {
+		const struct sc_bind *bd = &fs->ro_binds[i];
+		if ((rc = bind_under(fs->base, bd->src, bd->dst, MS_RDONLY | MS_NODEV, err)) < 0)
 			return rc;
+	}
 	for (size_t i = 0; i < SC_ARRAY_LEN(etc_binds); i++)
 		if (access(etc_binds[i], F_OK) == 0 &&
-		    (rc = bind_same_path(fs->base, etc_binds[i], MS_RDONLY | MS_NODEV, err)) < 0)
+		    (rc = bind_under(fs->base, etc_binds[i], etc_binds[i], MS_RDONLY | MS_NODEV,
+				     err)) < 0)
 			return rc;
 	if ((rc = sc__write_file_at(rootfd, "etc/passwd",
 				    "root:x:0:0:sandbox:/tmp:/nonexistent\n"

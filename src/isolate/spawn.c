@@ -23,6 +23,9 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
+/* Where the child parks pass_dirs before moving them to SC_PASS_FD_FIRST... */
+#define PASS_HIGH 512
+
 #define NS_FLAGS                                                                                   \
 	(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | \
 	 CLONE_NEWCGROUP)
@@ -31,11 +34,13 @@
 struct child_failure {
 	int32_t step;
 	int32_t err;
+	int32_t index; /* which pass_dirs entry, for STEP_DIRS */
 };
 
-enum { STEP_SYNC, STEP_IDS, STEP_FDS, STEP_EXEC };
-static const char *const step_names[] = {"wait for id maps", "switch to root of the namespace",
-					 "set up descriptors", "execve"};
+enum { STEP_SYNC, STEP_DIRS, STEP_IDS, STEP_FDS, STEP_EXEC };
+static const char *const step_names[] = {"wait for id maps", "open python path",
+					 "switch to root of the namespace", "set up descriptors",
+					 "execve"};
 
 void sc__sandbox_ids(uid_t *uid, gid_t *gid)
 {
@@ -50,7 +55,7 @@ void sc__sandbox_ids(uid_t *uid, gid_t *gid)
 
 static void child_fail(int fd, int step, int err)
 {
-	struct child_failure f = {step, err};
+	struct child_failure f = {step, err, -1};
 	(void)!write(fd, &f, sizeof(f));
 	_exit(127);
 }
@@ -60,6 +65,16 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 	char byte;
 	if (read(sync_fd, &byte, 1) != 1)
 		child_fail(fail_fd, STEP_SYNC, errno ? errno : EPIPE);
+	/* Opened high, then moved into place: nothing can clobber what is still to move. */
+	for (size_t i = 0; i < spec->n_pass_dirs; i++) {
+		int fd = open(spec->pass_dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0 || dup2(fd, PASS_HIGH + (int)i) < 0) {
+			struct child_failure f = {STEP_DIRS, errno, (int32_t)i};
+			(void)!write(fail_fd, &f, sizeof(f));
+			_exit(127);
+		}
+		close(fd);
+	}
 	/* Become root of the new user namespace. When the host is root the map points inside 0
 	 * at another outside uid, so the clone's own uid is unmapped until we switch. Raw calls:
 	 * glibc's setxid would try to signal the host's other threads. */
@@ -68,8 +83,12 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 	if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0 ||
 	    dup2(spec->control_fd, 3) < 0)
 		child_fail(fail_fd, STEP_FDS, errno);
-	/* Everything above 3, the failure pipe included, goes at execve: no host fd leaks. */
-	if (syscall(SYS_close_range, 3 + 1, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+	for (size_t i = 0; i < spec->n_pass_dirs; i++)
+		if (dup2(PASS_HIGH + (int)i, SC_PASS_FD_FIRST + (int)i) < 0)
+			child_fail(fail_fd, STEP_FDS, errno);
+	/* Everything else, the failure pipe included, goes at execve: no host fd leaks. */
+	if (syscall(SYS_close_range, SC_PASS_FD_FIRST + spec->n_pass_dirs, ~0U,
+		    CLOSE_RANGE_CLOEXEC) < 0)
 		child_fail(fail_fd, STEP_FDS, errno);
 	/* By descriptor: the sandbox uid need not be able to walk the path to the helper. */
 	syscall(SYS_execveat, spec->helper_fd, "", spec->argv, spec->envp, AT_EMPTY_PATH);
@@ -103,7 +122,8 @@ static int write_id_maps(pid_t pid, const struct sc_spawn *spec, struct snapcell
 	return 0;
 }
 
-static int await_exec(pid_t pid, int fail_fd, struct snapcell_error *err)
+static int await_exec(pid_t pid, int fail_fd, const struct sc_spawn *spec,
+		      struct snapcell_error *err)
 {
 	struct child_failure f;
 	ssize_t n;
@@ -115,6 +135,9 @@ static int await_exec(pid_t pid, int fail_fd, struct snapcell_error *err)
 	waitpid(pid, NULL, 0);
 	if (n != (ssize_t)sizeof(f) || f.step < 0 || f.step > STEP_EXEC)
 		return sc__err(err, SNAPCELL_E_HELPER, "helper start: no report from child");
+	if (f.step == STEP_DIRS && f.index >= 0 && (size_t)f.index < spec->n_pass_dirs)
+		return sc__err(err, f.err > 0 ? -f.err : SNAPCELL_E_HELPER, "python path %s",
+			       spec->pass_dirs[f.index]);
 	return sc__err(err, f.err > 0 ? -f.err : SNAPCELL_E_HELPER, "helper %s",
 		       step_names[f.step]);
 }
@@ -155,7 +178,7 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 	}
 	close(sync[1]);
 	if (rc == 0 && pid > 0)
-		rc = await_exec((pid_t)pid, fail[0], err);
+		rc = await_exec((pid_t)pid, fail[0], spec, err);
 	else if (pid > 0) {
 		kill((pid_t)pid, SIGKILL);
 		waitpid((pid_t)pid, NULL, 0);
