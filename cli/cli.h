@@ -10,6 +10,9 @@ int cli_run(int argc, char **argv);
 int cli_doctor(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 
+/* Registers --tool NAME=COMMAND; prints why not and returns -1. */
+int cli_add_command_tool(struct snapcell_config *cfg, const char *spec);
+
 /* Parses "512M", "1.5G", "64k" or plain bytes; 0 on success. */
 int cli_parse_size(const char *s, uint64_t *out);
 

@@ -32,6 +32,9 @@ static const char usage[] =
 	"  --max-stdout SIZE       stdout kept before the run is stopped (default 1M)\n"
 	"  --max-stderr SIZE       stderr kept before the run is stopped (default 1M)\n"
 	"  --env NAME=VALUE        pass an environment variable (repeatable)\n"
+	"  --tool NAME=COMMAND     register a host tool: COMMAND (run by /bin/sh) gets the\n"
+	"                          keyword arguments as JSON on stdin and prints a JSON result;\n"
+	"                          a non-zero exit raises ToolError with its stderr (repeatable)\n"
 	"  --python-path DIR       expose DIR read-only on sys.path (repeatable), e.g.\n"
 	"                          /usr/lib/python3/dist-packages for Debian's numpy\n"
 	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
@@ -118,7 +121,8 @@ enum opt {
 	OPT_ENV,
 	OPT_PYPATH,
 	OPT_ISOLATION,
-	OPT_JSON
+	OPT_JSON,
+	OPT_TOOL
 };
 
 static const struct option options[] = {
@@ -134,6 +138,7 @@ static const struct option options[] = {
 	{"python-path", required_argument, NULL, OPT_PYPATH},
 	{"require-isolation", required_argument, NULL, OPT_ISOLATION},
 	{"json", no_argument, NULL, OPT_JSON},
+	{"tool", required_argument, NULL, OPT_TOOL},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -188,6 +193,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 			fprintf(stderr, "snapcell: --env wants NAME=VALUE, got '%s'\n", arg);
 		return rc < 0 ? -1 : 0;
 	}
+	if (opt == OPT_TOOL)
+		return cli_add_command_tool(cfg, arg);
 	if (opt == OPT_PYPATH) {
 		char *real = realpath(arg, NULL);
 		int rc = real ? snapcell_config_add_python_path(cfg, real) : -1;

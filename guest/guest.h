@@ -21,6 +21,9 @@ struct sc_guest_config {
 	uint64_t tmp_bytes;
 	size_t frame_cap;
 	struct sc_rlimits limits;
+	char **tool_names; /* for the guest's `tools` module */
+	char **tool_docs;
+	size_t n_tools;
 };
 
 /* What a cell needs from the template, fixed before the fork. */
@@ -33,6 +36,10 @@ struct sc_cell_plan {
 
 /* Never returns: sets up the cell, waits for code, runs it, exits. */
 _Noreturn void sc_cell_main(const struct sc_cell_plan *plan);
+
+/* bridge.c */
+struct _object *sc_bridge_init(void); /* PyObject *: keeps Python.h out of this header */
+void sc_bridge_set_cap(size_t cap);
 
 /* python.c */
 int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err);

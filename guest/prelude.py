@@ -61,6 +61,24 @@ def _finish():
             pass
 
 
+def _hide_own_frames(exc, seen=None):
+    """Drops this file's frames (run, call_tool) from a traceback chain: the model should see
+    its own code and the tool's message, not snapcell's plumbing."""
+    seen = seen if seen is not None else set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == "<snapcell>":
+            tb = tb.tb_next
+        head = tb
+        while tb is not None:
+            while tb.tb_next is not None and tb.tb_next.tb_frame.f_code.co_filename == "<snapcell>":
+                tb.tb_next = tb.tb_next.tb_next
+            tb = tb.tb_next
+        exc.__traceback__ = head
+        exc = exc.__cause__ or exc.__context__
+
+
 def run(source):
     """Runs source as __main__; returns (status, exit code, limit flags)."""
     main = sys.modules["__main__"].__dict__
@@ -75,7 +93,7 @@ def run(source):
     except BaseException as e:
         flags = _limit_flags(e)
         status, code = (MEMORY if flags & HIT_MEMORY else ERROR), 1
-        e.__traceback__ = e.__traceback__.tb_next  # drop this function's frame
+        _hide_own_frames(e)
         try:
             traceback.print_exception(e)
         except BaseException:
@@ -111,3 +129,67 @@ def warm():
 def freeze():
     gc.collect()
     gc.freeze()
+
+
+class ToolError(Exception):
+    """A host tool failed, is unknown, or rejected its arguments; the message says which."""
+
+
+ToolError.__module__ = "builtins"
+
+
+def _tool_json(name, kwargs):
+    import json
+    try:
+        return json.dumps(kwargs, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except RecursionError:
+        raise ToolError(f"arguments for tool {name!r} are nested too deeply") from None
+    except (TypeError, ValueError) as e:
+        raise ToolError(f"arguments for tool {name!r} are not JSON: {e}") from None
+    except UnicodeEncodeError as e:
+        raise ToolError(f"arguments for tool {name!r} are not valid Unicode: {e}") from None
+
+
+def call_tool(name, /, *args, **kwargs):
+    """Calls the host tool `name` with keyword arguments and returns its result as Python
+    values. Raises ToolError when the tool fails, is unknown or rejects the arguments."""
+    import json
+    import _snapcell
+    if not isinstance(name, str):
+        raise TypeError(f"call_tool() needs the tool name as a string, not {type(name).__name__}")
+    if args:
+        raise TypeError(f"call_tool() takes keyword arguments only: "
+                        f"call_tool({name!r}, a=1, b=2), not {len(args)} positional")
+    try:
+        ok, answer = _snapcell.call(name, _tool_json(name, kwargs))
+    except ValueError as e:
+        raise ToolError(f"tool {name!r}: {e}") from None
+    if not ok:
+        raise ToolError(answer.decode("utf-8", "replace"))
+    try:
+        return json.loads(answer)
+    except ValueError as e:
+        raise ToolError(f"tool {name!r} returned invalid JSON: {e}") from None
+
+
+def configure(tools):
+    """Installs call_tool and ToolError as builtins and a `tools` module whose attributes
+    call the registered tools: tools.compute(a=1, b=2)."""
+    import builtins
+    import types
+    builtins.call_tool = call_tool
+    builtins.ToolError = ToolError
+    module = types.ModuleType("tools", "The host's tools, callable with keyword arguments.")
+
+    def bind(tool_name, doc):
+        def tool(**kwargs):
+            return call_tool(tool_name, **kwargs)
+        tool.__name__ = tool.__qualname__ = tool_name
+        tool.__doc__ = doc
+        return tool
+
+    for tool_name, doc in tools:
+        setattr(module, tool_name, bind(tool_name, doc))
+    module.ToolError = ToolError
+    module.call_tool = call_tool
+    sys.modules["tools"] = module

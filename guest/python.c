@@ -41,12 +41,23 @@ static int config_paths(PyConfig *c, const struct sc_guest_config *cfg)
 
 static int init_interpreter(const struct sc_guest_config *cfg, struct snapcell_error *err)
 {
+	/* UTF-8 mode: the cell has no locale, and model-written code prints non-ASCII text. */
+	PyPreConfig pre;
+	PyPreConfig_InitIsolatedConfig(&pre);
+	pre.utf8_mode = 1;
+	PyStatus pst = Py_PreInitialize(&pre);
+	if (PyStatus_Exception(pst))
+		return sc__err(err, SNAPCELL_E_HELPER, "pre-initialise Python: %s",
+			       pst.err_msg ? pst.err_msg : "failed");
 	PyConfig c;
 	PyConfig_InitIsolatedConfig(&c);
 	c.site_import = 0;
 	c.write_bytecode = 0;
 	c.user_site_directory = 0;
 	c.install_signal_handlers = 1; /* SIGXFSZ ignored: a too-large write raises OSError */
+	if (PyImport_AppendInittab("_snapcell", sc_bridge_init) < 0)
+		return sc__err(err, -ENOMEM, "register _snapcell");
+	sc_bridge_set_cap(cfg->frame_cap);
 	PyStatus st = PyConfig_SetString(&c, &c.program_name, L"python3");
 	if (!PyStatus_Exception(st) && config_paths(&c, cfg) < 0)
 		st = PyStatus_NoMemory();
@@ -74,6 +85,21 @@ static int py_fail(struct snapcell_error *err, const char *what)
 	return err ? err->code : SNAPCELL_E_HELPER;
 }
 
+/* [(name, description), ...] for prelude.configure. */
+static PyObject *tool_list(const struct sc_guest_config *cfg)
+{
+	PyObject *list = PyList_New((Py_ssize_t)cfg->n_tools);
+	for (size_t i = 0; list && i < cfg->n_tools; i++) {
+		PyObject *t = Py_BuildValue("(ss)", cfg->tool_names[i], cfg->tool_docs[i]);
+		if (!t) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+	}
+	return list;
+}
+
 int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 {
 	int rc = init_interpreter(cfg, err);
@@ -92,7 +118,11 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 		return py_fail(err, "prelude");
 	prelude_run = PyObject_GetAttrString(mod, "run");
 	prelude_warm = PyObject_GetAttrString(mod, "warm");
-	PyObject *r = PyObject_CallMethod(mod, "freeze", NULL);
+	PyObject *tools = tool_list(cfg);
+	PyObject *r = tools ? PyObject_CallMethod(mod, "configure", "(O)", tools) : NULL;
+	Py_XDECREF(tools);
+	Py_XDECREF(r);
+	r = r ? PyObject_CallMethod(mod, "freeze", NULL) : NULL;
 	Py_DECREF(mod);
 	if (!prelude_run || !prelude_warm || !r)
 		return py_fail(err, "prelude");

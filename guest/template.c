@@ -102,7 +102,21 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		if (!c->python_paths[i] || c->python_path_fds[i] < SC_PASS_FD_FIRST)
 			c->n_python_paths = i;
 	}
+	json_t *tools = json_object_get(root, "tools");
+	size_t n_tools = json_array_size(tools);
+	c->tool_names = calloc(n_tools + 1, sizeof(char *));
+	c->tool_docs = calloc(n_tools + 1, sizeof(char *));
+	for (size_t i = 0; c->tool_names && c->tool_docs && i < n_tools; i++) {
+		json_t *t = json_array_get(tools, i);
+		c->tool_names[i] = dup_str(t, "name");
+		c->tool_docs[i] = dup_str(t, "description");
+		if (!c->tool_names[i] || !c->tool_docs[i])
+			break;
+		c->n_tools = i + 1;
+	}
 	json_decref(root);
+	if (c->n_tools != n_tools)
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad tool list");
 	if (!c->root_base || !c->out_dir || !c->spares || !c->tmp_bytes || !c->frame_cap ||
 	    !c->limits.memory_bytes || !c->python_paths || !c->python_path_fds ||
 	    c->n_python_paths != n_paths)
@@ -139,8 +153,10 @@ static int build_root(struct snapcell_error *err)
 			 T.cfg.python_path_fds[i]);
 		binds[n++] = (struct sc_bind){fd_paths[i], T.cfg.python_paths[i]};
 	}
-	struct sc_rootfs fs = {.base = T.cfg.root_base, .out_dir = T.cfg.out_dir,
-			       .ro_binds = binds, .n_ro_binds = n};
+	struct sc_rootfs fs = {.base = T.cfg.root_base,
+			       .out_dir = T.cfg.out_dir,
+			       .ro_binds = binds,
+			       .n_ro_binds = n};
 	int rc = sc__rootfs_build(&fs, err);
 	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
 		close(T.cfg.python_path_fds[i]);

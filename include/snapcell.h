@@ -124,6 +124,49 @@ SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char
  * is created; at most 64. */
 SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir);
 
+/* ---- host tools ---- */
+
+/* Whether running code that may call a tool needs a human's approval first. snapcell only
+ * records it; front ends (agent frameworks) act on it. */
+enum snapcell_approval {
+	SNAPCELL_APPROVAL_NEVER,
+	SNAPCELL_APPROVAL_ALWAYS,
+};
+
+/* A host tool. Called on the thread that called snapcell_sandbox_run(), with the keyword
+ * arguments the code passed, as a JSON object (UTF-8, NUL-terminated, already checked against
+ * the tool's parameter schema). On success return 0 and set *result to a malloc'd JSON text
+ * (any JSON value); on failure return non-zero and set *result to a malloc'd UTF-8 message,
+ * which the code receives as ToolError. snapcell frees *result. */
+typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **result);
+
+#define SNAPCELL_TOOL_NAME_MAX 64
+
+/* Registers a tool, or replaces the one with the same name. The name must be a Python
+ * identifier of at most SNAPCELL_TOOL_NAME_MAX bytes; params_schema is a JSON Schema object
+ * (NULL for "any object") supporting type, properties, required, additionalProperties, items,
+ * enum, minimum, maximum, minLength, maxLength, minItems and maxItems. user_data is passed
+ * through untouched. SNAPCELL_E_INVAL for a bad name or schema. */
+SNAPCELL_API int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name,
+					  const char *description, const char *params_schema,
+					  enum snapcell_approval approval, snapcell_tool_fn fn,
+					  void *user_data);
+
+/* -ENOENT when no tool has that name. */
+SNAPCELL_API int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name);
+
+/* Tools in registration order (a replaced tool keeps its place). The strings are borrowed
+ * until the next change to cfg; schema is the normalised JSON text. */
+struct snapcell_tool_info {
+	const char *name;
+	const char *description;
+	const char *params_schema;
+	enum snapcell_approval approval;
+};
+SNAPCELL_API size_t snapcell_config_tool_count(const struct snapcell_config *cfg);
+SNAPCELL_API int snapcell_config_tool_info(const struct snapcell_config *cfg, size_t index,
+					   struct snapcell_tool_info *out);
+
 /* Fails sandbox creation with SNAPCELL_E_ISOLATION when the host cannot reach this level. */
 SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg,
 						   enum snapcell_isolation level);
@@ -171,6 +214,8 @@ enum snapcell_status {
 /* "ok", "error", "timeout", "memory", "killed", "output-limit", "setup-failure". */
 SNAPCELL_API const char *snapcell_status_name(enum snapcell_status status);
 
+struct snapcell_tool_call;
+
 struct snapcell_result {
 	enum snapcell_status status;
 	int exit_code;	     /* the cell's exit status; 1 for an uncaught exception */
@@ -186,6 +231,17 @@ struct snapcell_result {
 	uint64_t cpu_us;	    /* user + system time of the cell and its reaped children */
 	uint64_t peak_memory_bytes; /* peak resident set of the cell */
 	enum snapcell_isolation isolation;
+	struct snapcell_tool_call *tool_calls; /* in call order */
+	size_t n_tool_calls;
+	size_t n_tool_calls_dropped; /* calls past the log's cap (100,000) */
+};
+
+/* One entry of a run's tool-call log. */
+struct snapcell_tool_call {
+	char name[SNAPCELL_TOOL_NAME_MAX + 1];
+	size_t args_bytes;
+	uint64_t duration_us;
+	bool ok; /* false: unknown tool, invalid arguments or the tool failed */
 };
 
 /* Runs code in a fresh cell of the template. code_len may be SIZE_MAX for a NUL-terminated

@@ -51,6 +51,7 @@ void snapcell_config_free(struct snapcell_config *cfg)
 	for (size_t i = 0; i < cfg->n_python_paths; i++)
 		free(cfg->python_paths[i]);
 	free(cfg->python_paths);
+	sc__tools_free(cfg);
 	free(cfg);
 }
 
@@ -132,6 +133,8 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 		rc = snapcell_config_set_env(c, src->env[i].name, src->env[i].value);
 	for (size_t i = 0; rc == 0 && i < src->n_python_paths; i++)
 		rc = snapcell_config_add_python_path(c, src->python_paths[i]);
+	if (rc == 0)
+		rc = sc__tools_copy(src, c);
 	if (rc < 0) {
 		snapcell_config_free(c);
 		return rc;

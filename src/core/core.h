@@ -3,6 +3,7 @@
 #ifndef SC_CORE_H
 #define SC_CORE_H
 
+#include <jansson.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
@@ -15,8 +16,20 @@ struct sc_env_var {
 	char *value;
 };
 
+struct sc_tool {
+	char *name;
+	char *description;
+	char *schema_text; /* normalised: compact, sorted keys */
+	json_t *schema;
+	enum snapcell_approval approval;
+	snapcell_tool_fn fn;
+	void *user;
+};
+
 struct snapcell_config {
 	uint64_t limits[SNAPCELL_LIMIT__COUNT];
+	struct sc_tool *tools;
+	size_t n_tools;
 	struct sc_env_var *env;
 	size_t n_env;
 	char **python_paths;
@@ -25,6 +38,28 @@ struct snapcell_config {
 };
 
 int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **out);
+
+/* tools.c */
+void sc__tools_free(struct snapcell_config *cfg);
+int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *dst);
+const struct sc_tool *sc__tool_find(const struct snapcell_config *cfg, const char *name);
+
+/* What serving one CALL frame produced: the answer for the cell and the log entry. */
+struct sc_call_outcome {
+	bool ok;
+	char *text; /* JSON result when ok, else the error message; malloc'd */
+	struct snapcell_tool_call log;
+};
+
+/* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader).
+ * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
+int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
+		   size_t result_cap, struct sc_call_outcome *out);
+
+/* schema.c */
+bool sc__schema_is_valid(const json_t *schema, unsigned depth);
+/* 0 when value satisfies schema, else -1 with a reason ("b: expected integer, got string"). */
+int sc__schema_check(const json_t *schema, const json_t *value, char *why, size_t why_len);
 
 /* A cell the template parked for us: its id and descriptors (enum sc_cell_fd). */
 struct sc_cell {

@@ -32,11 +32,20 @@ struct stream {
 	uint32_t hit_flag;
 };
 
+struct outbuf {
+	uint8_t *buf;
+	size_t len, off;
+};
+
+/* The tool-call log keeps this many entries; later calls are only counted. */
+#define MAX_LOGGED_CALLS 100000
+
 struct run {
 	struct sc_cell cell;
 	struct stream out, err;
-	uint8_t *send_buf;
-	size_t send_len, send_off;
+	struct outbuf send; /* frames for the cell: RUN, then RESULTs */
+	struct snapcell_tool_call *calls;
+	size_t n_calls, cap_calls, n_calls_dropped;
 	struct sc_frame_reader reader;
 	bool have_done, have_exit, exit_eof;
 	struct sc_done_payload done;
@@ -81,9 +90,82 @@ static void read_stream(struct run *r, int fd, struct stream *s)
 	}
 }
 
-static void read_frames(struct run *r)
+static int queue_frame(struct outbuf *o, uint8_t type, const void *head, size_t head_len,
+		       const void *body, size_t body_len)
 {
-	uint8_t buf[4096];
+	if (o->off == o->len)
+		o->off = o->len = 0;
+	size_t need = o->len + SC_FRAME_HEADER_LEN + head_len + body_len;
+	uint8_t *grown = realloc(o->buf, need);
+	if (!grown)
+		return -ENOMEM;
+	o->buf = grown;
+	sc__frame_header(o->buf + o->len, type, head_len + body_len);
+	memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN, head, head_len);
+	memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN + head_len, body, body_len);
+	o->len = need;
+	return 0;
+}
+
+static void violation(struct run *r, const char *why)
+{
+	snprintf(r->note, sizeof(r->note),
+		 "snapcell: the cell broke the frame protocol (%s) and was killed\n", why);
+	kill_cell(r, FORCED_PROTOCOL);
+}
+
+static void log_call(struct run *r, const struct snapcell_tool_call *entry)
+{
+	if (r->n_calls == r->cap_calls) {
+		size_t cap = r->cap_calls ? r->cap_calls * 2 : 16;
+		struct snapcell_tool_call *grown = r->n_calls < MAX_LOGGED_CALLS
+							   ? realloc(r->calls, cap * sizeof(*grown))
+							   : NULL;
+		if (!grown) {
+			r->n_calls_dropped++;
+			return;
+		}
+		r->calls = grown;
+		r->cap_calls = cap;
+	}
+	r->calls[r->n_calls++] = *entry;
+}
+
+/* Runs the tool on this thread (the caller's) and queues its answer. */
+static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
+{
+	struct sc_call_outcome out;
+	int rc = sc__tool_serve(sb->cfg, r->reader.payload, r->reader.payload_len,
+				SC_FRAME_DEFAULT_CAP - 1, &out);
+	if (rc == -EPROTO) {
+		violation(r, "malformed tool call");
+		return;
+	}
+	uint8_t ok = out.ok;
+	if (rc < 0 ||
+	    queue_frame(&r->send, SC_FRAME_RESULT, &ok, 1, out.text, strlen(out.text)) < 0)
+		violation(r, "out of memory answering a tool call");
+	log_call(r, &out.log);
+	free(out.text);
+}
+
+static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
+{
+	uint8_t type = sc__frame_type(&r->reader);
+	if (r->have_done)
+		violation(r, "frame after DONE");
+	else if (type == SC_FRAME_CALL)
+		serve_call(r, sb);
+	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {
+		memcpy(&r->done, r->reader.payload, sizeof(r->done));
+		r->have_done = true;
+	} else
+		violation(r, "unexpected frame");
+}
+
+static void read_frames(struct run *r, const struct snapcell_sandbox *sb)
+{
+	uint8_t buf[65536];
 	ssize_t n = recv(r->cell.fds[SC_CELL_RPC], buf, sizeof(buf), MSG_DONTWAIT);
 	if (n <= 0) {
 		if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -97,24 +179,12 @@ static void read_frames(struct run *r)
 		size_t used;
 		int rc = sc__frame_feed(&r->reader, buf + off, (size_t)n - off, &used);
 		off += used;
-		if (rc == 0)
+		if (rc < 0)
+			violation(r, rc == -EMSGSIZE ? "oversized frame" : "out of memory");
+		else if (rc == 0)
 			break;
-		const char *why = rc < 0 ? "oversized frame"
-				  : sc__frame_type(&r->reader) != SC_FRAME_DONE ||
-						  r->reader.payload_len != sizeof(r->done) ||
-						  r->have_done
-					  ? "unexpected frame"
-					  : NULL;
-		if (why) {
-			snprintf(
-				r->note, sizeof(r->note),
-				"snapcell: the cell broke the frame protocol (%s) and was killed\n",
-				why);
-			kill_cell(r, FORCED_PROTOCOL);
-			break;
-		}
-		memcpy(&r->done, r->reader.payload, sizeof(r->done));
-		r->have_done = true;
+		else
+			on_frame(r, sb);
 	}
 }
 
@@ -130,14 +200,15 @@ static void read_exit(struct run *r)
 	}
 }
 
-static void send_code(struct run *r)
+static void send_pending(struct run *r)
 {
-	ssize_t n = send(r->cell.fds[SC_CELL_RPC], r->send_buf + r->send_off,
-			 r->send_len - r->send_off, MSG_DONTWAIT | MSG_NOSIGNAL);
+	struct outbuf *o = &r->send;
+	ssize_t n = send(r->cell.fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n > 0)
-		r->send_off += (size_t)n;
+		o->off += (size_t)n;
 	else if (n < 0 && errno != EAGAIN && errno != EINTR)
-		r->send_off = r->send_len; /* the cell is gone; its exit says why */
+		o->off = o->len; /* the cell is gone; its exit says why */
 }
 
 static bool finished(const struct run *r, uint64_t now)
@@ -167,7 +238,7 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 			{r->err.eof ? -1 : r->cell.fds[SC_CELL_STDERR], POLLIN, 0},
 			{r->have_exit || r->exit_eof ? -1 : r->cell.fds[SC_CELL_EXIT], POLLIN, 0},
 			{r->cell.fds[SC_CELL_RPC],
-			 (short)(POLLIN | (r->send_off < r->send_len ? POLLOUT : 0)), 0},
+			 (short)(POLLIN | (r->send.off < r->send.len ? POLLOUT : 0)), 0},
 		};
 		uint64_t until = r->deadline_us > now ? r->deadline_us - now : 0;
 		if (r->forced != NOT_FORCED || r->have_exit)
@@ -182,9 +253,9 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 		if (pf[2].revents)
 			read_exit(r);
 		if (pf[3].revents & POLLOUT)
-			send_code(r);
+			send_pending(r);
 		if (pf[3].revents & (POLLIN | POLLHUP | POLLERR))
-			read_frames(r);
+			read_frames(r, sb);
 	}
 }
 
@@ -263,21 +334,16 @@ static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char 
 	if (stream_init(&r->out, l[SNAPCELL_LIMIT_STDOUT_BYTES], SNAPCELL_HIT_STDOUT) < 0 ||
 	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
 		return -ENOMEM;
-	r->send_len = SC_FRAME_HEADER_LEN + len;
-	r->send_buf = malloc(r->send_len);
-	if (!r->send_buf)
-		return -ENOMEM;
-	sc__frame_header(r->send_buf, SC_FRAME_RUN, len);
-	memcpy(r->send_buf + SC_FRAME_HEADER_LEN, code, len);
-	sc__frame_reader_init(&r->reader, 64);
-	return 0;
+	sc__frame_reader_init(&r->reader, SC_FRAME_DEFAULT_CAP);
+	return queue_frame(&r->send, SC_FRAME_RUN, code, len, NULL, 0);
 }
 
 static void release(struct run *r)
 {
 	free(r->out.buf);
 	free(r->err.buf);
-	free(r->send_buf);
+	free(r->send.buf);
+	free(r->calls);
 	sc__frame_reader_reset(&r->reader);
 }
 
@@ -317,6 +383,10 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 		res->stdout_buf[res->stdout_len] = 0;
 		res->stderr_buf[res->stderr_len] = 0;
 		r.out.buf = r.err.buf = NULL;
+		res->tool_calls = r.calls;
+		res->n_tool_calls = r.n_calls;
+		res->n_tool_calls_dropped = r.n_calls_dropped;
+		r.calls = NULL;
 	} else {
 		kill_cell(&r, FORCED_TIMEOUT);
 		sc__err(err, rc, "run: the template did not report the cell's exit");
@@ -338,5 +408,6 @@ void snapcell_result_free(struct snapcell_result *res)
 		return;
 	free(res->stdout_buf);
 	free(res->stderr_buf);
+	free(res->tool_calls);
 	free(res);
 }

@@ -87,6 +87,11 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	json_t *paths = json_array();
 	for (size_t i = 0; i < sb->cfg->n_python_paths; i++)
 		json_array_append_new(paths, json_pack("{s:i}", "fd", SC_PASS_FD_FIRST + (int)i));
+	json_t *tools = json_array();
+	for (size_t i = 0; i < sb->cfg->n_tools; i++)
+		json_array_append_new(tools,
+				      json_pack("{s:s, s:s}", "name", sb->cfg->tools[i].name,
+						"description", sb->cfg->tools[i].description));
 	char root[PATH_MAX], out[PATH_MAX];
 	snprintf(root, sizeof(root), "%s/root", sb->workdir);
 	snprintf(out, sizeof(out), "%s/out", sb->workdir);
@@ -101,6 +106,8 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 			  (json_int_t)l[SNAPCELL_LIMIT_CPU_MS], "processes", (json_int_t)procs,
 			  "file_bytes", (json_int_t)l[SNAPCELL_LIMIT_FILE_BYTES], "open_files",
 			  (json_int_t)l[SNAPCELL_LIMIT_OPEN_FILES]);
+	if (msg && json_object_set_new(msg, "tools", tools) < 0)
+		json_decref(msg), msg = NULL;
 	char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	json_decref(msg);
 	return s;

@@ -1,0 +1,155 @@
+/* Host tools implemented by a command (`snapcell run --tool NAME=COMMAND`): the command runs
+ * under /bin/sh with the tool's arguments (a JSON object) on stdin and prints its JSON result
+ * on stdout; a non-zero exit is a tool error whose message is the command's stderr. The
+ * command is the user's own and runs on the host, unsandboxed. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#define OUTPUT_CAP (16u << 20)
+
+extern char **environ;
+
+struct capture {
+	char *buf;
+	size_t len;
+	bool open;
+};
+
+static void drain(int fd, struct capture *c)
+{
+	char chunk[65536];
+	ssize_t n = read(fd, chunk, sizeof(chunk));
+	if (n <= 0) {
+		if (n == 0 || errno != EINTR)
+			c->open = false;
+		return;
+	}
+	size_t keep = c->len + (size_t)n > OUTPUT_CAP ? OUTPUT_CAP - c->len : (size_t)n;
+	char *grown = realloc(c->buf, c->len + keep + 1);
+	if (!grown)
+		return;
+	c->buf = grown;
+	memcpy(c->buf + c->len, chunk, keep);
+	c->len += keep;
+	c->buf[c->len] = 0;
+}
+
+/* Feeds stdin and collects stdout and stderr together, so no pipe can fill up and stall. */
+static void exchange(int in, int out, int err, const char *input, struct capture *o,
+		     struct capture *e)
+{
+	size_t off = 0, len = strlen(input);
+	fcntl(in, F_SETFL, O_NONBLOCK);
+	while (o->open || e->open) {
+		struct pollfd pf[3] = {{o->open ? out : -1, POLLIN, 0},
+				       {e->open ? err : -1, POLLIN, 0},
+				       {in, POLLOUT, 0}};
+		if (poll(pf, in >= 0 ? 3 : 2, -1) < 0 && errno != EINTR)
+			break;
+		if (pf[0].revents)
+			drain(out, o);
+		if (pf[1].revents)
+			drain(err, e);
+		if (in >= 0 && pf[2].revents) {
+			ssize_t n = write(in, input + off, len - off);
+			if (n > 0)
+				off += (size_t)n;
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				off = len;
+			if (off == len) {
+				close(in);
+				in = -1;
+			}
+		}
+	}
+	if (in >= 0)
+		close(in);
+}
+
+static char *trimmed(const struct capture *c)
+{
+	size_t n = c->len;
+	while (n > 0 && (c->buf[n - 1] == '\n' || c->buf[n - 1] == ' ' || c->buf[n - 1] == '\r'))
+		n--;
+	return n ? strndup(c->buf, n) : NULL;
+}
+
+static int command_tool(void *user, const char *args_json, char **result)
+{
+	const char *command = user;
+	int in[2], out[2], err[2];
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		*result = strdup("cannot create pipes for the tool command");
+		return 1;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+	char *argv[] = {"sh", "-c", (char *)command, NULL};
+	pid_t pid;
+	int rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(in[0]), close(out[1]), close(err[1]);
+	struct capture o = {NULL, 0, true}, e = {NULL, 0, true};
+	if (rc == 0)
+		exchange(in[1], out[0], err[0], args_json, &o, &e);
+	else
+		close(in[1]);
+	close(out[0]), close(err[0]);
+	int status = 0;
+	while (rc == 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		*result = o.buf ? o.buf : strdup("null");
+		free(e.buf);
+		return 0;
+	}
+	char *why = trimmed(&e);
+	if (!why &&
+	    asprintf(&why, "tool command %s %d", rc ? "could not start:" : "failed with status",
+		     rc			 ? rc
+		     : WIFEXITED(status) ? WEXITSTATUS(status)
+					 : 128 + WTERMSIG(status)) < 0)
+		why = NULL;
+	*result = why;
+	free(o.buf);
+	free(e.buf);
+	return 1;
+}
+
+int cli_add_command_tool(struct snapcell_config *cfg, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	if (!eq || eq == spec || !eq[1]) {
+		fprintf(stderr, "snapcell: --tool wants NAME=COMMAND, got '%s'\n", spec);
+		return -1;
+	}
+	char *name = strndup(spec, (size_t)(eq - spec));
+	char *description = NULL;
+	if (asprintf(&description, "Runs on the host: %s", eq + 1) < 0)
+		description = NULL;
+	/* The command string lives as long as the process: argv outlives every sandbox. */
+	int rc = name && description ? snapcell_config_add_tool(cfg, name, description, NULL,
+								SNAPCELL_APPROVAL_NEVER,
+								command_tool, (void *)(eq + 1))
+				     : -1;
+	if (rc < 0)
+		fprintf(stderr, "snapcell: --tool %s: the name must be a Python identifier\n",
+			spec);
+	free(name);
+	free(description);
+	return rc < 0 ? -1 : 0;
+}

@@ -1,0 +1,101 @@
+/* The `_snapcell` builtin module: the cell's side of a tool call. It writes a CALL frame on the
+ * cell's frame socket and blocks (without the GIL) for the RESULT frame. Calls from threads
+ * are serialised; a forked child of the cell may not call (it shares the socket). The Python
+ * face of this (call_tool, the tools module, ToolError) is prelude.py. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "guest.h"
+
+#define CELL_RPC_FD 3
+
+static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t frame_cap = SC_FRAME_DEFAULT_CAP;
+
+void sc_bridge_set_cap(size_t cap)
+{
+	frame_cap = cap;
+}
+
+/* Sends the call and waits for the answer; 0 or -errno. */
+static int exchange(const char *name, Py_ssize_t name_len, const char *args, Py_ssize_t args_len,
+		    uint8_t **answer, size_t *answer_len)
+{
+	size_t len = (size_t)name_len + 1 + (size_t)args_len;
+	char *payload = malloc(len);
+	if (!payload)
+		return -ENOMEM;
+	memcpy(payload, name, (size_t)name_len);
+	payload[name_len] = 0;
+	memcpy(payload + name_len + 1, args, (size_t)args_len);
+	pthread_mutex_lock(&call_lock);
+	int rc = sc__frame_write(CELL_RPC_FD, SC_FRAME_CALL, payload, len);
+	uint8_t type = 0;
+	if (rc == 0)
+		rc = sc__frame_read(CELL_RPC_FD, frame_cap, &type, answer, answer_len);
+	pthread_mutex_unlock(&call_lock);
+	free(payload);
+	if (rc == 0 && (type != SC_FRAME_RESULT || *answer_len == 0)) {
+		free(*answer);
+		rc = -EPROTO;
+	}
+	return rc;
+}
+
+static PyObject *bridge_call(PyObject *self, PyObject *args)
+{
+	const char *name, *body;
+	Py_ssize_t name_len, body_len;
+	if (!PyArg_ParseTuple(args, "s#y#:call", &name, &name_len, &body, &body_len))
+		return NULL;
+	if (getpid() != 1) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"call_tool is only available in the cell's main process, not in a "
+				"forked child");
+		return NULL;
+	}
+	if ((size_t)(name_len + body_len) + 1 > frame_cap) {
+		PyErr_Format(PyExc_ValueError, "tool arguments are %zd bytes; the limit is %zu",
+			     body_len, frame_cap - (size_t)name_len - 1);
+		return NULL;
+	}
+	uint8_t *answer = NULL;
+	size_t answer_len = 0;
+	PyThreadState *ts = PyEval_SaveThread();
+	int rc = exchange(name, name_len, body, body_len, &answer, &answer_len);
+	PyEval_RestoreThread(ts);
+	if (rc < 0) {
+		errno = -rc;
+		return PyErr_SetFromErrno(PyExc_OSError);
+	}
+	PyObject *r = Py_BuildValue("(Ny#)", PyBool_FromLong(answer[0] == 1), answer + 1,
+				    (Py_ssize_t)answer_len - 1);
+	free(answer);
+	return r;
+}
+
+static PyMethodDef bridge_methods[] = {
+	{"call", bridge_call, METH_VARARGS,
+	 "call(name, args_json) -> (ok, answer): one tool call through the host."},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef bridge_module = {
+	PyModuleDef_HEAD_INIT,
+	"_snapcell",
+	"The cell's tool-call channel to the host.",
+	-1,
+	bridge_methods,
+	NULL,
+	NULL,
+	NULL,
+	NULL,
+};
+
+PyObject *sc_bridge_init(void)
+{
+	return PyModule_Create(&bridge_module);
+}

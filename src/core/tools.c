@@ -1,0 +1,255 @@
+/* The tool registry of a config, and serving one tool call from a cell: look the tool up,
+ * check the arguments against its schema, call it on the caller's thread, frame the answer.
+ * Everything here reads guest bytes, so every size and depth is capped before parsing. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "rpc/frame.h"
+#include "util/util.h"
+
+#define MAX_ARG_DEPTH 64
+
+static bool valid_name(const char *name)
+{
+	size_t n = strlen(name);
+	if (n == 0 || n > SNAPCELL_TOOL_NAME_MAX || isdigit((unsigned char)name[0]))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)name[i]) && name[i] != '_')
+			return false;
+	return true;
+}
+
+static void tool_clear(struct sc_tool *t)
+{
+	free(t->name);
+	free(t->description);
+	free(t->schema_text);
+	json_decref(t->schema);
+}
+
+void sc__tools_free(struct snapcell_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n_tools; i++)
+		tool_clear(&cfg->tools[i]);
+	free(cfg->tools);
+	cfg->tools = NULL;
+	cfg->n_tools = 0;
+}
+
+const struct sc_tool *sc__tool_find(const struct snapcell_config *cfg, const char *name)
+{
+	for (size_t i = 0; i < cfg->n_tools; i++)
+		if (!strcmp(cfg->tools[i].name, name))
+			return &cfg->tools[i];
+	return NULL;
+}
+
+int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, const char *description,
+			     const char *params_schema, enum snapcell_approval approval,
+			     snapcell_tool_fn fn, void *user_data)
+{
+	if (!cfg || !name || !fn || !valid_name(name) ||
+	    (approval != SNAPCELL_APPROVAL_NEVER && approval != SNAPCELL_APPROVAL_ALWAYS))
+		return SNAPCELL_E_INVAL;
+	json_t *schema = params_schema ? json_loads(params_schema, JSON_REJECT_DUPLICATES, NULL)
+				       : json_pack("{s:s}", "type", "object");
+	if (!schema || !sc__schema_is_valid(schema, 0)) {
+		json_decref(schema);
+		return SNAPCELL_E_INVAL;
+	}
+	struct sc_tool t = {.name = strdup(name),
+			    .description = strdup(description ? description : ""),
+			    .schema_text = json_dumps(schema, JSON_COMPACT | JSON_SORT_KEYS),
+			    .schema = schema,
+			    .approval = approval,
+			    .fn = fn,
+			    .user = user_data};
+	if (!t.name || !t.description || !t.schema_text) {
+		tool_clear(&t);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < cfg->n_tools; i++) {
+		if (!strcmp(cfg->tools[i].name, name)) {
+			tool_clear(&cfg->tools[i]);
+			cfg->tools[i] = t;
+			return 0;
+		}
+	}
+	struct sc_tool *grown = realloc(cfg->tools, (cfg->n_tools + 1) * sizeof(*grown));
+	if (!grown) {
+		tool_clear(&t);
+		return -ENOMEM;
+	}
+	cfg->tools = grown;
+	cfg->tools[cfg->n_tools++] = t;
+	return 0;
+}
+
+int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name)
+{
+	if (!cfg || !name)
+		return SNAPCELL_E_INVAL;
+	for (size_t i = 0; i < cfg->n_tools; i++) {
+		if (!strcmp(cfg->tools[i].name, name)) {
+			tool_clear(&cfg->tools[i]);
+			memmove(&cfg->tools[i], &cfg->tools[i + 1],
+				(cfg->n_tools - i - 1) * sizeof(cfg->tools[0]));
+			cfg->n_tools--;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+size_t snapcell_config_tool_count(const struct snapcell_config *cfg)
+{
+	return cfg ? cfg->n_tools : 0;
+}
+
+int snapcell_config_tool_info(const struct snapcell_config *cfg, size_t index,
+			      struct snapcell_tool_info *out)
+{
+	if (!cfg || !out || index >= cfg->n_tools)
+		return SNAPCELL_E_INVAL;
+	const struct sc_tool *t = &cfg->tools[index];
+	*out = (struct snapcell_tool_info){t->name, t->description, t->schema_text, t->approval};
+	return 0;
+}
+
+int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *dst)
+{
+	for (size_t i = 0; i < src->n_tools; i++) {
+		const struct sc_tool *t = &src->tools[i];
+		int rc = snapcell_config_add_tool(dst, t->name, t->description, t->schema_text,
+						  t->approval, t->fn, t->user);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Nesting depth of a JSON text, counted before jansson sees it (its own limit is 2048 and
+ * recursive); strings are skipped so brackets inside them do not count. */
+static unsigned json_depth(const char *s, size_t len)
+{
+	unsigned depth = 0, max = 0;
+	bool in_string = false;
+	for (size_t i = 0; i < len; i++) {
+		char c = s[i];
+		if (in_string) {
+			if (c == '\\')
+				i++;
+			else if (c == '"')
+				in_string = false;
+		} else if (c == '"') {
+			in_string = true;
+		} else if (c == '[' || c == '{') {
+			if (++depth > max)
+				max = depth;
+		} else if ((c == ']' || c == '}') && depth > 0) {
+			depth--;
+		}
+	}
+	return max;
+}
+
+static char *known_tools(const struct snapcell_config *cfg)
+{
+	if (cfg->n_tools == 0)
+		return strdup("no tools are registered");
+	size_t len = 32;
+	for (size_t i = 0; i < cfg->n_tools; i++)
+		len += strlen(cfg->tools[i].name) + 2;
+	char *s = malloc(len);
+	if (!s)
+		return NULL;
+	strcpy(s, "registered tools: ");
+	for (size_t i = 0; i < cfg->n_tools; i++) {
+		strcat(s, cfg->tools[i].name);
+		if (i + 1 < cfg->n_tools)
+			strcat(s, ", ");
+	}
+	return s;
+}
+
+static char *message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *message(const char *fmt, ...)
+{
+	char *s = NULL;
+	va_list ap;
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+/* Why the arguments are not acceptable, or NULL when they are. */
+static char *check_args(const struct sc_tool *t, const char *args, size_t len)
+{
+	if (json_depth(args, len) > MAX_ARG_DEPTH)
+		return message("invalid arguments for tool '%s': nested deeper than %d levels",
+			       t->name, MAX_ARG_DEPTH);
+	json_error_t jerr;
+	json_t *v = json_loadb(args, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	if (!v)
+		return message("invalid arguments for tool '%s': %s", t->name,
+			       strstr(jerr.text, "too big integer") ? "integers must fit in 64 bits"
+								    : jerr.text);
+	char why[256];
+	char *err = NULL;
+	if (!json_is_object(v))
+		err = message("invalid arguments for tool '%s': not a JSON object", t->name);
+	else if (sc__schema_check(t->schema, v, why, sizeof(why)) < 0)
+		err = message("invalid arguments for tool '%s': %s", t->name, why);
+	json_decref(v);
+	return err;
+}
+
+int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
+		   size_t result_cap, struct sc_call_outcome *out)
+{
+	const char *nul = memchr(
+		payload, 0, len < SNAPCELL_TOOL_NAME_MAX + 1 ? len : SNAPCELL_TOOL_NAME_MAX + 1);
+	if (!nul)
+		return -EPROTO;
+	const char *name = (const char *)payload;
+	const char *args = nul + 1;
+	size_t args_len = len - (size_t)(args - name);
+	memset(out, 0, sizeof(*out));
+	snprintf(out->log.name, sizeof(out->log.name), "%s", name);
+	out->log.args_bytes = args_len;
+	uint64_t start = sc__now_us();
+	const struct sc_tool *t = sc__tool_find(cfg, name);
+	char *text = NULL;
+	if (!t) {
+		char *known = known_tools(cfg);
+		text = message("unknown tool '%s'; %s", name, known ? known : "");
+		free(known);
+	} else if (!(text = check_args(t, args, args_len))) {
+		/* The frame reader NUL-terminated the payload, so args is a C string. */
+		int rc = t->fn(t->user, args, &text);
+		out->log.ok = rc == 0 && text;
+		if (!text)
+			text = message("tool '%s' returned no %s", name,
+				       rc == 0 ? "result" : "message");
+		else if (out->log.ok && strlen(text) > result_cap) {
+			size_t n = strlen(text);
+			free(text);
+			out->log.ok = false;
+			text = message("tool '%s' returned %zu bytes; the limit is %zu", name, n,
+				       result_cap);
+		}
+	}
+	out->log.duration_us = sc__now_us() - start;
+	out->ok = out->log.ok;
+	out->text = text;
+	return text ? 0 : -ENOMEM;
+}
