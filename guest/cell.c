@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -18,6 +19,11 @@
 #include "util/util.h"
 
 #define CELL_RPC_FD 3
+
+static uint64_t tv_us(const struct timeval *tv)
+{
+	return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
+}
 
 /* A cell that cannot set itself up says why on its stderr and reports setup-failure. */
 static _Noreturn void setup_failed(const struct snapcell_error *err)
@@ -93,6 +99,14 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	struct sc_done_payload done;
 	int exit_code = sc_py_run(code, len, &done);
 	free(code);
+	struct rusage self, kids;
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+	done.exit_code = exit_code;
+	done.cpu_us = tv_us(&self.ru_utime) + tv_us(&self.ru_stime) + tv_us(&kids.ru_utime) +
+		      tv_us(&kids.ru_stime);
+	done.maxrss_kib = (uint64_t)(self.ru_maxrss > kids.ru_maxrss ? self.ru_maxrss
+									 : kids.ru_maxrss);
 	/* Only the cell's first process reports; a fork of it that ran off the end of the code
 	 * just leaves (the namespace dies with the first process anyway). */
 	if (getpid() == 1)

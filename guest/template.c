@@ -215,6 +215,9 @@ static int make_fds(int host[SC_CELL_NFDS], int cell[3], int *exit_w)
 		close(p[0][0]), close(p[0][1]);
 		return rc; /* the rest leak only on this exhausted-fd path; the template exits */
 	}
+	/* The host drains the output pipes without blocking; the cell writes to them blocking. */
+	fcntl(p[0][0], F_SETFL, O_NONBLOCK);
+	fcntl(p[1][0], F_SETFL, O_NONBLOCK);
 	int raw[8] = {p[0][0], s[0], p[1][0], e[0], p[0][1], p[1][1], s[1], e[1]};
 	int moved[8];
 	for (int i = 0; i < 8; i++) {

@@ -66,18 +66,19 @@ static void kill_cell(struct run *r, enum forced why)
 	}
 }
 
-static void read_stream(struct run *r, int fd, struct stream *s)
+/* Reads once; returns the bytes read, 0 at EOF or when nothing is pending. */
+static ssize_t read_stream(struct run *r, int fd, struct stream *s)
 {
 	char scratch[READ_CHUNK];
 	ssize_t n = read(fd, scratch, sizeof(scratch));
 	if (n < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			s->eof = true;
-		return;
+		return 0;
 	}
 	if (n == 0) {
 		s->eof = true;
-		return;
+		return 0;
 	}
 	size_t room = s->cap - s->len;
 	size_t keep = (size_t)n < room ? (size_t)n : room;
@@ -88,6 +89,16 @@ static void read_stream(struct run *r, int fd, struct stream *s)
 		r->hit |= s->hit_flag;
 		kill_cell(r, FORCED_OUTPUT);
 	}
+	return n;
+}
+
+/* After DONE the cell has flushed: what it wrote is already in the pipes. */
+static void drain(struct run *r)
+{
+	while (!r->out.eof && read_stream(r, r->cell.fds[SC_CELL_STDOUT], &r->out) > 0)
+		;
+	while (!r->err.eof && read_stream(r, r->cell.fds[SC_CELL_STDERR], &r->err) > 0)
+		;
 }
 
 static int queue_frame(struct outbuf *o, uint8_t type, const void *head, size_t head_len,
@@ -159,6 +170,7 @@ static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
 	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {
 		memcpy(&r->done, r->reader.payload, sizeof(r->done));
 		r->have_done = true;
+		drain(r);
 	} else
 		violation(r, "unexpected frame");
 }
@@ -211,8 +223,12 @@ static void send_pending(struct run *r)
 		o->off = o->len; /* the cell is gone; its exit says why */
 }
 
+/* A run ends at the cell's DONE report, or, when it never came, at the template's report of
+ * the cell's death with both pipes closed. */
 static bool finished(const struct run *r, uint64_t now)
 {
+	if (r->have_done && r->forced == NOT_FORCED)
+		return true;
 	if (!r->have_exit && !r->exit_eof)
 		return false;
 	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
@@ -284,7 +300,11 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 	res->cpu_us = r->exit.cpu_us;
 	res->peak_memory_bytes = r->exit.maxrss_kib * 1024;
 	res->isolation = sb->level;
-	if (WIFSIGNALED(ws)) {
+	if (r->have_done && !r->have_exit) {
+		res->exit_code = r->done.exit_code & 0xff;
+		res->cpu_us = r->done.cpu_us;
+		res->peak_memory_bytes = r->done.maxrss_kib * 1024;
+	} else if (WIFSIGNALED(ws)) {
 		res->term_signal = WTERMSIG(ws);
 		res->exit_code = 128 + res->term_signal;
 	} else {
@@ -373,6 +393,8 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	r.start_us = sc__now_us();
 	rc = loop(&r, sb);
 	res->wall_us = sc__now_us() - r.start_us;
+	/* Whatever the cell left running goes with it; the template reaps it. */
+	syscall(SYS_pidfd_send_signal, r.cell.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
 	if (rc == 0) {
 		if (r.note[0])
 			append_note(&r.err, r.note);

@@ -19,12 +19,17 @@ enum sc_frame_type {
 	SC_FRAME_RESULT = 'A', /* host -> cell: 1 byte ok, then the JSON result or a message */
 };
 
-/* The cell's own report of how the code ended. Untrusted: it only refines the status the host
- * derives from the exit status, for this cell's own result. */
+/* The cell's own report of how the code ended, sent after it flushed its output. Untrusted:
+ * it describes only this cell's own result, and the host's limits (wall clock, output caps)
+ * override it. It lets a run end without waiting for the cell's teardown. */
 struct sc_done_payload {
-	uint8_t status; /* enum snapcell_status: OK, ERROR or MEMORY */
+	uint8_t status; /* enum snapcell_status: OK, ERROR, MEMORY or SETUP_FAILURE */
 	uint8_t pad[3];
 	uint32_t limits_hit;
+	int32_t exit_code;
+	uint32_t pad2;
+	uint64_t cpu_us;
+	uint64_t maxrss_kib;
 };
 
 /* Incremental decoder for non-blocking readers. */

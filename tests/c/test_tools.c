@@ -1,0 +1,249 @@
+#define _GNU_SOURCE
+/* Host tools: call_tool and the tools module, results as native values, errors raised in the
+ * guest, schema checks on the host, hostile arguments, the call log. */
+#include "helpers.h"
+
+#include <jansson.h>
+
+static int compute(void *user, const char *args, char **result)
+{
+	json_t *a = json_loads(args, 0, NULL);
+	long long sum = json_integer_value(json_object_get(a, "a")) +
+			json_integer_value(json_object_get(a, "b"));
+	json_decref(a);
+	return asprintf(result, "%lld", sum) < 0;
+}
+
+static int echo(void *user, const char *args, char **result)
+{
+	*result = strdup(args);
+	return 0;
+}
+
+static int constant(void *user, const char *args, char **result)
+{
+	*result = strdup(user);
+	return 0;
+}
+
+static int failing(void *user, const char *args, char **result)
+{
+	*result = strdup("the database is down");
+	return 1;
+}
+
+static int calls_seen;
+static int counting(void *user, const char *args, char **result)
+{
+	calls_seen++;
+	*result = strdup("null");
+	return 0;
+}
+
+static const char compute_schema[] =
+	"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"integer\"},"
+	" \"b\": {\"type\": \"integer\"}}, \"required\": [\"a\", \"b\"],"
+	" \"additionalProperties\": false}";
+
+static struct snapcell_sandbox *tool_sandbox(void)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "compute", "Adds a and b.", compute_schema,
+					      SNAPCELL_APPROVAL_NEVER, compute, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "echo", "Returns its arguments.", NULL,
+					      SNAPCELL_APPROVAL_NEVER, echo, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "fail", "Always fails.", NULL,
+					      SNAPCELL_APPROVAL_ALWAYS, failing, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "big", "A huge integer and text.", NULL,
+					      SNAPCELL_APPROVAL_NEVER, constant,
+					      "[123456789012345678901234567890, \"\\u00fc\\u20ac\"]"),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	return sb;
+}
+
+Test(tools, call_tool_prints_42_and_is_logged)
+{
+	struct snapcell_sandbox *sb = tool_sandbox();
+	struct snapcell_result *res =
+		test_run(sb, "total = call_tool('compute', a=20, b=22)\nprint(total)");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "42\n");
+	cr_assert_eq(res->n_tool_calls, 1);
+	cr_expect_str_eq(res->tool_calls[0].name, "compute");
+	cr_expect(res->tool_calls[0].ok);
+	cr_expect_eq(res->tool_calls[0].args_bytes, strlen("{\"a\": 20, \"b\": 22}"));
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(tools, tools_module_and_native_values)
+{
+	struct snapcell_sandbox *sb = tool_sandbox();
+	struct snapcell_result *res = test_run(
+		sb, "import tools\n"
+		    "d = {'k': [1, 2.5, 'ü€𝄞', None, True], 'n': {'deep': {}}}\n"
+		    "back = tools.echo(d=d)\n"
+		    "print(back == {'d': d}, type(back).__name__)\n"
+		    "n, s = call_tool('big')\n"
+		    "print(n == 123456789012345678901234567890, s == 'ü€')\n"
+		    "print(tools.compute(a=1, b=2), tools.compute.__doc__)");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "True dict\nTrue True\n3 Adds a and b.\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(tools, tool_error_raises_in_the_guest_with_its_message)
+{
+	struct snapcell_sandbox *sb = tool_sandbox();
+	struct snapcell_result *res = test_run(
+		sb, "try:\n    call_tool('fail')\nexcept ToolError as e:\n    print('caught', e)\n"
+		    "call_tool('fail')\n");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_ERROR);
+	cr_expect_str_eq(res->stdout_buf, "caught the database is down\n");
+	cr_expect(strstr(res->stderr_buf, "ToolError: the database is down"), "%s",
+		  res->stderr_buf);
+	cr_expect_null(strstr(res->stderr_buf, "<snapcell>"), "%s", res->stderr_buf);
+	cr_assert_eq(res->n_tool_calls, 2);
+	cr_expect_not(res->tool_calls[1].ok);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+static void expect_tool_error(struct snapcell_sandbox *sb, const char *call, const char *message)
+{
+	char code[512];
+	snprintf(code, sizeof(code),
+		 "try:\n    %s\nexcept (ToolError, TypeError) as e:\n    print(type(e).__name__, e)\n",
+		 call);
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	cr_expect(strstr(res->stdout_buf, message), "%s -> %s", call, res->stdout_buf);
+	snapcell_result_free(res);
+}
+
+Test(tools, bad_calls_give_clear_errors_and_the_next_run_is_healthy, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = tool_sandbox();
+	expect_tool_error(sb, "call_tool('nope')",
+			  "unknown tool 'nope'; registered tools: compute, echo, fail, big");
+	expect_tool_error(sb, "call_tool('compute', 1, 2)", "TypeError call_tool() takes keyword");
+	expect_tool_error(sb, "call_tool('compute', a=1)", "'b' is required");
+	expect_tool_error(sb, "call_tool('compute', a='1', b=2)", "a: expected integer, got string");
+	expect_tool_error(sb, "call_tool('compute', a=1, b=2, c=3)", "unexpected argument 'c'");
+	expect_tool_error(sb, "call_tool('echo', v=float('nan'))", "not JSON");
+	expect_tool_error(sb, "call_tool('echo', v=object())", "not JSON");
+	expect_tool_error(sb, "call_tool('echo', v='x' * (20 << 20))", "the limit is");
+	expect_tool_error(sb,
+			  "x = []\n    for i in range(10000): x = [x]\n    call_tool('echo', v=x)",
+			  "nested too deeply");
+	expect_tool_error(sb, "x = []\n    for i in range(500): x = [x]\n    call_tool('echo', v=x)",
+			  "nested deeper than 64 levels");
+	struct snapcell_result *res = test_run(sb, "print(call_tool('compute', a=40, b=2))");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "42\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(tools, garbage_on_the_socket_kills_the_cell_and_spares_the_host)
+{
+	struct snapcell_sandbox *sb = tool_sandbox();
+	struct snapcell_result *res = test_run(
+		sb, "import os\nos.write(3, b'\\xff\\xff\\xff\\x7fgarbage' * 100)\nimport time\n"
+		    "time.sleep(5)\n");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED);
+	cr_expect(strstr(res->stderr_buf, "broke the frame protocol"), "%s", res->stderr_buf);
+	snapcell_result_free(res);
+	res = test_run(sb, "import os\nos.write(3, b'\\x10\\x00\\x00\\x00Xwhatever-this-is')\n"
+			   "import time\ntime.sleep(5)\n");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED);
+	cr_expect(strstr(res->stderr_buf, "unexpected frame"), "%s", res->stderr_buf);
+	snapcell_result_free(res);
+	res = test_run(sb, "print(call_tool('compute', a=2, b=40))");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "42\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(tools, forked_child_cannot_call)
+{
+	struct snapcell_sandbox *sb = tool_sandbox();
+	struct snapcell_result *res = test_run(
+		sb, "import os\nr, w = os.pipe()\nif os.fork() == 0:\n"
+		    "    try:\n        call_tool('compute', a=1, b=1)\n"
+		    "    except RuntimeError as e:\n        os.write(w, str(e).encode())\n"
+		    "    os._exit(0)\nos.wait()\nprint(os.read(r, 200).decode())\n");
+	expect_ok(res);
+	cr_expect(strstr(res->stdout_buf, "only available in the cell's main process"), "%s",
+		  res->stdout_buf);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(tools, calls_from_threads_are_serialised)
+{
+	calls_seen = 0;
+	struct snapcell_config *cfg = snapcell_config_new();
+	snapcell_config_add_tool(cfg, "count", "", NULL, SNAPCELL_APPROVAL_NEVER, counting, NULL);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(
+		sb, "from concurrent.futures import ThreadPoolExecutor\n"
+		    "with ThreadPoolExecutor(8) as ex:\n"
+		    "    out = list(ex.map(lambda i: call_tool('count'), range(200)))\n"
+		    "print(out == [None] * 200)\n");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "True\n");
+	cr_expect_eq(calls_seen, 200); /* the callback ran in this (the caller's) process */
+	cr_expect_eq(res->n_tool_calls, 200);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(tools, registry_add_replace_remove_list)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_expect_eq(snapcell_config_add_tool(cfg, "1bad", "", NULL, 0, echo, NULL),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_add_tool(cfg, "has-dash", "", NULL, 0, echo, NULL),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"type\": \"objekt\"}", 0, echo,
+					      NULL),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"pattern\": \"a+\"}", 0, echo, NULL),
+		     SNAPCELL_E_INVAL, "unsupported keywords are refused, not ignored");
+	cr_assert_eq(snapcell_config_add_tool(cfg, "a", "first", NULL, 0, echo, NULL), 0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "b", "second", NULL, 1, echo, NULL), 0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "a", "replaced", compute_schema, 0, echo, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_tool_count(cfg), 2);
+	struct snapcell_tool_info info;
+	cr_assert_eq(snapcell_config_tool_info(cfg, 0, &info), 0);
+	cr_expect_str_eq(info.name, "a");
+	cr_expect_str_eq(info.description, "replaced");
+	cr_expect(strstr(info.params_schema, "\"required\""));
+	cr_assert_eq(snapcell_config_tool_info(cfg, 1, &info), 0);
+	cr_expect_eq(info.approval, SNAPCELL_APPROVAL_ALWAYS);
+	cr_expect_eq(snapcell_config_remove_tool(cfg, "a"), 0);
+	cr_expect_eq(snapcell_config_remove_tool(cfg, "a"), -ENOENT);
+	cr_expect_eq(snapcell_config_tool_count(cfg), 1);
+	snapcell_config_free(cfg);
+}
+
+Test(tools, no_tools_registered)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(sb, "call_tool('x')");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_ERROR);
+	cr_expect(strstr(res->stderr_buf, "ToolError: unknown tool 'x'; no tools are registered"),
+		  "%s", res->stderr_buf);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
