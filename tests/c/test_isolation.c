@@ -1,2 +1,731 @@
-/* Placeholder: filled in by the test_isolation suite. */
+/* Escape attempts from inside a cell that must fail: host files, writes, network, signals,
+ * ptrace, namespaces, tripwires, capabilities, other cells, leftovers between runs, stray fds. */
+#define _GNU_SOURCE
 #include "helpers.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* ctypes access to raw system calls; sc(nr, ...) returns "<result> <errno name>". */
+#define PY_SYSCALL                                                                                 \
+	"import ctypes, errno\n"                                                                   \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"libc.syscall.restype = ctypes.c_long\n"                                                   \
+	"def sc(nr, *args):\n"                                                                     \
+	"    ctypes.set_errno(0)\n"                                                                \
+	"    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])\n"             \
+	"    e = ctypes.get_errno()\n"                                                             \
+	"    return f'{r} {errno.errorcode.get(e, e)}'\n"
+
+/* attempt(label, f) prints "label ok", or the exception's class and errno name. */
+#define PY_ATTEMPT                                                                                 \
+	"import errno\n"                                                                           \
+	"def attempt(label, f):\n"                                                                 \
+	"    try:\n"                                                                               \
+	"        f()\n"                                                                            \
+	"        print(label, 'ok')\n"                                                             \
+	"    except OSError as e:\n"                                                               \
+	"        print(label, type(e).__name__, errno.errorcode.get(e.errno, e.errno))\n"
+
+static void require_x86_64(void)
+{
+#ifndef __x86_64__
+	criterion_skip_test("the system call numbers in this test are x86_64's");
+#endif
+}
+
+/* Runs code, expects it to end ok with exactly want on stdout. */
+static void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want)
+{
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, want, "stdout:\n%s\nwanted:\n%s\nstderr: %s",
+			 res->stdout_buf, want, res->stderr_buf);
+	snapcell_result_free(res);
+}
+
+/* After an attack the same sandbox must still run ordinary code. */
+static void expect_healthy(struct snapcell_sandbox *sb)
+{
+	expect_output(sb, "print(1)", "1\n");
+}
+
+/* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
+static int count_host_processes_named(const char *name)
+{
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d, "open host /proc");
+	size_t len = strlen(name);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char path[300], comm[32] = "";
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (f && fgets(comm, sizeof(comm), f) && strncmp(comm, name, len) == 0 &&
+		    comm[len] == '\n')
+			n++;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return n;
+}
+
+/* A run on another thread, so the test can act while it is in progress. */
+struct bg_run {
+	struct snapcell_sandbox *sb;
+	const char *code;
+	struct snapcell_result *res;
+	pthread_t thread;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg_run *b = arg;
+	struct snapcell_error err;
+	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, &b->res, &err) < 0)
+		b->res = NULL;
+	return NULL;
+}
+
+static void bg_start(struct bg_run *b, struct snapcell_sandbox *sb, const char *code)
+{
+	*b = (struct bg_run){.sb = sb, .code = code};
+	cr_assert_eq(pthread_create(&b->thread, NULL, bg_main, b), 0);
+}
+
+static struct snapcell_result *bg_join(struct bg_run *b)
+{
+	pthread_join(b->thread, NULL);
+	cr_assert_not_null(b->res, "background run failed in the library");
+	return b->res;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+Test(isolation, host_paths_are_absent)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      "import os\n" PY_ATTEMPT
+		      "for p in ['/etc/shadow', '/root', '/home', '/proc',\n"
+		      "          '/proc/1/environ', '/sys', '/var', '/boot', '/run']:\n"
+		      "    attempt(p, lambda: os.stat(p))\n",
+		      "/etc/shadow FileNotFoundError ENOENT\n/root FileNotFoundError ENOENT\n"
+		      "/home FileNotFoundError ENOENT\n/proc FileNotFoundError ENOENT\n"
+		      "/proc/1/environ FileNotFoundError ENOENT\n/sys FileNotFoundError ENOENT\n"
+		      "/var FileNotFoundError ENOENT\n/boot FileNotFoundError ENOENT\n"
+		      "/run FileNotFoundError ENOENT\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+/* A host directory holding a secret: the test's cwd and TMPDIR, so the sandbox's own host
+ * work directory is made inside it too. */
+struct secret {
+	char dir[64];
+	char path[512];
+	char marker[64];
+	char workdir[512];
+};
+
+static void plant_secret(struct secret *s)
+{
+	unsigned char rnd[8];
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	cr_assert(fd >= 0 && read(fd, rnd, sizeof(rnd)) == (ssize_t)sizeof(rnd));
+	close(fd);
+	snprintf(s->marker, sizeof(s->marker), "sc-secret-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0],
+		 rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	snprintf(s->dir, sizeof(s->dir), "/tmp/sc-host-XXXXXX");
+	cr_assert_not_null(mkdtemp(s->dir));
+	/* Readable by anyone, the sandbox uid included: only the mount layout may hide it. */
+	cr_assert_eq(chmod(s->dir, 0755), 0);
+	snprintf(s->path, sizeof(s->path), "%s/%s", s->dir, s->marker);
+	FILE *f = fopen(s->path, "we");
+	cr_assert_not_null(f);
+	fprintf(f, "%s\n", s->marker);
+	fclose(f);
+	cr_assert_eq(chmod(s->path, 0644), 0);
+	cr_assert_eq(chdir(s->dir), 0);
+	cr_assert_eq(setenv("TMPDIR", s->dir, 1), 0);
+}
+
+static void find_workdir(struct secret *s)
+{
+	DIR *d = opendir(s->dir);
+	cr_assert_not_null(d);
+	struct dirent *e;
+	s->workdir[0] = 0;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, "snapcell-", 9) == 0)
+			snprintf(s->workdir, sizeof(s->workdir), "%s/%s", s->dir, e->d_name);
+	closedir(d);
+	cr_assert(s->workdir[0], "the sandbox made no work directory in %s", s->dir);
+}
+
+static void remove_secret(struct secret *s)
+{
+	unlink(s->path);
+	cr_expect_eq(rmdir(s->dir), 0, "%s not empty after sandbox_free", s->dir);
+}
+
+/* Searches every readable file of the cell (names and first MiB) for the marker; a canary
+ * written to /tmp first proves the search would find it. */
+static const char walk_code[] =
+	"import os, stat\n"
+	"marker = '%s'[::-1]\n"
+	"for p in ['%s', '%s', '%s', '%s/out', '%s/root']:\n"
+	"    try:\n"
+	"        os.stat(p)\n"
+	"        print('visible', p)\n"
+	"    except FileNotFoundError:\n"
+	"        pass\n"
+	"    except OSError as e:\n"
+	"        print('reachable', p, e)\n"
+	"open('/tmp/canary', 'w').write(marker)\n"
+	"hits, scanned = [], 0\n"
+	"for root, dirs, files in os.walk('/'):\n"
+	"    if root == '/':\n"
+	"        dirs.remove('dev')\n"
+	"    hits += [os.path.join(root, n) for n in dirs + files if marker in n]\n"
+	"    for name in files:\n"
+	"        if scanned >= 50000:\n"
+	"            break\n"
+	"        try:\n"
+	"            fd = os.open(os.path.join(root, name), os.O_RDONLY | os.O_NONBLOCK)\n"
+	"        except OSError:\n"
+	"            continue\n"
+	"        if stat.S_ISREG(os.fstat(fd).st_mode):\n"
+	"            scanned += 1\n"
+	"            if marker.encode() in os.read(fd, 1 << 20):\n"
+	"                hits.append(os.path.join(root, name))\n"
+	"        os.close(fd)\n"
+	"print(hits, scanned > 1000)\n";
+
+Test(isolation, host_secret_is_unreachable, .timeout = 60)
+{
+	struct secret s;
+	plant_secret(&s);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	find_workdir(&s);
+	char reversed[64], code[4096];
+	size_t n = strlen(s.marker);
+	for (size_t i = 0; i < n; i++)
+		reversed[i] = s.marker[n - 1 - i];
+	reversed[n] = 0;
+	snprintf(code, sizeof(code), walk_code, reversed, s.path, s.dir, s.workdir, s.workdir,
+		 s.workdir);
+	expect_output(sb, code, "['/tmp/canary'] True\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+	remove_secret(&s);
+}
+
+Test(isolation, writes_outside_output_and_tmp_fail)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		"import os, glob, errno\n"
+		"lib = glob.glob('/usr/lib/python3*/os.py')[0]\n"
+		"def attempt(label, f):\n"
+		"    try:\n"
+		"        f()\n"
+		"        print(label, 'WRITTEN')\n"
+		"    except OSError as e:\n"
+		"        if e.errno not in (errno.EROFS, errno.EACCES, errno.EPERM, errno.EXDEV):\n"
+		"            print(label, e)\n"
+		"for d in ['/', '/usr/', '/etc/', '/input/', '/dev/', '/usr/lib/']:\n"
+		"    attempt('create in ' + d, lambda: open(d + 'x', 'w'))\n"
+		"    attempt('mkdir in ' + d, lambda: os.mkdir(d + 'd'))\n"
+		"    attempt('symlink in ' + d, lambda: os.symlink('/tmp', d + 'l'))\n"
+		"attempt('append /etc/passwd', lambda: open('/etc/passwd', 'a'))\n"
+		"attempt('chmod os.py', lambda: os.chmod(lib, 0o777))\n"
+		"attempt('chown os.py', lambda: os.chown(lib, 0, 0))\n"
+		"attempt('utime os.py', lambda: os.utime(lib))\n"
+		"attempt('truncate os.py', lambda: os.truncate(lib, 0))\n"
+		"attempt('unlink os.py', lambda: os.unlink(lib))\n"
+		"attempt('rename os.py', lambda: os.rename(lib, '/tmp/os.py'))\n"
+		"attempt('link os.py', lambda: os.link(lib, '/tmp/os.py'))\n"
+		"attempt('chmod /usr', lambda: os.chmod('/usr', 0o777))\n"
+		"print('denied all')\n"
+		"for p in ['/dev/null', '/tmp/ok', '/output/ok', '/dev/shm/ok']:\n"
+		"    open(p, 'w').write('x')\n"
+		"os.mkfifo('/tmp/fifo')\n"
+		"print('wrote', os.listdir('/output'))\n",
+		"denied all\nwrote ['ok']\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, device_nodes_cannot_be_created)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		"import os\n" PY_ATTEMPT
+		"attempt('chr /dev', lambda: os.mknod('/dev/mem2', 0o20666, os.makedev(1, 1)))\n"
+		"attempt('chr /tmp', lambda: os.mknod('/tmp/null2', 0o20666, os.makedev(1, 3)))\n"
+		"attempt('blk /tmp', lambda: os.mknod('/tmp/sda', 0o60666, os.makedev(8, 0)))\n"
+		"attempt('fifo /tmp', lambda: os.mknod('/tmp/fifo', 0o10666))\n",
+		"chr /dev PermissionError EPERM\nchr /tmp PermissionError EPERM\n"
+		"blk /tmp PermissionError EPERM\nfifo /tmp ok\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, no_network_sockets)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		"import socket\n" PY_ATTEMPT "S = lambda name: getattr(socket, name)\n"
+		"for fam, kind in [('AF_INET', 'SOCK_STREAM'), ('AF_INET', 'SOCK_DGRAM'),\n"
+		"                  ('AF_INET6', 'SOCK_STREAM'), ('AF_UNIX', 'SOCK_STREAM'),\n"
+		"                  ('AF_NETLINK', 'SOCK_RAW'), ('AF_PACKET', 'SOCK_RAW'),\n"
+		"                  ('AF_VSOCK', 'SOCK_STREAM'), ('AF_ALG', 'SOCK_SEQPACKET')]:\n"
+		"    attempt(fam, lambda: socket.socket(S(fam), S(kind)))\n"
+		"attempt('socketpair AF_INET', lambda: socket.socketpair(socket.AF_INET))\n"
+		"a, b = socket.socketpair(socket.AF_UNIX)\n"
+		"a.sendall(b'ping')\n"
+		"print('socketpair AF_UNIX', b.recv(4))\n",
+		"AF_INET PermissionError EACCES\nAF_INET PermissionError EACCES\n"
+		"AF_INET6 PermissionError EACCES\nAF_UNIX PermissionError EACCES\n"
+		"AF_NETLINK PermissionError EACCES\nAF_PACKET PermissionError EACCES\n"
+		"AF_VSOCK PermissionError EACCES\nAF_ALG PermissionError EACCES\n"
+		"socketpair AF_INET OSError EAFNOSUPPORT\nsocketpair AF_UNIX b'ping'\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+static volatile sig_atomic_t host_signals;
+
+static void note_signal(int sig)
+{
+	host_signals |= 1 << sig;
+}
+
+static void catch_signals(void)
+{
+	static const int sigs[] = {SIGTERM, SIGUSR1, SIGUSR2, SIGHUP, SIGINT};
+	struct sigaction sa = {.sa_handler = note_signal};
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		cr_assert_eq(sigaction(sigs[i], &sa, NULL), 0);
+}
+
+Test(isolation, cannot_signal_the_host)
+{
+	catch_signals();
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	char code[2048];
+	snprintf(code, sizeof(code),
+		 "import os, signal\n" PY_ATTEMPT
+		 "for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):\n"
+		 "    signal.signal(s, signal.SIG_IGN)\n"
+		 "attempt('kill(-1)', lambda: os.kill(-1, signal.SIGTERM))\n"
+		 "attempt('kill(0)', lambda: os.kill(0, signal.SIGUSR1))\n"
+		 "attempt('kill(host)', lambda: os.kill(%d, signal.SIGTERM))\n"
+		 "attempt('killpg(host)', lambda: os.killpg(%d, signal.SIGUSR2))\n"
+		 "if os.fork() == 0:\n"
+		 "    for p in (-1, 0, os.getppid()):\n"
+		 "        try:\n"
+		 "            os.kill(p, signal.SIGUSR1)\n"
+		 "        except OSError:\n"
+		 "            pass\n"
+		 "    os._exit(0)\n"
+		 "os.wait()\n",
+		 (int)getpid(), (int)getpgrp());
+	expect_output(
+		sb, code,
+		"kill(-1) ProcessLookupError ESRCH\nkill(0) ok\n"
+		"kill(host) ProcessLookupError ESRCH\nkillpg(host) ProcessLookupError ESRCH\n");
+	sleep_ms(100);
+	cr_expect_eq(host_signals, 0, "the host received signals (mask %#x)", host_signals);
+	kill(getpid(), SIGUSR1); /* the handler works: the check above could fail */
+	cr_expect_eq(host_signals, 1 << SIGUSR1);
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, host_processes_are_invisible)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	char code[1024];
+	snprintf(code, sizeof(code),
+		 "import os\n"
+		 "seen = []\n"
+		 "for p in list(range(1, 1 << 16)) + [%d, %d]:\n"
+		 "    try:\n"
+		 "        os.kill(p, 0)\n"
+		 "        seen.append(p)\n"
+		 "    except ProcessLookupError:\n"
+		 "        pass\n"
+		 "print(seen, os.getpid(), os.getppid())\n",
+		 (int)getpid(), (int)getppid());
+	expect_output(sb, code, "[1] 1 0\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, ptrace_is_denied)
+{
+	require_x86_64();
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	char code[2048];
+	snprintf(code, sizeof(code),
+		 PY_SYSCALL "libc.ptrace.restype = ctypes.c_long\n"
+			    "ctypes.set_errno(0)\n"
+			    "r = libc.ptrace(ctypes.c_long(0), ctypes.c_long(0), None, None)\n"
+			    "print('PTRACE_TRACEME', r, errno.errorcode[ctypes.get_errno()])\n"
+			    "print('PTRACE_ATTACH', sc(101, 16, 1, 0, 0))\n"
+			    "print('PTRACE_SEIZE host', sc(101, 0x4206, %d, 0, 0))\n"
+			    "print('process_vm_readv', sc(310, 1, 0, 0, 0, 0, 0))\n"
+			    "print('process_vm_writev', sc(311, 1, 0, 0, 0, 0, 0))\n"
+			    "print('kcmp', sc(312, 1, 1, 0, 0, 0))\n",
+		 (int)getpid());
+	expect_output(
+		sb, code,
+		"PTRACE_TRACEME -1 EPERM\nPTRACE_ATTACH -1 EPERM\nPTRACE_SEIZE host -1 EPERM\n"
+		"process_vm_readv -1 EPERM\nprocess_vm_writev -1 EPERM\nkcmp -1 EPERM\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, namespace_and_mount_calls_are_denied)
+{
+	require_x86_64();
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		PY_SYSCALL "import os\n"
+			   "NEWNS, NEWUSER = 0x20000, 0x10000000\n"
+			   "NEWPID, NEWNET = 0x20000000, 0x40000000\n"
+			   "print('unshare(NEWUSER)', sc(272, NEWUSER))\n"
+			   "print('unshare(NEWNS)', sc(272, NEWNS))\n"
+			   "print('unshare(NEWNET)', sc(272, NEWNET))\n"
+			   "print('setns', sc(308, 0, 0))\n"
+			   "print('mount', sc(165, 0, 0, 0, 0, 0))\n"
+			   "print('umount2', sc(166, 0, 0))\n"
+			   "print('pivot_root', sc(155, 0, 0))\n"
+			   "print('chroot', sc(161, 0))\n"
+			   "print('clone(NEWUSER)', sc(56, NEWUSER | 17, 0, 0, 0, 0))\n"
+			   "print('clone(NEWPID)', sc(56, NEWPID | 17, 0, 0, 0, 0))\n"
+			   "print('clone(NEWNET)', sc(56, NEWNET | 17, 0, 0, 0, 0))\n"
+			   "print('clone(NEWNS)', sc(56, NEWNS | 17, 0, 0, 0, 0))\n"
+			   "try:\n"
+			   "    os.chroot('/tmp')\n"
+			   "except PermissionError as e:\n"
+			   "    print('os.chroot', errno.errorcode[e.errno])\n",
+		"unshare(NEWUSER) -1 EPERM\nunshare(NEWNS) -1 EPERM\nunshare(NEWNET) -1 EPERM\n"
+		"setns -1 EPERM\nmount -1 EPERM\numount2 -1 EPERM\npivot_root -1 EPERM\n"
+		"chroot -1 EPERM\nclone(NEWUSER) -1 EPERM\nclone(NEWPID) -1 EPERM\n"
+		"clone(NEWNET) -1 EPERM\nclone(NEWNS) -1 EPERM\nos.chroot EPERM\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+/* The KILL_PROCESS tier of src/isolate/seccomp.c: exploit-only calls end the cell. */
+static const struct {
+	const char *name;
+	int nr;
+} tripwires[] = {
+	{"kexec_load", 246},	  {"kexec_file_load", 320}, {"init_module", 175},
+	{"finit_module", 313},	  {"delete_module", 176},   {"iopl", 172},
+	{"ioperm", 173},	  {"modify_ldt", 154},	    {"bpf", 321},
+	{"perf_event_open", 298}, {"userfaultfd", 323},	    {"keyctl", 250},
+	{"add_key", 248},	  {"request_key", 249},	    {"open_by_handle_at", 304},
+	{"lookup_dcookie", 212},
+};
+
+Test(isolation, tripwire_calls_kill_the_cell, .timeout = 60)
+{
+	require_x86_64();
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	for (size_t i = 0; i < sizeof(tripwires) / sizeof(tripwires[0]); i++) {
+		char code[1024];
+		snprintf(code, sizeof(code),
+			 PY_SYSCALL "print('armed', flush=True)\n"
+				    "sc(%d, 0, 0, 0, 0, 0)\n"
+				    "print('survived')\n",
+			 tripwires[i].nr);
+		struct snapcell_result *res = test_run(sb, code);
+		cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED, "%s: status %s",
+			     tripwires[i].name, snapcell_status_name(res->status));
+		cr_expect_eq(res->term_signal, SIGSYS, "%s: signal %d", tripwires[i].name,
+			     res->term_signal);
+		cr_expect_str_eq(res->stdout_buf, "armed\n", "%s", tripwires[i].name);
+		snapcell_result_free(res);
+	}
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+/* The errno tiers: "feature absent" (ENOSYS, libc falls back), no xattrs (EOPNOTSUPP, shutil
+ * copes), policy denials (EPERM), each checked on the exact errno. */
+Test(isolation, denied_calls_answer_their_tier_errno)
+{
+	require_x86_64();
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		PY_SYSCALL
+		"calls = {\n"
+		"    'ENOSYS': 'pidfd_send_signal:424 io_uring_setup:425 io_uring_enter:426 '\n"
+		"        'io_uring_register:427 open_tree:428 move_mount:429 fsopen:430 '\n"
+		"        'fsconfig:431 fsmount:432 fspick:433 pidfd_open:434 clone3:435 '\n"
+		"        'openat2:437 pidfd_getfd:438 process_madvise:440 mount_setattr:442 '\n"
+		"        'landlock_create_ruleset:444 landlock_add_rule:445 '\n"
+		"        'landlock_restrict_self:446 memfd_secret:447 future:500 future:511',\n"
+		"    'EOPNOTSUPP': 'setxattr:188 lsetxattr:189 fsetxattr:190 getxattr:191 '\n"
+		"        'lgetxattr:192 fgetxattr:193 listxattr:194 llistxattr:195 '\n"
+		"        'flistxattr:196 removexattr:197 lremovexattr:198 fremovexattr:199',\n"
+		"    'EPERM': 'splice:275 tee:276 vmsplice:278 memfd_create:319 seccomp:317 '\n"
+		"        'setuid:105 setresuid:117 setgroups:116 capset:126 sethostname:170 '\n"
+		"        'settimeofday:164 mlock:149 mlockall:151 sched_setaffinity:203 '\n"
+		"        'setpriority:141 inotify_init1:294 fanotify_init:300 syslog:103 '\n"
+		"        'reboot:169 swapon:167 acct:163 quotactl:179 name_to_handle_at:303 '\n"
+		"        'connect:42 bind:49 listen:50 accept4:288 execve:59 execveat:322 '\n"
+		"        'msgget:68 shmget:29 mq_open:240 ioprio_set:251 mbind:237',\n"
+		"}\n"
+		"n = 0\n"
+		"for want, entries in calls.items():\n"
+		"    for name, nr in (e.split(':') for e in entries.split()):\n"
+		"        n += 1\n"
+		"        got = sc(int(nr), 0, 0, 0, 0, 0)\n"
+		"        if got != '-1 ' + errno.errorcode[getattr(errno, want)]:\n"
+		"            print(name, got, 'want', want)\n"
+		"print('checked', n)\n",
+		"checked 68\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+/* ioctl, fcntl, prctl, prlimit64, personality, arch_prctl and socketpair are allowed only
+ * for harmless arguments. */
+Test(isolation, argument_checked_calls_deny_the_rest)
+{
+	require_x86_64();
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      PY_SYSCALL "print('ioctl TIOCSTI', sc(16, 0, 0x5412, 0))\n"
+				 "print('fcntl F_SETOWN', sc(72, 1, 8, 1))\n"
+				 "print('fcntl F_SETSIG', sc(72, 1, 10, 1))\n"
+				 "print('fcntl F_SETLEASE', sc(72, 1, 1024, 0))\n"
+				 "print('fcntl F_SETPIPE_SZ', sc(72, 1, 1031, 1 << 20))\n"
+				 "print('prctl PR_SET_DUMPABLE', sc(157, 4, 1))\n"
+				 "print('prctl PR_SET_CHILD_SUBREAPER', sc(157, 36, 1))\n"
+				 "print('prctl PR_SET_PDEATHSIG', sc(157, 1, 9))\n"
+				 "print('prlimit64 other', sc(302, 1, 7, 0, 0))\n"
+				 "print('personality', sc(135, 8))\n"
+				 "print('arch_prctl ARCH_GET_GS', sc(158, 0x1004, 0))\n"
+				 "print('socketpair AF_INET', sc(53, 2, 1, 0, 0))\n"
+				 "print('socket AF_UNIX', sc(41, 1, 1, 0))\n",
+		      "ioctl TIOCSTI -1 EPERM\nfcntl F_SETOWN -1 EPERM\nfcntl F_SETSIG -1 EPERM\n"
+		      "fcntl F_SETLEASE -1 EPERM\nfcntl F_SETPIPE_SZ -1 EPERM\n"
+		      "prctl PR_SET_DUMPABLE -1 EPERM\nprctl PR_SET_CHILD_SUBREAPER -1 EPERM\n"
+		      "prctl PR_SET_PDEATHSIG -1 EPERM\nprlimit64 other -1 EPERM\n"
+		      "personality -1 EPERM\narch_prctl ARCH_GET_GS -1 EPERM\n"
+		      "socketpair AF_INET -1 EAFNOSUPPORT\nsocket AF_UNIX -1 EACCES\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, no_capabilities_in_the_cell)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      "import ctypes, os\n" PY_ATTEMPT "libc = ctypes.CDLL(None, use_errno=True)\n"
+		      "class Header(ctypes.Structure):\n"
+		      "    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]\n"
+		      "class Data(ctypes.Structure):\n"
+		      "    _fields_ = [(n, ctypes.c_uint32) for n in ('eff', 'perm', 'inh')]\n"
+		      "h, d = Header(0x20080522, 0), (Data * 2)()\n"
+		      "print('capget', libc.capget(ctypes.byref(h), d),\n"
+		      "      [(x.eff, x.perm, x.inh) for x in d])\n"
+		      "print('bounding', libc.prctl(23, 0, 0, 0, 0),\n"
+		      "      [c for c in range(64) if libc.prctl(23, c, 0, 0, 0) == 1])\n"
+		      "print('no_new_privs', libc.prctl(39, 0, 0, 0, 0),\n"
+		      "      'seccomp', libc.prctl(21, 0, 0, 0, 0))\n"
+		      "print('uid', os.getuid(), os.geteuid())\n"
+		      "attempt('setuid', lambda: os.setuid(1))\n"
+		      "attempt('setgid', lambda: os.setgid(1))\n"
+		      "attempt('setgroups', lambda: os.setgroups([]))\n",
+		      "capget 0 [(0, 0, 0), (0, 0, 0)]\nbounding 0 []\n"
+		      "no_new_privs 1 seccomp 2\nuid 0 0\n"
+		      "setuid PermissionError EPERM\nsetgid PermissionError EPERM\n"
+		      "setgroups PermissionError EPERM\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, etc_is_minimal_and_hostname_is_the_cells)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      "import pwd, grp, os, socket\n"
+		      "print(sorted(p.pw_name for p in pwd.getpwall()),\n"
+		      "      sorted(g.gr_name for g in grp.getgrall()))\n"
+		      "print('shadow' in os.listdir('/etc'), socket.gethostname())\n",
+		      "['nobody', 'root'] ['nogroup', 'root']\nFalse snapcell\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, concurrent_cells_cannot_reach_each_other, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct bg_run a;
+	bg_start(&a, sb,
+		 "import os, time\n"
+		 "open('/tmp/mine', 'w').write('a')\n"
+		 "open('/output/mine', 'w').write('a')\n"
+		 "time.sleep(1.5)\n"
+		 "print('alive', os.listdir('/tmp'), os.listdir('/output'))\n");
+	sleep_ms(300);
+	expect_output(sb,
+		      "import os\n"
+		      "try:\n"
+		      "    os.kill(-1, 9)\n"
+		      "except ProcessLookupError:\n"
+		      "    pass\n"
+		      "seen = []\n"
+		      "for p in range(1, 201):\n"
+		      "    try:\n"
+		      "        os.kill(p, 0)\n"
+		      "        seen.append(p)\n"
+		      "    except ProcessLookupError:\n"
+		      "        pass\n"
+		      "print(seen, os.listdir('/output'), os.listdir('/tmp'))\n",
+		      "[1] [] []\n");
+	struct snapcell_result *res = bg_join(&a);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "alive ['mine'] ['mine']\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+/* Run one plants everything it can: module state, files, a thread, a child and a daemonised
+ * grandchild (double fork + setsid) named so the host can look for it. */
+static const char plant_code[] =
+	"import os, time, ctypes, json, threading\n"
+	"json.x = 1\n"
+	"open('/tmp/left', 'w').write('x')\n"
+	"open('/output/left', 'w').write('x')\n"
+	"threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+	"if os.fork() == 0:\n"
+	"    time.sleep(30)\n"
+	"    os._exit(0)\n"
+	"r, w = os.pipe()\n"
+	"if os.fork() == 0:\n"
+	"    os.setsid()\n"
+	"    if os.fork() == 0:\n"
+	"        ctypes.CDLL(None).prctl(15, b'%s', 0, 0, 0)\n"
+	"        os.write(w, b'x')\n"
+	"        time.sleep(30)\n"
+	"    os._exit(0)\n"
+	"os.read(r, 1)\n"
+	"time.sleep(1)\n"
+	"print('planted')\n";
+
+Test(isolation, nothing_survives_into_the_next_run, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	char name[16], code[2048];
+	snprintf(name, sizeof(name), "scghost%d", (int)(getpid() % 1000000));
+	snprintf(code, sizeof(code), plant_code, name);
+	struct bg_run plant;
+	bg_start(&plant, sb, code);
+	int seen = 0;
+	for (int i = 0; i < 100 && !seen; i++, sleep_ms(20))
+		seen = count_host_processes_named(name);
+	cr_expect_eq(seen, 1, "the host sees the running grandchild (the check below can fail)");
+	struct snapcell_result *res = bg_join(&plant);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "planted\n");
+	snapcell_result_free(res);
+	cr_expect_eq(count_host_processes_named(name), 0, "the grandchild outlived its cell");
+	expect_output(sb,
+		      "import json, os, threading\n"
+		      "seen = []\n"
+		      "for p in range(1, 201):\n"
+		      "    try:\n"
+		      "        os.kill(p, 0)\n"
+		      "        seen.append(p)\n"
+		      "    except ProcessLookupError:\n"
+		      "        pass\n"
+		      "print(hasattr(json, 'x'), os.listdir('/tmp'), os.listdir('/output'),\n"
+		      "      threading.active_count(), seen)\n",
+		      "False [] [] 1 [1]\n");
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, cell_holds_only_its_four_fds)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      "import os, stat\n"
+		      "fds = []\n"
+		      "for fd in range(1 << 16):\n"
+		      "    try:\n"
+		      "        m = os.fstat(fd).st_mode\n"
+		      "    except OSError:\n"
+		      "        continue\n"
+		      "    kind = [k for k in ('CHR', 'FIFO', 'SOCK', 'DIR', 'REG', 'LNK', 'BLK')\n"
+		      "            if getattr(stat, 'S_IS' + k)(m)]\n"
+		      "    fds.append((fd, kind[0] if kind else oct(m)))\n"
+		      "print(fds)\n",
+		      "[(0, 'CHR'), (1, 'FIFO'), (2, 'FIFO'), (3, 'SOCK')]\n");
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}
+
+/* One sandbox takes a series of attacks, each ending its own cell in its own way; afterwards
+ * it still serves ordinary runs, including concurrent ones. */
+Test(isolation, sandbox_survives_a_series_of_attacks, .timeout = 60)
+{
+	require_x86_64();
+	static const struct {
+		const char *code;
+		enum snapcell_status status;
+	} attacks[] = {
+		{PY_SYSCALL "sc(321, 0, 0, 0)", SNAPCELL_STATUS_KILLED},
+		{"import os\nwhile True: os.fork()", SNAPCELL_STATUS_ERROR},
+		{"import os\nos.write(3, b'\\xff' * 64)\nimport time\ntime.sleep(5)",
+		 SNAPCELL_STATUS_KILLED},
+		{"import os\nos.closerange(0, 4)", SNAPCELL_STATUS_OK},
+		{"import sys\nwhile True: sys.stdout.write('x' * 65536)",
+		 SNAPCELL_STATUS_OUTPUT_LIMIT},
+		{"x = bytearray(1 << 40)", SNAPCELL_STATUS_MEMORY},
+	};
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	for (size_t i = 0; i < sizeof(attacks) / sizeof(attacks[0]); i++) {
+		struct snapcell_result *res = test_run(sb, attacks[i].code);
+		cr_expect_eq(res->status, attacks[i].status, "attack %zu: status %s, stderr %.300s",
+			     i, snapcell_status_name(res->status), res->stderr_buf);
+		snapcell_result_free(res);
+	}
+	struct bg_run par[3];
+	for (int i = 0; i < 3; i++)
+		bg_start(&par[i], sb, "print(1)");
+	for (int i = 0; i < 3; i++) {
+		struct snapcell_result *res = bg_join(&par[i]);
+		expect_ok(res);
+		cr_expect_str_eq(res->stdout_buf, "1\n");
+		snapcell_result_free(res);
+	}
+	snapcell_sandbox_free(sb);
+}
