@@ -10,10 +10,15 @@
 
 #include "guest.h"
 
-#define CELL_RPC_FD 3
 
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t frame_cap = SC_FRAME_DEFAULT_CAP;
+static int owner_pid = 1;
+
+void sc_bridge_set_owner(int pid)
+{
+	owner_pid = pid;
+}
 
 void sc_bridge_set_cap(size_t cap)
 {
@@ -32,10 +37,10 @@ static int exchange(const char *name, Py_ssize_t name_len, const char *args, Py_
 	payload[name_len] = 0;
 	memcpy(payload + name_len + 1, args, (size_t)args_len);
 	pthread_mutex_lock(&call_lock);
-	int rc = sc__frame_write(CELL_RPC_FD, SC_FRAME_CALL, payload, len);
+	int rc = sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_CALL, payload, len);
 	uint8_t type = 0;
 	if (rc == 0)
-		rc = sc__frame_read(CELL_RPC_FD, frame_cap, &type, answer, answer_len);
+		rc = sc__frame_read(SC_CELL_RPC_FD, frame_cap, &type, answer, answer_len);
 	pthread_mutex_unlock(&call_lock);
 	free(payload);
 	if (rc == 0 && (type != SC_FRAME_RESULT || *answer_len == 0)) {
@@ -51,10 +56,10 @@ static PyObject *bridge_call(PyObject *self, PyObject *args)
 	Py_ssize_t name_len, body_len;
 	if (!PyArg_ParseTuple(args, "s#y#:call", &name, &name_len, &body, &body_len))
 		return NULL;
-	if (getpid() != 1) {
+	if (getpid() != owner_pid) {
 		PyErr_SetString(PyExc_RuntimeError,
-				"call_tool is only available in the cell's main process, not in a "
-				"forked child");
+				"call_tool is only available in the process running the code, not "
+				"in a forked child");
 		return NULL;
 	}
 	if ((size_t)(name_len + body_len) + 1 > frame_cap) {

@@ -18,7 +18,6 @@
 #include "guest.h"
 #include "util/util.h"
 
-#define CELL_RPC_FD 3
 
 static uint64_t tv_us(const struct timeval *tv)
 {
@@ -32,7 +31,7 @@ static _Noreturn void setup_failed(const struct snapcell_error *err)
 	int n = snprintf(line, sizeof(line), "snapcell: cell setup: %s\n", err->message);
 	(void)!write(2, line, (size_t)n);
 	struct sc_done_payload done = {.status = SNAPCELL_STATUS_SETUP_FAILURE};
-	sc__frame_write(CELL_RPC_FD, SC_FRAME_DONE, &done, sizeof(done));
+	sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_DONE, &done, sizeof(done));
 	_exit(125);
 }
 
@@ -43,10 +42,10 @@ static int place_fds(const struct sc_cell_plan *plan, struct snapcell_error *err
 		return sc__err(err, -errno, "open /dev/null");
 	/* The cell's ends were made above fd 9 by the template, so these cannot clobber them. */
 	if (dup2(devnull, 0) < 0 || dup2(plan->stdout_fd, 1) < 0 || dup2(plan->stderr_fd, 2) < 0 ||
-	    dup2(plan->rpc_fd, CELL_RPC_FD) < 0)
+	    dup2(plan->rpc_fd, SC_CELL_RPC_FD) < 0)
 		return sc__err(err, -errno, "dup2");
 	/* Nothing of the template's (control socket, other cells' pipes) survives. */
-	if (syscall(SYS_close_range, CELL_RPC_FD + 1, ~0U, 0) < 0)
+	if (syscall(SYS_close_range, SC_CELL_RPC_FD + 1, ~0U, 0) < 0)
 		return sc__err(err, -errno, "close_range");
 	return 0;
 }
@@ -78,13 +77,37 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	return rc;
 }
 
+int sc_cell_run(const uint8_t *code, size_t len, bool session)
+{
+	static uint64_t cpu_before; /* a session's runs report their own CPU time */
+	pid_t owner = getpid();
+	sc_bridge_set_owner(owner);
+	struct sc_done_payload done;
+	int exit_code = sc_py_run(code, len, session, &done);
+	/* A fork of this process that ran off the end of the code leaves without reporting. */
+	if (getpid() != owner)
+		_exit(exit_code);
+	struct rusage self, kids;
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+	uint64_t cpu = tv_us(&self.ru_utime) + tv_us(&self.ru_stime) + tv_us(&kids.ru_utime) +
+		       tv_us(&kids.ru_stime);
+	done.exit_code = exit_code;
+	done.cpu_us = cpu - cpu_before;
+	cpu_before = cpu;
+	done.maxrss_kib = (uint64_t)(self.ru_maxrss > kids.ru_maxrss ? self.ru_maxrss
+									 : kids.ru_maxrss);
+	sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_DONE, &done, sizeof(done));
+	return exit_code;
+}
+
 _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 {
 	struct snapcell_error err = {0};
 	if (restrict_self(plan, &err) < 0) {
 		/* fds may not be in place yet: put the report where the host reads it. */
 		dup2(plan->stderr_fd, 2);
-		dup2(plan->rpc_fd, CELL_RPC_FD);
+		dup2(plan->rpc_fd, SC_CELL_RPC_FD);
 		setup_failed(&err);
 	}
 	sc_py_after_fork_child();
@@ -93,23 +116,12 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	uint8_t type;
 	uint8_t *code;
 	size_t len;
-	int rc = sc__frame_read(CELL_RPC_FD, plan->cfg->frame_cap, &type, &code, &len);
-	if (rc < 0 || type != SC_FRAME_RUN)
-		_exit(rc == -EPIPE ? 0 : 124); /* the host went away or spoke out of turn */
-	struct sc_done_payload done;
-	int exit_code = sc_py_run(code, len, &done);
-	free(code);
-	struct rusage self, kids;
-	getrusage(RUSAGE_SELF, &self);
-	getrusage(RUSAGE_CHILDREN, &kids);
-	done.exit_code = exit_code;
-	done.cpu_us = tv_us(&self.ru_utime) + tv_us(&self.ru_stime) + tv_us(&kids.ru_utime) +
-		      tv_us(&kids.ru_stime);
-	done.maxrss_kib = (uint64_t)(self.ru_maxrss > kids.ru_maxrss ? self.ru_maxrss
-									 : kids.ru_maxrss);
-	/* Only the cell's first process reports; a fork of it that ran off the end of the code
-	 * just leaves (the namespace dies with the first process anyway). */
-	if (getpid() == 1)
-		sc__frame_write(CELL_RPC_FD, SC_FRAME_DONE, &done, sizeof(done));
-	_exit(exit_code);
+	int rc = sc__frame_read(SC_CELL_RPC_FD, plan->cfg->frame_cap, &type, &code, &len);
+	if (rc < 0)
+		_exit(rc == -EPIPE ? 0 : 124); /* the host went away */
+	if (type == SC_FRAME_RUN)
+		_exit(sc_cell_run(code, len, false));
+	if (type == SC_FRAME_SESSION)
+		sc_session_anchor(plan->cfg->frame_cap);
+	_exit(124); /* the host spoke out of turn */
 }

@@ -4,6 +4,7 @@
 #ifndef SC_GUEST_H
 #define SC_GUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,18 +35,30 @@ struct sc_cell_plan {
 	int stdout_fd, stderr_fd, rpc_fd; /* the cell's ends */
 };
 
-/* Never returns: sets up the cell, waits for code, runs it, exits. */
+#define SC_CELL_RPC_FD 3 /* the cell's frame socket */
+
+/* Never returns: sets up the cell, waits for the host's first frame: code to run once, or
+ * SESSION to become the anchor of a session family (session.c). */
 _Noreturn void sc_cell_main(const struct sc_cell_plan *plan);
+
+/* Runs code as __main__ and reports DONE on the frame socket; returns the exit code. In a
+ * session, state stays and SystemExit ends only the run. */
+int sc_cell_run(const uint8_t *code, size_t len, bool session);
+
+/* session.c: never returns. */
+_Noreturn void sc_session_anchor(size_t frame_cap);
 
 /* bridge.c */
 struct _object *sc_bridge_init(void); /* PyObject *: keeps Python.h out of this header */
 void sc_bridge_set_cap(size_t cap);
+/* Only this process may call tools (its forks share the socket). */
+void sc_bridge_set_owner(int pid);
 
 /* python.c */
 int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err);
 void sc_py_warm(void);
 /* Runs code as __main__; fills done and returns the process exit code. */
-int sc_py_run(const uint8_t *code, size_t len, struct sc_done_payload *done);
+int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payload *done);
 void sc_py_before_fork(void);
 void sc_py_after_fork_parent(void);
 void sc_py_after_fork_child(void);

@@ -54,6 +54,10 @@ def _finish():
     except BaseException:
         pass
     atexit._run_exitfuncs()
+    _flush()
+
+
+def _flush():
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -79,8 +83,9 @@ def _hide_own_frames(exc, seen=None):
         exc = exc.__cause__ or exc.__context__
 
 
-def run(source):
-    """Runs source as __main__; returns (status, exit code, limit flags)."""
+def run(source, session=False):
+    """Runs source as __main__; returns (status, exit code, limit flags). A session keeps the
+    interpreter going afterwards: no thread shutdown, no atexit, just flushed output."""
     main = sys.modules["__main__"].__dict__
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     linecache.cache[FILENAME] = (len(text), None, text.splitlines(True), FILENAME)
@@ -98,7 +103,10 @@ def run(source):
             traceback.print_exception(e)
         except BaseException:
             print(f"{type(e).__name__}: (traceback unavailable)", file=sys.stderr)
-    _finish()
+    if session:
+        _flush()
+    else:
+        _finish()
     return status, code, flags
 
 

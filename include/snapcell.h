@@ -253,6 +253,40 @@ SNAPCELL_API int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *c
 
 SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
 
+/* ---- sessions and snapshots ----
+ *
+ * A session keeps interpreter state (variables, imports) between its runs; SystemExit ends
+ * only the run. A snapshot freezes a session's state between runs; restoring it into a
+ * session, or starting new sessions from it, gives each its own copy (branches diverge).
+ * A session, its snapshots and the sessions started from them form one family sharing one
+ * cell namespace and the sandbox's limits; a run that is killed (timeout, output limit) ends
+ * that session's process only, and a session that failed that way can be revived with
+ * snapcell_session_restore(). A session or snapshot is used by one thread at a time; the
+ * sandbox's other runs are unaffected. Freeing the sandbox ends every session and snapshot:
+ * their handles then fail with SNAPCELL_E_TEMPLATE and must still be freed. Python threads
+ * running in a session when it is snapshotted do not exist in the snapshot. */
+struct snapcell_session;
+struct snapcell_snapshot;
+
+SNAPCELL_API int snapcell_session_new(struct snapcell_sandbox *sb,
+				      struct snapcell_session **out, struct snapcell_error *err);
+SNAPCELL_API int snapcell_session_run(struct snapcell_session *s, const char *code,
+				      size_t code_len, struct snapcell_result **out,
+				      struct snapcell_error *err);
+SNAPCELL_API int snapcell_session_snapshot(struct snapcell_session *s,
+					   struct snapcell_snapshot **out,
+					   struct snapcell_error *err);
+/* Replaces the session's state with a copy of the snapshot's. */
+SNAPCELL_API int snapcell_session_restore(struct snapcell_session *s,
+					  const struct snapcell_snapshot *snap,
+					  struct snapcell_error *err);
+/* A new session starting from a copy of the snapshot's state. */
+SNAPCELL_API int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
+					       struct snapcell_session **out,
+					       struct snapcell_error *err);
+SNAPCELL_API void snapcell_session_free(struct snapcell_session *s);
+SNAPCELL_API void snapcell_snapshot_free(struct snapcell_snapshot *snap);
+
 /* ---- host probe (what `snapcell doctor` prints) ---- */
 
 enum snapcell_mechanism {

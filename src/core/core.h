@@ -69,6 +69,20 @@ struct sc_cell {
 
 void sc__cell_close(struct sc_cell *cell);
 
+/* One parked cell turned into a session family: its anchor (pid 1, never runs code) and the
+ * count of sessions and snapshots living in its namespace. */
+struct sc_family {
+	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed */
+	struct sc_cell anchor;
+	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
+	unsigned refs;
+	struct sc_family *next; /* in the sandbox's list */
+};
+
+/* Asks the anchor to kill one worker; ends the family ends everything in it. */
+void sc__family_kill(struct sc_family *f, int32_t worker_pid);
+void sc__family_end(struct sc_family *f);
+
 struct snapcell_sandbox {
 	struct snapcell_config *cfg;
 	pid_t helper_pid;
@@ -83,14 +97,32 @@ struct snapcell_sandbox {
 	size_t n_ready, cap_ready;
 	bool broken;
 	char broken_msg[SNAPCELL_ERROR_MESSAGE_LEN];
+	struct sc_family *families; /* live session families, ended with the sandbox */
+	struct sc_dying {
+		int pidfd;
+		uint32_t id;
+	} *dying; /* retired cells not yet known to be gone */
+	size_t n_dying, cap_dying;
 };
+
+/* Runs code in a parked cell (family NULL) or a session worker; *alive says whether the
+ * process is still there to run more (a session's worker). */
+int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_family *family,
+		 int32_t worker_pid, const char *code, size_t code_len,
+		 struct snapcell_result **out, bool *alive, struct snapcell_error *err);
+
+/* session.c: ends every family of a sandbox being freed. */
+void sc__sessions_orphan(struct snapcell_sandbox *sb);
 
 /* Takes a parked cell (waiting for one if none is ready) and tells the template to park a
  * replacement. */
 int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 			  struct snapcell_error *err);
 
-/* Removes a finished cell's output directory. */
-void sc__sandbox_forget_cell(struct snapcell_sandbox *sb, uint32_t id);
+/* Kills a finished cell and forgets it: its output directory is removed once its first
+ * process is gone (which the kernel allows only after the rest of its namespace is), checked
+ * without waiting at each take and with waiting at sandbox_free, so teardown (a few hundred
+ * microseconds to milliseconds) stays off the run's path. Closes the cell's fds. */
+void sc__sandbox_retire_cell(struct snapcell_sandbox *sb, struct sc_cell *cell);
 
 #endif

@@ -41,7 +41,9 @@ struct outbuf {
 #define MAX_LOGGED_CALLS 100000
 
 struct run {
-	struct sc_cell cell;
+	struct sc_cell cell;      /* a parked cell, or a session worker (no pidfd, no exit pipe) */
+	struct sc_family *family; /* a worker's family, which kills it; NULL for a fresh cell */
+	int32_t worker_pid;
 	struct stream out, err;
 	struct outbuf send; /* frames for the cell: RUN, then RESULTs */
 	struct snapcell_tool_call *calls;
@@ -62,7 +64,10 @@ static void kill_cell(struct run *r, enum forced why)
 	if (r->forced == NOT_FORCED) {
 		r->forced = why;
 		/* pid 1 of the cell's namespace: its death takes every process of the cell. */
-		syscall(SYS_pidfd_send_signal, r->cell.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+		if (r->family)
+			sc__family_kill(r->family, r->worker_pid);
+		else
+			syscall(SYS_pidfd_send_signal, r->cell.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
 	}
 }
 
@@ -229,6 +234,8 @@ static bool finished(const struct run *r, uint64_t now)
 {
 	if (r->have_done && r->forced == NOT_FORCED)
 		return true;
+	if (r->family) /* a worker has no exit pipe: its socket and pipes closing are its end */
+		return r->cell.fds[SC_CELL_RPC] < 0 && r->out.eof && r->err.eof;
 	if (!r->have_exit && !r->exit_eof)
 		return false;
 	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
@@ -247,8 +254,14 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 			r->hit |= SNAPCELL_HIT_WALL;
 			kill_cell(r, FORCED_TIMEOUT);
 		}
-		if (now > r->deadline_us + EXIT_GRACE_US && !r->have_exit)
-			return SNAPCELL_E_TEMPLATE;
+		if (now > r->deadline_us + EXIT_GRACE_US && !r->have_exit) {
+			if (!r->family)
+				return SNAPCELL_E_TEMPLATE;
+			/* The worker outlived its kill (its snapshot gave a wrong pid): end the
+			 * whole family, which cannot be refused. */
+			sc__family_end(r->family);
+			r->deadline_us = now; /* and wait the grace again for the EOFs */
+		}
 		struct pollfd pf[4] = {
 			{r->out.eof ? -1 : r->cell.fds[SC_CELL_STDOUT], POLLIN, 0},
 			{r->err.eof ? -1 : r->cell.fds[SC_CELL_STDERR], POLLIN, 0},
@@ -310,7 +323,9 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 	} else {
 		res->exit_code = WEXITSTATUS(ws);
 	}
-	uint64_t cpu_limit_us = (sb->cfg->limits[SNAPCELL_LIMIT_CPU_MS] + 999) / 1000 * 1000000;
+	/* The kernel enforces whole seconds and may report a little less than it counted. */
+	uint64_t cpu_limit_us =
+		(sb->cfg->limits[SNAPCELL_LIMIT_CPU_MS] + 999) / 1000 * 1000000 / 20 * 19;
 	if (r->forced == FORCED_TIMEOUT)
 		res->status = SNAPCELL_STATUS_TIMEOUT;
 	else if (r->forced == FORCED_OUTPUT)
@@ -367,6 +382,54 @@ static void release(struct run *r)
 	sc__frame_reader_reset(&r->reader);
 }
 
+static void hand_over(struct run *r, struct snapcell_result *res)
+{
+	if (r->note[0])
+		append_note(&r->err, r->note);
+	res->stdout_buf = r->out.buf, res->stdout_len = r->out.len;
+	res->stderr_buf = r->err.buf, res->stderr_len = r->err.len;
+	res->stdout_truncated = r->out.truncated, res->stderr_truncated = r->err.truncated;
+	res->stdout_buf[res->stdout_len] = 0;
+	res->stderr_buf[res->stderr_len] = 0;
+	r->out.buf = r->err.buf = NULL;
+	res->tool_calls = r->calls;
+	res->n_tool_calls = r->n_calls;
+	res->n_tool_calls_dropped = r->n_calls_dropped;
+	r->calls = NULL;
+}
+
+int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_family *family,
+		 int32_t worker_pid, const char *code, size_t code_len,
+		 struct snapcell_result **out, bool *alive, struct snapcell_error *err)
+{
+	if (code_len > SC_FRAME_DEFAULT_CAP)
+		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
+			       code_len, SC_FRAME_DEFAULT_CAP);
+	struct run r = {.cell = *cell, .family = family, .worker_pid = worker_pid};
+	struct snapcell_result *res = calloc(1, sizeof(*res));
+	int rc = !res ? -ENOMEM : prepare(&r, sb, code, code_len);
+	if (rc == 0) {
+		r.start_us = sc__now_us();
+		rc = loop(&r, sb);
+		res->wall_us = sc__now_us() - r.start_us;
+	}
+	*cell = r.cell; /* the loop closes the socket when the cell hangs up */
+	*alive = rc == 0 && r.have_done && r.forced == NOT_FORCED;
+	if (rc == 0) {
+		derive_result(&r, sb, res);
+		hand_over(&r, res);
+		if (family && !r.have_done && r.forced == NOT_FORCED)
+			res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
+		*out = res;
+	} else {
+		kill_cell(&r, FORCED_TIMEOUT);
+		sc__err(err, rc, "run: the template did not report the cell's exit");
+		free(res);
+	}
+	release(&r);
+	return rc;
+}
+
 int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
 			 struct snapcell_result **out, struct snapcell_error *err)
 {
@@ -377,51 +440,14 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	if (code_len > SC_FRAME_DEFAULT_CAP)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
 			       code_len, SC_FRAME_DEFAULT_CAP);
-	struct run r = {0};
-	struct snapcell_result *res = calloc(1, sizeof(*res));
-	int rc = !res ? -ENOMEM : prepare(&r, sb, code, code_len);
-	if (rc < 0) {
-		release(&r);
-		free(res);
-		return sc__err(err, rc, "run");
-	}
-	if ((rc = sc__sandbox_take_cell(sb, &r.cell, err)) < 0) {
-		release(&r);
-		free(res);
+	struct sc_cell cell;
+	int rc = sc__sandbox_take_cell(sb, &cell, err);
+	if (rc < 0)
 		return rc;
-	}
-	r.start_us = sc__now_us();
-	rc = loop(&r, sb);
-	res->wall_us = sc__now_us() - r.start_us;
-	/* Whatever the cell left running goes with it; the template reaps it. */
-	syscall(SYS_pidfd_send_signal, r.cell.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
-	if (rc == 0) {
-		if (r.note[0])
-			append_note(&r.err, r.note);
-		derive_result(&r, sb, res);
-		res->stdout_buf = r.out.buf, res->stdout_len = r.out.len;
-		res->stderr_buf = r.err.buf, res->stderr_len = r.err.len;
-		res->stdout_truncated = r.out.truncated, res->stderr_truncated = r.err.truncated;
-		res->stdout_buf[res->stdout_len] = 0;
-		res->stderr_buf[res->stderr_len] = 0;
-		r.out.buf = r.err.buf = NULL;
-		res->tool_calls = r.calls;
-		res->n_tool_calls = r.n_calls;
-		res->n_tool_calls_dropped = r.n_calls_dropped;
-		r.calls = NULL;
-	} else {
-		kill_cell(&r, FORCED_TIMEOUT);
-		sc__err(err, rc, "run: the template did not report the cell's exit");
-	}
-	sc__cell_close(&r.cell);
-	sc__sandbox_forget_cell(sb, r.cell.id);
-	release(&r);
-	if (rc < 0) {
-		free(res);
-		return rc;
-	}
-	*out = res;
-	return 0;
+	bool alive;
+	rc = sc__run_code(sb, &cell, NULL, 0, code, code_len, out, &alive, err);
+	sc__sandbox_retire_cell(sb, &cell);
+	return rc;
 }
 
 void snapcell_result_free(struct snapcell_result *res)

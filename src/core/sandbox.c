@@ -35,6 +35,51 @@ void sc__cell_close(struct sc_cell *cell)
 			close(cell->fds[i]);
 }
 
+static void forget_cell(struct snapcell_sandbox *sb, uint32_t id)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "%u", id);
+	sc__remove_tree(sb->out_fd, name, 4096);
+}
+
+/* Forgets the retired cells that are gone; with wait, waits for all of them. Lock held. */
+static void sweep(struct snapcell_sandbox *sb, bool wait)
+{
+	size_t kept = 0;
+	for (size_t i = 0; i < sb->n_dying; i++) {
+		struct pollfd pf = {sb->dying[i].pidfd, POLLIN, 0};
+		if (poll(&pf, 1, wait ? 5000 : 0) == 0) {
+			sb->dying[kept++] = sb->dying[i];
+			continue;
+		}
+		forget_cell(sb, sb->dying[i].id);
+		close(sb->dying[i].pidfd);
+	}
+	sb->n_dying = kept;
+}
+
+void sc__sandbox_retire_cell(struct snapcell_sandbox *sb, struct sc_cell *cell)
+{
+	int pidfd = cell->fds[SC_CELL_PIDFD];
+	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	cell->fds[SC_CELL_PIDFD] = -1;
+	sc__cell_close(cell);
+	pthread_mutex_lock(&sb->lock);
+	if (sb->n_dying == sb->cap_dying) {
+		size_t cap = sb->cap_dying ? sb->cap_dying * 2 : 8;
+		struct sc_dying *grown = realloc(sb->dying, cap * sizeof(*grown));
+		if (grown) {
+			sb->dying = grown;
+			sb->cap_dying = cap;
+		} else {
+			sweep(sb, true); /* no memory to defer: wait now */
+		}
+	}
+	if (sb->n_dying < sb->cap_dying)
+		sb->dying[sb->n_dying++] = (struct sc_dying){pidfd, cell->id};
+	pthread_mutex_unlock(&sb->lock);
+}
+
 /* The helper sits beside the library in the build tree, or in the install's libexec. */
 static int open_helper(struct snapcell_error *err)
 {
@@ -260,7 +305,10 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 {
 	if (!sb)
 		return;
+	sc__sessions_orphan(sb);
 	stop_helper(sb);
+	sweep(sb, true);
+	free(sb->dying);
 	for (size_t i = 0; i < sb->n_ready; i++)
 		sc__cell_close(&sb->ready[i]);
 	free(sb->ready);
@@ -336,6 +384,7 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 	pthread_mutex_lock(&sb->lock);
 	if (sb->broken)
 		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	sweep(sb, false);
 	while (rc == 0 && sb->n_ready == 0)
 		rc = receive_cell(sb, err);
 	if (rc == 0) {
@@ -349,12 +398,6 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 	return rc;
 }
 
-void sc__sandbox_forget_cell(struct snapcell_sandbox *sb, uint32_t id)
-{
-	char name[16];
-	snprintf(name, sizeof(name), "%u", id);
-	sc__remove_tree(sb->out_fd, name, 4096);
-}
 
 static uint64_t private_bytes(int pid)
 {

@@ -18,8 +18,9 @@ int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err)
 		rlim_t soft, hard;
 	} table[] = {
 		{RLIMIT_AS, "RLIMIT_AS", lim->memory_bytes, lim->memory_bytes},
-		/* soft first: SIGXCPU names the cause; the hard limit a second later kills */
-		{RLIMIT_CPU, "RLIMIT_CPU", cpu_s, cpu_s + 1},
+		/* soft = hard: a cell is pid 1 of its namespace, which the kernel's SIGXCPU
+		 * (default action) cannot end; SIGKILL at the hard limit can */
+		{RLIMIT_CPU, "RLIMIT_CPU", cpu_s, cpu_s},
 		{RLIMIT_NPROC, "RLIMIT_NPROC", lim->processes, lim->processes},
 		{RLIMIT_FSIZE, "RLIMIT_FSIZE", lim->file_bytes, lim->file_bytes},
 		{RLIMIT_NOFILE, "RLIMIT_NOFILE", lim->open_files, lim->open_files},

@@ -51,6 +51,9 @@ static int header_done(struct sc_frame_reader *r)
 int sc__frame_feed(struct sc_frame_reader *r, const uint8_t *buf, size_t len, size_t *used)
 {
 	size_t off = 0;
+	*used = 0;
+	if (r->header_got == SC_FRAME_HEADER_LEN && !r->payload)
+		return -EMSGSIZE; /* a refused header: its payload must never parse as frames */
 	if (r->header_got == SC_FRAME_HEADER_LEN && r->payload_got == r->payload_len) {
 		/* The previous frame was handed out; start the next one. */
 		sc__frame_reader_reset(r);
@@ -71,7 +74,8 @@ int sc__frame_feed(struct sc_frame_reader *r, const uint8_t *buf, size_t len, si
 	size_t take = r->payload_len - r->payload_got;
 	if (take > len - off)
 		take = len - off;
-	memcpy(r->payload + r->payload_got, buf + off, take);
+	if (take)
+		memcpy(r->payload + r->payload_got, buf + off, take);
 	r->payload_got += take;
 	*used = off + take;
 	return r->payload_got == r->payload_len;
@@ -130,4 +134,89 @@ int sc__frame_read(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t 
 	*payload = p;
 	*len = n - 1;
 	return 0;
+}
+
+int sc__frame_write_fds(int fd, uint8_t type, const void *payload, size_t len, const int *fds,
+			size_t n_fds)
+{
+	uint8_t hdr[SC_FRAME_HEADER_LEN];
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SC_FRAME_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	if (n_fds == 0 || n_fds > SC_FRAME_MAX_FDS)
+		return -EINVAL;
+	sc__frame_header(hdr, type, len);
+	memset(&u, 0, sizeof(u));
+	struct iovec iov = {hdr, sizeof(hdr)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = CMSG_SPACE(sizeof(int) * n_fds)};
+	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+	memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+	/* The descriptors ride on the header bytes; the payload follows as plain data. */
+	ssize_t n;
+	do
+		n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n < (ssize_t)sizeof(hdr)) {
+		int rc = sc__write_all(fd, hdr + n, sizeof(hdr) - (size_t)n);
+		if (rc < 0)
+			return rc;
+	}
+	return sc__write_all(fd, payload, len);
+}
+
+int sc__frame_read_fds(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len,
+		       int *fds, size_t max_fds, size_t *n_fds)
+{
+	uint8_t hdr[SC_FRAME_HEADER_LEN];
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * SC_FRAME_MAX_FDS)];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = {hdr, sizeof(hdr)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf)};
+	ssize_t n;
+	do
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+	while (n < 0 && errno == EINTR);
+	*n_fds = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n >= 0 && c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int got;
+			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+			if (*n_fds < max_fds)
+				fds[(*n_fds)++] = got;
+			else
+				close(got);
+		}
+	}
+	int rc = n < 0 ? -errno : n < (ssize_t)sizeof(hdr) ? -EPIPE : 0;
+	uint32_t total = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
+			 (uint32_t)hdr[3] << 24;
+	if (rc == 0 && (total == 0 || total - 1 > cap))
+		rc = -EMSGSIZE;
+	uint8_t *p = rc == 0 ? malloc(total) : NULL;
+	if (rc == 0 && !p)
+		rc = -ENOMEM;
+	if (rc == 0 && (rc = sc__read_all(fd, p, total - 1)) == 0) {
+		p[total - 1] = 0;
+		*type = hdr[4];
+		*payload = p;
+		*len = total - 1;
+		return 0;
+	}
+	free(p);
+	for (size_t i = 0; i < *n_fds; i++)
+		close(fds[i]);
+	*n_fds = 0;
+	return rc;
 }

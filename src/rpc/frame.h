@@ -17,6 +17,13 @@ enum sc_frame_type {
 	SC_FRAME_DONE = 'D',   /* cell -> host: struct sc_done_payload */
 	SC_FRAME_CALL = 'C',   /* cell -> host: tool name, NUL, arguments as a JSON object */
 	SC_FRAME_RESULT = 'A', /* host -> cell: 1 byte ok, then the JSON result or a message */
+	/* Sessions (guest/session.c, src/core/session.c): */
+	SC_FRAME_SESSION = 'S',  /* host -> parked cell: become a session family's anchor */
+	SC_FRAME_WORKER = 'W',   /* anchor or snapshot -> host: int32 pid; fds: rpc, out, err */
+	SC_FRAME_KILL = 'K',     /* host -> anchor: int32 pid of a worker to kill */
+	SC_FRAME_SNAPSHOT = 'P', /* host -> worker between runs: fork a snapshot */
+	SC_FRAME_SNAPPED = 'Q',  /* worker -> host: int32 pid; fd: the snapshot's socket */
+	SC_FRAME_FORK = 'F',     /* host -> snapshot: fork a new worker (answered by WORKER) */
 };
 
 /* The cell's own report of how the code ended, sent after it flushed its output. Untrusted:
@@ -47,7 +54,8 @@ void sc__frame_reader_reset(struct sc_frame_reader *r);
 
 /* Consumes bytes from buf; *used says how many. Returns 1 when a frame is complete (type and
  * payload are then valid until the next feed or reset), 0 when more bytes are needed,
- * -EMSGSIZE for a frame over the cap, -ENOMEM. */
+ * -EMSGSIZE for a frame over the cap or with a zero length, -ENOMEM. An error is sticky: the
+ * stream cannot be resynchronised, so every later feed fails the same way until a reset. */
 int sc__frame_feed(struct sc_frame_reader *r, const uint8_t *buf, size_t len, size_t *used);
 uint8_t sc__frame_type(const struct sc_frame_reader *r);
 
@@ -57,5 +65,13 @@ void sc__frame_header(uint8_t out[SC_FRAME_HEADER_LEN], uint8_t type, size_t pay
  * frees, NUL-terminated for convenience); -EPIPE at end of stream. */
 int sc__frame_write(int fd, uint8_t type, const void *payload, size_t len);
 int sc__frame_read(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len);
+
+/* The same, carrying up to SC_FRAME_MAX_FDS descriptors (SCM_RIGHTS on a unix socket).
+ * Received fds are O_CLOEXEC; any beyond max_fds are closed. */
+#define SC_FRAME_MAX_FDS 4
+int sc__frame_write_fds(int fd, uint8_t type, const void *payload, size_t len, const int *fds,
+			size_t n_fds);
+int sc__frame_read_fds(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len,
+		       int *fds, size_t max_fds, size_t *n_fds);
 
 #endif

@@ -1,5 +1,6 @@
 #include "helpers.h"
 
+#include <dirent.h>
 #include <stdlib.h>
 
 struct snapcell_sandbox *test_sandbox(struct snapcell_config *cfg)
@@ -28,4 +29,28 @@ void test_skip_or_fail(const char *reason)
 	if (strict && strcmp(strict, "1") == 0)
 		cr_assert_fail("required feature missing: %s", reason);
 	criterion_skip_test("%s", reason);
+}
+
+/* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
+int test_count_host_processes(const char *name)
+{
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d, "open host /proc");
+	size_t len = strlen(name);
+	int n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char path[300], comm[32] = "";
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
+		FILE *f = fopen(path, "re");
+		if (f && fgets(comm, sizeof(comm), f) && strncmp(comm, name, len) == 0 &&
+		    comm[len] == '\n')
+			n++;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return n;
 }

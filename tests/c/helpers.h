@@ -23,6 +23,9 @@ struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code);
 	cr_assert_eq((res)->status, SNAPCELL_STATUS_OK, "status %s, stderr: %s",                   \
 		     snapcell_status_name((res)->status), (res)->stderr_buf)
 
+/* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
+int test_count_host_processes(const char *name);
+
 /* A test that needs a kernel feature skips with a reason; SNAPCELL_REQUIRE_ALL=1 (set by CI on
  * machines known to have every feature) turns the skip into a failure. */
 void test_skip_or_fail(const char *reason);

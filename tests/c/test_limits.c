@@ -63,30 +63,6 @@ static bool all_bytes_are(const char *buf, size_t len, char c)
 	return true;
 }
 
-/* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
-static int count_host_processes_named(const char *name)
-{
-	DIR *d = opendir("/proc");
-	cr_assert_not_null(d, "open host /proc");
-	size_t len = strlen(name);
-	int n = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		char path[300], comm[32] = "";
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
-		FILE *f = fopen(path, "re");
-		if (f && fgets(comm, sizeof(comm), f) && strncmp(comm, name, len) == 0 &&
-		    comm[len] == '\n')
-			n++;
-		if (f)
-			fclose(f);
-	}
-	closedir(d);
-	return n;
-}
-
 Test(limits, wall_clock_ends_a_busy_loop)
 {
 	struct snapcell_sandbox *sb = SANDBOX_WITH({SNAPCELL_LIMIT_WALL_MS, 1000});
@@ -128,7 +104,7 @@ Test(limits, wall_clock_kills_code_that_ignores_every_signal)
 	cr_expect_eq(res->term_signal, SIGKILL);
 	cr_expect_lt(res->wall_us, 1500000, "wall %llu us", (unsigned long long)res->wall_us);
 	snapcell_result_free(res);
-	cr_expect_eq(count_host_processes_named(name), 0, "a spinning child outlived its cell");
+	cr_expect_eq(test_count_host_processes(name), 0, "a spinning child outlived its cell");
 	expect_recovers(sb);
 	snapcell_sandbox_free(sb);
 }

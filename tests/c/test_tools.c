@@ -181,7 +181,7 @@ Test(tools, forked_child_cannot_call)
 		    "    except RuntimeError as e:\n        os.write(w, str(e).encode())\n"
 		    "    os._exit(0)\nos.wait()\nprint(os.read(r, 200).decode())\n");
 	expect_ok(res);
-	cr_expect(strstr(res->stdout_buf, "only available in the cell's main process"), "%s",
+	cr_expect(strstr(res->stdout_buf, "only available in the process running the code"), "%s",
 		  res->stdout_buf);
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
