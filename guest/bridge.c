@@ -10,7 +10,6 @@
 
 #include "guest.h"
 
-
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t frame_cap = SC_FRAME_DEFAULT_CAP;
 static int owner_pid = 1;

@@ -18,7 +18,6 @@
 #include "guest.h"
 #include "util/util.h"
 
-
 static uint64_t tv_us(const struct timeval *tv)
 {
 	return (uint64_t)tv->tv_sec * 1000000u + (uint64_t)tv->tv_usec;
@@ -95,8 +94,8 @@ int sc_cell_run(const uint8_t *code, size_t len, bool session)
 	done.exit_code = exit_code;
 	done.cpu_us = cpu - cpu_before;
 	cpu_before = cpu;
-	done.maxrss_kib = (uint64_t)(self.ru_maxrss > kids.ru_maxrss ? self.ru_maxrss
-									 : kids.ru_maxrss);
+	done.maxrss_kib =
+		(uint64_t)(self.ru_maxrss > kids.ru_maxrss ? self.ru_maxrss : kids.ru_maxrss);
 	sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_DONE, &done, sizeof(done));
 	return exit_code;
 }

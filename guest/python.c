@@ -142,9 +142,9 @@ int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payl
 {
 	memset(done, 0, sizeof(*done));
 	PyObject *src = PyBytes_FromStringAndSize((const char *)code, (Py_ssize_t)len);
-	PyObject *r = src ? PyObject_CallFunction(prelude_run, "(OO)", src,
-						  session ? Py_True : Py_False)
-			  : NULL;
+	PyObject *r =
+		src ? PyObject_CallFunction(prelude_run, "(OO)", src, session ? Py_True : Py_False)
+		    : NULL;
 	Py_XDECREF(src);
 	long status = SNAPCELL_STATUS_ERROR, exit_code = 1, flags = 0;
 	if (r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3) {

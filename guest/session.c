@@ -49,8 +49,8 @@ static int fork_worker(int reply_fd)
 	close(out[1]), close(err[1]), close(s[1]);
 	int fds[3] = {s[0], out[0], err[0]};
 	int32_t p = pid;
-	int rc = pid < 0 ? -errno : sc__frame_write_fds(reply_fd, SC_FRAME_WORKER, &p, sizeof(p),
-							 fds, 3);
+	int rc = pid < 0 ? -errno
+			 : sc__frame_write_fds(reply_fd, SC_FRAME_WORKER, &p, sizeof(p), fds, 3);
 	close(s[0]), close(out[0]), close(err[0]);
 	return rc;
 }

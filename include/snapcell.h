@@ -268,11 +268,10 @@ SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
 struct snapcell_session;
 struct snapcell_snapshot;
 
-SNAPCELL_API int snapcell_session_new(struct snapcell_sandbox *sb,
-				      struct snapcell_session **out, struct snapcell_error *err);
-SNAPCELL_API int snapcell_session_run(struct snapcell_session *s, const char *code,
-				      size_t code_len, struct snapcell_result **out,
+SNAPCELL_API int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **out,
 				      struct snapcell_error *err);
+SNAPCELL_API int snapcell_session_run(struct snapcell_session *s, const char *code, size_t code_len,
+				      struct snapcell_result **out, struct snapcell_error *err);
 SNAPCELL_API int snapcell_session_snapshot(struct snapcell_session *s,
 					   struct snapcell_snapshot **out,
 					   struct snapcell_error *err);

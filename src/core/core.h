@@ -101,7 +101,7 @@ struct snapcell_sandbox {
 	struct sc_dying {
 		int pidfd;
 		uint32_t id;
-	} *dying; /* retired cells not yet known to be gone */
+	} * dying; /* retired cells not yet known to be gone */
 	size_t n_dying, cap_dying;
 };
 

@@ -41,7 +41,7 @@ struct outbuf {
 #define MAX_LOGGED_CALLS 100000
 
 struct run {
-	struct sc_cell cell;      /* a parked cell, or a session worker (no pidfd, no exit pipe) */
+	struct sc_cell cell;	  /* a parked cell, or a session worker (no pidfd, no exit pipe) */
 	struct sc_family *family; /* a worker's family, which kills it; NULL for a fresh cell */
 	int32_t worker_pid;
 	struct stream out, err;
@@ -67,7 +67,8 @@ static void kill_cell(struct run *r, enum forced why)
 		if (r->family)
 			sc__family_kill(r->family, r->worker_pid);
 		else
-			syscall(SYS_pidfd_send_signal, r->cell.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+			syscall(SYS_pidfd_send_signal, r->cell.fds[SC_CELL_PIDFD], SIGKILL, NULL,
+				0);
 	}
 }
 

@@ -398,7 +398,6 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 	return rc;
 }
 
-
 static uint64_t private_bytes(int pid)
 {
 	char path[64], line[256];

@@ -23,7 +23,7 @@
 struct snapcell_session {
 	struct sc_family *family;
 	struct sc_cell worker; /* rpc, stdout, stderr; no pidfd or exit pipe */
-	int32_t pid;           /* in the family's namespace; from the anchor or a snapshot */
+	int32_t pid;	       /* in the family's namespace; from the anchor or a snapshot */
 	bool alive;
 };
 

@@ -149,7 +149,9 @@ int sc__frame_write_fds(int fd, uint8_t type, const void *payload, size_t len, c
 	sc__frame_header(hdr, type, len);
 	memset(&u, 0, sizeof(u));
 	struct iovec iov = {hdr, sizeof(hdr)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
 			    .msg_controllen = CMSG_SPACE(sizeof(int) * n_fds)};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
 	c->cmsg_level = SOL_SOCKET;
@@ -171,8 +173,8 @@ int sc__frame_write_fds(int fd, uint8_t type, const void *payload, size_t len, c
 	return sc__write_all(fd, payload, len);
 }
 
-int sc__frame_read_fds(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len,
-		       int *fds, size_t max_fds, size_t *n_fds)
+int sc__frame_read_fds(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len, int *fds,
+		       size_t max_fds, size_t *n_fds)
 {
 	uint8_t hdr[SC_FRAME_HEADER_LEN];
 	union {
@@ -180,7 +182,9 @@ int sc__frame_read_fds(int fd, size_t cap, uint8_t *type, uint8_t **payload, siz
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = {hdr, sizeof(hdr)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+	struct msghdr mh = {.msg_iov = &iov,
+			    .msg_iovlen = 1,
+			    .msg_control = u.buf,
 			    .msg_controllen = sizeof(u.buf)};
 	ssize_t n;
 	do

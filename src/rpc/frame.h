@@ -18,12 +18,12 @@ enum sc_frame_type {
 	SC_FRAME_CALL = 'C',   /* cell -> host: tool name, NUL, arguments as a JSON object */
 	SC_FRAME_RESULT = 'A', /* host -> cell: 1 byte ok, then the JSON result or a message */
 	/* Sessions (guest/session.c, src/core/session.c): */
-	SC_FRAME_SESSION = 'S',  /* host -> parked cell: become a session family's anchor */
-	SC_FRAME_WORKER = 'W',   /* anchor or snapshot -> host: int32 pid; fds: rpc, out, err */
-	SC_FRAME_KILL = 'K',     /* host -> anchor: int32 pid of a worker to kill */
+	SC_FRAME_SESSION = 'S',	 /* host -> parked cell: become a session family's anchor */
+	SC_FRAME_WORKER = 'W',	 /* anchor or snapshot -> host: int32 pid; fds: rpc, out, err */
+	SC_FRAME_KILL = 'K',	 /* host -> anchor: int32 pid of a worker to kill */
 	SC_FRAME_SNAPSHOT = 'P', /* host -> worker between runs: fork a snapshot */
-	SC_FRAME_SNAPPED = 'Q',  /* worker -> host: int32 pid; fd: the snapshot's socket */
-	SC_FRAME_FORK = 'F',     /* host -> snapshot: fork a new worker (answered by WORKER) */
+	SC_FRAME_SNAPPED = 'Q',	 /* worker -> host: int32 pid; fd: the snapshot's socket */
+	SC_FRAME_FORK = 'F',	 /* host -> snapshot: fork a new worker (answered by WORKER) */
 };
 
 /* The cell's own report of how the code ended, sent after it flushed its output. Untrusted:
@@ -71,7 +71,7 @@ int sc__frame_read(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t 
 #define SC_FRAME_MAX_FDS 4
 int sc__frame_write_fds(int fd, uint8_t type, const void *payload, size_t len, const int *fds,
 			size_t n_fds);
-int sc__frame_read_fds(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len,
-		       int *fds, size_t max_fds, size_t *n_fds);
+int sc__frame_read_fds(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len, int *fds,
+		       size_t max_fds, size_t *n_fds);
 
 #endif

@@ -57,9 +57,9 @@ static struct snapcell_sandbox *tool_sandbox(void)
 	cr_assert_eq(snapcell_config_add_tool(cfg, "fail", "Always fails.", NULL,
 					      SNAPCELL_APPROVAL_ALWAYS, failing, NULL),
 		     0);
-	cr_assert_eq(snapcell_config_add_tool(cfg, "big", "A huge integer and text.", NULL,
-					      SNAPCELL_APPROVAL_NEVER, constant,
-					      "[123456789012345678901234567890, \"\\u00fc\\u20ac\"]"),
+	cr_assert_eq(snapcell_config_add_tool(
+			     cfg, "big", "A huge integer and text.", NULL, SNAPCELL_APPROVAL_NEVER,
+			     constant, "[123456789012345678901234567890, \"\\u00fc\\u20ac\"]"),
 		     0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
@@ -84,14 +84,14 @@ Test(tools, call_tool_prints_42_and_is_logged)
 Test(tools, tools_module_and_native_values)
 {
 	struct snapcell_sandbox *sb = tool_sandbox();
-	struct snapcell_result *res = test_run(
-		sb, "import tools\n"
-		    "d = {'k': [1, 2.5, 'ü€𝄞', None, True], 'n': {'deep': {}}}\n"
-		    "back = tools.echo(d=d)\n"
-		    "print(back == {'d': d}, type(back).__name__)\n"
-		    "n, s = call_tool('big')\n"
-		    "print(n == 123456789012345678901234567890, s == 'ü€')\n"
-		    "print(tools.compute(a=1, b=2), tools.compute.__doc__)");
+	struct snapcell_result *res =
+		test_run(sb, "import tools\n"
+			     "d = {'k': [1, 2.5, 'ü€𝄞', None, True], 'n': {'deep': {}}}\n"
+			     "back = tools.echo(d=d)\n"
+			     "print(back == {'d': d}, type(back).__name__)\n"
+			     "n, s = call_tool('big')\n"
+			     "print(n == 123456789012345678901234567890, s == 'ü€')\n"
+			     "print(tools.compute(a=1, b=2), tools.compute.__doc__)");
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "True dict\nTrue True\n3 Adds a and b.\n");
 	snapcell_result_free(res);
@@ -119,7 +119,8 @@ static void expect_tool_error(struct snapcell_sandbox *sb, const char *call, con
 {
 	char code[512];
 	snprintf(code, sizeof(code),
-		 "try:\n    %s\nexcept (ToolError, TypeError) as e:\n    print(type(e).__name__, e)\n",
+		 "try:\n    %s\nexcept (ToolError, TypeError) as e:\n    print(type(e).__name__, "
+		 "e)\n",
 		 call);
 	struct snapcell_result *res = test_run(sb, code);
 	expect_ok(res);
@@ -134,7 +135,8 @@ Test(tools, bad_calls_give_clear_errors_and_the_next_run_is_healthy, .timeout = 
 			  "unknown tool 'nope'; registered tools: compute, echo, fail, big");
 	expect_tool_error(sb, "call_tool('compute', 1, 2)", "TypeError call_tool() takes keyword");
 	expect_tool_error(sb, "call_tool('compute', a=1)", "'b' is required");
-	expect_tool_error(sb, "call_tool('compute', a='1', b=2)", "a: expected integer, got string");
+	expect_tool_error(sb, "call_tool('compute', a='1', b=2)",
+			  "a: expected integer, got string");
 	expect_tool_error(sb, "call_tool('compute', a=1, b=2, c=3)", "unexpected argument 'c'");
 	expect_tool_error(sb, "call_tool('echo', v=float('nan'))", "not JSON");
 	expect_tool_error(sb, "call_tool('echo', v=object())", "not JSON");
@@ -142,7 +144,8 @@ Test(tools, bad_calls_give_clear_errors_and_the_next_run_is_healthy, .timeout = 
 	expect_tool_error(sb,
 			  "x = []\n    for i in range(10000): x = [x]\n    call_tool('echo', v=x)",
 			  "nested too deeply");
-	expect_tool_error(sb, "x = []\n    for i in range(500): x = [x]\n    call_tool('echo', v=x)",
+	expect_tool_error(sb,
+			  "x = []\n    for i in range(500): x = [x]\n    call_tool('echo', v=x)",
 			  "nested deeper than 64 levels");
 	struct snapcell_result *res = test_run(sb, "print(call_tool('compute', a=40, b=2))");
 	expect_ok(res);
@@ -175,11 +178,11 @@ Test(tools, garbage_on_the_socket_kills_the_cell_and_spares_the_host)
 Test(tools, forked_child_cannot_call)
 {
 	struct snapcell_sandbox *sb = tool_sandbox();
-	struct snapcell_result *res = test_run(
-		sb, "import os\nr, w = os.pipe()\nif os.fork() == 0:\n"
-		    "    try:\n        call_tool('compute', a=1, b=1)\n"
-		    "    except RuntimeError as e:\n        os.write(w, str(e).encode())\n"
-		    "    os._exit(0)\nos.wait()\nprint(os.read(r, 200).decode())\n");
+	struct snapcell_result *res =
+		test_run(sb, "import os\nr, w = os.pipe()\nif os.fork() == 0:\n"
+			     "    try:\n        call_tool('compute', a=1, b=1)\n"
+			     "    except RuntimeError as e:\n        os.write(w, str(e).encode())\n"
+			     "    os._exit(0)\nos.wait()\nprint(os.read(r, 200).decode())\n");
 	expect_ok(res);
 	cr_expect(strstr(res->stdout_buf, "only available in the process running the code"), "%s",
 		  res->stdout_buf);
@@ -194,11 +197,11 @@ Test(tools, calls_from_threads_are_serialised)
 	snapcell_config_add_tool(cfg, "count", "", NULL, SNAPCELL_APPROVAL_NEVER, counting, NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	struct snapcell_result *res = test_run(
-		sb, "from concurrent.futures import ThreadPoolExecutor\n"
-		    "with ThreadPoolExecutor(8) as ex:\n"
-		    "    out = list(ex.map(lambda i: call_tool('count'), range(200)))\n"
-		    "print(out == [None] * 200)\n");
+	struct snapcell_result *res =
+		test_run(sb, "from concurrent.futures import ThreadPoolExecutor\n"
+			     "with ThreadPoolExecutor(8) as ex:\n"
+			     "    out = list(ex.map(lambda i: call_tool('count'), range(200)))\n"
+			     "print(out == [None] * 200)\n");
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "True\n");
 	cr_expect_eq(calls_seen, 200); /* the callback ran in this (the caller's) process */
@@ -214,9 +217,9 @@ Test(tools, registry_add_replace_remove_list)
 		     SNAPCELL_E_INVAL);
 	cr_expect_eq(snapcell_config_add_tool(cfg, "has-dash", "", NULL, 0, echo, NULL),
 		     SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"type\": \"objekt\"}", 0, echo,
-					      NULL),
-		     SNAPCELL_E_INVAL);
+	cr_expect_eq(
+		snapcell_config_add_tool(cfg, "x", "", "{\"type\": \"objekt\"}", 0, echo, NULL),
+		SNAPCELL_E_INVAL);
 	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"pattern\": \"a+\"}", 0, echo, NULL),
 		     SNAPCELL_E_INVAL, "unsupported keywords are refused, not ignored");
 	cr_assert_eq(snapcell_config_add_tool(cfg, "a", "first", NULL, 0, echo, NULL), 0);
