@@ -3,6 +3,7 @@
 #define SNAPCELL_CLI_H
 
 #include <jansson.h>
+#include <stdio.h>
 
 #include "snapcell.h"
 
@@ -12,6 +13,10 @@ int cli_bench(int argc, char **argv);
 
 /* Registers --tool NAME=COMMAND; prints why not and returns -1. */
 int cli_add_command_tool(struct snapcell_config *cfg, const char *spec);
+
+/* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */
+void cli_print_artifacts(const struct snapcell_result *res, FILE *f);
+int cli_save_artifacts(const struct snapcell_result *res, const char *dir);
 
 /* Parses "512M", "1.5G", "64k" or plain bytes; 0 on success. */
 int cli_parse_size(const char *s, uint64_t *out);

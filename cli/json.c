@@ -1,4 +1,6 @@
 /* Result serialisation shared by `run --json` and the tests' expectations. */
+#define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +51,64 @@ static json_t *lossy_string(const char *buf, size_t len)
 	return s ? s : json_null();
 }
 
+static json_t *base64(const uint8_t *data, uint64_t len)
+{
+	static const char digits[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *out = malloc((len + 2) / 3 * 4 + 1);
+	if (!out)
+		return json_null();
+	size_t o = 0;
+	for (uint64_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)data[i] << 16;
+		if (i + 1 < len)
+			v |= (uint32_t)data[i + 1] << 8;
+		if (i + 2 < len)
+			v |= data[i + 2];
+		out[o++] = digits[v >> 18 & 63];
+		out[o++] = digits[v >> 12 & 63];
+		out[o++] = i + 1 < len ? digits[v >> 6 & 63] : '=';
+		out[o++] = i + 2 < len ? digits[v & 63] : '=';
+	}
+	json_t *s = json_stringn(out, o);
+	free(out);
+	return s;
+}
+
+/* The artifacts, skipped entries and tool calls of a result. */
+static json_t *files_json(const struct snapcell_result *res)
+{
+	json_t *artifacts = json_array(), *skipped = json_array(), *calls = json_array();
+	for (size_t i = 0; i < res->n_artifacts; i++) {
+		const struct snapcell_artifact *a = &res->artifacts[i];
+		char *path = NULL;
+		json_t *p = asprintf(&path, "/output/%s", a->path) < 0
+				    ? json_null()
+				    : lossy_string(path, strlen(path));
+		free(path);
+		json_array_append_new(artifacts,
+				      json_pack("{s:o, s:s, s:I, s:o}", "path", p, "media_type",
+						a->media_type, "size", (json_int_t)a->size, "base64",
+						base64(a->data, a->size)));
+	}
+	for (size_t i = 0; i < res->n_skipped_listed; i++)
+		json_array_append_new(
+			skipped,
+			json_pack("{s:o, s:s}", "path",
+				  lossy_string(res->skipped[i].path, strlen(res->skipped[i].path)),
+				  "reason", res->skipped[i].reason));
+	for (size_t i = 0; i < res->n_tool_calls; i++) {
+		const struct snapcell_tool_call *c = &res->tool_calls[i];
+		json_array_append_new(calls, json_pack("{s:s, s:I, s:I, s:b}", "name", c->name,
+						       "args_bytes", (json_int_t)c->args_bytes,
+						       "duration_us", (json_int_t)c->duration_us,
+						       "ok", c->ok));
+	}
+	return json_pack("{s:o, s:o, s:I, s:b, s:o}", "artifacts", artifacts, "skipped", skipped,
+			 "skipped_count", (json_int_t)res->n_skipped, "output_caps_hit",
+			 res->output_limits_hit != 0, "tool_calls", calls);
+}
+
 json_t *cli_result_json(const struct snapcell_result *res)
 {
 	static const struct {
@@ -64,7 +124,7 @@ json_t *cli_result_json(const struct snapcell_result *res)
 	for (size_t i = 0; i < sizeof(hits) / sizeof(hits[0]); i++)
 		if (res->limits_hit & hits[i].flag)
 			json_array_append_new(limits, json_string(hits[i].name));
-	return json_pack("{s:s, s:i, s:i, s:o, s:o, s:b, s:o, s:b, s:I, s:I, s:I, s:s}", "status",
+	json_t *j = json_pack("{s:s, s:i, s:i, s:o, s:o, s:b, s:o, s:b, s:I, s:I, s:I, s:s}", "status",
 			 snapcell_status_name(res->status), "exit_code", res->exit_code, "signal",
 			 res->term_signal, "limits_hit", limits, "stdout",
 			 lossy_string(res->stdout_buf, res->stdout_len), "stdout_truncated",
@@ -74,4 +134,8 @@ json_t *cli_result_json(const struct snapcell_result *res)
 			 (json_int_t)res->cpu_us, "peak_memory_bytes",
 			 (json_int_t)res->peak_memory_bytes, "isolation",
 			 snapcell_isolation_name(res->isolation));
+	json_t *files = files_json(res);
+	json_object_update(j, files);
+	json_decref(files);
+	return j;
 }

@@ -35,6 +35,10 @@ static const char usage[] =
 	"  --tool NAME=COMMAND     register a host tool: COMMAND (run by /bin/sh) gets the\n"
 	"                          keyword arguments as JSON on stdin and prints a JSON result;\n"
 	"                          a non-zero exit raises ToolError with its stderr (repeatable)\n"
+	"  --workspace DIR         copy DIR's files (not its links) to /input, read-only\n"
+	"  --input PATH[:MOUNT]    copy a file or directory to /input/MOUNT (default: PATH);\n"
+	"                          later ones win (repeatable)\n"
+	"  --output DIR            write the files the code left in /output under DIR\n"
 	"  --python-path DIR       expose DIR read-only on sys.path (repeatable), e.g.\n"
 	"                          /usr/lib/python3/dist-packages for Debian's numpy\n"
 	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
@@ -122,7 +126,10 @@ enum opt {
 	OPT_PYPATH,
 	OPT_ISOLATION,
 	OPT_JSON,
-	OPT_TOOL
+	OPT_TOOL,
+	OPT_WORKSPACE,
+	OPT_INPUT,
+	OPT_OUTPUT
 };
 
 static const struct option options[] = {
@@ -139,6 +146,9 @@ static const struct option options[] = {
 	{"require-isolation", required_argument, NULL, OPT_ISOLATION},
 	{"json", no_argument, NULL, OPT_JSON},
 	{"tool", required_argument, NULL, OPT_TOOL},
+	{"workspace", required_argument, NULL, OPT_WORKSPACE},
+	{"input", required_argument, NULL, OPT_INPUT},
+	{"output", required_argument, NULL, OPT_OUTPUT},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -149,6 +159,16 @@ static int isolation_level(const char *name)
 		if (!strcmp(name, snapcell_isolation_name((enum snapcell_isolation)l)))
 			return l;
 	return -1;
+}
+
+/* --input PATH[:MOUNT]: the last colon splits, so host paths may contain colons. */
+static int add_input(struct snapcell_config *cfg, const char *arg, struct snapcell_error *err)
+{
+	const char *colon = strrchr(arg, ':');
+	char *host = colon ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
+	int rc = host ? snapcell_config_add_mount(cfg, host, colon ? colon + 1 : arg, err) : -1;
+	free(host);
+	return rc;
 }
 
 /* Applies one option to cfg; returns 0 or prints why not and returns -1. */
@@ -195,6 +215,15 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 	}
 	if (opt == OPT_TOOL)
 		return cli_add_command_tool(cfg, arg);
+	if (opt == OPT_WORKSPACE || opt == OPT_INPUT) {
+		struct snapcell_error err = {0};
+		int rc = opt == OPT_WORKSPACE ? snapcell_config_set_workspace(cfg, arg, &err)
+					      : add_input(cfg, arg, &err);
+		if (rc < 0)
+			fprintf(stderr, "snapcell: --%s: %s\n",
+				opt == OPT_WORKSPACE ? "workspace" : "input", err.message);
+		return rc < 0 ? -1 : 0;
+	}
 	if (opt == OPT_PYPATH) {
 		char *real = realpath(arg, NULL);
 		int rc = real ? snapcell_config_add_python_path(cfg, real) : -1;
@@ -254,6 +283,7 @@ int cli_run(int argc, char **argv)
 {
 	struct snapcell_config *cfg = snapcell_config_new();
 	bool as_json = false;
+	const char *output_dir = NULL;
 	int opt;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -262,8 +292,9 @@ int cli_run(int argc, char **argv)
 			snapcell_config_free(cfg);
 			return 0;
 		}
-		if (opt == OPT_JSON) {
-			as_json = true;
+		if (opt == OPT_JSON || opt == OPT_OUTPUT) {
+			as_json = as_json || opt == OPT_JSON;
+			output_dir = opt == OPT_OUTPUT ? optarg : output_dir;
 			continue;
 		}
 		if (opt == '?' || apply_option(cfg, opt, optarg) < 0) {
@@ -300,8 +331,11 @@ int cli_run(int argc, char **argv)
 			json_decref(j);
 		} else {
 			print_plain(res, cfg);
+			cli_print_artifacts(res, stderr);
 		}
 		status = exit_status(res);
+		if (output_dir && cli_save_artifacts(res, output_dir) < 0 && status == 0)
+			status = EXIT_SNAPCELL;
 	}
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);

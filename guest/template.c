@@ -80,6 +80,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	struct sc_guest_config *c = &T.cfg;
 	c->root_base = dup_str(root, "root");
 	c->out_dir = dup_str(root, "out");
+	c->input_dir = dup_str(root, "input");
 	c->spares = (unsigned)get_u64(root, "spares");
 	c->tmp_bytes = get_u64(root, "tmp_bytes");
 	c->frame_cap = (size_t)get_u64(root, "frame_cap");
@@ -117,7 +118,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	json_decref(root);
 	if (c->n_tools != n_tools)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad tool list");
-	if (!c->root_base || !c->out_dir || !c->spares || !c->tmp_bytes || !c->frame_cap ||
+	if (!c->root_base || !c->out_dir || !c->input_dir || !c->spares || !c->tmp_bytes || !c->frame_cap ||
 	    !c->limits.memory_bytes || !c->python_paths || !c->python_path_fds ||
 	    c->n_python_paths != n_paths)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing fields");
@@ -143,11 +144,12 @@ static int read_setup(struct snapcell_error *err)
 
 static int build_root(struct snapcell_error *err)
 {
-	struct sc_bind binds[2 + SC_PASS_FD_MAX];
+	struct sc_bind binds[3 + SC_PASS_FD_MAX];
 	char fd_paths[SC_PASS_FD_MAX][32];
 	size_t n = 0;
 	binds[n++] = (struct sc_bind){SC_PY_STDLIB, SC_PY_STDLIB};
 	binds[n++] = (struct sc_bind){SC_PY_LIBDIR, SC_PY_LIBDIR};
+	binds[n++] = (struct sc_bind){T.cfg.input_dir, "/input"};
 	for (size_t i = 0; i < T.cfg.n_python_paths && i < SC_PASS_FD_MAX; i++) {
 		snprintf(fd_paths[i], sizeof(fd_paths[i]), "/proc/self/fd/%d",
 			 T.cfg.python_path_fds[i]);

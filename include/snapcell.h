@@ -85,6 +85,11 @@ enum snapcell_limit {
 	SNAPCELL_LIMIT_STDOUT_BYTES, /* stdout kept; more ends the run (default 1 MiB) */
 	SNAPCELL_LIMIT_STDERR_BYTES, /* stderr kept; more ends the run (default 1 MiB) */
 	SNAPCELL_LIMIT_OPEN_FILES,   /* file descriptors per cell process (default 256) */
+	SNAPCELL_LIMIT_OUTPUT_FILES, /* files collected from /output (default 1,000) */
+	SNAPCELL_LIMIT_OUTPUT_FILE_BYTES,  /* bytes of one collected file (default 64 MiB) */
+	SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, /* bytes of all collected files (default 256 MiB) */
+	SNAPCELL_LIMIT_OUTPUT_DEPTH,       /* directory depth walked in /output (default 32) */
+	SNAPCELL_LIMIT_OUTPUT_PATH_BYTES,  /* length of a collected path (default 1,024) */
 	SNAPCELL_LIMIT__COUNT
 };
 
@@ -123,6 +128,44 @@ SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char
  * /.snapcell/python/<n>. The path must be absolute and an existing directory when the sandbox
  * is created; at most 64. */
 SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir);
+
+/* ---- files: /input and /output ---- */
+
+/* The workspace's children appear directly under /input (read-only). The path is resolved
+ * (a symlinked root is followed) and must be an existing directory; NULL clears it. Inputs
+ * are copied when the sandbox is created: links, FIFOs, sockets and devices inside are left
+ * out, so nothing outside the tree is reachable through them. At most 1 GiB and 100,000
+ * files in all. */
+SNAPCELL_API int snapcell_config_set_workspace(struct snapcell_config *cfg, const char *dir,
+					       struct snapcell_error *err);
+/* The resolved workspace, or NULL. Borrowed until the next change to cfg. */
+SNAPCELL_API const char *snapcell_config_workspace(const struct snapcell_config *cfg);
+
+/* Mounts a host file or directory at a path under /input. The host path is resolved and must
+ * exist; the mount path is normalised (snapcell_normalize_mount_path). Mounts apply after the
+ * workspace, in order: at the same path the later one wins, and re-adding a mount path
+ * replaces that mount in place. */
+SNAPCELL_API int snapcell_config_add_mount(struct snapcell_config *cfg, const char *host_path,
+					   const char *mount_path, struct snapcell_error *err);
+/* -ENOENT when no mount has that (normalised) path. */
+SNAPCELL_API int snapcell_config_remove_mount(struct snapcell_config *cfg, const char *mount_path);
+SNAPCELL_API size_t snapcell_config_mount_count(const struct snapcell_config *cfg);
+/* Borrowed until the next change to cfg; mount_path is "/input/...". */
+SNAPCELL_API int snapcell_config_mount_info(const struct snapcell_config *cfg, size_t index,
+					    const char **host_path, const char **mount_path);
+
+/* "/input/<path>" from a user's mount path: surrounding whitespace stripped, backslashes made
+ * slashes, empty and "." parts and one leading "input" dropped. SNAPCELL_E_INVAL (with the
+ * reason in err) for "..", or for a path that names /input itself. */
+SNAPCELL_API int snapcell_normalize_mount_path(const char *in, char *out, size_t out_len,
+					       struct snapcell_error *err);
+
+/* A signature of a file or tree: relative path, size and modification time of every regular
+ * file and directory, links excluded, a symlinked root walked through its target. It changes
+ * when a file does, so callers can key cached sandboxes by it. 32 hex digits and a NUL. */
+#define SNAPCELL_SIGNATURE_LEN 33
+SNAPCELL_API int snapcell_tree_signature(const char *path, char out[SNAPCELL_SIGNATURE_LEN],
+					 struct snapcell_error *err);
 
 /* ---- host tools ---- */
 
@@ -234,6 +277,36 @@ struct snapcell_result {
 	struct snapcell_tool_call *tool_calls; /* in call order */
 	size_t n_tool_calls;
 	size_t n_tool_calls_dropped; /* calls past the log's cap (100,000) */
+	/* What the code left in /output: regular files only, sorted by path. */
+	struct snapcell_artifact *artifacts;
+	size_t n_artifacts;
+	/* Entries not collected (links, FIFOs, sockets, over a cap), with why; the list keeps at
+	 * most 100, n_skipped counts them all. */
+	struct snapcell_skipped_output *skipped;
+	size_t n_skipped_listed, n_skipped;
+	uint32_t output_limits_hit; /* SNAPCELL_OUTPUT_HIT_* */
+};
+
+/* A file the code wrote under /output. path is relative to /output, as raw bytes (any byte
+ * but '/' and NUL may occur in a name), NUL-terminated. */
+struct snapcell_artifact {
+	char *path;
+	const char *media_type; /* guessed from the name; static */
+	uint64_t size;
+	uint8_t *data; /* size bytes */
+};
+
+struct snapcell_skipped_output {
+	char *path;
+	const char *reason; /* static: "symbolic link", "fifo", "file over the size cap", ... */
+};
+
+enum snapcell_output_limit_flag {
+	SNAPCELL_OUTPUT_HIT_FILES = 1u << 0,      /* more files than the file-count cap */
+	SNAPCELL_OUTPUT_HIT_FILE_BYTES = 1u << 1, /* a file over the per-file cap */
+	SNAPCELL_OUTPUT_HIT_TOTAL_BYTES = 1u << 2,
+	SNAPCELL_OUTPUT_HIT_DEPTH = 1u << 3,
+	SNAPCELL_OUTPUT_HIT_NAME = 1u << 4, /* a path longer than the name cap */
 };
 
 /* One entry of a run's tool-call log. */

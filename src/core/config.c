@@ -2,6 +2,8 @@
  * isolation. Validation happens in the setters, so a config that exists is a valid one. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +28,11 @@ static const struct {
 	[SNAPCELL_LIMIT_STDOUT_BYTES] = {1 * MIB, 1, 1 * GIB},
 	[SNAPCELL_LIMIT_STDERR_BYTES] = {1 * MIB, 1, 1 * GIB},
 	[SNAPCELL_LIMIT_OPEN_FILES] = {256, 16, 65536},
+	[SNAPCELL_LIMIT_OUTPUT_FILES] = {1000, 1, 1000000},
+	[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES] = {64 * MIB, 1, 16 * GIB},
+	[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] = {256 * MIB, 1, 64 * GIB},
+	[SNAPCELL_LIMIT_OUTPUT_DEPTH] = {32, 1, 256},
+	[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES] = {1024, 16, 4096},
 };
 
 struct snapcell_config *snapcell_config_new(void)
@@ -51,6 +58,12 @@ void snapcell_config_free(struct snapcell_config *cfg)
 	for (size_t i = 0; i < cfg->n_python_paths; i++)
 		free(cfg->python_paths[i]);
 	free(cfg->python_paths);
+	free(cfg->workspace);
+	for (size_t i = 0; i < cfg->n_mounts; i++) {
+		free(cfg->mounts[i].host_path);
+		free(cfg->mounts[i].mount_path);
+	}
+	free(cfg->mounts);
 	sc__tools_free(cfg);
 	free(cfg);
 }
@@ -121,6 +134,108 @@ int snapcell_config_require_isolation(struct snapcell_config *cfg, enum snapcell
 	return 0;
 }
 
+static int add_mount(struct snapcell_config *cfg, const char *host, const char *mount)
+{
+	char *h = strdup(host), *m = strdup(mount);
+	if (!h || !m) {
+		free(h), free(m);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < cfg->n_mounts; i++) {
+		if (!strcmp(cfg->mounts[i].mount_path, m)) {
+			free(cfg->mounts[i].host_path);
+			free(m);
+			cfg->mounts[i].host_path = h;
+			return 0;
+		}
+	}
+	struct sc_mount *grown = realloc(cfg->mounts, (cfg->n_mounts + 1) * sizeof(*grown));
+	if (!grown) {
+		free(h), free(m);
+		return -ENOMEM;
+	}
+	cfg->mounts = grown;
+	cfg->mounts[cfg->n_mounts++] = (struct sc_mount){h, m};
+	return 0;
+}
+
+int snapcell_config_set_workspace(struct snapcell_config *cfg, const char *dir,
+				  struct snapcell_error *err)
+{
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "workspace: NULL config");
+	char *real = NULL;
+	if (dir) {
+		struct stat st;
+		if (!(real = realpath(dir, NULL)))
+			return sc__err(err, -errno, "workspace %s", dir);
+		if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			free(real);
+			return sc__err(err, -ENOTDIR, "workspace %s", dir);
+		}
+	}
+	free(cfg->workspace);
+	cfg->workspace = real;
+	return 0;
+}
+
+const char *snapcell_config_workspace(const struct snapcell_config *cfg)
+{
+	return cfg ? cfg->workspace : NULL;
+}
+
+int snapcell_config_add_mount(struct snapcell_config *cfg, const char *host_path,
+			      const char *mount_path, struct snapcell_error *err)
+{
+	char norm[PATH_MAX];
+	if (!cfg || !host_path)
+		return sc__err(err, SNAPCELL_E_INVAL, "mount: NULL argument");
+	int rc = snapcell_normalize_mount_path(mount_path, norm, sizeof(norm), err);
+	if (rc < 0)
+		return rc;
+	char *real = realpath(host_path, NULL);
+	if (!real)
+		return sc__err(err, -errno, "mount %s", host_path);
+	rc = add_mount(cfg, real, norm);
+	free(real);
+	return rc < 0 ? sc__err(err, rc, "mount %s", host_path) : 0;
+}
+
+int snapcell_config_remove_mount(struct snapcell_config *cfg, const char *mount_path)
+{
+	char norm[PATH_MAX];
+	if (!cfg || snapcell_normalize_mount_path(mount_path, norm, sizeof(norm), NULL) < 0)
+		return SNAPCELL_E_INVAL;
+	for (size_t i = 0; i < cfg->n_mounts; i++) {
+		if (!strcmp(cfg->mounts[i].mount_path, norm)) {
+			free(cfg->mounts[i].host_path);
+			free(cfg->mounts[i].mount_path);
+			memmove(&cfg->mounts[i], &cfg->mounts[i + 1],
+				(cfg->n_mounts - i - 1) * sizeof(*cfg->mounts));
+			cfg->n_mounts--;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
+size_t snapcell_config_mount_count(const struct snapcell_config *cfg)
+{
+	return cfg ? cfg->n_mounts : 0;
+}
+
+int snapcell_config_mount_info(const struct snapcell_config *cfg, size_t index,
+			       const char **host_path, const char **mount_path)
+{
+	if (!cfg || index >= cfg->n_mounts)
+		return SNAPCELL_E_INVAL;
+	if (host_path)
+		*host_path = cfg->mounts[index].host_path;
+	if (mount_path)
+		*mount_path = cfg->mounts[index].mount_path;
+	return 0;
+}
+
 int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **out)
 {
 	struct snapcell_config *c = snapcell_config_new();
@@ -135,6 +250,10 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 		rc = snapcell_config_add_python_path(c, src->python_paths[i]);
 	if (rc == 0)
 		rc = sc__tools_copy(src, c);
+	if (rc == 0 && src->workspace && !(c->workspace = strdup(src->workspace)))
+		rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < src->n_mounts; i++)
+		rc = add_mount(c, src->mounts[i].host_path, src->mounts[i].mount_path);
 	if (rc < 0) {
 		snapcell_config_free(c);
 		return rc;

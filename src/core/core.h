@@ -26,8 +26,16 @@ struct sc_tool {
 	void *user;
 };
 
+struct sc_mount {
+	char *host_path;  /* resolved */
+	char *mount_path; /* normalised: /input/... */
+};
+
 struct snapcell_config {
 	uint64_t limits[SNAPCELL_LIMIT__COUNT];
+	char *workspace; /* resolved, or NULL */
+	struct sc_mount *mounts;
+	size_t n_mounts;
 	struct sc_tool *tools;
 	size_t n_tools;
 	struct sc_env_var *env;
@@ -110,6 +118,11 @@ struct snapcell_sandbox {
 int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_family *family,
 		 int32_t worker_pid, const char *code, size_t code_len,
 		 struct snapcell_result **out, bool *alive, struct snapcell_error *err);
+
+/* Collects a finished run's /output into res: a fresh cell is killed and waited for first;
+ * a session's /output is emptied afterwards. */
+void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, uint32_t id,
+			bool session, struct snapcell_result *res);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

@@ -2,7 +2,9 @@
  * clock, and derive the result from what the template reports (trusted) refined by what the
  * cell reports (trusted only for its own result). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +17,7 @@
 
 #include "core.h"
 #include "rpc/frame.h"
+#include "stage/stage.h"
 #include "util/util.h"
 
 #define READ_CHUNK 65536
@@ -431,6 +434,55 @@ int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_fa
 	return rc;
 }
 
+static bool dir_is_empty(int dfd)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return true;
+	}
+	struct dirent *e;
+	bool empty = true;
+	while (empty && (e = readdir(d)))
+		empty = !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..");
+	closedir(d);
+	return empty;
+}
+
+/* Collects what the run left in /output. A fresh cell is dead first (its first process exits
+ * only after the rest of its namespace), so nothing can change the tree while it is read; a
+ * session's worker lives on, and the walk's checks make a racing writer harmless. */
+void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, uint32_t id,
+			bool session, struct snapcell_result *res)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "%u", id);
+	int dfd = openat(sb->out_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || dir_is_empty(dfd)) {
+		if (dfd >= 0)
+			close(dfd);
+		return;
+	}
+	if (!session) {
+		struct pollfd gone = {cell->fds[SC_CELL_PIDFD], POLLIN, 0};
+		syscall(SYS_pidfd_send_signal, cell->fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+		while (poll(&gone, 1, 5000) < 0 && errno == EINTR)
+			;
+	}
+	const uint64_t *l = sb->cfg->limits;
+	struct sc_collect_caps caps = {l[SNAPCELL_LIMIT_OUTPUT_FILES],
+				       l[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES],
+				       l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES],
+				       l[SNAPCELL_LIMIT_OUTPUT_DEPTH],
+				       l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES]};
+	sc__collect(dfd, &caps, res);
+	if (session)
+		sc__empty_dir(dfd); /* every run starts with an empty /output */
+	close(dfd);
+}
+
 int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
 			 struct snapcell_result **out, struct snapcell_error *err)
 {
@@ -447,6 +499,8 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 		return rc;
 	bool alive;
 	rc = sc__run_code(sb, &cell, NULL, 0, code, code_len, out, &alive, err);
+	if (rc == 0)
+		sc__collect_output(sb, &cell, cell.id, false, *out);
 	sc__sandbox_retire_cell(sb, &cell);
 	return rc;
 }
@@ -458,5 +512,6 @@ void snapcell_result_free(struct snapcell_result *res)
 	free(res->stdout_buf);
 	free(res->stderr_buf);
 	free(res->tool_calls);
+	sc__artifacts_free(res);
 	free(res);
 }

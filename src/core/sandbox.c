@@ -21,6 +21,7 @@
 #include "core.h"
 #include "isolate/isolate.h"
 #include "rpc/frame.h"
+#include "stage/stage.h"
 #include "util/util.h"
 
 #define HELPER_NAME	 "snapcell-cell"
@@ -115,15 +116,24 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	/* The sandbox uid must reach the root mount point and own the output tree. */
 	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0 || fchmod(dfd, 0711) < 0 || mkdirat(dfd, "root", 0755) < 0 ||
-	    mkdirat(dfd, "out", 0700) < 0 || fchownat(dfd, "out", uid, gid, 0) < 0) {
+	    mkdirat(dfd, "input", 0755) < 0 || mkdirat(dfd, "out", 0700) < 0 ||
+	    fchownat(dfd, "out", uid, gid, 0) < 0) {
 		int rc = sc__err(err, -errno, "prepare work directory %s", path);
 		if (dfd >= 0)
 			close(dfd);
 		return rc;
 	}
 	sb->out_fd = openat(dfd, "out", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int input = openat(dfd, "input", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	close(dfd);
-	return sb->out_fd < 0 ? sc__err(err, -errno, "open %s/out", path) : 0;
+	if (sb->out_fd < 0 || input < 0) {
+		if (input >= 0)
+			close(input);
+		return sc__err(err, -errno, "open %s", path);
+	}
+	int rc = sc__stage_input(sb->cfg, input, err);
+	close(input);
+	return rc;
 }
 
 static char *setup_message(const struct snapcell_sandbox *sb)
@@ -137,9 +147,10 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 		json_array_append_new(tools,
 				      json_pack("{s:s, s:s}", "name", sb->cfg->tools[i].name,
 						"description", sb->cfg->tools[i].description));
-	char root[PATH_MAX], out[PATH_MAX];
+	char root[PATH_MAX], out[PATH_MAX], input[PATH_MAX];
 	snprintf(root, sizeof(root), "%s/root", sb->workdir);
 	snprintf(out, sizeof(out), "%s/out", sb->workdir);
+	snprintf(input, sizeof(input), "%s/input", sb->workdir);
 	/* The template itself and its parked cells count against RLIMIT_NPROC too. */
 	uint64_t procs = l[SNAPCELL_LIMIT_PROCESSES] + SPARE_CELLS + 1;
 	json_t *msg =
@@ -151,6 +162,8 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 			  (json_int_t)l[SNAPCELL_LIMIT_CPU_MS], "processes", (json_int_t)procs,
 			  "file_bytes", (json_int_t)l[SNAPCELL_LIMIT_FILE_BYTES], "open_files",
 			  (json_int_t)l[SNAPCELL_LIMIT_OPEN_FILES]);
+	if (msg && json_object_set_new(msg, "input", json_string(input)) < 0)
+		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "tools", tools) < 0)
 		json_decref(msg), msg = NULL;
 	char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;

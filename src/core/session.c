@@ -182,8 +182,12 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 			       "snapshot to continue");
 	if (code_len == SIZE_MAX)
 		code_len = strlen(code);
-	return sc__run_code(s->family->sb, &s->worker, s->family, s->pid, code, code_len, out,
-			    &s->alive, err);
+	rc = sc__run_code(s->family->sb, &s->worker, s->family, s->pid, code, code_len, out,
+			  &s->alive, err);
+	if (rc == 0)
+		sc__collect_output(s->family->sb, &s->family->anchor, s->family->anchor.id, true,
+				   *out);
+	return rc;
 }
 
 int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapshot **out,

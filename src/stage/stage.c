@@ -1,0 +1,217 @@
+/* Staging /input: the workspace's children and each mount are copied into the sandbox's work
+ * directory, which the template binds read-only at /input. Copying (not binding the user's
+ * tree) is what lets the rules hold: links of any kind and depth, FIFOs, sockets and devices
+ * are left out, so nothing a link points at is reachable; and the copies are readable by the
+ * sandbox's uid whatever the originals' modes. Mount paths normalise here, once, for every
+ * front end. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "stage.h"
+#include "util/util.h"
+
+#define STAGE_MAX_FILES 100000
+#define STAGE_MAX_BYTES (1ull << 30)
+#define STAGE_MAX_DEPTH 64
+
+int snapcell_normalize_mount_path(const char *in, char *out, size_t out_len,
+				  struct snapcell_error *err)
+{
+	char buf[PATH_MAX];
+	if (!in || !out || out_len < 8)
+		return sc__err(err, SNAPCELL_E_INVAL, "mount path: NULL argument");
+	while (*in == ' ' || *in == '\t' || *in == '\n')
+		in++;
+	size_t n = strlen(in);
+	while (n > 0 && (in[n - 1] == ' ' || in[n - 1] == '\t' || in[n - 1] == '\n'))
+		n--;
+	if (n >= sizeof(buf))
+		return sc__err(err, SNAPCELL_E_INVAL, "mount path is too long");
+	for (size_t i = 0; i < n; i++)
+		buf[i] = in[i] == '\\' ? '/' : in[i];
+	buf[n] = 0;
+	size_t o = snprintf(out, out_len, "/input");
+	bool first = true;
+	for (char *save, *part = strtok_r(buf, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+		if (!strcmp(part, "."))
+			continue;
+		if (!strcmp(part, ".."))
+			return sc__err(err, SNAPCELL_E_INVAL, "mount path '%s' contains '..'", in);
+		if (first && !strcmp(part, "input")) {
+			first = false;
+			continue;
+		}
+		first = false;
+		if (o + 1 + strlen(part) >= out_len)
+			return sc__err(err, SNAPCELL_E_INVAL, "mount path is too long");
+		o += (size_t)snprintf(out + o, out_len - o, "/%s", part);
+	}
+	if (o == strlen("/input"))
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "mount path '%s' names /input itself; give a path beneath it", in);
+	return 0;
+}
+
+struct copy {
+	uint64_t files, bytes;
+	struct snapcell_error *err;
+};
+
+static int copy_file(int sfd, int ddir, const char *name, mode_t mode, struct copy *c)
+{
+	int dfd = openat(ddir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			 (mode & 0111) ? 0755 : 0644);
+	if (dfd < 0)
+		return sc__err(c->err, -errno, "stage /input: create %s", name);
+	int rc = 0;
+	for (;;) {
+		ssize_t n = copy_file_range(sfd, NULL, dfd, NULL, 1 << 30, 0);
+		if (n < 0 && (errno == EXDEV || errno == EINVAL || errno == ENOSYS)) {
+			char buf[65536];
+			n = read(sfd, buf, sizeof(buf));
+			if (n > 0 && sc__write_all(dfd, buf, (size_t)n) < 0)
+				n = -1;
+		}
+		if (n <= 0) {
+			rc = n < 0 ? -errno : 0;
+			break;
+		}
+		if ((c->bytes += (uint64_t)n) > STAGE_MAX_BYTES) {
+			rc = -EFBIG;
+			break;
+		}
+	}
+	close(dfd);
+	if (rc < 0)
+		return sc__err(c->err, rc == -EFBIG ? SNAPCELL_E_TOO_BIG : rc,
+			       "stage /input: copy %s (the inputs may total at most 1 GiB)", name);
+	return 0;
+}
+
+static int copy_tree(int sdir, int ddir, unsigned depth, struct copy *c);
+
+static int copy_dir(int fd, int ddir, const char *dname, unsigned depth, struct copy *c)
+{
+	if (depth >= STAGE_MAX_DEPTH) {
+		close(fd);
+		return sc__err(c->err, SNAPCELL_E_TOO_BIG,
+			       "stage /input: deeper than %d directories", STAGE_MAX_DEPTH);
+	}
+	if (mkdirat(ddir, dname, 0755) < 0 && errno != EEXIST) {
+		close(fd);
+		return sc__err(c->err, -errno, "stage /input: mkdir %s", dname);
+	}
+	int sub = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0) {
+		close(fd);
+		return sc__err(c->err, -errno, "stage /input: %s", dname);
+	}
+	int rc = copy_tree(fd, sub, depth + 1, c);
+	close(sub);
+	return rc;
+}
+
+/* Copies sdir/sname to ddir/dname: regular files and directories only. Links, FIFOs,
+ * sockets and devices are left out on purpose (see the top of this file). */
+static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, unsigned depth,
+		      struct copy *c)
+{
+	int fd = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return errno == ELOOP || errno == ENXIO
+			       ? 0 /* a link or a socket */
+			       : sc__err(c->err, -errno, "stage /input: open %s", sname);
+	struct stat st;
+	if (fstat(fd, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
+		close(fd);
+		return 0;
+	}
+	if (S_ISDIR(st.st_mode))
+		return copy_dir(fd, ddir, dname, depth, c);
+	int rc = ++c->files > STAGE_MAX_FILES
+			 ? sc__err(c->err, SNAPCELL_E_TOO_BIG, "stage /input: more than %d files",
+				   STAGE_MAX_FILES)
+			 : copy_file(fd, ddir, dname, st.st_mode, c);
+	close(fd);
+	return rc;
+}
+
+/* Takes ownership of sdir. */
+static int copy_tree(int sdir, int ddir, unsigned depth, struct copy *c)
+{
+	DIR *d = fdopendir(sdir);
+	if (!d) {
+		close(sdir);
+		return sc__err(c->err, -errno, "stage /input: read directory");
+	}
+	int rc = 0;
+	struct dirent *e;
+	while (rc == 0 && (e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			rc = copy_entry(dirfd(d), e->d_name, ddir, e->d_name, depth, c);
+	closedir(d);
+	return rc;
+}
+
+/* Creates the parents of rel (modified in place) under root; returns a descriptor of the
+ * last one and points *leaf at the final component. */
+static int make_parents(int root, char *rel, char **leaf)
+{
+	int dfd = openat(root, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	char *save, *part = strtok_r(rel, "/", &save), *next;
+	while (dfd >= 0 && part && (next = strtok_r(NULL, "/", &save))) {
+		if (mkdirat(dfd, part, 0755) < 0 && errno != EEXIST) {
+			close(dfd);
+			return -errno;
+		}
+		int sub = openat(dfd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(dfd);
+		dfd = sub;
+		part = next;
+	}
+	*leaf = part;
+	return dfd < 0 ? -errno : dfd;
+}
+
+static int stage_mount(int root, const struct sc_mount *m, struct copy *c)
+{
+	char rel[PATH_MAX], parent[PATH_MAX], *leaf = NULL;
+	snprintf(rel, sizeof(rel), "%s", m->mount_path + strlen("/input/"));
+	snprintf(parent, sizeof(parent), "%s", m->host_path);
+	char *base = strrchr(parent, '/');
+	*base++ = 0;
+	int dfd = make_parents(root, rel, &leaf);
+	if (dfd < 0)
+		return sc__err(c->err, dfd, "stage %s: a file is in the way", m->mount_path);
+	sc__remove_tree(dfd, leaf, 4096); /* a later mount wins over what is there */
+	int pfd = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int rc = pfd < 0 ? sc__err(c->err, -errno, "stage %s", m->host_path)
+			 : copy_entry(pfd, base, dfd, leaf, 0, c);
+	if (pfd >= 0)
+		close(pfd);
+	close(dfd);
+	return rc;
+}
+
+int sc__stage_input(const struct snapcell_config *cfg, int root, struct snapcell_error *err)
+{
+	struct copy c = {.err = err};
+	int rc = 0;
+	if (cfg->workspace) {
+		int ws = open(cfg->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = ws < 0 ? sc__err(err, -errno, "workspace %s", cfg->workspace)
+			    : copy_tree(ws, root, 0, &c);
+	}
+	for (size_t i = 0; rc == 0 && i < cfg->n_mounts; i++)
+		rc = stage_mount(root, &cfg->mounts[i], &c);
+	return rc;
+}

@@ -1,0 +1,32 @@
+/* Files in and out of cells: staging /input from a workspace and mounts (stage.c), the tree
+ * signature that keys cached sandboxes (signature.c), and collecting /output (collect.c).
+ * All of it walks trees with directory descriptors and never follows a link. */
+#ifndef SC_STAGE_H
+#define SC_STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapcell.h"
+
+struct sc_collect_caps {
+	uint64_t files, file_bytes, total_bytes, depth, path_bytes;
+};
+
+/* Collects the regular files under dirfd into res (artifacts, skipped, output_limits_hit).
+ * The caller guarantees no process of the cell can still write there, or accepts that a
+ * racing writer only changes what is collected (every open is checked, never followed). */
+int sc__collect(int dirfd, const struct sc_collect_caps *caps, struct snapcell_result *res);
+
+/* Empties a directory (for a session's /output between runs). */
+int sc__empty_dir(int dirfd);
+
+void sc__artifacts_free(struct snapcell_result *res);
+
+/* Copies the config's workspace children and then its mounts (later ones win) under root. */
+int sc__stage_input(const struct snapcell_config *cfg, int root, struct snapcell_error *err);
+
+/* A media type for a file name, from its extension; never NULL. */
+const char *sc__media_type(const char *name);
+
+#endif
