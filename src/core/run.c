@@ -121,8 +121,10 @@ static int queue_frame(struct outbuf *o, uint8_t type, const void *head, size_t 
 		return -ENOMEM;
 	o->buf = grown;
 	sc__frame_header(o->buf + o->len, type, head_len + body_len);
-	memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN, head, head_len);
-	memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN + head_len, body, body_len);
+	if (head_len)
+		memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN, head, head_len);
+	if (body_len)
+		memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN + head_len, body, body_len);
 	o->len = need;
 	return 0;
 }

@@ -195,7 +195,8 @@ static void walk_dir(struct walk *w, int dfd, char *path, size_t path_len, unsig
 			break;
 		n++;
 	}
-	qsort(names, n, sizeof(*names), by_name);
+	if (n > 1)
+		qsort(names, n, sizeof(*names), by_name);
 	for (size_t i = 0; i < n; i++) {
 		visit(w, dirfd(d), names[i], path, path_len, depth);
 		free(names[i]);
@@ -222,7 +223,8 @@ int sc__collect(int dirfd, const struct sc_collect_caps *caps, struct snapcell_r
 	struct walk w = {.caps = caps, .res = res};
 	walk_dir(&w, dfd, path, 0, 0);
 	free(path);
-	qsort(res->artifacts, res->n_artifacts, sizeof(*res->artifacts), by_path);
+	if (res->n_artifacts > 1)
+		qsort(res->artifacts, res->n_artifacts, sizeof(*res->artifacts), by_path);
 	return 0;
 }
 

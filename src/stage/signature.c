@@ -91,7 +91,8 @@ static int walk(struct sig *s, int dfd, const char *rel, unsigned depth)
 		if (rc == 0)
 			n++;
 	}
-	qsort(names, n, sizeof(*names), cmp);
+	if (n > 1)
+		qsort(names, n, sizeof(*names), cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (rc == 0)
 			rc = visit(s, dirfd(d), names[i], rel, depth);
