@@ -194,6 +194,11 @@ static char *message(const char *fmt, ...)
 /* Why the arguments are not acceptable, or NULL when they are. */
 static char *check_args(const struct sc_tool *t, const char *args, size_t len)
 {
+	/* The callback gets a C string: a raw NUL would cut what it sees short of what was
+	 * checked (JSON itself can only carry one escaped). */
+	if (memchr(args, 0, len))
+		return message("invalid arguments for tool '%s': a NUL byte in the JSON text",
+			       t->name);
 	if (json_depth(args, len) > MAX_ARG_DEPTH)
 		return message("invalid arguments for tool '%s': nested deeper than %d levels",
 			       t->name, MAX_ARG_DEPTH);
