@@ -1,6 +1,7 @@
-/* `snapcell bench`: measures cold start, fresh-run latency, parallel throughput and idle memory
- * of a sandbox against a plain `python3 -c` spawn, all in one run, as key=value lines. It uses
- * only the public API and checks nothing but that every run printed 1. */
+/* `snapcell bench`: measures cold start, fresh-run latency, parallel throughput, idle memory,
+ * host tool calls and sessions of a sandbox against a plain `python3 -c` spawn, all in one
+ * run, as key=value lines. It uses only the public API and checks only that each run printed
+ * or returned what it should. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -19,15 +20,41 @@
 #include "snapcell.h"
 #include "../cli/cli.h"
 
-#define EXIT_USAGE  2
-#define EXIT_FAILED 3
-#define WARMUP_RUNS 50
-#define COLD_STARTS 5
-#define PACE_NS	    2000000L
-#define MAX_RUNS    10000000UL
-#define MAX_THREADS 64
-#define PYTHON	    "/usr/bin/python3"
-#define PROBE_CODE  "print(1)"
+#define EXIT_USAGE    2
+#define EXIT_FAILED   3
+#define WARMUP_RUNS   50
+#define COLD_STARTS   5
+#define TOOL_WARMUP   200
+#define PACE_NS	      2000000L
+#define MAX_RUNS      10000000UL
+#define MAX_THREADS   64
+#define PYTHON	      "/usr/bin/python3"
+#define PROBE_CODE    "print(1)"
+#define TOOL_CALL     "call_tool('echo', d={'a': 1, 'b': [1, 2]})"
+#define TOOL_ANSWER   "{\"ok\": true, \"n\": 3}"
+#define TOOL_EXPECTED "{'ok': True, 'n': 3}"
+
+/* Steady state: every call timed, the warm-up calls then dropped; the code prints nearest-rank
+ * percentiles. */
+static const char tool_loop_fmt[] =
+	"import json, time\n"
+	"clock, ns = time.perf_counter_ns, []\n"
+	"for _ in range(%u):\n"
+	"    t0 = clock()\n"
+	"    r = " TOOL_CALL "\n"
+	"    ns.append(clock() - t0)\n"
+	"assert r == " TOOL_EXPECTED "\n"
+	"ns = sorted(ns[%u:])\n"
+	"pct = lambda p: ns[max(0, (len(ns) * p + 99) // 100 - 1)]\n"
+	"print(json.dumps({'calls': len(ns), 'p50_ns': pct(50), 'p99_ns': pct(99)}))\n";
+
+/* The first call in a fresh cell, timed inside the cell. */
+static const char tool_first_code[] = "import time\n"
+				      "t0 = time.perf_counter_ns()\n"
+				      "r = " TOOL_CALL "\n"
+				      "t1 = time.perf_counter_ns()\n"
+				      "assert r == " TOOL_EXPECTED "\n"
+				      "print(t1 - t0)\n";
 
 static const char usage[] =
 	"usage: snapcell bench [--runs N] [--quick]\n"
@@ -37,24 +64,43 @@ static const char usage[] =
 	"\n"
 	"options:\n"
 	"  --runs N   sequential fresh runs per series (default 1000)\n"
-	"  --quick    smoke mode: 200 runs, 1 s of parallel runs, 10 python spawns\n"
+	"  --quick    smoke mode: 200 runs, 1 s of parallel runs, 10 python spawns,\n"
+	"             2,000 tool calls, 100 session runs, 20 first calls and snapshots\n"
 	"  --help     show this help\n";
 
 struct bench_opts {
 	unsigned long runs;
-	unsigned parallel_ms;
-	unsigned spawns;
+	unsigned parallel_ms, spawns;
+	unsigned tool_calls;   /* timed calls in the one steady-state run */
+	unsigned first_calls;  /* fresh runs, each timing its first tool call */
+	unsigned session_runs; /* `x += 1` runs on one session */
+	unsigned snapshots;    /* snapshots taken, and restores done */
+};
+
+/* A series of n timed samples taken by one(ctx, &ns), pace_ns apart. */
+struct series {
+	const char *what;
+	size_t n;
+	long pace_ns;
+	int (*one)(void *ctx, uint64_t *ns);
+	void *ctx;
+	double p50_us, p99_us; /* out */
 };
 
 struct bench_results {
 	enum snapcell_isolation isolation;
-	double cold_start_ms;
-	double fresh_p50_us, fresh_p99_us;
-	double paced_p50_us, paced_p99_us;
+	struct series cold, fresh, paced, first_call, session, snapshot, restore, spawn;
 	unsigned threads;
 	double runs_per_s;
 	struct snapcell_sandbox_stats stats;
-	double spawn_p50_us;
+	double tool_p50_us, tool_p99_us, tool_host_p50_us;
+};
+
+/* What the session samplers work on. */
+struct session_ctx {
+	struct snapcell_session *s;
+	struct snapcell_snapshot *snap;
+	bool restoring;
 };
 
 static uint64_t now_ns(void)
@@ -85,91 +131,100 @@ static void sleep_ns(long ns)
 		;
 }
 
-/* One fresh run of print(1), timed around the call alone; -1 (reported) unless it printed 1. */
-static int run_checked(struct snapcell_sandbox *sb, uint64_t *elapsed_ns)
+/* Takes a series' samples (progress on stderr); -1 when one failed. */
+static int sample(struct series *s)
 {
-	struct snapcell_result *res = NULL;
+	fprintf(stderr, "measuring %s (%zu)...\n", s->what, s->n);
+	uint64_t *ns = calloc(s->n ? s->n : 1, sizeof(*ns));
+	int rc = ns ? 0 : -1;
+	for (size_t i = 0; i < s->n && rc == 0; i++) {
+		if (s->pace_ns)
+			sleep_ns(s->pace_ns);
+		rc = s->one(s->ctx, &ns[i]);
+	}
+	if (rc == 0) {
+		s->p50_us = percentile_us(ns, s->n, 50);
+		s->p99_us = percentile_us(ns, s->n, 99);
+	}
+	free(ns);
+	return rc;
+}
+
+/* Reports a failed API call; always -1. */
+static int api_failed(const char *what, int rc, const struct snapcell_error *err)
+{
+	fprintf(stderr, "snapcell bench: %s failed: %s (%s)\n", what, err->message,
+		snapcell_strerror(rc));
+	return -1;
+}
+
+/* 0 when a run ended ok and printed exactly want (NULL: anything); else reports, -1. */
+static int check(const struct snapcell_result *res, const char *what, const char *want)
+{
+	if (res->status == SNAPCELL_STATUS_OK &&
+	    (!want ||
+	     (res->stdout_len == strlen(want) && !memcmp(res->stdout_buf, want, res->stdout_len))))
+		return 0;
+	int n = (int)strcspn(what, "\n");
+	fprintf(stderr,
+		"snapcell bench: \"%.*s\" ended with status %s, stdout \"%.*s\", stderr: %.*s\n",
+		n > 40 ? 40 : n, what, snapcell_status_name(res->status),
+		(int)(res->stdout_len > 64 ? 64 : res->stdout_len), res->stdout_buf,
+		(int)(res->stderr_len > 512 ? 512 : res->stderr_len), res->stderr_buf);
+	return -1;
+}
+
+/* A run of code, fresh in sb or in session s, timed around the call alone: 0 when it ended ok
+ * (and printed exactly want, unless NULL), else -1 (reported). *out (NULL: freed here) gets the
+ * result of a good run. */
+static int run_code(struct snapcell_sandbox *sb, struct snapcell_session *s, const char *code,
+		    const char *want, struct snapcell_result **out, uint64_t *ns)
+{
+	struct snapcell_result *res;
 	struct snapcell_error err = {0};
 	uint64_t t0 = now_ns();
-	int rc = snapcell_sandbox_run(sb, PROBE_CODE, SIZE_MAX, &res, &err);
-	uint64_t t1 = now_ns();
-	if (rc < 0) {
-		fprintf(stderr, "snapcell bench: run failed: %s (%s)\n", err.message,
-			snapcell_strerror(rc));
-		return -1;
-	}
-	bool good = res->status == SNAPCELL_STATUS_OK && res->stdout_len == 2 &&
-		    !memcmp(res->stdout_buf, "1\n", 2);
-	if (!good)
-		fprintf(stderr,
-			"snapcell bench: print(1) ended with status %s, stdout \"%.*s\", "
-			"stderr: %.*s\n",
-			snapcell_status_name(res->status),
-			(int)(res->stdout_len > 64 ? 64 : res->stdout_len), res->stdout_buf,
-			(int)(res->stderr_len > 512 ? 512 : res->stderr_len), res->stderr_buf);
-	snapcell_result_free(res);
-	if (elapsed_ns)
-		*elapsed_ns = t1 - t0;
-	return good ? 0 : -1;
+	int rc = s ? snapcell_session_run(s, code, SIZE_MAX, &res, &err)
+		   : snapcell_sandbox_run(sb, code, SIZE_MAX, &res, &err);
+	if (ns)
+		*ns = now_ns() - t0;
+	if (rc < 0)
+		return api_failed("run", rc, &err);
+	rc = check(res, code, want);
+	if (rc == 0 && out)
+		*out = res;
+	else
+		snapcell_result_free(res);
+	return rc;
+}
+
+static int fresh_one(void *sb, uint64_t *ns)
+{
+	return run_code(sb, NULL, PROBE_CODE, "1\n", NULL, ns);
 }
 
 static int new_sandbox(const struct snapcell_config *cfg, struct snapcell_sandbox **sb)
 {
 	struct snapcell_error err = {0};
 	int rc = snapcell_sandbox_new(cfg, sb, &err);
-	if (rc < 0)
-		fprintf(stderr, "snapcell bench: sandbox: %s (%s)\n", err.message,
-			snapcell_strerror(rc));
-	return rc < 0 ? -1 : 0;
+	return rc < 0 ? api_failed("sandbox_new", rc, &err) : 0;
 }
 
-/* Median over fresh sandboxes of snapcell_sandbox_new() start to the first result. */
-static int measure_cold_start(const struct snapcell_config *cfg, double *ms)
+/* snapcell_sandbox_new() start to the first result of a fresh sandbox. */
+static int cold_one(void *cfg, uint64_t *ns)
 {
-	uint64_t ns[COLD_STARTS];
-	fprintf(stderr, "measuring cold starts (%d)...\n", COLD_STARTS);
-	for (unsigned i = 0; i < COLD_STARTS; i++) {
-		struct snapcell_sandbox *sb;
-		uint64_t t0 = now_ns();
-		if (new_sandbox(cfg, &sb) < 0)
-			return -1;
-		int rc = run_checked(sb, NULL);
-		ns[i] = now_ns() - t0;
-		snapcell_sandbox_free(sb);
-		if (rc < 0)
-			return -1;
-	}
-	*ms = percentile_us(ns, COLD_STARTS, 50) / 1e3;
-	return 0;
-}
-
-/* n sequential runs, optionally paced so the template re-parks its spares in between. */
-static int measure_series(struct snapcell_sandbox *sb, size_t n, long pace_ns, double *p50,
-			  double *p99)
-{
-	uint64_t *ns = calloc(n, sizeof(*ns));
-	if (!ns) {
-		fputs("snapcell bench: out of memory\n", stderr);
+	struct snapcell_sandbox *sb;
+	uint64_t t0 = now_ns();
+	if (new_sandbox(cfg, &sb) < 0)
 		return -1;
-	}
-	int rc = 0;
-	for (size_t i = 0; i < n && rc == 0; i++) {
-		if (pace_ns)
-			sleep_ns(pace_ns);
-		rc = run_checked(sb, &ns[i]);
-	}
-	if (rc == 0) {
-		*p50 = percentile_us(ns, n, 50);
-		*p99 = percentile_us(ns, n, 99);
-	}
-	free(ns);
+	int rc = fresh_one(sb, NULL);
+	*ns = now_ns() - t0;
+	snapcell_sandbox_free(sb);
 	return rc;
 }
 
 struct parallel_ctx {
 	struct snapcell_sandbox *sb;
-	atomic_bool stop;
-	atomic_bool failed;
+	atomic_bool stop, failed;
 	atomic_ulong done;
 };
 
@@ -177,7 +232,7 @@ static void *parallel_worker(void *arg)
 {
 	struct parallel_ctx *ctx = arg;
 	while (!atomic_load(&ctx->stop)) {
-		if (run_checked(ctx->sb, NULL) < 0) {
+		if (fresh_one(ctx->sb, NULL) < 0) {
 			atomic_store(&ctx->failed, true);
 			atomic_store(&ctx->stop, true);
 			break;
@@ -188,8 +243,8 @@ static void *parallel_worker(void *arg)
 }
 
 /* One worker thread per online CPU, all on the same sandbox, for duration_ms. */
-static int measure_parallel(struct snapcell_sandbox *sb, unsigned duration_ms, unsigned *threads,
-			    double *per_s)
+static int measure_parallel(struct snapcell_sandbox *sb, unsigned duration_ms,
+			    struct bench_results *r)
 {
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	unsigned n = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (unsigned)cpus;
@@ -207,36 +262,115 @@ static int measure_parallel(struct snapcell_sandbox *sb, unsigned duration_ms, u
 	for (unsigned i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
 	double secs = (double)(now_ns() - t0) / 1e9;
-	if (started < n) {
+	if (started < n)
 		fputs("snapcell bench: could not start worker threads\n", stderr);
-		return -1;
-	}
-	if (atomic_load(&ctx.failed))
-		return -1;
-	*threads = n;
-	*per_s = (double)atomic_load(&ctx.done) / secs;
-	return 0;
+	r->threads = n;
+	r->runs_per_s = (double)atomic_load(&ctx.done) / secs;
+	return started < n || atomic_load(&ctx.failed) ? -1 : 0;
 }
 
-/* Reads fd to EOF, keeping the first cap bytes; returns the total length. */
-static size_t drain(int fd, char *buf, size_t cap)
+/* The bench's host tool: returns a small constant object. */
+static int echo_tool(void *user_data, const char *args_json, char **result)
 {
-	char scratch[256];
-	size_t total = 0;
-	for (;;) {
-		ssize_t n = read(fd, scratch, sizeof(scratch));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return total;
-		for (ssize_t i = 0; i < n; i++, total++)
-			if (total < cap)
-				buf[total] = scratch[i];
+	(void)user_data, (void)args_json;
+	*result = strdup(TOOL_ANSWER);
+	return *result ? 0 : 1;
+}
+
+/* Median host-side service time of the timed calls from the run's tool-call log: lookup,
+ * argument validation and the callback, not the transport (microsecond resolution). */
+static int tool_host_p50(const struct snapcell_result *res, unsigned calls, double *p50)
+{
+	uint64_t *ns = calloc(calls, sizeof(*ns));
+	bool good = ns && res->n_tool_calls == TOOL_WARMUP + (size_t)calls;
+	for (unsigned i = 0; good && i < calls; i++) {
+		good = res->tool_calls[TOOL_WARMUP + i].ok;
+		ns[i] = res->tool_calls[TOOL_WARMUP + i].duration_us * 1000;
 	}
+	if (good)
+		*p50 = percentile_us(ns, calls, 50);
+	else
+		fprintf(stderr, "snapcell bench: tool log: %zu calls, not %u, or one failed\n",
+			res->n_tool_calls, TOOL_WARMUP + calls);
+	free(ns);
+	return good ? 0 : -1;
+}
+
+/* One run looping over tool calls, timing each inside the cell with perf_counter_ns. */
+static int measure_tool_loop(struct snapcell_sandbox *sb, unsigned calls, struct bench_results *r)
+{
+	char code[sizeof(tool_loop_fmt) + 32];
+	snprintf(code, sizeof(code), tool_loop_fmt, TOOL_WARMUP + calls, TOOL_WARMUP);
+	fprintf(stderr, "measuring tool calls (%u after %u, one run)...\n", calls, TOOL_WARMUP);
+	struct snapcell_result *res;
+	if (run_code(sb, NULL, code, NULL, &res, NULL) < 0)
+		return -1;
+	json_t *j = json_loadb(res->stdout_buf, res->stdout_len, 0, NULL);
+	json_int_t n = json_integer_value(json_object_get(j, "calls"));
+	r->tool_p50_us = (double)json_integer_value(json_object_get(j, "p50_ns")) / 1e3;
+	r->tool_p99_us = (double)json_integer_value(json_object_get(j, "p99_ns")) / 1e3;
+	json_decref(j);
+	int rc = n == (json_int_t)calls && r->tool_p50_us > 0 ? 0 : check(res, "tool loop", "?");
+	if (rc == 0)
+		rc = tool_host_p50(res, calls, &r->tool_host_p50_us);
+	snapcell_result_free(res);
+	return rc;
+}
+
+/* A fresh run reporting how long its first tool call took, timed inside the cell. */
+static int first_call_one(void *sb, uint64_t *ns)
+{
+	struct snapcell_result *res;
+	if (run_code(sb, NULL, tool_first_code, NULL, &res, NULL) < 0)
+		return -1;
+	char *end;
+	*ns = strtoull(res->stdout_buf, &end, 10);
+	int rc = end > res->stdout_buf && *end == '\n' && *ns ? 0 : check(res, "first call", "?");
+	snapcell_result_free(res);
+	return rc;
+}
+
+static int increment_one(void *ctx, uint64_t *ns)
+{
+	return run_code(NULL, ((struct session_ctx *)ctx)->s, "x += 1", NULL, NULL, ns);
+}
+
+/* Takes a snapshot into ctx->snap (freeing the one before), or restores it; timed. */
+static int snapshot_one(void *ctx, uint64_t *ns)
+{
+	struct session_ctx *c = ctx;
+	struct snapcell_error err = {0};
+	if (!c->restoring)
+		snapcell_snapshot_free(c->snap), c->snap = NULL;
+	uint64_t t0 = now_ns();
+	int rc = c->restoring ? snapcell_session_restore(c->s, c->snap, &err)
+			      : snapcell_session_snapshot(c->s, &c->snap, &err);
+	*ns = now_ns() - t0;
+	return rc < 0 ? api_failed(c->restoring ? "restore" : "snapshot", rc, &err) : 0;
+}
+
+/* `x += 1` runs on one session, then snapshots, then restores of the last snapshot, after
+ * which x must still be the number of runs. */
+static int measure_session(struct snapcell_sandbox *sb, struct bench_results *r)
+{
+	struct session_ctx c = {0};
+	struct snapcell_error err = {0};
+	int rc = snapcell_session_new(sb, &c.s, &err);
+	if (rc < 0)
+		return api_failed("session_new", rc, &err);
+	r->session.ctx = r->snapshot.ctx = r->restore.ctx = &c;
+	char want[32];
+	snprintf(want, sizeof(want), "%zu\n", r->session.n);
+	bool ok = run_code(NULL, c.s, "x = 0", NULL, NULL, NULL) == 0 && sample(&r->session) == 0 &&
+		  sample(&r->snapshot) == 0 && (c.restoring = true, sample(&r->restore) == 0) &&
+		  run_code(NULL, c.s, "print(x)", want, NULL, NULL) == 0;
+	snapcell_snapshot_free(c.snap);
+	snapcell_session_free(c.s);
+	return ok ? 0 : -1;
 }
 
 /* fork + exec of python3 -c 'print(1)' with stdout to a pipe, read to EOF and waited for. */
-static int spawn_python_once(uint64_t *elapsed_ns)
+static int spawn_one(void *unused, uint64_t *elapsed_ns)
 {
 	char *const args[] = {(char *)"python3", (char *)"-c", (char *)PROBE_CODE, NULL};
 	int p[2];
@@ -252,36 +386,35 @@ static int spawn_python_once(uint64_t *elapsed_ns)
 	}
 	close(p[1]);
 	char out[16];
-	size_t len = pid > 0 ? drain(p[0], out, sizeof(out)) : 0;
+	size_t len = 0; /* past sizeof(out), the pipe is closed early and the check fails */
+	for (ssize_t n;
+	     pid > 0 && len < sizeof(out) &&
+	     ((n = read(p[0], out + len, sizeof(out) - len)) > 0 || (n < 0 && errno == EINTR));)
+		len += n > 0 ? (size_t)n : 0;
 	close(p[0]);
-	if (pid < 0)
-		return -1;
 	int status;
-	while (waitpid(pid, &status, 0) < 0)
+	while (pid > 0 && waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			return -1;
 	*elapsed_ns = now_ns() - t0;
-	bool printed_one = len == 2 && !memcmp(out, "1\n", 2);
-	return WIFEXITED(status) && WEXITSTATUS(status) == 0 && printed_one ? 0 : -1;
+	bool good = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && len == 2 &&
+		    !memcmp(out, "1\n", 2);
+	if (!good)
+		fprintf(stderr, "snapcell bench: %s -c '%s' failed\n", PYTHON, PROBE_CODE);
+	return good ? 0 : -1;
 }
 
-static int measure_spawn(unsigned n, double *p50)
+static int measure_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_stats *stats)
 {
-	uint64_t ns[64];
-	if (n > 64)
-		n = 64;
-	fprintf(stderr, "measuring %s spawns (%u)...\n", PYTHON, n);
-	for (unsigned i = 0; i < n; i++) {
-		if (spawn_python_once(&ns[i]) < 0) {
-			fprintf(stderr, "snapcell bench: %s -c '%s' failed\n", PYTHON, PROBE_CODE);
-			return -1;
-		}
-	}
-	*p50 = percentile_us(ns, n, 50);
-	return 0;
+	fputs("measuring memory...\n", stderr);
+	int rc = snapcell_sandbox_stats(sb, stats);
+	if (rc < 0)
+		fprintf(stderr, "snapcell bench: stats: %s\n", snapcell_strerror(rc));
+	return rc < 0 ? -1 : 0;
 }
 
-/* Everything that needs the long-lived sandbox: warm-up, both series, parallel, stats. */
+/* Everything that needs the long-lived sandbox: warm-up, both series, parallel runs, stats,
+ * tools and a session. */
 static int measure_sandbox(const struct snapcell_config *cfg, const struct bench_opts *o,
 			   struct bench_results *r)
 {
@@ -289,50 +422,40 @@ static int measure_sandbox(const struct snapcell_config *cfg, const struct bench
 	if (new_sandbox(cfg, &sb) < 0)
 		return -1;
 	r->isolation = snapcell_sandbox_isolation(sb);
-	double ignored;
-	fprintf(stderr, "warming up (%d runs)...\n", WARMUP_RUNS);
-	int rc = measure_series(sb, WARMUP_RUNS, 0, &ignored, &ignored);
-	if (rc == 0) {
-		fprintf(stderr, "measuring fresh runs (%lu)...\n", o->runs);
-		rc = measure_series(sb, o->runs, 0, &r->fresh_p50_us, &r->fresh_p99_us);
-	}
-	if (rc == 0) {
-		fprintf(stderr, "measuring paced fresh runs (%lu, 2 ms apart)...\n", o->runs);
-		rc = measure_series(sb, o->runs, PACE_NS, &r->paced_p50_us, &r->paced_p99_us);
-	}
-	if (rc == 0)
-		rc = measure_parallel(sb, o->parallel_ms, &r->threads, &r->runs_per_s);
-	if (rc == 0) {
-		fputs("measuring memory...\n", stderr);
-		int e = snapcell_sandbox_stats(sb, &r->stats);
-		if (e < 0)
-			fprintf(stderr, "snapcell bench: stats: %s\n", snapcell_strerror(e));
-		rc = e < 0 ? -1 : 0;
-	}
+	r->fresh.ctx = r->paced.ctx = r->first_call.ctx = sb;
+	struct series warmup = {
+		.what = "warm-up runs", .n = WARMUP_RUNS, .one = fresh_one, .ctx = sb};
+	bool ok = sample(&warmup) == 0 && sample(&r->fresh) == 0 && sample(&r->paced) == 0 &&
+		  measure_parallel(sb, o->parallel_ms, r) == 0 &&
+		  measure_stats(sb, &r->stats) == 0 &&
+		  measure_tool_loop(sb, o->tool_calls, r) == 0 && sample(&r->first_call) == 0 &&
+		  measure_session(sb, r) == 0;
 	snapcell_sandbox_free(sb);
-	return rc;
+	return ok ? 0 : -1;
 }
 
 static void print_results(const struct bench_opts *o, const struct bench_results *r)
 {
-	printf("isolation=%s\n", snapcell_isolation_name(r->isolation));
-	printf("runs=%lu\n", o->runs);
-	printf("cold_start_ms=%.2f\n", r->cold_start_ms);
-	printf("fresh_p50_us=%.1f\n", r->fresh_p50_us);
-	printf("fresh_p99_us=%.1f\n", r->fresh_p99_us);
-	printf("fresh_paced_p50_us=%.1f\n", r->paced_p50_us);
-	printf("fresh_paced_p99_us=%.1f\n", r->paced_p99_us);
-	printf("parallel_threads=%u\n", r->threads);
-	printf("runs_per_s=%.0f\n", r->runs_per_s);
-	printf("template_private_kib=%llu\n",
-	       (unsigned long long)(r->stats.template_private_bytes / 1024));
-	printf("parked_cells=%u\n", r->stats.parked_cells);
-	printf("cell_private_kib=%llu\n",
+	printf("isolation=%s\nruns=%lu\n", snapcell_isolation_name(r->isolation), o->runs);
+	printf("cold_start_ms=%.2f\n", r->cold.p50_us / 1e3);
+	printf("fresh_p50_us=%.1f\nfresh_p99_us=%.1f\n", r->fresh.p50_us, r->fresh.p99_us);
+	printf("fresh_paced_p50_us=%.1f\nfresh_paced_p99_us=%.1f\n", r->paced.p50_us,
+	       r->paced.p99_us);
+	printf("parallel_threads=%u\nruns_per_s=%.0f\n", r->threads, r->runs_per_s);
+	printf("template_private_kib=%llu\nparked_cells=%u\ncell_private_kib=%llu\n",
+	       (unsigned long long)(r->stats.template_private_bytes / 1024), r->stats.parked_cells,
 	       (unsigned long long)(r->stats.parked_cell_private_bytes / 1024));
-	printf("python_spawn_p50_us=%.1f\n", r->spawn_p50_us);
-	printf("spawn_over_fresh_p50=%.1f\n", r->spawn_p50_us / r->fresh_p50_us);
-	printf("spawn_over_paced_p50=%.1f\n", r->spawn_p50_us / r->paced_p50_us);
-	printf("spawn_over_cold_start=%.2f\n", r->spawn_p50_us / 1e3 / r->cold_start_ms);
+	printf("tool_calls=%u\ntool_call_p50_us=%.1f\ntool_call_p99_us=%.1f\n", o->tool_calls,
+	       r->tool_p50_us, r->tool_p99_us);
+	printf("tool_call_host_p50_us=%.1f\n", r->tool_host_p50_us);
+	printf("tool_call_first_us=%.1f\n", r->first_call.p50_us);
+	printf("session_runs=%u\nsession_run_p50_us=%.1f\nsession_run_p99_us=%.1f\n",
+	       o->session_runs, r->session.p50_us, r->session.p99_us);
+	printf("snapshot_us=%.1f\nrestore_us=%.1f\n", r->snapshot.p50_us, r->restore.p50_us);
+	printf("python_spawn_p50_us=%.1f\n", r->spawn.p50_us);
+	printf("spawn_over_fresh_p50=%.1f\n", r->spawn.p50_us / r->fresh.p50_us);
+	printf("spawn_over_paced_p50=%.1f\n", r->spawn.p50_us / r->paced.p50_us);
+	printf("spawn_over_cold_start=%.2f\n", r->spawn.p50_us / r->cold.p50_us);
 }
 
 /* 0 to go on, 1 after --help, -1 on a usage error (reported). */
@@ -344,28 +467,21 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	bool quick = false, runs_set = false;
-	*o = (struct bench_opts){.runs = 1000, .parallel_ms = 3000, .spawns = 50};
+	bool quick = false;
+	unsigned long runs = 0;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		char *end;
-		switch (c) {
-		case 'r':
-			errno = 0;
-			o->runs = strtoul(optarg, &end, 10);
-			if (errno || end == optarg || *end || o->runs < 1 || o->runs > MAX_RUNS) {
-				fprintf(stderr, "snapcell bench: --runs wants 1..%lu\n", MAX_RUNS);
-				return -1;
-			}
-			runs_set = true;
-			break;
-		case 'q':
+		if (c == 'q') {
 			quick = true;
-			break;
-		case 'h':
+		} else if (c == 'h') {
 			fputs(usage, stdout);
 			return 1;
-		default:
+		} else if (c != 'r') {
 			fputs(usage, stderr);
+			return -1;
+		} else if (errno = 0, runs = strtoul(optarg, &end, 10),
+			   errno || end == optarg || *end || runs < 1 || runs > MAX_RUNS) {
+			fprintf(stderr, "snapcell bench: --runs wants 1..%lu\n", MAX_RUNS);
 			return -1;
 		}
 	}
@@ -374,12 +490,31 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 			usage);
 		return -1;
 	}
-	if (quick) {
-		o->runs = runs_set ? o->runs : 200;
-		o->parallel_ms = 1000;
-		o->spawns = 10;
-	}
+	*o = quick ? (struct bench_opts){200, 1000, 10, 2000, 20, 100, 20}
+		   : (struct bench_opts){1000, 3000, 50, 10000, 50, 500, 50};
+	o->runs = runs ? runs : o->runs;
 	return 0;
+}
+
+/* The series' sizes, pacing and samplers; contexts are filled in when they exist. */
+static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
+			struct bench_results *r)
+{
+	r->cold = (struct series){.what = "cold starts", .n = COLD_STARTS, .one = cold_one};
+	r->cold.ctx = cfg;
+	r->fresh = (struct series){.what = "fresh runs", .n = o->runs, .one = fresh_one};
+	r->paced = r->fresh;
+	r->paced.what = "paced fresh runs, 2 ms apart";
+	r->paced.pace_ns = PACE_NS;
+	r->first_call = (struct series){.what = "first tool calls of fresh runs, 2 ms apart",
+					.n = o->first_calls,
+					.pace_ns = PACE_NS,
+					.one = first_call_one};
+	r->session =
+		(struct series){.what = "session runs", .n = o->session_runs, .one = increment_one};
+	r->snapshot = (struct series){.what = "snapshots", .n = o->snapshots, .one = snapshot_one};
+	r->restore = (struct series){.what = "restores", .n = o->snapshots, .one = snapshot_one};
+	r->spawn = (struct series){.what = PYTHON " spawns", .n = o->spawns, .one = spawn_one};
 }
 
 int cli_bench(int argc, char **argv)
@@ -394,13 +529,14 @@ int cli_bench(int argc, char **argv)
 		return EXIT_FAILED;
 	}
 	struct bench_results r = {0};
-	rc = measure_cold_start(cfg, &r.cold_start_ms);
-	if (rc == 0)
-		rc = measure_sandbox(cfg, &o, &r);
+	plan_series(&o, cfg, &r);
+	rc = snapcell_config_add_tool(cfg, "echo", "Returns " TOOL_ANSWER ".", NULL,
+				      SNAPCELL_APPROVAL_NEVER, echo_tool, NULL);
+	if (rc < 0)
+		fprintf(stderr, "snapcell bench: add_tool: %s\n", snapcell_strerror(rc));
+	bool ok = rc == 0 && sample(&r.cold) == 0 && measure_sandbox(cfg, &o, &r) == 0;
 	snapcell_config_free(cfg);
-	if (rc == 0)
-		rc = measure_spawn(o.spawns, &r.spawn_p50_us);
-	if (rc < 0) {
+	if (!ok || sample(&r.spawn) < 0) {
 		fputs("snapcell bench: failed; no results\n", stderr);
 		return EXIT_FAILED;
 	}
