@@ -8,7 +8,6 @@ import io
 import linecache
 import os
 import sys
-import threading
 import traceback
 
 # enum snapcell_status and SNAPCELL_HIT_* (include/snapcell.h)
@@ -49,10 +48,12 @@ def _exit_code(exc):
 
 def _finish():
     """What the interpreter does at exit: join non-daemon threads, run atexit, flush."""
-    try:
-        threading._shutdown()
-    except BaseException:
-        pass
+    threading = sys.modules.get("threading")  # not preloaded: its at-fork hook costs
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except BaseException:
+            pass
     atexit._run_exitfuncs()
     _flush()
 
@@ -119,24 +120,32 @@ print(sum(len(m.group(0)) for m in re.finditer(r"\\w+", text)), collections.Coun
 """
 
 
-def warm():
-    """Touches what a typical run touches, so a parked cell pays its copy-on-write faults
-    before a request instead of during one. Output goes nowhere."""
+def _quietly(source):
     saved = sys.stdout
     sys.stdout = io.StringIO()
     try:
-        exec(compile(_WARMUP, "<warmup>", "exec"), {"__name__": "__warmup__"})
-        try:
-            raise ValueError("warm")
-        except ValueError as e:
-            traceback.format_exception(e)
+        exec(compile(source, "<warmup>", "exec"), {"__name__": "__warmup__"})
     finally:
         sys.stdout = saved
 
 
-def freeze():
+def prepare():
+    """In the template, once: the first-time work of a typical run (compiling, the regex and
+    JSON encoder caches, formatting a traceback), so that no cell redoes it; then the heap is
+    frozen out of the collector's reach, so cells share it copy-on-write."""
+    _quietly(_WARMUP)
+    try:
+        raise ValueError("warm")
+    except ValueError as e:
+        traceback.format_exception(e)
     gc.collect()
     gc.freeze()
+
+
+def warm():
+    """In each parked cell: a one-line run, so the cell pays the copy-on-write faults of the
+    run path before a request instead of during one. Output goes nowhere."""
+    _quietly("print(1)")
 
 
 class ToolError(Exception):
@@ -185,6 +194,7 @@ def configure(tools):
     call the registered tools: tools.compute(a=1, b=2)."""
     import builtins
     import types
+    import _snapcell  # noqa: F401 (imported here, once, not by each cell's first call)
     builtins.call_tool = call_tool
     builtins.ToolError = ToolError
     module = types.ModuleType("tools", "The host's tools, callable with keyword arguments.")

@@ -9,13 +9,14 @@
 #include "util/util.h"
 
 /* Imported in the template: what model-written code reaches for most. Nothing that starts a
- * thread at import (the template must be single-threaded when it forks). */
+ * thread at import (the template must be single-threaded when it forks), and not threading
+ * itself: its at-fork hook costs every cell 0.2-0.6 ms (docs/performance.md). */
 static const char *const warm_modules[] = {
-	"json",	     "re",	  "datetime", "collections", "math",	     "random",	"itertools",
-	"functools", "traceback", "typing",   "dataclasses", "statistics",   "decimal", "fractions",
-	"string",    "textwrap",  "base64",   "hashlib",     "time",	     "pathlib", "csv",
-	"copy",	     "enum",	  "heapq",    "bisect",	     "operator",     "struct",	"uuid",
-	"threading", "shutil",	  "tempfile", "glob",	     "urllib.parse", "pprint",
+	"json", "re", "datetime", "collections", "math", "random", "itertools", "functools",
+	"traceback", "typing", "dataclasses", "statistics", "decimal", "fractions", "string",
+	"textwrap", "base64", "hashlib", "time", "pathlib", "csv", "copy", "enum", "heapq",
+	"bisect", "operator", "struct", "uuid", "shutil", "tempfile", "glob", "urllib.parse",
+	"pprint",
 };
 
 static PyObject *prelude_run, *prelude_warm;
@@ -122,7 +123,7 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 	PyObject *r = tools ? PyObject_CallMethod(mod, "configure", "(O)", tools) : NULL;
 	Py_XDECREF(tools);
 	Py_XDECREF(r);
-	r = r ? PyObject_CallMethod(mod, "freeze", NULL) : NULL;
+	r = r ? PyObject_CallMethod(mod, "prepare", NULL) : NULL;
 	Py_DECREF(mod);
 	if (!prelude_run || !prelude_warm || !r)
 		return py_fail(err, "prelude");
