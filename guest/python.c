@@ -8,15 +8,16 @@
 #include "prelude.h"
 #include "util/util.h"
 
-/* Imported in the template: what model-written code reaches for most. Nothing that starts a
- * thread at import (the template must be single-threaded when it forks), and not threading
- * itself: its at-fork hook costs every cell 0.2-0.6 ms (docs/performance.md). */
+/* Imported in the template: what model-written code reaches for most (statistics brings
+ * decimal and fractions, re brings enum). The rest imports in the cell that uses it: each
+ * module here costs every sandbox's start (dataclasses with inspect ~8 ms, hashlib with
+ * libcrypto ~4 ms, pathlib ~5 ms). Nothing that starts a thread at import (the template must
+ * be single-threaded when it forks), and not threading itself: its at-fork hook costs every
+ * cell 0.2-0.6 ms (docs/performance.md). */
 static const char *const warm_modules[] = {
-	"json", "re", "datetime", "collections", "math", "random", "itertools", "functools",
-	"traceback", "typing", "dataclasses", "statistics", "decimal", "fractions", "string",
-	"textwrap", "base64", "hashlib", "time", "pathlib", "csv", "copy", "enum", "heapq",
-	"bisect", "operator", "struct", "uuid", "shutil", "tempfile", "glob", "urllib.parse",
-	"pprint",
+	"json",	    "re",	"datetime", "collections", "math",   "random", "itertools",
+	"functools", "traceback", "typing",   "statistics",  "string", "time",   "csv",
+	"copy",	    "heapq",	"bisect",   "operator",	   "struct", "textwrap", "base64",
 };
 
 static PyObject *prelude_run, *prelude_warm;
