@@ -88,15 +88,14 @@ static json_t *files_json(const struct snapcell_result *res)
 		free(path);
 		json_array_append_new(artifacts,
 				      json_pack("{s:o, s:s, s:I, s:o}", "path", p, "media_type",
-						a->media_type, "size", (json_int_t)a->size, "base64",
-						base64(a->data, a->size)));
+						a->media_type, "size", (json_int_t)a->size,
+						"base64", base64(a->data, a->size)));
 	}
 	for (size_t i = 0; i < res->n_skipped_listed; i++)
-		json_array_append_new(
-			skipped,
-			json_pack("{s:o, s:s}", "path",
-				  lossy_string(res->skipped[i].path, strlen(res->skipped[i].path)),
-				  "reason", res->skipped[i].reason));
+		json_array_append_new(skipped, json_pack("{s:o, s:s}", "path",
+							 lossy_string(res->skipped[i].path,
+								      strlen(res->skipped[i].path)),
+							 "reason", res->skipped[i].reason));
 	for (size_t i = 0; i < res->n_tool_calls; i++) {
 		const struct snapcell_tool_call *c = &res->tool_calls[i];
 		json_array_append_new(calls, json_pack("{s:s, s:I, s:I, s:b}", "name", c->name,
@@ -124,16 +123,16 @@ json_t *cli_result_json(const struct snapcell_result *res)
 	for (size_t i = 0; i < sizeof(hits) / sizeof(hits[0]); i++)
 		if (res->limits_hit & hits[i].flag)
 			json_array_append_new(limits, json_string(hits[i].name));
-	json_t *j = json_pack("{s:s, s:i, s:i, s:o, s:o, s:b, s:o, s:b, s:I, s:I, s:I, s:s}", "status",
-			 snapcell_status_name(res->status), "exit_code", res->exit_code, "signal",
-			 res->term_signal, "limits_hit", limits, "stdout",
-			 lossy_string(res->stdout_buf, res->stdout_len), "stdout_truncated",
-			 res->stdout_truncated, "stderr",
-			 lossy_string(res->stderr_buf, res->stderr_len), "stderr_truncated",
-			 res->stderr_truncated, "wall_us", (json_int_t)res->wall_us, "cpu_us",
-			 (json_int_t)res->cpu_us, "peak_memory_bytes",
-			 (json_int_t)res->peak_memory_bytes, "isolation",
-			 snapcell_isolation_name(res->isolation));
+	json_t *j = json_pack("{s:s, s:i, s:i, s:o, s:o, s:b, s:o, s:b, s:I, s:I, s:I, s:s}",
+			      "status", snapcell_status_name(res->status), "exit_code",
+			      res->exit_code, "signal", res->term_signal, "limits_hit", limits,
+			      "stdout", lossy_string(res->stdout_buf, res->stdout_len),
+			      "stdout_truncated", res->stdout_truncated, "stderr",
+			      lossy_string(res->stderr_buf, res->stderr_len), "stderr_truncated",
+			      res->stderr_truncated, "wall_us", (json_int_t)res->wall_us, "cpu_us",
+			      (json_int_t)res->cpu_us, "peak_memory_bytes",
+			      (json_int_t)res->peak_memory_bytes, "isolation",
+			      snapcell_isolation_name(res->isolation));
 	json_t *files = files_json(res);
 	json_object_update(j, files);
 	json_decref(files);

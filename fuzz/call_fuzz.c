@@ -41,7 +41,8 @@ static struct snapcell_config *config(void)
 		cfg = snapcell_config_new();
 		snapcell_config_add_tool(cfg, "strict", "", schema, SNAPCELL_APPROVAL_NEVER, strict,
 					 NULL);
-		snapcell_config_add_tool(cfg, "echo", "", NULL, SNAPCELL_APPROVAL_NEVER, echo, NULL);
+		snapcell_config_add_tool(cfg, "echo", "", NULL, SNAPCELL_APPROVAL_NEVER, echo,
+					 NULL);
 	}
 	return cfg;
 }

@@ -20,7 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t n = strlen(out);
 		if (strncmp(out, "/input/", 7) || n < 8 || out[n - 1] == '/' || strstr(out, "//") ||
 		    strstr(out, "/../") || strstr(out, "/./") || strchr(out, '\\') ||
-		    (n >= 3 && !strcmp(out + n - 3, "/..")) || (n >= 2 && !strcmp(out + n - 2, "/.")))
+		    (n >= 3 && !strcmp(out + n - 3, "/..")) ||
+		    (n >= 2 && !strcmp(out + n - 2, "/.")))
 			abort();
 	}
 	free(in);

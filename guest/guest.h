@@ -15,7 +15,7 @@
 struct sc_guest_config {
 	char *root_base;
 	char *out_dir;
-	char *input_dir; /* staged by the host; bound read-only at /input */
+	char *input_dir;      /* staged by the host; bound read-only at /input */
 	char **python_paths;  /* inside the root: SC_PYTHON_PATH_BASE/<index> */
 	int *python_path_fds; /* opened for us by the spawn child; bound at python_paths */
 	size_t n_python_paths;

@@ -15,9 +15,9 @@
  * be single-threaded when it forks), and not threading itself: its at-fork hook costs every
  * cell 0.2-0.6 ms (docs/performance.md). */
 static const char *const warm_modules[] = {
-	"json",	    "re",	"datetime", "collections", "math",   "random", "itertools",
-	"functools", "traceback", "typing",   "statistics",  "string", "time",   "csv",
-	"copy",	    "heapq",	"bisect",   "operator",	   "struct", "textwrap", "base64",
+	"json",	     "re",	  "datetime", "collections", "math",   "random",   "itertools",
+	"functools", "traceback", "typing",   "statistics",  "string", "time",	   "csv",
+	"copy",	     "heapq",	  "bisect",   "operator",    "struct", "textwrap", "base64",
 };
 
 static PyObject *prelude_run, *prelude_warm;

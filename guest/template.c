@@ -118,8 +118,8 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	json_decref(root);
 	if (c->n_tools != n_tools)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad tool list");
-	if (!c->root_base || !c->out_dir || !c->input_dir || !c->spares || !c->tmp_bytes || !c->frame_cap ||
-	    !c->limits.memory_bytes || !c->python_paths || !c->python_path_fds ||
+	if (!c->root_base || !c->out_dir || !c->input_dir || !c->spares || !c->tmp_bytes ||
+	    !c->frame_cap || !c->limits.memory_bytes || !c->python_paths || !c->python_path_fds ||
 	    c->n_python_paths != n_paths)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing fields");
 	return 0;

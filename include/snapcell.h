@@ -88,7 +88,7 @@ enum snapcell_limit {
 	SNAPCELL_LIMIT_OUTPUT_FILES, /* files collected from /output (default 1,000) */
 	SNAPCELL_LIMIT_OUTPUT_FILE_BYTES,  /* bytes of one collected file (default 64 MiB) */
 	SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, /* bytes of all collected files (default 256 MiB) */
-	SNAPCELL_LIMIT_OUTPUT_DEPTH,       /* directory depth walked in /output (default 32) */
+	SNAPCELL_LIMIT_OUTPUT_DEPTH,	   /* directory depth walked in /output (default 32) */
 	SNAPCELL_LIMIT_OUTPUT_PATH_BYTES,  /* length of a collected path (default 1,024) */
 	SNAPCELL_LIMIT__COUNT
 };
@@ -302,7 +302,7 @@ struct snapcell_skipped_output {
 };
 
 enum snapcell_output_limit_flag {
-	SNAPCELL_OUTPUT_HIT_FILES = 1u << 0,      /* more files than the file-count cap */
+	SNAPCELL_OUTPUT_HIT_FILES = 1u << 0,	  /* more files than the file-count cap */
 	SNAPCELL_OUTPUT_HIT_FILE_BYTES = 1u << 1, /* a file over the per-file cap */
 	SNAPCELL_OUTPUT_HIT_TOTAL_BYTES = 1u << 2,
 	SNAPCELL_OUTPUT_HIT_DEPTH = 1u << 3,

@@ -154,6 +154,17 @@ static void log_call(struct run *r, const struct snapcell_tool_call *entry)
 }
 
 /* Runs the tool on this thread (the caller's) and queues its answer. */
+static void send_pending(struct run *r)
+{
+	struct outbuf *o = &r->send;
+	ssize_t n = send(r->cell.fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
+			 MSG_DONTWAIT | MSG_NOSIGNAL);
+	if (n > 0)
+		o->off += (size_t)n;
+	else if (n < 0 && errno != EAGAIN && errno != EINTR)
+		o->off = o->len; /* the cell is gone; its exit says why */
+}
+
 static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 {
 	struct sc_call_outcome out;
@@ -169,6 +180,7 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 		violation(r, "out of memory answering a tool call");
 	log_call(r, &out.log);
 	free(out.text);
+	send_pending(r); /* the cell is waiting for it: no need to poll first */
 }
 
 static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
@@ -221,17 +233,6 @@ static void read_exit(struct run *r)
 	} else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
 		r->exit_eof = true;
 	}
-}
-
-static void send_pending(struct run *r)
-{
-	struct outbuf *o = &r->send;
-	ssize_t n = send(r->cell.fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
-			 MSG_DONTWAIT | MSG_NOSIGNAL);
-	if (n > 0)
-		o->off += (size_t)n;
-	else if (n < 0 && errno != EAGAIN && errno != EINTR)
-		o->off = o->len; /* the cell is gone; its exit says why */
 }
 
 /* A run ends at the cell's DONE report, or, when it never came, at the template's report of
@@ -474,11 +475,10 @@ void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell,
 			;
 	}
 	const uint64_t *l = sb->cfg->limits;
-	struct sc_collect_caps caps = {l[SNAPCELL_LIMIT_OUTPUT_FILES],
-				       l[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES],
-				       l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES],
-				       l[SNAPCELL_LIMIT_OUTPUT_DEPTH],
-				       l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES]};
+	struct sc_collect_caps caps = {
+		l[SNAPCELL_LIMIT_OUTPUT_FILES], l[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES],
+		l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES], l[SNAPCELL_LIMIT_OUTPUT_DEPTH],
+		l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES]};
 	sc__collect(dfd, &caps, res);
 	if (session)
 		sc__empty_dir(dfd); /* every run starts with an empty /output */

@@ -22,7 +22,7 @@ struct sc_spawn {
 	int helper_fd; /* O_PATH descriptor of the helper executable */
 	char *const *argv;
 	char *const *envp;
-	int control_fd;      /* becomes fd 3 in the helper */
+	int control_fd; /* becomes fd 3 in the helper */
 	/* Directories opened (O_PATH) as fds 4, 5, ... by the child while it still has the
 	 * host's uid, so the sandbox uid need not be able to walk to them; they are in the
 	 * helper's mount namespace, so it can bind them. All other fds but 0-3 are closed. */
@@ -43,10 +43,10 @@ void sc__sandbox_ids(uid_t *uid, gid_t *gid);
 
 /* ---- rootfs.c (helper side) ---- */
 
-#define SC_OUT_BASE "/.snapcell/out" /* where per-cell output dirs live inside the root */
+#define SC_OUT_BASE	    "/.snapcell/out" /* where per-cell output dirs live inside the root */
 #define SC_PYTHON_PATH_BASE "/.snapcell/python" /* python_paths[i] appear at BASE/i */
-#define SC_PASS_FD_FIRST 4                 /* the helper's first fd beyond the control socket */
-#define SC_PASS_FD_MAX 64
+#define SC_PASS_FD_FIRST    4 /* the helper's first fd beyond the control socket */
+#define SC_PASS_FD_MAX	    64
 
 /* A read-only bind: src is a host path or /proc/self/fd/N of a descriptor the host opened
  * (so the sandbox uid need not be able to walk to it); dst is the path inside the root. */

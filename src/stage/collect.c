@@ -40,9 +40,9 @@ static void skip(struct walk *w, const char *path, const char *reason)
 
 static const char *kind(mode_t mode)
 {
-	return S_ISLNK(mode)    ? "symbolic link"
-	       : S_ISFIFO(mode) ? "fifo"
-	       : S_ISSOCK(mode) ? "socket"
+	return S_ISLNK(mode)			? "symbolic link"
+	       : S_ISFIFO(mode)			? "fifo"
+	       : S_ISSOCK(mode)			? "socket"
 	       : S_ISCHR(mode) || S_ISBLK(mode) ? "device"
 						: "not a regular file";
 }
@@ -96,8 +96,9 @@ static void add_file(struct walk *w, int fd, const char *path)
 		free(data);
 		r->output_limits_hit |= cap == c->file_bytes ? SNAPCELL_OUTPUT_HIT_FILE_BYTES
 							     : SNAPCELL_OUTPUT_HIT_TOTAL_BYTES;
-		return skip(w, path, cap == c->file_bytes ? "over the per-file size cap"
-							  : "over the total size cap");
+		return skip(w, path,
+			    cap == c->file_bytes ? "over the per-file size cap"
+						 : "over the total size cap");
 	}
 	if (r->n_artifacts == w->cap_artifacts) {
 		size_t n = w->cap_artifacts ? w->cap_artifacts * 2 : 16;
@@ -266,18 +267,29 @@ const char *sc__media_type(const char *name)
 	static const struct {
 		const char *ext, *type;
 	} types[] = {
-		{".txt", "text/plain"},	       {".log", "text/plain"},
-		{".md", "text/markdown"},      {".csv", "text/csv"},
+		{".txt", "text/plain"},
+		{".log", "text/plain"},
+		{".md", "text/markdown"},
+		{".csv", "text/csv"},
 		{".tsv", "text/tab-separated-values"},
-		{".json", "application/json"}, {".jsonl", "application/jsonl"},
-		{".html", "text/html"},	       {".htm", "text/html"},
-		{".xml", "application/xml"},   {".yaml", "application/yaml"},
-		{".yml", "application/yaml"},  {".py", "text/x-python"},
-		{".png", "image/png"},	       {".jpg", "image/jpeg"},
-		{".jpeg", "image/jpeg"},       {".gif", "image/gif"},
-		{".svg", "image/svg+xml"},     {".webp", "image/webp"},
-		{".pdf", "application/pdf"},   {".zip", "application/zip"},
-		{".gz", "application/gzip"},   {".tar", "application/x-tar"},
+		{".json", "application/json"},
+		{".jsonl", "application/jsonl"},
+		{".html", "text/html"},
+		{".htm", "text/html"},
+		{".xml", "application/xml"},
+		{".yaml", "application/yaml"},
+		{".yml", "application/yaml"},
+		{".py", "text/x-python"},
+		{".png", "image/png"},
+		{".jpg", "image/jpeg"},
+		{".jpeg", "image/jpeg"},
+		{".gif", "image/gif"},
+		{".svg", "image/svg+xml"},
+		{".webp", "image/webp"},
+		{".pdf", "application/pdf"},
+		{".zip", "application/zip"},
+		{".gz", "application/gzip"},
+		{".tar", "application/x-tar"},
 		{".parquet", "application/vnd.apache.parquet"},
 	};
 	const char *dot = strrchr(name, '.');

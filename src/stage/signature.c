@@ -83,7 +83,9 @@ static int walk(struct sig *s, int dfd, const char *rel, unsigned depth)
 	while (rc == 0 && (e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		char **grown = n < cap ? names : realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
+		char **grown =
+			n < cap ? names
+				: realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
 		if (!grown || !(grown[n] = strdup(e->d_name)))
 			rc = -ENOMEM;
 		if (grown)

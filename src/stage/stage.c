@@ -41,7 +41,8 @@ int snapcell_normalize_mount_path(const char *in, char *out, size_t out_len,
 	buf[n] = 0;
 	size_t o = snprintf(out, out_len, "/input");
 	bool first = true;
-	for (char *save, *part = strtok_r(buf, "/", &save); part; part = strtok_r(NULL, "/", &save)) {
+	for (char *save, *part = strtok_r(buf, "/", &save); part;
+	     part = strtok_r(NULL, "/", &save)) {
 		if (!strcmp(part, "."))
 			continue;
 		if (!strcmp(part, ".."))

@@ -42,9 +42,12 @@ Test(files, mount_paths_normalise_like_the_reference)
 	static const struct {
 		const char *in, *out;
 	} ok[] = {
-		{"data", "/input/data"},	     {"/input/data", "/input/data"},
-		{"input/a/b.csv", "/input/a/b.csv"}, {"  a\\b\\c.txt ", "/input/a/b/c.txt"},
-		{"./a//./b", "/input/a/b"},	     {"input/input/x", "/input/input/x"},
+		{"data", "/input/data"},
+		{"/input/data", "/input/data"},
+		{"input/a/b.csv", "/input/a/b.csv"},
+		{"  a\\b\\c.txt ", "/input/a/b/c.txt"},
+		{"./a//./b", "/input/a/b"},
+		{"input/input/x", "/input/input/x"},
 	};
 	char out[256];
 	struct snapcell_error err = {0};
@@ -53,8 +56,8 @@ Test(files, mount_paths_normalise_like_the_reference)
 			     "%s: %s", ok[i].in, err.message);
 		cr_expect_str_eq(out, ok[i].out);
 	}
-	static const char *const bad[] = {"../etc", "a/../../b", "", "  ", "/input", "input/.",
-					  "."};
+	static const char *const bad[] = {"../etc", "a/../../b", "", "  ",
+					  "/input", "input/.",	 "."};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		cr_expect_eq(snapcell_normalize_mount_path(bad[i], out, sizeof(out), &err),
 			     SNAPCELL_E_INVAL, "'%s' accepted", bad[i]);
@@ -74,8 +77,7 @@ Test(files, workspace_and_mounts_staged_in_order_read_only)
 	char mnt[600];
 	snprintf(mnt, sizeof(mnt), "%s/a.csv", other);
 	cr_assert_eq(snapcell_config_set_workspace(cfg, ws, &err), 0, "%s", err.message);
-	cr_assert_eq(snapcell_config_add_mount(cfg, mnt, "data/a.csv", &err), 0, "%s",
-		     err.message);
+	cr_assert_eq(snapcell_config_add_mount(cfg, mnt, "data/a.csv", &err), 0, "%s", err.message);
 	snprintf(mnt, sizeof(mnt), "%s/single.txt", other);
 	cr_assert_eq(snapcell_config_add_mount(cfg, mnt, "/input/extra/one.txt", &err), 0);
 	cr_assert_eq(snapcell_config_add_mount(cfg, other, "dir", &err), 0);
@@ -90,10 +92,11 @@ Test(files, workspace_and_mounts_staged_in_order_read_only)
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_result *res = test_run(
-		sb, "import os\n"
-		    "print(open('/input/notes.txt').read(), open('/input/data/a.csv').read(),\n"
-		    "      open('/input/extra/one.txt').read(), sorted(os.listdir('/input/dir')))\n"
-		    "try:\n    open('/input/new', 'w')\nexcept OSError as e:\n    print(e.errno)\n");
+		sb,
+		"import os\n"
+		"print(open('/input/notes.txt').read(), open('/input/data/a.csv').read(),\n"
+		"      open('/input/extra/one.txt').read(), sorted(os.listdir('/input/dir')))\n"
+		"try:\n    open('/input/new', 'w')\nexcept OSError as e:\n    print(e.errno)\n");
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf,
 			 "workspace notes from mount one file ['data', 'notes.txt']\n30\n");
@@ -177,12 +180,12 @@ Test(files, signature_changes_with_content_not_with_links)
 Test(files, artifacts_are_collected_sorted_with_media_types)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
-	struct snapcell_result *res = test_run(
-		sb, "import os\nos.makedirs('/output/sub')\n"
-		    "open('/output/report.csv', 'w').write('a,b\\n1,2\\n')\n"
-		    "open('/output/sub/data.json', 'w').write('{}')\n"
-		    "open('/output/odd\\nname\\x1b', 'w').write('x')\n"
-		    "open('/output/blob', 'wb').write(bytes(range(256)))\n");
+	struct snapcell_result *res =
+		test_run(sb, "import os\nos.makedirs('/output/sub')\n"
+			     "open('/output/report.csv', 'w').write('a,b\\n1,2\\n')\n"
+			     "open('/output/sub/data.json', 'w').write('{}')\n"
+			     "open('/output/odd\\nname\\x1b', 'w').write('x')\n"
+			     "open('/output/blob', 'wb').write(bytes(range(256)))\n");
 	expect_ok(res);
 	cr_assert_eq(res->n_artifacts, 4);
 	cr_expect_str_eq(res->artifacts[0].path, "blob");
@@ -209,21 +212,23 @@ Test(files, artifacts_are_collected_sorted_with_media_types)
 Test(files, planted_links_fifos_and_hard_links_are_skipped_and_reported)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
-	struct snapcell_result *res = test_run(
-		sb, "import os\n"
-		    "open('/output/real.txt', 'w').write('real')\n"
-		    "os.symlink('/etc/passwd', '/output/passwd-link')\n"
-		    "os.symlink('../../../../etc', '/output/dir-link')\n"
-		    "os.link('/output/real.txt', '/output/hard')\n"
-		    "os.mkfifo('/output/fifo')\n"
-		    "try:\n    os.link('/tmp', '/output/x')\nexcept OSError as e:\n"
-		    "    print('cross-mount link', e.errno)\n");
+	struct snapcell_result *res =
+		test_run(sb, "import os\n"
+			     "open('/output/real.txt', 'w').write('real')\n"
+			     "os.symlink('/etc/passwd', '/output/passwd-link')\n"
+			     "os.symlink('../../../../etc', '/output/dir-link')\n"
+			     "os.link('/output/real.txt', '/output/hard')\n"
+			     "os.mkfifo('/output/fifo')\n"
+			     "try:\n    os.link('/tmp', '/output/x')\nexcept OSError as e:\n"
+			     "    print('cross-mount link', e.errno)\n");
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "cross-mount link 18\n"); /* EXDEV */
 	cr_expect_eq(res->n_artifacts, 0, "real.txt has two names: skipped as a hard link");
 	cr_assert_eq(res->n_skipped, 5);
-	const char *want[][2] = {{"dir-link", "symbolic link"}, {"fifo", "fifo"},
-				 {"hard", "hard link"},	       {"passwd-link", "symbolic link"},
+	const char *want[][2] = {{"dir-link", "symbolic link"},
+				 {"fifo", "fifo"},
+				 {"hard", "hard link"},
+				 {"passwd-link", "symbolic link"},
 				 {"real.txt", "hard link"}};
 	for (int i = 0; i < 5; i++) {
 		cr_expect_str_eq(res->skipped[i].path, want[i][0]);
