@@ -174,6 +174,14 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 		violation(r, "malformed tool call");
 		return;
 	}
+	if (sc__now_us() >= r->deadline_us) {
+		/* The tool outlived the run: its answer must not reach code that is out of time. */
+		log_call(r, &out.log);
+		free(out.text);
+		r->hit |= SNAPCELL_HIT_WALL;
+		kill_cell(r, FORCED_TIMEOUT);
+		return;
+	}
 	uint8_t ok = out.ok;
 	if (rc < 0 ||
 	    queue_frame(&r->send, SC_FRAME_RESULT, &ok, 1, out.text, strlen(out.text)) < 0)

@@ -250,3 +250,29 @@ Test(tools, no_tools_registered)
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
+
+static int slow(void *user, const char *args, char **result)
+{
+	usleep(1500 * 1000);
+	*result = strdup("\"late\"");
+	return 0;
+}
+
+Test(tools, a_callback_blocking_past_the_deadline_ends_the_run_as_timeout)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 1000);
+	snapcell_config_add_tool(cfg, "slow", "", NULL, SNAPCELL_APPROVAL_NEVER, slow, NULL);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(sb, "r = call_tool('slow')\nprint(r)");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT);
+	cr_expect(res->limits_hit & SNAPCELL_HIT_WALL);
+	cr_expect_str_eq(res->stdout_buf, "", "the late result never reached the code");
+	cr_expect_lt(res->wall_us, 2000000);
+	snapcell_result_free(res);
+	res = test_run(sb, "print(1)");
+	expect_ok(res);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
