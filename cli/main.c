@@ -1,4 +1,5 @@
 /* snapcell: command-line front end. Dispatches to one file per subcommand. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,6 +16,8 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
+	/* A --tool command that exits without reading its input must not kill us. */
+	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
 	    !strcmp(argv[1], "help")) {
 		fputs(usage, argc < 2 ? stderr : stdout);

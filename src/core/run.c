@@ -1,6 +1,7 @@
-/* One run: deliver code to a parked cell, collect its output under caps, enforce the wall
- * clock, and derive the result from what the template reports (trusted) refined by what the
- * cell reports (trusted only for its own result). */
+/* One run: deliver code to a parked cell or a session worker, serve its tool calls on this
+ * thread, read its output under caps, enforce the wall clock, derive the result (from the
+ * cell's DONE report, trusted only for its own result, or from the template's exit record
+ * when none came), and collect /output. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>

@@ -73,3 +73,9 @@ def test_output_json_and_hostile_names(snapcell, tmp_path):
     assert not (tmp_path / "out" / "leak").exists()
     plain = snapcell("run", "-", stdin=code)
     assert b"\x1b" not in plain.stderr and b"evil\\x0a\\x1b[2J.txt" in plain.stderr
+
+
+def test_tool_command_that_ignores_its_input_does_not_kill_the_cli(snapcell):
+    code = b"print(call_tool('t', s='a' * 300000))"
+    r = snapcell("run", "--tool", "t=echo 1", "-", stdin=code)
+    assert (r.returncode, r.stdout) == (0, b"1\n"), r.stderr
