@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "isolate/isolate.h"
 #include "rpc/frame.h"
 #include "snapcell.h"
@@ -23,6 +25,7 @@ struct sc_guest_config {
 	uint64_t tmp_bytes;
 	size_t frame_cap;
 	struct sc_rlimits limits;
+	json_t *env;       /* the code's environment, set after the pivot */
 	char **tool_names; /* for the guest's `tools` module */
 	char **tool_docs;
 	size_t n_tools;

@@ -103,6 +103,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		if (!c->python_paths[i] || c->python_path_fds[i] < SC_PASS_FD_FIRST)
 			c->n_python_paths = i;
 	}
+	c->env = json_incref(json_object_get(root, "env"));
 	json_t *tools = json_object_get(root, "tools");
 	size_t n_tools = json_array_size(tools);
 	c->tool_names = calloc(n_tools + 1, sizeof(char *));
@@ -177,6 +178,13 @@ static int setup(struct snapcell_error *err)
 		return sc__err(err, -errno, "open /proc/self/ns/pid");
 	if ((rc = build_root(err)) < 0)
 		return rc;
+	const char *name;
+	json_t *value;
+	json_object_foreach(T.cfg.env, name, value)
+	{
+		if (json_is_string(value) && setenv(name, json_string_value(value), 1) < 0)
+			return sc__err(err, -errno, "setenv %s", name);
+	}
 	if (sethostname("snapcell", 8) < 0)
 		return sc__err(err, -errno, "sethostname");
 	T.out_fd = open(SC_OUT_BASE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

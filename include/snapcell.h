@@ -77,7 +77,7 @@ SNAPCELL_API const char *snapcell_isolation_name(enum snapcell_isolation level);
 /* Limits. Each is set with snapcell_config_set_limit(); 0 is not a valid value for any. */
 enum snapcell_limit {
 	SNAPCELL_LIMIT_WALL_MS, /* wall clock from code delivery (default 30,000) */
-	SNAPCELL_LIMIT_CPU_MS,	/* CPU time of the cell, rounded up to seconds (default 60,000) */
+	SNAPCELL_LIMIT_CPU_MS, /* CPU time of each cell process, rounded up to seconds (60,000) */
 	SNAPCELL_LIMIT_MEMORY_BYTES, /* address space of each cell process (default 512 MiB) */
 	SNAPCELL_LIMIT_PROCESSES,    /* tasks (processes and threads) per sandbox (default 64) */
 	SNAPCELL_LIMIT_FILE_BYTES,   /* largest file a cell may write (default 64 MiB) */
@@ -119,7 +119,9 @@ SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cf
 						enum snapcell_limit limit);
 
 /* Passes an environment variable to the code (visible as os.environ[name]). The cell starts
- * with no other variables. A later call with the same name replaces the value. */
+ * with no other variables. They are set inside the sandbox after its root is built, so
+ * loader variables (LD_PRELOAD, ...) have no effect on the helper. A later call with the
+ * same name replaces the value. */
 SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char *name,
 					 const char *value);
 
@@ -161,7 +163,8 @@ SNAPCELL_API int snapcell_normalize_mount_path(const char *in, char *out, size_t
 					       struct snapcell_error *err);
 
 /* A signature of a file or tree: relative path, size and modification time of every regular
- * file and directory, links excluded, a symlinked root walked through its target. It changes
+ * file, and the path of every directory; links excluded, a symlinked root walked through its
+ * target. It changes
  * when a file does, so callers can key cached sandboxes by it. 32 hex digits and a NUL. */
 #define SNAPCELL_SIGNATURE_LEN 33
 SNAPCELL_API int snapcell_tree_signature(const char *path, char out[SNAPCELL_SIGNATURE_LEN],

@@ -139,11 +139,15 @@ static void violation(struct run *r, const char *why)
 
 static void log_call(struct run *r, const struct snapcell_tool_call *entry)
 {
+	if (r->n_calls == MAX_LOGGED_CALLS) {
+		r->n_calls_dropped++;
+		return;
+	}
 	if (r->n_calls == r->cap_calls) {
 		size_t cap = r->cap_calls ? r->cap_calls * 2 : 16;
-		struct snapcell_tool_call *grown = r->n_calls < MAX_LOGGED_CALLS
-							   ? realloc(r->calls, cap * sizeof(*grown))
-							   : NULL;
+		if (cap > MAX_LOGGED_CALLS)
+			cap = MAX_LOGGED_CALLS;
+		struct snapcell_tool_call *grown = realloc(r->calls, cap * sizeof(*grown));
 		if (!grown) {
 			r->n_calls_dropped++;
 			return;
@@ -195,8 +199,13 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
 {
 	uint8_t type = sc__frame_type(&r->reader);
+	if (r->forced != NOT_FORCED)
+		return; /* being killed: nothing more is served */
 	if (r->have_done)
 		violation(r, "frame after DONE");
+	else if (type == SC_FRAME_CALL && r->send.off < r->send.len)
+		/* call_tool waits for each answer: a second call before it is read is a flood. */
+		violation(r, "tool call before the previous answer was read");
 	else if (type == SC_FRAME_CALL)
 		serve_call(r, sb);
 	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {

@@ -34,8 +34,10 @@
 void sc__cell_close(struct sc_cell *cell)
 {
 	for (int i = 0; i < SC_CELL_NFDS; i++)
-		if (cell->fds[i] >= 0)
+		if (cell->fds[i] >= 0) {
 			close(cell->fds[i]);
+			cell->fds[i] = -1;
+		}
 }
 
 static void forget_cell(struct snapcell_sandbox *sb, uint32_t id)
@@ -180,6 +182,11 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 			  (json_int_t)l[SNAPCELL_LIMIT_CPU_MS], "processes", (json_int_t)procs,
 			  "file_bytes", (json_int_t)l[SNAPCELL_LIMIT_FILE_BYTES], "open_files",
 			  (json_int_t)l[SNAPCELL_LIMIT_OPEN_FILES]);
+	json_t *env = json_object();
+	for (size_t i = 0; i < sb->cfg->n_env; i++)
+		json_object_set_new(env, sb->cfg->env[i].name, json_string(sb->cfg->env[i].value));
+	if (msg && json_object_set_new(msg, "env", env) < 0)
+		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "input", json_string(input)) < 0)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "tools", tools) < 0)
@@ -189,22 +196,6 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	return s;
 }
 
-/* The helper's environment is exactly the configured variables. */
-static char **make_envp(const struct snapcell_config *cfg)
-{
-	char **envp = calloc(cfg->n_env + 1, sizeof(char *));
-	for (size_t i = 0; envp && i < cfg->n_env; i++)
-		if (asprintf(&envp[i], "%s=%s", cfg->env[i].name, cfg->env[i].value) < 0)
-			envp[i] = NULL;
-	return envp;
-}
-
-static void free_envp(char **envp)
-{
-	for (size_t i = 0; envp && envp[i]; i++)
-		free(envp[i]);
-	free(envp);
-}
 
 static int wait_readable(int fd, int timeout_ms)
 {
@@ -229,14 +220,15 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		close(sp[1]);
 	sb->ctl = sp[0];
 	int helper_fd = open_helper(err);
-	char **envp = make_envp(sb->cfg);
+	/* The helper starts with no environment at all: the configured variables travel in the
+	 * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends)
+	 * never sees them while the host filesystem is still visible. */
+	char *envp[] = {NULL};
 	char *argv[] = {HELPER_NAME, NULL};
 	if (rc == 0 && child_end < 0)
 		rc = sc__err(err, -EMFILE, "control socket");
 	if (rc == 0 && helper_fd < 0)
 		rc = helper_fd;
-	if (rc == 0 && !envp)
-		rc = sc__err(err, -ENOMEM, "environment");
 	if (rc == 0) {
 		struct sc_spawn spec = {.helper_fd = helper_fd,
 					.argv = argv,
@@ -247,7 +239,6 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		sc__sandbox_ids(&spec.outside_uid, &spec.outside_gid);
 		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
 	}
-	free_envp(envp);
 	if (helper_fd >= 0)
 		close(helper_fd);
 	if (child_end >= 0)

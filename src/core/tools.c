@@ -245,12 +245,12 @@ int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t l
 		if (!text)
 			text = message("tool '%s' returned no %s", name,
 				       rc == 0 ? "result" : "message");
-		else if (out->log.ok && strlen(text) > result_cap) {
+		else if (strlen(text) > result_cap) { /* a message too: any answer is one frame */
 			size_t n = strlen(text);
 			free(text);
 			out->log.ok = false;
-			text = message("tool '%s' returned %zu bytes; the limit is %zu", name, n,
-				       result_cap);
+			text = message("tool '%s' %s %zu bytes; the limit is %zu", name,
+				       rc == 0 ? "returned" : "failed with a message of", n, result_cap);
 		}
 	}
 	out->log.duration_us = sc__now_us() - start;

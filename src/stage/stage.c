@@ -126,13 +126,19 @@ static int copy_dir(int fd, int ddir, const char *dname, unsigned depth, struct 
 static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, unsigned depth,
 		      struct copy *c)
 {
+	/* Classify before opening: opening a device node can have effects of its own. */
+	struct stat pre;
+	if (fstatat(sdir, sname, &pre, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    (!S_ISREG(pre.st_mode) && !S_ISDIR(pre.st_mode)))
+		return 0;
 	int fd = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return errno == ELOOP || errno == ENXIO
 			       ? 0 /* a link or a socket */
 			       : sc__err(c->err, -errno, "stage /input: open %s", sname);
 	struct stat st;
-	if (fstat(fd, &st) < 0 || (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
+	if (fstat(fd, &st) < 0 || st.st_ino != pre.st_ino || st.st_dev != pre.st_dev ||
+	    (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
 		close(fd);
 		return 0;
 	}

@@ -100,7 +100,9 @@ int sc__remove_tree(int dirfd, const char *name, unsigned max_depth)
 		return -ELOOP;
 	/* A directory the guest made unreadable or unwritable (chmod 000) is ours to fix. */
 	int dfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0 && errno == EACCES && fchmodat(dirfd, name, 0700, 0) == 0)
+	/* AT_SYMLINK_NOFOLLOW: a cell may swap the directory for a link meanwhile, and a chmod
+	 * through it would land on a host file. */
+	if (dfd < 0 && errno == EACCES && fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) == 0)
 		dfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd < 0)
 		return -errno;
