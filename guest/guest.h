@@ -23,9 +23,10 @@ struct sc_guest_config {
 	size_t n_python_paths;
 	unsigned spares;
 	uint64_t tmp_bytes;
+	uint64_t output_bytes; /* size of each cell's /output tmpfs */
 	size_t frame_cap;
 	struct sc_rlimits limits;
-	json_t *env;       /* the code's environment, set after the pivot */
+	json_t *env;	   /* the code's environment, set after the pivot */
 	char **tool_names; /* for the guest's `tools` module */
 	char **tool_docs;
 	size_t n_tools;

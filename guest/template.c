@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -89,6 +90,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	c->limits.processes = get_u64(root, "processes");
 	c->limits.file_bytes = get_u64(root, "file_bytes");
 	c->limits.open_files = get_u64(root, "open_files");
+	c->output_bytes = get_u64(root, "output_bytes");
 	json_t *paths = json_object_get(root, "python_paths");
 	size_t n_paths = json_array_size(paths);
 	c->n_python_paths = n_paths;
@@ -120,8 +122,8 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	if (c->n_tools != n_tools)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad tool list");
 	if (!c->root_base || !c->out_dir || !c->input_dir || !c->spares || !c->tmp_bytes ||
-	    !c->frame_cap || !c->limits.memory_bytes || !c->python_paths || !c->python_path_fds ||
-	    c->n_python_paths != n_paths)
+	    !c->frame_cap || !c->limits.memory_bytes || !c->output_bytes || !c->python_paths ||
+	    !c->python_path_fds || c->n_python_paths != n_paths)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing fields");
 	return 0;
 }
@@ -217,6 +219,7 @@ static int make_fds(int host[SC_CELL_NFDS], int cell[3], int *exit_w)
 {
 	int p[2][2], s[2], e[2];
 	host[SC_CELL_PIDFD] = -1;
+	host[SC_CELL_OUTPUT] = -1;
 	if (pipe2(p[0], O_CLOEXEC) < 0)
 		return -errno;
 	if (pipe2(p[1], O_CLOEXEC) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) ||
@@ -273,6 +276,38 @@ static pid_t fork_cell(const struct sc_cell_plan *plan)
 	return pid < 0 ? -saved : pid;
 }
 
+/* Each cell's /output is a tmpfs of its own, capped in size and inodes, so code cannot fill
+ * the host's disk or memory through it. The host reads it through the descriptor sent with
+ * the cell; the mount is detached when the cell is reaped and freed when the host closes
+ * that descriptor, so nothing needs removing file by file. */
+static int mount_output(const char *name)
+{
+	char path[64], opts[96];
+	snprintf(path, sizeof(path), SC_OUT_BASE "/%s", name);
+	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%u",
+		 (unsigned long long)T.cfg.output_bytes, SC_OUTPUT_INODES);
+	if (mkdirat(T.out_fd, name, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+		return -errno;
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		int rc = -errno;
+		umount2(path, MNT_DETACH);
+		return rc;
+	}
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	close(fd);
+	return high < 0 ? -EMFILE : high;
+}
+
+static void unmount_output(uint32_t id)
+{
+	char path[64];
+	snprintf(path, sizeof(path), SC_OUT_BASE "/%u", id);
+	umount2(path, MNT_DETACH);
+}
+
 static int park_cell(void)
 {
 	if (T.n_cells == MAX_CELLS)
@@ -291,8 +326,8 @@ static int park_cell(void)
 				    .stderr_fd = cell[1],
 				    .rpc_fd = cell[2]};
 	pid_t pid = -1;
-	if (mkdirat(T.out_fd, name, 0755) < 0)
-		rc = -errno;
+	if ((host[SC_CELL_OUTPUT] = mount_output(name)) < 0)
+		rc = host[SC_CELL_OUTPUT];
 	else if ((pid = fork_cell(&plan)) < 0)
 		rc = pid;
 	close_all(cell, 3);
@@ -334,6 +369,7 @@ static void reap(void)
 				.maxrss_kib = (uint64_t)ru.ru_maxrss};
 			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
 			close(T.cells[i].exit_fd);
+			unmount_output(T.cells[i].id);
 			T.cells[i] = T.cells[--T.n_cells];
 			break;
 		}

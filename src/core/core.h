@@ -121,8 +121,8 @@ int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_fa
 
 /* Collects a finished run's /output into res: a fresh cell is killed and waited for first;
  * a session's /output is emptied afterwards. */
-void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, uint32_t id,
-			bool session, struct snapcell_result *res);
+void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, bool session,
+			struct snapcell_result *res);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

@@ -475,17 +475,12 @@ static bool dir_is_empty(int dfd)
 /* Collects what the run left in /output. A fresh cell is dead first (its first process exits
  * only after the rest of its namespace), so nothing can change the tree while it is read; a
  * session's worker lives on, and the walk's checks make a racing writer harmless. */
-void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, uint32_t id,
-			bool session, struct snapcell_result *res)
+void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, bool session,
+			struct snapcell_result *res)
 {
-	char name[16];
-	snprintf(name, sizeof(name), "%u", id);
-	int dfd = openat(sb->out_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0 || dir_is_empty(dfd)) {
-		if (dfd >= 0)
-			close(dfd);
+	int dfd = cell->fds[SC_CELL_OUTPUT];
+	if (dfd < 0 || dir_is_empty(dfd))
 		return;
-	}
 	if (!session) {
 		struct pollfd gone = {cell->fds[SC_CELL_PIDFD], POLLIN, 0};
 		syscall(SYS_pidfd_send_signal, cell->fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
@@ -500,7 +495,6 @@ void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell,
 	sc__collect(dfd, &caps, res);
 	if (session)
 		sc__empty_dir(dfd); /* every run starts with an empty /output */
-	close(dfd);
 }
 
 int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
@@ -520,7 +514,7 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	bool alive;
 	rc = sc__run_code(sb, &cell, NULL, 0, code, code_len, out, &alive, err);
 	if (rc == 0)
-		sc__collect_output(sb, &cell, cell.id, false, *out);
+		sc__collect_output(sb, &cell, false, *out);
 	sc__sandbox_retire_cell(sb, &cell);
 	return rc;
 }

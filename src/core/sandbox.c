@@ -187,6 +187,11 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 		json_object_set_new(env, sb->cfg->env[i].name, json_string(sb->cfg->env[i].value));
 	if (msg && json_object_set_new(msg, "env", env) < 0)
 		json_decref(msg), msg = NULL;
+	/* Room for the collection cap and a little more, so a cap hit can be reported. */
+	uint64_t output_bytes = l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] + (1u << 20);
+	if (msg &&
+	    json_object_set_new(msg, "output_bytes", json_integer((json_int_t)output_bytes)) < 0)
+		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "input", json_string(input)) < 0)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "tools", tools) < 0)
@@ -195,7 +200,6 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	json_decref(msg);
 	return s;
 }
-
 
 static int wait_readable(int fd, int timeout_ms)
 {

@@ -185,8 +185,7 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_code(s->family->sb, &s->worker, s->family, s->pid, code, code_len, out,
 			  &s->alive, err);
 	if (rc == 0)
-		sc__collect_output(s->family->sb, &s->family->anchor, s->family->anchor.id, true,
-				   *out);
+		sc__collect_output(s->family->sb, &s->family->anchor, true, *out);
 	return rc;
 }
 

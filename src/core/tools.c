@@ -250,7 +250,8 @@ int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t l
 			free(text);
 			out->log.ok = false;
 			text = message("tool '%s' %s %zu bytes; the limit is %zu", name,
-				       rc == 0 ? "returned" : "failed with a message of", n, result_cap);
+				       rc == 0 ? "returned" : "failed with a message of", n,
+				       result_cap);
 		}
 	}
 	out->log.duration_us = sc__now_us() - start;

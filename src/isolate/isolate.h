@@ -44,6 +44,7 @@ void sc__sandbox_ids(uid_t *uid, gid_t *gid);
 /* ---- rootfs.c (helper side) ---- */
 
 #define SC_OUT_BASE	    "/.snapcell/out" /* where per-cell output dirs live inside the root */
+#define SC_OUTPUT_INODES    131072	     /* files and directories a cell's /output may hold */
 #define SC_PYTHON_PATH_BASE "/.snapcell/python" /* python_paths[i] appear at BASE/i */
 #define SC_PASS_FD_FIRST    4 /* the helper's first fd beyond the control socket */
 #define SC_PASS_FD_MAX	    64

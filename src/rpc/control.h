@@ -22,7 +22,8 @@ enum sc_cell_fd {
 	SC_CELL_RPC,	/* host end of the cell's frame socket */
 	SC_CELL_STDOUT, /* read ends of the cell's output pipes */
 	SC_CELL_STDERR,
-	SC_CELL_EXIT, /* read end of a pipe that carries struct sc_exit_record, then EOF */
+	SC_CELL_EXIT,	/* read end of a pipe that carries struct sc_exit_record, then EOF */
+	SC_CELL_OUTPUT, /* the cell's /output: its own size-capped tmpfs, read by the host */
 	SC_CELL_NFDS
 };
 

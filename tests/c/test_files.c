@@ -310,3 +310,24 @@ Test(files, session_output_is_collected_and_emptied_per_run)
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
+
+Test(files, output_is_capped_in_size_so_code_cannot_fill_the_host)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, 8u << 20);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res =
+		test_run(sb, "written = 0\n"
+			     "try:\n"
+			     "    for i in range(300):\n"
+			     "        open(f'/output/f{i}', 'wb').write(b'x' * (1 << 20))\n"
+			     "        written += 1\n"
+			     "except OSError as e:\n"
+			     "    print(written, e.errno)\n");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "9 28\n", "ENOSPC after the cap and 1 MiB of slack");
+	cr_expect(res->output_limits_hit & SNAPCELL_OUTPUT_HIT_TOTAL_BYTES);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}

@@ -280,11 +280,11 @@ Test(tools, a_callback_blocking_past_the_deadline_ends_the_run_as_timeout)
 Test(tools, a_flood_of_calls_that_never_reads_answers_is_killed)
 {
 	struct snapcell_sandbox *sb = tool_sandbox();
-	struct snapcell_result *res = test_run(
-		sb, "import os, struct, time\n"
-		    "frame = struct.pack('<I', 8) + b'Cecho\\0{}'\n"
-		    "for i in range(100):\n    os.write(3, frame * 10000)\n"
-		    "time.sleep(5)\n");
+	struct snapcell_result *res =
+		test_run(sb, "import os, struct, time\n"
+			     "frame = struct.pack('<I', 8) + b'Cecho\\0{}'\n"
+			     "for i in range(100):\n    os.write(3, frame * 10000)\n"
+			     "time.sleep(5)\n");
 	cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED);
 	cr_expect(strstr(res->stderr_buf, "before the previous answer was read"), "%s",
 		  res->stderr_buf);
