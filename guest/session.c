@@ -21,9 +21,28 @@ static size_t cap;
 
 static _Noreturn void worker_loop(void);
 
-/* Forks a worker with its own output pipes and frame socket and sends the host their ends on
- * reply_fd (a WORKER frame carrying the worker's pid). Returns only in the parent. */
-static int fork_worker(int reply_fd)
+/* Forks a worker onto the given frame socket and output pipes (the child's ends). The worker
+ * leads a process group of its own, so a kill reaches what it started. Returns the pid. */
+static pid_t start_worker(int rpc, int out, int err)
+{
+	sc_py_before_fork();
+	pid_t pid = fork();
+	if (pid == 0) {
+		sc_py_after_fork_child();
+		signal(SIGCHLD, SIG_DFL);
+		setpgid(0, 0);
+		if (dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup2(rpc, SC_CELL_RPC_FD) < 0)
+			_exit(125);
+		syscall(SYS_close_range, SC_CELL_RPC_FD + 1, ~0U, 0);
+		worker_loop();
+	}
+	sc_py_after_fork_parent();
+	return pid;
+}
+
+/* The anchor's first worker: the anchor is trusted, so it makes the descriptors and sends the
+ * host its ends (a WORKER frame carrying the pid). */
+static int first_worker(void)
 {
 	int out[2], err[2], s[2];
 	if (pipe2(out, O_CLOEXEC) < 0)
@@ -35,80 +54,77 @@ static int fork_worker(int reply_fd)
 	}
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
 	fcntl(err[0], F_SETFL, O_NONBLOCK);
-	sc_py_before_fork();
-	pid_t pid = fork();
-	if (pid == 0) {
-		sc_py_after_fork_child();
-		signal(SIGCHLD, SIG_DFL);
-		if (dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0 || dup2(s[1], SC_CELL_RPC_FD) < 0)
-			_exit(125);
-		syscall(SYS_close_range, SC_CELL_RPC_FD + 1, ~0U, 0);
-		worker_loop();
-	}
-	sc_py_after_fork_parent();
+	int32_t pid = start_worker(s[1], out[1], err[1]);
 	close(out[1]), close(err[1]), close(s[1]);
 	int fds[3] = {s[0], out[0], err[0]};
-	int32_t p = pid;
 	int rc = pid < 0 ? -errno
-			 : sc__frame_write_fds(reply_fd, SC_FRAME_WORKER, &p, sizeof(p), fds, 3);
+			 : sc__frame_write_fds(SC_CELL_RPC_FD, SC_FRAME_WORKER, &pid, sizeof(pid),
+					       fds, 3);
 	close(s[0]), close(out[0]), close(err[0]);
 	return rc;
 }
 
-/* A snapshot: the state of the worker it was forked from, frozen until asked to branch. */
+/* A snapshot: the state of the worker it was forked from, frozen until asked to branch. The
+ * host sends the new worker's descriptors with each FORK and never accepts any from here. */
 static _Noreturn void snapshot_loop(int ctl)
 {
-	/* The worker's pipes and socket are the worker's: holding them would keep them open. */
+	/* The worker's pipes and socket (and anything its code opened) are the worker's:
+	 * holding them would keep them open after the worker is gone. */
 	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	dup2(devnull, 1);
 	dup2(devnull, 2);
-	close(devnull);
-	close(SC_CELL_RPC_FD);
+	dup2(ctl, SC_CELL_RPC_FD);
+	syscall(SYS_close_range, SC_CELL_RPC_FD + 1, ~0U, 0);
 	signal(SIGCHLD, SIG_IGN); /* branches are reaped by the kernel */
 	for (;;) {
 		uint8_t type, *payload;
-		size_t len;
-		int rc = sc__frame_read(ctl, cap, &type, &payload, &len);
-		if (rc < 0)
+		size_t len, n_fds;
+		int fds[3];
+		if (sc__frame_read_fds(SC_CELL_RPC_FD, cap, &type, &payload, &len, fds, 3, &n_fds) <
+		    0)
 			_exit(0); /* released */
 		free(payload);
-		if (type != SC_FRAME_FORK || fork_worker(ctl) < 0)
+		if (type != SC_FRAME_FORK || n_fds != 3)
+			_exit(124);
+		int32_t pid = start_worker(fds[0], fds[1], fds[2]);
+		close(fds[0]), close(fds[1]), close(fds[2]);
+		if (pid < 0 ||
+		    sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_WORKER, &pid, sizeof(pid)) < 0)
 			_exit(124);
 	}
 }
 
-static void take_snapshot(void)
+static void take_snapshot(int ctl)
 {
-	int c[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c) < 0)
-		_exit(124);
 	sc_py_before_fork();
 	pid_t pid = fork();
 	if (pid == 0) {
 		sc_py_after_fork_child();
-		close(c[0]);
-		snapshot_loop(c[1]);
+		setpgid(0,
+			0); /* out of the worker's group: killing the worker spares its snapshots */
+		snapshot_loop(ctl);
 	}
 	sc_py_after_fork_parent();
-	close(c[1]);
+	close(ctl);
 	int32_t p = pid;
-	if (pid < 0 || sc__frame_write_fds(SC_CELL_RPC_FD, SC_FRAME_SNAPPED, &p, sizeof(p), c, 1))
+	if (pid < 0 || sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_SNAPPED, &p, sizeof(p)) < 0)
 		_exit(124);
-	close(c[0]);
 }
 
 static _Noreturn void worker_loop(void)
 {
 	for (;;) {
 		uint8_t type, *payload;
-		size_t len;
-		int rc = sc__frame_read(SC_CELL_RPC_FD, cap, &type, &payload, &len);
+		size_t len, n_fds;
+		int ctl;
+		int rc = sc__frame_read_fds(SC_CELL_RPC_FD, cap, &type, &payload, &len, &ctl, 1,
+					    &n_fds);
 		if (rc < 0)
 			_exit(0); /* the host closed the session */
-		if (type == SC_FRAME_RUN)
+		if (type == SC_FRAME_RUN && n_fds == 0)
 			sc_cell_run(payload, len, true);
-		else if (type == SC_FRAME_SNAPSHOT)
-			take_snapshot();
+		else if (type == SC_FRAME_SNAPSHOT && n_fds == 1)
+			take_snapshot(ctl);
 		else
 			_exit(124);
 		free(payload);
@@ -119,7 +135,7 @@ _Noreturn void sc_session_anchor(size_t frame_cap)
 {
 	cap = frame_cap;
 	signal(SIGCHLD, SIG_IGN); /* workers and orphans are reaped by the kernel */
-	if (fork_worker(SC_CELL_RPC_FD) < 0)
+	if (first_worker() < 0)
 		_exit(125);
 	for (;;) {
 		uint8_t type, *payload;
@@ -130,7 +146,9 @@ _Noreturn void sc_session_anchor(size_t frame_cap)
 		if (type == SC_FRAME_KILL && len == sizeof(pid))
 			memcpy(&pid, payload, sizeof(pid));
 		free(payload);
-		if (pid > 1)
+		if (pid > 1) {
+			kill(-pid, SIGKILL); /* the worker's group: what it started goes too */
 			kill(pid, SIGKILL);
+		}
 	}
 }

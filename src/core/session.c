@@ -5,6 +5,7 @@
  * through its pidfd) takes every process with it. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -88,32 +89,99 @@ void sc__sessions_orphan(struct snapcell_sandbox *sb)
 	pthread_mutex_unlock(&sb->lock);
 }
 
-/* Reads the reply to a request, bounded in time: the replying process may be hostile. */
-static int read_reply(int fd, uint8_t want, int32_t *pid, int *fds, size_t n_fds)
+/* Waits for fd to be ready for events before the deadline. */
+static int wait_until(int fd, short events, uint64_t deadline_us)
 {
-	struct pollfd pf = {fd, POLLIN, 0};
-	if (poll(&pf, 1, REPLY_TIMEOUT_MS) <= 0)
+	uint64_t now = sc__now_us();
+	if (now >= deadline_us)
 		return -ETIMEDOUT;
+	struct pollfd pf = {fd, events, 0};
+	int n = poll(&pf, 1, (int)((deadline_us - now + 999) / 1000));
+	return n < 0 ? (errno == EINTR ? 0 : -errno) : n == 0 ? -ETIMEDOUT : 0;
+}
+
+/* Sends a request (an empty frame, with fds) to a worker or a snapshot, which may be hostile:
+ * without blocking, within one deadline. */
+static int send_request(int fd, uint8_t type, const int *fds, size_t n_fds)
+{
+	uint8_t hdr[SC_FRAME_HEADER_LEN];
+	sc__frame_header(hdr, type, 0);
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 3)];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct iovec iov = {hdr, sizeof(hdr)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (n_fds) {
+		mh.msg_control = u.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+	}
+	uint64_t deadline = sc__now_us() + REPLY_TIMEOUT_MS * 1000ull;
+	for (;;) {
+		ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n == (ssize_t)sizeof(hdr))
+			return 0;
+		if (n >= 0)
+			return -EPROTO; /* a 5-byte write is all or nothing on a unix stream */
+		int rc = errno == EAGAIN || errno == EINTR ? wait_until(fd, POLLOUT, deadline)
+							   : -errno;
+		if (rc < 0)
+			return rc;
+	}
+}
+
+/* Reads a reply carrying a pid, within one deadline, accepting no descriptors (recv without a
+ * control buffer makes the kernel drop any that were sent). */
+static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
+{
+	uint8_t buf[SC_FRAME_HEADER_LEN + sizeof(*pid)];
+	size_t got = 0;
+	uint64_t deadline = sc__now_us() + REPLY_TIMEOUT_MS * 1000ull;
+	while (got < sizeof(buf)) {
+		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
+		if (n == 0)
+			return -EPIPE;
+		if (n > 0) {
+			got += (size_t)n;
+			continue;
+		}
+		int rc = errno == EAGAIN || errno == EINTR ? wait_until(fd, POLLIN, deadline)
+							   : -errno;
+		if (rc < 0)
+			return rc;
+	}
+	uint8_t want_hdr[SC_FRAME_HEADER_LEN];
+	sc__frame_header(want_hdr, want, sizeof(*pid));
+	if (memcmp(buf, want_hdr, sizeof(want_hdr)) != 0)
+		return -EPROTO;
+	memcpy(pid, buf + SC_FRAME_HEADER_LEN, sizeof(*pid));
+	return 0;
+}
+
+/* The anchor's reply to SESSION: the anchor is trusted (it never ran code), so its
+ * descriptors are accepted. */
+static int receive_first_worker(int fd, struct snapcell_session *s)
+{
 	struct timeval tv = {REPLY_TIMEOUT_MS / 1000, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	int fds[3];
 	uint8_t type, *payload = NULL;
 	size_t len, got = 0;
-	int rc = sc__frame_read_fds(fd, 64, &type, &payload, &len, fds, n_fds, &got);
-	if (rc == 0 && (type != want || len != sizeof(*pid) || got != n_fds))
+	int rc = sc__frame_read_fds(fd, 64, &type, &payload, &len, fds, 3, &got);
+	if (rc == 0 && (type != SC_FRAME_WORKER || len != sizeof(s->pid) || got != 3))
 		rc = -EPROTO;
 	if (rc == 0)
-		memcpy(pid, payload, sizeof(*pid));
+		memcpy(&s->pid, payload, sizeof(s->pid));
 	else
 		for (size_t i = 0; i < got; i++)
 			close(fds[i]);
 	free(payload);
-	return rc;
-}
-
-static int receive_worker(int fd, struct snapcell_session *s)
-{
-	int fds[3];
-	int rc = read_reply(fd, SC_FRAME_WORKER, &s->pid, fds, 3);
 	if (rc < 0)
 		return rc;
 	no_worker(&s->worker);
@@ -151,7 +219,7 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 	s->family = f;
 	rc = sc__frame_write(f->anchor.fds[SC_CELL_RPC], SC_FRAME_SESSION, NULL, 0);
 	if (rc == 0)
-		rc = receive_worker(f->anchor.fds[SC_CELL_RPC], s);
+		rc = receive_first_worker(f->anchor.fds[SC_CELL_RPC], s);
 	if (rc < 0) {
 		sc__err(err, rc, "start session");
 		f->sb = NULL; /* not listed yet */
@@ -202,11 +270,21 @@ int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapsh
 	struct snapcell_snapshot *snap = calloc(1, sizeof(*snap));
 	if (!snap)
 		return sc__err(err, -ENOMEM, "snapshot");
+	/* We make the snapshot's socket and hand the worker its end: nothing from the worker
+	 * is ever used as a descriptor here. */
 	int32_t pid;
-	rc = sc__frame_write(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPSHOT, NULL, 0);
+	int c[2];
+	rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c) < 0 ? -errno : 0;
+	if (rc == 0) {
+		rc = send_request(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPSHOT, &c[1], 1);
+		close(c[1]);
+		snap->ctl = c[0];
+	}
 	if (rc == 0)
-		rc = read_reply(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPPED, &pid, &snap->ctl, 1);
+		rc = read_pid_reply(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPPED, &pid);
 	if (rc < 0) {
+		if (snap->ctl > 0)
+			close(snap->ctl);
 		free(snap);
 		return sc__err(err, rc, "snapshot");
 	}
@@ -218,20 +296,50 @@ int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapsh
 	return 0;
 }
 
+/* Makes a worker's descriptors: ours (rpc, stdout, stderr) into mine[], its ends into theirs[]
+ * (rpc, stdout, stderr). */
+static int worker_fds(int mine[3], int theirs[3])
+{
+	int s[2], out[2], err[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
+		return -errno;
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		int rc = -errno;
+		close(s[0]), close(s[1]);
+		return rc;
+	}
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	fcntl(err[0], F_SETFL, O_NONBLOCK);
+	mine[0] = s[0], mine[1] = out[0], mine[2] = err[0];
+	theirs[0] = s[1], theirs[1] = out[1], theirs[2] = err[1];
+	return 0;
+}
+
 /* A new worker forked from the snapshot, into s (whose old worker, if any, is ended). */
 static int branch(const struct snapcell_snapshot *snap, struct snapcell_session *s)
 {
-	struct snapcell_session fresh = {.family = snap->family};
-	int rc = sc__frame_write(snap->ctl, SC_FRAME_FORK, NULL, 0);
-	if (rc == 0)
-		rc = receive_worker(snap->ctl, &fresh);
+	int mine[3] = {-1, -1, -1}, theirs[3] = {-1, -1, -1};
+	int32_t pid;
+	int rc = worker_fds(mine, theirs);
 	if (rc < 0)
 		return rc;
+	rc = send_request(snap->ctl, SC_FRAME_FORK, theirs, 3);
+	for (int i = 0; i < 3; i++)
+		close(theirs[i]);
+	if (rc == 0)
+		rc = read_pid_reply(snap->ctl, SC_FRAME_WORKER, &pid);
+	if (rc < 0) {
+		for (int i = 0; i < 3; i++)
+			close(mine[i]);
+		return rc;
+	}
 	if (s->alive)
 		sc__family_kill(s->family, s->pid);
 	sc__cell_close(&s->worker);
-	s->worker = fresh.worker;
-	s->pid = fresh.pid;
+	s->worker.fds[SC_CELL_RPC] = mine[0];
+	s->worker.fds[SC_CELL_STDOUT] = mine[1];
+	s->worker.fds[SC_CELL_STDERR] = mine[2];
+	s->pid = pid;
 	s->alive = true;
 	return 0;
 }

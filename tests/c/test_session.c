@@ -178,3 +178,31 @@ Test(session, snapshot_from_another_family_is_refused)
 	snapcell_session_free(s2);
 	snapcell_sandbox_free(sb);
 }
+
+Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeout = 30)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 1000);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_session *a = new_session(sb), *b = NULL;
+	/* A child that holds the worker's stdout, as a process pool would. */
+	expect_session_out(a, "import os, time\nx = 3\nif os.fork() == 0:\n    time.sleep(100)\n",
+			   "");
+	struct snapcell_snapshot *snap = snapshot(a);
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(snapcell_session_run(a, "while True: pass", SIZE_MAX, &res, &err), 0);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT);
+	cr_expect_lt(res->wall_us, 2500000, "ended at the limit, not by the family's end: %llu",
+		     (unsigned long long)res->wall_us);
+	snapcell_result_free(res);
+	expect_session_out(b, "print(x)", "3\n");
+	cr_assert_eq(snapcell_session_restore(a, snap, &err), 0, "%s", err.message);
+	expect_session_out(a, "print(x + 1)", "4\n");
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(a);
+	snapcell_session_free(b);
+	snapcell_sandbox_free(sb);
+}
