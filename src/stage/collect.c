@@ -242,7 +242,7 @@ int sc__empty_dir(int dirfd)
 	struct dirent *e;
 	while ((e = readdir(d)))
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-			int r = sc__remove_tree(dirfd, e->d_name, 4096);
+			int r = sc__remove_tree(dirfd, e->d_name);
 			if (r < 0 && rc == 0)
 				rc = r;
 		}

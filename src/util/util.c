@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -69,46 +70,109 @@ int sc__read_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
-static int remove_children(int dfd, unsigned depth_left)
+/* Unlinks every non-directory in dfd in one pass and names the first directory left (an
+ * empty name when there is none). */
+static int clear_files(int dfd, char dir[256])
 {
-	DIR *d = fdopendir(dfd);
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d) {
-		int e = -errno;
-		close(dfd);
-		return e;
+		if (fd >= 0)
+			close(fd);
+		return -errno;
 	}
 	int rc = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+	struct dirent *e;
+	dir[0] = 0;
+	while ((e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		int r = sc__remove_tree(dirfd(d), de->d_name, depth_left);
-		if (r < 0 && rc == 0)
-			rc = r;
+		if (unlinkat(dfd, e->d_name, 0) == 0 || errno == ENOENT)
+			continue;
+		if (errno != EISDIR && errno != EPERM)
+			rc = -errno;
+		else if (!dir[0])
+			snprintf(dir, 256, "%s", e->d_name);
 	}
 	closedir(d);
 	return rc;
 }
 
-int sc__remove_tree(int dirfd, const char *name, unsigned max_depth)
+/* Opens dirfd/name as a directory without following a link, making it readable first if a
+ * guest made it mode 000 (never through a link: AT_SYMLINK_NOFOLLOW). */
+static int open_dir(int dirfd, const char *name)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES && fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) == 0)
+		fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0)
+		fchmod(fd, 0700);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Depth-first with one directory descriptor and a stack of names: a tree thousands of
+ * directories deep costs no more descriptors than a flat one. Every step checks the device,
+ * so even a tree rearranged under us (a live session) cannot lead the walk off the
+ * filesystem it started on. */
+int sc__remove_tree(int dirfd, const char *name)
 {
 	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
 		return 0;
 	if (errno != EISDIR && errno != EPERM)
 		return -errno;
-	if (max_depth == 0)
-		return -ELOOP;
-	/* A directory the guest made unreadable or unwritable (chmod 000) is ours to fix. */
-	int dfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	/* AT_SYMLINK_NOFOLLOW: a cell may swap the directory for a link meanwhile, and a chmod
-	 * through it would land on a host file. */
-	if (dfd < 0 && errno == EACCES && fchmodat(dirfd, name, 0700, AT_SYMLINK_NOFOLLOW) == 0)
-		dfd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd < 0)
-		return -errno;
-	fchmod(dfd, 0700);
-	int rc = remove_children(dfd, max_depth - 1);
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && rc == 0)
+	struct stat top;
+	int cur = open_dir(dirfd, name);
+	if (cur < 0 || fstat(cur, &top) < 0)
+		return cur < 0 ? cur : -errno;
+	char(*stack)[256] = NULL, entry[256];
+	size_t depth = 0, cap = 0;
+	int rc = 0;
+	while (rc == 0) {
+		if ((rc = clear_files(cur, entry)) < 0)
+			break;
+		if (entry[0]) {
+			int sub = open_dir(cur, entry);
+			struct stat st;
+			if (sub < 0 || fstat(sub, &st) < 0 || st.st_dev != top.st_dev) {
+				rc = sub < 0 ? sub : -EXDEV;
+				if (sub >= 0)
+					close(sub);
+				break;
+			}
+			if (depth == cap) {
+				cap = cap ? cap * 2 : 64;
+				char(*grown)[256] = realloc(stack, cap * sizeof(*grown));
+				if (!grown) {
+					close(sub);
+					rc = -ENOMEM;
+					break;
+				}
+				stack = grown;
+			}
+			memcpy(stack[depth++], entry, sizeof(entry));
+			close(cur);
+			cur = sub;
+			continue;
+		}
+		if (depth == 0)
+			break;
+		/* Empty: climb back and remove it by the name we came down. */
+		int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		struct stat st;
+		if (up < 0 || fstat(up, &st) < 0 || st.st_dev != top.st_dev) {
+			rc = up < 0 ? -errno : -EXDEV;
+			if (up >= 0)
+				close(up);
+			break;
+		}
+		close(cur);
+		cur = up;
+		if (unlinkat(cur, stack[--depth], AT_REMOVEDIR) < 0 && errno != ENOENT)
+			rc = -errno;
+	}
+	close(cur);
+	free(stack);
+	if (rc == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		rc = -errno;
 	return rc;
 }

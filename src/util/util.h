@@ -23,8 +23,9 @@ int sc__write_all(int fd, const void *buf, size_t len);
 int sc__read_all(int fd, void *buf, size_t len);
 
 /* Removes dirfd/name and everything beneath it without following any link, restoring
- * permissions on unreadable directories. Depth is bounded by max_depth; 0 or -errno. */
-int sc__remove_tree(int dirfd, const char *name, unsigned max_depth);
+ * permissions on unreadable directories, with a bounded number of open descriptors whatever
+ * the depth. 0 or the first -errno. */
+int sc__remove_tree(int dirfd, const char *name);
 
 /* Writes a small file relative to dirfd with the given mode (used to build the cell's /etc). */
 int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t mode);

@@ -331,3 +331,34 @@ Test(files, output_is_capped_in_size_so_code_cannot_fill_the_host)
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
+
+Test(files, a_session_output_thousands_deep_is_emptied_with_few_descriptors, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(snapcell_session_run(
+			     s,
+			     "import os\n"
+			     "fd = os.open('/output', os.O_RDONLY)\n"
+			     "for i in range(5000):\n"
+			     "    os.mkdir('d', dir_fd=fd)\n"
+			     "    nfd = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
+			     "    os.close(fd)\n"
+			     "    fd = nfd\n"
+			     "os.close(os.open('leaf', os.O_CREAT | os.O_WRONLY, dir_fd=fd))\n",
+			     SIZE_MAX, &res, &err),
+		     0, "%s", err.message);
+	expect_ok(res);
+	cr_expect(res->output_limits_hit & SNAPCELL_OUTPUT_HIT_DEPTH);
+	snapcell_result_free(res);
+	cr_assert_eq(snapcell_session_run(s, "import os\nprint(os.listdir('/output'))", SIZE_MAX,
+					  &res, &err),
+		     0);
+	cr_expect_str_eq(res->stdout_buf, "[]\n", "the 5,000-deep tree is gone");
+	snapcell_result_free(res);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
