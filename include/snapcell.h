@@ -191,7 +191,8 @@ typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **r
 /* Registers a tool, or replaces the one with the same name. The name must be a Python
  * identifier of at most SNAPCELL_TOOL_NAME_MAX bytes; params_schema is a JSON Schema object
  * (NULL for "any object") supporting type, properties, required, additionalProperties, items,
- * enum, minimum, maximum, minLength, maxLength, minItems and maxItems. user_data is passed
+ * enum, minimum, maximum, minLength, maxLength, minItems and maxItems (numbers are compared
+ * as doubles; integers are limited to 64 bits). user_data is passed
  * through untouched. SNAPCELL_E_INVAL for a bad name or schema. */
 SNAPCELL_API int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name,
 					  const char *description, const char *params_schema,
@@ -337,7 +338,8 @@ SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
  * A session, its snapshots and the sessions started from them form one family sharing one
  * cell namespace and the sandbox's limits; a run that is killed (timeout, output limit) ends
  * that session's process only, and a session that failed that way can be revived with
- * snapcell_session_restore(). A session or snapshot is used by one thread at a time; the
+ * snapcell_session_restore(). Sessions of one family share one /output, so running two of them
+ * at once mixes their artifacts. A session or snapshot is used by one thread at a time; the
  * sandbox's other runs are unaffected. Freeing the sandbox ends every session and snapshot:
  * their handles then fail with SNAPCELL_E_TEMPLATE and must still be freed. Python threads
  * running in a session when it is snapshotted do not exist in the snapshot. */
