@@ -77,7 +77,7 @@ SNAPCELL_API const char *snapcell_isolation_name(enum snapcell_isolation level);
 /* Limits. Each is set with snapcell_config_set_limit(); 0 is not a valid value for any. */
 enum snapcell_limit {
 	SNAPCELL_LIMIT_WALL_MS, /* wall clock from code delivery (default 30,000) */
-	SNAPCELL_LIMIT_CPU_MS, /* CPU time of each cell process, rounded up to seconds (60,000) */
+	SNAPCELL_LIMIT_CPU_MS,	/* CPU time of each cell process, rounded up to seconds (60,000) */
 	SNAPCELL_LIMIT_MEMORY_BYTES, /* address space of each cell process (default 512 MiB) */
 	SNAPCELL_LIMIT_PROCESSES,    /* tasks (processes and threads) per sandbox (default 64) */
 	SNAPCELL_LIMIT_FILE_BYTES,   /* largest file a cell may write (default 64 MiB) */
