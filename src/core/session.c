@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "rpc/fds.h"
 #include "rpc/frame.h"
 #include "util/util.h"
 
@@ -106,22 +107,11 @@ static int send_request(int fd, uint8_t type, const int *fds, size_t n_fds)
 {
 	uint8_t hdr[SC_FRAME_HEADER_LEN];
 	sc__frame_header(hdr, type, 0);
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 3)];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
+	union sc_fd_cmsg u;
 	struct iovec iov = {hdr, sizeof(hdr)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (n_fds) {
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-	}
+	if (n_fds)
+		sc__msg_attach_fds(&mh, &u, fds, n_fds);
 	uint64_t deadline = sc__now_us() + REPLY_TIMEOUT_MS * 1000ull;
 	for (;;) {
 		ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -2,6 +2,7 @@
  * so a confused peer cannot make the host leak fds. */
 #define _GNU_SOURCE
 #include "control.h"
+#include "fds.h"
 
 #include <errno.h>
 #include <string.h>
@@ -10,24 +11,13 @@
 
 int sc__ctl_send(int sock, const struct sc_ctl_msg *msg, const int *fds, size_t n_fds)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SC_CELL_NFDS)];
-		struct cmsghdr align;
-	} u;
+	union sc_fd_cmsg u;
 	struct iovec iov = {(void *)msg, sizeof(*msg)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	if (n_fds > SC_CELL_NFDS)
 		return -EINVAL;
-	if (n_fds > 0) {
-		memset(&u, 0, sizeof(u));
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
-	}
+	if (n_fds > 0)
+		sc__msg_attach_fds(&mh, &u, fds, n_fds);
 	for (;;) {
 		ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
 		if (n >= 0)
@@ -39,35 +29,17 @@ int sc__ctl_send(int sock, const struct sc_ctl_msg *msg, const int *fds, size_t 
 
 int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SC_CELL_NFDS)];
-		struct cmsghdr align;
-	} u;
+	union sc_fd_cmsg u;
 	struct iovec iov = {msg, sizeof(*msg)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	sc__msg_expect_fds(&mh, &u);
 	ssize_t n;
 	do
 		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
-	size_t got = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (fds && got < SC_CELL_NFDS)
-				fds[got++] = fd;
-			else
-				close(fd);
-		}
-	}
+	size_t got = sc__msg_take_fds(&mh, fds, fds ? SC_CELL_NFDS : 0);
 	if (n == 0 || n != (ssize_t)sizeof(*msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		for (size_t i = 0; i < got; i++)
 			close(fds[i]);

@@ -1,6 +1,7 @@
 /* Frame encoding and decoding. The decoder never trusts the peer's length beyond the cap. */
 #define _GNU_SOURCE
 #include "frame.h"
+#include "fds.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -140,24 +141,13 @@ int sc__frame_write_fds(int fd, uint8_t type, const void *payload, size_t len, c
 			size_t n_fds)
 {
 	uint8_t hdr[SC_FRAME_HEADER_LEN];
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SC_FRAME_MAX_FDS)];
-		struct cmsghdr align;
-	} u;
+	union sc_fd_cmsg u;
 	if (n_fds == 0 || n_fds > SC_FRAME_MAX_FDS)
 		return -EINVAL;
 	sc__frame_header(hdr, type, len);
-	memset(&u, 0, sizeof(u));
 	struct iovec iov = {hdr, sizeof(hdr)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = u.buf,
-			    .msg_controllen = CMSG_SPACE(sizeof(int) * n_fds)};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
-	memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	sc__msg_attach_fds(&mh, &u, fds, n_fds);
 	/* The descriptors ride on the header bytes; the payload follows as plain data. */
 	ssize_t n;
 	do
@@ -177,32 +167,15 @@ int sc__frame_read_fds(int fd, size_t cap, uint8_t *type, uint8_t **payload, siz
 		       size_t max_fds, size_t *n_fds)
 {
 	uint8_t hdr[SC_FRAME_HEADER_LEN];
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * SC_FRAME_MAX_FDS)];
-		struct cmsghdr align;
-	} u;
+	union sc_fd_cmsg u;
 	struct iovec iov = {hdr, sizeof(hdr)};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
-			    .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	sc__msg_expect_fds(&mh, &u);
 	ssize_t n;
 	do
 		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_WAITALL);
 	while (n < 0 && errno == EINTR);
-	*n_fds = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); n >= 0 && c; c = CMSG_NXTHDR(&mh, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		for (size_t i = 0; i < (c->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-			int got;
-			memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*n_fds < max_fds)
-				fds[(*n_fds)++] = got;
-			else
-				close(got);
-		}
-	}
+	*n_fds = n < 0 ? 0 : sc__msg_take_fds(&mh, fds, max_fds);
 	int rc = n < 0 ? -errno : n < (ssize_t)sizeof(hdr) ? -EPIPE : 0;
 	uint32_t total = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 |
 			 (uint32_t)hdr[3] << 24;

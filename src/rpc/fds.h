@@ -1,0 +1,27 @@
+/* Passing descriptors over unix sockets (SCM_RIGHTS), once for every sender and receiver. A
+ * receiver always takes every descriptor that arrived, keeping what it asked for and closing
+ * the rest, so a peer cannot fill its table. */
+#ifndef SC_RPC_FDS_H
+#define SC_RPC_FDS_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#define SC_MAX_PASSED_FDS 8
+
+union sc_fd_cmsg {
+	char buf[CMSG_SPACE(sizeof(int) * SC_MAX_PASSED_FDS)];
+	struct cmsghdr align;
+};
+
+/* Attaches n_fds (1 to SC_MAX_PASSED_FDS) descriptors to mh, using u as the control buffer. */
+void sc__msg_attach_fds(struct msghdr *mh, union sc_fd_cmsg *u, const int *fds, size_t n_fds);
+
+/* Points mh's control buffer at u before a recvmsg. */
+void sc__msg_expect_fds(struct msghdr *mh, union sc_fd_cmsg *u);
+
+/* After a recvmsg with MSG_CMSG_CLOEXEC: stores up to max descriptors into fds, closes the
+ * others, returns how many were stored. */
+size_t sc__msg_take_fds(struct msghdr *mh, int *fds, size_t max);
+
+#endif
