@@ -70,7 +70,7 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	if (rc == 0)
 		rc = sc__rlimits_apply(&plan->cfg->limits, err);
 	if (rc == 0)
-		rc = sc__caps_drop_all(err);
+		rc = sc__caps_clear(err);
 	if (rc == 0 && (rc = sc__seccomp_install(plan->seccomp)) < 0)
 		sc__err(err, rc, "install seccomp filter");
 	return rc;

@@ -194,6 +194,8 @@ static int setup(struct snapcell_error *err)
 		return sc__err(err, -errno, "open " SC_OUT_BASE);
 	if ((rc = sc__seccomp_compile(&T.seccomp, err)) < 0)
 		return rc;
+	if ((rc = sc__caps_lock(err)) < 0)
+		return rc;
 	if ((rc = sc_py_init(&T.cfg, err)) < 0)
 		return rc;
 	sigset_t chld;

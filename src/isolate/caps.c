@@ -1,6 +1,7 @@
-/* Dropping privilege in a cell: the cell is root inside its user namespace only so the
- * template could mount; after this it holds no capability in any namespace and cannot gain
- * one (no_new_privs, locked securebits). */
+/* Dropping privilege. The template locks what every cell inherits (securebits, an empty
+ * bounding and ambient set, no_new_privs) once; it keeps its effective capabilities only to
+ * mount and unshare for cells. Each cell then clears those, and holds no capability in any
+ * namespace and no way to gain one. */
 #define _GNU_SOURCE
 #include "isolate.h"
 
@@ -11,7 +12,7 @@
 
 #include "util/util.h"
 
-int sc__caps_drop_all(struct snapcell_error *err)
+int sc__caps_lock(struct snapcell_error *err)
 {
 	/* Lock root's special treatment off while CAP_SETPCAP is still held. */
 	unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
@@ -24,15 +25,18 @@ int sc__caps_drop_all(struct snapcell_error *err)
 			return sc__err(err, -errno, "drop bounding capability %d", cap);
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
 		return sc__err(err, -errno, "clear ambient capabilities");
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return sc__err(err, -errno, "set no_new_privs");
+	return 0;
+}
+
+int sc__caps_clear(struct snapcell_error *err)
+{
 	cap_t none = cap_init();
 	if (!none)
 		return sc__err(err, -ENOMEM, "cap_init");
 	int rc = cap_set_proc(none);
 	int saved = errno;
 	cap_free(none);
-	if (rc < 0)
-		return sc__err(err, -saved, "drop capabilities");
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return sc__err(err, -errno, "set no_new_privs");
-	return 0;
+	return rc < 0 ? sc__err(err, -saved, "drop capabilities") : 0;
 }

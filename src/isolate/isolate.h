@@ -98,8 +98,12 @@ int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err);
 
 /* ---- caps.c ---- */
 
-/* Drops every capability (effective, permitted, inheritable, ambient and bounding), locks the
- * securebits so root inside cannot regain them, and sets no_new_privs. */
-int sc__caps_drop_all(struct snapcell_error *err);
+/* In the template, once: locked securebits (root inside cannot regain capabilities), empty
+ * bounding and ambient sets, no_new_privs. Inherited by every cell; effective capabilities
+ * stay. */
+int sc__caps_lock(struct snapcell_error *err);
+
+/* In each cell: clears the effective, permitted and inheritable sets. */
+int sc__caps_clear(struct snapcell_error *err);
 
 #endif

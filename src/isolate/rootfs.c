@@ -18,7 +18,7 @@
 #include "util/util.h"
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
-static const char *const root_dirs[] = {"usr",	 "etc",	   "dev",	"dev/shm",	"tmp",
+static const char *const root_dirs[] = {"usr",	 "etc",	   "dev",	"tmp",
 					"input", "output", ".snapcell", ".snapcell/out"};
 /* Files the dynamic loader and Debian's alternatives need to find shared libraries that
  * extension modules (numpy's BLAS) load at import time. */
@@ -127,6 +127,9 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 		if (mkdirat(rootfd, root_dirs[i], 0755) < 0 && errno != EEXIST)
 			return sc__err(err, -errno, "mkdir /%s", root_dirs[i]);
 	fchmodat(rootfd, "tmp", 01777, 0);
+	/* One tmpfs per cell serves both: POSIX shared memory lands in the cell's /tmp. */
+	if (symlinkat("/tmp", rootfd, "dev/shm") < 0)
+		return sc__err(err, -errno, "link /dev/shm");
 	copy_top_links(rootfd);
 	for (size_t i = 0; i < SC_ARRAY_LEN(dev_nodes); i++) {
 		snprintf(path, sizeof(path), "/dev/%s", dev_nodes[i]);
@@ -192,8 +195,6 @@ int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, struct snapc
 		 (unsigned long long)tmp_bytes, (unsigned long long)(tmp_bytes / 4096 + 64));
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
 		return sc__err(err, -errno, "mount /tmp");
-	if (mount("/tmp", "/dev/shm", NULL, MS_BIND, NULL) < 0)
-		return sc__err(err, -errno, "bind /dev/shm");
 	snprintf(out, sizeof(out), SC_OUT_BASE "/%s", out_name);
 	int rc = bind(out, "/output", MS_NODEV | MS_NOEXEC, err);
 	if (rc < 0)
