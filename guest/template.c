@@ -338,10 +338,13 @@ static int park_cell(void)
 		struct sc_ctl_msg m = {.type = SC_CTL_CELL, .cell_id = id};
 		rc = host[SC_CELL_PIDFD] < 0 ? -errno : sc__ctl_send(CTL, &m, host, SC_CELL_NFDS);
 	}
-	if (pid > 0)
+	if (pid > 0) {
 		T.cells[T.n_cells++] = (struct live_cell){id, pid, exit_w};
-	else
+	} else {
 		close(exit_w);
+		if (host[SC_CELL_OUTPUT] >= 0)
+			unmount_output(id); /* no cell will be reaped to do it */
+	}
 	if (rc < 0 && pid > 0)
 		kill(pid, SIGKILL);
 	close_all(host, SC_CELL_NFDS);
