@@ -118,10 +118,10 @@ SNAPCELL_API int snapcell_config_set_limit(struct snapcell_config *cfg, enum sna
 SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg,
 						enum snapcell_limit limit);
 
-/* Passes an environment variable to the code (visible as os.environ[name]). The cell starts
- * with no other variables. They are set inside the sandbox after its root is built, so
- * loader variables (LD_PRELOAD, ...) have no effect on the helper. A later call with the
- * same name replaces the value. */
+/* Passes an environment variable to the code (visible as os.environ[name]); name and value
+ * must be UTF-8 (SNAPCELL_E_INVAL otherwise). The cell starts with no other variables. They are set
+ * inside the sandbox after its root is built, so loader variables (LD_PRELOAD, ...) have no effect
+ * on the helper. A later call with the same name replaces the value. */
 SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char *name,
 					 const char *value);
 

@@ -2,6 +2,7 @@
  * isolation. Validation happens in the setters, so a config that exists is a valid one. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <stdlib.h>
@@ -83,9 +84,18 @@ uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg, enum snapc
 	return cfg && (unsigned)limit < SNAPCELL_LIMIT__COUNT ? cfg->limits[limit] : 0;
 }
 
+/* The environment travels to the sandbox as JSON, which carries only UTF-8. */
+static bool valid_utf8(const char *s)
+{
+	json_t *j = json_string(s);
+	json_decref(j);
+	return j != NULL;
+}
+
 int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const char *value)
 {
-	if (!cfg || !name || !value || !*name || strchr(name, '='))
+	if (!cfg || !name || !value || !*name || strchr(name, '=') || !valid_utf8(name) ||
+	    !valid_utf8(value))
 		return SNAPCELL_E_INVAL;
 	char *v = strdup(value);
 	if (!v)

@@ -120,9 +120,10 @@ int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_fa
 		 struct snapcell_result **out, bool *alive, struct snapcell_error *err);
 
 /* Collects a finished run's /output into res: a fresh cell is killed and waited for first;
- * a session's /output is emptied afterwards. */
-void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, bool session,
-			struct snapcell_result *res);
+ * a session's /output is emptied afterwards (a negative code when that failed or timed out,
+ * and the session must end). */
+int sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, bool session,
+		       struct snapcell_result *res);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

@@ -26,6 +26,8 @@
 #define EXIT_GRACE_US 5000000
 /* After the exit record, pipes reach EOF once the cell's namespace is gone. */
 #define DRAIN_GRACE_US 1000000
+/* Time a session's /output may take to empty between runs. */
+#define EMPTY_OUTPUT_US 2000000
 
 enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL };
 
@@ -61,12 +63,14 @@ struct run {
 	uint32_t hit;
 	char note[160];
 	uint64_t start_us, deadline_us;
+	uint64_t killed_us; /* when kill_cell fired */
 };
 
 static void kill_cell(struct run *r, enum forced why)
 {
 	if (r->forced == NOT_FORCED) {
 		r->forced = why;
+		r->killed_us = sc__now_us();
 		/* pid 1 of the cell's namespace: its death takes every process of the cell. */
 		if (r->family)
 			sc__family_kill(r->family, r->worker_pid);
@@ -279,14 +283,13 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 			r->hit |= SNAPCELL_HIT_WALL;
 			kill_cell(r, FORCED_TIMEOUT);
 		}
-		if (now > r->deadline_us + EXIT_GRACE_US && !r->have_exit) {
-			if (!r->family)
-				return SNAPCELL_E_TEMPLATE;
-			/* The worker outlived its kill (its snapshot gave a wrong pid): end the
-			 * whole family, which cannot be refused. */
-			sc__family_end(r->family);
-			r->deadline_us = now; /* and wait the grace again for the EOFs */
-		}
+		/* A killed worker whose pipes stay open (a child of it left the process group,
+		 * or a snapshot gave a wrong pid) is given up on, not waited for: the session
+		 * ends, its family and the caller go on. */
+		if (r->family && r->forced != NOT_FORCED && now > r->killed_us + DRAIN_GRACE_US)
+			return 0;
+		if (!r->family && now > r->deadline_us + EXIT_GRACE_US && !r->have_exit)
+			return SNAPCELL_E_TEMPLATE;
 		struct pollfd pf[4] = {
 			{r->out.eof ? -1 : r->cell.fds[SC_CELL_STDOUT], POLLIN, 0},
 			{r->err.eof ? -1 : r->cell.fds[SC_CELL_STDERR], POLLIN, 0},
@@ -477,12 +480,12 @@ static bool dir_is_empty(int dfd)
 /* Collects what the run left in /output. A fresh cell is dead first (its first process exits
  * only after the rest of its namespace), so nothing can change the tree while it is read; a
  * session's worker lives on, and the walk's checks make a racing writer harmless. */
-void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, bool session,
-			struct snapcell_result *res)
+int sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, bool session,
+		       struct snapcell_result *res)
 {
 	int dfd = cell->fds[SC_CELL_OUTPUT];
 	if (dfd < 0 || dir_is_empty(dfd))
-		return;
+		return 0;
 	if (!session) {
 		struct pollfd gone = {cell->fds[SC_CELL_PIDFD], POLLIN, 0};
 		syscall(SYS_pidfd_send_signal, cell->fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
@@ -495,8 +498,9 @@ void sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell,
 		l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES], l[SNAPCELL_LIMIT_OUTPUT_DEPTH],
 		l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES]};
 	sc__collect(dfd, &caps, res);
-	if (session)
-		sc__empty_dir(dfd); /* every run starts with an empty /output */
+	/* Every run starts with an empty /output. A live session's code may keep adding to it:
+	 * past the deadline the session ends rather than the caller waiting on it. */
+	return session ? sc__empty_dir(dfd, sc__now_us() + EMPTY_OUTPUT_US) : 0;
 }
 
 int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,

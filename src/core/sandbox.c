@@ -44,7 +44,7 @@ static void forget_cell(struct snapcell_sandbox *sb, uint32_t id)
 {
 	char name[16];
 	snprintf(name, sizeof(name), "%u", id);
-	sc__remove_tree(sb->out_fd, name);
+	sc__remove_tree(sb->out_fd, name, 0);
 }
 
 /* Forgets the retired cells that are gone; with wait, waits for all of them. Lock held. */
@@ -346,7 +346,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 		int parent =
 			open(*sb->workdir ? sb->workdir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (parent >= 0) {
-			sc__remove_tree(parent, slash + 1);
+			sc__remove_tree(parent, slash + 1, 0);
 			close(parent);
 		}
 		free(sb->workdir);

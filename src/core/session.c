@@ -182,6 +182,15 @@ static int receive_first_worker(int fd, struct snapcell_session *s)
 	return 0;
 }
 
+/* Ends the session's worker (the session can be restored from a snapshot). */
+static void end_worker(struct snapcell_session *s)
+{
+	if (s->alive)
+		sc__family_kill(s->family, s->pid);
+	s->alive = false;
+	sc__cell_close(&s->worker);
+}
+
 static int orphaned(struct sc_family *f, struct snapcell_error *err)
 {
 	return f->sb ? 0 : sc__err(err, SNAPCELL_E_TEMPLATE, "the sandbox was freed");
@@ -242,8 +251,8 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 		code_len = strlen(code);
 	rc = sc__run_code(s->family->sb, &s->worker, s->family, s->pid, code, code_len, out,
 			  &s->alive, err);
-	if (rc == 0)
-		sc__collect_output(s->family->sb, &s->family->anchor, true, *out);
+	if (rc == 0 && sc__collect_output(s->family->sb, &s->family->anchor, true, *out) < 0)
+		end_worker(s); /* its /output could not be emptied: the next run would see it */
 	return rc;
 }
 
@@ -276,6 +285,7 @@ int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapsh
 		if (snap->ctl > 0)
 			close(snap->ctl);
 		free(snap);
+		end_worker(s); /* a late reply would desynchronise its stream */
 		return sc__err(err, rc, "snapshot");
 	}
 	snap->family = s->family;

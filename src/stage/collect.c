@@ -229,7 +229,7 @@ int sc__collect(int dirfd, const struct sc_collect_caps *caps, struct snapcell_r
 	return 0;
 }
 
-int sc__empty_dir(int dirfd)
+int sc__empty_dir(int dirfd, uint64_t deadline_us)
 {
 	int dfd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = dfd < 0 ? NULL : fdopendir(dfd);
@@ -242,7 +242,7 @@ int sc__empty_dir(int dirfd)
 	struct dirent *e;
 	while ((e = readdir(d)))
 		if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-			int r = sc__remove_tree(dirfd, e->d_name);
+			int r = sc__remove_tree(dirfd, e->d_name, deadline_us);
 			if (r < 0 && rc == 0)
 				rc = r;
 		}

@@ -199,7 +199,7 @@ static int stage_mount(int root, const struct sc_mount *m, struct copy *c)
 	int dfd = make_parents(root, rel, &leaf);
 	if (dfd < 0)
 		return sc__err(c->err, dfd, "stage %s: a file is in the way", m->mount_path);
-	sc__remove_tree(dfd, leaf); /* a later mount wins over what is there */
+	sc__remove_tree(dfd, leaf, 0); /* a later mount wins over what is there */
 	int pfd = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int rc = pfd < 0 ? sc__err(c->err, -errno, "stage %s", m->host_path)
 			 : copy_entry(pfd, base, dfd, leaf, 0, c);

@@ -18,8 +18,8 @@ struct sc_collect_caps {
  * racing writer only changes what is collected (every open is checked, never followed). */
 int sc__collect(int dirfd, const struct sc_collect_caps *caps, struct snapcell_result *res);
 
-/* Empties a directory (for a session's /output between runs). */
-int sc__empty_dir(int dirfd);
+/* Empties a directory (a session's /output between runs) within the deadline. */
+int sc__empty_dir(int dirfd, uint64_t deadline_us);
 
 void sc__artifacts_free(struct snapcell_result *res);
 

@@ -70,34 +70,6 @@ int sc__read_all(int fd, void *buf, size_t len)
 	return 0;
 }
 
-/* Unlinks every non-directory in dfd in one pass and names the first directory left (an
- * empty name when there is none). */
-static int clear_files(int dfd, char dir[256])
-{
-	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return -errno;
-	}
-	int rc = 0;
-	struct dirent *e;
-	dir[0] = 0;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (unlinkat(dfd, e->d_name, 0) == 0 || errno == ENOENT)
-			continue;
-		if (errno != EISDIR && errno != EPERM)
-			rc = -errno;
-		else if (!dir[0])
-			snprintf(dir, 256, "%s", e->d_name);
-	}
-	closedir(d);
-	return rc;
-}
-
 /* Opens dirfd/name as a directory without following a link, making it readable first if a
  * guest made it mode 000 (never through a link: AT_SYMLINK_NOFOLLOW). */
 static int open_dir(int dirfd, const char *name)
@@ -110,11 +82,82 @@ static int open_dir(int dirfd, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-/* Depth-first with one directory descriptor and a stack of names: a tree thousands of
- * directories deep costs no more descriptors than a flat one. Every step checks the device,
- * so even a tree rearranged under us (a live session) cannot lead the walk off the
- * filesystem it started on. */
-int sc__remove_tree(int dirfd, const char *name)
+/* One level of the walk: the subdirectories of a directory still to remove, read once. */
+struct level {
+	char **dirs;
+	size_t n, next;
+};
+
+static void level_free(struct level *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->dirs[i]);
+	free(l->dirs);
+}
+
+/* Reads dfd once: unlinks everything that is not a directory, lists the directories. */
+static int read_level(int dfd, struct level *l)
+{
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	int rc = 0;
+	size_t cap = 0;
+	struct dirent *e;
+	*l = (struct level){0};
+	while (rc == 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (e->d_type != DT_DIR && (unlinkat(dfd, e->d_name, 0) == 0 || errno == ENOENT))
+			continue;
+		if (e->d_type != DT_DIR && errno != EISDIR && errno != EPERM) {
+			rc = -errno;
+			break;
+		}
+		if (l->n == cap) {
+			cap = cap ? cap * 2 : 16;
+			char **grown = realloc(l->dirs, cap * sizeof(*grown));
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			l->dirs = grown;
+		}
+		if (!(l->dirs[l->n] = strdup(e->d_name)))
+			rc = -ENOMEM;
+		else
+			l->n++;
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Climbs from cur to its parent, checking it is still on the same filesystem. */
+static int climb(int *cur, dev_t dev)
+{
+	int up = openat(*cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	if (up < 0 || fstat(up, &st) < 0 || st.st_dev != dev) {
+		int rc = up < 0 ? -errno : -EXDEV;
+		if (up >= 0)
+			close(up);
+		return rc;
+	}
+	close(*cur);
+	*cur = up;
+	return 0;
+}
+
+/* Depth-first with one directory descriptor, each directory read once, and a stack of the
+ * names still to visit: a tree thousands of directories deep or wide costs no more
+ * descriptors than a flat one and time linear in its size. Every step checks the device, so
+ * a tree rearranged under us (a live session) cannot lead the walk off its filesystem. The
+ * deadline (0 for none) bounds a walk a live writer keeps growing. */
+int sc__remove_tree(int dirfd, const char *name, uint64_t deadline_us)
 {
 	if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT)
 		return 0;
@@ -124,54 +167,58 @@ int sc__remove_tree(int dirfd, const char *name)
 	int cur = open_dir(dirfd, name);
 	if (cur < 0 || fstat(cur, &top) < 0)
 		return cur < 0 ? cur : -errno;
-	char(*stack)[256] = NULL, entry[256];
+	struct level *stack = NULL;
 	size_t depth = 0, cap = 0;
 	int rc = 0;
-	while (rc == 0) {
-		if ((rc = clear_files(cur, entry)) < 0)
+	for (;;) {
+		if (deadline_us && sc__now_us() > deadline_us) {
+			rc = -ETIMEDOUT;
 			break;
-		if (entry[0]) {
-			int sub = open_dir(cur, entry);
-			struct stat st;
-			if (sub < 0 || fstat(sub, &st) < 0 || st.st_dev != top.st_dev) {
-				rc = sub < 0 ? sub : -EXDEV;
-				if (sub >= 0)
-					close(sub);
+		}
+		if (depth == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct level *grown = realloc(stack, cap * sizeof(*grown));
+			if (!grown) {
+				rc = -ENOMEM;
 				break;
 			}
-			if (depth == cap) {
-				cap = cap ? cap * 2 : 64;
-				char(*grown)[256] = realloc(stack, cap * sizeof(*grown));
-				if (!grown) {
-					close(sub);
-					rc = -ENOMEM;
-					break;
-				}
-				stack = grown;
-			}
-			memcpy(stack[depth++], entry, sizeof(entry));
-			close(cur);
-			cur = sub;
-			continue;
+			stack = grown;
 		}
-		if (depth == 0)
+		if ((rc = read_level(cur, &stack[depth])) < 0) {
+			level_free(&stack[depth]);
 			break;
-		/* Empty: climb back and remove it by the name we came down. */
-		int up = openat(cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		}
+		depth++;
+		/* Descend into the next directory left at this level, or climb when none is. */
+		while (depth > 0 && stack[depth - 1].next == stack[depth - 1].n) {
+			level_free(&stack[--depth]);
+			if (depth == 0)
+				break;
+			if ((rc = climb(&cur, top.st_dev)) < 0)
+				break;
+			struct level *up = &stack[depth - 1];
+			if (unlinkat(cur, up->dirs[up->next - 1], AT_REMOVEDIR) < 0 &&
+			    errno != ENOENT)
+				rc = -errno;
+		}
+		if (rc < 0 || depth == 0)
+			break;
+		struct level *l = &stack[depth - 1];
+		int sub = open_dir(cur, l->dirs[l->next++]);
 		struct stat st;
-		if (up < 0 || fstat(up, &st) < 0 || st.st_dev != top.st_dev) {
-			rc = up < 0 ? -errno : -EXDEV;
-			if (up >= 0)
-				close(up);
+		if (sub < 0 || fstat(sub, &st) < 0 || st.st_dev != top.st_dev) {
+			rc = sub < 0 ? sub : -EXDEV;
+			if (sub >= 0)
+				close(sub);
 			break;
 		}
 		close(cur);
-		cur = up;
-		if (unlinkat(cur, stack[--depth], AT_REMOVEDIR) < 0 && errno != ENOENT)
-			rc = -errno;
+		cur = sub;
 	}
-	close(cur);
+	while (depth > 0)
+		level_free(&stack[--depth]);
 	free(stack);
+	close(cur);
 	if (rc == 0 && unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
 		rc = -errno;
 	return rc;

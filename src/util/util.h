@@ -23,9 +23,10 @@ int sc__write_all(int fd, const void *buf, size_t len);
 int sc__read_all(int fd, void *buf, size_t len);
 
 /* Removes dirfd/name and everything beneath it without following any link, restoring
- * permissions on unreadable directories, with a bounded number of open descriptors whatever
- * the depth. 0 or the first -errno. */
-int sc__remove_tree(int dirfd, const char *name);
+ * permissions on unreadable directories, with one directory descriptor whatever the depth
+ * and time linear in the tree's size. deadline_us (sc__now_us() clock; 0 for none) bounds a
+ * walk that a live writer keeps growing: -ETIMEDOUT. 0 or the first -errno. */
+int sc__remove_tree(int dirfd, const char *name, uint64_t deadline_us);
 
 /* Writes a small file relative to dirfd with the given mode (used to build the cell's /etc). */
 int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t mode);

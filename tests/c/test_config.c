@@ -20,6 +20,7 @@ Test(config, rejects_invalid_values)
 	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT__COUNT, 5), SNAPCELL_E_INVAL);
 	cr_expect_eq(snapcell_config_set_env(cfg, "A=B", "x"), SNAPCELL_E_INVAL);
 	cr_expect_eq(snapcell_config_set_env(cfg, "", "x"), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_env(cfg, "X", "\xff"), SNAPCELL_E_INVAL, "not UTF-8");
 	cr_expect_eq(snapcell_config_add_python_path(cfg, "relative/path"), SNAPCELL_E_INVAL);
 	cr_expect_eq(snapcell_config_require_isolation(cfg, 7), SNAPCELL_E_INVAL);
 	snapcell_config_free(cfg);

@@ -362,3 +362,27 @@ Test(files, a_session_output_thousands_deep_is_emptied_with_few_descriptors, .ti
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
+
+Test(files, a_wide_session_output_is_emptied_in_linear_time, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(
+		snapcell_session_run(s,
+				     "import os\nos.mkdir('/output/w')\n"
+				     "for i in range(20000):\n    os.mkdir(f'/output/w/{i}')\n",
+				     SIZE_MAX, &res, &err),
+		0, "%s", err.message);
+	expect_ok(res);
+	snapcell_result_free(res);
+	cr_assert_eq(snapcell_session_run(s, "import os\nprint(os.listdir('/output'))", SIZE_MAX,
+					  &res, &err),
+		     0, "%s", err.message);
+	cr_expect_str_eq(res->stdout_buf, "[]\n");
+	snapcell_result_free(res);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}

@@ -186,8 +186,11 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_session *a = new_session(sb), *b = NULL;
-	/* A child that holds the worker's stdout, as a process pool would. */
-	expect_session_out(a, "import os, time\nx = 3\nif os.fork() == 0:\n    time.sleep(100)\n",
+	/* Children that hold the worker's stdout, as a process pool would; one of them has left
+	 * the worker's process group, so the kill cannot reach it. */
+	expect_session_out(a,
+			   "import os, time\nx = 3\nif os.fork() == 0:\n    time.sleep(100)\n"
+			   "if os.fork() == 0:\n    os.setsid()\n    time.sleep(100)\n",
 			   "");
 	struct snapcell_snapshot *snap = snapshot(a);
 	struct snapcell_error err = {0};
