@@ -300,14 +300,18 @@ static int mount_output(const char *name)
 	}
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
 	close(fd);
+	if (high < 0)
+		umount2(path, MNT_DETACH);
 	return high < 0 ? -EMFILE : high;
 }
 
 static void unmount_output(uint32_t id)
 {
-	char path[64];
+	char path[64], name[16];
 	snprintf(path, sizeof(path), SC_OUT_BASE "/%u", id);
+	snprintf(name, sizeof(name), "%u", id);
 	umount2(path, MNT_DETACH);
+	unlinkat(T.out_fd, name, AT_REMOVEDIR); /* the host's retire may find it gone */
 }
 
 static int park_cell(void)
