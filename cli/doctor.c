@@ -1,8 +1,44 @@
 /* `snapcell doctor`: what isolation this host offers, and proof that a sandbox starts. */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+
+/* Host settings that narrow what a kernel bug reachable from a cell can do (security notes,
+ * "host kernel settings"). Advice only: snapcell blocks these paths with seccomp anyway. */
+static void print_hardening(void)
+{
+	static const struct {
+		const char *sysctl;
+		long want_min;
+		const char *why;
+	} checks[] = {
+		{"kernel/unprivileged_bpf_disabled", 1, "unprivileged eBPF"},
+		{"kernel/perf_event_paranoid", 2, "perf events"},
+		{"kernel/io_uring_disabled", 2, "io_uring (>= 6.6)"},
+		{"fs/protected_hardlinks", 1, "hard links to others' files"},
+		{"fs/protected_symlinks", 1, "symlinks in sticky directories"},
+	};
+	puts("host hardening (advice; seccomp blocks these paths in cells either way):");
+	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
+		char path[96], buf[32] = "";
+		snprintf(path, sizeof(path), "/proc/sys/%s", checks[i].sysctl);
+		FILE *f = fopen(path, "re");
+		bool have = f && fgets(buf, sizeof(buf), f);
+		if (f)
+			fclose(f);
+		long v = have ? strtol(buf, NULL, 10) : -1;
+		char name[96];
+		snprintf(name, sizeof(name), "%s", checks[i].sysctl);
+		for (char *c = name; *c; c++)
+			*c = *c == '/' ? '.' : *c;
+		printf("  %-34s %-8s %s\n", name,
+		       have ? (v >= checks[i].want_min ? "ok" : "advise") : "absent",
+		       have && v < checks[i].want_min ? checks[i].why : "");
+	}
+}
 
 static int try_sandbox(void)
 {
@@ -46,5 +82,6 @@ int cli_doctor(int argc, char **argv)
 		printf("%-18s %-3s %-7s %s\n", p.mech[m].name, p.mech[m].available ? "yes" : "no",
 		       p.mech[m].used ? "used" : "-", p.mech[m].detail);
 	printf("level:     %s\n", snapcell_isolation_name(p.level));
+	print_hardening();
 	return try_sandbox() < 0 || p.level == SNAPCELL_ISOLATION_NONE ? 1 : 0;
 }

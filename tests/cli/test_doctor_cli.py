@@ -11,3 +11,4 @@ def test_doctor_reports_mechanisms_level_and_a_working_sandbox(snapcell):
         assert name in out
     assert "level:     namespaces" in out
     assert "sandbox:   works at level 'namespaces'" in out
+    assert "kernel.unprivileged_bpf_disabled" in out and "host hardening" in out
