@@ -15,11 +15,18 @@
 #include <unistd.h>
 
 #include "guest.h"
+#include "rpc/fds.h"
 #include "util/util.h"
 
 static size_t cap;
 
 static _Noreturn void worker_loop(void);
+
+static void close_fds(const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+}
 
 /* Forks a worker onto the given frame socket and output pipes (the child's ends). The worker
  * leads a process group of its own, so a kill reaches what it started. Returns the pid. */
@@ -44,23 +51,16 @@ static pid_t start_worker(int rpc, int out, int err)
  * host its ends (a WORKER frame carrying the pid). */
 static int first_worker(void)
 {
-	int out[2], err[2], s[2];
-	if (pipe2(out, O_CLOEXEC) < 0)
-		return -errno;
-	if (pipe2(err, O_CLOEXEC) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s)) {
-		int rc = -errno;
-		close(out[0]), close(out[1]);
+	int host[3], cell[3];
+	int rc = sc__channels_new(host, cell);
+	if (rc < 0)
 		return rc;
-	}
-	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	fcntl(err[0], F_SETFL, O_NONBLOCK);
-	int32_t pid = start_worker(s[1], out[1], err[1]);
-	close(out[1]), close(err[1]), close(s[1]);
-	int fds[3] = {s[0], out[0], err[0]};
-	int rc = pid < 0 ? -errno
-			 : sc__frame_write_fds(SC_CELL_RPC_FD, SC_FRAME_WORKER, &pid, sizeof(pid),
-					       fds, 3);
-	close(s[0]), close(out[0]), close(err[0]);
+	int32_t pid = start_worker(cell[0], cell[1], cell[2]);
+	close_fds(cell, 3);
+	rc = pid < 0 ? -errno
+		     : sc__frame_write_fds(SC_CELL_RPC_FD, SC_FRAME_WORKER, &pid, sizeof(pid), host,
+					   3);
+	close_fds(host, 3);
 	return rc;
 }
 
@@ -87,7 +87,7 @@ static _Noreturn void snapshot_loop(int ctl)
 		if (type != SC_FRAME_FORK || n_fds != 3)
 			_exit(124);
 		int32_t pid = start_worker(fds[0], fds[1], fds[2]);
-		close(fds[0]), close(fds[1]), close(fds[2]);
+		close_fds(fds, 3);
 		if (pid < 0 ||
 		    sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_WORKER, &pid, sizeof(pid)) < 0)
 			_exit(124);

@@ -24,6 +24,7 @@
 
 #include "guest.h"
 #include "rpc/control.h"
+#include "rpc/fds.h"
 #include "util/util.h"
 
 #define CTL	  SC_CONTROL_FD
@@ -219,28 +220,25 @@ static void close_all(int *fds, size_t n)
  * them. host[] travel to the host; cell[] are the cell's ends; exit_w stays here. */
 static int make_fds(int host[SC_CELL_NFDS], int cell[3], int *exit_w)
 {
-	int p[2][2], s[2], e[2];
+	int h[3], c[3], e[2];
 	host[SC_CELL_PIDFD] = -1;
 	host[SC_CELL_OUTPUT] = -1;
-	if (pipe2(p[0], O_CLOEXEC) < 0)
-		return -errno;
-	if (pipe2(p[1], O_CLOEXEC) < 0 || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) ||
-	    pipe2(e, O_CLOEXEC) < 0) {
-		int rc = -errno;
-		close(p[0][0]), close(p[0][1]);
-		return rc; /* the rest leak only on this exhausted-fd path; the template exits */
+	int rc = sc__channels_new(h, c);
+	if (rc < 0)
+		return rc;
+	if (pipe2(e, O_CLOEXEC) < 0) {
+		rc = -errno;
+		close_all(h, 3), close_all(c, 3);
+		return rc;
 	}
-	/* The host drains the output pipes without blocking; the cell writes to them blocking. */
-	fcntl(p[0][0], F_SETFL, O_NONBLOCK);
-	fcntl(p[1][0], F_SETFL, O_NONBLOCK);
-	int raw[8] = {p[0][0], s[0], p[1][0], e[0], p[0][1], p[1][1], s[1], e[1]};
+	int raw[8] = {h[0], h[1], h[2], e[0], c[1], c[2], c[0], e[1]};
 	int moved[8];
 	for (int i = 0; i < 8; i++) {
 		moved[i] = fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
 		close(raw[i]);
 	}
-	host[SC_CELL_STDOUT] = moved[0];
-	host[SC_CELL_RPC] = moved[1];
+	host[SC_CELL_RPC] = moved[0];
+	host[SC_CELL_STDOUT] = moved[1];
 	host[SC_CELL_STDERR] = moved[2];
 	host[SC_CELL_EXIT] = moved[3];
 	cell[0] = moved[4];

@@ -296,31 +296,12 @@ int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapsh
 	return 0;
 }
 
-/* Makes a worker's descriptors: ours (rpc, stdout, stderr) into mine[], its ends into theirs[]
- * (rpc, stdout, stderr). */
-static int worker_fds(int mine[3], int theirs[3])
-{
-	int s[2], out[2], err[2];
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
-		return -errno;
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-		int rc = -errno;
-		close(s[0]), close(s[1]);
-		return rc;
-	}
-	fcntl(out[0], F_SETFL, O_NONBLOCK);
-	fcntl(err[0], F_SETFL, O_NONBLOCK);
-	mine[0] = s[0], mine[1] = out[0], mine[2] = err[0];
-	theirs[0] = s[1], theirs[1] = out[1], theirs[2] = err[1];
-	return 0;
-}
-
 /* A new worker forked from the snapshot, into s (whose old worker, if any, is ended). */
 static int branch(const struct snapcell_snapshot *snap, struct snapcell_session *s)
 {
 	int mine[3] = {-1, -1, -1}, theirs[3] = {-1, -1, -1};
 	int32_t pid;
-	int rc = worker_fds(mine, theirs);
+	int rc = sc__channels_new(mine, theirs);
 	if (rc < 0)
 		return rc;
 	rc = send_request(snap->ctl, SC_FRAME_FORK, theirs, 3);

@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "fds.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -40,4 +42,26 @@ size_t sc__msg_take_fds(struct msghdr *mh, int *fds, size_t max)
 		}
 	}
 	return got;
+}
+
+int sc__channels_new(int host[3], int cell[3])
+{
+	int s[2], out[2], err[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
+		return -errno;
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		int rc = -errno;
+		close(s[0]), close(s[1]);
+		return rc;
+	}
+	if (pipe2(err, O_CLOEXEC) < 0) {
+		int rc = -errno;
+		close(s[0]), close(s[1]), close(out[0]), close(out[1]);
+		return rc;
+	}
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	fcntl(err[0], F_SETFL, O_NONBLOCK);
+	host[0] = s[0], host[1] = out[0], host[2] = err[0];
+	cell[0] = s[1], cell[1] = out[1], cell[2] = err[1];
+	return 0;
 }

@@ -24,4 +24,10 @@ void sc__msg_expect_fds(struct msghdr *mh, union sc_fd_cmsg *u);
  * others, returns how many were stored. */
 size_t sc__msg_take_fds(struct msghdr *mh, int *fds, size_t max);
 
+/* The channels of one cell or session worker: a frame socket and stdout and stderr pipes.
+ * host[] = {socket, stdout read end, stderr read end}, the read ends non-blocking (the host
+ * drains them); cell[] = {socket, stdout write end, stderr write end}, blocking. All
+ * O_CLOEXEC. 0 or -errno (nothing left open). */
+int sc__channels_new(int host[3], int cell[3]);
+
 #endif
