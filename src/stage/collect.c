@@ -121,11 +121,6 @@ static void add_file(struct walk *w, int fd, const char *path)
 	w->total += len;
 }
 
-static int by_name(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static void walk_dir(struct walk *w, int dfd, char *path, size_t path_len, unsigned depth);
 
 static void visit(struct walk *w, int dfd, const char *name, char *path, size_t path_len,
@@ -174,36 +169,16 @@ static void visit(struct walk *w, int dfd, const char *name, char *path, size_t 
 /* Takes ownership of dfd. Names are sorted so that caps cut the same files every time. */
 static void walk_dir(struct walk *w, int dfd, char *path, size_t path_len, unsigned depth)
 {
-	DIR *d = fdopendir(dfd);
-	if (!d) {
+	char **names;
+	size_t n;
+	if (sc__sorted_names(dfd, &names, &n) < 0) {
 		close(dfd);
 		return skip(w, path, "unreadable directory");
 	}
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *e;
-	while ((e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 32;
-			char **grown = realloc(names, cap * sizeof(*names));
-			if (!grown)
-				break;
-			names = grown;
-		}
-		if (!(names[n] = strdup(e->d_name)))
-			break;
-		n++;
-	}
-	if (n > 1)
-		qsort(names, n, sizeof(*names), by_name);
-	for (size_t i = 0; i < n; i++) {
-		visit(w, dirfd(d), names[i], path, path_len, depth);
-		free(names[i]);
-	}
-	free(names);
-	closedir(d);
+	for (size_t i = 0; i < n; i++)
+		visit(w, dfd, names[i], path, path_len, depth);
+	sc__names_free(names, n);
+	close(dfd);
 }
 
 static int by_path(const void *a, const void *b)

@@ -42,11 +42,6 @@ static void mix_entry(struct sig *s, const char *rel, const struct stat *st)
 	mix(s, fields, sizeof(fields));
 }
 
-static int cmp(const void *x, const void *y)
-{
-	return strcmp(*(char *const *)x, *(char *const *)y);
-}
-
 static int walk(struct sig *s, int dfd, const char *rel, unsigned depth);
 
 static int visit(struct sig *s, int dfd, const char *name, const char *rel, unsigned depth)
@@ -71,37 +66,13 @@ static int visit(struct sig *s, int dfd, const char *name, const char *rel, unsi
 /* Takes ownership of dfd. */
 static int walk(struct sig *s, int dfd, const char *rel, unsigned depth)
 {
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return -errno;
-	}
 	char **names = NULL;
-	size_t n = 0, cap = 0;
-	int rc = 0;
-	struct dirent *e;
-	while (rc == 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		char **grown =
-			n < cap ? names
-				: realloc(names, (cap = cap ? cap * 2 : 64) * sizeof(*names));
-		if (!grown || !(grown[n] = strdup(e->d_name)))
-			rc = -ENOMEM;
-		if (grown)
-			names = grown;
-		if (rc == 0)
-			n++;
-	}
-	if (n > 1)
-		qsort(names, n, sizeof(*names), cmp);
-	for (size_t i = 0; i < n; i++) {
-		if (rc == 0)
-			rc = visit(s, dirfd(d), names[i], rel, depth);
-		free(names[i]);
-	}
-	free(names);
-	closedir(d);
+	size_t n = 0;
+	int rc = sc__sorted_names(dfd, &names, &n);
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = visit(s, dfd, names[i], rel, depth);
+	sc__names_free(names, n);
+	close(dfd);
 	return rc;
 }
 

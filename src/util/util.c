@@ -233,3 +233,57 @@ int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t m
 	close(fd);
 	return rc;
 }
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void sc__names_free(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int sc__sorted_names(int dirfd, char ***names_out, size_t *n_out)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	char **names = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	struct dirent *e;
+	while (rc == 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 32;
+			char **grown = realloc(names, cap * sizeof(*names));
+			if (!grown) {
+				rc = -ENOMEM;
+				break;
+			}
+			names = grown;
+		}
+		if (!(names[n] = strdup(e->d_name)))
+			rc = -ENOMEM;
+		else
+			n++;
+	}
+	closedir(d);
+	if (rc < 0) {
+		sc__names_free(names, n);
+		return rc;
+	}
+	if (n > 1)
+		qsort(names, n, sizeof(*names), by_name);
+	*names_out = names;
+	*n_out = n;
+	return 0;
+}

@@ -28,6 +28,11 @@ int sc__read_all(int fd, void *buf, size_t len);
  * walk that a live writer keeps growing: -ETIMEDOUT. 0 or the first -errno. */
 int sc__remove_tree(int dirfd, const char *name, uint64_t deadline_us);
 
+/* The entry names of dirfd other than "." and "..", sorted bytewise, so walks that cap what
+ * they take cut the same entries every time. Free with sc__names_free. 0 or -errno. */
+int sc__sorted_names(int dirfd, char ***names, size_t *n);
+void sc__names_free(char **names, size_t n);
+
 /* Writes a small file relative to dirfd with the given mode (used to build the cell's /etc). */
 int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t mode);
 
