@@ -27,7 +27,7 @@
 /* After the exit record, pipes reach EOF once the cell's namespace is gone. */
 #define DRAIN_GRACE_US 1000000
 /* Time a session's /output may take to empty between runs. */
-#define EMPTY_OUTPUT_US 2000000
+#define EMPTY_OUTPUT_MS 2000
 
 enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL };
 
@@ -487,10 +487,8 @@ int sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, 
 	if (dfd < 0 || dir_is_empty(dfd))
 		return 0;
 	if (!session) {
-		struct pollfd gone = {cell->fds[SC_CELL_PIDFD], POLLIN, 0};
 		syscall(SYS_pidfd_send_signal, cell->fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
-		while (poll(&gone, 1, 5000) < 0 && errno == EINTR)
-			;
+		sc__wait_fd(cell->fds[SC_CELL_PIDFD], POLLIN, sc__deadline_ms(5000));
 	}
 	const uint64_t *l = sb->cfg->limits;
 	struct sc_collect_caps caps = {
@@ -500,7 +498,7 @@ int sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, 
 	sc__collect(dfd, &caps, res);
 	/* Every run starts with an empty /output. A live session's code may keep adding to it:
 	 * past the deadline the session ends rather than the caller waiting on it. */
-	return session ? sc__empty_dir(dfd, sc__now_us() + EMPTY_OUTPUT_US) : 0;
+	return session ? sc__empty_dir(dfd, sc__deadline_ms(EMPTY_OUTPUT_MS)) : 0;
 }
 
 int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,

@@ -52,8 +52,8 @@ static void sweep(struct snapcell_sandbox *sb, bool wait)
 {
 	size_t kept = 0;
 	for (size_t i = 0; i < sb->n_dying; i++) {
-		struct pollfd pf = {sb->dying[i].pidfd, POLLIN, 0};
-		if (poll(&pf, 1, wait ? 5000 : 0) == 0) {
+		if (sc__wait_fd(sb->dying[i].pidfd, POLLIN, sc__deadline_ms(wait ? 5000 : 0)) ==
+		    -ETIMEDOUT) {
 			sb->dying[kept++] = sb->dying[i];
 			continue;
 		}
@@ -201,16 +201,6 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	return s;
 }
 
-static int wait_readable(int fd, int timeout_ms)
-{
-	struct pollfd pf = {fd, POLLIN, 0};
-	int n;
-	do
-		n = poll(&pf, 1, timeout_ms);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : n == 0 ? -ETIMEDOUT : 0;
-}
-
 static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	int rc = 0, sp[2];
@@ -259,7 +249,7 @@ static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	free(msg);
 	if (n < 0)
 		return sc__err(err, -errno, "send setup");
-	int rc = wait_readable(sb->ctl, READY_TIMEOUT_MS);
+	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(READY_TIMEOUT_MS));
 	struct sc_ctl_msg ready;
 	if (rc == 0)
 		rc = sc__ctl_recv(sb->ctl, &ready, NULL, NULL);
@@ -318,7 +308,7 @@ static void stop_helper(struct snapcell_sandbox *sb)
 		close(sb->ctl); /* the template exits on EOF; its cells die with it (pid 1) */
 	if (sb->helper_pidfd < 0)
 		return;
-	if (wait_readable(sb->helper_pidfd, 2000) < 0)
+	if (sc__wait_fd(sb->helper_pidfd, POLLIN, sc__deadline_ms(2000)) < 0)
 		syscall(SYS_pidfd_send_signal, sb->helper_pidfd, SIGKILL, NULL, 0);
 	siginfo_t si;
 	while (waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED) < 0 &&
@@ -371,7 +361,7 @@ static int mark_broken(struct snapcell_sandbox *sb, const char *why, struct snap
 /* Reads CELL messages until one arrives; the lock is held. */
 static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
-	int rc = wait_readable(sb->ctl, TAKE_TIMEOUT_MS);
+	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(TAKE_TIMEOUT_MS));
 	if (rc == -ETIMEDOUT)
 		return sc__err(err, SNAPCELL_E_TEMPLATE, "no cell from the template in %d ms",
 			       TAKE_TIMEOUT_MS);

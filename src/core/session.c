@@ -90,17 +90,6 @@ void sc__sessions_orphan(struct snapcell_sandbox *sb)
 	pthread_mutex_unlock(&sb->lock);
 }
 
-/* Waits for fd to be ready for events before the deadline. */
-static int wait_until(int fd, short events, uint64_t deadline_us)
-{
-	uint64_t now = sc__now_us();
-	if (now >= deadline_us)
-		return -ETIMEDOUT;
-	struct pollfd pf = {fd, events, 0};
-	int n = poll(&pf, 1, (int)((deadline_us - now + 999) / 1000));
-	return n < 0 ? (errno == EINTR ? 0 : -errno) : n == 0 ? -ETIMEDOUT : 0;
-}
-
 /* Sends a request (an empty frame, with fds) to a worker or a snapshot, which may be hostile:
  * without blocking, within one deadline. */
 static int send_request(int fd, uint8_t type, const int *fds, size_t n_fds)
@@ -112,14 +101,14 @@ static int send_request(int fd, uint8_t type, const int *fds, size_t n_fds)
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	if (n_fds)
 		sc__msg_attach_fds(&mh, &u, fds, n_fds);
-	uint64_t deadline = sc__now_us() + REPLY_TIMEOUT_MS * 1000ull;
+	uint64_t deadline = sc__deadline_ms(REPLY_TIMEOUT_MS);
 	for (;;) {
 		ssize_t n = sendmsg(fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
 		if (n == (ssize_t)sizeof(hdr))
 			return 0;
 		if (n >= 0)
 			return -EPROTO; /* a 5-byte write is all or nothing on a unix stream */
-		int rc = errno == EAGAIN || errno == EINTR ? wait_until(fd, POLLOUT, deadline)
+		int rc = errno == EAGAIN || errno == EINTR ? sc__wait_fd(fd, POLLOUT, deadline)
 							   : -errno;
 		if (rc < 0)
 			return rc;
@@ -132,7 +121,7 @@ static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
 {
 	uint8_t buf[SC_FRAME_HEADER_LEN + sizeof(*pid)];
 	size_t got = 0;
-	uint64_t deadline = sc__now_us() + REPLY_TIMEOUT_MS * 1000ull;
+	uint64_t deadline = sc__deadline_ms(REPLY_TIMEOUT_MS);
 	while (got < sizeof(buf)) {
 		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
 		if (n == 0)
@@ -141,7 +130,7 @@ static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
 			got += (size_t)n;
 			continue;
 		}
-		int rc = errno == EAGAIN || errno == EINTR ? wait_until(fd, POLLIN, deadline)
+		int rc = errno == EAGAIN || errno == EINTR ? sc__wait_fd(fd, POLLIN, deadline)
 							   : -errno;
 		if (rc < 0)
 			return rc;

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <stdio.h>
@@ -34,6 +35,27 @@ uint64_t sc__now_us(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t sc__deadline_ms(uint64_t ms)
+{
+	return sc__now_us() + ms * 1000;
+}
+
+int sc__wait_fd(int fd, short events, uint64_t deadline_us)
+{
+	for (;;) {
+		uint64_t now = sc__now_us();
+		int timeout_ms = now >= deadline_us ? 0 : (int)((deadline_us - now + 999) / 1000);
+		struct pollfd pf = {fd, events, 0};
+		int n = poll(&pf, 1, timeout_ms);
+		if (n > 0)
+			return 0;
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (errno != EINTR)
+			return -errno;
+	}
 }
 
 int sc__write_all(int fd, const void *buf, size_t len)

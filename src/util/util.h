@@ -18,6 +18,13 @@ int sc__err(struct snapcell_error *err, int code, const char *fmt, ...)
 
 uint64_t sc__now_us(void);
 
+/* Waits until fd has one of events or the deadline (sc__now_us clock) passes; a deadline
+ * already past still checks once. 0, -ETIMEDOUT or -errno; EINTR is retried. */
+int sc__wait_fd(int fd, short events, uint64_t deadline_us);
+
+/* A deadline ms milliseconds from now. */
+uint64_t sc__deadline_ms(uint64_t ms);
+
 /* write()/read() until done; retry EINTR. Return 0 or -errno (-EPIPE for a short read). */
 int sc__write_all(int fd, const void *buf, size_t len);
 int sc__read_all(int fd, void *buf, size_t len);
