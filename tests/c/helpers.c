@@ -23,6 +23,15 @@ struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code)
 	return res;
 }
 
+void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want)
+{
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, want, "stdout:\n%s\nwanted:\n%s\nstderr: %s",
+			 res->stdout_buf, want, res->stderr_buf);
+	snapcell_result_free(res);
+}
+
 void test_skip_or_fail(const char *reason)
 {
 	const char *strict = getenv("SNAPCELL_REQUIRE_ALL");

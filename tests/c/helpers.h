@@ -26,6 +26,9 @@ struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code);
 /* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
 int test_count_host_processes(const char *name);
 
+/* Runs code, expects status ok and exactly this stdout. */
+void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want);
+
 /* A test that needs a kernel feature skips with a reason; SNAPCELL_REQUIRE_ALL=1 (set by CI on
  * machines known to have every feature) turns the skip into a failure. */
 void test_skip_or_fail(const char *reason);

@@ -132,24 +132,22 @@ Test(files, links_in_inputs_never_leak)
 	cr_assert_eq(snapcell_config_add_mount(cfg, ws, "mounted", &err), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	struct snapcell_result *res = test_run(
-		sb, "import os\n"
-		    "found = []\n"
-		    "for root, dirs, files in os.walk('/'):\n"
-		    "    if root.startswith('/dev'):\n        continue\n"
-		    "    for f in files + dirs:\n"
-		    "        p = os.path.join(root, f)\n"
-		    "        if root.startswith('/input') and os.path.islink(p):\n"
-		    "            found.append('link ' + p)\n"
-		    "        try:\n"
-		    "            if 'TOP-SECRET' in open(p, errors='ignore').read(1 << 20):\n"
-		    "                found.append('secret ' + p)\n"
-		    "        except OSError:\n            pass\n"
-		    "print(sorted(os.listdir('/input')), sorted(os.listdir('/input/a/b/c')))\n"
-		    "print(found)\n");
-	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf, "['a', 'mounted', 'ok.txt'] ['keep.txt']\n[]\n");
-	snapcell_result_free(res);
+	expect_output(sb,
+		      "import os\n"
+		      "found = []\n"
+		      "for root, dirs, files in os.walk('/'):\n"
+		      "    if root.startswith('/dev'):\n        continue\n"
+		      "    for f in files + dirs:\n"
+		      "        p = os.path.join(root, f)\n"
+		      "        if root.startswith('/input') and os.path.islink(p):\n"
+		      "            found.append('link ' + p)\n"
+		      "        try:\n"
+		      "            if 'TOP-SECRET' in open(p, errors='ignore').read(1 << 20):\n"
+		      "                found.append('secret ' + p)\n"
+		      "        except OSError:\n            pass\n"
+		      "print(sorted(os.listdir('/input')), sorted(os.listdir('/input/a/b/c')))\n"
+		      "print(found)\n",
+		      "['a', 'mounted', 'ok.txt'] ['keep.txt']\n[]\n");
 	snapcell_sandbox_free(sb);
 	unlink(root_link);
 	remove_tree(ws), remove_tree(secret);

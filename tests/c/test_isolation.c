@@ -39,15 +39,6 @@ static void require_x86_64(void)
 }
 
 /* Runs code, expects it to end ok with exactly want on stdout. */
-static void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want)
-{
-	struct snapcell_result *res = test_run(sb, code);
-	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf, want, "stdout:\n%s\nwanted:\n%s\nstderr: %s",
-			 res->stdout_buf, want, res->stderr_buf);
-	snapcell_result_free(res);
-}
-
 /* After an attack the same sandbox must still run ordinary code. */
 static void expect_healthy(struct snapcell_sandbox *sb)
 {

@@ -292,15 +292,14 @@ Test(limits, open_files_limit_is_too_many_open_files)
 	snapcell_sandbox_free(sb);
 	/* The configured number is the cell's: fds 0-3 are taken, so 60 more fit in 64. */
 	sb = SANDBOX_WITH({SNAPCELL_LIMIT_OPEN_FILES, 64});
-	res = test_run(sb, "files = []\n"
-			   "try:\n"
-			   "    while True:\n"
-			   "        files.append(open('/dev/null'))\n"
-			   "except OSError as e:\n"
-			   "    print(len(files), e.errno)\n");
-	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf, "60 24\n");
-	snapcell_result_free(res);
+	expect_output(sb,
+		      "files = []\n"
+		      "try:\n"
+		      "    while True:\n"
+		      "        files.append(open('/dev/null'))\n"
+		      "except OSError as e:\n"
+		      "    print(len(files), e.errno)\n",
+		      "60 24\n");
 	expect_recovers(sb);
 	snapcell_sandbox_free(sb);
 }

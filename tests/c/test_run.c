@@ -74,12 +74,11 @@ Test(run, no_state_survives_between_runs)
 		    "if os.fork() == 0:\n    time.sleep(30)\n");
 	expect_ok(res);
 	snapcell_result_free(res);
-	res = test_run(sb, "import json, os, threading\n"
-			   "print('x' in globals(), hasattr(json, 'secret'), "
-			   "os.path.exists('/tmp/left'), threading.active_count())");
-	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf, "False False False 1\n");
-	snapcell_result_free(res);
+	expect_output(sb,
+		      "import json, os, threading\n"
+		      "print('x' in globals(), hasattr(json, 'secret'), "
+		      "os.path.exists('/tmp/left'), threading.active_count())",
+		      "False False False 1\n");
 	snapcell_sandbox_free(sb);
 }
 
@@ -103,29 +102,25 @@ Test(run, environment_is_exactly_the_configured_variables)
 	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hello"), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	struct snapcell_result *res = test_run(sb, "import os; print(dict(os.environ))");
-	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf, "{'GREETING': 'hello'}\n");
-	snapcell_result_free(res);
+	expect_output(sb, "import os; print(dict(os.environ))", "{'GREETING': 'hello'}\n");
 	snapcell_sandbox_free(sb);
 }
 
 Test(run, standard_library_works)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
-	struct snapcell_result *res = test_run(
-		sb, "import asyncio, threading, shutil, sqlite3, zipfile, io, concurrent.futures\n"
-		    "async def f():\n    await asyncio.sleep(0)\n    return 1\n"
-		    "t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
-		    "with concurrent.futures.ThreadPoolExecutor(4) as ex:\n"
-		    "    s = sum(ex.map(abs, range(-10, 0)))\n"
-		    "open('/tmp/a', 'w').write('a'); shutil.copy2('/tmp/a', '/tmp/b')\n"
-		    "db = sqlite3.connect('/tmp/db'); db.execute('create table t(x)')\n"
-		    "z = zipfile.ZipFile(io.BytesIO(), 'w'); z.writestr('a', 'b')\n"
-		    "print(asyncio.run(f()), s, open('/tmp/b').read())\n");
-	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf, "thread\n1 55 a\n");
-	snapcell_result_free(res);
+	expect_output(
+		sb,
+		"import asyncio, threading, shutil, sqlite3, zipfile, io, concurrent.futures\n"
+		"async def f():\n    await asyncio.sleep(0)\n    return 1\n"
+		"t = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+		"with concurrent.futures.ThreadPoolExecutor(4) as ex:\n"
+		"    s = sum(ex.map(abs, range(-10, 0)))\n"
+		"open('/tmp/a', 'w').write('a'); shutil.copy2('/tmp/a', '/tmp/b')\n"
+		"db = sqlite3.connect('/tmp/db'); db.execute('create table t(x)')\n"
+		"z = zipfile.ZipFile(io.BytesIO(), 'w'); z.writestr('a', 'b')\n"
+		"print(asyncio.run(f()), s, open('/tmp/b').read())\n",
+		"thread\n1 55 a\n");
 	snapcell_sandbox_free(sb);
 }
 

@@ -147,10 +147,7 @@ Test(tools, bad_calls_give_clear_errors_and_the_next_run_is_healthy, .timeout = 
 	expect_tool_error(sb,
 			  "x = []\n    for i in range(500): x = [x]\n    call_tool('echo', v=x)",
 			  "nested deeper than 64 levels");
-	struct snapcell_result *res = test_run(sb, "print(call_tool('compute', a=40, b=2))");
-	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf, "42\n");
-	snapcell_result_free(res);
+	expect_output(sb, "print(call_tool('compute', a=40, b=2))", "42\n");
 	snapcell_sandbox_free(sb);
 }
 
@@ -168,10 +165,7 @@ Test(tools, garbage_on_the_socket_kills_the_cell_and_spares_the_host)
 	cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED);
 	cr_expect(strstr(res->stderr_buf, "unexpected frame"), "%s", res->stderr_buf);
 	snapcell_result_free(res);
-	res = test_run(sb, "print(call_tool('compute', a=2, b=40))");
-	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf, "42\n");
-	snapcell_result_free(res);
+	expect_output(sb, "print(call_tool('compute', a=2, b=40))", "42\n");
 	snapcell_sandbox_free(sb);
 }
 
