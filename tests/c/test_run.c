@@ -209,3 +209,17 @@ Test(run, rejects_bad_arguments)
 	free(code);
 	snapcell_sandbox_free(sb);
 }
+
+Test(run, stats_report_the_template_and_its_parked_cells)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st), 0);
+	cr_expect_gt(st.template_pid, 1);
+	cr_expect_gt(st.template_private_bytes, 0);
+	cr_expect_eq(st.parked_cells, 2);
+	cr_expect_gt(st.parked_cell_private_bytes, 0);
+	cr_expect_lt(st.parked_cell_private_bytes, st.template_private_bytes * 4);
+	cr_expect_eq(snapcell_sandbox_stats(NULL, &st), SNAPCELL_E_INVAL);
+	snapcell_sandbox_free(sb);
+}
