@@ -242,7 +242,8 @@ struct snapcell_sandbox_stats {
 	uint64_t parked_cell_private_bytes; /* mean over the parked cells */
 };
 
-/* Waits until the template has parked its spare cells, then measures. */
+/* Waits until the template has parked its spare cells, then measures. 0, SNAPCELL_E_INVAL,
+ * or SNAPCELL_E_TEMPLATE when the template is gone. */
 SNAPCELL_API int snapcell_sandbox_stats(struct snapcell_sandbox *sb,
 					struct snapcell_sandbox_stats *out);
 
