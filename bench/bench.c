@@ -183,8 +183,8 @@ static int run_code(struct snapcell_sandbox *sb, struct snapcell_session *s, con
 	struct snapcell_result *res;
 	struct snapcell_error err = {0};
 	uint64_t t0 = now_ns();
-	int rc = s ? snapcell_session_run(s, code, SIZE_MAX, &res, &err)
-		   : snapcell_sandbox_run(sb, code, SIZE_MAX, &res, &err);
+	int rc = s ? snapcell_session_run(s, code, SIZE_MAX, NULL, &res, &err)
+		   : snapcell_sandbox_run(sb, code, SIZE_MAX, NULL, &res, &err);
 	if (ns)
 		*ns = now_ns() - t0;
 	if (rc < 0)
@@ -407,9 +407,10 @@ static int spawn_one(void *unused, uint64_t *elapsed_ns)
 static int measure_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_stats *stats)
 {
 	fputs("measuring memory...\n", stderr);
-	int rc = snapcell_sandbox_stats(sb, stats);
+	struct snapcell_error err = {0};
+	int rc = snapcell_sandbox_stats(sb, stats, &err);
 	if (rc < 0)
-		fprintf(stderr, "snapcell bench: stats: %s\n", snapcell_strerror(rc));
+		fprintf(stderr, "snapcell bench: %s\n", err.message);
 	return rc < 0 ? -1 : 0;
 }
 
@@ -523,17 +524,16 @@ int cli_bench(int argc, char **argv)
 	int rc = parse_opts(argc, argv, &o);
 	if (rc != 0)
 		return rc > 0 ? 0 : EXIT_USAGE;
-	struct snapcell_config *cfg = snapcell_config_new();
-	if (!cfg) {
-		fputs("snapcell bench: out of memory\n", stderr);
+	struct snapcell_config *cfg = cli_config_new();
+	if (!cfg)
 		return EXIT_FAILED;
-	}
 	struct bench_results r = {0};
 	plan_series(&o, cfg, &r);
+	struct snapcell_error err = {0};
 	rc = snapcell_config_add_tool(cfg, "echo", "Returns " TOOL_ANSWER ".", NULL,
-				      SNAPCELL_APPROVAL_NEVER, echo_tool, NULL);
+				      SNAPCELL_APPROVAL_NEVER, echo_tool, NULL, &err);
 	if (rc < 0)
-		fprintf(stderr, "snapcell bench: add_tool: %s\n", snapcell_strerror(rc));
+		fprintf(stderr, "snapcell bench: %s\n", err.message);
 	bool ok = rc == 0 && sample(&r.cold) == 0 && measure_sandbox(cfg, &o, &r) == 0;
 	snapcell_config_free(cfg);
 	if (!ok || sample(&r.spawn) < 0) {

@@ -7,12 +7,19 @@
 
 #include "snapcell.h"
 
+/* A new config with the helper from $SNAPCELL_HELPER when set (the build tree's, say), else
+ * the library's built-in default; NULL after a message. */
+struct snapcell_config *cli_config_new(void);
+
 int cli_run(int argc, char **argv);
 int cli_doctor(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 
 /* Registers --tool NAME=COMMAND; prints why not and returns -1. */
 int cli_add_command_tool(struct snapcell_config *cfg, const char *spec);
+/* --tool-schema NAME=JSON: gives the --tool NAME registered before it a parameter schema;
+ * prints why not (the library's reason) and returns -1. */
+int cli_set_tool_schema(struct snapcell_config *cfg, const char *spec);
 
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */
 void cli_print_artifacts(const struct snapcell_result *res, FILE *f);

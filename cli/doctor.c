@@ -42,13 +42,15 @@ static void print_hardening(void)
 
 static int try_sandbox(void)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_config *cfg = cli_config_new();
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
+	if (!cfg)
+		return -1;
 	int rc = snapcell_sandbox_new(cfg, &sb, &err);
 	if (rc == 0)
-		rc = snapcell_sandbox_run(sb, "print(6 * 7)", (size_t)-1, &res, &err);
+		rc = snapcell_sandbox_run(sb, "print(6 * 7)", (size_t)-1, NULL, &res, &err);
 	if (rc < 0)
 		printf("sandbox:   FAILED: %s\n", err.message);
 	else if (res->status != SNAPCELL_STATUS_OK || strcmp(res->stdout_buf, "42\n"))
@@ -73,9 +75,10 @@ int cli_doctor(int argc, char **argv)
 		return 2;
 	}
 	struct snapcell_probe p;
-	int rc = snapcell_probe_host(&p);
+	struct snapcell_error err = {0};
+	int rc = snapcell_probe_host(&p, &err);
 	if (rc < 0) {
-		fprintf(stderr, "snapcell: probe failed: %s\n", snapcell_strerror(rc));
+		fprintf(stderr, "snapcell: %s\n", err.message);
 		return 3;
 	}
 	for (int m = 0; m < SNAPCELL_MECH__COUNT; m++)

@@ -1,6 +1,7 @@
 /* snapcell: command-line front end. Dispatches to one file per subcommand. */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -12,7 +13,27 @@ static const char usage[] =
 	"  run FILE|-     run Python code in a fresh isolated cell (snapcell run --help)\n"
 	"  doctor         show which isolation mechanisms this host offers\n"
 	"  bench          measure run latency and throughput (key=value lines)\n"
-	"  version        print the version\n";
+	"  version        print the version\n"
+	"\n"
+	"environment:\n"
+	"  SNAPCELL_HELPER  the snapcell-cell executable to run (default: the installed one)\n";
+
+struct snapcell_config *cli_config_new(void)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	if (!cfg) {
+		fputs("snapcell: out of memory\n", stderr);
+		return NULL;
+	}
+	const char *helper = getenv("SNAPCELL_HELPER");
+	struct snapcell_error err = {0};
+	if (helper && *helper && snapcell_config_set_helper(cfg, helper, &err) < 0) {
+		fprintf(stderr, "snapcell: SNAPCELL_HELPER: %s\n", err.message);
+		snapcell_config_free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
 
 int main(int argc, char **argv)
 {
@@ -30,7 +51,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "bench"))
 		return cli_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-		printf("snapcell %s\n", SNAPCELL_VERSION);
+		printf("snapcell %s\n", snapcell_version());
 		return 0;
 	}
 	fprintf(stderr, "snapcell: unknown command '%s'\n\n%s", argv[1], usage);

@@ -35,6 +35,8 @@ static const char usage[] =
 	"  --tool NAME=COMMAND     register a host tool: COMMAND (run by /bin/sh) gets the\n"
 	"                          keyword arguments as JSON on stdin and prints a JSON result;\n"
 	"                          a non-zero exit raises ToolError with its stderr (repeatable)\n"
+	"  --tool-schema NAME=JSON check the arguments of the --tool NAME given before it\n"
+	"                          against a JSON Schema (repeatable)\n"
 	"  --workspace DIR         copy DIR's files (not its links) to /input, read-only\n"
 	"  --input PATH[:MOUNT]    copy a file or directory to /input/MOUNT (default: PATH);\n"
 	"                          later ones win (repeatable)\n"
@@ -129,7 +131,8 @@ enum opt {
 	OPT_TOOL,
 	OPT_WORKSPACE,
 	OPT_INPUT,
-	OPT_OUTPUT
+	OPT_OUTPUT,
+	OPT_TOOL_SCHEMA
 };
 
 static const struct option options[] = {
@@ -149,6 +152,7 @@ static const struct option options[] = {
 	{"workspace", required_argument, NULL, OPT_WORKSPACE},
 	{"input", required_argument, NULL, OPT_INPUT},
 	{"output", required_argument, NULL, OPT_OUTPUT},
+	{"tool-schema", required_argument, NULL, OPT_TOOL_SCHEMA},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -197,26 +201,30 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 			  : limits[i].kind == 1
 				  ? cli_parse_size(arg, &v)
 				  : (v = strtoull(arg, &end, 10), *arg == 0 || *end != 0);
-		if (bad || snapcell_config_set_limit(cfg, limits[i].limit, v) < 0) {
+		if (bad || snapcell_config_set_limit(cfg, limits[i].limit, v, NULL) < 0) {
 			fprintf(stderr, "snapcell: invalid value '%s' for --%s\n", arg,
 				options[opt - OPT_TIMEOUT].name);
 			return -1;
 		}
 		return 0;
 	}
+	struct snapcell_error err = {0};
 	if (opt == OPT_ENV) {
 		char *eq = strchr(arg, '=');
 		char *name = eq ? strndup(arg, (size_t)(eq - arg)) : NULL;
-		int rc = name ? snapcell_config_set_env(cfg, name, eq + 1) : -1;
+		int rc = name ? snapcell_config_set_env(cfg, name, eq + 1, &err) : -1;
 		free(name);
-		if (rc < 0)
+		if (rc < 0 && eq)
+			fprintf(stderr, "snapcell: --env: %s\n", err.message);
+		else if (rc < 0)
 			fprintf(stderr, "snapcell: --env wants NAME=VALUE, got '%s'\n", arg);
 		return rc < 0 ? -1 : 0;
 	}
 	if (opt == OPT_TOOL)
 		return cli_add_command_tool(cfg, arg);
+	if (opt == OPT_TOOL_SCHEMA)
+		return cli_set_tool_schema(cfg, arg);
 	if (opt == OPT_WORKSPACE || opt == OPT_INPUT) {
-		struct snapcell_error err = {0};
 		int rc = opt == OPT_WORKSPACE ? snapcell_config_set_workspace(cfg, arg, &err)
 					      : add_input(cfg, arg, &err);
 		if (rc < 0)
@@ -226,14 +234,16 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 	}
 	if (opt == OPT_PYPATH) {
 		char *real = realpath(arg, NULL);
-		int rc = real ? snapcell_config_add_python_path(cfg, real) : -1;
+		int rc = real ? snapcell_config_add_python_path(cfg, real, &err) : -1;
 		if (!real)
 			fprintf(stderr, "snapcell: --python-path %s: %s\n", arg, strerror(errno));
+		else if (rc < 0)
+			fprintf(stderr, "snapcell: --python-path: %s\n", err.message);
 		free(real);
 		return rc < 0 ? -1 : 0;
 	}
 	int level = isolation_level(arg);
-	if (level < 0 || snapcell_config_require_isolation(cfg, level) < 0) {
+	if (level < 0 || snapcell_config_require_isolation(cfg, level, NULL) < 0) {
 		fprintf(stderr, "snapcell: unknown isolation level '%s'\n", arg);
 		return -1;
 	}
@@ -281,7 +291,9 @@ static void print_plain(const struct snapcell_result *res, const struct snapcell
 
 int cli_run(int argc, char **argv)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_config *cfg = cli_config_new();
+	if (!cfg)
+		return EXIT_SNAPCELL;
 	bool as_json = false;
 	const char *output_dir = NULL;
 	int opt;
@@ -318,11 +330,14 @@ int cli_run(int argc, char **argv)
 	struct snapcell_result *res = NULL;
 	int rc = snapcell_sandbox_new(cfg, &sb, &err);
 	if (rc == 0)
-		rc = snapcell_sandbox_run(sb, code, len, &res, &err);
+		rc = snapcell_sandbox_run(sb, code, len, NULL, &res, &err);
 	free(code);
 	int status = EXIT_SNAPCELL;
 	if (rc < 0) {
 		fprintf(stderr, "snapcell: %s\n", err.message);
+		if (!strncmp(err.message, "sandbox helper ", 15))
+			fputs("snapcell: set SNAPCELL_HELPER to the snapcell-cell to use\n",
+			      stderr);
 	} else {
 		if (as_json) {
 			json_t *j = cli_result_json(res);

@@ -130,6 +130,32 @@ static int command_tool(void *user, const char *args_json, char **result)
 	return 1;
 }
 
+/* Registers (or re-registers, with a schema) the tool that spec "NAME=COMMAND" describes.
+ * The command string lives as long as the process: argv outlives every sandbox. */
+static int register_tool(struct snapcell_config *cfg, const char *spec, const char *schema,
+			 struct snapcell_error *err)
+{
+	const char *eq = strchr(spec, '=');
+	char *name = strndup(spec, (size_t)(eq - spec));
+	char *description = NULL;
+	if (asprintf(&description, "Runs on the host: %s", eq + 1) < 0)
+		description = NULL;
+	int rc = -ENOMEM;
+	if (name && description)
+		rc = snapcell_config_add_tool(cfg, name, description, schema,
+					      SNAPCELL_APPROVAL_NEVER, command_tool,
+					      (void *)(eq + 1), err);
+	else
+		snprintf(err->message, sizeof(err->message), "out of memory");
+	free(name);
+	free(description);
+	return rc;
+}
+
+/* The --tool specs given so far, so --tool-schema can find a tool's command. */
+static const char **tool_specs;
+static size_t n_tool_specs;
+
 int cli_add_command_tool(struct snapcell_config *cfg, const char *spec)
 {
 	const char *eq = strchr(spec, '=');
@@ -137,19 +163,39 @@ int cli_add_command_tool(struct snapcell_config *cfg, const char *spec)
 		fprintf(stderr, "snapcell: --tool wants NAME=COMMAND, got '%s'\n", spec);
 		return -1;
 	}
-	char *name = strndup(spec, (size_t)(eq - spec));
-	char *description = NULL;
-	if (asprintf(&description, "Runs on the host: %s", eq + 1) < 0)
-		description = NULL;
-	/* The command string lives as long as the process: argv outlives every sandbox. */
-	int rc = name && description ? snapcell_config_add_tool(cfg, name, description, NULL,
-								SNAPCELL_APPROVAL_NEVER,
-								command_tool, (void *)(eq + 1))
-				     : -1;
-	if (rc < 0)
-		fprintf(stderr, "snapcell: --tool %s: the name must be a Python identifier\n",
-			spec);
-	free(name);
-	free(description);
-	return rc < 0 ? -1 : 0;
+	struct snapcell_error err = {0};
+	const char **grown = realloc(tool_specs, (n_tool_specs + 1) * sizeof(*grown));
+	if (grown)
+		tool_specs = grown;
+	if (!grown || register_tool(cfg, spec, NULL, &err) < 0) {
+		fprintf(stderr, "snapcell: --tool: %s\n", grown ? err.message : "out of memory");
+		return -1;
+	}
+	tool_specs[n_tool_specs++] = spec;
+	return 0;
+}
+
+int cli_set_tool_schema(struct snapcell_config *cfg, const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	if (!eq || eq == spec || !eq[1]) {
+		fprintf(stderr, "snapcell: --tool-schema wants NAME=JSON, got '%s'\n", spec);
+		return -1;
+	}
+	size_t name_len = (size_t)(eq - spec);
+	const char *tool = NULL;
+	for (size_t i = n_tool_specs; i-- > 0 && !tool;)
+		if (!strncmp(tool_specs[i], spec, name_len) && tool_specs[i][name_len] == '=')
+			tool = tool_specs[i];
+	if (!tool) {
+		fprintf(stderr, "snapcell: --tool-schema %.*s: no --tool %.*s=COMMAND before it\n",
+			(int)name_len, spec, (int)name_len, spec);
+		return -1;
+	}
+	struct snapcell_error err = {0};
+	if (register_tool(cfg, tool, eq + 1, &err) < 0) {
+		fprintf(stderr, "snapcell: --tool-schema: %s\n", err.message);
+		return -1;
+	}
+	return 0;
 }

@@ -40,8 +40,8 @@ static struct snapcell_config *config(void)
 	if (!cfg) {
 		cfg = snapcell_config_new();
 		snapcell_config_add_tool(cfg, "strict", "", schema, SNAPCELL_APPROVAL_NEVER, strict,
-					 NULL);
-		snapcell_config_add_tool(cfg, "echo", "", NULL, SNAPCELL_APPROVAL_NEVER, echo,
+					 NULL, NULL);
+		snapcell_config_add_tool(cfg, "echo", "", NULL, SNAPCELL_APPROVAL_NEVER, echo, NULL,
 					 NULL);
 	}
 	return cfg;

@@ -1,4 +1,5 @@
-/* The template: the helper's main process. It reads its setup from the control socket, builds
+/* The template: the helper's main process. It greets the host with its protocol version,
+ * reads its setup from the control socket, builds
  * the root, warms CPython, compiles the seccomp policy, then keeps a few cells parked for the
  * host and reaps them, reporting each exit status on the cell's own exit pipe. It never runs
  * untrusted code itself; the host's closing of the control socket ends it, and with it (as pid
@@ -415,6 +416,9 @@ int main(void)
 {
 	struct snapcell_error err = {0};
 	signal(SIGPIPE, SIG_IGN);
+	/* First, before reading anything: the host checks the protocol before it sends setup. */
+	if (sc__hello_send(CTL) < 0)
+		return 1;
 	if (setup(&err) < 0) {
 		report_ready(err.code, err.message);
 		return 1;

@@ -2,23 +2,27 @@
  *
  * Typical use:
  *
- *     struct snapcell_config *cfg = snapcell_config_new();
- *     snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 5000);
- *     struct snapcell_sandbox *sb;
  *     struct snapcell_error err;
+ *     struct snapcell_config *cfg = snapcell_config_new();
+ *     snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 5000, &err);
+ *     struct snapcell_sandbox *sb;
  *     if (snapcell_sandbox_new(cfg, &sb, &err) < 0)
  *             fprintf(stderr, "snapcell: %s\n", err.message);
  *     snapcell_config_free(cfg);            // the sandbox keeps its own copy
  *     struct snapcell_result *res;
- *     if (snapcell_sandbox_run(sb, "print(6 * 7)", SIZE_MAX, &res, &err) == 0) {
+ *     if (snapcell_sandbox_run(sb, "print(6 * 7)", SIZE_MAX, NULL, &res, &err) == 0) {
  *             fwrite(res->stdout_buf, 1, res->stdout_len, stdout);
  *             snapcell_result_free(res);
  *     }
  *     snapcell_sandbox_free(sb);
  *
- * Errors: fallible functions return 0 or a negative code: -errno for operating-system failures,
- * SNAPCELL_E_* for our own. snapcell_strerror() names a code; a struct snapcell_error, when
- * passed, also receives a message naming the step that failed ("mount /usr: EPERM").
+ * Errors: every function that can fail returns int, 0 or a negative code (-errno for
+ * operating-system failures, SNAPCELL_E_* for our own), and takes a struct snapcell_error *
+ * as its last parameter (NULL when the caller wants no message). On failure it receives the
+ * code and a message naming the step and object, with the cause after a colon as it climbs
+ * ("add_tool compute: schema: properties.a: unknown keyword 'if'", "mount /usr: Operation not
+ * permitted"). snapcell_strerror() describes a code, snapcell_error_name() names it
+ * ("SNAPCELL_E_INVAL", "ENOENT"). Getters that cannot fail return their value.
  *
  * Ownership: setters copy their inputs; objects returned through an out-pointer are owned by the
  * caller and released with the matching _free; _free(NULL) does nothing.
@@ -26,6 +30,29 @@
  * Threads: a config is not thread-safe. A sandbox may be used from any number of threads at
  * once; each run gets its own cell. The library never exits, aborts or installs signal handlers
  * in the calling process; it ignores nothing and writes with MSG_NOSIGNAL.
+ *
+ * The helper: sandboxes run an executable, snapcell-cell, installed with the library (in
+ * libexecdir/snapcell). Its path is fixed at build time; snapcell_config_set_helper() points a
+ * config elsewhere (a build tree, a Python wheel's own copy). Library and helper check that
+ * they speak the same protocol when a sandbox starts.
+ *
+ * ABI: the exported symbols are exactly the functions declared here (a linker version script
+ * keeps everything else local). While the major version is 0 every minor version may break
+ * the ABI and the SONAME is libsnapcell.so.0.<minor>; from 1.0 it is libsnapcell.so.<major>.
+ * Structs keep their size across versions within one SONAME, by these rules:
+ * - Structs the caller fills and passes in (snapcell_run_options) start with a size member,
+ *   set to sizeof the struct as the caller compiled it. The library reads only that many
+ *   bytes (later fields count as zero) and refuses, with SNAPCELL_E_INVAL, a size too small
+ *   for the first version or non-zero bytes in fields it does not know.
+ * - Structs the caller allocates and the library fills (snapcell_sandbox_stats, snapcell_probe
+ *   and its snapcell_mechanism_report, snapcell_tool_info) end with reserved words that the
+ *   library zeroes; later versions turn them into fields, so a field added later reads 0 from
+ *   an older library.
+ * - Structs the library allocates (snapcell_result) grow only at their end: never allocate
+ *   one yourself. The elements of its arrays (snapcell_tool_call, snapcell_artifact,
+ *   snapcell_skipped_output) and struct snapcell_error never change; new per-element data
+ *   comes as new members of snapcell_result.
+ * - Enums only gain values at their end (before any __COUNT).
  */
 #ifndef SNAPCELL_H
 #define SNAPCELL_H
@@ -38,9 +65,16 @@
 extern "C" {
 #endif
 
-#define SNAPCELL_VERSION "0.1.0"
-
 #define SNAPCELL_API __attribute__((visibility("default")))
+
+/* The version of this header. snapcell_version() gives the loaded library's. */
+#define SNAPCELL_VERSION_MAJOR 0
+#define SNAPCELL_VERSION_MINOR 2
+#define SNAPCELL_VERSION_PATCH 0
+#define SNAPCELL_VERSION       "0.2.0"
+
+/* "MAJOR.MINOR.PATCH" of the library actually loaded (static). */
+SNAPCELL_API const char *snapcell_version(void);
 
 /* Our own error codes; all below -4095 so they never collide with -errno. */
 enum snapcell_errcode {
@@ -59,8 +93,10 @@ struct snapcell_error {
 	char message[SNAPCELL_ERROR_MESSAGE_LEN];
 };
 
-/* A static string naming a code from this library (SNAPCELL_E_* or -errno). */
+/* A static description of a code from this library (SNAPCELL_E_* or -errno). */
 SNAPCELL_API const char *snapcell_strerror(int code);
+/* The code's name, static: "SNAPCELL_E_INVAL", "ENOENT"; "OK" for 0, "UNKNOWN" otherwise. */
+SNAPCELL_API const char *snapcell_error_name(int code);
 
 /* Isolation levels, weakest first. A sandbox reports the level it reached; a config may require
  * a minimum. */
@@ -112,9 +148,10 @@ struct snapcell_config;
 SNAPCELL_API struct snapcell_config *snapcell_config_new(void);
 SNAPCELL_API void snapcell_config_free(struct snapcell_config *cfg);
 
-/* Sets one limit. SNAPCELL_E_INVAL for an unknown limit or a zero or out-of-range value. */
+/* Sets one limit. SNAPCELL_E_INVAL for an unknown limit or a zero or out-of-range value (the
+ * message gives the range). */
 SNAPCELL_API int snapcell_config_set_limit(struct snapcell_config *cfg, enum snapcell_limit limit,
-					   uint64_t value);
+					   uint64_t value, struct snapcell_error *err);
 SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg,
 						enum snapcell_limit limit);
 
@@ -123,13 +160,21 @@ SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cf
  * inside the sandbox after its root is built, so loader variables (LD_PRELOAD, ...) have no effect
  * on the helper. A later call with the same name replaces the value. */
 SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char *name,
-					 const char *value);
+					 const char *value, struct snapcell_error *err);
 
 /* Exposes a host directory read-only and appends it to sys.path, e.g. a Python environment's
  * site-packages so numpy or pandas import. Inside the cell the n-th path (from 0) appears at
  * /.snapcell/python/<n>. The path must be absolute and an existing directory when the sandbox
  * is created; at most 64. */
-SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir);
+SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir,
+						 struct snapcell_error *err);
+
+/* The snapcell-cell executable sandboxes made from cfg run; NULL restores the default, the
+ * path fixed at build time (libexecdir/snapcell/snapcell-cell). The path is resolved now and
+ * must name an executable regular file. Front ends choose how a user overrides it (the
+ * snapcell CLI reads $SNAPCELL_HELPER); the library reads no environment variable for it. */
+SNAPCELL_API int snapcell_config_set_helper(struct snapcell_config *cfg, const char *path,
+					    struct snapcell_error *err);
 
 /* ---- files: /input and /output ---- */
 
@@ -150,11 +195,13 @@ SNAPCELL_API const char *snapcell_config_workspace(const struct snapcell_config 
 SNAPCELL_API int snapcell_config_add_mount(struct snapcell_config *cfg, const char *host_path,
 					   const char *mount_path, struct snapcell_error *err);
 /* -ENOENT when no mount has that (normalised) path. */
-SNAPCELL_API int snapcell_config_remove_mount(struct snapcell_config *cfg, const char *mount_path);
+SNAPCELL_API int snapcell_config_remove_mount(struct snapcell_config *cfg, const char *mount_path,
+					      struct snapcell_error *err);
 SNAPCELL_API size_t snapcell_config_mount_count(const struct snapcell_config *cfg);
 /* Borrowed until the next change to cfg; mount_path is "/input/...". */
 SNAPCELL_API int snapcell_config_mount_info(const struct snapcell_config *cfg, size_t index,
-					    const char **host_path, const char **mount_path);
+					    const char **host_path, const char **mount_path,
+					    struct snapcell_error *err);
 
 /* "/input/<path>" from a user's mount path: surrounding whitespace stripped, backslashes made
  * slashes, empty and "." parts and one leading "input" dropped. SNAPCELL_E_INVAL (with the
@@ -193,14 +240,16 @@ typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **r
  * (NULL for "any object") supporting type, properties, required, additionalProperties, items,
  * enum, minimum, maximum, minLength, maxLength, minItems and maxItems (numbers are compared
  * as doubles; integers are limited to 64 bits). user_data is passed
- * through untouched. SNAPCELL_E_INVAL for a bad name or schema. */
+ * through untouched. SNAPCELL_E_INVAL for a bad name or schema; the message says which and
+ * why ("add_tool compute: schema: properties.a: unknown keyword 'if'"). */
 SNAPCELL_API int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name,
 					  const char *description, const char *params_schema,
 					  enum snapcell_approval approval, snapcell_tool_fn fn,
-					  void *user_data);
+					  void *user_data, struct snapcell_error *err);
 
 /* -ENOENT when no tool has that name. */
-SNAPCELL_API int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name);
+SNAPCELL_API int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name,
+					     struct snapcell_error *err);
 
 /* Tools in registration order (a replaced tool keeps its place). The strings are borrowed
  * until the next change to cfg; schema is the normalised JSON text. */
@@ -209,21 +258,27 @@ struct snapcell_tool_info {
 	const char *description;
 	const char *params_schema;
 	enum snapcell_approval approval;
+	uint64_t reserved[4]; /* zeroed (ABI growth) */
 };
 SNAPCELL_API size_t snapcell_config_tool_count(const struct snapcell_config *cfg);
 SNAPCELL_API int snapcell_config_tool_info(const struct snapcell_config *cfg, size_t index,
-					   struct snapcell_tool_info *out);
+					   struct snapcell_tool_info *out,
+					   struct snapcell_error *err);
 
 /* Fails sandbox creation with SNAPCELL_E_ISOLATION when the host cannot reach this level. */
 SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg,
-						   enum snapcell_isolation level);
+						   enum snapcell_isolation level,
+						   struct snapcell_error *err);
 
 /* ---- sandbox ---- */
 
 struct snapcell_sandbox;
 
 /* Starts the template: a helper process in its own namespaces with CPython initialised and the
- * common standard library imported. The config is copied; it may be freed afterwards. */
+ * common standard library imported. The config is copied; it may be freed afterwards. A
+ * helper that cannot be found fails with -ENOENT naming its path; one that speaks another
+ * protocol (from another snapcell version) or is no snapcell-cell at all fails with
+ * SNAPCELL_E_HELPER naming both protocol versions, within seconds. */
 SNAPCELL_API int snapcell_sandbox_new(const struct snapcell_config *cfg,
 				      struct snapcell_sandbox **out, struct snapcell_error *err);
 
@@ -240,12 +295,14 @@ struct snapcell_sandbox_stats {
 	uint64_t template_private_bytes;
 	unsigned parked_cells;		    /* cells forked ahead and waiting for code */
 	uint64_t parked_cell_private_bytes; /* mean over the parked cells */
+	uint64_t reserved[4];		    /* zeroed (ABI growth) */
 };
 
 /* Waits until the template has parked its spare cells, then measures. 0, SNAPCELL_E_INVAL,
  * or SNAPCELL_E_TEMPLATE when the template is gone. */
 SNAPCELL_API int snapcell_sandbox_stats(struct snapcell_sandbox *sb,
-					struct snapcell_sandbox_stats *out);
+					struct snapcell_sandbox_stats *out,
+					struct snapcell_error *err);
 
 /* ---- running code ---- */
 
@@ -257,9 +314,11 @@ enum snapcell_status {
 	SNAPCELL_STATUS_KILLED,	       /* a signal ended the cell (seccomp tripwire, OOM, ...) */
 	SNAPCELL_STATUS_OUTPUT_LIMIT,  /* stdout or stderr exceeded its limit */
 	SNAPCELL_STATUS_SETUP_FAILURE, /* the cell could not be set up; the code did not run */
+	SNAPCELL_STATUS_CANCELLED,     /* the run's cancellation token fired (see below) */
 };
 
-/* "ok", "error", "timeout", "memory", "killed", "output-limit", "setup-failure". */
+/* "ok", "error", "timeout", "memory", "killed", "output-limit", "setup-failure",
+ * "cancelled"; NULL for an unknown value. */
 SNAPCELL_API const char *snapcell_status_name(enum snapcell_status status);
 
 struct snapcell_tool_call;
@@ -322,12 +381,35 @@ struct snapcell_tool_call {
 	bool ok; /* false: unknown tool, invalid arguments or the tool failed */
 };
 
+/* ---- cancellation ----
+ *
+ * A token that ends runs from outside: another thread, a signal handler, an event loop. It is
+ * one-shot: once fired it stays fired, and every run given it (at once or later) ends as
+ * SNAPCELL_STATUS_CANCELLED. A run in progress has its cell killed, as at the wall-clock limit,
+ * and returns within milliseconds with the output so far; a tool callback already running is
+ * not interrupted (the run ends when it returns). A run started with a fired token is
+ * cancelled before it starts: no cell is used and the code never runs. One token may serve
+ * any number of runs at once; free it only after they returned. */
+struct snapcell_cancel;
+
+SNAPCELL_API int snapcell_cancel_new(struct snapcell_cancel **out, struct snapcell_error *err);
+/* Thread-safe and async-signal-safe; c == NULL does nothing. */
+SNAPCELL_API void snapcell_cancel_fire(struct snapcell_cancel *c);
+SNAPCELL_API void snapcell_cancel_free(struct snapcell_cancel *c);
+
+/* Options of one run; see the ABI rules at the top for size. opts == NULL means defaults. */
+struct snapcell_run_options {
+	size_t size;			/* sizeof(struct snapcell_run_options) */
+	struct snapcell_cancel *cancel; /* NULL for none */
+};
+
 /* Runs code in a fresh cell of the template. code_len may be SIZE_MAX for a NUL-terminated
- * string. Returns 0 and a result whatever the code did (its status says how it ended); a
- * negative code only when the run could not happen (template gone, bad argument). */
+ * string; opts may be NULL. Returns 0 and a result whatever the code did (its status says how
+ * it ended); a negative code only when the run could not happen (template gone, bad
+ * argument). */
 SNAPCELL_API int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code,
-				      size_t code_len, struct snapcell_result **out,
-				      struct snapcell_error *err);
+				      size_t code_len, const struct snapcell_run_options *opts,
+				      struct snapcell_result **out, struct snapcell_error *err);
 
 SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
 
@@ -337,9 +419,10 @@ SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
  * only the run. A snapshot freezes a session's state between runs; restoring it into a
  * session, or starting new sessions from it, gives each its own copy (branches diverge).
  * A session, its snapshots and the sessions started from them form one family sharing one
- * cell namespace and the sandbox's limits; a run that is killed (timeout, output limit) ends
- * that session's process only, and a session that failed that way can be revived with
- * snapcell_session_restore(). Sessions of one family share one /output, so running two of them
+ * cell namespace and the sandbox's limits; a run that is killed (timeout, output limit,
+ * cancellation) ends that session's process only, and a session that failed that way can be
+ * revived with snapcell_session_restore(); a run cancelled before it started leaves the
+ * session as it was. Sessions of one family share one /output, so running two of them
  * at once mixes their artifacts. A session or snapshot is used by one thread at a time; the
  * sandbox's other runs are unaffected. Freeing the sandbox ends every session and snapshot:
  * their handles then fail with SNAPCELL_E_TEMPLATE and must still be freed. Python threads
@@ -350,6 +433,7 @@ struct snapcell_snapshot;
 SNAPCELL_API int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **out,
 				      struct snapcell_error *err);
 SNAPCELL_API int snapcell_session_run(struct snapcell_session *s, const char *code, size_t code_len,
+				      const struct snapcell_run_options *opts,
 				      struct snapcell_result **out, struct snapcell_error *err);
 SNAPCELL_API int snapcell_session_snapshot(struct snapcell_session *s,
 					   struct snapcell_snapshot **out,
@@ -381,20 +465,25 @@ enum snapcell_mechanism {
 	SNAPCELL_MECH__COUNT
 };
 
+/* Room in struct snapcell_probe: SNAPCELL_MECH__COUNT may grow up to it. */
+#define SNAPCELL_MECH_SLOTS 16
+
 struct snapcell_mechanism_report {
-	const char *name; /* "user namespace", ... (static) */
+	const char *name; /* "user namespace", ... (static); NULL in unused slots */
 	bool available;
-	bool used;	  /* snapcell uses it at the reported level */
-	char detail[160]; /* why not, or a version */
+	bool used;	      /* snapcell uses it at the reported level */
+	char detail[160];     /* why not, or a version */
+	uint64_t reserved[2]; /* zeroed (ABI growth) */
 };
 
 struct snapcell_probe {
-	struct snapcell_mechanism_report mech[SNAPCELL_MECH__COUNT];
+	struct snapcell_mechanism_report mech[SNAPCELL_MECH_SLOTS]; /* by enum snapcell_mechanism */
 	enum snapcell_isolation level; /* what a sandbox gets on this host */
+	uint64_t reserved[4];	       /* zeroed (ABI growth) */
 };
 
 /* Tests each mechanism in a short-lived child process; never changes the caller. */
-SNAPCELL_API int snapcell_probe_host(struct snapcell_probe *out);
+SNAPCELL_API int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,6 @@
-/* The sandbox configuration: limits with defaults, environment, Python paths, required
- * isolation. Validation happens in the setters, so a config that exists is a valid one. */
+/* The sandbox configuration: limits with defaults, environment, Python paths, the helper's
+ * path, required isolation, mounts. Validation happens in the setters, so a config that exists
+ * is a valid one. Tools are in tools.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -7,6 +8,7 @@
 #include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "isolate/isolate.h"
@@ -17,23 +19,24 @@
 #define GIB (1024ull * MIB)
 
 static const struct {
+	const char *name; /* for messages */
 	uint64_t def, min, max;
 } limit_table[SNAPCELL_LIMIT__COUNT] = {
-	[SNAPCELL_LIMIT_WALL_MS] = {30000, 1, 24ull * 3600 * 1000},
-	[SNAPCELL_LIMIT_CPU_MS] = {60000, 1, 24ull * 3600 * 1000},
+	[SNAPCELL_LIMIT_WALL_MS] = {"wall_ms", 30000, 1, 24ull * 3600 * 1000},
+	[SNAPCELL_LIMIT_CPU_MS] = {"cpu_ms", 60000, 1, 24ull * 3600 * 1000},
 	/* The forked interpreter already maps ~40 MiB of address space. */
-	[SNAPCELL_LIMIT_MEMORY_BYTES] = {512 * MIB, 96 * MIB, 1024 * GIB},
-	[SNAPCELL_LIMIT_PROCESSES] = {64, 1, 65536},
-	[SNAPCELL_LIMIT_FILE_BYTES] = {64 * MIB, 1, 1024 * GIB},
-	[SNAPCELL_LIMIT_TMP_BYTES] = {64 * MIB, 64 * KIB, 64 * GIB},
-	[SNAPCELL_LIMIT_STDOUT_BYTES] = {1 * MIB, 1, 1 * GIB},
-	[SNAPCELL_LIMIT_STDERR_BYTES] = {1 * MIB, 1, 1 * GIB},
-	[SNAPCELL_LIMIT_OPEN_FILES] = {256, 16, 65536},
-	[SNAPCELL_LIMIT_OUTPUT_FILES] = {1000, 1, 1000000},
-	[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES] = {64 * MIB, 1, 16 * GIB},
-	[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] = {256 * MIB, 1, 64 * GIB},
-	[SNAPCELL_LIMIT_OUTPUT_DEPTH] = {32, 1, 256},
-	[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES] = {1024, 16, 4096},
+	[SNAPCELL_LIMIT_MEMORY_BYTES] = {"memory_bytes", 512 * MIB, 96 * MIB, 1024 * GIB},
+	[SNAPCELL_LIMIT_PROCESSES] = {"processes", 64, 1, 65536},
+	[SNAPCELL_LIMIT_FILE_BYTES] = {"file_bytes", 64 * MIB, 1, 1024 * GIB},
+	[SNAPCELL_LIMIT_TMP_BYTES] = {"tmp_bytes", 64 * MIB, 64 * KIB, 64 * GIB},
+	[SNAPCELL_LIMIT_STDOUT_BYTES] = {"stdout_bytes", 1 * MIB, 1, 1 * GIB},
+	[SNAPCELL_LIMIT_STDERR_BYTES] = {"stderr_bytes", 1 * MIB, 1, 1 * GIB},
+	[SNAPCELL_LIMIT_OPEN_FILES] = {"open_files", 256, 16, 65536},
+	[SNAPCELL_LIMIT_OUTPUT_FILES] = {"output_files", 1000, 1, 1000000},
+	[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES] = {"output_file_bytes", 64 * MIB, 1, 16 * GIB},
+	[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] = {"output_total_bytes", 256 * MIB, 1, 64 * GIB},
+	[SNAPCELL_LIMIT_OUTPUT_DEPTH] = {"output_depth", 32, 1, 256},
+	[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES] = {"output_path_bytes", 1024, 16, 4096},
 };
 
 struct snapcell_config *snapcell_config_new(void)
@@ -60,6 +63,7 @@ void snapcell_config_free(struct snapcell_config *cfg)
 		free(cfg->python_paths[i]);
 	free(cfg->python_paths);
 	free(cfg->workspace);
+	free(cfg->helper);
 	for (size_t i = 0; i < cfg->n_mounts; i++) {
 		free(cfg->mounts[i].host_path);
 		free(cfg->mounts[i].mount_path);
@@ -70,11 +74,17 @@ void snapcell_config_free(struct snapcell_config *cfg)
 }
 
 int snapcell_config_set_limit(struct snapcell_config *cfg, enum snapcell_limit limit,
-			      uint64_t value)
+			      uint64_t value, struct snapcell_error *err)
 {
-	if (!cfg || (unsigned)limit >= SNAPCELL_LIMIT__COUNT || value < limit_table[limit].min ||
-	    value > limit_table[limit].max)
-		return SNAPCELL_E_INVAL;
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_limit: NULL config");
+	if ((unsigned)limit >= SNAPCELL_LIMIT__COUNT)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_limit: unknown limit %d", (int)limit);
+	if (value < limit_table[limit].min || value > limit_table[limit].max)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_limit %s: %llu is outside [%llu, %llu]",
+			       limit_table[limit].name, (unsigned long long)value,
+			       (unsigned long long)limit_table[limit].min,
+			       (unsigned long long)limit_table[limit].max);
 	cfg->limits[limit] = value;
 	return 0;
 }
@@ -92,14 +102,19 @@ static bool valid_utf8(const char *s)
 	return j != NULL;
 }
 
-int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const char *value)
+int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const char *value,
+			    struct snapcell_error *err)
 {
-	if (!cfg || !name || !value || !*name || strchr(name, '=') || !valid_utf8(name) ||
-	    !valid_utf8(value))
-		return SNAPCELL_E_INVAL;
+	if (!cfg || !name || !value)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_env: NULL argument");
+	if (!*name || strchr(name, '=') || !valid_utf8(name))
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "set_env: a name must be non-empty UTF-8 without '='");
+	if (!valid_utf8(value))
+		return sc__err(err, SNAPCELL_E_INVAL, "set_env %s: the value is not UTF-8", name);
 	char *v = strdup(value);
 	if (!v)
-		return -ENOMEM;
+		return sc__err(err, -ENOMEM, "set_env %s", name);
 	for (size_t i = 0; i < cfg->n_env; i++) {
 		if (strcmp(cfg->env[i].name, name) == 0) {
 			free(cfg->env[i].value);
@@ -114,32 +129,66 @@ int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const
 			cfg->env = grown;
 		free(v);
 		free(n);
-		return -ENOMEM;
+		return sc__err(err, -ENOMEM, "set_env %s", name);
 	}
 	cfg->env = grown;
 	cfg->env[cfg->n_env++] = (struct sc_env_var){n, v};
 	return 0;
 }
 
-int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir)
+int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir,
+				    struct snapcell_error *err)
 {
-	if (!cfg || !dir || dir[0] != '/' || strstr(dir, "/../") || strlen(dir) >= 4096 ||
-	    cfg->n_python_paths == SC_PASS_FD_MAX)
-		return SNAPCELL_E_INVAL;
+	if (!cfg || !dir)
+		return sc__err(err, SNAPCELL_E_INVAL, "add_python_path: NULL argument");
+	if (dir[0] != '/' || strstr(dir, "/../") || strlen(dir) >= 4096)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "add_python_path %s: must be an absolute path without '..'", dir);
+	if (cfg->n_python_paths == SC_PASS_FD_MAX)
+		return sc__err(err, SNAPCELL_E_INVAL, "add_python_path %s: more than %d paths", dir,
+			       SC_PASS_FD_MAX);
 	char **grown = realloc(cfg->python_paths, (cfg->n_python_paths + 1) * sizeof(*grown));
 	if (!grown)
-		return -ENOMEM;
+		return sc__err(err, -ENOMEM, "add_python_path %s", dir);
 	cfg->python_paths = grown;
 	if (!(grown[cfg->n_python_paths] = strdup(dir)))
-		return -ENOMEM;
+		return sc__err(err, -ENOMEM, "add_python_path %s", dir);
 	cfg->n_python_paths++;
 	return 0;
 }
 
-int snapcell_config_require_isolation(struct snapcell_config *cfg, enum snapcell_isolation level)
+int snapcell_config_set_helper(struct snapcell_config *cfg, const char *path,
+			       struct snapcell_error *err)
 {
-	if (!cfg || (unsigned)level > SNAPCELL_ISOLATION_CGROUPS)
-		return SNAPCELL_E_INVAL;
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_helper: NULL config");
+	char *real = NULL;
+	if (path) {
+		struct stat st;
+		if (!(real = realpath(path, NULL)))
+			return sc__err(err, -errno, "set_helper %s", path);
+		int rc = stat(real, &st) < 0	  ? -errno
+			 : !S_ISREG(st.st_mode)	  ? -EACCES
+			 : access(real, X_OK) < 0 ? -errno
+						  : 0;
+		if (rc < 0) {
+			free(real);
+			return sc__err(err, rc, "set_helper %s: not an executable file", path);
+		}
+	}
+	free(cfg->helper);
+	cfg->helper = real;
+	return 0;
+}
+
+int snapcell_config_require_isolation(struct snapcell_config *cfg, enum snapcell_isolation level,
+				      struct snapcell_error *err)
+{
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "require_isolation: NULL config");
+	if ((unsigned)level > SNAPCELL_ISOLATION_CGROUPS)
+		return sc__err(err, SNAPCELL_E_INVAL, "require_isolation: unknown level %d",
+			       (int)level);
 	cfg->required = level;
 	return 0;
 }
@@ -202,7 +251,7 @@ int snapcell_config_add_mount(struct snapcell_config *cfg, const char *host_path
 		return sc__err(err, SNAPCELL_E_INVAL, "mount: NULL argument");
 	int rc = snapcell_normalize_mount_path(mount_path, norm, sizeof(norm), err);
 	if (rc < 0)
-		return rc;
+		return sc__err_wrap(err, rc, "mount %s", host_path);
 	char *real = realpath(host_path, NULL);
 	if (!real)
 		return sc__err(err, -errno, "mount %s", host_path);
@@ -211,11 +260,15 @@ int snapcell_config_add_mount(struct snapcell_config *cfg, const char *host_path
 	return rc < 0 ? sc__err(err, rc, "mount %s", host_path) : 0;
 }
 
-int snapcell_config_remove_mount(struct snapcell_config *cfg, const char *mount_path)
+int snapcell_config_remove_mount(struct snapcell_config *cfg, const char *mount_path,
+				 struct snapcell_error *err)
 {
 	char norm[PATH_MAX];
-	if (!cfg || snapcell_normalize_mount_path(mount_path, norm, sizeof(norm), NULL) < 0)
-		return SNAPCELL_E_INVAL;
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "remove_mount: NULL config");
+	int rc = snapcell_normalize_mount_path(mount_path, norm, sizeof(norm), err);
+	if (rc < 0)
+		return sc__err_wrap(err, rc, "remove_mount");
 	for (size_t i = 0; i < cfg->n_mounts; i++) {
 		if (!strcmp(cfg->mounts[i].mount_path, norm)) {
 			free(cfg->mounts[i].host_path);
@@ -226,7 +279,7 @@ int snapcell_config_remove_mount(struct snapcell_config *cfg, const char *mount_
 			return 0;
 		}
 	}
-	return -ENOENT;
+	return sc__err(err, -ENOENT, "remove_mount %s", norm);
 }
 
 size_t snapcell_config_mount_count(const struct snapcell_config *cfg)
@@ -235,10 +288,12 @@ size_t snapcell_config_mount_count(const struct snapcell_config *cfg)
 }
 
 int snapcell_config_mount_info(const struct snapcell_config *cfg, size_t index,
-			       const char **host_path, const char **mount_path)
+			       const char **host_path, const char **mount_path,
+			       struct snapcell_error *err)
 {
 	if (!cfg || index >= cfg->n_mounts)
-		return SNAPCELL_E_INVAL;
+		return sc__err(err, SNAPCELL_E_INVAL, "mount_info: no mount %zu (there are %zu)",
+			       index, cfg ? cfg->n_mounts : 0);
 	if (host_path)
 		*host_path = cfg->mounts[index].host_path;
 	if (mount_path)
@@ -255,12 +310,14 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 	c->required = src->required;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < src->n_env; i++)
-		rc = snapcell_config_set_env(c, src->env[i].name, src->env[i].value);
+		rc = snapcell_config_set_env(c, src->env[i].name, src->env[i].value, NULL);
 	for (size_t i = 0; rc == 0 && i < src->n_python_paths; i++)
-		rc = snapcell_config_add_python_path(c, src->python_paths[i]);
+		rc = snapcell_config_add_python_path(c, src->python_paths[i], NULL);
 	if (rc == 0)
 		rc = sc__tools_copy(src, c);
 	if (rc == 0 && src->workspace && !(c->workspace = strdup(src->workspace)))
+		rc = -ENOMEM;
+	if (rc == 0 && src->helper && !(c->helper = strdup(src->helper)))
 		rc = -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < src->n_mounts; i++)
 		rc = add_mount(c, src->mounts[i].host_path, src->mounts[i].mount_path);

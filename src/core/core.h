@@ -34,6 +34,7 @@ struct sc_mount {
 struct snapcell_config {
 	uint64_t limits[SNAPCELL_LIMIT__COUNT];
 	char *workspace; /* resolved, or NULL */
+	char *helper;	 /* resolved path of snapcell-cell, or NULL for the built-in default */
 	struct sc_mount *mounts;
 	size_t n_mounts;
 	struct sc_tool *tools;
@@ -64,8 +65,9 @@ struct sc_call_outcome {
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
 		   size_t result_cap, struct sc_call_outcome *out);
 
-/* schema.c */
-bool sc__schema_is_valid(const json_t *schema, unsigned depth);
+/* schema.c: 0 when schema is one we can check, else -1 with a reason ("properties.a:
+ * unknown keyword 'if'"). */
+int sc__schema_validate(const json_t *schema, char *why, size_t why_len);
 /* 0 when value satisfies schema, else -1 with a reason ("b: expected integer, got string"). */
 int sc__schema_check(const json_t *schema, const json_t *value, char *why, size_t why_len);
 
@@ -113,11 +115,30 @@ struct snapcell_sandbox {
 	size_t n_dying, cap_dying;
 };
 
+/* What one run is asked to do. */
+struct sc_run_request {
+	const char *code;
+	size_t code_len;
+	int cancel_fd; /* a snapcell_cancel's eventfd, or -1 */
+};
+
 /* Runs code in a parked cell (family NULL) or a session worker; *alive says whether the
  * process is still there to run more (a session's worker). */
 int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_family *family,
-		 int32_t worker_pid, const char *code, size_t code_len,
-		 struct snapcell_result **out, bool *alive, struct snapcell_error *err);
+		 int32_t worker_pid, const struct sc_run_request *req, struct snapcell_result **out,
+		 bool *alive, struct snapcell_error *err);
+
+/* Checks code and options and fills req; 1 (with *out a cancelled result) when the token had
+ * fired already, so the run must not start; 0 to go on; or a negative code. */
+int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t code_len,
+		    const struct snapcell_run_options *opts, struct sc_run_request *req,
+		    struct snapcell_result **out, struct snapcell_error *err);
+
+/* cancel.c: whether the token behind fd fired; the cancel fd of opts (-1 for none), after
+ * checking opts' size and unknown fields. */
+bool sc__cancel_fired(int fd);
+int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
+		    struct snapcell_error *err);
 
 /* Collects a finished run's /output into res: a fresh cell is killed and waited for first;
  * a session's /output is emptied afterwards (a negative code when that failed or timed out,

@@ -1,36 +1,62 @@
 #define _GNU_SOURCE
-/* Names for codes, statuses and levels: the one table each, shared by every front end. */
+/* Names for codes, statuses and levels, and the library's version: the one table each, shared
+ * by every front end. Messages are built elsewhere (util's sc__err); this file only names. */
 #include <string.h>
 
 #include "snapcell.h"
 
+/* Our own codes: snapcell_strerror() and snapcell_error_name() both read this table. */
+static const struct {
+	int code;
+	const char *name;
+	const char *description;
+} own_codes[] = {
+	{0, "OK", "success"},
+	{SNAPCELL_E_INVAL, "SNAPCELL_E_INVAL", "invalid argument"},
+	{SNAPCELL_E_ISOLATION, "SNAPCELL_E_ISOLATION", "required isolation unavailable"},
+	{SNAPCELL_E_HELPER, "SNAPCELL_E_HELPER", "sandbox helper failed"},
+	{SNAPCELL_E_TEMPLATE, "SNAPCELL_E_TEMPLATE", "sandbox template died"},
+	{SNAPCELL_E_PROTOCOL, "SNAPCELL_E_PROTOCOL", "protocol violation"},
+	{SNAPCELL_E_TOO_BIG, "SNAPCELL_E_TOO_BIG", "input too large"},
+};
+
+static int own_index(int code)
+{
+	for (size_t i = 0; i < sizeof(own_codes) / sizeof(own_codes[0]); i++)
+		if (own_codes[i].code == code)
+			return (int)i;
+	return -1;
+}
+
+static bool is_errno(int code)
+{
+	return code < 0 && code >= -4095;
+}
+
 const char *snapcell_strerror(int code)
 {
-	switch (code) {
-	case 0:
-		return "success";
-	case SNAPCELL_E_INVAL:
-		return "invalid argument";
-	case SNAPCELL_E_ISOLATION:
-		return "required isolation unavailable";
-	case SNAPCELL_E_HELPER:
-		return "sandbox helper failed";
-	case SNAPCELL_E_TEMPLATE:
-		return "sandbox template died";
-	case SNAPCELL_E_PROTOCOL:
-		return "protocol violation";
-	case SNAPCELL_E_TOO_BIG:
-		return "input too large";
-	}
-	if (code < 0 && code >= -4095)
+	int i = own_index(code);
+	if (i >= 0)
+		return own_codes[i].description;
+	if (is_errno(code))
 		return strerrordesc_np(-code) ? strerrordesc_np(-code) : "unknown system error";
 	return "unknown error";
 }
 
+const char *snapcell_error_name(int code)
+{
+	int i = own_index(code);
+	if (i >= 0)
+		return own_codes[i].name;
+	if (is_errno(code) && strerrorname_np(-code))
+		return strerrorname_np(-code);
+	return "UNKNOWN";
+}
+
 const char *snapcell_status_name(enum snapcell_status status)
 {
-	static const char *const names[] = {"ok",     "error",	      "timeout",      "memory",
-					    "killed", "output-limit", "setup-failure"};
+	static const char *const names[] = {"ok",     "error",	      "timeout",       "memory",
+					    "killed", "output-limit", "setup-failure", "cancelled"};
 	return (unsigned)status < sizeof(names) / sizeof(names[0]) ? names[status] : NULL;
 }
 
@@ -38,4 +64,9 @@ const char *snapcell_isolation_name(enum snapcell_isolation level)
 {
 	static const char *const names[] = {"none", "rlimits", "namespaces", "cgroups"};
 	return (unsigned)level < sizeof(names) / sizeof(names[0]) ? names[level] : NULL;
+}
+
+const char *snapcell_version(void)
+{
+	return SNAPCELL_VERSION;
 }

@@ -1,5 +1,6 @@
 /* One run: deliver code to a parked cell or a session worker, serve its tool calls on this
- * thread, read its output under caps, enforce the wall clock, derive the result (from the
+ * thread, read its output under caps, enforce the wall clock and the cancellation token,
+ * derive the result (from the
  * cell's DONE report, trusted only for its own result, or from the template's exit record
  * when none came), and collect /output. */
 #define _GNU_SOURCE
@@ -29,7 +30,7 @@
 /* Time a session's /output may take to empty between runs. */
 #define EMPTY_OUTPUT_MS 2000
 
-enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL };
+enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL, FORCED_CANCEL };
 
 struct stream {
 	char *buf;
@@ -50,6 +51,7 @@ struct run {
 	struct sc_cell cell;	  /* a parked cell, or a session worker (no pidfd, no exit pipe) */
 	struct sc_family *family; /* a worker's family, which kills it; NULL for a fresh cell */
 	int32_t worker_pid;
+	int cancel_fd; /* -1 for none */
 	struct stream out, err;
 	struct outbuf send; /* frames for the cell: RUN, then RESULTs */
 	struct snapcell_tool_call *calls;
@@ -290,19 +292,22 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 			return 0;
 		if (!r->family && now > r->deadline_us + EXIT_GRACE_US && !r->have_exit)
 			return SNAPCELL_E_TEMPLATE;
-		struct pollfd pf[4] = {
+		struct pollfd pf[5] = {
 			{r->out.eof ? -1 : r->cell.fds[SC_CELL_STDOUT], POLLIN, 0},
 			{r->err.eof ? -1 : r->cell.fds[SC_CELL_STDERR], POLLIN, 0},
 			{r->have_exit || r->exit_eof ? -1 : r->cell.fds[SC_CELL_EXIT], POLLIN, 0},
 			{r->cell.fds[SC_CELL_RPC],
 			 (short)(POLLIN | (r->send.off < r->send.len ? POLLOUT : 0)), 0},
+			{r->forced == NOT_FORCED ? r->cancel_fd : -1, POLLIN, 0},
 		};
 		uint64_t until = r->deadline_us > now ? r->deadline_us - now : 0;
 		if (r->forced != NOT_FORCED || r->have_exit)
 			until = 50000; /* only draining now */
 		int timeout_ms = (int)((until + 999) / 1000);
-		if (poll(pf, 4, timeout_ms) < 0 && errno != EINTR)
+		if (poll(pf, 5, timeout_ms) < 0 && errno != EINTR)
 			return -errno;
+		if (pf[4].revents)
+			kill_cell(r, FORCED_CANCEL);
 		if (pf[0].revents)
 			read_stream(r, pf[0].fd, &r->out);
 		if (pf[1].revents)
@@ -362,6 +367,8 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 		res->status = SNAPCELL_STATUS_OUTPUT_LIMIT;
 	else if (r->forced == FORCED_PROTOCOL)
 		res->status = SNAPCELL_STATUS_KILLED;
+	else if (r->forced == FORCED_CANCEL)
+		res->status = SNAPCELL_STATUS_CANCELLED;
 	else if (res->term_signal == SIGXCPU ||
 		 (res->term_signal == SIGKILL && res->cpu_us >= cpu_limit_us)) {
 		res->status = SNAPCELL_STATUS_TIMEOUT;
@@ -429,15 +436,15 @@ static void hand_over(struct run *r, struct snapcell_result *res)
 }
 
 int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_family *family,
-		 int32_t worker_pid, const char *code, size_t code_len,
-		 struct snapcell_result **out, bool *alive, struct snapcell_error *err)
+		 int32_t worker_pid, const struct sc_run_request *req, struct snapcell_result **out,
+		 bool *alive, struct snapcell_error *err)
 {
-	if (code_len > SC_FRAME_DEFAULT_CAP)
-		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
-			       code_len, SC_FRAME_DEFAULT_CAP);
-	struct run r = {.cell = *cell, .family = family, .worker_pid = worker_pid};
+	struct run r = {.cell = *cell,
+			.family = family,
+			.worker_pid = worker_pid,
+			.cancel_fd = req->cancel_fd};
 	struct snapcell_result *res = calloc(1, sizeof(*res));
-	int rc = !res ? -ENOMEM : prepare(&r, sb, code, code_len);
+	int rc = !res ? -ENOMEM : prepare(&r, sb, req->code, req->code_len);
 	if (rc == 0) {
 		r.start_us = sc__now_us();
 		rc = loop(&r, sb);
@@ -501,22 +508,50 @@ int sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, 
 	return session ? sc__empty_dir(dfd, sc__deadline_ms(EMPTY_OUTPUT_MS)) : 0;
 }
 
-int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
-			 struct snapcell_result **out, struct snapcell_error *err)
+int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t code_len,
+		    const struct snapcell_run_options *opts, struct sc_run_request *req,
+		    struct snapcell_result **out, struct snapcell_error *err)
 {
-	if (!sb || !code || !out)
-		return sc__err(err, SNAPCELL_E_INVAL, "run: NULL argument");
 	if (code_len == SIZE_MAX)
 		code_len = strlen(code);
 	if (code_len > SC_FRAME_DEFAULT_CAP)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
 			       code_len, SC_FRAME_DEFAULT_CAP);
+	*req = (struct sc_run_request){code, code_len, -1};
+	int rc = sc__run_options(opts, &req->cancel_fd, err);
+	if (rc < 0 || !sc__cancel_fired(req->cancel_fd))
+		return rc;
+	struct snapcell_result *res = calloc(1, sizeof(*res));
+	if (res) {
+		res->stdout_buf = calloc(1, 1);
+		res->stderr_buf = calloc(1, 1);
+	}
+	if (!res || !res->stdout_buf || !res->stderr_buf) {
+		snapcell_result_free(res);
+		return sc__err(err, -ENOMEM, "run: result");
+	}
+	res->status = SNAPCELL_STATUS_CANCELLED;
+	res->isolation = sb->level;
+	*out = res;
+	return 1;
+}
+
+int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
+			 const struct snapcell_run_options *opts, struct snapcell_result **out,
+			 struct snapcell_error *err)
+{
+	if (!sb || !code || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "run: NULL argument");
+	struct sc_run_request req;
+	int rc = sc__run_prepare(sb, code, code_len, opts, &req, out, err);
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
 	struct sc_cell cell;
-	int rc = sc__sandbox_take_cell(sb, &cell, err);
+	rc = sc__sandbox_take_cell(sb, &cell, err);
 	if (rc < 0)
 		return rc;
 	bool alive;
-	rc = sc__run_code(sb, &cell, NULL, 0, code, code_len, out, &alive, err);
+	rc = sc__run_code(sb, &cell, NULL, 0, &req, out, &alive, err);
 	if (rc == 0)
 		sc__collect_output(sb, &cell, false, *out);
 	sc__sandbox_retire_cell(sb, &cell);

@@ -1,11 +1,9 @@
 /* The sandbox handle: starting the template (workdir, helper spawn, setup message, READY),
  * handing out parked cells, and tearing everything down. One run's life is in run.c. */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -30,6 +28,8 @@
 #define SPARE_CELLS	 2
 #define READY_TIMEOUT_MS 20000
 #define TAKE_TIMEOUT_MS	 20000
+/* The helper greets before it reads anything; a few ms normally. Past this it is no helper. */
+#define HELLO_TIMEOUT_MS 10000
 
 void sc__cell_close(struct sc_cell *cell)
 {
@@ -85,24 +85,27 @@ void sc__sandbox_retire_cell(struct snapcell_sandbox *sb, struct sc_cell *cell)
 	pthread_mutex_unlock(&sb->lock);
 }
 
-/* The helper sits beside the library in the build tree, or in the install's libexec. */
-static int open_helper(struct snapcell_error *err)
+/* The configured helper, or the one installed with the library; no search, so what runs is
+ * what the caller (or the packager) chose. */
+static const char *helper_path(const struct snapcell_sandbox *sb)
 {
-	Dl_info info;
-	char path[PATH_MAX];
-	if (dladdr((void *)snapcell_sandbox_new, &info) && info.dli_fname) {
-		char lib[PATH_MAX];
-		snprintf(lib, sizeof(lib), "%s", info.dli_fname);
-		snprintf(path, sizeof(path), "%s/" HELPER_NAME, dirname(lib));
-		int fd = open(path, O_PATH | O_CLOEXEC);
-		if (fd >= 0)
-			return fd;
-	}
-	snprintf(path, sizeof(path), "%s/" HELPER_NAME, SNAPCELL_HELPER_DIR);
+	return sb->cfg->helper ? sb->cfg->helper : SNAPCELL_HELPER_DIR "/" HELPER_NAME;
+}
+
+static int open_helper(const struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	const char *path = helper_path(sb);
 	int fd = open(path, O_PATH | O_CLOEXEC);
-	if (fd < 0)
-		return sc__err(err, -errno, "find helper %s", path);
-	return fd;
+	if (fd >= 0)
+		return fd;
+	int rc = -errno;
+	if (sb->cfg->helper)
+		return sc__err(err, rc, "sandbox helper %s (set by snapcell_config_set_helper)",
+			       path);
+	return sc__err(err, rc,
+		       "sandbox helper %s, where this library was built to find it: install "
+		       "snapcell, or give its path to snapcell_config_set_helper()",
+		       path);
 }
 
 /* $TMPDIR when set; else /dev/shm when it is a tmpfs of at least 1 GiB, since creating and
@@ -213,7 +216,7 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	if (sp[1] >= 0)
 		close(sp[1]);
 	sb->ctl = sp[0];
-	int helper_fd = open_helper(err);
+	int helper_fd = open_helper(sb, err);
 	/* The helper starts with no environment at all: the configured variables travel in the
 	 * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends)
 	 * never sees them while the host filesystem is still visible. */
@@ -240,8 +243,42 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return rc;
 }
 
+/* The helper's greeting says which protocol it speaks: a mismatch (a helper from another
+ * snapcell version) ends here, clearly and before any setup, instead of as a confused
+ * exchange later. */
+static int greet(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	const char *path = helper_path(sb);
+	uint32_t protocol = 0;
+	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(HELLO_TIMEOUT_MS));
+	if (rc == 0)
+		rc = sc__hello_recv(sb->ctl, &protocol);
+	if (rc == -ETIMEDOUT)
+		return sc__err(
+			err, SNAPCELL_E_HELPER,
+			"helper %s sent no greeting in %d ms: not a snapcell-cell of protocol "
+			"%d (this library, %s)",
+			path, HELLO_TIMEOUT_MS, SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
+	if (rc < 0)
+		return sc__err(
+			err, SNAPCELL_E_HELPER,
+			"helper %s %s: not a snapcell-cell of protocol %d (this library, %s)", path,
+			rc == -EPIPE ? "exited without a greeting" : "sent no greeting",
+			SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
+	if (protocol != SC_PROTOCOL_VERSION)
+		return sc__err(
+			err, SNAPCELL_E_HELPER,
+			"helper %s speaks protocol %u, this library (%s) speaks protocol %d: "
+			"use the snapcell-cell built with this library",
+			path, protocol, SNAPCELL_VERSION, SC_PROTOCOL_VERSION);
+	return 0;
+}
+
 static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
+	int rc = greet(sb, err);
+	if (rc < 0)
+		return rc;
 	char *msg = setup_message(sb);
 	if (!msg)
 		return sc__err(err, -ENOMEM, "setup message");
@@ -249,7 +286,7 @@ static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	free(msg);
 	if (n < 0)
 		return sc__err(err, -errno, "send setup");
-	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(READY_TIMEOUT_MS));
+	rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(READY_TIMEOUT_MS));
 	struct sc_ctl_msg ready;
 	if (rc == 0)
 		rc = sc__ctl_recv(sb->ctl, &ready, NULL, NULL);
@@ -445,17 +482,19 @@ static int pidfd_pid(int pidfd)
 	return pid;
 }
 
-int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_stats *out)
+int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_stats *out,
+			   struct snapcell_error *err)
 {
 	if (!sb || !out)
-		return SNAPCELL_E_INVAL;
+		return sc__err(err, SNAPCELL_E_INVAL, "stats: NULL argument");
 	memset(out, 0, sizeof(*out));
 	int rc = 0;
 	pthread_mutex_lock(&sb->lock);
 	if (sb->broken)
-		rc = SNAPCELL_E_TEMPLATE;
+		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "stats: %s", sb->broken_msg);
 	while (rc == 0 && sb->n_ready < SPARE_CELLS)
-		rc = receive_cell(sb, NULL);
+		if ((rc = receive_cell(sb, err)) < 0)
+			sc__err_wrap(err, rc, "stats");
 	out->template_pid = pidfd_pid(sb->helper_pidfd);
 	out->template_private_bytes = private_bytes(out->template_pid);
 	uint64_t sum = 0;

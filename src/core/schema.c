@@ -37,61 +37,111 @@ static bool valid_type_name(const json_t *t)
 	return false;
 }
 
-bool sc__schema_is_valid(const json_t *schema, unsigned depth)
+static int fail(char *why, size_t why_len, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* Where a subschema sits, for messages: "properties.a.items". */
+static void sub_path(char *out, size_t len, const char *path, const char *step)
 {
-	if (!json_is_object(schema) || depth > 32)
-		return false;
+	snprintf(out, len, "%s%s%s", path, *path ? "." : "", step);
+}
+
+static int validate(const json_t *schema, unsigned depth, const char *path, char *why,
+		    size_t why_len);
+
+static int validate_type(const json_t *type, const char *path, char *why, size_t why_len)
+{
+	if (valid_type_name(type))
+		return 0;
+	size_t i;
+	json_t *t;
+	if (json_is_string(type))
+		return fail(why, why_len, path, "unknown type '%.32s'", json_string_value(type));
+	if (!json_is_array(type) || json_array_size(type) == 0)
+		return fail(why, why_len, path, "'type' must be a type name or a non-empty list");
+	json_array_foreach(type, i, t)
+	{
+		if (!valid_type_name(t))
+			return fail(why, why_len, path, "'type' has an unknown type name");
+	}
+	return 0;
+}
+
+static int validate_children(const json_t *schema, unsigned depth, const char *path, char *why,
+			     size_t why_len)
+{
+	char sub[256];
+	const char *key;
+	json_t *v;
+	const json_t *props = json_object_get(schema, "properties");
+	if (props && !json_is_object(props))
+		return fail(why, why_len, path, "'properties' must be an object");
+	json_object_foreach((json_t *)props, key, v)
+	{
+		char step[200];
+		snprintf(step, sizeof(step), "properties.%s", key);
+		sub_path(sub, sizeof(sub), path, step);
+		if (validate(v, depth + 1, sub, why, why_len) < 0)
+			return -1;
+	}
+	const json_t *add = json_object_get(schema, "additionalProperties");
+	sub_path(sub, sizeof(sub), path, "additionalProperties");
+	if (add && !json_is_boolean(add) && validate(add, depth + 1, sub, why, why_len) < 0)
+		return -1;
+	const json_t *items = json_object_get(schema, "items");
+	sub_path(sub, sizeof(sub), path, "items");
+	if (items && validate(items, depth + 1, sub, why, why_len) < 0)
+		return -1;
+	return 0;
+}
+
+static int validate(const json_t *schema, unsigned depth, const char *path, char *why,
+		    size_t why_len)
+{
+	if (!json_is_object(schema))
+		return fail(why, why_len, path, "a schema must be a JSON object");
+	if (depth > 32)
+		return fail(why, why_len, path, "nested deeper than 32 levels");
 	const char *key;
 	json_t *v;
 	json_object_foreach((json_t *)schema, key, v)
 	{
 		if (!is_known(key))
-			return false;
+			return fail(why, why_len, path, "unknown keyword '%.64s'", key);
 	}
 	const json_t *type = json_object_get(schema, "type");
-	if (type && !valid_type_name(type)) {
-		size_t i;
-		json_t *t;
-		if (!json_is_array(type) || json_array_size(type) == 0)
-			return false;
-		json_array_foreach(type, i, t) if (!valid_type_name(t)) return false;
-	}
-	const json_t *props = json_object_get(schema, "properties");
-	if (props) {
-		if (!json_is_object(props))
-			return false;
-		json_object_foreach((json_t *)props, key,
-				    v) if (!sc__schema_is_valid(v, depth + 1)) return false;
-	}
+	if (type && validate_type(type, path, why, why_len) < 0)
+		return -1;
 	const json_t *req = json_object_get(schema, "required");
 	if (req) {
 		size_t i;
 		json_t *r;
 		if (!json_is_array(req))
-			return false;
-		json_array_foreach(req, i, r) if (!json_is_string(r)) return false;
+			return fail(why, why_len, path, "'required' must be a list of names");
+		json_array_foreach(req, i, r)
+		{
+			if (!json_is_string(r))
+				return fail(why, why_len, path,
+					    "'required' must be a list of names");
+		}
 	}
-	const json_t *add = json_object_get(schema, "additionalProperties");
-	if (add && !json_is_boolean(add) && !sc__schema_is_valid(add, depth + 1))
-		return false;
-	const json_t *items = json_object_get(schema, "items");
-	if (items && !sc__schema_is_valid(items, depth + 1))
-		return false;
 	const json_t *en = json_object_get(schema, "enum");
 	if (en && !json_is_array(en))
-		return false;
+		return fail(why, why_len, path, "'enum' must be a list");
 	static const char *const numeric[] = {"minimum",   "maximum",  "minLength",
 					      "maxLength", "minItems", "maxItems"};
 	for (size_t i = 0; i < sizeof(numeric) / sizeof(numeric[0]); i++) {
 		const json_t *n = json_object_get(schema, numeric[i]);
 		if (n && !json_is_number(n))
-			return false;
+			return fail(why, why_len, path, "'%s' must be a number", numeric[i]);
 	}
-	return true;
+	return validate_children(schema, depth, path, why, why_len);
 }
 
-static int fail(char *why, size_t why_len, const char *path, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+int sc__schema_validate(const json_t *schema, char *why, size_t why_len)
+{
+	return validate(schema, 0, "", why, why_len);
+}
 
 static int fail(char *why, size_t why_len, const char *path, const char *fmt, ...)
 {

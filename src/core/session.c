@@ -225,7 +225,8 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 }
 
 int snapcell_session_run(struct snapcell_session *s, const char *code, size_t code_len,
-			 struct snapcell_result **out, struct snapcell_error *err)
+			 const struct snapcell_run_options *opts, struct snapcell_result **out,
+			 struct snapcell_error *err)
 {
 	if (!s || !code || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "session_run: NULL argument");
@@ -236,10 +237,11 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 		return sc__err(err, SNAPCELL_E_TEMPLATE,
 			       "the session's process ended with an earlier run; restore a "
 			       "snapshot to continue");
-	if (code_len == SIZE_MAX)
-		code_len = strlen(code);
-	rc = sc__run_code(s->family->sb, &s->worker, s->family, s->pid, code, code_len, out,
-			  &s->alive, err);
+	struct sc_run_request req;
+	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
+	if (rc != 0)
+		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
+	rc = sc__run_code(s->family->sb, &s->worker, s->family, s->pid, &req, out, &s->alive, err);
 	if (rc == 0 && sc__collect_output(s->family->sb, &s->family->anchor, true, *out) < 0)
 		end_worker(s); /* its /output could not be emptied: the next run would see it */
 	return rc;

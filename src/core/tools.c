@@ -51,19 +51,48 @@ const struct sc_tool *sc__tool_find(const struct snapcell_config *cfg, const cha
 	return NULL;
 }
 
+/* The parsed schema, or NULL with err filled ("schema: ..."). */
+static json_t *load_schema(const char *name, const char *text, struct snapcell_error *err)
+{
+	if (!text) {
+		json_t *any = json_pack("{s:s}", "type", "object");
+		if (!any)
+			sc__err(err, -ENOMEM, "add_tool %s: schema", name);
+		return any;
+	}
+	json_error_t jerr;
+	json_t *schema = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+	if (!schema) {
+		sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: not JSON: %s (line %d)", name,
+			jerr.text, jerr.line);
+		return NULL;
+	}
+	char why[192];
+	if (sc__schema_validate(schema, why, sizeof(why)) < 0) {
+		sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: %s", name, why);
+		json_decref(schema);
+		return NULL;
+	}
+	return schema;
+}
+
 int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, const char *description,
 			     const char *params_schema, enum snapcell_approval approval,
-			     snapcell_tool_fn fn, void *user_data)
+			     snapcell_tool_fn fn, void *user_data, struct snapcell_error *err)
 {
-	if (!cfg || !name || !fn || !valid_name(name) ||
-	    (approval != SNAPCELL_APPROVAL_NEVER && approval != SNAPCELL_APPROVAL_ALWAYS))
-		return SNAPCELL_E_INVAL;
-	json_t *schema = params_schema ? json_loads(params_schema, JSON_REJECT_DUPLICATES, NULL)
-				       : json_pack("{s:s}", "type", "object");
-	if (!schema || !sc__schema_is_valid(schema, 0)) {
-		json_decref(schema);
-		return SNAPCELL_E_INVAL;
-	}
+	if (!cfg || !name || !fn)
+		return sc__err(err, SNAPCELL_E_INVAL, "add_tool: NULL argument");
+	if (!valid_name(name))
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "add_tool %.*s: the name must be a Python identifier of at most %d "
+			       "bytes",
+			       SNAPCELL_TOOL_NAME_MAX + 1, name, SNAPCELL_TOOL_NAME_MAX);
+	if (approval != SNAPCELL_APPROVAL_NEVER && approval != SNAPCELL_APPROVAL_ALWAYS)
+		return sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: unknown approval %d", name,
+			       (int)approval);
+	json_t *schema = load_schema(name, params_schema, err);
+	if (!schema)
+		return err ? err->code : SNAPCELL_E_INVAL;
 	struct sc_tool t = {.name = strdup(name),
 			    .description = strdup(description ? description : ""),
 			    .schema_text = json_dumps(schema, JSON_COMPACT | JSON_SORT_KEYS),
@@ -73,7 +102,7 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 			    .user = user_data};
 	if (!t.name || !t.description || !t.schema_text) {
 		tool_clear(&t);
-		return -ENOMEM;
+		return sc__err(err, -ENOMEM, "add_tool %s", name);
 	}
 	for (size_t i = 0; i < cfg->n_tools; i++) {
 		if (!strcmp(cfg->tools[i].name, name)) {
@@ -85,17 +114,18 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 	struct sc_tool *grown = realloc(cfg->tools, (cfg->n_tools + 1) * sizeof(*grown));
 	if (!grown) {
 		tool_clear(&t);
-		return -ENOMEM;
+		return sc__err(err, -ENOMEM, "add_tool %s", name);
 	}
 	cfg->tools = grown;
 	cfg->tools[cfg->n_tools++] = t;
 	return 0;
 }
 
-int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name)
+int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name,
+				struct snapcell_error *err)
 {
 	if (!cfg || !name)
-		return SNAPCELL_E_INVAL;
+		return sc__err(err, SNAPCELL_E_INVAL, "remove_tool: NULL argument");
 	for (size_t i = 0; i < cfg->n_tools; i++) {
 		if (!strcmp(cfg->tools[i].name, name)) {
 			tool_clear(&cfg->tools[i]);
@@ -105,7 +135,7 @@ int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name)
 			return 0;
 		}
 	}
-	return -ENOENT;
+	return sc__err(err, -ENOENT, "remove_tool %s", name);
 }
 
 size_t snapcell_config_tool_count(const struct snapcell_config *cfg)
@@ -114,12 +144,18 @@ size_t snapcell_config_tool_count(const struct snapcell_config *cfg)
 }
 
 int snapcell_config_tool_info(const struct snapcell_config *cfg, size_t index,
-			      struct snapcell_tool_info *out)
+			      struct snapcell_tool_info *out, struct snapcell_error *err)
 {
-	if (!cfg || !out || index >= cfg->n_tools)
-		return SNAPCELL_E_INVAL;
+	if (!cfg || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "tool_info: NULL argument");
+	if (index >= cfg->n_tools)
+		return sc__err(err, SNAPCELL_E_INVAL, "tool_info: no tool %zu (there are %zu)",
+			       index, cfg->n_tools);
 	const struct sc_tool *t = &cfg->tools[index];
-	*out = (struct snapcell_tool_info){t->name, t->description, t->schema_text, t->approval};
+	*out = (struct snapcell_tool_info){.name = t->name,
+					   .description = t->description,
+					   .params_schema = t->schema_text,
+					   .approval = t->approval};
 	return 0;
 }
 
@@ -128,7 +164,7 @@ int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *ds
 	for (size_t i = 0; i < src->n_tools; i++) {
 		const struct sc_tool *t = &src->tools[i];
 		int rc = snapcell_config_add_tool(dst, t->name, t->description, t->schema_text,
-						  t->approval, t->fn, t->user);
+						  t->approval, t->fn, t->user, NULL);
 		if (rc < 0)
 			return rc;
 	}

@@ -93,14 +93,18 @@ static void probe_cgroups(struct snapcell_mechanism_report *r)
 	    ok ? "snapcell does not use them yet" : "rlimits and the pid namespace stand in");
 }
 
-int snapcell_probe_host(struct snapcell_probe *out)
+_Static_assert(SNAPCELL_MECH__COUNT <= SNAPCELL_MECH_SLOTS, "struct snapcell_probe is full");
+
+int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err)
 {
+	if (!out)
+		return sc__err(err, SNAPCELL_E_INVAL, "probe: NULL argument");
 	memset(out, 0, sizeof(*out));
 	for (int m = 0; m < SNAPCELL_MECH__COUNT; m++)
 		out->mech[m].name = mechs[m].name;
 	int rc = run_ns_probe(out);
 	if (rc < 0)
-		return rc;
+		return sc__err(err, rc, "probe namespaces in a child process");
 	int sec = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
 	set(&out->mech[SNAPCELL_MECH_SECCOMP], sec >= 0, "filter mode ",
 	    sec == 0 ? "available" : "available, stacked on this process's own filter");

@@ -50,3 +50,35 @@ int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds)
 		*n_fds = got;
 	return 0;
 }
+
+int sc__hello_send(int sock)
+{
+	struct sc_hello h = {.protocol = SC_PROTOCOL_VERSION};
+	memcpy(h.magic, SC_HELLO_MAGIC, sizeof(h.magic));
+	ssize_t n;
+	do
+		n = send(sock, &h, sizeof(h), MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n == (ssize_t)sizeof(h) ? 0 : -EPROTO;
+}
+
+int sc__hello_recv(int sock, uint32_t *protocol)
+{
+	/* Room for more than a greeting, so a longer record shows as the wrong size. */
+	union {
+		struct sc_hello h;
+		struct sc_ctl_msg m;
+	} u;
+	ssize_t n;
+	do
+		n = recv(sock, &u, sizeof(u), MSG_TRUNC);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	if (n == 0)
+		return -EPIPE;
+	if (n != (ssize_t)sizeof(u.h) || memcmp(u.h.magic, SC_HELLO_MAGIC, sizeof(u.h.magic)))
+		return -EPROTO;
+	*protocol = u.h.protocol;
+	return 0;
+}

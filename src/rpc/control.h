@@ -10,6 +10,23 @@
 #define SC_CONTROL_FD 3		 /* where the helper finds the control socket */
 #define SC_SETUP_MAX  (1u << 20) /* cap on the setup message */
 
+/* The version of everything the library and its helper exchange: the greeting, the setup
+ * message's fields, the control records, and the frames and payloads between host and cells.
+ * Any change to one of them bumps it. Overridable only so a test can build a mismatched
+ * helper. */
+#ifndef SC_PROTOCOL_VERSION
+#define SC_PROTOCOL_VERSION 1
+#endif
+
+/* The helper's first record, sent before it reads anything. Its layout never changes, so a
+ * helper of any version can be told apart from one that is not a snapcell-cell at all. */
+#define SC_HELLO_MAGIC "snapcell"
+struct sc_hello {
+	char magic[8]; /* SC_HELLO_MAGIC, no NUL */
+	uint32_t protocol;
+	uint32_t reserved;
+};
+
 enum sc_ctl_type {
 	SC_CTL_READY = 1, /* template -> host: setup finished (status 0) or failed */
 	SC_CTL_CELL,	  /* template -> host: a parked cell; carries SC_CELL_NFDS fds */
@@ -48,5 +65,11 @@ struct sc_exit_record {
  * oversized record. */
 int sc__ctl_send(int sock, const struct sc_ctl_msg *msg, const int *fds, size_t n_fds);
 int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds);
+
+/* The greeting: sent by the helper with SC_PROTOCOL_VERSION; received by the host, which
+ * takes no descriptors with it. -EPIPE when the peer closed, -EPROTO for anything but a
+ * greeting (wrong size or magic); 0 with *protocol set, whatever its value. */
+int sc__hello_send(int sock);
+int sc__hello_recv(int sock, uint32_t *protocol);
 
 #endif

@@ -30,6 +30,28 @@ int sc__err(struct snapcell_error *err, int code, const char *fmt, ...)
 	return code;
 }
 
+int sc__err_wrap(struct snapcell_error *err, int code, const char *fmt, ...)
+{
+	if (!err)
+		return code;
+	char cause[SNAPCELL_ERROR_MESSAGE_LEN];
+	memcpy(cause, err->message, sizeof(cause));
+	cause[sizeof(cause) - 1] = 0;
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	va_end(ap);
+	size_t used = n < 0 ? 0 : (size_t)n, room = sizeof(err->message);
+	if (used + 2 < room) {
+		memcpy(err->message + used, ": ", 2);
+		used += 2;
+		size_t len = strnlen(cause, room - used - 1);
+		memcpy(err->message + used, cause, len);
+		err->message[used + len] = 0;
+	}
+	return err->code;
+}
+
 uint64_t sc__now_us(void)
 {
 	struct timespec ts;

@@ -16,6 +16,11 @@
 int sc__err(struct snapcell_error *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
+/* Gives a cause context as it climbs: err's message becomes "<formatted>: <message>" (cut to
+ * fit), its code is kept. Returns err's code, or code when err is NULL. */
+int sc__err_wrap(struct snapcell_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 uint64_t sc__now_us(void);
 
 /* Waits until fd has one of events or the deadline (sc__now_us clock) passes; a deadline

@@ -3,9 +3,31 @@
 #include <dirent.h>
 #include <stdlib.h>
 
+const char *test_build_path(const char *relative)
+{
+	static char path[4096];
+	char exe[4000];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	cr_assert(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
+	exe[n] = 0;
+	*strrchr(exe, '/') = 0;
+	snprintf(path, sizeof(path), "%s/%s", exe, relative);
+	return path;
+}
+
+struct snapcell_config *test_config_new(void)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_error err = {0};
+	cr_assert_not_null(cfg);
+	cr_assert_eq(snapcell_config_set_helper(cfg, test_helper_path(), &err), 0, "%s",
+		     err.message);
+	return cfg;
+}
+
 struct snapcell_sandbox *test_sandbox(struct snapcell_config *cfg)
 {
-	struct snapcell_config *own = cfg ? NULL : snapcell_config_new();
+	struct snapcell_config *own = cfg ? NULL : test_config_new();
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_error err = {0};
 	int rc = snapcell_sandbox_new(cfg ? cfg : own, &sb, &err);
@@ -18,7 +40,7 @@ struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code)
 {
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
-	int rc = snapcell_sandbox_run(sb, code, SIZE_MAX, &res, &err);
+	int rc = snapcell_sandbox_run(sb, code, SIZE_MAX, NULL, &res, &err);
 	cr_assert_eq(rc, 0, "run: %s", err.message);
 	return res;
 }

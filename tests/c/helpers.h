@@ -12,7 +12,17 @@
 
 #include "snapcell.h"
 
-/* Makes a sandbox from cfg (NULL for defaults); fails the test on error. */
+/* The build tree's snapcell-cell (beside the tests' directory), or another executable built
+ * there ("snapcell-cell-protocol-999" in tests/); static storage. Found from the test binary's
+ * own path, so a copy of the build directory works too. */
+const char *test_build_path(const char *relative);
+#define test_helper_path() test_build_path("../snapcell-cell")
+
+/* A new config pointing at the build tree's helper (the library's default is the installed
+ * one); fails the test on error. */
+struct snapcell_config *test_config_new(void);
+
+/* Makes a sandbox from cfg (NULL for test_config_new()); fails the test on error. */
 struct snapcell_sandbox *test_sandbox(struct snapcell_config *cfg);
 
 /* Runs code and returns the result; fails the test when the library itself fails. */

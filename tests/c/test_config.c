@@ -3,7 +3,7 @@
 
 Test(config, defaults_are_what_a_user_would_pick)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_config *cfg = test_config_new();
 	cr_expect_eq(snapcell_config_get_limit(cfg, SNAPCELL_LIMIT_WALL_MS), 30000);
 	cr_expect_eq(snapcell_config_get_limit(cfg, SNAPCELL_LIMIT_MEMORY_BYTES), 512u << 20);
 	cr_expect_eq(snapcell_config_get_limit(cfg, SNAPCELL_LIMIT_STDOUT_BYTES), 1u << 20);
@@ -13,23 +13,26 @@ Test(config, defaults_are_what_a_user_would_pick)
 
 Test(config, rejects_invalid_values)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 0), SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_MEMORY_BYTES, 1024),
+	struct snapcell_config *cfg = test_config_new();
+	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 0, NULL),
 		     SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT__COUNT, 5), SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_set_env(cfg, "A=B", "x"), SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_set_env(cfg, "", "x"), SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_set_env(cfg, "X", "\xff"), SNAPCELL_E_INVAL, "not UTF-8");
-	cr_expect_eq(snapcell_config_add_python_path(cfg, "relative/path"), SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_require_isolation(cfg, 7), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_MEMORY_BYTES, 1024, NULL),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT__COUNT, 5, NULL),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_env(cfg, "A=B", "x", NULL), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_env(cfg, "", "x", NULL), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_set_env(cfg, "X", "\xff", NULL), SNAPCELL_E_INVAL,
+		     "not UTF-8");
+	cr_expect_eq(snapcell_config_add_python_path(cfg, "relative/path", NULL), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_require_isolation(cfg, 7, NULL), SNAPCELL_E_INVAL);
 	snapcell_config_free(cfg);
 }
 
 Test(config, missing_python_path_fails_sandbox_creation_clearly)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	cr_assert_eq(snapcell_config_add_python_path(cfg, "/nonexistent/site-packages"), 0);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, "/nonexistent/site-packages", NULL), 0);
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_error err = {0};
 	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), -ENOENT);
@@ -40,13 +43,13 @@ Test(config, missing_python_path_fails_sandbox_creation_clearly)
 
 Test(config, unreachable_isolation_level_fails_clearly)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_CGROUPS);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_CGROUPS, NULL);
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_error err = {0};
 	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), SNAPCELL_E_ISOLATION);
 	cr_expect(strstr(err.message, "cgroups"), "%s", err.message);
-	snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_NAMESPACES);
+	snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_NAMESPACES, NULL);
 	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), 0, "%s", err.message);
 	cr_expect_eq(snapcell_sandbox_isolation(sb), SNAPCELL_ISOLATION_NAMESPACES);
 	snapcell_sandbox_free(sb);
@@ -55,10 +58,10 @@ Test(config, unreachable_isolation_level_fails_clearly)
 
 Test(config, sandbox_keeps_its_own_copy)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_set_env(cfg, "K", "before");
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_env(cfg, "K", "before", NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
-	snapcell_config_set_env(cfg, "K", "after");
+	snapcell_config_set_env(cfg, "K", "after", NULL);
 	snapcell_config_free(cfg);
 	struct snapcell_result *res = test_run(sb, "import os; print(os.environ['K'])");
 	cr_expect_str_eq(res->stdout_buf, "before\n");

@@ -72,7 +72,7 @@ Test(files, workspace_and_mounts_staged_in_order_read_only)
 	write_file(ws, "data/a.csv", "from workspace");
 	write_file(other, "a.csv", "from mount");
 	write_file(other, "single.txt", "one file");
-	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_error err = {0};
 	char mnt[600];
 	snprintf(mnt, sizeof(mnt), "%s/a.csv", other);
@@ -84,7 +84,7 @@ Test(files, workspace_and_mounts_staged_in_order_read_only)
 	cr_assert_eq(snapcell_config_add_mount(cfg, ws, "dir", &err), 0, "re-adding replaces");
 	cr_expect_eq(snapcell_config_mount_count(cfg), 3);
 	const char *host, *path;
-	cr_assert_eq(snapcell_config_mount_info(cfg, 2, &host, &path), 0);
+	cr_assert_eq(snapcell_config_mount_info(cfg, 2, &host, &path, NULL), 0);
 	cr_expect_str_eq(path, "/input/dir");
 	cr_expect_str_eq(host, ws);
 	cr_expect_eq(snapcell_config_add_mount(cfg, "/nonexistent/x", "x", &err), -ENOENT);
@@ -126,7 +126,7 @@ Test(files, links_in_inputs_never_leak)
 	char root_link[600];
 	snprintf(root_link, sizeof(root_link), "%s-root", ws);
 	cr_assert_eq(symlink(ws, root_link), 0);
-	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_error err = {0};
 	cr_assert_eq(snapcell_config_set_workspace(cfg, root_link, &err), 0, "%s", err.message);
 	cr_assert_eq(snapcell_config_add_mount(cfg, ws, "mounted", &err), 0);
@@ -238,11 +238,11 @@ Test(files, planted_links_fifos_and_hard_links_are_skipped_and_reported)
 
 Test(files, hostile_output_trees_hit_caps_and_the_host_stays_healthy, .timeout = 120)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_FILE_BYTES, 3ull << 30);
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_TMP_BYTES, 256ull << 20);
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 100000);
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_CPU_MS, 100000);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_FILE_BYTES, 3ull << 30, NULL);
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_TMP_BYTES, 256ull << 20, NULL);
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 100000, NULL);
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_CPU_MS, 100000, NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_result *res = test_run(
@@ -294,13 +294,13 @@ Test(files, session_output_is_collected_and_emptied_per_run)
 	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
 	struct snapcell_result *res = NULL;
 	cr_assert_eq(snapcell_session_run(s, "open('/output/a.txt', 'w').write('1')", SIZE_MAX,
-					  &res, &err),
+					  NULL, &res, &err),
 		     0);
 	cr_assert_eq(res->n_artifacts, 1);
 	cr_expect_str_eq(res->artifacts[0].path, "a.txt");
 	snapcell_result_free(res);
 	cr_assert_eq(snapcell_session_run(s, "import os\nprint(os.listdir('/output'))", SIZE_MAX,
-					  &res, &err),
+					  NULL, &res, &err),
 		     0);
 	cr_expect_str_eq(res->stdout_buf, "[]\n");
 	cr_expect_eq(res->n_artifacts, 0);
@@ -311,8 +311,8 @@ Test(files, session_output_is_collected_and_emptied_per_run)
 
 Test(files, output_is_capped_in_size_so_code_cannot_fill_the_host)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, 8u << 20);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, 8u << 20, NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_result *res =
@@ -347,13 +347,13 @@ Test(files, a_session_output_thousands_deep_is_emptied_with_few_descriptors, .ti
 			     "    os.close(fd)\n"
 			     "    fd = nfd\n"
 			     "os.close(os.open('leaf', os.O_CREAT | os.O_WRONLY, dir_fd=fd))\n",
-			     SIZE_MAX, &res, &err),
+			     SIZE_MAX, NULL, &res, &err),
 		     0, "%s", err.message);
 	expect_ok(res);
 	cr_expect(res->output_limits_hit & SNAPCELL_OUTPUT_HIT_DEPTH);
 	snapcell_result_free(res);
 	cr_assert_eq(snapcell_session_run(s, "import os\nprint(os.listdir('/output'))", SIZE_MAX,
-					  &res, &err),
+					  NULL, &res, &err),
 		     0);
 	cr_expect_str_eq(res->stdout_buf, "[]\n", "the 5,000-deep tree is gone");
 	snapcell_result_free(res);
@@ -372,12 +372,12 @@ Test(files, a_wide_session_output_is_emptied_in_linear_time, .timeout = 60)
 		snapcell_session_run(s,
 				     "import os\nos.mkdir('/output/w')\n"
 				     "for i in range(20000):\n    os.mkdir(f'/output/w/{i}')\n",
-				     SIZE_MAX, &res, &err),
+				     SIZE_MAX, NULL, &res, &err),
 		0, "%s", err.message);
 	expect_ok(res);
 	snapcell_result_free(res);
 	cr_assert_eq(snapcell_session_run(s, "import os\nprint(os.listdir('/output'))", SIZE_MAX,
-					  &res, &err),
+					  NULL, &res, &err),
 		     0, "%s", err.message);
 	cr_expect_str_eq(res->stdout_buf, "[]\n");
 	snapcell_result_free(res);

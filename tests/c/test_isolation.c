@@ -57,7 +57,7 @@ static void *bg_main(void *arg)
 {
 	struct bg_run *b = arg;
 	struct snapcell_error err;
-	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, &b->res, &err) < 0)
+	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, NULL, &b->res, &err) < 0)
 		b->res = NULL;
 	return NULL;
 }

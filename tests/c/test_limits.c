@@ -20,10 +20,11 @@ struct limit {
 
 static struct snapcell_sandbox *sandbox_with(const struct limit *limits, size_t n)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_config *cfg = test_config_new();
 	cr_assert_not_null(cfg);
 	for (size_t i = 0; i < n; i++)
-		cr_assert_eq(snapcell_config_set_limit(cfg, limits[i].which, limits[i].value), 0);
+		cr_assert_eq(snapcell_config_set_limit(cfg, limits[i].which, limits[i].value, NULL),
+			     0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	return sb;

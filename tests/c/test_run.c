@@ -97,9 +97,9 @@ Test(run, random_state_differs_per_cell)
 
 Test(run, environment_is_exactly_the_configured_variables)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hi there"), 0);
-	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hello"), 0);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hi there", NULL), 0);
+	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hello", NULL), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	expect_output(sb, "import os; print(dict(os.environ))", "{'GREETING': 'hello'}\n");
@@ -129,8 +129,8 @@ Test(run, debian_numpy_imports_from_an_exposed_python_path)
 	const char *dist = "/usr/lib/python3/dist-packages";
 	if (access("/usr/lib/python3/dist-packages/numpy", F_OK) != 0)
 		test_skip_or_fail("python3-numpy is not installed");
-	struct snapcell_config *cfg = snapcell_config_new();
-	cr_assert_eq(snapcell_config_add_python_path(cfg, dist), 0);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, dist, NULL), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_result *res =
@@ -165,7 +165,7 @@ static void *par_run(void *arg)
 		 p->index);
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err;
-	if (snapcell_sandbox_run(p->sb, code, SIZE_MAX, &res, &err) == 0) {
+	if (snapcell_sandbox_run(p->sb, code, SIZE_MAX, NULL, &res, &err) == 0) {
 		p->status = res->status;
 		snprintf(p->out, sizeof(p->out), "%s", res->stdout_buf);
 		snapcell_result_free(res);
@@ -199,12 +199,12 @@ Test(run, rejects_bad_arguments)
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
-	cr_expect_eq(snapcell_sandbox_run(sb, NULL, 0, &res, &err), SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_sandbox_run(NULL, "x", 1, &res, &err), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_sandbox_run(sb, NULL, 0, NULL, &res, &err), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_sandbox_run(NULL, "x", 1, NULL, &res, &err), SNAPCELL_E_INVAL);
 	size_t big = (16u << 20) + 1;
 	char *code = malloc(big);
 	memset(code, '#', big);
-	cr_expect_eq(snapcell_sandbox_run(sb, code, big, &res, &err), SNAPCELL_E_TOO_BIG);
+	cr_expect_eq(snapcell_sandbox_run(sb, code, big, NULL, &res, &err), SNAPCELL_E_TOO_BIG);
 	cr_expect(strstr(err.message, "cap"), "%s", err.message);
 	free(code);
 	snapcell_sandbox_free(sb);
@@ -214,12 +214,12 @@ Test(run, stats_report_the_template_and_its_parked_cells)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	struct snapcell_sandbox_stats st;
-	cr_assert_eq(snapcell_sandbox_stats(sb, &st), 0);
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
 	cr_expect_gt(st.template_pid, 1);
 	cr_expect_gt(st.template_private_bytes, 0);
 	cr_expect_eq(st.parked_cells, 2);
 	cr_expect_gt(st.parked_cell_private_bytes, 0);
 	cr_expect_lt(st.parked_cell_private_bytes, st.template_private_bytes * 4);
-	cr_expect_eq(snapcell_sandbox_stats(NULL, &st), SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_sandbox_stats(NULL, &st, NULL), SNAPCELL_E_INVAL);
 	snapcell_sandbox_free(sb);
 }

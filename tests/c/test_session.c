@@ -13,7 +13,8 @@ static char *session_out(struct snapcell_session *s, const char *code, enum snap
 {
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
-	cr_assert_eq(snapcell_session_run(s, code, SIZE_MAX, &res, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_session_run(s, code, SIZE_MAX, NULL, &res, &err), 0, "%s",
+		     err.message);
 	cr_expect_eq(res->status, want, "%s -> %s: %s", code, snapcell_status_name(res->status),
 		     res->stderr_buf);
 	char *out = strdup(res->stdout_buf);
@@ -58,7 +59,7 @@ Test(session, errors_and_system_exit_end_only_the_run)
 	free(session_out(s, "1 / 0", SNAPCELL_STATUS_ERROR));
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err;
-	cr_assert_eq(snapcell_session_run(s, "raise SystemExit(4)", SIZE_MAX, &res, &err), 0);
+	cr_assert_eq(snapcell_session_run(s, "raise SystemExit(4)", SIZE_MAX, NULL, &res, &err), 0);
 	cr_expect_eq(res->exit_code, 4);
 	snapcell_result_free(res);
 	expect_session_out(s, "print(x)", "5\n");
@@ -112,8 +113,8 @@ Test(session, two_sessions_from_one_snapshot_diverge)
 
 Test(session, a_killed_run_ends_the_session_until_restored, .timeout = 30)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 500);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 500, NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_session *s = new_session(sb);
@@ -122,7 +123,7 @@ Test(session, a_killed_run_ends_the_session_until_restored, .timeout = 30)
 	free(session_out(s, "while True: pass", SNAPCELL_STATUS_TIMEOUT));
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
-	cr_expect_eq(snapcell_session_run(s, "print(x)", SIZE_MAX, &res, &err),
+	cr_expect_eq(snapcell_session_run(s, "print(x)", SIZE_MAX, NULL, &res, &err),
 		     SNAPCELL_E_TEMPLATE);
 	cr_expect(strstr(err.message, "restore a snapshot"), "%s", err.message);
 	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
@@ -138,8 +139,8 @@ Test(session, a_killed_run_ends_the_session_until_restored, .timeout = 30)
 
 Test(session, output_limit_and_tools_work_in_sessions)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_STDOUT_BYTES, 1000);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_STDOUT_BYTES, 1000, NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_session *s = new_session(sb);
@@ -157,7 +158,7 @@ Test(session, freeing_the_sandbox_ends_sessions_and_snapshots)
 	snapcell_sandbox_free(sb);
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
-	cr_expect_eq(snapcell_session_run(s, "print(1)", SIZE_MAX, &res, &err),
+	cr_expect_eq(snapcell_session_run(s, "print(1)", SIZE_MAX, NULL, &res, &err),
 		     SNAPCELL_E_TEMPLATE);
 	cr_expect(strstr(err.message, "sandbox was freed"), "%s", err.message);
 	struct snapcell_session *b = NULL;
@@ -181,8 +182,8 @@ Test(session, snapshot_from_another_family_is_refused)
 
 Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeout = 30)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 1000);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 1000, NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_session *a = new_session(sb), *b = NULL;
@@ -196,7 +197,7 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 	struct snapcell_error err = {0};
 	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
 	struct snapcell_result *res = NULL;
-	cr_assert_eq(snapcell_session_run(a, "while True: pass", SIZE_MAX, &res, &err), 0);
+	cr_assert_eq(snapcell_session_run(a, "while True: pass", SIZE_MAX, NULL, &res, &err), 0);
 	cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT);
 	cr_expect_lt(res->wall_us, 2500000, "ended at the limit, not by the family's end: %llu",
 		     (unsigned long long)res->wall_us);

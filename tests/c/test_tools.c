@@ -47,19 +47,20 @@ static const char compute_schema[] =
 
 static struct snapcell_sandbox *tool_sandbox(void)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_config *cfg = test_config_new();
 	cr_assert_eq(snapcell_config_add_tool(cfg, "compute", "Adds a and b.", compute_schema,
-					      SNAPCELL_APPROVAL_NEVER, compute, NULL),
+					      SNAPCELL_APPROVAL_NEVER, compute, NULL, NULL),
 		     0);
 	cr_assert_eq(snapcell_config_add_tool(cfg, "echo", "Returns its arguments.", NULL,
-					      SNAPCELL_APPROVAL_NEVER, echo, NULL),
+					      SNAPCELL_APPROVAL_NEVER, echo, NULL, NULL),
 		     0);
 	cr_assert_eq(snapcell_config_add_tool(cfg, "fail", "Always fails.", NULL,
-					      SNAPCELL_APPROVAL_ALWAYS, failing, NULL),
+					      SNAPCELL_APPROVAL_ALWAYS, failing, NULL, NULL),
 		     0);
 	cr_assert_eq(snapcell_config_add_tool(
 			     cfg, "big", "A huge integer and text.", NULL, SNAPCELL_APPROVAL_NEVER,
-			     constant, "[123456789012345678901234567890, \"\\u00fc\\u20ac\"]"),
+			     constant, "[123456789012345678901234567890, \"\\u00fc\\u20ac\"]",
+			     NULL),
 		     0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
@@ -187,8 +188,9 @@ Test(tools, forked_child_cannot_call)
 Test(tools, calls_from_threads_are_serialised)
 {
 	calls_seen = 0;
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_add_tool(cfg, "count", "", NULL, SNAPCELL_APPROVAL_NEVER, counting, NULL);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_add_tool(cfg, "count", "", NULL, SNAPCELL_APPROVAL_NEVER, counting, NULL,
+				 NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_result *res =
@@ -206,30 +208,32 @@ Test(tools, calls_from_threads_are_serialised)
 
 Test(tools, registry_add_replace_remove_list)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	cr_expect_eq(snapcell_config_add_tool(cfg, "1bad", "", NULL, 0, echo, NULL),
+	struct snapcell_config *cfg = test_config_new();
+	cr_expect_eq(snapcell_config_add_tool(cfg, "1bad", "", NULL, 0, echo, NULL, NULL),
 		     SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_add_tool(cfg, "has-dash", "", NULL, 0, echo, NULL),
+	cr_expect_eq(snapcell_config_add_tool(cfg, "has-dash", "", NULL, 0, echo, NULL, NULL),
 		     SNAPCELL_E_INVAL);
-	cr_expect_eq(
-		snapcell_config_add_tool(cfg, "x", "", "{\"type\": \"objekt\"}", 0, echo, NULL),
-		SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"pattern\": \"a+\"}", 0, echo, NULL),
+	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"type\": \"objekt\"}", 0, echo, NULL,
+					      NULL),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"pattern\": \"a+\"}", 0, echo, NULL,
+					      NULL),
 		     SNAPCELL_E_INVAL, "unsupported keywords are refused, not ignored");
-	cr_assert_eq(snapcell_config_add_tool(cfg, "a", "first", NULL, 0, echo, NULL), 0);
-	cr_assert_eq(snapcell_config_add_tool(cfg, "b", "second", NULL, 1, echo, NULL), 0);
-	cr_assert_eq(snapcell_config_add_tool(cfg, "a", "replaced", compute_schema, 0, echo, NULL),
-		     0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "a", "first", NULL, 0, echo, NULL, NULL), 0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "b", "second", NULL, 1, echo, NULL, NULL), 0);
+	cr_assert_eq(
+		snapcell_config_add_tool(cfg, "a", "replaced", compute_schema, 0, echo, NULL, NULL),
+		0);
 	cr_assert_eq(snapcell_config_tool_count(cfg), 2);
 	struct snapcell_tool_info info;
-	cr_assert_eq(snapcell_config_tool_info(cfg, 0, &info), 0);
+	cr_assert_eq(snapcell_config_tool_info(cfg, 0, &info, NULL), 0);
 	cr_expect_str_eq(info.name, "a");
 	cr_expect_str_eq(info.description, "replaced");
 	cr_expect(strstr(info.params_schema, "\"required\""));
-	cr_assert_eq(snapcell_config_tool_info(cfg, 1, &info), 0);
+	cr_assert_eq(snapcell_config_tool_info(cfg, 1, &info, NULL), 0);
 	cr_expect_eq(info.approval, SNAPCELL_APPROVAL_ALWAYS);
-	cr_expect_eq(snapcell_config_remove_tool(cfg, "a"), 0);
-	cr_expect_eq(snapcell_config_remove_tool(cfg, "a"), -ENOENT);
+	cr_expect_eq(snapcell_config_remove_tool(cfg, "a", NULL), 0);
+	cr_expect_eq(snapcell_config_remove_tool(cfg, "a", NULL), -ENOENT);
 	cr_expect_eq(snapcell_config_tool_count(cfg), 1);
 	snapcell_config_free(cfg);
 }
@@ -254,9 +258,9 @@ static int slow(void *user, const char *args, char **result)
 
 Test(tools, a_callback_blocking_past_the_deadline_ends_the_run_as_timeout)
 {
-	struct snapcell_config *cfg = snapcell_config_new();
-	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 1000);
-	snapcell_config_add_tool(cfg, "slow", "", NULL, SNAPCELL_APPROVAL_NEVER, slow, NULL);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 1000, NULL);
+	snapcell_config_add_tool(cfg, "slow", "", NULL, SNAPCELL_APPROVAL_NEVER, slow, NULL, NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_result *res = test_run(sb, "r = call_tool('slow')\nprint(r)");

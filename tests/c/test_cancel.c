@@ -1,0 +1,169 @@
+/* Cancellation: a token fired from another thread or a signal handler ends a run at once as
+ * "cancelled"; a token fired before the run means it never starts; sessions survive the way
+ * they do a timeout. */
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "helpers.h"
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static struct snapcell_cancel *new_token(void)
+{
+	struct snapcell_cancel *c = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_cancel_new(&c, &err), 0, "%s", err.message);
+	return c;
+}
+
+static void *fire_later(void *arg)
+{
+	struct timespec delay = {0, 300 * 1000000};
+	nanosleep(&delay, NULL);
+	snapcell_cancel_fire(arg);
+	return NULL;
+}
+
+static struct snapcell_result *run_with(struct snapcell_sandbox *sb, struct snapcell_session *s,
+					const char *code, struct snapcell_cancel *c)
+{
+	struct snapcell_run_options opts = {.size = sizeof(opts), .cancel = c};
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	int rc = s ? snapcell_session_run(s, code, SIZE_MAX, &opts, &res, &err)
+		   : snapcell_sandbox_run(sb, code, SIZE_MAX, &opts, &res, &err);
+	cr_assert_eq(rc, 0, "run: %s", err.message);
+	return res;
+}
+
+Test(cancel, fired_from_another_thread_ends_a_busy_loop_at_once)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL); /* wall clock: 30 s */
+	struct snapcell_cancel *c = new_token();
+	pthread_t t;
+	uint64_t start = now_ms();
+	pthread_create(&t, NULL, fire_later, c);
+	struct snapcell_result *res =
+		run_with(sb, NULL, "print('started', flush=True)\nwhile True: pass", c);
+	uint64_t took = now_ms() - start;
+	pthread_join(t, NULL);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED, "%s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	cr_expect_lt(took, 5000, "cancelled after %llu ms", (unsigned long long)took);
+	cr_expect_str_eq(res->stdout_buf, "started\n", "output so far is kept");
+	cr_expect_eq(res->limits_hit, 0);
+	snapcell_result_free(res);
+	/* The sandbox goes on: a later run (without the token) works. */
+	expect_output(sb, "print(6 * 7)", "42\n");
+	snapcell_cancel_free(c);
+	snapcell_sandbox_free(sb);
+}
+
+Test(cancel, a_run_started_with_a_fired_token_never_runs)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_cancel *c = new_token();
+	snapcell_cancel_fire(c);
+	snapcell_cancel_fire(c); /* firing twice is fine */
+	struct snapcell_result *res = run_with(sb, NULL, "print('ran')", c);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED);
+	cr_expect_eq(res->stdout_len, 0);
+	cr_expect_str_eq(res->stdout_buf, "");
+	cr_expect_str_eq(res->stderr_buf, "");
+	cr_expect_eq(res->wall_us, 0);
+	snapcell_result_free(res);
+	/* One-shot: it stays fired for every later run too. */
+	res = run_with(sb, NULL, "print('ran')", c);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED);
+	snapcell_result_free(res);
+	res = run_with(sb, NULL, "print('ran')", NULL);
+	expect_ok(res);
+	snapcell_result_free(res);
+	snapcell_cancel_free(c);
+	snapcell_cancel_fire(NULL);
+	snapcell_cancel_free(NULL);
+	snapcell_sandbox_free(sb);
+}
+
+static struct snapcell_cancel *signal_token;
+
+static void on_alarm(int sig)
+{
+	snapcell_cancel_fire(signal_token);
+}
+
+Test(cancel, can_be_fired_from_a_signal_handler)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	signal_token = new_token();
+	struct sigaction sa = {.sa_handler = on_alarm};
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = {.it_value = {0, 300000}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	uint64_t start = now_ms();
+	struct snapcell_result *res =
+		run_with(sb, NULL, "import time\ntime.sleep(60)", signal_token);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED, "%s",
+		     snapcell_status_name(res->status));
+	cr_expect_lt(now_ms() - start, 5000);
+	snapcell_result_free(res);
+	snapcell_cancel_free(signal_token);
+	snapcell_sandbox_free(sb);
+}
+
+Test(cancel, a_cancelled_session_run_ends_the_session_which_a_snapshot_revives)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = NULL;
+	struct snapcell_snapshot *snap = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	struct snapcell_result *res = run_with(NULL, s, "x = 41", NULL);
+	expect_ok(res);
+	snapcell_result_free(res);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, &err), 0, "%s", err.message);
+
+	/* Fired before the run: the session is untouched and keeps its state. */
+	struct snapcell_cancel *fired = new_token();
+	snapcell_cancel_fire(fired);
+	res = run_with(NULL, s, "x = 0", fired);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED);
+	snapcell_result_free(res);
+	res = run_with(NULL, s, "print(x)", NULL);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "41\n");
+	snapcell_result_free(res);
+
+	/* Fired during the run: the worker is killed, as at a timeout. */
+	struct snapcell_cancel *c = new_token();
+	pthread_t t;
+	pthread_create(&t, NULL, fire_later, c);
+	uint64_t start = now_ms();
+	res = run_with(NULL, s, "while True: pass", c);
+	pthread_join(t, NULL);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED, "%s",
+		     snapcell_status_name(res->status));
+	cr_expect_lt(now_ms() - start, 5000);
+	snapcell_result_free(res);
+	res = NULL;
+	cr_expect_eq(snapcell_session_run(s, "print(x)", SIZE_MAX, NULL, &res, &err),
+		     SNAPCELL_E_TEMPLATE);
+	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	res = run_with(NULL, s, "print(x + 1)", NULL);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "42\n");
+	snapcell_result_free(res);
+
+	snapcell_cancel_free(c);
+	snapcell_cancel_free(fired);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}

@@ -1,0 +1,178 @@
+/* The public contract itself: versions, error names and messages with their context, the ABI
+ * room in caller-allocated structs, and run options. */
+#include "helpers.h"
+
+Test(contract, header_library_and_build_agree_on_the_version)
+{
+	char composed[32];
+	snprintf(composed, sizeof(composed), "%d.%d.%d", SNAPCELL_VERSION_MAJOR,
+		 SNAPCELL_VERSION_MINOR, SNAPCELL_VERSION_PATCH);
+	cr_expect_str_eq(composed, SNAPCELL_VERSION);
+	cr_expect_str_eq(snapcell_version(), SNAPCELL_VERSION, "loaded library vs header");
+	cr_expect_str_eq(SC_PROJECT_VERSION, SNAPCELL_VERSION, "meson.build vs header");
+}
+
+Test(contract, error_names_and_descriptions_come_from_one_table)
+{
+	static const struct {
+		int code;
+		const char *name;
+	} want[] = {
+		{0, "OK"},
+		{SNAPCELL_E_INVAL, "SNAPCELL_E_INVAL"},
+		{SNAPCELL_E_ISOLATION, "SNAPCELL_E_ISOLATION"},
+		{SNAPCELL_E_HELPER, "SNAPCELL_E_HELPER"},
+		{SNAPCELL_E_TEMPLATE, "SNAPCELL_E_TEMPLATE"},
+		{SNAPCELL_E_PROTOCOL, "SNAPCELL_E_PROTOCOL"},
+		{SNAPCELL_E_TOO_BIG, "SNAPCELL_E_TOO_BIG"},
+		{-ENOENT, "ENOENT"},
+		{-EPERM, "EPERM"},
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		cr_expect_str_eq(snapcell_error_name(want[i].code), want[i].name);
+		cr_expect_str_neq(snapcell_strerror(want[i].code), "unknown error", "%s",
+				  want[i].name);
+	}
+	cr_expect_str_eq(snapcell_error_name(-4999), "UNKNOWN");
+	cr_expect_str_eq(snapcell_error_name(7), "UNKNOWN");
+	cr_expect_str_eq(snapcell_strerror(-4999), "unknown error");
+	cr_expect_str_eq(snapcell_status_name(SNAPCELL_STATUS_CANCELLED), "cancelled");
+}
+
+static int no_tool(void *user, const char *args, char **result)
+{
+	*result = strdup("null");
+	return 0;
+}
+
+/* add_tool's message, which must equal want. */
+static void expect_add_tool_error(const char *name, const char *schema, const char *want)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_add_tool(cfg, name, "", schema, SNAPCELL_APPROVAL_NEVER, no_tool,
+					  NULL, &err);
+	cr_expect_eq(rc, SNAPCELL_E_INVAL, "%s", schema);
+	cr_expect_eq(err.code, SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, want);
+	cr_expect_eq(snapcell_config_tool_count(cfg), 0);
+	snapcell_config_free(cfg);
+}
+
+Test(contract, a_rejected_schema_says_which_tool_where_and_why)
+{
+	expect_add_tool_error("compute", "{\"properties\": {\"a\": {\"$ref\": \"#/x\"}}}",
+			      "add_tool compute: schema: properties.a: unknown keyword '$ref'");
+	expect_add_tool_error("compute", "{\"type\": \"object\", \"if\": {}}",
+			      "add_tool compute: schema: unknown keyword 'if'");
+	expect_add_tool_error(
+		"t", "{\"properties\": {\"xs\": {\"items\": {\"minimum\": \"1\"}}}}",
+		"add_tool t: schema: properties.xs.items: 'minimum' must be a number");
+	expect_add_tool_error("t", "{\"type\": \"objet\"}",
+			      "add_tool t: schema: unknown type 'objet'");
+	expect_add_tool_error("t", "{\"type\": ",
+			      "add_tool t: schema: not JSON: unexpected token near end of file "
+			      "(line 1)");
+	expect_add_tool_error("not-an-identifier", NULL,
+			      "add_tool not-an-identifier: the name must be a Python identifier "
+			      "of at most 64 bytes");
+}
+
+Test(contract, config_setters_name_what_they_refused)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 0, &err),
+		     SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, "set_limit wall_ms: 0 is outside [1, 86400000]");
+	cr_expect_eq(snapcell_config_set_env(cfg, "X", "\xff", &err), SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, "set_env X: the value is not UTF-8");
+	cr_expect_eq(snapcell_config_add_python_path(cfg, "rel", &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "add_python_path rel: "), "%s", err.message);
+	cr_expect_eq(snapcell_config_remove_tool(cfg, "nope", &err), -ENOENT);
+	cr_expect_str_eq(err.message, "remove_tool nope: No such file or directory");
+	cr_expect_eq(snapcell_config_remove_mount(cfg, "/input/x", &err), -ENOENT);
+	cr_expect_str_eq(err.message, "remove_mount /input/x: No such file or directory");
+	cr_expect_eq(snapcell_config_remove_mount(cfg, "../x", &err), SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, "remove_mount: mount path '../x' contains '..'");
+	cr_expect_eq(snapcell_config_add_mount(cfg, "/tmp", "..", &err), SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, "mount /tmp: mount path '..' contains '..'");
+	cr_expect_eq(snapcell_config_mount_info(cfg, 0, NULL, NULL, &err), SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, "mount_info: no mount 0 (there are 0)");
+	cr_expect_eq(snapcell_config_require_isolation(cfg, 9, &err), SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, "require_isolation: unknown level 9");
+	struct snapcell_tool_info info;
+	cr_expect_eq(snapcell_config_tool_info(cfg, 3, &info, &err), SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, "tool_info: no tool 3 (there are 0)");
+	/* NULL err is allowed everywhere. */
+	cr_expect_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 0, NULL),
+		     SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
+
+Test(contract, library_filled_structs_have_their_reserved_words_zeroed)
+{
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "t", "d", NULL, SNAPCELL_APPROVAL_NEVER, no_tool,
+					      NULL, NULL),
+		     0);
+	struct snapcell_tool_info info;
+	memset(&info, 0xa5, sizeof(info));
+	cr_assert_eq(snapcell_config_tool_info(cfg, 0, &info, NULL), 0);
+	cr_expect_str_eq(info.name, "t");
+	for (size_t i = 0; i < sizeof(info.reserved) / sizeof(info.reserved[0]); i++)
+		cr_expect_eq(info.reserved[i], 0);
+	snapcell_config_free(cfg);
+
+	static struct snapcell_probe p;
+	memset(&p, 0xa5, sizeof(p));
+	cr_assert_eq(snapcell_probe_host(&p, NULL), 0);
+	for (int m = 0; m < SNAPCELL_MECH_SLOTS; m++) {
+		cr_expect_eq(p.mech[m].name == NULL, m >= SNAPCELL_MECH__COUNT, "slot %d", m);
+		cr_expect_eq(p.mech[m].reserved[0] | p.mech[m].reserved[1], 0);
+	}
+	for (size_t i = 0; i < sizeof(p.reserved) / sizeof(p.reserved[0]); i++)
+		cr_expect_eq(p.reserved[i], 0);
+}
+
+Test(contract, sandbox_stats_reserved_words_are_zeroed)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_sandbox_stats st;
+	struct snapcell_error err = {0};
+	memset(&st, 0xa5, sizeof(st));
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, &err), 0, "%s", err.message);
+	for (size_t i = 0; i < sizeof(st.reserved) / sizeof(st.reserved[0]); i++)
+		cr_expect_eq(st.reserved[i], 0);
+	cr_expect_eq(snapcell_sandbox_stats(sb, NULL, &err), SNAPCELL_E_INVAL);
+	cr_expect_str_eq(err.message, "stats: NULL argument");
+	snapcell_sandbox_free(sb);
+}
+
+/* Run options from a newer header: larger, with fields this library does not know. */
+struct newer_run_options {
+	struct snapcell_run_options v1;
+	uint64_t future_field;
+};
+
+Test(contract, run_options_are_checked_by_size)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	struct snapcell_run_options unsized = {0};
+	cr_expect_eq(snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, &unsized, &res, &err),
+		     SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "sizeof(struct snapcell_run_options)"), "%s", err.message);
+	struct newer_run_options newer = {{.size = sizeof(newer)}, 7};
+	cr_expect_eq(snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, &newer.v1, &res, &err),
+		     SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "does not know"), "%s", err.message);
+	newer.future_field = 0; /* unset fields of a newer header are fine */
+	cr_assert_eq(snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, &newer.v1, &res, &err), 0, "%s",
+		     err.message);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "1\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}

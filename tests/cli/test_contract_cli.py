@@ -1,0 +1,61 @@
+"""What the CLI shows of the library's contract: the version, the helper it runs, and causes
+reported with their context (a refused tool schema says why)."""
+import json
+import re
+
+
+def test_version_is_the_loaded_librarys(snapcell):
+    r = snapcell("version")
+    assert r.returncode == 0
+    assert re.fullmatch(rb"snapcell \d+\.\d+\.\d+\n", r.stdout)
+    assert r.stdout == b"snapcell 0.2.0\n"
+
+
+def test_a_refused_tool_schema_says_why(snapcell):
+    r = snapcell("run", "--tool", "compute=cat", "--tool-schema",
+                 'compute={"properties": {"a": {"if": {}}}}', "-", stdin=b"")
+    assert r.returncode == 2
+    assert r.stderr == (b"snapcell: --tool-schema: add_tool compute: schema: "
+                        b"properties.a: unknown keyword 'if'\n")
+    assert b"Python identifier" not in r.stderr
+
+
+def test_tool_schema_checks_the_arguments(snapcell):
+    schema = '{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}'
+    code = (b"print(call_tool('compute', n=2))\n"
+            b"try:\n    call_tool('compute', n='x')\nexcept ToolError as e:\n    print(e)\n")
+    r = snapcell("run", "--json", "--tool", "compute=cat", "--tool-schema", f"compute={schema}",
+                 "-", stdin=code)
+    result = json.loads(r.stdout)
+    assert result["status"] == "ok", result
+    lines = result["stdout"].splitlines()
+    assert lines[0] == "{'n': 2}"
+    assert "invalid arguments for tool 'compute'" in lines[1] and "n:" in lines[1]
+
+
+def test_tool_schema_needs_its_tool_first(snapcell):
+    r = snapcell("run", "--tool-schema", 'compute={}', "--tool", "compute=cat", "-", stdin=b"")
+    assert r.returncode == 2
+    assert b"--tool-schema compute: no --tool compute=COMMAND before it" in r.stderr
+
+
+def test_bad_tool_name_message_comes_from_the_library(snapcell):
+    r = snapcell("run", "--tool", "not-an-identifier=cat", "-", stdin=b"")
+    assert r.returncode == 2
+    assert r.stderr == (b"snapcell: --tool: add_tool not-an-identifier: the name must be a "
+                        b"Python identifier of at most 64 bytes\n")
+
+
+def test_snapcell_helper_chooses_the_helper_and_a_missing_one_is_named(snapcell):
+    r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": "/nonexistent/cell"})
+    assert r.returncode == 3
+    assert r.stderr == (b"snapcell: SNAPCELL_HELPER: set_helper /nonexistent/cell: "
+                        b"No such file or directory\n")
+
+
+def test_a_helper_of_another_protocol_is_a_clear_error(snapcell, snapcell_paths):
+    import pathlib
+    other = pathlib.Path(snapcell_paths[1]).parent / "tests" / "snapcell-cell-protocol-999"
+    r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(other)}, timeout=20)
+    assert r.returncode == 3
+    assert b"speaks protocol 999, this library (0.2.0) speaks protocol 1" in r.stderr
