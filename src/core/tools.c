@@ -51,29 +51,26 @@ const struct sc_tool *sc__tool_find(const struct snapcell_config *cfg, const cha
 	return NULL;
 }
 
-/* The parsed schema, or NULL with err filled ("schema: ..."). */
-static json_t *load_schema(const char *name, const char *text, struct snapcell_error *err)
+/* Parses and checks a tool's schema text (NULL: any object) into *out; 0 or a code with err
+ * filled ("add_tool NAME: schema: ..."). */
+static int load_schema(const char *name, const char *text, json_t **out, struct snapcell_error *err)
 {
 	if (!text) {
-		json_t *any = json_pack("{s:s}", "type", "object");
-		if (!any)
-			sc__err(err, -ENOMEM, "add_tool %s: schema", name);
-		return any;
+		*out = json_pack("{s:s}", "type", "object");
+		return *out ? 0 : sc__err(err, -ENOMEM, "add_tool %s: schema", name);
 	}
 	json_error_t jerr;
 	json_t *schema = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-	if (!schema) {
-		sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: not JSON: %s (line %d)", name,
-			jerr.text, jerr.line);
-		return NULL;
-	}
+	if (!schema)
+		return sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: not JSON: %s (line %d)",
+			       name, jerr.text, jerr.line);
 	char why[192];
 	if (sc__schema_validate(schema, why, sizeof(why)) < 0) {
-		sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: %s", name, why);
 		json_decref(schema);
-		return NULL;
+		return sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: %s", name, why);
 	}
-	return schema;
+	*out = schema;
+	return 0;
 }
 
 int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, const char *description,
@@ -90,9 +87,10 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 	if (approval != SNAPCELL_APPROVAL_NEVER && approval != SNAPCELL_APPROVAL_ALWAYS)
 		return sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: unknown approval %d", name,
 			       (int)approval);
-	json_t *schema = load_schema(name, params_schema, err);
-	if (!schema)
-		return err ? err->code : SNAPCELL_E_INVAL;
+	json_t *schema = NULL;
+	int rc = load_schema(name, params_schema, &schema, err);
+	if (rc < 0)
+		return rc;
 	struct sc_tool t = {.name = strdup(name),
 			    .description = strdup(description ? description : ""),
 			    .schema_text = json_dumps(schema, JSON_COMPACT | JSON_SORT_KEYS),
