@@ -45,6 +45,12 @@ static const char usage[] =
 	"                          /usr/lib/python3/dist-packages for Debian's numpy\n"
 	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
 	"                          cgroups)\n"
+	"  --allow TARGET[=M,M]    allow a network target (host, host:port or URL) for the\n"
+	"                          HTTP methods M (default: all); recorded and described,\n"
+	"                          not enforced yet: the code has no network (repeatable)\n"
+	"  --describe[=json]       print the execute_code tool description a model would get\n"
+	"                          for these options, and exit (json: schemas as JSON)\n"
+	"  --instructions          print the provider instructions for these options, and exit\n"
 	"  --json                  print the whole result as JSON on stdout\n"
 	"\n"
 	"SIZE takes a k, M or G suffix (powers of 1024).\n";
@@ -132,7 +138,10 @@ enum opt {
 	OPT_WORKSPACE,
 	OPT_INPUT,
 	OPT_OUTPUT,
-	OPT_TOOL_SCHEMA
+	OPT_TOOL_SCHEMA,
+	OPT_ALLOW,
+	OPT_DESCRIBE,
+	OPT_INSTRUCTIONS
 };
 
 static const struct option options[] = {
@@ -153,6 +162,9 @@ static const struct option options[] = {
 	{"input", required_argument, NULL, OPT_INPUT},
 	{"output", required_argument, NULL, OPT_OUTPUT},
 	{"tool-schema", required_argument, NULL, OPT_TOOL_SCHEMA},
+	{"allow", required_argument, NULL, OPT_ALLOW},
+	{"describe", optional_argument, NULL, OPT_DESCRIBE},
+	{"instructions", no_argument, NULL, OPT_INSTRUCTIONS},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -173,6 +185,33 @@ static int add_input(struct snapcell_config *cfg, const char *arg, struct snapce
 	int rc = host ? snapcell_config_add_mount(cfg, host, colon ? colon + 1 : arg, err) : -1;
 	free(host);
 	return rc;
+}
+
+/* --allow TARGET[=METHOD,METHOD]: the last '=' splits, so a URL with a query needs methods. */
+static int add_allowed(struct snapcell_config *cfg, const char *arg)
+{
+	const char *eq = strrchr(arg, '=');
+	char *target = eq ? strndup(arg, (size_t)(eq - arg)) : strdup(arg);
+	char *list = eq ? strdup(eq + 1) : NULL;
+	const char *methods[64];
+	size_t n = 0;
+	for (char *p = list, *comma; p && n < sizeof(methods) / sizeof(methods[0]);
+	     p = comma ? comma + 1 : NULL) {
+		comma = strchr(p, ',');
+		if (comma)
+			*comma = 0;
+		methods[n++] = p;
+	}
+	struct snapcell_error err = {0};
+	int rc = target && (list || !eq)
+			 ? snapcell_config_allow(cfg, target, list ? methods : NULL, n, &err)
+			 : -ENOMEM;
+	if (rc < 0)
+		fprintf(stderr, "snapcell: --allow %s: %s\n", arg,
+			rc == -ENOMEM ? "out of memory" : err.message);
+	free(target);
+	free(list);
+	return rc < 0 ? -1 : 0;
 }
 
 /* Applies one option to cfg; returns 0 or prints why not and returns -1. */
@@ -224,6 +263,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return cli_add_command_tool(cfg, arg);
 	if (opt == OPT_TOOL_SCHEMA)
 		return cli_set_tool_schema(cfg, arg);
+	if (opt == OPT_ALLOW)
+		return add_allowed(cfg, arg);
 	if (opt == OPT_WORKSPACE || opt == OPT_INPUT) {
 		int rc = opt == OPT_WORKSPACE ? snapcell_config_set_workspace(cfg, arg, &err)
 					      : add_input(cfg, arg, &err);
@@ -289,13 +330,62 @@ static void print_plain(const struct snapcell_result *res, const struct snapcell
 	(void)cfg;
 }
 
+/* The allow-list as it is stored (normalised, sorted), for --json. */
+static json_t *allowed_json(const struct snapcell_config *cfg)
+{
+	json_t *list = json_array();
+	for (size_t i = 0; i < snapcell_config_allowed_count(cfg); i++) {
+		struct snapcell_allowed_info info;
+		if (snapcell_config_allowed_info(cfg, i, &info, NULL) < 0)
+			break;
+		json_t *methods = info.methods ? json_array() : json_null();
+		for (size_t m = 0; m < info.n_methods; m++)
+			json_array_append_new(methods, json_string(info.methods[m]));
+		json_array_append_new(
+			list, json_pack("{s:s, s:o}", "target", info.target, "methods", methods));
+	}
+	return list;
+}
+
+/* --describe and --instructions: what a model would be told about this configuration. */
+static int print_model_text(const struct snapcell_config *cfg, const char *describe,
+			    bool instructions)
+{
+	struct snapcell_error err = {0};
+	char *text = NULL;
+	int rc = 0;
+	if (describe && strcmp(describe, "compact") && strcmp(describe, "json")) {
+		fprintf(stderr, "snapcell: --describe wants compact or json, got '%s'\n", describe);
+		return EXIT_USAGE;
+	}
+	if (describe) {
+		rc = snapcell_config_describe(cfg,
+					      strcmp(describe, "json") ? SNAPCELL_DESCRIBE_COMPACT
+								       : SNAPCELL_DESCRIBE_JSON,
+					      &text, &err);
+		if (rc == 0)
+			fputs(text, stdout);
+		free(text);
+	}
+	if (rc == 0 && instructions) {
+		text = NULL;
+		rc = snapcell_config_instructions(cfg, &text, &err);
+		if (rc == 0)
+			printf("%s%s", describe ? "\n" : "", text);
+		free(text);
+	}
+	if (rc < 0)
+		fprintf(stderr, "snapcell: %s\n", err.message);
+	return rc < 0 ? EXIT_SNAPCELL : 0;
+}
+
 int cli_run(int argc, char **argv)
 {
 	struct snapcell_config *cfg = cli_config_new();
 	if (!cfg)
 		return EXIT_SNAPCELL;
-	bool as_json = false;
-	const char *output_dir = NULL;
+	bool as_json = false, instructions = false;
+	const char *output_dir = NULL, *describe = NULL;
 	int opt;
 	optind = 1;
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
@@ -303,6 +393,11 @@ int cli_run(int argc, char **argv)
 			fputs(usage, stdout);
 			snapcell_config_free(cfg);
 			return 0;
+		}
+		if (opt == OPT_DESCRIBE || opt == OPT_INSTRUCTIONS) {
+			describe = opt == OPT_DESCRIBE ? (optarg ? optarg : "compact") : describe;
+			instructions = instructions || opt == OPT_INSTRUCTIONS;
+			continue;
 		}
 		if (opt == OPT_JSON || opt == OPT_OUTPUT) {
 			as_json = as_json || opt == OPT_JSON;
@@ -313,6 +408,11 @@ int cli_run(int argc, char **argv)
 			snapcell_config_free(cfg);
 			return EXIT_USAGE;
 		}
+	}
+	if ((describe || instructions) && optind == argc) {
+		int st = print_model_text(cfg, describe, instructions);
+		snapcell_config_free(cfg);
+		return st;
 	}
 	if (optind != argc - 1) {
 		fputs(usage, stderr);
@@ -341,6 +441,7 @@ int cli_run(int argc, char **argv)
 	} else {
 		if (as_json) {
 			json_t *j = cli_result_json(res);
+			json_object_set_new(j, "network", allowed_json(cfg));
 			json_dumpf(j, stdout, JSON_INDENT(2));
 			putchar('\n');
 			json_decref(j);

@@ -30,6 +30,7 @@ struct sc_guest_config {
 	char **tool_names; /* for the guest's `tools` module */
 	char **tool_docs;
 	size_t n_tools;
+	char *network_notice; /* the message of the guest's network error (sc__network_notice) */
 };
 
 /* What a cell needs from the template, fixed before the fork. */

@@ -189,9 +189,64 @@ def call_tool(name, /, *args, **kwargs):
         raise ToolError(f"tool {name!r} returned invalid JSON: {e}") from None
 
 
-def configure(tools):
+def _guard_network(notice):
+    """Until the egress gate exists, seccomp refuses socket() (EACCES) and nothing resolves.
+    This turns those failures into one error that says so, raised where the code tried:
+    socket creation (socket.socket, _socket.socket, create_connection, urlopen) and the
+    resolver functions. Only `_socket` (built in, cheap) is touched here, in the template;
+    socket.py, imported later by a cell, builds on the wrapped names. The seccomp policy is
+    unchanged: this only rewords what it refuses."""
+    import _socket
+    real_socket, gaierror = _socket.socket, _socket.gaierror
+
+    class NetworkUnavailableError(gaierror, PermissionError):
+        """The sandbox has no network access (yet); a PermissionError and a gaierror, so
+        code that handles either still does."""
+
+    NetworkUnavailableError.__module__ = "socket"
+    NetworkUnavailableError.__qualname__ = "NetworkUnavailableError"
+
+    def refused(what):
+        return NetworkUnavailableError(13, f"{what}: {notice}")
+
+    class socket(real_socket):
+        __slots__ = ()
+
+        def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+            try:
+                real_socket.__init__(self, family, type, proto, fileno)
+            except PermissionError:
+                if fileno is not None or family == _socket.AF_UNIX:
+                    raise
+                raise refused("cannot open a network socket") from None
+
+    socket.__module__ = "_socket"
+    socket.__qualname__ = "socket"
+    socket.__doc__ = real_socket.__doc__
+
+    def resolver(real, noun):
+        def wrapped(*args, **kwargs):
+            try:
+                return real(*args, **kwargs)
+            except (gaierror, _socket.herror):
+                host = args[0] if args else next(iter(kwargs.values()), None)
+                raise refused(f"cannot {noun} {host!r}") from None
+        wrapped.__name__ = wrapped.__qualname__ = real.__name__
+        wrapped.__doc__ = real.__doc__
+        return wrapped
+
+    for fn, noun in (("getaddrinfo", "resolve"), ("gethostbyname", "resolve"),
+                     ("gethostbyname_ex", "resolve"), ("gethostbyaddr", "look up"),
+                     ("getnameinfo", "look up")):
+        setattr(_socket, fn, resolver(getattr(_socket, fn), noun))
+    _socket.socket = _socket.SocketType = socket
+    _socket.NetworkUnavailableError = NetworkUnavailableError
+
+
+def configure(tools, network_notice):
     """Installs call_tool and ToolError as builtins and a `tools` module whose attributes
-    call the registered tools: tools.compute(a=1, b=2)."""
+    call the registered tools: tools.compute(a=1, b=2); and the network guard."""
+    _guard_network(network_notice)
     import builtins
     import types
     import _snapcell  # noqa: F401 (imported here, once, not by each cell's first call)

@@ -121,7 +121,9 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 	prelude_run = PyObject_GetAttrString(mod, "run");
 	prelude_warm = PyObject_GetAttrString(mod, "warm");
 	PyObject *tools = tool_list(cfg);
-	PyObject *r = tools ? PyObject_CallMethod(mod, "configure", "(O)", tools) : NULL;
+	PyObject *r =
+		tools ? PyObject_CallMethod(mod, "configure", "(Os)", tools, cfg->network_notice)
+		      : NULL;
 	Py_XDECREF(tools);
 	Py_XDECREF(r);
 	r = r ? PyObject_CallMethod(mod, "prepare", NULL) : NULL;

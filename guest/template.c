@@ -107,6 +107,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		if (!c->python_paths[i] || c->python_path_fds[i] < SC_PASS_FD_FIRST)
 			c->n_python_paths = i;
 	}
+	c->network_notice = dup_str(root, "network_notice");
 	c->env = json_incref(json_object_get(root, "env"));
 	json_t *tools = json_object_get(root, "tools");
 	size_t n_tools = json_array_size(tools);
@@ -125,7 +126,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad tool list");
 	if (!c->root_base || !c->out_dir || !c->input_dir || !c->spares || !c->tmp_bytes ||
 	    !c->frame_cap || !c->limits.memory_bytes || !c->output_bytes || !c->python_paths ||
-	    !c->python_path_fds || c->n_python_paths != n_paths)
+	    !c->python_path_fds || c->n_python_paths != n_paths || !c->network_notice)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing fields");
 	return 0;
 }

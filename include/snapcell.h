@@ -45,7 +45,8 @@
  *   bytes (later fields count as zero) and refuses, with SNAPCELL_E_INVAL, a size too small
  *   for the first version or non-zero bytes in fields it does not know.
  * - Structs the caller allocates and the library fills (snapcell_sandbox_stats, snapcell_probe
- *   and its snapcell_mechanism_report, snapcell_tool_info) end with reserved words that the
+ *   and its snapcell_mechanism_report, snapcell_tool_info, snapcell_allowed_info) end with
+ *   reserved words that the
  *   library zeroes; later versions turn them into fields, so a field added later reads 0 from
  *   an older library.
  * - Structs the library allocates (snapcell_result) grow only at their end: never allocate
@@ -217,6 +218,48 @@ SNAPCELL_API int snapcell_normalize_mount_path(const char *in, char *out, size_t
 SNAPCELL_API int snapcell_tree_signature(const char *path, char out[SNAPCELL_SIGNATURE_LEN],
 					 struct snapcell_error *err);
 
+/* ---- network allow-list ----
+ *
+ * Entries are stored, copied with the config and listed (and shown to the model by
+ * snapcell_config_describe); they are not enforced yet: until the egress gate exists, code in
+ * a cell cannot connect or resolve names at all, and the error it gets says so. */
+
+/* Bytes of a normalised target, NUL included: a 253-byte host, ':' and a 5-digit port. */
+#define SNAPCELL_TARGET_MAX 260
+
+/* "host" or "host:port" from a user's target, as the reference integration normalises it:
+ * surrounding whitespace stripped, lower-cased, a scheme ("https://"), path, query, fragment
+ * and trailing '/' dropped ("https://API.example.com/v1" -> "api.example.com",
+ * "127.0.0.1:8080" stays, "[::1]:8080" stays bracketed). SNAPCELL_E_INVAL (the reason in
+ * err) for an empty target, whitespace or control bytes inside, non-ASCII text (give an IDN
+ * in its xn-- form), credentials (user@host), a wildcard, a bad port (1-65535), an
+ * unbracketed IPv6 address, or out_len too small (SNAPCELL_TARGET_MAX always suffices). */
+SNAPCELL_API int snapcell_normalize_domain(const char *in, char *out, size_t out_len,
+					   struct snapcell_error *err);
+
+/* Allows target (normalised as above) for the given HTTP methods: NULL for any method, else
+ * n_methods >= 1 strings, each stripped and upper-cased, an HTTP token (RFC 9110) of at most
+ * 32 bytes; duplicates are dropped and the rest kept sorted; at most 32 given. An entry for
+ * the same target replaces the earlier one. SNAPCELL_E_INVAL with the reason in err;
+ * SNAPCELL_E_TOO_BIG past 256 targets. */
+SNAPCELL_API int snapcell_config_allow(struct snapcell_config *cfg, const char *target,
+				       const char *const *methods, size_t n_methods,
+				       struct snapcell_error *err);
+/* target is normalised first; -ENOENT if no entry has it. */
+SNAPCELL_API int snapcell_config_remove_allowed(struct snapcell_config *cfg, const char *target,
+						struct snapcell_error *err);
+SNAPCELL_API size_t snapcell_config_allowed_count(const struct snapcell_config *cfg);
+struct snapcell_allowed_info {
+	const char *target;	    /* normalised */
+	const char *const *methods; /* sorted; NULL when any method */
+	size_t n_methods;
+	uint64_t reserved[4]; /* zeroed (ABI growth) */
+};
+/* Entries sorted by target; the strings are borrowed until the next change to cfg. */
+SNAPCELL_API int snapcell_config_allowed_info(const struct snapcell_config *cfg, size_t index,
+					      struct snapcell_allowed_info *out,
+					      struct snapcell_error *err);
+
 /* ---- host tools ---- */
 
 /* Whether running code that may call a tool needs a human's approval first. snapcell only
@@ -264,6 +307,41 @@ SNAPCELL_API size_t snapcell_config_tool_count(const struct snapcell_config *cfg
 SNAPCELL_API int snapcell_config_tool_info(const struct snapcell_config *cfg, size_t index,
 					   struct snapcell_tool_info *out,
 					   struct snapcell_error *err);
+
+/* ---- what the model is told ----
+ *
+ * One wording for every front end (CLI, MCP server, the Python agent integration): the
+ * description of the `execute_code` tool and the instructions a provider adds to the system
+ * prompt, both built from the config. The text is deterministic for a given config. */
+
+enum snapcell_describe_format {
+	SNAPCELL_DESCRIBE_COMPACT, /* one line per parameter; JSON Schema only where needed */
+	SNAPCELL_DESCRIBE_JSON,	   /* each tool's parameters as its JSON Schema */
+};
+
+/* The execute_code tool description: how to call tools from the code (call_tool with keyword
+ * arguments, tools.<name>, ToolError), each registered tool with its description and
+ * parameters (compact: type, required or optional, default, per parameter; a tool with a
+ * parameter that is not a scalar or an array of scalars, optionally "or null" (an object,
+ * an array of objects, a wider union, a $ref), is shown as its JSON Schema instead), the
+ * files (/input and each mounted path, /output for artifacts; or none), and the network
+ * targets with their methods (or no network access). *out is malloc'd (release with free()).
+ * SNAPCELL_E_TOO_BIG when the text would pass 256 KiB. */
+SNAPCELL_API int snapcell_config_describe(const struct snapcell_config *cfg,
+					  enum snapcell_describe_format format, char **out,
+					  struct snapcell_error *err);
+
+/* The provider instructions (system-prompt text): execute_code is the primary tool, the code
+ * must print its answer, and, with files configured, large results go to /output/<file>.
+ * They name no other tool and leave tools, files and network to the description. *out is
+ * malloc'd (free()). */
+SNAPCELL_API int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
+					      struct snapcell_error *err);
+
+/* The approval execute_code needs: ALWAYS when base is ALWAYS or any registered tool requires
+ * approval, else NEVER. */
+SNAPCELL_API enum snapcell_approval snapcell_config_approval(const struct snapcell_config *cfg,
+							     enum snapcell_approval base);
 
 /* Fails sandbox creation with SNAPCELL_E_ISOLATION when the host cannot reach this level. */
 SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg,

@@ -70,6 +70,7 @@ void snapcell_config_free(struct snapcell_config *cfg)
 	}
 	free(cfg->mounts);
 	sc__tools_free(cfg);
+	sc__net_list_free(&cfg->allowed);
 	free(cfg);
 }
 
@@ -321,6 +322,8 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 		rc = -ENOMEM;
 	for (size_t i = 0; rc == 0 && i < src->n_mounts; i++)
 		rc = add_mount(c, src->mounts[i].host_path, src->mounts[i].mount_path);
+	if (rc == 0)
+		rc = sc__net_list_copy(&src->allowed, &c->allowed);
 	if (rc < 0) {
 		snapcell_config_free(c);
 		return rc;

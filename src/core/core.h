@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "net/net.h"
 #include "rpc/control.h"
 #include "snapcell.h"
 
@@ -44,9 +45,14 @@ struct snapcell_config {
 	char **python_paths;
 	size_t n_python_paths;
 	enum snapcell_isolation required;
+	struct sc_net_list allowed; /* network entries (net/net.h), not enforced yet */
 };
 
 int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **out);
+
+/* describe.c: what code that tries to connect or resolve is told (the guest raises it),
+ * malloc'd; NULL on allocation failure. */
+char *sc__network_notice(const struct snapcell_config *cfg);
 
 /* tools.c */
 void sc__tools_free(struct snapcell_config *cfg);

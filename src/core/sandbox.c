@@ -199,6 +199,10 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "tools", tools) < 0)
 		json_decref(msg), msg = NULL;
+	char *notice = sc__network_notice(sb->cfg);
+	if (msg && (!notice || json_object_set_new(msg, "network_notice", json_string(notice)) < 0))
+		json_decref(msg), msg = NULL;
+	free(notice);
 	char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
 	json_decref(msg);
 	return s;

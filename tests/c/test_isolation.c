@@ -268,12 +268,16 @@ Test(isolation, no_network_sockets)
 		"attempt('socketpair AF_INET', lambda: socket.socketpair(socket.AF_INET))\n"
 		"a, b = socket.socketpair(socket.AF_UNIX)\n"
 		"a.sendall(b'ping')\n"
-		"print('socketpair AF_UNIX', b.recv(4))\n",
-		"AF_INET PermissionError EACCES\nAF_INET PermissionError EACCES\n"
-		"AF_INET6 PermissionError EACCES\nAF_UNIX PermissionError EACCES\n"
-		"AF_NETLINK PermissionError EACCES\nAF_PACKET PermissionError EACCES\n"
-		"AF_VSOCK PermissionError EACCES\nAF_ALG PermissionError EACCES\n"
-		"socketpair AF_INET OSError EAFNOSUPPORT\nsocketpair AF_UNIX b'ping'\n");
+		"print('socketpair AF_UNIX', b.recv(4))\n"
+		"raw = socket.socket.__mro__[-2]  # the C type, beneath the prelude's wording\n"
+		"attempt('raw AF_INET', lambda: raw(socket.AF_INET, socket.SOCK_STREAM))\n",
+		"AF_INET NetworkUnavailableError EACCES\nAF_INET NetworkUnavailableError EACCES\n"
+		"AF_INET6 NetworkUnavailableError EACCES\nAF_UNIX PermissionError EACCES\n"
+		"AF_NETLINK NetworkUnavailableError EACCES\nAF_PACKET NetworkUnavailableError "
+		"EACCES\n"
+		"AF_VSOCK NetworkUnavailableError EACCES\nAF_ALG NetworkUnavailableError EACCES\n"
+		"socketpair AF_INET OSError EAFNOSUPPORT\nsocketpair AF_UNIX b'ping'\n"
+		"raw AF_INET PermissionError EACCES\n");
 	expect_healthy(sb);
 	snapcell_sandbox_free(sb);
 }

@@ -1,0 +1,454 @@
+/* What the model is told, built once from a config for every front end: the execute_code tool
+ * description, the provider instructions, and the notice code gets when it tries the network.
+ * Deterministic (registration order for tools and mounts, sorted targets) and capped. It
+ * describes; it does not validate schemas (schema.c) or enforce anything. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "util/util.h"
+
+#define DESCRIBE_MAX   (256u << 10)
+#define NOTICE_TARGETS 8  /* targets named in the network notice; the rest are counted */
+#define ENUM_SHOWN_MAX 32 /* a longer enum is shown as JSON Schema */
+#define TYPE_DEPTH_MAX 3  /* "array of array of integer" and no deeper */
+#define PARAM_DESC_MAX 600
+
+struct text {
+	char *buf;
+	size_t len, cap;
+	int rc;
+};
+
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void grow(struct text *t, size_t need)
+{
+	if (t->rc || t->len + need < t->cap)
+		return;
+	if (t->len + need >= DESCRIBE_MAX) {
+		t->rc = SNAPCELL_E_TOO_BIG;
+		return;
+	}
+	size_t cap = t->cap ? t->cap : 4096;
+	while (cap <= t->len + need)
+		cap *= 2;
+	char *b = realloc(t->buf, cap);
+	if (!b) {
+		t->rc = -ENOMEM;
+		return;
+	}
+	t->buf = b;
+	t->cap = cap;
+}
+
+static void put(struct text *t, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0) {
+		t->rc = t->rc ? t->rc : -EINVAL;
+		return;
+	}
+	grow(t, (size_t)n + 1);
+	if (t->rc)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+	va_end(ap);
+	t->len += (size_t)n;
+}
+
+static void put_char(struct text *t, char c)
+{
+	grow(t, 2);
+	if (t->rc)
+		return;
+	t->buf[t->len++] = c;
+	t->buf[t->len] = 0;
+}
+
+/* Text from a tool or schema, trimmed; with indent, continuation lines are indented under the
+ * first, else all whitespace runs become one space (a parameter stays on its line). */
+static void put_prose(struct text *t, const char *s, size_t max, const char *indent)
+{
+	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
+		s++;
+	size_t n = strlen(s);
+	while (n > 0 && strchr(" \t\n\r", s[n - 1]))
+		n--;
+	bool cut = n > max;
+	n = cut ? max : n;
+	for (size_t i = 0; i < n && !t->rc; i++) {
+		bool space = s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r';
+		if (!indent && space) {
+			while (i + 1 < n && strchr(" \t\n\r", s[i + 1]))
+				i++;
+			put_char(t, ' ');
+		} else if (indent && s[i] == '\n') {
+			put(t, "\n%s", indent);
+		} else if (s[i] != '\r') {
+			put_char(t, s[i]);
+		}
+	}
+	if (cut)
+		put(t, "...");
+}
+
+static void put_json(struct text *t, const json_t *v)
+{
+	char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (!s) {
+		t->rc = t->rc ? t->rc : -ENOMEM;
+		return;
+	}
+	put(t, "%s", s);
+	free(s);
+}
+
+static bool is_scalar_type(const char *s)
+{
+	return s && (!strcmp(s, "string") || !strcmp(s, "integer") || !strcmp(s, "number") ||
+		     !strcmp(s, "boolean") || !strcmp(s, "null"));
+}
+
+/* The null branch of `X | null` as pydantic and MCP servers write it. */
+static bool is_null_schema(const json_t *s)
+{
+	const char *type = json_string_value(json_object_get(s, "type"));
+	return json_is_object(s) && type && !strcmp(type, "null") && json_object_size(s) <= 3;
+}
+
+static bool compact_type(struct text *t, const json_t *s, unsigned depth);
+
+/* anyOf/oneOf of exactly X and null: "X or null". */
+static bool compact_union(struct text *t, const json_t *u, unsigned depth)
+{
+	if (!json_is_array(u) || json_array_size(u) != 2)
+		return false;
+	const json_t *a = json_array_get(u, 0), *b = json_array_get(u, 1);
+	const json_t *x = is_null_schema(b) ? a : is_null_schema(a) ? b : NULL;
+	if (!x || !compact_type(t, x, depth + 1))
+		return false;
+	put(t, " or null");
+	return true;
+}
+
+static bool scalar_list(const json_t *values)
+{
+	size_t i;
+	json_t *v;
+	if (!json_is_array(values) || json_array_size(values) > ENUM_SHOWN_MAX)
+		return false;
+	json_array_foreach(values, i, v)
+	{
+		if (json_is_object(v) || json_is_array(v))
+			return false;
+	}
+	return true;
+}
+
+/* Writes the type of a scalar (or array of scalars) schema; false when the schema needs its
+ * JSON Schema to be understood. Keywords it does not show are constraints that a refused
+ * call explains (minimum, pattern, ...). */
+static bool compact_type(struct text *t, const json_t *s, unsigned depth)
+{
+	static const char *const structural[] = {
+		"properties", "additionalProperties", "allOf", "$ref",
+		"not",	      "patternProperties",    "if"};
+	if (!json_is_object(s) || depth > TYPE_DEPTH_MAX)
+		return false;
+	for (size_t i = 0; i < SC_ARRAY_LEN(structural); i++)
+		if (json_object_get(s, structural[i]))
+			return false;
+	const json_t *type = json_object_get(s, "type"), *u = json_object_get(s, "anyOf");
+	u = u ? u : json_object_get(s, "oneOf");
+	if (u)
+		return !type && compact_union(t, u, depth);
+	const json_t *en = json_object_get(s, "enum"), *con = json_object_get(s, "const");
+	if ((en && !scalar_list(en)) || (con && (json_is_object(con) || json_is_array(con))))
+		return false;
+	const char *name = json_string_value(type);
+	bool nullable = false, first = true;
+	if (json_is_array(type)) {
+		size_t i;
+		json_t *v;
+		json_array_foreach(type, i, v)
+		{
+			const char *one = json_string_value(v);
+			if (!is_scalar_type(one))
+				return false;
+			nullable = nullable || !strcmp(one, "null");
+			if (strcmp(one, "null"))
+				put(t, "%s%s", first ? "" : " or ", one);
+			first = first && !strcmp(one, "null");
+		}
+		if (first)
+			put(t, "null");
+		nullable = nullable && !first;
+	} else if (name && !strcmp(name, "array")) {
+		const json_t *items = json_object_get(s, "items");
+		put(t, "array");
+		if (items) {
+			put(t, " of ");
+			return compact_type(t, items, depth + 1);
+		}
+	} else if (is_scalar_type(name)) {
+		put(t, "%s", name);
+	} else if (!type) {
+		put(t, "%s", en || con ? "value" : "any JSON value");
+	} else {
+		return false;
+	}
+	const char *format = json_string_value(json_object_get(s, "format"));
+	if (format)
+		put(t, " (%s)", format);
+	if (nullable)
+		put(t, " or null");
+	return true;
+}
+
+/* "    name (integer, optional, default 2, one of 1, 2): what it is" */
+static bool compact_param(struct text *t, const char *name, const json_t *s, bool required)
+{
+	put(t, "    %s (", name);
+	if (!compact_type(t, s, 0))
+		return false;
+	put(t, ", %s", required ? "required" : "optional");
+	const json_t *def = json_object_get(s, "default"), *en = json_object_get(s, "enum");
+	const json_t *con = json_object_get(s, "const");
+	if (def) {
+		put(t, ", default ");
+		put_json(t, def);
+	}
+	if (con) {
+		put(t, ", always ");
+		put_json(t, con);
+	}
+	size_t i;
+	json_t *v;
+	json_array_foreach(en, i, v)
+	{
+		put(t, i ? ", " : ", one of ");
+		put_json(t, v);
+	}
+	put(t, ")");
+	const char *desc = json_string_value(json_object_get(s, "description"));
+	if (desc && *desc) {
+		put(t, ": ");
+		put_prose(t, desc, PARAM_DESC_MAX, NULL);
+	}
+	put(t, "\n");
+	return true;
+}
+
+static bool is_required(const json_t *schema, const char *name)
+{
+	size_t i;
+	json_t *r;
+	json_array_foreach(json_object_get(schema, "required"), i, r)
+	{
+		const char *s = json_string_value(r);
+		if (s && !strcmp(s, name))
+			return true;
+	}
+	return false;
+}
+
+/* One line per parameter, or false (t rolled back by the caller) when one is not compact. */
+static bool compact_params(struct text *t, const json_t *schema)
+{
+	static const char *const top_ok[] = {
+		"type",	       "properties", "required", "additionalProperties", "title",
+		"description", "$schema",    "$defs",	 "definitions"};
+	const char *key;
+	json_t *v;
+	json_object_foreach((json_t *)schema, key, v)
+	{
+		bool ok = false;
+		for (size_t i = 0; i < SC_ARRAY_LEN(top_ok); i++)
+			ok = ok || !strcmp(key, top_ok[i]);
+		if (!ok)
+			return false;
+	}
+	const char *type = json_string_value(json_object_get(schema, "type"));
+	if (json_object_get(schema, "type") && (!type || strcmp(type, "object")))
+		return false;
+	const json_t *props = json_object_get(schema, "properties");
+	if (json_object_size(props) == 0) {
+		put(t, "    %s\n",
+		    json_is_false(json_object_get(schema, "additionalProperties"))
+			    ? "(no arguments)"
+			    : "(any keyword arguments)");
+		return true;
+	}
+	json_object_foreach((json_t *)props, key, v)
+	{
+		if (!compact_param(t, key, v, is_required(schema, key)))
+			return false;
+	}
+	return true;
+}
+
+static void describe_tool(struct text *t, const struct sc_tool *tool,
+			  enum snapcell_describe_format format)
+{
+	put(t, "- %s: ", tool->name);
+	if (*tool->description)
+		put_prose(t, tool->description, DESCRIBE_MAX, "  ");
+	else
+		put(t, "(no description)");
+	put(t, "\n");
+	size_t mark = t->len;
+	if (format == SNAPCELL_DESCRIBE_COMPACT && compact_params(t, tool->schema))
+		return;
+	if (!t->rc)
+		t->len = mark;
+	put(t, "    parameters (JSON Schema): ");
+	put_json(t, tool->schema);
+	put(t, "\n");
+}
+
+static void describe_tools(struct text *t, const struct snapcell_config *cfg,
+			   enum snapcell_describe_format format)
+{
+	if (cfg->n_tools == 0) {
+		put(t, "Host tools: none in this sandbox.\n");
+		return;
+	}
+	put(t,
+	    "Host tools: in the code, call_tool(\"name\", key=value, ...) calls one with keyword "
+	    "arguments only (a positional argument or a dict is a TypeError) and returns its "
+	    "result as Python values (dicts, lists, numbers, strings); tools.name(key=value, "
+	    "...) is the same call. A tool that fails or refuses its arguments raises "
+	    "ToolError with its message; catch it to recover.\n\nTools:\n");
+	for (size_t i = 0; i < cfg->n_tools && !t->rc; i++)
+		describe_tool(t, &cfg->tools[i], format);
+}
+
+static void describe_files(struct text *t, const struct snapcell_config *cfg)
+{
+	if (!cfg->workspace && cfg->n_mounts == 0) {
+		put(t, "Files: not enabled. No input files are provided.\n");
+		return;
+	}
+	put(t, "Files: enabled.\n- Read inputs under /input (read-only).");
+	if (cfg->workspace)
+		put(t, " The workspace's files are directly in /input.");
+	put(t, "\n");
+	if (cfg->n_mounts)
+		put(t, "- Mounted paths:\n");
+	for (size_t i = 0; i < cfg->n_mounts; i++)
+		put(t, "  - %s\n", cfg->mounts[i].mount_path);
+	put(t, "- Write files meant for the user (reports, tables, images) under /output, e.g. "
+	       "/output/result.csv; they are returned with the result.\n");
+}
+
+static void put_methods(struct text *t, const struct sc_net_entry *e)
+{
+	if (!e->methods)
+		put(t, "all methods");
+	for (size_t i = 0; i < e->n_methods; i++)
+		put(t, "%s%s", i ? ", " : "", e->methods[i]);
+}
+
+static void describe_network(struct text *t, const struct snapcell_config *cfg)
+{
+	if (cfg->allowed.n == 0) {
+		put(t, "Network: no access. The code cannot open connections or resolve host "
+		       "names.\n");
+		return;
+	}
+	put(t, "Network: targets allowed by this configuration (HTTP methods):\n");
+	for (size_t i = 0; i < cfg->allowed.n; i++) {
+		put(t, "- %s: ", cfg->allowed.entries[i].target);
+		put_methods(t, &cfg->allowed.entries[i]);
+		put(t, "\n");
+	}
+	put(t, "These entries are recorded but not enforced yet: connections and host name "
+	       "lookups from the code still fail with an error saying network access is not "
+	       "available.\n");
+}
+
+static int finish(struct text *t, char **out, struct snapcell_error *err, const char *what)
+{
+	if (t->rc) {
+		free(t->buf);
+		return t->rc == SNAPCELL_E_TOO_BIG ? sc__err(err, t->rc,
+							     "%s: longer than %u KiB; shorten tool "
+							     "descriptions or schemas",
+							     what, DESCRIBE_MAX >> 10)
+						   : sc__err(err, t->rc, "%s", what);
+	}
+	*out = t->buf;
+	return 0;
+}
+
+int snapcell_config_describe(const struct snapcell_config *cfg,
+			     enum snapcell_describe_format format, char **out,
+			     struct snapcell_error *err)
+{
+	if (!cfg || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "describe: NULL argument");
+	if (format != SNAPCELL_DESCRIBE_COMPACT && format != SNAPCELL_DESCRIBE_JSON)
+		return sc__err(err, SNAPCELL_E_INVAL, "describe: unknown format %d", (int)format);
+	struct text t = {0};
+	uint64_t wall_ms = cfg->limits[SNAPCELL_LIMIT_WALL_MS];
+	put(&t,
+	    "Runs Python 3 code in an isolated sandbox and returns what it printed (stdout, "
+	    "then stderr). The standard library%s is available; packages cannot be installed. "
+	    "A run is stopped after %g s.\n\n",
+	    cfg->n_python_paths ? " and the host's Python packages" : "", (double)wall_ms / 1000.0);
+	describe_tools(&t, cfg, format);
+	put(&t, "\n");
+	describe_files(&t, cfg);
+	put(&t, "\n");
+	describe_network(&t, cfg);
+	return finish(&t, out, err, "describe");
+}
+
+int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
+				 struct snapcell_error *err)
+{
+	if (!cfg || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "instructions: NULL argument");
+	struct text t = {0};
+	put(&t, "Use execute_code as your primary tool for multi-step work: write one Python "
+		"program that does the whole job (the calls, loops and arithmetic) instead of "
+		"many small steps, and rely on its description for what the sandbox offers.\n"
+		"Only printed output comes back: end the code with print(...) of the answer; the "
+		"value of the last expression is not returned.\n");
+	if (cfg->workspace || cfg->n_mounts)
+		put(&t,
+		    "Write large results (tables, reports, data) to a file, /output/<file>, and "
+		    "print a short summary instead of the whole content.\n");
+	return finish(&t, out, err, "instructions");
+}
+
+char *sc__network_notice(const struct snapcell_config *cfg)
+{
+	struct text t = {0};
+	put(&t, "network access is not available in this sandbox yet");
+	size_t n = cfg->allowed.n;
+	for (size_t i = 0; i < n && i < NOTICE_TARGETS; i++) {
+		put(&t, "%s%s (", i ? "; " : ": the allowed targets ",
+		    cfg->allowed.entries[i].target);
+		put_methods(&t, &cfg->allowed.entries[i]);
+		put(&t, ")");
+	}
+	if (n > NOTICE_TARGETS)
+		put(&t, "; and %zu more", n - NOTICE_TARGETS);
+	if (n)
+		put(&t, " are recorded but not yet enforced, so no connection is granted");
+	if (t.rc) {
+		free(t.buf);
+		return NULL;
+	}
+	return t.buf;
+}

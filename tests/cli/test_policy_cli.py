@@ -1,0 +1,56 @@
+"""`snapcell run --allow`, `--describe` and `--instructions`: the allow-list and the text a
+model would be told, as the C library builds them."""
+import json
+
+
+def test_allow_entries_are_normalised_in_json_output(snapcell):
+    r = snapcell("run", "--json", "--allow", "https://API.Example.com/v1=get, post,GET",
+                 "--allow", "127.0.0.1:8080", "--allow", "api.example.com=PATCH", "-",
+                 stdin=b"print(1)")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["network"] == [
+        {"target": "127.0.0.1:8080", "methods": None},
+        {"target": "api.example.com", "methods": ["PATCH"]},
+    ]
+
+
+def test_bad_allow_entries_are_usage_errors(snapcell):
+    for arg, why in [("user@example.com", b"user@host"), ("example.com:99999", b"bad port"),
+                     ("example.com=", b"empty method"), ("example.com=GET,PO ST", b"whitespace"),
+                     ("", b"empty target")]:
+        r = snapcell("run", "--allow", arg, "-", stdin=b"print(1)")
+        assert r.returncode == 2, arg
+        assert why in r.stderr, (arg, r.stderr)
+
+
+def test_code_is_told_entries_are_not_enforced_yet(snapcell):
+    r = snapcell("run", "--allow", "api.example.com=GET", "-",
+                 stdin=b"import urllib.request\nurllib.request.urlopen('https://api.example.com/')")
+    assert r.returncode == 1
+    assert (b"cannot resolve 'api.example.com': network access is not available in this "
+            b"sandbox yet: the allowed targets api.example.com (GET) are recorded but not yet "
+            b"enforced") in r.stderr
+
+
+def test_describe_lists_tools_files_and_network(snapcell, tmp_path):
+    (tmp_path / "data.csv").write_text("a,b\n")
+    r = snapcell("run", "--tool", "fx_rate=cat", "--input", f"{tmp_path / 'data.csv'}:sales.csv",
+                 "--allow", "https://api.example.com/v1=post,get", "--describe")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert "call_tool(\"name\", key=value, ...)" in text
+    assert "- fx_rate: Runs on the host: cat\n    (any keyword arguments)\n" in text
+    assert "- Mounted paths:\n  - /input/sales.csv\n" in text
+    assert "- api.example.com: GET, POST\n" in text
+    assert snapcell("run", "--describe=json", "--tool", "t=cat").stdout.count(
+        b"parameters (JSON Schema): {\"type\":\"object\"}") == 1
+    assert snapcell("run", "--describe=yaml").returncode == 2
+
+
+def test_instructions_name_no_tool(snapcell):
+    r = snapcell("run", "--tool", "fx_rate=cat", "--instructions")
+    assert r.returncode == 0, r.stderr
+    assert b"execute_code" in r.stdout and b"print(...)" in r.stdout
+    assert b"fx_rate" not in r.stdout and b"/output" not in r.stdout
+    r = snapcell("run", "--workspace", "/etc", "--instructions")
+    assert b"/output/<file>" in r.stdout
