@@ -31,7 +31,7 @@ static void tool_clear(struct sc_tool *t)
 	free(t->name);
 	free(t->description);
 	free(t->schema_text);
-	json_decref(t->schema);
+	sc__schema_free(t->schema);
 }
 
 void sc__tools_free(struct snapcell_config *cfg)
@@ -51,26 +51,41 @@ const struct sc_tool *sc__tool_find(const struct snapcell_config *cfg, const cha
 	return NULL;
 }
 
-int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, const char *description,
-			     const char *params_schema, enum snapcell_approval approval,
-			     snapcell_tool_fn fn, void *user_data)
+int sc__tool_add(struct snapcell_config *cfg, const char *name, const char *description,
+		 const char *params_schema, enum snapcell_approval approval, snapcell_tool_fn fn,
+		 void *user_data, char *why, size_t why_len)
 {
 	if (!cfg || !name || !fn || !valid_name(name) ||
-	    (approval != SNAPCELL_APPROVAL_NEVER && approval != SNAPCELL_APPROVAL_ALWAYS))
+	    (approval != SNAPCELL_APPROVAL_NEVER && approval != SNAPCELL_APPROVAL_ALWAYS)) {
+		snprintf(why, why_len, "%s",
+			 !cfg || !name || !fn ? "a required argument is NULL"
+			 : !valid_name(name)  ? "the name is not a Python identifier of at "
+						"most 64 bytes"
+					      : "unknown approval value");
 		return SNAPCELL_E_INVAL;
-	json_t *schema = params_schema ? json_loads(params_schema, JSON_REJECT_DUPLICATES, NULL)
-				       : json_pack("{s:s}", "type", "object");
-	if (!schema || !sc__schema_is_valid(schema, 0)) {
-		json_decref(schema);
-		return SNAPCELL_E_INVAL;
+	}
+	json_error_t jerr;
+	json_t *root = params_schema ? json_loads(params_schema, JSON_REJECT_DUPLICATES, &jerr)
+				     : json_pack("{s:s}", "type", "object");
+	struct sc_schema *schema = NULL;
+	int rc = root		 ? sc__schema_compile(root, &schema, why, why_len)
+		 : params_schema ? SNAPCELL_E_INVAL
+				 : -ENOMEM;
+	if (!root && params_schema)
+		snprintf(why, why_len, "the schema is not JSON: %s (line %d, column %d)", jerr.text,
+			 jerr.line, jerr.column);
+	if (rc < 0) {
+		json_decref(root);
+		return rc == -ENOMEM ? rc : SNAPCELL_E_INVAL;
 	}
 	struct sc_tool t = {.name = strdup(name),
 			    .description = strdup(description ? description : ""),
-			    .schema_text = json_dumps(schema, JSON_COMPACT | JSON_SORT_KEYS),
+			    .schema_text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS),
 			    .schema = schema,
 			    .approval = approval,
 			    .fn = fn,
 			    .user = user_data};
+	json_decref(root);
 	if (!t.name || !t.description || !t.schema_text) {
 		tool_clear(&t);
 		return -ENOMEM;
@@ -90,6 +105,15 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 	cfg->tools = grown;
 	cfg->tools[cfg->n_tools++] = t;
 	return 0;
+}
+
+int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, const char *description,
+			     const char *params_schema, enum snapcell_approval approval,
+			     snapcell_tool_fn fn, void *user_data)
+{
+	char why[SNAPCELL_ERROR_MESSAGE_LEN];
+	return sc__tool_add(cfg, name, description, params_schema, approval, fn, user_data, why,
+			    sizeof(why));
 }
 
 int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name)
@@ -127,8 +151,9 @@ int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *ds
 {
 	for (size_t i = 0; i < src->n_tools; i++) {
 		const struct sc_tool *t = &src->tools[i];
-		int rc = snapcell_config_add_tool(dst, t->name, t->description, t->schema_text,
-						  t->approval, t->fn, t->user);
+		char why[SNAPCELL_ERROR_MESSAGE_LEN];
+		int rc = sc__tool_add(dst, t->name, t->description, t->schema_text, t->approval,
+				      t->fn, t->user, why, sizeof(why));
 		if (rc < 0)
 			return rc;
 	}
@@ -191,8 +216,10 @@ static char *message(const char *fmt, ...)
 	return s;
 }
 
-/* Why the arguments are not acceptable, or NULL when they are. */
-static char *check_args(const struct sc_tool *t, const char *args, size_t len)
+/* Why the arguments are not acceptable, or NULL when they are and *exact holds the text the
+ * callback gets: the arguments with each non-integer number spelt as exactly the double that
+ * was checked (the cell's "0.99999999999999999" was checked as 1.0, so the tool gets 1.0). */
+static char *check_args(const struct sc_tool *t, const char *args, size_t len, char **exact)
 {
 	/* The callback gets a C string: a raw NUL would cut what it sees short of what was
 	 * checked (JSON itself can only carry one escaped). */
@@ -214,6 +241,8 @@ static char *check_args(const struct sc_tool *t, const char *args, size_t len)
 		err = message("invalid arguments for tool '%s': not a JSON object", t->name);
 	else if (sc__schema_check(t->schema, v, why, sizeof(why)) < 0)
 		err = message("invalid arguments for tool '%s': %s", t->name, why);
+	else if (!(*exact = sc__json_exact_numbers(args, len)))
+		err = message("tool '%s': out of memory", t->name);
 	json_decref(v);
 	return err;
 }
@@ -233,14 +262,14 @@ int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t l
 	out->log.args_bytes = args_len;
 	uint64_t start = sc__now_us();
 	const struct sc_tool *t = sc__tool_find(cfg, name);
-	char *text = NULL;
+	char *text = NULL, *exact = NULL;
 	if (!t) {
 		char *known = known_tools(cfg);
 		text = message("unknown tool '%s'; %s", name, known ? known : "");
 		free(known);
-	} else if (!(text = check_args(t, args, args_len))) {
-		/* The frame reader NUL-terminated the payload, so args is a C string. */
-		int rc = t->fn(t->user, args, &text);
+	} else if (!(text = check_args(t, args, args_len, &exact))) {
+		int rc = t->fn(t->user, exact, &text);
+		free(exact);
 		out->log.ok = rc == 0 && text;
 		if (!text)
 			text = message("tool '%s' returned no %s", name,
