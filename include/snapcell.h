@@ -279,12 +279,32 @@ typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **r
 #define SNAPCELL_TOOL_NAME_MAX 64
 
 /* Registers a tool, or replaces the one with the same name. The name must be a Python
- * identifier of at most SNAPCELL_TOOL_NAME_MAX bytes; params_schema is a JSON Schema object
- * (NULL for "any object") supporting type, properties, required, additionalProperties, items,
- * enum, minimum, maximum, minLength, maxLength, minItems and maxItems (numbers are compared
- * as doubles; integers are limited to 64 bits). user_data is passed
- * through untouched. SNAPCELL_E_INVAL for a bad name or schema; the message says which and
- * why ("add_tool compute: schema: properties.a: unknown keyword 'if'"). */
+ * identifier of at most SNAPCELL_TOOL_NAME_MAX bytes; user_data is passed through untouched.
+ * params_schema is a JSON Schema object (NULL for "any object"), as pydantic derives from
+ * annotations or an MCP server lists. Checked before the callback runs:
+ *   type (incl. lists), enum, const; properties, required, additionalProperties,
+ *   patternProperties, propertyNames, minProperties, maxProperties; items (a schema, or the
+ *   pre-2020 tuple array with additionalItems), prefixItems, contains, minItems, maxItems,
+ *   uniqueItems; minLength, maxLength (in code points), pattern; minimum, maximum,
+ *   exclusiveMinimum, exclusiveMaximum (a number, or draft 4's boolean), multipleOf; anyOf,
+ *   oneOf, allOf, not; boolean schemas; $ref to a local JSON pointer ("#", "#/$defs/X",
+ *   "#/definitions/X", with ~0 ~1 and %XX escapes) beside $defs and definitions.
+ * Accepted but not checked (annotations): title, description, default, examples, format,
+ * deprecated, readOnly, writeOnly, discriminator (oneOf still decides), contentEncoding,
+ * contentMediaType, $comment, $schema, and $id at the root only.
+ * Any other keyword (if/then/else, dependentRequired, unevaluatedProperties, $anchor, ...), a
+ * remote $ref, a $ref to something that is not a schema, or a pattern PCRE2 cannot compile is
+ * SNAPCELL_E_INVAL: a schema never silently checks less than it says.
+ * Patterns are PCRE2 (ECMA-262-like: unanchored, UTF-8, \d and \w ASCII, $ only at the end,
+ * \uXXXX escapes), compiled once here. Equality (enum, const, uniqueItems) is by JSON value:
+ * 1 equals 1.0, key order does not matter. Numbers compare exactly (a 64-bit integer against
+ * a double without rounding); integers must fit in 64 bits, and "integer" also admits a
+ * fraction-free double in that range. multipleOf is exact for integers and within a relative
+ * 1e-9 otherwise. One call's check is bounded (nesting, steps, pattern steps) and a bound hit
+ * refuses the call. The callback receives the arguments as the code sent them except that each
+ * non-integer number is respelt as the shortest text of the double that was checked (the
+ * text 0.99999999999999999 arrives as 1.0). SNAPCELL_E_INVAL for a bad name or schema; the
+ * message says which and why ("add_tool compute: schema: properties.a: unknown keyword 'if'"). */
 SNAPCELL_API int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name,
 					  const char *description, const char *params_schema,
 					  enum snapcell_approval approval, snapcell_tool_fn fn,

@@ -21,7 +21,7 @@ struct sc_tool {
 	char *name;
 	char *description;
 	char *schema_text; /* normalised: compact, sorted keys */
-	json_t *schema;
+	struct sc_schema *schema;
 	enum snapcell_approval approval;
 	snapcell_tool_fn fn;
 	void *user;
@@ -71,11 +71,23 @@ struct sc_call_outcome {
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
 		   size_t result_cap, struct sc_call_outcome *out);
 
-/* schema.c: 0 when schema is one we can check, else -1 with a reason ("properties.a:
- * unknown keyword 'if'"). */
+/* schema.c: registering a parameter schema (the subset is listed in snapcell.h). */
+struct sc_schema;
+/* 0 when schema is in the supported subset, else -1 with a reason naming the path
+ * ("properties.a: unknown keyword 'if'"). */
 int sc__schema_validate(const json_t *schema, char *why, size_t why_len);
-/* 0 when value satisfies schema, else -1 with a reason ("b: expected integer, got string"). */
-int sc__schema_check(const json_t *schema, const json_t *value, char *why, size_t why_len);
+/* Validates schema, resolves its $refs and compiles its patterns; on success *out holds a
+ * reference to schema, which must not be modified afterwards. -EINVAL with why, or -ENOMEM. */
+int sc__schema_compile(json_t *schema, struct sc_schema **out, char *why, size_t why_len);
+void sc__schema_free(struct sc_schema *schema);
+/* schema_check.c: 0 when value satisfies the schema (its root; $refs resolve against it), else
+ * -1 with a reason naming the path ("items[2].qty: must be >= 1"). Safe from many threads. */
+int sc__schema_check(const struct sc_schema *schema, const json_t *value, char *why,
+		     size_t why_len);
+/* The JSON text again with every non-integer number rewritten as the shortest text of the
+ * double it parsed to, so a reader gets exactly the value that was checked; malloc'd, or NULL
+ * when out of memory. text must be valid JSON. */
+char *sc__json_exact_numbers(const char *text, size_t len);
 
 /* A cell the template parked for us: its id and descriptors (enum sc_cell_fd). */
 struct sc_cell {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "schema.h"
 #include "util/util.h"
 
 #define DESCRIBE_MAX   (256u << 10)
@@ -306,12 +307,12 @@ static void describe_tool(struct text *t, const struct sc_tool *tool,
 		put(t, "(no description)");
 	put(t, "\n");
 	size_t mark = t->len;
-	if (format == SNAPCELL_DESCRIBE_COMPACT && compact_params(t, tool->schema))
+	if (format == SNAPCELL_DESCRIBE_COMPACT && compact_params(t, tool->schema->root))
 		return;
 	if (!t->rc)
 		t->len = mark;
 	put(t, "    parameters (JSON Schema): ");
-	put_json(t, tool->schema);
+	put_json(t, tool->schema->root);
 	put(t, "\n");
 }
 

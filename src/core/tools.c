@@ -31,7 +31,7 @@ static void tool_clear(struct sc_tool *t)
 	free(t->name);
 	free(t->description);
 	free(t->schema_text);
-	json_decref(t->schema);
+	sc__schema_free(t->schema);
 }
 
 void sc__tools_free(struct snapcell_config *cfg)
@@ -51,25 +51,28 @@ const struct sc_tool *sc__tool_find(const struct snapcell_config *cfg, const cha
 	return NULL;
 }
 
-/* Parses and checks a tool's schema text (NULL: any object) into *out; 0 or a code with err
- * filled ("add_tool NAME: schema: ..."). */
-static int load_schema(const char *name, const char *text, json_t **out, struct snapcell_error *err)
+/* Parses, checks and compiles a tool's schema text (NULL: any object): *root is the parsed
+ * JSON, *out the compiled form. 0 or a code with err filled ("add_tool NAME: schema: ..."). */
+static int load_schema(const char *name, const char *text, json_t **root, struct sc_schema **out,
+		       struct snapcell_error *err)
 {
-	if (!text) {
-		*out = json_pack("{s:s}", "type", "object");
-		return *out ? 0 : sc__err(err, -ENOMEM, "add_tool %s: schema", name);
-	}
 	json_error_t jerr;
-	json_t *schema = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
-	if (!schema)
-		return sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: not JSON: %s (line %d)",
-			       name, jerr.text, jerr.line);
+	*root = text ? json_loads(text, JSON_REJECT_DUPLICATES, &jerr)
+		     : json_pack("{s:s}", "type", "object");
+	if (!*root)
+		return text ? sc__err(err, SNAPCELL_E_INVAL,
+				      "add_tool %s: schema: not JSON: %s (line %d, column %d)",
+				      name, jerr.text, jerr.line, jerr.column)
+			    : sc__err(err, -ENOMEM, "add_tool %s: schema", name);
 	char why[192];
-	if (sc__schema_validate(schema, why, sizeof(why)) < 0) {
-		json_decref(schema);
-		return sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: %s", name, why);
+	int rc = sc__schema_compile(*root, out, why, sizeof(why));
+	if (rc < 0) {
+		json_decref(*root);
+		*root = NULL;
+		return rc == -ENOMEM ? sc__err(err, rc, "add_tool %s: schema", name)
+				     : sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: schema: %s",
+					       name, why);
 	}
-	*out = schema;
 	return 0;
 }
 
@@ -87,17 +90,19 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 	if (approval != SNAPCELL_APPROVAL_NEVER && approval != SNAPCELL_APPROVAL_ALWAYS)
 		return sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: unknown approval %d", name,
 			       (int)approval);
-	json_t *schema = NULL;
-	int rc = load_schema(name, params_schema, &schema, err);
+	json_t *root = NULL;
+	struct sc_schema *schema = NULL;
+	int rc = load_schema(name, params_schema, &root, &schema, err);
 	if (rc < 0)
 		return rc;
 	struct sc_tool t = {.name = strdup(name),
 			    .description = strdup(description ? description : ""),
-			    .schema_text = json_dumps(schema, JSON_COMPACT | JSON_SORT_KEYS),
+			    .schema_text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS),
 			    .schema = schema,
 			    .approval = approval,
 			    .fn = fn,
 			    .user = user_data};
+	json_decref(root);
 	if (!t.name || !t.description || !t.schema_text) {
 		tool_clear(&t);
 		return sc__err(err, -ENOMEM, "add_tool %s", name);
@@ -225,8 +230,10 @@ static char *message(const char *fmt, ...)
 	return s;
 }
 
-/* Why the arguments are not acceptable, or NULL when they are. */
-static char *check_args(const struct sc_tool *t, const char *args, size_t len)
+/* Why the arguments are not acceptable, or NULL when they are and *exact holds the text the
+ * callback gets: the arguments with each non-integer number spelt as exactly the double that
+ * was checked (the cell's "0.99999999999999999" was checked as 1.0, so the tool gets 1.0). */
+static char *check_args(const struct sc_tool *t, const char *args, size_t len, char **exact)
 {
 	/* The callback gets a C string: a raw NUL would cut what it sees short of what was
 	 * checked (JSON itself can only carry one escaped). */
@@ -248,6 +255,8 @@ static char *check_args(const struct sc_tool *t, const char *args, size_t len)
 		err = message("invalid arguments for tool '%s': not a JSON object", t->name);
 	else if (sc__schema_check(t->schema, v, why, sizeof(why)) < 0)
 		err = message("invalid arguments for tool '%s': %s", t->name, why);
+	else if (!(*exact = sc__json_exact_numbers(args, len)))
+		err = message("tool '%s': out of memory", t->name);
 	json_decref(v);
 	return err;
 }
@@ -267,14 +276,14 @@ int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t l
 	out->log.args_bytes = args_len;
 	uint64_t start = sc__now_us();
 	const struct sc_tool *t = sc__tool_find(cfg, name);
-	char *text = NULL;
+	char *text = NULL, *exact = NULL;
 	if (!t) {
 		char *known = known_tools(cfg);
 		text = message("unknown tool '%s'; %s", name, known ? known : "");
 		free(known);
-	} else if (!(text = check_args(t, args, args_len))) {
-		/* The frame reader NUL-terminated the payload, so args is a C string. */
-		int rc = t->fn(t->user, args, &text);
+	} else if (!(text = check_args(t, args, args_len, &exact))) {
+		int rc = t->fn(t->user, exact, &text);
+		free(exact);
 		out->log.ok = rc == 0 && text;
 		if (!text)
 			text = message("tool '%s' returned no %s", name,

@@ -61,18 +61,19 @@ static void expect_add_tool_error(const char *name, const char *schema, const ch
 
 Test(contract, a_rejected_schema_says_which_tool_where_and_why)
 {
-	expect_add_tool_error("compute", "{\"properties\": {\"a\": {\"$ref\": \"#/x\"}}}",
-			      "add_tool compute: schema: properties.a: unknown keyword '$ref'");
+	expect_add_tool_error(
+		"compute", "{\"properties\": {\"a\": {\"$ref\": \"#/x\"}}}",
+		"add_tool compute: schema: properties.a: '$ref' '#/x' points to nothing");
 	expect_add_tool_error("compute", "{\"type\": \"object\", \"if\": {}}",
 			      "add_tool compute: schema: unknown keyword 'if'");
 	expect_add_tool_error(
 		"t", "{\"properties\": {\"xs\": {\"items\": {\"minimum\": \"1\"}}}}",
 		"add_tool t: schema: properties.xs.items: 'minimum' must be a number");
 	expect_add_tool_error("t", "{\"type\": \"objet\"}",
-			      "add_tool t: schema: unknown type 'objet'");
+			      "add_tool t: schema: 'type' has an unknown type name 'objet'");
 	expect_add_tool_error("t", "{\"type\": ",
 			      "add_tool t: schema: not JSON: unexpected token near end of file "
-			      "(line 1)");
+			      "(line 1, column 9)");
 	expect_add_tool_error("not-an-identifier", NULL,
 			      "add_tool not-an-identifier: the name must be a Python identifier "
 			      "of at most 64 bytes");
