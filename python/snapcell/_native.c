@@ -333,11 +333,11 @@ PyMODINIT_FUNC PyInit__native(void)
 		return NULL;
 	sc__py_in_flight_key = PyUnicode_InternFromString("snapcell._native.in_flight");
 	sc__py_snapcell_error =
-		new_error("snapcell._native.sc__py_snapcell_error",
+		new_error("snapcell._native.SnapcellError",
 			  "A snapcell failure: code (int) and name ('SNAPCELL_E_HELPER').",
 			  PyExc_RuntimeError);
 	sc__py_setup_error = sc__py_snapcell_error
-				     ? new_error("snapcell._native.sc__py_setup_error",
+				     ? new_error("snapcell._native.SetupError",
 						 "The sandbox could not be created (helper, "
 						 "isolation or template failure).",
 						 sc__py_snapcell_error)

@@ -554,8 +554,9 @@ static PyType_Slot session_slots[] = {
 	{0, NULL},
 };
 
-PyType_Spec sc__py_session_spec = {"snapcell._native.Session", sizeof(SessionObject), 0,
-				   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, session_slots};
+PyType_Spec sc__py_session_spec = {
+	"snapcell._native.Session", sizeof(SessionObject), 0,
+	Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION, session_slots};
 
 static PyMethodDef snapshot_methods[] = {
 	{"session", (PyCFunction)snapshot_session, METH_NOARGS,
@@ -574,4 +575,6 @@ static PyType_Slot snapshot_slots[] = {
 };
 
 PyType_Spec sc__py_snapshot_spec = {"snapcell._native.Snapshot", sizeof(SnapshotObject), 0,
-				    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, snapshot_slots};
+				    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC |
+					    Py_TPFLAGS_DISALLOW_INSTANTIATION,
+				    snapshot_slots};
