@@ -220,7 +220,10 @@ def test_tools_listed_replaced_and_removed():
     cfg.add_tool("second", None, None, False, add_json)
     cfg.add_tool("first", "Replaced.", None, False, add_json)  # keeps its place
     tools = cfg.tools()
-    assert [(t[0], t[1], t[3]) for t in tools] == [("first", "Replaced.", False), ("second", "", False)]
+    assert [(t[0], t[1], t[3]) for t in tools] == [
+        ("first", "Replaced.", False),
+        ("second", "", False),
+    ]
     assert json.loads(tools[0][2]) == {"type": "object"}
     cfg.add_tool("first", "Again.", schema, True, add_json)
     assert json.loads(cfg.tools()[0][2]) == json.loads(schema) and cfg.tools()[0][3] is True
