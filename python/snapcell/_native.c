@@ -15,6 +15,7 @@
 #include "_native.h"
 
 #define MOUNT_PATH_LEN 4096
+#define ARRAY_LEN(a)   (sizeof(a) / sizeof((a)[0]))
 
 PyObject *sc__py_snapcell_error, *sc__py_setup_error;
 PyTypeObject *sc__py_config_type, *sc__py_sandbox_type, *sc__py_session_type, *sc__py_snapshot_type;
@@ -199,7 +200,7 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	if (!d || put(d, "status", PyUnicode_FromString(status ? status : "unknown")) < 0 ||
 	    put(d, "exit_code", PyLong_FromLong(r->exit_code)) < 0 ||
 	    put(d, "term_signal", PyLong_FromLong(r->term_signal)) < 0 ||
-	    put(d, "limits_hit", flag_list(r->limits_hit, hit_names, 8)) < 0 ||
+	    put(d, "limits_hit", flag_list(r->limits_hit, hit_names, ARRAY_LEN(hit_names))) < 0 ||
 	    put(d, "stdout",
 		PyUnicode_DecodeUTF8(r->stdout_buf, (Py_ssize_t)r->stdout_len, "replace")) < 0 ||
 	    put(d, "stderr",
@@ -214,7 +215,8 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	    put(d, "tool_calls_dropped", PyLong_FromSize_t(r->n_tool_calls_dropped)) < 0 ||
 	    put(d, "artifacts", artifacts(r)) < 0 || put(d, "skipped", skipped(r)) < 0 ||
 	    put(d, "skipped_count", PyLong_FromSize_t(r->n_skipped)) < 0 ||
-	    put(d, "output_limits_hit", flag_list(r->output_limits_hit, output_hit_names, 5)) < 0)
+	    put(d, "output_limits_hit",
+		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) < 0)
 		Py_CLEAR(d);
 	return d;
 }

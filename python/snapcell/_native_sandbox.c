@@ -66,11 +66,14 @@ static void sandbox_leave(SandboxObject *self)
 {
 	if (--self->busy == 0)
 		PyThread_release_lock(self->idle);
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
 	PyObject *mine = thread_in_flight();
 	Py_ssize_t n = mine ? PyList_Size(mine) : 0;
 	if (n > 0)
 		PyList_SetSlice(mine, n - 1, n, NULL); /* calls nest, so ours is the last */
 	PyErr_Clear();
+	PyErr_Restore(type, value, tb);
 }
 
 /* Waits until no close() of self is freeing it, so a session or snapshot can be freed. A

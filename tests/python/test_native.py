@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 import threading
 import time
@@ -604,6 +605,28 @@ def test_a_sandbox_keeps_its_callbacks_alive():
         assert sb.run("print(call_tool('tmp'))")["stdout"] == "still here\n"
     finally:
         sb.close()
+
+
+def test_callback_references_are_balanced():
+    def tool(args):
+        return args
+
+    base = sys.getrefcount(tool)
+    cfg = native.Config()
+    cfg.add_tool("t", "", None, False, tool)
+    assert sys.getrefcount(tool) == base + 1  # the config's
+    sb = native.Sandbox(cfg)
+    assert sys.getrefcount(tool) == base + 2  # and the sandbox's
+    for _ in range(50):
+        assert sb.run("call_tool('t', x=1)")["tool_calls"][0][3]
+    assert sys.getrefcount(tool) == base + 2
+    sb.close()
+    del sb
+    cfg.add_tool("t", "", None, False, add_json)  # replacing drops the old callable
+    assert sys.getrefcount(tool) == base
+    cfg.add_tool("t", "", None, False, tool)
+    cfg.remove_tool("t")
+    assert sys.getrefcount(tool) == base
 
 
 def test_close_waits_for_runs_in_flight(sandbox):
