@@ -1,0 +1,39 @@
+"""snapcell: run model-written Python in isolated cells forked from a warm template.
+
+    import snapcell
+
+    def compute(a: int, b: int) -> int:
+        return a + b
+
+    with snapcell.Sandbox(tools=[compute], timeout=5) as sb:
+        result = sb.run('print(call_tool("compute", a=20, b=22))')
+        print(result.status, result.stdout)   # ok 42
+
+``snapcell.agent_framework`` adapts this to Microsoft Agent Framework (a drop-in for its
+Hyperlight CodeAct integration)."""
+
+from ._native import SetupError, SnapcellError
+from ._native import probe as _probe
+from ._native import version as _version
+from ._sandbox import Artifact, Result, Sandbox, Session, Snapshot, ToolCall
+from ._tools import Tool
+
+__version__ = _version()
+
+__all__ = [
+    "Artifact",
+    "Result",
+    "Sandbox",
+    "Session",
+    "SetupError",
+    "SnapcellError",
+    "Snapshot",
+    "Tool",
+    "ToolCall",
+    "probe",
+]
+
+
+def probe() -> dict:
+    """What isolation this host gives (what `snapcell doctor` prints)."""
+    return _probe()

@@ -1,0 +1,358 @@
+/* snapcell._native: the CPython binding of include/snapcell.h. One Python type per handle
+ * (Config, Sandbox, Session, Snapshot); everything else crosses as plain Python values. It
+ * adapts the C API and holds no policy of its own: the pure-Python package builds the
+ * user-facing API on it. Limited API 3.10 only, so one abi3 build serves every CPython since.
+ * This file: the module, its functions, error mapping and results; _native_config.c has
+ * Config and the tool callbacks, _native_sandbox.c Sandbox, Session and Snapshot.
+ *
+ * Threads: the GIL is released while a sandbox starts, a cell runs, a session works and a
+ * probe forks; tool callbacks take it back. A Sandbox counts the calls that run without the
+ * GIL, and close() waits for them (_native_sandbox.c). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "snapcell.h"
+#include "_native.h"
+
+#define MOUNT_PATH_LEN 4096
+#define ARRAY_LEN(a)   (sizeof(a) / sizeof((a)[0]))
+
+PyObject *sc__py_snapcell_error, *sc__py_setup_error;
+PyTypeObject *sc__py_config_type, *sc__py_sandbox_type, *sc__py_session_type, *sc__py_snapshot_type;
+
+/* ---- errors ---- */
+
+static PyObject *error_name(int code)
+{
+	static const struct {
+		int code;
+		const char *name;
+	} own[] = {
+		{SNAPCELL_E_INVAL, "SNAPCELL_E_INVAL"},
+		{SNAPCELL_E_ISOLATION, "SNAPCELL_E_ISOLATION"},
+		{SNAPCELL_E_HELPER, "SNAPCELL_E_HELPER"},
+		{SNAPCELL_E_TEMPLATE, "SNAPCELL_E_TEMPLATE"},
+		{SNAPCELL_E_PROTOCOL, "SNAPCELL_E_PROTOCOL"},
+		{SNAPCELL_E_TOO_BIG, "SNAPCELL_E_TOO_BIG"},
+	};
+	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		if (own[i].code == code)
+			return PyUnicode_FromString(own[i].name);
+	PyObject *mod = PyImport_ImportModule("errno");
+	PyObject *table = mod ? PyObject_GetAttrString(mod, "errorcode") : NULL;
+	PyObject *key = PyLong_FromLong(-code);
+	PyObject *name = table && key ? PyObject_GetItem(table, key) : NULL;
+	Py_XDECREF(mod);
+	Py_XDECREF(table);
+	Py_XDECREF(key);
+	if (!name) {
+		PyErr_Clear();
+		name = PyUnicode_FromFormat("%d", code);
+	}
+	return name;
+}
+
+/* Raises type(message) with the attributes code and name; returns NULL. */
+PyObject *sc__py_raise(PyObject *type, int code, const char *message)
+{
+	PyObject *msg = text(message);
+	PyObject *exc = msg ? PyObject_CallFunctionObjArgs(type, msg, NULL) : NULL;
+	PyObject *code_obj = PyLong_FromLong(code);
+	PyObject *name = error_name(code);
+	if (exc && code_obj && name && PyObject_SetAttrString(exc, "code", code_obj) == 0 &&
+	    PyObject_SetAttrString(exc, "name", name) == 0)
+		PyErr_SetObject(type, exc);
+	Py_XDECREF(msg);
+	Py_XDECREF(exc);
+	Py_XDECREF(code_obj);
+	Py_XDECREF(name);
+	return NULL;
+}
+
+/* Raises the exception for a failed call (pynative.md, "Errors") and returns NULL. The
+ * message is the library's when it gave one, else "<what>: <strerror>". path (borrowed, may
+ * be NULL) becomes an OSError's filename; setup marks sandbox creation. */
+PyObject *sc__py_fail(int rc, const struct snapcell_error *err, const char *what, PyObject *path,
+		      bool setup)
+{
+	char buf[SNAPCELL_ERROR_MESSAGE_LEN + 128];
+	if (err && err->message[0])
+		PyOS_snprintf(buf, sizeof(buf), "%s", err->message);
+	else
+		PyOS_snprintf(buf, sizeof(buf), "%s: %s", what, snapcell_strerror(rc));
+	if (rc == SNAPCELL_E_INVAL || rc == SNAPCELL_E_TOO_BIG) {
+		PyObject *msg = text(buf);
+		if (msg) {
+			PyErr_SetObject(PyExc_ValueError, msg);
+			Py_DECREF(msg);
+		}
+		return NULL;
+	}
+	if (setup &&
+	    (rc == SNAPCELL_E_HELPER || rc == SNAPCELL_E_ISOLATION || rc == SNAPCELL_E_TEMPLATE))
+		return sc__py_raise(sc__py_setup_error, rc, buf);
+	if (rc <= -4096)
+		return sc__py_raise(sc__py_snapcell_error, rc, buf);
+	if (rc == -ENOMEM)
+		return PyErr_NoMemory();
+	/* OSError(errno, ...) picks the subclass: FileNotFoundError for ENOENT, and so on. */
+	PyObject *msg = text(buf);
+	PyObject *exc =
+		msg ? PyObject_CallFunction(PyExc_OSError, path ? "iOO" : "iO", -rc, msg, path)
+		    : NULL;
+	if (exc) {
+		PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+		Py_DECREF(exc);
+	}
+	Py_XDECREF(msg);
+	return NULL;
+}
+
+PyObject *sc__py_closed(const char *what)
+{
+	char buf[64];
+	PyOS_snprintf(buf, sizeof(buf), "%s is closed", what);
+	return sc__py_raise(sc__py_snapcell_error, SNAPCELL_E_TEMPLATE, buf);
+}
+
+/* ---- results ---- */
+
+struct flag_name {
+	uint32_t flag;
+	const char *name;
+};
+
+static PyObject *flag_list(uint32_t mask, const struct flag_name *names, size_t n)
+{
+	PyObject *list = PyList_New(0);
+	for (size_t i = 0; list && i < n; i++)
+		if ((mask & names[i].flag) && append(list, PyUnicode_FromString(names[i].name)) < 0)
+			Py_CLEAR(list);
+	return list;
+}
+
+static const struct flag_name hit_names[] = {
+	{SNAPCELL_HIT_WALL, "wall"},	       {SNAPCELL_HIT_CPU, "cpu"},
+	{SNAPCELL_HIT_MEMORY, "memory"},       {SNAPCELL_HIT_PROCESSES, "processes"},
+	{SNAPCELL_HIT_FILE_SIZE, "file_size"}, {SNAPCELL_HIT_TMP, "tmp"},
+	{SNAPCELL_HIT_STDOUT, "stdout"},       {SNAPCELL_HIT_STDERR, "stderr"},
+};
+
+static const struct flag_name output_hit_names[] = {
+	{SNAPCELL_OUTPUT_HIT_FILES, "files"},
+	{SNAPCELL_OUTPUT_HIT_FILE_BYTES, "file_bytes"},
+	{SNAPCELL_OUTPUT_HIT_TOTAL_BYTES, "total_bytes"},
+	{SNAPCELL_OUTPUT_HIT_DEPTH, "depth"},
+	{SNAPCELL_OUTPUT_HIT_NAME, "name"},
+};
+
+static PyObject *tool_calls(const struct snapcell_result *r)
+{
+	PyObject *list = PyList_New(0);
+	for (size_t i = 0; list && i < r->n_tool_calls; i++) {
+		const struct snapcell_tool_call *c = &r->tool_calls[i];
+		/* The name is what the cell asked for: any bytes, cut at 64. */
+		PyObject *name = text(c->name);
+		if (append(list, name ? Py_BuildValue("(NnKN)", name, (Py_ssize_t)c->args_bytes,
+						      (unsigned long long)c->duration_us,
+						      PyBool_FromLong(c->ok))
+				      : NULL) < 0)
+			Py_CLEAR(list);
+	}
+	return list;
+}
+
+static PyObject *artifacts(const struct snapcell_result *r)
+{
+	PyObject *list = PyList_New(0);
+	for (size_t i = 0; list && i < r->n_artifacts; i++) {
+		const struct snapcell_artifact *a = &r->artifacts[i];
+		PyObject *path = fs_text(a->path);
+		PyObject *data =
+			PyBytes_FromStringAndSize((const char *)a->data, (Py_ssize_t)a->size);
+		PyObject *item =
+			path && data ? Py_BuildValue("(OsO)", path, a->media_type, data) : NULL;
+		Py_XDECREF(path);
+		Py_XDECREF(data);
+		if (append(list, item) < 0)
+			Py_CLEAR(list);
+	}
+	return list;
+}
+
+static PyObject *skipped(const struct snapcell_result *r)
+{
+	PyObject *list = PyList_New(0);
+	for (size_t i = 0; list && i < r->n_skipped_listed; i++) {
+		PyObject *path = fs_text(r->skipped[i].path);
+		if (append(list, path ? Py_BuildValue("(Ns)", path, r->skipped[i].reason) : NULL) <
+		    0)
+			Py_CLEAR(list);
+	}
+	return list;
+}
+
+PyObject *sc__py_result(const struct snapcell_result *r)
+{
+	PyObject *d = PyDict_New();
+	const char *status = snapcell_status_name(r->status);
+	const char *level = snapcell_isolation_name(r->isolation);
+	if (!d || put(d, "status", PyUnicode_FromString(status ? status : "unknown")) < 0 ||
+	    put(d, "exit_code", PyLong_FromLong(r->exit_code)) < 0 ||
+	    put(d, "term_signal", PyLong_FromLong(r->term_signal)) < 0 ||
+	    put(d, "limits_hit", flag_list(r->limits_hit, hit_names, ARRAY_LEN(hit_names))) < 0 ||
+	    put(d, "stdout",
+		PyUnicode_DecodeUTF8(r->stdout_buf, (Py_ssize_t)r->stdout_len, "replace")) < 0 ||
+	    put(d, "stderr",
+		PyUnicode_DecodeUTF8(r->stderr_buf, (Py_ssize_t)r->stderr_len, "replace")) < 0 ||
+	    put(d, "stdout_truncated", PyBool_FromLong(r->stdout_truncated)) < 0 ||
+	    put(d, "stderr_truncated", PyBool_FromLong(r->stderr_truncated)) < 0 ||
+	    put(d, "wall_us", PyLong_FromUnsignedLongLong(r->wall_us)) < 0 ||
+	    put(d, "cpu_us", PyLong_FromUnsignedLongLong(r->cpu_us)) < 0 ||
+	    put(d, "peak_memory_bytes", PyLong_FromUnsignedLongLong(r->peak_memory_bytes)) < 0 ||
+	    put(d, "isolation", PyUnicode_FromString(level ? level : "unknown")) < 0 ||
+	    put(d, "tool_calls", tool_calls(r)) < 0 ||
+	    put(d, "tool_calls_dropped", PyLong_FromSize_t(r->n_tool_calls_dropped)) < 0 ||
+	    put(d, "artifacts", artifacts(r)) < 0 || put(d, "skipped", skipped(r)) < 0 ||
+	    put(d, "skipped_count", PyLong_FromSize_t(r->n_skipped)) < 0 ||
+	    put(d, "output_limits_hit",
+		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) < 0)
+		Py_CLEAR(d);
+	return d;
+}
+
+/* ---- module functions ---- */
+
+static PyObject *mod_version(PyObject *mod, PyObject *unused)
+{
+	return PyUnicode_FromString(SNAPCELL_VERSION);
+}
+
+static PyObject *mod_normalize_mount_path(PyObject *mod, PyObject *arg)
+{
+	PyObject *in;
+	if (!PyUnicode_FSConverter(arg, &in))
+		return NULL;
+	char out[MOUNT_PATH_LEN];
+	struct snapcell_error err = {0};
+	int rc = snapcell_normalize_mount_path(PyBytes_AsString(in), out, sizeof(out), &err);
+	Py_DECREF(in);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "normalize_mount_path", NULL, false);
+	return fs_text(out);
+}
+
+static PyObject *mod_tree_signature(PyObject *mod, PyObject *arg)
+{
+	PyObject *path;
+	if (!PyUnicode_FSConverter(arg, &path))
+		return NULL;
+	char out[SNAPCELL_SIGNATURE_LEN];
+	struct snapcell_error err = {0};
+	int rc;
+	const char *p = PyBytes_AsString(path);
+	Py_BEGIN_ALLOW_THREADS;
+	rc = snapcell_tree_signature(p, out, &err);
+	Py_END_ALLOW_THREADS;
+	Py_DECREF(path);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "tree_signature", arg, false);
+	return PyUnicode_FromString(out);
+}
+
+static PyObject *mod_probe(PyObject *mod, PyObject *unused)
+{
+	struct snapcell_probe pr;
+	int rc;
+	Py_BEGIN_ALLOW_THREADS;
+	rc = snapcell_probe_host(&pr);
+	Py_END_ALLOW_THREADS;
+	if (rc < 0)
+		return sc__py_fail(rc, NULL, "probe", NULL, false);
+	PyObject *mechs = PyList_New(0);
+	for (int i = 0; mechs && i < SNAPCELL_MECH__COUNT; i++) {
+		const struct snapcell_mechanism_report *m = &pr.mech[i];
+		PyObject *d = PyDict_New();
+		if (!d || put(d, "name", text(m->name)) < 0 ||
+		    put(d, "available", PyBool_FromLong(m->available)) < 0 ||
+		    put(d, "used", PyBool_FromLong(m->used)) < 0 ||
+		    put(d, "detail", text(m->detail)) < 0)
+			Py_CLEAR(d);
+		if (append(mechs, d) < 0)
+			Py_CLEAR(mechs);
+	}
+	const char *level = snapcell_isolation_name(pr.level);
+	PyObject *d = mechs ? PyDict_New() : NULL;
+	if (d && (put(d, "level", PyUnicode_FromString(level ? level : "unknown")) < 0 ||
+		  PyDict_SetItemString(d, "mechanisms", mechs) < 0))
+		Py_CLEAR(d);
+	Py_XDECREF(mechs);
+	return d;
+}
+
+static PyMethodDef module_methods[] = {
+	{"version", mod_version, METH_NOARGS, "version() -> str: the library's version."},
+	{"normalize_mount_path", mod_normalize_mount_path, METH_O,
+	 "normalize_mount_path(path) -> '/input/...'; ValueError for '..' or /input itself."},
+	{"tree_signature", mod_tree_signature, METH_O,
+	 "tree_signature(path) -> str: 32 hex digits that change when a file in the tree does."},
+	{"probe", mod_probe, METH_NOARGS,
+	 "probe() -> {'level': str, 'mechanisms': [{'name', 'available', 'used', 'detail'}]}"},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef native_module = {
+	PyModuleDef_HEAD_INIT,
+	"snapcell._native",
+	"The C binding of libsnapcell (include/snapcell.h); the snapcell package wraps it.",
+	-1,
+	module_methods,
+	NULL,
+	NULL,
+	NULL,
+	NULL,
+};
+
+static PyObject *new_error(const char *name, const char *doc, PyObject *base)
+{
+	PyObject *attrs = Py_BuildValue("{sOsO}", "code", Py_None, "name", Py_None);
+	PyObject *type = attrs ? PyErr_NewExceptionWithDoc(name, doc, base, attrs) : NULL;
+	Py_XDECREF(attrs);
+	return type;
+}
+
+static int add_type(PyObject *mod, PyType_Spec *spec, PyTypeObject **out)
+{
+	*out = (PyTypeObject *)PyType_FromSpec(spec);
+	return *out ? PyModule_AddType(mod, *out) : -1;
+}
+
+PyMODINIT_FUNC PyInit__native(void);
+PyMODINIT_FUNC PyInit__native(void)
+{
+	PyObject *mod = PyModule_Create(&native_module);
+	if (!mod)
+		return NULL;
+	sc__py_in_flight_key = PyUnicode_InternFromString("snapcell._native.in_flight");
+	sc__py_snapcell_error =
+		new_error("snapcell._native.SnapcellError",
+			  "A snapcell failure: code (int) and name ('SNAPCELL_E_HELPER').",
+			  PyExc_RuntimeError);
+	sc__py_setup_error = sc__py_snapcell_error
+				     ? new_error("snapcell._native.SetupError",
+						 "The sandbox could not be created (helper, "
+						 "isolation or template failure).",
+						 sc__py_snapcell_error)
+				     : NULL;
+	if (!sc__py_in_flight_key || !sc__py_setup_error ||
+	    PyModule_AddObjectRef(mod, "SnapcellError", sc__py_snapcell_error) < 0 ||
+	    PyModule_AddObjectRef(mod, "SetupError", sc__py_setup_error) < 0 ||
+	    add_type(mod, &sc__py_config_spec, &sc__py_config_type) < 0 ||
+	    add_type(mod, &sc__py_sandbox_spec, &sc__py_sandbox_type) < 0 ||
+	    add_type(mod, &sc__py_session_spec, &sc__py_session_type) < 0 ||
+	    add_type(mod, &sc__py_snapshot_spec, &sc__py_snapshot_type) < 0) {
+		Py_DECREF(mod);
+		return NULL;
+	}
+	return mod;
+}

@@ -1,0 +1,70 @@
+/* What the files of snapcell._native share: the exceptions and types, the Config object
+ * (Sandbox reads it), error mapping and small conversions. Internal to the extension. */
+#ifndef SNAPCELL_NATIVE_H
+#define SNAPCELL_NATIVE_H
+
+extern PyObject *sc__py_snapcell_error, *sc__py_setup_error;
+extern PyTypeObject *sc__py_config_type, *sc__py_sandbox_type, *sc__py_session_type,
+	*sc__py_snapshot_type;
+extern PyType_Spec sc__py_config_spec, sc__py_sandbox_spec, sc__py_session_spec,
+	sc__py_snapshot_spec;
+/* The key of each thread's list of the sandboxes it is inside (_native_sandbox.c). */
+extern PyObject *sc__py_in_flight_key;
+
+typedef struct {
+	PyObject ob_base;
+	struct snapcell_config *cfg;
+	PyObject *tools; /* name -> callable: the references the C tools' user_data borrow */
+	int starting;	 /* Sandboxes being created from it with the GIL released */
+} ConfigObject;
+
+/* Raise and return NULL (see _native.c). */
+PyObject *sc__py_raise(PyObject *type, int code, const char *message);
+PyObject *sc__py_fail(int rc, const struct snapcell_error *err, const char *what, PyObject *path,
+		      bool setup);
+PyObject *sc__py_closed(const char *what);
+/* A run's result as the dict pynative.md describes; NULL with an exception. */
+PyObject *sc__py_result(const struct snapcell_result *r);
+
+/* Text from the library: UTF-8 by contract, but it may quote bytes a cell or a path chose. */
+static inline PyObject *text(const char *s)
+{
+	return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+}
+
+/* Steals v; -1 when v is NULL or the dict refuses it. */
+static inline int put(PyObject *dict, const char *key, PyObject *v)
+{
+	if (!v)
+		return -1;
+	int rc = PyDict_SetItemString(dict, key, v);
+	Py_DECREF(v);
+	return rc;
+}
+
+/* Steals v. */
+static inline int append(PyObject *list, PyObject *v)
+{
+	if (!v)
+		return -1;
+	int rc = PyList_Append(list, v);
+	Py_DECREF(v);
+	return rc;
+}
+
+static inline PyObject *fs_text(const char *s)
+{
+	return PyUnicode_DecodeFSDefaultAndSize(s, (Py_ssize_t)strlen(s));
+}
+
+static inline char *dup_bytes(const char *s, size_t n)
+{
+	char *d = malloc(n + 1);
+	if (d) {
+		memcpy(d, s, n);
+		d[n] = 0;
+	}
+	return d;
+}
+
+#endif

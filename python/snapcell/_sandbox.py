@@ -1,0 +1,403 @@
+"""snapcell.Sandbox: a framework-neutral handle on one warm template, its runs, sessions and
+snapshots. Everything that decides (limits, paths, entries, descriptions, output collection)
+happens in the C library; this module turns Python values into its calls and its results into
+Python objects, and runs async callers on threads so the event loop never blocks."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextvars
+import math
+import os
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _native
+from ._tools import Tool, _run_state, as_tool
+
+# keyword -> (C limit name, multiplier from the keyword's unit to the C unit)
+_LIMITS: dict[str, tuple[str, int]] = {
+    "timeout": ("wall_ms", 1000),
+    "cpu_time": ("cpu_ms", 1000),
+    "memory_limit": ("memory_bytes", 1),
+    "file_size": ("file_bytes", 1),
+    "tmp_size": ("tmp_bytes", 1),
+    "stdout_limit": ("stdout_bytes", 1),
+    "stderr_limit": ("stderr_bytes", 1),
+    "processes": ("processes", 1),
+    "open_files": ("open_files", 1),
+    "max_output_files": ("output_files", 1),
+    "max_output_file_bytes": ("output_file_bytes", 1),
+    "max_output_total_bytes": ("output_total_bytes", 1),
+}
+_SECONDS = {"timeout", "cpu_time"}
+
+_HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "snapcell-cell")
+
+
+def _limit_value(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a positive number, not {type(value).__name__}")
+    if name not in _SECONDS and not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive integer")
+    if not value > 0 or (isinstance(value, float) and not math.isfinite(value)):
+        raise ValueError(f"{name} must be positive, got {value!r}")
+    return math.ceil(value * _LIMITS[name][1])
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A file the code left under /output. ``path`` is relative to /output."""
+
+    path: str
+    media_type: str
+    data: bytes
+
+    @property
+    def sandbox_path(self) -> str:
+        return "/output/" + self.path
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    args_bytes: int
+    duration: float  # seconds
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Result:
+    """How one run ended and what it left. ``status`` is one of "ok", "error", "timeout",
+    "memory", "killed", "output-limit", "setup-failure", "cancelled"."""
+
+    status: str
+    exit_code: int
+    stdout: str
+    stderr: str
+    artifacts: tuple[Artifact, ...]
+    tool_calls: tuple[ToolCall, ...]
+    wall_time: float
+    cpu_time: float
+    peak_memory: int
+    limits_hit: frozenset[str]
+    isolation: str
+    term_signal: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    skipped_outputs: tuple[tuple[str, str], ...] = ()
+    skipped_output_count: int = 0
+    output_limits_hit: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @classmethod
+    def _from_native(cls, r: dict[str, Any]) -> Result:
+        return cls(
+            status=r["status"],
+            exit_code=r["exit_code"],
+            stdout=r["stdout"],
+            stderr=r["stderr"],
+            artifacts=tuple(Artifact(p, m, d) for p, m, d in r["artifacts"]),
+            tool_calls=tuple(ToolCall(n, b, us / 1e6, ok) for n, b, us, ok in r["tool_calls"]),
+            wall_time=r["wall_us"] / 1e6,
+            cpu_time=r["cpu_us"] / 1e6,
+            peak_memory=r["peak_memory_bytes"],
+            limits_hit=frozenset(r["limits_hit"]),
+            isolation=r["isolation"],
+            term_signal=r["term_signal"],
+            stdout_truncated=r["stdout_truncated"],
+            stderr_truncated=r["stderr_truncated"],
+            skipped_outputs=tuple(map(tuple, r["skipped"])),
+            skipped_output_count=r["skipped_count"],
+            output_limits_hit=frozenset(r["output_limits_hit"]),
+        )
+
+
+def _mounts(mounts: Any) -> list[tuple[str, str]]:
+    """A mount is "path" (same path under /input), (host, mount) or a mapping host -> mount."""
+    if mounts is None:
+        return []
+    if isinstance(mounts, Mapping):
+        return [(str(h), str(m)) for h, m in mounts.items()]
+    if isinstance(mounts, (str, os.PathLike)) or _is_pair(mounts):
+        mounts = [mounts]
+    out = []
+    for m in mounts:
+        if isinstance(m, (str, os.PathLike)):
+            out.append((os.fspath(m), os.fspath(m)))
+        elif _is_pair(m):
+            out.append((os.fspath(m[0]), os.fspath(m[1])))
+        else:
+            raise TypeError(f"a mount is a path or a (host_path, mount_path) pair, not {m!r}")
+    return out
+
+
+def _is_pair(v: Any) -> bool:
+    return (
+        isinstance(v, tuple)
+        and len(v) == 2
+        and all(isinstance(x, (str, os.PathLike)) for x in v)
+    )
+
+
+def _entries(entries: Any) -> list[tuple[str, list[str] | None]]:
+    """A network entry is "target", (target, "METHOD"), (target, [methods]) or an object with
+    .target and .methods (snapcell.agent_framework.AllowedDomain)."""
+    if entries is None:
+        return []
+    if isinstance(entries, str) or hasattr(entries, "target") or _is_entry_pair(entries):
+        entries = [entries]
+    out = []
+    for e in entries:
+        if isinstance(e, str):
+            out.append((e, None))
+        elif hasattr(e, "target"):
+            out.append((e.target, _methods(e.methods)))
+        elif _is_entry_pair(e):
+            out.append((e[0], _methods(e[1])))
+        else:
+            raise TypeError(f"a network entry is a target or a (target, methods) pair, not {e!r}")
+    return out
+
+
+def _is_entry_pair(v: Any) -> bool:
+    return isinstance(v, tuple) and len(v) == 2 and isinstance(v[0], str)
+
+
+def _methods(m: Any) -> list[str] | None:
+    if m is None:
+        return None
+    if isinstance(m, str):
+        return [m]
+    if not isinstance(m, Iterable) or not all(isinstance(x, str) for x in m):
+        raise TypeError(f"methods are a string or a sequence of strings, not {m!r}")
+    return list(m)
+
+
+def build_config(
+    *,
+    tools: Any = None,
+    env: Mapping[str, str] | None = None,
+    python_paths: Sequence[str | os.PathLike[str]] | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+    mounts: Any = None,
+    allowed_domains: Any = None,
+    require_isolation: str | None = None,
+    **limits: Any,
+) -> tuple[Any, dict[str, Tool]]:
+    """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
+    process starts."""
+    unknown = sorted(set(limits) - set(_LIMITS))
+    if unknown:
+        raise TypeError(f"unknown keyword argument(s): {', '.join(unknown)}")
+    cfg = _native.Config()
+    helper = os.environ.get("SNAPCELL_HELPER") or _HELPER
+    if hasattr(cfg, "set_helper"):
+        cfg.set_helper(helper)
+    for name, value in limits.items():
+        if value is not None:
+            cfg.set_limit(_LIMITS[name][0], _limit_value(name, value))
+    for k, v in (env or {}).items():
+        cfg.set_env(k, v)
+    for p in python_paths or ():
+        cfg.add_python_path(os.path.abspath(os.path.expanduser(os.fspath(p))))
+    if workspace is not None:
+        cfg.set_workspace(os.path.expanduser(os.fspath(workspace)))
+    for host, mount in _mounts(mounts):
+        cfg.add_mount(os.path.expanduser(host), mount)
+    for target, methods in _entries(allowed_domains):
+        cfg.allow(target, methods)
+    registered: dict[str, Tool] = {}
+    if tools is not None:
+        if callable(tools) or isinstance(tools, Tool):
+            tools = [tools]
+        for t in tools:
+            t = as_tool(t)
+            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, t.call_json)
+            registered[t.name] = t
+    if require_isolation is not None:
+        cfg.require_isolation(require_isolation)
+    return cfg, registered
+
+
+def _schema_text(t: Tool) -> str:
+    import json
+
+    return json.dumps(t.schema)
+
+
+# Runs for run_async: one thread per concurrent run (a cell blocks its thread), so the pool is
+# large; threads are made on demand and reused.
+_executor_lock = threading.Lock()
+_executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=256, thread_name_prefix="snapcell-run"
+            )
+        return _executor
+
+
+def _in_thread(run: Callable[..., dict], loop: asyncio.AbstractEventLoop, code: str, cancel: Any):
+    _run_state.loop = loop
+    try:
+        return run(code, cancel)
+    finally:
+        _run_state.loop = None
+
+
+async def _run_async(run: Callable[..., dict], code: str) -> Result:
+    """Runs a native run on a pool thread; cancelling the awaiting task kills the cell."""
+    loop = asyncio.get_running_loop()
+    cancel = _native.Cancel()
+    ctx = contextvars.copy_context()
+    inner = loop.run_in_executor(_pool(), ctx.run, _in_thread, run, loop, code, cancel)
+    try:
+        return Result._from_native(await asyncio.shield(inner))
+    except asyncio.CancelledError:
+        cancel.fire()
+        try:
+            await inner
+        except BaseException:  # noqa: BLE001 - the run is being abandoned either way
+            pass
+        raise
+
+
+_live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    for sb in list(_live):
+        sb.close()
+
+
+class Sandbox:
+    """A sandbox: a warm template whose every run is a fresh, isolated copy.
+
+    Limits (keywords named after the C limits): ``timeout`` and ``cpu_time`` in seconds;
+    ``memory_limit``, ``file_size``, ``tmp_size``, ``stdout_limit``, ``stderr_limit``,
+    ``max_output_file_bytes``, ``max_output_total_bytes`` in bytes; ``processes``,
+    ``open_files``, ``max_output_files`` as counts. ``tools`` are callables or
+    :class:`snapcell.Tool`; ``workspace`` and ``mounts`` fill ``/input``;
+    ``allowed_domains`` are network entries; ``env`` and ``python_paths`` shape the
+    interpreter. Creating one starts its template (tens of milliseconds)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        cfg, tools = build_config(**kwargs)
+        self._start(cfg, tools)
+
+    @classmethod
+    def _from_config(cls, cfg: Any) -> Sandbox:
+        """A sandbox from an already built native config (the Agent Framework adapter's)."""
+        sb = cls.__new__(cls)
+        sb._start(cfg, {})
+        return sb
+
+    def _start(self, cfg: Any, tools: dict[str, Tool]) -> None:
+        self._cfg, self._tools = cfg, tools
+        self._native = _native.Sandbox(cfg)
+        _live.add(self)
+
+    @property
+    def tools(self) -> dict[str, Tool]:
+        return dict(self._tools)
+
+    @property
+    def isolation(self) -> str:
+        return self._native.isolation
+
+    def describe(self, format: str = "compact") -> str:
+        """The execute_code description a model is given for this sandbox ("compact" or "json")."""
+        if format not in ("compact", "json"):
+            raise ValueError(f'format must be "compact" or "json", not {format!r}')
+        return self._cfg.describe(format == "json")
+
+    def instructions(self) -> str:
+        return self._cfg.instructions()
+
+    def run(self, code: str) -> Result:
+        """Runs code in a fresh cell; blocks this thread (not the GIL) until it ends."""
+        return Result._from_native(self._native.run(code, None))
+
+    async def run_async(self, code: str) -> Result:
+        """Runs code in a fresh cell without blocking the event loop; async tools are awaited
+        on this loop. Cancelling the task kills the cell."""
+        return await _run_async(self._native.run, code)
+
+    def session(self) -> Session:
+        """A session: interpreter state (variables, imports) survives between its runs."""
+        return Session(self._native.session(), self)
+
+    def stats(self) -> dict[str, Any]:
+        return self._native.stats()
+
+    def close(self) -> None:
+        """Ends the template, every cell, session and snapshot; removes temporary files."""
+        self._native.close()
+        _live.discard(self)
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Session:
+    def __init__(self, native: Any, owner: Any) -> None:
+        self._native = native
+        self._owner = owner
+
+    def run(self, code: str) -> Result:
+        return Result._from_native(self._native.run(code, None))
+
+    async def run_async(self, code: str) -> Result:
+        return await _run_async(self._native.run, code)
+
+    def snapshot(self) -> Snapshot:
+        """Freezes the session's current state; restore it or branch new sessions from it."""
+        return Snapshot(self._native.snapshot(), self)
+
+    def restore(self, snapshot: Snapshot) -> None:
+        self._native.restore(snapshot._native)
+
+    def close(self) -> None:
+        self._native.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Snapshot:
+    def __init__(self, native: Any, owner: Any) -> None:
+        self._native = native
+        self._owner = owner
+
+    def session(self) -> Session:
+        """A new session starting from a copy of this state (a branch)."""
+        return Session(self._native.session(), self)
+
+    def close(self) -> None:
+        self._native.close()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

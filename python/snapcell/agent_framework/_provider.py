@@ -1,0 +1,83 @@
+"""CodeActProvider: a ContextProvider that gives each agent run the CodeAct instructions and a
+run-scoped copy of its execute_code tool, leaving the agent's own tools alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent_framework import ContextProvider, FunctionTool
+
+from ._tool import ExecuteCodeTool
+from ._types import AllowedDomain, AllowedDomainInput, FileMount, FileMountInput
+
+
+class CodeActProvider(ContextProvider):
+    """Adds one instructions entry and one ``execute_code`` tool to every run's context.
+
+    Takes the keyword arguments of :class:`ExecuteCodeTool`. The run tool it hands out is a
+    snapshot: changing the provider later does not change a run already under way."""
+
+    DEFAULT_SOURCE_ID = "snapcell_codeact"
+
+    def __init__(self, source_id: str = DEFAULT_SOURCE_ID, **kwargs: Any) -> None:
+        super().__init__(source_id)
+        self._execute_code_tool = ExecuteCodeTool(**kwargs)
+
+    def add_tools(self, tools: Any) -> None:
+        self._execute_code_tool.add_tools(tools)
+
+    def get_tools(self) -> list[FunctionTool]:
+        return self._execute_code_tool.get_tools()
+
+    def remove_tool(self, name: str) -> None:
+        self._execute_code_tool.remove_tool(name)
+
+    def clear_tools(self) -> None:
+        self._execute_code_tool.clear_tools()
+
+    def add_file_mounts(self, file_mounts: FileMountInput | Sequence[FileMountInput]) -> None:
+        self._execute_code_tool.add_file_mounts(file_mounts)
+
+    def get_file_mounts(self) -> list[FileMount]:
+        return self._execute_code_tool.get_file_mounts()
+
+    def remove_file_mount(self, mount_path: str) -> None:
+        self._execute_code_tool.remove_file_mount(mount_path)
+
+    def clear_file_mounts(self) -> None:
+        self._execute_code_tool.clear_file_mounts()
+
+    def add_allowed_domains(self, domains: AllowedDomainInput | Sequence[AllowedDomainInput]) -> None:
+        self._execute_code_tool.add_allowed_domains(domains)
+
+    def get_allowed_domains(self) -> list[AllowedDomain]:
+        return self._execute_code_tool.get_allowed_domains()
+
+    def remove_allowed_domain(self, domain: str) -> None:
+        self._execute_code_tool.remove_allowed_domain(domain)
+
+    def clear_allowed_domains(self) -> None:
+        self._execute_code_tool.clear_allowed_domains()
+
+    async def before_run(self, *, agent: Any, session: Any, context: Any, state: dict[str, Any]) -> None:
+        run_tool = self._execute_code_tool.create_run_tool()
+        state[self.source_id] = run_tool.build_serializable_state()
+        context.extend_instructions(self.source_id, run_tool.build_instructions())
+        context.extend_tools(self.source_id, [run_tool])
+
+    def close(self) -> None:
+        """Ends every sandbox process this provider started and removes its temporary files."""
+        self._execute_code_tool.close()
+
+    def __enter__(self) -> CodeActProvider:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> CodeActProvider:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,461 @@
+"""ExecuteCodeTool: the ``execute_code`` FunctionTool of the CodeAct surface.
+
+It keeps what the user configured (sandbox tools with their identity, workspace, mounts,
+network entries, limits) and turns it into a C config: the description the model reads, the
+approval mode and every normalisation come from the C library. Runs go to a cached sandbox
+for the configuration; results become Content items."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+import threading
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from agent_framework import Content, FunctionTool, normalize_tools
+
+from .. import _native
+from .._sandbox import Result, Sandbox, _pool, build_config
+from .._tools import Tool
+from ._registry import SandboxRegistry
+from ._types import (
+    AllowedDomain,
+    AllowedDomainInput,
+    FileMount,
+    FileMountInput,
+    is_domain_input,
+    is_mount_input,
+    normalize_allowed_domain,
+    normalize_domain,
+    normalize_file_mount,
+    normalize_mount_path,
+)
+
+DEFAULT_MAX_OUTPUT_FILES = 20
+DEFAULT_MAX_OUTPUT_FILE_BYTES = 5 * 1024 * 1024
+DEFAULT_MAX_OUTPUT_TOTAL_BYTES = 20 * 1024 * 1024
+
+_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "description": "Python code to run in a fresh sandbox."}},
+    "required": ["code"],
+}
+
+# How each way a run can fail is named to the model (error item message).
+_STATUS_MESSAGES = {
+    "error": "Execution failed with an error",
+    "timeout": "Execution stopped: time limit reached",
+    "memory": "Execution stopped: memory limit reached",
+    "killed": "Execution killed",
+    "output-limit": "Execution stopped: output limit reached",
+    "setup-failure": "The sandbox could not set up the run",
+    "cancelled": "Execution cancelled",
+}
+_OUTPUT_CAPS = {
+    "files": "max_output_files",
+    "file_bytes": "max_output_file_bytes",
+    "total_bytes": "max_output_total_bytes",
+    "depth": "output directory depth",
+    "name": "output path length",
+}
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be a positive integer.")
+    if value <= 0:
+        raise ValueError(f"{name} must be a positive integer.")
+    return value
+
+
+def _collect_tools(*groups: Any) -> dict[str, FunctionTool]:
+    """Function tools by name, later ones replacing earlier ones; others are ignored."""
+    tools: dict[str, FunctionTool] = {}
+    for group in groups:
+        for t in normalize_tools(group):
+            if isinstance(t, FunctionTool) and t.name != "execute_code":
+                tools.pop(t.name, None)
+                tools[t.name] = t
+    return tools
+
+
+def _sandbox_tool(tool: FunctionTool) -> Tool:
+    """A snapcell Tool that invokes an Agent Framework tool on the run's event loop, with
+    keyword arguments and its raw return value (its result parser is not applied)."""
+
+    def invoke(**kwargs: Any) -> Any:
+        return tool.invoke(arguments=kwargs, skip_parsing=True)
+
+    return Tool(
+        invoke,
+        name=tool.name,
+        description=tool.description or "",
+        schema=tool.parameters(),
+        requires_approval=tool.approval_mode == "always_require",
+    )
+
+
+class _Settings:
+    """What one execute_code surface is configured with (copied into each run tool)."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, FunctionTool] = {}
+        self.workspace: Path | None = None
+        self.mounts: dict[str, FileMount] = {}
+        self.domains: dict[str, AllowedDomain] = {}
+        self.limits: dict[str, Any] = {}
+        self.env: dict[str, str] = {}
+        self.python_paths: tuple[str, ...] = ()
+
+    def copy(self) -> _Settings:
+        s = copy.copy(self)
+        s.tools, s.mounts, s.domains = dict(self.tools), dict(self.mounts), dict(self.domains)
+        s.limits, s.env = dict(self.limits), dict(self.env)
+        return s
+
+    def config(self) -> Any:
+        cfg, _ = build_config(
+            tools=[_sandbox_tool(t) for t in self.tools.values()],
+            env=self.env,
+            python_paths=self.python_paths,
+            workspace=self.workspace,
+            mounts=[(str(m.host_path), m.mount_path) for m in self.mounts.values()],
+            allowed_domains=sorted(self.domains.values()),
+            **self.limits,
+        )
+        return cfg
+
+    def key(self) -> tuple[Any, ...]:
+        """The cache key: configuration plus the signatures of the staged trees."""
+        ws = (str(self.workspace), _native.tree_signature(str(self.workspace))) if self.workspace else None
+        return (
+            tuple((n, id(t), t.approval_mode) for n, t in self.tools.items()),
+            ws,
+            tuple((p, str(m.host_path), _native.tree_signature(str(m.host_path))) for p, m in self.mounts.items()),
+            tuple(sorted(self.domains.values())),
+            tuple(sorted(self.limits.items())),
+            tuple(sorted(self.env.items())),
+            self.python_paths,
+        )
+
+
+class ExecuteCodeTool(FunctionTool):
+    """Runs Python in a fresh snapcell cell; sandbox tools are reached with ``call_tool``.
+
+    Keyword arguments as the reference integration's (``tools``, ``approval_mode``,
+    ``workspace_root``, ``file_mounts``, ``allowed_domains``, ``tool_description_format``,
+    ``max_output_files``, ``max_output_file_bytes``, ``max_output_total_bytes``), plus
+    ``timeout`` (seconds), ``memory_limit`` (bytes), ``python_paths``, ``env`` and ``stateful``
+    (interpreter state kept between calls of this tool). ``backend``, ``module`` and
+    ``module_path`` are accepted for old code and ignored."""
+
+    def __init__(
+        self,
+        *,
+        tools: Any = None,
+        tool_description_format: str = "compact",
+        approval_mode: str | None = None,
+        workspace_root: str | os.PathLike[str] | None = None,
+        file_mounts: FileMountInput | Sequence[FileMountInput] | None = None,
+        allowed_domains: AllowedDomainInput | Sequence[AllowedDomainInput] | None = None,
+        max_output_files: int = DEFAULT_MAX_OUTPUT_FILES,
+        max_output_file_bytes: int = DEFAULT_MAX_OUTPUT_FILE_BYTES,
+        max_output_total_bytes: int = DEFAULT_MAX_OUTPUT_TOTAL_BYTES,
+        timeout: float | None = None,
+        memory_limit: int | None = None,
+        python_paths: Sequence[str | os.PathLike[str]] | None = None,
+        env: dict[str, str] | None = None,
+        stateful: bool = False,
+        backend: str | None = None,
+        module: str | None = None,
+        module_path: str | None = None,
+        _registry: SandboxRegistry | None = None,
+        _settings: _Settings | None = None,
+    ) -> None:
+        if tool_description_format not in ("compact", "json"):
+            raise ValueError('tool_description_format must be "compact" or "json".')
+        if approval_mode not in (None, "never_require", "always_require"):
+            raise ValueError('approval_mode must be "never_require" or "always_require".')
+        ignored = [n for n, v in (("backend", backend), ("module", module), ("module_path", module_path)) if v is not None]
+        if ignored:
+            warnings.warn(
+                f"snapcell ignores {', '.join(ignored)} (Hyperlight-only settings).", UserWarning, stacklevel=2
+            )
+        super().__init__(
+            name="execute_code",
+            description="",
+            approval_mode="never_require",
+            func=self._run_code,
+            input_model=_INPUT_SCHEMA,
+        )
+        self._lock = threading.RLock()
+        self._format = tool_description_format
+        self._default_approval = approval_mode or "never_require"
+        self._stateful = bool(stateful)
+        self._registry = _registry or SandboxRegistry()
+        self._session_lock = asyncio.Lock() if stateful else None
+        if _settings is not None:
+            self._settings = _settings
+        else:
+            s = self._settings = _Settings()
+            s.limits = {
+                "max_output_files": _positive_int("max_output_files", max_output_files),
+                "max_output_file_bytes": _positive_int("max_output_file_bytes", max_output_file_bytes),
+                "max_output_total_bytes": _positive_int("max_output_total_bytes", max_output_total_bytes),
+            }
+            if timeout is not None:
+                s.limits["timeout"] = timeout
+            if memory_limit is not None:
+                s.limits["memory_limit"] = memory_limit
+            s.env = dict(env or {})
+            s.python_paths = tuple(os.path.abspath(os.path.expanduser(os.fspath(p))) for p in python_paths or ())
+            if workspace_root is not None:
+                s.workspace = _workspace(workspace_root)
+            if tools is not None:
+                s.tools = _collect_tools(tools)
+            if file_mounts is not None:
+                self._add_mounts_to(s, file_mounts)
+            if allowed_domains is not None:
+                self._add_domains_to(s, allowed_domains)
+        self._refresh()
+
+    # ---- what the model sees ----
+
+    @property
+    def description(self) -> str:  # type: ignore[override]
+        cfg = self.__dict__.get("_cfg")
+        if cfg is None:  # during FunctionTool.__init__
+            return self.__dict__.get("_plain_description", "")
+        return cfg.describe(self._format == "json")
+
+    @description.setter
+    def description(self, value: str) -> None:
+        self.__dict__["_plain_description"] = value
+
+    def build_instructions(self) -> str:
+        """The provider instructions for this surface (from the C library)."""
+        return self._cfg.instructions()
+
+    def _refresh(self) -> None:
+        """Rebuilds the C config (checking every tool's schema) and the approval mode."""
+        with self._lock:
+            cfg = self._settings.config()
+            self.__dict__["_cfg"] = cfg
+            self.approval_mode = "always_require" if cfg.approval(self._default_approval == "always_require") else "never_require"
+
+    # ---- tools ----
+
+    def add_tools(self, tools: Any) -> None:
+        with self._lock:
+            before = self._settings.tools
+            self._settings.tools = _collect_tools(list(before.values()), tools)
+            try:
+                self._refresh()
+            except BaseException:
+                self._settings.tools = before
+                self._refresh()
+                raise
+
+    def get_tools(self) -> list[FunctionTool]:
+        with self._lock:
+            return list(self._settings.tools.values())
+
+    def remove_tool(self, name: str) -> None:
+        with self._lock:
+            if name not in self._settings.tools:
+                raise KeyError(f"No managed tool named {name!r} is registered.")
+            del self._settings.tools[name]
+            self._refresh()
+
+    def clear_tools(self) -> None:
+        with self._lock:
+            self._settings.tools = {}
+            self._refresh()
+
+    # ---- files ----
+
+    @staticmethod
+    def _add_mounts_to(s: _Settings, file_mounts: Any) -> None:
+        items = [file_mounts] if is_mount_input(file_mounts) else list(file_mounts)
+        for m in [normalize_file_mount(i) for i in items]:
+            s.mounts[m.mount_path] = m
+
+    def add_file_mounts(self, file_mounts: FileMountInput | Sequence[FileMountInput]) -> None:
+        with self._lock:
+            self._add_mounts_to(self._settings, file_mounts)
+            self._refresh()
+
+    def get_file_mounts(self) -> list[FileMount]:
+        with self._lock:
+            return list(self._settings.mounts.values())
+
+    def remove_file_mount(self, mount_path: str) -> None:
+        with self._lock:
+            path = normalize_mount_path(mount_path)
+            if path not in self._settings.mounts:
+                raise KeyError(f"No file mount exists for {mount_path!r}.")
+            del self._settings.mounts[path]
+            self._refresh()
+
+    def clear_file_mounts(self) -> None:
+        with self._lock:
+            self._settings.mounts.clear()
+            self._refresh()
+
+    # ---- network ----
+
+    @staticmethod
+    def _add_domains_to(s: _Settings, domains: Any) -> None:
+        items = [domains] if is_domain_input(domains) else list(domains)
+        for d in [normalize_allowed_domain(i) for i in items]:
+            s.domains[d.target] = d
+
+    def add_allowed_domains(self, domains: AllowedDomainInput | Sequence[AllowedDomainInput]) -> None:
+        with self._lock:
+            self._add_domains_to(self._settings, domains)
+            self._refresh()
+
+    def get_allowed_domains(self) -> list[AllowedDomain]:
+        with self._lock:
+            return sorted(self._settings.domains.values())
+
+    def remove_allowed_domain(self, domain: str) -> None:
+        with self._lock:
+            target = normalize_domain(domain)
+            if target not in self._settings.domains:
+                raise KeyError(f"No allowed domain exists for {domain!r}.")
+            del self._settings.domains[target]
+            self._refresh()
+
+    def clear_allowed_domains(self) -> None:
+        with self._lock:
+            self._settings.domains.clear()
+            self._refresh()
+
+    # ---- runs ----
+
+    def create_run_tool(self) -> ExecuteCodeTool:
+        """A copy for one agent run: later changes here do not reach it; it shares the
+        sandboxes (and, when stateful, the session) of this tool."""
+        with self._lock:
+            run_tool = ExecuteCodeTool(
+                tool_description_format=self._format,
+                approval_mode=self._default_approval,
+                stateful=self._stateful,
+                _registry=self._registry,
+                _settings=self._settings.copy(),
+            )
+            run_tool._session_lock = self._session_lock
+            return run_tool
+
+    def build_serializable_state(self) -> dict[str, Any]:
+        with self._lock:
+            s = self._settings
+            return {
+                "tool_names": list(s.tools),
+                "approval_mode": self.approval_mode,
+                "tool_description_format": self._format,
+                "filesystem_enabled": s.workspace is not None or bool(s.mounts),
+                "workspace_root": str(s.workspace) if s.workspace else None,
+                "file_mounts": [{"host_path": str(m.host_path), "mount_path": m.mount_path} for m in s.mounts.values()],
+                "network_enabled": bool(s.domains),
+                "allowed_domains": [
+                    {"target": d.target, "methods": list(d.methods) if d.methods else None}
+                    for d in sorted(s.domains.values())
+                ],
+                "max_output_files": s.limits["max_output_files"],
+                "max_output_file_bytes": s.limits["max_output_file_bytes"],
+                "max_output_total_bytes": s.limits["max_output_total_bytes"],
+                "timeout": s.limits.get("timeout"),
+                "memory_limit": s.limits.get("memory_limit"),
+                "stateful": self._stateful,
+            }
+
+    def to_dict(self, *, exclude: set[str] | None = None, exclude_none: bool = True) -> dict[str, Any]:
+        self.__dict__["_plain_description"] = self.description
+        return super().to_dict(exclude=exclude, exclude_none=exclude_none)
+
+    async def _run_code(self, *, code: str) -> list[Content]:
+        with self._lock:
+            settings = self._settings.copy()
+            cfg = self._cfg
+        loop = asyncio.get_running_loop()
+
+        def acquire() -> Any:
+            return self._registry.acquire(settings.key(), lambda: Sandbox._from_config(cfg))
+
+        entry = await loop.run_in_executor(_pool(), acquire)
+        try:
+            if self._session_lock is None:
+                result = await entry.sandbox.run_async(code)
+            else:
+                async with self._session_lock:
+                    if entry.session is None:
+                        entry.session = await loop.run_in_executor(_pool(), entry.sandbox.session)
+                    result = await entry.session.run_async(code)
+        finally:
+            self._registry.release(entry)
+        return _contents(result)
+
+    def close(self) -> None:
+        """Ends every sandbox this tool (and the run tools made from it) started."""
+        self._registry.close()
+
+    def __enter__(self) -> ExecuteCodeTool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ExecuteCodeTool:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _workspace(path: str | os.PathLike[str]) -> Path:
+    cfg = _native.Config()
+    cfg.set_workspace(os.path.expanduser(os.fspath(path)))
+    return Path(cfg.workspace)
+
+
+def _contents(result: Result) -> list[Content]:
+    """stdout, one data item per artifact, then stderr / a no-output note on success, or an
+    error item naming the status (and, separately, any output cap that was hit)."""
+    out: list[Content] = []
+    if result.stdout:
+        out.append(Content.from_text(result.stdout))
+    for a in result.artifacts:
+        out.append(
+            Content.from_data(data=a.data, media_type=a.media_type, additional_properties={"path": a.sandbox_path})
+        )
+    if result.output_limits_hit:
+        caps = ", ".join(_OUTPUT_CAPS.get(c, c) for c in sorted(result.output_limits_hit))
+        left = "; ".join(f"/output/{p}: {why}" for p, why in result.skipped_outputs)
+        more = result.skipped_output_count - len(result.skipped_outputs)
+        out.append(
+            Content.from_error(
+                message=f"Output limit reached ({caps})",
+                error_code="output-limit",
+                error_details=f"Not returned: {left}" + (f" and {more} more" if more > 0 else ""),
+            )
+        )
+    if result.ok:
+        if result.stderr:
+            out.append(Content.from_text(result.stderr))
+        if not out:
+            out.append(Content.from_text("Code executed without output."))
+        return out
+    message = _STATUS_MESSAGES.get(result.status, f"Execution ended: {result.status}")
+    if result.limits_hit:
+        message += f" ({', '.join(sorted(result.limits_hit))})"
+    out.append(
+        Content.from_error(message=message, error_code=result.status, error_details=result.stderr or message)
+    )
+    return out
+

@@ -1,0 +1,255 @@
+"""snapcell.Sandbox: the framework-neutral Python API over real sandboxes."""
+
+import asyncio
+import threading
+import time
+from typing import Literal, Optional
+
+import pydantic
+import pytest
+
+import snapcell
+from conftest import descendants
+
+
+def add(a: int, b: int) -> int:
+    """Adds two integers."""
+    return a + b
+
+
+def test_run_with_a_tool_and_an_artifact():
+    with snapcell.Sandbox(tools=[add], timeout=10) as sb:
+        r = sb.run('open("/output/r.txt", "w").write("hi")\nprint(call_tool("add", a=20, b=22))')
+    assert r.status == "ok" and r.ok
+    assert r.stdout == "42\n"
+    assert [(a.path, a.media_type, a.data) for a in r.artifacts] == [("r.txt", "text/plain", b"hi")]
+    assert r.artifacts[0].sandbox_path == "/output/r.txt"
+    assert [(c.name, c.ok) for c in r.tool_calls] == [("add", True)]
+    assert r.isolation in ("namespaces", "cgroups", "rlimits")
+    assert r.wall_time > 0 and r.peak_memory > 0
+
+
+def test_limits_are_keywords_and_name_the_cause():
+    with snapcell.Sandbox(timeout=0.5) as sb:
+        r = sb.run("while True: pass")
+    assert r.status == "timeout" and "wall" in r.limits_hit
+    with snapcell.Sandbox(memory_limit=200 * 1024 * 1024) as sb:
+        r = sb.run("x = bytearray(400 * 1024 * 1024)")
+    assert r.status == "memory"
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc",
+    [
+        ({"timeout_ms": 5}, TypeError),
+        ({"memory_limit": True}, TypeError),
+        ({"timeout": -1}, ValueError),
+        ({"processes": 1.5}, TypeError),
+        ({"workspace": "/nonexistent/snapcell"}, (FileNotFoundError, ValueError)),
+        ({"mounts": [("/nonexistent/snapcell", "data")]}, (FileNotFoundError, ValueError)),
+        ({"mounts": [("/etc/hostname", "../escape")]}, ValueError),
+        ({"allowed_domains": [""]}, ValueError),
+    ],
+)
+def test_bad_configuration_raises_before_anything_runs(kwargs, exc):
+    before = descendants()
+    with pytest.raises(exc):
+        snapcell.Sandbox(**kwargs)
+    assert descendants() == before
+
+
+def test_schema_derived_from_annotations():
+    class Point(pydantic.BaseModel):
+        x: int
+        y: int
+
+    def plot(points: list[Point], style: Literal["line", "dot"] = "dot", title: Optional[str] = None) -> dict:
+        return {"n": len(points), "sum": sum(p.x + p.y for p in points), "style": style, "title": title}
+
+    tool = snapcell.Tool(plot)
+    assert tool.schema["properties"]["style"]["enum"] == ["line", "dot"]
+    with snapcell.Sandbox(tools=[tool]) as sb:
+        r = sb.run('print(call_tool("plot", points=[{"x": 1, "y": 2}, {"x": 3, "y": 4}], style="line"))')
+        assert r.stdout == "{'n': 2, 'sum': 10, 'style': 'line', 'title': None}\n", r.stderr
+        r = sb.run('''
+try:
+    call_tool("plot", points=[{"x": "a", "y": 2}])
+except ToolError as e:
+    print("refused:", e)''')
+        assert r.stdout.startswith("refused:") and "x" in r.stdout
+
+
+def test_a_tool_whose_schema_cannot_be_derived_is_a_type_error():
+    def bad(*values):
+        return 0
+
+    with pytest.raises(TypeError, match="bad"):
+        snapcell.Sandbox(tools=[bad])
+
+    class Opaque:
+        pass
+
+    def opaque(thing: Opaque) -> int:
+        return 0
+
+    with pytest.raises(TypeError, match="opaque"):
+        snapcell.Tool(opaque)
+
+
+def test_tool_errors_reach_the_code_with_their_message():
+    def fails(reason: str) -> None:
+        raise RuntimeError(f"refused: {reason}")
+
+    with snapcell.Sandbox(tools=[fails]) as sb:
+        r = sb.run('''
+try:
+    call_tool("fails", reason="no quota")
+except ToolError as e:
+    print(e)''')
+    assert r.stdout == "refused: no quota\n"
+
+
+def test_dicts_stay_dicts_both_ways():
+    def echo(payload: dict) -> dict:
+        return {"got": payload, "type": type(payload).__name__}
+
+    with snapcell.Sandbox(tools=[echo]) as sb:
+        r = sb.run('v = call_tool("echo", payload={"a": [1, 2]}); print(type(v).__name__, v)')
+    assert r.stdout == "dict {'got': {'a': [1, 2]}, 'type': 'dict'}\n"
+
+
+def test_async_tool_runs_on_the_callers_loop():
+    async def main():
+        loop = asyncio.get_running_loop()
+        ready = asyncio.Event()
+        seen = {}
+
+        async def wait_for_signal() -> str:
+            seen["loop"] = asyncio.get_running_loop()
+            await ready.wait()
+            return "signalled"
+
+        with snapcell.Sandbox(tools=[wait_for_signal]) as sb:
+            task = asyncio.create_task(sb.run_async('print(call_tool("wait_for_signal"))'))
+            while "loop" not in seen:
+                await asyncio.sleep(0.01)
+            ready.set()
+            r = await asyncio.wait_for(task, 30)
+        assert seen["loop"] is loop
+        return r
+
+    r = asyncio.run(main())
+    assert r.stdout == "signalled\n"
+
+
+def test_run_async_keeps_the_loop_running():
+    async def main():
+        ticks = 0
+        stop = False
+
+        async def ticker():
+            nonlocal ticks
+            while not stop:
+                ticks += 1
+                await asyncio.sleep(0.01)
+
+        with snapcell.Sandbox() as sb:
+            t = asyncio.create_task(ticker())
+            r = await sb.run_async("import time; time.sleep(0.5); print('done')")
+            stop = True
+            await t
+        return r, ticks
+
+    r, ticks = asyncio.run(main())
+    assert r.stdout == "done\n"
+    assert ticks >= 10
+
+
+def test_cancelling_run_async_kills_the_cell():
+    async def main():
+        with snapcell.Sandbox(timeout=60) as sb:
+            task = asyncio.create_task(sb.run_async("while True: pass"))
+            await asyncio.sleep(0.3)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return await sb.run_async("print('next')")
+
+    assert asyncio.run(main()).stdout == "next\n"
+
+
+def test_many_threads_run_at_once_on_one_sandbox():
+    barrier = threading.Barrier(8, timeout=30)
+
+    def meet() -> int:
+        return barrier.wait()
+
+    with snapcell.Sandbox(tools=[meet]) as sb:
+        results = [None] * 8
+
+        def worker(i):
+            results[i] = sb.run('print(call_tool("meet"))')
+
+        threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    assert sorted(int(r.stdout) for r in results) == list(range(8))
+
+
+def test_sessions_snapshots_and_branches():
+    with snapcell.Sandbox() as sb:
+        with sb.session() as s:
+            s.run("x = 1")
+            snap = s.snapshot()
+            s.run("x = 2")
+            assert s.run("print(x)").stdout == "2\n"
+            s.restore(snap)
+            assert s.run("print(x)").stdout == "1\n"
+            with snap.session() as branch:
+                branch.run("x += 10")
+                assert branch.run("print(x)").stdout == "11\n"
+            assert s.run("print(x)").stdout == "1\n"
+            snap.close()
+
+
+def test_close_leaves_no_process_and_no_directory(work_tmp):
+    ws = work_tmp.parent / "ws"
+    ws.mkdir()
+    (ws / "data.txt").write_text("x")
+    sb = snapcell.Sandbox(timeout=0.5, workspace=str(ws))
+    assert sb.run("while True: pass").status == "timeout"
+    assert descendants()
+    sb.close()
+    sb.close()
+    assert descendants() == set()
+    assert list(work_tmp.iterdir()) == []
+
+
+def test_garbage_collection_ends_the_sandbox(work_tmp):
+    import gc
+
+    sb = snapcell.Sandbox()
+    sb.run("pass")
+    del sb
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while descendants() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert descendants() == set()
+    assert list(work_tmp.iterdir()) == []
+
+
+def test_network_entries_are_normalised_and_described():
+    with snapcell.Sandbox(allowed_domains=["https://API.example.com/v1", ("127.0.0.1:8080", "get")]) as sb:
+        text = sb.describe()
+        assert "api.example.com" in text and "127.0.0.1:8080" in text and "GET" in text
+        r = sb.run("import urllib.request\nurllib.request.urlopen('http://api.example.com/')")
+    assert r.status == "error"
+    assert "network access is not available" in r.stderr
+
+
+def test_probe_and_version():
+    assert snapcell.__version__.count(".") == 2
+    assert snapcell.probe()["level"] in ("namespaces", "cgroups", "rlimits")
