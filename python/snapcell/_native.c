@@ -3,7 +3,8 @@
  * adapts the C API and holds no policy of its own: the pure-Python package builds the
  * user-facing API on it. Limited API 3.10 only, so one abi3 build serves every CPython since.
  * This file: the module, its functions, error mapping and results; _native_config.c has
- * Config and the tool callbacks, _native_sandbox.c Sandbox, Session and Snapshot.
+ * Config and the tool callbacks, _native_policy.c the Config methods over the policy calls,
+ * _native_sandbox.c Sandbox, Session and Snapshot, _native_cancel.c Cancel.
  *
  * Threads: the GIL is released while a sandbox starts, a cell runs, a session works and a
  * probe forks; tool callbacks take it back. A Sandbox counts the calls that run without the
@@ -24,32 +25,7 @@ PyTypeObject *sc__py_config_type, *sc__py_sandbox_type, *sc__py_session_type, *s
 
 static PyObject *error_name(int code)
 {
-	static const struct {
-		int code;
-		const char *name;
-	} own[] = {
-		{SNAPCELL_E_INVAL, "SNAPCELL_E_INVAL"},
-		{SNAPCELL_E_ISOLATION, "SNAPCELL_E_ISOLATION"},
-		{SNAPCELL_E_HELPER, "SNAPCELL_E_HELPER"},
-		{SNAPCELL_E_TEMPLATE, "SNAPCELL_E_TEMPLATE"},
-		{SNAPCELL_E_PROTOCOL, "SNAPCELL_E_PROTOCOL"},
-		{SNAPCELL_E_TOO_BIG, "SNAPCELL_E_TOO_BIG"},
-	};
-	for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
-		if (own[i].code == code)
-			return PyUnicode_FromString(own[i].name);
-	PyObject *mod = PyImport_ImportModule("errno");
-	PyObject *table = mod ? PyObject_GetAttrString(mod, "errorcode") : NULL;
-	PyObject *key = PyLong_FromLong(-code);
-	PyObject *name = table && key ? PyObject_GetItem(table, key) : NULL;
-	Py_XDECREF(mod);
-	Py_XDECREF(table);
-	Py_XDECREF(key);
-	if (!name) {
-		PyErr_Clear();
-		name = PyUnicode_FromFormat("%d", code);
-	}
-	return name;
+	return PyUnicode_FromString(snapcell_error_name(code));
 }
 
 /* Raises type(message) with the attributes code and name; returns NULL. */
@@ -225,7 +201,7 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 
 static PyObject *mod_version(PyObject *mod, PyObject *unused)
 {
-	return PyUnicode_FromString(SNAPCELL_VERSION);
+	return PyUnicode_FromString(snapcell_version());
 }
 
 static PyObject *mod_normalize_mount_path(PyObject *mod, PyObject *arg)
@@ -240,6 +216,23 @@ static PyObject *mod_normalize_mount_path(PyObject *mod, PyObject *arg)
 	if (rc < 0)
 		return sc__py_fail(rc, &err, "normalize_mount_path", NULL, false);
 	return fs_text(out);
+}
+
+static PyObject *mod_normalize_domain(PyObject *mod, PyObject *arg)
+{
+	const char *in = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, NULL) : NULL;
+	if (!in) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError,
+					"normalize_domain: the target must be a str");
+		return NULL;
+	}
+	char out[SNAPCELL_TARGET_MAX];
+	struct snapcell_error err = {0};
+	int rc = snapcell_normalize_domain(in, out, sizeof(out), &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "normalize_domain", NULL, false);
+	return text(out);
 }
 
 static PyObject *mod_tree_signature(PyObject *mod, PyObject *arg)
@@ -263,12 +256,13 @@ static PyObject *mod_tree_signature(PyObject *mod, PyObject *arg)
 static PyObject *mod_probe(PyObject *mod, PyObject *unused)
 {
 	struct snapcell_probe pr;
+	struct snapcell_error err = {0};
 	int rc;
 	Py_BEGIN_ALLOW_THREADS;
-	rc = snapcell_probe_host(&pr);
+	rc = snapcell_probe_host(&pr, &err);
 	Py_END_ALLOW_THREADS;
 	if (rc < 0)
-		return sc__py_fail(rc, NULL, "probe", NULL, false);
+		return sc__py_fail(rc, &err, "probe", NULL, false);
 	PyObject *mechs = PyList_New(0);
 	for (int i = 0; mechs && i < SNAPCELL_MECH__COUNT; i++) {
 		const struct snapcell_mechanism_report *m = &pr.mech[i];
@@ -294,6 +288,8 @@ static PyMethodDef module_methods[] = {
 	{"version", mod_version, METH_NOARGS, "version() -> str: the library's version."},
 	{"normalize_mount_path", mod_normalize_mount_path, METH_O,
 	 "normalize_mount_path(path) -> '/input/...'; ValueError for '..' or /input itself."},
+	{"normalize_domain", mod_normalize_domain, METH_O,
+	 "normalize_domain(target) -> 'host' or 'host:port'; ValueError for a malformed one."},
 	{"tree_signature", mod_tree_signature, METH_O,
 	 "tree_signature(path) -> str: 32 hex digits that change when a file in the tree does."},
 	{"probe", mod_probe, METH_NOARGS,
@@ -350,7 +346,8 @@ PyMODINIT_FUNC PyInit__native(void)
 	    add_type(mod, &sc__py_config_spec, &sc__py_config_type) < 0 ||
 	    add_type(mod, &sc__py_sandbox_spec, &sc__py_sandbox_type) < 0 ||
 	    add_type(mod, &sc__py_session_spec, &sc__py_session_type) < 0 ||
-	    add_type(mod, &sc__py_snapshot_spec, &sc__py_snapshot_type) < 0) {
+	    add_type(mod, &sc__py_snapshot_spec, &sc__py_snapshot_type) < 0 ||
+	    add_type(mod, &sc__py_cancel_spec, &sc__py_cancel_type) < 0) {
 		Py_DECREF(mod);
 		return NULL;
 	}

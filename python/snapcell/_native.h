@@ -7,7 +7,11 @@ extern PyObject *sc__py_snapcell_error, *sc__py_setup_error;
 extern PyTypeObject *sc__py_config_type, *sc__py_sandbox_type, *sc__py_session_type,
 	*sc__py_snapshot_type;
 extern PyType_Spec sc__py_config_spec, sc__py_sandbox_spec, sc__py_session_spec,
-	sc__py_snapshot_spec;
+	sc__py_snapshot_spec, sc__py_cancel_spec;
+extern PyTypeObject *sc__py_cancel_type;
+/* The run options for a run's cancel argument (None or a Cancel, which the caller keeps
+ * referenced for the run); -1 with TypeError (_native_cancel.c). */
+int sc__py_run_options(PyObject *cancel, struct snapcell_run_options *opts);
 /* The key of each thread's list of the sandboxes it is inside (_native_sandbox.c). */
 extern PyObject *sc__py_in_flight_key;
 
@@ -17,6 +21,18 @@ typedef struct {
 	PyObject *tools; /* name -> callable: the references the C tools' user_data borrow */
 	int starting;	 /* Sandboxes being created from it with the GIL released */
 } ConfigObject;
+
+/* -1 with RuntimeError while a Sandbox is being created from the config (_native_config.c). */
+int sc__py_config_writable(ConfigObject *self);
+
+/* _native_policy.c: Config methods over the library's policy calls. */
+PyObject *sc__py_config_set_helper(ConfigObject *self, PyObject *arg);
+PyObject *sc__py_config_allow(ConfigObject *self, PyObject *args);
+PyObject *sc__py_config_remove_allowed(ConfigObject *self, PyObject *arg);
+PyObject *sc__py_config_allowed(ConfigObject *self, PyObject *unused);
+PyObject *sc__py_config_describe(ConfigObject *self, PyObject *args, PyObject *kwds);
+PyObject *sc__py_config_instructions(ConfigObject *self, PyObject *unused);
+PyObject *sc__py_config_approval(ConfigObject *self, PyObject *arg);
 
 /* Raise and return NULL (see _native.c). */
 PyObject *sc__py_raise(PyObject *type, int code, const char *message);

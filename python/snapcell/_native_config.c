@@ -109,7 +109,7 @@ static int call_tool(void *user, const char *args_json, char **result)
 /* ---- Config ---- */
 
 /* A config is read by sandbox creation without the GIL; changing it then would race. */
-static int config_writable(ConfigObject *self)
+int sc__py_config_writable(ConfigObject *self)
 {
 	if (self->starting == 0)
 		return 0;
@@ -167,7 +167,8 @@ static PyObject *config_set_limit(ConfigObject *self, PyObject *args)
 {
 	const char *name;
 	PyObject *value;
-	if (!PyArg_ParseTuple(args, "sO:set_limit", &name, &value) || config_writable(self) < 0)
+	if (!PyArg_ParseTuple(args, "sO:set_limit", &name, &value) ||
+	    sc__py_config_writable(self) < 0)
 		return NULL;
 	int limit = limit_from_name(name);
 	if (limit < 0)
@@ -180,11 +181,10 @@ static PyObject *config_set_limit(ConfigObject *self, PyObject *args)
 		PyErr_Clear();
 		return PyErr_Format(PyExc_ValueError, "limit %s: %R is out of range", name, value);
 	}
-	int rc = snapcell_config_set_limit(self->cfg, (enum snapcell_limit)limit, v);
-	if (rc == SNAPCELL_E_INVAL)
-		return PyErr_Format(PyExc_ValueError, "limit %s: %R is out of range", name, value);
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_limit(self->cfg, (enum snapcell_limit)limit, v, &err);
 	if (rc < 0)
-		return sc__py_fail(rc, NULL, "set_limit", NULL, false);
+		return sc__py_fail(rc, &err, "set_limit", NULL, false);
 	Py_RETURN_NONE;
 }
 
@@ -203,31 +203,26 @@ static PyObject *config_get_limit(ConfigObject *self, PyObject *args)
 static PyObject *config_set_env(ConfigObject *self, PyObject *args)
 {
 	const char *name, *value;
-	if (!PyArg_ParseTuple(args, "ss:set_env", &name, &value) || config_writable(self) < 0)
+	if (!PyArg_ParseTuple(args, "ss:set_env", &name, &value) ||
+	    sc__py_config_writable(self) < 0)
 		return NULL;
-	int rc = snapcell_config_set_env(self->cfg, name, value);
-	if (rc == SNAPCELL_E_INVAL)
-		return PyErr_Format(PyExc_ValueError,
-				    "set_env %s: the name must be non-empty and without '='", name);
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_env(self->cfg, name, value, &err);
 	if (rc < 0)
-		return sc__py_fail(rc, NULL, "set_env", NULL, false);
+		return sc__py_fail(rc, &err, "set_env", NULL, false);
 	Py_RETURN_NONE;
 }
 
 static PyObject *config_add_python_path(ConfigObject *self, PyObject *args)
 {
 	PyObject *dir;
-	if (config_writable(self) < 0 ||
+	if (sc__py_config_writable(self) < 0 ||
 	    !PyArg_ParseTuple(args, "O&:add_python_path", PyUnicode_FSConverter, &dir))
 		return NULL;
-	int rc = snapcell_config_add_python_path(self->cfg, PyBytes_AsString(dir));
-	if (rc == SNAPCELL_E_INVAL)
-		PyErr_Format(PyExc_ValueError,
-			     "add_python_path %s: must be an absolute path without '..' (at most "
-			     "64 paths)",
-			     PyBytes_AsString(dir));
-	else if (rc < 0)
-		sc__py_fail(rc, NULL, "add_python_path", NULL, false);
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_add_python_path(self->cfg, PyBytes_AsString(dir), &err);
+	if (rc < 0)
+		sc__py_fail(rc, &err, "add_python_path", NULL, false);
 	Py_DECREF(dir);
 	if (rc < 0)
 		return NULL;
@@ -237,7 +232,8 @@ static PyObject *config_add_python_path(ConfigObject *self, PyObject *args)
 static PyObject *config_set_workspace(ConfigObject *self, PyObject *arg)
 {
 	PyObject *dir = NULL;
-	if (config_writable(self) < 0 || (arg != Py_None && !PyUnicode_FSConverter(arg, &dir)))
+	if (sc__py_config_writable(self) < 0 ||
+	    (arg != Py_None && !PyUnicode_FSConverter(arg, &dir)))
 		return NULL;
 	struct snapcell_error err = {0};
 	int rc = snapcell_config_set_workspace(self->cfg, dir ? PyBytes_AsString(dir) : NULL, &err);
@@ -260,7 +256,7 @@ static PyObject *config_get_workspace(ConfigObject *self, void *closure)
 static PyObject *config_add_mount(ConfigObject *self, PyObject *args)
 {
 	PyObject *host, *mount;
-	if (config_writable(self) < 0 ||
+	if (sc__py_config_writable(self) < 0 ||
 	    !PyArg_ParseTuple(args, "O&O&:add_mount", PyUnicode_FSConverter, &host,
 			      PyUnicode_FSConverter, &mount))
 		return NULL;
@@ -284,16 +280,15 @@ static PyObject *config_add_mount(ConfigObject *self, PyObject *args)
 static PyObject *config_remove_mount(ConfigObject *self, PyObject *arg)
 {
 	PyObject *mount;
-	if (config_writable(self) < 0 || !PyUnicode_FSConverter(arg, &mount))
+	if (sc__py_config_writable(self) < 0 || !PyUnicode_FSConverter(arg, &mount))
 		return NULL;
-	int rc = snapcell_config_remove_mount(self->cfg, PyBytes_AsString(mount));
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_remove_mount(self->cfg, PyBytes_AsString(mount), &err);
 	Py_DECREF(mount);
 	if (rc == -ENOENT)
 		PyErr_SetObject(PyExc_KeyError, arg);
-	else if (rc == SNAPCELL_E_INVAL)
-		PyErr_Format(PyExc_ValueError, "remove_mount %R: not a valid mount path", arg);
 	else if (rc < 0)
-		sc__py_fail(rc, NULL, "remove_mount", NULL, false);
+		sc__py_fail(rc, &err, "remove_mount", NULL, false);
 	if (rc < 0)
 		return NULL;
 	Py_RETURN_NONE;
@@ -306,7 +301,7 @@ static PyObject *config_mounts(ConfigObject *self, PyObject *unused)
 	for (size_t i = 0; list && i < n; i++) {
 		const char *host, *mount;
 		PyObject *item = NULL;
-		if (snapcell_config_mount_info(self->cfg, i, &host, &mount) == 0) {
+		if (snapcell_config_mount_info(self->cfg, i, &host, &mount, NULL) == 0) {
 			PyObject *h = fs_text(host), *m = h ? fs_text(mount) : NULL;
 			item = m ? Py_BuildValue("(OO)", h, m) : NULL;
 			Py_XDECREF(h);
@@ -327,24 +322,21 @@ static PyObject *config_add_tool(ConfigObject *self, PyObject *args)
 	PyObject *callback;
 	if (!PyArg_ParseTuple(args, "szzpO:add_tool", &name, &description, &schema, &approval,
 			      &callback) ||
-	    config_writable(self) < 0)
+	    sc__py_config_writable(self) < 0)
 		return NULL;
 	if (!PyCallable_Check(callback))
 		return PyErr_Format(PyExc_TypeError, "add_tool %s: the callback is not callable",
 				    name);
-	int rc = snapcell_config_add_tool(
-		self->cfg, name, description, schema,
-		approval ? SNAPCELL_APPROVAL_ALWAYS : SNAPCELL_APPROVAL_NEVER, call_tool, callback);
-	if (rc == SNAPCELL_E_INVAL)
-		return PyErr_Format(PyExc_ValueError,
-				    "add_tool %s: the name must be a Python identifier of at most "
-				    "%d bytes and the schema a supported JSON Schema object",
-				    name, SNAPCELL_TOOL_NAME_MAX);
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_add_tool(self->cfg, name, description, schema,
+					  approval ? SNAPCELL_APPROVAL_ALWAYS
+						   : SNAPCELL_APPROVAL_NEVER,
+					  call_tool, callback, &err);
 	if (rc < 0)
-		return sc__py_fail(rc, NULL, "add_tool", NULL, false);
+		return sc__py_fail(rc, &err, "add_tool", NULL, false);
 	/* The C tool now borrows callback: the dict must own it before anything can run. */
 	if (PyDict_SetItemString(self->tools, name, callback) < 0) {
-		snapcell_config_remove_tool(self->cfg, name);
+		snapcell_config_remove_tool(self->cfg, name, NULL);
 		return NULL;
 	}
 	Py_RETURN_NONE;
@@ -359,15 +351,16 @@ static PyObject *config_remove_tool(ConfigObject *self, PyObject *arg)
 			PyErr_SetString(PyExc_TypeError, "remove_tool: the name must be a str");
 		return NULL;
 	}
-	if (config_writable(self) < 0)
+	if (sc__py_config_writable(self) < 0)
 		return NULL;
-	int rc = snapcell_config_remove_tool(self->cfg, name);
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_remove_tool(self->cfg, name, &err);
 	if (rc == -ENOENT) {
 		PyErr_SetObject(PyExc_KeyError, arg);
 		return NULL;
 	}
 	if (rc < 0)
-		return sc__py_fail(rc, NULL, "remove_tool", NULL, false);
+		return sc__py_fail(rc, &err, "remove_tool", NULL, false);
 	if (PyDict_DelItem(self->tools, arg) < 0)
 		PyErr_Clear();
 	Py_RETURN_NONE;
@@ -380,7 +373,7 @@ static PyObject *config_tools(ConfigObject *self, PyObject *unused)
 	for (size_t i = 0; list && i < n; i++) {
 		struct snapcell_tool_info t;
 		PyObject *item = NULL;
-		if (snapcell_config_tool_info(self->cfg, i, &t) == 0) {
+		if (snapcell_config_tool_info(self->cfg, i, &t, NULL) == 0) {
 			PyObject *desc = text(t.description);
 			PyObject *schema = desc ? text(t.params_schema) : NULL;
 			item = schema ? Py_BuildValue("(sOON)", t.name, desc, schema,
@@ -401,15 +394,17 @@ static PyObject *config_tools(ConfigObject *self, PyObject *unused)
 static PyObject *config_require_isolation(ConfigObject *self, PyObject *args)
 {
 	const char *name;
-	if (!PyArg_ParseTuple(args, "s:require_isolation", &name) || config_writable(self) < 0)
+	if (!PyArg_ParseTuple(args, "s:require_isolation", &name) ||
+	    sc__py_config_writable(self) < 0)
 		return NULL;
 	for (int level = SNAPCELL_ISOLATION_NONE; level <= SNAPCELL_ISOLATION_CGROUPS; level++) {
 		if (strcmp(name, snapcell_isolation_name((enum snapcell_isolation)level)))
 			continue;
+		struct snapcell_error err = {0};
 		int rc = snapcell_config_require_isolation(self->cfg,
-							   (enum snapcell_isolation)level);
+							   (enum snapcell_isolation)level, &err);
 		if (rc < 0)
-			return sc__py_fail(rc, NULL, "require_isolation", NULL, false);
+			return sc__py_fail(rc, &err, "require_isolation", NULL, false);
 		Py_RETURN_NONE;
 	}
 	return PyErr_Format(
@@ -443,6 +438,21 @@ static PyMethodDef config_methods[] = {
 	 "tools() -> [(name, description, schema_json, requires_approval)] in order."},
 	{"require_isolation", (PyCFunction)config_require_isolation, METH_VARARGS,
 	 "require_isolation(level): creating a Sandbox fails below it."},
+	{"set_helper", (PyCFunction)sc__py_config_set_helper, METH_O,
+	 "set_helper(path or None): the snapcell-cell executable Sandboxes start."},
+	{"allow", (PyCFunction)sc__py_config_allow, METH_VARARGS,
+	 "allow(target, methods=None): a network entry, normalised by the library; the same "
+	 "target replaces."},
+	{"remove_allowed", (PyCFunction)sc__py_config_remove_allowed, METH_O,
+	 "remove_allowed(target): KeyError when no entry has that (normalised) target."},
+	{"allowed", (PyCFunction)sc__py_config_allowed, METH_NOARGS,
+	 "allowed() -> [(target, (methods...) or None)] sorted by target."},
+	{"describe", (PyCFunction)(void (*)(void))sc__py_config_describe,
+	 METH_VARARGS | METH_KEYWORDS, "describe(json=False) -> the execute_code description."},
+	{"instructions", (PyCFunction)sc__py_config_instructions, METH_NOARGS,
+	 "instructions() -> the provider instructions."},
+	{"approval", (PyCFunction)sc__py_config_approval, METH_O,
+	 "approval(base_requires) -> whether running code needs approval."},
 	{NULL, NULL, 0, NULL},
 };
 

@@ -196,15 +196,16 @@ static PyObject *sandbox_run(SandboxObject *self, PyObject *args, PyObject *kwds
 	PyObject *cancel = Py_None;
 	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|O:run", kwlist, &code, &len, &cancel))
 		return NULL;
-	if (cancel != Py_None)
-		return PyErr_Format(PyExc_TypeError, "run: cancellation is not available yet");
+	struct snapcell_run_options opts;
+	if (sc__py_run_options(cancel, &opts) < 0)
+		return NULL;
 	if (sandbox_enter(self) < 0)
 		return NULL;
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	int rc;
 	Py_BEGIN_ALLOW_THREADS;
-	rc = snapcell_sandbox_run(self->sb, code, (size_t)len, &res, &err);
+	rc = snapcell_sandbox_run(self->sb, code, (size_t)len, &opts, &res, &err);
 	Py_END_ALLOW_THREADS;
 	sandbox_leave(self);
 	if (rc < 0)
@@ -219,13 +220,14 @@ static PyObject *sandbox_stats(SandboxObject *self, PyObject *unused)
 	if (sandbox_enter(self) < 0)
 		return NULL;
 	struct snapcell_sandbox_stats st;
+	struct snapcell_error err = {0};
 	int rc;
 	Py_BEGIN_ALLOW_THREADS;
-	rc = snapcell_sandbox_stats(self->sb, &st);
+	rc = snapcell_sandbox_stats(self->sb, &st, &err);
 	Py_END_ALLOW_THREADS;
 	sandbox_leave(self);
 	if (rc < 0)
-		return sc__py_fail(rc, NULL, "stats", NULL, false);
+		return sc__py_fail(rc, &err, "stats", NULL, false);
 	PyObject *d = PyDict_New();
 	if (!d || put(d, "template_pid", PyLong_FromLong(st.template_pid)) < 0 ||
 	    put(d, "template_private_bytes",
@@ -372,8 +374,9 @@ static PyObject *session_run(SessionObject *self, PyObject *args, PyObject *kwds
 	PyObject *cancel = Py_None;
 	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|O:run", kwlist, &code, &len, &cancel))
 		return NULL;
-	if (cancel != Py_None)
-		return PyErr_Format(PyExc_TypeError, "run: cancellation is not available yet");
+	struct snapcell_run_options opts;
+	if (sc__py_run_options(cancel, &opts) < 0)
+		return NULL;
 	if (claim(&self->busy, self->s, "session") < 0)
 		return NULL;
 	if (sandbox_enter(self->sandbox) < 0) {
@@ -384,7 +387,7 @@ static PyObject *session_run(SessionObject *self, PyObject *args, PyObject *kwds
 	struct snapcell_error err = {0};
 	int rc;
 	Py_BEGIN_ALLOW_THREADS;
-	rc = snapcell_session_run(self->s, code, (size_t)len, &res, &err);
+	rc = snapcell_session_run(self->s, code, (size_t)len, &opts, &res, &err);
 	Py_END_ALLOW_THREADS;
 	sandbox_leave(self->sandbox);
 	self->busy = false;

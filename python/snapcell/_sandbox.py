@@ -37,6 +37,7 @@ _LIMITS: dict[str, tuple[str, int]] = {
 }
 _SECONDS = {"timeout", "cpu_time"}
 
+# The helper this package ships, beside the extension.
 _HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "snapcell-cell")
 
 
@@ -199,9 +200,7 @@ def build_config(
     if unknown:
         raise TypeError(f"unknown keyword argument(s): {', '.join(unknown)}")
     cfg = _native.Config()
-    helper = os.environ.get("SNAPCELL_HELPER") or _HELPER
-    if hasattr(cfg, "set_helper"):
-        cfg.set_helper(helper)
+    cfg.set_helper(_HELPER)
     for name, value in limits.items():
         if value is not None:
             cfg.set_limit(_LIMITS[name][0], _limit_value(name, value))

@@ -98,6 +98,15 @@ def await_in_owner_loop(awaitable: Any) -> Any:
     return value
 
 
+def run_on_thread_loop(coroutine: Any) -> Any:
+    """Runs a coroutine to its end on an event loop private to the calling thread (made once
+    per thread and kept, so a tool call does not pay for a new loop)."""
+    loop = getattr(_run_state, "private_loop", None)
+    if loop is None or loop.is_closed():
+        loop = _run_state.private_loop = asyncio.new_event_loop()
+    return loop.run_until_complete(coroutine)
+
+
 class Tool:
     """A host function that sandboxed code calls as ``call_tool(name, **kwargs)``.
 

@@ -3,16 +3,32 @@ sandboxes. Each test gets its own TMPDIR, so the sandboxes' work directories lan
 test can check that nothing is left behind."""
 
 import os
+import pathlib
+import shutil
+import tempfile
 
 import pytest
 
+from snapcell import _native, _sandbox
+
 
 @pytest.fixture(autouse=True)
-def work_tmp(tmp_path, monkeypatch):
-    work = tmp_path / "work"
-    work.mkdir()
-    monkeypatch.setenv("TMPDIR", str(work))
-    return work
+def work_tmp(monkeypatch):
+    """Each test's own TMPDIR, where its sandboxes put their work directories. Not under
+    pytest's tmp_path: when the tests run as root the sandbox runs as uid 65534, which must
+    reach its root mount point, and pytest's directories are private (0700)."""
+    work = tempfile.mkdtemp(prefix="snapcell-test-")
+    os.chmod(work, 0o711)
+    monkeypatch.setenv("TMPDIR", work)
+    yield pathlib.Path(work)
+    shutil.rmtree(work, ignore_errors=True)
+
+
+def native_config():
+    """A bare _native.Config pointed at the package's helper, as the Python layer does."""
+    cfg = _native.Config()
+    cfg.set_helper(_sandbox._HELPER)
+    return cfg
 
 
 def descendants(pid=None):

@@ -317,11 +317,12 @@ def test_item13_failures_are_error_items_naming_the_status(code, status, detail)
 
 def test_item13_output_caps_are_error_items_naming_cap_and_file():
     with ExecuteCodeTool(max_output_files=2, max_output_file_bytes=10) as t:
-        out = invoke(t, "for n in 'abc': open(f'/output/{n}.txt', 'w').write(n)\nopen('/output/big.bin','wb').write(b'x'*100)")
+        out = invoke(t, "for n in 'abc': open(f'/output/{n}.txt', 'w').write(n)\nopen('/output/0big.bin','wb').write(b'x'*100)")
     errors = [c for c in out if c.type == "error"]
     assert len(errors) == 1
     assert "max_output_files" in errors[0].message and "max_output_file_bytes" in errors[0].message
-    assert "/output/big.bin" in errors[0].error_details
+    assert "/output/0big.bin" in errors[0].error_details and "/output/c.txt" in errors[0].error_details
+    assert [c.additional_properties["path"] for c in out if c.type == "data"] == ["/output/a.txt", "/output/b.txt"]
 
 
 def test_item14_fresh_output_each_call_input_persists_and_stateful(tmp_path):

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import descendants
+from conftest import descendants, native_config
 from snapcell import _native as native
 
 LIMITS = [
@@ -31,18 +31,6 @@ RESULT_KEYS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def work_tmp(monkeypatch):
-    """Each test's own TMPDIR, where its sandboxes put their work directories. Not under
-    pytest's tmp_path: when the tests run as root the sandbox runs as uid 65534, which must
-    reach its root mount point, and pytest's directories are private (0700)."""
-    work = tempfile.mkdtemp(prefix="snapcell-test-")
-    os.chmod(work, 0o711)
-    monkeypatch.setenv("TMPDIR", work)
-    yield work
-    shutil.rmtree(work, ignore_errors=True)
-
-
 def add_json(args):
     a = json.loads(args)
     return json.dumps(a["a"] + a["b"])
@@ -55,7 +43,7 @@ def sandbox():
 
     def make(cfg=None):
         if cfg is None:
-            cfg = native.Config()
+            cfg = native_config()
             cfg.add_tool("add", "Adds a and b.", None, False, add_json)
         made.append(native.Sandbox(cfg))
         return made[-1]
@@ -125,13 +113,13 @@ def test_error_types():
 
 
 def test_limits_round_trip_and_refuse_bad_values():
-    cfg = native.Config()
+    cfg = native_config()
     defaults = {name: cfg.get_limit(name) for name in LIMITS}
     for name in LIMITS:  # every default is in range, and so is one less than it
         cfg.set_limit(name, defaults[name] - 1)
         assert cfg.get_limit(name) == defaults[name] - 1
     cfg.set_limit("wall_ms", 1000)
-    assert native.Config().get_limit("wall_ms") == 30000
+    assert native_config().get_limit("wall_ms") == 30000
     with pytest.raises(ValueError) as e:
         cfg.set_limit("wall", 5)
     assert "wall_ms" in str(e.value) and "output_path_bytes" in str(e.value)
@@ -151,7 +139,7 @@ def test_env_and_python_path_reach_the_code(sandbox, tmp_path):
     lib = tmp_path / "lib"
     lib.mkdir()
     (lib / "helper_mod.py").write_text("VALUE = 'from the host'\n")
-    cfg = native.Config()
+    cfg = native_config()
     cfg.set_env("GREETING", "héllo")
     cfg.set_env("GREETING", "hello")  # replaces
     cfg.add_python_path(str(lib))
@@ -169,7 +157,7 @@ def test_env_and_python_path_reach_the_code(sandbox, tmp_path):
 def test_workspace_resolves_and_names_a_missing_path(tmp_path):
     (tmp_path / "ws").mkdir()
     os.symlink(tmp_path / "ws", tmp_path / "link")
-    cfg = native.Config()
+    cfg = native_config()
     assert cfg.workspace is None
     cfg.set_workspace(str(tmp_path / "link"))
     assert cfg.workspace == os.path.realpath(tmp_path / "ws")
@@ -190,7 +178,7 @@ def test_mounts_in_order_with_replace_and_remove(sandbox, tmp_path):
     (tmp_path / "b.txt").write_text("B")
     (tmp_path / "ws").mkdir()
     (tmp_path / "ws" / "w.txt").write_text("W")
-    cfg = native.Config()
+    cfg = native_config()
     cfg.set_workspace(str(tmp_path / "ws"))
     cfg.add_mount(str(tmp_path / "a.txt"), "data/one.txt")
     cfg.add_mount(str(tmp_path / "b.txt"), "/input/two.txt")
@@ -215,7 +203,7 @@ def test_mounts_in_order_with_replace_and_remove(sandbox, tmp_path):
 
 
 def test_tools_listed_replaced_and_removed():
-    cfg = native.Config()
+    cfg = native_config()
     schema = '{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}'
     cfg.add_tool("first", "The first.", schema, True, add_json)
     cfg.add_tool("second", None, None, False, add_json)
@@ -245,7 +233,7 @@ def test_tools_listed_replaced_and_removed():
 
 
 def test_require_isolation():
-    cfg = native.Config()
+    cfg = native_config()
     with pytest.raises(ValueError, match="namespaces"):
         cfg.require_isolation("strong")
     cfg.require_isolation("cgroups")
@@ -290,7 +278,7 @@ def test_run_result_has_every_field(sandbox):
 
 
 def test_statuses_and_limits(sandbox):
-    cfg = native.Config()
+    cfg = native_config()
     cfg.set_limit("wall_ms", 500)
     cfg.set_limit("stdout_bytes", 100)
     sb = sandbox(cfg)
@@ -322,7 +310,7 @@ def test_tool_errors_reach_the_code_as_tool_error(sandbox):
     def wrong_type(args):
         return 42
 
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("failing", "", None, False, failing)
     cfg.add_tool("unprintable", "", None, False, unprintable)
     cfg.add_tool("wrong_type", "", None, False, wrong_type)
@@ -354,7 +342,7 @@ def test_a_tool_error_leaves_no_exception_behind(sandbox):
     def failing(args):
         raise ValueError("boom")
 
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("failing", "", None, False, failing)
     sb = sandbox(cfg)
     for _ in range(3):
@@ -364,7 +352,7 @@ def test_a_tool_error_leaves_no_exception_behind(sandbox):
 
 
 def test_artifacts_are_bytes_with_raw_names(sandbox):
-    cfg = native.Config()
+    cfg = native_config()
     cfg.set_limit("output_files", 3)
     sb = sandbox(cfg)
     code = """
@@ -397,16 +385,38 @@ def test_stats(sandbox):
 
 
 def test_the_helper_is_the_packages_own(sandbox):
-    # The library looks for snapcell-cell beside the object its code is in: the extension.
+    # The Python layer points every config at the snapcell-cell shipped beside the extension.
     helper = os.path.join(os.path.dirname(native.__file__), "snapcell-cell")
     assert os.access(helper, os.X_OK)
     pid = sandbox().stats()["template_pid"]
     assert os.readlink(f"/proc/{pid}/exe") == helper
 
 
-def test_cancel_is_not_available_yet(sandbox):
+def test_cancel_from_another_thread_kills_the_cell(sandbox):
+    token = native.Cancel()
+    started = threading.Event()
+
+    def started_tool(args):
+        started.set()
+        return "null"
+
+    cfg = native_config()
+    cfg.add_tool("started", "", None, False, started_tool)
+    sb = sandbox(cfg)
+    firing = threading.Thread(target=lambda: (started.wait(30), token.fire()))
+    firing.start()
+    r = sb.run("call_tool('started')\nwhile True: pass", token)
+    firing.join()
+    assert r["status"] == "cancelled"
+    assert sb.run("print('next')", None)["stdout"] == "next\n"
+
+
+def test_a_fired_token_cancels_before_the_code_runs(sandbox):
     sb = sandbox()
-    assert sb.run("print(1)", None)["stdout"] == "1\n"
+    token = native.Cancel()
+    token.fire()
+    r = sb.run("print('ran')", token)
+    assert r["status"] == "cancelled" and r["stdout"] == ""
     with pytest.raises(TypeError):
         sb.run("print(1)", object())
 
@@ -425,7 +435,7 @@ def test_eight_threads_run_at_once_on_one_sandbox(sandbox):
         seen.append(json.loads(args)["i"])
         return json.dumps(threading.get_ident())
 
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("meet", "", None, False, meet)
     cfg.set_limit("wall_ms", 60000)
     sb = sandbox(cfg)
@@ -500,7 +510,7 @@ def test_a_session_is_used_by_one_thread_at_a_time(sandbox):
         release.wait(30)
         return "null"
 
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("hold", "", None, False, hold)
     s = sandbox(cfg).session()
     out = {}
@@ -555,7 +565,7 @@ def test_close_twice_and_use_after_close(sandbox, work_tmp):
 
 
 def test_collection_frees_everything(work_tmp):
-    cfg = native.Config()
+    cfg = native_config()
     sb = native.Sandbox(cfg)
     s = sb.session()
     s.run("x = 1")
@@ -568,7 +578,7 @@ def test_collection_frees_everything(work_tmp):
 
 
 def test_a_cycle_through_a_tool_callback_is_collected(work_tmp):
-    cfg = native.Config()
+    cfg = native_config()
     holder = {}
     cfg.add_tool("me", "", None, False, lambda args: json.dumps(str(holder["sb"].isolation)))
     holder["sb"] = native.Sandbox(cfg)
@@ -582,7 +592,7 @@ def test_a_cycle_through_a_tool_callback_is_collected(work_tmp):
 
 
 def test_gc_after_close(work_tmp):
-    sb = native.Sandbox(native.Config())
+    sb = native.Sandbox(native_config())
     s = sb.session()
     sb.close()
     del sb
@@ -595,7 +605,7 @@ def test_gc_after_close(work_tmp):
 
 
 def test_a_sandbox_keeps_its_callbacks_alive():
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("tmp", "", None, False, lambda args: '"still here"')
     sb = native.Sandbox(cfg)
     cfg.remove_tool("tmp")
@@ -612,7 +622,7 @@ def test_callback_references_are_balanced():
         return args
 
     base = sys.getrefcount(tool)
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("t", "", None, False, tool)
     assert sys.getrefcount(tool) == base + 1  # the config's
     sb = native.Sandbox(cfg)
@@ -637,7 +647,7 @@ def test_close_waits_for_runs_in_flight(sandbox):
         time.sleep(0.5)
         return '"done"'
 
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("slow", "", None, False, slow)
     sb = sandbox(cfg)
     out = {}
@@ -661,7 +671,7 @@ def test_close_from_a_tool_callback_is_refused():
             errors.append(str(e))
         return "null"
 
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("closer", "", None, False, closer)
     sb = holder["sb"] = native.Sandbox(cfg)
     try:
@@ -680,7 +690,7 @@ def test_no_leak_over_2000_runs_with_a_tool(sandbox):
     def echo(args):
         return json.dumps(json.loads(args)["s"])
 
-    cfg = native.Config()
+    cfg = native_config()
     cfg.add_tool("echo", "", None, False, echo)
     sb = sandbox(cfg)
     code = (

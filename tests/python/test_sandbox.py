@@ -214,8 +214,8 @@ def test_sessions_snapshots_and_branches():
             snap.close()
 
 
-def test_close_leaves_no_process_and_no_directory(work_tmp):
-    ws = work_tmp.parent / "ws"
+def test_close_leaves_no_process_and_no_directory(work_tmp, tmp_path):
+    ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "data.txt").write_text("x")
     sb = snapcell.Sandbox(timeout=0.5, workspace=str(ws))

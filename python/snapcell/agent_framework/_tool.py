@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import inspect
 import os
 import threading
 import warnings
@@ -19,8 +20,8 @@ from typing import Any
 from agent_framework import Content, FunctionTool, normalize_tools
 
 from .. import _native
-from .._sandbox import Result, Sandbox, _pool, build_config
-from .._tools import Tool
+from .._sandbox import Result, Sandbox, _run_async, build_config
+from .._tools import Tool, run_on_thread_loop
 from ._registry import SandboxRegistry
 from ._types import (
     AllowedDomain,
@@ -84,11 +85,18 @@ def _collect_tools(*groups: Any) -> dict[str, FunctionTool]:
 
 
 def _sandbox_tool(tool: FunctionTool) -> Tool:
-    """A snapcell Tool that invokes an Agent Framework tool on the run's event loop, with
-    keyword arguments and its raw return value (its result parser is not applied)."""
+    """A snapcell Tool that invokes an Agent Framework tool with keyword arguments and takes its
+    raw return value (its result parser is not applied). An async tool is awaited on the event
+    loop that called invoke; a sync one runs on the run's own thread (on a loop private to that
+    thread), so concurrent runs call it concurrently instead of queueing on the caller's loop."""
+    func = getattr(tool, "func", None)
+    is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
+        getattr(func, "__call__", None)
+    )
 
     def invoke(**kwargs: Any) -> Any:
-        return tool.invoke(arguments=kwargs, skip_parsing=True)
+        coroutine = tool.invoke(arguments=kwargs, skip_parsing=True)
+        return coroutine if is_async else run_on_thread_loop(coroutine)
 
     return Tool(
         invoke,
@@ -383,23 +391,24 @@ class ExecuteCodeTool(FunctionTool):
         with self._lock:
             settings = self._settings.copy()
             cfg = self._cfg
-        loop = asyncio.get_running_loop()
+        registry, stateful = self._registry, self._session_lock is not None
 
-        def acquire() -> Any:
-            return self._registry.acquire(settings.key(), lambda: Sandbox._from_config(cfg))
+        def run(code: str, cancel: Any) -> dict:
+            """On one pool thread: the cached sandbox (built on first use), then the run."""
+            entry = registry.acquire(settings.key(), lambda: Sandbox._from_config(cfg))
+            try:
+                if not stateful:
+                    return entry.sandbox._native.run(code, cancel)
+                if entry.session is None:
+                    entry.session = entry.sandbox.session()
+                return entry.session._native.run(code, cancel)
+            finally:
+                registry.release(entry)
 
-        entry = await loop.run_in_executor(_pool(), acquire)
-        try:
-            if self._session_lock is None:
-                result = await entry.sandbox.run_async(code)
-            else:
-                async with self._session_lock:
-                    if entry.session is None:
-                        entry.session = await loop.run_in_executor(_pool(), entry.sandbox.session)
-                    result = await entry.session.run_async(code)
-        finally:
-            self._registry.release(entry)
-        return _contents(result)
+        if not stateful:
+            return _contents(await _run_async(run, code))
+        async with self._session_lock:
+            return _contents(await _run_async(run, code))
 
     def close(self) -> None:
         """Ends every sandbox this tool (and the run tools made from it) started."""

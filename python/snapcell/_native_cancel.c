@@ -1,0 +1,81 @@
+/* snapcell._native.Cancel: a cancellation token for runs (struct snapcell_cancel). fire() may be
+ * called from any thread, also while the run it cancels holds no GIL. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "snapcell.h"
+#include "_native.h"
+
+PyTypeObject *sc__py_cancel_type;
+
+typedef struct {
+	PyObject ob_base;
+	struct snapcell_cancel *c;
+} CancelObject;
+
+static PyObject *cancel_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+	if (!PyArg_ParseTuple(args, ":Cancel") || (kwds && PyObject_Length(kwds) > 0)) {
+		if (!PyErr_Occurred())
+			PyErr_SetString(PyExc_TypeError, "Cancel() takes no arguments");
+		return NULL;
+	}
+	allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+	CancelObject *self = (CancelObject *)alloc(type, 0);
+	if (!self)
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_cancel_new(&self->c, &err);
+	if (rc < 0) {
+		Py_DECREF(self);
+		return sc__py_fail(rc, &err, "Cancel", NULL, false);
+	}
+	return (PyObject *)self;
+}
+
+static void cancel_dealloc(CancelObject *self)
+{
+	PyTypeObject *type = Py_TYPE(self);
+	snapcell_cancel_free(self->c);
+	freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+	tp_free(self);
+	Py_DECREF(type);
+}
+
+static PyObject *cancel_fire(CancelObject *self, PyObject *unused)
+{
+	snapcell_cancel_fire(self->c);
+	Py_RETURN_NONE;
+}
+
+int sc__py_run_options(PyObject *cancel, struct snapcell_run_options *opts)
+{
+	*opts = (struct snapcell_run_options){.size = sizeof(*opts)};
+	if (cancel == Py_None)
+		return 0;
+	if (!PyObject_TypeCheck(cancel, sc__py_cancel_type)) {
+		PyErr_Format(PyExc_TypeError, "run: cancel must be a Cancel or None, not %R",
+			     cancel);
+		return -1;
+	}
+	opts->cancel = ((CancelObject *)cancel)->c;
+	return 0;
+}
+
+static PyMethodDef cancel_methods[] = {
+	{"fire", (PyCFunction)cancel_fire, METH_NOARGS,
+	 "fire(): the run using this token ends at once as 'cancelled' (its cell killed); a run "
+	 "started with a fired token is cancelled before it starts."},
+	{NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot cancel_slots[] = {
+	{Py_tp_doc, "Cancel(): a one-shot cancellation token for Sandbox.run and Session.run."},
+	{Py_tp_new, cancel_new},
+	{Py_tp_dealloc, cancel_dealloc},
+	{Py_tp_methods, cancel_methods},
+	{0, NULL},
+};
+
+PyType_Spec sc__py_cancel_spec = {"snapcell._native.Cancel", sizeof(CancelObject), 0,
+				  Py_TPFLAGS_DEFAULT, cancel_slots};
