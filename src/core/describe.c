@@ -86,6 +86,8 @@ static void put_prose(struct text *t, const char *s, size_t max, const char *ind
 		n--;
 	bool cut = n > max;
 	n = cut ? max : n;
+	while (cut && n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--; /* never half a UTF-8 character before the "..." */
 	for (size_t i = 0; i < n && !t->rc; i++) {
 		bool space = s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r';
 		if (!indent && space) {

@@ -125,16 +125,21 @@ static int add_node(struct build *b, const void *key, enum sc_schema_node_kind k
 
 /* Compiled the way JSON Schema means patterns (ECMA-262): unanchored, UTF-8, `$` only at the
  * very end, \uXXXX and \u{X...} escapes. Every item is a callout, which is how the checker
- * counts steps across all the matches of one call (see schema_check.c). */
+ * counts steps across all the matches of one call (see schema_check.c). No automatic
+ * possessification: a repeat made possessive consumes its whole run between two callouts, so
+ * an unanchored "[a-z]+@" against a long run of letters costs n^2 characters on n steps;
+ * given back one at a time, each character is a callout. (A possessive repeat or atomic group
+ * the schema writes itself, and a backreference's comparison, still consume unseen.) */
 static int compile_pattern(struct build *b, const char *path, const char *pattern, size_t len,
 			   const void *key)
 {
 	int code;
 	PCRE2_SIZE offset;
-	pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, len,
-				       PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C |
-					       PCRE2_ALT_BSUX | PCRE2_AUTO_CALLOUT,
-				       &code, &offset, b->cctx);
+	pcre2_code *re =
+		pcre2_compile((PCRE2_SPTR)pattern, len,
+			      PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_NEVER_BACKSLASH_C |
+				      PCRE2_ALT_BSUX | PCRE2_AUTO_CALLOUT | PCRE2_NO_AUTO_POSSESS,
+			      &code, &offset, b->cctx);
 	if (!re) {
 		PCRE2_UCHAR msg[120];
 		pcre2_get_error_message(code, msg, sizeof(msg));

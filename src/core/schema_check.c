@@ -4,7 +4,9 @@
  * callouts across all matches, so many small strings cannot add up to an unbounded cost).
  * Any limit hit refuses the value, never accepts it. */
 #define _GNU_SOURCE
+#include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,7 +55,32 @@ static int fail(struct ctx *c, const char *path, unsigned vdepth, const char *fm
 
 #define hard_fail(c, path, ...) ((c)->hard = true, fail(c, path, 0, __VA_ARGS__))
 
-/* Shortest "%.Ng" that reads back as exactly d (15 digits always suffice for fewer). */
+static locale_t c_numeric;
+
+static void c_numeric_init(void)
+{
+	c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+}
+
+/* The C locale's numbers on this thread until the matching numbers_end: JSON spells a real
+ * with '.', whatever LC_NUMERIC the host process chose (jansson parses it so; in a locale
+ * with a decimal comma, strtod would stop at the '.' and printf write a ','). NULL when the
+ * locale cannot be made. */
+static locale_t numbers_begin(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, c_numeric_init);
+	return c_numeric ? uselocale(c_numeric) : (locale_t)0;
+}
+
+static void numbers_end(locale_t saved)
+{
+	if (saved)
+		uselocale(saved);
+}
+
+/* Shortest "%.Ng" that reads back as exactly d (15 digits always suffice for fewer); called
+ * between numbers_begin and numbers_end. */
 static void real_text(double d, char *buf, size_t len)
 {
 	for (int prec = 15; prec <= 17; prec++) {
@@ -67,10 +94,13 @@ static void real_text(double d, char *buf, size_t len)
 
 static void number_text(const json_t *n, char *buf, size_t len)
 {
-	if (json_is_integer(n))
+	if (json_is_integer(n)) {
 		snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(n));
-	else
+	} else {
+		locale_t saved = numbers_begin();
 		real_text(json_real_value(n), buf, len);
+		numbers_end(saved);
+	}
 }
 
 /* i against d exactly: as doubles, 2^53 + 1 would equal 2^53. */
@@ -100,9 +130,11 @@ static int cmp_num(const json_t *a, const json_t *b)
 	       (json_real_value(a) < json_real_value(b));
 }
 
-/* JSON Schema equality: numbers by value (1 equals 1.0), objects regardless of order. */
-static bool values_equal(const json_t *a, const json_t *b)
+/* JSON Schema equality: numbers by value (1 equals 1.0), objects regardless of order. Adds
+ * the values it compares to *work (the call's visits). */
+static bool values_equal(const json_t *a, const json_t *b, unsigned long *work)
 {
+	++*work;
 	if (json_is_number(a) && json_is_number(b))
 		return cmp_num(a, b) == 0;
 	if (json_typeof(a) != json_typeof(b))
@@ -114,7 +146,7 @@ static bool values_equal(const json_t *a, const json_t *b)
 		if (json_array_size(a) != json_array_size(b))
 			return false;
 		for (size_t i = 0; i < json_array_size(a); i++)
-			if (!values_equal(json_array_get(a, i), json_array_get(b, i)))
+			if (!values_equal(json_array_get(a, i), json_array_get(b, i), work))
 				return false;
 		return true;
 	}
@@ -126,11 +158,16 @@ static bool values_equal(const json_t *a, const json_t *b)
 		json_object_foreach((json_t *)a, key, va)
 		{
 			const json_t *vb = json_object_get(b, key);
-			if (!vb || !values_equal(va, vb))
+			if (!vb || !values_equal(va, vb, work))
 				return false;
 		}
 	}
 	return true; /* true, false, null */
+}
+
+static bool is_int64(double d)
+{
+	return floor(d) == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0;
 }
 
 static uint64_t mix(uint64_t h)
@@ -150,16 +187,23 @@ static uint64_t bytes_hash(const char *s, size_t n)
 	return h;
 }
 
-/* Equal values (values_equal) hash alike: numbers by their double, objects order-free. */
+/* Equal values (values_equal) hash alike: numbers by value, objects order-free. */
 static uint64_t value_hash(const json_t *v)
 {
 	uint64_t h = json_typeof(v), bits;
 	switch (json_typeof(v)) {
 	case JSON_INTEGER:
 	case JSON_REAL: {
-		double d = json_number_value(v) + 0.0; /* -0.0 and 0.0 alike */
+		/* An integer by its exact value (2^62 and 2^62 + 1 are one double but unequal,
+		 * and a run of equal hashes is compared pairwise), a real with an integral value
+		 * as that integer (1.0 equals 1), any other real by its bits. */
+		double d = json_number_value(v);
+		if (json_is_integer(v) || is_int64(d)) {
+			json_int_t i = json_is_integer(v) ? json_integer_value(v) : (json_int_t)d;
+			return mix((uint64_t)i ^ 0x9e3779b97f4a7c15ULL);
+		}
 		memcpy(&bits, &d, sizeof(bits));
-		return mix(bits ^ 0x9e3779b97f4a7c15ULL);
+		return mix(bits ^ 0x7f4a7c159e3779b9ULL);
 	}
 	case JSON_STRING:
 		return mix(bytes_hash(json_string_value(v), json_string_length(v)));
@@ -193,32 +237,39 @@ static int hashed_cmp(const void *pa, const void *pb)
 }
 
 /* uniqueItems in O(n log n): sort by hash, compare only within a run of equal hashes. Sets
- * *dup to the later index of a duplicate pair, or SIZE_MAX. -1 when out of memory. */
-static int find_duplicate(const json_t *arr, size_t *a_out, size_t *b_out)
+ * *a_out and *b_out to the indexes of a duplicate pair, or SIZE_MAX. Hashing charges one
+ * visit per item and every comparison the values it compares, so a run of distinct values
+ * with one hash (crafted collisions) costs the visit budget, not time squared. -1 when out
+ * of memory, -2 when the budget ran out. */
+static int find_duplicate(struct ctx *c, const json_t *arr, size_t *a_out, size_t *b_out)
 {
 	size_t n = json_array_size(arr);
 	*a_out = *b_out = SIZE_MAX;
+	c->visits += n;
+	if (c->visits > MAX_CHECK_VISITS)
+		return -2;
 	struct hashed *h = malloc((n ? n : 1) * sizeof(*h));
 	if (!h)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		h[i] = (struct hashed){value_hash(json_array_get(arr, i)), i};
 	qsort(h, n, sizeof(*h), hashed_cmp);
-	for (size_t i = 0; i < n && *a_out == SIZE_MAX; i++)
-		for (size_t j = i + 1; j < n && h[j].hash == h[i].hash; j++)
+	int rc = 0;
+	for (size_t i = 0; i < n && *a_out == SIZE_MAX && rc == 0; i++)
+		for (size_t j = i + 1; j < n && h[j].hash == h[i].hash; j++) {
 			if (values_equal(json_array_get(arr, h[i].index),
-					 json_array_get(arr, h[j].index))) {
+					 json_array_get(arr, h[j].index), &c->visits)) {
 				*a_out = h[i].index;
 				*b_out = h[j].index;
 				break;
 			}
+			if (c->visits > MAX_CHECK_VISITS) {
+				rc = -2;
+				break;
+			}
+		}
 	free(h);
-	return 0;
-}
-
-static bool is_int64(double d)
-{
-	return floor(d) == d && d >= -9223372036854775808.0 && d < 9223372036854775808.0;
+	return rc;
 }
 
 static bool has_type(const json_t *value, const char *type)
@@ -427,7 +478,13 @@ static int check_array(struct ctx *c, const json_t *s, const json_t *v, const ch
 		return -1;
 	if (json_is_true(json_object_get(s, "uniqueItems"))) {
 		size_t a, b;
-		if (find_duplicate(v, &a, &b) < 0)
+		int dup = find_duplicate(c, v, &a, &b);
+		if (dup == -2)
+			return hard_fail(c, path,
+					 "checking took more than %d steps; the schema or the "
+					 "arguments are too complex",
+					 MAX_CHECK_VISITS);
+		if (dup < 0)
 			return hard_fail(c, path, "out of memory checking uniqueItems");
 		if (a != SIZE_MAX)
 			return fail(c, path, vd, "items %zu and %zu are equal; they must be unique",
@@ -572,9 +629,9 @@ static int check_enum(struct ctx *c, const json_t *s, const json_t *v, const cha
 	size_t i;
 	json_t *e;
 	bool found = !en;
-	json_array_foreach(en, i, e) found = found || values_equal(e, v);
+	json_array_foreach(en, i, e) found = found || values_equal(e, v, &c->visits);
 	const json_t *shown = found ? cn : en;
-	if (found && (!cn || values_equal(cn, v)))
+	if (found && (!cn || values_equal(cn, v, &c->visits)))
 		return 0;
 	char *text = json_dumps(shown, JSON_COMPACT | JSON_ENCODE_ANY);
 	fail(c, path, vd, "must be %s%.120s%s", shown == en ? "one of " : "", text ? text : "?",
@@ -677,7 +734,8 @@ char *sc__json_exact_numbers(const char *text, size_t len)
 {
 	size_t cap = len + len / 2 + 64, out_len = 0, run = 0;
 	char *out = malloc(cap);
-	bool in_string = false, ok = out != NULL;
+	locale_t saved = numbers_begin();
+	bool in_string = false, ok = out != NULL && saved;
 	for (size_t i = 0; ok && i < len; i++) {
 		char ch = text[i];
 		if (in_string || (ch != '-' && (ch < '0' || ch > '9'))) {
@@ -708,6 +766,7 @@ char *sc__json_exact_numbers(const char *text, size_t len)
 		run = end;
 		i = end - 1;
 	}
+	numbers_end(saved);
 	if (ok)
 		ok = put(&out, &out_len, &cap, text + run, len - run);
 	if (!ok) {

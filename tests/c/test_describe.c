@@ -1,5 +1,7 @@
 /* What the model is told: the execute_code description in both formats, the provider
  * instructions, and the approval execute_code needs. */
+#include <jansson.h>
+
 #include "helpers.h"
 
 static int answer(void *user, const char *args, char **result)
@@ -222,6 +224,27 @@ Test(describe, size_is_capped)
 		     SNAPCELL_E_TOO_BIG);
 	cr_expect_null(text);
 	cr_expect(strstr(err.message, "256 KiB"), "%s", err.message);
+	snapcell_config_free(cfg);
+}
+
+/* A long parameter description is cut at 600 bytes: at a character, so the text stays UTF-8
+ * (a JSON encoder, or a provider, refuses half a character). */
+Test(describe, a_cut_description_stays_utf8)
+{
+	struct snapcell_config *cfg = test_config_new();
+	char schema[2048] = "{\"type\":\"object\",\"properties\":{\"p\":{\"type\":\"string\","
+			    "\"description\":\"x";
+	for (int i = 0; i < 400; i++)
+		strcat(schema, "\xc3\xa9"); /* e-acute: the 600-byte cut falls inside one */
+	strcat(schema, "\"}}}");
+	add_tool(cfg, "t", "A tool.", schema, SNAPCELL_APPROVAL_NEVER);
+	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "\xc3\xa9...");
+	expect_lacks(text, "\xc3...");
+	json_t *s = json_string(text);
+	cr_expect_not_null(s, "the description is valid UTF-8");
+	json_decref(s);
+	free(text);
 	snapcell_config_free(cfg);
 }
 

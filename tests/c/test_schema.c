@@ -5,6 +5,7 @@
  * callback receives. */
 #include <criterion/criterion.h>
 #include <jansson.h>
+#include <locale.h>
 #include <string.h>
 
 #include "core/core.h"
@@ -285,6 +286,52 @@ Test(schema, catastrophic_patterns_are_bounded_and_refuse)
 	sc__schema_free(s);
 }
 
+/* A repeat that auto-possessification would make atomic ("[a-z]+@" becomes "[a-z]++@")
+ * consumes the whole run inside one item, between two callouts: unanchored, every start
+ * position rescans the rest, n^2 / 2 characters on a few steps each. The repeat must give its
+ * characters back one callout at a time, so the budget sees the cost (this took hours for a
+ * 16 MiB string; the timeout is the regression check). */
+Test(schema, repeats_are_charged_per_character, .timeout = 30)
+{
+	struct sc_schema *s = compile("{\"type\": \"string\", \"pattern\": \"[a-z]+@\"}");
+	expect_pass(s, "\"ann@\"");
+	expect_fail(s, "\"ann\"", "does not match the pattern");
+	size_t n = 1 << 20;
+	char *big = malloc(n + 8);
+	big[0] = '"';
+	memset(big + 1, 'a', n);
+	strcpy(big + 1 + n, "!@\"");
+	expect_fail(s, big, "pattern matching took more than 4194304 steps in this call");
+	free(big);
+	sc__schema_free(s);
+}
+
+/* uniqueItems compares only items whose hashes are equal. Integers that round to one double
+ * (2^62 - 256 ... 2^62 + 512) are unequal but must not share a hash, or 380,000 pairs of them
+ * (16 MiB) cost 10^11 comparisons on the host (an hour); with a hash collision anyway, the
+ * comparisons come out of the call's visit budget. */
+Test(schema, unique_items_is_not_quadratic_in_equal_doubles, .timeout = 30)
+{
+	struct sc_schema *s = compile("{\"type\": \"array\", \"uniqueItems\": true}");
+	expect_pass(s, "[4611686018427387904, 4611686018427387905]");
+	expect_fail(s, "[4611686018427387904, 4611686018427387904.0]", "items 0 and 1 are equal");
+	expect_pass(s, "[4611686018427387905, 4611686018427387904.0]");
+	expect_fail(s, "[-0.0, 0]", "items 0 and 1 are equal");
+	expect_fail(s, "[[1.5, 3], [1.5, 3.0]]", "items 0 and 1 are equal");
+	enum { SIDE = 400 };
+	char *big = malloc((size_t)SIDE * SIDE * 44 + 8), *p = big;
+	*p++ = '[';
+	for (int a = 0; a < SIDE; a++)
+		for (int b = 0; b < SIDE; b++)
+			p += sprintf(p, "%s[%lld,%lld]", a || b ? "," : "",
+				     4611686018427387904LL - 200 + a,
+				     4611686018427387904LL - 200 + b);
+	strcpy(p, "]");
+	expect_pass(s, big);
+	free(big);
+	sc__schema_free(s);
+}
+
 Test(schema, numbers_compare_exactly)
 {
 	struct sc_schema *s = compile("{\"type\": \"integer\", \"maximum\": 9007199254740992}");
@@ -326,6 +373,36 @@ Test(schema, the_callback_text_spells_the_checked_numbers)
 	cr_expect(json_equal(x, y), "the rewritten text parses to the same values");
 	json_decref(x);
 	json_decref(y);
+	free(out);
+}
+
+/* JSON spells reals with '.', and jansson parses them so in any locale; the text the
+ * callback gets must too, or under a decimal-comma LC_NUMERIC "[19e-1]" (one item >= 1,
+ * checked) reached the callback as "[1,9.0]" (two items) and "1.9" as "1.0". Needs a locale
+ * with a decimal comma (skipped without one; LOCPATH may point at a localedef output). */
+Test(schema, the_callback_text_does_not_depend_on_the_locale)
+{
+	static const char *const commas[] = {"de_DE.UTF-8", "de_DE.utf8",  "fr_FR.UTF-8",
+					     "fr_FR.utf8",  "nl_NL.UTF-8", "es_ES.UTF-8"};
+	locale_t loc = (locale_t)0;
+	for (size_t i = 0; !loc && i < sizeof(commas) / sizeof(commas[0]); i++)
+		loc = newlocale(LC_NUMERIC_MASK, commas[i], (locale_t)0);
+	if (!loc)
+		cr_skip_test("no locale with a decimal comma is installed");
+	locale_t old = uselocale(loc);
+	char probe[16];
+	snprintf(probe, sizeof(probe), "%.1f", 1.5);
+	cr_assert_str_eq(probe, "1,5", "the locale has a decimal comma");
+	const char in[] = "{\"x\": [19e-1], \"y\": 1.9, \"z\": 0.5e0}";
+	char *out = sc__json_exact_numbers(in, strlen(in));
+	struct sc_schema *s = compile("{\"properties\": {\"x\": {\"maxItems\": 1}},"
+				      " \"maximum\": 2.5, \"minimum\": 1.5}");
+	expect_fail(s, "1.25", "must be >= 1.5");
+	sc__schema_free(s);
+	uselocale(old);
+	freelocale(loc);
+	cr_assert_not_null(out);
+	cr_expect_str_eq(out, "{\"x\": [1.9], \"y\": 1.9, \"z\": 0.5}");
 	free(out);
 }
 
