@@ -25,8 +25,9 @@ static const char lookup_schema[] =
 static void add_tool(struct snapcell_config *cfg, const char *name, const char *desc,
 		     const char *schema, enum snapcell_approval approval)
 {
-	cr_assert_eq(snapcell_config_add_tool(cfg, name, desc, schema, approval, answer, NULL, NULL), 0,
-		     "add_tool %s", name);
+	cr_assert_eq(
+		snapcell_config_add_tool(cfg, name, desc, schema, approval, answer, NULL, NULL), 0,
+		"add_tool %s", name);
 }
 
 static char *describe(const struct snapcell_config *cfg, enum snapcell_describe_format f)
