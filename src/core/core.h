@@ -100,11 +100,11 @@ void sc__cell_close(struct sc_cell *cell);
 /* One parked cell turned into a session family: its anchor (pid 1, never runs code) and the
  * count of sessions and snapshots living in its namespace. */
 struct sc_family {
-	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed */
+	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed; session.c's lock */
 	struct sc_cell anchor;
 	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
 	unsigned refs;
-	struct sc_family *next; /* in the sandbox's list */
+	struct sc_family *next; /* in the sandbox's list (session.c's lock) */
 };
 
 /* Asks the anchor to kill one worker; ends the family ends everything in it. */
@@ -125,7 +125,7 @@ struct snapcell_sandbox {
 	size_t n_ready, cap_ready;
 	bool broken;
 	char broken_msg[SNAPCELL_ERROR_MESSAGE_LEN];
-	struct sc_family *families; /* live session families, ended with the sandbox */
+	struct sc_family *families; /* live session families (session.c's lock, not this one) */
 	struct sc_dying {
 		int pidfd;
 		uint32_t id;

@@ -54,6 +54,24 @@ void sc__family_end(struct sc_family *f)
 	syscall(SYS_pidfd_send_signal, f->anchor.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
 }
 
+/* Guards every family's sb and every sandbox's families list. A family's last put and the
+ * sandbox's free may run on two threads at once: the put must see either the sandbox alive
+ * for as long as it uses it, or NULL, and the free must never walk a family that was freed.
+ * Held across the put's use of the sandbox, which sc__sessions_orphan (run before the
+ * sandbox's memory goes) waits for. Order: families_lock, then a sandbox's or family's lock. */
+static pthread_mutex_t families_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The family's sandbox, or NULL once it was freed; only for the NULL check, since the
+ * sandbox may go right after (a caller that races a run against the sandbox's free broke
+ * the thread rules; freeing both at once is allowed). */
+static bool family_orphaned(struct sc_family *f)
+{
+	pthread_mutex_lock(&families_lock);
+	bool orphaned = f->sb == NULL;
+	pthread_mutex_unlock(&families_lock);
+	return orphaned;
+}
+
 static void family_put(struct sc_family *f)
 {
 	pthread_mutex_lock(&f->lock);
@@ -61,17 +79,17 @@ static void family_put(struct sc_family *f)
 	pthread_mutex_unlock(&f->lock);
 	if (!last)
 		return;
+	pthread_mutex_lock(&families_lock);
 	struct snapcell_sandbox *sb = f->sb;
 	if (sb) {
-		pthread_mutex_lock(&sb->lock);
 		for (struct sc_family **p = &sb->families; *p; p = &(*p)->next)
 			if (*p == f) {
 				*p = f->next;
 				break;
 			}
-		pthread_mutex_unlock(&sb->lock);
 		sc__sandbox_retire_cell(sb, &f->anchor);
 	}
+	pthread_mutex_unlock(&families_lock);
 	sc__cell_close(&f->anchor);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -79,15 +97,13 @@ static void family_put(struct sc_family *f)
 
 void sc__sessions_orphan(struct snapcell_sandbox *sb)
 {
-	pthread_mutex_lock(&sb->lock);
+	pthread_mutex_lock(&families_lock);
 	for (struct sc_family *f = sb->families; f; f = f->next) {
-		pthread_mutex_lock(&f->lock);
 		sc__family_end(f);
 		f->sb = NULL;
-		pthread_mutex_unlock(&f->lock);
 	}
 	sb->families = NULL;
-	pthread_mutex_unlock(&sb->lock);
+	pthread_mutex_unlock(&families_lock);
 }
 
 /* Sends a request (an empty frame, with fds) to a worker or a snapshot, which may be hostile:
@@ -182,7 +198,7 @@ static void end_worker(struct snapcell_session *s)
 
 static int orphaned(struct sc_family *f, struct snapcell_error *err)
 {
-	return f->sb ? 0 : sc__err(err, SNAPCELL_E_TEMPLATE, "the sandbox was freed");
+	return family_orphaned(f) ? sc__err(err, SNAPCELL_E_TEMPLATE, "the sandbox was freed") : 0;
 }
 
 int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **out,
@@ -216,10 +232,10 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 		free(s);
 		return rc;
 	}
-	pthread_mutex_lock(&sb->lock);
+	pthread_mutex_lock(&families_lock);
 	f->next = sb->families;
 	sb->families = f;
-	pthread_mutex_unlock(&sb->lock);
+	pthread_mutex_unlock(&families_lock);
 	*out = s;
 	return 0;
 }
@@ -358,7 +374,7 @@ void snapcell_session_free(struct snapcell_session *s)
 {
 	if (!s)
 		return;
-	if (s->alive && s->family->sb)
+	if (s->alive && !family_orphaned(s->family))
 		sc__family_kill(s->family, s->pid);
 	sc__cell_close(&s->worker);
 	family_put(s->family);
