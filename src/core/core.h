@@ -66,10 +66,11 @@ struct sc_call_outcome {
 	struct snapcell_tool_call log;
 };
 
-/* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader).
+/* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
+ * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us().
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
-		   size_t result_cap, struct sc_call_outcome *out);
+		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out);
 
 /* schema.c: registering a parameter schema (the subset is listed in snapcell.h). */
 struct sc_schema;

@@ -180,7 +180,7 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 {
 	struct sc_call_outcome out;
 	int rc = sc__tool_serve(sb->cfg, r->reader.payload, r->reader.payload_len,
-				SC_FRAME_DEFAULT_CAP - 1, &out);
+				SC_FRAME_DEFAULT_CAP - 1, r->deadline_us, &out);
 	if (rc == -EPROTO) {
 		violation(r, "malformed tool call");
 		return;
