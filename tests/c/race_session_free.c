@@ -46,7 +46,7 @@ static int skip_or_fail(const char *why)
 	return 77;
 }
 
-/* 0, or SNAPCELL_E_ISOLATION when the host cannot make a sandbox, or another failure. */
+/* 0 or a negative code with err set. */
 static int one_round(struct snapcell_config *cfg, struct snapcell_error *err)
 {
 	struct pair p = {0};
@@ -81,14 +81,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "race-session-free: %s\n", cfg ? err.message : "out of memory");
 		return 1;
 	}
-	/* Not snapcell_probe_host(): it unshares in a forked child, which TSan's runtime makes
-	 * multi-threaded (EINVAL); the sandbox's own clone is not affected. */
 	int rc = 0;
 	for (int i = 0; i < rounds && rc == 0; i++)
 		rc = one_round(cfg, &err);
 	snapcell_config_free(cfg);
-	if (rc == SNAPCELL_E_ISOLATION)
-		return skip_or_fail(err.message);
+	/* Asked only after a failure: the probe unshares in a forked child, which TSan's
+	 * runtime makes multi-threaded (EINVAL), while the sandbox's own clone works. */
+	struct snapcell_probe probe;
+	if (rc < 0 && snapcell_probe_host(&probe, NULL) == 0 &&
+	    probe.level < SNAPCELL_ISOLATION_NAMESPACES)
+		return skip_or_fail(
+			probe.mech[SNAPCELL_MECH_USERNS].available
+				? "the host cannot make a sandbox (see `snapcell doctor`)"
+				: "the host cannot make a user namespace");
 	if (rc < 0) {
 		fprintf(stderr, "race-session-free: %s\n", err.message);
 		return 1;
