@@ -119,3 +119,18 @@ void test_gate_wait(struct test_gate *g)
 		;
 	cr_assert_eq(rc, 0, "the code never reached the gate: %s", strerror(errno));
 }
+
+uint64_t test_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int test_pause_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	return 0;
+}

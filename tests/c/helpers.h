@@ -53,6 +53,11 @@ void test_gate_add(struct snapcell_config *cfg, struct test_gate *g, bool hold);
 /* Waits at most 30 s for the code to reach the gate; fails the test otherwise. */
 void test_gate_wait(struct test_gate *g);
 
+/* CLOCK_MONOTONIC milliseconds, and a pause for polling loops that wait (bounded) for a state
+ * the library reaches asynchronously; never a stand-in for synchronising with code. */
+uint64_t test_now_ms(void);
+int test_pause_ms(long ms);
+
 /* A test that needs a kernel feature skips with a reason; SNAPCELL_REQUIRE_ALL=1 (set by CI on
  * machines known to have every feature) turns the skip into a failure. */
 void test_skip_or_fail(const char *reason);
