@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -45,17 +46,42 @@ static void drain(int fd, struct capture *c)
 	c->buf[c->len] = 0;
 }
 
-/* Feeds stdin and collects stdout and stderr together, so no pipe can fill up and stall. */
-static void exchange(int in, int out, int err, const char *input, struct capture *o,
-		     struct capture *e)
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Milliseconds until deadline_us (0: none) for poll, at least 1 while it is ahead. */
+static int poll_timeout(uint64_t deadline_us)
+{
+	if (!deadline_us)
+		return -1;
+	uint64_t now = now_us();
+	if (now >= deadline_us)
+		return 0;
+	uint64_t ms = (deadline_us - now + 999) / 1000;
+	return ms > 60000 ? 60000 : (int)ms;
+}
+
+/* Feeds stdin and collects stdout and stderr together, so no pipe can fill up and stall;
+ * false when the run's deadline came first. */
+static bool exchange(int in, int out, int err, const char *input, uint64_t deadline_us,
+		     struct capture *o, struct capture *e)
 {
 	size_t off = 0, len = strlen(input);
 	fcntl(in, F_SETFL, O_NONBLOCK);
 	while (o->open || e->open) {
+		if (deadline_us && now_us() >= deadline_us) {
+			if (in >= 0)
+				close(in);
+			return false;
+		}
 		struct pollfd pf[3] = {{o->open ? out : -1, POLLIN, 0},
 				       {e->open ? err : -1, POLLIN, 0},
 				       {in, POLLOUT, 0}};
-		if (poll(pf, in >= 0 ? 3 : 2, -1) < 0 && errno != EINTR)
+		if (poll(pf, in >= 0 ? 3 : 2, poll_timeout(deadline_us)) < 0 && errno != EINTR)
 			break;
 		if (pf[0].revents)
 			drain(out, o);
@@ -75,6 +101,7 @@ static void exchange(int in, int out, int err, const char *input, struct capture
 	}
 	if (in >= 0)
 		close(in);
+	return true;
 }
 
 static char *trimmed(const struct capture *c)
@@ -85,9 +112,12 @@ static char *trimmed(const struct capture *c)
 	return n ? strndup(c->buf, n) : NULL;
 }
 
+/* The command runs in a process group of its own, so at the run's deadline it is killed with
+ * whatever it started: a run ends at its deadline, however the command behaves. */
 static int command_tool(void *user, const char *args_json, char **result)
 {
 	const char *command = user;
+	uint64_t deadline_us = snapcell_tool_deadline_us();
 	int in[2], out[2], err[2];
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
 		*result = strdup("cannot create pipes for the tool command");
@@ -98,20 +128,34 @@ static int command_tool(void *user, const char *args_json, char **result)
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
 	char *argv[] = {"sh", "-c", (char *)command, NULL};
 	pid_t pid;
-	int rc = posix_spawn(&pid, "/bin/sh", &fa, NULL, argv, environ);
+	int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
 	close(in[0]), close(out[1]), close(err[1]);
 	struct capture o = {NULL, 0, true}, e = {NULL, 0, true};
+	bool in_time = true;
 	if (rc == 0)
-		exchange(in[1], out[0], err[0], args_json, &o, &e);
+		in_time = exchange(in[1], out[0], err[0], args_json, deadline_us, &o, &e);
 	else
 		close(in[1]);
+	if (!in_time)
+		kill(-pid, SIGKILL);
 	close(out[0]), close(err[0]);
 	int status = 0;
 	while (rc == 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
+	if (!in_time) {
+		*result = strdup("tool command killed at the run's deadline");
+		free(o.buf);
+		free(e.buf);
+		return 1;
+	}
 	if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
 		*result = o.buf ? o.buf : strdup("null");
 		free(e.buf);

@@ -10,7 +10,7 @@
 
 #include <jansson.h>
 
-#include "isolate/isolate.h"
+#include "isolate/guest.h"
 #include "rpc/frame.h"
 #include "snapcell.h"
 

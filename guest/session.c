@@ -43,6 +43,8 @@ static pid_t start_worker(int rpc, int out, int err)
 		syscall(SYS_close_range, SC_CELL_RPC_FD + 1, ~0U, 0);
 		worker_loop();
 	}
+	if (pid > 0)
+		setpgid(pid, pid); /* as the child does: whichever runs first, the group exists */
 	sc_py_after_fork_parent();
 	return pid;
 }
@@ -104,6 +106,10 @@ static void take_snapshot(int ctl)
 			0); /* out of the worker's group: killing the worker spares its snapshots */
 		snapshot_loop(ctl);
 	}
+	/* Before SNAPPED: the host may kill the worker's group as soon as it has the reply, and
+	 * the child may not have run its own setpgid yet. */
+	if (pid > 0)
+		setpgid(pid, pid);
 	sc_py_after_fork_parent();
 	close(ctl);
 	int32_t p = pid;

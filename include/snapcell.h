@@ -276,6 +276,12 @@ enum snapcell_approval {
  * which the code receives as ToolError. snapcell frees *result. */
 typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **result);
 
+/* Inside a tool callback: the wall-clock deadline of the run that called it, in microseconds
+ * of CLOCK_MONOTONIC (compare with clock_gettime(CLOCK_MONOTONIC, ...)); 0 on a thread that is
+ * not in a tool callback. The run is killed as `timeout` at its deadline and a later answer
+ * is dropped, so a callback that may block (a command, a request) should give up by then. */
+SNAPCELL_API uint64_t snapcell_tool_deadline_us(void);
+
 #define SNAPCELL_TOOL_NAME_MAX 64
 
 /* Registers a tool, or replaces the one with the same name. The name must be a Python

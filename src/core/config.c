@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include "core.h"
-#include "isolate/isolate.h"
 #include "util/util.h"
 
 #define KIB 1024ull

@@ -66,10 +66,11 @@ struct sc_call_outcome {
 	struct snapcell_tool_call log;
 };
 
-/* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader).
+/* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
+ * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us().
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
-		   size_t result_cap, struct sc_call_outcome *out);
+		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out);
 
 /* schema.c: registering a parameter schema (the subset is listed in snapcell.h). */
 struct sc_schema;
@@ -97,19 +98,8 @@ struct sc_cell {
 
 void sc__cell_close(struct sc_cell *cell);
 
-/* One parked cell turned into a session family: its anchor (pid 1, never runs code) and the
- * count of sessions and snapshots living in its namespace. */
-struct sc_family {
-	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed */
-	struct sc_cell anchor;
-	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
-	unsigned refs;
-	struct sc_family *next; /* in the sandbox's list */
-};
-
-/* Asks the anchor to kill one worker; ends the family ends everything in it. */
-void sc__family_kill(struct sc_family *f, int32_t worker_pid);
-void sc__family_end(struct sc_family *f);
+/* A session family (session.c); the sandbox lists its live ones. */
+struct sc_family;
 
 struct snapcell_sandbox {
 	struct snapcell_config *cfg;
@@ -125,7 +115,7 @@ struct snapcell_sandbox {
 	size_t n_ready, cap_ready;
 	bool broken;
 	char broken_msg[SNAPCELL_ERROR_MESSAGE_LEN];
-	struct sc_family *families; /* live session families, ended with the sandbox */
+	struct sc_family *families; /* live session families (session.c's lock, not this one) */
 	struct sc_dying {
 		int pidfd;
 		uint32_t id;
@@ -140,11 +130,28 @@ struct sc_run_request {
 	int cancel_fd; /* a snapcell_cancel's eventfd, or -1 */
 };
 
-/* Runs code in a parked cell (family NULL) or a session worker; *alive says whether the
- * process is still there to run more (a session's worker). */
-int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_family *family,
-		 int32_t worker_pid, const struct sc_run_request *req, struct snapcell_result **out,
-		 bool *alive, struct snapcell_error *err);
+/* What a run drives: a fresh cell (run.c) or a session's worker (session.c). The run loop
+ * knows only this. */
+struct sc_run_target {
+	struct sc_cell *cell; /* rpc, stdout, stderr; a fresh cell's pidfd and exit pipe too */
+	/* Whether the template reports the target's exit on the exit pipe (a fresh cell). A
+	 * target without one ends when its socket and pipes close, and one killed whose pipes
+	 * stay open is given up on after a grace period. */
+	bool reports_exit;
+	/* Kills the target and everything it started; asynchronous, may run more than once. */
+	void (*kill)(const struct sc_run_target *t);
+	/* After the run: collects /output into res. A negative code when the target must not
+	 * run again (a session's /output that could not be emptied). */
+	int (*collect)(const struct sc_run_target *t, struct snapcell_sandbox *sb,
+		       struct snapcell_result *res);
+	void *ctx; /* the target's own (a session) */
+};
+
+/* Runs code in the target; *alive says whether it is still there to run more (a session's
+ * worker). */
+int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
+		 const struct sc_run_request *req, struct snapcell_result **out, bool *alive,
+		 struct snapcell_error *err);
 
 /* Checks code and options and fills req; 1 (with *out a cancelled result) when the token had
  * fired already, so the run must not start; 0 to go on; or a negative code. */
@@ -158,11 +165,10 @@ bool sc__cancel_fired(int fd);
 int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
 		    struct snapcell_error *err);
 
-/* Collects a finished run's /output into res: a fresh cell is killed and waited for first;
- * a session's /output is emptied afterwards (a negative code when that failed or timed out,
- * and the session must end). */
-int sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, bool session,
-		       struct snapcell_result *res);
+/* /output, for the targets' collect: whether out_fd holds anything (an empty one costs one
+ * readdir), and collecting it into res under the sandbox's caps. */
+bool sc__output_pending(int out_fd);
+void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

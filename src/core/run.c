@@ -1,8 +1,8 @@
-/* One run: deliver code to a parked cell or a session worker, serve its tool calls on this
- * thread, read its output under caps, enforce the wall clock and the cancellation token,
- * derive the result (from the
- * cell's DONE report, trusted only for its own result, or from the template's exit record
- * when none came), and collect /output. */
+/* One run: deliver code to a run target (a fresh cell, or a session worker: session.c makes
+ * those), serve its tool calls on this thread, read its output under caps, enforce the wall
+ * clock and the cancellation token, and derive the result (from the cell's DONE report,
+ * trusted only for its own result, or from the template's exit record when none came). The
+ * target kills and collects in its own way; this file knows nothing of sessions. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -27,8 +27,6 @@
 #define EXIT_GRACE_US 5000000
 /* After the exit record, pipes reach EOF once the cell's namespace is gone. */
 #define DRAIN_GRACE_US 1000000
-/* Time a session's /output may take to empty between runs. */
-#define EMPTY_OUTPUT_MS 2000
 
 enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL, FORCED_CANCEL };
 
@@ -48,10 +46,9 @@ struct outbuf {
 #define MAX_LOGGED_CALLS 100000
 
 struct run {
-	struct sc_cell cell;	  /* a parked cell, or a session worker (no pidfd, no exit pipe) */
-	struct sc_family *family; /* a worker's family, which kills it; NULL for a fresh cell */
-	int32_t worker_pid;
-	int cancel_fd; /* -1 for none */
+	const struct sc_run_target *target;
+	struct sc_cell *cell; /* the target's; the loop closes its socket when the cell hangs up */
+	int cancel_fd;	      /* -1 for none */
 	struct stream out, err;
 	struct outbuf send; /* frames for the cell: RUN, then RESULTs */
 	struct snapcell_tool_call *calls;
@@ -73,12 +70,7 @@ static void kill_cell(struct run *r, enum forced why)
 	if (r->forced == NOT_FORCED) {
 		r->forced = why;
 		r->killed_us = sc__now_us();
-		/* pid 1 of the cell's namespace: its death takes every process of the cell. */
-		if (r->family)
-			sc__family_kill(r->family, r->worker_pid);
-		else
-			syscall(SYS_pidfd_send_signal, r->cell.fds[SC_CELL_PIDFD], SIGKILL, NULL,
-				0);
+		r->target->kill(r->target);
 	}
 }
 
@@ -111,9 +103,9 @@ static ssize_t read_stream(struct run *r, int fd, struct stream *s)
 /* After DONE the cell has flushed: what it wrote is already in the pipes. */
 static void drain(struct run *r)
 {
-	while (!r->out.eof && read_stream(r, r->cell.fds[SC_CELL_STDOUT], &r->out) > 0)
+	while (!r->out.eof && read_stream(r, r->cell->fds[SC_CELL_STDOUT], &r->out) > 0)
 		;
-	while (!r->err.eof && read_stream(r, r->cell.fds[SC_CELL_STDERR], &r->err) > 0)
+	while (!r->err.eof && read_stream(r, r->cell->fds[SC_CELL_STDERR], &r->err) > 0)
 		;
 }
 
@@ -168,7 +160,7 @@ static void log_call(struct run *r, const struct snapcell_tool_call *entry)
 static void send_pending(struct run *r)
 {
 	struct outbuf *o = &r->send;
-	ssize_t n = send(r->cell.fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
+	ssize_t n = send(r->cell->fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
 			 MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n > 0)
 		o->off += (size_t)n;
@@ -180,7 +172,7 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 {
 	struct sc_call_outcome out;
 	int rc = sc__tool_serve(sb->cfg, r->reader.payload, r->reader.payload_len,
-				SC_FRAME_DEFAULT_CAP - 1, &out);
+				SC_FRAME_DEFAULT_CAP - 1, r->deadline_us, &out);
 	if (rc == -EPROTO) {
 		violation(r, "malformed tool call");
 		return;
@@ -225,11 +217,11 @@ static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
 static void read_frames(struct run *r, const struct snapcell_sandbox *sb)
 {
 	uint8_t buf[65536];
-	ssize_t n = recv(r->cell.fds[SC_CELL_RPC], buf, sizeof(buf), MSG_DONTWAIT);
+	ssize_t n = recv(r->cell->fds[SC_CELL_RPC], buf, sizeof(buf), MSG_DONTWAIT);
 	if (n <= 0) {
 		if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
-			close(r->cell.fds[SC_CELL_RPC]);
-			r->cell.fds[SC_CELL_RPC] = -1;
+			close(r->cell->fds[SC_CELL_RPC]);
+			r->cell->fds[SC_CELL_RPC] = -1;
 		}
 		return;
 	}
@@ -249,7 +241,7 @@ static void read_frames(struct run *r, const struct snapcell_sandbox *sb)
 
 static void read_exit(struct run *r)
 {
-	ssize_t n = read(r->cell.fds[SC_CELL_EXIT], (char *)&r->exit + r->exit_got,
+	ssize_t n = read(r->cell->fds[SC_CELL_EXIT], (char *)&r->exit + r->exit_got,
 			 sizeof(r->exit) - r->exit_got);
 	if (n > 0) {
 		r->exit_got += (size_t)n;
@@ -265,8 +257,8 @@ static bool finished(const struct run *r, uint64_t now)
 {
 	if (r->have_done && r->forced == NOT_FORCED)
 		return true;
-	if (r->family) /* a worker has no exit pipe: its socket and pipes closing are its end */
-		return r->cell.fds[SC_CELL_RPC] < 0 && r->out.eof && r->err.eof;
+	if (!r->target->reports_exit) /* its socket and pipes closing are its end */
+		return r->cell->fds[SC_CELL_RPC] < 0 && r->out.eof && r->err.eof;
 	if (!r->have_exit && !r->exit_eof)
 		return false;
 	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
@@ -285,18 +277,20 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 			r->hit |= SNAPCELL_HIT_WALL;
 			kill_cell(r, FORCED_TIMEOUT);
 		}
-		/* A killed worker whose pipes stay open (a child of it left the process group,
-		 * or a snapshot gave a wrong pid) is given up on, not waited for: the session
-		 * ends, its family and the caller go on. */
-		if (r->family && r->forced != NOT_FORCED && now > r->killed_us + DRAIN_GRACE_US)
+		/* A killed target with no exit report whose pipes stay open (a session worker's
+		 * child left its process group, or a snapshot gave a wrong pid) is given up on,
+		 * not waited for: it cannot run again, the caller goes on. One with an exit
+		 * report that never comes means the template is wedged. */
+		bool reports = r->target->reports_exit;
+		if (!reports && r->forced != NOT_FORCED && now > r->killed_us + DRAIN_GRACE_US)
 			return 0;
-		if (!r->family && now > r->deadline_us + EXIT_GRACE_US && !r->have_exit)
+		if (reports && now > r->deadline_us + EXIT_GRACE_US && !r->have_exit)
 			return SNAPCELL_E_TEMPLATE;
 		struct pollfd pf[5] = {
-			{r->out.eof ? -1 : r->cell.fds[SC_CELL_STDOUT], POLLIN, 0},
-			{r->err.eof ? -1 : r->cell.fds[SC_CELL_STDERR], POLLIN, 0},
-			{r->have_exit || r->exit_eof ? -1 : r->cell.fds[SC_CELL_EXIT], POLLIN, 0},
-			{r->cell.fds[SC_CELL_RPC],
+			{r->out.eof ? -1 : r->cell->fds[SC_CELL_STDOUT], POLLIN, 0},
+			{r->err.eof ? -1 : r->cell->fds[SC_CELL_STDERR], POLLIN, 0},
+			{r->have_exit || r->exit_eof ? -1 : r->cell->fds[SC_CELL_EXIT], POLLIN, 0},
+			{r->cell->fds[SC_CELL_RPC],
 			 (short)(POLLIN | (r->send.off < r->send.len ? POLLOUT : 0)), 0},
 			{r->forced == NOT_FORCED ? r->cancel_fd : -1, POLLIN, 0},
 		};
@@ -435,14 +429,11 @@ static void hand_over(struct run *r, struct snapcell_result *res)
 	r->calls = NULL;
 }
 
-int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_family *family,
-		 int32_t worker_pid, const struct sc_run_request *req, struct snapcell_result **out,
-		 bool *alive, struct snapcell_error *err)
+int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
+		 const struct sc_run_request *req, struct snapcell_result **out, bool *alive,
+		 struct snapcell_error *err)
 {
-	struct run r = {.cell = *cell,
-			.family = family,
-			.worker_pid = worker_pid,
-			.cancel_fd = req->cancel_fd};
+	struct run r = {.target = t, .cell = t->cell, .cancel_fd = req->cancel_fd};
 	struct snapcell_result *res = calloc(1, sizeof(*res));
 	int rc = !res ? -ENOMEM : prepare(&r, sb, req->code, req->code_len);
 	if (rc == 0) {
@@ -450,12 +441,11 @@ int sc__run_code(struct snapcell_sandbox *sb, struct sc_cell *cell, struct sc_fa
 		rc = loop(&r, sb);
 		res->wall_us = sc__now_us() - r.start_us;
 	}
-	*cell = r.cell; /* the loop closes the socket when the cell hangs up */
 	*alive = rc == 0 && r.have_done && r.forced == NOT_FORCED;
 	if (rc == 0) {
 		derive_result(&r, sb, res);
 		hand_over(&r, res);
-		if (family && !r.have_done && r.forced == NOT_FORCED)
+		if (!t->reports_exit && !r.have_done && r.forced == NOT_FORCED)
 			res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
 		*out = res;
 	} else {
@@ -484,28 +474,39 @@ static bool dir_is_empty(int dfd)
 	return empty;
 }
 
-/* Collects what the run left in /output. A fresh cell is dead first (its first process exits
- * only after the rest of its namespace), so nothing can change the tree while it is read; a
- * session's worker lives on, and the walk's checks make a racing writer harmless. */
-int sc__collect_output(struct snapcell_sandbox *sb, const struct sc_cell *cell, bool session,
-		       struct snapcell_result *res)
+bool sc__output_pending(int out_fd)
 {
-	int dfd = cell->fds[SC_CELL_OUTPUT];
-	if (dfd < 0 || dir_is_empty(dfd))
-		return 0;
-	if (!session) {
-		syscall(SYS_pidfd_send_signal, cell->fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
-		sc__wait_fd(cell->fds[SC_CELL_PIDFD], POLLIN, sc__deadline_ms(5000));
-	}
+	return out_fd >= 0 && !dir_is_empty(out_fd);
+}
+
+void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res)
+{
 	const uint64_t *l = sb->cfg->limits;
 	struct sc_collect_caps caps = {
 		l[SNAPCELL_LIMIT_OUTPUT_FILES], l[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES],
 		l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES], l[SNAPCELL_LIMIT_OUTPUT_DEPTH],
 		l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES]};
-	sc__collect(dfd, &caps, res);
-	/* Every run starts with an empty /output. A live session's code may keep adding to it:
-	 * past the deadline the session ends rather than the caller waiting on it. */
-	return session ? sc__empty_dir(dfd, sc__deadline_ms(EMPTY_OUTPUT_MS)) : 0;
+	sc__collect(out_fd, &caps, res);
+}
+
+/* A fresh cell: pid 1 of its namespace, so its death (through the pidfd) takes every process
+ * of the cell; the template reports its exit. */
+static void fresh_kill(const struct sc_run_target *t)
+{
+	syscall(SYS_pidfd_send_signal, t->cell->fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+}
+
+/* Dead before the walk (its first process exits only after the rest of its namespace), so
+ * nothing can change the tree while it is read. */
+static int fresh_collect(const struct sc_run_target *t, struct snapcell_sandbox *sb,
+			 struct snapcell_result *res)
+{
+	if (!sc__output_pending(t->cell->fds[SC_CELL_OUTPUT]))
+		return 0;
+	fresh_kill(t);
+	sc__wait_fd(t->cell->fds[SC_CELL_PIDFD], POLLIN, sc__deadline_ms(5000));
+	sc__output_collect(sb, t->cell->fds[SC_CELL_OUTPUT], res);
+	return 0;
 }
 
 int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t code_len,
@@ -550,10 +551,11 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	rc = sc__sandbox_take_cell(sb, &cell, err);
 	if (rc < 0)
 		return rc;
+	struct sc_run_target t = {&cell, true, fresh_kill, fresh_collect, NULL};
 	bool alive;
-	rc = sc__run_code(sb, &cell, NULL, 0, &req, out, &alive, err);
+	rc = sc__run_code(sb, &t, &req, out, &alive, err);
 	if (rc == 0)
-		sc__collect_output(sb, &cell, false, *out);
+		t.collect(&t, sb, *out);
 	sc__sandbox_retire_cell(sb, &cell);
 	return rc;
 }

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "core.h"
-#include "isolate/isolate.h"
+#include "isolate/host.h"
 #include "rpc/frame.h"
 #include "stage/stage.h"
 #include "util/util.h"
@@ -124,6 +124,20 @@ static const char *workdir_parent(void)
 	return "/tmp";
 }
 
+/* Stage copies what the config names; it knows nothing of the config's layout. */
+static int stage_inputs(const struct snapcell_config *cfg, int input, struct snapcell_error *err)
+{
+	struct sc_stage_mount *mounts = calloc(cfg->n_mounts + 1, sizeof(*mounts));
+	if (!mounts)
+		return sc__err(err, -ENOMEM, "stage /input");
+	for (size_t i = 0; i < cfg->n_mounts; i++)
+		mounts[i] = (struct sc_stage_mount){cfg->mounts[i].host_path,
+						    cfg->mounts[i].mount_path};
+	int rc = sc__stage_input(cfg->workspace, mounts, cfg->n_mounts, input, err);
+	free(mounts);
+	return rc;
+}
+
 static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	const char *tmp = workdir_parent();
@@ -154,7 +168,7 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 			close(input);
 		return sc__err(err, -errno, "open %s", path);
 	}
-	int rc = sc__stage_input(sb->cfg, input, err);
+	int rc = stage_inputs(sb->cfg, input, err);
 	close(input);
 	return rc;
 }

@@ -18,9 +18,22 @@
 #include "core.h"
 #include "rpc/fds.h"
 #include "rpc/frame.h"
+#include "stage/stage.h"
 #include "util/util.h"
 
 #define REPLY_TIMEOUT_MS 10000
+/* Time a session's /output may take to empty between runs. */
+#define EMPTY_OUTPUT_MS 2000
+
+/* One parked cell turned into a session family: its anchor (pid 1, never runs code) and the
+ * count of sessions and snapshots living in its namespace. */
+struct sc_family {
+	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed; families_lock */
+	struct sc_cell anchor;
+	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
+	unsigned refs;
+	struct sc_family *next; /* in the sandbox's list (families_lock) */
+};
 
 struct snapcell_session {
 	struct sc_family *family;
@@ -40,7 +53,8 @@ static void no_worker(struct sc_cell *c)
 		c->fds[i] = -1;
 }
 
-void sc__family_kill(struct sc_family *f, int32_t worker_pid)
+/* Asks the anchor to kill one worker (its process group). */
+static void family_kill(struct sc_family *f, int32_t worker_pid)
 {
 	pthread_mutex_lock(&f->lock);
 	if (f->anchor.fds[SC_CELL_RPC] >= 0)
@@ -49,9 +63,28 @@ void sc__family_kill(struct sc_family *f, int32_t worker_pid)
 	pthread_mutex_unlock(&f->lock);
 }
 
-void sc__family_end(struct sc_family *f)
+/* Ends the family: the anchor's death takes everything in its namespace. */
+static void family_end(struct sc_family *f)
 {
 	syscall(SYS_pidfd_send_signal, f->anchor.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+}
+
+/* Guards every family's sb and every sandbox's families list. A family's last put and the
+ * sandbox's free may run on two threads at once: the put must see either the sandbox alive
+ * for as long as it uses it, or NULL, and the free must never walk a family that was freed.
+ * Held across the put's use of the sandbox, which sc__sessions_orphan (run before the
+ * sandbox's memory goes) waits for. Order: families_lock, then a sandbox's or family's lock. */
+static pthread_mutex_t families_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The family's sandbox, or NULL once it was freed; only for the NULL check, since the
+ * sandbox may go right after (a caller that races a run against the sandbox's free broke
+ * the thread rules; freeing both at once is allowed). */
+static bool family_orphaned(struct sc_family *f)
+{
+	pthread_mutex_lock(&families_lock);
+	bool orphaned = f->sb == NULL;
+	pthread_mutex_unlock(&families_lock);
+	return orphaned;
 }
 
 static void family_put(struct sc_family *f)
@@ -61,17 +94,17 @@ static void family_put(struct sc_family *f)
 	pthread_mutex_unlock(&f->lock);
 	if (!last)
 		return;
+	pthread_mutex_lock(&families_lock);
 	struct snapcell_sandbox *sb = f->sb;
 	if (sb) {
-		pthread_mutex_lock(&sb->lock);
 		for (struct sc_family **p = &sb->families; *p; p = &(*p)->next)
 			if (*p == f) {
 				*p = f->next;
 				break;
 			}
-		pthread_mutex_unlock(&sb->lock);
 		sc__sandbox_retire_cell(sb, &f->anchor);
 	}
+	pthread_mutex_unlock(&families_lock);
 	sc__cell_close(&f->anchor);
 	pthread_mutex_destroy(&f->lock);
 	free(f);
@@ -79,15 +112,13 @@ static void family_put(struct sc_family *f)
 
 void sc__sessions_orphan(struct snapcell_sandbox *sb)
 {
-	pthread_mutex_lock(&sb->lock);
+	pthread_mutex_lock(&families_lock);
 	for (struct sc_family *f = sb->families; f; f = f->next) {
-		pthread_mutex_lock(&f->lock);
-		sc__family_end(f);
+		family_end(f);
 		f->sb = NULL;
-		pthread_mutex_unlock(&f->lock);
 	}
 	sb->families = NULL;
-	pthread_mutex_unlock(&sb->lock);
+	pthread_mutex_unlock(&families_lock);
 }
 
 /* Sends a request (an empty frame, with fds) to a worker or a snapshot, which may be hostile:
@@ -175,14 +206,14 @@ static int receive_first_worker(int fd, struct snapcell_session *s)
 static void end_worker(struct snapcell_session *s)
 {
 	if (s->alive)
-		sc__family_kill(s->family, s->pid);
+		family_kill(s->family, s->pid);
 	s->alive = false;
 	sc__cell_close(&s->worker);
 }
 
 static int orphaned(struct sc_family *f, struct snapcell_error *err)
 {
-	return f->sb ? 0 : sc__err(err, SNAPCELL_E_TEMPLATE, "the sandbox was freed");
+	return family_orphaned(f) ? sc__err(err, SNAPCELL_E_TEMPLATE, "the sandbox was freed") : 0;
 }
 
 int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **out,
@@ -216,12 +247,33 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 		free(s);
 		return rc;
 	}
-	pthread_mutex_lock(&sb->lock);
+	pthread_mutex_lock(&families_lock);
 	f->next = sb->families;
 	sb->families = f;
-	pthread_mutex_unlock(&sb->lock);
+	pthread_mutex_unlock(&families_lock);
 	*out = s;
 	return 0;
+}
+
+/* A worker is killed through its family's anchor, the only process there the host trusts. */
+static void worker_kill(const struct sc_run_target *t)
+{
+	const struct snapcell_session *s = t->ctx;
+	family_kill(s->family, s->pid);
+}
+
+/* The family shares one /output (the anchor's), collected while the worker lives (every open
+ * is checked, so a racing writer changes only what is collected) and emptied for the next
+ * run; past the deadline the session ends rather than the caller waiting on its code. */
+static int worker_collect(const struct sc_run_target *t, struct snapcell_sandbox *sb,
+			  struct snapcell_result *res)
+{
+	const struct snapcell_session *s = t->ctx;
+	int out_fd = s->family->anchor.fds[SC_CELL_OUTPUT];
+	if (!sc__output_pending(out_fd))
+		return 0;
+	sc__output_collect(sb, out_fd, res);
+	return sc__empty_dir(out_fd, sc__deadline_ms(EMPTY_OUTPUT_MS));
 }
 
 int snapcell_session_run(struct snapcell_session *s, const char *code, size_t code_len,
@@ -241,8 +293,9 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
-	rc = sc__run_code(s->family->sb, &s->worker, s->family, s->pid, &req, out, &s->alive, err);
-	if (rc == 0 && sc__collect_output(s->family->sb, &s->family->anchor, true, *out) < 0)
+	struct sc_run_target t = {&s->worker, false, worker_kill, worker_collect, s};
+	rc = sc__run_code(s->family->sb, &t, &req, out, &s->alive, err);
+	if (rc == 0 && t.collect(&t, s->family->sb, *out) < 0)
 		end_worker(s); /* its /output could not be emptied: the next run would see it */
 	return rc;
 }
@@ -306,7 +359,7 @@ static int branch(const struct snapcell_snapshot *snap, struct snapcell_session 
 		return rc;
 	}
 	if (s->alive)
-		sc__family_kill(s->family, s->pid);
+		family_kill(s->family, s->pid);
 	sc__cell_close(&s->worker);
 	s->worker.fds[SC_CELL_RPC] = mine[0];
 	s->worker.fds[SC_CELL_STDOUT] = mine[1];
@@ -358,8 +411,8 @@ void snapcell_session_free(struct snapcell_session *s)
 {
 	if (!s)
 		return;
-	if (s->alive && s->family->sb)
-		sc__family_kill(s->family, s->pid);
+	if (s->alive && !family_orphaned(s->family))
+		family_kill(s->family, s->pid);
 	sc__cell_close(&s->worker);
 	family_put(s->family);
 	free(s);

@@ -261,8 +261,16 @@ static char *check_args(const struct sc_tool *t, const char *args, size_t len, c
 	return err;
 }
 
+/* The deadline of the run whose tool callback this thread is in; 0 outside one. */
+static _Thread_local uint64_t callback_deadline_us;
+
+uint64_t snapcell_tool_deadline_us(void)
+{
+	return callback_deadline_us;
+}
+
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
-		   size_t result_cap, struct sc_call_outcome *out)
+		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out)
 {
 	const char *nul = memchr(
 		payload, 0, len < SNAPCELL_TOOL_NAME_MAX + 1 ? len : SNAPCELL_TOOL_NAME_MAX + 1);
@@ -282,7 +290,10 @@ int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t l
 		text = message("unknown tool '%s'; %s", name, known ? known : "");
 		free(known);
 	} else if (!(text = check_args(t, args, args_len, &exact))) {
+		uint64_t outer = callback_deadline_us; /* a callback may run code itself */
+		callback_deadline_us = deadline_us;
 		int rc = t->fn(t->user, exact, &text);
+		callback_deadline_us = outer;
 		free(exact);
 		out->log.ok = rc == 0 && text;
 		if (!text)

@@ -3,7 +3,7 @@
  * mount and unshare for cells. Each cell then clears those, and holds no capability in any
  * namespace and no way to gain one. */
 #define _GNU_SOURCE
-#include "isolate.h"
+#include "guest.h"
 
 #include <errno.h>
 #include <linux/securebits.h>

@@ -1,7 +1,7 @@
 /* What this host offers, tested for real in a throwaway child (an unshare that works there
  * works for the helper). Reports; changes nothing in the caller. */
 #define _GNU_SOURCE
-#include "isolate.h"
+#include "host.h"
 
 #include <errno.h>
 #include <fcntl.h>

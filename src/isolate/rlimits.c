@@ -2,7 +2,7 @@
  * address space for memory, RLIMIT_NPROC (counted per user namespace, so per sandbox) for
  * processes, RLIMIT_CPU for CPU time. */
 #define _GNU_SOURCE
-#include "isolate.h"
+#include "guest.h"
 
 #include <errno.h>
 #include <sys/resource.h>

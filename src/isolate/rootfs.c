@@ -2,7 +2,7 @@
  * the template's mount namespace, and the per-cell writable mounts. Not the place for /input
  * staging or /output collection: those are the host's (src/stage). */
 #define _GNU_SOURCE
-#include "isolate.h"
+#include "guest.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * process on exploit-only calls. Compiled once in the template, installed in each cell. Not a
  * filesystem policy: the mount layout is. */
 #define _GNU_SOURCE
-#include "isolate.h"
+#include "guest.h"
 
 #include <asm/prctl.h>
 #include <errno.h>

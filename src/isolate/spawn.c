@@ -2,7 +2,7 @@
  * async-signal-safe system calls: the host may be multi-threaded and its locks are not ours.
  * Not the place for mounts or policy: the helper builds its own root after exec. */
 #define _GNU_SOURCE
-#include "isolate.h"
+#include "host.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rpc/control.h"
 #include "util/util.h"
 
 #ifndef CLONE_PIDFD
@@ -81,7 +82,7 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
 		child_fail(fail_fd, STEP_IDS, errno);
 	if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0 ||
-	    dup2(spec->control_fd, 3) < 0)
+	    dup2(spec->control_fd, SC_CONTROL_FD) < 0)
 		child_fail(fail_fd, STEP_FDS, errno);
 	for (size_t i = 0; i < spec->n_pass_dirs; i++)
 		if (dup2(PASS_HIGH + (int)i, SC_PASS_FD_FIRST + (int)i) < 0)

@@ -7,8 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SC_CONTROL_FD 3		 /* where the helper finds the control socket */
-#define SC_SETUP_MAX  (1u << 20) /* cap on the setup message */
+#define SC_CONTROL_FD 3 /* where the helper finds the control socket */
+/* The directories the host passes (the configured Python paths, opened with the caller's
+ * uid) are the helper's fds SC_PASS_FD_FIRST, ...; at most SC_PASS_FD_MAX of them. */
+#define SC_PASS_FD_FIRST 4
+#define SC_PASS_FD_MAX	 64
+#define SC_SETUP_MAX	 (1u << 20) /* cap on the setup message */
 
 /* The version of everything the library and its helper exchange: the greeting, the setup
  * message's fields, the control records, and the frames and payloads between host and cells.

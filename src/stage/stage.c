@@ -15,7 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/core.h"
 #include "stage.h"
 #include "util/util.h"
 
@@ -189,7 +188,7 @@ static int make_parents(int root, char *rel, char **leaf)
 	return dfd < 0 ? -errno : dfd;
 }
 
-static int stage_mount(int root, const struct sc_mount *m, struct copy *c)
+static int stage_mount(int root, const struct sc_stage_mount *m, struct copy *c)
 {
 	char rel[PATH_MAX], parent[PATH_MAX], *leaf = NULL;
 	snprintf(rel, sizeof(rel), "%s", m->mount_path + strlen("/input/"));
@@ -209,16 +208,17 @@ static int stage_mount(int root, const struct sc_mount *m, struct copy *c)
 	return rc;
 }
 
-int sc__stage_input(const struct snapcell_config *cfg, int root, struct snapcell_error *err)
+int sc__stage_input(const char *workspace, const struct sc_stage_mount *mounts, size_t n_mounts,
+		    int root, struct snapcell_error *err)
 {
 	struct copy c = {.err = err};
 	int rc = 0;
-	if (cfg->workspace) {
-		int ws = open(cfg->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		rc = ws < 0 ? sc__err(err, -errno, "workspace %s", cfg->workspace)
+	if (workspace) {
+		int ws = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		rc = ws < 0 ? sc__err(err, -errno, "workspace %s", workspace)
 			    : copy_tree(ws, root, 0, &c);
 	}
-	for (size_t i = 0; rc == 0 && i < cfg->n_mounts; i++)
-		rc = stage_mount(root, &cfg->mounts[i], &c);
+	for (size_t i = 0; rc == 0 && i < n_mounts; i++)
+		rc = stage_mount(root, &mounts[i], &c);
 	return rc;
 }

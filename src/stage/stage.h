@@ -23,8 +23,16 @@ int sc__empty_dir(int dirfd, uint64_t deadline_us);
 
 void sc__artifacts_free(struct snapcell_result *res);
 
-/* Copies the config's workspace children and then its mounts (later ones win) under root. */
-int sc__stage_input(const struct snapcell_config *cfg, int root, struct snapcell_error *err);
+/* One mount to stage: a resolved host path and its normalised place (/input/...). */
+struct sc_stage_mount {
+	const char *host_path;
+	const char *mount_path;
+};
+
+/* Copies the workspace's children (workspace may be NULL) and then each mount, later ones
+ * winning, under root. */
+int sc__stage_input(const char *workspace, const struct sc_stage_mount *mounts, size_t n_mounts,
+		    int root, struct snapcell_error *err);
 
 /* A media type for a file name, from its extension; never NULL. */
 const char *sc__media_type(const char *name);

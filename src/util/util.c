@@ -15,6 +15,14 @@
 #include <time.h>
 #include <unistd.h>
 
+/* glibc's text for an errno; the names of our own codes are the core's (errors.c), which
+ * util must not depend on. */
+static const char *describe_errno(int e)
+{
+	const char *d = strerrordesc_np(e);
+	return d ? d : "unknown system error";
+}
+
 int sc__err(struct snapcell_error *err, int code, const char *fmt, ...)
 {
 	if (!err)
@@ -25,7 +33,7 @@ int sc__err(struct snapcell_error *err, int code, const char *fmt, ...)
 	va_end(ap);
 	if (n >= 0 && (size_t)n < sizeof(err->message) && code < 0 && code >= -4095)
 		snprintf(err->message + n, sizeof(err->message) - (size_t)n, ": %s",
-			 snapcell_strerror(code));
+			 describe_errno(-code));
 	err->code = code;
 	return code;
 }

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <stdlib.h>
+#include <time.h>
 
 const char *test_build_path(const char *relative)
 {
@@ -84,4 +85,52 @@ int test_count_host_processes(const char *name)
 	}
 	closedir(d);
 	return n;
+}
+
+static int gate(void *user, const char *args, char **result)
+{
+	struct test_gate *g = user;
+	sem_post(&g->reached);
+	if (g->hold)
+		while (sem_wait(&g->open) < 0 && errno == EINTR)
+			;
+	*result = strdup("null");
+	return 0;
+}
+
+void test_gate_add(struct snapcell_config *cfg, struct test_gate *g, bool hold)
+{
+	struct snapcell_error err = {0};
+	cr_assert_eq(sem_init(&g->reached, 0, 0), 0);
+	cr_assert_eq(sem_init(&g->open, 0, 0), 0);
+	g->hold = hold;
+	cr_assert_eq(snapcell_config_add_tool(cfg, "gate", "", NULL, SNAPCELL_APPROVAL_NEVER, gate,
+					      g, &err),
+		     0, "%s", err.message);
+}
+
+void test_gate_wait(struct test_gate *g)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 30;
+	int rc;
+	while ((rc = sem_timedwait(&g->reached, &until)) < 0 && errno == EINTR)
+		;
+	cr_assert_eq(rc, 0, "the code never reached the gate: %s", strerror(errno));
+}
+
+uint64_t test_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+int test_pause_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+	return 0;
 }

@@ -4,6 +4,8 @@
 #define SC_TEST_HELPERS_H
 
 #include <criterion/criterion.h>
+#include <semaphore.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +40,23 @@ int test_count_host_processes(const char *name);
 
 /* Runs code, expects status ok and exactly this stdout. */
 void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want);
+
+/* Synchronisation with running code, instead of sleeping: code calls the tool "gate"
+ * (test_gate_add registers it), whose callback posts `reached` and then waits for `open`
+ * before answering. The test waits for reached (the code is running, past that point) and
+ * posts open to let it go on. */
+struct test_gate {
+	sem_t reached, open;
+	bool hold; /* false: answer at once, after posting reached */
+};
+void test_gate_add(struct snapcell_config *cfg, struct test_gate *g, bool hold);
+/* Waits at most 30 s for the code to reach the gate; fails the test otherwise. */
+void test_gate_wait(struct test_gate *g);
+
+/* CLOCK_MONOTONIC milliseconds, and a pause for polling loops that wait (bounded) for a state
+ * the library reaches asynchronously; never a stand-in for synchronising with code. */
+uint64_t test_now_ms(void);
+int test_pause_ms(long ms);
 
 /* A test that needs a kernel feature skips with a reason; SNAPCELL_REQUIRE_ALL=1 (set by CI on
  * machines known to have every feature) turns the skip into a failure. */

@@ -1,6 +1,8 @@
 """`snapcell run` with host tools, a workspace, mounts and /output, as the README's main job."""
 import json
 import pathlib
+import subprocess
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -21,6 +23,20 @@ def test_command_tool_errors_raise_tool_error(snapcell):
     r = snapcell("run", "--tool", "bad=echo 'no such customer' >&2; exit 4", "-",
                  stdin=b"try:\n    call_tool('bad', id=1)\nexcept ToolError as e:\n    print(e)\n")
     assert (r.returncode, r.stdout) == (0, b"no such customer\n")
+
+
+def test_a_command_tool_is_killed_at_the_runs_deadline(snapcell):
+    # The marker names the command's own child, which the kill must take too.
+    start = time.monotonic()
+    r = snapcell("run", "--json", "--timeout", "1", "--tool", "slow=sleep 4.0317; echo late",
+                 "-", stdin=b"print(call_tool('slow'))")
+    elapsed = time.monotonic() - start
+    result = json.loads(r.stdout)
+    assert result["status"] == "timeout", result
+    assert result["stdout"] == ""
+    assert elapsed < 2.5, f"the run took {elapsed:.2f} s with --timeout 1"
+    left = subprocess.run(["pgrep", "-f", "sleep 4.0317"], capture_output=True)
+    assert left.stdout == b"", "the tool command's child outlived the run"
 
 
 def test_tool_gets_keyword_arguments_as_json(snapcell):

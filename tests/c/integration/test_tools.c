@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 /* Host tools: call_tool and the tools module, results as native values, errors raised in the
  * guest, schema checks on the host, hostile arguments, the call log. */
+#include <time.h>
+
 #include "helpers.h"
 #include "schemas.h"
 
@@ -249,37 +251,6 @@ Test(tools, calls_from_threads_are_serialised)
 	snapcell_sandbox_free(sb);
 }
 
-Test(tools, registry_add_replace_remove_list)
-{
-	struct snapcell_config *cfg = test_config_new();
-	cr_expect_eq(snapcell_config_add_tool(cfg, "1bad", "", NULL, 0, echo, NULL, NULL),
-		     SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_add_tool(cfg, "has-dash", "", NULL, 0, echo, NULL, NULL),
-		     SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"type\": \"objekt\"}", 0, echo, NULL,
-					      NULL),
-		     SNAPCELL_E_INVAL);
-	cr_expect_eq(snapcell_config_add_tool(cfg, "x", "", "{\"if\": {}}", 0, echo, NULL, NULL),
-		     SNAPCELL_E_INVAL, "unsupported keywords are refused, not ignored");
-	cr_assert_eq(snapcell_config_add_tool(cfg, "a", "first", NULL, 0, echo, NULL, NULL), 0);
-	cr_assert_eq(snapcell_config_add_tool(cfg, "b", "second", NULL, 1, echo, NULL, NULL), 0);
-	cr_assert_eq(
-		snapcell_config_add_tool(cfg, "a", "replaced", compute_schema, 0, echo, NULL, NULL),
-		0);
-	cr_assert_eq(snapcell_config_tool_count(cfg), 2);
-	struct snapcell_tool_info info;
-	cr_assert_eq(snapcell_config_tool_info(cfg, 0, &info, NULL), 0);
-	cr_expect_str_eq(info.name, "a");
-	cr_expect_str_eq(info.description, "replaced");
-	cr_expect(strstr(info.params_schema, "\"required\""));
-	cr_assert_eq(snapcell_config_tool_info(cfg, 1, &info, NULL), 0);
-	cr_expect_eq(info.approval, SNAPCELL_APPROVAL_ALWAYS);
-	cr_expect_eq(snapcell_config_remove_tool(cfg, "a", NULL), 0);
-	cr_expect_eq(snapcell_config_remove_tool(cfg, "a", NULL), -ENOENT);
-	cr_expect_eq(snapcell_config_tool_count(cfg), 1);
-	snapcell_config_free(cfg);
-}
-
 Test(tools, no_tools_registered)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
@@ -313,6 +284,42 @@ Test(tools, a_callback_blocking_past_the_deadline_ends_the_run_as_timeout)
 	snapcell_result_free(res);
 	res = test_run(sb, "print(1)");
 	expect_ok(res);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+static int deadline_probe(void *user, const char *args, char **result)
+{
+	*(uint64_t *)user = snapcell_tool_deadline_us();
+	*result = strdup("null");
+	return 0;
+}
+
+static uint64_t monotonic_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+Test(tools, a_callback_can_ask_for_the_runs_deadline)
+{
+	uint64_t seen = 0;
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 3000, NULL);
+	snapcell_config_add_tool(cfg, "deadline", "", NULL, SNAPCELL_APPROVAL_NEVER, deadline_probe,
+				 &seen, NULL);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	cr_expect_eq(snapcell_tool_deadline_us(), 0, "outside a callback");
+	uint64_t before = monotonic_us();
+	struct snapcell_result *res = test_run(sb, "call_tool('deadline')");
+	uint64_t after = monotonic_us();
+	expect_ok(res);
+	cr_expect(seen >= before + 3000000 && seen <= after + 3000000,
+		  "deadline %llu not 3 s after the run's start (%llu..%llu)",
+		  (unsigned long long)seen, (unsigned long long)before, (unsigned long long)after);
+	cr_expect_eq(snapcell_tool_deadline_us(), 0, "after the callback");
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }

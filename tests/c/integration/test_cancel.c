@@ -23,12 +23,27 @@ static struct snapcell_cancel *new_token(void)
 	return c;
 }
 
-static void *fire_later(void *arg)
+/* Fires the token once the code has reached the gate: the run is in progress. */
+struct firing {
+	struct test_gate gate;
+	struct snapcell_cancel *token;
+};
+
+static void *fire_at_gate(void *arg)
 {
-	struct timespec delay = {0, 300 * 1000000};
-	nanosleep(&delay, NULL);
-	snapcell_cancel_fire(arg);
+	struct firing *f = arg;
+	test_gate_wait(&f->gate);
+	snapcell_cancel_fire(f->token);
 	return NULL;
+}
+
+static struct snapcell_sandbox *gated_sandbox(struct test_gate *g)
+{
+	struct snapcell_config *cfg = test_config_new();
+	test_gate_add(cfg, g, false);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	return sb;
 }
 
 static struct snapcell_result *run_with(struct snapcell_sandbox *sb, struct snapcell_session *s,
@@ -45,13 +60,14 @@ static struct snapcell_result *run_with(struct snapcell_sandbox *sb, struct snap
 
 Test(cancel, fired_from_another_thread_ends_a_busy_loop_at_once)
 {
-	struct snapcell_sandbox *sb = test_sandbox(NULL); /* wall clock: 30 s */
-	struct snapcell_cancel *c = new_token();
+	struct firing f;
+	struct snapcell_sandbox *sb = gated_sandbox(&f.gate); /* wall clock: 30 s */
+	struct snapcell_cancel *c = f.token = new_token();
 	pthread_t t;
 	uint64_t start = now_ms();
-	pthread_create(&t, NULL, fire_later, c);
-	struct snapcell_result *res =
-		run_with(sb, NULL, "print('started', flush=True)\nwhile True: pass", c);
+	pthread_create(&t, NULL, fire_at_gate, &f);
+	struct snapcell_result *res = run_with(
+		sb, NULL, "print('started', flush=True)\ncall_tool('gate')\nwhile True: pass", c);
 	uint64_t took = now_ms() - start;
 	pthread_join(t, NULL);
 	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED, "%s: %s",
@@ -99,17 +115,29 @@ static void on_alarm(int sig)
 	snapcell_cancel_fire(signal_token);
 }
 
+/* Arms the signal from inside the run (a tool callback runs on the run's thread), so it
+ * arrives while the run waits on the cell, whatever the machine's speed. */
+static int arm_alarm(void *user, const char *args, char **result)
+{
+	struct itimerval it = {.it_value = {0, 20000}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	*result = strdup("null");
+	return 0;
+}
+
 Test(cancel, can_be_fired_from_a_signal_handler)
 {
-	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_add_tool(cfg, "arm", "", NULL, SNAPCELL_APPROVAL_NEVER, arm_alarm, NULL,
+				 NULL);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
 	signal_token = new_token();
 	struct sigaction sa = {.sa_handler = on_alarm};
 	sigaction(SIGALRM, &sa, NULL);
-	struct itimerval it = {.it_value = {0, 300000}};
-	setitimer(ITIMER_REAL, &it, NULL);
 	uint64_t start = now_ms();
 	struct snapcell_result *res =
-		run_with(sb, NULL, "import time\ntime.sleep(60)", signal_token);
+		run_with(sb, NULL, "import time\ncall_tool('arm')\ntime.sleep(60)", signal_token);
 	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED, "%s",
 		     snapcell_status_name(res->status));
 	cr_expect_lt(now_ms() - start, 5000);
@@ -120,7 +148,8 @@ Test(cancel, can_be_fired_from_a_signal_handler)
 
 Test(cancel, a_cancelled_session_run_ends_the_session_which_a_snapshot_revives)
 {
-	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct firing f;
+	struct snapcell_sandbox *sb = gated_sandbox(&f.gate);
 	struct snapcell_session *s = NULL;
 	struct snapcell_snapshot *snap = NULL;
 	struct snapcell_error err = {0};
@@ -142,11 +171,11 @@ Test(cancel, a_cancelled_session_run_ends_the_session_which_a_snapshot_revives)
 	snapcell_result_free(res);
 
 	/* Fired during the run: the worker is killed, as at a timeout. */
-	struct snapcell_cancel *c = new_token();
+	struct snapcell_cancel *c = f.token = new_token();
 	pthread_t t;
-	pthread_create(&t, NULL, fire_later, c);
+	pthread_create(&t, NULL, fire_at_gate, &f);
 	uint64_t start = now_ms();
-	res = run_with(NULL, s, "while True: pass", c);
+	res = run_with(NULL, s, "call_tool('gate')\nwhile True: pass", c);
 	pthread_join(t, NULL);
 	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED, "%s",
 		     snapcell_status_name(res->status));

@@ -1,5 +1,5 @@
-/* Files: /input staging from a workspace and mounts (order, normalisation, links left out),
- * the tree signature, and /output collection against hostile trees. */
+/* Files through cells: /input staging from a workspace and mounts (order, links left out),
+ * and /output collection against hostile trees. */
 #define _GNU_SOURCE
 #include "helpers.h"
 
@@ -35,34 +35,6 @@ static void remove_tree(const char *dir)
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	cr_assert_eq(system(cmd), 0);
-}
-
-Test(files, mount_paths_normalise_like_the_reference)
-{
-	static const struct {
-		const char *in, *out;
-	} ok[] = {
-		{"data", "/input/data"},
-		{"/input/data", "/input/data"},
-		{"input/a/b.csv", "/input/a/b.csv"},
-		{"  a\\b\\c.txt ", "/input/a/b/c.txt"},
-		{"./a//./b", "/input/a/b"},
-		{"input/input/x", "/input/input/x"},
-	};
-	char out[256];
-	struct snapcell_error err = {0};
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		cr_expect_eq(snapcell_normalize_mount_path(ok[i].in, out, sizeof(out), &err), 0,
-			     "%s: %s", ok[i].in, err.message);
-		cr_expect_str_eq(out, ok[i].out);
-	}
-	static const char *const bad[] = {"../etc", "a/../../b", "", "  ",
-					  "/input", "input/.",	 "."};
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		cr_expect_eq(snapcell_normalize_mount_path(bad[i], out, sizeof(out), &err),
-			     SNAPCELL_E_INVAL, "'%s' accepted", bad[i]);
-		cr_expect_gt(strlen(err.message), 10);
-	}
 }
 
 Test(files, workspace_and_mounts_staged_in_order_read_only)
@@ -152,27 +124,6 @@ Test(files, links_in_inputs_never_leak)
 	unlink(root_link);
 	remove_tree(ws), remove_tree(secret);
 	free(ws), free(secret);
-}
-
-Test(files, signature_changes_with_content_not_with_links)
-{
-	char *ws = make_tree();
-	write_file(ws, "a.txt", "one");
-	char s1[SNAPCELL_SIGNATURE_LEN], s2[SNAPCELL_SIGNATURE_LEN], s3[SNAPCELL_SIGNATURE_LEN];
-	struct snapcell_error err = {0};
-	cr_assert_eq(snapcell_tree_signature(ws, s1, &err), 0, "%s", err.message);
-	cr_expect_eq(strlen(s1), 32);
-	char link[600];
-	snprintf(link, sizeof(link), "%s/link", ws);
-	cr_assert_eq(symlink("/etc/passwd", link), 0);
-	cr_assert_eq(snapcell_tree_signature(ws, s2, &err), 0);
-	cr_expect_str_eq(s1, s2, "links are excluded");
-	write_file(ws, "a.txt", "two!");
-	cr_assert_eq(snapcell_tree_signature(ws, s3, &err), 0);
-	cr_expect_str_neq(s1, s3, "a changed file changes the signature");
-	cr_expect_eq(snapcell_tree_signature("/nonexistent", s3, &err), -ENOENT);
-	remove_tree(ws);
-	free(ws);
 }
 
 Test(files, artifacts_are_collected_sorted_with_media_types)

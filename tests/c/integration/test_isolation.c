@@ -324,7 +324,8 @@ Test(isolation, cannot_signal_the_host)
 		sb, code,
 		"kill(-1) ProcessLookupError ESRCH\nkill(0) ok\n"
 		"kill(host) ProcessLookupError ESRCH\nkillpg(host) ProcessLookupError ESRCH\n");
-	sleep_ms(100);
+	/* A signal the cell managed to send would be pending before its DONE frame was written,
+	 * so it has been delivered by now (at our return from the reads that took DONE). */
 	cr_expect_eq(host_signals, 0, "the host received signals (mask %#x)", host_signals);
 	kill(getpid(), SIGUSR1); /* the handler works: the check above could fail */
 	cr_expect_eq(host_signals, 1 << SIGUSR1);
@@ -558,15 +559,20 @@ Test(isolation, etc_is_minimal_and_hostname_is_the_cells)
 
 Test(isolation, concurrent_cells_cannot_reach_each_other, .timeout = 60)
 {
-	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	/* Cell a writes its files and waits at the gate while cell b looks for them. */
+	struct test_gate g;
+	struct snapcell_config *cfg = test_config_new();
+	test_gate_add(cfg, &g, true);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
 	struct bg_run a;
 	bg_start(&a, sb,
-		 "import os, time\n"
+		 "import os\n"
 		 "open('/tmp/mine', 'w').write('a')\n"
 		 "open('/output/mine', 'w').write('a')\n"
-		 "time.sleep(1.5)\n"
+		 "call_tool('gate')\n"
 		 "print('alive', os.listdir('/tmp'), os.listdir('/output'))\n");
-	sleep_ms(300);
+	test_gate_wait(&g);
 	expect_output(sb,
 		      "import os\n"
 		      "try:\n"
@@ -582,6 +588,7 @@ Test(isolation, concurrent_cells_cannot_reach_each_other, .timeout = 60)
 		      "        pass\n"
 		      "print(seen, os.listdir('/output'), os.listdir('/tmp'))\n",
 		      "[1] [] []\n");
+	sem_post(&g.open);
 	struct snapcell_result *res = bg_join(&a);
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "alive ['mine'] ['mine']\n");

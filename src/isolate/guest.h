@@ -1,9 +1,9 @@
-/* Kernel isolation mechanisms, one per file: namespaces and the helper spawn (spawn.c), the
- * read-only root (rootfs.c), the seccomp policy (seccomp.c), rlimits (rlimits.c), capabilities
- * and no_new_privs (caps.c), and the host probe (probe.c). These apply mechanisms; the order in
- * which they are applied is the caller's (guest/template.c and guest/cell.c). */
-#ifndef SC_ISOLATE_H
-#define SC_ISOLATE_H
+/* The isolation mechanisms the helper applies, one per file: the read-only root (rootfs.c),
+ * the seccomp policy (seccomp.c), rlimits (rlimits.c), capabilities and no_new_privs
+ * (caps.c). They apply mechanisms; the order is the caller's (guest/template.c and
+ * guest/cell.c). Linked into the helper only, never into the host library. */
+#ifndef SC_ISOLATE_GUEST_H
+#define SC_ISOLATE_GUEST_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -11,43 +11,11 @@
 
 #include "snapcell.h"
 
-/* Outside uid/gid the sandbox runs as when the host is root: not the host's uid, so the
- * host's per-user kernel quotas, RLIMIT_NPROC exemption and signal rights do not apply. */
-#define SC_ROOT_SANDBOX_UID 65534
-#define SC_ROOT_SANDBOX_GID 65534
-
-/* ---- spawn.c (host side) ---- */
-
-struct sc_spawn {
-	int helper_fd; /* O_PATH descriptor of the helper executable */
-	char *const *argv;
-	char *const *envp;
-	int control_fd; /* becomes fd 3 in the helper */
-	/* Directories opened (O_PATH) as fds 4, 5, ... by the child while it still has the
-	 * host's uid, so the sandbox uid need not be able to walk to them; they are in the
-	 * helper's mount namespace, so it can bind them. All other fds but 0-3 are closed. */
-	const char *const *pass_dirs;
-	size_t n_pass_dirs;
-	uid_t outside_uid;
-	gid_t outside_gid;
-};
-
-/* Starts the helper as pid 1 of new user, mount, pid, net, ipc, uts and cgroup namespaces,
- * mapped to root inside. Returns 0 with *pid and *pidfd set, or a negative code with err
- * naming the step (SNAPCELL_E_ISOLATION when the kernel refuses the namespaces). */
-int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid, int *pidfd,
-		     struct snapcell_error *err);
-
-/* The outside ids a sandbox started by this process runs as. */
-void sc__sandbox_ids(uid_t *uid, gid_t *gid);
-
 /* ---- rootfs.c (helper side) ---- */
 
 #define SC_OUT_BASE	    "/.snapcell/out" /* where per-cell output dirs live inside the root */
 #define SC_OUTPUT_INODES    131072	     /* files and directories a cell's /output may hold */
 #define SC_PYTHON_PATH_BASE "/.snapcell/python" /* python_paths[i] appear at BASE/i */
-#define SC_PASS_FD_FIRST    4 /* the helper's first fd beyond the control socket */
-#define SC_PASS_FD_MAX	    64
 
 /* A read-only bind: src is a host path or /proc/self/fd/N of a descriptor the host opened
  * (so the sandbox uid need not be able to walk to it); dst is the path inside the root. */

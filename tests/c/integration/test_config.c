@@ -1,0 +1,42 @@
+/* Configuration as a sandbox sees it: its own copy, and errors from sandbox creation. */
+#include "helpers.h"
+
+Test(config, missing_python_path_fails_sandbox_creation_clearly)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, "/nonexistent/site-packages", NULL), 0);
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), -ENOENT);
+	cr_expect_null(sb);
+	cr_expect(strstr(err.message, "/nonexistent/site-packages"), "%s", err.message);
+	snapcell_config_free(cfg);
+}
+
+Test(config, unreachable_isolation_level_fails_clearly)
+{
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_CGROUPS, NULL);
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), SNAPCELL_E_ISOLATION);
+	cr_expect(strstr(err.message, "cgroups"), "%s", err.message);
+	snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_NAMESPACES, NULL);
+	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), 0, "%s", err.message);
+	cr_expect_eq(snapcell_sandbox_isolation(sb), SNAPCELL_ISOLATION_NAMESPACES);
+	snapcell_sandbox_free(sb);
+	snapcell_config_free(cfg);
+}
+
+Test(config, sandbox_keeps_its_own_copy)
+{
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_env(cfg, "K", "before", NULL);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_set_env(cfg, "K", "after", NULL);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(sb, "import os; print(os.environ['K'])");
+	cr_expect_str_eq(res->stdout_buf, "before\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}

@@ -1,0 +1,143 @@
+/* Files without a sandbox: mount path normalisation, the tree signature, and /output
+ * collection on a tree made here (the integration tests collect what cells leave). */
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "stage/stage.h"
+#include "util/util.h"
+
+static char *make_tree(void)
+{
+	char *dir = strdup("/tmp/sc-files-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	chmod(dir, 0755);
+	return dir;
+}
+
+static void write_file(const char *dir, const char *rel, const char *content)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	char *slash = strrchr(path, '/');
+	*slash = 0;
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
+	cr_assert_eq(system(cmd), 0);
+	*slash = '/';
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	fputs(content, f);
+	fclose(f);
+}
+
+static void remove_tree(const char *dir)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+Test(files, mount_paths_normalise_like_the_reference)
+{
+	static const struct {
+		const char *in, *out;
+	} ok[] = {
+		{"data", "/input/data"},
+		{"/input/data", "/input/data"},
+		{"input/a/b.csv", "/input/a/b.csv"},
+		{"  a\\b\\c.txt ", "/input/a/b/c.txt"},
+		{"./a//./b", "/input/a/b"},
+		{"input/input/x", "/input/input/x"},
+	};
+	char out[256];
+	struct snapcell_error err = {0};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		cr_expect_eq(snapcell_normalize_mount_path(ok[i].in, out, sizeof(out), &err), 0,
+			     "%s: %s", ok[i].in, err.message);
+		cr_expect_str_eq(out, ok[i].out);
+	}
+	static const char *const bad[] = {"../etc", "a/../../b", "", "  ",
+					  "/input", "input/.",	 "."};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(snapcell_normalize_mount_path(bad[i], out, sizeof(out), &err),
+			     SNAPCELL_E_INVAL, "'%s' accepted", bad[i]);
+		cr_expect_gt(strlen(err.message), 10);
+	}
+}
+
+Test(files, signature_changes_with_content_not_with_links)
+{
+	char *ws = make_tree();
+	write_file(ws, "a.txt", "one");
+	char s1[SNAPCELL_SIGNATURE_LEN], s2[SNAPCELL_SIGNATURE_LEN], s3[SNAPCELL_SIGNATURE_LEN];
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_tree_signature(ws, s1, &err), 0, "%s", err.message);
+	cr_expect_eq(strlen(s1), 32);
+	char link[600];
+	snprintf(link, sizeof(link), "%s/link", ws);
+	cr_assert_eq(symlink("/etc/passwd", link), 0);
+	cr_assert_eq(snapcell_tree_signature(ws, s2, &err), 0);
+	cr_expect_str_eq(s1, s2, "links are excluded");
+	write_file(ws, "a.txt", "two!");
+	cr_assert_eq(snapcell_tree_signature(ws, s3, &err), 0);
+	cr_expect_str_neq(s1, s3, "a changed file changes the signature");
+	cr_expect_eq(snapcell_tree_signature("/nonexistent", s3, &err), -ENOENT);
+	remove_tree(ws);
+	free(ws);
+}
+
+/* /output collection on a tree made here, no sandbox: what a cell could leave. */
+static void put(int dfd, const char *name, const char *text)
+{
+	int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	cr_assert(fd >= 0, "create %s: %s", name, strerror(errno));
+	cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+Test(files, collect_on_a_prepared_tree_takes_files_sorted_and_reports_the_rest)
+{
+	char dir[] = "/tmp/snapcell-collect-XXXXXX";
+	cr_assert_not_null(mkdtemp(dir));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert(dfd >= 0);
+	cr_assert_eq(mkdirat(dfd, "sub", 0755), 0);
+	put(dfd, "b.csv", "x,y\n");
+	put(dfd, "sub/a.json", "{}");
+	put(dfd, "big.txt", "0123456789");
+	cr_assert_eq(symlinkat("/etc/passwd", dfd, "link"), 0);
+	cr_assert_eq(mkfifoat(dfd, "fifo", 0644), 0);
+	cr_assert_eq(linkat(dfd, "b.csv", dfd, "b-again.csv", 0), 0);
+	put(dfd, "c.txt", "c");
+	struct sc_collect_caps caps = {.files = 100,
+				       .file_bytes = 5,
+				       .total_bytes = 1 << 20,
+				       .depth = 8,
+				       .path_bytes = 256};
+	struct snapcell_result res = {0};
+	cr_assert_eq(sc__collect(dfd, &caps, &res), 0);
+	cr_assert_eq(res.n_artifacts, 2, "c.txt and sub/a.json");
+	cr_expect_str_eq(res.artifacts[0].path, "c.txt");
+	cr_expect_str_eq(res.artifacts[1].path, "sub/a.json");
+	cr_expect_str_eq(res.artifacts[1].media_type, "application/json");
+	cr_expect_eq(res.artifacts[1].size, 2);
+	cr_expect(res.output_limits_hit & SNAPCELL_OUTPUT_HIT_FILE_BYTES,
+		  "big.txt is over 5 bytes");
+	const char *want[][2] = {{"b-again.csv", "hard link"},
+				 {"b.csv", "hard link"},
+				 {"big.txt", NULL},
+				 {"fifo", "fifo"},
+				 {"link", "symbolic link"}};
+	cr_assert_eq(res.n_skipped, 5);
+	for (int i = 0; i < 5; i++) {
+		cr_expect_str_eq(res.skipped[i].path, want[i][0]);
+		if (want[i][1])
+			cr_expect_str_eq(res.skipped[i].reason, want[i][1]);
+	}
+	sc__artifacts_free(&res);
+	cr_expect_eq(sc__remove_tree(AT_FDCWD, dir, 0), 0);
+	close(dfd);
+}

@@ -1,0 +1,44 @@
+#!/bin/sh
+# Tests scripts/check-includes itself: it passes on the tree as it is and fails, naming the
+# file, when a front end includes an internal header or a layer includes one it must not use.
+# Each case works on a copy of the sources, so the tree is never touched.
+set -eu
+root=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fresh() {
+	rm -rf "$tmp/src-tree"
+	mkdir -p "$tmp/src-tree/scripts" "$tmp/src-tree/python"
+	cp -r "$root/include" "$root/src" "$root/guest" "$root/cli" "$root/bench" "$tmp/src-tree/"
+	[ -d "$root/python/snapcell" ] && cp -r "$root/python/snapcell" "$tmp/src-tree/python/"
+	cp "$root/scripts/check-includes" "$tmp/src-tree/scripts/"
+}
+expect_fail() { # what file-that-must-be-named
+	if "$tmp/src-tree/scripts/check-includes" >"$tmp/out" 2>&1; then
+		echo "FAIL: check-includes accepted $1"
+		exit 1
+	fi
+	grep -q "$2" "$tmp/out" || { echo "FAIL: $1 not named:"; cat "$tmp/out"; exit 1; }
+	echo "ok: $1 is refused"
+}
+
+fresh
+"$tmp/src-tree/scripts/check-includes" || { echo "FAIL: the tree as it is does not pass"; exit 1; }
+echo "ok: the tree passes"
+
+fresh
+sed -i '0,/#include "cli.h"/s//#include "cli.h"\n#include "core\/core.h"/' "$tmp/src-tree/cli/run.c"
+expect_fail "cli/run.c including core/core.h" "cli/run.c:.*core/core.h"
+
+fresh
+sed -i '0,/#include "cli.h"/s//#include "cli.h"\n#include "..\/src\/util\/util.h"/' "$tmp/src-tree/cli/json.c"
+expect_fail "cli/json.c including ../src/util/util.h" "cli/json.c:.*internal header"
+
+fresh
+sed -i 's|#include "stage.h"|#include "stage.h"\n#include "core/core.h"|' "$tmp/src-tree/src/stage/stage.c"
+expect_fail "src/stage/stage.c including core/core.h" "src/stage/stage.c:.*stage layer"
+
+fresh
+sed -i 's|#include "host.h"|#include "host.h"\n#include "guest.h"|' "$tmp/src-tree/src/isolate/spawn.c"
+expect_fail "src/isolate/spawn.c including guest.h" "src/isolate/spawn.c:.*isolate-host"
+echo "check-includes-test: all passed"
