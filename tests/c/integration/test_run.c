@@ -224,7 +224,10 @@ Test(run, stats_report_the_template_and_its_parked_cells)
 	cr_expect_gt(st.template_private_bytes, 0);
 	cr_expect_eq(st.parked_cells, 2);
 	cr_expect_gt(st.parked_cell_private_bytes, 0);
-	cr_expect_lt(st.parked_cell_private_bytes, st.template_private_bytes * 4);
+	/* Cells share the template's pages copy-on-write, so the template's own private share
+	 * can be tiny right after a fork: no ratio holds. A parked cell's private memory is a
+	 * few MiB (docs/performance.md); a copy of the interpreter's heap would be tens. */
+	cr_expect_lt(st.parked_cell_private_bytes, 32ull << 20);
 	cr_expect_eq(snapcell_sandbox_stats(NULL, &st, NULL), SNAPCELL_E_INVAL);
 	snapcell_sandbox_free(sb);
 }
