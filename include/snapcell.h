@@ -189,6 +189,12 @@ SNAPCELL_API int snapcell_config_set_workspace(struct snapcell_config *cfg, cons
 /* The resolved workspace, or NULL. Borrowed until the next change to cfg. */
 SNAPCELL_API const char *snapcell_config_workspace(const struct snapcell_config *cfg);
 
+/* With reject true, a symbolic link anywhere under the workspace or a mounted directory (or a
+ * mounted link) makes sandbox creation fail with SNAPCELL_E_INVAL naming it, instead of being
+ * left out of /input (the default). FIFOs, sockets and devices are left out either way. */
+SNAPCELL_API int snapcell_config_set_reject_links(struct snapcell_config *cfg, bool reject,
+						  struct snapcell_error *err);
+
 /* Mounts a host file or directory at a path under /input. The host path is resolved and must
  * exist; the mount path is normalised (snapcell_normalize_mount_path). Mounts apply after the
  * workspace, in order: at the same path the later one wins, and re-adding a mount path

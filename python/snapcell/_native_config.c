@@ -440,6 +440,9 @@ static PyMethodDef config_methods[] = {
 	 "require_isolation(level): creating a Sandbox fails below it."},
 	{"set_helper", (PyCFunction)sc__py_config_set_helper, METH_O,
 	 "set_helper(path or None): the snapcell-cell executable Sandboxes start."},
+	{"set_reject_links", (PyCFunction)sc__py_config_set_reject_links, METH_O,
+	 "set_reject_links(bool): a link in the inputs fails sandbox creation instead of being "
+	 "left out."},
 	{"allow", (PyCFunction)sc__py_config_allow, METH_VARARGS,
 	 "allow(target, methods=None): a network entry, normalised by the library; the same "
 	 "target replaces."},

@@ -192,6 +192,7 @@ def build_config(
     mounts: Any = None,
     allowed_domains: Any = None,
     require_isolation: str | None = None,
+    reject_links: bool = False,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
@@ -210,6 +211,7 @@ def build_config(
         cfg.add_python_path(os.path.abspath(os.path.expanduser(os.fspath(p))))
     if workspace is not None:
         cfg.set_workspace(os.path.expanduser(os.fspath(workspace)))
+    cfg.set_reject_links(reject_links)
     for host, mount in _mounts(mounts):
         cfg.add_mount(os.path.expanduser(host), mount)
     for target, methods in _entries(allowed_domains):
@@ -292,7 +294,8 @@ class Sandbox:
     ``open_files``, ``max_output_files`` as counts. ``tools`` are callables or
     :class:`snapcell.Tool`; ``workspace`` and ``mounts`` fill ``/input``;
     ``allowed_domains`` are network entries; ``env`` and ``python_paths`` shape the
-    interpreter. Creating one starts its template (tens of milliseconds)."""
+    interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
+    left out. Creating one starts its template (tens of milliseconds)."""
 
     def __init__(self, **kwargs: Any) -> None:
         cfg, tools = build_config(**kwargs)

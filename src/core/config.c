@@ -218,6 +218,15 @@ static int add_mount(struct snapcell_config *cfg, const char *host, const char *
 	return 0;
 }
 
+int snapcell_config_set_reject_links(struct snapcell_config *cfg, bool reject,
+				     struct snapcell_error *err)
+{
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_reject_links: NULL config");
+	cfg->reject_links = reject;
+	return 0;
+}
+
 int snapcell_config_set_workspace(struct snapcell_config *cfg, const char *dir,
 				  struct snapcell_error *err)
 {
@@ -308,6 +317,7 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 		return -ENOMEM;
 	memcpy(c->limits, src->limits, sizeof(c->limits));
 	c->required = src->required;
+	c->reject_links = src->reject_links;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < src->n_env; i++)
 		rc = snapcell_config_set_env(c, src->env[i].name, src->env[i].value, NULL);

@@ -45,6 +45,7 @@ struct snapcell_config {
 	char **python_paths;
 	size_t n_python_paths;
 	enum snapcell_isolation required;
+	bool reject_links;	    /* staging fails on a link instead of leaving it out */
 	struct sc_net_list allowed; /* network entries (net/net.h), not enforced yet */
 };
 

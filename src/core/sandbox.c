@@ -133,7 +133,8 @@ static int stage_inputs(const struct snapcell_config *cfg, int input, struct sna
 	for (size_t i = 0; i < cfg->n_mounts; i++)
 		mounts[i] = (struct sc_stage_mount){cfg->mounts[i].host_path,
 						    cfg->mounts[i].mount_path};
-	int rc = sc__stage_input(cfg->workspace, mounts, cfg->n_mounts, input, err);
+	int rc = sc__stage_input(cfg->workspace, mounts, cfg->n_mounts, cfg->reject_links, input,
+				 err);
 	free(mounts);
 	return rc;
 }

@@ -63,6 +63,7 @@ int snapcell_normalize_mount_path(const char *in, char *out, size_t out_len,
 
 struct copy {
 	uint64_t files, bytes;
+	bool reject_links;
 	struct snapcell_error *err;
 };
 
@@ -127,8 +128,14 @@ static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, 
 {
 	/* Classify before opening: opening a device node can have effects of its own. */
 	struct stat pre;
-	if (fstatat(sdir, sname, &pre, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    (!S_ISREG(pre.st_mode) && !S_ISDIR(pre.st_mode)))
+	if (fstatat(sdir, sname, &pre, AT_SYMLINK_NOFOLLOW) < 0)
+		return 0;
+	if (S_ISLNK(pre.st_mode) && c->reject_links)
+		return sc__err(c->err, SNAPCELL_E_INVAL,
+			       "stage /input: %s is a symbolic link, and links are refused "
+			       "(reject_links)",
+			       sname);
+	if (!S_ISREG(pre.st_mode) && !S_ISDIR(pre.st_mode))
 		return 0;
 	int fd = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
@@ -209,9 +216,9 @@ static int stage_mount(int root, const struct sc_stage_mount *m, struct copy *c)
 }
 
 int sc__stage_input(const char *workspace, const struct sc_stage_mount *mounts, size_t n_mounts,
-		    int root, struct snapcell_error *err)
+		    bool reject_links, int root, struct snapcell_error *err)
 {
-	struct copy c = {.err = err};
+	struct copy c = {.reject_links = reject_links, .err = err};
 	int rc = 0;
 	if (workspace) {
 		int ws = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -4,6 +4,7 @@
 #ifndef SC_STAGE_H
 #define SC_STAGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,9 +31,9 @@ struct sc_stage_mount {
 };
 
 /* Copies the workspace's children (workspace may be NULL) and then each mount, later ones
- * winning, under root. */
+ * winning, under root. Links are left out, or with reject_links an SNAPCELL_E_INVAL. */
 int sc__stage_input(const char *workspace, const struct sc_stage_mount *mounts, size_t n_mounts,
-		    int root, struct snapcell_error *err);
+		    bool reject_links, int root, struct snapcell_error *err);
 
 /* A media type for a file name, from its extension; never NULL. */
 const char *sc__media_type(const char *name);

@@ -523,3 +523,15 @@ def test_reference_only_keywords_warn_and_are_ignored():
         t = ExecuteCodeTool(backend="wasm", module="python_guest.path")
     assert any("backend" in str(x.message) and "module" in str(x.message) for x in w)
     t.close()
+
+
+def test_item7_reject_links_is_the_strict_option(tmp_path):
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "ok.txt").write_text("ok")
+    os.symlink("/etc/hostname", ws / "link.txt")
+    with ExecuteCodeTool(workspace_root=ws, reject_links=True) as t:
+        with pytest.raises(ValueError, match="link.txt is a symbolic link"):
+            invoke(t, "print(1)")
+    with ExecuteCodeTool(workspace_root=ws) as t:
+        assert texts(invoke(t, "import os; print(os.listdir('/input'))")) == ["['ok.txt']\n"]

@@ -118,6 +118,7 @@ class _Settings:
         self.limits: dict[str, Any] = {}
         self.env: dict[str, str] = {}
         self.python_paths: tuple[str, ...] = ()
+        self.reject_links = False
 
     def copy(self) -> _Settings:
         s = copy.copy(self)
@@ -133,6 +134,7 @@ class _Settings:
             workspace=self.workspace,
             mounts=[(str(m.host_path), m.mount_path) for m in self.mounts.values()],
             allowed_domains=sorted(self.domains.values()),
+            reject_links=self.reject_links,
             **self.limits,
         )
         return cfg
@@ -148,6 +150,7 @@ class _Settings:
             tuple(sorted(self.limits.items())),
             tuple(sorted(self.env.items())),
             self.python_paths,
+            self.reject_links,
         )
 
 
@@ -158,7 +161,9 @@ class ExecuteCodeTool(FunctionTool):
     ``workspace_root``, ``file_mounts``, ``allowed_domains``, ``tool_description_format``,
     ``max_output_files``, ``max_output_file_bytes``, ``max_output_total_bytes``), plus
     ``timeout`` (seconds), ``memory_limit`` (bytes), ``python_paths``, ``env`` and ``stateful``
-    (interpreter state kept between calls of this tool). ``backend``, ``module`` and
+    (interpreter state kept between calls of this tool) and ``reject_links`` (a link in the
+    workspace or a mount is a ValueError from invoke, as in newer reference releases, instead of
+    being left out). ``backend``, ``module`` and
     ``module_path`` are accepted for old code and ignored."""
 
     def __init__(
@@ -178,6 +183,7 @@ class ExecuteCodeTool(FunctionTool):
         python_paths: Sequence[str | os.PathLike[str]] | None = None,
         env: dict[str, str] | None = None,
         stateful: bool = False,
+        reject_links: bool = False,
         backend: str | None = None,
         module: str | None = None,
         module_path: str | None = None,
@@ -220,6 +226,7 @@ class ExecuteCodeTool(FunctionTool):
             if memory_limit is not None:
                 s.limits["memory_limit"] = memory_limit
             s.env = dict(env or {})
+            s.reject_links = bool(reject_links)
             s.python_paths = tuple(os.path.abspath(os.path.expanduser(os.fspath(p))) for p in python_paths or ())
             if workspace_root is not None:
                 s.workspace = _workspace(workspace_root)

@@ -126,6 +126,32 @@ Test(files, links_in_inputs_never_leak)
 	free(ws), free(secret);
 }
 
+Test(files, reject_links_refuses_a_link_at_any_depth_and_names_it)
+{
+	char *ws = make_tree();
+	write_file(ws, "ok.txt", "fine");
+	write_file(ws, "a/b/keep.txt", "deep");
+	char link[600];
+	snprintf(link, sizeof(link), "%s/a/b/deep-link", ws);
+	cr_assert_eq(symlink("/etc/passwd", link), 0);
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_config_set_workspace(cfg, ws, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_config_set_reject_links(cfg, true, &err), 0);
+	struct snapcell_sandbox *sb = NULL;
+	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), SNAPCELL_E_INVAL);
+	cr_expect_null(sb);
+	cr_expect(strstr(err.message, "deep-link is a symbolic link"), "%s", err.message);
+	/* Off again: the link is left out, the rest staged. */
+	cr_assert_eq(snapcell_config_set_reject_links(cfg, false, &err), 0);
+	sb = test_sandbox(cfg);
+	expect_output(sb, "import os; print(sorted(os.listdir('/input/a/b')))", "['keep.txt']\n");
+	snapcell_sandbox_free(sb);
+	snapcell_config_free(cfg);
+	remove_tree(ws);
+	free(ws);
+}
+
 Test(files, artifacts_are_collected_sorted_with_media_types)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
