@@ -164,7 +164,8 @@ static int build_root(struct snapcell_error *err)
 	struct sc_rootfs fs = {.base = T.cfg.root_base,
 			       .out_dir = T.cfg.out_dir,
 			       .ro_binds = binds,
-			       .n_ro_binds = n};
+			       .n_ro_binds = n,
+			       .lib_dir = SC_PY_LIBDIR};
 	int rc = sc__rootfs_build(&fs, err);
 	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
 		close(T.cfg.python_path_fds[i]);
@@ -190,6 +191,11 @@ static int setup(struct snapcell_error *err)
 		if (json_is_string(value) && setenv(name, json_string_value(value), 1) < 0)
 			return sc__err(err, -errno, "setenv %s", name);
 	}
+	/* Defaults the code's own environment overrides: the CA bundle for ssl, and matplotlib's
+	 * file backend (no display; it would otherwise probe for GUI toolkits). */
+	if ((access(SC_CA_BUNDLE, R_OK) == 0 && setenv("SSL_CERT_FILE", SC_CA_BUNDLE, 0) < 0) ||
+	    setenv("MPLBACKEND", "Agg", 0) < 0)
+		return sc__err(err, -errno, "setenv defaults");
 	if (sethostname("snapcell", 8) < 0)
 		return sc__err(err, -errno, "sethostname");
 	T.out_fd = open(SC_OUT_BASE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
