@@ -113,3 +113,110 @@ r = scipy.optimize.minimize_scalar(lambda x: (x - 2) ** 2)
 print(json.dumps({"dot": float((a @ a.T).trace()), "cdf": float(scipy.stats.norm.cdf(0)),
                   "min": round(float(r.x), 4), "fft": round(float(abs(scipy.fft.fft([1, 0, 0, 0])[1])), 4)}))""", *BIG)
     assert got == {"dot": 506.0, "cdf": 0.5, "min": 2.0, "fft": 1.0}
+
+
+def make_tree(root, files):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for p in [root, *root.rglob("*")]:
+        if not p.is_symlink():  # a venv's bin/python links to /usr/bin/python3.11
+            p.chmod(0o755 if p.is_dir() else 0o644)
+    root.parent.chmod(0o755)
+
+
+def test_preloaded_modules_are_in_every_fresh_cell(snapcell, tmp_path):
+    make_tree(tmp_path / "m", {"heavy.py": "VALUE = 42\n"})
+    code = b"import sys; print('heavy' in sys.modules, sys.modules['heavy'].VALUE == 42)"
+    r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "heavy", "-", stdin=code)
+    assert (r.returncode, r.stdout) == (0, b"True True\n"), r.stderr
+    # Without --preload the cell imports it itself.
+    r = snapcell("run", "--python-path", tmp_path / "m", "-",
+                 stdin=b"import sys; print('heavy' in sys.modules)")
+    assert r.stdout == b"False\n"
+
+
+def test_a_failing_preload_fails_creation_with_its_traceback(snapcell, tmp_path):
+    make_tree(tmp_path / "m", {"broken.py": "def f():\n    return 1 / 0\nf()\n"})
+    r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "broken", "-",
+                 stdin=b"print(1)")
+    assert r.returncode == 3
+    assert b"preload broken: ZeroDivisionError: division by zero (at broken.py:2 < broken.py:3)" \
+        in r.stderr, r.stderr
+    r = snapcell("run", "--preload", "no_such_module", "-", stdin=b"print(1)")
+    assert r.returncode == 3 and b"No module named 'no_such_module'" in r.stderr
+    r = snapcell("run", "--preload", "a..b", "-", stdin=b"print(1)")
+    assert r.returncode == 2 and b"not a dotted module name" in r.stderr
+
+
+def test_a_preload_that_leaves_a_thread_running_is_refused(snapcell, tmp_path):
+    make_tree(tmp_path / "m", {"threader.py": "import threading, time\n"
+                               "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"})
+    r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "threader", "-",
+                 stdin=b"print(1)")
+    assert r.returncode == 3
+    assert b"preload threader: leaves threads running" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not debian_has("numpy"), reason="Debian's numpy not installed")
+def test_preloaded_numpy_keeps_the_template_single_threaded(snapcell):
+    # OpenBLAS starts a thread per CPU at import unless pinned; the user's value comes back
+    # for the code's environment.
+    r = snapcell("run", *BIG, "--env", "OPENBLAS_NUM_THREADS=4", "--preload", "numpy", "-",
+                 stdin=b"import os, numpy; print(os.environ['OPENBLAS_NUM_THREADS'], "
+                       b"numpy.ones(3) @ numpy.ones(3))")
+    assert (r.returncode, r.stdout) == (0, b"4 3.0\n"), r.stderr
+
+
+@pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason="Debian's pandas not installed")
+def test_preloaded_pandas_and_pyplot(snapcell, tmp_path):
+    r = snapcell("run", *BIG, "--preload", "pandas", "--preload", "matplotlib.pyplot",
+                 "--output", tmp_path, "-", stdin=b"""
+import sys
+loaded = all(m in sys.modules for m in ("pandas", "matplotlib.pyplot"))
+import pandas as pd, matplotlib.pyplot as plt
+df = pd.DataFrame({"a": [1, 2, 3]})
+df.plot(); plt.savefig("/output/p.png")
+print(int(df.a.sum()), loaded)
+""")
+    assert (r.returncode, r.stdout) == (0, b"6 True\n"), r.stderr
+    assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def make_venv(path):
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(path)], check=True)
+    site = path / "lib" / "python3.11" / "site-packages"
+    make_tree(path, {
+        "lib/python3.11/site-packages/vmod/__init__.py": "WHERE = 'venv'\n",
+        # A path line (relative to site-packages) and an import line, as pip's and
+        # setuptools' .pth files have.
+        "lib/python3.11/site-packages/extra.pth": "../../../src\nimport os; os.environ['PTH'] = 'ran'\n",
+        "src/srcmod.py": "WHERE = 'src'\n",
+    })
+    return site
+
+
+def test_venv_site_packages_and_pth_files(snapcell, tmp_path):
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    r = snapcell("run", "--venv", venv, "-", stdin=b"""
+import os, sys, vmod, srcmod
+print(vmod.WHERE, srcmod.WHERE, os.environ.get("PTH"))
+try:
+    open(vmod.__file__, "a")
+except OSError as e:
+    print(type(e).__name__)
+""")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [b"venv src ran", b"PermissionError"]
+
+
+def test_a_venv_of_another_python_is_refused(snapcell, tmp_path):
+    venv = tmp_path / "v312"
+    (venv / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /opt/python3.12/bin\nversion = 3.12.4\n")
+    r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
+    assert r.returncode == 2
+    assert b"made for Python 3.12.4, but snapcell embeds Python 3.11" in r.stderr, r.stderr
+    assert b"/usr/bin/python3 -m venv" in r.stderr
