@@ -220,3 +220,16 @@ def test_a_venv_of_another_python_is_refused(snapcell, tmp_path):
     assert r.returncode == 2
     assert b"made for Python 3.12.4, but snapcell embeds Python 3.11" in r.stderr, r.stderr
     assert b"/usr/bin/python3 -m venv" in r.stderr
+
+
+@pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason="Debian's pandas not installed")
+def test_the_analysis_example_leaves_a_chart_and_a_csv(snapcell, tmp_path):
+    examples = HERE.parents[1] / "examples"
+    r = snapcell("run", "--python-path", DIST, "--preload", "pandas", "--preload",
+                 "matplotlib.pyplot", "--memory", "2G", "--workspace", examples / "sales",
+                 "--output", tmp_path, examples / "analysis.py")
+    assert r.returncode == 0, r.stderr
+    assert b"540 sales" in r.stdout and b"best region: west" in r.stdout
+    assert (tmp_path / "monthly_revenue.png").read_bytes()[:4] == b"\x89PNG"
+    lines = (tmp_path / "monthly_revenue.csv").read_text().splitlines()
+    assert lines[0] == "date,north,south,west" and len(lines) == 13
