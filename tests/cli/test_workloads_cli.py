@@ -200,8 +200,12 @@ def make_venv(path):
 def test_venv_site_packages_and_pth_files(snapcell, tmp_path):
     venv = tmp_path / "venv"
     make_venv(venv)
-    r = snapcell("run", "--venv", venv, "-", stdin=b"""
-import os, sys, vmod, srcmod
+    # With a python path too: two directories handed to the helper, which once clobbered
+    # the helper's own descriptor.
+    make_tree(tmp_path / "m", {"pmod.py": "WHERE = 'path'\n"})
+    r = snapcell("run", "--python-path", tmp_path / "m", "--venv", venv, "-", stdin=b"""
+import os, sys, vmod, srcmod, pmod
+assert sys.path.index(os.path.dirname(pmod.__file__)) < sys.path.index(os.path.dirname(os.path.dirname(vmod.__file__)))
 print(vmod.WHERE, srcmod.WHERE, os.environ.get("PTH"))
 try:
     open(vmod.__file__, "a")
