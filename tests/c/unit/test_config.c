@@ -87,6 +87,10 @@ Test(config, a_venv_of_another_python_is_refused_naming_both_versions)
 	cr_expect_eq(snapcell_config_set_venv(cfg, dir, &err), -ENOENT); /* no pyvenv.cfg */
 	cr_expect(strstr(err.message, "pyvenv.cfg"), "%s", err.message);
 	cr_expect_eq(snapcell_config_set_venv(cfg, same, &err), 0, "%s", err.message);
+	char *text = NULL;
+	cr_assert_eq(snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &text, &err), 0);
+	cr_expect(strstr(text, "The standard library and the host's Python packages"), "%s", text);
+	free(text);
 	cr_expect_eq(snapcell_config_set_venv(cfg, NULL, &err), 0);
 	snapcell_config_free(cfg);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
