@@ -20,16 +20,20 @@
 #include "snapcell.h"
 #include "../cli/cli.h"
 
-#define EXIT_USAGE    2
-#define EXIT_FAILED   3
-#define WARMUP_RUNS   50
-#define COLD_STARTS   5
-#define TOOL_WARMUP   200
-#define PACE_NS	      2000000L
-#define MAX_RUNS      10000000UL
-#define MAX_THREADS   64
-#define PYTHON	      "/usr/bin/python3"
-#define PROBE_CODE    "print(1)"
+#define EXIT_USAGE  2
+#define EXIT_FAILED 3
+#define WARMUP_RUNS 50
+#define COLD_STARTS 5
+#define TOOL_WARMUP 200
+#define PACE_NS	    2000000L
+#define MAX_RUNS    10000000UL
+#define MAX_THREADS 64
+#define PYTHON	    "/usr/bin/python3"
+#define PROBE_CODE  "print(1)"
+/* The pandas series (when Debian's pandas is installed): a fresh run that imports it, without
+ * and with the template preloading it. */
+#define DIST_PACKAGES "/usr/lib/python3/dist-packages"
+#define PANDAS_CODE   "import pandas as pd; print(int(pd.DataFrame({'a': [1, 2]}).sum().a))"
 #define TOOL_CALL     "call_tool('echo', d={'a': 1, 'b': [1, 2]})"
 #define TOOL_ANSWER   "{\"ok\": true, \"n\": 3}"
 #define TOOL_EXPECTED "{'ok': True, 'n': 3}"
@@ -90,6 +94,7 @@ struct series {
 struct bench_results {
 	enum snapcell_isolation isolation;
 	struct series cold, fresh, paced, first_call, session, snapshot, restore, spawn;
+	struct series pandas, pandas_preloaded; /* n == 0: pandas is not installed */
 	unsigned threads;
 	double runs_per_s;
 	struct snapcell_sandbox_stats stats;
@@ -200,6 +205,11 @@ static int run_code(struct snapcell_sandbox *sb, struct snapcell_session *s, con
 static int fresh_one(void *sb, uint64_t *ns)
 {
 	return run_code(sb, NULL, PROBE_CODE, "1\n", NULL, ns);
+}
+
+static int pandas_one(void *sb, uint64_t *ns)
+{
+	return run_code(sb, NULL, PANDAS_CODE, "3\n", NULL, ns);
 }
 
 static int new_sandbox(const struct snapcell_config *cfg, struct snapcell_sandbox **sb)
@@ -435,6 +445,35 @@ static int measure_sandbox(const struct snapcell_config *cfg, const struct bench
 	return ok ? 0 : -1;
 }
 
+/* The pandas series on a sandbox of their own: Debian's dist-packages, room for pandas' address
+ * space, and pandas preloaded or not. */
+static int measure_pandas_series(struct series *s, bool preload)
+{
+	if (s->n == 0)
+		return 0;
+	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_error err = {0};
+	int rc = cfg ? 0 : -1;
+	if (rc == 0)
+		rc = snapcell_config_add_python_path(cfg, DIST_PACKAGES, &err);
+	if (rc == 0)
+		rc = snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_MEMORY_BYTES, 2ull << 30, &err);
+	if (rc == 0 && preload)
+		rc = snapcell_config_add_preload(cfg, "pandas", &err);
+	struct snapcell_sandbox *sb = NULL;
+	if (rc < 0)
+		fprintf(stderr, "snapcell bench: pandas config: %s\n", err.message);
+	else if ((rc = new_sandbox(cfg, &sb)) == 0) {
+		s->ctx = sb;
+		struct series warmup = {
+			.what = "pandas warm-up", .n = 2, .one = pandas_one, .ctx = sb};
+		rc = sample(&warmup) == 0 && sample(s) == 0 ? 0 : -1;
+		snapcell_sandbox_free(sb);
+	}
+	snapcell_config_free(cfg);
+	return rc < 0 ? -1 : 0;
+}
+
 static void print_results(const struct bench_opts *o, const struct bench_results *r)
 {
 	printf("isolation=%s\nruns=%lu\n", snapcell_isolation_name(r->isolation), o->runs);
@@ -457,6 +496,12 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 	printf("spawn_over_fresh_p50=%.1f\n", r->spawn.p50_us / r->fresh.p50_us);
 	printf("spawn_over_paced_p50=%.1f\n", r->spawn.p50_us / r->paced.p50_us);
 	printf("spawn_over_cold_start=%.2f\n", r->spawn.p50_us / r->cold.p50_us);
+	if (r->pandas.n) {
+		printf("pandas_fresh_p50_us=%.1f\n", r->pandas.p50_us);
+		printf("pandas_preloaded_fresh_p50_us=%.1f\n", r->pandas_preloaded.p50_us);
+		printf("pandas_preloaded_over_fresh_p50=%.2f\n",
+		       r->pandas_preloaded.p50_us / r->fresh.p50_us);
+	}
 }
 
 /* 0 to go on, 1 after --help, -1 on a usage error (reported). */
@@ -516,6 +561,14 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 	r->snapshot = (struct series){.what = "snapshots", .n = o->snapshots, .one = snapshot_one};
 	r->restore = (struct series){.what = "restores", .n = o->snapshots, .one = snapshot_one};
 	r->spawn = (struct series){.what = PYTHON " spawns", .n = o->spawns, .one = spawn_one};
+	/* A fresh pandas import costs about half a second: few of those, more preloaded. */
+	bool have_pandas = access(DIST_PACKAGES "/pandas/__init__.py", R_OK) == 0;
+	r->pandas = (struct series){.what = "fresh pandas runs",
+				    .n = have_pandas ? (o->runs >= 1000 ? 20 : 5) : 0,
+				    .one = pandas_one};
+	r->pandas_preloaded = (struct series){.what = "fresh pandas runs, pandas preloaded",
+					      .n = have_pandas ? o->runs / 5 + 1 : 0,
+					      .one = pandas_one};
 }
 
 int cli_bench(int argc, char **argv)
@@ -534,7 +587,9 @@ int cli_bench(int argc, char **argv)
 				      SNAPCELL_APPROVAL_NEVER, echo_tool, NULL, &err);
 	if (rc < 0)
 		fprintf(stderr, "snapcell bench: %s\n", err.message);
-	bool ok = rc == 0 && sample(&r.cold) == 0 && measure_sandbox(cfg, &o, &r) == 0;
+	bool ok = rc == 0 && sample(&r.cold) == 0 && measure_sandbox(cfg, &o, &r) == 0 &&
+		  measure_pandas_series(&r.pandas, false) == 0 &&
+		  measure_pandas_series(&r.pandas_preloaded, true) == 0;
 	snapcell_config_free(cfg);
 	if (!ok || sample(&r.spawn) < 0) {
 		fputs("snapcell bench: failed; no results\n", stderr);

@@ -43,6 +43,11 @@ static const char usage[] =
 	"  --output DIR            write the files the code left in /output under DIR\n"
 	"  --python-path DIR       expose DIR read-only on sys.path (repeatable), e.g.\n"
 	"                          /usr/lib/python3/dist-packages for Debian's numpy\n"
+	"  --venv DIR              use the virtual environment DIR (made with /usr/bin/python3\n"
+	"                          -m venv: snapcell embeds Debian's Python 3.11), read-only,\n"
+	"                          .pth files processed\n"
+	"  --preload MODULE        import MODULE before cells are parked, so runs that use it\n"
+	"                          pay nothing for the import, e.g. pandas (repeatable)\n"
 	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
 	"                          cgroups)\n"
 	"  --allow TARGET[=M,M]    allow a network target (host, host:port or URL) for the\n"
@@ -141,7 +146,9 @@ enum opt {
 	OPT_TOOL_SCHEMA,
 	OPT_ALLOW,
 	OPT_DESCRIBE,
-	OPT_INSTRUCTIONS
+	OPT_INSTRUCTIONS,
+	OPT_VENV,
+	OPT_PRELOAD
 };
 
 static const struct option options[] = {
@@ -165,6 +172,8 @@ static const struct option options[] = {
 	{"allow", required_argument, NULL, OPT_ALLOW},
 	{"describe", optional_argument, NULL, OPT_DESCRIBE},
 	{"instructions", no_argument, NULL, OPT_INSTRUCTIONS},
+	{"venv", required_argument, NULL, OPT_VENV},
+	{"preload", required_argument, NULL, OPT_PRELOAD},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -271,6 +280,14 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		if (rc < 0)
 			fprintf(stderr, "snapcell: --%s: %s\n",
 				opt == OPT_WORKSPACE ? "workspace" : "input", err.message);
+		return rc < 0 ? -1 : 0;
+	}
+	if (opt == OPT_VENV || opt == OPT_PRELOAD) {
+		int rc = opt == OPT_VENV ? snapcell_config_set_venv(cfg, arg, &err)
+					 : snapcell_config_add_preload(cfg, arg, &err);
+		if (rc < 0)
+			fprintf(stderr, "snapcell: --%s: %s\n",
+				opt == OPT_VENV ? "venv" : "preload", err.message);
 		return rc < 0 ? -1 : 0;
 	}
 	if (opt == OPT_PYPATH) {

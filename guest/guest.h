@@ -17,10 +17,14 @@
 struct sc_guest_config {
 	char *root_base;
 	char *out_dir;
-	char *input_dir;      /* staged by the host; bound read-only at /input */
-	char **python_paths;  /* inside the root: SC_PYTHON_PATH_BASE/<index> */
-	int *python_path_fds; /* opened for us by the spawn child; bound at python_paths */
+	char *input_dir;	/* staged by the host; bound read-only at /input */
+	char **python_paths;	/* inside the root: SC_PYTHON_PATH_BASE/<index> */
+	int *python_path_fds;	/* opened for us by the spawn child; bound at python_paths */
+	bool *python_path_site; /* a venv's: its .pth files are processed */
+	char **python_binds;	/* where the fds are bound: SC_PYTHON_PATH_BASE/<index> */
 	size_t n_python_paths;
+	char **preloads; /* modules imported before cells are parked */
+	size_t n_preloads;
 	unsigned spares;
 	uint64_t tmp_bytes;
 	uint64_t output_bytes; /* size of each cell's /output tmpfs */

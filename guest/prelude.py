@@ -129,6 +129,23 @@ def _quietly(source):
         sys.stdout = saved
 
 
+def add_site_dirs(dirs):
+    """In the template: a venv's site-packages, already on sys.path, has its .pth files
+    processed as site.addsitedir does (paths added, import lines run)."""
+    import site
+    for d in dirs:
+        site.addsitedir(d)
+
+
+def preload_error(exc):
+    """One line for a preloaded module that failed to import, to fit the setup error: the
+    exception, then the innermost frames of its traceback (file:line), newest first."""
+    frames = [f"{os.path.basename(f.filename)}:{f.lineno}"
+              for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+    where = f" (at {' < '.join(reversed(frames[-4:]))})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
 def prepare():
     """In the template, once: the first-time work of a typical run (compiling, the regex and
     JSON encoder caches, formatting a traceback), so that no cell redoes it; then the heap is

@@ -1,8 +1,12 @@
 /* The embedded CPython: initialised once in the template from the read-only root, with the
  * common standard library imported and frozen out of the garbage collector's reach, so each
  * forked cell shares it copy-on-write. The run logic itself is Python (prelude.py). */
+#define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+
+#include <sched.h>
+#include <stdlib.h>
 
 #include "guest.h"
 #include "prelude.h"
@@ -21,6 +25,13 @@ static const char *const warm_modules[] = {
 };
 
 static PyObject *prelude_run, *prelude_warm;
+
+/* Thread pools that size themselves from these at load (OpenBLAS, OpenMP, MKL, numexpr, BLIS):
+ * pinned to 1 while preloads import, so numpy's BLAS starts no threads in the template. */
+static const char *const thread_vars[] = {
+	"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",  "MKL_NUM_THREADS",
+	"NUMEXPR_NUM_THREADS",	"BLIS_NUM_THREADS", "GOTO_NUM_THREADS",
+};
 
 static int config_paths(PyConfig *c, const struct sc_guest_config *cfg)
 {
@@ -87,6 +98,86 @@ static int py_fail(struct snapcell_error *err, const char *what)
 	return err ? err->code : SNAPCELL_E_HELPER;
 }
 
+/* The kernel's answer to "is this process single-threaded": unshare(CLONE_VM) is a no-op that
+ * fails with EINVAL when another thread shares the address space (kernel/fork.c,
+ * check_unshare_flags), and it needs no /proc, which the root does not have. */
+static bool single_threaded(void)
+{
+	return unshare(CLONE_VM) == 0;
+}
+
+static int preload_failed(PyObject *prelude, const char *name, struct snapcell_error *err)
+{
+	PyObject *type, *value, *tb;
+	PyErr_Fetch(&type, &value, &tb);
+	PyErr_NormalizeException(&type, &value, &tb);
+	if (value && tb)
+		PyException_SetTraceback(value, tb);
+	PyObject *s = value ? PyObject_CallMethod(prelude, "preload_error", "(O)", value) : NULL;
+	const char *msg = s ? PyUnicode_AsUTF8(s) : NULL;
+	sc__err(err, SNAPCELL_E_HELPER, "preload %s: %s", name, msg ? msg : "import failed");
+	Py_XDECREF(s);
+	Py_XDECREF(type);
+	Py_XDECREF(value);
+	Py_XDECREF(tb);
+	PyErr_Clear();
+	return SNAPCELL_E_HELPER;
+}
+
+/* Imports the configured modules in order, each checked to leave no thread behind, with the
+ * thread pools pinned; the caller's values of those variables come back afterwards. */
+static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct snapcell_error *err)
+{
+	char *saved[SC_ARRAY_LEN(thread_vars)];
+	for (size_t i = 0; i < SC_ARRAY_LEN(thread_vars); i++) {
+		const char *v = getenv(thread_vars[i]);
+		saved[i] = v ? strdup(v) : NULL;
+		setenv(thread_vars[i], "1", 1);
+	}
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < cfg->n_preloads; i++) {
+		PyObject *m = PyImport_ImportModule(cfg->preloads[i]);
+		if (!m)
+			rc = preload_failed(prelude, cfg->preloads[i], err);
+		else if (!single_threaded())
+			rc = sc__err(err, SNAPCELL_E_HELPER,
+				     "preload %s: leaves threads running after its import; the "
+				     "template must be single-threaded when it forks cells",
+				     cfg->preloads[i]);
+		Py_XDECREF(m);
+	}
+	for (size_t i = 0; i < SC_ARRAY_LEN(thread_vars); i++) {
+		if (saved[i])
+			setenv(thread_vars[i], saved[i], 1);
+		else
+			unsetenv(thread_vars[i]);
+		free(saved[i]);
+	}
+	return rc;
+}
+
+/* A venv's site-packages: .pth files processed as site.addsitedir does. */
+static int add_site_dirs(PyObject *prelude, const struct sc_guest_config *cfg,
+			 struct snapcell_error *err)
+{
+	PyObject *dirs = PyList_New(0);
+	for (size_t i = 0; dirs && i < cfg->n_python_paths; i++) {
+		PyObject *s = cfg->python_path_site[i] ? PyUnicode_FromString(cfg->python_paths[i])
+						       : NULL;
+		if (s && PyList_Append(dirs, s) < 0)
+			Py_CLEAR(dirs);
+		Py_XDECREF(s);
+	}
+	PyObject *r = dirs && PyList_GET_SIZE(dirs)
+			      ? PyObject_CallMethod(prelude, "add_site_dirs", "(O)", dirs)
+			      : (dirs ? Py_NewRef(Py_None) : NULL);
+	Py_XDECREF(dirs);
+	if (!r)
+		return py_fail(err, "venv site-packages");
+	Py_DECREF(r);
+	return 0;
+}
+
 /* [(name, description), ...] for prelude.configure. */
 static PyObject *tool_list(const struct sc_guest_config *cfg)
 {
@@ -125,8 +216,16 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 		tools ? PyObject_CallMethod(mod, "configure", "(Os)", tools, cfg->network_notice)
 		      : NULL;
 	Py_XDECREF(tools);
-	Py_XDECREF(r);
-	r = r ? PyObject_CallMethod(mod, "prepare", NULL) : NULL;
+	if (!r) {
+		Py_DECREF(mod);
+		return py_fail(err, "prelude");
+	}
+	Py_DECREF(r);
+	if ((rc = add_site_dirs(mod, cfg, err)) < 0 || (rc = preload(mod, cfg, err)) < 0) {
+		Py_DECREF(mod);
+		return rc;
+	}
+	r = PyObject_CallMethod(mod, "prepare", NULL);
 	Py_DECREF(mod);
 	if (!prelude_run || !prelude_warm || !r)
 		return py_fail(err, "prelude");

@@ -98,14 +98,39 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	c->n_python_paths = n_paths;
 	c->python_paths = calloc(c->n_python_paths + 1, sizeof(char *));
 	c->python_path_fds = calloc(c->n_python_paths + 1, sizeof(int));
-	for (size_t i = 0; c->python_paths && c->python_path_fds && i < c->n_python_paths; i++) {
+	c->python_path_site = calloc(c->n_python_paths + 1, sizeof(bool));
+	c->python_binds = calloc(c->n_python_paths + 1, sizeof(char *));
+	for (size_t i = 0; c->python_paths && c->python_path_fds && c->python_path_site &&
+			   c->python_binds && i < c->n_python_paths;
+	     i++) {
 		json_t *entry = json_array_get(paths, i);
+		const char *site = json_string_value(json_object_get(entry, "site"));
 		c->python_path_fds[i] = (int)get_u64(entry, "fd");
+		c->python_path_site[i] = site != NULL;
 		/* Not at the host path: that may lie under /tmp, which each cell remounts. */
-		if (asprintf(&c->python_paths[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
+		if (asprintf(&c->python_binds[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
+			c->python_binds[i] = NULL;
+		else if (!site)
+			c->python_paths[i] = strdup(c->python_binds[i]);
+		else if (strstr(site, "..") || site[0] == '/' ||
+			 asprintf(&c->python_paths[i], "%s%s%s", c->python_binds[i],
+				  *site ? "/" : "", site) < 0)
 			c->python_paths[i] = NULL;
-		if (!c->python_paths[i] || c->python_path_fds[i] < SC_PASS_FD_FIRST)
+		if (!c->python_binds[i] || !c->python_paths[i] ||
+		    c->python_path_fds[i] < SC_PASS_FD_FIRST)
 			c->n_python_paths = i;
+	}
+	json_t *preload = json_object_get(root, "preload");
+	c->preloads = calloc(json_array_size(preload) + 1, sizeof(char *));
+	for (size_t i = 0; c->preloads && i < json_array_size(preload); i++) {
+		const char *name = json_string_value(json_array_get(preload, i));
+		if (!name || !(c->preloads[i] = strdup(name)))
+			break;
+		c->n_preloads = i + 1;
+	}
+	if (!c->preloads || c->n_preloads != json_array_size(preload)) {
+		json_decref(root);
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad preload list");
 	}
 	c->network_notice = dup_str(root, "network_notice");
 	c->env = json_incref(json_object_get(root, "env"));
@@ -159,15 +184,31 @@ static int build_root(struct snapcell_error *err)
 	for (size_t i = 0; i < T.cfg.n_python_paths && i < SC_PASS_FD_MAX; i++) {
 		snprintf(fd_paths[i], sizeof(fd_paths[i]), "/proc/self/fd/%d",
 			 T.cfg.python_path_fds[i]);
-		binds[n++] = (struct sc_bind){fd_paths[i], T.cfg.python_paths[i]};
+		binds[n++] = (struct sc_bind){fd_paths[i], T.cfg.python_binds[i]};
 	}
 	struct sc_rootfs fs = {.base = T.cfg.root_base,
 			       .out_dir = T.cfg.out_dir,
 			       .ro_binds = binds,
-			       .n_ro_binds = n};
+			       .n_ro_binds = n,
+			       .lib_dir = SC_PY_LIBDIR};
 	int rc = sc__rootfs_build(&fs, err);
 	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
 		close(T.cfg.python_path_fds[i]);
+	return rc;
+}
+
+/* Preloaded modules may want a writable directory at import (matplotlib its config and font
+ * cache under $HOME, which /etc/passwd says is /tmp). The root is read-only, so they get a
+ * small tmpfs of their own, detached once they are in memory; cells mount their own /tmp. */
+static int init_python(struct snapcell_error *err)
+{
+	bool scratch = T.cfg.n_preloads > 0;
+	if (scratch && mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			     "mode=1777,size=32m,nr_inodes=4096") < 0)
+		return sc__err(err, -errno, "mount /tmp for the preload");
+	int rc = sc_py_init(&T.cfg, err);
+	if (scratch && umount2("/tmp", MNT_DETACH) < 0 && rc == 0)
+		rc = sc__err(err, -errno, "detach the preload's /tmp");
 	return rc;
 }
 
@@ -190,6 +231,11 @@ static int setup(struct snapcell_error *err)
 		if (json_is_string(value) && setenv(name, json_string_value(value), 1) < 0)
 			return sc__err(err, -errno, "setenv %s", name);
 	}
+	/* Defaults the code's own environment overrides: the CA bundle for ssl, and matplotlib's
+	 * file backend (no display; it would otherwise probe for GUI toolkits). */
+	if ((access(SC_CA_BUNDLE, R_OK) == 0 && setenv("SSL_CERT_FILE", SC_CA_BUNDLE, 0) < 0) ||
+	    setenv("MPLBACKEND", "Agg", 0) < 0)
+		return sc__err(err, -errno, "setenv defaults");
 	if (sethostname("snapcell", 8) < 0)
 		return sc__err(err, -errno, "sethostname");
 	T.out_fd = open(SC_OUT_BASE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -199,7 +245,7 @@ static int setup(struct snapcell_error *err)
 		return rc;
 	if ((rc = sc__caps_lock(err)) < 0)
 		return rc;
-	if ((rc = sc_py_init(&T.cfg, err)) < 0)
+	if ((rc = init_python(err)) < 0)
 		return rc;
 	sigset_t chld;
 	sigemptyset(&chld);

@@ -157,7 +157,8 @@ SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cf
 						enum snapcell_limit limit);
 
 /* Passes an environment variable to the code (visible as os.environ[name]); name and value
- * must be UTF-8 (SNAPCELL_E_INVAL otherwise). The cell starts with no other variables. They are set
+ * must be UTF-8 (SNAPCELL_E_INVAL otherwise). The cell starts with no other variables but two
+ * defaults these override: SSL_CERT_FILE (the root's CA bundle) and MPLBACKEND=Agg. They are set
  * inside the sandbox after its root is built, so loader variables (LD_PRELOAD, ...) have no effect
  * on the helper. A later call with the same name replaces the value. */
 SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char *name,
@@ -169,6 +170,30 @@ SNAPCELL_API int snapcell_config_set_env(struct snapcell_config *cfg, const char
  * is created; at most 64. */
 SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir,
 						 struct snapcell_error *err);
+
+/* A Python virtual environment for the cell: its site-packages is exposed read-only, appended
+ * to sys.path after the python paths, and its .pth files are processed as site.addsitedir
+ * does (once, in the template; lines that import run there too, and must not reach outside
+ * the root: an editable install's host source tree is not exposed). With
+ * include-system-site-packages, Debian's /usr/lib/python3/dist-packages follows it. The
+ * venv must have been made for the embedded interpreter's version (Debian's Python 3.11,
+ * /usr/bin/python3 -m venv DIR): another version in its pyvenv.cfg is SNAPCELL_E_INVAL
+ * naming both. Resolved and checked now; NULL removes it. Counts against the 64 paths of
+ * snapcell_config_add_python_path. */
+SNAPCELL_API int snapcell_config_set_venv(struct snapcell_config *cfg, const char *dir,
+					  struct snapcell_error *err);
+
+/* Adds a module the template imports before it parks cells (after the python paths and the
+ * venv are set up), so a run that uses it pays nothing for the import: "numpy", "pandas",
+ * "matplotlib.pyplot" (the Agg backend is the default). A dotted name of identifiers, at most
+ * 255 bytes; at most 64 modules, imported in the order added; adding one twice is a no-op.
+ * While they import, OPENBLAS/OMP/MKL/NUMEXPR/BLIS thread counts are pinned to 1 (so BLAS
+ * in cells stays single-threaded for preloaded numpy). Sandbox creation fails with
+ * SNAPCELL_E_HELPER when a module fails to import (the message carries its exception and
+ * innermost frames) or leaves a thread running (the template must be single-threaded when
+ * it forks cells), naming the module. */
+SNAPCELL_API int snapcell_config_add_preload(struct snapcell_config *cfg, const char *module,
+					     struct snapcell_error *err);
 
 /* The snapcell-cell executable sandboxes made from cfg run; NULL restores the default, the
  * path fixed at build time (libexecdir/snapcell/snapcell-cell). The path is resolved now and

@@ -229,6 +229,34 @@ static PyObject *config_add_python_path(ConfigObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+static PyObject *config_set_venv(ConfigObject *self, PyObject *args)
+{
+	PyObject *dir;
+	if (sc__py_config_writable(self) < 0 ||
+	    !PyArg_ParseTuple(args, "O&:set_venv", PyUnicode_FSConverter, &dir))
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_venv(self->cfg, PyBytes_AsString(dir), &err);
+	if (rc < 0)
+		sc__py_fail(rc, &err, "set_venv", NULL, false);
+	Py_DECREF(dir);
+	if (rc < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+static PyObject *config_add_preload(ConfigObject *self, PyObject *args)
+{
+	const char *module;
+	if (sc__py_config_writable(self) < 0 || !PyArg_ParseTuple(args, "s:add_preload", &module))
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_add_preload(self->cfg, module, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "add_preload", NULL, false);
+	Py_RETURN_NONE;
+}
+
 static PyObject *config_set_workspace(ConfigObject *self, PyObject *arg)
 {
 	PyObject *dir = NULL;
@@ -420,6 +448,10 @@ static PyMethodDef config_methods[] = {
 	 "set_env(name, value): an environment variable of the code."},
 	{"add_python_path", (PyCFunction)config_add_python_path, METH_VARARGS,
 	 "add_python_path(dir): a host directory appended (read-only) to sys.path."},
+	{"set_venv", (PyCFunction)config_set_venv, METH_VARARGS,
+	 "set_venv(dir): a virtual environment made with /usr/bin/python3 -m venv, read-only."},
+	{"add_preload", (PyCFunction)config_add_preload, METH_VARARGS,
+	 "add_preload(module): a module the template imports before it parks cells."},
 	{"set_workspace", (PyCFunction)config_set_workspace, METH_O,
 	 "set_workspace(dir or None): the directory whose children appear under /input."},
 	{"add_mount", (PyCFunction)config_add_mount, METH_VARARGS,

@@ -193,6 +193,8 @@ def build_config(
     allowed_domains: Any = None,
     require_isolation: str | None = None,
     reject_links: bool = False,
+    venv: str | os.PathLike[str] | None = None,
+    preload: Sequence[str] | None = None,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
@@ -209,6 +211,12 @@ def build_config(
         cfg.set_env(k, v)
     for p in python_paths or ():
         cfg.add_python_path(os.path.abspath(os.path.expanduser(os.fspath(p))))
+    if venv is not None:
+        cfg.set_venv(os.path.abspath(os.path.expanduser(os.fspath(venv))))
+    if isinstance(preload, str):
+        preload = [preload]
+    for module in preload or ():
+        cfg.add_preload(module)
     if workspace is not None:
         cfg.set_workspace(os.path.expanduser(os.fspath(workspace)))
     cfg.set_reject_links(reject_links)
@@ -293,7 +301,8 @@ class Sandbox:
     ``max_output_file_bytes``, ``max_output_total_bytes`` in bytes; ``processes``,
     ``open_files``, ``max_output_files`` as counts. ``tools`` are callables or
     :class:`snapcell.Tool`; ``workspace`` and ``mounts`` fill ``/input``;
-    ``allowed_domains`` are network entries; ``env`` and ``python_paths`` shape the
+    ``allowed_domains`` are network entries; ``env``, ``python_paths``, ``venv`` (made with
+    ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) shape the
     interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
     left out. Creating one starts its template (tens of milliseconds)."""
 

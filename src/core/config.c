@@ -61,6 +61,10 @@ void snapcell_config_free(struct snapcell_config *cfg)
 	for (size_t i = 0; i < cfg->n_python_paths; i++)
 		free(cfg->python_paths[i]);
 	free(cfg->python_paths);
+	free(cfg->venv);
+	for (size_t i = 0; i < cfg->n_preloads; i++)
+		free(cfg->preloads[i]);
+	free(cfg->preloads);
 	free(cfg->workspace);
 	free(cfg->helper);
 	for (size_t i = 0; i < cfg->n_mounts; i++) {
@@ -323,6 +327,11 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 		rc = snapcell_config_set_env(c, src->env[i].name, src->env[i].value, NULL);
 	for (size_t i = 0; rc == 0 && i < src->n_python_paths; i++)
 		rc = snapcell_config_add_python_path(c, src->python_paths[i], NULL);
+	if (rc == 0 && src->venv && !(c->venv = strdup(src->venv)))
+		rc = -ENOMEM;
+	c->venv_system = src->venv_system;
+	for (size_t i = 0; rc == 0 && i < src->n_preloads; i++)
+		rc = snapcell_config_add_preload(c, src->preloads[i], NULL);
 	if (rc == 0)
 		rc = sc__tools_copy(src, c);
 	if (rc == 0 && src->workspace && !(c->workspace = strdup(src->workspace)))

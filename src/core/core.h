@@ -44,12 +44,25 @@ struct snapcell_config {
 	size_t n_env;
 	char **python_paths;
 	size_t n_python_paths;
+	char *venv;	  /* resolved venv directory, or NULL */
+	bool venv_system; /* include-system-site-packages = true */
+	char **preloads;  /* module names, in import order */
+	size_t n_preloads;
 	enum snapcell_isolation required;
 	bool reject_links;	    /* staging fails on a link instead of leaving it out */
 	struct sc_net_list allowed; /* network entries (net/net.h), not enforced yet */
 };
 
 int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **out);
+
+/* python_env.c: the directories the helper binds for Python, in sys.path order: the python
+ * paths, then the venv (whole: .pth files may name paths beside site-packages) and, with
+ * include-system-site-packages, Debian's dist-packages. site[i] is NULL for a plain path, or
+ * the subdirectory of dirs[i] that goes on sys.path with site.addsitedir's .pth processing
+ * ("" for the directory itself). SNAPCELL_E_INVAL past SC_PASS_FD_MAX in all. */
+#define SC_VENV_SITE "lib/python" SC_PY_VERSION "/site-packages"
+int sc__python_dirs(const struct snapcell_config *cfg, const char *dirs[SC_PASS_FD_MAX],
+		    const char *site[SC_PASS_FD_MAX], size_t *n, struct snapcell_error *err);
 
 /* describe.c: what code that tries to connect or resolve is told (the guest raises it),
  * malloc'd; NULL on allocation failure. */

@@ -407,7 +407,8 @@ int snapcell_config_describe(const struct snapcell_config *cfg,
 	    "Runs Python 3 code in an isolated sandbox and returns what it printed (stdout, "
 	    "then stderr). The standard library%s is available; packages cannot be installed. "
 	    "A run is stopped after %g s.\n\n",
-	    cfg->n_python_paths ? " and the host's Python packages" : "", (double)wall_ms / 1000.0);
+	    cfg->n_python_paths || cfg->venv ? " and the host's Python packages" : "",
+	    (double)wall_ms / 1000.0);
 	describe_tools(&t, cfg, format);
 	put(&t, "\n");
 	describe_files(&t, cfg);

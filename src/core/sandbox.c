@@ -177,9 +177,20 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 static char *setup_message(const struct snapcell_sandbox *sb)
 {
 	const uint64_t *l = sb->cfg->limits;
+	const char *dirs[SC_PASS_FD_MAX], *site[SC_PASS_FD_MAX];
+	size_t n_dirs = 0;
 	json_t *paths = json_array();
-	for (size_t i = 0; i < sb->cfg->n_python_paths; i++)
-		json_array_append_new(paths, json_pack("{s:i}", "fd", SC_PASS_FD_FIRST + (int)i));
+	if (sc__python_dirs(sb->cfg, dirs, site, &n_dirs, NULL) < 0)
+		n_dirs = 0; /* checked before the helper started */
+	for (size_t i = 0; i < n_dirs; i++) {
+		json_t *entry = json_pack("{s:i}", "fd", SC_PASS_FD_FIRST + (int)i);
+		if (entry && site[i])
+			json_object_set_new(entry, "site", json_string(site[i]));
+		json_array_append_new(paths, entry);
+	}
+	json_t *preload = json_array();
+	for (size_t i = 0; i < sb->cfg->n_preloads; i++)
+		json_array_append_new(preload, json_string(sb->cfg->preloads[i]));
 	json_t *tools = json_array();
 	for (size_t i = 0; i < sb->cfg->n_tools; i++)
 		json_array_append_new(tools,
@@ -214,6 +225,8 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "tools", tools) < 0)
 		json_decref(msg), msg = NULL;
+	if (msg && json_object_set_new(msg, "preload", preload) < 0)
+		json_decref(msg), msg = NULL;
 	char *notice = sc__network_notice(sb->cfg);
 	if (msg && (!notice || json_object_set_new(msg, "network_notice", json_string(notice)) < 0))
 		json_decref(msg), msg = NULL;
@@ -241,6 +254,10 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	 * never sees them while the host filesystem is still visible. */
 	char *envp[] = {NULL};
 	char *argv[] = {HELPER_NAME, NULL};
+	const char *dirs[SC_PASS_FD_MAX], *site[SC_PASS_FD_MAX];
+	size_t n_dirs = 0;
+	if (rc == 0 && helper_fd >= 0)
+		rc = sc__python_dirs(sb->cfg, dirs, site, &n_dirs, err);
 	if (rc == 0 && child_end < 0)
 		rc = sc__err(err, -EMFILE, "control socket");
 	if (rc == 0 && helper_fd < 0)
@@ -250,8 +267,8 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 					.argv = argv,
 					.envp = envp,
 					.control_fd = child_end,
-					.pass_dirs = (const char *const *)sb->cfg->python_paths,
-					.n_pass_dirs = sb->cfg->n_python_paths};
+					.pass_dirs = dirs,
+					.n_pass_dirs = n_dirs};
 		sc__sandbox_ids(&spec.outside_uid, &spec.outside_gid);
 		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
 	}

@@ -16,6 +16,8 @@
 #define SC_OUT_BASE	    "/.snapcell/out" /* where per-cell output dirs live inside the root */
 #define SC_OUTPUT_INODES    131072	     /* files and directories a cell's /output may hold */
 #define SC_PYTHON_PATH_BASE "/.snapcell/python" /* python_paths[i] appear at BASE/i */
+/* The public CA bundle, at its Debian path; SSL_CERT_FILE names it in the cell. */
+#define SC_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 /* A read-only bind: src is a host path or /proc/self/fd/N of a descriptor the host opened
  * (so the sandbox uid need not be able to walk to it); dst is the path inside the root. */
@@ -29,6 +31,8 @@ struct sc_rootfs {
 	const char *out_dir; /* host directory bound at SC_OUT_BASE */
 	const struct sc_bind *ro_binds;
 	size_t n_ro_binds;
+	/* The bound shared-library directory: /etc/alternatives links into it are copied. */
+	const char *lib_dir;
 };
 
 /* Builds the minimal root and pivots into it; afterwards the host filesystem is gone from

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "guest.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -20,9 +21,17 @@
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
 static const char *const root_dirs[] = {"usr",	 "etc",	   "dev",	"tmp",
 					"input", "output", ".snapcell", ".snapcell/out"};
-/* Files the dynamic loader and Debian's alternatives need to find shared libraries that
- * extension modules (numpy's BLAS) load at import time. */
-static const char *const etc_binds[] = {"/etc/ld.so.cache", "/etc/alternatives"};
+/* System data a Python program expects, bound read-only (and noexec) when the host has it:
+ * the loader's cache (extension modules' shared libraries), the time-zone database (zoneinfo,
+ * pytz, pandas), the CA bundle (ssl; SC_CA_BUNDLE), MIME types (mimetypes), the C.UTF-8
+ * locale, DejaVu fonts, and Debian matplotlib's mpl-data and matplotlibrc, which live outside
+ * dist-packages.
+ * Data only: no program, no other locale, font or configuration of the host. */
+static const char *const data_binds[] = {
+	"/etc/ld.so.cache",	 "/usr/share/zoneinfo",	   SC_CA_BUNDLE,
+	"/etc/mime.types",	 "/usr/lib/locale/C.utf8", "/usr/share/fonts/truetype/dejavu",
+	"/usr/share/matplotlib", "/etc/matplotlibrc",
+};
 
 static int mkdir_p(const char *path)
 {
@@ -119,6 +128,37 @@ static void copy_top_links(int rootfd)
 	}
 }
 
+/* Debian's alternatives choose numpy's BLAS and LAPACK. Only the links that resolve to a shared
+ * library inside the bound library directory are recreated, so the root does not list the
+ * host's other software (editors, compilers, ...). */
+static int copy_alternatives(int rootfd, const char *lib_dir, struct snapcell_error *err)
+{
+	DIR *d = opendir("/etc/alternatives");
+	if (!d)
+		return 0;
+	int rc = 0, out = -1;
+	size_t lib_len = strlen(lib_dir);
+	if (mkdirat(rootfd, "etc/alternatives", 0755) < 0 ||
+	    (out = openat(rootfd, "etc/alternatives", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		rc = sc__err(err, -errno, "mkdir /etc/alternatives");
+	for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+		char target[PATH_MAX];
+		ssize_t n = readlinkat(dirfd(d), e->d_name, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		if (strncmp(target, lib_dir, lib_len) != 0 || target[lib_len] != '/' ||
+		    strstr(target, "/../") || !strstr(target + lib_len, ".so"))
+			continue;
+		if (symlinkat(target, out, e->d_name) < 0)
+			rc = sc__err(err, -errno, "link /etc/alternatives/%s", e->d_name);
+	}
+	if (out >= 0)
+		close(out);
+	closedir(d);
+	return rc;
+}
+
 static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
 {
 	char path[PATH_MAX];
@@ -141,11 +181,13 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 		if ((rc = bind_under(fs->base, bd->src, bd->dst, MS_RDONLY | MS_NODEV, err)) < 0)
 			return rc;
 	}
-	for (size_t i = 0; i < SC_ARRAY_LEN(etc_binds); i++)
-		if (access(etc_binds[i], F_OK) == 0 &&
-		    (rc = bind_under(fs->base, etc_binds[i], etc_binds[i], MS_RDONLY | MS_NODEV,
-				     err)) < 0)
+	for (size_t i = 0; i < SC_ARRAY_LEN(data_binds); i++)
+		if (access(data_binds[i], R_OK) == 0 &&
+		    (rc = bind_under(fs->base, data_binds[i], data_binds[i],
+				     MS_RDONLY | MS_NODEV | MS_NOEXEC, err)) < 0)
 			return rc;
+	if (fs->lib_dir && (rc = copy_alternatives(rootfd, fs->lib_dir, err)) < 0)
+		return rc;
 	if ((rc = sc__write_file_at(rootfd, "etc/passwd",
 				    "root:x:0:0:sandbox:/tmp:/nonexistent\n"
 				    "nobody:x:65534:65534:nobody:/nonexistent:/nonexistent\n",

@@ -66,6 +66,11 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 	char byte;
 	if (read(sync_fd, &byte, 1) != 1)
 		child_fail(fail_fd, STEP_SYNC, errno ? errno : EPIPE);
+	/* The helper's descriptor may be one of the numbers the python paths move to; park it
+	 * above all of them (CLOEXEC again by the close_range below). */
+	int helper_fd = PASS_HIGH + SC_PASS_FD_MAX;
+	if (dup2(spec->helper_fd, helper_fd) < 0)
+		child_fail(fail_fd, STEP_FDS, errno);
 	/* Opened high, then moved into place: nothing can clobber what is still to move. */
 	for (size_t i = 0; i < spec->n_pass_dirs; i++) {
 		int fd = open(spec->pass_dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -92,7 +97,7 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 		    CLOSE_RANGE_CLOEXEC) < 0)
 		child_fail(fail_fd, STEP_FDS, errno);
 	/* By descriptor: the sandbox uid need not be able to walk the path to the helper. */
-	syscall(SYS_execveat, spec->helper_fd, "", spec->argv, spec->envp, AT_EMPTY_PATH);
+	syscall(SYS_execveat, helper_fd, "", spec->argv, spec->envp, AT_EMPTY_PATH);
 	child_fail(fail_fd, STEP_EXEC, errno);
 }
 

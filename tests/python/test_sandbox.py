@@ -253,3 +253,27 @@ def test_network_entries_are_normalised_and_described():
 def test_probe_and_version():
     assert snapcell.__version__.count(".") == 2
     assert snapcell.probe()["level"] in ("namespaces", "cgroups", "rlimits")
+
+
+def test_venv_and_preload_keywords(tmp_path):
+    import subprocess
+
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = venv / "lib" / "python3.11" / "site-packages"
+    (site / "vmod.py").write_text("WHERE = 'venv'\n")
+    (site / "extra.pth").write_text("import os; os.environ['PTH'] = 'ran'\n")
+    for p in [tmp_path, *tmp_path.rglob("*")]:
+        if not p.is_symlink():  # bin/python links to /usr/bin/python3.11
+            p.chmod(0o755 if p.is_dir() else 0o644)
+    with snapcell.Sandbox(venv=venv, preload=["vmod"]) as sb:
+        r = sb.run("import os, sys; print('vmod' in sys.modules, sys.modules['vmod'].WHERE, "
+                   "os.environ['PTH'])")
+    assert (r.status, r.stdout) == ("ok", "True venv ran\n"), r.stderr
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.12.0\n")
+    with pytest.raises(ValueError, match="made for Python 3.12.0, but snapcell embeds Python 3.11"):
+        snapcell.Sandbox(venv=venv)
+    with pytest.raises(ValueError, match="not a dotted module name"):
+        snapcell.Sandbox(preload=["a b"])
+    with pytest.raises(snapcell.SetupError, match="preload no_such_mod: ModuleNotFoundError"):
+        snapcell.Sandbox(preload="no_such_mod")

@@ -102,7 +102,22 @@ Test(run, environment_is_exactly_the_configured_variables)
 	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hello", NULL), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	expect_output(sb, "import os; print(dict(os.environ))", "{'GREETING': 'hello'}\n");
+	expect_output(
+		sb, "import os; print(dict(os.environ))",
+		"{'GREETING': 'hello', 'SSL_CERT_FILE': '/etc/ssl/certs/ca-certificates.crt', "
+		"'MPLBACKEND': 'Agg'}\n");
+	snapcell_sandbox_free(sb);
+}
+
+Test(run, configured_variables_override_the_defaults)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_env(cfg, "MPLBACKEND", "svg", NULL), 0);
+	cr_assert_eq(snapcell_config_set_env(cfg, "SSL_CERT_FILE", "/input/ca.pem", NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	expect_output(sb, "import os; print(dict(os.environ))",
+		      "{'MPLBACKEND': 'svg', 'SSL_CERT_FILE': '/input/ca.pem'}\n");
 	snapcell_sandbox_free(sb);
 }
 

@@ -37,3 +37,62 @@ Test(config, names_for_codes_statuses_and_levels)
 	cr_expect_str_eq(snapcell_strerror(-ENOENT), "No such file or directory");
 	cr_expect_str_eq(snapcell_strerror(SNAPCELL_E_TOO_BIG), "input too large");
 }
+
+Test(config, preload_takes_dotted_module_names_once)
+{
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_config_add_preload(cfg, "matplotlib.pyplot", &err), 0, "%s",
+		     err.message);
+	cr_expect_eq(snapcell_config_add_preload(cfg, "matplotlib.pyplot", NULL), 0);
+	cr_expect_eq(snapcell_config_add_preload(cfg, "_x1", NULL), 0);
+	static const char *const bad[] = {"", ".a", "a.", "a..b", "1a", "a-b", "a b", "os;x"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(snapcell_config_add_preload(cfg, bad[i], NULL), SNAPCELL_E_INVAL, "%s",
+			     bad[i]);
+	cr_expect_eq(snapcell_config_add_preload(cfg, NULL, NULL), SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
+
+static void write_venv(const char *dir, const char *cfg_text, const char *lib)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "mkdir -p %s/lib/%s/site-packages", dir, lib);
+	cr_assert_eq(system(path), 0);
+	snprintf(path, sizeof(path), "%s/pyvenv.cfg", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert(f);
+	fputs(cfg_text, f);
+	fclose(f);
+}
+
+Test(config, a_venv_of_another_python_is_refused_naming_both_versions)
+{
+	char dir[] = "/tmp/snapcell-venv-test-XXXXXX";
+	cr_assert(mkdtemp(dir));
+	char other[600], same[600], none[600], cmd[700];
+	snprintf(other, sizeof(other), "%s/other", dir);
+	snprintf(same, sizeof(same), "%s/same", dir);
+	snprintf(none, sizeof(none), "%s/none", dir);
+	write_venv(other, "home = /opt/py/bin\nversion = 3.12.1\n", "python3.12");
+	write_venv(same, "home = /usr/bin\nversion_info = 3.11.2.final.0\n", "python3.11");
+	write_venv(none, "home = /usr/bin\nversion = 3.11.2\n", "python3.12");
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_config_set_venv(cfg, other, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "Python 3.12.1") && strstr(err.message, "Python 3.11"), "%s",
+		  err.message);
+	cr_expect_eq(snapcell_config_set_venv(cfg, none, &err), -ENOENT);
+	cr_expect(strstr(err.message, "lib/python3.11/site-packages"), "%s", err.message);
+	cr_expect_eq(snapcell_config_set_venv(cfg, dir, &err), -ENOENT); /* no pyvenv.cfg */
+	cr_expect(strstr(err.message, "pyvenv.cfg"), "%s", err.message);
+	cr_expect_eq(snapcell_config_set_venv(cfg, same, &err), 0, "%s", err.message);
+	char *text = NULL;
+	cr_assert_eq(snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &text, &err), 0);
+	cr_expect(strstr(text, "The standard library and the host's Python packages"), "%s", text);
+	free(text);
+	cr_expect_eq(snapcell_config_set_venv(cfg, NULL, &err), 0);
+	snapcell_config_free(cfg);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_expect_eq(system(cmd), 0);
+}

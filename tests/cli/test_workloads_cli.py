@@ -1,0 +1,240 @@
+"""The compatibility suite: what model-written code commonly does, each in a fresh cell. The
+standard library broadly, the system data in the root (time zones, CA bundle, MIME types,
+C.UTF-8, fonts), and Debian's python3-* packages (numpy, pandas with time zones, matplotlib,
+PIL, scipy) through --python-path. docs/workloads.md is the table of what works and what is
+deliberately absent."""
+import json
+import pathlib
+import subprocess
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+DIST = "/usr/lib/python3/dist-packages"
+# numpy, scipy, pandas and matplotlib together map more than the default 512 MiB.
+BIG = ("--memory", "2G", "--python-path", DIST)
+
+
+def debian_has(*modules):
+    """Whether Debian's interpreter (the one snapcell embeds) imports these."""
+    code = "; ".join(f"import {m}" for m in modules)
+    return subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True).returncode == 0
+
+
+def run_json(snapcell, code, *args):
+    r = snapcell("run", *args, "-", stdin=code.encode())
+    assert r.returncode == 0, r.stderr.decode()
+    return json.loads(r.stdout.splitlines()[-1])
+
+
+def test_stdlib_works_in_a_fresh_cell(snapcell):
+    got = run_json(snapcell, (HERE / "compat_stdlib.py").read_text())
+    assert got == {
+        "asyncio": 6, "compress": True, "csv": "a,1\r\n", "ctypes": 3, "ctypes_cb": 2,
+        "decimal": "0.3", "email": "hi", "hashlib": "e3b0c442", "locale": "C.UTF-8",
+        "mimetypes": "text/csv", "mp_fork": 14, "sqlite3": 3, "ssl": True,
+        "tempfile": ["f"], "threads": 30, "tomllib": 1, "xml": "1",
+        "zoneinfo": "-1 day, 19:00:00",
+    }
+
+
+def test_root_holds_system_data_and_nothing_else_of_the_host(snapcell):
+    got = run_json(snapcell, """
+import json, os
+print(json.dumps({
+    "root": sorted(os.listdir("/")),
+    "etc": sorted(os.listdir("/etc")),
+    "alternatives": sorted(os.listdir("/etc/alternatives")),
+    "ssl_cert_file": os.environ.get("SSL_CERT_FILE"),
+    "mplbackend": os.environ.get("MPLBACKEND"),
+    "paris": os.path.exists("/usr/share/zoneinfo/Europe/Paris"),
+    "tzdata_zi": os.path.exists("/usr/share/zoneinfo/tzdata.zi"),
+    "usr_share": sorted(os.listdir("/usr/share")),
+    "proc": os.path.exists("/proc/self"), "sh": os.path.exists("/bin/sh"),
+    "usr_bin": os.path.exists("/usr/bin"),
+}))""")
+    # /lib32 and /libx32 are links into /usr where the host has them (merged /usr).
+    assert set(got["root"]) - {"lib32", "libx32"} == {
+        ".snapcell", "bin", "dev", "etc", "input", "lib", "lib64", "output", "sbin", "tmp", "usr"}
+    assert set(got["etc"]) <= {"alternatives", "group", "hostname", "ld.so.cache",
+                               "matplotlibrc", "mime.types", "passwd", "ssl"}
+    assert {"mime.types", "ssl", "passwd"} <= set(got["etc"])
+    # Only the BLAS/LAPACK links numpy needs, not the host's list of software.
+    assert all(".so" in name for name in got["alternatives"]), got["alternatives"]
+    assert got["ssl_cert_file"] == "/etc/ssl/certs/ca-certificates.crt"
+    assert got["mplbackend"] == "Agg"
+    assert got["paris"] and got["tzdata_zi"]
+    assert set(got["usr_share"]) <= {"zoneinfo", "fonts", "matplotlib"}
+    assert not got["proc"] and not got["sh"] and not got["usr_bin"]
+
+
+def test_system_data_is_read_only(snapcell):
+    got = run_json(snapcell, """
+import json, os
+paths = ["/usr/share/zoneinfo", "/etc/ssl/certs/ca-certificates.crt", "/etc/mime.types",
+         "/usr/lib/locale/C.utf8"]
+print(json.dumps([bool(os.statvfs(p).f_flag & os.ST_RDONLY) and
+                  bool(os.statvfs(p).f_flag & os.ST_NOEXEC) for p in paths]))""")
+    assert got == [True] * 4
+
+
+@pytest.mark.skipif(not debian_has("pandas", "pytz"), reason="Debian's python3-pandas not installed")
+def test_debian_pandas_with_time_zones(snapcell):
+    got = run_json(snapcell, """
+import json, pandas as pd, pytz
+ts = pd.Timestamp("2024-07-01 12:00", tz="Europe/Paris").tz_convert("UTC")
+idx = pd.date_range("2024-03-30", periods=3, freq="D", tz="Europe/Berlin")
+print(json.dumps({"ts": str(ts), "ny": str(pytz.timezone("America/New_York")),
+                  "offsets": [str(t.utcoffset()) for t in idx]}))""", *BIG)
+    assert got == {"ts": "2024-07-01 10:00:00+00:00", "ny": "America/New_York",
+                   "offsets": ["1:00:00", "1:00:00", "2:00:00"]}
+
+
+@pytest.mark.skipif(not debian_has("matplotlib", "PIL"), reason="Debian's matplotlib/PIL not installed")
+def test_debian_matplotlib_saves_a_png_that_pil_reads(snapcell, tmp_path):
+    got = run_json(snapcell, """
+import json, matplotlib, matplotlib.pyplot as plt, PIL.Image
+from matplotlib import font_manager
+fig, ax = plt.subplots(figsize=(4, 3), dpi=50)
+ax.plot([1, 3, 2]); ax.set_title("Température")
+fig.savefig("/output/chart.png")
+font = font_manager.findfont("DejaVu Sans", fallback_to_default=False)
+print(json.dumps({"backend": matplotlib.get_backend(), "size": PIL.Image.open("/output/chart.png").size,
+                  "font": font.endswith("DejaVuSans.ttf")}))""", *BIG, "--output", tmp_path)
+    assert got == {"backend": "agg", "size": [200, 150], "font": True}
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(not debian_has("numpy", "scipy"), reason="Debian's numpy/scipy not installed")
+def test_debian_numpy_and_scipy(snapcell):
+    got = run_json(snapcell, """
+import json, numpy as np, scipy.stats, scipy.optimize, scipy.fft
+a = np.arange(12.0).reshape(3, 4)
+r = scipy.optimize.minimize_scalar(lambda x: (x - 2) ** 2)
+print(json.dumps({"dot": float((a @ a.T).trace()), "cdf": float(scipy.stats.norm.cdf(0)),
+                  "min": round(float(r.x), 4), "fft": round(float(abs(scipy.fft.fft([1, 0, 0, 0])[1])), 4)}))""", *BIG)
+    assert got == {"dot": 506.0, "cdf": 0.5, "min": 2.0, "fft": 1.0}
+
+
+def make_tree(root, files):
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for p in [root, *root.rglob("*")]:
+        if not p.is_symlink():  # a venv's bin/python links to /usr/bin/python3.11
+            p.chmod(0o755 if p.is_dir() else 0o644)
+    root.parent.chmod(0o755)
+
+
+def test_preloaded_modules_are_in_every_fresh_cell(snapcell, tmp_path):
+    make_tree(tmp_path / "m", {"heavy.py": "VALUE = 42\n"})
+    code = b"import sys; print('heavy' in sys.modules, sys.modules['heavy'].VALUE == 42)"
+    r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "heavy", "-", stdin=code)
+    assert (r.returncode, r.stdout) == (0, b"True True\n"), r.stderr
+    # Without --preload the cell imports it itself.
+    r = snapcell("run", "--python-path", tmp_path / "m", "-",
+                 stdin=b"import sys; print('heavy' in sys.modules)")
+    assert r.stdout == b"False\n"
+
+
+def test_a_failing_preload_fails_creation_with_its_traceback(snapcell, tmp_path):
+    make_tree(tmp_path / "m", {"broken.py": "def f():\n    return 1 / 0\nf()\n"})
+    r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "broken", "-",
+                 stdin=b"print(1)")
+    assert r.returncode == 3
+    assert b"preload broken: ZeroDivisionError: division by zero (at broken.py:2 < broken.py:3)" \
+        in r.stderr, r.stderr
+    r = snapcell("run", "--preload", "no_such_module", "-", stdin=b"print(1)")
+    assert r.returncode == 3 and b"No module named 'no_such_module'" in r.stderr
+    r = snapcell("run", "--preload", "a..b", "-", stdin=b"print(1)")
+    assert r.returncode == 2 and b"not a dotted module name" in r.stderr
+
+
+def test_a_preload_that_leaves_a_thread_running_is_refused(snapcell, tmp_path):
+    make_tree(tmp_path / "m", {"threader.py": "import threading, time\n"
+                               "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"})
+    r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "threader", "-",
+                 stdin=b"print(1)")
+    assert r.returncode == 3
+    assert b"preload threader: leaves threads running" in r.stderr, r.stderr
+
+
+@pytest.mark.skipif(not debian_has("numpy"), reason="Debian's numpy not installed")
+def test_preloaded_numpy_keeps_the_template_single_threaded(snapcell):
+    # OpenBLAS starts a thread per CPU at import unless pinned; the user's value comes back
+    # for the code's environment.
+    r = snapcell("run", *BIG, "--env", "OPENBLAS_NUM_THREADS=4", "--preload", "numpy", "-",
+                 stdin=b"import os, numpy; print(os.environ['OPENBLAS_NUM_THREADS'], "
+                       b"numpy.ones(3) @ numpy.ones(3))")
+    assert (r.returncode, r.stdout) == (0, b"4 3.0\n"), r.stderr
+
+
+@pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason="Debian's pandas not installed")
+def test_preloaded_pandas_and_pyplot(snapcell, tmp_path):
+    r = snapcell("run", *BIG, "--preload", "pandas", "--preload", "matplotlib.pyplot",
+                 "--output", tmp_path, "-", stdin=b"""
+import sys
+loaded = all(m in sys.modules for m in ("pandas", "matplotlib.pyplot"))
+import pandas as pd, matplotlib.pyplot as plt
+df = pd.DataFrame({"a": [1, 2, 3]})
+df.plot(); plt.savefig("/output/p.png")
+print(int(df.a.sum()), loaded)
+""")
+    assert (r.returncode, r.stdout) == (0, b"6 True\n"), r.stderr
+    assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def make_venv(path):
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(path)], check=True)
+    site = path / "lib" / "python3.11" / "site-packages"
+    make_tree(path, {
+        "lib/python3.11/site-packages/vmod/__init__.py": "WHERE = 'venv'\n",
+        # A path line (relative to site-packages) and an import line, as pip's and
+        # setuptools' .pth files have.
+        "lib/python3.11/site-packages/extra.pth": "../../../src\nimport os; os.environ['PTH'] = 'ran'\n",
+        "src/srcmod.py": "WHERE = 'src'\n",
+    })
+    return site
+
+
+def test_venv_site_packages_and_pth_files(snapcell, tmp_path):
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    # With a python path too: two directories handed to the helper, which once clobbered
+    # the helper's own descriptor.
+    make_tree(tmp_path / "m", {"pmod.py": "WHERE = 'path'\n"})
+    r = snapcell("run", "--python-path", tmp_path / "m", "--venv", venv, "-", stdin=b"""
+import os, sys, vmod, srcmod, pmod
+assert sys.path.index(os.path.dirname(pmod.__file__)) < sys.path.index(os.path.dirname(os.path.dirname(vmod.__file__)))
+print(vmod.WHERE, srcmod.WHERE, os.environ.get("PTH"))
+try:
+    open(vmod.__file__, "a")
+except OSError as e:
+    print(type(e).__name__)
+""")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [b"venv src ran", b"PermissionError"]
+
+
+def test_a_venv_of_another_python_is_refused(snapcell, tmp_path):
+    venv = tmp_path / "v312"
+    (venv / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /opt/python3.12/bin\nversion = 3.12.4\n")
+    r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
+    assert r.returncode == 2
+    assert b"made for Python 3.12.4, but snapcell embeds Python 3.11" in r.stderr, r.stderr
+    assert b"/usr/bin/python3 -m venv" in r.stderr
+
+
+@pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason="Debian's pandas not installed")
+def test_the_analysis_example_leaves_a_chart_and_a_csv(snapcell, tmp_path):
+    examples = HERE.parents[1] / "examples"
+    r = snapcell("run", "--python-path", DIST, "--preload", "pandas", "--preload",
+                 "matplotlib.pyplot", "--memory", "2G", "--workspace", examples / "sales",
+                 "--output", tmp_path, examples / "analysis.py")
+    assert r.returncode == 0, r.stderr
+    assert b"540 sales" in r.stdout and b"best region: west" in r.stdout
+    assert (tmp_path / "monthly_revenue.png").read_bytes()[:4] == b"\x89PNG"
+    lines = (tmp_path / "monthly_revenue.csv").read_text().splitlines()
+    assert lines[0] == "date,north,south,west" and len(lines) == 13
