@@ -119,6 +119,8 @@ class _Settings:
         self.env: dict[str, str] = {}
         self.python_paths: tuple[str, ...] = ()
         self.reject_links = False
+        self.venv: str | None = None
+        self.preload: tuple[str, ...] = ()
 
     def copy(self) -> _Settings:
         s = copy.copy(self)
@@ -135,6 +137,8 @@ class _Settings:
             mounts=[(str(m.host_path), m.mount_path) for m in self.mounts.values()],
             allowed_domains=sorted(self.domains.values()),
             reject_links=self.reject_links,
+            venv=self.venv,
+            preload=self.preload,
             **self.limits,
         )
         return cfg
@@ -151,6 +155,8 @@ class _Settings:
             tuple(sorted(self.env.items())),
             self.python_paths,
             self.reject_links,
+            self.venv,
+            self.preload,
         )
 
 
@@ -160,7 +166,9 @@ class ExecuteCodeTool(FunctionTool):
     Keyword arguments as the reference integration's (``tools``, ``approval_mode``,
     ``workspace_root``, ``file_mounts``, ``allowed_domains``, ``tool_description_format``,
     ``max_output_files``, ``max_output_file_bytes``, ``max_output_total_bytes``), plus
-    ``timeout`` (seconds), ``memory_limit`` (bytes), ``python_paths``, ``env`` and ``stateful``
+    ``timeout`` (seconds), ``memory_limit`` (bytes), ``python_paths`` or ``venv`` (a virtual
+    environment made with ``/usr/bin/python3 -m venv``), ``preload`` (modules imported before
+    runs), ``env`` and ``stateful``
     (interpreter state kept between calls of this tool) and ``reject_links`` (a link in the
     workspace or a mount is a ValueError from invoke, as in newer reference releases, instead of
     being left out). ``backend``, ``module`` and
@@ -184,6 +192,8 @@ class ExecuteCodeTool(FunctionTool):
         env: dict[str, str] | None = None,
         stateful: bool = False,
         reject_links: bool = False,
+        venv: str | os.PathLike[str] | None = None,
+        preload: Sequence[str] = (),
         backend: str | None = None,
         module: str | None = None,
         module_path: str | None = None,
@@ -227,6 +237,8 @@ class ExecuteCodeTool(FunctionTool):
                 s.limits["memory_limit"] = memory_limit
             s.env = dict(env or {})
             s.reject_links = bool(reject_links)
+            s.venv = os.path.abspath(os.path.expanduser(os.fspath(venv))) if venv is not None else None
+            s.preload = (preload,) if isinstance(preload, str) else tuple(preload)
             s.python_paths = tuple(os.path.abspath(os.path.expanduser(os.fspath(p))) for p in python_paths or ())
             if workspace_root is not None:
                 s.workspace = _workspace(workspace_root)
