@@ -71,6 +71,13 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		rc = sc__rlimits_apply(&plan->cfg->limits, err);
 	if (rc == 0)
 		rc = sc__caps_clear(err);
+	/* Non-dumpable, after the last credential change (which would reset it): pipe
+	 * core_pattern handlers (apport, systemd-coredump) run as root on the host and ignore
+	 * RLIMIT_CORE=0, so a crash would stream the cell's memory to them. It also keeps
+	 * /proc/<cell> and ptrace from the outside uid's other processes. Seccomp denies
+	 * PR_SET_DUMPABLE, so the code cannot undo it; forks inherit it. */
+	if (rc == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		rc = sc__err(err, -errno, "set non-dumpable");
 	if (rc == 0 && (rc = sc__seccomp_install(plan->seccomp)) < 0)
 		sc__err(err, rc, "install seccomp filter");
 	return rc;
