@@ -59,3 +59,76 @@ Test(hardening, cells_are_not_dumpable)
 		      "0\n-1 True\n0\n0\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* Item 2: pending signals are counted per outside uid (through every user namespace level),
+ * so a cell that queues real-time signals up to the host's RLIMIT_SIGPENDING made sigqueue
+ * fail in the host user's processes and in other sandboxes' cells. The test lowers its own
+ * limit first so the flood is quick; the cells inherited it before the fix. */
+Test(hardening, queued_signals_in_a_cell_cannot_starve_the_host_or_other_sandboxes, .timeout = 60)
+{
+	struct rlimit rl = {4096, 4096};
+	cr_assert_eq(setrlimit(RLIMIT_SIGPENDING, &rl), 0);
+	sigset_t rt;
+	sigemptyset(&rt);
+	sigaddset(&rt, SIGRTMIN + 1);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, &rt, NULL), 0);
+
+	struct test_gate g;
+	struct snapcell_config *cfg = test_config_new();
+	test_gate_add(cfg, &g, true);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	struct snapcell_sandbox *other = test_sandbox(NULL);
+	struct hz_run flood;
+	hz_start(&flood, sb,
+		 "import signal, os\n"
+		 "sig = signal.SIGRTMIN + 1\n"
+		 /* pid 1 of a namespace drops signals it has no handler for */
+		 "signal.signal(sig, lambda *a: None)\n"
+		 "signal.pthread_sigmask(signal.SIG_BLOCK, {sig})\n"
+		 "for _ in range(10000):\n"
+		 "    os.kill(os.getpid(), sig)\n" /* queued up to the limit, then dropped */
+		 "call_tool('gate')\n"
+		 "n = 0\n"
+		 "while signal.sigtimedwait({sig}, 0) is not None:\n"
+		 "    n += 1\n"
+		 "print(n)\n");
+	test_gate_wait(&g);
+
+	/* The host user's own queue still works: sigqueue and a signalling timer. */
+	union sigval v = {0};
+	struct sigevent sev = {.sigev_notify = SIGEV_SIGNAL, .sigev_signo = SIGRTMIN + 1};
+	timer_t timer;
+	int made = timer_create(CLOCK_MONOTONIC, &sev, &timer);
+	cr_expect_eq(made, 0, "the host's timer_create failed while a cell held its queue: %s",
+		     strerror(errno));
+	if (made == 0)
+		timer_delete(timer);
+	for (int i = 0; i < 16; i++)
+		cr_expect_eq(sigqueue(getpid(), SIGRTMIN + 1, v), 0,
+			     "the host's sigqueue failed while a cell held its queue: %s",
+			     strerror(errno));
+	struct timespec zero = {0, 0};
+	while (sigtimedwait(&rt, NULL, &zero) > 0)
+		;
+	/* So does another sandbox's cell. */
+	expect_output(other,
+		      "import os, signal\n"
+		      "sig = signal.SIGRTMIN + 1\n"
+		      "signal.signal(sig, lambda *a: None)\n"
+		      "signal.pthread_sigmask(signal.SIG_BLOCK, {sig})\n"
+		      "for _ in range(16):\n"
+		      "    os.kill(os.getpid(), sig)\n"
+		      "n = 0\n"
+		      "while signal.sigtimedwait({sig}, 0) is not None:\n"
+		      "    n += 1\n"
+		      "print(n)\n",
+		      "16\n");
+	sem_post(&g.open);
+	struct snapcell_result *res = hz_join(&flood);
+	expect_ok(res);
+	long queued = strtol(res->stdout_buf, NULL, 10);
+	cr_expect(queued > 0 && queued <= 1024, "a cell queued %ld signals", queued);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(other);
+	snapcell_sandbox_free(sb);
+}
