@@ -14,6 +14,11 @@
 #include "util/util.h"
 
 #define MAX_ARG_DEPTH 64
+/* Values (containers, keys, scalars) one call's arguments may hold. jansson spends ~150 bytes
+ * of host memory per empty object: a 16 MiB frame of {} objects took the host from 48 MB to
+ * 1.3 GB before any schema check. 2^18 values bound that to tens of MiB, and the schema check
+ * (2^21 visits) could not have looked at many more anyway. */
+#define MAX_ARG_NODES (1u << 18)
 
 static bool valid_name(const char *name)
 {
@@ -174,11 +179,20 @@ int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *ds
 	return 0;
 }
 
-/* Nesting depth of a JSON text, counted before jansson sees it (its own limit is 2048 and
- * recursive); strings are skipped so brackets inside them do not count. */
-static unsigned json_depth(const char *s, size_t len)
+/* Nesting depth and an upper bound on the number of values of a JSON text, counted before
+ * jansson sees it (its own depth limit is 2048 and recursive; it has no count limit).
+ * Strings are skipped so brackets inside them do not count. Every value but the first of a
+ * container follows a ',' and every key a ':', so containers + commas + colons + 1 bounds
+ * the values from above for any text jansson would accept. */
+struct json_shape {
+	unsigned depth;
+	size_t nodes;
+};
+
+static struct json_shape json_shape(const char *s, size_t len)
 {
-	unsigned depth = 0, max = 0;
+	unsigned depth = 0;
+	struct json_shape shape = {0, 1};
 	bool in_string = false;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
@@ -190,13 +204,16 @@ static unsigned json_depth(const char *s, size_t len)
 		} else if (c == '"') {
 			in_string = true;
 		} else if (c == '[' || c == '{') {
-			if (++depth > max)
-				max = depth;
+			shape.nodes++;
+			if (++depth > shape.depth)
+				shape.depth = depth;
 		} else if ((c == ']' || c == '}') && depth > 0) {
 			depth--;
+		} else if (c == ',' || c == ':') {
+			shape.nodes++;
 		}
 	}
-	return max;
+	return shape;
 }
 
 static char *known_tools(const struct snapcell_config *cfg)
@@ -240,9 +257,13 @@ static char *check_args(const struct sc_tool *t, const char *args, size_t len, c
 	if (memchr(args, 0, len))
 		return message("invalid arguments for tool '%s': a NUL byte in the JSON text",
 			       t->name);
-	if (json_depth(args, len) > MAX_ARG_DEPTH)
+	struct json_shape shape = json_shape(args, len);
+	if (shape.depth > MAX_ARG_DEPTH)
 		return message("invalid arguments for tool '%s': nested deeper than %d levels",
 			       t->name, MAX_ARG_DEPTH);
+	if (shape.nodes > MAX_ARG_NODES)
+		return message("invalid arguments for tool '%s': more than %u values", t->name,
+			       MAX_ARG_NODES);
 	json_error_t jerr;
 	json_t *v = json_loadb(args, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!v)

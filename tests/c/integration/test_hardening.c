@@ -132,3 +132,47 @@ Test(hardening, queued_signals_in_a_cell_cannot_starve_the_host_or_other_sandbox
 	snapcell_sandbox_free(other);
 	snapcell_sandbox_free(sb);
 }
+
+static int echo_tool(void *user, const char *args, char **result)
+{
+	(void)user;
+	*result = strdup(args);
+	return 0;
+}
+
+static long max_rss_kib(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_maxrss;
+}
+
+/* Item 3: parsing a tool call's arguments must not cost the host more than the frame: one
+ * 14 MB call of {} objects took the host to 1.3 GB and seconds of CPU in jansson before any
+ * schema check. */
+Test(hardening, a_call_of_millions_of_empty_objects_is_refused_cheaply, .timeout = 60)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "echo", "", NULL, SNAPCELL_APPROVAL_NEVER,
+					      echo_tool, NULL, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	expect_output(sb, "print(call_tool('echo', a=[{}] * 3))", "{'a': [{}, {}, {}]}\n");
+	long before = max_rss_kib();
+	uint64_t start = test_now_ms();
+	expect_output(sb,
+		      "try:\n"
+		      "    call_tool('echo', a=[{}] * 3_500_000)\n"
+		      "except ToolError as e:\n"
+		      "    print(e)\n",
+		      "invalid arguments for tool 'echo': more than 262144 values\n");
+	uint64_t took = test_now_ms() - start;
+	long grew_mib = (max_rss_kib() - before) / 1024;
+	/* The frame itself (14 MB) is read into the host; nothing near 1 GB may follow it. */
+	cr_expect_lt(grew_mib, 100, "the host grew by %ld MiB", grew_mib);
+	cr_expect_lt(took, 5000, "the refused call took %llu ms", (unsigned long long)took);
+	/* Just under the bound still parses. */
+	expect_output(sb, "print(len(call_tool('echo', a=[0] * 200_000)['a']))", "200000\n");
+	snapcell_sandbox_free(sb);
+}
