@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -116,6 +117,10 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 		dup2(plan->rpc_fd, SC_CELL_RPC_FD);
 		setup_failed(&err);
 	}
+	/* Tell the template, and drop the page before any code can see it: the template's
+	 * word, not the cell's frames, decides a setup-failure status. */
+	*plan->set_up = 1;
+	munmap(plan->set_up_map, plan->set_up_len);
 	sc_py_after_fork_child();
 	sc_py_warm();
 

@@ -255,7 +255,13 @@ static void read_exit(struct run *r)
  * the cell's death with both pipes closed. */
 static bool finished(const struct run *r, uint64_t now)
 {
-	if (r->have_done && r->forced == NOT_FORCED)
+	/* A setup failure is the template's to confirm (its exit record), never the cell's
+	 * claim: code can write a DONE frame of its own. The cell exits right after reporting
+	 * one, so waiting costs nothing unless the claim is forged. */
+	bool claims_setup_failure = r->have_done &&
+				    r->done.status == SNAPCELL_STATUS_SETUP_FAILURE &&
+				    r->target->reports_exit;
+	if (r->have_done && r->forced == NOT_FORCED && !claims_setup_failure)
 		return true;
 	if (!r->target->reports_exit) /* its socket and pipes closing are its end */
 		return r->cell->fds[SC_CELL_RPC] < 0 && r->out.eof && r->err.eof;
@@ -317,12 +323,14 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 
 static enum snapcell_status guest_status(const struct run *r, int exit_code)
 {
+	/* Only the template knows that a cell never got as far as running code. */
+	if (r->have_exit && (r->exit.flags & SC_EXIT_NOT_SET_UP))
+		return SNAPCELL_STATUS_SETUP_FAILURE;
 	if (!r->have_done)
 		return exit_code == 0 ? SNAPCELL_STATUS_OK : SNAPCELL_STATUS_ERROR;
 	switch (r->done.status) {
 	case SNAPCELL_STATUS_MEMORY:
-	case SNAPCELL_STATUS_SETUP_FAILURE:
-		return (enum snapcell_status)r->done.status;
+		return SNAPCELL_STATUS_MEMORY;
 	case SNAPCELL_STATUS_OK:
 		return exit_code == 0 ? SNAPCELL_STATUS_OK : SNAPCELL_STATUS_ERROR;
 	default:

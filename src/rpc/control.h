@@ -19,7 +19,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 1
+#define SC_PROTOCOL_VERSION 2
 #endif
 
 /* The helper's first record, sent before it reads anything. Its layout never changes, so a
@@ -56,10 +56,17 @@ struct sc_ctl_msg {
 	char message[200];
 };
 
-/* Written by the template when it reaps a cell. */
+/* Written by the template when it reaps a cell. flags are the template's own knowledge,
+ * never the cell's claim. */
+enum sc_exit_flag {
+	/* The cell never finished its setup (restrict_self up to seccomp): the code cannot have
+	 * run. The only source of a setup-failure status. */
+	SC_EXIT_NOT_SET_UP = 1u << 0,
+};
+
 struct sc_exit_record {
 	int32_t wait_status;
-	int32_t pad;
+	uint32_t flags; /* enum sc_exit_flag */
 	uint64_t cpu_us;
 	uint64_t maxrss_kib;
 };

@@ -176,3 +176,39 @@ Test(hardening, a_call_of_millions_of_empty_objects_is_refused_cheaply, .timeout
 	expect_output(sb, "print(len(call_tool('echo', a=[0] * 200_000)['a']))", "200000\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* Item 9: code that writes a DONE frame itself on its frame socket (fd 3) must not make the
+ * host report setup-failure (the code did not run) with zero CPU and memory: a setup failure
+ * is the template's word, and a cell that exits is measured by the template. */
+Test(hardening, a_forged_setup_failure_report_is_not_believed)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	static const char forge[] =
+		"import os, struct, time\n"
+		"t = time.process_time()\n"
+		"x = bytearray(32 << 20)\n"
+		"while time.process_time() - t < 0.05:\n"
+		"    pass\n"
+		/* status 6 = setup-failure, no flags, exit 0, no CPU, no memory */
+		"payload = struct.pack('<B3xIiIQQ', 6, 0, 0, 0, 0, 0)\n"
+		"os.write(3, struct.pack('<I', 1 + len(payload)) + b'D' + payload)\n"
+		"%s\n";
+	char code[sizeof(forge) + 64];
+	const char *endings[] = {"os._exit(125)", "os._exit(0)", "time.sleep(0.3)"};
+	for (size_t i = 0; i < sizeof(endings) / sizeof(endings[0]); i++) {
+		snprintf(code, sizeof(code), forge, endings[i]);
+		struct snapcell_result *res = test_run(sb, code);
+		cr_expect_neq(res->status, SNAPCELL_STATUS_SETUP_FAILURE,
+			      "%s: a forged DONE made the host report setup-failure", endings[i]);
+		/* Going on after it, the cell's own DONE is a frame after DONE: killed. */
+		cr_expect_eq(res->status, i < 2 ? SNAPCELL_STATUS_ERROR : SNAPCELL_STATUS_KILLED,
+			     "%s: status %s", endings[i], snapcell_status_name(res->status));
+		cr_expect_gt(res->cpu_us, 20000, "%s: cpu %llu us", endings[i],
+			     (unsigned long long)res->cpu_us);
+		cr_expect_gt(res->peak_memory_bytes, 32u << 20, "%s: peak %llu", endings[i],
+			     (unsigned long long)res->peak_memory_bytes);
+		snapcell_result_free(res);
+	}
+	expect_output(sb, "print(1)", "1\n");
+	snapcell_sandbox_free(sb);
+}
