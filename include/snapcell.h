@@ -479,6 +479,8 @@ enum snapcell_output_limit_flag {
 
 /* One entry of a run's tool-call log. */
 struct snapcell_tool_call {
+	/* as the code sent it, in printable ASCII: other bytes (a NUL, non-UTF-8) and '\\' as
+	 * \xNN, cut with "..." past the array */
 	char name[SNAPCELL_TOOL_NAME_MAX + 1];
 	size_t args_bytes;
 	uint64_t duration_us;

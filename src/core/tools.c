@@ -290,25 +290,55 @@ uint64_t snapcell_tool_deadline_us(void)
 	return callback_deadline_us;
 }
 
+/* A name from the cell as printable ASCII: bytes outside '!'..'~' and the backslash as \xNN,
+ * cut with "..." to fit out (at least 8 bytes). The call log and messages carry this, so a
+ * NUL cannot hide the rest of a name ("echo\x00forged", not "echo") and a name that is not
+ * UTF-8 still fits in JSON. */
+static void escape_name(const char *name, size_t len, char *out, size_t size)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		bool plain = c > ' ' && c <= '~' && c != '\\';
+		size_t need = plain ? 1 : 4;
+		if (o + need + (i + 1 < len ? 3 : 0) >= size) {
+			snprintf(out + o, size - o, "...");
+			return;
+		}
+		if (plain)
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", c);
+	}
+	out[o] = 0;
+}
+
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
 		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out)
 {
-	const char *nul = memchr(
-		payload, 0, len < SNAPCELL_TOOL_NAME_MAX + 1 ? len : SNAPCELL_TOOL_NAME_MAX + 1);
+	/* name, NUL, arguments: the arguments may hold no raw NUL (they are refused), so the
+	 * last NUL ends the name and "echo\0forged" is one (unknown) name, not echo. */
+	const char *nul = memrchr(payload, 0, len);
 	if (!nul)
 		return -EPROTO;
 	const char *name = (const char *)payload;
+	size_t name_len = (size_t)(nul - name);
 	const char *args = nul + 1;
 	size_t args_len = len - (size_t)(args - name);
 	memset(out, 0, sizeof(*out));
-	snprintf(out->log.name, sizeof(out->log.name), "%s", name);
+	escape_name(name, name_len, out->log.name, sizeof(out->log.name));
 	out->log.args_bytes = args_len;
 	uint64_t start = sc__now_us();
-	const struct sc_tool *t = sc__tool_find(cfg, name);
+	const struct sc_tool *t = name_len <= SNAPCELL_TOOL_NAME_MAX && !memchr(name, 0, name_len)
+					  ? sc__tool_find(cfg, name)
+					  : NULL;
 	char *text = NULL, *exact = NULL;
-	if (!t) {
+	if (name_len > SNAPCELL_TOOL_NAME_MAX) {
+		text = message("unknown tool '%s': a name of %zu bytes; the limit is %d",
+			       out->log.name, name_len, SNAPCELL_TOOL_NAME_MAX);
+	} else if (!t) {
 		char *known = known_tools(cfg);
-		text = message("unknown tool '%s'; %s", name, known ? known : "");
+		text = message("unknown tool '%s'; %s", out->log.name, known ? known : "");
 		free(known);
 	} else if (!(text = check_args(t, args, args_len, &exact))) {
 		uint64_t outer = callback_deadline_us; /* a callback may run code itself */

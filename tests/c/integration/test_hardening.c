@@ -212,3 +212,55 @@ Test(hardening, a_forged_setup_failure_report_is_not_believed)
 	expect_output(sb, "print(1)", "1\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* Item 10: tool names from the cell. A name past the limit is a ToolError, not a dead cell,
+ * with a sane limit in the message; the log shows the whole name a frame carried, escaped, so
+ * "echo\0forged" is not logged as echo and a name that is not UTF-8 is not lost. */
+Test(hardening, hostile_tool_names_raise_and_are_logged_as_sent, .timeout = 60)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "echo", "", NULL, SNAPCELL_APPROVAL_NEVER,
+					      echo_tool, NULL, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	expect_output(sb,
+		      "for n in ('a' * 65, 'a' * (16 << 20), 'echo\\0forged'):\n"
+		      "    try:\n"
+		      "        call_tool(n)\n"
+		      "    except ToolError as e:\n"
+		      "        m = str(e)\n"
+		      "        print(len(m) < 300, m.split(': ', 1)[1])\n"
+		      "print(call_tool('echo', x=1))\n",
+		      "True a tool name of 65 bytes; the limit is 64\n"
+		      "True a tool name of 16777216 bytes; the limit is 64\n"
+		      "True a NUL byte in the tool name\n"
+		      "{'x': 1}\n");
+	/* Frames written by hand, past the bridge's checks. */
+	struct snapcell_result *res = test_run(
+		sb, "import os, struct\n"
+		    "def call(payload):\n"
+		    "    os.write(3, struct.pack('<I', 1 + len(payload)) + b'C' + payload)\n"
+		    "    n = struct.unpack('<I', os.read(3, 4))[0]\n"
+		    "    got = b''\n"
+		    "    while len(got) < n:\n"
+		    "        got += os.read(3, n - len(got))\n"
+		    "    print(got[1], got[2:].decode('utf-8', 'replace'))\n"
+		    "call(b'echo\\0forged\\0{}')\n"
+		    "call(b'\\xff\\xfeecho\\0{}')\n"
+		    "call(b'a' * 65 + b'\\0{}')\n");
+	expect_ok(res);
+	cr_expect(strstr(res->stdout_buf, "0 unknown tool 'echo\\x00forged'"), "%s",
+		  res->stdout_buf);
+	cr_expect(strstr(res->stdout_buf, "0 unknown tool 'aaaa"), "%s", res->stdout_buf);
+	cr_expect(strstr(res->stdout_buf, "a name of 65 bytes; the limit is 64"), "%s",
+		  res->stdout_buf);
+	cr_assert_eq(res->n_tool_calls, 3);
+	cr_expect_str_eq(res->tool_calls[0].name, "echo\\x00forged");
+	cr_expect_str_eq(res->tool_calls[1].name, "\\xff\\xfeecho");
+	cr_expect(!res->tool_calls[0].ok && !res->tool_calls[1].ok && !res->tool_calls[2].ok);
+	cr_expect_eq(strlen(res->tool_calls[2].name), SNAPCELL_TOOL_NAME_MAX);
+	cr_expect(strstr(res->tool_calls[2].name, "..."), "%s", res->tool_calls[2].name);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
