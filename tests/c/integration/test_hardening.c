@@ -4,9 +4,13 @@
 #define _GNU_SOURCE
 #include "helpers.h"
 
+#include <dirent.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 
 /* A run on another thread, so the test can act while it is in progress. */
@@ -263,4 +267,67 @@ Test(hardening, hostile_tool_names_raise_and_are_logged_as_sent, .timeout = 60)
 	cr_expect(strstr(res->tool_calls[2].name, "..."), "%s", res->tool_calls[2].name);
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
+}
+
+static int count_workdirs(const char *parent)
+{
+	DIR *d = opendir(parent);
+	int n = 0;
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		n += !strncmp(e->d_name, "snapcell-", 9);
+	if (d)
+		closedir(d);
+	return n;
+}
+
+/* Item 1 (second half): a host process that dies without freeing its sandbox leaves its work
+ * directory, staged inputs included, in /dev/shm. The next sandbox made with the same parent
+ * directory removes it; a live sandbox's directory and one without a lock are left alone. */
+Test(hardening, stale_work_directories_of_dead_owners_are_reaped, .timeout = 60)
+{
+	char parent[] = "/tmp/snapcell-reap-test-XXXXXX";
+	cr_assert_not_null(mkdtemp(parent));
+	cr_assert_eq(chmod(parent, 0711), 0); /* the sandbox uid walks to its root */
+	cr_assert_eq(setenv("TMPDIR", parent, 1), 0);
+	char input[PATH_MAX];
+	snprintf(input, sizeof(input), "%s.input", parent);
+	cr_assert_eq(mkdir(input, 0755), 0);
+	char file[PATH_MAX + 16];
+	snprintf(file, sizeof(file), "%s/big", input);
+	FILE *f = fopen(file, "w");
+	cr_assert_not_null(f);
+	cr_assert_eq(ftruncate(fileno(f), 1 << 20), 0);
+	fclose(f);
+
+	struct snapcell_sandbox *live = test_sandbox(NULL); /* lives through the reaping */
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct snapcell_config *cfg = test_config_new();
+		struct snapcell_sandbox *sb;
+		if (snapcell_config_set_workspace(cfg, input, NULL) < 0 ||
+		    snapcell_sandbox_new(cfg, &sb, NULL) < 0)
+			_exit(1);
+		_exit(0); /* dies owning it */
+	}
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	char legacy[PATH_MAX + 32];
+	snprintf(legacy, sizeof(legacy), "%s/snapcell-legacy", parent); /* 15 bytes, no lock */
+	cr_assert_eq(mkdir(legacy, 0700), 0);
+	cr_assert_eq(count_workdirs(parent), 3, "the dead owner's directory is there");
+
+	struct snapcell_sandbox *next = test_sandbox(NULL);
+	cr_expect_eq(count_workdirs(parent), 3, "live, legacy and the new one; the stale one gone");
+	expect_output(live, "print(1)", "1\n");
+	expect_output(next, "print(2)", "2\n");
+	snapcell_sandbox_free(next);
+	snapcell_sandbox_free(live);
+	cr_expect_eq(count_workdirs(parent), 1, "only the legacy directory is left");
+	rmdir(legacy);
+	unlink(file);
+	rmdir(input);
+	cr_expect_eq(rmdir(parent), 0, "%s", strerror(errno));
 }
