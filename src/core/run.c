@@ -452,6 +452,16 @@ int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 	*alive = rc == 0 && r.have_done && r.forced == NOT_FORCED;
 	if (rc == 0) {
 		derive_result(&r, sb, res);
+		if (t->reports_exit && !r.have_exit && !r.have_done && r.forced == NOT_FORCED) {
+			/* The exit pipe closed with no record: the template died, and its cells
+			 * with it (they are in its pid namespace). Not an exit status of 0. */
+			snprintf(r.note, sizeof(r.note),
+				 "snapcell: the sandbox's template exited during the run; the cell "
+				 "was killed with it\n");
+			res->status = SNAPCELL_STATUS_KILLED;
+			res->term_signal = SIGKILL;
+			res->exit_code = 128 + SIGKILL;
+		}
 		hand_over(&r, res);
 		if (!t->reports_exit && !r.have_done && r.forced == NOT_FORCED)
 			res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */

@@ -501,6 +501,15 @@ static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	size_t n_fds = 0;
 	if (rc == 0)
 		rc = sc__ctl_recv(sb->ctl, &m, cell.fds, &n_fds);
+	if (rc == -EMFILE && m.type == SC_CTL_CELL) {
+		/* This process is out of descriptors: the kernel dropped the cell's, so that cell
+		 * reads EOF and exits. The template still counts it parked: a TAKE makes it park
+		 * a replacement, and the sandbox lives on for when descriptors are free again. */
+		struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
+		if (sc__ctl_send(sb->ctl, &take, NULL, 0) < 0)
+			return mark_broken(sb, "control socket failed", err);
+		return sc__err(err, -EMFILE, "receive a cell from the template");
+	}
 	if (rc < 0)
 		return mark_broken(
 			sb, rc == -EPIPE ? "the template exited" : "control socket failed", err);
@@ -531,6 +540,10 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 	pthread_mutex_lock(&sb->lock);
 	if (sb->broken)
 		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	/* Cells already received die with their template: do not hand out a dead one. */
+	struct pollfd gone = {sb->helper_pidfd, POLLIN, 0};
+	if (rc == 0 && poll(&gone, 1, 0) == 1)
+		rc = mark_broken(sb, "the template exited", err);
 	sweep(sb, false);
 	while (rc == 0 && sb->n_ready == 0)
 		rc = receive_cell(sb, err);

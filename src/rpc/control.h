@@ -73,7 +73,8 @@ struct sc_exit_record {
 
 /* Send and receive one record with up to SC_CELL_NFDS descriptors. Received fds are
  * O_CLOEXEC; *n_fds says how many arrived. -EPIPE on end of stream, -EPROTO on a short or
- * oversized record. */
+ * oversized record; -EMFILE for a whole record whose descriptors the kernel dropped (the
+ * receiver had no room for them: the record is good, what it carried is lost). */
 int sc__ctl_send(int sock, const struct sc_ctl_msg *msg, const int *fds, size_t n_fds);
 int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds);
 

@@ -5,6 +5,7 @@
 #include "helpers.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -330,4 +331,170 @@ Test(hardening, stale_work_directories_of_dead_owners_are_reaped, .timeout = 60)
 	unlink(file);
 	rmdir(input);
 	cr_expect_eq(rmdir(parent), 0, "%s", strerror(errno));
+}
+
+/* ---- faults injected: each ends in a clear error, and the next run or sandbox works ---- */
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n - 3;
+}
+
+Test(faults, the_template_killed_mid_run_is_a_clear_error_and_a_new_sandbox_works, .timeout = 60)
+{
+	struct test_gate g;
+	struct snapcell_config *cfg = test_config_new();
+	test_gate_add(cfg, &g, true);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
+	struct hz_run run;
+	hz_start(&run, sb, "call_tool('gate')\nprint('after')\n");
+	test_gate_wait(&g);
+	cr_assert_eq(kill(st.template_pid, SIGKILL), 0);
+	test_pause_ms(50);
+	sem_post(&g.open);
+	pthread_join(run.thread, NULL);
+	/* The cell died with its template (it is in the template's pid namespace): killed, with
+	 * a note saying why; before, the missing exit record read as exit status 0, "ok". */
+	cr_assert_not_null(run.res);
+	cr_expect_eq(run.res->status, SNAPCELL_STATUS_KILLED, "status %s",
+		     snapcell_status_name(run.res->status));
+	cr_expect_null(strstr(run.res->stdout_buf, "after"));
+	cr_expect(strstr(run.res->stderr_buf, "template exited during the run"), "%s",
+		  run.res->stderr_buf);
+	snapcell_result_free(run.res);
+	/* The sandbox says its template is gone, at once. */
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	uint64_t start = test_now_ms();
+	int rc = snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, &err);
+	cr_expect_eq(rc, SNAPCELL_E_TEMPLATE, "rc %d (%s)", rc, err.message);
+	cr_expect(strstr(err.message, "template"), "%s", err.message);
+	cr_expect_lt(test_now_ms() - start, 5000);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	struct snapcell_sandbox *next = test_sandbox(NULL);
+	expect_output(next, "print(2)", "2\n");
+	snapcell_sandbox_free(next);
+}
+
+Test(faults, a_missing_helper_is_a_clear_error_and_the_next_sandbox_works)
+{
+	char copy[] = "/tmp/snapcell-helper-XXXXXX";
+	int fd = mkstemp(copy);
+	cr_assert_geq(fd, 0);
+	FILE *src = fopen(test_helper_path(), "rb");
+	cr_assert_not_null(src);
+	char buf[65536];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), src)) > 0)
+		cr_assert_eq(write(fd, buf, n), (ssize_t)n);
+	fclose(src);
+	fchmod(fd, 0755);
+	close(fd);
+	struct snapcell_config *cfg = snapcell_config_new();
+	cr_assert_eq(snapcell_config_set_helper(cfg, copy, NULL), 0);
+	unlink(copy); /* gone between configuration and start */
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	int fds = open_fds();
+	int rc = snapcell_sandbox_new(cfg, &sb, &err);
+	cr_expect_eq(rc, -ENOENT, "rc %d: %s", rc, err.message);
+	cr_expect(strstr(err.message, copy), "%s", err.message);
+	cr_expect_null(sb);
+	cr_expect_eq(open_fds(), fds, "descriptors leaked");
+	snapcell_config_free(cfg);
+	struct snapcell_sandbox *next = test_sandbox(NULL);
+	expect_output(next, "print(3)", "3\n");
+	snapcell_sandbox_free(next);
+}
+
+Test(faults, host_descriptor_exhaustion_is_a_clear_error_and_leaks_nothing, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb, "print(0)", "0\n");
+	struct rlimit saved;
+	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
+	int before = open_fds();
+	/* No descriptor to spare: a run and a new sandbox must fail cleanly. */
+	int highest = 0;
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	while (d && (e = readdir(d)))
+		if (atoi(e->d_name) > highest)
+			highest = atoi(e->d_name);
+	closedir(d);
+	struct rlimit tight = {(rlim_t)highest + 1, saved.rlim_max};
+	/* Fill every free slot below the limit. */
+	int fillers[4096], n_fill = 0;
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &tight), 0);
+	int f;
+	while (n_fill < 4096 && (f = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		fillers[n_fill++] = f;
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, &err);
+	if (rc == 0) {
+		/* The run may have had what it needed already (a parked cell's fds); then it ran.
+		 */
+		expect_ok(res);
+		snapcell_result_free(res);
+	} else {
+		cr_expect(rc == -EMFILE || rc == SNAPCELL_E_TEMPLATE, "rc %d: %s", rc, err.message);
+		cr_expect_neq(err.message[0], 0);
+	}
+	struct snapcell_sandbox *other = NULL;
+	rc = snapcell_sandbox_new(test_config_new(), &other, &err);
+	cr_expect_eq(rc, -EMFILE, "rc %d: %s", rc, err.message);
+	cr_expect(strstr(err.message, "Too many open files"), "%s", err.message);
+	for (int i = 0; i < n_fill; i++)
+		close(fillers[i]);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &saved), 0);
+	/* Back to normal: the sandbox works and nothing leaked. */
+	for (int i = 0; i < 3; i++)
+		expect_output(sb, "print(2)", "2\n");
+	snapcell_sandbox_free(sb);
+	struct snapcell_sandbox *next = test_sandbox(NULL);
+	expect_output(next, "print(4)", "4\n");
+	snapcell_sandbox_free(next);
+	cr_expect_leq(open_fds(), before, "descriptors leaked: %d, was %d", open_fds(), before);
+}
+
+static int raising_tool(void *user, const char *args, char **result)
+{
+	(void)args;
+	*result = user ? strdup("the tool broke: disk on fire") : NULL;
+	return -1;
+}
+
+Test(faults, a_tool_that_fails_raises_tool_error_and_the_cell_goes_on)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "broken", "", NULL, SNAPCELL_APPROVAL_NEVER,
+					      raising_tool, (void *)1, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "mute", "", NULL, SNAPCELL_APPROVAL_NEVER,
+					      raising_tool, NULL, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	expect_output(sb,
+		      "for n in ('broken', 'mute'):\n"
+		      "    try:\n"
+		      "        call_tool(n, x=1)\n"
+		      "    except ToolError as e:\n"
+		      "        print(e)\n"
+		      "print('on')\n",
+		      "the tool broke: disk on fire\n"
+		      "tool 'mute' returned no message\n"
+		      "on\n");
+	expect_output(sb, "print(5)", "5\n");
+	snapcell_sandbox_free(sb);
 }
