@@ -497,13 +497,19 @@ bool sc__output_pending(int out_fd)
 	return out_fd >= 0 && !dir_is_empty(out_fd);
 }
 
+/* The walk's bounds: /output holds at most 131,072 inodes (the template's tmpfs option), so a
+ * tree that stands still needs fewer visits than this; only a live writer gets near. */
+#define COLLECT_VISITS	    (2u * 131072u)
+#define COLLECT_DEADLINE_MS 5000
+
 void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res)
 {
 	const uint64_t *l = sb->cfg->limits;
 	struct sc_collect_caps caps = {
-		l[SNAPCELL_LIMIT_OUTPUT_FILES], l[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES],
+		l[SNAPCELL_LIMIT_OUTPUT_FILES],	      l[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES],
 		l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES], l[SNAPCELL_LIMIT_OUTPUT_DEPTH],
-		l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES]};
+		l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES],  COLLECT_VISITS,
+		sc__deadline_ms(COLLECT_DEADLINE_MS)};
 	sc__collect(out_fd, &caps, res);
 }
 

@@ -498,3 +498,73 @@ Test(faults, a_tool_that_fails_raises_tool_error_and_the_cell_goes_on)
 	expect_output(sb, "print(5)", "5\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* Item 1 (first half): a session's /output is collected while its processes live. A child
+ * that keeps renaming a big directory onto names the walker has listed but not yet opened
+ * makes it walk the same files again and again: one collection lasted an hour at full CPU.
+ * The walk now has a deadline and a visit budget, and says when it stopped early. */
+Test(hardening, a_live_writer_cannot_make_session_collection_hang, .timeout = 120)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_PROCESSES, 16, NULL), 0);
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_OUTPUT_DEPTH, 2, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_session *s;
+	cr_assert_eq(snapcell_session_new(sb, &s, NULL), 0);
+	uint64_t start = test_now_ms();
+	struct snapcell_result *res;
+	struct snapcell_error err;
+	cr_assert_eq(
+		snapcell_session_run(s,
+				     "import os\n"
+				     "N = 60000\n"
+				     "for k in range(N):\n"
+				     "    os.mkdir(f'/output/d{k:05}')\n"
+				     "for i in range(3000):\n"
+				     "    open(f'/output/d00000/f{i:04}', 'w').close()\n"
+				     /* B moves one name on each time the walker lists it (readdir
+				      * updates its atime after a rename changed its ctime): the
+				      * walker finds it again at the next name it opens. */
+				     "r, w = os.pipe()\n"
+				     "if os.fork() == 0:\n"
+				     "    name = lambda k: f'/output/d{k:05}'\n"
+				     "    def seen(k):\n" /* a placeholder the walker opened:
+							     readdir set its atime */
+				     "        st = os.stat(name(k))\n"
+				     "        return st.st_atime_ns > st.st_ctime_ns\n"
+				     "    k = 0\n"
+				     "    a = os.stat(name(0)).st_atime_ns\n"
+				     "    os.write(w, b'1')\n" /* ready: the run may end */
+				     "    while True:\n"
+				     "        j = k + 1\n"
+				     "        while j < N and seen(j):\n"
+				     "            j += 1\n"
+				     "        if j + 3 >= N:\n"
+				     "            os._exit(0)\n"
+				     "        if j > k + 1 or os.stat(name(k)).st_atime_ns != a:\n"
+				     "            t = j if j == k + 1 else j + 3\n"
+				     "            os.rename(name(k), name(t))\n"
+				     "            k, a = t, os.stat(name(t)).st_atime_ns\n"
+				     "os.read(r, 1)\n"
+				     "import time\n"
+				     "print(time.monotonic())\n",
+				     SIZE_MAX, NULL, &res, &err),
+		0, "%s", err.message);
+	uint64_t took = test_now_ms() - start;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	double collect_s = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - atof(res->stdout_buf);
+	cr_log_info("collection: %.2f s; ", collect_s);
+	cr_log_info("collection with a live renamer: %llu ms, %zu artifacts, %zu skipped, "
+		    "flags %#x",
+		    (unsigned long long)took, res->n_artifacts, res->n_skipped,
+		    res->output_limits_hit);
+	/* Before, the walk visited the 3,000 files at each of 60,000 names: minutes. */
+	cr_expect_lt(took, 10000, "one session run took %llu ms", (unsigned long long)took);
+	cr_expect(res->output_limits_hit & SNAPCELL_OUTPUT_HIT_WALK, "flags %#x",
+		  res->output_limits_hit);
+	snapcell_result_free(res);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
