@@ -175,15 +175,15 @@ static int command_tool(void *user, const char *args_json, char **result)
 }
 
 /* Registers (or re-registers, with a schema) the tool that spec "NAME=COMMAND" describes.
- * The command string lives as long as the process: argv outlives every sandbox. */
+ * The command string lives as long as the process: argv outlives every sandbox. The
+ * description never carries the command: it reaches the cell and the model, and a command
+ * line may hold a secret (a token, a password, a private path). */
 static int register_tool(struct snapcell_config *cfg, const char *spec, const char *schema,
 			 struct snapcell_error *err)
 {
 	const char *eq = strchr(spec, '=');
 	char *name = strndup(spec, (size_t)(eq - spec));
-	char *description = NULL;
-	if (asprintf(&description, "Runs on the host: %s", eq + 1) < 0)
-		description = NULL;
+	char *description = strdup("A command on the host.");
 	int rc = -ENOMEM;
 	if (name && description)
 		rc = snapcell_config_add_tool(cfg, name, description, schema,

@@ -6,6 +6,7 @@
 #include <Python.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -59,6 +60,17 @@ static PyObject *bridge_call(PyObject *self, PyObject *args)
 		PyErr_SetString(PyExc_RuntimeError,
 				"call_tool is only available in the process running the code, not "
 				"in a forked child");
+		return NULL;
+	}
+	/* Checked here so the code gets a ToolError and not a dead cell (the host refuses too:
+	 * a name is what precedes the frame's last NUL). */
+	if (name_len > SNAPCELL_TOOL_NAME_MAX) {
+		PyErr_Format(PyExc_ValueError, "a tool name of %zd bytes; the limit is %d",
+			     name_len, SNAPCELL_TOOL_NAME_MAX);
+		return NULL;
+	}
+	if (memchr(name, 0, (size_t)name_len)) {
+		PyErr_SetString(PyExc_ValueError, "a NUL byte in the tool name");
 		return NULL;
 	}
 	if ((size_t)(name_len + body_len) + 1 > frame_cap) {

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -71,6 +72,13 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		rc = sc__rlimits_apply(&plan->cfg->limits, err);
 	if (rc == 0)
 		rc = sc__caps_clear(err);
+	/* Non-dumpable, after the last credential change (which would reset it): pipe
+	 * core_pattern handlers (apport, systemd-coredump) run as root on the host and ignore
+	 * RLIMIT_CORE=0, so a crash would stream the cell's memory to them. It also keeps
+	 * /proc/<cell> and ptrace from the outside uid's other processes. Seccomp denies
+	 * PR_SET_DUMPABLE, so the code cannot undo it; forks inherit it. */
+	if (rc == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		rc = sc__err(err, -errno, "set non-dumpable");
 	if (rc == 0 && (rc = sc__seccomp_install(plan->seccomp)) < 0)
 		sc__err(err, rc, "install seccomp filter");
 	return rc;
@@ -109,6 +117,10 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 		dup2(plan->rpc_fd, SC_CELL_RPC_FD);
 		setup_failed(&err);
 	}
+	/* Tell the template, and drop the page before any code can see it: the template's
+	 * word, not the cell's frames, decides a setup-failure status. */
+	*plan->set_up = 1;
+	munmap(plan->set_up_map, plan->set_up_len);
 	sc_py_after_fork_child();
 	sc_py_warm();
 

@@ -43,6 +43,11 @@ struct sc_cell_plan {
 	const struct sc_bpf *seccomp;
 	uint32_t id;
 	int stdout_fd, stderr_fd, rpc_fd; /* the cell's ends */
+	/* A byte of a page shared with the template, set once the cell is set up; the cell
+	 * unmaps the page (set_up_map, set_up_len) before any code runs. */
+	volatile uint8_t *set_up;
+	void *set_up_map;
+	size_t set_up_len;
 };
 
 #define SC_CELL_RPC_FD 3 /* the cell's frame socket */

@@ -196,8 +196,9 @@ def call_tool(name, /, *args, **kwargs):
                         f"call_tool({name!r}, a=1, b=2), not {len(args)} positional")
     try:
         ok, answer = _snapcell.call(name, _tool_json(name, kwargs))
-    except ValueError as e:
-        raise ToolError(f"tool {name!r}: {e}") from None
+    except ValueError as e:  # the bridge's checks: name, size
+        shown = name if len(name) <= 64 else name[:64] + "..."
+        raise ToolError(f"tool {shown!r}: {e}") from None
     if not ok:
         raise ToolError(answer.decode("utf-8", "replace"))
     try:

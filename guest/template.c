@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -34,7 +35,8 @@
 struct live_cell {
 	uint32_t id;
 	pid_t pid;
-	int exit_fd; /* write end of the cell's exit pipe */
+	int exit_fd;   /* write end of the cell's exit pipe */
+	unsigned slot; /* its byte in T.set_up */
 };
 
 static struct {
@@ -47,6 +49,12 @@ static struct {
 	unsigned parked;
 	struct live_cell cells[MAX_CELLS];
 	size_t n_cells;
+	/* One byte per live cell, shared with the cells (MAP_SHARED): a cell sets its own once
+	 * set up and then unmaps the page, so only the template's reading of it says whether a
+	 * cell's code may have run. free_slots is a stack of unused bytes. */
+	volatile uint8_t *set_up;
+	unsigned free_slots[MAX_CELLS];
+	size_t n_free_slots;
 } T;
 
 static void report_ready(int status, const char *message)
@@ -212,6 +220,18 @@ static int init_python(struct snapcell_error *err)
 	return rc;
 }
 
+static int set_up_slots_init(struct snapcell_error *err)
+{
+	void *map =
+		mmap(NULL, MAX_CELLS, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (map == MAP_FAILED)
+		return sc__err(err, -errno, "map the cells' set-up bytes");
+	T.set_up = map;
+	for (unsigned i = 0; i < MAX_CELLS; i++)
+		T.free_slots[T.n_free_slots++] = MAX_CELLS - 1 - i;
+	return 0;
+}
+
 static int setup(struct snapcell_error *err)
 {
 	int rc = read_setup(err);
@@ -242,6 +262,8 @@ static int setup(struct snapcell_error *err)
 	if (T.out_fd < 0)
 		return sc__err(err, -errno, "open " SC_OUT_BASE);
 	if ((rc = sc__seccomp_compile(&T.seccomp, err)) < 0)
+		return rc;
+	if ((rc = set_up_slots_init(err)) < 0)
 		return rc;
 	if ((rc = sc__caps_lock(err)) < 0)
 		return rc;
@@ -371,8 +393,13 @@ static int park_cell(void)
 	uint32_t id = T.next_id++;
 	char name[16];
 	snprintf(name, sizeof(name), "%u", id);
+	unsigned slot = T.free_slots[T.n_free_slots - 1]; /* n_cells < MAX_CELLS: one is free */
+	T.set_up[slot] = 0;
 	struct sc_cell_plan plan = {.cfg = &T.cfg,
 				    .seccomp = &T.seccomp,
+				    .set_up = T.set_up + slot,
+				    .set_up_map = (void *)T.set_up,
+				    .set_up_len = MAX_CELLS,
 				    .id = id,
 				    .stdout_fd = cell[0],
 				    .stderr_fd = cell[1],
@@ -389,7 +416,8 @@ static int park_cell(void)
 		rc = host[SC_CELL_PIDFD] < 0 ? -errno : sc__ctl_send(CTL, &m, host, SC_CELL_NFDS);
 	}
 	if (pid > 0) {
-		T.cells[T.n_cells++] = (struct live_cell){id, pid, exit_w};
+		T.cells[T.n_cells++] = (struct live_cell){id, pid, exit_w, slot};
+		T.n_free_slots--;
 	} else {
 		close(exit_w);
 		if (host[SC_CELL_OUTPUT] >= 0)
@@ -422,6 +450,9 @@ static void reap(void)
 					  (uint64_t)ru.ru_stime.tv_sec * 1000000 +
 					  ru.ru_stime.tv_usec,
 				.maxrss_kib = (uint64_t)ru.ru_maxrss};
+			if (!T.set_up[T.cells[i].slot])
+				rec.flags |= SC_EXIT_NOT_SET_UP;
+			T.free_slots[T.n_free_slots++] = T.cells[i].slot;
 			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
 			close(T.cells[i].exit_fd);
 			unmount_output(T.cells[i].id);

@@ -506,10 +506,16 @@ enum snapcell_output_limit_flag {
 	SNAPCELL_OUTPUT_HIT_TOTAL_BYTES = 1u << 2,
 	SNAPCELL_OUTPUT_HIT_DEPTH = 1u << 3,
 	SNAPCELL_OUTPUT_HIT_NAME = 1u << 4, /* a path longer than the name cap */
+	/* the walk stopped early: its visit budget (twice the /output inode cap) or deadline
+	 * (5 s) ran out, which only a tree changing while it is read (a session's live
+	 * processes) can cause; what was collected before is kept */
+	SNAPCELL_OUTPUT_HIT_WALK = 1u << 5,
 };
 
 /* One entry of a run's tool-call log. */
 struct snapcell_tool_call {
+	/* as the code sent it, in printable ASCII: other bytes (a NUL, non-UTF-8) and '\\' as
+	 * \xNN, cut with "..." past the array */
 	char name[SNAPCELL_TOOL_NAME_MAX + 1];
 	size_t args_bytes;
 	uint64_t duration_us;

@@ -120,6 +120,7 @@ static const struct flag_name output_hit_names[] = {
 	{SNAPCELL_OUTPUT_HIT_TOTAL_BYTES, "total_bytes"},
 	{SNAPCELL_OUTPUT_HIT_DEPTH, "depth"},
 	{SNAPCELL_OUTPUT_HIT_NAME, "name"},
+	{SNAPCELL_OUTPUT_HIT_WALK, "walk"},
 };
 
 static PyObject *tool_calls(const struct snapcell_result *r)

@@ -121,7 +121,8 @@ struct snapcell_sandbox {
 	int helper_pidfd;
 	int ctl;
 	char *workdir;
-	int out_fd; /* workdir/out: one directory per cell, named by its id */
+	int out_fd;  /* workdir/out: one directory per cell, named by its id */
+	int lock_fd; /* workdir/lock, flock'ed while the sandbox lives (stale-directory reaping) */
 	enum snapcell_isolation level;
 
 	pthread_mutex_t lock; /* guards the fields below and reads of ctl */

@@ -255,7 +255,13 @@ static void read_exit(struct run *r)
  * the cell's death with both pipes closed. */
 static bool finished(const struct run *r, uint64_t now)
 {
-	if (r->have_done && r->forced == NOT_FORCED)
+	/* A setup failure is the template's to confirm (its exit record), never the cell's
+	 * claim: code can write a DONE frame of its own. The cell exits right after reporting
+	 * one, so waiting costs nothing unless the claim is forged. */
+	bool claims_setup_failure = r->have_done &&
+				    r->done.status == SNAPCELL_STATUS_SETUP_FAILURE &&
+				    r->target->reports_exit;
+	if (r->have_done && r->forced == NOT_FORCED && !claims_setup_failure)
 		return true;
 	if (!r->target->reports_exit) /* its socket and pipes closing are its end */
 		return r->cell->fds[SC_CELL_RPC] < 0 && r->out.eof && r->err.eof;
@@ -317,12 +323,14 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 
 static enum snapcell_status guest_status(const struct run *r, int exit_code)
 {
+	/* Only the template knows that a cell never got as far as running code. */
+	if (r->have_exit && (r->exit.flags & SC_EXIT_NOT_SET_UP))
+		return SNAPCELL_STATUS_SETUP_FAILURE;
 	if (!r->have_done)
 		return exit_code == 0 ? SNAPCELL_STATUS_OK : SNAPCELL_STATUS_ERROR;
 	switch (r->done.status) {
 	case SNAPCELL_STATUS_MEMORY:
-	case SNAPCELL_STATUS_SETUP_FAILURE:
-		return (enum snapcell_status)r->done.status;
+		return SNAPCELL_STATUS_MEMORY;
 	case SNAPCELL_STATUS_OK:
 		return exit_code == 0 ? SNAPCELL_STATUS_OK : SNAPCELL_STATUS_ERROR;
 	default:
@@ -444,6 +452,16 @@ int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 	*alive = rc == 0 && r.have_done && r.forced == NOT_FORCED;
 	if (rc == 0) {
 		derive_result(&r, sb, res);
+		if (t->reports_exit && !r.have_exit && !r.have_done && r.forced == NOT_FORCED) {
+			/* The exit pipe closed with no record: the template died, and its cells
+			 * with it (they are in its pid namespace). Not an exit status of 0. */
+			snprintf(r.note, sizeof(r.note),
+				 "snapcell: the sandbox's template exited during the run; the cell "
+				 "was killed with it\n");
+			res->status = SNAPCELL_STATUS_KILLED;
+			res->term_signal = SIGKILL;
+			res->exit_code = 128 + SIGKILL;
+		}
 		hand_over(&r, res);
 		if (!t->reports_exit && !r.have_done && r.forced == NOT_FORCED)
 			res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
@@ -479,13 +497,19 @@ bool sc__output_pending(int out_fd)
 	return out_fd >= 0 && !dir_is_empty(out_fd);
 }
 
+/* The walk's bounds: /output holds at most 131,072 inodes (the template's tmpfs option), so a
+ * tree that stands still needs fewer visits than this; only a live writer gets near. */
+#define COLLECT_VISITS	    (2u * 131072u)
+#define COLLECT_DEADLINE_MS 5000
+
 void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res)
 {
 	const uint64_t *l = sb->cfg->limits;
 	struct sc_collect_caps caps = {
-		l[SNAPCELL_LIMIT_OUTPUT_FILES], l[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES],
+		l[SNAPCELL_LIMIT_OUTPUT_FILES],	      l[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES],
 		l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES], l[SNAPCELL_LIMIT_OUTPUT_DEPTH],
-		l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES]};
+		l[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES],  COLLECT_VISITS,
+		sc__deadline_ms(COLLECT_DEADLINE_MS)};
 	sc__collect(out_fd, &caps, res);
 }
 

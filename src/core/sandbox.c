@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
@@ -139,9 +141,76 @@ static int stage_inputs(const struct snapcell_config *cfg, int input, struct sna
 	return rc;
 }
 
+/* Work directories whose owner died without snapcell_sandbox_free (a crash, a kill, _exit)
+ * would keep their staged inputs in memory (/dev/shm) for ever. Each work directory holds a
+ * "lock" file its sandbox keeps flock'ed, renamed into place only once locked; a directory of
+ * this uid whose lock can be taken has no live owner, and is removed here, at sandbox
+ * creation. A directory without a lock (being made, or by an older library) is left alone.
+ * Bounded: at most 64 removals and 1 s per creation; failures are ignored. */
+#define REAP_MAX	 64
+#define REAP_DEADLINE_MS 1000
+#define WORKDIR_NAME_LEN 15 /* "snapcell-XXXXXX" */
+
+static void reap_stale_workdirs(const char *parent_path)
+{
+	int parent = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (parent < 0)
+		return;
+	int scan = dup(parent);
+	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
+	if (!d) {
+		if (scan >= 0)
+			close(scan);
+		close(parent);
+		return;
+	}
+	uint64_t deadline = sc__deadline_ms(REAP_DEADLINE_MS);
+	unsigned reaped = 0;
+	struct dirent *e;
+	while (reaped < REAP_MAX && sc__now_us() < deadline && (e = readdir(d))) {
+		if (strncmp(e->d_name, "snapcell-", 9) || strlen(e->d_name) != WORKDIR_NAME_LEN)
+			continue;
+		struct stat st;
+		if (fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		int dir =
+			openat(parent, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (dir < 0)
+			continue;
+		int lock = openat(dir, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		close(dir);
+		if (lock < 0)
+			continue;
+		/* Held until the tree is gone, so two creating sandboxes never race on it. */
+		if (flock(lock, LOCK_EX | LOCK_NB) == 0 &&
+		    sc__remove_tree(parent, e->d_name, deadline) == 0)
+			reaped++;
+		close(lock);
+	}
+	closedir(d);
+	close(parent);
+}
+
+/* The lock file is made under another name, locked, then renamed into place, so a reaper
+ * never sees an unlocked "lock" of a live sandbox. */
+static int lock_workdir(int dfd)
+{
+	int fd = openat(dfd, "lock.new", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	if (flock(fd, LOCK_EX) < 0 || renameat(dfd, "lock.new", dfd, "lock") < 0) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	const char *tmp = workdir_parent();
+	reap_stale_workdirs(tmp);
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/snapcell-XXXXXX", tmp);
 	if (!mkdtemp(path))
@@ -153,6 +222,11 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	sc__sandbox_ids(&uid, &gid);
 	/* The sandbox uid must reach the root mount point and own the output tree. */
 	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0 && (sb->lock_fd = lock_workdir(dfd)) < 0) {
+		int rc = sc__err(err, sb->lock_fd, "lock work directory %s", path);
+		close(dfd);
+		return rc;
+	}
 	if (dfd < 0 || fchmod(dfd, 0711) < 0 || mkdirat(dfd, "root", 0755) < 0 ||
 	    mkdirat(dfd, "input", 0755) < 0 || mkdirat(dfd, "out", 0700) < 0 ||
 	    fchownat(dfd, "out", uid, gid, 0) < 0) {
@@ -352,7 +426,7 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	struct snapcell_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return sc__err(err, -ENOMEM, "sandbox");
-	sb->ctl = sb->helper_pidfd = sb->out_fd = -1;
+	sb->ctl = sb->helper_pidfd = sb->out_fd = sb->lock_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	int rc = sc__config_copy(cfg, &sb->cfg);
 	if (rc < 0)
@@ -414,6 +488,8 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 		}
 		free(sb->workdir);
 	}
+	if (sb->lock_fd >= 0)
+		close(sb->lock_fd); /* after the tree is gone: a reaper may take it now */
 	pthread_mutex_destroy(&sb->lock);
 	snapcell_config_free(sb->cfg);
 	free(sb);
@@ -443,6 +519,15 @@ static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	size_t n_fds = 0;
 	if (rc == 0)
 		rc = sc__ctl_recv(sb->ctl, &m, cell.fds, &n_fds);
+	if (rc == -EMFILE && m.type == SC_CTL_CELL) {
+		/* This process is out of descriptors: the kernel dropped the cell's, so that cell
+		 * reads EOF and exits. The template still counts it parked: a TAKE makes it park
+		 * a replacement, and the sandbox lives on for when descriptors are free again. */
+		struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
+		if (sc__ctl_send(sb->ctl, &take, NULL, 0) < 0)
+			return mark_broken(sb, "control socket failed", err);
+		return sc__err(err, -EMFILE, "receive a cell from the template");
+	}
 	if (rc < 0)
 		return mark_broken(
 			sb, rc == -EPIPE ? "the template exited" : "control socket failed", err);
@@ -473,6 +558,10 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 	pthread_mutex_lock(&sb->lock);
 	if (sb->broken)
 		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	/* Cells already received die with their template: do not hand out a dead one. */
+	struct pollfd gone = {sb->helper_pidfd, POLLIN, 0};
+	if (rc == 0 && poll(&gone, 1, 0) == 1)
+		rc = mark_broken(sb, "the template exited", err);
 	sweep(sb, false);
 	while (rc == 0 && sb->n_ready == 0)
 		rc = receive_cell(sb, err);

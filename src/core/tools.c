@@ -14,6 +14,11 @@
 #include "util/util.h"
 
 #define MAX_ARG_DEPTH 64
+/* Values (containers, keys, scalars) one call's arguments may hold. jansson spends ~150 bytes
+ * of host memory per empty object: a 16 MiB frame of {} objects took the host from 48 MB to
+ * 1.3 GB before any schema check. 2^18 values bound that to tens of MiB, and the schema check
+ * (2^21 visits) could not have looked at many more anyway. */
+#define MAX_ARG_NODES (1u << 18)
 
 static bool valid_name(const char *name)
 {
@@ -174,11 +179,20 @@ int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *ds
 	return 0;
 }
 
-/* Nesting depth of a JSON text, counted before jansson sees it (its own limit is 2048 and
- * recursive); strings are skipped so brackets inside them do not count. */
-static unsigned json_depth(const char *s, size_t len)
+/* Nesting depth and an upper bound on the number of values of a JSON text, counted before
+ * jansson sees it (its own depth limit is 2048 and recursive; it has no count limit).
+ * Strings are skipped so brackets inside them do not count. Every value but the first of a
+ * container follows a ',' and every key a ':', so containers + commas + colons + 1 bounds
+ * the values from above for any text jansson would accept. */
+struct json_shape {
+	unsigned depth;
+	size_t nodes;
+};
+
+static struct json_shape json_shape(const char *s, size_t len)
 {
-	unsigned depth = 0, max = 0;
+	unsigned depth = 0;
+	struct json_shape shape = {0, 1};
 	bool in_string = false;
 	for (size_t i = 0; i < len; i++) {
 		char c = s[i];
@@ -190,13 +204,16 @@ static unsigned json_depth(const char *s, size_t len)
 		} else if (c == '"') {
 			in_string = true;
 		} else if (c == '[' || c == '{') {
-			if (++depth > max)
-				max = depth;
+			shape.nodes++;
+			if (++depth > shape.depth)
+				shape.depth = depth;
 		} else if ((c == ']' || c == '}') && depth > 0) {
 			depth--;
+		} else if (c == ',' || c == ':') {
+			shape.nodes++;
 		}
 	}
-	return max;
+	return shape;
 }
 
 static char *known_tools(const struct snapcell_config *cfg)
@@ -240,9 +257,13 @@ static char *check_args(const struct sc_tool *t, const char *args, size_t len, c
 	if (memchr(args, 0, len))
 		return message("invalid arguments for tool '%s': a NUL byte in the JSON text",
 			       t->name);
-	if (json_depth(args, len) > MAX_ARG_DEPTH)
+	struct json_shape shape = json_shape(args, len);
+	if (shape.depth > MAX_ARG_DEPTH)
 		return message("invalid arguments for tool '%s': nested deeper than %d levels",
 			       t->name, MAX_ARG_DEPTH);
+	if (shape.nodes > MAX_ARG_NODES)
+		return message("invalid arguments for tool '%s': more than %u values", t->name,
+			       MAX_ARG_NODES);
 	json_error_t jerr;
 	json_t *v = json_loadb(args, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!v)
@@ -269,25 +290,55 @@ uint64_t snapcell_tool_deadline_us(void)
 	return callback_deadline_us;
 }
 
+/* A name from the cell as printable ASCII: bytes outside '!'..'~' and the backslash as \xNN,
+ * cut with "..." to fit out (at least 8 bytes). The call log and messages carry this, so a
+ * NUL cannot hide the rest of a name ("echo\x00forged", not "echo") and a name that is not
+ * UTF-8 still fits in JSON. */
+static void escape_name(const char *name, size_t len, char *out, size_t size)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)name[i];
+		bool plain = c > ' ' && c <= '~' && c != '\\';
+		size_t need = plain ? 1 : 4;
+		if (o + need + (i + 1 < len ? 3 : 0) >= size) {
+			snprintf(out + o, size - o, "...");
+			return;
+		}
+		if (plain)
+			out[o++] = (char)c;
+		else
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", c);
+	}
+	out[o] = 0;
+}
+
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
 		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out)
 {
-	const char *nul = memchr(
-		payload, 0, len < SNAPCELL_TOOL_NAME_MAX + 1 ? len : SNAPCELL_TOOL_NAME_MAX + 1);
+	/* name, NUL, arguments: the arguments may hold no raw NUL (they are refused), so the
+	 * last NUL ends the name and "echo\0forged" is one (unknown) name, not echo. */
+	const char *nul = memrchr(payload, 0, len);
 	if (!nul)
 		return -EPROTO;
 	const char *name = (const char *)payload;
+	size_t name_len = (size_t)(nul - name);
 	const char *args = nul + 1;
 	size_t args_len = len - (size_t)(args - name);
 	memset(out, 0, sizeof(*out));
-	snprintf(out->log.name, sizeof(out->log.name), "%s", name);
+	escape_name(name, name_len, out->log.name, sizeof(out->log.name));
 	out->log.args_bytes = args_len;
 	uint64_t start = sc__now_us();
-	const struct sc_tool *t = sc__tool_find(cfg, name);
+	const struct sc_tool *t = name_len <= SNAPCELL_TOOL_NAME_MAX && !memchr(name, 0, name_len)
+					  ? sc__tool_find(cfg, name)
+					  : NULL;
 	char *text = NULL, *exact = NULL;
-	if (!t) {
+	if (name_len > SNAPCELL_TOOL_NAME_MAX) {
+		text = message("unknown tool '%s': a name of %zu bytes; the limit is %d",
+			       out->log.name, name_len, SNAPCELL_TOOL_NAME_MAX);
+	} else if (!t) {
 		char *known = known_tools(cfg);
-		text = message("unknown tool '%s'; %s", name, known ? known : "");
+		text = message("unknown tool '%s'; %s", out->log.name, known ? known : "");
 		free(known);
 	} else if (!(text = check_args(t, args, args_len, &exact))) {
 		uint64_t outer = callback_deadline_us; /* a callback may run code itself */

@@ -1,6 +1,14 @@
 /* Resource limits for a cell. They are the backstop where no cgroup controller is delegated:
  * address space for memory, RLIMIT_NPROC (counted per user namespace, so per sandbox) for
- * processes, RLIMIT_CPU for CPU time. */
+ * processes, RLIMIT_CPU for CPU time.
+ *
+ * The kernel counts some quotas per user through every user namespace level: a cell's pending
+ * signals are charged to the sandbox's uid and also to its outside uid, against the limit the
+ * host user had. Left at the host's value, one cell could queue ~96k real-time signals (kill()
+ * with a handler installed) and make timer_create and sigqueue fail for every process of that
+ * outside uid, host ones included. Each such quota a cell can reach is set low here:
+ * SIGPENDING (SC_CELL_SIGPENDING per sandbox: the count is the sandbox uid's), MSGQUEUE and
+ * MEMLOCK (0: POSIX queues and locked memory are not a cell's business). */
 #define _GNU_SOURCE
 #include "guest.h"
 
@@ -8,6 +16,9 @@
 #include <sys/resource.h>
 
 #include "util/util.h"
+
+/* Signals a sandbox may have queued at once (all its cells together). */
+#define SC_CELL_SIGPENDING 256
 
 int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err)
 {
@@ -27,6 +38,11 @@ int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err)
 		{RLIMIT_CORE, "RLIMIT_CORE", 0, 0},
 		{RLIMIT_MEMLOCK, "RLIMIT_MEMLOCK", 0, 0},
 		{RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", 0, 0},
+		{RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", SC_CELL_SIGPENDING, SC_CELL_SIGPENDING},
+		/* no real-time scheduling or raised priority, whatever the host allows */
+		{RLIMIT_RTPRIO, "RLIMIT_RTPRIO", 0, 0},
+		{RLIMIT_RTTIME, "RLIMIT_RTTIME", 0, 0},
+		{RLIMIT_NICE, "RLIMIT_NICE", 0, 0},
 	};
 	for (size_t i = 0; i < SC_ARRAY_LEN(table); i++) {
 		struct rlimit rl = {table[i].soft, table[i].hard};

@@ -43,6 +43,9 @@ int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds)
 	if (n == 0 || n != (ssize_t)sizeof(*msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		for (size_t i = 0; i < got; i++)
 			close(fds[i]);
+		if (n == (ssize_t)sizeof(*msg) &&
+		    (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == MSG_CTRUNC)
+			return -EMFILE;
 		return n == 0 ? -EPIPE : -EPROTO;
 	}
 	msg->message[sizeof(msg->message) - 1] = 0;

@@ -56,17 +56,25 @@ struct sc_ctl_msg {
 	char message[200];
 };
 
-/* Written by the template when it reaps a cell. */
+/* Written by the template when it reaps a cell. flags are the template's own knowledge,
+ * never the cell's claim. */
+enum sc_exit_flag {
+	/* The cell never finished its setup (restrict_self up to seccomp): the code cannot have
+	 * run. The only source of a setup-failure status. */
+	SC_EXIT_NOT_SET_UP = 1u << 0,
+};
+
 struct sc_exit_record {
 	int32_t wait_status;
-	int32_t pad;
+	uint32_t flags; /* enum sc_exit_flag */
 	uint64_t cpu_us;
 	uint64_t maxrss_kib;
 };
 
 /* Send and receive one record with up to SC_CELL_NFDS descriptors. Received fds are
  * O_CLOEXEC; *n_fds says how many arrived. -EPIPE on end of stream, -EPROTO on a short or
- * oversized record. */
+ * oversized record; -EMFILE for a whole record whose descriptors the kernel dropped (the
+ * receiver had no room for them: the record is good, what it carried is lost). */
 int sc__ctl_send(int sock, const struct sc_ctl_msg *msg, const int *fds, size_t n_fds);
 int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds);
 

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -23,6 +24,8 @@ struct walk {
 	struct snapcell_result *res;
 	size_t cap_artifacts;
 	uint64_t total;
+	uint64_t visited;
+	bool stopped; /* a walk bound was hit: nothing more is visited */
 };
 
 static void skip(struct walk *w, const char *path, const char *reason)
@@ -126,6 +129,15 @@ static void walk_dir(struct walk *w, int dfd, char *path, size_t path_len, unsig
 static void visit(struct walk *w, int dfd, const char *name, char *path, size_t path_len,
 		  unsigned depth)
 {
+	if (w->stopped)
+		return;
+	if ((w->caps->visits && ++w->visited > w->caps->visits) ||
+	    (w->caps->deadline_us && sc__now_us() > w->caps->deadline_us)) {
+		w->stopped = true;
+		w->res->output_limits_hit |= SNAPCELL_OUTPUT_HIT_WALK;
+		return skip(w, path_len ? path : name,
+			    "collection stopped here: the walk's time or visit budget ran out");
+	}
 	size_t name_len = strlen(name);
 	size_t len = path_len + (path_len ? 1 : 0) + name_len;
 	if (len > w->caps->path_bytes) {

@@ -12,11 +12,17 @@
 
 struct sc_collect_caps {
 	uint64_t files, file_bytes, total_bytes, depth, path_bytes;
+	/* The walk's own bounds (0: none): entries visited, and a deadline (sc__now_us clock).
+	 * A tree that stands still never needs more visits than it has inodes; a live writer
+	 * renaming a directory onto names still to be visited would make the walk see it again
+	 * and again. Past either, the walk stops with SNAPCELL_OUTPUT_HIT_WALK. */
+	uint64_t visits, deadline_us;
 };
 
 /* Collects the regular files under dirfd into res (artifacts, skipped, output_limits_hit).
  * The caller guarantees no process of the cell can still write there, or accepts that a
- * racing writer only changes what is collected (every open is checked, never followed). */
+ * racing writer only changes what is collected (every open is checked, never followed) and
+ * bounds the walk with caps->visits and caps->deadline_us. */
 int sc__collect(int dirfd, const struct sc_collect_caps *caps, struct snapcell_result *res);
 
 /* Empties a directory (a session's /output between runs) within the deadline. */

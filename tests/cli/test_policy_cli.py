@@ -39,7 +39,7 @@ def test_describe_lists_tools_files_and_network(snapcell, tmp_path):
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
     assert "call_tool(\"name\", key=value, ...)" in text
-    assert "- fx_rate: Runs on the host: cat\n    (any keyword arguments)\n" in text
+    assert "- fx_rate: A command on the host.\n    (any keyword arguments)\n" in text
     assert "- Mounted paths:\n  - /input/sales.csv\n" in text
     assert "- api.example.com: GET, POST\n" in text
     assert snapcell("run", "--describe=json", "--tool", "t=cat").stdout.count(
@@ -54,3 +54,19 @@ def test_instructions_name_no_tool(snapcell):
     assert b"fx_rate" not in r.stdout and b"/output" not in r.stdout
     r = snapcell("run", "--workspace", "/etc", "--instructions")
     assert b"/output/<file>" in r.stdout
+
+
+def test_tool_command_never_reaches_the_description_or_the_cell(snapcell):
+    """A secret on a --tool command line must not reach the model (the description) nor the
+    code (tool descriptions travel into the cell)."""
+    secret = "TOKEN=sk-live-9f8e7d6c5b4a"
+    cmd = f"curl -H 'Authorization: {secret}' https://internal.example/x"
+    for fmt in ("--describe", "--describe=json"):
+        r = snapcell("run", "--tool", f"fx={cmd}", fmt)
+        assert r.returncode == 0, r.stderr
+        assert b"fx" in r.stdout
+        assert b"sk-live" not in r.stdout and b"curl" not in r.stdout, r.stdout
+    code = b"import tools, gc\nprint(repr(tools.fx.__doc__))\nprint(any('sk-live' in o for o in gc.get_objects() if isinstance(o, str)))\n"
+    r = snapcell("run", "--tool", f"fx={cmd}", "-", stdin=code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"'A command on the host.'\nFalse\n", r.stdout
