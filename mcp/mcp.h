@@ -18,6 +18,8 @@
 #define MCP_METHOD_NOT_FOUND -32601
 #define MCP_INVALID_PARAMS   -32602
 #define MCP_INTERNAL_ERROR   -32603
+/* As in LSP: the answer to a request the client cancelled, where one must be given. */
+#define MCP_REQUEST_CANCELLED -32800
 
 enum mcp_kind { MCP_REQUEST, MCP_NOTIFICATION, MCP_RESPONSE };
 

@@ -192,7 +192,8 @@ static void call_free(struct call *c)
 	free(c);
 }
 
-static void run_call(struct call *c)
+/* sync: the transport needs an answer for every request (HTTP: the POST's response). */
+static void run_call(struct call *c, bool sync)
 {
 	struct mcp_server *srv = c->srv;
 	struct snapcell_run_options opts = {sizeof(opts), c->cancel};
@@ -211,10 +212,13 @@ static void run_call(struct call *c)
 	*p = c->next;
 	bool cancelled = c->cancelled;
 	pthread_mutex_unlock(&srv->lock);
-	/* The client gave up on a cancelled request: the spec says not to answer it. */
+	/* The client gave up on a cancelled request: the spec says not to answer it, except
+	 * that an HTTP response must say something. */
 	if (!cancelled)
 		reply(c->sink, mcp_response(c->id, result));
-	else
+	else if (sync)
+		reply(c->sink, mcp_error(c->id, MCP_REQUEST_CANCELLED, "Request cancelled"));
+	if (cancelled)
 		json_decref(result);
 	call_free(c);
 	/* Only now may mcp_server_drain() return and the transport free the sink. */
@@ -226,7 +230,7 @@ static void run_call(struct call *c)
 
 static void *worker_main(void *arg)
 {
-	run_call(arg);
+	run_call(arg, false);
 	return NULL;
 }
 
@@ -323,7 +327,7 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (sync || pthread_create(&t, &attr, worker_main, c) != 0)
-		run_call(c);
+		run_call(c, sync);
 	pthread_attr_destroy(&attr);
 }
 
