@@ -1,11 +1,13 @@
 /* The Streamable HTTP transport (libmicrohttpd): one endpoint, /mcp, one POST per message,
- * 202 for notifications and JSON responses for requests. Host and Origin are checked against
- * DNS rebinding (403), a bearer token is optional. A thread per connection runs its request
- * to the end, so a tools/call answers in its own response. No SSE stream, no sessions. */
+ * 202 for notifications, JSON responses for requests and an SSE stream for a tools/call that
+ * asked for progress. Host and Origin are checked against DNS rebinding (403), a bearer token
+ * is optional. A thread per connection runs its request to the end, so a tools/call answers
+ * in its own response. No GET stream, no sessions, no resumption. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,21 @@ struct http {
 	struct mcp_server *srv;
 	const char *token;
 	char host[256]; /* the host --http named, also accepted in Host and Origin */
+};
+
+/* A tools/call answered as an SSE stream: the run's progress, then its answer. The worker
+ * thread queues events; the connection's own thread (one per connection) blocks in
+ * sse_read until there is one. Two references: the run's, dropped with its answer, and the
+ * response's, dropped when libmicrohttpd is done with it. */
+struct sse {
+	struct mcp_sink sink;
+	struct mcp_server *srv;
+	pthread_mutex_t lock;
+	pthread_cond_t ready;
+	char *pending; /* events not yet written */
+	size_t len, off;
+	bool answered, closed;
+	int refs;
 };
 
 /* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. */
@@ -43,6 +60,122 @@ static int http_send(struct mcp_sink *sink, json_t *msg)
 	}
 	s->answer = msg;
 	return 0;
+}
+
+static void sse_unref(struct sse *s)
+{
+	pthread_mutex_lock(&s->lock);
+	bool last = --s->refs == 0;
+	pthread_mutex_unlock(&s->lock);
+	if (!last)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->ready);
+	free(s->pending);
+	free(s);
+}
+
+static void sse_queue(struct sse *s, const char *text)
+{
+	size_t n = strlen(text) + sizeof("event: message\ndata: \n\n");
+	char *grown = realloc(s->pending, s->len + n);
+	if (!grown)
+		return;
+	s->pending = grown;
+	s->len += (size_t)snprintf(s->pending + s->len, n, "event: message\ndata: %s\n\n", text);
+}
+
+static int sse_send(struct mcp_sink *sink, json_t *msg)
+{
+	struct sse *s = (struct sse *)sink;
+	bool answer = !json_object_get(msg, "method");
+	char *text = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	pthread_mutex_lock(&s->lock);
+	if (text && !s->closed)
+		sse_queue(s, text);
+	s->answered |= answer;
+	pthread_cond_signal(&s->ready);
+	pthread_mutex_unlock(&s->lock);
+	free(text);
+	if (answer)
+		sse_unref(s);
+	return 0;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct sse *s = cls;
+	pthread_mutex_lock(&s->lock);
+	while (s->off == s->len && !s->answered)
+		pthread_cond_wait(&s->ready, &s->lock);
+	ssize_t n = MHD_CONTENT_READER_END_OF_STREAM;
+	if (s->off < s->len) {
+		size_t take = s->len - s->off < max ? s->len - s->off : max;
+		memcpy(buf, s->pending + s->off, take);
+		s->off += take;
+		if (s->off == s->len)
+			s->off = s->len = 0;
+		n = (ssize_t)take;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* libmicrohttpd is done with the stream: sent, or the client went away (a failed progress
+ * write tells within a second), in which case the run is cancelled. */
+static void sse_free(void *cls)
+{
+	struct sse *s = cls;
+	pthread_mutex_lock(&s->lock);
+	s->closed = true;
+	bool running = !s->answered;
+	pthread_mutex_unlock(&s->lock);
+	if (running)
+		mcp_server_cancel_sink(s->srv, &s->sink);
+	sse_unref(s);
+}
+
+/* A stream only where it carries something: a tools/call with a progress token from a
+ * client that accepts one. */
+static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg)
+{
+	const char *accept = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Accept");
+	return accept && strstr(accept, "text/event-stream") &&
+	       !strcmp(msg->method, "tools/call") &&
+	       json_object_get(json_object_get(msg->params, "_meta"), "progressToken");
+}
+
+static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct mcp_message *msg)
+{
+	struct sse *s = calloc(1, sizeof(*s));
+	if (!s) {
+		mcp_message_clear(msg);
+		return MHD_NO;
+	}
+	*s = (struct sse){{sse_send, true},
+			  h->srv,
+			  PTHREAD_MUTEX_INITIALIZER,
+			  PTHREAD_COND_INITIALIZER,
+			  NULL,
+			  0,
+			  0,
+			  false,
+			  false,
+			  2};
+	mcp_server_handle(h->srv, msg, &s->sink, false);
+	mcp_message_clear(msg);
+	struct MHD_Response *r =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, sse_read, s, sse_free);
+	if (!r) {
+		sse_free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "text/event-stream");
+	MHD_add_response_header(r, "Cache-Control", "no-cache");
+	enum MHD_Result rc = MHD_queue_response(con, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return rc;
 }
 
 static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body)
@@ -149,7 +282,9 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 		mcp_message_clear(&msg);
 		return respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
-	struct http_sink sink = {{http_send}, NULL};
+	if (wants_stream(con, &msg))
+		return stream(h, con, &msg);
+	struct http_sink sink = {{http_send, true}, NULL};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	if (!sink.answer)

@@ -45,6 +45,9 @@ json_t *mcp_response(const json_t *id, json_t *result);
  * it returns -1 once the peer is gone. */
 struct mcp_sink {
 	int (*send)(struct mcp_sink *sink, json_t *msg);
+	/* Every request needs an answer, a cancelled one included (an HTTP response must say
+	 * something); over stdio a cancelled request gets none, as the spec says. */
+	bool must_answer;
 };
 
 struct mcp_options {
@@ -65,6 +68,8 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		       bool sync);
 /* Cancels every run (the cells are killed) and waits for their workers. */
 void mcp_server_drain(struct mcp_server *srv);
+/* Cancels the runs answering through sink (its client went away). */
+void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
 void mcp_server_free(struct mcp_server *srv);
 /* Whether this server speaks that protocol revision (for the MCP-Protocol-Version header). */
 bool mcp_version_supported(const char *version);

@@ -192,8 +192,7 @@ static void call_free(struct call *c)
 	free(c);
 }
 
-/* sync: the transport needs an answer for every request (HTTP: the POST's response). */
-static void run_call(struct call *c, bool sync)
+static void run_call(struct call *c)
 {
 	struct mcp_server *srv = c->srv;
 	struct snapcell_run_options opts = {sizeof(opts), c->cancel};
@@ -216,7 +215,7 @@ static void run_call(struct call *c, bool sync)
 	 * that an HTTP response must say something. */
 	if (!cancelled)
 		reply(c->sink, mcp_response(c->id, result));
-	else if (sync)
+	else if (c->sink->must_answer)
 		reply(c->sink, mcp_error(c->id, MCP_REQUEST_CANCELLED, "Request cancelled"));
 	if (cancelled)
 		json_decref(result);
@@ -230,7 +229,7 @@ static void run_call(struct call *c, bool sync)
 
 static void *worker_main(void *arg)
 {
-	run_call(arg, false);
+	run_call(arg);
 	return NULL;
 }
 
@@ -327,7 +326,7 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	if (sync || pthread_create(&t, &attr, worker_main, c) != 0)
-		run_call(c, sync);
+		run_call(c);
 	pthread_attr_destroy(&attr);
 }
 
@@ -339,6 +338,17 @@ static void cancel_request(struct mcp_server *srv, const json_t *params)
 	pthread_mutex_lock(&srv->lock);
 	for (struct call *c = srv->calls; c; c = c->next)
 		if (json_equal(c->id, id)) {
+			c->cancelled = true;
+			snapcell_cancel_fire(c->cancel);
+		}
+	pthread_mutex_unlock(&srv->lock);
+}
+
+void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)
+{
+	pthread_mutex_lock(&srv->lock);
+	for (struct call *c = srv->calls; c; c = c->next)
+		if (c->sink == sink) {
 			c->cancelled = true;
 			snapcell_cancel_fire(c->cancel);
 		}

@@ -200,3 +200,24 @@ def test_http_token():
 def test_http_huge_body(http_server):
     status, body = post(http_server.url, b'{"pad": "' + b"x" * (20 << 20) + b'"}')
     assert status == 413 and json.loads(body)["error"]["code"] == -32600
+
+
+def test_http_stream_client_disappears_mid_run(http_server):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", http_server.port, timeout=30)
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": {"name": "execute_code", "arguments": {"code": BIG_RUN},
+                                  "_meta": {"progressToken": "p"}}})
+    conn.request("POST", "/mcp", body, {"Content-Type": "application/json",
+                                        "Accept": "application/json, text/event-stream"})
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.getheader("Content-Type") == "text/event-stream"
+    assert wait_for(big_cells, 20)
+    assert b"notifications/progress" in response.read(80)
+    conn.sock.close()
+    conn.close()
+    # The next progress write fails; the run is cancelled and its cell killed.
+    assert wait_for(lambda: not big_cells(), 15)
+    status, body = post(http_server.url, ping(8))
+    assert status == 200

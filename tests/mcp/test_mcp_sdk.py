@@ -115,8 +115,6 @@ def test_cancellation_kills_the_cell(transport, mode):
 
 
 def test_progress(transport, mode):
-    if isinstance(transport, str):
-        pytest.skip("progress over HTTP needs an SSE response stream, not built yet")
     seen = []
 
     async def progress(value, total, message):
