@@ -206,17 +206,37 @@ static int env(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
-/* The argv of a command tool; it lives as long as the process (every sandbox may call it). */
-static char **copy_argv(json_t *v)
+static void free_argv(char **argv)
 {
-	size_t n = json_array_size(v), i;
+	for (size_t i = 0; argv && argv[i]; i++)
+		free(argv[i]);
+	free(argv);
+}
+
+void mcp_options_clear(struct mcp_options *opts)
+{
+	for (size_t i = 0; i < opts->n_tool_argv; i++)
+		free_argv(opts->tool_argv[i]);
+	free(opts->tool_argv);
+	opts->tool_argv = NULL;
+	opts->n_tool_argv = 0;
+}
+
+/* A command tool's argv, owned by opts (see struct mcp_options). */
+static char **copy_argv(struct mcp_options *opts, json_t *v)
+{
+	size_t n = json_array_size(v);
+	char ***grown = realloc(opts->tool_argv, (opts->n_tool_argv + 1) * sizeof(*grown));
+	if (!grown)
+		return NULL;
+	opts->tool_argv = grown;
 	char **argv = calloc(n + 1, sizeof(*argv));
-	json_t *a;
-	json_array_foreach(v, i, a)
-	{
-		if (argv && !(argv[i] = strdup(json_string_value(a))))
+	if (!argv)
+		return NULL;
+	opts->tool_argv[opts->n_tool_argv++] = argv;
+	for (size_t i = 0; i < n; i++)
+		if (!(argv[i] = strdup(json_string_value(json_array_get(v, i)))))
 			return NULL;
-	}
 	return argv;
 }
 
@@ -243,7 +263,7 @@ static int one_tool(const struct ctx *c, const char *at, json_t *t)
 	if (schema && !json_is_object(schema))
 		return fail(c, at, "\"schema\" must be a JSON Schema object");
 	char *schema_text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
-	char **args = copy_argv(argv);
+	char **args = copy_argv(c->opts, argv);
 	struct snapcell_error err = {0};
 	int rc = args ? snapcell_config_add_tool(c->cfg, name, description, schema_text,
 						 SNAPCELL_APPROVAL_NEVER, cli_argv_tool, args, &err)

@@ -41,7 +41,7 @@ struct sse {
 /* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. */
 struct upload {
 	char *buf;
-	size_t len;
+	size_t len, cap;
 	bool too_big;
 };
 
@@ -252,12 +252,18 @@ static void keep(struct upload *u, const char *data, size_t n)
 		u->too_big = true;
 		return;
 	}
-	char *grown = realloc(u->buf, u->len + n + 1);
-	if (!grown) {
-		u->too_big = true;
-		return;
+	if (u->len + n + 1 > u->cap) {
+		size_t cap = u->cap ? u->cap : 65536;
+		while (cap < u->len + n + 1)
+			cap *= 2;
+		char *grown = realloc(u->buf, cap);
+		if (!grown) {
+			u->too_big = true;
+			return;
+		}
+		u->buf = grown;
+		u->cap = cap;
 	}
-	u->buf = grown;
 	memcpy(u->buf + u->len, data, n);
 	u->len += n;
 }

@@ -125,6 +125,7 @@ int cli_mcp(int argc, char **argv)
 	struct mcp_options file_opts = {0};
 	if (a.config && mcp_config_load(a.config, cfg, &file_opts) < 0) {
 		snapcell_config_free(cfg);
+		mcp_options_clear(&file_opts);
 		return 2;
 	}
 	if (!a.opts.max_runs)
@@ -132,5 +133,6 @@ int cli_mcp(int argc, char **argv)
 	a.opts.structured_content |= file_opts.structured_content;
 	rc = serve(cfg, &a);
 	snapcell_config_free(cfg);
+	mcp_options_clear(&file_opts);
 	return rc;
 }

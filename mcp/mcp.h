@@ -54,7 +54,13 @@ struct mcp_options {
 	unsigned max_runs;	 /* concurrent tools/call runs; 0 = twice the cores */
 	bool structured_content; /* also give the run as structuredContent */
 	bool require_initialize; /* stdio: refuse requests before initialize */
+	/* The argv of each config file command tool: every sandbox made from the config may
+	 * call them, so they live until mcp_options_clear(), after the sandbox is freed. */
+	char ***tool_argv;
+	size_t n_tool_argv;
 };
+
+void mcp_options_clear(struct mcp_options *opts);
 
 /* server.c */
 struct mcp_server;
