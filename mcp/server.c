@@ -383,15 +383,18 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		reply(sink, mcp_error(msg->id, MCP_INVALID_REQUEST,
 				      "Invalid Request: send initialize first"));
 	} else if (!strcmp(m, "initialize")) {
-		srv->initialized = true;
+		/* Only stdio has one session to mark; HTTP threads never read the flag. */
+		if (srv->opts.require_initialize)
+			srv->initialized = true;
 		reply(sink, mcp_response(msg->id, initialize_result(srv, msg->params)));
 	} else if (!strcmp(m, "ping")) {
 		reply(sink, mcp_response(msg->id, json_object()));
 	} else if (!strcmp(m, "tools/list")) {
 		json_t *cursor = json_object_get(msg->params, "cursor");
-		reply(sink, cursor ? mcp_error(msg->id, MCP_INVALID_PARAMS,
-					       "Invalid params: unknown cursor")
-				   : mcp_response(msg->id, tool_list(srv)));
+		reply(sink, cursor && !json_is_null(cursor)
+				    ? mcp_error(msg->id, MCP_INVALID_PARAMS,
+						"Invalid params: unknown cursor")
+				    : mcp_response(msg->id, tool_list(srv)));
 	} else if (!strcmp(m, "tools/call")) {
 		tools_call(srv, msg, sink, sync);
 	} else {

@@ -83,6 +83,10 @@ def test_calls_before_initialize(stdio):
     assert stdio.ask(ping(4))["result"] == {}
     stdio.initialize()
     assert stdio.ask({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})["result"]["tools"][0]["name"] == "execute_code"
+    null_cursor = {"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"cursor": None}}
+    assert stdio.ask(null_cursor)["result"]["tools"][0]["name"] == "execute_code"
+    bad_cursor = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"cursor": "x"}}
+    assert stdio.ask(bad_cursor)["error"]["code"] == -32602
 
 
 def test_wrong_params(stdio):
