@@ -21,6 +21,14 @@ int cli_add_command_tool(struct snapcell_config *cfg, const char *spec);
  * prints why not (the library's reason) and returns -1. */
 int cli_set_tool_schema(struct snapcell_config *cfg, const char *spec);
 
+/* A snapcell_tool_fn that runs the command user_data names (a NULL-terminated argv, argv[0]
+ * looked up on PATH; it must outlive every sandbox), as --tool runs its commands: arguments
+ * on stdin, JSON result on stdout, killed with its process group at the run's deadline. */
+int cli_argv_tool(void *argv, const char *args_json, char **result);
+
+/* mcp/: `snapcell mcp`, the MCP server. */
+int cli_mcp(int argc, char **argv);
+
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */
 void cli_print_artifacts(const struct snapcell_result *res, FILE *f);
 int cli_save_artifacts(const struct snapcell_result *res, const char *dir);

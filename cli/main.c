@@ -13,6 +13,7 @@ static const char usage[] =
 	"  run FILE|-     run Python code in a fresh isolated cell (snapcell run --help)\n"
 	"  doctor         show which isolation mechanisms this host offers\n"
 	"  bench          measure run latency and throughput (key=value lines)\n"
+	"  mcp            serve execute_code over MCP (stdio, or --http HOST:PORT)\n"
 	"  version        print the version\n"
 	"\n"
 	"environment:\n"
@@ -48,6 +49,8 @@ int main(int argc, char **argv)
 		return cli_run(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "doctor"))
 		return cli_doctor(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "mcp"))
+		return cli_mcp(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench"))
 		return cli_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

@@ -114,9 +114,8 @@ static char *trimmed(const struct capture *c)
 
 /* The command runs in a process group of its own, so at the run's deadline it is killed with
  * whatever it started: a run ends at its deadline, however the command behaves. */
-static int command_tool(void *user, const char *args_json, char **result)
+static int spawn_tool(char *const argv[], const char *args_json, char **result)
 {
-	const char *command = user;
 	uint64_t deadline_us = snapcell_tool_deadline_us();
 	int in[2], out[2], err[2];
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
@@ -132,9 +131,8 @@ static int command_tool(void *user, const char *args_json, char **result)
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-	char *argv[] = {"sh", "-c", (char *)command, NULL};
 	pid_t pid;
-	int rc = posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, environ);
+	int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	close(in[0]), close(out[1]), close(err[1]);
@@ -172,6 +170,17 @@ static int command_tool(void *user, const char *args_json, char **result)
 	free(o.buf);
 	free(e.buf);
 	return 1;
+}
+
+static int command_tool(void *user, const char *args_json, char **result)
+{
+	char *argv[] = {"/bin/sh", "-c", user, NULL};
+	return spawn_tool(argv, args_json, result);
+}
+
+int cli_argv_tool(void *argv, const char *args_json, char **result)
+{
+	return spawn_tool(argv, args_json, result);
 }
 
 /* Registers (or re-registers, with a schema) the tool that spec "NAME=COMMAND" describes.

@@ -1,0 +1,362 @@
+/* `snapcell mcp --config FILE`: a JSON file declaring what every run gets (limits, files,
+ * Python paths, network entries, environment, command tools) and how the server behaves.
+ * Every key is checked; an unknown one is refused with its path, so a typo never silently
+ * means a default. It does not watch the file: changes need a restart. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../cli/cli.h"
+#include "mcp.h"
+
+static const struct {
+	const char *key;
+	enum snapcell_limit limit;
+} limit_keys[] = {
+	{"wall_ms", SNAPCELL_LIMIT_WALL_MS},
+	{"cpu_ms", SNAPCELL_LIMIT_CPU_MS},
+	{"memory_bytes", SNAPCELL_LIMIT_MEMORY_BYTES},
+	{"processes", SNAPCELL_LIMIT_PROCESSES},
+	{"file_bytes", SNAPCELL_LIMIT_FILE_BYTES},
+	{"tmp_bytes", SNAPCELL_LIMIT_TMP_BYTES},
+	{"stdout_bytes", SNAPCELL_LIMIT_STDOUT_BYTES},
+	{"stderr_bytes", SNAPCELL_LIMIT_STDERR_BYTES},
+	{"open_files", SNAPCELL_LIMIT_OPEN_FILES},
+	{"output_files", SNAPCELL_LIMIT_OUTPUT_FILES},
+	{"output_file_bytes", SNAPCELL_LIMIT_OUTPUT_FILE_BYTES},
+	{"output_total_bytes", SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES},
+	{"output_depth", SNAPCELL_LIMIT_OUTPUT_DEPTH},
+	{"output_path_bytes", SNAPCELL_LIMIT_OUTPUT_PATH_BYTES},
+};
+
+struct ctx {
+	const char *file;
+	struct snapcell_config *cfg;
+	struct mcp_options *opts;
+};
+
+static int fail(const struct ctx *c, const char *path, const char *why)
+{
+	fprintf(stderr, "snapcell mcp: --config %s: %s: %s\n", c->file, path, why);
+	return -1;
+}
+
+static int lib_fail(const struct ctx *c, const char *path, const struct snapcell_error *err)
+{
+	return fail(c, path, err->message);
+}
+
+static int limits(const struct ctx *c, const char *path, json_t *v)
+{
+	const char *key;
+	json_t *val;
+	char at[256];
+	if (!json_is_object(v))
+		return fail(c, path, "must be an object");
+	json_object_foreach(v, key, val)
+	{
+		snprintf(at, sizeof(at), "%s.%s", path, key);
+		size_t i = 0, n = sizeof(limit_keys) / sizeof(limit_keys[0]);
+		while (i < n && strcmp(limit_keys[i].key, key))
+			i++;
+		if (i == n)
+			return fail(c, at, "unknown key");
+		if (!json_is_integer(val) || json_integer_value(val) <= 0)
+			return fail(c, at, "must be a positive integer");
+		struct snapcell_error err = {0};
+		if (snapcell_config_set_limit(c->cfg, limit_keys[i].limit,
+					      (uint64_t)json_integer_value(val), &err) < 0)
+			return lib_fail(c, at, &err);
+	}
+	return 0;
+}
+
+static int workspace(const struct ctx *c, const char *path, json_t *v)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(v))
+		return fail(c, path, "must be a string (a directory)");
+	return snapcell_config_set_workspace(c->cfg, json_string_value(v), &err) < 0
+		       ? lib_fail(c, path, &err)
+		       : 0;
+}
+
+/* Checks that object v has only the keys in allowed (NULL-terminated). */
+static int only_keys(const struct ctx *c, const char *path, json_t *v, const char *const *allowed)
+{
+	const char *key;
+	json_t *val;
+	char at[256];
+	if (!json_is_object(v))
+		return fail(c, path, "must be an object");
+	json_object_foreach(v, key, val)
+	{
+		const char *const *a = allowed;
+		while (*a && strcmp(*a, key))
+			a++;
+		snprintf(at, sizeof(at), "%s.%s", path, key);
+		if (!*a)
+			return fail(c, at, "unknown key");
+	}
+	return 0;
+}
+
+static int mounts(const struct ctx *c, const char *path, json_t *v)
+{
+	static const char *const keys[] = {"host", "path", NULL};
+	size_t i;
+	json_t *m;
+	char at[256];
+	if (!json_is_array(v))
+		return fail(c, path, "must be an array of {\"host\", \"path\"}");
+	json_array_foreach(v, i, m)
+	{
+		snprintf(at, sizeof(at), "%s[%zu]", path, i);
+		if (only_keys(c, at, m, keys) < 0)
+			return -1;
+		const char *host = json_string_value(json_object_get(m, "host"));
+		const char *mount = json_string_value(json_object_get(m, "path"));
+		if (!host)
+			return fail(c, at, "needs \"host\" (a string)");
+		struct snapcell_error err = {0};
+		if (snapcell_config_add_mount(c->cfg, host, mount ? mount : host, &err) < 0)
+			return lib_fail(c, at, &err);
+	}
+	return 0;
+}
+
+static int python_paths(const struct ctx *c, const char *path, json_t *v)
+{
+	size_t i;
+	json_t *p;
+	char at[256];
+	if (!json_is_array(v))
+		return fail(c, path, "must be an array of directories");
+	json_array_foreach(v, i, p)
+	{
+		snprintf(at, sizeof(at), "%s[%zu]", path, i);
+		struct snapcell_error err = {0};
+		if (!json_is_string(p))
+			return fail(c, at, "must be a string");
+		if (snapcell_config_add_python_path(c->cfg, json_string_value(p), &err) < 0)
+			return lib_fail(c, at, &err);
+	}
+	return 0;
+}
+
+static int one_allow(const struct ctx *c, const char *at, json_t *e)
+{
+	static const char *const keys[] = {"target", "methods", NULL};
+	if (only_keys(c, at, e, keys) < 0)
+		return -1;
+	const char *target = json_string_value(json_object_get(e, "target"));
+	json_t *methods = json_object_get(e, "methods");
+	const char *list[32];
+	size_t n = 0, i;
+	json_t *m;
+	if (!target)
+		return fail(c, at, "needs \"target\" (a string)");
+	if (methods && (!json_is_array(methods) || json_array_size(methods) > 32))
+		return fail(c, at, "\"methods\" must be an array of at most 32 strings");
+	json_array_foreach(methods, i, m)
+	{
+		if (!json_is_string(m))
+			return fail(c, at, "\"methods\" must hold strings");
+		list[n++] = json_string_value(m);
+	}
+	struct snapcell_error err = {0};
+	if (snapcell_config_allow(c->cfg, target, methods ? list : NULL, n, &err) < 0)
+		return lib_fail(c, at, &err);
+	return 0;
+}
+
+static int allow(const struct ctx *c, const char *path, json_t *v)
+{
+	size_t i;
+	json_t *e;
+	char at[256];
+	if (!json_is_array(v))
+		return fail(c, path, "must be an array of {\"target\", \"methods\"}");
+	json_array_foreach(v, i, e)
+	{
+		snprintf(at, sizeof(at), "%s[%zu]", path, i);
+		if (one_allow(c, at, e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int env(const struct ctx *c, const char *path, json_t *v)
+{
+	const char *key;
+	json_t *val;
+	char at[256];
+	if (!json_is_object(v))
+		return fail(c, path, "must be an object of strings");
+	json_object_foreach(v, key, val)
+	{
+		snprintf(at, sizeof(at), "%s.%s", path, key);
+		struct snapcell_error err = {0};
+		if (!json_is_string(val))
+			return fail(c, at, "must be a string");
+		if (snapcell_config_set_env(c->cfg, key, json_string_value(val), &err) < 0)
+			return lib_fail(c, at, &err);
+	}
+	return 0;
+}
+
+static void free_argv(char **argv)
+{
+	for (size_t i = 0; argv && argv[i]; i++)
+		free(argv[i]);
+	free(argv);
+}
+
+void mcp_options_clear(struct mcp_options *opts)
+{
+	for (size_t i = 0; i < opts->n_tool_argv; i++)
+		free_argv(opts->tool_argv[i]);
+	free(opts->tool_argv);
+	opts->tool_argv = NULL;
+	opts->n_tool_argv = 0;
+}
+
+/* A command tool's argv, owned by opts (see struct mcp_options). */
+static char **copy_argv(struct mcp_options *opts, json_t *v)
+{
+	size_t n = json_array_size(v);
+	char ***grown = realloc(opts->tool_argv, (opts->n_tool_argv + 1) * sizeof(*grown));
+	if (!grown)
+		return NULL;
+	opts->tool_argv = grown;
+	char **argv = calloc(n + 1, sizeof(*argv));
+	if (!argv)
+		return NULL;
+	opts->tool_argv[opts->n_tool_argv++] = argv;
+	for (size_t i = 0; i < n; i++)
+		if (!(argv[i] = strdup(json_string_value(json_array_get(v, i)))))
+			return NULL;
+	return argv;
+}
+
+static int one_tool(const struct ctx *c, const char *at, json_t *t)
+{
+	static const char *const keys[] = {"name", "argv", "description", "schema", NULL};
+	if (only_keys(c, at, t, keys) < 0)
+		return -1;
+	const char *name = json_string_value(json_object_get(t, "name"));
+	const char *description = json_string_value(json_object_get(t, "description"));
+	json_t *argv = json_object_get(t, "argv"), *schema = json_object_get(t, "schema"), *a;
+	size_t i;
+	if (!name)
+		return fail(c, at, "needs \"name\" (a string)");
+	if (!json_is_array(argv) || !json_array_size(argv))
+		return fail(c, at, "needs \"argv\" (a non-empty array of strings)");
+	json_array_foreach(
+		argv, i,
+		a) if (!json_is_string(a) ||
+		       !json_string_length(a)) return fail(c, at,
+							   "\"argv\" must hold non-empty strings");
+	if (json_object_get(t, "description") && !description)
+		return fail(c, at, "\"description\" must be a string");
+	if (schema && !json_is_object(schema))
+		return fail(c, at, "\"schema\" must be a JSON Schema object");
+	char *schema_text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
+	char **args = copy_argv(c->opts, argv);
+	struct snapcell_error err = {0};
+	int rc = args ? snapcell_config_add_tool(c->cfg, name, description, schema_text,
+						 SNAPCELL_APPROVAL_NEVER, cli_argv_tool, args, &err)
+		      : -1;
+	free(schema_text);
+	if (rc < 0)
+		return args ? lib_fail(c, at, &err) : fail(c, at, "out of memory");
+	return 0;
+}
+
+static int tools(const struct ctx *c, const char *path, json_t *v)
+{
+	size_t i;
+	json_t *t;
+	char at[256];
+	if (!json_is_array(v))
+		return fail(c, path, "must be an array of {\"name\", \"argv\", ...}");
+	json_array_foreach(v, i, t)
+	{
+		snprintf(at, sizeof(at), "%s[%zu]", path, i);
+		if (one_tool(c, at, t) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int max_runs(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096)
+		return fail(c, path, "must be an integer from 1 to 4096");
+	c->opts->max_runs = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+static int structured(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_boolean(v))
+		return fail(c, path, "must be true or false");
+	c->opts->structured_content = json_is_true(v);
+	return 0;
+}
+
+static int isolation(const struct ctx *c, const char *path, json_t *v)
+{
+	const char *want = json_string_value(v);
+	for (int level = SNAPCELL_ISOLATION_RLIMITS; want && level <= SNAPCELL_ISOLATION_CGROUPS;
+	     level++)
+		if (!strcmp(want, snapcell_isolation_name(level))) {
+			struct snapcell_error err = {0};
+			return snapcell_config_require_isolation(c->cfg, level, &err) < 0
+				       ? lib_fail(c, path, &err)
+				       : 0;
+		}
+	return fail(c, path, "must be \"rlimits\", \"namespaces\" or \"cgroups\"");
+}
+
+static const struct {
+	const char *key;
+	int (*load)(const struct ctx *c, const char *path, json_t *v);
+} sections[] = {
+	{"limits", limits},
+	{"workspace", workspace},
+	{"mounts", mounts},
+	{"python_paths", python_paths},
+	{"allow", allow},
+	{"env", env},
+	{"tools", tools},
+	{"max_concurrent_runs", max_runs},
+	{"structured_content", structured},
+	{"require_isolation", isolation},
+};
+
+int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_options *opts)
+{
+	struct ctx c = {file, cfg, opts};
+	json_error_t jerr;
+	json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		fprintf(stderr, "snapcell mcp: --config %s: line %d: %s\n", file, jerr.line,
+			jerr.text);
+		return -1;
+	}
+	int rc = json_is_object(root) ? 0 : fail(&c, "(top level)", "must be an object");
+	const char *key;
+	json_t *val;
+	json_object_foreach(root, key, val)
+	{
+		size_t i = 0, n = sizeof(sections) / sizeof(sections[0]);
+		while (i < n && strcmp(sections[i].key, key))
+			i++;
+		if (rc == 0)
+			rc = i == n ? fail(&c, key, "unknown key") : sections[i].load(&c, key, val);
+	}
+	json_decref(root);
+	return rc;
+}

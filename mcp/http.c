@@ -1,0 +1,404 @@
+/* The Streamable HTTP transport (libmicrohttpd): one endpoint, /mcp, one POST per message,
+ * 202 for notifications, JSON responses for requests and an SSE stream for a tools/call that
+ * asked for progress. Host and Origin are checked against DNS rebinding (403), a bearer token
+ * is optional. A thread per connection runs its request to the end, so a tools/call answers
+ * in its own response. No GET stream, no sessions, no resumption. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mcp.h"
+
+#define MAX_CONNECTIONS 256
+
+struct http {
+	struct mcp_server *srv;
+	const char *token;
+	char host[256]; /* the host --http named, also accepted in Host and Origin */
+};
+
+/* A tools/call answered as an SSE stream: the run's progress, then its answer. The worker
+ * thread queues events; the connection's own thread (one per connection) blocks in
+ * sse_read until there is one. Two references: the run's, dropped with its answer, and the
+ * response's, dropped when libmicrohttpd is done with it. */
+struct sse {
+	struct mcp_sink sink;
+	struct mcp_server *srv;
+	pthread_mutex_t lock;
+	pthread_cond_t ready;
+	char *pending; /* events not yet written */
+	size_t len, off;
+	bool answered, closed;
+	int refs;
+};
+
+/* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. */
+struct upload {
+	char *buf;
+	size_t len, cap;
+	bool too_big;
+};
+
+/* Collects the one answer a request gets; progress notifications have no stream to go to. */
+struct http_sink {
+	struct mcp_sink sink;
+	json_t *answer;
+};
+
+static int http_send(struct mcp_sink *sink, json_t *msg)
+{
+	struct http_sink *s = (struct http_sink *)sink;
+	if (json_object_get(msg, "method") || s->answer) {
+		json_decref(msg);
+		return 0;
+	}
+	s->answer = msg;
+	return 0;
+}
+
+static void sse_unref(struct sse *s)
+{
+	pthread_mutex_lock(&s->lock);
+	bool last = --s->refs == 0;
+	pthread_mutex_unlock(&s->lock);
+	if (!last)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->ready);
+	free(s->pending);
+	free(s);
+}
+
+static void sse_queue(struct sse *s, const char *text)
+{
+	size_t n = strlen(text) + sizeof("event: message\ndata: \n\n");
+	char *grown = realloc(s->pending, s->len + n);
+	if (!grown)
+		return;
+	s->pending = grown;
+	s->len += (size_t)snprintf(s->pending + s->len, n, "event: message\ndata: %s\n\n", text);
+}
+
+static int sse_send(struct mcp_sink *sink, json_t *msg)
+{
+	struct sse *s = (struct sse *)sink;
+	bool answer = !json_object_get(msg, "method");
+	char *text = json_dumps(msg, JSON_COMPACT);
+	json_decref(msg);
+	pthread_mutex_lock(&s->lock);
+	if (text && !s->closed)
+		sse_queue(s, text);
+	s->answered |= answer;
+	pthread_cond_signal(&s->ready);
+	pthread_mutex_unlock(&s->lock);
+	free(text);
+	if (answer)
+		sse_unref(s);
+	return 0;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct sse *s = cls;
+	pthread_mutex_lock(&s->lock);
+	while (s->off == s->len && !s->answered)
+		pthread_cond_wait(&s->ready, &s->lock);
+	ssize_t n = MHD_CONTENT_READER_END_OF_STREAM;
+	if (s->off < s->len) {
+		size_t take = s->len - s->off < max ? s->len - s->off : max;
+		memcpy(buf, s->pending + s->off, take);
+		s->off += take;
+		if (s->off == s->len)
+			s->off = s->len = 0;
+		n = (ssize_t)take;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+/* libmicrohttpd is done with the stream: sent, or the client went away (a failed progress
+ * write tells within a second), in which case the run is cancelled. */
+static void sse_free(void *cls)
+{
+	struct sse *s = cls;
+	pthread_mutex_lock(&s->lock);
+	s->closed = true;
+	bool running = !s->answered;
+	pthread_mutex_unlock(&s->lock);
+	if (running)
+		mcp_server_cancel_sink(s->srv, &s->sink);
+	sse_unref(s);
+}
+
+/* A stream only where it carries something: a tools/call with a progress token from a
+ * client that accepts one. */
+static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg)
+{
+	const char *accept = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Accept");
+	return accept && strstr(accept, "text/event-stream") &&
+	       !strcmp(msg->method, "tools/call") &&
+	       json_object_get(json_object_get(msg->params, "_meta"), "progressToken");
+}
+
+static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct mcp_message *msg)
+{
+	struct sse *s = calloc(1, sizeof(*s));
+	if (!s) {
+		mcp_message_clear(msg);
+		return MHD_NO;
+	}
+	*s = (struct sse){{sse_send, true},
+			  h->srv,
+			  PTHREAD_MUTEX_INITIALIZER,
+			  PTHREAD_COND_INITIALIZER,
+			  NULL,
+			  0,
+			  0,
+			  false,
+			  false,
+			  2};
+	mcp_server_handle(h->srv, msg, &s->sink, false);
+	mcp_message_clear(msg);
+	struct MHD_Response *r =
+		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, sse_read, s, sse_free);
+	if (!r) {
+		sse_free(s);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "text/event-stream");
+	MHD_add_response_header(r, "Cache-Control", "no-cache");
+	enum MHD_Result rc = MHD_queue_response(con, MHD_HTTP_OK, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	json_decref(body);
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		text ? strlen(text) : 0, text ? text : "",
+		text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	if (text)
+		MHD_add_response_header(r, "Content-Type", "application/json");
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(r, "Allow", "POST");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+	enum MHD_Result rc = MHD_queue_response(con, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+static enum MHD_Result refuse(struct MHD_Connection *con, unsigned status, int code,
+			      const char *why)
+{
+	return respond(con, status, mcp_error(NULL, code, why));
+}
+
+/* host is "name", "name:port" or "[v6]:port"; true when name is loopback or the bound one. */
+static bool host_allowed(const struct http *h, const char *host, size_t len)
+{
+	const char *colon = host[0] == '[' ? memchr(host, ']', len) : memchr(host, ':', len);
+	size_t n = colon ? (size_t)(colon - host) + (host[0] == '[') : len;
+	static const char *const loopback[] = {"localhost", "127.0.0.1", "[::1]"};
+	for (size_t i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++)
+		if (strlen(loopback[i]) == n && !strncasecmp(host, loopback[i], n))
+			return true;
+	return strlen(h->host) == n && !strncasecmp(host, h->host, n);
+}
+
+/* A browser page on another site must not reach a server on loopback (DNS rebinding). */
+static bool request_allowed(const struct http *h, struct MHD_Connection *con)
+{
+	const char *host = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Host");
+	const char *origin = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin");
+	if (!host || !host_allowed(h, host, strlen(host)))
+		return false;
+	if (!origin)
+		return true;
+	const char *rest = !strncmp(origin, "http://", 7)    ? origin + 7
+			   : !strncmp(origin, "https://", 8) ? origin + 8
+							     : NULL;
+	return rest && *rest && !strchr(rest, '/') && host_allowed(h, rest, strlen(rest));
+}
+
+static bool token_ok(const struct http *h, struct MHD_Connection *con)
+{
+	if (!h->token)
+		return true;
+	const char *auth = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Authorization");
+	if (!auth || strncasecmp(auth, "Bearer ", 7))
+		return false;
+	/* Compared in constant time: the length is not secret, the bytes are. */
+	size_t n = strlen(h->token);
+	if (strlen(auth + 7) != n)
+		return false;
+	unsigned char diff = 0;
+	for (size_t i = 0; i < n; i++)
+		diff |= (unsigned char)(auth[7 + i] ^ h->token[i]);
+	return diff == 0;
+}
+
+static void keep(struct upload *u, const char *data, size_t n)
+{
+	if (u->too_big || u->len + n > MCP_MESSAGE_MAX) {
+		u->too_big = true;
+		return;
+	}
+	if (u->len + n + 1 > u->cap) {
+		size_t cap = u->cap ? u->cap : 65536;
+		while (cap < u->len + n + 1)
+			cap *= 2;
+		char *grown = realloc(u->buf, cap);
+		if (!grown) {
+			u->too_big = true;
+			return;
+		}
+		u->buf = grown;
+		u->cap = cap;
+	}
+	memcpy(u->buf + u->len, data, n);
+	u->len += n;
+}
+
+static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, struct upload *u)
+{
+	if (u->too_big)
+		return refuse(con, MHD_HTTP_CONTENT_TOO_LARGE, MCP_INVALID_REQUEST,
+			      "Invalid Request: message too large");
+	const char *version =
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "MCP-Protocol-Version");
+	if (version && !mcp_version_supported(version))
+		return refuse(con, MHD_HTTP_BAD_REQUEST, MCP_INVALID_REQUEST,
+			      "Invalid Request: unsupported MCP-Protocol-Version");
+	struct mcp_message msg;
+	json_t *error;
+	if (mcp_envelope_parse(u->buf ? u->buf : "", u->len, &msg, &error) < 0)
+		return error ? respond(con, MHD_HTTP_BAD_REQUEST, error)
+			     : respond(con, MHD_HTTP_ACCEPTED, NULL);
+	if (msg.kind != MCP_REQUEST) {
+		mcp_server_handle(h->srv, &msg, NULL, true);
+		mcp_message_clear(&msg);
+		return respond(con, MHD_HTTP_ACCEPTED, NULL);
+	}
+	if (wants_stream(con, &msg))
+		return stream(h, con, &msg);
+	struct http_sink sink = {{http_send, true}, NULL};
+	mcp_server_handle(h->srv, &msg, &sink.sink, true);
+	mcp_message_clear(&msg);
+	if (!sink.answer)
+		sink.answer = mcp_error(NULL, MCP_INTERNAL_ERROR, "Internal error: no answer");
+	return respond(con, MHD_HTTP_OK, sink.answer);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
+				  const char *method, const char *version, const char *data,
+				  size_t *data_size, void **state)
+{
+	struct http *h = cls;
+	if (!*state) {
+		*state = calloc(1, sizeof(struct upload));
+		return *state ? MHD_YES : MHD_NO;
+	}
+	struct upload *u = *state;
+	if (*data_size) {
+		keep(u, data, *data_size);
+		*data_size = 0;
+		return MHD_YES;
+	}
+	if (strcmp(url, "/mcp"))
+		return refuse(con, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST, "Not Found: use /mcp");
+	if (!request_allowed(h, con))
+		return refuse(con, MHD_HTTP_FORBIDDEN, MCP_INVALID_REQUEST,
+			      "Forbidden: Host or Origin is not this server's");
+	if (!token_ok(h, con))
+		return refuse(con, MHD_HTTP_UNAUTHORIZED, MCP_INVALID_REQUEST,
+			      "Unauthorized: a bearer token is required");
+	if (strcmp(method, "POST"))
+		return respond(con, MHD_HTTP_METHOD_NOT_ALLOWED, NULL);
+	return dispatch(h, con, u);
+}
+
+static void on_done(void *cls, struct MHD_Connection *con, void **state,
+		    enum MHD_RequestTerminationCode why)
+{
+	struct upload *u = *state;
+	if (u)
+		free(u->buf);
+	free(u);
+	*state = NULL;
+}
+
+/* "HOST:PORT", "[V6]:PORT", ":PORT" or "PORT" (host 127.0.0.1) to an address to bind. */
+static int resolve(const char *listen, struct http *h, struct addrinfo **out)
+{
+	const char *colon = strrchr(listen, ':');
+	const char *port = colon ? colon + 1 : listen;
+	size_t n = colon ? (size_t)(colon - listen) : 0;
+	if (n >= sizeof(h->host) || !*port)
+		return -1;
+	memcpy(h->host, listen, n);
+	h->host[n] = 0;
+	if (!n)
+		strcpy(h->host, "127.0.0.1");
+	char name[256];
+	snprintf(name, sizeof(name), "%s", h->host);
+	if (name[0] == '[') {
+		memmove(name, name + 1, strlen(name));
+		name[strcspn(name, "]")] = 0;
+	}
+	struct addrinfo hints = {.ai_flags = AI_PASSIVE, .ai_socktype = SOCK_STREAM};
+	return getaddrinfo(name, port, &hints, out) ? -1 : 0;
+}
+
+static unsigned bound_port(struct MHD_Daemon *d)
+{
+	const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+	return info ? info->port : 0;
+}
+
+/* Serves until SIGINT or SIGTERM; main.c blocked both before any thread started. */
+static int wait_for_signal(void)
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	int sig = 0;
+	sigwait(&set, &sig);
+	return sig;
+}
+
+int mcp_serve_http(struct mcp_server *srv, const char *listen, const char *token)
+{
+	struct http h = {srv, token, ""};
+	struct addrinfo *ai = NULL;
+	if (resolve(listen, &h, &ai) < 0) {
+		fprintf(stderr, "snapcell mcp: --http %s: want HOST:PORT\n", listen);
+		return 2;
+	}
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+			 MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+	struct MHD_Daemon *d = MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, &h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_NOTIFY_COMPLETED,
+		on_done, NULL, MHD_OPTION_END);
+	freeaddrinfo(ai);
+	if (!d) {
+		fprintf(stderr, "snapcell mcp: cannot listen on %s\n", listen);
+		return 3;
+	}
+	fprintf(stderr, "snapcell mcp: listening on http://%s:%u/mcp\n", h.host, bound_port(d));
+	wait_for_signal();
+	/* Kill the runs first, so the connection threads return and stopping does not wait. */
+	mcp_server_drain(srv);
+	MHD_stop_daemon(d);
+	return 0;
+}

@@ -1,0 +1,403 @@
+/* The handshake-era MCP methods (2025-11-25, also answering 2025-06-18 and 2025-03-26
+ * clients) for a server with one tool, execute_code. Runs happen on worker threads so the
+ * transport keeps reading (cancellation arrives while a run is in progress); a ticker thread
+ * sends progress for runs past a second. It is not the stateless 2026-07-28 revision. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mcp.h"
+
+#define LATEST_VERSION	  "2025-11-25"
+#define PROGRESS_FIRST_US 1000000u
+#define PROGRESS_EVERY_US 1000000u
+#define TICK_NS		  200000000L
+
+static const char *const versions[] = {LATEST_VERSION, "2025-06-18", "2025-03-26"};
+
+/* A tools/call in progress; it is on the server's list from its start until its answer. */
+struct call {
+	struct mcp_server *srv;
+	struct mcp_sink *sink;
+	json_t *id, *progress_token;
+	char *code;
+	size_t code_len;
+	struct snapcell_cancel *cancel;
+	bool cancelled;
+	uint64_t next_progress_us, start_us;
+	struct call *next;
+};
+
+struct mcp_server {
+	struct snapcell_sandbox *sb;
+	char *description, *instructions;
+	struct mcp_options opts;
+	bool initialized;
+	pthread_mutex_t lock;
+	pthread_cond_t changed; /* a call ended, or stopping was set */
+	struct call *calls;
+	unsigned n_calls;
+	bool stopping;
+	pthread_t ticker;
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Called with srv->lock held, so a run's progress never follows its answer. */
+static void send_progress(struct call *c, uint64_t now)
+{
+	double seconds = (double)(now - c->start_us) / 1e6;
+	char message[64];
+	snprintf(message, sizeof(message), "running for %.0f s", seconds);
+	json_t *n = json_pack("{s:s, s:s, s:{s:O, s:f, s:s}}", "jsonrpc", "2.0", "method",
+			      "notifications/progress", "params", "progressToken",
+			      c->progress_token, "progress", seconds, "message", message);
+	if (n)
+		c->sink->send(c->sink, n);
+	c->next_progress_us = now + PROGRESS_EVERY_US;
+}
+
+static void *ticker_main(void *arg)
+{
+	struct mcp_server *srv = arg;
+	pthread_mutex_lock(&srv->lock);
+	while (!srv->stopping) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += TICK_NS;
+		if (ts.tv_nsec >= 1000000000L)
+			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+		pthread_cond_timedwait(&srv->changed, &srv->lock, &ts);
+		uint64_t now = now_us();
+		for (struct call *c = srv->calls; c; c = c->next)
+			if (c->progress_token && !c->cancelled && now >= c->next_progress_us)
+				send_progress(c, now);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return NULL;
+}
+
+struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snapcell_config *cfg,
+				  const struct mcp_options *opts)
+{
+	struct mcp_server *srv = calloc(1, sizeof(*srv));
+	struct snapcell_error err = {0};
+	if (!srv)
+		return NULL;
+	srv->sb = sb;
+	srv->opts = *opts;
+	if (!srv->opts.max_runs) {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+		srv->opts.max_runs = cores > 0 ? (unsigned)cores * 2 : 2;
+	}
+	if (snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &srv->description, &err) < 0 ||
+	    snapcell_config_instructions(cfg, &srv->instructions, &err) < 0) {
+		fprintf(stderr, "snapcell mcp: describe: %s\n", err.message);
+		mcp_server_free(srv);
+		return NULL;
+	}
+	pthread_mutex_init(&srv->lock, NULL);
+	pthread_cond_init(&srv->changed, NULL);
+	if (pthread_create(&srv->ticker, NULL, ticker_main, srv) != 0) {
+		fprintf(stderr, "snapcell mcp: cannot start the progress thread\n");
+		srv->ticker = 0;
+		mcp_server_free(srv);
+		return NULL;
+	}
+	return srv;
+}
+
+void mcp_server_drain(struct mcp_server *srv)
+{
+	pthread_mutex_lock(&srv->lock);
+	for (struct call *c = srv->calls; c; c = c->next) {
+		c->cancelled = true;
+		snapcell_cancel_fire(c->cancel);
+	}
+	while (srv->n_calls)
+		pthread_cond_wait(&srv->changed, &srv->lock);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+void mcp_server_free(struct mcp_server *srv)
+{
+	if (!srv)
+		return;
+	if (srv->ticker) {
+		mcp_server_drain(srv);
+		pthread_mutex_lock(&srv->lock);
+		srv->stopping = true;
+		pthread_cond_broadcast(&srv->changed);
+		pthread_mutex_unlock(&srv->lock);
+		pthread_join(srv->ticker, NULL);
+		pthread_mutex_destroy(&srv->lock);
+		pthread_cond_destroy(&srv->changed);
+	}
+	free(srv->description);
+	free(srv->instructions);
+	free(srv);
+}
+
+static void reply(struct mcp_sink *sink, json_t *msg)
+{
+	if (msg)
+		sink->send(sink, msg);
+}
+
+static json_t *tool_list(const struct mcp_server *srv)
+{
+	return json_pack("{s:[{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}}]}", "tools",
+			 "name", "execute_code", "title", "Execute Python code", "description",
+			 srv->description, "inputSchema", "type", "object", "properties", "code",
+			 "type", "string", "description", "Python source code to run", "required",
+			 "code", "additionalProperties", 0);
+}
+
+bool mcp_version_supported(const char *version)
+{
+	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (!strcmp(version, versions[i]))
+			return true;
+	return false;
+}
+
+static json_t *initialize_result(struct mcp_server *srv, const json_t *params)
+{
+	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+	const char *version = LATEST_VERSION;
+	for (size_t i = 0; asked && i < sizeof(versions) / sizeof(versions[0]); i++)
+		if (!strcmp(asked, versions[i]))
+			version = versions[i];
+	return json_pack("{s:s, s:{s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
+			 "capabilities", "tools", "serverInfo", "name", "snapcell", "title",
+			 "snapcell", "version", snapcell_version(), "instructions",
+			 srv->instructions);
+}
+
+static void call_free(struct call *c)
+{
+	json_decref(c->id);
+	json_decref(c->progress_token);
+	free(c->code);
+	snapcell_cancel_free(c->cancel);
+	free(c);
+}
+
+static void run_call(struct call *c)
+{
+	struct mcp_server *srv = c->srv;
+	struct snapcell_run_options opts = {sizeof(opts), c->cancel};
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	json_t *result;
+	if (snapcell_sandbox_run(srv->sb, c->code, c->code_len, &opts, &res, &err) == 0)
+		result = mcp_call_result(res, srv->opts.structured_content);
+	else
+		result = mcp_error_result("setup-failure", err.message);
+	snapcell_result_free(res);
+	pthread_mutex_lock(&srv->lock);
+	struct call **p = &srv->calls;
+	while (*p != c)
+		p = &(*p)->next;
+	*p = c->next;
+	bool cancelled = c->cancelled;
+	pthread_mutex_unlock(&srv->lock);
+	/* The client gave up on a cancelled request: the spec says not to answer it, except
+	 * that an HTTP response must say something. */
+	if (!cancelled)
+		reply(c->sink, mcp_response(c->id, result));
+	else if (c->sink->must_answer)
+		reply(c->sink, mcp_error(c->id, MCP_REQUEST_CANCELLED, "Request cancelled"));
+	if (cancelled)
+		json_decref(result);
+	call_free(c);
+	/* Only now may mcp_server_drain() return and the transport free the sink. */
+	pthread_mutex_lock(&srv->lock);
+	srv->n_calls--;
+	pthread_cond_broadcast(&srv->changed);
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static void *worker_main(void *arg)
+{
+	run_call(arg);
+	return NULL;
+}
+
+/* The code argument, or a message saying what is wrong with the call. */
+static const char *call_code(const json_t *params, size_t *len)
+{
+	const char *name = json_string_value(json_object_get(params, "name"));
+	json_t *args = json_object_get(params, "arguments");
+	if (!name)
+		return NULL;
+	if (strcmp(name, "execute_code") || !json_is_object(args))
+		return NULL;
+	json_t *code = json_object_get(args, "code");
+	if (!json_is_string(code))
+		return NULL;
+	*len = json_string_length(code);
+	return json_string_value(code);
+}
+
+static struct call *call_new(struct mcp_server *srv, const struct mcp_message *msg,
+			     struct mcp_sink *sink, const char *code, size_t len)
+{
+	struct call *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->srv = srv;
+	c->sink = sink;
+	c->id = json_deep_copy(msg->id);
+	json_t *token = json_object_get(json_object_get(msg->params, "_meta"), "progressToken");
+	if (json_is_string(token) || json_is_integer(token))
+		c->progress_token = json_deep_copy(token);
+	c->code = malloc(len + 1);
+	if (c->code) {
+		memcpy(c->code, code, len);
+		c->code[len] = 0;
+	}
+	c->code_len = len;
+	c->start_us = now_us();
+	c->next_progress_us = c->start_us + PROGRESS_FIRST_US;
+	if (!c->id || !c->code || snapcell_cancel_new(&c->cancel, NULL) < 0) {
+		call_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* Puts c on the list unless the cap is reached; false when it is. */
+static bool admit(struct mcp_server *srv, struct call *c)
+{
+	pthread_mutex_lock(&srv->lock);
+	bool room = srv->n_calls < srv->opts.max_runs && !srv->stopping;
+	if (room) {
+		c->next = srv->calls;
+		srv->calls = c;
+		srv->n_calls++;
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return room;
+}
+
+static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
+		       bool sync)
+{
+	size_t len = 0;
+	const char *code = call_code(msg->params, &len);
+	if (!code) {
+		const char *name = json_string_value(json_object_get(msg->params, "name"));
+		reply(sink, mcp_error(msg->id, MCP_INVALID_PARAMS,
+				      name && strcmp(name, "execute_code")
+					      ? "Invalid params: unknown tool (the one tool is "
+						"execute_code)"
+					      : "Invalid params: execute_code needs arguments "
+						"{\"code\": string}"));
+		return;
+	}
+	struct call *c = call_new(srv, msg, sink, code, len);
+	if (!c) {
+		reply(sink,
+		      mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: out of memory"));
+		return;
+	}
+	if (!admit(srv, c)) {
+		char text[160];
+		snprintf(text, sizeof(text),
+			 "snapcell is busy: %u runs are in progress, the most this server allows; "
+			 "try again when one has finished",
+			 srv->opts.max_runs);
+		reply(sink, mcp_response(msg->id, mcp_error_result("busy", text)));
+		call_free(c);
+		return;
+	}
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (sync || pthread_create(&t, &attr, worker_main, c) != 0)
+		run_call(c);
+	pthread_attr_destroy(&attr);
+}
+
+static void cancel_request(struct mcp_server *srv, const json_t *params)
+{
+	json_t *id = json_object_get(params, "requestId");
+	if (!id)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	for (struct call *c = srv->calls; c; c = c->next)
+		if (json_equal(c->id, id)) {
+			c->cancelled = true;
+			snapcell_cancel_fire(c->cancel);
+		}
+	pthread_mutex_unlock(&srv->lock);
+}
+
+void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)
+{
+	pthread_mutex_lock(&srv->lock);
+	for (struct call *c = srv->calls; c; c = c->next)
+		if (c->sink == sink) {
+			c->cancelled = true;
+			snapcell_cancel_fire(c->cancel);
+		}
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static void notification(struct mcp_server *srv, const struct mcp_message *msg)
+{
+	if (!strcmp(msg->method, "notifications/cancelled"))
+		cancel_request(srv, msg->params);
+	/* notifications/initialized and anything unknown need no action: notifications get no
+	 * answer, not even an error. */
+}
+
+static bool needs_session(const struct mcp_server *srv, const char *method)
+{
+	return srv->opts.require_initialize && !srv->initialized &&
+	       (!strcmp(method, "tools/list") || !strcmp(method, "tools/call"));
+}
+
+void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
+		       bool sync)
+{
+	if (msg->kind == MCP_RESPONSE)
+		return; /* we send no requests, so there is nothing to match it with */
+	if (msg->kind == MCP_NOTIFICATION) {
+		notification(srv, msg);
+		return;
+	}
+	const char *m = msg->method;
+	if (needs_session(srv, m)) {
+		reply(sink, mcp_error(msg->id, MCP_INVALID_REQUEST,
+				      "Invalid Request: send initialize first"));
+	} else if (!strcmp(m, "initialize")) {
+		/* Only stdio has one session to mark; HTTP threads never read the flag. */
+		if (srv->opts.require_initialize)
+			srv->initialized = true;
+		reply(sink, mcp_response(msg->id, initialize_result(srv, msg->params)));
+	} else if (!strcmp(m, "ping")) {
+		reply(sink, mcp_response(msg->id, json_object()));
+	} else if (!strcmp(m, "tools/list")) {
+		json_t *cursor = json_object_get(msg->params, "cursor");
+		reply(sink, cursor && !json_is_null(cursor)
+				    ? mcp_error(msg->id, MCP_INVALID_PARAMS,
+						"Invalid params: unknown cursor")
+				    : mcp_response(msg->id, tool_list(srv)));
+	} else if (!strcmp(m, "tools/call")) {
+		tools_call(srv, msg, sink, sync);
+	} else {
+		reply(sink, mcp_error(msg->id, MCP_METHOD_NOT_FOUND, "Method not found"));
+	}
+}

@@ -1,0 +1,61 @@
+"""snapcell mcp --config: every key checked (unknown ones refused with their path), limits,
+environment and command tools (the CLI's --tool runner) reaching the runs."""
+import json
+import subprocess
+import sys
+
+from test_mcp_protocol import Stdio
+
+
+def write_config(tmp_path, obj):
+    path = tmp_path / "snapcell.json"
+    path.write_text(json.dumps(obj))
+    return str(path)
+
+
+def start_fails(snapcell_bin, config):
+    path, env = snapcell_bin
+    return subprocess.run([path, "mcp", "--config", config], capture_output=True, env=env,
+                          stdin=subprocess.DEVNULL, timeout=30)
+
+
+def test_unknown_keys_are_refused_with_their_path(snapcell_bin, tmp_path):
+    for obj, where in (({"limitz": {}}, "limitz: unknown key"),
+                       ({"limits": {"wall_seconds": 3}}, "limits.wall_seconds: unknown key"),
+                       ({"tools": [{"name": "t", "argv": ["true"], "schemaa": {}}]},
+                        "tools[0].schemaa: unknown key"),
+                       ({"mounts": [{"host": "/tmp", "paht": "x"}]}, "mounts[0].paht: unknown key"),
+                       ({"limits": {"wall_ms": 0}}, "limits.wall_ms: must be a positive integer")):
+        r = start_fails(snapcell_bin, write_config(tmp_path, obj))
+        assert r.returncode == 2, obj
+        assert where in r.stderr.decode(), r.stderr
+        assert r.stdout == b""
+
+
+def call(s, code, n=2):
+    return s.ask({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                  "params": {"name": "execute_code", "arguments": {"code": code}}})["result"]
+
+
+def test_config_reaches_the_runs(snapcell_bin, tmp_path):
+    (tmp_path / "data.txt").write_text("from the workspace")
+    tool = ["/bin/sh", "-c", f"{sys.executable} -c 'import json,sys; a=json.load(sys.stdin); print(json.dumps(a[\"x\"] * 2))'"]
+    config = write_config(tmp_path, {
+        "limits": {"wall_ms": 1500},
+        "env": {"GREETING": "hello"},
+        "workspace": str(tmp_path),
+        "allow": [{"target": "https://api.example.com/v1", "methods": ["get"]}],
+        "tools": [{"name": "double", "argv": tool, "description": "Doubles x.",
+                   "schema": {"type": "object", "properties": {"x": {"type": "integer"}},
+                              "required": ["x"]}}],
+        "max_concurrent_runs": 3,
+    })
+    s = Stdio(snapcell_bin, "--config", config)
+    s.initialize()
+    tools = s.ask({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})["result"]["tools"]
+    assert "double" in tools[0]["description"] and "api.example.com" in tools[0]["description"]
+    result = call(s, "import os\nprint(os.environ['GREETING'], call_tool('double', x=21), open('/input/data.txt').read())")
+    assert result["content"][0]["text"] == "hello 42 from the workspace\n", result
+    result = call(s, "import time\ntime.sleep(5)", 3)
+    assert result["isError"] and result["_meta"]["snapcell/run"]["status"] == "timeout"
+    assert s.close() == 0

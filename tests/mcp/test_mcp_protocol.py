@@ -1,0 +1,227 @@
+"""snapcell mcp at the wire: what malformed, oversized, early and unknown messages get, over
+stdio and HTTP, and what happens when a client vanishes mid-run."""
+import json
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import BIG_RUN, big_cells, wait_for
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}}
+
+
+class Stdio:
+    def __init__(self, snapcell_bin, *args):
+        path, env = snapcell_bin
+        self.proc = subprocess.Popen([path, "mcp", *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+    def send(self, obj):
+        line = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def recv(self):
+        line = self.proc.stdout.readline()
+        assert line, "the server closed stdout"
+        return json.loads(line)
+
+    def ask(self, obj):
+        self.send(obj)
+        return self.recv()
+
+    def initialize(self):
+        assert self.ask(INIT)["result"]["protocolVersion"] == "2025-11-25"
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def close(self):
+        self.proc.stdin.close()
+        rc = self.proc.wait(timeout=20)
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return rc
+
+
+@pytest.fixture
+def stdio(snapcell_bin):
+    s = Stdio(snapcell_bin)
+    yield s
+    if s.proc.poll() is None:
+        assert s.close() == 0
+
+
+def ping(n):
+    return {"jsonrpc": "2.0", "id": n, "method": "ping"}
+
+
+def test_malformed_json(stdio):
+    assert stdio.ask(b'{"jsonrpc": "2.0", "id": 1, "method"')["error"]["code"] == -32700
+    assert stdio.ask(b"[1, 2]")["error"]["code"] == -32600
+    assert stdio.ask({"jsonrpc": "1.0", "id": 7, "method": "ping"})["error"] == {
+        "code": -32600, "message": 'Invalid Request: jsonrpc must be "2.0"'}
+    assert stdio.ask({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": [1]})["error"]["code"] == -32602
+    assert stdio.ask(ping(2)) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+def test_unknown_method_and_discover_answer_at_once(stdio):
+    start = time.monotonic()
+    reply = stdio.ask({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}})
+    assert reply["error"]["code"] == -32601 and reply["id"] == 1
+    assert stdio.ask({"jsonrpc": "2.0", "id": "x", "method": "no/such"})["error"]["code"] == -32601
+    assert time.monotonic() - start < 2
+
+
+def test_calls_before_initialize(stdio):
+    reply = stdio.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+    assert reply["error"]["code"] == -32600 and "initialize" in reply["error"]["message"]
+    assert stdio.ask(ping(4))["result"] == {}
+    stdio.initialize()
+    assert stdio.ask({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})["result"]["tools"][0]["name"] == "execute_code"
+    null_cursor = {"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"cursor": None}}
+    assert stdio.ask(null_cursor)["result"]["tools"][0]["name"] == "execute_code"
+    bad_cursor = {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": {"cursor": "x"}}
+    assert stdio.ask(bad_cursor)["error"]["code"] == -32602
+
+
+def test_wrong_params(stdio):
+    stdio.initialize()
+    for params in ({"name": "execute_code", "arguments": {"code": 3}},
+                   {"name": "execute_code"}, {"name": "other", "arguments": {"code": "1"}}):
+        reply = stdio.ask({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params})
+        assert reply["error"]["code"] == -32602, params
+
+
+def test_versions_and_capabilities(stdio):
+    old = dict(INIT, params=dict(INIT["params"], protocolVersion="2025-03-26"))
+    result = stdio.ask(old)["result"]
+    assert result["protocolVersion"] == "2025-03-26"
+    assert result["capabilities"] == {"tools": {}}  # no listChanged: we send no such notification
+    unknown = dict(INIT, params=dict(INIT["params"], protocolVersion="1999-01-01"))
+    assert stdio.ask(unknown)["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_huge_line_is_refused_without_buffering(stdio):
+    stdio.initialize()
+    chunk = b"x" * (1 << 20)
+
+    def write():
+        stdio.proc.stdin.write(b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "pad": "')
+        for _ in range(100):
+            stdio.proc.stdin.write(chunk)
+        stdio.proc.stdin.write(b'"}\n')
+        stdio.proc.stdin.flush()
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    reply = stdio.recv()
+    writer.join()
+    assert reply["error"]["code"] == -32600 and "MiB" in reply["error"]["message"]
+    with open(f"/proc/{stdio.proc.pid}/status") as f:
+        peak = next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) * 1024
+    assert peak < 64 << 20, f"the server held {peak} bytes"
+    assert stdio.ask(ping(2))["result"] == {}
+
+
+def test_client_disappears_mid_run(snapcell_bin):
+    s = Stdio(snapcell_bin)
+    s.initialize()
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": BIG_RUN}}})
+    assert wait_for(big_cells, 20)
+    assert s.close() == 0
+    assert wait_for(lambda: not big_cells(), 10)
+
+
+def test_busy_past_the_cap(snapcell_bin):
+    s = Stdio(snapcell_bin, "--max-runs", "1")
+    s.initialize()
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": "import time; time.sleep(3)"}}})
+    time.sleep(0.5)
+    reply = s.ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                   "params": {"name": "execute_code", "arguments": {"code": "print(1)"}}})
+    assert reply["id"] == 3 and reply["result"]["isError"] is True
+    assert "busy" in reply["result"]["content"][0]["text"]
+    assert s.recv()["id"] == 2
+    assert s.close() == 0
+
+
+def post(url, body, headers=None):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def test_http_basics(http_server):
+    url = http_server.url
+    status, body = post(url, INIT)
+    assert status == 200 and json.loads(body)["result"]["serverInfo"]["name"] == "snapcell"
+    assert post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}) == (202, b"")
+    status, body = post(url, b"{not json")
+    assert status == 400 and json.loads(body)["error"]["code"] == -32700
+    status, body = post(url, {"jsonrpc": "2.0", "id": 2, "method": "server/discover"})
+    assert json.loads(body)["error"]["code"] == -32601
+    status, _ = post(url, ping(3), {"MCP-Protocol-Version": "1999-01-01"})
+    assert status == 400
+    status, _ = post(url.replace("/mcp", "/other"), ping(4))
+    assert status == 404
+
+
+def test_http_bad_origin_and_host(http_server):
+    url = http_server.url
+    status, _ = post(url, ping(1), {"Origin": "http://evil.example"})
+    assert status == 403
+    status, _ = post(url, ping(1), {"Host": "evil.example"})
+    assert status == 403
+    status, body = post(url, ping(1), {"Origin": f"http://localhost:{http_server.port}"})
+    assert status == 200 and json.loads(body)["result"] == {}
+
+
+def test_http_token():
+    from conftest import HttpServer
+    server = HttpServer("--token", "s3cret")
+    try:
+        assert post(server.url, ping(1))[0] == 401
+        assert post(server.url, ping(1), {"Authorization": "Bearer wrong"})[0] == 401
+        assert post(server.url, ping(1), {"Authorization": "Bearer s3cret"})[0] == 200
+    finally:
+        server.stop()
+    assert server.proc.returncode == 0
+
+
+def test_http_huge_body(http_server):
+    status, body = post(http_server.url, b'{"pad": "' + b"x" * (20 << 20) + b'"}')
+    assert status == 413 and json.loads(body)["error"]["code"] == -32600
+
+
+def test_http_stream_client_disappears_mid_run(http_server):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", http_server.port, timeout=30)
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                       "params": {"name": "execute_code", "arguments": {"code": BIG_RUN},
+                                  "_meta": {"progressToken": "p"}}})
+    conn.request("POST", "/mcp", body, {"Content-Type": "application/json",
+                                        "Accept": "application/json, text/event-stream"})
+    response = conn.getresponse()
+    assert response.status == 200
+    assert response.getheader("Content-Type") == "text/event-stream"
+    assert wait_for(big_cells, 20)
+    assert b"notifications/progress" in response.read(80)
+    conn.sock.close()
+    conn.close()
+    # The next progress write fails; the run is cancelled and its cell killed.
+    assert wait_for(lambda: not big_cells(), 15)
+    status, body = post(http_server.url, ping(8))
+    assert status == 200
