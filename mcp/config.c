@@ -102,47 +102,58 @@ static int only_keys(const struct ctx *c, const char *path, json_t *v, const cha
 	return 0;
 }
 
-static int mounts(const struct ctx *c, const char *path, json_t *v)
+/* Applies one to each element of the array v (path[i] in messages); shape says what the
+ * array must hold when v is not one. */
+static int each(const struct ctx *c, const char *path, json_t *v, const char *shape,
+		int (*one)(const struct ctx *, const char *, json_t *))
 {
-	static const char *const keys[] = {"host", "path", NULL};
 	size_t i;
-	json_t *m;
+	json_t *e;
 	char at[256];
 	if (!json_is_array(v))
-		return fail(c, path, "must be an array of {\"host\", \"path\"}");
-	json_array_foreach(v, i, m)
+		return fail(c, path, shape);
+	json_array_foreach(v, i, e)
 	{
 		snprintf(at, sizeof(at), "%s[%zu]", path, i);
-		if (only_keys(c, at, m, keys) < 0)
+		if (one(c, at, e) < 0)
 			return -1;
-		const char *host = json_string_value(json_object_get(m, "host"));
-		const char *mount = json_string_value(json_object_get(m, "path"));
-		if (!host)
-			return fail(c, at, "needs \"host\" (a string)");
-		struct snapcell_error err = {0};
-		if (snapcell_config_add_mount(c->cfg, host, mount ? mount : host, &err) < 0)
-			return lib_fail(c, at, &err);
 	}
+	return 0;
+}
+
+static int one_mount(const struct ctx *c, const char *at, json_t *m)
+{
+	static const char *const keys[] = {"host", "path", NULL};
+	if (only_keys(c, at, m, keys) < 0)
+		return -1;
+	const char *host = json_string_value(json_object_get(m, "host"));
+	const char *mount = json_string_value(json_object_get(m, "path"));
+	if (!host)
+		return fail(c, at, "needs \"host\" (a string)");
+	struct snapcell_error err = {0};
+	if (snapcell_config_add_mount(c->cfg, host, mount ? mount : host, &err) < 0)
+		return lib_fail(c, at, &err);
+	return 0;
+}
+
+static int mounts(const struct ctx *c, const char *path, json_t *v)
+{
+	return each(c, path, v, "must be an array of {\"host\", \"path\"}", one_mount);
+}
+
+static int one_python_path(const struct ctx *c, const char *at, json_t *p)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(p))
+		return fail(c, at, "must be a string");
+	if (snapcell_config_add_python_path(c->cfg, json_string_value(p), &err) < 0)
+		return lib_fail(c, at, &err);
 	return 0;
 }
 
 static int python_paths(const struct ctx *c, const char *path, json_t *v)
 {
-	size_t i;
-	json_t *p;
-	char at[256];
-	if (!json_is_array(v))
-		return fail(c, path, "must be an array of directories");
-	json_array_foreach(v, i, p)
-	{
-		snprintf(at, sizeof(at), "%s[%zu]", path, i);
-		struct snapcell_error err = {0};
-		if (!json_is_string(p))
-			return fail(c, at, "must be a string");
-		if (snapcell_config_add_python_path(c->cfg, json_string_value(p), &err) < 0)
-			return lib_fail(c, at, &err);
-	}
-	return 0;
+	return each(c, path, v, "must be an array of directories", one_python_path);
 }
 
 static int one_allow(const struct ctx *c, const char *at, json_t *e)
@@ -173,18 +184,7 @@ static int one_allow(const struct ctx *c, const char *at, json_t *e)
 
 static int allow(const struct ctx *c, const char *path, json_t *v)
 {
-	size_t i;
-	json_t *e;
-	char at[256];
-	if (!json_is_array(v))
-		return fail(c, path, "must be an array of {\"target\", \"methods\"}");
-	json_array_foreach(v, i, e)
-	{
-		snprintf(at, sizeof(at), "%s[%zu]", path, i);
-		if (one_allow(c, at, e) < 0)
-			return -1;
-	}
-	return 0;
+	return each(c, path, v, "must be an array of {\"target\", \"methods\"}", one_allow);
 }
 
 static int env(const struct ctx *c, const char *path, json_t *v)
@@ -276,18 +276,7 @@ static int one_tool(const struct ctx *c, const char *at, json_t *t)
 
 static int tools(const struct ctx *c, const char *path, json_t *v)
 {
-	size_t i;
-	json_t *t;
-	char at[256];
-	if (!json_is_array(v))
-		return fail(c, path, "must be an array of {\"name\", \"argv\", ...}");
-	json_array_foreach(v, i, t)
-	{
-		snprintf(at, sizeof(at), "%s[%zu]", path, i);
-		if (one_tool(c, at, t) < 0)
-			return -1;
-	}
-	return 0;
+	return each(c, path, v, "must be an array of {\"name\", \"argv\", ...}", one_tool);
 }
 
 static int max_runs(const struct ctx *c, const char *path, json_t *v)

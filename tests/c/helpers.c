@@ -1,6 +1,7 @@
 #include "helpers.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -133,4 +134,35 @@ int test_pause_ms(long ms)
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
 		;
 	return 0;
+}
+
+char *test_make_tree(void)
+{
+	char *dir = strdup("/tmp/sc-files-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	chmod(dir, 0755);
+	return dir;
+}
+
+void test_write_file(const char *dir, const char *rel, const char *content)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, rel);
+	char *slash = strrchr(path, '/');
+	*slash = 0;
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
+	cr_assert_eq(system(cmd), 0);
+	*slash = '/';
+	FILE *f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	fputs(content, f);
+	fclose(f);
+}
+
+void test_remove_tree(const char *dir)
+{
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_assert_eq(system(cmd), 0);
 }

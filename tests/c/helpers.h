@@ -35,6 +35,12 @@ struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code);
 	cr_assert_eq((res)->status, SNAPCELL_STATUS_OK, "status %s, stderr: %s",                   \
 		     snapcell_status_name((res)->status), (res)->stderr_buf)
 
+/* A fresh directory under /tmp (mode 0755, so the sandbox uid can read it); malloc'd path. */
+char *test_make_tree(void);
+/* Writes content to dir/rel, making rel's parent directories. */
+void test_write_file(const char *dir, const char *rel, const char *content);
+void test_remove_tree(const char *dir);
+
 /* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
 int test_count_host_processes(const char *name);
 

@@ -6,44 +6,13 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 
-static char *make_tree(void)
-{
-	char *dir = strdup("/tmp/sc-files-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	chmod(dir, 0755);
-	return dir;
-}
-
-static void write_file(const char *dir, const char *rel, const char *content)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	char *slash = strrchr(path, '/');
-	*slash = 0;
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
-	cr_assert_eq(system(cmd), 0);
-	*slash = '/';
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f, "%s", path);
-	fputs(content, f);
-	fclose(f);
-}
-
-static void remove_tree(const char *dir)
-{
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
-}
-
 Test(files, workspace_and_mounts_staged_in_order_read_only)
 {
-	char *ws = make_tree(), *other = make_tree();
-	write_file(ws, "notes.txt", "workspace notes");
-	write_file(ws, "data/a.csv", "from workspace");
-	write_file(other, "a.csv", "from mount");
-	write_file(other, "single.txt", "one file");
+	char *ws = test_make_tree(), *other = test_make_tree();
+	test_write_file(ws, "notes.txt", "workspace notes");
+	test_write_file(ws, "data/a.csv", "from workspace");
+	test_write_file(other, "a.csv", "from mount");
+	test_write_file(other, "single.txt", "one file");
 	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_error err = {0};
 	char mnt[600];
@@ -74,16 +43,16 @@ Test(files, workspace_and_mounts_staged_in_order_read_only)
 			 "workspace notes from mount one file ['data', 'notes.txt']\n30\n");
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
-	remove_tree(ws), remove_tree(other);
+	test_remove_tree(ws), test_remove_tree(other);
 	free(ws), free(other);
 }
 
 Test(files, links_in_inputs_never_leak)
 {
-	char *ws = make_tree(), *secret = make_tree();
-	write_file(secret, "secret.txt", "TOP-SECRET-CONTENT");
-	write_file(ws, "ok.txt", "fine");
-	write_file(ws, "a/b/c/keep.txt", "deep");
+	char *ws = test_make_tree(), *secret = test_make_tree();
+	test_write_file(secret, "secret.txt", "TOP-SECRET-CONTENT");
+	test_write_file(ws, "ok.txt", "fine");
+	test_write_file(ws, "a/b/c/keep.txt", "deep");
 	char target[600], link[600];
 	snprintf(target, sizeof(target), "%s/secret.txt", secret);
 	snprintf(link, sizeof(link), "%s/file-link", ws);
@@ -122,15 +91,15 @@ Test(files, links_in_inputs_never_leak)
 		      "['a', 'mounted', 'ok.txt'] ['keep.txt']\n[]\n");
 	snapcell_sandbox_free(sb);
 	unlink(root_link);
-	remove_tree(ws), remove_tree(secret);
+	test_remove_tree(ws), test_remove_tree(secret);
 	free(ws), free(secret);
 }
 
 Test(files, reject_links_refuses_a_link_at_any_depth_and_names_it)
 {
-	char *ws = make_tree();
-	write_file(ws, "ok.txt", "fine");
-	write_file(ws, "a/b/keep.txt", "deep");
+	char *ws = test_make_tree();
+	test_write_file(ws, "ok.txt", "fine");
+	test_write_file(ws, "a/b/keep.txt", "deep");
 	char link[600];
 	snprintf(link, sizeof(link), "%s/a/b/deep-link", ws);
 	cr_assert_eq(symlink("/etc/passwd", link), 0);
@@ -148,7 +117,7 @@ Test(files, reject_links_refuses_a_link_at_any_depth_and_names_it)
 	expect_output(sb, "import os; print(sorted(os.listdir('/input/a/b')))", "['keep.txt']\n");
 	snapcell_sandbox_free(sb);
 	snapcell_config_free(cfg);
-	remove_tree(ws);
+	test_remove_tree(ws);
 	free(ws);
 }
 

@@ -9,37 +9,6 @@
 #include "stage/stage.h"
 #include "util/util.h"
 
-static char *make_tree(void)
-{
-	char *dir = strdup("/tmp/sc-files-XXXXXX");
-	cr_assert_not_null(mkdtemp(dir));
-	chmod(dir, 0755);
-	return dir;
-}
-
-static void write_file(const char *dir, const char *rel, const char *content)
-{
-	char path[512];
-	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	char *slash = strrchr(path, '/');
-	*slash = 0;
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "mkdir -p '%s'", path);
-	cr_assert_eq(system(cmd), 0);
-	*slash = '/';
-	FILE *f = fopen(path, "w");
-	cr_assert_not_null(f, "%s", path);
-	fputs(content, f);
-	fclose(f);
-}
-
-static void remove_tree(const char *dir)
-{
-	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	cr_assert_eq(system(cmd), 0);
-}
-
 Test(files, mount_paths_normalise_like_the_reference)
 {
 	static const struct {
@@ -70,8 +39,8 @@ Test(files, mount_paths_normalise_like_the_reference)
 
 Test(files, signature_changes_with_content_not_with_links)
 {
-	char *ws = make_tree();
-	write_file(ws, "a.txt", "one");
+	char *ws = test_make_tree();
+	test_write_file(ws, "a.txt", "one");
 	char s1[SNAPCELL_SIGNATURE_LEN], s2[SNAPCELL_SIGNATURE_LEN], s3[SNAPCELL_SIGNATURE_LEN];
 	struct snapcell_error err = {0};
 	cr_assert_eq(snapcell_tree_signature(ws, s1, &err), 0, "%s", err.message);
@@ -81,11 +50,11 @@ Test(files, signature_changes_with_content_not_with_links)
 	cr_assert_eq(symlink("/etc/passwd", link), 0);
 	cr_assert_eq(snapcell_tree_signature(ws, s2, &err), 0);
 	cr_expect_str_eq(s1, s2, "links are excluded");
-	write_file(ws, "a.txt", "two!");
+	test_write_file(ws, "a.txt", "two!");
 	cr_assert_eq(snapcell_tree_signature(ws, s3, &err), 0);
 	cr_expect_str_neq(s1, s3, "a changed file changes the signature");
 	cr_expect_eq(snapcell_tree_signature("/nonexistent", s3, &err), -ENOENT);
-	remove_tree(ws);
+	test_remove_tree(ws);
 	free(ws);
 }
 
