@@ -16,7 +16,6 @@ import sys
 import time
 
 import snapcell
-from snapcell import _native
 
 
 def p50(xs):

@@ -47,29 +47,44 @@ static int lib_fail(const struct ctx *c, const char *path, const struct snapcell
 	return fail(c, path, err->message);
 }
 
-static int limits(const struct ctx *c, const char *path, json_t *v)
+/* Applies one to each member of the object v (path.key in messages); shape says what the
+ * object must hold when v is not one. */
+static int each_member(const struct ctx *c, const char *path, json_t *v, const char *shape,
+		       int (*one)(const struct ctx *, const char *, const char *, json_t *))
 {
 	const char *key;
 	json_t *val;
 	char at[256];
 	if (!json_is_object(v))
-		return fail(c, path, "must be an object");
+		return fail(c, path, shape);
 	json_object_foreach(v, key, val)
 	{
 		snprintf(at, sizeof(at), "%s.%s", path, key);
-		size_t i = 0, n = sizeof(limit_keys) / sizeof(limit_keys[0]);
-		while (i < n && strcmp(limit_keys[i].key, key))
-			i++;
-		if (i == n)
-			return fail(c, at, "unknown key");
-		if (!json_is_integer(val) || json_integer_value(val) <= 0)
-			return fail(c, at, "must be a positive integer");
-		struct snapcell_error err = {0};
-		if (snapcell_config_set_limit(c->cfg, limit_keys[i].limit,
-					      (uint64_t)json_integer_value(val), &err) < 0)
-			return lib_fail(c, at, &err);
+		if (one(c, at, key, val) < 0)
+			return -1;
 	}
 	return 0;
+}
+
+static int one_limit(const struct ctx *c, const char *at, const char *key, json_t *val)
+{
+	size_t i = 0, n = sizeof(limit_keys) / sizeof(limit_keys[0]);
+	while (i < n && strcmp(limit_keys[i].key, key))
+		i++;
+	if (i == n)
+		return fail(c, at, "unknown key");
+	if (!json_is_integer(val) || json_integer_value(val) <= 0)
+		return fail(c, at, "must be a positive integer");
+	struct snapcell_error err = {0};
+	if (snapcell_config_set_limit(c->cfg, limit_keys[i].limit,
+				      (uint64_t)json_integer_value(val), &err) < 0)
+		return lib_fail(c, at, &err);
+	return 0;
+}
+
+static int limits(const struct ctx *c, const char *path, json_t *v)
+{
+	return each_member(c, path, v, "must be an object", one_limit);
 }
 
 static int workspace(const struct ctx *c, const char *path, json_t *v)
@@ -187,23 +202,19 @@ static int allow(const struct ctx *c, const char *path, json_t *v)
 	return each(c, path, v, "must be an array of {\"target\", \"methods\"}", one_allow);
 }
 
+static int one_env(const struct ctx *c, const char *at, const char *key, json_t *val)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(val))
+		return fail(c, at, "must be a string");
+	if (snapcell_config_set_env(c->cfg, key, json_string_value(val), &err) < 0)
+		return lib_fail(c, at, &err);
+	return 0;
+}
+
 static int env(const struct ctx *c, const char *path, json_t *v)
 {
-	const char *key;
-	json_t *val;
-	char at[256];
-	if (!json_is_object(v))
-		return fail(c, path, "must be an object of strings");
-	json_object_foreach(v, key, val)
-	{
-		snprintf(at, sizeof(at), "%s.%s", path, key);
-		struct snapcell_error err = {0};
-		if (!json_is_string(val))
-			return fail(c, at, "must be a string");
-		if (snapcell_config_set_env(c->cfg, key, json_string_value(val), &err) < 0)
-			return lib_fail(c, at, &err);
-	}
-	return 0;
+	return each_member(c, path, v, "must be an object of strings", one_env);
 }
 
 static void free_argv(char **argv)

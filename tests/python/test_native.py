@@ -7,9 +7,7 @@ import importlib.metadata
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 import time
 
