@@ -128,35 +128,35 @@ class _Settings:
         s.limits, s.env = dict(self.limits), dict(self.env)
         return s
 
-    def config(self) -> Any:
-        cfg, _ = build_config(
-            tools=[_sandbox_tool(t) for t in self.tools.values()],
-            env=self.env,
+    def _keywords(self) -> dict[str, Any]:
+        """The build_config keywords other than the tools: what both config() and key() use,
+        so the cache key cannot miss a setting."""
+        return dict(
+            env=tuple(sorted(self.env.items())),
             python_paths=self.python_paths,
             workspace=self.workspace,
-            mounts=[(str(m.host_path), m.mount_path) for m in self.mounts.values()],
-            allowed_domains=sorted(self.domains.values()),
+            mounts=tuple((str(m.host_path), m.mount_path) for m in self.mounts.values()),
+            allowed_domains=tuple(sorted(self.domains.values())),
             reject_links=self.reject_links,
             venv=self.venv,
             preload=self.preload,
             **self.limits,
         )
+
+    def config(self) -> Any:
+        keywords = self._keywords()
+        keywords["env"] = dict(keywords["env"])
+        cfg, _ = build_config(tools=[_sandbox_tool(t) for t in self.tools.values()], **keywords)
         return cfg
 
     def key(self) -> tuple[Any, ...]:
-        """The cache key: configuration plus the signatures of the staged trees."""
-        ws = (str(self.workspace), _native.tree_signature(str(self.workspace))) if self.workspace else None
+        """The cache key: the tools by identity, every setting, and the signatures of the
+        staged trees (a changed file gives a fresh sandbox)."""
+        trees = ([str(self.workspace)] if self.workspace else []) + [str(m.host_path) for m in self.mounts.values()]
         return (
             tuple((n, id(t), t.approval_mode) for n, t in self.tools.items()),
-            ws,
-            tuple((p, str(m.host_path), _native.tree_signature(str(m.host_path))) for p, m in self.mounts.items()),
-            tuple(sorted(self.domains.values())),
-            tuple(sorted(self.limits.items())),
-            tuple(sorted(self.env.items())),
-            self.python_paths,
-            self.reject_links,
-            self.venv,
-            self.preload,
+            tuple(sorted(self._keywords().items(), key=lambda kv: kv[0])),
+            tuple(_native.tree_signature(t) for t in trees),
         )
 
 
