@@ -16,6 +16,10 @@
 #include "mcp.h"
 
 #define MAX_CONNECTIONS 256
+/* Seconds a connection may stay silent (no byte read or written) before it is closed, so idle
+ * or stalled connections cannot hold every slot. A run in progress does not count: its thread
+ * is in our handler, not waiting on the socket. */
+#define IDLE_TIMEOUT 15
 
 struct http {
 	struct mcp_server *srv;
@@ -214,6 +218,29 @@ static bool host_allowed(const struct http *h, const char *host, size_t len)
 	return strlen(h->host) == n && !strncasecmp(host, h->host, n);
 }
 
+static unsigned bound_port(struct MHD_Daemon *d);
+
+/* Origin's "name[:port]" (no path) names this server: an allowed host and the bound port. The
+ * server sends no CORS headers, so no page of another origin, another port on loopback
+ * included, is a legitimate client; without this check such a page could still send a
+ * "simple" text/plain POST, which needs no preflight. */
+static bool origin_allowed(const struct http *h, struct MHD_Connection *con, const char *rest)
+{
+	size_t len = strlen(rest);
+	if (!len || strchr(rest, '/') || !host_allowed(h, rest, len))
+		return false;
+	const char *end = rest[0] == '[' ? strchr(rest, ']') : rest;
+	const char *colon = end ? strchr(end, ':') : NULL;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(con, MHD_CONNECTION_INFO_DAEMON);
+	unsigned port = ci ? bound_port(ci->daemon) : 0;
+	if (!colon)
+		return port == 80;
+	char *stop;
+	unsigned long want = strtoul(colon + 1, &stop, 10);
+	return colon[1] >= '0' && colon[1] <= '9' && !*stop && want == port;
+}
+
 /* A browser page on another site must not reach a server on loopback (DNS rebinding). */
 static bool request_allowed(const struct http *h, struct MHD_Connection *con)
 {
@@ -226,7 +253,7 @@ static bool request_allowed(const struct http *h, struct MHD_Connection *con)
 	const char *rest = !strncmp(origin, "http://", 7)    ? origin + 7
 			   : !strncmp(origin, "https://", 8) ? origin + 8
 							     : NULL;
-	return rest && *rest && !strchr(rest, '/') && host_allowed(h, rest, strlen(rest));
+	return rest && origin_allowed(h, con, rest);
 }
 
 static bool token_ok(const struct http *h, struct MHD_Connection *con)
@@ -303,7 +330,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 				  size_t *data_size, void **state)
 {
 	struct http *h = cls;
+	/* The headers are checked on the first call, before any of the body is kept: a client
+	 * without the token or from another origin costs no buffer. */
 	if (!*state) {
+		if (strcmp(url, "/mcp"))
+			return refuse(con, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
+				      "Not Found: use /mcp");
+		if (!request_allowed(h, con))
+			return refuse(con, MHD_HTTP_FORBIDDEN, MCP_INVALID_REQUEST,
+				      "Forbidden: Host or Origin is not this server's");
+		if (!token_ok(h, con))
+			return refuse(con, MHD_HTTP_UNAUTHORIZED, MCP_INVALID_REQUEST,
+				      "Unauthorized: a bearer token is required");
+		if (strcmp(method, "POST"))
+			return respond(con, MHD_HTTP_METHOD_NOT_ALLOWED, NULL);
 		*state = calloc(1, sizeof(struct upload));
 		return *state ? MHD_YES : MHD_NO;
 	}
@@ -313,16 +353,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 		*data_size = 0;
 		return MHD_YES;
 	}
-	if (strcmp(url, "/mcp"))
-		return refuse(con, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST, "Not Found: use /mcp");
-	if (!request_allowed(h, con))
-		return refuse(con, MHD_HTTP_FORBIDDEN, MCP_INVALID_REQUEST,
-			      "Forbidden: Host or Origin is not this server's");
-	if (!token_ok(h, con))
-		return refuse(con, MHD_HTTP_UNAUTHORIZED, MCP_INVALID_REQUEST,
-			      "Unauthorized: a bearer token is required");
-	if (strcmp(method, "POST"))
-		return respond(con, MHD_HTTP_METHOD_NOT_ALLOWED, NULL);
 	return dispatch(h, con, u);
 }
 
@@ -388,7 +418,8 @@ int mcp_serve_http(struct mcp_server *srv, const char *listen, const char *token
 			 MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
 	struct MHD_Daemon *d = MHD_start_daemon(
 		flags, 0, NULL, NULL, on_request, &h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_NOTIFY_COMPLETED,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
+		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT, MHD_OPTION_NOTIFY_COMPLETED,
 		on_done, NULL, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!d) {

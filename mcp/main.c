@@ -76,6 +76,11 @@ static int parse(int argc, char **argv, struct args *a)
 			return 2;
 		}
 	}
+	if (a->token && !*a->token) {
+		/* `--token "$UNSET"` must not quietly serve without one. */
+		fprintf(stderr, "snapcell mcp: --token wants a non-empty token\n");
+		return 2;
+	}
 	if (optind < argc) {
 		fprintf(stderr, "snapcell mcp: unexpected argument '%s'\n%s", argv[optind], usage);
 		return 2;

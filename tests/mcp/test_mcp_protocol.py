@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BIG_RUN, big_cells, wait_for
+from conftest import BIG_RUN, big_cells, snapcell_env, wait_for
 
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
@@ -199,6 +199,85 @@ def test_http_token():
     finally:
         server.stop()
     assert server.proc.returncode == 0
+
+
+def test_http_origin_must_be_this_server(http_server):
+    # No CORS headers are sent, so a page on another loopback port is never a client; it
+    # could otherwise send a text/plain "simple" POST that needs no preflight.
+    for origin in ("http://localhost:1", "http://127.0.0.1", f"http://localhost:{http_server.port}x",
+                   f"http://localhost:{http_server.port}@evil.example"):
+        status, _ = post(http_server.url, ping(1), {"Origin": origin, "Content-Type": "text/plain"})
+        assert status == 403, origin
+    status, _ = post(http_server.url, ping(1), {"Origin": f"http://[::1]:{http_server.port}"})
+    assert status == 200
+
+
+def test_http_empty_token_is_refused():
+    path, env = snapcell_env()
+    proc = subprocess.run([path, "mcp", "--http", "127.0.0.1:0", "--token", ""], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    assert proc.returncode == 2 and b"non-empty" in proc.stderr
+
+
+def _vm_hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) * 1024
+
+
+def test_http_unauthenticated_body_is_not_kept():
+    # Host, Origin and the token are checked before the body is read: 24 clients without the
+    # token sending 15 MiB each made the server hold 0.6 GB before.
+    import socket
+    from conftest import HttpServer
+    server = HttpServer("--token", "s3cret")
+    try:
+        socks = []
+        for _ in range(24):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 15728640\r\n\r\n")
+            socks.append(s)
+
+        def fill(s):
+            try:
+                for _ in range(15):
+                    s.sendall(b"x" * (1 << 20))
+            except OSError:
+                pass  # refused early and closed: what we want
+
+        threads = [threading.Thread(target=fill, args=(s,)) for s in socks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for s in socks:
+            s.close()
+        assert _vm_hwm(server.proc.pid) < 128 << 20
+        assert post(server.url, ping(1), {"Authorization": "Bearer s3cret"})[0] == 200
+    finally:
+        server.stop()
+
+
+def test_http_idle_connections_do_not_hold_every_slot():
+    # 256 connections that send half a request and stop used to lock every client out.
+    import socket
+    from conftest import HttpServer
+    server = HttpServer()
+    try:
+        socks = []
+        for _ in range(260):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            socks.append(s)
+        time.sleep(0.5)
+        data = json.dumps(ping(1)).encode()
+        req = urllib.request.Request(server.url, data=data, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=40) as r:
+            assert r.status == 200
+        for s in socks:
+            s.close()
+    finally:
+        server.stop()
 
 
 def test_http_huge_body(http_server):
