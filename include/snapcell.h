@@ -127,6 +127,10 @@ enum snapcell_limit {
 	SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, /* bytes of all collected files (default 256 MiB) */
 	SNAPCELL_LIMIT_OUTPUT_DEPTH,	   /* directory depth walked in /output (default 32) */
 	SNAPCELL_LIMIT_OUTPUT_PATH_BYTES,  /* length of a collected path (default 1,024) */
+	SNAPCELL_LIMIT_NET_CONNECTIONS,	   /* open connections of one cell (default 32) */
+	SNAPCELL_LIMIT_NET_BYTES,	   /* bytes both ways per run (default 1 GiB) */
+	SNAPCELL_LIMIT_NET_CONNECT_MS,	   /* resolving and connecting upstream (10,000) */
+	SNAPCELL_LIMIT_NET_IDLE_MS,	   /* a connection with no byte either way (30,000) */
 	SNAPCELL_LIMIT__COUNT
 };
 
@@ -290,6 +294,17 @@ struct snapcell_allowed_info {
 SNAPCELL_API int snapcell_config_allowed_info(const struct snapcell_config *cfg, size_t index,
 					      struct snapcell_allowed_info *out,
 					      struct snapcell_error *err);
+
+/* Lookups of name (a host name as snapcell_normalize_domain writes it) answer address (an
+ * IPv4 or IPv6 literal) instead of DNS: for tests and private names. It replaces only the
+ * lookup: the name must still be allowed, and the address rules still apply to address.
+ * A later call for the same name replaces it. */
+SNAPCELL_API int snapcell_config_map_host(struct snapcell_config *cfg, const char *name,
+					  const char *address, struct snapcell_error *err);
+/* The CA bundle (PEM file) the host verifies upstream TLS servers with, for entries whose
+ * requests the host makes itself (HTTP rules); NULL for the system's. */
+SNAPCELL_API int snapcell_config_set_upstream_ca(struct snapcell_config *cfg, const char *path,
+						 struct snapcell_error *err);
 
 /* ---- host tools ---- */
 
@@ -484,6 +499,44 @@ struct snapcell_result {
 	struct snapcell_skipped_output *skipped;
 	size_t n_skipped_listed, n_skipped;
 	uint32_t output_limits_hit; /* SNAPCELL_OUTPUT_HIT_* */
+	/* Every network attempt of the run (a name asked, a connection, an HTTP request), in
+	 * order; the list keeps at most 10,000. */
+	struct snapcell_net_event *net_events;
+	size_t n_net_events, n_net_events_dropped;
+	uint32_t net_limits_hit; /* SNAPCELL_NET_HIT_* */
+};
+
+/* One network attempt, as the host's egress gate saw it. */
+enum snapcell_net_kind {
+	SNAPCELL_NET_RESOLVE, /* the code asked for a name */
+	SNAPCELL_NET_CONNECT, /* a TCP stream, passed through (TLS stays end to end) */
+	SNAPCELL_NET_REQUEST, /* one HTTP request through an entry with HTTP rules */
+};
+
+struct snapcell_net_event {
+	enum snapcell_net_kind kind;
+	bool allowed;
+	const char *target;  /* what the code asked for: a name, or an address */
+	const char *address; /* the upstream address (pinned after resolution), or NULL */
+	uint16_t port;	     /* 0 for a name */
+	const char *method;  /* SNAPCELL_NET_REQUEST; NULL otherwise */
+	const char *path;
+	int http_status; /* the upstream's, or 0 */
+	bool header_added; /* the entry's headers went upstream (values are never shown) */
+	/* The entry that allowed it, or why it was refused ("evil.example is not on this
+	 * sandbox's allow list"). */
+	const char *rule;
+	uint64_t bytes_out; /* from the code towards the upstream */
+	uint64_t bytes_in;
+	uint64_t duration_us;
+};
+
+/* Network limits a run hit (their attempts are in the list, refused). */
+enum snapcell_net_hit {
+	SNAPCELL_NET_HIT_CONNECTIONS = 1u << 0, /* more open connections than the cap */
+	SNAPCELL_NET_HIT_BYTES = 1u << 1,	/* the run's byte budget */
+	SNAPCELL_NET_HIT_NAMES = 1u << 2,	/* more distinct names than the cap (256) */
+	SNAPCELL_NET_HIT_EVENTS = 1u << 3,	/* the list's cap */
 };
 
 /* A file the code wrote under /output. path is relative to /output, as raw bytes (any byte

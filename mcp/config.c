@@ -28,6 +28,10 @@ static const struct {
 	{"output_total_bytes", SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES},
 	{"output_depth", SNAPCELL_LIMIT_OUTPUT_DEPTH},
 	{"output_path_bytes", SNAPCELL_LIMIT_OUTPUT_PATH_BYTES},
+	{"net_connections", SNAPCELL_LIMIT_NET_CONNECTIONS},
+	{"net_bytes", SNAPCELL_LIMIT_NET_BYTES},
+	{"net_connect_ms", SNAPCELL_LIMIT_NET_CONNECT_MS},
+	{"net_idle_ms", SNAPCELL_LIMIT_NET_IDLE_MS},
 };
 
 struct ctx {

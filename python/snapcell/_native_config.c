@@ -20,6 +20,10 @@ static const char *const limit_names[SNAPCELL_LIMIT__COUNT] = {
 	[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] = "output_total_bytes",
 	[SNAPCELL_LIMIT_OUTPUT_DEPTH] = "output_depth",
 	[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES] = "output_path_bytes",
+	[SNAPCELL_LIMIT_NET_CONNECTIONS] = "net_connections",
+	[SNAPCELL_LIMIT_NET_BYTES] = "net_bytes",
+	[SNAPCELL_LIMIT_NET_CONNECT_MS] = "net_connect_ms",
+	[SNAPCELL_LIMIT_NET_IDLE_MS] = "net_idle_ms",
 };
 
 /* The limit named name, or -1 with ValueError listing the valid names. */

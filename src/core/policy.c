@@ -2,7 +2,11 @@
  * stored here) and the approval execute_code needs. Nothing here enforces; the front ends act
  * on approval, and the egress gate will act on the list. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core.h"
 #include "util/util.h"
@@ -60,4 +64,61 @@ enum snapcell_approval snapcell_config_approval(const struct snapcell_config *cf
 		if (cfg->tools[i].approval == SNAPCELL_APPROVAL_ALWAYS)
 			return SNAPCELL_APPROVAL_ALWAYS;
 	return SNAPCELL_APPROVAL_NEVER;
+}
+
+int snapcell_config_map_host(struct snapcell_config *cfg, const char *name, const char *address,
+			     struct snapcell_error *err)
+{
+	char norm[SNAPCELL_TARGET_MAX];
+	uint8_t bin[16];
+	if (!cfg || !name || !address)
+		return sc__err(err, SNAPCELL_E_INVAL, "map_host: NULL argument");
+	int rc = snapcell_normalize_domain(name, norm, sizeof(norm), err);
+	if (rc < 0)
+		return sc__err_wrap(err, rc, "map_host");
+	if (strchr(norm, ':') || inet_pton(AF_INET, norm, bin) == 1)
+		return sc__err(err, SNAPCELL_E_INVAL, "map_host %s: give a host name, no port",
+			       norm);
+	if (inet_pton(AF_INET, address, bin) != 1 && inet_pton(AF_INET6, address, bin) != 1)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "map_host %s: '%.64s' is not an IPv4 or IPv6 address", norm, address);
+	for (size_t i = 0; i < cfg->n_maps; i++)
+		if (strcmp(cfg->map_names[i], norm) == 0) {
+			char *copy = strdup(address);
+			if (!copy)
+				return sc__err(err, -ENOMEM, "map_host");
+			free(cfg->map_addresses[i]);
+			cfg->map_addresses[i] = copy;
+			return 0;
+		}
+	if (cfg->n_maps == SC_NET_MAX_ENTRIES)
+		return sc__err(err, SNAPCELL_E_TOO_BIG, "map_host: more than %d names",
+			       SC_NET_MAX_ENTRIES);
+	char **names = realloc(cfg->map_names, (cfg->n_maps + 1) * sizeof(char *));
+	if (names)
+		cfg->map_names = names;
+	char **addrs = realloc(cfg->map_addresses, (cfg->n_maps + 1) * sizeof(char *));
+	if (addrs)
+		cfg->map_addresses = addrs;
+	char *n = names && addrs ? strdup(norm) : NULL, *a = n ? strdup(address) : NULL;
+	if (!a) {
+		free(n);
+		return sc__err(err, -ENOMEM, "map_host");
+	}
+	cfg->map_names[cfg->n_maps] = n;
+	cfg->map_addresses[cfg->n_maps++] = a;
+	return 0;
+}
+
+int snapcell_config_set_upstream_ca(struct snapcell_config *cfg, const char *path,
+				    struct snapcell_error *err)
+{
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_upstream_ca: NULL config");
+	char *resolved = NULL;
+	if (path && !(resolved = realpath(path, NULL)))
+		return sc__err(err, -errno, "set_upstream_ca %s", path);
+	free(cfg->upstream_ca);
+	cfg->upstream_ca = resolved;
+	return 0;
 }
