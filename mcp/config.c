@@ -175,13 +175,34 @@ static int python_paths(const struct ctx *c, const char *path, json_t *v)
 	return each(c, path, v, "must be an array of directories", one_python_path);
 }
 
+/* "headers": {"Name": "value"}: each added after the entry, the value expanded by the
+ * library (${env:NAME}, ${file:PATH}, $$) and never repeated in a message. */
+static int allow_headers(const struct ctx *c, const char *at, const char *target, json_t *headers)
+{
+	const char *name;
+	json_t *value;
+	if (!json_is_object(headers) || json_object_size(headers) > 16)
+		return fail(c, at, "\"headers\" must be an object of at most 16 names to strings");
+	json_object_foreach(headers, name, value)
+	{
+		struct snapcell_error err = {0};
+		if (!json_is_string(value))
+			return fail(c, at, "\"headers\" values must be strings");
+		if (snapcell_config_allow_header(c->cfg, target, name, json_string_value(value),
+						 &err) < 0)
+			return lib_fail(c, at, &err);
+	}
+	return 0;
+}
+
 static int one_allow(const struct ctx *c, const char *at, json_t *e)
 {
-	static const char *const keys[] = {"target", "methods", NULL};
+	static const char *const keys[] = {"target", "methods", "headers", NULL};
 	if (only_keys(c, at, e, keys) < 0)
 		return -1;
 	const char *target = json_string_value(json_object_get(e, "target"));
 	json_t *methods = json_object_get(e, "methods");
+	json_t *headers = json_object_get(e, "headers");
 	const char *list[32];
 	size_t n = 0, i;
 	json_t *m;
@@ -198,12 +219,13 @@ static int one_allow(const struct ctx *c, const char *at, json_t *e)
 	struct snapcell_error err = {0};
 	if (snapcell_config_allow(c->cfg, target, methods ? list : NULL, n, &err) < 0)
 		return lib_fail(c, at, &err);
-	return 0;
+	return headers ? allow_headers(c, at, target, headers) : 0;
 }
 
 static int allow(const struct ctx *c, const char *path, json_t *v)
 {
-	return each(c, path, v, "must be an array of {\"target\", \"methods\"}", one_allow);
+	return each(c, path, v, "must be an array of {\"target\", \"methods\", \"headers\"}",
+		    one_allow);
 }
 
 static int one_env(const struct ctx *c, const char *at, const char *key, json_t *val)

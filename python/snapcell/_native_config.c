@@ -482,6 +482,10 @@ static PyMethodDef config_methods[] = {
 	{"allow", (PyCFunction)sc__py_config_allow, METH_VARARGS,
 	 "allow(target, methods=None): a network entry, normalised by the library; the same "
 	 "target replaces."},
+	{"allow_header", (PyCFunction)sc__py_config_allow_header, METH_VARARGS,
+	 "allow_header(target, name, value): a header the host adds for target's entry; "
+	 "${env:NAME}, ${file:PATH} and $$ in value are expanded now. KeyError without the "
+	 "entry."},
 	{"remove_allowed", (PyCFunction)sc__py_config_remove_allowed, METH_O,
 	 "remove_allowed(target): KeyError when no entry has that (normalised) target."},
 	{"allowed", (PyCFunction)sc__py_config_allowed, METH_NOARGS,

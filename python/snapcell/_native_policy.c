@@ -97,6 +97,21 @@ PyObject *sc__py_config_allow(ConfigObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+PyObject *sc__py_config_allow_header(ConfigObject *self, PyObject *args)
+{
+	const char *target, *name, *value;
+	if (!PyArg_ParseTuple(args, "sss:allow_header", &target, &name, &value) ||
+	    sc__py_config_writable(self) < 0)
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_allow_header(self->cfg, target, name, value, &err);
+	if (rc == -ENOENT)
+		return PyErr_Format(PyExc_KeyError, "allow_header: no entry for %s", target);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "allow_header", NULL, false);
+	Py_RETURN_NONE;
+}
+
 PyObject *sc__py_config_remove_allowed(ConfigObject *self, PyObject *arg)
 {
 	const char *target = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, NULL) : NULL;

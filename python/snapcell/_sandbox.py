@@ -149,9 +149,23 @@ def _is_pair(v: Any) -> bool:
     )
 
 
-def _entries(entries: Any) -> list[tuple[str, list[str] | None]]:
-    """A network entry is "target", (target, "METHOD"), (target, [methods]) or an object with
-    .target and .methods (snapcell.agent_framework.AllowedDomain)."""
+@dataclass(frozen=True)
+class AllowedTarget:
+    """A network entry with headers: the host adds ``headers`` (name -> value) to the requests
+    it lets through for ``target``. In a value, ``${env:NAME}`` (the host's environment),
+    ``${file:PATH}`` (a file of at most 8 KiB, one trailing newline dropped) and ``$$`` are
+    expanded by the C library when the Sandbox is built; values are never listed, described
+    or shown to the code."""
+
+    target: str
+    methods: str | Sequence[str] | None = None
+    headers: Mapping[str, str] | None = None
+
+
+def _entries(entries: Any) -> list[tuple[str, list[str] | None, dict[str, str]]]:
+    """A network entry is "target", (target, "METHOD"), (target, [methods]), an object with
+    .target and .methods (snapcell.agent_framework.AllowedDomain) or an AllowedTarget (which
+    also has .headers)."""
     if entries is None:
         return []
     if isinstance(entries, str) or hasattr(entries, "target") or _is_entry_pair(entries):
@@ -159,14 +173,22 @@ def _entries(entries: Any) -> list[tuple[str, list[str] | None]]:
     out = []
     for e in entries:
         if isinstance(e, str):
-            out.append((e, None))
+            out.append((e, None, {}))
         elif hasattr(e, "target"):
-            out.append((e.target, _methods(e.methods)))
+            out.append((e.target, _methods(e.methods), _headers(getattr(e, "headers", None))))
         elif _is_entry_pair(e):
-            out.append((e[0], _methods(e[1])))
+            out.append((e[0], _methods(e[1]), {}))
         else:
-            raise TypeError(f"a network entry is a target or a (target, methods) pair, not {e!r}")
+            raise TypeError(f"a network entry is a target, a (target, methods) pair or an AllowedTarget, not {e!r}")
     return out
+
+
+def _headers(h: Any) -> dict[str, str]:
+    if h is None:
+        return {}
+    if not isinstance(h, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in h.items()):
+        raise TypeError(f"headers are a mapping of str to str, not {h!r}")
+    return dict(h)
 
 
 def _is_entry_pair(v: Any) -> bool:
@@ -222,8 +244,10 @@ def build_config(
     cfg.set_reject_links(reject_links)
     for host, mount in _mounts(mounts):
         cfg.add_mount(os.path.expanduser(host), mount)
-    for target, methods in _entries(allowed_domains):
+    for target, methods, headers in _entries(allowed_domains):
         cfg.allow(target, methods)
+        for name, value in headers.items():
+            cfg.allow_header(target, name, value)
     registered: dict[str, Tool] = {}
     if tools is not None:
         if callable(tools) or isinstance(tools, Tool):

@@ -360,6 +360,19 @@ static void put_methods(struct text *t, const struct sc_net_entry *e)
 		put(t, "%s%s", i ? ", " : "", e->methods[i]);
 }
 
+/* Names only: a header's value (a credential, typically) never reaches the model. */
+static void put_headers(struct text *t, const struct sc_net_entry *e)
+{
+	for (size_t i = 0; i < e->n_headers; i++)
+		put(t, "%s%s",
+		    i == 0		   ? " (the host adds the "
+		    : i + 1 < e->n_headers ? ", "
+					   : " and ",
+		    e->headers[i].name);
+	if (e->n_headers)
+		put(t, " header%s)", e->n_headers > 1 ? "s" : "");
+}
+
 static void describe_network(struct text *t, const struct snapcell_config *cfg)
 {
 	if (cfg->allowed.n == 0) {
@@ -371,6 +384,7 @@ static void describe_network(struct text *t, const struct snapcell_config *cfg)
 	for (size_t i = 0; i < cfg->allowed.n; i++) {
 		put(t, "- %s: ", cfg->allowed.entries[i].target);
 		put_methods(t, &cfg->allowed.entries[i]);
+		put_headers(t, &cfg->allowed.entries[i]);
 		put(t, "\n");
 	}
 	put(t, "Ordinary Python networking (urllib, http.client, socket, ssl, requests, httpx) "
