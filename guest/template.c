@@ -459,6 +459,8 @@ static int add_address(int s4, int s6, unsigned index, const char *text)
 	struct ifreq ifr = {0};
 	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
 	if (inet_pton(AF_INET, text, &sin->sin_addr) == 1) {
+		if ((ntohl(sin->sin_addr.s_addr) >> 24) == 127)
+			return 0; /* loopback's own already */
 		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo:%u", index);
 		sin->sin_family = AF_INET;
 		if (ioctl(s4, SIOCSIFADDR, &ifr) < 0)

@@ -353,8 +353,14 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 		rc = add_mount(c, src->mounts[i].host_path, src->mounts[i].mount_path);
 	if (rc == 0)
 		rc = sc__net_list_copy(&src->allowed, &c->allowed);
-	for (size_t i = 0; rc == 0 && i < src->n_maps; i++)
-		rc = snapcell_config_map_host(c, src->map_names[i], src->map_addresses[i], NULL);
+	if (rc == 0 && src->n_maps &&
+	    (!(c->map_names = calloc(src->n_maps, sizeof(char *))) ||
+	     !(c->map_addresses = calloc(src->n_maps, sizeof(char *)))))
+		rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < src->n_maps; i++, c->n_maps++)
+		if (!(c->map_names[i] = strdup(src->map_names[i])) ||
+		    !(c->map_addresses[i] = strdup(src->map_addresses[i])))
+			rc = -ENOMEM;
 	if (rc == 0 && src->upstream_ca && !(c->upstream_ca = strdup(src->upstream_ca)))
 		rc = -ENOMEM;
 	if (rc < 0) {

@@ -12,6 +12,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -672,12 +673,6 @@ static void read_questions(struct sc_gate_cell *c)
 
 /* ---- connections ---- */
 
-static bool stopped(const struct sc_gate_cell *c)
-{
-	struct pollfd p = {c->stop_fd, POLLIN, 0};
-	return poll(&p, 1, 0) > 0;
-}
-
 /* Waits for fd (events) or the stop signal, bounded by ms and the run's deadline: 1 ready,
  * 0 timed out or stopped. */
 static int wait_for(const struct sc_gate_cell *c, int fd, short events, uint64_t ms)
@@ -920,8 +915,8 @@ static void serve(struct sc_gate_cell *c, int fd)
 	} else if (hello < 0) {
 		e.rule = why;
 	} else if (hello == 1 && strcmp(sni, d.host) != 0) {
-		snprintf(why, sizeof(why), "TLS for %.*s on a connection to %s",
-			 sni[0] ? 200 : 9, sni[0] ? sni : "(no name)", d.host);
+		snprintf(why, sizeof(why), "TLS for %.100s on a connection to %.100s",
+			 sni[0] ? sni : "(no name)", d.host);
 		e.rule = why;
 	} else if (any_http(&d) || (d.named && hello == 0)) {
 		/* HTTP rules, or plain HTTP to a name: the HTTP gate checks every request. */
