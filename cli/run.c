@@ -60,6 +60,11 @@ static const char usage[] =
 	"                          through for an --allow'ed TARGET (given before); in VALUE,\n"
 	"                          ${env:VAR} and ${file:PATH} are read now, $$ is '$'; the\n"
 	"                          value is never printed (repeatable)\n"
+	"  --map-host NAME=ADDR    resolve NAME to ADDR (an IP literal) instead of asking DNS;\n"
+	"                          NAME must still be allowed, and ADDR obeys the address\n"
+	"                          rules (for tests and private names; repeatable)\n"
+	"  --upstream-ca FILE      verify the upstream servers the host itself talks to (for\n"
+	"                          targets with HTTP rules) with the CA bundle FILE\n"
 	"  --describe[=json]       print the execute_code tool description a model would get\n"
 	"                          for these options, and exit (json: schemas as JSON)\n"
 	"  --instructions          print the provider instructions for these options, and exit\n"
@@ -156,7 +161,9 @@ enum opt {
 	OPT_INSTRUCTIONS,
 	OPT_VENV,
 	OPT_PRELOAD,
-	OPT_ALLOW_HEADER
+	OPT_ALLOW_HEADER,
+	OPT_MAP_HOST,
+	OPT_UPSTREAM_CA
 };
 
 static const struct option options[] = {
@@ -183,6 +190,8 @@ static const struct option options[] = {
 	{"venv", required_argument, NULL, OPT_VENV},
 	{"preload", required_argument, NULL, OPT_PRELOAD},
 	{"allow-header", required_argument, NULL, OPT_ALLOW_HEADER},
+	{"map-host", required_argument, NULL, OPT_MAP_HOST},
+	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -316,6 +325,20 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return add_allowed(cfg, arg);
 	if (opt == OPT_ALLOW_HEADER)
 		return add_allowed_header(cfg, arg);
+	if (opt == OPT_MAP_HOST || opt == OPT_UPSTREAM_CA) {
+		char *eq = strchr(arg, '=');
+		char *name = eq ? strndup(arg, (size_t)(eq - arg)) : NULL;
+		int rc = opt == OPT_UPSTREAM_CA ? snapcell_config_set_upstream_ca(cfg, arg, &err)
+			 : name			 ? snapcell_config_map_host(cfg, name, eq + 1, &err)
+						 : -1;
+		free(name);
+		if (rc < 0 && (eq || opt == OPT_UPSTREAM_CA))
+			fprintf(stderr, "snapcell: --%s: %s\n",
+				opt == OPT_MAP_HOST ? "map-host" : "upstream-ca", err.message);
+		else if (rc < 0)
+			fprintf(stderr, "snapcell: --map-host wants NAME=ADDRESS, got '%s'\n", arg);
+		return rc < 0 ? -1 : 0;
+	}
 	if (opt == OPT_WORKSPACE || opt == OPT_INPUT) {
 		int rc = opt == OPT_WORKSPACE ? snapcell_config_set_workspace(cfg, arg, &err)
 					      : add_input(cfg, arg, &err);

@@ -302,9 +302,9 @@ static int setup(struct snapcell_error *err)
 	/* Defaults the code's own environment overrides: the CA bundle for ssl, and matplotlib's
 	 * file backend (no display; it would otherwise probe for GUI toolkits). */
 	bool bundle = access(SC_CA_BUNDLE, R_OK) == 0;
-	/* requests reads certifi's file unless REQUESTS_CA_BUNDLE names another. */
+	/* requests reads certifi's file unless REQUESTS_CA_BUNDLE names another: the same. */
 	if ((bundle && (setenv("SSL_CERT_FILE", SC_CA_BUNDLE, 0) < 0 ||
-			setenv("REQUESTS_CA_BUNDLE", SC_CA_BUNDLE, 0) < 0)) ||
+			setenv("REQUESTS_CA_BUNDLE", getenv("SSL_CERT_FILE"), 0) < 0)) ||
 	    setenv("MPLBACKEND", "Agg", 0) < 0)
 		return sc__err(err, -errno, "setenv defaults");
 	if (sethostname("snapcell", 8) < 0)

@@ -75,13 +75,12 @@ def test_bad_allow_entries_are_usage_errors(snapcell):
         assert why in r.stderr, (arg, r.stderr)
 
 
-def test_code_is_told_entries_are_not_enforced_yet(snapcell):
-    r = snapcell("run", "--allow", "api.example.com=GET", "-",
+def test_code_without_entries_is_told_it_has_no_network(snapcell):
+    r = snapcell("run", "-",
                  stdin=b"import urllib.request\nurllib.request.urlopen('https://api.example.com/')")
     assert r.returncode == 1
     assert (b"cannot resolve 'api.example.com': network access is not available in this "
-            b"sandbox yet: the allowed targets api.example.com (GET) are recorded but not yet "
-            b"enforced") in r.stderr
+            b"sandbox: its configuration allows no network target") in r.stderr
 
 
 def test_describe_lists_tools_files_and_network(snapcell, tmp_path):

@@ -101,9 +101,9 @@ Test(describe, example_config_compact)
 		"- 127.0.0.1:8080: all methods\n"
 		"- https://api.example.com/v1: GET, POST (the host adds the Authorization "
 		"header)\n"
-		"These entries are recorded but not enforced yet: connections and host name "
-		"lookups "
-		"from the code still fail with an error saying network access is not available.\n");
+		"Ordinary Python networking (urllib, http.client, socket, ssl, requests, httpx) "
+		"reaches these targets and nothing else: other names do not resolve and other "
+		"connections fail with a PermissionError naming the rule.\n");
 	expect_lacks(text, "s3cret");
 	char *again = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
 	cr_expect_str_eq(again, text, "deterministic");
