@@ -228,6 +228,57 @@ static int allow(const struct ctx *c, const char *path, json_t *v)
 		    one_allow);
 }
 
+static int one_map(const struct ctx *c, const char *at, const char *key, json_t *val)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(val))
+		return fail(c, at, "must be a string (an IP address)");
+	if (snapcell_config_map_host(c->cfg, key, json_string_value(val), &err) < 0)
+		return lib_fail(c, at, &err);
+	return 0;
+}
+
+/* "host_map": {"name": "address"}: lookups that skip DNS (tests, private names). */
+static int host_map(const struct ctx *c, const char *path, json_t *v)
+{
+	return each_member(c, path, v, "must be an object of names to addresses", one_map);
+}
+
+static int upstream_ca(const struct ctx *c, const char *path, json_t *v)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(v))
+		return fail(c, path, "must be a string (a CA bundle file)");
+	return snapcell_config_set_upstream_ca(c->cfg, json_string_value(v), &err) < 0
+		       ? lib_fail(c, path, &err)
+		       : 0;
+}
+
+static int venv(const struct ctx *c, const char *path, json_t *v)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(v))
+		return fail(c, path, "must be a string (a virtual environment)");
+	return snapcell_config_set_venv(c->cfg, json_string_value(v), &err) < 0
+		       ? lib_fail(c, path, &err)
+		       : 0;
+}
+
+static int one_preload(const struct ctx *c, const char *at, json_t *m)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(m))
+		return fail(c, at, "must be a string (a module name)");
+	if (snapcell_config_add_preload(c->cfg, json_string_value(m), &err) < 0)
+		return lib_fail(c, at, &err);
+	return 0;
+}
+
+static int preload(const struct ctx *c, const char *path, json_t *v)
+{
+	return each(c, path, v, "must be an array of module names", one_preload);
+}
+
 static int one_env(const struct ctx *c, const char *at, const char *key, json_t *val)
 {
 	struct snapcell_error err = {0};
@@ -355,6 +406,10 @@ static const struct {
 	{"mounts", mounts},
 	{"python_paths", python_paths},
 	{"allow", allow},
+	{"host_map", host_map},
+	{"upstream_ca", upstream_ca},
+	{"venv", venv},
+	{"preload", preload},
 	{"env", env},
 	{"tools", tools},
 	{"max_concurrent_runs", max_runs},

@@ -30,6 +30,8 @@ PyObject *sc__py_config_set_helper(ConfigObject *self, PyObject *arg);
 PyObject *sc__py_config_set_reject_links(ConfigObject *self, PyObject *arg);
 PyObject *sc__py_config_allow(ConfigObject *self, PyObject *args);
 PyObject *sc__py_config_allow_header(ConfigObject *self, PyObject *args);
+PyObject *sc__py_config_map_host(ConfigObject *self, PyObject *args);
+PyObject *sc__py_config_set_upstream_ca(ConfigObject *self, PyObject *arg);
 PyObject *sc__py_config_remove_allowed(ConfigObject *self, PyObject *arg);
 PyObject *sc__py_config_allowed(ConfigObject *self, PyObject *unused);
 PyObject *sc__py_config_describe(ConfigObject *self, PyObject *args, PyObject *kwds);

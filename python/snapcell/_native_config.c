@@ -486,6 +486,12 @@ static PyMethodDef config_methods[] = {
 	 "allow_header(target, name, value): a header the host adds for target's entry; "
 	 "${env:NAME}, ${file:PATH} and $$ in value are expanded now. KeyError without the "
 	 "entry."},
+	{"map_host", (PyCFunction)sc__py_config_map_host, METH_VARARGS,
+	 "map_host(name, address): lookups of name answer address instead of DNS (tests, "
+	 "private names); the address rules still apply."},
+	{"set_upstream_ca", (PyCFunction)sc__py_config_set_upstream_ca, METH_O,
+	 "set_upstream_ca(path or None): the CA bundle the host verifies upstream servers "
+	 "with, for entries whose requests the host makes."},
 	{"remove_allowed", (PyCFunction)sc__py_config_remove_allowed, METH_O,
 	 "remove_allowed(target): KeyError when no entry has that (normalised) target."},
 	{"allowed", (PyCFunction)sc__py_config_allowed, METH_NOARGS,

@@ -76,3 +76,46 @@ def test_config_reaches_the_runs(snapcell_bin, tmp_path):
     result = call(s, "import time\ntime.sleep(5)", 3)
     assert result["isError"] and result["_meta"]["snapcell/run"]["status"] == "timeout"
     assert s.close() == 0
+
+
+def test_network_entries_reach_the_runs_and_their_audit(snapcell_bin, tmp_path):
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *a):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        for obj, where in (({"host_map": {"a.example": 5}}, "host_map.a.example: must be a string"),
+                           ({"host_map": {"a.example": "nowhere"}}, "not an IPv4 or IPv6 address"),
+                           ({"upstream_ca": "/nonexistent/ca.pem"}, "upstream_ca: set_upstream_ca")):
+            r = start_fails(snapcell_bin, write_config(tmp_path, obj))
+            assert r.returncode == 2 and where in r.stderr.decode(), (obj, r.stderr)
+        config = write_config(tmp_path, {"allow": [{"target": f"127.0.0.1:{port}"}]})
+        path, env = snapcell_bin
+        s = Stdio((path, env), "--config", config)
+        s.initialize()
+        result = call(s, "import urllib.request\n"
+                         f"print(urllib.request.urlopen('http://127.0.0.1:{port}/').read())\n"
+                         "try:\n"
+                         f"    urllib.request.urlopen('http://127.0.0.1:{port + 1}/')\n"
+                         "except OSError as e:\n"
+                         "    print(e.reason.strerror)\n")
+        assert result["content"][0]["text"] == (
+            f"b'hello'\n127.0.0.1:{port + 1} is not on this sandbox's allow list\n"), result
+        events = result["_meta"]["snapcell/run"]["network_events"]
+        assert [(e["kind"], e["allowed"], e["port"]) for e in events] == [
+            ("connect", True, port), ("connect", False, port + 1)]
+        assert events[0]["bytes_in"] > 5
+        assert s.close() == 0
+    finally:
+        server.shutdown()
