@@ -39,7 +39,7 @@ const char *sc__http_gate_ca_pem(const struct sc_http_gate *g);
 struct sc_http_record {
 	const char *method;
 	const char *path;
-	int status;	    /* upstream's HTTP status, or 0 when refused or failed */
+	int status; /* upstream's HTTP status, or 0 when refused or failed */
 	bool allowed;
 	const char *rule;   /* the matching entry's target, or why it was refused */
 	bool header_added;  /* the entry's headers were sent (their values never appear) */
@@ -56,8 +56,8 @@ struct sc_http_conn {
 	socklen_t upstream_len;
 	const struct sc_net_entry *const *entries; /* candidates for (host, port), borrowed */
 	size_t n_entries;
-	uint64_t deadline_us;	/* sc__now_us() clock; the connection ends there */
-	int stop_fd;		/* readable: end the connection now (run over or cancelled) */
+	uint64_t deadline_us; /* sc__now_us() clock; the connection ends there */
+	int stop_fd;	      /* readable: end the connection now (run over or cancelled) */
 	void (*audit)(void *ctx, const struct sc_http_record *r);
 	void *audit_ctx;
 };
