@@ -1,0 +1,57 @@
+/* What http.c (the cell's side: I/O, TLS, the request loop) and http_upstream.c (libcurl)
+ * share about one connection being served. Private to the HTTP gate. */
+#ifndef SC_NET_HTTP_CONN_H
+#define SC_NET_HTTP_CONN_H
+
+#include <gnutls/gnutls.h>
+
+#include "http.h"
+#include "http_ca.h"
+#include "http_parse.h"
+
+struct sc_http_gate {
+	struct sc_http_gate_options o; /* defaults filled in; upstream_ca_file owned */
+	struct sc_http_ca *ca;
+	int stop_pipe[2]; /* written by free: every connection's poll sees it */
+	pthread_mutex_t lock;
+	pthread_cond_t drained;
+	size_t n_active;
+};
+
+struct sc_http_io {
+	struct sc_http_gate *g;
+	const struct sc_http_conn *c;
+	gnutls_session_t tls; /* NULL for plain HTTP */
+	struct sc_http_leaf *leaf;
+	void *curl;	      /* CURL *, kept for the connection so upstream keep-alive works */
+	uint64_t last_io_us;  /* the last byte either way, for the idle timeout */
+	uint64_t deadline_us; /* c->deadline_us, 0 meaning none */
+	const char *why;      /* why I/O ended: "idle timeout", "deadline", "stopped", ... */
+	uint64_t bytes_in;    /* written to the cell for the current request */
+	size_t in_len;
+	char in[SC_HTTP_HEAD_MAX];   /* bytes read from the cell, not yet consumed */
+	char head[SC_HTTP_HEAD_MAX]; /* the current request's head, parsed in place */
+};
+
+/* Writes all of buf to the cell: 0, or -errno with io->why set. */
+int sc__http_io_write(struct sc_http_io *io, const void *buf, size_t len);
+/* True when the connection must end now (stop_fd, the gate freed, the deadline). */
+bool sc__http_io_stopped(struct sc_http_io *io);
+
+/* The upstream's answer to one allowed request, streamed to the cell. */
+struct sc_http_upstream_result {
+	int status;	/* 0 when no response head came */
+	bool head_sent; /* a response head went to the cell (then no error page) */
+	bool reusable;	/* the cell connection can take another request */
+	char why[256];	/* for a failure: what went wrong (no header values) */
+};
+
+/* Makes the request upstream with libcurl and streams the response to the cell. */
+void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
+		       const struct sc_net_entry *e, const char *body, uint64_t body_len,
+		       struct sc_http_upstream_result *res);
+/* Once per process, before any request. */
+int sc__http_upstream_init(struct snapcell_error *err);
+void sc__http_upstream_close(struct sc_http_io *io);
+
+#endif
