@@ -465,8 +465,11 @@ static void refuse_request(struct sc_http_io *io, const struct sc_http_request *
 			   struct outcome *o)
 {
 	uint64_t len;
-	bool keep = r->keep_alive && !r->expect_continue &&
+	/* Read even when the connection ends: closing with the cell's bytes unread would reset
+	 * it, and the cell would lose the answer. */
+	bool read = !r->expect_continue &&
 		    read_body(io, r, NULL, &len, io->g->o.body_max_bytes, &o->rec.bytes_out) == 0;
+	bool keep = r->keep_alive && read;
 	respond_error(io, status, o->rule, keep);
 	o->keep = keep;
 }

@@ -235,3 +235,119 @@ def test_the_audit_counts_the_bytes(run):
     conn = [e for e in r["network_events"] if e["kind"] == "connect"][0]
     assert 300000 < conn["bytes_in"] < 300000 + 8192
     assert 100 < conn["bytes_out"] < 4096
+
+
+HTTP_RULES = ["--allow", "https://api.example.test/v1=GET",
+              "--allow-header", "https://api.example.test/v1=Authorization: Bearer ${env:SC_TEST_TOKEN}",
+              "--allow", "http://api.example.test"]
+
+
+@pytest.fixture
+def run_rules(run, net, monkeypatch):
+    monkeypatch.setenv("SC_TEST_TOKEN", "tok-3b9f0d")
+    return lambda code, *more: run(code, *HTTP_RULES, "--upstream-ca", net.ca, *more,
+                                   trust_test_ca=False)
+
+
+def seen(net):
+    import urllib.request
+    ctx = __import__("ssl").create_default_context(cafile=str(net.ca))
+    with urllib.request.urlopen(f"https://{testnet.PEER_ADDR}/_seen", context=ctx) as r:
+        return [tuple(x) for x in json.load(r)]
+
+
+METHOD_RULE = """
+import json, urllib.request, urllib.error
+d = json.load(urllib.request.urlopen("https://api.example.test/v1/items?page=2"))
+print(d["method"], d["path"], d["tls"])
+for method, path in (("POST", "/v1/items"), ("GET", "/v10"), ("GET", "/v2/x"), ("DELETE", "/v1")):
+    try:
+        urllib.request.urlopen(urllib.request.Request("https://api.example.test" + path,
+                                                      data=b"x" if method == "POST" else None,
+                                                      method=method))
+        print(method, path, "passed")
+    except urllib.error.HTTPError as e:
+        print(method, path, e.code, e.read().decode().strip())
+"""
+
+
+def test_https_with_a_method_rule_is_checked_per_request(run_rules, net):
+    before = len(seen(net))
+    r = run_rules(METHOD_RULE)
+    out = lines(r)
+    # The cell's TLS ends at the host (the sandbox's own CA, in the cell's bundle), and the
+    # host verified the upstream with --upstream-ca.
+    assert out[0] == "GET /v1/items?page=2 True"
+    assert out[1].startswith("POST /v1/items 403") and "POST is not allowed" in out[1]
+    assert out[2].startswith("GET /v10 403") and out[3].startswith("GET /v2/x 403")
+    assert out[4].startswith("DELETE /v1 403")
+    # Only the allowed request reached the server.
+    assert seen(net)[before:] == [("GET", "/v1/items?page=2")]
+    requests = [e for e in r["network_events"] if e["kind"] == "request"]
+    assert [(e["method"], e["allowed"]) for e in requests] == [
+        ("GET", True), ("POST", False), ("GET", False), ("GET", False), ("DELETE", False)]
+    assert requests[0]["http_status"] == 200 and requests[0]["rule"] == "https://api.example.test/v1"
+    assert requests[0]["bytes_in"] > 100
+
+
+def test_an_upstream_from_an_untrusted_ca_is_refused(run_rules):
+    r = run_rules("import urllib.request, urllib.error\n"
+                  "try:\n"
+                  "    urllib.request.urlopen('https://api.example.test:8443/v1/x')\n"
+                  "    print('passed')\n"
+                  "except urllib.error.HTTPError as e:\n"
+                  "    print(e.code)\n",
+                  "--allow", "https://api.example.test:8443/v1=GET")
+    assert lines(r) == ["502"]
+    req = [e for e in r["network_events"] if e["kind"] == "request"][0]
+    assert not req["allowed"] or req["http_status"] == 0
+
+
+def test_an_added_header_reaches_the_server_and_never_the_code(run_rules):
+    r = run_rules("import gc, json, os, urllib.request\n"
+                  "d = json.load(urllib.request.urlopen('https://api.example.test/v1/whoami'))\n"
+                  "print(d['headers'].get('authorization'))\n"
+                  "secret = 'tok-' + '3b9f0d'\n"
+                  "found = [k for k, v in os.environ.items() if secret in v]\n"
+                  "for top in ('/etc', '/input', '/tmp', '/.snapcell', '/output'):\n"
+                  "    for dirpath, _, files in os.walk(top):\n"
+                  "        for f in files:\n"
+                  "            try:\n"
+                  "                if secret.encode() in open(os.path.join(dirpath, f), 'rb').read():\n"
+                  "                    found.append(f)\n"
+                  "            except OSError:\n"
+                  "                pass\n"
+                  "found += [1 for o in gc.get_objects() if isinstance(o, (str, bytes)) and "
+                  "o != secret and ('tok-3b9f0d' in o if isinstance(o, str) else b'tok-3b9f0d' in o)]\n"
+                  "print(found)\n")
+    assert lines(r) == ["Bearer tok-3b9f0d", "[]"]
+    assert "tok-3b9f0d" not in json.dumps(r["network_events"])
+    assert [e["header_added"] for e in r["network_events"] if e["kind"] == "request"] == [True]
+
+
+def test_a_redirect_to_a_host_not_on_the_list_is_refused(run_rules):
+    r = run_rules("import urllib.request\n"
+                  "try:\n"
+                  "    urllib.request.urlopen('http://api.example.test/redirect?to=http://evil.example/x')\n"
+                  "except OSError as e:\n"
+                  "    print(e.reason)\n")
+    assert lines(r) == ["[Errno -2] evil.example is not on this sandbox's allow list"]
+    assert [e["http_status"] for e in r["network_events"] if e["kind"] == "request"] == [302]
+
+
+LIBRARIES = """
+import asyncio, json
+import requests, httpx, aiohttp
+print(requests.get("https://api.example.test/v1/r").json()["path"])
+print(httpx.get("https://api.example.test/v1/h").json()["path"])
+async def main():
+    async with aiohttp.ClientSession() as s:
+        async with s.get("https://api.example.test/v1/a") as r:
+            print((await r.json())["path"])
+asyncio.run(main())
+"""
+
+
+def test_requests_httpx_and_aiohttp_work_unchanged(run_rules):
+    r = run_rules(LIBRARIES, "--python-path", "/usr/lib/python3/dist-packages")
+    assert lines(r) == ["/v1/r", "/v1/h", "/v1/a"]

@@ -1,8 +1,8 @@
 """A test upstream for the egress gate: HTTP and HTTPS servers that answer every request with
 JSON describing it (method, path, headers, body length), run inside a test network namespace.
 
-Paths: /bytes/N answers N bytes of 'x'; /redirect?to=URL answers 302 to URL; anything else the
-JSON echo. Usage: echo_server.py HOST HTTP_PORT [HTTPS_PORT CERT KEY]..."""
+Paths: /bytes/N answers N bytes of 'x'; /redirect?to=URL answers 302 to URL; /_seen the
+(method, path) of every request so far; anything else the JSON echo. Usage: echo_server.py HOST HTTP_PORT [HTTPS_PORT CERT KEY]..."""
 import http.server
 import json
 import socketserver
@@ -10,6 +10,9 @@ import ssl
 import sys
 import threading
 import urllib.parse
+
+
+SEEN = []
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -22,7 +25,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
         url = urllib.parse.urlsplit(self.path)
-        if url.path.startswith("/bytes/"):
+        if url.path == "/_seen":
+            out = json.dumps(SEEN).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+        elif url.path.startswith("/bytes/"):
             out = b"x" * int(url.path.rsplit("/", 1)[1])
             self.send_response(200)
             self.send_header("Content-Type", "application/octet-stream")
@@ -32,6 +39,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send_response(302)
             self.send_header("Location", target)
         else:
+            SEEN.append((self.command, self.path))
             out = json.dumps({"method": self.command, "path": self.path,
                               "headers": {k.lower(): v for k, v in self.headers.items()},
                               "body_bytes": len(body),
