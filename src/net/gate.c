@@ -346,7 +346,8 @@ static int system_lookup(const char *name, uint64_t deadline_us, struct addrinfo
 	while ((rc = gai_error(&l->cb)) == EAI_INPROGRESS) {
 		uint64_t now = sc__now_us();
 		if (now >= deadline_us) {
-			if (gai_cancel(&l->cb) == EAI_CANCELED || gai_error(&l->cb) != EAI_INPROGRESS)
+			if (gai_cancel(&l->cb) == EAI_CANCELED ||
+			    gai_error(&l->cb) != EAI_INPROGRESS)
 				break;
 			return EAI_AGAIN; /* l stays with glibc */
 		}
@@ -463,9 +464,10 @@ static struct pin *pin_name(struct sc_gate_cell *c, const char *name, char *why)
 		/* Resolved outside the lock; a racing resolution of the same name is harmless
 		 * (the first to finish is kept). */
 		struct pin fresh = {.name = p->name};
-		resolve(c->g, &fresh, sc__deadline_ms(c->g->o.connect_timeout_ms) < c->deadline_us
-					      ? sc__deadline_ms(c->g->o.connect_timeout_ms)
-					      : c->deadline_us);
+		resolve(c->g, &fresh,
+			sc__deadline_ms(c->g->o.connect_timeout_ms) < c->deadline_us
+				? sc__deadline_ms(c->g->o.connect_timeout_ms)
+				: c->deadline_us);
 		pthread_mutex_lock(&c->lock);
 		if (!p->resolved) {
 			p->resolved = true, p->ok = fresh.ok;
@@ -523,8 +525,7 @@ static void decide(struct sc_gate_cell *c, const struct sockaddr *dialled, struc
 	} else {
 		address_text(dialled, d->host, sizeof(d->host));
 	}
-	d->n_cands = sc__net_match_host(g->o.list, d->host, port, d->cands,
-					SC_ARRAY_LEN(d->cands));
+	d->n_cands = sc__net_match_host(g->o.list, d->host, port, d->cands, SC_ARRAY_LEN(d->cands));
 	if (d->n_cands > SC_ARRAY_LEN(d->cands))
 		d->n_cands = SC_ARRAY_LEN(d->cands);
 	if (d->n_cands == 0)
@@ -568,7 +569,8 @@ static void answer(struct sc_gate_cell *c, bool ok, const char *text)
 	memcpy(buf + SC_FRAME_HEADER_LEN + 1, text, len);
 	/* The cell asks one question at a time; one that does not read its answers loses its
 	 * socket rather than stalling the gate. */
-	ssize_t n = send(c->net_fd, buf, SC_FRAME_HEADER_LEN + 1 + len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ssize_t n =
+		send(c->net_fd, buf, SC_FRAME_HEADER_LEN + 1 + len, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n != (ssize_t)(SC_FRAME_HEADER_LEN + 1 + len))
 		c->net_dead = true;
 }
@@ -711,7 +713,8 @@ static int connect_upstream(struct sc_gate_cell *c, const struct decision *d, ch
 		return -1;
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr) {
-		snprintf(why, WHY_LEN, "connect %s: %s", d->address, strerror(soerr ? soerr : errno));
+		snprintf(why, WHY_LEN, "connect %s: %s", d->address,
+			 strerror(soerr ? soerr : errno));
 		close(fd);
 		return -1;
 	}
@@ -744,9 +747,9 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, uint6
 			   uint64_t *in, char *why)
 {
 	uint8_t *mem = malloc(2 * SPLICE_BUF);
-	struct pipe_dir dir[2] = {{cell_fd, up_fd, mem, 0, 0, false, false, 0},
-				  {up_fd, cell_fd, mem ? mem + SPLICE_BUF : NULL, 0, 0, false,
-				   false, 0}};
+	struct pipe_dir dir[2] = {
+		{cell_fd, up_fd, mem, 0, 0, false, false, 0},
+		{up_fd, cell_fd, mem ? mem + SPLICE_BUF : NULL, 0, 0, false, false, 0}};
 	if (!mem)
 		snprintf(why, WHY_LEN, "out of memory");
 	while (mem && !(dir[0].shut && dir[1].shut)) {
@@ -785,8 +788,9 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, uint6
 					d->len = (size_t)r, d->off = 0;
 					d->bytes += (uint64_t)r;
 					if (!charge(c, (uint64_t)r)) {
-						snprintf(why, WHY_LEN, "the run's network byte budget "
-								       "is spent");
+						snprintf(why, WHY_LEN,
+							 "the run's network byte budget "
+							 "is spent");
 						failed = true;
 					}
 				} else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -842,8 +846,9 @@ static int peek_hello(struct sc_gate_cell *c, int fd, char *sni, size_t sni_len,
 		break;
 	}
 	if (rc == -1 && !why[0])
-		snprintf(why, WHY_LEN, n == 0 ? "the code closed the connection first"
-					      : "no TLS or HTTP request in time");
+		snprintf(why, WHY_LEN,
+			 n == 0 ? "the code closed the connection first"
+				: "no TLS or HTTP request in time");
 	free(buf);
 	return rc;
 }
@@ -900,9 +905,9 @@ static void serve(struct sc_gate_cell *c, int fd)
 		close(fd);
 		return;
 	}
-	uint16_t port = ntohs(dialled.ss_family == AF_INET6
-				      ? ((struct sockaddr_in6 *)&dialled)->sin6_port
-				      : ((struct sockaddr_in *)&dialled)->sin_port);
+	uint16_t port =
+		ntohs(dialled.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&dialled)->sin6_port
+						    : ((struct sockaddr_in *)&dialled)->sin_port);
 	decide(c, (struct sockaddr *)&dialled, &d);
 	struct snapcell_net_event e = {.kind = SNAPCELL_NET_CONNECT,
 				       .target = d.host,
