@@ -56,11 +56,13 @@ Test(network, configured_entries_are_named_as_recorded_not_granted)
 		test_run(sb, "import socket\ntry:\n    socket.create_connection(('127.0.0.1', "
 			     "8080))\nexcept OSError as e:\n    print(e)\n");
 	expect_ok(res);
-	cr_expect_str_eq(res->stdout_buf,
-			 "[Errno 13] cannot open a network socket: network access is not "
-			 "available in this sandbox yet: the allowed targets 127.0.0.1:8080 (all "
-			 "methods); api.example.com (GET, POST) are recorded but not yet enforced, "
-			 "so no connection is granted\n");
+	cr_expect_str_eq(
+		res->stdout_buf,
+		"[Errno 13] cannot open a network socket: network access is not "
+		"available in this sandbox yet: the allowed targets 127.0.0.1:8080 (all "
+		"methods); https://api.example.com/v1 (GET, POST) are recorded but not yet "
+		"enforced, "
+		"so no connection is granted\n");
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
