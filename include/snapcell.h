@@ -570,6 +570,7 @@ struct snapcell_net_event {
 	const char *rule;
 	uint64_t bytes_out; /* from the code towards the upstream */
 	uint64_t bytes_in;
+	uint64_t started_us; /* from the run's start; the list is in this order */
 	uint64_t duration_us;
 };
 

@@ -94,6 +94,7 @@ class NetworkEvent:
     rule: str | None
     bytes_out: int
     bytes_in: int
+    started: float  # seconds from the run's start; the list is in this order
     duration: float  # seconds
 
 
@@ -146,7 +147,8 @@ class Result:
             skipped_outputs=tuple(map(tuple, r["skipped"])),
             skipped_output_count=r["skipped_count"],
             output_limits_hit=frozenset(r["output_limits_hit"]),
-            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6) for e in r["network_events"]),
+            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6, e[13] / 1e6)
+                                 for e in r["network_events"]),
             network_limits_hit=frozenset(r["network_limits_hit"]),
         )
 

@@ -72,7 +72,7 @@ struct sc_gate_cell {
 	const int *listeners;
 	size_t n_listeners;
 	int stop_fd;
-	uint64_t deadline_us;
+	uint64_t started_us, deadline_us;
 	pthread_t thread;
 	struct sc_frame_reader reader;
 	bool net_dead;
@@ -238,6 +238,9 @@ static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e)
 	}
 	struct snapcell_net_event *d = &c->events[c->n_events++];
 	*d = *e;
+	uint64_t now = sc__now_us();
+	d->started_us =
+		now - e->duration_us > c->started_us ? now - e->duration_us - c->started_us : 0;
 	d->target = dup_or_null(e->target);
 	d->address = dup_or_null(e->address);
 	d->method = dup_or_null(e->method);
@@ -1099,6 +1102,34 @@ static void *cell_main(void *arg)
 	return NULL;
 }
 
+struct ordered {
+	struct snapcell_net_event e;
+	size_t seq;
+};
+
+static int by_start(const void *a, const void *b)
+{
+	const struct ordered *x = a, *y = b;
+	if (x->e.started_us != y->e.started_us)
+		return x->e.started_us < y->e.started_us ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Recorded as they end; listed as they started (equal starts keep their order). Left as
+ * recorded when there is no memory to sort. */
+static void sort_events(struct sc_gate_cell *c)
+{
+	struct ordered *o = c->n_events ? malloc(c->n_events * sizeof(*o)) : NULL;
+	if (!o)
+		return;
+	for (size_t i = 0; i < c->n_events; i++)
+		o[i] = (struct ordered){c->events[i], i};
+	qsort(o, c->n_events, sizeof(*o), by_start);
+	for (size_t i = 0; i < c->n_events; i++)
+		c->events[i] = o[i].e;
+	free(o);
+}
+
 int sc__gate_cell_start(struct sc_gate *g, const int *fds, size_t n_fds, uint64_t deadline_us,
 			struct sc_gate_cell **out, struct snapcell_error *err)
 {
@@ -1111,6 +1142,7 @@ int sc__gate_cell_start(struct sc_gate *g, const int *fds, size_t n_fds, uint64_
 	c->net_fd = fds[0];
 	c->listeners = fds + 1;
 	c->n_listeners = n_fds - 1;
+	c->started_us = sc__now_us();
 	c->deadline_us = deadline_us;
 	sc__frame_reader_init(&c->reader, QUESTION_MAX);
 	pthread_mutex_init(&c->lock, NULL);
@@ -1135,6 +1167,7 @@ void sc__gate_cell_stop(struct sc_gate_cell *c, struct snapcell_result *res)
 	(void)!write(c->stop_fd, &one, sizeof(one));
 	pthread_join(c->thread, NULL);
 	join_conns(c, true);
+	sort_events(c);
 	if (res) {
 		res->net_events = c->events;
 		res->n_net_events = c->n_events;

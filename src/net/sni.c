@@ -80,9 +80,8 @@ int sc__tls_sni(const uint8_t *buf, size_t len, char *out, size_t out_len)
 	if (!number(&rec, 1, &type) || type != 0x16 || !number(&rec, 2, &version) ||
 	    (version >> 8) != 3)
 		return -EPROTO;
-	size_t rec_len;
-	number(&rec, 2, &rec_len);
-	if (rec_len == 0 || rec_len > (1u << 14))
+	size_t rec_len = 0;
+	if (!number(&rec, 2, &rec_len) || rec_len == 0 || rec_len > (1u << 14))
 		return -EPROTO;
 	if (!take(&rec, rec_len, &body))
 		return -EAGAIN;

@@ -19,10 +19,11 @@ def server():
     class Hello(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
             hits.append((self.path, self.headers.get("Host")))
+            body = b"x" * 300000 if self.path == "/big" else b"hello"
             self.send_response(200)
-            self.send_header("Content-Length", "5")
+            self.send_header("Content-Length", str(len(body)))
             self.end_headers()
-            self.wfile.write(b"hello")
+            self.wfile.write(body)
 
         def log_message(self, *a):
             pass
@@ -96,8 +97,9 @@ def test_concurrent_cells_cannot_reach_each_other(server):
             "time.sleep(0.3)\n"
             "for host in ('127.0.0.1', '127.77.0.1', '127.78.0.1'):\n"
             "    try:\n"
-            "        socket.create_connection((host, 7000), timeout=2)\n"
-            "        print('connected')\n"
+            "        s = socket.create_connection((host, 7000), timeout=2)\n"
+            "        s.sendall(b'hello?')\n"
+            "        print('answered' if s.recv(10) else 'refused')\n"
             "    except OSError:\n"
             "        print('refused')\n")
 
@@ -106,4 +108,34 @@ def test_concurrent_cells_cannot_reach_each_other(server):
     with snapcell.Sandbox(allowed_domains=[f"127.0.0.1:{port}", "127.0.0.1:7000"]) as sb:
         a, b = asyncio.run(both(sb))
     assert a.stdout == "refused\n", a.stderr
+    # The gate may accept the allowed 127.0.0.1:7000 before it learns that nothing upstream
+    # listens; then the stream ends unanswered. Nothing of the other cell is ever reached.
     assert b.stdout == "refused\nrefused\nrefused\n", b.stderr
+
+
+def test_the_byte_budget_and_the_connection_cap_are_reported(server):
+    port, _ = server
+    code = ("import socket, urllib.request\n"
+            "try:\n"
+            f"    print(len(urllib.request.urlopen('http://127.0.0.1:{port}/big').read()))\n"
+            "except Exception as e:\n"
+            "    print('cut', type(e).__name__)\n")
+    with snapcell.Sandbox(allowed_domains=[f"127.0.0.1:{port}"], max_network_bytes=100000) as sb:
+        r = sb.run(code)
+    assert r.stdout.startswith("cut"), r.stdout + r.stderr
+    assert r.network_limits_hit == {"bytes"}
+    assert r.network_events[0].bytes_in <= 100000 + 65536
+    code = ("import socket\n"
+            f"held = [socket.create_connection(('127.0.0.1', {port})) for _ in range(3)]\n"
+            "try:\n"
+            "    held[2].sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
+            "    print(held[2].recv(10))\n"
+            "except OSError as e:\n"
+            "    print(type(e).__name__)\n"
+            "print(held[0].sendall(b'GET / HTTP/1.0\\r\\n\\r\\n') or held[0].recv(12))\n")
+    with snapcell.Sandbox(allowed_domains=[f"127.0.0.1:{port}"], max_connections=2) as sb:
+        r = sb.run(code)
+    assert r.ok, r.stderr
+    assert r.stdout.splitlines() in (["ConnectionResetError", "b'HTTP/1.0 200'"],
+                                     ["b''", "b'HTTP/1.0 200'"]), r.stdout
+    assert r.network_limits_hit == {"connections"}
