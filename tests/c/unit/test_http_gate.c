@@ -16,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "net/http.h"
@@ -929,4 +930,47 @@ Test(http_gate, leaves_name_the_host_and_chain_to_the_ca)
 	sc__http_ca_release(ca, ip);
 	cr_expect(strstr(sc__http_ca_pem(ca), "BEGIN CERTIFICATE"));
 	sc__http_ca_free(ca);
+}
+
+/* Python's ssl default context (with VERIFY_X509_STRICT, the default from 3.13) trusts the
+ * gate's leaves when the gate's CA is in its bundle: what the cell's clients do. */
+Test(http_gate, python_ssl_default_context_trusts_the_gate)
+{
+	if (access("/usr/bin/python3", X_OK))
+		cr_skip_test("no /usr/bin/python3");
+	struct upstream u;
+	struct served s;
+	upstream_start(&u, true);
+	serve_start(&s, &u, (struct opts){.trust_upstream = true});
+	char ca[] = "/tmp/sc-http-gate-ca-XXXXXX";
+	int fd = mkstemp(ca);
+	const char *pem = sc__http_gate_ca_pem(s.g);
+	cr_assert(fd >= 0 && write(fd, pem, strlen(pem)) == (ssize_t)strlen(pem));
+	close(fd);
+	char code[1024];
+	snprintf(code, sizeof(code),
+		 "import socket, ssl, http.client, sys\n"
+		 "ctx = ssl.create_default_context(cafile=sys.argv[1])\n"
+		 "ctx.verify_flags |= getattr(ssl, 'VERIFY_X509_STRICT', 0)\n"
+		 "s = ctx.wrap_socket(socket.socket(fileno=3), server_hostname='%s')\n"
+		 "c = http.client.HTTPConnection('%s', %u)\n"
+		 "c.sock = s\n"
+		 "c.request('GET', '/v1/py')\n"
+		 "r = c.getresponse()\n"
+		 "sys.exit(0 if r.status == 200 and r.read() == b'hello GET /v1/py' else 1)\n",
+		 HOST, HOST, ntohs(u.addr.sin_port));
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(s.cell_fd, 3);
+		execl("/usr/bin/python3", "python3", "-c", code, ca, (char *)NULL);
+		_exit(127);
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	unlink(ca);
+	close(s.cell_fd);
+	serve_join(&s);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "python exited %d", status);
+	cr_expect_eq(up_count(&u), 1);
+	upstream_stop(&u);
 }
