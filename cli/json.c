@@ -108,6 +108,42 @@ static json_t *files_json(const struct snapcell_result *res)
 			 res->output_limits_hit != 0, "tool_calls", calls);
 }
 
+static json_t *opt_string(const char *s)
+{
+	return s ? lossy_string(s, strlen(s)) : json_null();
+}
+
+/* The run's network attempts, as the egress gate recorded them. */
+static json_t *network_json(const struct snapcell_result *res)
+{
+	static const char *const kinds[] = {"resolve", "connect", "request"};
+	static const struct {
+		unsigned flag;
+		const char *name;
+	} hits[] = {{SNAPCELL_NET_HIT_CONNECTIONS, "connections"},
+		    {SNAPCELL_NET_HIT_BYTES, "bytes"},
+		    {SNAPCELL_NET_HIT_NAMES, "names"},
+		    {SNAPCELL_NET_HIT_EVENTS, "events"}};
+	json_t *events = json_array(), *limits = json_array();
+	for (size_t i = 0; i < res->n_net_events; i++) {
+		const struct snapcell_net_event *e = &res->net_events[i];
+		json_t *o = json_pack(
+			"{s:s, s:b, s:o, s:o, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:I}", "kind",
+			(unsigned)e->kind < 3 ? kinds[e->kind] : "?", "allowed", e->allowed,
+			"target", opt_string(e->target), "address", opt_string(e->address), "port",
+			e->port, "method", opt_string(e->method), "path", opt_string(e->path),
+			"http_status", e->http_status, "header_added", e->header_added, "rule",
+			opt_string(e->rule), "bytes_out", (json_int_t)e->bytes_out, "bytes_in",
+			(json_int_t)e->bytes_in, "duration_us", (json_int_t)e->duration_us);
+		json_array_append_new(events, o);
+	}
+	for (size_t i = 0; i < sizeof(hits) / sizeof(hits[0]); i++)
+		if (res->net_limits_hit & hits[i].flag)
+			json_array_append_new(limits, json_string(hits[i].name));
+	return json_pack("{s:o, s:I, s:o}", "network_events", events, "network_events_dropped",
+			 (json_int_t)res->n_net_events_dropped, "network_limits_hit", limits);
+}
+
 json_t *cli_result_json(const struct snapcell_result *res)
 {
 	static const struct {
@@ -133,8 +169,10 @@ json_t *cli_result_json(const struct snapcell_result *res)
 			      (json_int_t)res->cpu_us, "peak_memory_bytes",
 			      (json_int_t)res->peak_memory_bytes, "isolation",
 			      snapcell_isolation_name(res->isolation));
-	json_t *files = files_json(res);
+	json_t *files = files_json(res), *net = network_json(res);
 	json_object_update(j, files);
+	json_object_update(j, net);
 	json_decref(files);
+	json_decref(net);
 	return j;
 }

@@ -50,9 +50,21 @@ static const char usage[] =
 	"                          pay nothing for the import, e.g. pandas (repeatable)\n"
 	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
 	"                          cgroups)\n"
-	"  --allow TARGET[=M,M]    allow a network target (host, host:port or URL) for the\n"
-	"                          HTTP methods M (default: all); recorded and described,\n"
-	"                          not enforced yet: the code has no network (repeatable)\n"
+	"  --allow TARGET[=M,M]    allow a network target for the HTTP methods M (default:\n"
+	"                          all): host (ports 80 and 443), host:port, *.domain (its\n"
+	"                          subdomains), an IP literal ([v6] in brackets), or a URL,\n"
+	"                          whose path is a prefix requests must stay under;\n"
+	"                          enforced by the egress gate (repeatable)\n"
+	"  --allow-header 'TARGET=NAME: VALUE'\n"
+	"                          the host adds header NAME to the requests it lets\n"
+	"                          through for an --allow'ed TARGET (given before); in VALUE,\n"
+	"                          ${env:VAR} and ${file:PATH} are read now, $$ is '$'; the\n"
+	"                          value is never printed (repeatable)\n"
+	"  --map-host NAME=ADDR    resolve NAME to ADDR (an IP literal) instead of asking DNS;\n"
+	"                          NAME must still be allowed, and ADDR obeys the address\n"
+	"                          rules (for tests and private names; repeatable)\n"
+	"  --upstream-ca FILE      verify the upstream servers the host itself talks to (for\n"
+	"                          targets with HTTP rules) with the CA bundle FILE\n"
 	"  --describe[=json]       print the execute_code tool description a model would get\n"
 	"                          for these options, and exit (json: schemas as JSON)\n"
 	"  --instructions          print the provider instructions for these options, and exit\n"
@@ -148,7 +160,10 @@ enum opt {
 	OPT_DESCRIBE,
 	OPT_INSTRUCTIONS,
 	OPT_VENV,
-	OPT_PRELOAD
+	OPT_PRELOAD,
+	OPT_ALLOW_HEADER,
+	OPT_MAP_HOST,
+	OPT_UPSTREAM_CA
 };
 
 static const struct option options[] = {
@@ -174,6 +189,9 @@ static const struct option options[] = {
 	{"instructions", no_argument, NULL, OPT_INSTRUCTIONS},
 	{"venv", required_argument, NULL, OPT_VENV},
 	{"preload", required_argument, NULL, OPT_PRELOAD},
+	{"allow-header", required_argument, NULL, OPT_ALLOW_HEADER},
+	{"map-host", required_argument, NULL, OPT_MAP_HOST},
+	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -220,6 +238,37 @@ static int add_allowed(struct snapcell_config *cfg, const char *arg)
 			rc == -ENOMEM ? "out of memory" : err.message);
 	free(target);
 	free(list);
+	return rc < 0 ? -1 : 0;
+}
+
+/* --allow-header TARGET=NAME: VALUE: the first '=' ends the target, the first ':' after it
+ * the name; the value is trimmed. Messages never show the value. */
+static int add_allowed_header(struct snapcell_config *cfg, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	const char *colon = eq ? strchr(eq + 1, ':') : NULL;
+	if (!colon) {
+		fprintf(stderr, "snapcell: --allow-header wants TARGET=NAME: VALUE\n");
+		return -1;
+	}
+	const char *v = colon + 1, *end = v + strlen(v);
+	while (*v == ' ' || *v == '\t')
+		v++;
+	while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+		end--;
+	char *target = strndup(arg, (size_t)(eq - arg));
+	char *name = strndup(eq + 1, (size_t)(colon - eq - 1));
+	char *value = strndup(v, (size_t)(end - v));
+	struct snapcell_error err = {0};
+	int rc = target && name && value
+			 ? snapcell_config_allow_header(cfg, target, name, value, &err)
+			 : -ENOMEM;
+	if (rc < 0)
+		fprintf(stderr, "snapcell: --allow-header %s=%s: %s\n", target ? target : "",
+			name ? name : "", rc == -ENOMEM ? "out of memory" : err.message);
+	free(target);
+	free(name);
+	free(value);
 	return rc < 0 ? -1 : 0;
 }
 
@@ -274,6 +323,22 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return cli_set_tool_schema(cfg, arg);
 	if (opt == OPT_ALLOW)
 		return add_allowed(cfg, arg);
+	if (opt == OPT_ALLOW_HEADER)
+		return add_allowed_header(cfg, arg);
+	if (opt == OPT_MAP_HOST || opt == OPT_UPSTREAM_CA) {
+		char *eq = strchr(arg, '=');
+		char *name = eq ? strndup(arg, (size_t)(eq - arg)) : NULL;
+		int rc = opt == OPT_UPSTREAM_CA ? snapcell_config_set_upstream_ca(cfg, arg, &err)
+			 : name			 ? snapcell_config_map_host(cfg, name, eq + 1, &err)
+						 : -1;
+		free(name);
+		if (rc < 0 && (eq || opt == OPT_UPSTREAM_CA))
+			fprintf(stderr, "snapcell: --%s: %s\n",
+				opt == OPT_MAP_HOST ? "map-host" : "upstream-ca", err.message);
+		else if (rc < 0)
+			fprintf(stderr, "snapcell: --map-host wants NAME=ADDRESS, got '%s'\n", arg);
+		return rc < 0 ? -1 : 0;
+	}
 	if (opt == OPT_WORKSPACE || opt == OPT_INPUT) {
 		int rc = opt == OPT_WORKSPACE ? snapcell_config_set_workspace(cfg, arg, &err)
 					      : add_input(cfg, arg, &err);
@@ -358,8 +423,15 @@ static json_t *allowed_json(const struct snapcell_config *cfg)
 		json_t *methods = info.methods ? json_array() : json_null();
 		for (size_t m = 0; m < info.n_methods; m++)
 			json_array_append_new(methods, json_string(info.methods[m]));
-		json_array_append_new(
-			list, json_pack("{s:s, s:o}", "target", info.target, "methods", methods));
+		json_t *headers = json_array(); /* names only: values never leave the library */
+		for (size_t h = 0; h < info.n_headers; h++) {
+			const char *name;
+			if (snapcell_config_allowed_header_name(cfg, i, h, &name, NULL) == 0)
+				json_array_append_new(headers, json_string(name));
+		}
+		json_array_append_new(list, json_pack("{s:s, s:o, s:s?, s:o}", "target",
+						      info.target, "methods", methods, "path",
+						      info.path, "headers", headers));
 	}
 	return list;
 }

@@ -93,7 +93,52 @@ static PyObject *bridge_call(PyObject *self, PyObject *args)
 	return r;
 }
 
+/* net(question) -> answer: one question to the host's egress gate on the network socket
+ * ("R name", "C address port"); the answer starts with '1' (yes, and the address) or '0'
+ * (no, and why). */
+static PyObject *bridge_net(PyObject *self, PyObject *args)
+{
+	static pthread_mutex_t net_lock = PTHREAD_MUTEX_INITIALIZER;
+	const char *q;
+	Py_ssize_t q_len;
+	if (!PyArg_ParseTuple(args, "y#:net", &q, &q_len))
+		return NULL;
+	if (getpid() != owner_pid) {
+		PyErr_SetString(PyExc_PermissionError,
+				"the network is only available in the process running the code, "
+				"not in a forked child");
+		return NULL;
+	}
+	if (q_len > 1024) {
+		PyErr_SetString(PyExc_ValueError, "a network question over 1024 bytes");
+		return NULL;
+	}
+	uint8_t *answer = NULL, type = 0;
+	size_t answer_len = 0;
+	PyThreadState *ts = PyEval_SaveThread();
+	pthread_mutex_lock(&net_lock);
+	int rc = sc__frame_write(SC_CELL_NET_FD, SC_FRAME_NET, q, (size_t)q_len);
+	if (rc == 0)
+		rc = sc__frame_read(SC_CELL_NET_FD, 4096, &type, &answer, &answer_len);
+	pthread_mutex_unlock(&net_lock);
+	PyEval_RestoreThread(ts);
+	if (rc == 0 && (type != SC_FRAME_NET_ANSWER || answer_len == 0)) {
+		free(answer);
+		rc = -EPROTO;
+	}
+	if (rc < 0) {
+		errno = -rc;
+		return PyErr_SetFromErrno(PyExc_OSError);
+	}
+	PyObject *r = Py_BuildValue("(Ns#)", PyBool_FromLong(answer[0] == '1'), answer + 1,
+				    (Py_ssize_t)answer_len - 1);
+	free(answer);
+	return r;
+}
+
 static PyMethodDef bridge_methods[] = {
+	{"net", bridge_net, METH_VARARGS,
+	 "net(question) -> (ok, answer): one question to the host's egress gate."},
 	{"call", bridge_call, METH_VARARGS,
 	 "call(name, args_json) -> (ok, answer): one tool call through the host."},
 	{NULL, NULL, 0, NULL},

@@ -42,10 +42,13 @@ static int place_fds(const struct sc_cell_plan *plan, struct snapcell_error *err
 		return sc__err(err, -errno, "open /dev/null");
 	/* The cell's ends were made above fd 9 by the template, so these cannot clobber them. */
 	if (dup2(devnull, 0) < 0 || dup2(plan->stdout_fd, 1) < 0 || dup2(plan->stderr_fd, 2) < 0 ||
-	    dup2(plan->rpc_fd, SC_CELL_RPC_FD) < 0)
+	    dup2(plan->rpc_fd, SC_CELL_RPC_FD) < 0 ||
+	    (plan->net_fd >= 0 && dup2(plan->net_fd, SC_CELL_NET_FD) < 0))
 		return sc__err(err, -errno, "dup2");
-	/* Nothing of the template's (control socket, other cells' pipes) survives. */
-	if (syscall(SYS_close_range, SC_CELL_RPC_FD + 1, ~0U, 0) < 0)
+	/* Nothing of the template's (control socket, other cells' pipes, the listeners the
+	 * host accepts on) survives. */
+	unsigned first = plan->net_fd >= 0 ? SC_CELL_NET_FD + 1 : SC_CELL_RPC_FD + 1;
+	if (syscall(SYS_close_range, first, ~0U, 0) < 0)
 		return sc__err(err, -errno, "close_range");
 	return 0;
 }

@@ -35,6 +35,16 @@ struct sc_guest_config {
 	char **tool_docs;
 	size_t n_tools;
 	char *network_notice; /* the message of the guest's network error (sc__network_notice) */
+	/* A sandbox with network entries: each cell gets a network namespace of its own with
+	 * loopback up, the entries' IP literals on it, and a listener per port for the host. */
+	bool network;
+	uint16_t *net_ports;
+	size_t n_net_ports;
+	bool net_v6;	 /* listen on IPv6 too (an entry is an IPv6 literal) */
+	char **net_addrs; /* the entries' IP literals, put on loopback */
+	size_t n_net_addrs;
+	char *net_hosts; /* /etc/hosts lines: the names the host answers for */
+	char *net_ca;	 /* the sandbox's certificate authority (PEM), trusted by cells */
 };
 
 /* What a cell needs from the template, fixed before the fork. */
@@ -43,6 +53,7 @@ struct sc_cell_plan {
 	const struct sc_bpf *seccomp;
 	uint32_t id;
 	int stdout_fd, stderr_fd, rpc_fd; /* the cell's ends */
+	int net_fd;			  /* its end of the network socket, or -1 */
 	/* A byte of a page shared with the template, set once the cell is set up; the cell
 	 * unmaps the page (set_up_map, set_up_len) before any code runs. */
 	volatile uint8_t *set_up;
@@ -51,6 +62,7 @@ struct sc_cell_plan {
 };
 
 #define SC_CELL_RPC_FD 3 /* the cell's frame socket */
+#define SC_CELL_NET_FD 4 /* its network socket (a sandbox with entries) */
 
 /* Never returns: sets up the cell, waits for the host's first frame: code to run once, or
  * SESSION to become the anchor of a session family (session.c). */
@@ -66,7 +78,7 @@ _Noreturn void sc_session_anchor(size_t frame_cap);
 /* bridge.c */
 struct _object *sc_bridge_init(void); /* PyObject *: keeps Python.h out of this header */
 void sc_bridge_set_cap(size_t cap);
-/* Only this process may call tools (its forks share the socket). */
+/* Only this process may call tools or ask the network (its forks share the sockets). */
 void sc_bridge_set_owner(int pid);
 
 /* python.c */

@@ -261,10 +261,110 @@ def _guard_network(notice):
     _socket.NetworkUnavailableError = NetworkUnavailableError
 
 
-def configure(tools, network_notice):
+def _gate_network():
+    """A sandbox with network entries: the cell's network namespace has only loopback, and
+    every TCP connection it makes lands at the host's egress gate, which decides on its own
+    (code that bypasses this module gains nothing). This only makes the gate's decisions
+    readable where the code asked: the resolver asks the host for a name (allowed names get
+    an address that leads to the gate; others a socket.gaierror naming the rule), and
+    connect() asks before connecting, so a refusal is a PermissionError with the rule
+    instead of a reset stream."""
+    import _socket
+    import _snapcell
+    real_socket, gaierror = _socket.socket, _socket.gaierror
+    real_getaddrinfo = _socket.getaddrinfo
+
+    class NetworkDeniedError(gaierror, PermissionError):
+        """The sandbox's allow-list refused a name or a connection; a PermissionError and a
+        gaierror, so code that handles either still does."""
+
+    NetworkDeniedError.__module__ = "socket"
+    NetworkDeniedError.__qualname__ = "NetworkDeniedError"
+
+    def numeric(host):
+        for family in (_socket.AF_INET, _socket.AF_INET6):
+            try:
+                _socket.inet_pton(family, host)
+                return True
+            except (OSError, ValueError):
+                pass
+        return False
+
+    def lookup(host):
+        """The address the gate answers for host (a str), or NetworkDeniedError."""
+        if len(host) > 253 or not host.isascii() or " " in host:
+            raise NetworkDeniedError(_socket.EAI_NONAME, f"cannot resolve {host[:64]!r}: "
+                                     "not a host name")
+        ok, answer = _snapcell.net(b"R " + host.encode())
+        if not ok:
+            raise NetworkDeniedError(_socket.EAI_NONAME, answer)
+        return answer
+
+    def text(host):
+        if isinstance(host, (bytes, bytearray)):
+            host = bytes(host).decode("idna")
+        elif isinstance(host, str) and not host.isascii():
+            host = host.encode("idna").decode("ascii")
+        return host
+
+    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+        host = text(host)
+        if isinstance(host, str) and host and not numeric(host) and host != "localhost":
+            host = lookup(host.lower().rstrip("."))
+            flags |= _socket.AI_NUMERICHOST
+        return real_getaddrinfo(host, port, family, type, proto, flags)
+
+    def gethostbyname(host):
+        host = text(host)
+        return host if numeric(host) else lookup(host.lower().rstrip("."))
+
+    def gethostbyname_ex(host):
+        return (text(host), [], [gethostbyname(host)])
+
+    def check(sock, address):
+        if sock.family not in (_socket.AF_INET, _socket.AF_INET6):
+            return
+        if not isinstance(address, tuple) or len(address) < 2:
+            return  # the real call raises its own TypeError
+        host, port = address[0], address[1]
+        if not numeric(text(host)):
+            host = gethostbyname(host)
+        ok, answer = _snapcell.net(f"C {host} {int(port)}".encode())
+        if not ok:
+            raise NetworkDeniedError(13, answer)
+
+    class socket(real_socket):
+        __slots__ = ()
+
+        def connect(self, address):
+            check(self, address)
+            return real_socket.connect(self, address)
+
+        def connect_ex(self, address):
+            check(self, address)
+            return real_socket.connect_ex(self, address)
+
+    socket.__module__ = "_socket"
+    socket.__qualname__ = "socket"
+    socket.__doc__ = real_socket.__doc__
+    for name, fn in (("getaddrinfo", getaddrinfo), ("gethostbyname", gethostbyname),
+                     ("gethostbyname_ex", gethostbyname_ex)):
+        real = getattr(_socket, name)
+        fn.__name__ = fn.__qualname__ = real.__name__
+        fn.__doc__ = real.__doc__
+        setattr(_socket, name, fn)
+    _socket.socket = _socket.SocketType = socket
+    _socket.NetworkDeniedError = NetworkDeniedError
+
+
+def configure(tools, network_notice, network):
     """Installs call_tool and ToolError as builtins and a `tools` module whose attributes
-    call the registered tools: tools.compute(a=1, b=2); and the network guard."""
-    _guard_network(network_notice)
+    call the registered tools: tools.compute(a=1, b=2); and the network's guard (no entries)
+    or its gate's wording (entries)."""
+    if network:
+        _gate_network()
+    else:
+        _guard_network(network_notice)
     import builtins
     import types
     import _snapcell  # noqa: F401 (imported here, once, not by each cell's first call)

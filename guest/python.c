@@ -213,7 +213,8 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 	prelude_warm = PyObject_GetAttrString(mod, "warm");
 	PyObject *tools = tool_list(cfg);
 	PyObject *r =
-		tools ? PyObject_CallMethod(mod, "configure", "(Os)", tools, cfg->network_notice)
+		tools ? PyObject_CallMethod(mod, "configure", "(OsO)", tools, cfg->network_notice,
+					    cfg->network ? Py_True : Py_False)
 		      : NULL;
 	Py_XDECREF(tools);
 	if (!r) {

@@ -6,7 +6,10 @@
  * 1 of the sandbox's pid namespace) every cell. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <jansson.h>
 #include <poll.h>
 #include <sched.h>
@@ -14,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
@@ -43,6 +47,7 @@ static struct {
 	struct sc_guest_config cfg;
 	struct sc_bpf seccomp;
 	int self_pidns; /* to return pid_ns_for_children after each cell */
+	int self_netns; /* to come back after making a cell's network namespace */
 	int out_fd;	/* SC_OUT_BASE */
 	int sig_fd;
 	uint32_t next_id;
@@ -78,6 +83,40 @@ static char *dup_str(json_t *obj, const char *key)
 {
 	const char *s = json_string_value(json_object_get(obj, key));
 	return s ? strdup(s) : NULL;
+}
+
+static char *dup_str_at(json_t *array, size_t i)
+{
+	const char *s = json_string_value(json_array_get(array, i));
+	return s ? strdup(s) : NULL;
+}
+
+/* {"ports": [443, ...], "v6": bool, "addrs": ["1.2.3.4", ...], "hosts": "...", "ca": "PEM"},
+ * present only for a sandbox with network entries. */
+static int parse_net(struct sc_guest_config *c, json_t *net)
+{
+	if (!net)
+		return 0;
+	json_t *ports = json_object_get(net, "ports"), *addrs = json_object_get(net, "addrs");
+	c->network = true;
+	c->net_v6 = json_is_true(json_object_get(net, "v6"));
+	c->net_hosts = dup_str(net, "hosts");
+	c->net_ca = dup_str(net, "ca");
+	c->net_ports = calloc(json_array_size(ports) + 1, sizeof(uint16_t));
+	c->net_addrs = calloc(json_array_size(addrs) + 1, sizeof(char *));
+	if (!c->net_hosts || !c->net_ca || !c->net_ports || !c->net_addrs ||
+	    json_array_size(ports) * (c->net_v6 ? 2 : 1) + 1 > SC_CELL_NET_MAX)
+		return -1;
+	for (size_t i = 0; i < json_array_size(ports); i++) {
+		json_int_t p = json_integer_value(json_array_get(ports, i));
+		if (p < 1 || p > 65535)
+			return -1;
+		c->net_ports[c->n_net_ports++] = (uint16_t)p;
+	}
+	for (size_t i = 0; i < json_array_size(addrs); i++)
+		if (!(c->net_addrs[c->n_net_addrs++] = dup_str_at(addrs, i)))
+			return -1;
+	return 0;
 }
 
 static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
@@ -141,6 +180,10 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad preload list");
 	}
 	c->network_notice = dup_str(root, "network_notice");
+	if (parse_net(c, json_object_get(root, "net")) < 0) {
+		json_decref(root);
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad network section");
+	}
 	c->env = json_incref(json_object_get(root, "env"));
 	json_t *tools = json_object_get(root, "tools");
 	size_t n_tools = json_array_size(tools);
@@ -198,7 +241,9 @@ static int build_root(struct snapcell_error *err)
 			       .out_dir = T.cfg.out_dir,
 			       .ro_binds = binds,
 			       .n_ro_binds = n,
-			       .lib_dir = SC_PY_LIBDIR};
+			       .lib_dir = SC_PY_LIBDIR,
+			       .hosts = T.cfg.net_hosts,
+			       .extra_ca = T.cfg.net_ca};
 	int rc = sc__rootfs_build(&fs, err);
 	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
 		close(T.cfg.python_path_fds[i]);
@@ -242,6 +287,9 @@ static int setup(struct snapcell_error *err)
 	T.self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	if (T.self_pidns < 0)
 		return sc__err(err, -errno, "open /proc/self/ns/pid");
+	T.self_netns = T.cfg.network ? open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
+	if (T.cfg.network && T.self_netns < 0)
+		return sc__err(err, -errno, "open /proc/self/ns/net");
 	if ((rc = build_root(err)) < 0)
 		return rc;
 	const char *name;
@@ -253,7 +301,10 @@ static int setup(struct snapcell_error *err)
 	}
 	/* Defaults the code's own environment overrides: the CA bundle for ssl, and matplotlib's
 	 * file backend (no display; it would otherwise probe for GUI toolkits). */
-	if ((access(SC_CA_BUNDLE, R_OK) == 0 && setenv("SSL_CERT_FILE", SC_CA_BUNDLE, 0) < 0) ||
+	bool bundle = access(SC_CA_BUNDLE, R_OK) == 0;
+	/* requests reads certifi's file unless REQUESTS_CA_BUNDLE names another: the same. */
+	if ((bundle && (setenv("SSL_CERT_FILE", SC_CA_BUNDLE, 0) < 0 ||
+			setenv("REQUESTS_CA_BUNDLE", getenv("SSL_CERT_FILE"), 0) < 0)) ||
 	    setenv("MPLBACKEND", "Agg", 0) < 0)
 		return sc__err(err, -errno, "setenv defaults");
 	if (sethostname("snapcell", 8) < 0)
@@ -261,7 +312,7 @@ static int setup(struct snapcell_error *err)
 	T.out_fd = open(SC_OUT_BASE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (T.out_fd < 0)
 		return sc__err(err, -errno, "open " SC_OUT_BASE);
-	if ((rc = sc__seccomp_compile(&T.seccomp, err)) < 0)
+	if ((rc = sc__seccomp_compile(&T.seccomp, T.cfg.network, err)) < 0)
 		return rc;
 	if ((rc = set_up_slots_init(err)) < 0)
 		return rc;
@@ -320,6 +371,25 @@ static int make_fds(int host[SC_CELL_NFDS], int cell[3], int *exit_w)
 			close_all(moved, 8);
 			return -EMFILE;
 		}
+	return 0;
+}
+
+/* The cell's network socket: the host's end and the cell's, above fd 9. */
+static int make_net_socket(int *host, int *cell)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	*host = fcntl(sv[0], F_DUPFD_CLOEXEC, 10);
+	*cell = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+	close(sv[0]), close(sv[1]);
+	if (*host < 0 || *cell < 0) {
+		if (*host >= 0)
+			close(*host);
+		if (*cell >= 0)
+			close(*cell);
+		return -EMFILE;
+	}
 	return 0;
 }
 
@@ -382,14 +452,102 @@ static void unmount_output(uint32_t id)
 	unlinkat(T.out_fd, name, AT_REMOVEDIR); /* the host's retire may find it gone */
 }
 
+/* An address of the entries on loopback, so a connection to it stays in the namespace and
+ * reaches a listener. */
+static int add_address(int s4, int s6, unsigned index, const char *text)
+{
+	struct ifreq ifr = {0};
+	struct sockaddr_in *sin = (struct sockaddr_in *)&ifr.ifr_addr;
+	if (inet_pton(AF_INET, text, &sin->sin_addr) == 1) {
+		if ((ntohl(sin->sin_addr.s_addr) >> 24) == 127)
+			return 0; /* loopback's own already */
+		snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo:%u", index);
+		sin->sin_family = AF_INET;
+		if (ioctl(s4, SIOCSIFADDR, &ifr) < 0)
+			return -errno;
+		inet_pton(AF_INET, "255.255.255.255", &sin->sin_addr);
+		return ioctl(s4, SIOCSIFNETMASK, &ifr) < 0 ? -errno : 0;
+	}
+	struct { /* struct in6_ifreq of <linux/ipv6.h>, which clashes with <netinet/in.h> */
+		struct in6_addr addr;
+		uint32_t prefixlen;
+		int ifindex;
+	} r6 = {.prefixlen = 128, .ifindex = (int)if_nametoindex("lo")};
+	if (inet_pton(AF_INET6, text, &r6.addr) != 1 || r6.ifindex == 0)
+		return -EINVAL;
+	return ioctl(s6, SIOCSIFADDR, &r6) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static int listen_on(int family, uint16_t port)
+{
+	int s = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
+	struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+	struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+	int rc = s < 0 ? -errno : 0;
+	if (rc == 0 && family == AF_INET6 &&
+	    setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) < 0)
+		rc = -errno;
+	if (rc == 0 && (family == AF_INET ? bind(s, (struct sockaddr *)&a4, sizeof(a4))
+					  : bind(s, (struct sockaddr *)&a6, sizeof(a6))) < 0)
+		rc = -errno;
+	if (rc == 0 && listen(s, 128) < 0)
+		rc = -errno;
+	int high = rc == 0 ? fcntl(s, F_DUPFD_CLOEXEC, 10) : -1;
+	if (rc == 0 && high < 0)
+		rc = -EMFILE;
+	if (s >= 0)
+		close(s);
+	return rc < 0 ? rc : high;
+}
+
+/* Moves the template into a new network namespace for the next cell (the caller comes back
+ * with setns) and makes what the cell's connections land on: loopback up, the entries'
+ * addresses on it, one listener per port and family, appended to fds. */
+static int net_enter(int *fds, size_t *n)
+{
+	if (unshare(CLONE_NEWNET) < 0)
+		return -errno;
+	int s4 = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int s6 = T.cfg.net_v6 ? socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0) : -1;
+	struct ifreq ifr = {0};
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+	int rc = s4 < 0 || (T.cfg.net_v6 && s6 < 0) ? -errno : 0;
+	if (rc == 0 && ioctl(s4, SIOCGIFFLAGS, &ifr) < 0)
+		rc = -errno;
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (rc == 0 && ioctl(s4, SIOCSIFFLAGS, &ifr) < 0)
+		rc = -errno;
+	for (size_t i = 0; rc == 0 && i < T.cfg.n_net_addrs; i++)
+		rc = add_address(s4, s6, (unsigned)i, T.cfg.net_addrs[i]);
+	for (size_t i = 0; rc == 0 && i < T.cfg.n_net_ports; i++)
+		for (int v6 = 0; rc == 0 && v6 <= (T.cfg.net_v6 ? 1 : 0); v6++) {
+			int fd = listen_on(v6 ? AF_INET6 : AF_INET, T.cfg.net_ports[i]);
+			if (fd < 0)
+				rc = fd;
+			else
+				fds[(*n)++] = fd;
+		}
+	if (s4 >= 0)
+		close(s4);
+	if (s6 >= 0)
+		close(s6);
+	return rc;
+}
+
 static int park_cell(void)
 {
 	if (T.n_cells == MAX_CELLS)
 		return -EAGAIN;
-	int host[SC_CELL_NFDS], cell[3], exit_w = -1;
+	int host[SC_CTL_MAX_FDS], cell[3], exit_w = -1, net_cell = -1;
+	size_t n_host = SC_CELL_NFDS;
 	int rc = make_fds(host, cell, &exit_w);
 	if (rc < 0)
 		return rc;
+	if (T.cfg.network && (rc = make_net_socket(&host[n_host++], &net_cell)) < 0) {
+		n_host--;
+		close_all(host, SC_CELL_NFDS), close_all(cell, 3), close(exit_w);
+		return rc;
+	}
 	uint32_t id = T.next_id++;
 	char name[16];
 	snprintf(name, sizeof(name), "%u", id);
@@ -403,17 +561,28 @@ static int park_cell(void)
 				    .id = id,
 				    .stdout_fd = cell[0],
 				    .stderr_fd = cell[1],
-				    .rpc_fd = cell[2]};
+				    .rpc_fd = cell[2],
+				    .net_fd = net_cell};
 	pid_t pid = -1;
 	if ((host[SC_CELL_OUTPUT] = mount_output(name)) < 0)
 		rc = host[SC_CELL_OUTPUT];
-	else if ((pid = fork_cell(&plan)) < 0)
+	if (rc == 0 && T.cfg.network)
+		rc = net_enter(host, &n_host);
+	if (rc == 0 && (pid = fork_cell(&plan)) < 0)
 		rc = pid;
+	if (T.cfg.network && setns(T.self_netns, CLONE_NEWNET) < 0) {
+		/* Every later cell would share this one's namespace; end the sandbox loudly. */
+		if (pid > 0)
+			kill(pid, SIGKILL);
+		exit(3);
+	}
 	close_all(cell, 3);
+	if (net_cell >= 0)
+		close(net_cell);
 	if (rc == 0) {
 		host[SC_CELL_PIDFD] = (int)syscall(SYS_pidfd_open, pid, 0);
 		struct sc_ctl_msg m = {.type = SC_CTL_CELL, .cell_id = id};
-		rc = host[SC_CELL_PIDFD] < 0 ? -errno : sc__ctl_send(CTL, &m, host, SC_CELL_NFDS);
+		rc = host[SC_CELL_PIDFD] < 0 ? -errno : sc__ctl_send(CTL, &m, host, n_host);
 	}
 	if (pid > 0) {
 		T.cells[T.n_cells++] = (struct live_cell){id, pid, exit_w, slot};
@@ -425,7 +594,7 @@ static int park_cell(void)
 	}
 	if (rc < 0 && pid > 0)
 		kill(pid, SIGKILL);
-	close_all(host, SC_CELL_NFDS);
+	close_all(host, n_host);
 	return rc;
 }
 

@@ -127,6 +127,10 @@ enum snapcell_limit {
 	SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, /* bytes of all collected files (default 256 MiB) */
 	SNAPCELL_LIMIT_OUTPUT_DEPTH,	   /* directory depth walked in /output (default 32) */
 	SNAPCELL_LIMIT_OUTPUT_PATH_BYTES,  /* length of a collected path (default 1,024) */
+	SNAPCELL_LIMIT_NET_CONNECTIONS,	   /* open connections of one cell (default 32) */
+	SNAPCELL_LIMIT_NET_BYTES,	   /* bytes both ways per run (default 1 GiB) */
+	SNAPCELL_LIMIT_NET_CONNECT_MS,	   /* resolving and connecting upstream (10,000) */
+	SNAPCELL_LIMIT_NET_IDLE_MS,	   /* a connection with no byte either way (30,000) */
 	SNAPCELL_LIMIT__COUNT
 };
 
@@ -251,31 +255,67 @@ SNAPCELL_API int snapcell_tree_signature(const char *path, char out[SNAPCELL_SIG
 
 /* ---- network allow-list ----
  *
- * Entries are stored, copied with the config and listed (and shown to the model by
- * snapcell_config_describe); they are not enforced yet: until the egress gate exists, code in
- * a cell cannot connect or resolve names at all, and the error it gets says so. */
+ * Entries are stored, copied with the config, listed, shown to the model by
+ * snapcell_config_describe and enforced by the egress gate. A target is one of:
+ *   "host"                      ports 80 and 443 ("api.example.com")
+ *   "host:port"                 that port ("127.0.0.1:8080", "[::1]:8080")
+ *   "http://host", "https://host[:port]"   the scheme's port (or the one given)
+ *   "https://host[:port]/prefix"  a path rule: requests whose path is the prefix or goes on
+ *                               from it at a '/' ("/v1" allows "/v1", "/v1/x", "/v1?q", not
+ *                               "/v10"); "host/prefix" without a scheme: ports 80 and 443
+ *   "*.example.com[:port]"      its subdomains at any depth, not example.com itself
+ *   an IP literal               a dotted quad, or IPv6 in brackets, with or without a port
+ * Names are lower-cased and a trailing dot dropped; non-ASCII names become their IDNA
+ * A-labels ("bücher.de" -> "xn--bcher-kva.de"). The normalised text (what
+ * snapcell_allowed_info lists) is "host", "host:port", "*.suffix[:port]", "[v6][:port]", or
+ * with a path "scheme://host[:port]/prefix" (the port only when not the scheme's) or
+ * "host[:port]/prefix"; "https://h" without a path is "h:443". Refused, with the reason in
+ * err (SNAPCELL_E_INVAL): credentials (user@host), a query or fragment, a backslash,
+ * whitespace or control bytes inside, schemes other than http and https, bad ports (1-65535),
+ * an unbracketed IPv6 address or one with a zone, IPv4 addresses not written as a dotted quad
+ * ("127.1", "0x7f000001", "2130706433") and names whose last label is a number, a '*' other
+ * than a leading "*." before at least two labels, and paths with "//", "." or ".." segments,
+ * a backslash, non-ASCII bytes or percent-encoded '/', '.', '\', '%', NUL or characters that
+ * need no encoding. Connections go only to public addresses (no loopback, private,
+ * link-local, CGNAT, metadata, multicast, broadcast or unspecified address, in any spelling,
+ * after resolution too) unless the entry is that IP literal. */
 
-/* Bytes of a normalised target, NUL included: a 253-byte host, ':' and a 5-digit port. */
+/* Bytes of a target in the reference's host form, NUL included: a 253-byte host, ':' and a
+ * 5-digit port. */
 #define SNAPCELL_TARGET_MAX 260
 
-/* "host" or "host:port" from a user's target, as the reference integration normalises it:
- * surrounding whitespace stripped, lower-cased, a scheme ("https://"), path, query, fragment
- * and trailing '/' dropped ("https://API.example.com/v1" -> "api.example.com",
- * "127.0.0.1:8080" stays, "[::1]:8080" stays bracketed). SNAPCELL_E_INVAL (the reason in
- * err) for an empty target, whitespace or control bytes inside, non-ASCII text (give an IDN
- * in its xn-- form), credentials (user@host), a wildcard, a bad port (1-65535), an
- * unbracketed IPv6 address, or out_len too small (SNAPCELL_TARGET_MAX always suffices). */
+/* "host" or "host:port" from a user's target, as the reference integration normalises it
+ * (the Agent Framework adapter lists this form and allows it): surrounding whitespace
+ * stripped, lower-cased, a scheme ("https://"), path, query, fragment and trailing '/'
+ * dropped ("https://API.example.com/v1" -> "api.example.com", "127.0.0.1:8080" stays,
+ * "[::1]:8080" stays bracketed). SNAPCELL_E_INVAL (the reason in err) for an empty target,
+ * whitespace or control bytes inside, non-ASCII text (give an IDN in its xn-- form),
+ * credentials (user@host), a wildcard, a bad port (1-65535), an unbracketed IPv6 address, or
+ * out_len too small (SNAPCELL_TARGET_MAX always suffices). */
 SNAPCELL_API int snapcell_normalize_domain(const char *in, char *out, size_t out_len,
 					   struct snapcell_error *err);
 
-/* Allows target (normalised as above) for the given HTTP methods: NULL for any method, else
+/* Allows target (any form above) for the given HTTP methods: NULL for any method, else
  * n_methods >= 1 strings, each stripped and upper-cased, an HTTP token (RFC 9110) of at most
  * 32 bytes; duplicates are dropped and the rest kept sorted; at most 32 given. An entry for
- * the same target replaces the earlier one. SNAPCELL_E_INVAL with the reason in err;
- * SNAPCELL_E_TOO_BIG past 256 targets. */
+ * the same normalised target replaces the earlier one (its headers included).
+ * SNAPCELL_E_INVAL with the reason in err; SNAPCELL_E_TOO_BIG past 256 targets or 32
+ * distinct ports over all targets. */
 SNAPCELL_API int snapcell_config_allow(struct snapcell_config *cfg, const char *target,
 				       const char *const *methods, size_t n_methods,
 				       struct snapcell_error *err);
+/* A header the host adds to every request it lets through for target's entry (which must
+ * exist: -ENOENT otherwise; target is normalised first), e.g. "Authorization". The value is
+ * never listed, described, logged or shown to a cell. In value, "${env:NAME}" is the host's
+ * environment variable NAME (an error if unset), "${file:PATH}" the whole file (one trailing
+ * newline dropped; an error if it is missing or larger than 8 KiB) and "$$" a '$', all read
+ * now. SNAPCELL_E_INVAL for a name that is not an HTTP token, a header the host owns (Host,
+ * Connection, Content-Length, Transfer-Encoding, Upgrade, TE, Trailer, Keep-Alive, Proxy-*,
+ * method overrides), an empty value or control bytes in it; the same name replaces;
+ * SNAPCELL_E_TOO_BIG past 16 headers or 8 KiB of value. */
+SNAPCELL_API int snapcell_config_allow_header(struct snapcell_config *cfg, const char *target,
+					      const char *name, const char *value,
+					      struct snapcell_error *err);
 /* target is normalised first; -ENOENT if no entry has it. */
 SNAPCELL_API int snapcell_config_remove_allowed(struct snapcell_config *cfg, const char *target,
 						struct snapcell_error *err);
@@ -284,12 +324,29 @@ struct snapcell_allowed_info {
 	const char *target;	    /* normalised */
 	const char *const *methods; /* sorted; NULL when any method */
 	size_t n_methods;
-	uint64_t reserved[4]; /* zeroed (ABI growth) */
+	const char *path;     /* the path prefix ("/v1"), or NULL for any path */
+	size_t n_headers;     /* headers the host adds (snapcell_config_allowed_header_name) */
+	uint64_t reserved[2]; /* zeroed (ABI growth; path and n_headers took two of four) */
 };
 /* Entries sorted by target; the strings are borrowed until the next change to cfg. */
 SNAPCELL_API int snapcell_config_allowed_info(const struct snapcell_config *cfg, size_t index,
 					      struct snapcell_allowed_info *out,
 					      struct snapcell_error *err);
+/* The name of header h (< n_headers) of entry index, borrowed like the info; never its value. */
+SNAPCELL_API int snapcell_config_allowed_header_name(const struct snapcell_config *cfg,
+						     size_t index, size_t h, const char **name,
+						     struct snapcell_error *err);
+
+/* Lookups of name (a host name as snapcell_normalize_domain writes it) answer address (an
+ * IPv4 or IPv6 literal) instead of DNS: for tests and private names. It replaces only the
+ * lookup: the name must still be allowed, and the address rules still apply to address.
+ * A later call for the same name replaces it. */
+SNAPCELL_API int snapcell_config_map_host(struct snapcell_config *cfg, const char *name,
+					  const char *address, struct snapcell_error *err);
+/* The CA bundle (PEM file) the host verifies upstream TLS servers with, for entries whose
+ * requests the host makes itself (HTTP rules); NULL for the system's. */
+SNAPCELL_API int snapcell_config_set_upstream_ca(struct snapcell_config *cfg, const char *path,
+						 struct snapcell_error *err);
 
 /* ---- host tools ---- */
 
@@ -484,6 +541,44 @@ struct snapcell_result {
 	struct snapcell_skipped_output *skipped;
 	size_t n_skipped_listed, n_skipped;
 	uint32_t output_limits_hit; /* SNAPCELL_OUTPUT_HIT_* */
+	/* Every network attempt of the run (a name asked, a connection, an HTTP request), in
+	 * order; the list keeps at most 10,000. */
+	struct snapcell_net_event *net_events;
+	size_t n_net_events, n_net_events_dropped;
+	uint32_t net_limits_hit; /* SNAPCELL_NET_HIT_* */
+};
+
+/* One network attempt, as the host's egress gate saw it. */
+enum snapcell_net_kind {
+	SNAPCELL_NET_RESOLVE, /* the code asked for a name */
+	SNAPCELL_NET_CONNECT, /* a TCP stream, passed through (TLS stays end to end) */
+	SNAPCELL_NET_REQUEST, /* one HTTP request through an entry with HTTP rules */
+};
+
+struct snapcell_net_event {
+	enum snapcell_net_kind kind;
+	bool allowed;
+	const char *target;  /* what the code asked for: a name, or an address */
+	const char *address; /* the upstream address (pinned after resolution), or NULL */
+	uint16_t port;	     /* 0 for a name */
+	const char *method;  /* SNAPCELL_NET_REQUEST; NULL otherwise */
+	const char *path;
+	int http_status; /* the upstream's, or 0 */
+	bool header_added; /* the entry's headers went upstream (values are never shown) */
+	/* The entry that allowed it, or why it was refused ("evil.example is not on this
+	 * sandbox's allow list"). */
+	const char *rule;
+	uint64_t bytes_out; /* from the code towards the upstream */
+	uint64_t bytes_in;
+	uint64_t duration_us;
+};
+
+/* Network limits a run hit (their attempts are in the list, refused). */
+enum snapcell_net_hit {
+	SNAPCELL_NET_HIT_CONNECTIONS = 1u << 0, /* more open connections than the cap */
+	SNAPCELL_NET_HIT_BYTES = 1u << 1,	/* the run's byte budget */
+	SNAPCELL_NET_HIT_NAMES = 1u << 2,	/* more distinct names than the cap (256) */
+	SNAPCELL_NET_HIT_EVENTS = 1u << 3,	/* the list's cap */
 };
 
 /* A file the code wrote under /output. path is relative to /output, as raw bytes (any byte

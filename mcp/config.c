@@ -28,6 +28,10 @@ static const struct {
 	{"output_total_bytes", SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES},
 	{"output_depth", SNAPCELL_LIMIT_OUTPUT_DEPTH},
 	{"output_path_bytes", SNAPCELL_LIMIT_OUTPUT_PATH_BYTES},
+	{"net_connections", SNAPCELL_LIMIT_NET_CONNECTIONS},
+	{"net_bytes", SNAPCELL_LIMIT_NET_BYTES},
+	{"net_connect_ms", SNAPCELL_LIMIT_NET_CONNECT_MS},
+	{"net_idle_ms", SNAPCELL_LIMIT_NET_IDLE_MS},
 };
 
 struct ctx {
@@ -171,13 +175,34 @@ static int python_paths(const struct ctx *c, const char *path, json_t *v)
 	return each(c, path, v, "must be an array of directories", one_python_path);
 }
 
+/* "headers": {"Name": "value"}: each added after the entry, the value expanded by the
+ * library (${env:NAME}, ${file:PATH}, $$) and never repeated in a message. */
+static int allow_headers(const struct ctx *c, const char *at, const char *target, json_t *headers)
+{
+	const char *name;
+	json_t *value;
+	if (!json_is_object(headers) || json_object_size(headers) > 16)
+		return fail(c, at, "\"headers\" must be an object of at most 16 names to strings");
+	json_object_foreach(headers, name, value)
+	{
+		struct snapcell_error err = {0};
+		if (!json_is_string(value))
+			return fail(c, at, "\"headers\" values must be strings");
+		if (snapcell_config_allow_header(c->cfg, target, name, json_string_value(value),
+						 &err) < 0)
+			return lib_fail(c, at, &err);
+	}
+	return 0;
+}
+
 static int one_allow(const struct ctx *c, const char *at, json_t *e)
 {
-	static const char *const keys[] = {"target", "methods", NULL};
+	static const char *const keys[] = {"target", "methods", "headers", NULL};
 	if (only_keys(c, at, e, keys) < 0)
 		return -1;
 	const char *target = json_string_value(json_object_get(e, "target"));
 	json_t *methods = json_object_get(e, "methods");
+	json_t *headers = json_object_get(e, "headers");
 	const char *list[32];
 	size_t n = 0, i;
 	json_t *m;
@@ -194,12 +219,64 @@ static int one_allow(const struct ctx *c, const char *at, json_t *e)
 	struct snapcell_error err = {0};
 	if (snapcell_config_allow(c->cfg, target, methods ? list : NULL, n, &err) < 0)
 		return lib_fail(c, at, &err);
-	return 0;
+	return headers ? allow_headers(c, at, target, headers) : 0;
 }
 
 static int allow(const struct ctx *c, const char *path, json_t *v)
 {
-	return each(c, path, v, "must be an array of {\"target\", \"methods\"}", one_allow);
+	return each(c, path, v, "must be an array of {\"target\", \"methods\", \"headers\"}",
+		    one_allow);
+}
+
+static int one_map(const struct ctx *c, const char *at, const char *key, json_t *val)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(val))
+		return fail(c, at, "must be a string (an IP address)");
+	if (snapcell_config_map_host(c->cfg, key, json_string_value(val), &err) < 0)
+		return lib_fail(c, at, &err);
+	return 0;
+}
+
+/* "host_map": {"name": "address"}: lookups that skip DNS (tests, private names). */
+static int host_map(const struct ctx *c, const char *path, json_t *v)
+{
+	return each_member(c, path, v, "must be an object of names to addresses", one_map);
+}
+
+static int upstream_ca(const struct ctx *c, const char *path, json_t *v)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(v))
+		return fail(c, path, "must be a string (a CA bundle file)");
+	return snapcell_config_set_upstream_ca(c->cfg, json_string_value(v), &err) < 0
+		       ? lib_fail(c, path, &err)
+		       : 0;
+}
+
+static int venv(const struct ctx *c, const char *path, json_t *v)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(v))
+		return fail(c, path, "must be a string (a virtual environment)");
+	return snapcell_config_set_venv(c->cfg, json_string_value(v), &err) < 0
+		       ? lib_fail(c, path, &err)
+		       : 0;
+}
+
+static int one_preload(const struct ctx *c, const char *at, json_t *m)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(m))
+		return fail(c, at, "must be a string (a module name)");
+	if (snapcell_config_add_preload(c->cfg, json_string_value(m), &err) < 0)
+		return lib_fail(c, at, &err);
+	return 0;
+}
+
+static int preload(const struct ctx *c, const char *path, json_t *v)
+{
+	return each(c, path, v, "must be an array of module names", one_preload);
 }
 
 static int one_env(const struct ctx *c, const char *at, const char *key, json_t *val)
@@ -329,6 +406,10 @@ static const struct {
 	{"mounts", mounts},
 	{"python_paths", python_paths},
 	{"allow", allow},
+	{"host_map", host_map},
+	{"upstream_ca", upstream_ca},
+	{"venv", venv},
+	{"preload", preload},
 	{"env", env},
 	{"tools", tools},
 	{"max_concurrent_runs", max_runs},

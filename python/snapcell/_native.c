@@ -123,6 +123,41 @@ static const struct flag_name output_hit_names[] = {
 	{SNAPCELL_OUTPUT_HIT_WALK, "walk"},
 };
 
+static const struct flag_name net_hit_names[] = {
+	{SNAPCELL_NET_HIT_CONNECTIONS, "connections"},
+	{SNAPCELL_NET_HIT_BYTES, "bytes"},
+	{SNAPCELL_NET_HIT_NAMES, "names"},
+	{SNAPCELL_NET_HIT_EVENTS, "events"},
+};
+
+static PyObject *opt_text(const char *s)
+{
+	if (s)
+		return text(s);
+	Py_RETURN_NONE;
+}
+
+/* [(kind, allowed, target, address, port, method, path, http_status, header_added, rule,
+ *   bytes_out, bytes_in, duration_us)] */
+static PyObject *net_events(const struct snapcell_result *r)
+{
+	static const char *const kinds[] = {"resolve", "connect", "request"};
+	PyObject *list = PyList_New(0);
+	for (size_t i = 0; list && i < r->n_net_events; i++) {
+		const struct snapcell_net_event *e = &r->net_events[i];
+		PyObject *item = Py_BuildValue(
+			"(sNNNiNNiNNKKK)", (unsigned)e->kind < 3 ? kinds[e->kind] : "?",
+			PyBool_FromLong(e->allowed), opt_text(e->target), opt_text(e->address),
+			(int)e->port, opt_text(e->method), opt_text(e->path), e->http_status,
+			PyBool_FromLong(e->header_added), opt_text(e->rule),
+			(unsigned long long)e->bytes_out, (unsigned long long)e->bytes_in,
+			(unsigned long long)e->duration_us);
+		if (append(list, item) < 0)
+			Py_CLEAR(list);
+	}
+	return list;
+}
+
 static PyObject *tool_calls(const struct snapcell_result *r)
 {
 	PyObject *list = PyList_New(0);
@@ -193,7 +228,10 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	    put(d, "artifacts", artifacts(r)) < 0 || put(d, "skipped", skipped(r)) < 0 ||
 	    put(d, "skipped_count", PyLong_FromSize_t(r->n_skipped)) < 0 ||
 	    put(d, "output_limits_hit",
-		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) < 0)
+		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) < 0 ||
+	    put(d, "network_events", net_events(r)) < 0 ||
+	    put(d, "network_limits_hit",
+		flag_list(r->net_limits_hit, net_hit_names, ARRAY_LEN(net_hit_names))) < 0)
 		Py_CLEAR(d);
 	return d;
 }

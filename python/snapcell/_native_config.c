@@ -20,6 +20,10 @@ static const char *const limit_names[SNAPCELL_LIMIT__COUNT] = {
 	[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] = "output_total_bytes",
 	[SNAPCELL_LIMIT_OUTPUT_DEPTH] = "output_depth",
 	[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES] = "output_path_bytes",
+	[SNAPCELL_LIMIT_NET_CONNECTIONS] = "net_connections",
+	[SNAPCELL_LIMIT_NET_BYTES] = "net_bytes",
+	[SNAPCELL_LIMIT_NET_CONNECT_MS] = "net_connect_ms",
+	[SNAPCELL_LIMIT_NET_IDLE_MS] = "net_idle_ms",
 };
 
 /* The limit named name, or -1 with ValueError listing the valid names. */
@@ -478,6 +482,16 @@ static PyMethodDef config_methods[] = {
 	{"allow", (PyCFunction)sc__py_config_allow, METH_VARARGS,
 	 "allow(target, methods=None): a network entry, normalised by the library; the same "
 	 "target replaces."},
+	{"allow_header", (PyCFunction)sc__py_config_allow_header, METH_VARARGS,
+	 "allow_header(target, name, value): a header the host adds for target's entry; "
+	 "${env:NAME}, ${file:PATH} and $$ in value are expanded now. KeyError without the "
+	 "entry."},
+	{"map_host", (PyCFunction)sc__py_config_map_host, METH_VARARGS,
+	 "map_host(name, address): lookups of name answer address instead of DNS (tests, "
+	 "private names); the address rules still apply."},
+	{"set_upstream_ca", (PyCFunction)sc__py_config_set_upstream_ca, METH_O,
+	 "set_upstream_ca(path or None): the CA bundle the host verifies upstream servers "
+	 "with, for entries whose requests the host makes."},
 	{"remove_allowed", (PyCFunction)sc__py_config_remove_allowed, METH_O,
 	 "remove_allowed(target): KeyError when no entry has that (normalised) target."},
 	{"allowed", (PyCFunction)sc__py_config_allowed, METH_NOARGS,

@@ -97,6 +97,51 @@ PyObject *sc__py_config_allow(ConfigObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+PyObject *sc__py_config_allow_header(ConfigObject *self, PyObject *args)
+{
+	const char *target, *name, *value;
+	if (!PyArg_ParseTuple(args, "sss:allow_header", &target, &name, &value) ||
+	    sc__py_config_writable(self) < 0)
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_allow_header(self->cfg, target, name, value, &err);
+	if (rc == -ENOENT)
+		return PyErr_Format(PyExc_KeyError, "allow_header: no entry for %s", target);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "allow_header", NULL, false);
+	Py_RETURN_NONE;
+}
+
+PyObject *sc__py_config_map_host(ConfigObject *self, PyObject *args)
+{
+	const char *name, *address;
+	if (!PyArg_ParseTuple(args, "ss:map_host", &name, &address) ||
+	    sc__py_config_writable(self) < 0)
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_map_host(self->cfg, name, address, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "map_host", NULL, false);
+	Py_RETURN_NONE;
+}
+
+PyObject *sc__py_config_set_upstream_ca(ConfigObject *self, PyObject *arg)
+{
+	PyObject *path = NULL;
+	if (sc__py_config_writable(self) < 0 ||
+	    (arg != Py_None && !PyUnicode_FSConverter(arg, &path)))
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_upstream_ca(self->cfg, path ? PyBytes_AsString(path) : NULL,
+						 &err);
+	if (rc < 0)
+		sc__py_fail(rc, &err, "set_upstream_ca", arg, false);
+	Py_XDECREF(path);
+	if (rc < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
 PyObject *sc__py_config_remove_allowed(ConfigObject *self, PyObject *arg)
 {
 	const char *target = PyUnicode_Check(arg) ? PyUnicode_AsUTF8AndSize(arg, NULL) : NULL;

@@ -34,8 +34,12 @@ _LIMITS: dict[str, tuple[str, int]] = {
     "max_output_files": ("output_files", 1),
     "max_output_file_bytes": ("output_file_bytes", 1),
     "max_output_total_bytes": ("output_total_bytes", 1),
+    "max_connections": ("net_connections", 1),
+    "max_network_bytes": ("net_bytes", 1),
+    "connect_timeout": ("net_connect_ms", 1000),
+    "idle_timeout": ("net_idle_ms", 1000),
 }
-_SECONDS = {"timeout", "cpu_time"}
+_SECONDS = {"timeout", "cpu_time", "connect_timeout", "idle_timeout"}
 
 # The helper this package ships, beside the extension.
 _HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "snapcell-cell")
@@ -73,6 +77,27 @@ class ToolCall:
 
 
 @dataclass(frozen=True)
+class NetworkEvent:
+    """One network attempt as the host's egress gate saw it: ``kind`` is "resolve" (a name
+    asked for), "connect" (a stream passed through) or "request" (one HTTP request through an
+    entry with HTTP rules); ``rule`` is the entry that allowed it or why it was refused."""
+
+    kind: str
+    allowed: bool
+    target: str | None
+    address: str | None
+    port: int
+    method: str | None
+    path: str | None
+    http_status: int
+    header_added: bool
+    rule: str | None
+    bytes_out: int
+    bytes_in: int
+    duration: float  # seconds
+
+
+@dataclass(frozen=True)
 class Result:
     """How one run ended and what it left. ``status`` is one of "ok", "error", "timeout",
     "memory", "killed", "output-limit", "setup-failure", "cancelled"."""
@@ -94,6 +119,8 @@ class Result:
     skipped_outputs: tuple[tuple[str, str], ...] = ()
     skipped_output_count: int = 0
     output_limits_hit: frozenset[str] = field(default_factory=frozenset)
+    network_events: tuple[NetworkEvent, ...] = ()
+    network_limits_hit: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def ok(self) -> bool:
@@ -119,6 +146,8 @@ class Result:
             skipped_outputs=tuple(map(tuple, r["skipped"])),
             skipped_output_count=r["skipped_count"],
             output_limits_hit=frozenset(r["output_limits_hit"]),
+            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6) for e in r["network_events"]),
+            network_limits_hit=frozenset(r["network_limits_hit"]),
         )
 
 
@@ -149,9 +178,23 @@ def _is_pair(v: Any) -> bool:
     )
 
 
-def _entries(entries: Any) -> list[tuple[str, list[str] | None]]:
-    """A network entry is "target", (target, "METHOD"), (target, [methods]) or an object with
-    .target and .methods (snapcell.agent_framework.AllowedDomain)."""
+@dataclass(frozen=True)
+class AllowedTarget:
+    """A network entry with headers: the host adds ``headers`` (name -> value) to the requests
+    it lets through for ``target``. In a value, ``${env:NAME}`` (the host's environment),
+    ``${file:PATH}`` (a file of at most 8 KiB, one trailing newline dropped) and ``$$`` are
+    expanded by the C library when the Sandbox is built; values are never listed, described
+    or shown to the code."""
+
+    target: str
+    methods: str | Sequence[str] | None = None
+    headers: Mapping[str, str] | None = None
+
+
+def _entries(entries: Any) -> list[tuple[str, list[str] | None, dict[str, str]]]:
+    """A network entry is "target", (target, "METHOD"), (target, [methods]), an object with
+    .target and .methods (snapcell.agent_framework.AllowedDomain) or an AllowedTarget (which
+    also has .headers)."""
     if entries is None:
         return []
     if isinstance(entries, str) or hasattr(entries, "target") or _is_entry_pair(entries):
@@ -159,14 +202,22 @@ def _entries(entries: Any) -> list[tuple[str, list[str] | None]]:
     out = []
     for e in entries:
         if isinstance(e, str):
-            out.append((e, None))
+            out.append((e, None, {}))
         elif hasattr(e, "target"):
-            out.append((e.target, _methods(e.methods)))
+            out.append((e.target, _methods(e.methods), _headers(getattr(e, "headers", None))))
         elif _is_entry_pair(e):
-            out.append((e[0], _methods(e[1])))
+            out.append((e[0], _methods(e[1]), {}))
         else:
-            raise TypeError(f"a network entry is a target or a (target, methods) pair, not {e!r}")
+            raise TypeError(f"a network entry is a target, a (target, methods) pair or an AllowedTarget, not {e!r}")
     return out
+
+
+def _headers(h: Any) -> dict[str, str]:
+    if h is None:
+        return {}
+    if not isinstance(h, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in h.items()):
+        raise TypeError(f"headers are a mapping of str to str, not {h!r}")
+    return dict(h)
 
 
 def _is_entry_pair(v: Any) -> bool:
@@ -195,6 +246,8 @@ def build_config(
     reject_links: bool = False,
     venv: str | os.PathLike[str] | None = None,
     preload: Sequence[str] | None = None,
+    host_map: Mapping[str, str] | None = None,
+    upstream_ca: str | os.PathLike[str] | None = None,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
@@ -222,8 +275,14 @@ def build_config(
     cfg.set_reject_links(reject_links)
     for host, mount in _mounts(mounts):
         cfg.add_mount(os.path.expanduser(host), mount)
-    for target, methods in _entries(allowed_domains):
+    for target, methods, headers in _entries(allowed_domains):
         cfg.allow(target, methods)
+        for name, value in headers.items():
+            cfg.allow_header(target, name, value)
+    for name, address in (host_map or {}).items():
+        cfg.map_host(name, address)
+    if upstream_ca is not None:
+        cfg.set_upstream_ca(os.path.expanduser(os.fspath(upstream_ca)))
     registered: dict[str, Tool] = {}
     if tools is not None:
         if callable(tools) or isinstance(tools, Tool):
@@ -301,7 +360,9 @@ class Sandbox:
     ``max_output_file_bytes``, ``max_output_total_bytes`` in bytes; ``processes``,
     ``open_files``, ``max_output_files`` as counts. ``tools`` are callables or
     :class:`snapcell.Tool`; ``workspace`` and ``mounts`` fill ``/input``;
-    ``allowed_domains`` are network entries; ``env``, ``python_paths``, ``venv`` (made with
+    ``allowed_domains`` are network entries, enforced by the host's egress gate (``host_map``
+    answers names without DNS, for tests and private names; ``upstream_ca`` is the CA bundle
+    the host verifies servers with when it makes requests itself); ``env``, ``python_paths``, ``venv`` (made with
     ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) shape the
     interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
     left out. Creating one starts its template (tens of milliseconds)."""

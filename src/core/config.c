@@ -36,6 +36,10 @@ static const struct {
 	[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] = {"output_total_bytes", 256 * MIB, 1, 64 * GIB},
 	[SNAPCELL_LIMIT_OUTPUT_DEPTH] = {"output_depth", 32, 1, 256},
 	[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES] = {"output_path_bytes", 1024, 16, 4096},
+	[SNAPCELL_LIMIT_NET_CONNECTIONS] = {"net_connections", 32, 1, 1024},
+	[SNAPCELL_LIMIT_NET_BYTES] = {"net_bytes", 1 * GIB, 1, 1024 * GIB},
+	[SNAPCELL_LIMIT_NET_CONNECT_MS] = {"net_connect_ms", 10000, 1, 600000},
+	[SNAPCELL_LIMIT_NET_IDLE_MS] = {"net_idle_ms", 30000, 1, 24ull * 3600 * 1000},
 };
 
 struct snapcell_config *snapcell_config_new(void)
@@ -74,6 +78,13 @@ void snapcell_config_free(struct snapcell_config *cfg)
 	free(cfg->mounts);
 	sc__tools_free(cfg);
 	sc__net_list_free(&cfg->allowed);
+	for (size_t i = 0; i < cfg->n_maps; i++) {
+		free(cfg->map_names[i]);
+		free(cfg->map_addresses[i]);
+	}
+	free(cfg->map_names);
+	free(cfg->map_addresses);
+	free(cfg->upstream_ca);
 	free(cfg);
 }
 
@@ -342,6 +353,16 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 		rc = add_mount(c, src->mounts[i].host_path, src->mounts[i].mount_path);
 	if (rc == 0)
 		rc = sc__net_list_copy(&src->allowed, &c->allowed);
+	if (rc == 0 && src->n_maps &&
+	    (!(c->map_names = calloc(src->n_maps, sizeof(char *))) ||
+	     !(c->map_addresses = calloc(src->n_maps, sizeof(char *)))))
+		rc = -ENOMEM;
+	for (size_t i = 0; rc == 0 && i < src->n_maps; i++, c->n_maps++)
+		if (!(c->map_names[i] = strdup(src->map_names[i])) ||
+		    !(c->map_addresses[i] = strdup(src->map_addresses[i])))
+			rc = -ENOMEM;
+	if (rc == 0 && src->upstream_ca && !(c->upstream_ca = strdup(src->upstream_ca)))
+		rc = -ENOMEM;
 	if (rc < 0) {
 		snapcell_config_free(c);
 		return rc;

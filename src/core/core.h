@@ -50,7 +50,11 @@ struct snapcell_config {
 	size_t n_preloads;
 	enum snapcell_isolation required;
 	bool reject_links;	    /* staging fails on a link instead of leaving it out */
-	struct sc_net_list allowed; /* network entries (net/net.h), not enforced yet */
+	struct sc_net_list allowed; /* network entries (net/net.h), enforced by net/gate.c */
+	char **map_names;	    /* snapcell_config_map_host: names and their addresses */
+	char **map_addresses;
+	size_t n_maps;
+	char *upstream_ca; /* resolved path, or NULL for the system's bundle */
 };
 
 int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **out);
@@ -108,6 +112,8 @@ char *sc__json_exact_numbers(const char *text, size_t len);
 struct sc_cell {
 	uint32_t id;
 	int fds[SC_CELL_NFDS];
+	int net[SC_CELL_NET_MAX]; /* a sandbox with entries: network socket, listeners */
+	size_t n_net;
 };
 
 void sc__cell_close(struct sc_cell *cell);
@@ -124,6 +130,7 @@ struct snapcell_sandbox {
 	int out_fd;  /* workdir/out: one directory per cell, named by its id */
 	int lock_fd; /* workdir/lock, flock'ed while the sandbox lives (stale-directory reaping) */
 	enum snapcell_isolation level;
+	struct sc_gate *gate; /* with network entries: net/gate.h */
 
 	pthread_mutex_t lock; /* guards the fields below and reads of ctl */
 	struct sc_cell *ready;

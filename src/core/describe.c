@@ -14,7 +14,6 @@
 #include "util/util.h"
 
 #define DESCRIBE_MAX   (256u << 10)
-#define NOTICE_TARGETS 8  /* targets named in the network notice; the rest are counted */
 #define ENUM_SHOWN_MAX 32 /* a longer enum is shown as JSON Schema */
 #define TYPE_DEPTH_MAX 3  /* "array of array of integer" and no deeper */
 #define PARAM_DESC_MAX 600
@@ -361,6 +360,19 @@ static void put_methods(struct text *t, const struct sc_net_entry *e)
 		put(t, "%s%s", i ? ", " : "", e->methods[i]);
 }
 
+/* Names only: a header's value (a credential, typically) never reaches the model. */
+static void put_headers(struct text *t, const struct sc_net_entry *e)
+{
+	for (size_t i = 0; i < e->n_headers; i++)
+		put(t, "%s%s",
+		    i == 0		   ? " (the host adds the "
+		    : i + 1 < e->n_headers ? ", "
+					   : " and ",
+		    e->headers[i].name);
+	if (e->n_headers)
+		put(t, " header%s)", e->n_headers > 1 ? "s" : "");
+}
+
 static void describe_network(struct text *t, const struct snapcell_config *cfg)
 {
 	if (cfg->allowed.n == 0) {
@@ -372,11 +384,12 @@ static void describe_network(struct text *t, const struct snapcell_config *cfg)
 	for (size_t i = 0; i < cfg->allowed.n; i++) {
 		put(t, "- %s: ", cfg->allowed.entries[i].target);
 		put_methods(t, &cfg->allowed.entries[i]);
+		put_headers(t, &cfg->allowed.entries[i]);
 		put(t, "\n");
 	}
-	put(t, "These entries are recorded but not enforced yet: connections and host name "
-	       "lookups from the code still fail with an error saying network access is not "
-	       "available.\n");
+	put(t, "Ordinary Python networking (urllib, http.client, socket, ssl, requests, httpx) "
+	       "reaches these targets and nothing else: other names do not resolve and other "
+	       "connections fail with a PermissionError naming the rule.\n");
 }
 
 static int finish(struct text *t, char **out, struct snapcell_error *err, const char *what)
@@ -438,18 +451,8 @@ int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
 char *sc__network_notice(const struct snapcell_config *cfg)
 {
 	struct text t = {0};
-	put(&t, "network access is not available in this sandbox yet");
-	size_t n = cfg->allowed.n;
-	for (size_t i = 0; i < n && i < NOTICE_TARGETS; i++) {
-		put(&t, "%s%s (", i ? "; " : ": the allowed targets ",
-		    cfg->allowed.entries[i].target);
-		put_methods(&t, &cfg->allowed.entries[i]);
-		put(&t, ")");
-	}
-	if (n > NOTICE_TARGETS)
-		put(&t, "; and %zu more", n - NOTICE_TARGETS);
-	if (n)
-		put(&t, " are recorded but not yet enforced, so no connection is granted");
+	put(&t, "network access is not available in this sandbox: its configuration allows no "
+		"network target");
 	if (t.rc) {
 		free(t.buf);
 		return NULL;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "net/gate.h"
 #include "rpc/frame.h"
 #include "stage/stage.h"
 #include "util/util.h"
@@ -576,8 +577,17 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	if (rc < 0)
 		return rc;
 	struct sc_run_target t = {&cell, true, fresh_kill, fresh_collect, NULL};
+	struct sc_gate_cell *gate = NULL;
+	if (cell.n_net &&
+	    (rc = sc__gate_cell_start(sb->gate, cell.net, cell.n_net,
+				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),
+				      &gate, err)) < 0) {
+		sc__sandbox_retire_cell(sb, &cell);
+		return rc;
+	}
 	bool alive;
 	rc = sc__run_code(sb, &t, &req, out, &alive, err);
+	sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
 	if (rc == 0)
 		t.collect(&t, sb, *out);
 	sc__sandbox_retire_cell(sb, &cell);
@@ -592,5 +602,6 @@ void snapcell_result_free(struct snapcell_result *res)
 	free(res->stderr_buf);
 	free(res->tool_calls);
 	sc__artifacts_free(res);
+	sc__net_events_free(res);
 	free(res);
 }

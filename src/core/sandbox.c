@@ -22,6 +22,7 @@
 
 #include "core.h"
 #include "isolate/host.h"
+#include "net/gate.h"
 #include "rpc/frame.h"
 #include "stage/stage.h"
 #include "util/util.h"
@@ -40,6 +41,9 @@ void sc__cell_close(struct sc_cell *cell)
 			close(cell->fds[i]);
 			cell->fds[i] = -1;
 		}
+	for (size_t i = 0; i < cell->n_net; i++)
+		close(cell->net[i]);
+	cell->n_net = 0;
 }
 
 static void forget_cell(struct snapcell_sandbox *sb, uint32_t id)
@@ -248,6 +252,40 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return rc;
 }
 
+/* What the template needs to give each cell its network namespace and trust the gate. */
+static json_t *net_setup(const struct sc_gate *g)
+{
+	const uint16_t *ports;
+	const char *const *addrs;
+	json_t *jp = json_array(), *ja = json_array();
+	for (size_t i = 0, n = sc__gate_ports(g, &ports); i < n; i++)
+		json_array_append_new(jp, json_integer(ports[i]));
+	for (size_t i = 0, n = sc__gate_addresses(g, &addrs); i < n; i++)
+		json_array_append_new(ja, json_string(addrs[i]));
+	return json_pack("{s:o, s:o, s:b, s:s, s:s}", "ports", jp, "addrs", ja, "v6",
+			 sc__gate_v6(g), "hosts", sc__gate_hosts(g), "ca", sc__gate_ca_pem(g));
+}
+
+/* A sandbox with entries runs the egress gate for its cells. */
+static int start_gate(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	const struct snapcell_config *c = sb->cfg;
+	if (c->allowed.n == 0)
+		return 0;
+	struct sc_gate_options o = {
+		.list = &c->allowed,
+		.map_names = (const char *const *)c->map_names,
+		.map_addresses = (const char *const *)c->map_addresses,
+		.n_maps = c->n_maps,
+		.upstream_ca_file = c->upstream_ca,
+		.max_connections = c->limits[SNAPCELL_LIMIT_NET_CONNECTIONS],
+		.max_bytes = c->limits[SNAPCELL_LIMIT_NET_BYTES],
+		.connect_timeout_ms = c->limits[SNAPCELL_LIMIT_NET_CONNECT_MS],
+		.idle_timeout_ms = c->limits[SNAPCELL_LIMIT_NET_IDLE_MS],
+	};
+	return sc__gate_new(&o, &sb->gate, err);
+}
+
 static char *setup_message(const struct snapcell_sandbox *sb)
 {
 	const uint64_t *l = sb->cfg->limits;
@@ -300,6 +338,8 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	if (msg && json_object_set_new(msg, "tools", tools) < 0)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "preload", preload) < 0)
+		json_decref(msg), msg = NULL;
+	if (msg && sb->gate && json_object_set_new(msg, "net", net_setup(sb->gate)) < 0)
 		json_decref(msg), msg = NULL;
 	char *notice = sc__network_notice(sb->cfg);
 	if (msg && (!notice || json_object_set_new(msg, "network_notice", json_string(notice)) < 0))
@@ -438,6 +478,8 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	if (rc == 0)
 		rc = make_workdir(sb, err);
 	if (rc == 0)
+		rc = start_gate(sb, err);
+	if (rc == 0)
 		rc = start_helper(sb, err);
 	if (rc == 0)
 		rc = handshake(sb, err);
@@ -475,6 +517,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	for (size_t i = 0; i < sb->n_ready; i++)
 		sc__cell_close(&sb->ready[i]);
 	free(sb->ready);
+	sc__gate_free(sb->gate);
 	if (sb->out_fd >= 0)
 		close(sb->out_fd);
 	if (sb->workdir) {
@@ -515,10 +558,11 @@ static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		return sc__err(err, SNAPCELL_E_TEMPLATE, "no cell from the template in %d ms",
 			       TAKE_TIMEOUT_MS);
 	struct sc_ctl_msg m;
-	struct sc_cell cell;
-	size_t n_fds = 0;
+	struct sc_cell cell = {.n_net = 0};
+	int fds[SC_CTL_MAX_FDS];
+	size_t n_fds = 0, want = SC_CELL_NFDS + (sb->gate ? sc__gate_cell_fds(sb->gate) : 0);
 	if (rc == 0)
-		rc = sc__ctl_recv(sb->ctl, &m, cell.fds, &n_fds);
+		rc = sc__ctl_recv(sb->ctl, &m, fds, &n_fds);
 	if (rc == -EMFILE && m.type == SC_CTL_CELL) {
 		/* This process is out of descriptors: the kernel dropped the cell's, so that cell
 		 * reads EOF and exits. The template still counts it parked: a TAKE makes it park
@@ -531,12 +575,15 @@ static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	if (rc < 0)
 		return mark_broken(
 			sb, rc == -EPIPE ? "the template exited" : "control socket failed", err);
-	if (m.type != SC_CTL_CELL || n_fds != SC_CELL_NFDS) {
+	if (m.type != SC_CTL_CELL || n_fds != want) {
 		for (size_t i = 0; i < n_fds; i++)
-			close(cell.fds[i]);
+			close(fds[i]);
 		return mark_broken(sb, "the template sent a malformed cell message", err);
 	}
 	cell.id = m.cell_id;
+	memcpy(cell.fds, fds, sizeof(cell.fds));
+	cell.n_net = n_fds - SC_CELL_NFDS;
+	memcpy(cell.net, fds + SC_CELL_NFDS, cell.n_net * sizeof(int));
 	if (sb->n_ready == sb->cap_ready) {
 		size_t cap = sb->cap_ready ? sb->cap_ready * 2 : 4;
 		struct sc_cell *grown = realloc(sb->ready, cap * sizeof(*grown));

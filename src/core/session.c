@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "net/gate.h"
 #include "rpc/fds.h"
 #include "rpc/frame.h"
 #include "stage/stage.h"
@@ -31,6 +32,9 @@ struct sc_family {
 	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed; families_lock */
 	struct sc_cell anchor;
 	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
+	/* The family's processes share one network namespace and network socket: runs of its
+	 * sessions that can reach the network take turns, so each run's events are its own. */
+	pthread_mutex_t net_lock;
 	unsigned refs;
 	struct sc_family *next; /* in the sandbox's list (families_lock) */
 };
@@ -51,6 +55,7 @@ static void no_worker(struct sc_cell *c)
 {
 	for (int i = 0; i < SC_CELL_NFDS; i++)
 		c->fds[i] = -1;
+	c->n_net = 0;
 }
 
 /* Asks the anchor to kill one worker (its process group). */
@@ -107,6 +112,7 @@ static void family_put(struct sc_family *f)
 	pthread_mutex_unlock(&families_lock);
 	sc__cell_close(&f->anchor);
 	pthread_mutex_destroy(&f->lock);
+	pthread_mutex_destroy(&f->net_lock);
 	free(f);
 }
 
@@ -233,6 +239,7 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 		return rc;
 	}
 	pthread_mutex_init(&f->lock, NULL);
+	pthread_mutex_init(&f->net_lock, NULL);
 	f->sb = sb;
 	f->refs = 1;
 	s->family = f;
@@ -294,8 +301,24 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
 	struct sc_run_target t = {&s->worker, false, worker_kill, worker_collect, s};
-	rc = sc__run_code(s->family->sb, &t, &req, out, &s->alive, err);
-	if (rc == 0 && t.collect(&t, s->family->sb, *out) < 0)
+	struct sc_family *f = s->family;
+	struct sc_gate_cell *gate = NULL;
+	if (f->anchor.n_net) {
+		pthread_mutex_lock(&f->net_lock);
+		rc = sc__gate_cell_start(
+			f->sb->gate, f->anchor.net, f->anchor.n_net,
+			sc__deadline_ms(f->sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]), &gate, err);
+		if (rc < 0) {
+			pthread_mutex_unlock(&f->net_lock);
+			return rc;
+		}
+	}
+	rc = sc__run_code(f->sb, &t, &req, out, &s->alive, err);
+	if (gate) {
+		sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
+		pthread_mutex_unlock(&f->net_lock);
+	}
+	if (rc == 0 && t.collect(&t, f->sb, *out) < 0)
 		end_worker(s); /* its /output could not be emptied: the next run would see it */
 	return rc;
 }

@@ -5,6 +5,7 @@
 #ifndef SC_ISOLATE_GUEST_H
 #define SC_ISOLATE_GUEST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -33,6 +34,10 @@ struct sc_rootfs {
 	size_t n_ro_binds;
 	/* The bound shared-library directory: /etc/alternatives links into it are copied. */
 	const char *lib_dir;
+	const char *hosts; /* lines for /etc/hosts after localhost's, or NULL */
+	/* A certificate (PEM) the cells trust beyond the public bundle: SC_CA_BUNDLE is then a
+	 * copy of the host's with this appended, not a bind. NULL for none. */
+	const char *extra_ca;
 };
 
 /* Builds the minimal root and pivots into it; afterwards the host filesystem is gone from
@@ -51,8 +56,11 @@ struct sc_bpf {
 	unsigned short len;
 };
 
-/* Compiles the cell policy once (in the template), so cells only install it. */
-int sc__seccomp_compile(struct sc_bpf *out, struct snapcell_error *err);
+/* Compiles the cell policy once (in the template), so cells only install it. With network,
+ * cells may make TCP sockets (AF_INET, AF_INET6) and connect them; in the cell's namespace
+ * every connection reaches the host's egress gate. Never bind, listen or accept (so cells
+ * cannot reach each other), never UDP, raw, netlink or packet sockets. */
+int sc__seccomp_compile(struct sc_bpf *out, bool network, struct snapcell_error *err);
 int sc__seccomp_install(const struct sc_bpf *bpf);
 void sc__seccomp_free(struct sc_bpf *bpf);
 

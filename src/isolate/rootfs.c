@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -159,6 +160,49 @@ static int copy_alternatives(int rootfd, const char *lib_dir, struct snapcell_er
 	return rc;
 }
 
+static int write_hosts(int rootfd, const char *extra)
+{
+	char *text;
+	if (asprintf(&text, "127.0.0.1 localhost\n::1 localhost\n%s", extra ? extra : "") < 0)
+		return -ENOMEM;
+	int rc = sc__write_file_at(rootfd, "etc/hosts", text, 0644);
+	free(text);
+	return rc;
+}
+
+/* The host's public bundle (when it has one) and the sandbox's own authority after it. */
+static int write_ca_bundle(const struct sc_rootfs *fs, struct snapcell_error *err)
+{
+	enum { BUNDLE_MAX = 2 << 20 };
+	char path[PATH_MAX];
+	size_t len = 0, extra = strlen(fs->extra_ca);
+	char *buf = malloc(BUNDLE_MAX + extra + 2);
+	if (!buf)
+		return sc__err(err, -ENOMEM, "CA bundle");
+	int fd = open(SC_CA_BUNDLE, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+	while (fd >= 0 && len < BUNDLE_MAX && (n = read(fd, buf + len, BUNDLE_MAX - len)) > 0)
+		len += (size_t)n;
+	if (fd >= 0)
+		close(fd);
+	if (len > 0 && buf[len - 1] != '\n')
+		buf[len++] = '\n';
+	memcpy(buf + len, fs->extra_ca, extra + 1);
+	int rc = 0;
+	snprintf(path, sizeof(path), "%s/etc/ssl/certs", fs->base);
+	if ((rc = mkdir_p(path)) < 0) {
+		free(buf);
+		return sc__err(err, rc, "mkdir %s", path);
+	}
+	snprintf(path, sizeof(path), "%s" SC_CA_BUNDLE, fs->base);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	rc = fd < 0 ? -errno : sc__write_all(fd, buf, len + extra);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	return rc < 0 ? sc__err(err, rc, "write " SC_CA_BUNDLE) : 0;
+}
+
 static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
 {
 	char path[PATH_MAX];
@@ -182,7 +226,8 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 			return rc;
 	}
 	for (size_t i = 0; i < SC_ARRAY_LEN(data_binds); i++)
-		if (access(data_binds[i], R_OK) == 0 &&
+		if ((!fs->extra_ca || strcmp(data_binds[i], SC_CA_BUNDLE) != 0) &&
+		    access(data_binds[i], R_OK) == 0 &&
 		    (rc = bind_under(fs->base, data_binds[i], data_binds[i],
 				     MS_RDONLY | MS_NODEV | MS_NOEXEC, err)) < 0)
 			return rc;
@@ -194,8 +239,13 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 				    0644)) < 0 ||
 	    (rc = sc__write_file_at(rootfd, "etc/group", "root:x:0:\nnogroup:x:65534:\n", 0644)) <
 		    0 ||
-	    (rc = sc__write_file_at(rootfd, "etc/hostname", "snapcell\n", 0644)) < 0)
+	    (rc = sc__write_file_at(rootfd, "etc/hostname", "snapcell\n", 0644)) < 0 ||
+	    (rc = write_hosts(rootfd, fs->hosts)) < 0 ||
+	    /* Names come from /etc/hosts alone: no resolver, so no DNS packet is ever made. */
+	    (rc = sc__write_file_at(rootfd, "etc/nsswitch.conf", "hosts: files\n", 0644)) < 0)
 		return sc__err(err, rc, "write /etc");
+	if (fs->extra_ca && (rc = write_ca_bundle(fs, err)) < 0)
+		return rc;
 	snprintf(path, sizeof(path), "%s" SC_OUT_BASE, fs->base);
 	return bind(fs->out_dir, path, MS_NODEV | MS_NOEXEC, err);
 }

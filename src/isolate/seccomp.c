@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -278,7 +279,25 @@ static int add_names(scmp_filter_ctx ctx, uint32_t action, const char *const *na
 	return 0;
 }
 
-static int add_arg_rules(scmp_filter_ctx ctx)
+/* TCP sockets and connect; everything else of socket() (AF_UNIX, UDP, raw, netlink,
+ * packet) falls to the default, as do bind, listen and accept. */
+static int add_tcp_rules(scmp_filter_ctx ctx)
+{
+	static const int families[] = {AF_INET, AF_INET6};
+	static const int protocols[] = {0, IPPROTO_TCP};
+	int rc = 0;
+	for (size_t f = 0; rc == 0 && f < SC_ARRAY_LEN(families); f++)
+		for (size_t p = 0; rc == 0 && p < SC_ARRAY_LEN(protocols); p++)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 3,
+					      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)families[f]),
+					      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_STREAM),
+					      SCMP_A2(SCMP_CMP_EQ, (scmp_datum_t)protocols[p]));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(connect), 0);
+	return rc;
+}
+
+static int add_arg_rules(scmp_filter_ctx ctx, bool network)
 {
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(ioctl_ok); i++)
@@ -299,8 +318,10 @@ static int add_arg_rules(scmp_filter_ctx ctx)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_NE, AF_UNIX));
-	if (rc == 0) /* no socket of any family: PermissionError, asyncio still runs */
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
+	if (rc == 0)
+		rc = network ? add_tcp_rules(ctx)
+			     /* no socket of any family: PermissionError, asyncio still runs */
+			     : seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
 				      SCMP_A0(SCMP_CMP_EQ, 0));
@@ -336,7 +357,7 @@ static int add_future(scmp_filter_ctx ctx)
 	return 0;
 }
 
-static int build(scmp_filter_ctx ctx)
+static int build(scmp_filter_ctx ctx, bool network)
 {
 	int rc;
 	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0 ||
@@ -349,17 +370,17 @@ static int build(scmp_filter_ctx ctx)
 		    0 ||
 	    (rc = add_names(ctx, SCMP_ACT_KILL_PROCESS, tripwires, SC_ARRAY_LEN(tripwires))) < 0)
 		return rc;
-	if ((rc = add_arg_rules(ctx)) < 0)
+	if ((rc = add_arg_rules(ctx, network)) < 0)
 		return rc;
 	return add_future(ctx);
 }
 
-int sc__seccomp_compile(struct sc_bpf *out, struct snapcell_error *err)
+int sc__seccomp_compile(struct sc_bpf *out, bool network, struct snapcell_error *err)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	if (!ctx)
 		return sc__err(err, -ENOMEM, "seccomp_init");
-	int rc = build(ctx);
+	int rc = build(ctx, network);
 	if (rc < 0) {
 		seccomp_release(ctx);
 		return sc__err(err, rc, "seccomp policy");

@@ -1,7 +1,8 @@
-/* Allow-list entries: a user's (or a model's) target string and method names made into the
- * one normalised form every front end stores, lists and describes. Not the gate: nothing here
- * decides whether a connection may happen. Inputs are refused rather than guessed at when
- * they could mean two things (credentials in a URL, an unbracketed IPv6 address). */
+/* Allow-list entries: a target (target.c) and method names made into the one entry every
+ * front end stores, lists and describes; and the reference integration's looser host form
+ * (snapcell_normalize_domain), which the Agent Framework adapter lists. Not the gate: nothing
+ * here decides whether a connection may happen. Inputs are refused rather than guessed at
+ * when they could mean two things (credentials in a URL, an unbracketed IPv6 address). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdbool.h>
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net.h"
+#include "internal.h"
 #include "util/util.h"
 
 /* Messages quote at most this much of a target, so the reason always fits. */
@@ -37,7 +38,7 @@ static char lower(char c)
 
 /* Trims ASCII whitespace; refuses what cannot be part of any host or URL we accept, before
  * the text goes into a message. */
-static int trim(const char *in, const char **start, size_t *len, const char *what,
+static int trim(const char *in, const char **start, size_t *len, const char *what, bool utf8,
 		struct snapcell_error *err)
 {
 	size_t n = strnlen(in, SC_NET_INPUT_MAX + 1);
@@ -58,7 +59,7 @@ static int trim(const char *in, const char **start, size_t *len, const char *wha
 		if (c < 0x20 || c == 0x7f)
 			return sc__err(err, SNAPCELL_E_INVAL,
 				       "allow: control byte 0x%02x in the %s", c, what);
-		if (c >= 0x80)
+		if (c >= 0x80 && !utf8)
 			return sc__err(err, SNAPCELL_E_INVAL,
 				       "allow: non-ASCII %s; write an international domain name "
 				       "in its xn-- (punycode) form",
@@ -203,7 +204,7 @@ int snapcell_normalize_domain(const char *in, char *out, size_t out_len, struct 
 	const char *s = NULL, *a = NULL;
 	size_t n = 0, a_len = 0, host_len = 0;
 	unsigned port = 0;
-	int rc = trim(in, &s, &n, "target", err);
+	int rc = trim(in, &s, &n, "target", false, err);
 	if (rc == 0)
 		rc = authority(s, n, &a, &a_len, err);
 	if (rc == 0)
@@ -220,24 +221,18 @@ int snapcell_normalize_domain(const char *in, char *out, size_t out_len, struct 
 	return 0;
 }
 
-/* RFC 9110 token characters. */
-static bool is_tchar(char c)
-{
-	return is_alpha(c) || is_digit(c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
 static int parse_method(const char *in, char *out, struct snapcell_error *err)
 {
 	const char *s;
 	size_t n;
-	int rc = trim(in, &s, &n, "method", err);
+	int rc = trim(in, &s, &n, "method", false, err);
 	if (rc < 0)
 		return rc;
 	if (n > SC_NET_METHOD_MAX)
 		return sc__err(err, SNAPCELL_E_INVAL, "allow: method longer than %d bytes",
 			       SC_NET_METHOD_MAX);
 	for (size_t i = 0; i < n; i++) {
-		if (!is_tchar(s[i]))
+		if (!sc__net_is_tchar(s[i]))
 			return sc__err(err, SNAPCELL_E_INVAL,
 				       "allow: method '%.*s' is not an HTTP token (character '%c')",
 				       SHOWN(n), s, s[i]);
@@ -294,16 +289,25 @@ static int parse_methods(const char *const *methods, size_t n, struct sc_net_ent
 int sc__net_entry_parse(const char *target, const char *const *methods, size_t n_methods,
 			struct sc_net_entry *out, struct snapcell_error *err)
 {
-	char norm[SNAPCELL_TARGET_MAX];
 	*out = (struct sc_net_entry){0};
-	int rc = snapcell_normalize_domain(target, norm, sizeof(norm), err);
-	if (rc < 0)
-		return rc;
-	if (!(out->target = strdup(norm)))
-		return sc__err(err, -ENOMEM, "allow %s", norm);
-	rc = parse_methods(methods, n_methods, out, err);
+	int rc = sc__net_target_parse(target, out, err);
+	if (rc == 0)
+		rc = parse_methods(methods, n_methods, out, err);
 	if (rc < 0)
 		sc__net_entry_clear(out);
+	return rc;
+}
+
+int sc__net_target_normalize(const char *target, char *out, size_t out_len,
+			     struct snapcell_error *err)
+{
+	struct sc_net_entry e = {0};
+	int rc = sc__net_target_parse(target, &e, err);
+	if (rc == 0 && strlen(e.target) >= out_len)
+		rc = sc__err(err, SNAPCELL_E_INVAL, "allow: output buffer too small");
+	if (rc == 0)
+		strcpy(out, e.target);
+	sc__net_entry_clear(&e);
 	return rc;
 }
 
@@ -312,88 +316,15 @@ void sc__net_entry_clear(struct sc_net_entry *e)
 	for (size_t i = 0; i < e->n_methods; i++)
 		free(e->methods[i]);
 	free(e->methods);
+	for (size_t i = 0; i < e->n_headers; i++) {
+		free(e->headers[i].name);
+		if (e->headers[i].value)
+			explicit_bzero(e->headers[i].value, strlen(e->headers[i].value));
+		free(e->headers[i].value);
+	}
+	free(e->headers);
 	free(e->target);
+	free(e->host);
+	free(e->path);
 	*e = (struct sc_net_entry){0};
-}
-
-/* Index of target, or of where it would go (*found false). */
-static size_t find(const struct sc_net_list *l, const char *target, bool *found)
-{
-	size_t lo = 0, hi = l->n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(l->entries[mid].target, target);
-		if (c == 0) {
-			*found = true;
-			return mid;
-		}
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	*found = false;
-	return lo;
-}
-
-int sc__net_list_put(struct sc_net_list *l, struct sc_net_entry *e, struct snapcell_error *err)
-{
-	bool found;
-	size_t i = find(l, e->target, &found);
-	if (found) {
-		sc__net_entry_clear(&l->entries[i]);
-		l->entries[i] = *e;
-		return 0;
-	}
-	int rc = 0;
-	if (l->n == SC_NET_MAX_ENTRIES)
-		rc = sc__err(err, SNAPCELL_E_TOO_BIG, "allow %s: more than %d targets", e->target,
-			     SC_NET_MAX_ENTRIES);
-	struct sc_net_entry *grown =
-		rc ? NULL : realloc(l->entries, (l->n + 1) * sizeof(*l->entries));
-	if (!grown) {
-		rc = rc ? rc : sc__err(err, -ENOMEM, "allow %s", e->target);
-		sc__net_entry_clear(e);
-		return rc;
-	}
-	l->entries = grown;
-	memmove(&l->entries[i + 1], &l->entries[i], (l->n - i) * sizeof(*l->entries));
-	l->entries[i] = *e;
-	l->n++;
-	return 0;
-}
-
-int sc__net_list_remove(struct sc_net_list *l, const char *target)
-{
-	bool found;
-	size_t i = find(l, target, &found);
-	if (!found)
-		return -ENOENT;
-	sc__net_entry_clear(&l->entries[i]);
-	memmove(&l->entries[i], &l->entries[i + 1], (l->n - i - 1) * sizeof(*l->entries));
-	l->n--;
-	return 0;
-}
-
-int sc__net_list_copy(const struct sc_net_list *src, struct sc_net_list *dst)
-{
-	for (size_t i = 0; i < src->n; i++) {
-		const struct sc_net_entry *s = &src->entries[i];
-		struct sc_net_entry e;
-		int rc = sc__net_entry_parse(s->target, (const char *const *)s->methods,
-					     s->n_methods, &e, NULL);
-		if (rc == 0)
-			rc = sc__net_list_put(dst, &e, NULL);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
-void sc__net_list_free(struct sc_net_list *l)
-{
-	for (size_t i = 0; i < l->n; i++)
-		sc__net_entry_clear(&l->entries[i]);
-	free(l->entries);
-	*l = (struct sc_net_list){0};
 }

@@ -24,11 +24,6 @@
 #define DEFAULT_BODY_MAX_BYTES	   (16u << 20)
 #define PATH_MAX_BYTES		   8192 /* of a request's path, the part the rules see */
 
-/* TEMPORARY until the entries v2 branch lands: sc__net_match_request (net.h) is defined by
- * entries.c there. Weak here so libsnapcell links without it; a missing matcher refuses
- * every request (see serve_request). Remove this line when entries.c defines it. */
-#pragma weak sc__net_match_request
-
 int sc__http_gate_new(const struct sc_http_gate_options *o, struct sc_http_gate **out,
 		      struct snapcell_error *err)
 {
@@ -465,8 +460,11 @@ static void refuse_request(struct sc_http_io *io, const struct sc_http_request *
 			   struct outcome *o)
 {
 	uint64_t len;
-	bool keep = r->keep_alive && !r->expect_continue &&
+	/* Read even when the connection ends: closing with the cell's bytes unread would reset
+	 * it, and the cell would lose the answer. */
+	bool read = !r->expect_continue &&
 		    read_body(io, r, NULL, &len, io->g->o.body_max_bytes, &o->rec.bytes_out) == 0;
+	bool keep = r->keep_alive && read;
 	respond_error(io, status, o->rule, keep);
 	o->keep = keep;
 }
@@ -529,11 +527,9 @@ static void serve_request(struct sc_http_io *io, const struct sc_http_request *r
 		refuse_request(io, r, 403, o);
 		return;
 	}
-	char why[256] = "no request matcher";
-	const struct sc_net_entry *e =
-		sc__net_match_request ? sc__net_match_request(io->c->entries, io->c->n_entries,
-							      r->method, o->path, why, sizeof(why))
-				      : NULL;
+	char why[256];
+	const struct sc_net_entry *e = sc__net_match_request(io->c->entries, io->c->n_entries,
+							     r->method, o->path, why, sizeof(why));
 	if (!e) {
 		snprintf(o->rule, sizeof(o->rule), "%s", why);
 		refuse_request(io, r, 403, o);

@@ -9,12 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+_Static_assert(SC_MAX_PASSED_FDS >= SC_CTL_MAX_FDS, "a cell's record fits the control buffer");
+
 int sc__ctl_send(int sock, const struct sc_ctl_msg *msg, const int *fds, size_t n_fds)
 {
 	union sc_fd_cmsg u;
 	struct iovec iov = {(void *)msg, sizeof(*msg)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (n_fds > SC_CELL_NFDS)
+	if (n_fds > SC_CTL_MAX_FDS)
 		return -EINVAL;
 	if (n_fds > 0)
 		sc__msg_attach_fds(&mh, &u, fds, n_fds);
@@ -39,7 +41,7 @@ int sc__ctl_recv(int sock, struct sc_ctl_msg *msg, int *fds, size_t *n_fds)
 	while (n < 0 && errno == EINTR);
 	if (n < 0)
 		return -errno;
-	size_t got = sc__msg_take_fds(&mh, fds, fds ? SC_CELL_NFDS : 0);
+	size_t got = sc__msg_take_fds(&mh, fds, fds ? SC_CTL_MAX_FDS : 0);
 	if (n == 0 || n != (ssize_t)sizeof(*msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
 		for (size_t i = 0; i < got; i++)
 			close(fds[i]);

@@ -19,7 +19,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 2
+#define SC_PROTOCOL_VERSION 3
 #endif
 
 /* The helper's first record, sent before it reads anything. Its layout never changes, so a
@@ -48,6 +48,13 @@ enum sc_cell_fd {
 	SC_CELL_NFDS
 };
 
+/* A cell of a sandbox with network entries has more, after those: the host end of its
+ * network socket (SC_FRAME_NET questions, guest/bridge.c), then one listening socket per
+ * port and family, made in the cell's own network namespace (so every connection the cell
+ * makes lands at the host's egress gate). */
+#define SC_CELL_NET_MAX 65 /* the socket and up to 64 listeners */
+#define SC_CTL_MAX_FDS	(SC_CELL_NFDS + SC_CELL_NET_MAX)
+
 struct sc_ctl_msg {
 	uint32_t type;
 	int32_t status;	  /* READY: 0 or -errno / SNAPCELL_E_* */
@@ -71,7 +78,7 @@ struct sc_exit_record {
 	uint64_t maxrss_kib;
 };
 
-/* Send and receive one record with up to SC_CELL_NFDS descriptors. Received fds are
+/* Send and receive one record with up to SC_CTL_MAX_FDS descriptors. Received fds are
  * O_CLOEXEC; *n_fds says how many arrived. -EPIPE on end of stream, -EPROTO on a short or
  * oversized record; -EMFILE for a whole record whose descriptors the kernel dropped (the
  * receiver had no room for them: the record is good, what it carried is lost). */

@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
-#define SC_MAX_PASSED_FDS 8
+#define SC_MAX_PASSED_FDS 72 /* >= SC_CTL_MAX_FDS */
 
 union sc_fd_cmsg {
 	char buf[CMSG_SPACE(sizeof(int) * SC_MAX_PASSED_FDS)];

@@ -9,27 +9,78 @@ def test_allow_entries_are_normalised_in_json_output(snapcell):
                  stdin=b"print(1)")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["network"] == [
-        {"target": "127.0.0.1:8080", "methods": None},
-        {"target": "api.example.com", "methods": ["PATCH"]},
+        {"target": "127.0.0.1:8080", "methods": None, "path": None, "headers": []},
+        {"target": "api.example.com", "methods": ["PATCH"], "path": None, "headers": []},
+        {"target": "https://api.example.com/v1", "methods": ["GET", "POST"], "path": "/v1",
+         "headers": []},
     ]
+
+
+def test_allow_forms_and_headers_in_json_output(snapcell, tmp_path, monkeypatch):
+    token = tmp_path / "token"
+    token.write_text("file-s3cret\n")
+    monkeypatch.setenv("SC_CLI_TOKEN", "env-s3cret")
+    r = snapcell("run", "--allow", "*.Example.com:8443", "--allow", "[::1]:8080",
+                 "--allow", "http://b\u00fccher.de/a=GET",
+                 "--allow-header", "http://xn--bcher-kva.de/a=Authorization:  Bearer ${env:SC_CLI_TOKEN} ",
+                 "--allow-header", f"http://xn--bcher-kva.de/a=X-Key: ${{file:{token}}}",
+                 "--allow-header", "[::1]:8080=X-Cost: $$5",
+                 "--describe")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode()
+    assert "- *.example.com:8443: all methods\n" in text
+    assert "- [::1]:8080: all methods (the host adds the X-Cost header)\n" in text
+    assert ("- http://xn--bcher-kva.de/a: GET (the host adds the Authorization and X-Key "
+            "headers)\n") in text
+    assert b"s3cret" not in r.stdout and b"$5" not in r.stdout
+    r = snapcell("run", "--json", "--allow", "[::1]:8080", "--allow-header",
+                 "[::1]:8080=Authorization: Bearer ${env:SC_CLI_TOKEN}", "-", stdin=b"print(1)")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["network"] == [
+        {"target": "[::1]:8080", "methods": None, "path": None, "headers": ["Authorization"]},
+    ]
+    assert b"s3cret" not in r.stdout and b"s3cret" not in r.stderr
+
+
+def test_bad_allow_headers_are_usage_errors(snapcell, tmp_path, monkeypatch):
+    monkeypatch.delenv("SC_CLI_UNSET", raising=False)
+    big = tmp_path / "big"
+    big.write_bytes(b"k" * 9000)
+    for arg, why in [("x.example=Authorization", b"wants TARGET=NAME: VALUE"),
+                     ("x.example", b"wants TARGET=NAME: VALUE"),
+                     ("y.example=X-A: 1", b"no such target (allow it first)"),
+                     ("x.example=Host: y", b"sets or refuses this header"),
+                     ("x.example=X A: y", b"not an HTTP token"),
+                     ("x.example=X-A: ${env:SC_CLI_UNSET}", b"SC_CLI_UNSET}: the variable is not set"),
+                     (f"x.example=X-A: ${{file:{tmp_path / 'none'}}}", b"No such file"),
+                     (f"x.example=X-A: ${{file:{big}}}", b"larger than 8192 bytes"),
+                     ("x.example=X-A: $5", b"$$"),
+                     ("x.example=X-A:   ", b"value empty")]:
+        r = snapcell("run", "--allow", "x.example", "--allow-header", arg, "-", stdin=b"print(1)")
+        assert r.returncode == 2, arg
+        assert why in r.stderr, (arg, r.stderr)
 
 
 def test_bad_allow_entries_are_usage_errors(snapcell):
     for arg, why in [("user@example.com", b"user@host"), ("example.com:99999", b"bad port"),
                      ("example.com=", b"empty method"), ("example.com=GET,PO ST", b"whitespace"),
-                     ("", b"empty target")]:
+                     ("", b"empty target"), ("127.1", b"dotted quad (127.0.0.1)"),
+                     ("ftp://example.com", b"scheme 'ftp' is not supported"),
+                     ("evil\\@allowed", b"backslash"), ("evil#@allowed", b"fragment"),
+                     ("https://example.com/v1/../admin", b"'..' segment"),
+                     ("https://example.com/v1%2fadmin", b"percent-encodes '/'"),
+                     ("*.com", b"at least two labels")]:
         r = snapcell("run", "--allow", arg, "-", stdin=b"print(1)")
         assert r.returncode == 2, arg
         assert why in r.stderr, (arg, r.stderr)
 
 
-def test_code_is_told_entries_are_not_enforced_yet(snapcell):
-    r = snapcell("run", "--allow", "api.example.com=GET", "-",
+def test_code_without_entries_is_told_it_has_no_network(snapcell):
+    r = snapcell("run", "-",
                  stdin=b"import urllib.request\nurllib.request.urlopen('https://api.example.com/')")
     assert r.returncode == 1
     assert (b"cannot resolve 'api.example.com': network access is not available in this "
-            b"sandbox yet: the allowed targets api.example.com (GET) are recorded but not yet "
-            b"enforced") in r.stderr
+            b"sandbox: its configuration allows no network target") in r.stderr
 
 
 def test_describe_lists_tools_files_and_network(snapcell, tmp_path):
@@ -41,7 +92,7 @@ def test_describe_lists_tools_files_and_network(snapcell, tmp_path):
     assert "call_tool(\"name\", key=value, ...)" in text
     assert "- fx_rate: A command on the host.\n    (any keyword arguments)\n" in text
     assert "- Mounted paths:\n  - /input/sales.csv\n" in text
-    assert "- api.example.com: GET, POST\n" in text
+    assert "- https://api.example.com/v1: GET, POST\n" in text
     assert snapcell("run", "--describe=json", "--tool", "t=cat").stdout.count(
         b"parameters (JSON Schema): {\"type\":\"object\"}") == 1
     assert snapcell("run", "--describe=yaml").returncode == 2

@@ -57,7 +57,8 @@ print(json.dumps({
     assert set(got["root"]) - {"lib32", "libx32"} == {
         ".snapcell", "bin", "dev", "etc", "input", "lib", "lib64", "output", "sbin", "tmp", "usr"}
     assert set(got["etc"]) <= {"alternatives", "group", "hostname", "ld.so.cache",
-                               "matplotlibrc", "mime.types", "passwd", "ssl"}
+                               "matplotlibrc", "mime.types", "passwd", "ssl", "hosts",
+                               "nsswitch.conf"}
     assert {"mime.types", "ssl", "passwd"} <= set(got["etc"])
     # Only the BLAS/LAPACK links numpy needs, not the host's list of software.
     assert all(".so" in name for name in got["alternatives"]), got["alternatives"]

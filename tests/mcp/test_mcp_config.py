@@ -25,7 +25,19 @@ def test_unknown_keys_are_refused_with_their_path(snapcell_bin, tmp_path):
                        ({"tools": [{"name": "t", "argv": ["true"], "schemaa": {}}]},
                         "tools[0].schemaa: unknown key"),
                        ({"mounts": [{"host": "/tmp", "paht": "x"}]}, "mounts[0].paht: unknown key"),
-                       ({"limits": {"wall_ms": 0}}, "limits.wall_ms: must be a positive integer")):
+                       ({"limits": {"wall_ms": 0}}, "limits.wall_ms: must be a positive integer"),
+                       ({"allow": [{"target": "x.example", "header": {}}]},
+                        "allow[0].header: unknown key"),
+                       ({"allow": [{"target": "x.example", "headers": ["A"]}]},
+                        "allow[0]: \"headers\" must be an object"),
+                       ({"allow": [{"target": "x.example", "headers": {"A": 1}}]},
+                        "allow[0]: \"headers\" values must be strings"),
+                       ({"allow": [{"target": "x.example", "headers": {"Host": "y"}}]},
+                        "sets or refuses this header"),
+                       ({"allow": [{"target": "x.example",
+                                    "headers": {"A": "${env:SC_MCP_UNSET_VAR}"}}]},
+                        "${env:SC_MCP_UNSET_VAR}: the variable is not set"),
+                       ({"allow": [{"target": "127.1"}]}, "dotted quad (127.0.0.1)")):
         r = start_fails(snapcell_bin, write_config(tmp_path, obj))
         assert r.returncode == 2, obj
         assert where in r.stderr.decode(), r.stderr
@@ -44,18 +56,66 @@ def test_config_reaches_the_runs(snapcell_bin, tmp_path):
         "limits": {"wall_ms": 1500},
         "env": {"GREETING": "hello"},
         "workspace": str(tmp_path),
-        "allow": [{"target": "https://api.example.com/v1", "methods": ["get"]}],
+        "allow": [{"target": "https://api.example.com/v1", "methods": ["get"],
+                   "headers": {"Authorization": "Bearer ${env:SC_MCP_TOKEN}"}}],
         "tools": [{"name": "double", "argv": tool, "description": "Doubles x.",
                    "schema": {"type": "object", "properties": {"x": {"type": "integer"}},
                               "required": ["x"]}}],
         "max_concurrent_runs": 3,
     })
-    s = Stdio(snapcell_bin, "--config", config)
+    path, env = snapcell_bin
+    s = Stdio((path, {**env, "SC_MCP_TOKEN": "mcp-s3cret"}), "--config", config)
     s.initialize()
     tools = s.ask({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})["result"]["tools"]
     assert "double" in tools[0]["description"] and "api.example.com" in tools[0]["description"]
+    assert ("- https://api.example.com/v1: GET (the host adds the Authorization header)"
+            in tools[0]["description"])
+    assert "mcp-s3cret" not in json.dumps(tools)
     result = call(s, "import os\nprint(os.environ['GREETING'], call_tool('double', x=21), open('/input/data.txt').read())")
     assert result["content"][0]["text"] == "hello 42 from the workspace\n", result
     result = call(s, "import time\ntime.sleep(5)", 3)
     assert result["isError"] and result["_meta"]["snapcell/run"]["status"] == "timeout"
     assert s.close() == 0
+
+
+def test_network_entries_reach_the_runs_and_their_audit(snapcell_bin, tmp_path):
+    import http.server
+    import threading
+
+    class Hello(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "5")
+            self.end_headers()
+            self.wfile.write(b"hello")
+
+        def log_message(self, *a):
+            pass
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        for obj, where in (({"host_map": {"a.example": 5}}, "host_map.a.example: must be a string"),
+                           ({"host_map": {"a.example": "nowhere"}}, "not an IPv4 or IPv6 address"),
+                           ({"upstream_ca": "/nonexistent/ca.pem"}, "upstream_ca: set_upstream_ca")):
+            r = start_fails(snapcell_bin, write_config(tmp_path, obj))
+            assert r.returncode == 2 and where in r.stderr.decode(), (obj, r.stderr)
+        config = write_config(tmp_path, {"allow": [{"target": f"127.0.0.1:{port}"}]})
+        path, env = snapcell_bin
+        s = Stdio((path, env), "--config", config)
+        s.initialize()
+        result = call(s, "import urllib.request\n"
+                         f"print(urllib.request.urlopen('http://127.0.0.1:{port}/').read())\n"
+                         "try:\n"
+                         f"    urllib.request.urlopen('http://127.0.0.1:{port + 1}/')\n"
+                         "except OSError as e:\n"
+                         "    print(e.reason.strerror)\n")
+        assert result["content"][0]["text"] == (
+            f"b'hello'\n127.0.0.1:{port + 1} is not on this sandbox's allow list\n"), result
+        events = result["_meta"]["snapcell/run"]["network_events"]
+        assert [(e["kind"], e["allowed"], e["port"]) for e in events] == [
+            ("connect", True, port), ("connect", False, port + 1)]
+        assert events[0]["bytes_in"] > 5
+        assert s.close() == 0
+    finally:
+        server.shutdown()

@@ -250,6 +250,33 @@ def test_network_entries_are_normalised_and_described():
     assert "network access is not available" in r.stderr
 
 
+def test_network_entries_take_the_new_forms_and_headers(monkeypatch):
+    monkeypatch.setenv("SC_PY_TOKEN", "py-s3cret")
+    entries = [
+        "*.Example.org:8443",
+        ("[::1]:8080", ["get", "POST"]),
+        snapcell.AllowedTarget("https://api.example.com/v1", "get",
+                               headers={"Authorization": "Bearer ${env:SC_PY_TOKEN}"}),
+    ]
+    cfg, _ = snapcell._sandbox.build_config(allowed_domains=entries)
+    assert cfg.allowed() == [
+        ("*.example.org:8443", None),
+        ("[::1]:8080", ("GET", "POST")),
+        ("https://api.example.com/v1", ("GET",)),
+    ]
+    text = cfg.describe()
+    assert "- https://api.example.com/v1: GET (the host adds the Authorization header)" in text
+    assert "py-s3cret" not in text
+    for bad, exc in [("127.1", ValueError), ("evil\\@allowed", ValueError),
+                     (snapcell.AllowedTarget("x.example", headers={"Host": "y"}), ValueError),
+                     (snapcell.AllowedTarget("x.example", headers={"X-A": "${env:SC_PY_UNSET}"}), ValueError),
+                     (snapcell.AllowedTarget("x.example", headers={"X-A": 1}), TypeError)]:
+        with pytest.raises(exc):
+            snapcell._sandbox.build_config(allowed_domains=[bad])
+    with pytest.raises(KeyError):
+        cfg.allow_header("y.example", "X-A", "1")
+
+
 def test_probe_and_version():
     assert snapcell.__version__.count(".") == 2
     assert snapcell.probe()["level"] in ("namespaces", "cgroups", "rlimits")

@@ -66,8 +66,11 @@ def normalize_allowed_domain(value: AllowedDomainInput) -> AllowedDomain:
         methods = list(methods)
         if not all(isinstance(m, str) for m in methods):
             raise TypeError(f"HTTP methods must be strings: {methods!r}")
+    # The reference's host form ("https://api.example.com/v1" -> "api.example.com") first, so
+    # what is listed, and allowed, is what the reference code allowed; snapcell's own surfaces
+    # keep path rules.
     cfg = _native.Config()
-    cfg.allow(target, methods)
+    cfg.allow(_native.normalize_domain(target), methods)
     normalized, normalized_methods = cfg.allowed()[0]
     return AllowedDomain(normalized, normalized_methods)
 

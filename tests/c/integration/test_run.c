@@ -105,7 +105,8 @@ Test(run, environment_is_exactly_the_configured_variables)
 	expect_output(
 		sb, "import os; print(dict(os.environ))",
 		"{'GREETING': 'hello', 'SSL_CERT_FILE': '/etc/ssl/certs/ca-certificates.crt', "
-		"'MPLBACKEND': 'Agg'}\n");
+		"'REQUESTS_CA_BUNDLE': '/etc/ssl/certs/ca-certificates.crt', 'MPLBACKEND': "
+		"'Agg'}\n");
 	snapcell_sandbox_free(sb);
 }
 
@@ -117,7 +118,8 @@ Test(run, configured_variables_override_the_defaults)
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	expect_output(sb, "import os; print(dict(os.environ))",
-		      "{'MPLBACKEND': 'svg', 'SSL_CERT_FILE': '/input/ca.pem'}\n");
+		      "{'MPLBACKEND': 'svg', 'SSL_CERT_FILE': '/input/ca.pem', "
+		      "'REQUESTS_CA_BUNDLE': '/input/ca.pem'}\n");
 	snapcell_sandbox_free(sb);
 }
 

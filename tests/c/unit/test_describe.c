@@ -56,6 +56,9 @@ Test(describe, example_config_compact)
 	const char *methods[] = {"post", "get"};
 	cr_assert_eq(snapcell_config_allow(cfg, "https://api.example.com/v1", methods, 2, NULL), 0);
 	cr_assert_eq(snapcell_config_allow(cfg, "127.0.0.1:8080", NULL, 0, NULL), 0);
+	cr_assert_eq(snapcell_config_allow_header(cfg, "https://api.example.com/v1",
+						  "Authorization", "Bearer s3cret-token", NULL),
+		     0);
 	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
 	cr_expect_str_eq(
 		text,
@@ -96,10 +99,12 @@ Test(describe, example_config_compact)
 		"\n"
 		"Network: targets allowed by this configuration (HTTP methods):\n"
 		"- 127.0.0.1:8080: all methods\n"
-		"- api.example.com: GET, POST\n"
-		"These entries are recorded but not enforced yet: connections and host name "
-		"lookups "
-		"from the code still fail with an error saying network access is not available.\n");
+		"- https://api.example.com/v1: GET, POST (the host adds the Authorization "
+		"header)\n"
+		"Ordinary Python networking (urllib, http.client, socket, ssl, requests, httpx) "
+		"reaches these targets and nothing else: other names do not resolve and other "
+		"connections fail with a PermissionError naming the rule.\n");
+	expect_lacks(text, "s3cret");
 	char *again = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
 	cr_expect_str_eq(again, text, "deterministic");
 	free(again);

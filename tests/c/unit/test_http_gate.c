@@ -26,39 +26,6 @@
 
 #define HOST "api.example.test"
 
-/* TEMPORARY, test-only: the request matcher entries.c will define (net.h's contract), weak
- * so the real one wins once it lands. Remove with http.c's #pragma weak. */
-__attribute__((weak)) const struct sc_net_entry *
-sc__net_match_request(const struct sc_net_entry *const *cands, size_t n, const char *method,
-		      const char *path, char *why, size_t why_len);
-__attribute__((weak)) const struct sc_net_entry *
-sc__net_match_request(const struct sc_net_entry *const *cands, size_t n, const char *method,
-		      const char *path, char *why, size_t why_len)
-{
-	bool method_why = false;
-	snprintf(why, why_len, "no entry for this request");
-	for (size_t i = 0; i < n; i++) {
-		const struct sc_net_entry *e = cands[i];
-		size_t pl = e->path ? strlen(e->path) : 0;
-		if (e->path && (strncmp(path, e->path, pl) ||
-				(path[pl] && path[pl] != '/' && e->path[pl - 1] != '/'))) {
-			if (!method_why)
-				snprintf(why, why_len, "path %s is outside %s", path, e->target);
-			continue;
-		}
-		bool method_ok = !e->methods;
-		for (size_t j = 0; j < e->n_methods; j++)
-			method_ok |= !strcmp(e->methods[j], method);
-		if (!method_ok) {
-			snprintf(why, why_len, "%s is not allowed for %s", method, e->target);
-			method_why = true;
-			continue;
-		}
-		return e;
-	}
-	return NULL;
-}
-
 /* ---- The upstream: one thread, one connection at a time, keep-alive. ---- */
 
 struct upstream {
