@@ -642,6 +642,8 @@ int sc__http_serve(struct sc_http_gate *g, const struct sc_http_conn *c)
 			}
 		sc__http_upstream_close(io);
 		if (io->tls) {
+			if (!io->why) /* a clean end: close_notify, bounded by the same waits */
+				gnutls_bye(io->tls, GNUTLS_SHUT_WR);
 			gnutls_deinit(io->tls);
 		}
 		sc__http_ca_release(g->ca, io->leaf);

@@ -23,6 +23,7 @@ struct upstream {
 	char head[SC_HTTP_HEAD_MAX]; /* the response head being built for the cell */
 	size_t head_len;
 	bool has_length, chunked_out, close_delimited, no_body, failed;
+	bool upstream_te; /* the upstream framed with Transfer-Encoding: its length is not ours */
 	uint64_t length, body_bytes, seen_bytes, seen_total, seen_us;
 };
 
@@ -87,7 +88,7 @@ static bool status_line(struct upstream *u, const char *line, size_t n)
 	clean[j] = 0;
 	u->res->status = status;
 	u->head_len = 0;
-	u->has_length = false;
+	u->has_length = u->upstream_te = false;
 	char sl[160];
 	int len = snprintf(sl, sizeof(sl), "HTTP/1.1 %d %s\r\n", status, clean);
 	return head_add(u, sl, (size_t)len);
@@ -105,6 +106,9 @@ static bool head_done(struct upstream *u)
 	if (s < 200)
 		return true; /* an interim response: curl reads on to the final one */
 	u->no_body = no_body_status(s) || !strcmp(u->req->method, "HEAD");
+	if (u->upstream_te)
+		u->has_length =
+			false; /* curl decoded the chunks; a Content-Length beside them lies */
 	if (u->has_length && !u->no_body && u->length > u->io->g->o.body_max_bytes) {
 		fail(u, "response body over the gate's cap");
 		return false;
@@ -173,6 +177,8 @@ static bool header_line(struct upstream *u, char *line, size_t n)
 		u->length = len;
 		return true;
 	}
+	if (!strcasecmp(name, "transfer-encoding"))
+		u->upstream_te = true;
 	if (sc__http_hop_by_hop(name) && strcasecmp(name, "host"))
 		return true;
 	return head_add(u, line, n) && head_add(u, "\r\n", 2);

@@ -77,6 +77,10 @@ static void up_answer(struct upstream *u, struct up_io *c, const char *method, c
 		n = snprintf(resp, sizeof(resp),
 			     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 			     "5\r\nhello\r\n6\r\n chunk\r\n0\r\n\r\n");
+	} else if (!strcmp(path, "/v1/tecl")) {
+		n = snprintf(resp, sizeof(resp),
+			     "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+			     "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
 	} else if (!strcmp(path, "/v1/big")) {
 		n = snprintf(resp, sizeof(resp),
 			     "HTTP/1.1 200 OK\r\nContent-Length: 10000\r\n\r\n");
@@ -693,6 +697,27 @@ Test(http_gate, keep_alive_serves_two_requests_with_two_records)
 	cr_expect_eq(s.recs[1].bytes_out, strlen(q2));
 	cr_expect_eq(s.recs[0].bytes_in, r1.total);
 	cr_expect_eq(s.recs[1].bytes_in, r2.total);
+	upstream_stop(&u);
+}
+
+/* An upstream that frames with both: the cell gets the decoded body in the gate's own
+ * framing, never the upstream's Content-Length beside it. */
+Test(http_gate, the_cell_gets_the_gates_framing_not_the_upstreams)
+{
+	struct upstream u;
+	struct served s;
+	struct resp r;
+	upstream_start(&u, false);
+	plain_exchange(&u, fmt("GET /v1/tecl HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)), &r, &s);
+	cr_expect_eq(r.status, 200);
+	cr_expect_str_eq(r.body, "hello");
+	cr_expect(!strcasestr(r.head, "content-length"), "%s", r.head);
+	/* HTTP/1.0 and HEAD: close-delimited, and the length without a body. */
+	plain_exchange(&u, fmt("GET /v1/chunky HTTP/1.0\r\nHost: %s\r\n\r\n", hh(&u)), &r, &s);
+	cr_expect_eq(r.status, 200);
+	cr_expect(strstr(r.head, "Connection: close"), "%s", r.head);
+	plain_exchange(&u, fmt("HEAD /auth/x HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)), &r, &s);
+	cr_expect_eq(r.status, 200, "%s | %s", r.head, s.n_recs ? s.recs[0].rule : "");
 	upstream_stop(&u);
 }
 
