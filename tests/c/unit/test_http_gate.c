@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +78,10 @@ static void up_answer(struct upstream *u, struct up_io *c, const char *method, c
 		n = snprintf(resp, sizeof(resp),
 			     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 			     "5\r\nhello\r\n6\r\n chunk\r\n0\r\n\r\n");
+	} else if (!strcmp(path, "/v1/hang")) {
+		for (int i = 0; i < 100 && !u->stop; i++)
+			usleep(50000);
+		return;
 	} else if (!strcmp(path, "/v1/tecl")) {
 		n = snprintf(resp, sizeof(resp),
 			     "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
@@ -919,8 +924,17 @@ Test(http_gate, leaves_name_the_host_and_chain_to_the_ca)
 	cr_expect_neq(a, ip);
 	sc__http_ca_release(ca, a);
 	sc__http_ca_release(ca, b);
-	sc__http_ca_release(ca, ip);
+	gnutls_datum_t der;
+	gnutls_x509_crt_t crt;
+	cr_assert_eq(gnutls_certificate_get_crt_raw(sc__http_leaf_cred(ip), 0, 0, &der), 0);
+	gnutls_x509_crt_init(&crt);
+	cr_assert_eq(gnutls_x509_crt_import(crt, &der, GNUTLS_X509_FMT_DER), 0);
+	unsigned char addr[4] = {203, 0, 113, 7};
+	cr_expect(gnutls_x509_crt_check_ip(crt, addr, 4, 0), "IP SAN");
+	cr_expect(!gnutls_x509_crt_check_hostname(crt, HOST));
+	gnutls_x509_crt_deinit(crt);
 	cr_expect(strstr(sc__http_ca_pem(ca), "BEGIN CERTIFICATE"));
+	sc__http_ca_release(ca, ip);
 	sc__http_ca_free(ca);
 }
 
@@ -964,5 +978,105 @@ Test(http_gate, python_ssl_default_context_trusts_the_gate)
 	serve_join(&s);
 	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "python exited %d", status);
 	cr_expect_eq(up_count(&u), 1);
+	upstream_stop(&u);
+}
+
+Test(http_gate, a_hung_upstream_ends_at_stop_fd_or_the_idle_timeout)
+{
+	struct upstream u;
+	struct served s;
+	struct cell c;
+	struct resp r;
+	upstream_start(&u, false);
+	serve_start(&s, &u, (struct opts){0});
+	cell_plain(&c, &s);
+	cell_send(&c, fmt("GET /v1/hang HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)));
+	usleep(200000);
+	cr_assert_eq(write(s.stop[1], "x", 1), 1);
+	expect_ends_within(&s, 2500);
+	close(c.fd);
+	cr_assert_eq(s.n_recs, 1);
+	cr_expect(strstr(s.recs[0].rule, "stopped"), "%s", s.recs[0].rule);
+	serve_start(&s, &u, (struct opts){.idle_ms = 300});
+	cell_plain(&c, &s);
+	cell_send(&c, fmt("GET /v1/hang HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)));
+	cell_recv(&c, &r);
+	cr_expect_eq(r.status, 502);
+	cr_expect(strstr(r.body, "idle"), "%s", r.body);
+	cell_close(&c);
+	serve_join(&s);
+	upstream_stop(&u);
+}
+
+struct parallel {
+	struct served *s;
+	int fd;
+	int status;
+	char host[64];
+};
+
+static void *parallel_cell(void *arg)
+{
+	struct parallel *p = arg;
+	struct served one = *p->s;
+	one.cell_fd = p->fd;
+	struct cell c;
+	struct resp *r = malloc(sizeof(*r));
+	if (cell_tls(&c, &one, HOST) == 0) {
+		char q[256];
+		snprintf(q, sizeof(q), "GET /v1/p HTTP/1.1\r\nHost: %s\r\n\r\n", p->host);
+		cell_send(&c, q);
+		cell_recv(&c, r);
+		p->status = r->status;
+	}
+	cell_close(&c);
+	free(r);
+	return NULL;
+}
+
+struct parallel_serve {
+	struct sc_http_gate *g;
+	struct sc_http_conn c;
+	pthread_t thread;
+};
+
+static void *parallel_serve_main(void *arg)
+{
+	struct parallel_serve *p = arg;
+	sc__http_serve(p->g, &p->c);
+	return NULL;
+}
+
+/* Several connections at once on one gate: the leaf cache and curl from many threads. */
+Test(http_gate, connections_are_served_in_parallel_on_one_gate)
+{
+	enum { N = 6 };
+	struct upstream u;
+	struct served s;
+	upstream_start(&u, true);
+	serve_start(&s, &u, (struct opts){.trust_upstream = true});
+	struct parallel cells[N];
+	struct parallel_serve serves[N];
+	pthread_t threads[N];
+	for (int i = 0; i < N; i++) {
+		int sv[2];
+		cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		serves[i].g = s.g;
+		serves[i].c = s.c;
+		serves[i].c.fd = sv[1];
+		serves[i].c.audit = NULL;
+		pthread_create(&serves[i].thread, NULL, parallel_serve_main, &serves[i]);
+		cells[i] = (struct parallel){.s = &s, .fd = sv[0], .status = -1};
+		snprintf(cells[i].host, sizeof(cells[i].host), "%s", hh(&u));
+		pthread_create(&threads[i], NULL, parallel_cell, &cells[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(threads[i], NULL);
+		pthread_join(serves[i].thread, NULL);
+		cr_expect_eq(cells[i].status, 200, "cell %d", i);
+	}
+	close(s.cell_fd);
+	serve_join(&s);
+	cr_expect_eq(up_count(&u), N);
 	upstream_stop(&u);
 }
