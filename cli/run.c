@@ -329,8 +329,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		char *eq = strchr(arg, '=');
 		char *name = eq ? strndup(arg, (size_t)(eq - arg)) : NULL;
 		int rc = opt == OPT_UPSTREAM_CA ? snapcell_config_set_upstream_ca(cfg, arg, &err)
-			 : name			 ? snapcell_config_map_host(cfg, name, eq + 1, &err)
-						 : -1;
+			 : name			? snapcell_config_map_host(cfg, name, eq + 1, &err)
+						: -1;
 		free(name);
 		if (rc < 0 && (eq || opt == OPT_UPSTREAM_CA))
 			fprintf(stderr, "snapcell: --%s: %s\n",

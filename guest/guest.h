@@ -40,7 +40,7 @@ struct sc_guest_config {
 	bool network;
 	uint16_t *net_ports;
 	size_t n_net_ports;
-	bool net_v6;	 /* listen on IPv6 too (an entry is an IPv6 literal) */
+	bool net_v6;	  /* listen on IPv6 too (an entry is an IPv6 literal) */
 	char **net_addrs; /* the entries' IP literals, put on loopback */
 	size_t n_net_addrs;
 	char *net_hosts; /* /etc/hosts lines: the names the host answers for */

@@ -563,7 +563,7 @@ struct snapcell_net_event {
 	uint16_t port;	     /* 0 for a name */
 	const char *method;  /* SNAPCELL_NET_REQUEST; NULL otherwise */
 	const char *path;
-	int http_status; /* the upstream's, or 0 */
+	int http_status;   /* the upstream's, or 0 */
 	bool header_added; /* the entry's headers went upstream (values are never shown) */
 	/* The entry that allowed it, or why it was refused ("evil.example is not on this
 	 * sandbox's allow list"). */

@@ -228,7 +228,8 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	    put(d, "artifacts", artifacts(r)) < 0 || put(d, "skipped", skipped(r)) < 0 ||
 	    put(d, "skipped_count", PyLong_FromSize_t(r->n_skipped)) < 0 ||
 	    put(d, "output_limits_hit",
-		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) < 0 ||
+		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) <
+		    0 ||
 	    put(d, "network_events", net_events(r)) < 0 ||
 	    put(d, "network_limits_hit",
 		flag_list(r->net_limits_hit, net_hit_names, ARRAY_LEN(net_hit_names))) < 0)

@@ -146,7 +146,8 @@ int snapcell_config_map_host(struct snapcell_config *cfg, const char *name, cons
 			       norm);
 	if (inet_pton(AF_INET, address, bin) != 1 && inet_pton(AF_INET6, address, bin) != 1)
 		return sc__err(err, SNAPCELL_E_INVAL,
-			       "map_host %s: '%.64s' is not an IPv4 or IPv6 address", norm, address);
+			       "map_host %s: '%.64s' is not an IPv4 or IPv6 address", norm,
+			       address);
 	for (size_t i = 0; i < cfg->n_maps; i++)
 		if (strcmp(cfg->map_names[i], norm) == 0) {
 			char *copy = strdup(address);

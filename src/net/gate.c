@@ -346,7 +346,8 @@ static int system_lookup(const char *name, uint64_t deadline_us, struct addrinfo
 	while ((rc = gai_error(&l->cb)) == EAI_INPROGRESS) {
 		uint64_t now = sc__now_us();
 		if (now >= deadline_us) {
-			if (gai_cancel(&l->cb) == EAI_CANCELED || gai_error(&l->cb) != EAI_INPROGRESS)
+			if (gai_cancel(&l->cb) == EAI_CANCELED ||
+			    gai_error(&l->cb) != EAI_INPROGRESS)
 				break;
 			return EAI_AGAIN; /* l stays with glibc */
 		}
@@ -463,9 +464,10 @@ static struct pin *pin_name(struct sc_gate_cell *c, const char *name, char *why)
 		/* Resolved outside the lock; a racing resolution of the same name is harmless
 		 * (the first to finish is kept). */
 		struct pin fresh = {.name = p->name};
-		resolve(c->g, &fresh, sc__deadline_ms(c->g->o.connect_timeout_ms) < c->deadline_us
-					      ? sc__deadline_ms(c->g->o.connect_timeout_ms)
-					      : c->deadline_us);
+		resolve(c->g, &fresh,
+			sc__deadline_ms(c->g->o.connect_timeout_ms) < c->deadline_us
+				? sc__deadline_ms(c->g->o.connect_timeout_ms)
+				: c->deadline_us);
 		pthread_mutex_lock(&c->lock);
 		if (!p->resolved) {
 			p->resolved = true, p->ok = fresh.ok;
@@ -523,8 +525,7 @@ static void decide(struct sc_gate_cell *c, const struct sockaddr *dialled, struc
 	} else {
 		address_text(dialled, d->host, sizeof(d->host));
 	}
-	d->n_cands = sc__net_match_host(g->o.list, d->host, port, d->cands,
-					SC_ARRAY_LEN(d->cands));
+	d->n_cands = sc__net_match_host(g->o.list, d->host, port, d->cands, SC_ARRAY_LEN(d->cands));
 	if (d->n_cands > SC_ARRAY_LEN(d->cands))
 		d->n_cands = SC_ARRAY_LEN(d->cands);
 	if (d->n_cands == 0)
@@ -568,7 +569,8 @@ static void answer(struct sc_gate_cell *c, bool ok, const char *text)
 	memcpy(buf + SC_FRAME_HEADER_LEN + 1, text, len);
 	/* The cell asks one question at a time; one that does not read its answers loses its
 	 * socket rather than stalling the gate. */
-	ssize_t n = send(c->net_fd, buf, SC_FRAME_HEADER_LEN + 1 + len, MSG_DONTWAIT | MSG_NOSIGNAL);
+	ssize_t n =
+		send(c->net_fd, buf, SC_FRAME_HEADER_LEN + 1 + len, MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n != (ssize_t)(SC_FRAME_HEADER_LEN + 1 + len))
 		c->net_dead = true;
 }
@@ -711,7 +713,8 @@ static int connect_upstream(struct sc_gate_cell *c, const struct decision *d, ch
 		return -1;
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr) {
-		snprintf(why, WHY_LEN, "connect %s: %s", d->address, strerror(soerr ? soerr : errno));
+		snprintf(why, WHY_LEN, "connect %s: %s", d->address,
+			 strerror(soerr ? soerr : errno));
 		close(fd);
 		return -1;
 	}
@@ -740,15 +743,20 @@ struct pipe_dir {
 
 /* Moves bytes both ways until both sides have closed, an error, the idle timeout, the
  * deadline, the byte budget or the stop signal. */
-static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, uint64_t *out,
-			   uint64_t *in, char *why)
+static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, const uint8_t *prefix,
+			   size_t prefix_len, uint64_t *out, uint64_t *in, char *why)
 {
 	uint8_t *mem = malloc(2 * SPLICE_BUF);
-	struct pipe_dir dir[2] = {{cell_fd, up_fd, mem, 0, 0, false, false, 0},
-				  {up_fd, cell_fd, mem ? mem + SPLICE_BUF : NULL, 0, 0, false,
-				   false, 0}};
+	struct pipe_dir dir[2] = {
+		{cell_fd, up_fd, mem, 0, 0, false, false, 0},
+		{up_fd, cell_fd, mem ? mem + SPLICE_BUF : NULL, 0, 0, false, false, 0}};
 	if (!mem)
 		snprintf(why, WHY_LEN, "out of memory");
+	else if (prefix_len) { /* what the cell sent before the gate decided (PEEK_MAX) */
+		memcpy(dir[0].buf, prefix, prefix_len);
+		dir[0].len = prefix_len;
+		dir[0].bytes = prefix_len;
+	}
 	while (mem && !(dir[0].shut && dir[1].shut)) {
 		struct pollfd p[3] = {{c->stop_fd, POLLIN, 0}, {cell_fd, 0, 0}, {up_fd, 0, 0}};
 		for (int i = 0; i < 2; i++) {
@@ -776,7 +784,15 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, uint6
 		}
 		if (p[0].revents)
 			break;
+		/* A side that closed both ways (or failed) while we no longer read it would
+		 * make poll return at once forever. */
 		bool failed = false;
+		for (int k = 1; k <= 2; k++) {
+			bool read_done = dir[p[k].fd == cell_fd ? 0 : 1].eof;
+			if ((p[k].revents & (POLLERR | POLLNVAL)) ||
+			    ((p[k].revents & POLLHUP) && read_done))
+				failed = true;
+		}
 		for (int i = 0; i < 2 && !failed; i++) {
 			struct pipe_dir *d = &dir[i];
 			if (d->len == 0 && !d->eof) {
@@ -785,8 +801,9 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, uint6
 					d->len = (size_t)r, d->off = 0;
 					d->bytes += (uint64_t)r;
 					if (!charge(c, (uint64_t)r)) {
-						snprintf(why, WHY_LEN, "the run's network byte budget "
-								       "is spent");
+						snprintf(why, WHY_LEN,
+							 "the run's network byte budget "
+							 "is spent");
 						failed = true;
 					}
 				} else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -816,25 +833,41 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, uint6
 	*in = dir[1].bytes;
 }
 
-/* The first bytes the cell sent, left in the socket: a TLS ClientHello's server name, or
- * not TLS. 1 with sni (empty when the hello has none), 0 not TLS, -1 nothing usable in time
- * (why filled). */
-static int peek_hello(struct sc_gate_cell *c, int fd, char *sni, size_t sni_len, char *why)
+/* What the cell sent first: a TLS ClientHello, read (consumed) into h until its server
+ * name is known, or not TLS (one byte peeked, nothing consumed, for the HTTP gate to read).
+ * 1 with sni (empty when the hello has none), 0 not TLS, -1 nothing usable in time (why
+ * filled). */
+struct hello {
+	uint8_t buf[PEEK_MAX];
+	size_t len;
+};
+
+static int read_hello(struct sc_gate_cell *c, int fd, struct hello *h, char *sni, size_t sni_len,
+		      char *why)
 {
-	uint8_t *buf = malloc(PEEK_MAX);
 	int rc = -1;
-	ssize_t n = 0;
+	ssize_t n = 1;
 	sni[0] = 0;
-	while (buf && wait_for(c, fd, POLLIN, c->g->o.connect_timeout_ms) == 1) {
-		n = recv(fd, buf, PEEK_MAX, MSG_PEEK | MSG_DONTWAIT);
+	h->len = 0;
+	while (n > 0 && wait_for(c, fd, POLLIN, c->g->o.connect_timeout_ms) == 1) {
+		if (h->len == 0) {
+			uint8_t first;
+			n = recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);
+			if (n == 1 && first != 0x16) {
+				rc = 0;
+				break;
+			}
+		}
+		n = recv(fd, h->buf + h->len, sizeof(h->buf) - h->len, MSG_DONTWAIT);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+			n = 1;
+			continue;
+		}
 		if (n <= 0)
 			break;
-		if (buf[0] != 0x16) {
-			rc = 0;
-			break;
-		}
-		int s = sc__tls_sni(buf, (size_t)n, sni, sni_len);
-		if (s == -EAGAIN && (size_t)n < PEEK_MAX)
+		h->len += (size_t)n;
+		int s = sc__tls_sni(h->buf, h->len, sni, sni_len);
+		if (s == -EAGAIN && h->len < sizeof(h->buf))
 			continue;
 		rc = s >= 0 ? 1 : -1;
 		if (s < 0)
@@ -842,9 +875,9 @@ static int peek_hello(struct sc_gate_cell *c, int fd, char *sni, size_t sni_len,
 		break;
 	}
 	if (rc == -1 && !why[0])
-		snprintf(why, WHY_LEN, n == 0 ? "the code closed the connection first"
-					      : "no TLS or HTTP request in time");
-	free(buf);
+		snprintf(why, WHY_LEN,
+			 n == 0 ? "the code closed the connection first"
+				: "no TLS or HTTP request in time");
 	return rc;
 }
 
@@ -900,16 +933,19 @@ static void serve(struct sc_gate_cell *c, int fd)
 		close(fd);
 		return;
 	}
-	uint16_t port = ntohs(dialled.ss_family == AF_INET6
-				      ? ((struct sockaddr_in6 *)&dialled)->sin6_port
-				      : ((struct sockaddr_in *)&dialled)->sin_port);
+	uint16_t port =
+		ntohs(dialled.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&dialled)->sin6_port
+						    : ((struct sockaddr_in *)&dialled)->sin_port);
 	decide(c, (struct sockaddr *)&dialled, &d);
 	struct snapcell_net_event e = {.kind = SNAPCELL_NET_CONNECT,
 				       .target = d.host,
 				       .address = d.ok ? d.address : NULL,
 				       .port = port};
 	char why[WHY_LEN] = "", sni[SC_NET_HOST_MAX + 2];
-	int hello = d.ok && d.named && !any_http(&d) ? peek_hello(c, fd, sni, sizeof(sni), why) : 0;
+	struct hello *h = d.ok && d.named && !any_http(&d) ? malloc(sizeof(*h)) : NULL;
+	int hello = h ? read_hello(c, fd, h, sni, sizeof(sni), why) : 0;
+	if (d.ok && d.named && !any_http(&d) && !h)
+		hello = -1, snprintf(why, sizeof(why), "out of memory");
 	if (!d.ok) {
 		e.rule = d.why;
 	} else if (hello < 0) {
@@ -932,6 +968,7 @@ static void serve(struct sc_gate_cell *c, int fd)
 					  .stop_fd = c->stop_fd,
 					  .audit = on_request,
 					  .audit_ctx = &sink};
+		free(h);
 		sc__http_serve(c->g->http, &hc);
 		return;
 	} else {
@@ -940,12 +977,14 @@ static void serve(struct sc_gate_cell *c, int fd)
 			e.allowed = true;
 			e.rule = d.cands[0]->target;
 			char end[WHY_LEN] = "";
-			splice_streams(c, fd, up, &e.bytes_out, &e.bytes_in, end);
+			splice_streams(c, fd, up, h ? h->buf : NULL, h ? h->len : 0, &e.bytes_out,
+				       &e.bytes_in, end);
 			close(up);
 		} else {
 			e.rule = why;
 		}
 	}
+	free(h);
 	e.duration_us = sc__now_us() - t0;
 	record_locked(c, &e);
 	if (e.allowed)

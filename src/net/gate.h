@@ -33,8 +33,7 @@ struct sc_gate_options {
 struct sc_gate;
 struct sc_gate_cell;
 
-int sc__gate_new(const struct sc_gate_options *o, struct sc_gate **out,
-		 struct snapcell_error *err);
+int sc__gate_new(const struct sc_gate_options *o, struct sc_gate **out, struct snapcell_error *err);
 void sc__gate_free(struct sc_gate *g);
 
 /* What the template builds each cell's namespace and root from. */

@@ -351,3 +351,22 @@ asyncio.run(main())
 def test_requests_httpx_and_aiohttp_work_unchanged(run_rules):
     r = run_rules(LIBRARIES, "--python-path", "/usr/lib/python3/dist-packages")
     assert lines(r) == ["/v1/r", "/v1/h", "/v1/a"]
+
+
+def test_a_client_hello_sent_in_pieces_passes(run):
+    r = run("import socket, ssl, time\n"
+            "ctx = ssl.create_default_context()\n"
+            "inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()\n"
+            "tls = ctx.wrap_bio(inc, out, server_hostname='api.example.test')\n"
+            "try:\n"
+            "    tls.do_handshake()\n"
+            "except ssl.SSLWantReadError:\n"
+            "    pass\n"
+            "hello = out.read()\n"
+            "s = socket.create_connection(('api.example.test', 443), timeout=5)\n"
+            "for i in range(0, len(hello), 7):\n"
+            "    s.sendall(hello[i:i + 7])\n"
+            "    time.sleep(0.002)\n"
+            "print(s.recv(5)[:1] == b'\\x16')\n",
+            "--allow", "api.example.test")
+    assert lines(r) == ["True"]

@@ -108,8 +108,7 @@ Test(network, an_allowed_literal_is_reached_through_the_gate_and_audited)
 	struct snapcell_result *res = test_run(sb, code);
 	expect_ok(res);
 	char want[256];
-	snprintf(want, sizeof(want),
-		 "b'hello'\n127.0.0.1:%u is not on this sandbox's allow list\n",
+	snprintf(want, sizeof(want), "b'hello'\n127.0.0.1:%u is not on this sandbox's allow list\n",
 		 g.port + 1 == 65536 ? 1 : g.port + 1);
 	cr_expect_str_eq(res->stdout_buf, want, "stderr: %s", res->stderr_buf);
 	cr_assert_eq(res->n_net_events, 2);
@@ -133,21 +132,21 @@ Test(network, a_cell_that_floods_its_network_socket_loses_it_not_the_host)
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	/* Questions never read back, a malformed frame, then a normal run in a fresh cell. */
-	struct snapcell_result *res = test_run(
-		sb, "import os\n"
-		    "q = b'R a.example\\x00'\n"
-		    "frame = (len(q) + 1).to_bytes(4, 'little') + b'N' + q\n"
-		    "os.set_blocking(4, False)\n"
-		    "for _ in range(100000):\n"
-		    "    try:\n"
-		    "        os.write(4, frame)\n"
-		    "    except BlockingIOError:\n"
-		    "        break\n"
-		    "try:\n"
-		    "    os.write(4, b'\\xff\\xff\\xff\\x7fN')\n"
-		    "except BlockingIOError:\n"
-		    "    pass\n"
-		    "print('done')\n");
+	struct snapcell_result *res =
+		test_run(sb, "import os\n"
+			     "q = b'R a.example\\x00'\n"
+			     "frame = (len(q) + 1).to_bytes(4, 'little') + b'N' + q\n"
+			     "os.set_blocking(4, False)\n"
+			     "for _ in range(100000):\n"
+			     "    try:\n"
+			     "        os.write(4, frame)\n"
+			     "    except BlockingIOError:\n"
+			     "        break\n"
+			     "try:\n"
+			     "    os.write(4, b'\\xff\\xff\\xff\\x7fN')\n"
+			     "except BlockingIOError:\n"
+			     "    pass\n"
+			     "print('done')\n");
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "done\n");
 	snapcell_result_free(res);
