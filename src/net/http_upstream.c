@@ -233,13 +233,30 @@ static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 	return 0;
 }
 
+/* Whether curl is about to connect to the pinned address: family, port and address (and an
+ * IPv6 scope), not padding or flow labels. */
+static bool is_pinned(const struct sockaddr *a, socklen_t a_len, const struct sockaddr *pin)
+{
+	if (a->sa_family != pin->sa_family)
+		return false;
+	if (a->sa_family == AF_INET && a_len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)pin;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->sa_family == AF_INET6 && a_len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)pin;
+		return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
+		       !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+	}
+	return false;
+}
+
 /* curl resolves nothing (CURLOPT_RESOLVE names the pinned address) and this refuses any
  * other address it might still try. */
 static curl_socket_t on_open(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
 {
 	const struct sc_http_conn *c = ctx;
-	if (purpose != CURLSOCKTYPE_IPCXN || a->addrlen != c->upstream_len ||
-	    memcmp(&a->addr, c->upstream, c->upstream_len))
+	if (purpose != CURLSOCKTYPE_IPCXN || !is_pinned(&a->addr, a->addrlen, c->upstream))
 		return CURL_SOCKET_BAD;
 	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }

@@ -31,7 +31,9 @@
 
 struct upstream {
 	int lfd;
-	struct sockaddr_in addr;
+	struct sockaddr_storage addr;
+	socklen_t addr_len;
+	uint16_t port;
 	gnutls_certificate_credentials_t cred; /* NULL: plain HTTP */
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -177,17 +179,28 @@ static struct sc_http_ca *up_ca;
 static struct sc_http_leaf *up_leaf;
 static char up_ca_file[64];
 
-static void upstream_start(struct upstream *u, bool tls)
+static void upstream_start_family(struct upstream *u, bool tls, int family)
 {
 	memset(u, 0, sizeof(*u));
 	pthread_mutex_init(&u->lock, NULL);
-	u->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	u->addr.sin_family = AF_INET;
-	u->addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t l = sizeof(u->addr);
-	cr_assert_eq(bind(u->lfd, (struct sockaddr *)&u->addr, sizeof(u->addr)), 0);
+	u->lfd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (family == AF_INET6) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&u->addr;
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		u->addr_len = sizeof(*a);
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&u->addr;
+		a->sin_family = AF_INET;
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		u->addr_len = sizeof(*a);
+	}
+	cr_assert_eq(bind(u->lfd, (struct sockaddr *)&u->addr, u->addr_len), 0);
 	cr_assert_eq(listen(u->lfd, 8), 0);
+	socklen_t l = u->addr_len;
 	getsockname(u->lfd, (struct sockaddr *)&u->addr, &l);
+	u->port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&u->addr)->sin6_port
+					   : ((struct sockaddr_in *)&u->addr)->sin_port);
 	if (tls) {
 		struct snapcell_error err = {0};
 		cr_assert_eq(sc__http_ca_new("test upstream CA", &up_ca, &err), 0, "%s",
@@ -201,6 +214,11 @@ static void upstream_start(struct upstream *u, bool tls)
 		close(fd);
 	}
 	pthread_create(&u->thread, NULL, up_main, u);
+}
+
+static void upstream_start(struct upstream *u, bool tls)
+{
+	upstream_start_family(u, tls, AF_INET);
 }
 
 static void upstream_stop(struct upstream *u)
@@ -309,9 +327,9 @@ static void serve_start(struct served *s, struct upstream *u, struct opts o)
 	s->cell_fd = sv[0];
 	s->c = (struct sc_http_conn){.fd = sv[1],
 				     .host = HOST,
-				     .port = ntohs(u->addr.sin_port),
+				     .port = u->port,
 				     .upstream = (struct sockaddr *)&u->addr,
-				     .upstream_len = sizeof(u->addr),
+				     .upstream_len = u->addr_len,
 				     .entries = all_entries,
 				     .n_entries = 3,
 				     .deadline_us =
@@ -460,7 +478,7 @@ static char host_hdr[64];
 
 static const char *hh(struct upstream *u)
 {
-	snprintf(host_hdr, sizeof(host_hdr), "%s:%u", HOST, ntohs(u->addr.sin_port));
+	snprintf(host_hdr, sizeof(host_hdr), "%s:%u", HOST, u->port);
 	return host_hdr;
 }
 
@@ -964,7 +982,7 @@ Test(http_gate, python_ssl_default_context_trusts_the_gate)
 		 "c.request('GET', '/v1/py')\n"
 		 "r = c.getresponse()\n"
 		 "sys.exit(0 if r.status == 200 and r.read() == b'hello GET /v1/py' else 1)\n",
-		 HOST, HOST, ntohs(u.addr.sin_port));
+		 HOST, HOST, u.port);
 	pid_t pid = fork();
 	if (pid == 0) {
 		dup2(s.cell_fd, 3);
@@ -1078,5 +1096,29 @@ Test(http_gate, connections_are_served_in_parallel_on_one_gate)
 	close(s.cell_fd);
 	serve_join(&s);
 	cr_expect_eq(up_count(&u), N);
+	upstream_stop(&u);
+}
+
+/* A name pinned to an IPv6 address: curl gets it as "[addr]" and connects there. */
+Test(http_gate, an_ipv6_pin_is_where_curl_connects)
+{
+	int probe = socket(AF_INET6, SOCK_STREAM, 0);
+	struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+	if (probe < 0 || bind(probe, (struct sockaddr *)&a, sizeof(a)))
+		cr_skip_test("no IPv6 loopback");
+	close(probe);
+	struct upstream u;
+	struct served s;
+	struct resp r;
+	upstream_start_family(&u, true, AF_INET6);
+	serve_start(&s, &u, (struct opts){.trust_upstream = true});
+	struct cell c;
+	cr_assert_eq(cell_tls(&c, &s, HOST), 0);
+	cell_send(&c, fmt("GET /v1/six HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)));
+	cell_recv(&c, &r);
+	cr_expect_eq(r.status, 200, "%s%s", r.head, r.body);
+	cell_close(&c);
+	serve_join(&s);
+	cr_expect_eq(up_count(&u), 1);
 	upstream_stop(&u);
 }
