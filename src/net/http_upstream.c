@@ -19,6 +19,7 @@
 struct upstream {
 	struct sc_http_io *io;
 	const struct sc_http_request *req;
+	struct sc_http_body *body; /* NULL: no body */
 	struct sc_http_upstream_result *res;
 	char head[SC_HTTP_HEAD_MAX]; /* the response head being built for the cell */
 	size_t head_len;
@@ -345,18 +346,33 @@ static int build_headers(const struct sc_http_request *r, const struct sc_net_en
 	return rc;
 }
 
-static int set_method(CURL *h, const struct sc_http_request *r, const char *body, uint64_t body_len)
+static size_t on_read(char *buf, size_t size, size_t n, void *ctx)
 {
-	bool has_body = body_len || r->chunked || r->content_length;
+	struct upstream *u = ctx;
+	ssize_t got = sc__http_body_read(u->io, u->body, buf, size * n);
+	return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
+}
+
+/* A body goes as curl reads it: its length when the cell gave one, else chunked. */
+static int set_method(CURL *h, struct upstream *u)
+{
+	const struct sc_http_request *r = u->req;
+	bool has_body = u->body != NULL;
 	if (!strcmp(r->method, "HEAD"))
 		return curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	if (!strcmp(r->method, "GET") && !has_body)
 		return curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 	int rc = 0;
-	if (has_body || !strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
-	    !strcmp(r->method, "PATCH")) {
-		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+	if (has_body) {
+		curl_off_t len = r->chunked ? -1 : (curl_off_t)r->content_length;
+		rc |= curl_easy_setopt(h, CURLOPT_POST, 1L);
+		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, len);
+		rc |= curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+		rc |= curl_easy_setopt(h, CURLOPT_READDATA, u);
+	} else if (!strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
+		   !strcmp(r->method, "PATCH")) {
+		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
 	}
 	rc |= curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
 	return rc;
@@ -394,8 +410,7 @@ static int set_transport(CURL *h, struct sc_http_io *io, struct curl_slist *reso
 	return rc;
 }
 
-static int set_request(CURL *h, struct upstream *u, const char *body, uint64_t body_len,
-		       struct curl_slist *headers, char **url)
+static int set_request(CURL *h, struct upstream *u, struct curl_slist *headers, char **url)
 {
 	struct sc_http_io *io = u->io;
 	const char *host = io->c->host;
@@ -415,7 +430,7 @@ static int set_request(CURL *h, struct upstream *u, const char *body, uint64_t b
 	rc |= curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	rc |= curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	rc |= curl_easy_setopt(h, CURLOPT_XFERINFODATA, u);
-	rc |= set_method(h, u->req, body, body_len);
+	rc |= set_method(h, u);
 	return rc;
 }
 
@@ -432,7 +447,7 @@ static struct curl_slist *resolve_list(const struct sc_http_conn *c)
 }
 
 void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
-		       const struct sc_net_entry *e, const char *body, uint64_t body_len,
+		       const struct sc_net_entry *e, struct sc_http_body *body,
 		       struct sc_http_upstream_result *res)
 {
 	char errbuf[CURL_ERROR_SIZE] = "", *url = NULL;
@@ -443,7 +458,7 @@ void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
 		curl_slist_free_all(resolve);
 		return;
 	}
-	up->io = io, up->req = req, up->res = res;
+	up->io = io, up->req = req, up->res = res, up->body = body;
 	if (!io->curl)
 		io->curl = curl_easy_init();
 	CURL *h = io->curl;
@@ -452,8 +467,7 @@ void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
 		goto out;
 	}
 	curl_easy_reset(h);
-	if (set_transport(h, io, resolve, errbuf) ||
-	    set_request(h, up, body, body_len, headers, &url)) {
+	if (set_transport(h, io, resolve, errbuf) || set_request(h, up, headers, &url)) {
 		fail(up, "libcurl setup failed");
 		goto out;
 	}
