@@ -24,11 +24,6 @@
 #define DEFAULT_BODY_MAX_BYTES	   (16u << 20)
 #define PATH_MAX_BYTES		   8192 /* of a request's path, the part the rules see */
 
-/* TEMPORARY until the entries v2 branch lands: sc__net_match_request (net.h) is defined by
- * entries.c there. Weak here so libsnapcell links without it; a missing matcher refuses
- * every request (see serve_request). Remove this line when entries.c defines it. */
-#pragma weak sc__net_match_request
-
 int sc__http_gate_new(const struct sc_http_gate_options *o, struct sc_http_gate **out,
 		      struct snapcell_error *err)
 {
@@ -474,44 +469,90 @@ static void refuse_request(struct sc_http_io *io, const struct sc_http_request *
 	o->keep = keep;
 }
 
+ssize_t sc__http_body_read(struct sc_http_io *io, struct sc_http_body *b, char *buf, size_t len)
+{
+	const struct sc_http_request *r = b->r;
+	uint64_t cap = io->g->o.body_max_bytes;
+	while (!b->done && !b->err) {
+		if (!r->chunked && b->got == r->content_length) {
+			b->done = true;
+			break;
+		}
+		if (!io->in_len && fill(io) <= 0) {
+			b->err = -EPIPE;
+			break;
+		}
+		/* Decoded bytes never outnumber the bytes they come from, so offering at most len
+		 * of input always fits buf. */
+		size_t avail = io->in_len < len ? io->in_len : len, used;
+		uint64_t out = 0;
+		if (r->chunked) {
+			b->err =
+				sc__http_chunked_feed(&b->st, io->in, avail, &used, buf, &out, len);
+			b->done = b->st.done;
+		} else {
+			uint64_t left = r->content_length - b->got;
+			used = left < avail ? (size_t)left : avail;
+			memcpy(buf, io->in, used);
+			out = used;
+		}
+		*b->n_raw += used;
+		consume(io, used);
+		if (!b->err && (b->got += out) > cap)
+			b->err = -E2BIG;
+		/* curl stops asking once it has the length it announced. */
+		if (!r->chunked && b->got == r->content_length)
+			b->done = true;
+		if (out && !b->err)
+			return (ssize_t)out;
+	}
+	return b->err ? b->err : 0;
+}
+
+static const char *body_why(int err)
+{
+	return err == -E2BIG	? "request body over the gate's cap"
+	       : err == -EINVAL ? "malformed chunked body"
+				: "request body cut short";
+}
+
 static void serve_allowed(struct sc_http_io *io, const struct sc_http_request *r,
 			  const struct sc_net_entry *e, struct outcome *o)
 {
-	char *body = NULL;
-	uint64_t body_len = 0;
 	bool has_body = r->chunked || r->content_length;
+	struct sc_http_body body = {.r = r, .n_raw = &o->rec.bytes_out};
+	if (!r->chunked && r->content_length > io->g->o.body_max_bytes) {
+		snprintf(o->rule, sizeof(o->rule), "%s", body_why(-E2BIG));
+		respond_error(io, 413, o->rule, false);
+		return;
+	}
 	if (has_body && r->expect_continue) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
 		if (sc__http_io_write(io, cont, sizeof(cont) - 1))
 			return;
 		io->bytes_in += sizeof(cont) - 1;
 	}
-	int rc = read_body(io, r, &body, &body_len, io->g->o.body_max_bytes, &o->rec.bytes_out);
-	if (rc) {
-		snprintf(o->rule, sizeof(o->rule), "%s",
-			 rc == -E2BIG	 ? "request body over the gate's cap"
-			 : rc == -EINVAL ? "malformed chunked body"
-					 : "request body cut short");
-		if (rc == -E2BIG || rc == -EINVAL)
-			respond_error(io, rc == -E2BIG ? 413 : 400, o->rule, false);
-		return;
-	}
 	struct sc_http_upstream_result res = {0};
-	sc__http_upstream(io, r, e, body, body_len, &res);
-	free(body);
+	sc__http_upstream(io, r, e, has_body ? &body : NULL, &res);
 	o->rec.allowed = true;
 	o->rec.header_added = e->n_headers > 0;
 	o->rec.status = res.status;
+	/* A body curl did not take to its end leaves the connection mid-request. */
+	bool in_step = !has_body || body.done;
+	if (body.err)
+		snprintf(res.why, sizeof(res.why), "%s", body_why(body.err));
 	if (!res.why[0]) {
 		snprintf(o->rule, sizeof(o->rule), "%s", e->target);
-		o->keep = res.reusable && r->keep_alive;
+		o->keep = res.reusable && r->keep_alive && in_step;
 		return;
 	}
 	snprintf(o->rule, sizeof(o->rule), "%s: %s", e->target, res.why);
 	if (!res.head_sent) {
+		int status = body.err == -E2BIG ? 413 : body.err == -EINVAL ? 400 : 502;
 		o->rec.status = 0;
-		respond_error(io, 502, o->rule, r->keep_alive);
-		o->keep = r->keep_alive;
+		o->keep = r->keep_alive && in_step;
+		if (body.err != -EPIPE)
+			respond_error(io, status, o->rule, o->keep);
 	}
 }
 
@@ -532,11 +573,9 @@ static void serve_request(struct sc_http_io *io, const struct sc_http_request *r
 		refuse_request(io, r, 403, o);
 		return;
 	}
-	char why[256] = "no request matcher";
-	const struct sc_net_entry *e =
-		sc__net_match_request ? sc__net_match_request(io->c->entries, io->c->n_entries,
-							      r->method, o->path, why, sizeof(why))
-				      : NULL;
+	char why[256];
+	const struct sc_net_entry *e = sc__net_match_request(io->c->entries, io->c->n_entries,
+							     r->method, o->path, why, sizeof(why));
 	if (!e) {
 		snprintf(o->rule, sizeof(o->rule), "%s", why);
 		refuse_request(io, r, 403, o);
@@ -649,6 +688,8 @@ int sc__http_serve(struct sc_http_gate *g, const struct sc_http_conn *c)
 			}
 		sc__http_upstream_close(io);
 		if (io->tls) {
+			if (!io->why) /* a clean end: close_notify, bounded by the same waits */
+				gnutls_bye(io->tls, GNUTLS_SHUT_WR);
 			gnutls_deinit(io->tls);
 		}
 		sc__http_ca_release(g->ca, io->leaf);

@@ -38,6 +38,19 @@ int sc__http_io_write(struct sc_http_io *io, const void *buf, size_t len);
 /* True when the connection must end now (stop_fd, the gate freed, the deadline). */
 bool sc__http_io_stopped(struct sc_http_io *io);
 
+/* A request body read from the cell while curl sends it upstream. */
+struct sc_http_body {
+	const struct sc_http_request *r;
+	struct sc_http_chunked st;
+	uint64_t got;	 /* decoded bytes so far */
+	uint64_t *n_raw; /* the record's bytes from the cell */
+	int err;	 /* 0, -E2BIG past body_max_bytes, -EINVAL malformed, -EPIPE cut short */
+	bool done;	 /* all of it read: the connection is at the next request */
+};
+
+/* Up to len more bytes of the body: >0, 0 at its end, <0 (also in b->err). */
+ssize_t sc__http_body_read(struct sc_http_io *io, struct sc_http_body *b, char *buf, size_t len);
+
 /* The upstream's answer to one allowed request, streamed to the cell. */
 struct sc_http_upstream_result {
 	int status;	/* 0 when no response head came */
@@ -46,9 +59,10 @@ struct sc_http_upstream_result {
 	char why[256];	/* for a failure: what went wrong (no header values) */
 };
 
-/* Makes the request upstream with libcurl and streams the response to the cell. */
+/* Makes the request upstream with libcurl, the body (NULL for none) streamed from the cell,
+ * and streams the response to the cell. */
 void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
-		       const struct sc_net_entry *e, const char *body, uint64_t body_len,
+		       const struct sc_net_entry *e, struct sc_http_body *body,
 		       struct sc_http_upstream_result *res);
 /* Once per process, before any request. */
 int sc__http_upstream_init(struct snapcell_error *err);

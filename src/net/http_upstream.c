@@ -19,10 +19,12 @@
 struct upstream {
 	struct sc_http_io *io;
 	const struct sc_http_request *req;
+	struct sc_http_body *body; /* NULL: no body */
 	struct sc_http_upstream_result *res;
 	char head[SC_HTTP_HEAD_MAX]; /* the response head being built for the cell */
 	size_t head_len;
 	bool has_length, chunked_out, close_delimited, no_body, failed;
+	bool upstream_te; /* the upstream framed with Transfer-Encoding: its length is not ours */
 	uint64_t length, body_bytes, seen_bytes, seen_total, seen_us;
 };
 
@@ -87,7 +89,7 @@ static bool status_line(struct upstream *u, const char *line, size_t n)
 	clean[j] = 0;
 	u->res->status = status;
 	u->head_len = 0;
-	u->has_length = false;
+	u->has_length = u->upstream_te = false;
 	char sl[160];
 	int len = snprintf(sl, sizeof(sl), "HTTP/1.1 %d %s\r\n", status, clean);
 	return head_add(u, sl, (size_t)len);
@@ -105,6 +107,9 @@ static bool head_done(struct upstream *u)
 	if (s < 200)
 		return true; /* an interim response: curl reads on to the final one */
 	u->no_body = no_body_status(s) || !strcmp(u->req->method, "HEAD");
+	if (u->upstream_te)
+		u->has_length =
+			false; /* curl decoded the chunks; a Content-Length beside them lies */
 	if (u->has_length && !u->no_body && u->length > u->io->g->o.body_max_bytes) {
 		fail(u, "response body over the gate's cap");
 		return false;
@@ -173,6 +178,8 @@ static bool header_line(struct upstream *u, char *line, size_t n)
 		u->length = len;
 		return true;
 	}
+	if (!strcasecmp(name, "transfer-encoding"))
+		u->upstream_te = true;
 	if (sc__http_hop_by_hop(name) && strcasecmp(name, "host"))
 		return true;
 	return head_add(u, line, n) && head_add(u, "\r\n", 2);
@@ -227,13 +234,30 @@ static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 	return 0;
 }
 
+/* Whether curl is about to connect to the pinned address: family, port and address (and an
+ * IPv6 scope), not padding or flow labels. */
+static bool is_pinned(const struct sockaddr *a, socklen_t a_len, const struct sockaddr *pin)
+{
+	if (a->sa_family != pin->sa_family)
+		return false;
+	if (a->sa_family == AF_INET && a_len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *x = (const void *)a, *y = (const void *)pin;
+		return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+	}
+	if (a->sa_family == AF_INET6 && a_len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)pin;
+		return x->sin6_port == y->sin6_port && x->sin6_scope_id == y->sin6_scope_id &&
+		       !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
+	}
+	return false;
+}
+
 /* curl resolves nothing (CURLOPT_RESOLVE names the pinned address) and this refuses any
  * other address it might still try. */
 static curl_socket_t on_open(void *ctx, curlsocktype purpose, struct curl_sockaddr *a)
 {
 	const struct sc_http_conn *c = ctx;
-	if (purpose != CURLSOCKTYPE_IPCXN || a->addrlen != c->upstream_len ||
-	    memcmp(&a->addr, c->upstream, c->upstream_len))
+	if (purpose != CURLSOCKTYPE_IPCXN || !is_pinned(&a->addr, a->addrlen, c->upstream))
 		return CURL_SOCKET_BAD;
 	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
@@ -322,18 +346,33 @@ static int build_headers(const struct sc_http_request *r, const struct sc_net_en
 	return rc;
 }
 
-static int set_method(CURL *h, const struct sc_http_request *r, const char *body, uint64_t body_len)
+static size_t on_read(char *buf, size_t size, size_t n, void *ctx)
 {
-	bool has_body = body_len || r->chunked || r->content_length;
+	struct upstream *u = ctx;
+	ssize_t got = sc__http_body_read(u->io, u->body, buf, size * n);
+	return got < 0 ? CURL_READFUNC_ABORT : (size_t)got;
+}
+
+/* A body goes as curl reads it: its length when the cell gave one, else chunked. */
+static int set_method(CURL *h, struct upstream *u)
+{
+	const struct sc_http_request *r = u->req;
+	bool has_body = u->body != NULL;
 	if (!strcmp(r->method, "HEAD"))
 		return curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	if (!strcmp(r->method, "GET") && !has_body)
 		return curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 	int rc = 0;
-	if (has_body || !strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
-	    !strcmp(r->method, "PATCH")) {
-		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
-		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+	if (has_body) {
+		curl_off_t len = r->chunked ? -1 : (curl_off_t)r->content_length;
+		rc |= curl_easy_setopt(h, CURLOPT_POST, 1L);
+		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, len);
+		rc |= curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+		rc |= curl_easy_setopt(h, CURLOPT_READDATA, u);
+	} else if (!strcmp(r->method, "POST") || !strcmp(r->method, "PUT") ||
+		   !strcmp(r->method, "PATCH")) {
+		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
 	}
 	rc |= curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, r->method);
 	return rc;
@@ -371,8 +410,7 @@ static int set_transport(CURL *h, struct sc_http_io *io, struct curl_slist *reso
 	return rc;
 }
 
-static int set_request(CURL *h, struct upstream *u, const char *body, uint64_t body_len,
-		       struct curl_slist *headers, char **url)
+static int set_request(CURL *h, struct upstream *u, struct curl_slist *headers, char **url)
 {
 	struct sc_http_io *io = u->io;
 	const char *host = io->c->host;
@@ -392,7 +430,7 @@ static int set_request(CURL *h, struct upstream *u, const char *body, uint64_t b
 	rc |= curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
 	rc |= curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
 	rc |= curl_easy_setopt(h, CURLOPT_XFERINFODATA, u);
-	rc |= set_method(h, u->req, body, body_len);
+	rc |= set_method(h, u);
 	return rc;
 }
 
@@ -409,7 +447,7 @@ static struct curl_slist *resolve_list(const struct sc_http_conn *c)
 }
 
 void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
-		       const struct sc_net_entry *e, const char *body, uint64_t body_len,
+		       const struct sc_net_entry *e, struct sc_http_body *body,
 		       struct sc_http_upstream_result *res)
 {
 	char errbuf[CURL_ERROR_SIZE] = "", *url = NULL;
@@ -420,7 +458,7 @@ void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
 		curl_slist_free_all(resolve);
 		return;
 	}
-	up->io = io, up->req = req, up->res = res;
+	up->io = io, up->req = req, up->res = res, up->body = body;
 	if (!io->curl)
 		io->curl = curl_easy_init();
 	CURL *h = io->curl;
@@ -429,8 +467,7 @@ void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
 		goto out;
 	}
 	curl_easy_reset(h);
-	if (set_transport(h, io, resolve, errbuf) ||
-	    set_request(h, up, body, body_len, headers, &url)) {
+	if (set_transport(h, io, resolve, errbuf) || set_request(h, up, headers, &url)) {
 		fail(up, "libcurl setup failed");
 		goto out;
 	}
