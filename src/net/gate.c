@@ -877,10 +877,12 @@ static int read_hello(struct sc_gate_cell *c, int fd, struct hello *h, char *sni
 			snprintf(why, WHY_LEN, "not a TLS ClientHello the gate can read");
 		break;
 	}
+	struct pollfd stop = {c->stop_fd, POLLIN, 0};
 	if (rc == -1 && !why[0])
-		snprintf(why, WHY_LEN,
-			 n == 0 ? "the code closed the connection first"
-				: "no TLS or HTTP request in time");
+		snprintf(why, WHY_LEN, "%s",
+			 n == 0			  ? "the code closed the connection first"
+			 : poll(&stop, 1, 0) == 1 ? "the run ended before the code sent anything"
+						  : "no TLS or HTTP request in time");
 	return rc;
 }
 

@@ -44,14 +44,14 @@ def lines(result):
     return result["stdout"].splitlines()
 
 
-def test_https_passes_through_with_the_cells_own_verification(run):
+def test_https_passes_through_with_the_cells_own_verification(run, net):
     r = run("import json, urllib.request\n"
             "d = json.load(urllib.request.urlopen('https://api.example.test/x?y=1'))\n"
             "print(d['path'], d['tls'], d['headers']['host'])\n",
             "--allow", "api.example.test")
     assert lines(r) == ["/x?y=1 True api.example.test"]
     connects = [e for e in r["network_events"] if e["kind"] == "connect"]
-    assert connects and connects[0]["allowed"] and connects[0]["address"] == testnet.PEER_ADDR
+    assert connects and connects[0]["allowed"] and connects[0]["address"] == net.peer
     assert connects[0]["port"] == 443 and connects[0]["rule"] == "api.example.test"
     resolves = [e for e in r["network_events"] if e["kind"] == "resolve"]
     assert resolves[0]["target"] == "api.example.test" and resolves[0]["allowed"]
@@ -114,7 +114,9 @@ def test_names_ports_and_wildcards_are_refused_by_rule(run):
     # The two that connected closed before sending anything: nothing went upstream.
     silent = [e for e in r["network_events"] if e["kind"] == "connect" and e["target"] in
               ("a.example.test", "x.b.example.test")]
-    assert [e["rule"] for e in silent] == ["the code closed the connection first"] * 2
+    assert len(silent) == 2 and all(e["rule"] in ("the code closed the connection first",
+                                                  "the run ended before the code sent anything")
+                                    for e in silent)
 
 
 def test_a_name_that_resolves_to_a_private_address_is_refused(run):
@@ -175,10 +177,10 @@ def test_every_loopback_spelling_is_refused_and_raw_calls_gain_nothing(run, loop
     assert hits == []
 
 
-def test_no_entries_reach_nothing(run, loopback_server):
+def test_no_entries_reach_nothing(run, net, loopback_server):
     port, hits = loopback_server
     r = run("import socket\n"
-            "for host in ['127.0.0.1', 'api.example.test', '" + testnet.PEER_ADDR + "']:\n"
+            "for host in ['127.0.0.1', 'api.example.test', '" + net.peer + "']:\n"
             "    try:\n"
             "        socket.create_connection((host, %d), timeout=3)\n"
             "        print(host, 'connected')\n"
@@ -252,7 +254,7 @@ def run_rules(run, net, monkeypatch):
 def seen(net):
     import urllib.request
     ctx = __import__("ssl").create_default_context(cafile=str(net.ca))
-    with urllib.request.urlopen(f"https://{testnet.PEER_ADDR}/_seen", context=ctx) as r:
+    with urllib.request.urlopen(f"https://{net.peer}/_seen", context=ctx) as r:
         return [tuple(x) for x in json.load(r)]
 
 

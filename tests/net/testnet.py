@@ -1,6 +1,6 @@
 """Test hosts for the egress gate: a network namespace joined to this one by a veth pair,
-with addresses on that pair only (198.51.100.0/24, TEST-NET-2: nothing routes it off the
-machine), running echo_server.py on HTTP 80, HTTPS 443 (a certificate from a test CA for
+with addresses on that pair only (a /30 of 198.51.100.0/24, TEST-NET-2, chosen by the
+process id so concurrent test runs do not collide; nothing routes it off the machine), running echo_server.py on HTTP 80, HTTPS 443 (a certificate from a test CA for
 *.example.test, example.test and the address) and HTTPS 8443 (a certificate from another,
 untrusted CA). Names reach it through the config's host map, never DNS. Needs root."""
 import os
@@ -9,7 +9,7 @@ import subprocess
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
-HOST_ADDR, PEER_ADDR = "198.51.100.1", "198.51.100.2"
+
 NAMES = ["api.example.test", "a.example.test", "x.b.example.test", "example.test",
          "other.example.test"]
 
@@ -40,22 +40,24 @@ class TestNet:
         self.dir = pathlib.Path(workdir)
         tag = f"{os.getpid() % 100000}"
         self.ns, self.veth = f"sc-test-{tag}", f"sct{tag}"
-        sans = ["DNS:*.example.test", "DNS:example.test", f"IP:{PEER_ADDR}"]
+        base = 4 * (os.getpid() % 63)
+        self.host_addr, self.peer = f"198.51.100.{base + 1}", f"198.51.100.{base + 2}"
+        sans = ["DNS:*.example.test", "DNS:example.test", f"IP:{self.peer}"]
         self.ca, cert, key = _ca(self.dir, "trusted", sans)
         self.untrusted_ca, bad_cert, bad_key = _ca(self.dir, "untrusted", sans)
         _run("ip", "netns", "add", self.ns)
         try:
             _run("ip", "link", "add", self.veth + "h", "type", "veth", "peer", "name",
                  self.veth + "n", "netns", self.ns)
-            _run("ip", "addr", "add", HOST_ADDR + "/24", "dev", self.veth + "h")
+            _run("ip", "addr", "add", self.host_addr + "/30", "dev", self.veth + "h")
             _run("ip", "link", "set", self.veth + "h", "up")
-            for cmd in (("ip", "addr", "add", PEER_ADDR + "/24", "dev", self.veth + "n"),
+            for cmd in (("ip", "addr", "add", self.peer + "/30", "dev", self.veth + "n"),
                         ("ip", "link", "set", self.veth + "n", "up"),
                         ("ip", "link", "set", "lo", "up")):
                 _run("ip", "netns", "exec", self.ns, *cmd)
             self.server = subprocess.Popen(
                 ["ip", "netns", "exec", self.ns, "/usr/bin/python3", str(HERE / "echo_server.py"),
-                 PEER_ADDR, "80", "443", cert, key, "8443", bad_cert, bad_key],
+                 self.peer, "80", "443", cert, key, "8443", bad_cert, bad_key],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             if self.server.stdout.readline().strip() != "ready":
                 raise RuntimeError("echo server: " + self.server.stderr.read())
@@ -63,11 +65,11 @@ class TestNet:
             self.close()
             raise
 
-    def map_args(self, names=NAMES, address=PEER_ADDR):
+    def map_args(self, names=NAMES):
         """CLI arguments mapping the test names to the test host."""
         out = []
         for n in names:
-            out += ["--map-host", f"{n}={address}"]
+            out += ["--map-host", f"{n}={self.peer}"]
         return out
 
     def close(self):

@@ -112,7 +112,8 @@ Test(network, an_allowed_literal_is_reached_through_the_gate_and_audited)
 		 g.port + 1 == 65536 ? 1 : g.port + 1);
 	cr_expect_str_eq(res->stdout_buf, want, "stderr: %s", res->stderr_buf);
 	cr_assert_eq(res->n_net_events, 2);
-	const struct snapcell_net_event *refused = &res->net_events[0], *ok = &res->net_events[1];
+	/* In the order they started: the connection (ended last), then the refusal. */
+	const struct snapcell_net_event *ok = &res->net_events[0], *refused = &res->net_events[1];
 	cr_expect(!refused->allowed && refused->kind == SNAPCELL_NET_CONNECT);
 	cr_expect(ok->allowed && ok->kind == SNAPCELL_NET_CONNECT);
 	cr_expect_str_eq(ok->target, "127.0.0.1");
