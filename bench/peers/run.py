@@ -42,8 +42,8 @@ class System:
 
 SYSTEMS = [
     System("snapcell-c", "snapcell, C API", "namespaces (user, pid, mount, network, ipc, uts, "
-           "cgroup), tmpfs root, seccomp, rlimits; a fresh cell forked from a warm template per "
-           "run", "c"),
+           "cgroup), a private root with only the stdlib, seccomp allow-list, no capabilities, "
+           "rlimits; a fresh copy-on-write cell per run", "c"),
     System("snapcell-py", "snapcell, Python package", "the same as snapcell-c (the package wraps "
            "the C library)", "snapcell-py"),
     System("monty", "pydantic-monty", "none from the OS: a Rust interpreter of a Python subset, "
@@ -168,10 +168,12 @@ class Runner:
         self.quick = 1 if args.quick else 0
         self.timeout_s = 60 if args.quick else 600
         self.c_worker = os.path.join(args.build, "bench", "peers", "snapcell-peer-worker")
+        # The C worker runs from a build tree, with its helper; the Python package finds the
+        # helper installed beside it.
         self.env = dict(os.environ)
         helper = os.path.abspath(os.path.join(args.build, "snapcell-cell"))
         if "SNAPCELL_HELPER" not in self.env and os.path.exists(helper):
-            self.env["SNAPCELL_HELPER"] = helper  # the C worker runs from a build tree
+            self.env["SNAPCELL_HELPER"] = helper
 
     def argv(self, s):
         if s.worker == "c":
@@ -186,7 +188,7 @@ class Runner:
         if s.needs and not shutil.which(s.needs):
             s.status = f"not installed: no `{s.needs}` on PATH"
             return None
-        w = Worker(self.argv(s), self.env)
+        w = Worker(self.argv(s), self.env if s.worker == "c" else None)
         try:
             hello = w.read_line(self.timeout_s)
             if not hello.startswith("hello pid="):
@@ -346,7 +348,8 @@ def cells(s, f, base):
     out.append(f"{t:.0f}/s{ratio(t, base.get('throughput.runs_per_s'))}" if t is not None else
                f"error: {s.errors['throughput']}" if "throughput" in s.errors else "—")
     m = f.get("memory.pss_kib")
-    out.append(f"{m / 1024:.1f} MiB ({f['memory.processes']:.0f} processes + host growth)"
+    procs = f.get("memory.processes", 0)
+    out.append(f"{m / 1024:.1f} MiB ({procs:.0f} process{'es' if procs != 1 else ''} + host growth)"
                f"{ratio(m, base.get('memory.pss_kib'))}" if m is not None else
                f"error: {s.errors['memory']}" if "memory" in s.errors else "—")
     return out
