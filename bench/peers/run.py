@@ -366,6 +366,14 @@ def table(systems, info, args):
               "Throughput: `print(1)` runs per second with one thread per CPU on one "
               "sandbox (ratio > 1 is better than snapcell-c). Memory: PSS of every process one "
               "ready sandbox adds, plus the host process's growth (median over rounds).", ""]
+    counts = {}
+    for sys_ in systems:
+        for name, xs in list(sys_.samples.items()) + list(sys_.values.items()):
+            counts[name] = max(counts.get(name, 0), len(xs))
+    counts.pop("processes", None)
+    if counts:
+        lines += ["Samples per system: " + ", ".join(f"{name} {n}" for name, n in counts.items())
+                  + ".", ""]
     head = (["system", "version", "isolation"] + [WORKLOADS[w][0] for w in WORKLOADS] +
             ["per tool call", "throughput", "memory (PSS)"])
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
