@@ -222,8 +222,10 @@ class Runner:
             log(f"  {s.key} {name}: {kv['error']}")
         elif "us" in kv:
             s.samples.setdefault(name, []).extend(float(x) for x in kv["us"].split(","))
-        else:
+        elif "runs_per_s" in kv:
             s.values.setdefault(name, []).append(float(kv["runs_per_s"]))
+        else:
+            s.errors[name] = f"answer without figures: {kv}"
 
     def memory(self, s):
         """A fresh worker with one ready sandbox: the PSS of every process it added, plus its
@@ -398,7 +400,11 @@ def parse_args():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the meson build dir")
     ap.add_argument("--systems", type=lambda v: v.split(","), default=None,
                     help="comma-separated subset: " + ",".join(s.key for s in SYSTEMS))
-    return ap.parse_args()
+    args = ap.parse_args()
+    unknown = set(args.systems or ()) - {s.key for s in SYSTEMS}
+    if unknown:
+        ap.error(f"unknown system {', '.join(sorted(unknown))}")
+    return args
 
 
 def main():
