@@ -32,12 +32,15 @@ class System:
     isolation: str
     worker: str  # "c" (the C worker) or the name worker.py takes
     needs: str = ""  # a program on PATH the system needs
+    cold_n: int = 0  # cold starts per round when not the default
+    quick: bool = True  # measured by --quick too
     status: str = "not run"  # "ok", or why there are no numbers
     version: str = ""
     proc: object = None
     samples: dict = field(default_factory=dict)  # workload -> [µs]
     values: dict = field(default_factory=dict)  # throughput, memory -> [per round]
     errors: dict = field(default_factory=dict)  # workload -> message
+    na: dict = field(default_factory=dict)  # workload -> why the system has no such thing
 
 
 SYSTEMS = [
@@ -54,7 +57,11 @@ SYSTEMS = [
            "files, network)", "spawn"),
     System("hyperlight", "hyperlight-sandbox (wasm backend, python guest)", "micro-VM "
            "(Hyperlight on KVM) running a Wasm CPython", "hyperlight"),
+    System("pyodide", "Pyodide in Node", "none: CPython compiled to Wasm inside the Node "
+           "process, a new globals dict per run; `import js` reaches Node's `process`",
+           "pyodide", needs="node", cold_n=1, quick=False),
 ]
+PYODIDE = os.path.join(ROOT, "build", "peers-node", "node_modules", "pyodide", "pyodide.mjs")
 
 # name: (what the table calls it, n per round, n per round with --quick)
 WORKLOADS = {
@@ -178,6 +185,8 @@ class Runner:
     def argv(self, s):
         if s.worker == "c":
             return [self.c_worker]
+        if s.worker == "pyodide":
+            return ["node", os.path.join(HERE, "worker.mjs"), self.args.pyodide]
         return [self.args.python, "-I", os.path.join(HERE, "worker.py"), s.worker]
 
     def spawn(self, s):
@@ -187,6 +196,9 @@ class Runner:
             return None
         if s.needs and not shutil.which(s.needs):
             s.status = f"not installed: no `{s.needs}` on PATH"
+            return None
+        if s.worker == "pyodide" and not os.path.exists(self.args.pyodide):
+            s.status = f"not installed: no {self.args.pyodide} (bench/peers/run installs it)"
             return None
         w = Worker(self.argv(s), self.env if s.worker == "c" else None)
         try:
@@ -217,7 +229,9 @@ class Runner:
             kv = s.proc.ask(f"{name} {n}", self.timeout_s)
         except WorkerGone as e:
             kv = {"error": str(e)}
-        if "error" in kv:
+        if "na" in kv:
+            s.na[name] = kv["na"]
+        elif "error" in kv:
             s.errors[name] = kv["error"]
             log(f"  {s.key} {name}: {kv['error']}")
         elif "us" in kv:
@@ -253,6 +267,9 @@ class Runner:
     def run(self):
         systems = [s for s in SYSTEMS if not self.args.systems or s.key in self.args.systems]
         for s in systems:
+            if self.quick and not s.quick:
+                s.status = "skipped: not in --quick (it takes seconds to load)"
+                continue
             log(f"starting {s.key}...")
             s.proc = self.spawn(s)
             if s.proc is None:
@@ -267,7 +284,8 @@ class Runner:
                     self.memory(s)
             for name, (_, n_full, n_quick) in WORKLOADS.items():
                 for s in order:
-                    self.workload(s, name, n_quick if self.quick else n_full)
+                    n = n_quick if self.quick else n_full
+                    self.workload(s, name, s.cold_n if name == "cold" and s.cold_n else n)
             for s in order:
                 self.workload(s, "throughput", THROUGHPUT_MS[self.quick])
         for s in live:
@@ -327,11 +345,20 @@ def machine(args):
 
 
 def fmt_us(us):
+    if us >= 1e6:
+        return f"{us / 1e6:.3g} s"
     return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
 
 
 def ratio(x, base):
     return f" ({x / base:.2g}×)" if base else ""
+
+
+def missing(s, name):
+    """The cell of a figure a system does not have."""
+    if name in s.na:
+        return f"n/a: {s.na[name]}"
+    return f"error: {s.errors[name]}" if name in s.errors else "—"
 
 
 def cells(s, f, base):
@@ -343,17 +370,17 @@ def cells(s, f, base):
             out.append(f"{fmt_us(p)} / {fmt_us(f[f'{name}.p99_us'])}"
                        f"{ratio(p, base.get(f'{name}.p50_us'))}")
         else:
-            out.append(f"error: {s.errors[name]}" if name in s.errors else "—")
+            out.append(missing(s, name))
     pc = f.get("per_call.us")
     out.append(f"{fmt_us(pc)}{ratio(pc, base.get('per_call.us'))}" if pc is not None else "—")
     t = f.get("throughput.runs_per_s")
     out.append(f"{t:.0f}/s{ratio(t, base.get('throughput.runs_per_s'))}" if t is not None else
-               f"error: {s.errors['throughput']}" if "throughput" in s.errors else "—")
+               missing(s, "throughput"))
     m = f.get("memory.pss_kib")
     procs = f.get("memory.processes", 0)
     out.append(f"{m / 1024:.1f} MiB ({procs:.0f} process{'es' if procs != 1 else ''} + host growth)"
                f"{ratio(m, base.get('memory.pss_kib'))}" if m is not None else
-               f"error: {s.errors['memory']}" if "memory" in s.errors else "—")
+               missing(s, "memory"))
     return out
 
 
@@ -398,6 +425,7 @@ def parse_args():
     ap.add_argument("--python", default=sys.executable,
                     help="interpreter for the Python-side workers (default: this one)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the meson build dir")
+    ap.add_argument("--pyodide", default=PYODIDE, help="Pyodide's pyodide.mjs (npm package)")
     ap.add_argument("--systems", type=lambda v: v.split(","), default=None,
                     help="comma-separated subset: " + ",".join(s.key for s in SYSTEMS))
     args = ap.parse_args()
@@ -429,6 +457,8 @@ def main():
                 print(f"{s.key}.{k}.over_snapcell_c={v / base[k]:.3f}")
         for k, v in s.errors.items():
             print(f"{s.key}.{k}.error={v}")
+        for k, v in s.na.items():
+            print(f"{s.key}.{k}.na={v}")
     with open(args.out, "w") as f:
         f.write(table(systems, info, args))
     log(f"wrote {args.out}")

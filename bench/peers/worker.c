@@ -21,7 +21,7 @@
 #define MAX_THREADS 64
 #define TOOL_ANSWER "{\"ok\": true, \"n\": 3}"
 
-/* The workloads' code and expected output; bench/peers/worker.py has the same text. */
+/* The workloads' code and expected output; worker.py and worker.mjs have the same text. */
 static const char compute_code[] =
 	"import json, re, datetime\n"
 	"d = {'items': [{'id': i, 'name': 'item%d' % i, 'tags': ['a', 'b']} for i in range(50)]}\n"

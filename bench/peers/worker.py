@@ -17,7 +17,8 @@ PACE_S = 0.002
 PYTHON = "/usr/bin/python3"  # Debian's; the python3 on PATH is a slow pyenv shim
 TOOL_ANSWER = {"ok": True, "n": 3}
 
-# The workloads' code and expected output; bench/peers/worker.c has the same text.
+# The workloads' code and expected output; bench/peers/worker.c and worker.mjs have the same
+# text.
 COMPUTE = """import json, re, datetime
 d = {'items': [{'id': i, 'name': 'item%d' % i, 'tags': ['a', 'b']} for i in range(50)]}
 s = json.dumps(d)
