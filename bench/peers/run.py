@@ -395,14 +395,18 @@ def table(systems, info, args):
               "Throughput: `print(1)` runs per second with one thread per CPU on one "
               "sandbox (ratio > 1 is better than snapcell-c). Memory: PSS of every process one "
               "ready sandbox adds, plus the host process's growth (median over rounds).", ""]
-    counts = {}
+    counts = {}  # figure -> {samples: [systems]}
     for sys_ in systems:
         for name, xs in list(sys_.samples.items()) + list(sys_.values.items()):
-            counts[name] = max(counts.get(name, 0), len(xs))
-    counts.pop("processes", None)
+            if name != "processes":
+                counts.setdefault(name, {}).setdefault(len(xs), []).append(sys_.key)
     if counts:
-        lines += ["Samples per system: " + ", ".join(f"{name} {n}" for name, n in counts.items())
-                  + ".", ""]
+        def said(by_n):
+            most = max(by_n, key=lambda n: len(by_n[n]))
+            rest = [f"{' '.join(keys)} {n}" for n, keys in by_n.items() if n != most]
+            return f"{most}" + (f" ({', '.join(rest)})" if rest else "")
+        lines += ["Samples per system: " + ", ".join(f"{name} {said(by_n)}"
+                                                     for name, by_n in counts.items()) + ".", ""]
     head = (["system", "version", "isolation"] + [WORKLOADS[w][0] for w in WORKLOADS] +
             ["per tool call", "throughput", "memory (PSS)"])
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
