@@ -139,3 +139,27 @@ def test_the_byte_budget_and_the_connection_cap_are_reported(server):
     assert r.stdout.splitlines() in (["ConnectionResetError", "b'HTTP/1.0 200'"],
                                      ["b''", "b'HTTP/1.0 200'"]), r.stdout
     assert r.network_limits_hit == {"connections"}
+
+
+def test_the_reference_forms_reach_the_network_through_agent_framework(server):
+    """("127.0.0.1:8080", "get") as the reference's users write it: listed in its host form,
+    enforced by the gate (GET passes, POST is refused)."""
+    pytest.importorskip("agent_framework")
+    from snapcell.agent_framework import AllowedDomain, ExecuteCodeTool
+    port, hits = server
+    t = ExecuteCodeTool(allowed_domains=[(f"127.0.0.1:{port}", "get")])
+    assert t.get_allowed_domains() == [AllowedDomain(f"127.0.0.1:{port}", ("GET",))]
+    code = ("import _socket, urllib.request, urllib.error\n"
+            f"info = _socket.getaddrinfo('127.0.0.1', {port}, _socket.AF_INET, _socket.SOCK_STREAM)\n"
+            "s = _socket.socket(_socket.AF_INET, _socket.SOCK_STREAM)\n"
+            "s.connect(info[0][4])\n"
+            "s.sendall(b'GET /raw HTTP/1.1\\r\\nHost: 127.0.0.1:" + str(port) + "\\r\\n"
+            "Connection: close\\r\\n\\r\\n')\n"
+            "print(s.recv(12))\n"
+            "try:\n"
+            f"    urllib.request.urlopen('http://127.0.0.1:{port}/', data=b'x')\n"
+            "except urllib.error.HTTPError as e:\n"
+            "    print(e.code)\n")
+    out = asyncio.run(t.invoke(arguments={"code": code}))
+    assert [c.text for c in out if c.type == "text"] == ["b'HTTP/1.1 200'\n403\n"]
+    assert [p for p, _ in hits] == ["/raw"]
