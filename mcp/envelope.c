@@ -175,14 +175,35 @@ static char *base64_decode(const char *in, size_t len)
 	return out;
 }
 
+/* A header value without the optional whitespace around it (RFC 9110 5.5: a proxy may keep
+ * it, the value excludes it); *len is the length left. */
+static const char *trim(const char *v, size_t *len)
+{
+	while (*v == ' ' || *v == '\t')
+		v++;
+	size_t n = strlen(v);
+	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	*len = n;
+	return v;
+}
+
+static bool header_is(const char *header, const char *value, size_t value_len)
+{
+	size_t len;
+	header = header ? trim(header, &len) : NULL;
+	return header && len == value_len && !memcmp(header, value, len);
+}
+
 /* Whether a Mcp-Name header value names body: verbatim, or as =?base64?...?= of its UTF-8. */
 static bool name_matches(const char *header, const json_t *body)
 {
 	if (!header || !json_is_string(body))
 		return false;
-	size_t len = strlen(header);
-	if (len < 11 || strncmp(header, "=?base64?", 9) || strcmp(header + len - 2, "?="))
-		return !strcmp(header, json_string_value(body));
+	size_t len;
+	header = trim(header, &len);
+	if (len < 11 || strncmp(header, "=?base64?", 9) || strncmp(header + len - 2, "?=", 2))
+		return header_is(header, json_string_value(body), json_string_length(body));
 	char *decoded = base64_decode(header + 9, len - 11);
 	bool same = decoded && strlen(decoded) == json_string_length(body) &&
 		    !strcmp(decoded, json_string_value(body));
@@ -213,11 +234,11 @@ static const char *header_mismatch(const struct mcp_message *msg, const struct m
 {
 	if (h->repeated)
 		return "Header mismatch: a routing header appears more than once";
-	if (!h->protocol_version || !json_is_string(version) ||
-	    strcmp(h->protocol_version, json_string_value(version)))
+	if (!json_is_string(version) || !header_is(h->protocol_version, json_string_value(version),
+						   json_string_length(version)))
 		return "Header mismatch: MCP-Protocol-Version does not match "
 		       "_meta[\"" META_VERSION "\"]";
-	if (!h->method || strcmp(h->method, msg->method))
+	if (!header_is(h->method, msg->method, strlen(msg->method)))
 		return "Header mismatch: Mcp-Method does not match the method";
 	const char *field = name_field(msg->method);
 	json_t *body = field ? json_object_get(msg->params, field) : NULL;
@@ -231,8 +252,14 @@ int mcp_envelope_era(struct mcp_message *msg, const struct mcp_headers *headers,
 	*error = NULL;
 	json_t *meta = json_object_get(msg->params, "_meta");
 	json_t *version = json_object_get(meta, META_VERSION);
-	const char *header = headers ? headers->protocol_version : NULL;
-	bool header_unknown = header && !mcp_version_supported(header);
+	size_t n = 0;
+	const char *raw = headers ? headers->protocol_version : NULL;
+	char header[64] = "";
+	if (raw && (raw = trim(raw, &n)) && n < sizeof(header))
+		memcpy(header, raw, n), header[n] = 0;
+	else if (raw)
+		strcpy(header, "(too long)");
+	bool header_unknown = raw && !mcp_version_supported(header);
 	msg->era = version || header_unknown ? MCP_ERA_MODERN : MCP_ERA_LEGACY;
 	if (msg->era == MCP_ERA_LEGACY)
 		return 0;

@@ -203,12 +203,13 @@ static json_t *cacheable(json_t *result)
 }
 
 /* server/discover: no listChanged (the list never changes, and there is no
- * subscriptions/listen to send it on). */
+ * subscriptions/listen to send it on). supportedVersions names the handshake-era versions
+ * too (reached through initialize), as the -32022 error's list does: a dual-era client
+ * whose stateless versions are not ours still learns it can fall back. */
 static json_t *discover_result(const struct mcp_server *srv)
 {
-	return cacheable(json_pack("{s:o, s:{s:{}}, s:s}", "supportedVersions",
-				   json_pack("[s]", MCP_MODERN_VERSION), "capabilities", "tools",
-				   "instructions", srv->instructions));
+	return cacheable(json_pack("{s:o, s:{s:{}}, s:s}", "supportedVersions", mcp_versions_json(),
+				   "capabilities", "tools", "instructions", srv->instructions));
 }
 
 static void call_free(struct call *c)
@@ -261,18 +262,26 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* The code argument, or a message saying what is wrong with the call. */
-static const char *call_code(const json_t *params, size_t *len)
+/* The code argument, or NULL with *why saying what is wrong with the call: a protocol error
+ * (an unknown tool, arguments that are not an object: the CallToolRequest schema) or, with
+ * *input set, a bad argument, which the spec answers as a tool execution error the model can
+ * correct. */
+static const char *call_code(const json_t *params, size_t *len, const char **why, bool *input)
 {
 	const char *name = json_string_value(json_object_get(params, "name"));
 	json_t *args = json_object_get(params, "arguments");
-	if (!name)
-		return NULL;
-	if (strcmp(name, "execute_code") || !json_is_object(args))
-		return NULL;
+	*input = false;
+	if (!name || strcmp(name, "execute_code"))
+		return *why = "Invalid params: unknown tool (the one tool is execute_code)", NULL;
+	if (args && !json_is_null(args) && !json_is_object(args))
+		return *why = "Invalid params: arguments must be an object", NULL;
 	json_t *code = json_object_get(args, "code");
-	if (!json_is_string(code))
-		return NULL;
+	if (!json_is_string(code)) {
+		*input = true;
+		return *why = "execute_code needs the argument code, a string of Python source; "
+			      "nothing was run",
+		       NULL;
+	}
 	*len = json_string_length(code);
 	return json_string_value(code);
 }
@@ -323,15 +332,15 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 		       bool sync)
 {
 	size_t len = 0;
-	const char *code = call_code(msg->params, &len);
+	const char *why = NULL;
+	bool input = false;
+	const char *code = call_code(msg->params, &len, &why, &input);
 	if (!code) {
-		const char *name = json_string_value(json_object_get(msg->params, "name"));
-		reply(sink, mcp_error(msg->id, MCP_INVALID_PARAMS,
-				      name && strcmp(name, "execute_code")
-					      ? "Invalid params: unknown tool (the one tool is "
-						"execute_code)"
-					      : "Invalid params: execute_code needs arguments "
-						"{\"code\": string}"));
+		reply(sink,
+		      input ? mcp_response(msg->id,
+					   complete(mcp_error_result("invalid-arguments", why),
+						    msg->era == MCP_ERA_MODERN))
+			    : mcp_error(msg->id, MCP_INVALID_PARAMS, why));
 		return;
 	}
 	struct call *c = call_new(srv, msg, sink, code, len);
