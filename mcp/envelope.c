@@ -1,8 +1,48 @@
 /* JSON-RPC 2.0 envelopes for MCP: what a message must look like before any method sees it,
- * and the shape of the answers. It knows no MCP method; server.c does. */
+ * which protocol era a request is in (and, for the stateless one, its _meta fields and HTTP
+ * headers), and the shape of the answers. It dispatches no MCP method; server.c does. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mcp.h"
+
+#define META_VERSION	  "io.modelcontextprotocol/protocolVersion"
+#define META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
+
+static const char *const legacy_versions[] = {MCP_LEGACY_VERSION, "2025-06-18", "2025-03-26"};
+#define N_LEGACY (sizeof(legacy_versions) / sizeof(legacy_versions[0]))
+
+bool mcp_version_supported(const char *version)
+{
+	for (size_t i = 0; i < N_LEGACY; i++)
+		if (!strcmp(version, legacy_versions[i]))
+			return true;
+	return false;
+}
+
+const char *mcp_version_negotiate(const char *asked)
+{
+	for (size_t i = 0; asked && i < N_LEGACY; i++)
+		if (!strcmp(asked, legacy_versions[i]))
+			return legacy_versions[i];
+	return MCP_LEGACY_VERSION;
+}
+
+json_t *mcp_versions_json(void)
+{
+	json_t *all = json_pack("[s]", MCP_MODERN_VERSION);
+	for (size_t i = 0; i < N_LEGACY; i++)
+		json_array_append_new(all, json_string(legacy_versions[i]));
+	return all;
+}
+
+json_t *mcp_error_data(const json_t *id, int code, const char *message, json_t *data)
+{
+	json_t *e = mcp_error(id, code, message);
+	json_object_set_new(json_object_get(e, "error"), "data", data);
+	return e;
+}
 
 json_t *mcp_error(const json_t *id, int code, const char *message)
 {
@@ -97,4 +137,149 @@ int mcp_envelope_parse(const char *buf, size_t len, struct mcp_message *msg, jso
 				   rc == -2 ? MCP_INVALID_PARAMS : MCP_INVALID_REQUEST, why);
 	mcp_message_clear(msg);
 	return -1;
+}
+
+/* Strict base64 (RFC 4648, padded, canonical): an encoded Mcp-Name that decodes two ways
+ * could match a body it does not name. NULL when malformed; the caller frees. */
+static char *base64_decode(const char *in, size_t len)
+{
+	static const char alphabet[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	if (len % 4)
+		return NULL;
+	char *out = malloc(len / 4 * 3 + 1);
+	size_t n = 0;
+	for (size_t i = 0; out && i < len; i += 4) {
+		unsigned v = 0, pad = 0;
+		for (size_t j = 0; j < 4; j++) {
+			const char *at = in[i + j] ? strchr(alphabet, in[i + j]) : NULL;
+			if (in[i + j] == '=' && i + 4 == len &&
+			    (j == 3 || (j == 2 && in[i + 3] == '=')))
+				pad++;
+			else if (!at || pad)
+				return free(out), NULL;
+			v = v << 6 | (at ? (unsigned)(at - alphabet) : 0);
+		}
+		if ((pad == 1 && (v & 0xff)) || (pad == 2 && (v & 0xffff)))
+			return free(out), NULL; /* non-zero bits after the last byte */
+		out[n++] = (char)(v >> 16);
+		if (pad < 2)
+			out[n++] = (char)(v >> 8);
+		if (pad < 1)
+			out[n++] = (char)v;
+	}
+	if (out)
+		out[n] = 0;
+	if (out && memchr(out, 0, n))
+		return free(out), NULL;
+	return out;
+}
+
+/* A header value without the optional whitespace around it (RFC 9110 5.5: a proxy may keep
+ * it, the value excludes it); *len is the length left. */
+static const char *trim(const char *v, size_t *len)
+{
+	while (*v == ' ' || *v == '\t')
+		v++;
+	size_t n = strlen(v);
+	while (n && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	*len = n;
+	return v;
+}
+
+static bool header_is(const char *header, const char *value, size_t value_len)
+{
+	size_t len;
+	header = header ? trim(header, &len) : NULL;
+	return header && len == value_len && !memcmp(header, value, len);
+}
+
+/* Whether a Mcp-Name header value names body: verbatim, or as =?base64?...?= of its UTF-8. */
+static bool name_matches(const char *header, const json_t *body)
+{
+	if (!header || !json_is_string(body))
+		return false;
+	size_t len;
+	header = trim(header, &len);
+	if (len < 11 || strncmp(header, "=?base64?", 9) || strncmp(header + len - 2, "?=", 2))
+		return header_is(header, json_string_value(body), json_string_length(body));
+	char *decoded = base64_decode(header + 9, len - 11);
+	bool same = decoded && strlen(decoded) == json_string_length(body) &&
+		    !strcmp(decoded, json_string_value(body));
+	free(decoded);
+	return same;
+}
+
+/* The body field each method mirrors into Mcp-Name (streamable-http, "Standard Request
+ * Headers"): transport knowledge, the same for every server. */
+static const char *name_field(const char *method)
+{
+	if (!strcmp(method, "tools/call") || !strcmp(method, "prompts/get"))
+		return "name";
+	return !strcmp(method, "resources/read") ? "uri" : NULL;
+}
+
+static json_t *unsupported(const struct mcp_message *msg, const char *requested)
+{
+	json_t *data =
+		json_pack("{s:o, s:s}", "supported", mcp_versions_json(), "requested", requested);
+	return mcp_error_data(msg->id, MCP_UNSUPPORTED_VERSION, "Unsupported protocol version",
+			      data);
+}
+
+/* The headers against the body; NULL when they agree, else why not. */
+static const char *header_mismatch(const struct mcp_message *msg, const struct mcp_headers *h,
+				   const json_t *version)
+{
+	if (h->repeated)
+		return "Header mismatch: a routing header appears more than once";
+	if (!json_is_string(version) || !header_is(h->protocol_version, json_string_value(version),
+						   json_string_length(version)))
+		return "Header mismatch: MCP-Protocol-Version does not match "
+		       "_meta[\"" META_VERSION "\"]";
+	if (!header_is(h->method, msg->method, strlen(msg->method)))
+		return "Header mismatch: Mcp-Method does not match the method";
+	const char *field = name_field(msg->method);
+	json_t *body = field ? json_object_get(msg->params, field) : NULL;
+	if (body && !json_is_null(body) && !name_matches(h->name, body))
+		return "Header mismatch: Mcp-Name does not match the params";
+	return NULL;
+}
+
+int mcp_envelope_era(struct mcp_message *msg, const struct mcp_headers *headers, json_t **error)
+{
+	*error = NULL;
+	json_t *meta = json_object_get(msg->params, "_meta");
+	json_t *version = json_object_get(meta, META_VERSION);
+	size_t n = 0;
+	const char *raw = headers ? headers->protocol_version : NULL;
+	char header[64] = "";
+	if (raw && (raw = trim(raw, &n)) && n < sizeof(header))
+		memcpy(header, raw, n), header[n] = 0;
+	else if (raw)
+		strcpy(header, "(too long)");
+	bool header_unknown = raw && !mcp_version_supported(header);
+	msg->era = version || header_unknown ? MCP_ERA_MODERN : MCP_ERA_LEGACY;
+	if (msg->era == MCP_ERA_LEGACY)
+		return 0;
+	bool unknown = header_unknown && strcmp(header, MCP_MODERN_VERSION);
+	if (!version || !json_is_object(json_object_get(meta, META_CAPABILITIES))) {
+		/* An unknown version in the header says more than the missing fields do. */
+		*error = unknown ? unsupported(msg, header)
+				 : mcp_error(msg->id, MCP_INVALID_PARAMS,
+					     "Invalid params: _meta needs \"" META_VERSION
+					     "\" (a string) and \"" META_CAPABILITIES
+					     "\" (an object)");
+		return -1;
+	}
+	const char *why = headers ? header_mismatch(msg, headers, version) : NULL;
+	if (why)
+		*error = mcp_error(msg->id, MCP_HEADER_MISMATCH, why);
+	else if (!json_is_string(version))
+		*error = mcp_error(msg->id, MCP_INVALID_PARAMS,
+				   "Invalid params: _meta[\"" META_VERSION "\"] must be a string");
+	else if (strcmp(json_string_value(version), MCP_MODERN_VERSION))
+		*error = unsupported(msg, json_string_value(version));
+	return *error ? -1 : 0;
 }

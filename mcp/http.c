@@ -1,12 +1,16 @@
 /* The Streamable HTTP transport (libmicrohttpd): one endpoint, /mcp, one POST per message,
  * 202 for notifications, JSON responses for requests and an SSE stream for a tools/call that
- * asked for progress. Host and Origin are checked against DNS rebinding (403), a bearer token
- * is optional. A thread per connection runs its request to the end, so a tools/call answers
- * in its own response. No GET stream, no sessions, no resumption. */
+ * asked for progress or came in the stateless era (closing it cancels the run). Host and
+ * Origin are checked against DNS rebinding (403), a bearer token is optional; stateless
+ * requests have their MCP-Protocol-Version, Mcp-Method and Mcp-Name headers checked against
+ * the body, and their errors carry the revision's HTTP statuses. A thread per connection runs
+ * its request to the end, so a tools/call answers in its own response. No GET stream, no
+ * sessions, no resumption. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +24,9 @@
  * or stalled connections cannot hold every slot. A run in progress does not count: its thread
  * is in our handler, not waiting on the socket. */
 #define IDLE_TIMEOUT 15
+/* An SSE stream with nothing to say sends a comment this often: a client that went away is
+ * noticed by the failed write (its run is cancelled), and proxies do not time it out. */
+#define KEEPALIVE_S 1
 
 struct http {
 	struct mcp_server *srv;
@@ -39,6 +46,8 @@ struct sse {
 	char *pending; /* events not yet written */
 	size_t len, off;
 	bool answered, closed;
+	bool notified; /* a notification was queued: the stream has begun */
+	json_t *early; /* the answer, kept while no notification came before it */
 	int refs;
 };
 
@@ -75,6 +84,7 @@ static void sse_unref(struct sse *s)
 		return;
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->ready);
+	json_decref(s->early);
 	free(s->pending);
 	free(s);
 }
@@ -94,13 +104,16 @@ static int sse_send(struct mcp_sink *sink, json_t *msg)
 	struct sse *s = (struct sse *)sink;
 	bool answer = !json_object_get(msg, "method");
 	char *text = json_dumps(msg, JSON_COMPACT);
-	json_decref(msg);
 	pthread_mutex_lock(&s->lock);
 	if (text && !s->closed)
 		sse_queue(s, text);
+	s->notified |= !answer;
+	if (answer && !s->notified)
+		s->early = json_incref(msg);
 	s->answered |= answer;
 	pthread_cond_signal(&s->ready);
 	pthread_mutex_unlock(&s->lock);
+	json_decref(msg);
 	free(text);
 	if (answer)
 		sse_unref(s);
@@ -111,8 +124,18 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct sse *s = cls;
 	pthread_mutex_lock(&s->lock);
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += KEEPALIVE_S;
 	while (s->off == s->len && !s->answered)
-		pthread_cond_wait(&s->ready, &s->lock);
+		if (pthread_cond_timedwait(&s->ready, &s->lock, &until) == ETIMEDOUT &&
+		    s->off == s->len && !s->answered) {
+			pthread_mutex_unlock(&s->lock);
+			static const char comment[] = ": keep-alive\n\n";
+			size_t take = sizeof(comment) - 1 < max ? sizeof(comment) - 1 : max;
+			memcpy(buf, comment, take);
+			return (ssize_t)take;
+		}
 	ssize_t n = MHD_CONTENT_READER_END_OF_STREAM;
 	if (s->off < s->len) {
 		size_t take = s->len - s->off < max ? s->len - s->off : max;
@@ -140,14 +163,41 @@ static void sse_free(void *cls)
 	sse_unref(s);
 }
 
-/* A stream only where it carries something: a tools/call with a progress token from a
- * client that accepts one. */
+/* A stream only for a tools/call from a client that accepts one, and only where it carries
+ * something: progress, or in the stateless era the cancellation (the revision has no
+ * notifications/cancelled over HTTP: closing the stream is the signal, noticed through the
+ * keep-alives). */
 static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg)
 {
 	const char *accept = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Accept");
 	return accept && strstr(accept, "text/event-stream") &&
 	       !strcmp(msg->method, "tools/call") &&
-	       json_object_get(json_object_get(msg->params, "_meta"), "progressToken");
+	       (msg->era == MCP_ERA_MODERN ||
+		json_object_get(json_object_get(msg->params, "_meta"), "progressToken"));
+}
+
+static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body);
+
+/* The HTTP status of an answer: the stateless revision gives errors their own (400 for a
+ * malformed or mismatched request or an unsupported version, 404 for an unknown method);
+ * the handshake era answers every request with 200. */
+static unsigned answer_status(const json_t *answer, enum mcp_era era)
+{
+	json_t *code = json_object_get(json_object_get(answer, "error"), "code");
+	if (era != MCP_ERA_MODERN || !code)
+		return MHD_HTTP_OK;
+	switch (json_integer_value(code)) {
+	case MCP_METHOD_NOT_FOUND:
+		return MHD_HTTP_NOT_FOUND;
+	case MCP_PARSE_ERROR:
+	case MCP_INVALID_REQUEST:
+	case MCP_INVALID_PARAMS:
+	case MCP_HEADER_MISMATCH:
+	case MCP_UNSUPPORTED_VERSION:
+		return MHD_HTTP_BAD_REQUEST;
+	default:
+		return MHD_HTTP_OK;
+	}
 }
 
 static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct mcp_message *msg)
@@ -157,18 +207,22 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){{sse_send, true},
-			  h->srv,
-			  PTHREAD_MUTEX_INITIALIZER,
-			  PTHREAD_COND_INITIALIZER,
-			  NULL,
-			  0,
-			  0,
-			  false,
-			  false,
-			  2};
+	*s = (struct sse){.sink = {sse_send, true},
+			  .srv = h->srv,
+			  .lock = PTHREAD_MUTEX_INITIALIZER,
+			  .ready = PTHREAD_COND_INITIALIZER,
+			  .refs = 2};
+	enum mcp_era era = msg->era;
 	mcp_server_handle(h->srv, msg, &s->sink, false);
 	mcp_message_clear(msg);
+	/* Answered at once (bad params, busy): a plain response, with its own status. */
+	pthread_mutex_lock(&s->lock);
+	json_t *early = s->answered && !s->notified ? json_incref(s->early) : NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (early) {
+		sse_unref(s);
+		return respond(con, answer_status(early, era), early);
+	}
 	struct MHD_Response *r =
 		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, sse_read, s, sse_free);
 	if (!r) {
@@ -177,6 +231,7 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 	}
 	MHD_add_response_header(r, "Content-Type", "text/event-stream");
 	MHD_add_response_header(r, "Cache-Control", "no-cache");
+	MHD_add_response_header(r, "X-Accel-Buffering", "no");
 	enum MHD_Result rc = MHD_queue_response(con, MHD_HTTP_OK, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -295,34 +350,77 @@ static void keep(struct upload *u, const char *data, size_t n)
 	u->len += n;
 }
 
+/* Counts the routing headers: a repeated one could be read differently by a proxy that
+ * routes on its first copy and a server that reads its last. */
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
+				    const char *value)
+{
+	static const char *const routing[] = {"MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"};
+	unsigned *seen = cls;
+	for (size_t i = 0; i < 3; i++)
+		if (!strcasecmp(key, routing[i]))
+			seen[i]++;
+	return MHD_YES;
+}
+
+static struct mcp_headers routing_headers(struct MHD_Connection *con)
+{
+	unsigned seen[3] = {0};
+	MHD_get_connection_values(con, MHD_HEADER_KIND, count_header, seen);
+	return (struct mcp_headers){
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "MCP-Protocol-Version"),
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Mcp-Method"),
+		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Mcp-Name"),
+		seen[0] > 1 || seen[1] > 1 || seen[2] > 1};
+}
+
+/* A notification is accepted (202) unless its version header names no revision we speak;
+ * 2026-07-28 defines no client notifications over HTTP, so it needs no other check. */
+static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
+			      const struct mcp_headers *hdr)
+{
+	const char *v = hdr->protocol_version;
+	enum MHD_Result rc;
+	if (v && !mcp_version_supported(v) && strcmp(v, MCP_MODERN_VERSION)) {
+		json_t *data =
+			json_pack("{s:o, s:s}", "supported", mcp_versions_json(), "requested", v);
+		rc = respond(con, MHD_HTTP_BAD_REQUEST,
+			     mcp_error_data(NULL, MCP_UNSUPPORTED_VERSION,
+					    "Unsupported protocol version", data));
+	} else {
+		mcp_server_handle(h->srv, msg, NULL, true);
+		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
+	}
+	mcp_message_clear(msg);
+	return rc;
+}
+
 static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, struct upload *u)
 {
 	if (u->too_big)
 		return refuse(con, MHD_HTTP_CONTENT_TOO_LARGE, MCP_INVALID_REQUEST,
 			      "Invalid Request: message too large");
-	const char *version =
-		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "MCP-Protocol-Version");
-	if (version && !mcp_version_supported(version))
-		return refuse(con, MHD_HTTP_BAD_REQUEST, MCP_INVALID_REQUEST,
-			      "Invalid Request: unsupported MCP-Protocol-Version");
+	struct mcp_headers hdr = routing_headers(con);
 	struct mcp_message msg;
 	json_t *error;
 	if (mcp_envelope_parse(u->buf ? u->buf : "", u->len, &msg, &error) < 0)
 		return error ? respond(con, MHD_HTTP_BAD_REQUEST, error)
 			     : respond(con, MHD_HTTP_ACCEPTED, NULL);
-	if (msg.kind != MCP_REQUEST) {
-		mcp_server_handle(h->srv, &msg, NULL, true);
+	if (msg.kind != MCP_REQUEST)
+		return notify(h, con, &msg, &hdr);
+	if (mcp_envelope_era(&msg, &hdr, &error) < 0) {
 		mcp_message_clear(&msg);
-		return respond(con, MHD_HTTP_ACCEPTED, NULL);
+		return respond(con, MHD_HTTP_BAD_REQUEST, error);
 	}
 	if (wants_stream(con, &msg))
 		return stream(h, con, &msg);
+	enum mcp_era era = msg.era;
 	struct http_sink sink = {{http_send, true}, NULL};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	if (!sink.answer)
 		sink.answer = mcp_error(NULL, MCP_INTERNAL_ERROR, "Internal error: no answer");
-	return respond(con, MHD_HTTP_OK, sink.answer);
+	return respond(con, answer_status(sink.answer, era), sink.answer);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,

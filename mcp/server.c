@@ -1,7 +1,9 @@
-/* The handshake-era MCP methods (2025-11-25, also answering 2025-06-18 and 2025-03-26
- * clients) for a server with one tool, execute_code. Runs happen on worker threads so the
- * transport keeps reading (cancellation arrives while a run is in progress); a ticker thread
- * sends progress for runs past a second. It is not the stateless 2026-07-28 revision. */
+/* The MCP methods for a server with one tool, execute_code, in both eras, chosen per request:
+ * the handshake era (2025-11-25, also answering 2025-06-18 and 2025-03-26 clients: initialize,
+ * ping, tools/list, tools/call) and the stateless 2026-07-28 revision (server/discover,
+ * tools/list, tools/call; every result with resultType and serverInfo, lists with cache
+ * hints). Runs happen on worker threads so the transport keeps reading (cancellation arrives
+ * while a run is in progress); a ticker thread sends progress for runs past a second. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
@@ -12,12 +14,14 @@
 
 #include "mcp.h"
 
-#define LATEST_VERSION	  "2025-11-25"
 #define PROGRESS_FIRST_US 1000000u
 #define PROGRESS_EVERY_US 1000000u
 #define TICK_NS		  200000000L
-
-static const char *const versions[] = {LATEST_VERSION, "2025-06-18", "2025-03-26"};
+/* How long a stateless client may cache tools/list and server/discover. Both are fixed for
+ * the server's life (the config is read once); an hour bounds what a restart with another
+ * config leaves stale. The same for every caller (no per-user data), so "public". */
+#define CACHE_TTL_MS 3600000
+#define CACHE_SCOPE  "public"
 
 /* A tools/call in progress; it is on the server's list from its start until its answer. */
 struct call {
@@ -28,6 +32,7 @@ struct call {
 	size_t code_len;
 	struct snapcell_cancel *cancel;
 	bool cancelled;
+	bool modern; /* answer with the stateless revision's result fields */
 	uint64_t next_progress_us, start_us;
 	struct call *next;
 };
@@ -162,25 +167,49 @@ static json_t *tool_list(const struct mcp_server *srv)
 			 "code", "additionalProperties", 0);
 }
 
-bool mcp_version_supported(const char *version)
-{
-	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
-		if (!strcmp(version, versions[i]))
-			return true;
-	return false;
-}
-
 static json_t *initialize_result(struct mcp_server *srv, const json_t *params)
 {
 	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
-	const char *version = LATEST_VERSION;
-	for (size_t i = 0; asked && i < sizeof(versions) / sizeof(versions[0]); i++)
-		if (!strcmp(asked, versions[i]))
-			version = versions[i];
+	const char *version = mcp_version_negotiate(asked);
 	return json_pack("{s:s, s:{s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
 			 "capabilities", "tools", "serverInfo", "name", "snapcell", "title",
 			 "snapcell", "version", snapcell_version(), "instructions",
 			 srv->instructions);
+}
+
+/* A stateless-era result: resultType, and the server's identity in _meta (the revision has
+ * no handshake to give it once). Legacy results keep their 2025-11-25 shape. */
+static json_t *complete(json_t *result, bool modern)
+{
+	if (!modern || !result)
+		return result;
+	json_object_set_new(result, "resultType", json_string("complete"));
+	json_t *meta = json_object_get(result, "_meta");
+	if (!json_is_object(meta)) {
+		meta = json_object();
+		json_object_set_new(result, "_meta", meta);
+	}
+	json_object_set_new(
+		meta, "io.modelcontextprotocol/serverInfo",
+		json_pack("{s:s, s:s}", "name", "snapcell", "version", snapcell_version()));
+	return result;
+}
+
+static json_t *cacheable(json_t *result)
+{
+	json_object_set_new(result, "ttlMs", json_integer(CACHE_TTL_MS));
+	json_object_set_new(result, "cacheScope", json_string(CACHE_SCOPE));
+	return complete(result, true);
+}
+
+/* server/discover: no listChanged (the list never changes, and there is no
+ * subscriptions/listen to send it on). supportedVersions names the handshake-era versions
+ * too (reached through initialize), as the -32022 error's list does: a dual-era client
+ * whose stateless versions are not ours still learns it can fall back. */
+static json_t *discover_result(const struct mcp_server *srv)
+{
+	return cacheable(json_pack("{s:o, s:{s:{}}, s:s}", "supportedVersions", mcp_versions_json(),
+				   "capabilities", "tools", "instructions", srv->instructions));
 }
 
 static void call_free(struct call *c)
@@ -214,7 +243,7 @@ static void run_call(struct call *c)
 	/* The client gave up on a cancelled request: the spec says not to answer it, except
 	 * that an HTTP response must say something. */
 	if (!cancelled)
-		reply(c->sink, mcp_response(c->id, result));
+		reply(c->sink, mcp_response(c->id, complete(result, c->modern)));
 	else if (c->sink->must_answer)
 		reply(c->sink, mcp_error(c->id, MCP_REQUEST_CANCELLED, "Request cancelled"));
 	if (cancelled)
@@ -233,18 +262,26 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
-/* The code argument, or a message saying what is wrong with the call. */
-static const char *call_code(const json_t *params, size_t *len)
+/* The code argument, or NULL with *why saying what is wrong with the call: a protocol error
+ * (an unknown tool, arguments that are not an object: the CallToolRequest schema) or, with
+ * *input set, a bad argument, which the spec answers as a tool execution error the model can
+ * correct. */
+static const char *call_code(const json_t *params, size_t *len, const char **why, bool *input)
 {
 	const char *name = json_string_value(json_object_get(params, "name"));
 	json_t *args = json_object_get(params, "arguments");
-	if (!name)
-		return NULL;
-	if (strcmp(name, "execute_code") || !json_is_object(args))
-		return NULL;
+	*input = false;
+	if (!name || strcmp(name, "execute_code"))
+		return *why = "Invalid params: unknown tool (the one tool is execute_code)", NULL;
+	if (args && !json_is_null(args) && !json_is_object(args))
+		return *why = "Invalid params: arguments must be an object", NULL;
 	json_t *code = json_object_get(args, "code");
-	if (!json_is_string(code))
-		return NULL;
+	if (!json_is_string(code)) {
+		*input = true;
+		return *why = "execute_code needs the argument code, a string of Python source; "
+			      "nothing was run",
+		       NULL;
+	}
 	*len = json_string_length(code);
 	return json_string_value(code);
 }
@@ -258,6 +295,7 @@ static struct call *call_new(struct mcp_server *srv, const struct mcp_message *m
 	c->srv = srv;
 	c->sink = sink;
 	c->id = json_deep_copy(msg->id);
+	c->modern = msg->era == MCP_ERA_MODERN;
 	json_t *token = json_object_get(json_object_get(msg->params, "_meta"), "progressToken");
 	if (json_is_string(token) || json_is_integer(token))
 		c->progress_token = json_deep_copy(token);
@@ -294,15 +332,15 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 		       bool sync)
 {
 	size_t len = 0;
-	const char *code = call_code(msg->params, &len);
+	const char *why = NULL;
+	bool input = false;
+	const char *code = call_code(msg->params, &len, &why, &input);
 	if (!code) {
-		const char *name = json_string_value(json_object_get(msg->params, "name"));
-		reply(sink, mcp_error(msg->id, MCP_INVALID_PARAMS,
-				      name && strcmp(name, "execute_code")
-					      ? "Invalid params: unknown tool (the one tool is "
-						"execute_code)"
-					      : "Invalid params: execute_code needs arguments "
-						"{\"code\": string}"));
+		reply(sink,
+		      input ? mcp_response(msg->id,
+					   complete(mcp_error_result("invalid-arguments", why),
+						    msg->era == MCP_ERA_MODERN))
+			    : mcp_error(msg->id, MCP_INVALID_PARAMS, why));
 		return;
 	}
 	struct call *c = call_new(srv, msg, sink, code, len);
@@ -317,7 +355,8 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 			 "snapcell is busy: %u runs are in progress, the most this server allows; "
 			 "try again when one has finished",
 			 srv->opts.max_runs);
-		reply(sink, mcp_response(msg->id, mcp_error_result("busy", text)));
+		reply(sink,
+		      mcp_response(msg->id, complete(mcp_error_result("busy", text), c->modern)));
 		call_free(c);
 		return;
 	}
@@ -369,6 +408,33 @@ static bool needs_session(const struct mcp_server *srv, const char *method)
 	       (!strcmp(method, "tools/list") || !strcmp(method, "tools/call"));
 }
 
+static void tools_list(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink)
+{
+	json_t *cursor = json_object_get(msg->params, "cursor");
+	if (cursor && !json_is_null(cursor)) {
+		reply(sink,
+		      mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: unknown cursor"));
+		return;
+	}
+	json_t *list = tool_list(srv);
+	reply(sink, mcp_response(msg->id, msg->era == MCP_ERA_MODERN ? cacheable(list) : list));
+}
+
+/* The stateless revision: no initialize or ping (removed), no session to wait for. */
+static void handle_modern(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
+			  bool sync)
+{
+	const char *m = msg->method;
+	if (!strcmp(m, "server/discover"))
+		reply(sink, mcp_response(msg->id, discover_result(srv)));
+	else if (!strcmp(m, "tools/list"))
+		tools_list(srv, msg, sink);
+	else if (!strcmp(m, "tools/call"))
+		tools_call(srv, msg, sink, sync);
+	else
+		reply(sink, mcp_error(msg->id, MCP_METHOD_NOT_FOUND, "Method not found"));
+}
+
 void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
 		       bool sync)
 {
@@ -376,6 +442,10 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		return; /* we send no requests, so there is nothing to match it with */
 	if (msg->kind == MCP_NOTIFICATION) {
 		notification(srv, msg);
+		return;
+	}
+	if (msg->era == MCP_ERA_MODERN) {
+		handle_modern(srv, msg, sink, sync);
 		return;
 	}
 	const char *m = msg->method;
@@ -390,11 +460,7 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 	} else if (!strcmp(m, "ping")) {
 		reply(sink, mcp_response(msg->id, json_object()));
 	} else if (!strcmp(m, "tools/list")) {
-		json_t *cursor = json_object_get(msg->params, "cursor");
-		reply(sink, cursor && !json_is_null(cursor)
-				    ? mcp_error(msg->id, MCP_INVALID_PARAMS,
-						"Invalid params: unknown cursor")
-				    : mcp_response(msg->id, tool_list(srv)));
+		tools_list(srv, msg, sink);
 	} else if (!strcmp(m, "tools/call")) {
 		tools_call(srv, msg, sink, sync);
 	} else {

@@ -79,6 +79,11 @@ static void handle_line(struct mcp_server *srv, struct mcp_sink *sink, const cha
 			sink->send(sink, error);
 		return;
 	}
+	if (msg.kind == MCP_REQUEST && mcp_envelope_era(&msg, NULL, &error) < 0) {
+		sink->send(sink, error);
+		mcp_message_clear(&msg);
+		return;
+	}
 	mcp_server_handle(srv, &msg, sink, false);
 	mcp_message_clear(&msg);
 }

@@ -91,10 +91,18 @@ def test_calls_before_initialize(stdio):
 
 def test_wrong_params(stdio):
     stdio.initialize()
-    for params in ({"name": "execute_code", "arguments": {"code": 3}},
-                   {"name": "execute_code"}, {"name": "other", "arguments": {"code": "1"}}):
+    # Protocol errors: an unknown tool, arguments that break the CallToolRequest schema.
+    for params in ({"name": "other", "arguments": {"code": "1"}},
+                   {"name": "execute_code", "arguments": [1]}):
         reply = stdio.ask({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params})
         assert reply["error"]["code"] == -32602, params
+    # A bad argument is a tool execution error the model can correct (2025-11-25 on).
+    for params in ({"name": "execute_code", "arguments": {"code": 3}}, {"name": "execute_code"}):
+        reply = stdio.ask({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params})
+        result = reply["result"]
+        assert result["isError"] is True and "code" in result["content"][0]["text"], params
+        assert result["_meta"]["snapcell/run"]["status"] == "invalid-arguments"
+        assert "resultType" not in result  # the handshake era keeps its shape
 
 
 def test_versions_and_capabilities(stdio):
@@ -297,7 +305,7 @@ def test_http_stream_client_disappears_mid_run(http_server):
     assert response.status == 200
     assert response.getheader("Content-Type") == "text/event-stream"
     assert wait_for(big_cells, 20)
-    assert b"notifications/progress" in response.read(80)
+    assert b"notifications/progress" in response.read(200)  # after keep-alive comments, if any
     conn.sock.close()
     conn.close()
     # The next progress write fails; the run is cancelled and its cell killed.

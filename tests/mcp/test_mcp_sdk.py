@@ -1,6 +1,7 @@
 """The official Python MCP SDK client (mcp==2.3.0, requirements-dev.txt) against snapcell mcp,
 over stdio and Streamable HTTP, in the handshake-only mode="legacy" and the default
-mode="auto" (which probes server/discover first and must fall back at once)."""
+mode="auto" (which probes server/discover first and so speaks the stateless 2026-07-28
+revision with this server)."""
 import asyncio
 import base64
 
@@ -33,6 +34,17 @@ def run(coro):
 
 def texts(result):
     return [c.text for c in result.content if c.type == "text"]
+
+
+def test_era_negotiated(transport, mode):
+    async def go():
+        async with Client(transport, mode=mode) as client:
+            return client.protocol_version, client.server_info, client.instructions
+
+    version, info, instructions = run(go())
+    assert version == ("2026-07-28" if mode == "auto" else "2025-11-25")
+    assert info.name == "snapcell"
+    assert "execute_code" in instructions
 
 
 def test_lists_execute_code(transport, mode):
