@@ -817,16 +817,22 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, uint6
 }
 
 /* The first bytes the cell sent, left in the socket: a TLS ClientHello's server name, or
- * not TLS. 1 with sni (empty when the hello has none), 0 not TLS, -1 nothing usable in time
- * (why filled). */
+ * not TLS. 1 with sni (empty when the hello has none), 0 not TLS, -1 nothing usable within
+ * the connect timeout (why filled). */
 static int peek_hello(struct sc_gate_cell *c, int fd, char *sni, size_t sni_len, char *why)
 {
 	uint8_t *buf = malloc(PEEK_MAX);
-	int rc = -1;
-	ssize_t n = 0;
+	int rc = -1, lowat = 1;
+	ssize_t n = 0, seen = 0;
+	uint64_t until = sc__deadline_ms(c->g->o.connect_timeout_ms), now;
 	sni[0] = 0;
-	while (buf && wait_for(c, fd, POLLIN, c->g->o.connect_timeout_ms) == 1) {
+	while (buf && (now = sc__now_us()) < until &&
+	       wait_for(c, fd, POLLIN, (until - now + 999) / 1000) == 1) {
 		n = recv(fd, buf, PEEK_MAX, MSG_PEEK | MSG_DONTWAIT);
+		if (n > 0 && n == seen) { /* woken with no new byte: the cell shut its side */
+			snprintf(why, WHY_LEN, "the code ended an incomplete TLS ClientHello");
+			break;
+		}
 		if (n <= 0)
 			break;
 		if (buf[0] != 0x16) {
@@ -834,12 +840,21 @@ static int peek_hello(struct sc_gate_cell *c, int fd, char *sni, size_t sni_len,
 			break;
 		}
 		int s = sc__tls_sni(buf, (size_t)n, sni, sni_len);
-		if (s == -EAGAIN && (size_t)n < PEEK_MAX)
+		if (s == -EAGAIN && (size_t)n < PEEK_MAX) {
+			/* Peeked bytes keep the socket readable: without a low-water mark past
+			 * them, a cell that sends half a hello would have this loop spin. */
+			seen = n, lowat = (int)n + 1;
+			setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 			continue;
+		}
 		rc = s >= 0 ? 1 : -1;
 		if (s < 0)
 			snprintf(why, WHY_LEN, "not a TLS ClientHello the gate can read");
 		break;
+	}
+	if (lowat != 1) {
+		lowat = 1;
+		setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 	}
 	if (rc == -1 && !why[0])
 		snprintf(why, WHY_LEN, n == 0 ? "the code closed the connection first"
