@@ -23,6 +23,10 @@
 #define DEFAULT_IDLE_TIMEOUT_MS	   30000
 #define DEFAULT_BODY_MAX_BYTES	   (16u << 20)
 #define PATH_MAX_BYTES		   8192 /* of a request's path, the part the rules see */
+/* Request bodies are held whole before they go upstream; all of a gate's connections share
+ * room for this many of the largest, so the host's memory does not grow with the number of
+ * connections a cell opens. */
+#define BODIES_HELD 4
 
 /* TEMPORARY until the entries v2 branch lands: sc__net_match_request (net.h) is defined by
  * entries.c there. Weak here so libsnapcell links without it; a missing matcher refuses
@@ -344,6 +348,8 @@ static const char *reason_phrase(int status)
 		return "Not Implemented";
 	case 502:
 		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
 	}
 	return "Error";
 }
@@ -382,10 +388,30 @@ static void consume(struct sc_http_io *io, size_t n)
 	io->in_len -= n;
 }
 
-/* Reads the request body into *out (NULL to discard), at most cap bytes. 0, -E2BIG, or
- * another negative code for a malformed body or failed I/O. *n_raw counts the bytes read. */
+/* Takes n bytes of the gate's room for request bodies: false when it is full. */
+static bool bodies_take(struct sc_http_gate *g, uint64_t n)
+{
+	pthread_mutex_lock(&g->lock);
+	bool ok = n <= BODIES_HELD * g->o.body_max_bytes - g->bodies_bytes;
+	if (ok)
+		g->bodies_bytes += n;
+	pthread_mutex_unlock(&g->lock);
+	return ok;
+}
+
+static void bodies_give(struct sc_http_gate *g, uint64_t n)
+{
+	pthread_mutex_lock(&g->lock);
+	g->bodies_bytes -= n;
+	pthread_mutex_unlock(&g->lock);
+}
+
+/* Reads the request body into *out (NULL to discard), at most cap bytes, taking its buffer
+ * from the gate's room for bodies (*held: what the caller gives back once the body is
+ * freed). 0, -E2BIG, -ENOSPC (no room), or another negative code for a malformed body or
+ * failed I/O. *n_raw counts the bytes read. */
 static int read_body(struct sc_http_io *io, const struct sc_http_request *r, char **out,
-		     uint64_t *len, uint64_t cap, uint64_t *n_raw)
+		     uint64_t *len, uint64_t cap, uint64_t *n_raw, uint64_t *held)
 {
 	struct sc_http_chunked st = {0};
 	uint64_t want = r->content_length, buf_cap = 0;
@@ -407,6 +433,11 @@ static int read_body(struct sc_http_io *io, const struct sc_http_request *r, cha
 			while (ncap - *len < avail)
 				ncap *= 2;
 			ncap = ncap > cap ? cap : ncap;
+			if (ncap > buf_cap && !bodies_take(io->g, ncap - buf_cap)) {
+				free(buf);
+				return -ENOSPC;
+			}
+			*held += ncap > buf_cap ? ncap - buf_cap : 0;
 			char *nb = ncap > buf_cap ? realloc(buf, ncap ? ncap : 1) : buf;
 			if (!nb) {
 				free(buf);
@@ -464,11 +495,11 @@ struct outcome {
 static void refuse_request(struct sc_http_io *io, const struct sc_http_request *r, int status,
 			   struct outcome *o)
 {
-	uint64_t len;
 	/* Read even when the connection ends: closing with the cell's bytes unread would reset
 	 * it, and the cell would lose the answer. */
-	bool read = !r->expect_continue &&
-		    read_body(io, r, NULL, &len, io->g->o.body_max_bytes, &o->rec.bytes_out) == 0;
+	uint64_t len, held = 0;
+	bool read = !r->expect_continue && read_body(io, r, NULL, &len, io->g->o.body_max_bytes,
+						     &o->rec.bytes_out, &held) == 0;
 	bool keep = r->keep_alive && read;
 	respond_error(io, status, o->rule, keep);
 	o->keep = keep;
@@ -478,7 +509,7 @@ static void serve_allowed(struct sc_http_io *io, const struct sc_http_request *r
 			  const struct sc_net_entry *e, struct outcome *o)
 {
 	char *body = NULL;
-	uint64_t body_len = 0;
+	uint64_t body_len = 0, held = 0;
 	bool has_body = r->chunked || r->content_length;
 	if (has_body && r->expect_continue) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -486,19 +517,24 @@ static void serve_allowed(struct sc_http_io *io, const struct sc_http_request *r
 			return;
 		io->bytes_in += sizeof(cont) - 1;
 	}
-	int rc = read_body(io, r, &body, &body_len, io->g->o.body_max_bytes, &o->rec.bytes_out);
+	int rc = read_body(io, r, &body, &body_len, io->g->o.body_max_bytes, &o->rec.bytes_out,
+			   &held);
 	if (rc) {
+		bodies_give(io->g, held);
 		snprintf(o->rule, sizeof(o->rule), "%s",
 			 rc == -E2BIG	 ? "request body over the gate's cap"
+			 : rc == -ENOSPC ? "the gate holds as many request bodies as it may; retry"
 			 : rc == -EINVAL ? "malformed chunked body"
 					 : "request body cut short");
-		if (rc == -E2BIG || rc == -EINVAL)
-			respond_error(io, rc == -E2BIG ? 413 : 400, o->rule, false);
+		int status = rc == -E2BIG ? 413 : rc == -ENOSPC ? 503 : rc == -EINVAL ? 400 : 0;
+		if (status)
+			respond_error(io, status, o->rule, false);
 		return;
 	}
 	struct sc_http_upstream_result res = {0};
 	sc__http_upstream(io, r, e, body, body_len, &res);
 	free(body);
+	bodies_give(io->g, held);
 	o->rec.allowed = true;
 	o->rec.header_added = e->n_headers > 0;
 	o->rec.status = res.status;
