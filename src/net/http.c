@@ -505,6 +505,26 @@ static void refuse_request(struct sc_http_io *io, const struct sc_http_request *
 	o->keep = keep;
 }
 
+static bool has_text(const char *s, uint64_t n, const char *text)
+{
+	size_t len = strlen(text);
+	for (uint64_t i = 0; i + len <= n; i++)
+		if (!strncasecmp(s + i, text, len))
+			return true;
+	return false;
+}
+
+/* A form body with a method-override field: the origin would serve another method than the
+ * one checked (Rack reads a POST without a Content-Type as a form too). */
+static bool body_overrides(const struct sc_http_request *r, const char *body, uint64_t len)
+{
+	const char *type = sc__http_field(r, "content-type");
+	if (!type || !strncasecmp(type, "application/x-www-form-urlencoded", 33))
+		return sc__http_form_overrides(body, (size_t)len);
+	return !strncasecmp(type, "multipart/form-data", 19) &&
+	       (has_text(body, len, "name=\"_method\"") || has_text(body, len, "name=_method"));
+}
+
 static void serve_allowed(struct sc_http_io *io, const struct sc_http_request *r,
 			  const struct sc_net_entry *e, struct outcome *o)
 {
@@ -529,6 +549,14 @@ static void serve_allowed(struct sc_http_io *io, const struct sc_http_request *r
 		int status = rc == -E2BIG ? 413 : rc == -ENOSPC ? 503 : rc == -EINVAL ? 400 : 0;
 		if (status)
 			respond_error(io, status, o->rule, false);
+		return;
+	}
+	if (body && body_overrides(r, body, body_len)) {
+		free(body);
+		bodies_give(io->g, held);
+		snprintf(o->rule, sizeof(o->rule), "method override (_method) is not allowed");
+		respond_error(io, 403, o->rule, r->keep_alive);
+		o->keep = r->keep_alive;
 		return;
 	}
 	struct sc_http_upstream_result res = {0};

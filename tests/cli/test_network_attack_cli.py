@@ -108,3 +108,31 @@ def test_request_bodies_the_gate_holds_share_a_bounded_room(run):
     assert 1 <= len(held) <= 4, [e["rule"] for e in requests]
     refused = [e for e in requests if "request bodies" in (e["rule"] or "")]
     assert len(refused) == 8 - len(held)
+
+
+OVERRIDES = """
+import urllib.request, urllib.error
+MP = b'--b\\r\\nContent-Disposition: form-data; name="_method"\\r\\n\\r\\nDELETE\\r\\n--b--\\r\\n'
+for what, path, body, ctype in (
+        ("form", "/v1/x", b"a=1&_method=DELETE", "application/x-www-form-urlencoded"),
+        ("upper case", "/v1/x", b"_Method=DELETE", "application/x-www-form-urlencoded"),
+        ("multipart", "/v1/x", MP, "multipart/form-data; boundary=b"),
+        ("encoded query", "/v1/x?%5Fmethod=DELETE", b"a=1", None),
+        ("php query", "/v1/x?a=1&.method=DELETE", b"a=1", None),
+        ("plain", "/v1/x?method=1", b"a=1&method=2&x_method=3", "application/x-www-form-urlencoded")):
+    req = urllib.request.Request("http://api.example.test" + path, data=body, method="POST")
+    if ctype:
+        req.add_header("Content-Type", ctype)
+    try:
+        print(what, urllib.request.urlopen(req).status)
+    except urllib.error.HTTPError as e:
+        print(what, e.code)
+"""
+
+
+def test_method_overrides_in_form_bodies_and_encoded_queries_are_refused(run):
+    # Rack and Symfony take _method from a POST's form body, and PHP decodes "%5Fmethod" and ".method" to "_method": an allowed POST
+    # would become a DELETE at the origin.
+    r = run(OVERRIDES, "--allow", "http://api.example.test/v1=POST")
+    assert lines(r) == ["form 403", "upper case 403", "multipart 403", "encoded query 403",
+                        "php query 403", "plain 200"]
