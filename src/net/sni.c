@@ -76,8 +76,7 @@ int sc__tls_sni(const uint8_t *buf, size_t len, char *out, size_t out_len)
 	    (version >> 8) != 3)
 		return -EPROTO;
 	size_t rec_len;
-	number(&rec, 2, &rec_len);
-	if (rec_len == 0 || rec_len > (1u << 14))
+	if (!number(&rec, 2, &rec_len) || rec_len == 0 || rec_len > (1u << 14))
 		return -EPROTO;
 	if (!take(&rec, rec_len, &body))
 		return -EAGAIN;
