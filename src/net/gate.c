@@ -850,9 +850,12 @@ static int read_hello(struct sc_gate_cell *c, int fd, struct hello *h, char *sni
 {
 	int rc = -1;
 	ssize_t n = 1;
+	uint64_t until = sc__deadline_ms(c->g->o.connect_timeout_ms), now;
 	sni[0] = 0;
 	h->len = 0;
-	while (n > 0 && wait_for(c, fd, POLLIN, c->g->o.connect_timeout_ms) == 1) {
+	/* One deadline for the whole hello, however it trickles in. */
+	while (n > 0 && (now = sc__now_us()) < until &&
+	       wait_for(c, fd, POLLIN, (until - now + 999) / 1000) == 1) {
 		if (h->len == 0) {
 			uint8_t first;
 			n = recv(fd, &first, 1, MSG_PEEK | MSG_DONTWAIT);

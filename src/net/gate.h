@@ -61,7 +61,8 @@ void sc__net_events_free(struct snapcell_result *res);
 
 /* sni.c: the server name of a TLS ClientHello at the start of buf. 1 with the name in out
  * (lower-cased), 0 when the hello has none, -EAGAIN when buf ends before the hello does,
- * -EPROTO when it is not a ClientHello or is malformed. */
+ * -EPROTO when it is not a ClientHello, is malformed, or could name another server to it
+ * (two names, or an Encrypted Client Hello, whose inner name the gate cannot read). */
 int sc__tls_sni(const uint8_t *buf, size_t len, char *out, size_t out_len);
 
 #endif

@@ -4,10 +4,11 @@
  * its TLS (if the first byte is a TLS handshake) is terminated with a certificate for host
  * issued by the sandbox's own certificate authority (which only this sandbox's cells trust),
  * each request is checked (method, path on segment boundaries, Host equal to host, no
- * CONNECT, TRACE, Upgrade, absolute-form targets, method-override headers, or conflicting
- * framing) and made upstream by the host with libcurl (certificates verified, connected to
- * the pinned address only, redirects not followed: the cell's client follows them through
- * the gate again), with the entry's headers added. Each request is one audit record. */
+ * CONNECT, TRACE, Upgrade, absolute-form targets, method overrides (headers, or _method in
+ * the query or a form body), or conflicting framing) and made upstream by the host with
+ * libcurl (certificates verified, connected to the pinned address only, redirects not
+ * followed: the cell's client follows them through the gate again), with the entry's headers
+ * added. Each request is one audit record. */
 #ifndef SC_NET_HTTP_H
 #define SC_NET_HTTP_H
 

@@ -16,6 +16,7 @@ struct sc_http_gate {
 	pthread_mutex_t lock;
 	pthread_cond_t drained;
 	size_t n_active;
+	uint64_t bodies_bytes; /* request bodies held for upstream now, all connections */
 };
 
 struct sc_http_io {

@@ -108,14 +108,9 @@ static int parse_target(const char *t, struct sc_http_refusal *ref)
 	size_t path_len = strcspn(t, "?");
 	if (path_ambiguous(t, path_len))
 		return refuse(ref, 400, "dot segments or encoded slashes in the path");
-	/* Rails-style overrides turn an allowed POST into DELETE at the origin. */
-	const char *q = t[path_len] ? t + path_len : NULL;
-	while (q) {
-		q++;
-		if (!strncasecmp(q, "_method=", 8))
-			return refuse(ref, 403, "method override (_method) is not allowed");
-		q = strchr(q, '&');
-	}
+	const char *q = t[path_len] ? t + path_len + 1 : NULL;
+	if (q && sc__http_form_overrides(q, strlen(q)))
+		return refuse(ref, 403, "method override (_method) is not allowed");
 	return 0;
 }
 
@@ -288,6 +283,31 @@ static int hexval(char c)
 	if (c >= 'A' && c <= 'F')
 		return c - 'A' + 10;
 	return -1;
+}
+
+/* Rails-style overrides turn an allowed POST into DELETE at the origin. A key is read as
+ * frameworks read it: percent-decoded, '+' a space, and (PHP) ' ', '.' and '[' as '_'. */
+bool sc__http_form_overrides(const char *s, size_t n)
+{
+	static const char want[] = "_method";
+	for (size_t i = 0; i < n; i++) {
+		size_t k = 0;
+		bool same = true;
+		for (; i < n && s[i] != '&' && s[i] != ';' && s[i] != '='; k++) {
+			char c = s[i++];
+			if (c == '%' && i + 1 < n && hexval(s[i]) >= 0 && hexval(s[i + 1]) >= 0)
+				c = (char)(hexval(s[i]) * 16 + hexval(s[i + 1])), i += 2;
+			c = c == '+' || c == ' ' || c == '.' || c == '['
+				    ? '_'
+				    : (char)tolower((unsigned char)c);
+			same = same && k < sizeof(want) - 1 && c == want[k];
+		}
+		if (same && k == sizeof(want) - 1)
+			return true;
+		while (i < n && s[i] != '&' && s[i] != ';')
+			i++;
+	}
+	return false;
 }
 
 /* One byte of a size line, a CRLF or a trailer line. */

@@ -52,6 +52,10 @@ int sc__http_parse_head(char *buf, size_t len, struct sc_http_request *r,
 /* The value of the first field named name (case-insensitive), or NULL. */
 const char *sc__http_field(const struct sc_http_request *r, const char *name);
 
+/* True when the query or form body s[0..n) has a method-override field (_method, spelled
+ * any way a framework decodes to it). */
+bool sc__http_form_overrides(const char *s, size_t n);
+
 /* True for the hop-by-hop and framing fields that are never forwarded either way. */
 bool sc__http_hop_by_hop(const char *name);
 

@@ -45,30 +45,25 @@ static bool vector(struct cursor *c, size_t bytes, struct cursor *sub)
 	return number(c, bytes, &n) && take(c, n, sub);
 }
 
+/* Exactly one host_name: a list a server could read another name from (a second entry, or
+ * another type it might take for one) is refused. */
 static int server_name(struct cursor ext, char *out, size_t out_len)
 {
-	struct cursor list;
-	if (!vector(&ext, 2, &list) || ext.left)
+	struct cursor list, name;
+	size_t type;
+	if (!vector(&ext, 2, &list) || ext.left || !number(&list, 1, &type) || type != 0 ||
+	    !vector(&list, 2, &name) || list.left)
 		return -EPROTO;
-	while (list.left) {
-		size_t type;
-		struct cursor name;
-		if (!number(&list, 1, &type) || !vector(&list, 2, &name))
+	if (name.left == 0 || name.left >= out_len)
+		return -EPROTO;
+	for (size_t i = 0; i < name.left; i++) {
+		char ch = (char)name.p[i];
+		if (ch <= 0x20 || ch >= 0x7f)
 			return -EPROTO;
-		if (type != 0)
-			continue;
-		if (name.left == 0 || name.left >= out_len)
-			return -EPROTO;
-		for (size_t i = 0; i < name.left; i++) {
-			char ch = (char)name.p[i];
-			if (ch <= 0x20 || ch >= 0x7f)
-				return -EPROTO;
-			out[i] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
-		}
-		out[name.left] = 0;
-		return 1;
+		out[i] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
 	}
-	return 0;
+	out[name.left] = 0;
+	return 1;
 }
 
 int sc__tls_sni(const uint8_t *buf, size_t len, char *out, size_t out_len)
@@ -97,13 +92,22 @@ int sc__tls_sni(const uint8_t *buf, size_t len, char *out, size_t out_len)
 	struct cursor exts;
 	if (!vector(&hello, 2, &exts) || hello.left)
 		return -EPROTO;
+	int found = 0;
 	while (exts.left) {
 		size_t ext_type;
 		struct cursor ext;
 		if (!number(&exts, 2, &ext_type) || !vector(&exts, 2, &ext))
 			return -EPROTO;
-		if (ext_type == 0)
-			return server_name(ext, out, out_len);
+		/* Encrypted Client Hello (and its ESNI draft) carries the real name where the
+		 * gate cannot read it: the outer one would be a front. */
+		if (ext_type == 0xfe0d || ext_type == 0xffce)
+			return -EPROTO;
+		if (ext_type != 0)
+			continue;
+		if (found) /* a second server_name: which one a server reads is its choice */
+			return -EPROTO;
+		if ((found = server_name(ext, out, out_len)) < 0)
+			return found;
 	}
-	return 0;
+	return found;
 }

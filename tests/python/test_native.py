@@ -26,6 +26,7 @@ RESULT_KEYS = {
     "status", "exit_code", "term_signal", "limits_hit", "stdout", "stderr", "stdout_truncated",
     "stderr_truncated", "wall_us", "cpu_us", "peak_memory_bytes", "isolation", "tool_calls",
     "tool_calls_dropped", "artifacts", "skipped", "skipped_count", "output_limits_hit",
+    "network_events", "network_limits_hit",
 }
 
 
@@ -272,7 +273,7 @@ def test_run_result_has_every_field(sandbox):
     assert (name, args_bytes, ok) == ("add", len('{"a": 20, "b": 22}'), True)
     assert isinstance(duration_us, int)
     assert r["tool_calls_dropped"] == 0 and r["artifacts"] == [] and r["skipped"] == []
-    assert r["skipped_count"] == 0
+    assert r["skipped_count"] == 0 and r["network_events"] == [] and r["network_limits_hit"] == []
 
 
 def test_statuses_and_limits(sandbox):

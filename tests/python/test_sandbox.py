@@ -242,12 +242,14 @@ def test_garbage_collection_ends_the_sandbox(work_tmp):
 
 
 def test_network_entries_are_normalised_and_described():
-    with snapcell.Sandbox(allowed_domains=["https://API.example.com/v1", ("127.0.0.1:8080", "get")]) as sb:
+    # The map keeps the lookup off DNS; its private address is refused like a resolved one.
+    with snapcell.Sandbox(allowed_domains=["https://API.example.com/v1", ("127.0.0.1:8080", "get")],
+                          host_map={"api.example.com": "10.0.0.1"}) as sb:
         text = sb.describe()
         assert "api.example.com" in text and "127.0.0.1:8080" in text and "GET" in text
-        r = sb.run("import urllib.request\nurllib.request.urlopen('http://api.example.com/')")
+        r = sb.run("import urllib.request\nurllib.request.urlopen('https://api.example.com/v1')")
     assert r.status == "error"
-    assert "network access is not available" in r.stderr
+    assert "api.example.com resolves to 10.0.0.1, a private address" in r.stderr
 
 
 def test_network_entries_take_the_new_forms_and_headers(monkeypatch):
