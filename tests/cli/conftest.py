@@ -4,8 +4,12 @@ binary runs the build tree's helper ($SNAPCELL_HELPER, default: beside the CLI's
 import os
 import pathlib
 import subprocess
+import sys
 
 import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "net"))
+import testnet  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -30,3 +34,13 @@ def snapcell(snapcell_paths):
                               timeout=timeout, env=full_env)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def net(tmp_path_factory):
+    """Test hosts for the network tests (tests/net/testnet.py); they need root."""
+    if os.geteuid() != 0:
+        pytest.skip("test hosts need root")
+    t = testnet.TestNet(tmp_path_factory.mktemp("net"))
+    yield t
+    t.close()

@@ -3,23 +3,12 @@ could do to the host (CPU, memory) or past the allow-list with bytes the gate re
 hosts as in test_network_cli.py (tests/net/testnet.py, names mapped, never DNS). Needs root."""
 import json
 import os
-import pathlib
 import resource
-import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "net"))
-import testnet  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="test hosts need root")
-
-
-@pytest.fixture(scope="module")
-def net(tmp_path_factory):
-    t = testnet.TestNet(tmp_path_factory.mktemp("net"))
-    yield t
-    t.close()
 
 
 def children_cpu_s():

@@ -4,23 +4,11 @@ never DNS. Needs root (CI runs as root)."""
 import http.server
 import json
 import os
-import sys
-import pathlib
 import threading
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "net"))
-import testnet  # noqa: E402
-
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="test hosts need root")
-
-
-@pytest.fixture(scope="module")
-def net(tmp_path_factory):
-    t = testnet.TestNet(tmp_path_factory.mktemp("net"))
-    yield t
-    t.close()
 
 
 @pytest.fixture
