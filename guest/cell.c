@@ -67,6 +67,11 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		return sc__err(err, -errno, "setsid");
 	snprintf(out_name, sizeof(out_name), "%u", plan->id);
 	int rc = sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, err);
+	/* After the last mount (a Landlock domain cannot mount), before place_fds closes the
+	 * ruleset: only the root's python3 and its loader may be executed. */
+	if (rc == 0 && plan->landlock_fd >= 0 &&
+	    (rc = sc__landlock_restrict(plan->landlock_fd)) < 0)
+		sc__err(err, rc, "landlock");
 	if (rc == 0)
 		rc = place_fds(plan, err);
 	if (rc == 0 && chdir("/tmp") < 0)

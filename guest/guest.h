@@ -45,6 +45,8 @@ struct sc_guest_config {
 	size_t n_net_addrs;
 	char *net_hosts; /* /etc/hosts lines: the names the host answers for */
 	char *net_ca;	 /* the sandbox's certificate authority (PEM), trusted by cells */
+	/* Cells may exec SC_INTERP_PATH (Landlock is available): sys.executable names it. */
+	bool exec;
 };
 
 /* What a cell needs from the template, fixed before the fork. */
@@ -54,6 +56,7 @@ struct sc_cell_plan {
 	uint32_t id;
 	int stdout_fd, stderr_fd, rpc_fd; /* the cell's ends */
 	int net_fd;			  /* its end of the network socket, or -1 */
+	int landlock_fd;		  /* the exec ruleset (sc__landlock_exec_ruleset), or -1 */
 	/* A byte of a page shared with the template, set once the cell is set up; the cell
 	 * unmaps the page (set_up_map, set_up_len) before any code runs. */
 	volatile uint8_t *set_up;
@@ -74,6 +77,13 @@ int sc_cell_run(const uint8_t *code, size_t len, bool session);
 
 /* session.c: never returns. */
 _Noreturn void sc_session_anchor(size_t frame_cap);
+
+/* interp.c: the helper's copy in a root runs as the cell's python3. */
+#define SC_INTERP_MARK_LEN 48
+bool sc_interp_is_copy(void);
+/* The mark bytes as the host's helper holds them, and what its copy holds instead. */
+void sc_interp_marks(const void **mark, const void **patch);
+int sc_interp_main(int argc, char **argv);
 
 /* bridge.c */
 struct _object *sc_bridge_init(void); /* PyObject *: keeps Python.h out of this header */

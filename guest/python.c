@@ -72,6 +72,10 @@ static int init_interpreter(const struct sc_guest_config *cfg, struct snapcell_e
 		return sc__err(err, -ENOMEM, "register _snapcell");
 	sc_bridge_set_cap(cfg->frame_cap);
 	PyStatus st = PyConfig_SetString(&c, &c.program_name, L"python3");
+	/* The root's copy of this helper, which runs as a plain Python (interp.c); without
+	 * Landlock there is none and sys.executable stays empty. */
+	if (!PyStatus_Exception(st) && cfg->exec)
+		st = PyConfig_SetString(&c, &c.executable, L"" SC_INTERP_PATH);
 	if (!PyStatus_Exception(st) && config_paths(&c, cfg) < 0)
 		st = PyStatus_NoMemory();
 	if (!PyStatus_Exception(st))

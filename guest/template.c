@@ -46,9 +46,11 @@ struct live_cell {
 static struct {
 	struct sc_guest_config cfg;
 	struct sc_bpf seccomp;
-	int self_pidns; /* to return pid_ns_for_children after each cell */
-	int self_netns; /* to come back after making a cell's network namespace */
-	int out_fd;	/* SC_OUT_BASE */
+	int self_pidns;	   /* to return pid_ns_for_children after each cell */
+	int self_netns;	   /* to come back after making a cell's network namespace */
+	int out_fd;	   /* SC_OUT_BASE */
+	int landlock_fd;   /* the cells' exec ruleset, or -1 (no exec) */
+	bool unix_sockets; /* cells may listen on AF_UNIX sockets (the ruleset scopes them) */
 	int sig_fd;
 	uint32_t next_id;
 	unsigned parked;
@@ -224,6 +226,20 @@ static int read_setup(struct snapcell_error *err)
 	return rc;
 }
 
+/* SC_PYTHON_CONF: the search path and site directories of the template's interpreter, for
+ * the python3 a cell execs. */
+static char *python_conf(void)
+{
+	size_t len = 1;
+	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
+		len += strlen(T.cfg.python_paths[i]) + 6;
+	char *text = calloc(1, len), *at = text;
+	for (size_t i = 0; text && i < T.cfg.n_python_paths; i++)
+		at += sprintf(at, "%s %s\n", T.cfg.python_path_site[i] ? "site" : "path",
+			      T.cfg.python_paths[i]);
+	return text;
+}
+
 static int build_root(struct snapcell_error *err)
 {
 	struct sc_bind binds[3 + SC_PASS_FD_MAX];
@@ -244,7 +260,17 @@ static int build_root(struct snapcell_error *err)
 			       .lib_dir = SC_PY_LIBDIR,
 			       .hosts = T.cfg.net_hosts,
 			       .extra_ca = T.cfg.net_ca};
+	char *conf = NULL;
+	if (T.cfg.exec) {
+		if (!(conf = python_conf()))
+			return sc__err(err, -ENOMEM, "python.conf");
+		fs.interp_path = SC_INTERP_PATH;
+		fs.python_conf = conf;
+		fs.interp_mark_len = SC_INTERP_MARK_LEN;
+		sc_interp_marks(&fs.interp_mark, &fs.interp_patch);
+	}
 	int rc = sc__rootfs_build(&fs, err);
+	free(conf);
 	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
 		close(T.cfg.python_path_fds[i]);
 	return rc;
@@ -277,6 +303,12 @@ static int set_up_slots_init(struct snapcell_error *err)
 	return 0;
 }
 
+static unsigned seccomp_flags(void)
+{
+	return (T.cfg.network ? SC_SECCOMP_NETWORK : 0) | (T.cfg.exec ? SC_SECCOMP_EXEC : 0) |
+	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0);
+}
+
 static int setup(struct snapcell_error *err)
 {
 	int rc = read_setup(err);
@@ -290,8 +322,21 @@ static int setup(struct snapcell_error *err)
 	T.self_netns = T.cfg.network ? open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
 	if (T.cfg.network && T.self_netns < 0)
 		return sc__err(err, -errno, "open /proc/self/ns/net");
+	/* Landlock is what confines execve to the cell's interpreter; without it cells exec
+	 * nothing (seccomp) and sys.executable stays empty. */
+	T.cfg.exec = sc__landlock_abi() >= 1;
+	/* AF_UNIX listeners (multiprocessing's forkserver) need the ruleset's scope, and no
+	 * network: with TCP sockets, seccomp could not keep listen and accept to AF_UNIX. */
+	T.unix_sockets = !T.cfg.network && sc__landlock_abi() >= SC_LANDLOCK_ABI_UNIX;
 	if ((rc = build_root(err)) < 0)
 		return rc;
+	T.landlock_fd = -1;
+	if (T.cfg.exec) {
+		const char *exe[] = {SC_INTERP_PATH, sc__rootfs_own_loader()};
+		if ((T.landlock_fd = sc__landlock_exec_ruleset(exe, SC_ARRAY_LEN(exe),
+							       T.unix_sockets, err)) < 0)
+			return T.landlock_fd;
+	}
 	const char *name;
 	json_t *value;
 	json_object_foreach(T.cfg.env, name, value)
@@ -312,7 +357,7 @@ static int setup(struct snapcell_error *err)
 	T.out_fd = open(SC_OUT_BASE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (T.out_fd < 0)
 		return sc__err(err, -errno, "open " SC_OUT_BASE);
-	if ((rc = sc__seccomp_compile(&T.seccomp, T.cfg.network, err)) < 0)
+	if ((rc = sc__seccomp_compile(&T.seccomp, seccomp_flags(), err)) < 0)
 		return rc;
 	if ((rc = set_up_slots_init(err)) < 0)
 		return rc;
@@ -562,7 +607,8 @@ static int park_cell(void)
 				    .stdout_fd = cell[0],
 				    .stderr_fd = cell[1],
 				    .rpc_fd = cell[2],
-				    .net_fd = net_cell};
+				    .net_fd = net_cell,
+				    .landlock_fd = T.landlock_fd};
 	pid_t pid = -1;
 	if ((host[SC_CELL_OUTPUT] = mount_output(name)) < 0)
 		rc = host[SC_CELL_OUTPUT];
@@ -659,8 +705,11 @@ static void serve(void)
 	}
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* The copy in a cell's root is a Python and nothing else, whatever its argv or fds. */
+	if (sc_interp_is_copy())
+		return sc_interp_main(argc, argv);
 	struct snapcell_error err = {0};
 	signal(SIGPIPE, SIG_IGN);
 	/* First, before reading anything: the host checks the protocol before it sends setup. */

@@ -19,6 +19,10 @@
 #define SC_PYTHON_PATH_BASE "/.snapcell/python" /* python_paths[i] appear at BASE/i */
 /* The public CA bundle, at its Debian path; SSL_CERT_FILE names it in the cell. */
 #define SC_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+/* The interpreter a cell may exec (docs/architecture.md, "The root"), and the search path it
+ * reads at start: lines "path DIR" and "site DIR" (a venv's, whose .pth files count). */
+#define SC_INTERP_PATH "/usr/bin/python3"
+#define SC_PYTHON_CONF "/.snapcell/python.conf"
 
 /* A read-only bind: src is a host path or /proc/self/fd/N of a descriptor the host opened
  * (so the sandbox uid need not be able to walk to it); dst is the path inside the root. */
@@ -38,6 +42,16 @@ struct sc_rootfs {
 	/* A certificate (PEM) the cells trust beyond the public bundle: SC_CA_BUNDLE is then a
 	 * copy of the host's with this appended, not a bind. NULL for none. */
 	const char *extra_ca;
+	/* The cell's interpreter, or NULL for none: the running helper copied to interp_path
+	 * (with a link `python` beside it) and its ELF loader copied to the loader's own path,
+	 * both mode 0111, so the cell can execute them but not read them (an exec of an
+	 * unreadable file leaves the process non-dumpable). In the helper's copy the bytes
+	 * interp_mark (found exactly once) become interp_patch, so that copy can only ever run
+	 * as Python. python_conf is written to SC_PYTHON_CONF. */
+	const char *interp_path;
+	const void *interp_mark, *interp_patch;
+	size_t interp_mark_len;
+	const char *python_conf;
 };
 
 /* Builds the minimal root and pivots into it; afterwards the host filesystem is gone from
@@ -49,6 +63,28 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err);
  * reachable. */
 int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, struct snapcell_error *err);
 
+/* The running program's ELF interpreter (PT_INTERP, e.g. /lib64/ld-linux-x86-64.so.2), or
+ * NULL for a static program. Points into the program's own image. */
+const char *sc__rootfs_own_loader(void);
+
+/* ---- landlock.c ---- */
+
+/* The Landlock ABI version this kernel offers, 0 for none. */
+int sc__landlock_abi(void);
+
+/* Landlock ABI from which sc__landlock_exec_ruleset can scope abstract AF_UNIX sockets. */
+#define SC_LANDLOCK_ABI_UNIX 6
+
+/* A ruleset (a CLOEXEC fd above 9) that handles execution and allows it only for these
+ * files, or a negative code. With unix_scope (ABI SC_LANDLOCK_ABI_UNIX) it also keeps
+ * abstract AF_UNIX sockets within each cell's domain and refuses every TCP bind. Made once
+ * in the template after the pivot. */
+int sc__landlock_exec_ruleset(const char *const *paths, size_t n, bool unix_scope,
+			      struct snapcell_error *err);
+
+/* In each cell after its last mount (a Landlock domain may not mount) and before seccomp. */
+int sc__landlock_restrict(int ruleset_fd);
+
 /* ---- seccomp.c ---- */
 
 struct sc_bpf {
@@ -56,11 +92,23 @@ struct sc_bpf {
 	unsigned short len;
 };
 
-/* Compiles the cell policy once (in the template), so cells only install it. With network,
- * cells may make TCP sockets (AF_INET, AF_INET6) and connect them; in the cell's namespace
- * every connection reaches the host's egress gate. Never bind, listen or accept (so cells
- * cannot reach each other), never UDP, raw, netlink or packet sockets. */
-int sc__seccomp_compile(struct sc_bpf *out, bool network, struct snapcell_error *err);
+enum sc_seccomp_flags {
+	/* TCP sockets (AF_INET, AF_INET6) and connect; in the cell's namespace every connection
+	 * reaches the host's egress gate. */
+	SC_SECCOMP_NETWORK = 1 << 0,
+	/* execve and execveat (the caller confines them with Landlock to the cell's
+	 * interpreter), with what a freshly exec'd program needs: arch_prctl(ARCH_SET_FS) for
+	 * the loader's TLS and prctl(PR_SET_DUMPABLE, 0), which only hardens. */
+	SC_SECCOMP_EXEC = 1 << 1,
+	/* Without NETWORK: AF_UNIX sockets with bind, listen, accept and connect; only under
+	 * the Landlock domain that scopes abstract sockets to the cell. Ignored with NETWORK. */
+	SC_SECCOMP_UNIX = 1 << 2,
+};
+
+/* Compiles the cell policy once (in the template), so cells only install it. Whatever the
+ * flags: never bind, listen or accept on TCP (so cells cannot reach each other or serve
+ * anything), never UDP, raw, netlink or packet sockets. */
+int sc__seccomp_compile(struct sc_bpf *out, unsigned flags, struct snapcell_error *err);
 int sc__seccomp_install(const struct sc_bpf *bpf);
 void sc__seccomp_free(struct sc_bpf *bpf);
 

@@ -112,7 +112,10 @@ int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err)
 	char v[32];
 	snprintf(v, sizeof(v), "ABI %ld; ", abi);
 	set(&out->mech[SNAPCELL_MECH_LANDLOCK], abi > 0, abi > 0 ? v : "",
-	    abi > 0 ? "not used yet" : strerror(errno));
+	    abi <= 0  ? strerror(errno)
+	    : abi < 6 ? "confines exec to the cell's python3; no AF_UNIX listeners (needs ABI 6)"
+		      : "confines exec to the cell's python3 and AF_UNIX sockets to their cell");
+	out->mech[SNAPCELL_MECH_LANDLOCK].used = abi > 0;
 	probe_cgroups(&out->mech[SNAPCELL_MECH_CGROUP_LIMITS]);
 	bool ns = true;
 	for (int m = 0; m <= SNAPCELL_MECH_CGROUPNS; m++) {

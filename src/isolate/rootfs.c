@@ -5,14 +5,17 @@
 #include "guest.h"
 
 #include <dirent.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/auxv.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -203,6 +206,128 @@ static int write_ca_bundle(const struct sc_rootfs *fs, struct snapcell_error *er
 	return rc < 0 ? sc__err(err, rc, "write " SC_CA_BUNDLE) : 0;
 }
 
+const char *sc__rootfs_own_loader(void)
+{
+	const ElfW(Phdr) *ph = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+	size_t n = getauxval(AT_PHNUM);
+	uintptr_t bias = 0;
+	const char *interp = NULL;
+	for (size_t i = 0; ph && i < n; i++)
+		if (ph[i].p_type == PT_PHDR)
+			bias = (uintptr_t)ph - ph[i].p_vaddr;
+	for (size_t i = 0; ph && i < n; i++)
+		if (ph[i].p_type == PT_INTERP)
+			interp = (const char *)(bias + ph[i].p_vaddr);
+	return interp;
+}
+
+/* A whole host file, at most 64 MiB (the helper and its loader are a few hundred KiB). */
+static int slurp(int fd, char **buf, size_t *len)
+{
+	enum { MAX = 64 << 20 };
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > MAX)
+		return -EINVAL;
+	*len = (size_t)st.st_size;
+	if (!(*buf = malloc(*len)))
+		return -ENOMEM;
+	int rc = sc__read_all(fd, *buf, *len);
+	if (rc < 0)
+		free(*buf);
+	return rc;
+}
+
+/* Where path lands in the root: its directory may be one of the top links copy_top_links
+ * made (merged /usr: /lib64 -> usr/lib64); the file goes where that link points, which must
+ * stay inside the root (relative, no ".."). */
+static int root_dir_of(const char *base, const char *path, char *dir, size_t len)
+{
+	char link[PATH_MAX], target[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	if (path[0] != '/' || !slash || slash == path || strstr(path, ".."))
+		return -EINVAL;
+	snprintf(dir, len, "%.*s", (int)(slash - path), path);
+	snprintf(link, sizeof(link), "%s%s", base, dir);
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	if (n <= 0)
+		return 0;
+	target[n] = 0;
+	if (target[0] == '/' || strstr(target, "..") || strchr(dir + 1, '/'))
+		return -EINVAL;
+	return snprintf(dir, len, "/%s", target) < (int)len ? 0 : -ENAMETOOLONG;
+}
+
+/* Copies a host file into the root as mode 0111: executable, not readable without the
+ * capabilities a cell lacks. */
+static int put_exec_copy(const char *base, const char *path, const char *buf, size_t len,
+			 struct snapcell_error *err)
+{
+	char dir[PATH_MAX], dst[PATH_MAX];
+	int rc = root_dir_of(base, path, dir, sizeof(dir));
+	if (rc < 0)
+		return sc__err(err, rc, "place %s in the root", path);
+	snprintf(dst, sizeof(dst), "%s%s", base, dir);
+	if ((rc = mkdir_p(dst)) < 0)
+		return sc__err(err, rc, "mkdir %s", dir);
+	snprintf(dst, sizeof(dst), "%s%s%s", base, dir, strrchr(path, '/'));
+	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
+	rc = fd < 0 ? -errno : sc__write_all(fd, buf, len);
+	if (rc == 0 && fchmod(fd, 0111) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	return rc < 0 ? sc__err(err, rc, "copy %s into the root", path) : 0;
+}
+
+static int copy_file(const char *src, const char *base, const char *path, const void *mark,
+		     const void *patch, size_t mark_len, struct snapcell_error *err)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	int fd = open(src, O_RDONLY | O_CLOEXEC);
+	int rc = fd < 0 ? -errno : slurp(fd, &buf, &len);
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0)
+		return sc__err(err, rc, "read %s", src);
+	if (mark) {
+		char *at = memmem(buf, len, mark, mark_len);
+		if (!at || memmem(at + 1, len - (size_t)(at + 1 - buf), mark, mark_len)) {
+			free(buf);
+			return sc__err(err, -EINVAL, "%s: no single mode mark", src);
+		}
+		memcpy(at, patch, mark_len);
+	}
+	rc = put_exec_copy(base, path, buf, len, err);
+	free(buf);
+	return rc;
+}
+
+/* The cell's interpreter: this very helper (its mode mark patched) and its loader. */
+static int put_interpreter(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
+{
+	const char *loader = sc__rootfs_own_loader();
+	char link[PATH_MAX];
+	if (!loader)
+		return sc__err(err, -ENOEXEC, "the helper names no ELF loader");
+	int rc = copy_file("/proc/self/exe", fs->base, fs->interp_path, fs->interp_mark,
+			   fs->interp_patch, fs->interp_mark_len, err);
+	if (rc == 0)
+		rc = copy_file(loader, fs->base, loader, NULL, NULL, 0, err);
+	if (rc < 0)
+		return rc;
+	snprintf(link, sizeof(link), "%s", fs->interp_path + 1);
+	snprintf(strrchr(link, '/'), sizeof(link) - (size_t)(strrchr(link, '/') - link), "/python");
+	if (symlinkat(strrchr(fs->interp_path, '/') + 1, rootfd, link) < 0 && errno != EEXIST)
+		return sc__err(err, -errno, "link /%s", link);
+	if (fs->python_conf &&
+	    (rc = sc__write_file_at(rootfd, SC_PYTHON_CONF + 1, fs->python_conf, 0644)) < 0)
+		return sc__err(err, rc, "write " SC_PYTHON_CONF);
+	return 0;
+}
+
 static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
 {
 	char path[PATH_MAX];
@@ -245,6 +370,8 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 	    (rc = sc__write_file_at(rootfd, "etc/nsswitch.conf", "hosts: files\n", 0644)) < 0)
 		return sc__err(err, rc, "write /etc");
 	if (fs->extra_ca && (rc = write_ca_bundle(fs, err)) < 0)
+		return rc;
+	if (fs->interp_path && (rc = put_interpreter(fs, rootfd, err)) < 0)
 		return rc;
 	snprintf(path, sizeof(path), "%s" SC_OUT_BASE, fs->base);
 	return bind(fs->out_dir, path, MS_NODEV | MS_NOEXEC, err);

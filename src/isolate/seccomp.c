@@ -297,7 +297,26 @@ static int add_tcp_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
-static int add_arg_rules(scmp_filter_ctx ctx, bool network)
+/* AF_UNIX sockets of any type, with bind, listen, accept and connect: multiprocessing's
+ * forkserver and socket servers among the cell's own processes. Only without network (no
+ * TCP socket can exist, so these calls can only act on AF_UNIX ones: seccomp cannot tell a
+ * socket's family at listen) and only under the Landlock domain sc__landlock_exec_ruleset
+ * makes with unix_scope, whose scope keeps abstract sockets within the cell; path sockets
+ * live in the cell's own /tmp and /output. */
+static int add_unix_rules(scmp_filter_ctx ctx)
+{
+	static const char *const calls[] = {"bind", "listen", "accept", "accept4", "connect"};
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
+				  SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 1,
+				      SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+	if (rc == 0)
+		rc = add_names(ctx, SCMP_ACT_ALLOW, calls, SC_ARRAY_LEN(calls));
+	return rc;
+}
+
+static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets)
 {
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(ioctl_ok); i++)
@@ -318,9 +337,11 @@ static int add_arg_rules(scmp_filter_ctx ctx, bool network)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+	/* Without network no socket of another family: PermissionError, asyncio still runs. */
 	if (rc == 0)
 		rc = network ? add_tcp_rules(ctx)
-			     /* no socket of any family: PermissionError, asyncio still runs */
+		     : unix_sockets
+			     ? add_unix_rules(ctx)
 			     : seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(socket), 0);
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prlimit64), 1,
@@ -343,6 +364,24 @@ static int add_arg_rules(scmp_filter_ctx ctx, bool network)
 	return rc;
 }
 
+/* A cell with an interpreter to exec (Landlock decides which file: seccomp cannot see the
+ * path). The loader of a fresh program sets its thread pointer, and the exec'd helper makes
+ * itself non-dumpable again (exec reset it); setting it back to 1 stays denied. */
+static int add_exec_rules(scmp_filter_ctx ctx)
+{
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(execve), 0);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(execveat), 0);
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(arch_prctl), 1,
+				      SCMP_A0(SCMP_CMP_EQ, ARCH_SET_FS));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 2,
+				      SCMP_A0(SCMP_CMP_EQ, PR_SET_DUMPABLE),
+				      SCMP_A1(SCMP_CMP_EQ, 0));
+	return rc;
+}
+
 static int add_future(scmp_filter_ctx ctx)
 {
 	for (int nr = FIRST_FUTURE_NR; nr <= LAST_FUTURE_NR; nr++) {
@@ -357,7 +396,7 @@ static int add_future(scmp_filter_ctx ctx)
 	return 0;
 }
 
-static int build(scmp_filter_ctx ctx, bool network)
+static int build(scmp_filter_ctx ctx, unsigned flags)
 {
 	int rc;
 	if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS)) < 0 ||
@@ -370,17 +409,18 @@ static int build(scmp_filter_ctx ctx, bool network)
 		    0 ||
 	    (rc = add_names(ctx, SCMP_ACT_KILL_PROCESS, tripwires, SC_ARRAY_LEN(tripwires))) < 0)
 		return rc;
-	if ((rc = add_arg_rules(ctx, network)) < 0)
+	if ((rc = add_arg_rules(ctx, flags & SC_SECCOMP_NETWORK, flags & SC_SECCOMP_UNIX)) < 0 ||
+	    ((flags & SC_SECCOMP_EXEC) && (rc = add_exec_rules(ctx)) < 0))
 		return rc;
 	return add_future(ctx);
 }
 
-int sc__seccomp_compile(struct sc_bpf *out, bool network, struct snapcell_error *err)
+int sc__seccomp_compile(struct sc_bpf *out, unsigned flags, struct snapcell_error *err)
 {
 	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
 	if (!ctx)
 		return sc__err(err, -ENOMEM, "seccomp_init");
-	int rc = build(ctx, network);
+	int rc = build(ctx, flags);
 	if (rc < 0) {
 		seccomp_release(ctx);
 		return sc__err(err, rc, "seccomp policy");

@@ -21,6 +21,18 @@ def debian_has(*modules):
     return subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True).returncode == 0
 
 
+def landlock_abi():
+    """The kernel's Landlock ABI (0: none); cells exec their python3 only with Landlock."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = libc.syscall(ctypes.c_long(444), None, ctypes.c_long(0), ctypes.c_long(1))
+    return max(abi, 0)
+
+
+needs_landlock = pytest.mark.skipif(not landlock_abi(), reason="exec in a cell needs Landlock")
+
+
 def run_json(snapcell, code, *args):
     r = snapcell("run", *args, "-", stdin=code.encode())
     assert r.returncode == 0, r.stderr.decode()
@@ -51,7 +63,7 @@ print(json.dumps({
     "tzdata_zi": os.path.exists("/usr/share/zoneinfo/tzdata.zi"),
     "usr_share": sorted(os.listdir("/usr/share")),
     "proc": os.path.exists("/proc/self"), "sh": os.path.exists("/bin/sh"),
-    "usr_bin": os.path.exists("/usr/bin"),
+    "usr_bin": sorted(os.listdir("/usr/bin")) if os.path.exists("/usr/bin") else None,
 }))""")
     # /lib32 and /libx32 are links into /usr where the host has them (merged /usr).
     assert set(got["root"]) - {"lib32", "libx32"} == {
@@ -66,7 +78,9 @@ print(json.dumps({
     assert got["mplbackend"] == "Agg"
     assert got["paris"] and got["tzdata_zi"]
     assert set(got["usr_share"]) <= {"zoneinfo", "fonts", "matplotlib"}
-    assert not got["proc"] and not got["sh"] and not got["usr_bin"]
+    assert not got["proc"] and not got["sh"]
+    # The cell's own python3 (a copy of the helper) where Landlock confines exec to it.
+    assert got["usr_bin"] == (["python", "python3"] if landlock_abi() else None)
 
 
 def test_system_data_is_read_only(snapcell):
@@ -239,3 +253,36 @@ def test_the_analysis_example_leaves_a_chart_and_a_csv(snapcell, tmp_path):
     assert (tmp_path / "monthly_revenue.png").read_bytes()[:4] == b"\x89PNG"
     lines = (tmp_path / "monthly_revenue.csv").read_text().splitlines()
     assert lines[0] == "date,north,south,west" and len(lines) == 13
+
+
+@needs_landlock
+def test_sys_executable_subprocess_and_python_m(snapcell, tmp_path):
+    (tmp_path / "d.json").write_text('{"b": 1, "a": [1, 2]}')
+    got = run_json(snapcell, """
+import json, subprocess, sys
+r = subprocess.run([sys.executable, "-c", "print(6*7)"], capture_output=True, text=True)
+m = subprocess.run(["python3", "-m", "json.tool", "--sort-keys", "--compact", "/input/d.json"],
+                   capture_output=True, text=True)
+print(json.dumps({"exe": sys.executable, "c": r.stdout, "m": m.stdout, "err": r.stderr + m.stderr}))
+""", "--workspace", tmp_path)
+    assert got == {"exe": "/usr/bin/python3", "c": "42\n", "m": '{"a":[1,2],"b":1}\n', "err": ""}
+
+
+@needs_landlock
+def test_multiprocessing_spawn_pool(snapcell):
+    got = run_json(snapcell, """
+import json, math, multiprocessing
+with multiprocessing.get_context("spawn").Pool(2) as pool:
+    print(json.dumps(pool.map(math.factorial, range(6))))
+""")
+    assert got == [1, 1, 2, 6, 24, 120]
+
+
+@pytest.mark.skipif(landlock_abi() < 6, reason="AF_UNIX listeners need Landlock ABI 6")
+def test_multiprocessing_forkserver_pool(snapcell):
+    got = run_json(snapcell, """
+import json, math, multiprocessing
+with multiprocessing.get_context("forkserver").Pool(2) as pool:
+    print(json.dumps(pool.map(math.factorial, range(6))))
+""")
+    assert got == [1, 1, 2, 6, 24, 120]

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 
 /* ctypes access to raw system calls; sc(nr, ...) returns "<result> <errno name>". */
@@ -254,9 +255,25 @@ Test(isolation, device_nodes_cannot_be_created)
 	snapcell_sandbox_free(sb);
 }
 
+/* Cells without network may listen on AF_UNIX sockets where Landlock can scope them. */
+static bool unix_sockets_allowed(void)
+{
+	return syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */) >= 6;
+}
+
 Test(isolation, no_network_sockets)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	char want[1024];
+	snprintf(want, sizeof(want),
+		 "AF_INET NetworkUnavailableError EACCES\nAF_INET NetworkUnavailableError EACCES\n"
+		 "AF_INET6 NetworkUnavailableError EACCES\n%s"
+		 "AF_NETLINK NetworkUnavailableError EACCES\nAF_PACKET NetworkUnavailableError "
+		 "EACCES\n"
+		 "AF_VSOCK NetworkUnavailableError EACCES\nAF_ALG NetworkUnavailableError EACCES\n"
+		 "socketpair AF_INET OSError EAFNOSUPPORT\nsocketpair AF_UNIX b'ping'\n"
+		 "raw AF_INET PermissionError EACCES\n",
+		 unix_sockets_allowed() ? "AF_UNIX ok\n" : "AF_UNIX PermissionError EACCES\n");
 	expect_output(
 		sb,
 		"import socket\n" PY_ATTEMPT "S = lambda name: getattr(socket, name)\n"
@@ -271,13 +288,7 @@ Test(isolation, no_network_sockets)
 		"print('socketpair AF_UNIX', b.recv(4))\n"
 		"raw = socket.socket.__mro__[-2]  # the C type, beneath the prelude's wording\n"
 		"attempt('raw AF_INET', lambda: raw(socket.AF_INET, socket.SOCK_STREAM))\n",
-		"AF_INET NetworkUnavailableError EACCES\nAF_INET NetworkUnavailableError EACCES\n"
-		"AF_INET6 NetworkUnavailableError EACCES\nAF_UNIX PermissionError EACCES\n"
-		"AF_NETLINK NetworkUnavailableError EACCES\nAF_PACKET NetworkUnavailableError "
-		"EACCES\n"
-		"AF_VSOCK NetworkUnavailableError EACCES\nAF_ALG NetworkUnavailableError EACCES\n"
-		"socketpair AF_INET OSError EAFNOSUPPORT\nsocketpair AF_UNIX b'ping'\n"
-		"raw AF_INET PermissionError EACCES\n");
+		want);
 	expect_healthy(sb);
 	snapcell_sandbox_free(sb);
 }
@@ -452,36 +463,43 @@ Test(isolation, denied_calls_answer_their_tier_errno)
 {
 	require_x86_64();
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
-	expect_output(
-		sb,
-		PY_SYSCALL
-		"calls = {\n"
-		"    'ENOSYS': 'pidfd_send_signal:424 io_uring_setup:425 io_uring_enter:426 '\n"
-		"        'io_uring_register:427 open_tree:428 move_mount:429 fsopen:430 '\n"
-		"        'fsconfig:431 fsmount:432 fspick:433 pidfd_open:434 clone3:435 '\n"
-		"        'openat2:437 pidfd_getfd:438 process_madvise:440 mount_setattr:442 '\n"
-		"        'landlock_create_ruleset:444 landlock_add_rule:445 '\n"
-		"        'landlock_restrict_self:446 memfd_secret:447 future:500 future:511',\n"
-		"    'EOPNOTSUPP': 'setxattr:188 lsetxattr:189 fsetxattr:190 getxattr:191 '\n"
-		"        'lgetxattr:192 fgetxattr:193 listxattr:194 llistxattr:195 '\n"
-		"        'flistxattr:196 removexattr:197 lremovexattr:198 fremovexattr:199',\n"
-		"    'EPERM': 'splice:275 tee:276 vmsplice:278 memfd_create:319 seccomp:317 '\n"
-		"        'setuid:105 setresuid:117 setgroups:116 capset:126 sethostname:170 '\n"
-		"        'settimeofday:164 mlock:149 mlockall:151 sched_setaffinity:203 '\n"
-		"        'setpriority:141 inotify_init1:294 fanotify_init:300 syslog:103 '\n"
-		"        'reboot:169 swapon:167 acct:163 quotactl:179 name_to_handle_at:303 '\n"
-		"        'connect:42 bind:49 listen:50 accept4:288 execve:59 execveat:322 '\n"
-		"        'msgget:68 shmget:29 mq_open:240 ioprio_set:251 mbind:237',\n"
-		"}\n"
-		"n = 0\n"
-		"for want, entries in calls.items():\n"
-		"    for name, nr in (e.split(':') for e in entries.split()):\n"
-		"        n += 1\n"
-		"        got = sc(int(nr), 0, 0, 0, 0, 0)\n"
-		"        if got != '-1 ' + errno.errorcode[getattr(errno, want)]:\n"
-		"            print(name, got, 'want', want)\n"
-		"print('checked', n)\n",
-		"checked 68\n");
+	/* With Landlock, execve and execveat are allowed (Landlock confines them: test_exec.c),
+	 * and from ABI 6 the AF_UNIX listener calls (scoped). */
+	bool exec = syscall(SYS_landlock_create_ruleset, NULL, 0, 1UL /* VERSION */) >= 1;
+	bool unix_ok = unix_sockets_allowed();
+	char code[4096], want[32];
+	snprintf(want, sizeof(want), "checked %d\n", 68 - (exec ? 2 : 0) - (unix_ok ? 4 : 0));
+	snprintf(code, sizeof(code),
+		 PY_SYSCALL
+		 "calls = {\n"
+		 "    'ENOSYS': 'pidfd_send_signal:424 io_uring_setup:425 io_uring_enter:426 '\n"
+		 "        'io_uring_register:427 open_tree:428 move_mount:429 fsopen:430 '\n"
+		 "        'fsconfig:431 fsmount:432 fspick:433 pidfd_open:434 clone3:435 '\n"
+		 "        'openat2:437 pidfd_getfd:438 process_madvise:440 mount_setattr:442 '\n"
+		 "        'landlock_create_ruleset:444 landlock_add_rule:445 '\n"
+		 "        'landlock_restrict_self:446 memfd_secret:447 future:500 future:511',\n"
+		 "    'EOPNOTSUPP': 'setxattr:188 lsetxattr:189 fsetxattr:190 getxattr:191 '\n"
+		 "        'lgetxattr:192 fgetxattr:193 listxattr:194 llistxattr:195 '\n"
+		 "        'flistxattr:196 removexattr:197 lremovexattr:198 fremovexattr:199',\n"
+		 "    'EPERM': 'splice:275 tee:276 vmsplice:278 memfd_create:319 seccomp:317 '\n"
+		 "        'setuid:105 setresuid:117 setgroups:116 capset:126 sethostname:170 '\n"
+		 "        'settimeofday:164 mlock:149 mlockall:151 sched_setaffinity:203 '\n"
+		 "        'setpriority:141 inotify_init1:294 fanotify_init:300 syslog:103 '\n"
+		 "        'reboot:169 swapon:167 acct:163 quotactl:179 name_to_handle_at:303 '\n"
+		 "        '%s%s'\n"
+		 "        'msgget:68 shmget:29 mq_open:240 ioprio_set:251 mbind:237',\n"
+		 "}\n"
+		 "n = 0\n"
+		 "for want, entries in calls.items():\n"
+		 "    for name, nr in (e.split(':') for e in entries.split()):\n"
+		 "        n += 1\n"
+		 "        got = sc(int(nr), 0, 0, 0, 0, 0)\n"
+		 "        if got != '-1 ' + errno.errorcode[getattr(errno, want)]:\n"
+		 "            print(name, got, 'want', want)\n"
+		 "print('checked', n)\n",
+		 unix_ok ? "" : "connect:42 bind:49 listen:50 accept4:288 ",
+		 exec ? "" : "execve:59 execveat:322 ");
+	expect_output(sb, code, want);
 	expect_healthy(sb);
 	snapcell_sandbox_free(sb);
 }
@@ -505,13 +523,13 @@ Test(isolation, argument_checked_calls_deny_the_rest)
 				 "print('personality', sc(135, 8))\n"
 				 "print('arch_prctl ARCH_GET_GS', sc(158, 0x1004, 0))\n"
 				 "print('socketpair AF_INET', sc(53, 2, 1, 0, 0))\n"
-				 "print('socket AF_UNIX', sc(41, 1, 1, 0))\n",
+				 "print('socket AF_NETLINK', sc(41, 16, 3, 0))\n",
 		      "ioctl TIOCSTI -1 EPERM\nfcntl F_SETOWN -1 EPERM\nfcntl F_SETSIG -1 EPERM\n"
 		      "fcntl F_SETLEASE -1 EPERM\nfcntl F_SETPIPE_SZ -1 EPERM\n"
 		      "prctl PR_SET_DUMPABLE -1 EPERM\nprctl PR_SET_CHILD_SUBREAPER -1 EPERM\n"
 		      "prctl PR_SET_PDEATHSIG -1 EPERM\nprlimit64 other -1 EPERM\n"
 		      "personality -1 EPERM\narch_prctl ARCH_GET_GS -1 EPERM\n"
-		      "socketpair AF_INET -1 EAFNOSUPPORT\nsocket AF_UNIX -1 EACCES\n");
+		      "socketpair AF_INET -1 EAFNOSUPPORT\nsocket AF_NETLINK -1 EACCES\n");
 	expect_healthy(sb);
 	snapcell_sandbox_free(sb);
 }
@@ -592,6 +610,42 @@ Test(isolation, concurrent_cells_cannot_reach_each_other, .timeout = 60)
 	struct snapcell_result *res = bg_join(&a);
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "alive ['mine'] ['mine']\n");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(isolation, concurrent_cells_cannot_reach_each_others_unix_sockets, .timeout = 60)
+{
+	/* Cells without network share one network namespace: cell a listens on an abstract and a
+	 * path socket and waits at the gate while cell b tries both (Landlock's scope refuses the
+	 * abstract one; the path is in a's own /tmp). */
+	if (!unix_sockets_allowed())
+		test_skip_or_fail("AF_UNIX listeners need Landlock ABI 6");
+	struct test_gate g;
+	struct snapcell_config *cfg = test_config_new();
+	test_gate_add(cfg, &g, true);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct bg_run a;
+	bg_start(&a, sb,
+		 "import socket\n"
+		 "s = socket.socket(socket.AF_UNIX); s.bind('\\0snapcell-cross'); s.listen()\n"
+		 "t = socket.socket(socket.AF_UNIX); t.bind('/tmp/sock'); t.listen()\n"
+		 "c = socket.socket(socket.AF_UNIX); c.connect('\\0snapcell-cross')\n"
+		 "call_tool('gate')\n"
+		 "print('own', s.accept()[0] is not None)\n");
+	test_gate_wait(&g);
+	expect_output(
+		sb,
+		"import socket\n" PY_ATTEMPT
+		"attempt('abstract', lambda: socket.socket(socket.AF_UNIX).connect("
+		"'\\0snapcell-cross'))\n"
+		"attempt('path', lambda: socket.socket(socket.AF_UNIX).connect('/tmp/sock'))\n",
+		"abstract PermissionError EPERM\npath FileNotFoundError ENOENT\n");
+	sem_post(&g.open);
+	struct snapcell_result *res = bg_join(&a);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "own True\n");
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }

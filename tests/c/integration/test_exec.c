@@ -1,0 +1,162 @@
+/* The cell's python3 (sys.executable): what an exec'd interpreter keeps of the cell's policy,
+ * and every other way to exec something, which must fail. Needs Landlock (without it cells
+ * exec nothing and sys.executable is empty). */
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <linux/landlock.h>
+#include <sys/syscall.h>
+
+#define SC_TEST_LANDLOCK_ABI_UNIX 6 /* the scope that AF_UNIX listeners need */
+
+static int landlock_abi(void)
+{
+	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+	return abi > 0 ? (int)abi : 0;
+}
+
+static void require_landlock(int abi)
+{
+	if (landlock_abi() < abi) {
+		char why[64];
+		snprintf(why, sizeof(why), "needs Landlock ABI %d", abi);
+		test_skip_or_fail(why);
+	}
+}
+
+#define PY_ATTEMPT                                                                                 \
+	"import errno\n"                                                                           \
+	"def attempt(label, f):\n"                                                                 \
+	"    try:\n"                                                                               \
+	"        f()\n"                                                                            \
+	"        print(label, 'ok')\n"                                                             \
+	"    except OSError as e:\n"                                                               \
+	"        print(label, type(e).__name__, errno.errorcode.get(e.errno, e.errno))\n"
+
+Test(exec, sys_executable_runs_a_python)
+{
+	require_landlock(1);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		"import subprocess, sys\n"
+		"r = subprocess.run([sys.executable, '-c', 'print(6*7)'], capture_output=True)\n"
+		"print(sys.executable, r.returncode, r.stdout, r.stderr)\n",
+		"/usr/bin/python3 0 b'42\\n' b''\n");
+	snapcell_sandbox_free(sb);
+}
+
+Test(exec, nothing_else_can_be_executed)
+{
+	require_landlock(1);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		"import glob, os, shutil, subprocess\n" PY_ATTEMPT
+		"lib = glob.glob('/usr/lib/*/libc.so.6')[0]\n"
+		"loader = glob.glob('/usr/lib/*/ld-linux*.so.*')[0]\n"
+		"shutil.copy(lib, '/tmp/prog'); os.chmod('/tmp/prog', 0o755)\n"
+		"shutil.copy(lib, '/output/prog'); os.chmod('/output/prog', 0o755)\n"
+		"os.symlink(lib, '/tmp/link')\n"
+		"attempt('shell', lambda: os.execv('/bin/sh', ['sh']))\n"
+		"attempt('library', lambda: os.execv(lib, ['x']))\n"
+		"attempt('lib-dir loader', lambda: os.execv(loader, ['ld.so', '--version']))\n"
+		"attempt('tmp file', lambda: os.execv('/tmp/prog', ['x']))\n"
+		"attempt('output file', lambda: os.execv('/output/prog', ['x']))\n"
+		"attempt('link', lambda: os.execv('/tmp/link', ['x']))\n"
+		"attempt('fd', lambda: os.execve(os.open(lib, os.O_RDONLY), ['x'], {}))\n"
+		"attempt('O_PATH fd', lambda: os.execve(os.open(lib, os.O_PATH), ['x'], {}))\n"
+		"attempt('proc exe', lambda: os.execv('/proc/self/exe', ['x']))\n"
+		"attempt('memfd', lambda: os.memfd_create('x'))\n"
+		"attempt('read python', lambda: open('/usr/bin/python3', 'rb'))\n"
+		"attempt('link python', lambda: os.link('/usr/bin/python3', '/tmp/py'))\n"
+		"r = subprocess.run(['/lib64/ld-linux-x86-64.so.2', '/tmp/prog'], "
+		"capture_output=True)\n"
+		"print('loader runs tmp file', r.returncode == 0)\n",
+		"shell FileNotFoundError ENOENT\nlibrary PermissionError EACCES\n"
+		"lib-dir loader PermissionError EACCES\ntmp file PermissionError EACCES\n"
+		"output file PermissionError EACCES\nlink PermissionError EACCES\n"
+		"fd PermissionError EACCES\nO_PATH fd PermissionError EACCES\n"
+		"proc exe FileNotFoundError ENOENT\nmemfd PermissionError EPERM\n"
+		"read python PermissionError EACCES\nlink python OSError EXDEV\n"
+		"loader runs tmp file False\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* What the exec'd python prints about itself; the parent prints the same of its own. */
+#define PY_SELF                                                                                    \
+	"import ctypes, os, resource, socket\n"                                                    \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"class H(ctypes.Structure):\n"                                                             \
+	"    _fields_ = [('version', ctypes.c_uint32), ('pid', ctypes.c_int)]\n"                   \
+	"d = (ctypes.c_uint32 * 6)()\n"                                                            \
+	"libc.capget(ctypes.byref(H(0x20080522, 0)), d)\n"                                         \
+	"def me():\n"                                                                              \
+	"    return [libc.prctl(21, 0, 0, 0, 0), libc.prctl(39, 0, 0, 0, 0),\n"                    \
+	"            libc.prctl(3, 0, 0, 0, 0), list(d)] + [resource.getrlimit(r) for r in\n"      \
+	"            (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_CPU,\n"           \
+	"             resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_CORE)]\n"
+
+Test(exec, exec_python_keeps_the_cells_policy)
+{
+	require_landlock(1);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	/* Seccomp 2, no_new_privs 1, dumpable 0, no capabilities, the same limits; no network
+	 * socket, no exec but python3 itself, one level down too. */
+	expect_output(
+		sb,
+		"import subprocess, sys\n" PY_SELF "child = '''\n" PY_SELF PY_ATTEMPT
+		"print(me())\n"
+		"attempt('socket', lambda: socket.socket())\n"
+		"attempt('exec', lambda: os.execv('/tmp/prog', ['x']))\n"
+		"import subprocess, sys\n"
+		"print(subprocess.run([sys.executable, '-c', 'print(6*7)'],\n"
+		"                     capture_output=True).stdout)\n"
+		"'''\n"
+		"open('/tmp/prog', 'wb').write(b'#!/usr/bin/python3\\n'); os.chmod('/tmp/prog', "
+		"0o755)\n"
+		"r = subprocess.run([sys.executable, '-c', child], capture_output=True, "
+		"text=True)\n"
+		"lines = r.stdout.splitlines()\n"
+		"print(lines[0] == str(me()), me()[:3], lines[1:], r.stderr)\n",
+		"True [2, 1, 0] ['socket PermissionError EACCES', 'exec PermissionError EACCES', "
+		"\"b'42\\\\n'\"] \n");
+	snapcell_sandbox_free(sb);
+}
+
+Test(exec, exec_python_is_never_a_template)
+{
+	require_landlock(1);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	/* Given what the template starts with (argv[0] snapcell-cell, a socket at fd 3), under
+	 * any name, the copy runs as Python: it greets no one and reads stdin (/dev/null). */
+	expect_output(sb,
+		      "import os, socket\n"
+		      "os.symlink('/usr/bin/python3', '/tmp/snapcell-cell')\n"
+		      "for path in ('/usr/bin/python3', '/tmp/snapcell-cell'):\n"
+		      "    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+		      "    pid = os.fork()\n"
+		      "    if pid == 0:\n"
+		      "        os.dup2(b.fileno(), 3)\n"
+		      "        os.execv(path, ['snapcell-cell'])\n"
+		      "    b.close()\n"
+		      "    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\n"
+		      "    a.setblocking(False)\n"
+		      "    print(path, status, a.recv(64))\n",
+		      "/usr/bin/python3 0 b''\n/tmp/snapcell-cell 0 b''\n");
+	expect_output(sb, "print(1)", "1\n"); /* the cell's own fd 3 was left alone */
+	snapcell_sandbox_free(sb);
+}
+
+Test(exec, multiprocessing_spawn_and_forkserver, .timeout = 60)
+{
+	require_landlock(SC_TEST_LANDLOCK_ABI_UNIX);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      "import math, multiprocessing\n"
+		      "for method in ('spawn', 'forkserver'):\n"
+		      "    with multiprocessing.get_context(method).Pool(2) as p:\n"
+		      "        print(method, p.map(math.factorial, range(6)))\n",
+		      "spawn [1, 1, 2, 6, 24, 120]\nforkserver [1, 1, 2, 6, 24, 120]\n");
+	snapcell_sandbox_free(sb);
+}
