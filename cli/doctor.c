@@ -1,90 +1,248 @@
-/* `snapcell doctor`: what isolation this host offers, and proof that a sandbox starts. */
+/* `snapcell doctor`: what isolation this host offers, proof that a sandbox starts, and (with
+ * --preload) what each preloaded module costs a sandbox. */
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
+static const char usage[] =
+	"usage: snapcell doctor [--json] [--python-path DIR]... [--preload MODULE]...\n"
+	"  --json              print the report as one JSON object\n"
+	"  --python-path DIR   a directory on the measured sandboxes' sys.path (repeatable)\n"
+	"  --preload MODULE    measure what preloading MODULE costs: the template's extra\n"
+	"                      private memory and cold start against a sandbox without it\n"
+	"                      (repeatable; each measured alone)\n";
+
+static const struct {
+	const char *sysctl;
+	long want_min;
+	const char *why;
+} hardening[] = {
+	{"kernel/unprivileged_bpf_disabled", 1, "unprivileged eBPF"},
+	{"kernel/perf_event_paranoid", 2, "perf events"},
+	{"kernel/io_uring_disabled", 2, "io_uring (>= 6.6)"},
+	{"fs/protected_hardlinks", 1, "hard links to others' files"},
+	{"fs/protected_symlinks", 1, "symlinks in sticky directories"},
+};
+
 /* Host settings that narrow what a kernel bug reachable from a cell can do (security notes,
  * "host kernel settings"). Advice only: snapcell blocks these paths with seccomp anyway. */
-static void print_hardening(void)
+static json_t *read_hardening(void)
 {
-	static const struct {
-		const char *sysctl;
-		long want_min;
-		const char *why;
-	} checks[] = {
-		{"kernel/unprivileged_bpf_disabled", 1, "unprivileged eBPF"},
-		{"kernel/perf_event_paranoid", 2, "perf events"},
-		{"kernel/io_uring_disabled", 2, "io_uring (>= 6.6)"},
-		{"fs/protected_hardlinks", 1, "hard links to others' files"},
-		{"fs/protected_symlinks", 1, "symlinks in sticky directories"},
-	};
-	puts("host hardening (advice; seccomp blocks these paths in cells either way):");
-	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
-		char path[96], buf[32] = "";
-		snprintf(path, sizeof(path), "/proc/sys/%s", checks[i].sysctl);
+	json_t *out = json_array();
+	for (size_t i = 0; i < sizeof(hardening) / sizeof(hardening[0]); i++) {
+		char path[96], buf[32] = "", name[96];
+		snprintf(path, sizeof(path), "/proc/sys/%s", hardening[i].sysctl);
 		FILE *f = fopen(path, "re");
 		bool have = f && fgets(buf, sizeof(buf), f);
 		if (f)
 			fclose(f);
 		long v = have ? strtol(buf, NULL, 10) : -1;
-		char name[96];
-		snprintf(name, sizeof(name), "%s", checks[i].sysctl);
+		snprintf(name, sizeof(name), "%s", hardening[i].sysctl);
 		for (char *c = name; *c; c++)
 			*c = *c == '/' ? '.' : *c;
-		printf("  %-34s %-8s %s\n", name,
-		       have ? (v >= checks[i].want_min ? "ok" : "advise") : "absent",
-		       have && v < checks[i].want_min ? checks[i].why : "");
+		json_array_append_new(
+			out,
+			json_pack("{s:s, s:s, s:s}", "sysctl", name, "verdict",
+				  have ? (v >= hardening[i].want_min ? "ok" : "advise") : "absent",
+				  "why",
+				  have && v < hardening[i].want_min ? hardening[i].why : ""));
 	}
+	return out;
 }
 
-static int try_sandbox(void)
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+struct measure_opts {
+	const char **python_paths;
+	size_t n_python_paths;
+};
+
+/* A sandbox (with one preload, or none) made, measured and run once: cold start to a ready
+ * template, its private memory and one fresh run; NULL members when it fails. */
+static json_t *measure(const struct measure_opts *o, const char *preload, char *why, size_t why_len)
 {
 	struct snapcell_config *cfg = cli_config_new();
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_result *res = NULL;
+	struct snapcell_sandbox_stats st = {0};
 	struct snapcell_error err = {0};
-	if (!cfg)
-		return -1;
-	int rc = snapcell_sandbox_new(cfg, &sb, &err);
+	int rc = cfg ? 0 : -1;
+	for (size_t i = 0; rc == 0 && i < o->n_python_paths; i++)
+		rc = snapcell_config_add_python_path(cfg, o->python_paths[i], &err);
+	if (rc == 0 && preload)
+		rc = snapcell_config_add_preload(cfg, preload, &err);
+	uint64_t t0 = now_us(), cold = 0;
+	if (rc == 0 && (rc = snapcell_sandbox_new(cfg, &sb, &err)) == 0)
+		cold = now_us() - t0;
+	if (rc == 0)
+		rc = snapcell_sandbox_stats(sb, &st, &err);
 	if (rc == 0)
 		rc = snapcell_sandbox_run(sb, "print(6 * 7)", (size_t)-1, NULL, &res, &err);
+	json_t *j = NULL;
 	if (rc < 0)
-		printf("sandbox:   FAILED: %s\n", err.message);
+		snprintf(why, why_len, "%s", cfg ? err.message : "out of memory");
 	else if (res->status != SNAPCELL_STATUS_OK || strcmp(res->stdout_buf, "42\n"))
-		printf("sandbox:   FAILED: test run ended '%s': %s\n",
-		       snapcell_status_name(res->status), res->stderr_buf),
-			rc = -1;
+		snprintf(why, why_len, "test run ended '%s': %s", snapcell_status_name(res->status),
+			 res->stderr_buf);
 	else
-		printf("sandbox:   works at level '%s' (test run %.2f ms)\n",
-		       snapcell_isolation_name(snapcell_sandbox_isolation(sb)),
-		       (double)res->wall_us / 1000.0);
+		j = json_pack("{s:s, s:I, s:I, s:I, s:I}", "level",
+			      snapcell_isolation_name(snapcell_sandbox_isolation(sb)),
+			      "cold_start_us", (json_int_t)cold, "template_private_bytes",
+			      (json_int_t)st.template_private_bytes, "parked_cell_private_bytes",
+			      (json_int_t)st.parked_cell_private_bytes, "fresh_run_us",
+			      (json_int_t)res->wall_us);
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 	snapcell_config_free(cfg);
-	return rc;
+	return j;
+}
+
+static json_t *measure_preloads(const struct measure_opts *o, const char **modules, size_t n,
+				const json_t *base)
+{
+	json_t *out = json_array();
+	json_int_t base_cold = json_integer_value(json_object_get(base, "cold_start_us"));
+	json_int_t base_mem = json_integer_value(json_object_get(base, "template_private_bytes"));
+	for (size_t i = 0; i < n; i++) {
+		char why[SNAPCELL_ERROR_MESSAGE_LEN + 64] = "";
+		json_t *m = measure(o, modules[i], why, sizeof(why));
+		if (!m) {
+			json_array_append_new(
+				out, json_pack("{s:s, s:s}", "module", modules[i], "error", why));
+			continue;
+		}
+		json_int_t cold = json_integer_value(json_object_get(m, "cold_start_us"));
+		json_int_t mem = json_integer_value(json_object_get(m, "template_private_bytes"));
+		json_object_set_new(m, "module", json_string(modules[i]));
+		json_object_set_new(m, "extra_cold_start_us", json_integer(cold - base_cold));
+		json_object_set_new(m, "extra_template_private_bytes",
+				    json_integer(mem - base_mem));
+		json_array_append_new(out, m);
+	}
+	return out;
+}
+
+static void print_text(const struct snapcell_probe *p, json_t *hard, json_t *sandbox,
+		       const char *why, json_t *preloads)
+{
+	for (int m = 0; m < SNAPCELL_MECH__COUNT; m++)
+		printf("%-18s %-3s %-7s %s\n", p->mech[m].name, p->mech[m].available ? "yes" : "no",
+		       p->mech[m].used ? "used" : "-", p->mech[m].detail);
+	printf("level:     %s\n", snapcell_isolation_name(p->level));
+	puts("host hardening (advice; seccomp blocks these paths in cells either way):");
+	size_t i;
+	json_t *h;
+	json_array_foreach(hard, i, h)
+	{
+		printf("  %-34s %-8s %s\n", json_string_value(json_object_get(h, "sysctl")),
+		       json_string_value(json_object_get(h, "verdict")),
+		       json_string_value(json_object_get(h, "why")));
+	}
+	if (!sandbox)
+		printf("sandbox:   FAILED: %s\n", why);
+	else
+		printf("sandbox:   works at level '%s' (test run %.2f ms)\n",
+		       json_string_value(json_object_get(sandbox, "level")),
+		       (double)json_integer_value(json_object_get(sandbox, "fresh_run_us")) /
+			       1000.0);
+	json_array_foreach(preloads, i, h)
+	{
+		const char *err = json_string_value(json_object_get(h, "error"));
+		if (err)
+			printf("preload %s: FAILED: %s\n",
+			       json_string_value(json_object_get(h, "module")), err);
+		else
+			printf("preload %s: +%.1f MiB template memory, +%.1f ms cold start, fresh "
+			       "run "
+			       "%.2f ms\n",
+			       json_string_value(json_object_get(h, "module")),
+			       (double)json_integer_value(
+				       json_object_get(h, "extra_template_private_bytes")) /
+				       (1 << 20),
+			       (double)json_integer_value(
+				       json_object_get(h, "extra_cold_start_us")) /
+				       1000.0,
+			       (double)json_integer_value(json_object_get(h, "fresh_run_us")) /
+				       1000.0);
+	}
 }
 
 int cli_doctor(int argc, char **argv)
 {
-	(void)argv;
-	if (argc > 1) {
-		fputs("usage: snapcell doctor\n", stderr);
+	static const struct option options[] = {
+		{"json", no_argument, NULL, 'j'},
+		{"python-path", required_argument, NULL, 'p'},
+		{"preload", required_argument, NULL, 'l'},
+		{"help", no_argument, NULL, 'h'},
+		{0},
+	};
+	const char *paths[64], *modules[64];
+	struct measure_opts o = {paths, 0};
+	size_t n_modules = 0;
+	bool as_json = false;
+	optind = 1;
+	for (int c; (c = getopt_long(argc, argv, "", options, NULL)) != -1;) {
+		if (c == 'j')
+			as_json = true;
+		else if (c == 'p' && o.n_python_paths < 64)
+			paths[o.n_python_paths++] = optarg;
+		else if (c == 'l' && n_modules < 64)
+			modules[n_modules++] = optarg;
+		else {
+			fputs(usage, c == 'h' ? stdout : stderr);
+			return c == 'h' ? 0 : 2;
+		}
+	}
+	if (optind < argc) {
+		fputs(usage, stderr);
 		return 2;
 	}
 	struct snapcell_probe p;
 	struct snapcell_error err = {0};
-	int rc = snapcell_probe_host(&p, &err);
-	if (rc < 0) {
+	if (snapcell_probe_host(&p, &err) < 0) {
 		fprintf(stderr, "snapcell: %s\n", err.message);
 		return 3;
 	}
-	for (int m = 0; m < SNAPCELL_MECH__COUNT; m++)
-		printf("%-18s %-3s %-7s %s\n", p.mech[m].name, p.mech[m].available ? "yes" : "no",
-		       p.mech[m].used ? "used" : "-", p.mech[m].detail);
-	printf("level:     %s\n", snapcell_isolation_name(p.level));
-	print_hardening();
-	return try_sandbox() < 0 || p.level == SNAPCELL_ISOLATION_NONE ? 1 : 0;
+	char why[SNAPCELL_ERROR_MESSAGE_LEN + 64] = "";
+	json_t *hard = read_hardening(), *sandbox = measure(&o, NULL, why, sizeof(why));
+	json_t *preloads =
+		sandbox ? measure_preloads(&o, modules, n_modules, sandbox) : json_array();
+	bool failed = !sandbox || p.level == SNAPCELL_ISOLATION_NONE;
+	size_t i;
+	json_t *m;
+	json_array_foreach(preloads, i, m) failed |= json_object_get(m, "error") != NULL;
+	if (as_json) {
+		json_t *mechs = json_array();
+		for (int k = 0; k < SNAPCELL_MECH__COUNT; k++)
+			json_array_append_new(
+				mechs, json_pack("{s:s, s:b, s:b, s:s}", "name", p.mech[k].name,
+						 "available", p.mech[k].available, "used",
+						 p.mech[k].used, "detail", p.mech[k].detail));
+		json_t *j =
+			json_pack("{s:o, s:s, s:o, s:o, s:o}", "mechanisms", mechs, "level",
+				  snapcell_isolation_name(p.level), "hardening", hard, "sandbox",
+				  sandbox ? json_incref(sandbox) : json_pack("{s:s}", "error", why),
+				  "preloads", json_incref(preloads));
+		char *text = json_dumps(j, JSON_INDENT(2));
+		if (text)
+			puts(text);
+		free(text);
+		json_decref(j);
+	} else {
+		print_text(&p, hard, sandbox, why, preloads);
+		json_decref(hard);
+	}
+	json_decref(sandbox);
+	json_decref(preloads);
+	return failed ? 1 : 0;
 }

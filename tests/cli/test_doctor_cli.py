@@ -1,4 +1,6 @@
-"""`snapcell doctor`: every mechanism listed with a verdict, the level, and a real test run."""
+"""`snapcell doctor`: every mechanism listed with a verdict, the level, a real test run, and
+with --preload what a preloaded module costs."""
+import json
 
 
 def test_doctor_reports_mechanisms_level_and_a_working_sandbox(snapcell):
@@ -12,3 +14,20 @@ def test_doctor_reports_mechanisms_level_and_a_working_sandbox(snapcell):
     assert "level:     namespaces" in out
     assert "sandbox:   works at level 'namespaces'" in out
     assert "kernel.unprivileged_bpf_disabled" in out and "host hardening" in out
+
+
+def test_doctor_json_measures_each_preload_against_none(snapcell):
+    r = snapcell("doctor", "--json", "--preload", "decimal", "--preload", "no_such_module_x")
+    assert r.returncode == 1, r.stderr  # the bad module fails the report
+    d = json.loads(r.stdout)
+    assert {m["name"] for m in d["mechanisms"]} >= {"seccomp filter", "landlock"}
+    assert d["level"] == "namespaces" and d["sandbox"]["fresh_run_us"] > 0
+    assert d["sandbox"]["cold_start_us"] > 0 and d["sandbox"]["template_private_bytes"] > 0
+    good, bad = d["preloads"]
+    assert good["module"] == "decimal" and good["template_private_bytes"] > 0
+    assert "extra_template_private_bytes" in good and "extra_cold_start_us" in good
+    assert bad == {"module": "no_such_module_x",
+                   "error": "template setup: preload no_such_module_x: ModuleNotFoundError: "
+                            "No module named 'no_such_module_x'"}
+    assert snapcell("doctor", "--json").returncode == 0
+    assert snapcell("doctor", "extra").returncode == 2
