@@ -194,13 +194,8 @@ static const char *const allowed[] = {
 	"eventfd2",
 	"wait4",
 	"waitid",
-	/* only on sockets the cell already holds (its frame socket, socketpairs) */
-	"sendto",
-	"recvfrom",
-	"sendmsg",
-	"recvmsg",
-	"sendmmsg",
-	"recvmmsg",
+	/* only on sockets the cell already holds (its frame socket, socketpairs, TCP to the
+	 * gate); send and receive calls are argument-checked below */
 	"shutdown",
 	"getsockname",
 	"getpeername",
@@ -316,9 +311,31 @@ static int add_unix_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/* Sending and receiving, without MSG_OOB: out-of-band data on AF_UNIX sockets is rarely
+ * used and the primitive of kernel bugs (CVE-2025-38236), so it answers EOPNOTSUPP. */
+static int add_io_rules(scmp_filter_ctx ctx)
+{
+	static const struct {
+		const char *name;
+		unsigned flags_arg;
+	} calls[] = {{"sendto", 3},  {"recvfrom", 3}, {"sendmsg", 2},
+		     {"recvmsg", 2}, {"sendmmsg", 3}, {"recvmmsg", 3}};
+	int rc = 0;
+	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(calls); i++) {
+		int nr = seccomp_syscall_resolve_name(calls[i].name);
+		struct scmp_arg_cmp oob = {calls[i].flags_arg, SCMP_CMP_MASKED_EQ, MSG_OOB,
+					   MSG_OOB};
+		struct scmp_arg_cmp no_oob = {calls[i].flags_arg, SCMP_CMP_MASKED_EQ, MSG_OOB, 0};
+		rc = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &no_oob);
+		if (rc == 0)
+			rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EOPNOTSUPP), nr, 1, &oob);
+	}
+	return rc;
+}
+
 static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets)
 {
-	int rc = 0;
+	int rc = add_io_rules(ctx);
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(ioctl_ok); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
 				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, ioctl_ok[i]));

@@ -765,3 +765,25 @@ Test(isolation, sandbox_survives_a_series_of_attacks, .timeout = 60)
 	}
 	snapcell_sandbox_free(sb);
 }
+
+Test(isolation, out_of_band_data_is_refused)
+{
+	/* MSG_OOB on AF_UNIX sockets is the primitive of CVE-2025-38236; ordinary sends and
+	 * asyncio's self-pipe still work. */
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      "import asyncio, errno, socket\n"
+		      "a, b = socket.socketpair()\n"
+		      "a.send(b'x')\n"
+		      "for step in (lambda: a.send(b'y', socket.MSG_OOB),\n"
+		      "             lambda: b.recv(1, socket.MSG_OOB),\n"
+		      "             lambda: a.sendmsg([b'z'], [], socket.MSG_OOB)):\n"
+		      "    try:\n"
+		      "        step()\n"
+		      "        print('passed')\n"
+		      "    except OSError as e:\n"
+		      "        print(errno.errorcode[e.errno])\n"
+		      "print(b.recv(1), asyncio.run(asyncio.sleep(0, 'ok')))\n",
+		      "ENOTSUP\nENOTSUP\nENOTSUP\nb'x' ok\n"); /* EOPNOTSUPP == ENOTSUP */
+	snapcell_sandbox_free(sb);
+}
