@@ -324,10 +324,16 @@ static int setup(struct snapcell_error *err)
 		return sc__err(err, -errno, "open /proc/self/ns/net");
 	/* Landlock is what confines execve to the cell's interpreter; without it cells exec
 	 * nothing (seccomp) and sys.executable stays empty. */
-	T.cfg.exec = sc__landlock_abi() >= 1;
+	int abi = sc__landlock_abi();
+	T.cfg.exec = abi >= 1;
 	/* AF_UNIX listeners (multiprocessing's forkserver) need the ruleset's scope, and no
-	 * network: with TCP sockets, seccomp could not keep listen and accept to AF_UNIX. */
-	T.unix_sockets = !T.cfg.network && sc__landlock_abi() >= SC_LANDLOCK_ABI_UNIX;
+	 * network: with TCP sockets, seccomp could not keep listen and accept to AF_UNIX. And
+	 * no pathname socket of the host in reach: a read-only bind does not stop a connect, so
+	 * before Landlock keeps pathname sockets to the cell's own (ABI 9), only when the root
+	 * binds no directory of the caller's (Python paths, the venv), where its processes may
+	 * listen. */
+	T.unix_sockets = !T.cfg.network && abi >= SC_LANDLOCK_ABI_UNIX &&
+			 (abi >= SC_LANDLOCK_ABI_UNIX_PATH || T.cfg.n_python_paths == 0);
 	if ((rc = build_root(err)) < 0)
 		return rc;
 	T.landlock_fd = -1;

@@ -72,13 +72,16 @@ const char *sc__rootfs_own_loader(void);
 /* The Landlock ABI version this kernel offers, 0 for none. */
 int sc__landlock_abi(void);
 
-/* Landlock ABI from which sc__landlock_exec_ruleset can scope abstract AF_UNIX sockets. */
-#define SC_LANDLOCK_ABI_UNIX 6
+/* Landlock ABI from which sc__landlock_exec_ruleset can scope abstract AF_UNIX sockets, and
+ * from which it also keeps connect and sendmsg to pathname sockets the cell made itself. */
+#define SC_LANDLOCK_ABI_UNIX	  6
+#define SC_LANDLOCK_ABI_UNIX_PATH 9
 
 /* A ruleset (a CLOEXEC fd above 9) that handles execution and allows it only for these
  * files, or a negative code. With unix_scope (ABI SC_LANDLOCK_ABI_UNIX) it also keeps
- * abstract AF_UNIX sockets within each cell's domain and refuses every TCP bind. Made once
- * in the template after the pivot. */
+ * abstract AF_UNIX sockets within each cell's domain and refuses every TCP bind; from ABI
+ * SC_LANDLOCK_ABI_UNIX_PATH, whatever unix_scope, pathname sockets too. Made once in the
+ * template after the pivot. */
 int sc__landlock_exec_ruleset(const char *const *paths, size_t n, bool unix_scope,
 			      struct snapcell_error *err);
 

@@ -1,7 +1,8 @@
 /* The cell's Landlock domain: of all files, only the interpreter the root holds for it (and
  * that program's loader) may be executed. Seccomp cannot see the path execve names, so this
- * is what lets the seccomp policy allow execve at all. Not a read or write policy: the
- * mount layout is that. */
+ * is what lets the seccomp policy allow execve at all; it also keeps the cell's AF_UNIX
+ * sockets to its own where the kernel can. Not a read or write policy: the mount layout is
+ * that. */
 #define _GNU_SOURCE
 #include "guest.h"
 
@@ -33,6 +34,11 @@ int sc__landlock_exec_ruleset(const char *const *paths, size_t n, bool unix_scop
 		uint64_t handled_access_fs, handled_access_net, scoped;
 	} attr = {.handled_access_fs = LANDLOCK_ACCESS_FS_EXECUTE};
 	size_t size = sizeof(attr.handled_access_fs);
+	/* Handled with no rule: a pathname socket answers only if the cell's own domain made it,
+	 * never the host's in a bound directory (a read-only mount does not stop a connect),
+	 * also for datagrams sent through a socketpair with an address. */
+	if (sc__landlock_abi() >= SC_LANDLOCK_ABI_UNIX_PATH)
+		attr.handled_access_fs |= 1ULL << 16; /* LANDLOCK_ACCESS_FS_RESOLVE_UNIX */
 	if (unix_scope) {
 		/* Handled with no rule: no TCP bind at all (ABI 4). Abstract sockets: a cell
 		 * connects only to those its own domain made, never another cell's (ABI 6). */

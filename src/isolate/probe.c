@@ -114,6 +114,8 @@ int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err)
 	set(&out->mech[SNAPCELL_MECH_LANDLOCK], abi > 0, abi > 0 ? v : "",
 	    abi <= 0  ? strerror(errno)
 	    : abi < 6 ? "confines exec to the cell's python3; no AF_UNIX listeners (needs ABI 6)"
+	    : abi < 9 ? "confines exec to the cell's python3 and AF_UNIX sockets to their cell; "
+			"no AF_UNIX listeners with Python paths or a venv (needs ABI 9)"
 		      : "confines exec to the cell's python3 and AF_UNIX sockets to their cell");
 	out->mech[SNAPCELL_MECH_LANDLOCK].used = abi > 0;
 	probe_cgroups(&out->mech[SNAPCELL_MECH_CGROUP_LIMITS]);

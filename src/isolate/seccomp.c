@@ -296,8 +296,10 @@ static int add_tcp_rules(scmp_filter_ctx ctx)
  * forkserver and socket servers among the cell's own processes. Only without network (no
  * TCP socket can exist, so these calls can only act on AF_UNIX ones: seccomp cannot tell a
  * socket's family at listen) and only under the Landlock domain sc__landlock_exec_ruleset
- * makes with unix_scope, whose scope keeps abstract sockets within the cell; path sockets
- * live in the cell's own /tmp and /output. */
+ * makes with unix_scope, whose scope keeps abstract sockets within the cell. Path sockets
+ * the cell makes live in its own /tmp and /output; the host's, in a directory bound
+ * read-only, stay out of reach because the template asks for this only where Landlock
+ * confines pathname sockets too or the root binds no directory of the caller's. */
 static int add_unix_rules(scmp_filter_ctx ctx)
 {
 	static const char *const calls[] = {"bind", "listen", "accept", "accept4", "connect"};

@@ -4,8 +4,12 @@
 #define _GNU_SOURCE
 #include "helpers.h"
 
+#include <limits.h>
 #include <linux/landlock.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 
 #define SC_TEST_LANDLOCK_ABI_UNIX 6 /* the scope that AF_UNIX listeners need */
 
@@ -158,5 +162,72 @@ Test(exec, multiprocessing_spawn_and_forkserver, .timeout = 60)
 		      "    with multiprocessing.get_context(method).Pool(2) as p:\n"
 		      "        print(method, p.map(math.factorial, range(6)))\n",
 		      "spawn [1, 1, 2, 6, 24, 120]\nforkserver [1, 1, 2, 6, 24, 120]\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* A listening socket of the host's own in a host directory the root binds read-only (a Python
+ * path or venv: the caller's directories, alive while the sandbox runs). A read-only mount
+ * does not stop a connect (write permission is checked on the socket, and EROFS only covers
+ * files, directories and links), and a non-root caller's cells are the caller's own uid
+ * outside, so anything the caller listens on there would answer. */
+static int host_listener(const char *dir, char *path, size_t path_len)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(path, path_len, "%s/agent.sock", dir);
+	cr_assert_lt(strlen(path), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	cr_assert_geq(s, 0);
+	cr_assert_eq(bind(s, (struct sockaddr *)&sa, sizeof(sa)), 0, "bind %s: %m", path);
+	cr_assert_eq(chmod(path, 0777), 0); /* whatever uid the sandbox runs as */
+	cr_assert_eq(listen(s, 4), 0);
+	return s;
+}
+
+Test(exec, host_sockets_in_bound_directories_are_unreachable)
+{
+	char *dir = test_make_tree(), path[PATH_MAX];
+	int s = host_listener(dir, path, sizeof(path));
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, dir, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	/* Refused at socket() where AF_UNIX listeners are off, at connect where Landlock can
+	 * keep pathname sockets to the cell's own (ABI 9): EACCES either way. */
+	expect_output(
+		sb,
+		"import socket, sys\n" PY_ATTEMPT "path = sys.path[-1] + '/agent.sock'\n"
+		"attempt('host socket', lambda: socket.socket(socket.AF_UNIX).connect(path))\n",
+		"host socket PermissionError EACCES\n");
+	cr_expect_eq(accept(s, NULL, NULL), -1, "the cell reached the host's socket");
+	snapcell_sandbox_free(sb);
+	close(s);
+	test_remove_tree(dir);
+}
+
+Test(exec, sessions_and_their_branches_exec_python, .timeout = 60)
+{
+	require_landlock(1);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = NULL, *branch = NULL;
+	struct snapcell_snapshot *snap = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	static const char code[] =
+		"import subprocess, sys\n"
+		"print(subprocess.run([sys.executable, '-c', 'print(6*7)'], capture_output=True,\n"
+		"                     text=True).stdout, end='')\n";
+	struct snapcell_result *res[2] = {0};
+	cr_assert_eq(snapcell_session_run(s, code, SIZE_MAX, NULL, &res[0], &err), 0);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &branch, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_session_run(branch, code, SIZE_MAX, NULL, &res[1], &err), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_expect_str_eq(res[i]->stdout_buf, "42\n", "run %d: %s", i, res[i]->stderr_buf);
+		snapcell_result_free(res[i]);
+	}
+	snapcell_session_free(branch);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
