@@ -138,7 +138,17 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 		saved[i] = v ? strdup(v) : NULL;
 		setenv(thread_vars[i], "1", 1);
 	}
-	int rc = 0;
+	/* What they print is dropped: left in sys.stdout's buffer, it would reach every cell's
+	 * output (cells are forks). */
+	PyObject *io = PyImport_ImportModule("io");
+	PyObject *sink = io ? PyObject_CallMethod(io, "StringIO", NULL) : NULL;
+	PyObject *out = Py_XNewRef(PySys_GetObject("stdout"));
+	PyObject *errs = Py_XNewRef(PySys_GetObject("stderr"));
+	Py_XDECREF(io);
+	int rc =
+		sink && PySys_SetObject("stdout", sink) == 0 && PySys_SetObject("stderr", sink) == 0
+			? 0
+			: py_fail(err, "preload output");
 	for (size_t i = 0; rc == 0 && i < cfg->n_preloads; i++) {
 		PyObject *m = PyImport_ImportModule(cfg->preloads[i]);
 		if (!m)
@@ -150,6 +160,11 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 				     cfg->preloads[i]);
 		Py_XDECREF(m);
 	}
+	if ((PySys_SetObject("stdout", out) < 0 || PySys_SetObject("stderr", errs) < 0) && rc == 0)
+		rc = py_fail(err, "preload output");
+	Py_XDECREF(out);
+	Py_XDECREF(errs);
+	Py_XDECREF(sink);
 	for (size_t i = 0; i < SC_ARRAY_LEN(thread_vars); i++) {
 		if (saved[i])
 			setenv(thread_vars[i], saved[i], 1);

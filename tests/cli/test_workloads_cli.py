@@ -153,6 +153,16 @@ def test_preloaded_modules_are_in_every_fresh_cell(snapcell, tmp_path):
     assert r.stdout == b"False\n"
 
 
+def test_what_a_preload_prints_reaches_no_cell(snapcell, tmp_path):
+    # `this` prints the Zen of Python when imported; left in the template's stdout buffer,
+    # every forked cell would flush it into its own output.
+    make_tree(tmp_path / "m", {"noisy.py": "import sys\nprint('from the preload')\n"
+                                            "print('to stderr', file=sys.stderr)\n"})
+    r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "noisy", "--preload",
+                 "this", "-", stdin=b"print(1)")
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"1\n", b"")
+
+
 def test_a_failing_preload_fails_creation_with_its_traceback(snapcell, tmp_path):
     make_tree(tmp_path / "m", {"broken.py": "def f():\n    return 1 / 0\nf()\n"})
     r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "broken", "-",
