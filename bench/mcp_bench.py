@@ -98,6 +98,10 @@ class Stdio:
         self.n += 1
         return check(self.ask({**CALL, "id": self.n}), self.n)
 
+    def isolation(self):
+        self.n += 1
+        return self.ask({**CALL, "id": self.n})["result"]["_meta"]["snapcell/run"]["isolation"]
+
     def close(self):
         self.proc.stdin.close()
         rc = self.proc.wait(timeout=30)
@@ -245,6 +249,7 @@ def main():
         paths = {"stdio": stdio.call, "http": client.call}
         if native:
             paths = {"c_fresh": native[0], **paths}
+        isolation = stdio.isolation()
         series = {name: [] for name in paths}
         for fn in paths.values():  # warm each path: the first runs build the parked cells
             for _ in range(5):
@@ -274,6 +279,7 @@ def main():
     finally:
         loaded.stop()
 
+    print(f"isolation={isolation}")
     print(f"mcp_runs={runs}")
     print(f"c_fresh_source={c_source}")
     print(f"c_fresh_p50_us={c_p50:.1f}")

@@ -15,7 +15,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("SNAPCELL_BIN", str(ROOT / "build" / "cli" / "snapcell"))
-KEYS = ["mcp_runs", "c_fresh_source", "c_fresh_p50_us",
+KEYS = ["isolation", "mcp_runs", "c_fresh_source", "c_fresh_p50_us",
         "mcp_stdio_call_p50_us", "mcp_stdio_call_p99_us", "mcp_stdio_added_us",
         "mcp_http_call_p50_us", "mcp_http_call_p99_us", "mcp_http_added_us",
         "mcp_http_reconnects", "mcp_http_load_clients", "mcp_http_load_s",
