@@ -1,0 +1,81 @@
+"""An Agent Framework 1.23 agent using snapcell through MCP (`MCPStdioTool` starting
+`snapcell mcp`), with a scripted chat client, against the build tree's CLI: the wheel installs
+no `snapcell` command, so these tests skip when build/cli/snapcell is absent (scripts/build)."""
+
+import asyncio
+import json
+import pathlib
+import sys
+
+import pytest
+from agent_framework import Agent, BaseChatClient, ChatResponse, Content, FunctionInvocationLayer, Message, MCPStdioTool
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLI = ROOT / "build" / "cli" / "snapcell"
+HELPER = ROOT / "build" / "snapcell-cell"
+
+pytestmark = pytest.mark.skipif(
+    not (CLI.exists() and HELPER.exists()),
+    reason=f"no snapcell CLI in the build tree ({CLI} and {HELPER}): run scripts/build",
+)
+
+ADD = "import json, sys\nargs = json.load(sys.stdin)\nprint(json.dumps(args['a'] + args['b']))\n"
+
+
+class _Scripted(FunctionInvocationLayer, BaseChatClient):
+    """Plays a model: asks for execute_code once, then answers with the tool's result."""
+
+    def __init__(self, code):
+        super().__init__()
+        self.code = code
+        self.requests = []
+
+    async def _inner_get_response(self, *, messages, stream, options, **kwargs):
+        self.requests.append((list(messages), dict(options)))
+        results = [c for m in messages for c in m.contents if c.type == "function_result"]
+        if not results:
+            call = Content.from_function_call(
+                call_id="call-1", name="execute_code", arguments=json.dumps({"code": self.code})
+            )
+            return ChatResponse(messages=[Message(role="assistant", contents=[call])])
+        return ChatResponse(messages=[Message(role="assistant", contents=[Content.from_text(str(results[-1].result))])])
+
+
+def _config(work_tmp):
+    """A server config with one command tool, `add(a, b)`, run by this interpreter."""
+    script = work_tmp / "add.py"
+    script.write_text(ADD)
+    config = work_tmp / "snapcell-mcp.json"
+    config.write_text(json.dumps({"tools": [{
+        "name": "add",
+        "argv": [sys.executable, str(script)],
+        "description": "Adds two integers.",
+        "schema": {"type": "object",
+                   "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                   "required": ["a", "b"]},
+    }]}))
+    return config
+
+
+def _stdio_tool(config, cells):
+    return MCPStdioTool(name="snapcell", command=str(CLI), args=["mcp", "--config", str(config)],
+                        env={"SNAPCELL_HELPER": str(HELPER), "TMPDIR": str(cells)})
+
+
+def test_mcp_stdio_agent_gets_42_from_call_tool(work_tmp):
+    cells = work_tmp / "cells"
+    cells.mkdir(mode=0o711)
+    client = _Scripted('total = call_tool("add", a=20, b=22)\nprint(total)')
+
+    async def main():
+        async with _stdio_tool(_config(work_tmp), cells) as snapcell:
+            assert [f.name for f in snapcell.functions] == ["execute_code"]
+            assert "- add: Adds two integers." in snapcell.functions[0].description
+            agent = Agent(client, instructions="Use execute_code for any computation.", tools=snapcell)
+            return await agent.run("What is 20 + 22?")
+
+    response = asyncio.run(main())
+    assert response.text.strip() == "42"
+    assert [t.name for t in client.requests[0][1]["tools"]] == ["execute_code"]
+    assert len(client.requests) == 2  # the call, then the answer from its result
+    assert list(cells.iterdir()) == []  # the server exited with stdin and left no cell behind
