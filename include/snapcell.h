@@ -215,7 +215,7 @@ SNAPCELL_API int snapcell_config_set_helper(struct snapcell_config *cfg, const c
  * reservation is an flock'ed file per uid in /run/snapcell/uids, released when the sandbox is
  * freed or its process dies. When all are held, sandbox creation fails with
  * SNAPCELL_E_EXHAUSTED naming the range. count 0 reserves nothing: every sandbox runs as
- * first (65534, 0 is the behaviour of 0.2.0 and earlier, which shared nobody's quotas).
+ * first (65534, 0 is what earlier versions did, sharing nobody's quotas).
  * Default: SNAPCELL_UID_RANGE_FIRST and SNAPCELL_UID_RANGE_COUNT, a range no distribution,
  * systemd or LXD allocates; when the caller's user namespace does not map all of it, or
  * /run/snapcell/uids cannot be made, the default falls back to 65534 shared, while a range
