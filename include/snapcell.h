@@ -211,7 +211,7 @@ SNAPCELL_API int snapcell_config_set_helper(struct snapcell_config *cfg, const c
  * its sandboxes run as its own uid, the only one it has). Each sandbox takes, for its life, a
  * uid of [first, first + count) that no other live sandbox on the machine holds, in any
  * process, and runs as that uid and the gid of the same number, so the kernel's per-user
- * quotas (pipe buffers, epoll watches, pending signals, processes) are its own. The
+ * quotas kept per uid (pipe buffers, epoll watches) are its own. The
  * reservation is an flock'ed file per uid in /run/snapcell/uids, released when the sandbox is
  * freed or its process dies. When all are held, sandbox creation fails with
  * SNAPCELL_E_EXHAUSTED naming the range. count 0 reserves nothing: every sandbox runs as
