@@ -50,6 +50,9 @@ static const char usage[] =
 	"                          pay nothing for the import, e.g. pandas (repeatable)\n"
 	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
 	"                          cgroups)\n"
+	"  --uid-range FIRST:COUNT as root, run the sandbox as an outside uid of FIRST ..\n"
+	"                          FIRST+COUNT-1 that no other live sandbox holds (default\n"
+	"                          2000000000:65536); COUNT 0 runs it as FIRST, unreserved\n"
 	"  --allow TARGET[=M,M]    allow a network target for the HTTP methods M (default:\n"
 	"                          all): host (ports 80 and 443), host:port, *.domain (its\n"
 	"                          subdomains), an IP literal ([v6] in brackets), or a URL,\n"
@@ -163,7 +166,8 @@ enum opt {
 	OPT_PRELOAD,
 	OPT_ALLOW_HEADER,
 	OPT_MAP_HOST,
-	OPT_UPSTREAM_CA
+	OPT_UPSTREAM_CA,
+	OPT_UID_RANGE
 };
 
 static const struct option options[] = {
@@ -192,6 +196,7 @@ static const struct option options[] = {
 	{"allow-header", required_argument, NULL, OPT_ALLOW_HEADER},
 	{"map-host", required_argument, NULL, OPT_MAP_HOST},
 	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
+	{"uid-range", required_argument, NULL, OPT_UID_RANGE},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -272,6 +277,29 @@ static int add_allowed_header(struct snapcell_config *cfg, const char *arg)
 	return rc < 0 ? -1 : 0;
 }
 
+/* --uid-range FIRST:COUNT, both decimal. */
+static int set_uid_range(struct snapcell_config *cfg, const char *arg)
+{
+	char *colon, *end;
+	errno = 0;
+	unsigned long long first = strtoull(arg, &colon, 10), count = 0;
+	bool bad = errno || colon == arg || *colon != ':' || *arg == '-' || first > UINT32_MAX;
+	if (!bad) {
+		count = strtoull(colon + 1, &end, 10);
+		bad = errno || end == colon + 1 || *end || colon[1] == '-' || count > UINT32_MAX;
+	}
+	struct snapcell_error err = {0};
+	if (bad) {
+		fprintf(stderr, "snapcell: --uid-range wants FIRST:COUNT, got '%s'\n", arg);
+		return -1;
+	}
+	if (snapcell_config_set_uid_range(cfg, (uint32_t)first, (uint32_t)count, &err) < 0) {
+		fprintf(stderr, "snapcell: --uid-range: %s\n", err.message);
+		return -1;
+	}
+	return 0;
+}
+
 /* Applies one option to cfg; returns 0 or prints why not and returns -1. */
 static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 {
@@ -325,6 +353,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return add_allowed(cfg, arg);
 	if (opt == OPT_ALLOW_HEADER)
 		return add_allowed_header(cfg, arg);
+	if (opt == OPT_UID_RANGE)
+		return set_uid_range(cfg, arg);
 	if (opt == OPT_MAP_HOST || opt == OPT_UPSTREAM_CA) {
 		char *eq = strchr(arg, '=');
 		char *name = eq ? strndup(arg, (size_t)(eq - arg)) : NULL;

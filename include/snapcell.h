@@ -85,6 +85,7 @@ enum snapcell_errcode {
 	SNAPCELL_E_TEMPLATE = -5003,  /* the template process died or broke its protocol */
 	SNAPCELL_E_PROTOCOL = -5004,  /* a peer sent a malformed or oversized frame */
 	SNAPCELL_E_TOO_BIG = -5005,   /* an input exceeds a hard cap */
+	SNAPCELL_E_EXHAUSTED = -5006, /* every outside uid of the range is held by a sandbox */
 };
 
 #define SNAPCELL_ERROR_MESSAGE_LEN 256
@@ -205,6 +206,25 @@ SNAPCELL_API int snapcell_config_add_preload(struct snapcell_config *cfg, const 
  * snapcell CLI reads $SNAPCELL_HELPER); the library reads no environment variable for it. */
 SNAPCELL_API int snapcell_config_set_helper(struct snapcell_config *cfg, const char *path,
 					    struct snapcell_error *err);
+
+/* The outside uids sandboxes of a root caller run as (ignored when the caller is not root:
+ * its sandboxes run as its own uid, the only one it has). Each sandbox takes, for its life, a
+ * uid of [first, first + count) that no other live sandbox on the machine holds, in any
+ * process, and runs as that uid and the gid of the same number, so the kernel's per-user
+ * quotas kept per uid (pipe buffers, epoll watches) are its own. The
+ * reservation is an flock'ed file per uid in /run/snapcell/uids, released when the sandbox is
+ * freed or its process dies. When all are held, sandbox creation fails with
+ * SNAPCELL_E_EXHAUSTED naming the range. count 0 reserves nothing: every sandbox runs as
+ * first (65534, 0 is what earlier versions did, sharing nobody's quotas).
+ * Default: SNAPCELL_UID_RANGE_FIRST and SNAPCELL_UID_RANGE_COUNT, a range no distribution,
+ * systemd or LXD allocates; when the caller's user namespace does not map all of it, or
+ * /run/snapcell/uids cannot be made, the default falls back to 65534 shared, while a range
+ * set here makes sandbox creation fail with the reason. SNAPCELL_E_INVAL for first 0 (root)
+ * or a range that reaches 65535 or 4294967295 (the kernel's invalid ids). */
+#define SNAPCELL_UID_RANGE_FIRST 2000000000u
+#define SNAPCELL_UID_RANGE_COUNT 65536u
+SNAPCELL_API int snapcell_config_set_uid_range(struct snapcell_config *cfg, uint32_t first,
+					       uint32_t count, struct snapcell_error *err);
 
 /* ---- files: /input and /output ---- */
 

@@ -397,6 +397,22 @@ static int isolation(const struct ctx *c, const char *path, json_t *v)
 	return fail(c, path, "must be \"rlimits\", \"namespaces\" or \"cgroups\"");
 }
 
+/* "uid_range": [first, count], as snapcell run --uid-range FIRST:COUNT. */
+static int uid_range(const struct ctx *c, const char *path, json_t *v)
+{
+	json_t *first = json_array_get(v, 0), *count = json_array_get(v, 1);
+	if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(first) ||
+	    !json_is_integer(count) || json_integer_value(first) < 0 ||
+	    json_integer_value(first) > UINT32_MAX || json_integer_value(count) < 0 ||
+	    json_integer_value(count) > UINT32_MAX)
+		return fail(c, path, "must be [first, count], two integers from 0 to 4294967295");
+	struct snapcell_error err = {0};
+	return snapcell_config_set_uid_range(c->cfg, (uint32_t)json_integer_value(first),
+					     (uint32_t)json_integer_value(count), &err) < 0
+		       ? lib_fail(c, path, &err)
+		       : 0;
+}
+
 static const struct {
 	const char *key;
 	int (*load)(const struct ctx *c, const char *path, json_t *v);
@@ -415,6 +431,7 @@ static const struct {
 	{"max_concurrent_runs", max_runs},
 	{"structured_content", structured},
 	{"require_isolation", isolation},
+	{"uid_range", uid_range},
 };
 
 int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_options *opts)

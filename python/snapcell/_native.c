@@ -64,8 +64,8 @@ PyObject *sc__py_fail(int rc, const struct snapcell_error *err, const char *what
 		}
 		return NULL;
 	}
-	if (setup &&
-	    (rc == SNAPCELL_E_HELPER || rc == SNAPCELL_E_ISOLATION || rc == SNAPCELL_E_TEMPLATE))
+	if (setup && (rc == SNAPCELL_E_HELPER || rc == SNAPCELL_E_ISOLATION ||
+		      rc == SNAPCELL_E_TEMPLATE || rc == SNAPCELL_E_EXHAUSTED))
 		return sc__py_raise(sc__py_setup_error, rc, buf);
 	if (rc <= -4096)
 		return sc__py_raise(sc__py_snapcell_error, rc, buf);

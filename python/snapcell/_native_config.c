@@ -444,6 +444,29 @@ static PyObject *config_require_isolation(ConfigObject *self, PyObject *args)
 		"unknown isolation level '%s'; valid: none, rlimits, namespaces, cgroups", name);
 }
 
+/* Both numbers must fit a uid: OverflowError otherwise, as for any C unsigned. */
+static PyObject *config_set_uid_range(ConfigObject *self, PyObject *args)
+{
+	PyObject *first_obj, *count_obj;
+	if (!PyArg_ParseTuple(args, "O!O!:set_uid_range", &PyLong_Type, &first_obj, &PyLong_Type,
+			      &count_obj) ||
+	    sc__py_config_writable(self) < 0)
+		return NULL;
+	unsigned long first = PyLong_AsUnsignedLong(first_obj);
+	unsigned long count = first == (unsigned long)-1 && PyErr_Occurred()
+				      ? 0
+				      : PyLong_AsUnsignedLong(count_obj);
+	if (PyErr_Occurred())
+		return NULL;
+	if (first > UINT32_MAX || count > UINT32_MAX)
+		return PyErr_Format(PyExc_OverflowError, "uid_range values must fit in 32 bits");
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_uid_range(self->cfg, (uint32_t)first, (uint32_t)count, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "set_uid_range", NULL, false);
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef config_methods[] = {
 	{"set_limit", (PyCFunction)config_set_limit, METH_VARARGS,
 	 "set_limit(name, value): one limit; names as in snapcell.h, lower case, no prefix."},
@@ -474,6 +497,9 @@ static PyMethodDef config_methods[] = {
 	 "tools() -> [(name, description, schema_json, requires_approval)] in order."},
 	{"require_isolation", (PyCFunction)config_require_isolation, METH_VARARGS,
 	 "require_isolation(level): creating a Sandbox fails below it."},
+	{"set_uid_range", (PyCFunction)config_set_uid_range, METH_VARARGS,
+	 "set_uid_range(first, count): as root, each Sandbox runs as its own outside uid of "
+	 "[first, first + count); count 0 runs all as first."},
 	{"set_helper", (PyCFunction)sc__py_config_set_helper, METH_O,
 	 "set_helper(path or None): the snapcell-cell executable Sandboxes start."},
 	{"set_reject_links", (PyCFunction)sc__py_config_set_reject_links, METH_O,

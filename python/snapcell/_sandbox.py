@@ -250,6 +250,7 @@ def build_config(
     preload: Sequence[str] | None = None,
     host_map: Mapping[str, str] | None = None,
     upstream_ca: str | os.PathLike[str] | None = None,
+    uid_range: tuple[int, int] | None = None,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
@@ -295,6 +296,9 @@ def build_config(
             registered[t.name] = t
     if require_isolation is not None:
         cfg.require_isolation(require_isolation)
+    if uid_range is not None:
+        first, count = uid_range
+        cfg.set_uid_range(first, count)
     return cfg, registered
 
 
@@ -367,7 +371,8 @@ class Sandbox:
     the host verifies servers with when it makes requests itself); ``env``, ``python_paths``, ``venv`` (made with
     ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) shape the
     interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
-    left out. Creating one starts its template (tens of milliseconds)."""
+    left out; ``uid_range=(first, count)`` is where a root process's sandboxes take their own
+    outside uids. Creating one starts its template (tens of milliseconds)."""
 
     def __init__(self, **kwargs: Any) -> None:
         cfg, tools = build_config(**kwargs)

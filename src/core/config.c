@@ -1,6 +1,6 @@
 /* The sandbox configuration: limits with defaults, environment, Python paths, the helper's
- * path, required isolation, mounts. Validation happens in the setters, so a config that exists
- * is a valid one. Tools are in tools.c. */
+ * path, required isolation, mounts, the outside uid range. Validation happens in the setters,
+ * so a config that exists is a valid one. Tools are in tools.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -50,6 +50,8 @@ struct snapcell_config *snapcell_config_new(void)
 	for (int i = 0; i < SNAPCELL_LIMIT__COUNT; i++)
 		cfg->limits[i] = limit_table[i].def;
 	cfg->required = SNAPCELL_ISOLATION_NONE;
+	cfg->uid_first = SNAPCELL_UID_RANGE_FIRST;
+	cfg->uid_count = SNAPCELL_UID_RANGE_COUNT;
 	return cfg;
 }
 
@@ -208,6 +210,25 @@ int snapcell_config_require_isolation(struct snapcell_config *cfg, enum snapcell
 	return 0;
 }
 
+/* 0 is root; 65535 and 4294967295 are (uid_t)-1 in 16 and 32 bits, which setresuid and chown
+ * read as "leave unchanged". */
+int snapcell_config_set_uid_range(struct snapcell_config *cfg, uint32_t first, uint32_t count,
+				  struct snapcell_error *err)
+{
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_uid_range: NULL config");
+	uint64_t last = (uint64_t)first + (count ? count - 1 : 0);
+	if (first == 0 || last >= UINT32_MAX || (first <= 65535 && last >= 65535))
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "set_uid_range %u:%u: the range must leave out 0, 65535 and "
+			       "4294967295",
+			       (unsigned)first, (unsigned)count);
+	cfg->uid_first = first;
+	cfg->uid_count = count;
+	cfg->uid_range_set = true;
+	return 0;
+}
+
 static int add_mount(struct snapcell_config *cfg, const char *host, const char *mount)
 {
 	char *h = strdup(host), *m = strdup(mount);
@@ -333,6 +354,9 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 	memcpy(c->limits, src->limits, sizeof(c->limits));
 	c->required = src->required;
 	c->reject_links = src->reject_links;
+	c->uid_first = src->uid_first;
+	c->uid_count = src->uid_count;
+	c->uid_range_set = src->uid_range_set;
 	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < src->n_env; i++)
 		rc = snapcell_config_set_env(c, src->env[i].name, src->env[i].value, NULL);

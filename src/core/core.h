@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "isolate/host.h"
 #include "net/net.h"
 #include "rpc/control.h"
 #include "snapcell.h"
@@ -54,7 +55,10 @@ struct snapcell_config {
 	char **map_names;	    /* snapcell_config_map_host: names and their addresses */
 	char **map_addresses;
 	size_t n_maps;
-	char *upstream_ca; /* resolved path, or NULL for the system's bundle */
+	char *upstream_ca;  /* resolved path, or NULL for the system's bundle */
+	uint32_t uid_first; /* snapcell_config_set_uid_range: root callers' outside uids */
+	uint32_t uid_count;
+	bool uid_range_set; /* set by the caller, not the default: failures are errors */
 };
 
 int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **out);
@@ -129,6 +133,7 @@ struct snapcell_sandbox {
 	char *workdir;
 	int out_fd;  /* workdir/out: one directory per cell, named by its id */
 	int lock_fd; /* workdir/lock, flock'ed while the sandbox lives (stale-directory reaping) */
+	struct sc_outside_ids ids; /* what the sandbox runs as outside, and its uid's lock */
 	enum snapcell_isolation level;
 	struct sc_gate *gate; /* with network entries: net/gate.h */
 

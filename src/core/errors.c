@@ -18,6 +18,7 @@ static const struct {
 	{SNAPCELL_E_TEMPLATE, "SNAPCELL_E_TEMPLATE", "sandbox template died"},
 	{SNAPCELL_E_PROTOCOL, "SNAPCELL_E_PROTOCOL", "protocol violation"},
 	{SNAPCELL_E_TOO_BIG, "SNAPCELL_E_TOO_BIG", "input too large"},
+	{SNAPCELL_E_EXHAUSTED, "SNAPCELL_E_EXHAUSTED", "every outside uid of the range is in use"},
 };
 
 static int own_index(int code)

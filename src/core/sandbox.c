@@ -221,9 +221,8 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		return sc__err(err, -errno, "create work directory in %s", tmp);
 	if (!(sb->workdir = strdup(path)))
 		return -ENOMEM;
-	uid_t uid;
-	gid_t gid;
-	sc__sandbox_ids(&uid, &gid);
+	uid_t uid = sb->ids.uid;
+	gid_t gid = sb->ids.gid;
 	/* The sandbox uid must reach the root mount point and own the output tree. */
 	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0 && (sb->lock_fd = lock_workdir(dfd)) < 0) {
@@ -383,7 +382,8 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 					.control_fd = child_end,
 					.pass_dirs = dirs,
 					.n_pass_dirs = n_dirs};
-		sc__sandbox_ids(&spec.outside_uid, &spec.outside_gid);
+		spec.outside_uid = sb->ids.uid;
+		spec.outside_gid = sb->ids.gid;
 		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
 	}
 	if (helper_fd >= 0)
@@ -466,7 +466,7 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	struct snapcell_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb)
 		return sc__err(err, -ENOMEM, "sandbox");
-	sb->ctl = sb->helper_pidfd = sb->out_fd = sb->lock_fd = -1;
+	sb->ctl = sb->helper_pidfd = sb->out_fd = sb->lock_fd = sb->ids.lock_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	int rc = sc__config_copy(cfg, &sb->cfg);
 	if (rc < 0)
@@ -475,6 +475,9 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 		rc = sc__err(err, SNAPCELL_E_ISOLATION,
 			     "isolation level 'cgroups' required: snapcell sets no cgroup limits "
 			     "on this host (see `snapcell doctor`)");
+	if (rc == 0)
+		rc = sc__ids_take(sb->cfg->uid_first, sb->cfg->uid_count, sb->cfg->uid_range_set,
+				  &sb->ids, err);
 	if (rc == 0)
 		rc = make_workdir(sb, err);
 	if (rc == 0)
@@ -533,6 +536,9 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	}
 	if (sb->lock_fd >= 0)
 		close(sb->lock_fd); /* after the tree is gone: a reaper may take it now */
+	/* After the template was waited for: a pid namespace's init is reaped only once all its
+	 * processes are, so nothing runs as the uid any more when the next sandbox takes it. */
+	sc__ids_release(&sb->ids);
 	pthread_mutex_destroy(&sb->lock);
 	snapcell_config_free(sb->cfg);
 	free(sb);

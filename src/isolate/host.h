@@ -1,18 +1,39 @@
 /* The isolation the host library applies itself: starting the helper in new namespaces
- * (spawn.c) and probing what the host offers (probe.c, snapcell_probe_host). No libseccomp or
+ * (spawn.c), the outside uid it runs as (uids.c) and probing what the host offers (probe.c,
+ * snapcell_probe_host). No libseccomp or
  * libcap here: the mechanisms the helper applies are isolate/guest.h. */
 #ifndef SC_ISOLATE_HOST_H
 #define SC_ISOLATE_HOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "snapcell.h"
 
-/* Outside uid/gid the sandbox runs as when the host is root: not the host's uid, so the
- * host's per-user kernel quotas, RLIMIT_NPROC exemption and signal rights do not apply. */
+/* Outside uid/gid every sandbox of a root host runs as when no range can be had (the default
+ * range on a host that does not map it): not the host's uid, so the host's per-user kernel
+ * quotas, RLIMIT_NPROC exemption and signal rights do not apply, but shared by them all. */
 #define SC_ROOT_SANDBOX_UID 65534
 #define SC_ROOT_SANDBOX_GID 65534
+
+/* The outside ids of one sandbox and the reservation that keeps them its own. */
+struct sc_outside_ids {
+	uid_t uid;
+	gid_t gid;
+	int lock_fd; /* the uid's lock file, flock'ed for the sandbox's life; -1 when none */
+};
+
+/* Chooses a new sandbox's outside ids. Not root: the caller's own, no lock. Root: the first uid
+ * of [first, first + count) whose lock in /run/snapcell/uids no live sandbox (of any process)
+ * holds, gid the same number, or first unreserved when count is 0. SNAPCELL_E_EXHAUSTED when
+ * all are held. Other failures (the range not mapped in this user namespace, no lock
+ * directory) are errors when strict, and otherwise give the shared SC_ROOT_SANDBOX_UID. */
+int sc__ids_take(uint32_t first, uint32_t count, bool strict, struct sc_outside_ids *out,
+		 struct snapcell_error *err);
+/* Drops the reservation (the uid's processes must be gone); safe to call twice. */
+void sc__ids_release(struct sc_outside_ids *ids);
 
 struct sc_spawn {
 	int helper_fd; /* O_PATH descriptor of the helper executable */
@@ -33,8 +54,5 @@ struct sc_spawn {
  * naming the step (SNAPCELL_E_ISOLATION when the kernel refuses the namespaces). */
 int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid, int *pidfd,
 		     struct snapcell_error *err);
-
-/* The outside ids a sandbox started by this process runs as. */
-void sc__sandbox_ids(uid_t *uid, gid_t *gid);
 
 #endif

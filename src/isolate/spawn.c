@@ -43,17 +43,6 @@ static const char *const step_names[] = {"wait for id maps", "open python path",
 					 "switch to root of the namespace", "set up descriptors",
 					 "execve"};
 
-void sc__sandbox_ids(uid_t *uid, gid_t *gid)
-{
-	if (geteuid() == 0) {
-		*uid = SC_ROOT_SANDBOX_UID;
-		*gid = SC_ROOT_SANDBOX_GID;
-	} else {
-		*uid = geteuid();
-		*gid = getegid();
-	}
-}
-
 static void child_fail(int fd, int step, int err)
 {
 	struct child_failure f = {step, err, -1};

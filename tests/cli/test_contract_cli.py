@@ -1,7 +1,10 @@
 """What the CLI shows of the library's contract: the version, the helper it runs, and causes
 reported with their context (a refused tool schema says why)."""
 import json
+import os
 import re
+import subprocess
+import time
 
 
 def test_version_is_the_loaded_librarys(snapcell):
@@ -59,3 +62,39 @@ def test_a_helper_of_another_protocol_is_a_clear_error(snapcell, snapcell_paths)
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(other)}, timeout=20)
     assert r.returncode == 3
     assert b"speaks protocol 999, this library (0.2.0) speaks protocol 3" in r.stderr
+
+
+def test_uid_range_is_checked_and_a_held_range_is_a_clear_error(snapcell, snapcell_paths,
+                                                                 tmp_path):
+    r = snapcell("run", "--uid-range", "5:x", "-", stdin=b"")
+    assert r.returncode == 2
+    assert r.stderr == b"snapcell: --uid-range wants FIRST:COUNT, got '5:x'\n"
+    r = snapcell("run", "--uid-range", "65530:10", "-", stdin=b"")
+    assert r.returncode == 2
+    assert b"must leave out 0, 65535 and 4294967295" in r.stderr
+    r = snapcell("run", "--uid-range", "2100000200:1", "-", stdin=b"print(1)")
+    assert (r.returncode, r.stdout) == (0, b"1\n"), r.stderr
+    if os.geteuid() != 0:
+        return
+    # A second CLI while the first holds the range's only uid: the first waits in a tool
+    # that tells us it is there.
+    cli, helper = snapcell_paths
+    mark = tmp_path / "running"
+    gate = f"gate=touch {mark}; while [ -e {mark} ]; do sleep 0.05; done; echo null"
+    first = subprocess.Popen([cli, "run", "--uid-range", "2100000201:1", "--tool", gate, "-"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             env={**os.environ, "SNAPCELL_HELPER": helper})
+    try:
+        first.stdin.write(b"call_tool('gate')\n")
+        first.stdin.close()
+        deadline = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < deadline and first.poll() is None:
+            time.sleep(0.02)
+        assert mark.exists()
+        r = snapcell("run", "--uid-range", "2100000201:1", "-", stdin=b"print(1)")
+        assert r.returncode == 3
+        assert b"no free outside uid: all 1 of 2100000201..2100000201" in r.stderr
+    finally:
+        mark.unlink(missing_ok=True)  # ends the tool's wait
+        first.kill()
+        first.wait()

@@ -37,6 +37,8 @@ def test_unknown_keys_are_refused_with_their_path(snapcell_bin, tmp_path):
                        ({"allow": [{"target": "x.example",
                                     "headers": {"A": "${env:SC_MCP_UNSET_VAR}"}}]},
                         "${env:SC_MCP_UNSET_VAR}: the variable is not set"),
+                       ({"uid_range": [2000000000]}, "uid_range: must be [first, count]"),
+                       ({"uid_range": [60000, 10000]}, "uid_range: set_uid_range 60000:10000"),
                        ({"allow": [{"target": "127.1"}]}, "dotted quad (127.0.0.1)")):
         r = start_fails(snapcell_bin, write_config(tmp_path, obj))
         assert r.returncode == 2, obj
@@ -62,6 +64,7 @@ def test_config_reaches_the_runs(snapcell_bin, tmp_path):
                    "schema": {"type": "object", "properties": {"x": {"type": "integer"}},
                               "required": ["x"]}}],
         "max_concurrent_runs": 3,
+        "uid_range": [2000000000, 65536],
     })
     path, env = snapcell_bin
     s = Stdio((path, {**env, "SC_MCP_TOKEN": "mcp-s3cret"}), "--config", config)

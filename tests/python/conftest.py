@@ -15,7 +15,7 @@ from snapcell import _native, _sandbox
 @pytest.fixture(autouse=True)
 def work_tmp(monkeypatch):
     """Each test's own TMPDIR, where its sandboxes put their work directories. Not under
-    pytest's tmp_path: when the tests run as root the sandbox runs as uid 65534, which must
+    pytest's tmp_path: when the tests run as root the sandbox runs as a uid of its own, which must
     reach its root mount point, and pytest's directories are private (0700)."""
     work = tempfile.mkdtemp(prefix="snapcell-test-")
     os.chmod(work, 0o711)

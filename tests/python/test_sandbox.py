@@ -1,6 +1,7 @@
 """snapcell.Sandbox: the framework-neutral Python API over real sandboxes."""
 
 import asyncio
+import os
 import threading
 import time
 from typing import Literal, Optional
@@ -306,3 +307,17 @@ def test_venv_and_preload_keywords(tmp_path):
         snapcell.Sandbox(preload=["a b"])
     with pytest.raises(snapcell.SetupError, match="preload no_such_mod: ModuleNotFoundError"):
         snapcell.Sandbox(preload="no_such_mod")
+
+
+def test_uid_range_is_checked_and_a_held_range_is_a_setup_error():
+    for bad, error in (((0, 1), ValueError), ((60000, 10000), ValueError),
+                       ((-1, 1), OverflowError), ((1, 2**32), OverflowError)):
+        with pytest.raises(error):
+            snapcell.Sandbox(uid_range=bad)
+    with snapcell.Sandbox(uid_range=(2100000300, 1)) as sb:
+        assert sb.run("print(1)").stdout == "1\n"
+        if os.geteuid() == 0:
+            with pytest.raises(snapcell.SetupError, match="2100000300..2100000300"):
+                snapcell.Sandbox(uid_range=(2100000300, 1))
+    with snapcell.Sandbox(uid_range=(2100000300, 1)) as sb:  # freed: free again
+        assert sb.run("print(2)").stdout == "2\n"

@@ -29,6 +29,34 @@ Test(config, rejects_invalid_values)
 	snapcell_config_free(cfg);
 }
 
+Test(config, uid_range_leaves_out_root_and_the_invalid_ids)
+{
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	static const uint32_t good[][2] = {
+		{SNAPCELL_UID_RANGE_FIRST, SNAPCELL_UID_RANGE_COUNT},
+		{65534, 0},
+		{65536, 1},
+		{1, 65534},
+		{4294967294u, 1},
+		{100000, 0},
+	};
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_expect_eq(snapcell_config_set_uid_range(cfg, good[i][0], good[i][1], &err), 0,
+			     "%u:%u: %s", good[i][0], good[i][1], err.message);
+	static const uint32_t bad[][2] = {
+		{0, 1},		  {0, 0},	   {65535, 0},	     {65535, 1},
+		{1, 65535},	  {60000, 10000},  {4294967295u, 0}, {4294967295u, 1},
+		{4294967294u, 2}, {2, UINT32_MAX},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(snapcell_config_set_uid_range(cfg, bad[i][0], bad[i][1], &err),
+			     SNAPCELL_E_INVAL, "%u:%u", bad[i][0], bad[i][1]);
+	cr_expect(strstr(err.message, "65535") != NULL, "%s", err.message);
+	cr_expect_eq(snapcell_config_set_uid_range(NULL, 1, 1, NULL), SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
+
 Test(config, names_for_codes_statuses_and_levels)
 {
 	cr_expect_str_eq(snapcell_status_name(SNAPCELL_STATUS_OUTPUT_LIMIT), "output-limit");
@@ -36,6 +64,7 @@ Test(config, names_for_codes_statuses_and_levels)
 	cr_expect_str_eq(snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES), "namespaces");
 	cr_expect_str_eq(snapcell_strerror(-ENOENT), "No such file or directory");
 	cr_expect_str_eq(snapcell_strerror(SNAPCELL_E_TOO_BIG), "input too large");
+	cr_expect_str_eq(snapcell_error_name(SNAPCELL_E_EXHAUSTED), "SNAPCELL_E_EXHAUSTED");
 }
 
 Test(config, preload_takes_dotted_module_names_once)

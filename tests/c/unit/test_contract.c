@@ -25,6 +25,7 @@ Test(contract, error_names_and_descriptions_come_from_one_table)
 		{SNAPCELL_E_TEMPLATE, "SNAPCELL_E_TEMPLATE"},
 		{SNAPCELL_E_PROTOCOL, "SNAPCELL_E_PROTOCOL"},
 		{SNAPCELL_E_TOO_BIG, "SNAPCELL_E_TOO_BIG"},
+		{SNAPCELL_E_EXHAUSTED, "SNAPCELL_E_EXHAUSTED"},
 		{-ENOENT, "ENOENT"},
 		{-EPERM, "EPERM"},
 	};
