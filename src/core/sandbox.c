@@ -484,6 +484,9 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 		rc = start_gate(sb, err);
 	if (rc == 0)
 		rc = start_helper(sb, err);
+	if (rc == 0 && (rc = sc__ids_bind(&sb->ids, sb->helper_pid)) < 0)
+		sc__err(err, rc, "record the template in the lock of uid %u",
+			(unsigned)sb->ids.uid);
 	if (rc == 0)
 		rc = handshake(sb, err);
 	if (rc < 0) {

@@ -32,6 +32,9 @@ struct sc_outside_ids {
  * directory) are errors when strict, and otherwise give the shared SC_ROOT_SANDBOX_UID. */
 int sc__ids_take(uint32_t first, uint32_t count, bool strict, struct sc_outside_ids *out,
 		 struct snapcell_error *err);
+/* Records in the uid's lock file the template that runs as it: after its host process's death
+ * (which drops the lock) the uid stays taken while that template lives. Root's ids only. */
+int sc__ids_bind(struct sc_outside_ids *ids, pid_t template);
 /* Drops the reservation (the uid's processes must be gone); safe to call twice. */
 void sc__ids_release(struct sc_outside_ids *ids);
 

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -63,6 +64,42 @@ static int open_lock_dir(struct snapcell_error *err)
 	return dir;
 }
 
+/* Whether pid runs (not a zombie), and since when: the start time tells a pid reused apart. */
+static bool proc_live(pid_t pid, unsigned long long *start)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	char *p = n > 0 ? (buf[n] = 0, strrchr(buf, ')')) : NULL;
+	char state = 0;
+	if (!p || sscanf(p + 1,
+			 " %c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d "
+			 "%*d %llu",
+			 &state, start) != 2)
+		return false;
+	return state != 'Z' && state != 'X';
+}
+
+/* Whether the template a lock file names still runs. Its host process's death dropped the
+ * lock, but the template exits only when it sees that, and its cells after it: until then
+ * they run as the uid. Once it is a zombie its pid namespace is empty. */
+static bool template_lives(int fd)
+{
+	char buf[64];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+	if (n <= 0)
+		return false;
+	buf[n] = 0;
+	int pid;
+	unsigned long long start, now;
+	return sscanf(buf, "%d %llu", &pid, &start) == 2 && pid > 0 && proc_live(pid, &now) &&
+	       now == start;
+}
+
 /* The first uid of the range whose lock file nobody holds. A lock is an open file description:
  * the kernel drops it when the last descriptor goes, at snapcell_sandbox_free or the process's
  * death. Files are never removed (an unlink would race with a sandbox opening the old one),
@@ -77,6 +114,10 @@ static int take_uid(int dir, uint32_t first, uint32_t count, struct sc_outside_i
 		if (fd < 0)
 			return sc__err(err, -errno, "open %s/%s", LOCK_DIR, name);
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+			if (template_lives(fd)) {
+				close(fd); /* its host died; the template and cells have not yet */
+				continue;
+			}
 			out->uid = (uid_t)u;
 			out->gid = (gid_t)u;
 			out->lock_fd = fd;
@@ -130,6 +171,20 @@ int sc__ids_take(uint32_t first, uint32_t count, bool strict, struct sc_outside_
 	if (rc < 0 && err)
 		*err = why;
 	return rc;
+}
+
+int sc__ids_bind(struct sc_outside_ids *ids, pid_t template)
+{
+	unsigned long long start;
+	if (ids->lock_fd < 0)
+		return 0;
+	if (!proc_live(template, &start))
+		return -ESRCH;
+	char buf[64];
+	int n = snprintf(buf, sizeof(buf), "%d %llu\n", (int)template, start);
+	if (ftruncate(ids->lock_fd, 0) < 0 || pwrite(ids->lock_fd, buf, (size_t)n, 0) != n)
+		return -errno;
+	return 0;
 }
 
 void sc__ids_release(struct sc_outside_ids *ids)

@@ -10,6 +10,7 @@
 #define RANGE_ONE    2100000000u
 #define RANGE_SHARED 2100000010u
 #define RANGE_CHILD  2100000020u
+#define RANGE_ORPHAN 2100000030u
 
 static void require_root(void)
 {
@@ -127,7 +128,7 @@ Test(uids, count_zero_runs_every_sandbox_as_first)
 }
 
 /* The reservation holds across processes, and a process that dies without freeing its
- * sandbox (SIGKILL) gives its uid back. */
+ * sandbox (SIGKILL) gives its uid back once its template is gone. */
 Test(uids, another_process_holds_its_uid_until_it_dies)
 {
 	require_root();
@@ -153,10 +154,74 @@ Test(uids, another_process_holds_its_uid_until_it_dies)
 	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), SNAPCELL_E_EXHAUSTED, "%s", err.message);
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
-	sb = test_sandbox(cfg);
+	/* Free once the orphaned template has seen EOF and exited, its cells with it. */
+	int rc = SNAPCELL_E_EXHAUSTED;
+	for (int i = 0; i < 500 && rc == SNAPCELL_E_EXHAUSTED; i++)
+		if ((rc = snapcell_sandbox_new(cfg, &sb, &err)) == SNAPCELL_E_EXHAUSTED)
+			usleep(10000);
+	cr_assert_eq(rc, 0, "%s", err.message);
 	unsigned u, g;
 	template_ids(sb, &u, &g);
 	cr_expect_eq(u, RANGE_CHILD);
+	snapcell_sandbox_free(sb);
+	snapcell_config_free(cfg);
+}
+
+/* The kernel drops a dead process's lock at once, but its template (and the cells, which die
+ * after it) may still be running as the uid: exiting on EOF takes as long as the template is
+ * slow to see it, here for ever as it is stopped. No other sandbox may take the uid until
+ * that template is gone. */
+Test(uids, a_dead_processs_uid_stays_taken_while_its_template_lives)
+{
+	require_root();
+	struct snapcell_config *cfg = range_config(RANGE_ORPHAN, 1);
+	int ready[2];
+	cr_assert_eq(pipe(ready), 0);
+	pid_t child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		struct snapcell_sandbox *sb = NULL;
+		struct snapcell_sandbox_stats st = {0};
+		int pid = snapcell_sandbox_new(cfg, &sb, NULL) == 0 &&
+					  snapcell_sandbox_stats(sb, &st, NULL) == 0
+				  ? st.template_pid
+				  : -1;
+		(void)!write(ready[1], &pid, sizeof(pid));
+		pause();
+		_exit(0);
+	}
+	close(ready[1]);
+	int template = -1;
+	cr_assert_eq(read(ready[0], &template, sizeof(template)), (ssize_t)sizeof(template));
+	close(ready[0]);
+	cr_assert_gt(template, 0, "the child could not make its sandbox");
+	cr_assert_eq(kill(template, SIGSTOP), 0, "%s", strerror(errno));
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), SNAPCELL_E_EXHAUSTED,
+		     "a sandbox took the uid of a live template: %s", err.message);
+	if (sb)
+		snapcell_sandbox_free(sb);
+	/* Gone (a zombie at most, all its namespace dead): the uid is free again. */
+	kill(template, SIGKILL);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", template);
+	for (int i = 0; i < 500; i++) {
+		char state = 0;
+		FILE *f = fopen(path, "re");
+		bool gone = !f || fscanf(f, "%*d (%*[^)]) %c", &state) != 1 || state == 'Z';
+		if (f)
+			fclose(f);
+		if (gone)
+			break;
+		usleep(10000);
+	}
+	sb = test_sandbox(cfg);
+	unsigned u, g;
+	template_ids(sb, &u, &g);
+	cr_expect_eq(u, RANGE_ORPHAN);
 	snapcell_sandbox_free(sb);
 	snapcell_config_free(cfg);
 }
