@@ -28,8 +28,9 @@ struct sc_outside_ids {
 /* Chooses a new sandbox's outside ids. Not root: the caller's own, no lock. Root: the first uid
  * of [first, first + count) whose lock in /run/snapcell/uids no live sandbox (of any process)
  * holds, gid the same number, or first unreserved when count is 0. SNAPCELL_E_EXHAUSTED when
- * all are held. Other failures (the range not mapped in this user namespace, no lock
- * directory) are errors when strict, and otherwise give the shared SC_ROOT_SANDBOX_UID. */
+ * all are held. The range not mapped in this user namespace, or no lock directory to be had,
+ * are errors when strict and otherwise give the shared SC_ROOT_SANDBOX_UID; a lock directory
+ * or file someone else made or replaced is always an error. */
 int sc__ids_take(uint32_t first, uint32_t count, bool strict, struct sc_outside_ids *out,
 		 struct snapcell_error *err);
 /* Records in the uid's lock file the template that runs as it: after its host process's death

@@ -110,9 +110,15 @@ static int take_uid(int dir, uint32_t first, uint32_t count, struct sc_outside_i
 	char name[16];
 	for (uint64_t u = first; u < (uint64_t)first + count; u++) {
 		snprintf(name, sizeof(name), "%u", (unsigned)u);
-		int fd = openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int fd = openat(dir, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+				0600);
 		if (fd < 0)
 			return sc__err(err, -errno, "open %s/%s", LOCK_DIR, name);
+		struct stat st;
+		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+			close(fd);
+			return sc__err(err, -EPERM, "%s/%s is not a regular file", LOCK_DIR, name);
+		}
 		if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
 			if (template_lives(fd)) {
 				close(fd); /* its host died; the template and cells have not yet */
@@ -134,10 +140,13 @@ static int take_uid(int dir, uint32_t first, uint32_t count, struct sc_outside_i
 		       (unsigned)count, (unsigned)first, (unsigned)(first + count - 1));
 }
 
-static int choose(uint32_t first, uint32_t count, struct sc_outside_ids *out,
+/* *host_lacks says the failure is the host's, not a lock's: the range is not mapped, or the
+ * lock directory cannot be made. A directory or lock file someone else made is not that. */
+static int choose(uint32_t first, uint32_t count, struct sc_outside_ids *out, bool *host_lacks,
 		  struct snapcell_error *err)
 {
 	uint32_t n = count ? count : 1;
+	*host_lacks = true;
 	if (!ns_maps("/proc/self/uid_map", first, n) || !ns_maps("/proc/self/gid_map", first, n))
 		return sc__err(err, SNAPCELL_E_INVAL,
 			       "outside uid range %u:%u is not mapped in this process's user "
@@ -148,8 +157,11 @@ static int choose(uint32_t first, uint32_t count, struct sc_outside_ids *out,
 		return 0;
 	}
 	int dir = open_lock_dir(err);
-	if (dir < 0)
+	if (dir < 0) {
+		*host_lacks = dir != -EPERM && dir != -ELOOP && dir != -ENOTDIR;
 		return dir;
+	}
+	*host_lacks = false;
 	int rc = take_uid(dir, first, count, out, err);
 	close(dir);
 	return rc;
@@ -162,8 +174,9 @@ int sc__ids_take(uint32_t first, uint32_t count, bool strict, struct sc_outside_
 	if (out->uid != 0)
 		return 0;
 	struct snapcell_error why = {0};
-	int rc = choose(first, count, out, &why);
-	if (rc < 0 && !strict && rc != SNAPCELL_E_EXHAUSTED) {
+	bool host_lacks;
+	int rc = choose(first, count, out, &host_lacks, &why);
+	if (rc < 0 && !strict && host_lacks) {
 		/* The default range on a host that cannot give it: the shared uid of 0.2.0. */
 		*out = (struct sc_outside_ids){SC_ROOT_SANDBOX_UID, SC_ROOT_SANDBOX_GID, -1};
 		return 0;

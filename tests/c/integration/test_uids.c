@@ -3,7 +3,10 @@
 #define _GNU_SOURCE
 #include "helpers.h"
 
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 /* Ranges of their own, outside the default one, so tests running at once never meet. */
@@ -224,6 +227,51 @@ Test(uids, a_dead_processs_uid_stays_taken_while_its_template_lives)
 	cr_expect_eq(u, RANGE_ORPHAN);
 	snapcell_sandbox_free(sb);
 	snapcell_config_free(cfg);
+}
+
+/* In a child with a mount namespace of its own and an empty lock directory, plants `kind` at
+ * the default range's first uid and makes a sandbox of the default config: 0 when that fails,
+ * 1 when it runs, 2 when the child could not set up. */
+static int plant_and_create(char kind)
+{
+	pid_t child = fork();
+	cr_assert_geq(child, 0);
+	if (child == 0) {
+		char lock[64];
+		snprintf(lock, sizeof(lock), "/run/snapcell/uids/%u", SNAPCELL_UID_RANGE_FIRST);
+		if (unshare(CLONE_NEWNS) < 0 ||
+		    mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+		    mount("tmpfs", "/run/snapcell/uids", "tmpfs", 0, "mode=0700") < 0)
+			_exit(2);
+		if (kind == 'l' ? symlink("/etc/passwd", lock) < 0 : mkfifo(lock, 0600) < 0)
+			_exit(2);
+		struct snapcell_config *cfg = test_config_new();
+		struct snapcell_sandbox *sb = NULL;
+		int rc = snapcell_sandbox_new(cfg, &sb, NULL);
+		snapcell_sandbox_free(sb);
+		_exit(rc < 0 ? 0 : 1);
+	}
+	int status = 0;
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	cr_assert(WIFEXITED(status), "the child died: %d", status);
+	return WEXITSTATUS(status);
+}
+
+/* A lock file replaced (a symlink, a FIFO) is someone else's doing, not a host without the
+ * range: the default must not quietly give the shared uid 65534, nor take a FIFO as a lock. */
+Test(uids, a_planted_lock_file_fails_creation_without_the_shared_fallback)
+{
+	require_root();
+	if (!default_range_mapped())
+		test_skip_or_fail("this user namespace does not map the default uid range");
+	if (access("/run/snapcell/uids", F_OK) < 0) {
+		struct snapcell_sandbox *sb = test_sandbox(NULL); /* makes the directory */
+		snapcell_sandbox_free(sb);
+	}
+	int rc = plant_and_create('l');
+	cr_assert_neq(rc, 2, "could not set up a private lock directory");
+	cr_expect_eq(rc, 0, "a symlinked lock file: the sandbox fell back and ran");
+	cr_expect_eq(plant_and_create('f'), 0, "a FIFO lock file: the sandbox ran");
 }
 
 /* docs/security.md: once a uid's pipes pass fs.pipe-user-pages-soft, every new pipe of that
