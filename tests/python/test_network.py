@@ -160,6 +160,7 @@ def test_the_reference_forms_reach_the_network_through_agent_framework(server):
             f"    urllib.request.urlopen('http://127.0.0.1:{port}/', data=b'x')\n"
             "except urllib.error.HTTPError as e:\n"
             "    print(e.code)\n")
-    out = asyncio.run(t.invoke(arguments={"code": code}))
+    with t:  # ends the sandbox the tool keeps for its configuration
+        out = asyncio.run(t.invoke(arguments={"code": code}))
     assert [c.text for c in out if c.type == "text"] == ["b'HTTP/1.1 200'\n403\n"]
     assert [p for p, _ in hits] == ["/raw"]
