@@ -13,16 +13,12 @@ from pathlib import Path
 import pytest
 from agent_framework import (
     Agent,
-    BaseChatClient,
-    ChatResponse,
-    Content,
-    FunctionInvocationLayer,
     FunctionTool,
-    Message,
     tool,
 )
 
 from conftest import descendants
+from scripted_chat import ScriptedChatClient
 from snapcell.agent_framework import AllowedDomain, CodeActProvider, ExecuteCodeTool, FileMount
 
 
@@ -89,7 +85,7 @@ def test_item3_approval_mode_follows_the_managed_tools():
 
 def test_item3_agent_tools_never_count():
     provider = CodeActProvider(tools=[compute])
-    agent = Agent(_Scripted("print(1)"), tools=[delete_everything], context_providers=[provider])
+    agent = Agent(ScriptedChatClient("print(1)"), tools=[delete_everything], context_providers=[provider])
     state = {}
     ctx = _Context()
     asyncio.run(provider.before_run(agent=agent, session=None, context=ctx, state=state))
@@ -441,27 +437,9 @@ def test_item16_before_run_adds_one_instruction_and_one_run_tool(tmp_path):
     provider.close()
 
 
-class _Scripted(FunctionInvocationLayer, BaseChatClient):
-    """A chat client that asks for execute_code once, then answers with its result."""
-
-    def __init__(self, code):
-        super().__init__()
-        self.code = code
-        self.requests = []
-
-    async def _inner_get_response(self, *, messages, stream, options, **kwargs):
-        self.requests.append((list(messages), dict(options)))
-        results = [c for m in messages for c in m.contents if c.type == "function_result"]
-        if not results:
-            call = Content.from_function_call(
-                call_id="call-1", name="execute_code", arguments=json.dumps({"code": self.code})
-            )
-            return ChatResponse(messages=[Message(role="assistant", contents=[call])])
-        return ChatResponse(messages=[Message(role="assistant", contents=[Content.from_text(str(results[-1].result))])])
-
 
 def test_item17_agent_end_to_end():
-    client = _Scripted('total = call_tool("compute", a=20, b=22)\nprint(total)')
+    client = ScriptedChatClient('total = call_tool("compute", a=20, b=22)\nprint(total)')
     with CodeActProvider(tools=[compute]) as provider:
         agent = Agent(client, instructions="Be brief.", context_providers=[provider])
         response = asyncio.run(agent.run("What is 20 + 22?"))

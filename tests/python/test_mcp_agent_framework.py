@@ -8,7 +8,8 @@ import pathlib
 import sys
 
 import pytest
-from agent_framework import Agent, BaseChatClient, ChatResponse, Content, FunctionInvocationLayer, Message, MCPStdioTool
+from agent_framework import Agent, MCPStdioTool
+from scripted_chat import ScriptedChatClient
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CLI = ROOT / "build" / "cli" / "snapcell"
@@ -21,24 +22,6 @@ pytestmark = pytest.mark.skipif(
 
 ADD = "import json, sys\nargs = json.load(sys.stdin)\nprint(json.dumps(args['a'] + args['b']))\n"
 
-
-class _Scripted(FunctionInvocationLayer, BaseChatClient):
-    """Plays a model: asks for execute_code once, then answers with the tool's result."""
-
-    def __init__(self, code):
-        super().__init__()
-        self.code = code
-        self.requests = []
-
-    async def _inner_get_response(self, *, messages, stream, options, **kwargs):
-        self.requests.append((list(messages), dict(options)))
-        results = [c for m in messages for c in m.contents if c.type == "function_result"]
-        if not results:
-            call = Content.from_function_call(
-                call_id="call-1", name="execute_code", arguments=json.dumps({"code": self.code})
-            )
-            return ChatResponse(messages=[Message(role="assistant", contents=[call])])
-        return ChatResponse(messages=[Message(role="assistant", contents=[Content.from_text(str(results[-1].result))])])
 
 
 def _config(work_tmp):
@@ -65,7 +48,7 @@ def _stdio_tool(config, cells):
 def test_mcp_stdio_agent_gets_42_from_call_tool(work_tmp):
     cells = work_tmp / "cells"
     cells.mkdir(mode=0o711)
-    client = _Scripted('total = call_tool("add", a=20, b=22)\nprint(total)')
+    client = ScriptedChatClient('total = call_tool("add", a=20, b=22)\nprint(total)')
 
     async def main():
         async with _stdio_tool(_config(work_tmp), cells) as snapcell:
