@@ -130,28 +130,41 @@ Test(uids, count_zero_runs_every_sandbox_as_first)
 	snapcell_config_free(cfg);
 }
 
-/* The reservation holds across processes, and a process that dies without freeing its
- * sandbox (SIGKILL) gives its uid back once its template is gone. */
-Test(uids, another_process_holds_its_uid_until_it_dies)
+/* A child process that makes a sandbox of cfg and keeps it until killed; its pid, with the
+ * sandbox's template pid in *template. */
+static pid_t hold_sandbox(const struct snapcell_config *cfg, int *template)
 {
-	require_root();
-	struct snapcell_config *cfg = range_config(RANGE_CHILD, 1);
 	int ready[2];
 	cr_assert_eq(pipe(ready), 0);
 	pid_t child = fork();
 	cr_assert_geq(child, 0);
 	if (child == 0) {
 		struct snapcell_sandbox *sb = NULL;
-		char ok = snapcell_sandbox_new(cfg, &sb, NULL) == 0 ? 'y' : 'n';
-		(void)!write(ready[1], &ok, 1);
+		struct snapcell_sandbox_stats st = {0};
+		int pid = snapcell_sandbox_new(cfg, &sb, NULL) == 0 &&
+					  snapcell_sandbox_stats(sb, &st, NULL) == 0
+				  ? st.template_pid
+				  : -1;
+		(void)!write(ready[1], &pid, sizeof(pid));
 		pause();
 		_exit(0);
 	}
 	close(ready[1]);
-	char ok = 0;
-	cr_assert_eq(read(ready[0], &ok, 1), 1);
+	*template = -1;
+	cr_assert_eq(read(ready[0], template, sizeof(*template)), (ssize_t)sizeof(*template));
 	close(ready[0]);
-	cr_assert_eq(ok, 'y', "the child could not make its sandbox");
+	cr_assert_gt(*template, 0, "the child could not make its sandbox");
+	return child;
+}
+
+/* The reservation holds across processes, and a process that dies without freeing its
+ * sandbox (SIGKILL) gives its uid back once its template is gone. */
+Test(uids, another_process_holds_its_uid_until_it_dies)
+{
+	require_root();
+	struct snapcell_config *cfg = range_config(RANGE_CHILD, 1);
+	int template;
+	pid_t child = hold_sandbox(cfg, &template);
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_error err = {0};
 	cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), SNAPCELL_E_EXHAUSTED, "%s", err.message);
@@ -178,26 +191,8 @@ Test(uids, a_dead_processs_uid_stays_taken_while_its_template_lives)
 {
 	require_root();
 	struct snapcell_config *cfg = range_config(RANGE_ORPHAN, 1);
-	int ready[2];
-	cr_assert_eq(pipe(ready), 0);
-	pid_t child = fork();
-	cr_assert_geq(child, 0);
-	if (child == 0) {
-		struct snapcell_sandbox *sb = NULL;
-		struct snapcell_sandbox_stats st = {0};
-		int pid = snapcell_sandbox_new(cfg, &sb, NULL) == 0 &&
-					  snapcell_sandbox_stats(sb, &st, NULL) == 0
-				  ? st.template_pid
-				  : -1;
-		(void)!write(ready[1], &pid, sizeof(pid));
-		pause();
-		_exit(0);
-	}
-	close(ready[1]);
-	int template = -1;
-	cr_assert_eq(read(ready[0], &template, sizeof(template)), (ssize_t)sizeof(template));
-	close(ready[0]);
-	cr_assert_gt(template, 0, "the child could not make its sandbox");
+	int template;
+	pid_t child = hold_sandbox(cfg, &template);
 	cr_assert_eq(kill(template, SIGSTOP), 0, "%s", strerror(errno));
 	kill(child, SIGKILL);
 	waitpid(child, NULL, 0);
