@@ -226,7 +226,7 @@ static void *sweeper_main(void *arg)
 			after = e->next;
 			if (e->busy)
 				continue;
-			if (now - e->used_us >= idle_us) {
+			if (e->used_us + idle_us <= now) {
 				unlink_entry(reg, e);
 				e->next = expired;
 				expired = e;
