@@ -4,6 +4,7 @@ between sessions, forged and foreign handles, the cap, idle expiry, busy session
 cancellation, and the state files snapcell doctor lists."""
 import asyncio
 import json
+import os
 import pathlib
 import subprocess
 import uuid
@@ -416,3 +417,38 @@ def test_replica_flag_names_the_handles(snapcell_bin, tmp_path):
             return await new_session(client)
 
     assert run(go()).startswith("pod-7~session-")
+
+
+@pytest.mark.parametrize("plant", ["symlink", "group-writable"])
+def test_a_planted_state_directory_is_not_used(snapcell_bin, tmp_path, plant):
+    """Someone who made the state directory first (a link to elsewhere, or one others may
+    write) must not get the server's state file or have doctor list files from it."""
+    path, env = snapcell_bin
+    runtime, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
+    runtime.mkdir()
+    elsewhere.mkdir()
+    (runtime / "snapcell").mkdir(mode=0o700)
+    planted = runtime / "snapcell" / "mcp"
+    if plant == "symlink":
+        planted.symlink_to(elsewhere)
+    else:
+        planted.mkdir()
+        planted.chmod(0o777)
+        # A file that would pass as a live server's (this process's pid and start time).
+        ticks = int(pathlib.Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        (planted / f"{os.getpid()}.json").write_text(json.dumps({
+            "replica": "planted", "pid": os.getpid(), "start_ticks": ticks, "started_unix": 0,
+            "sessions": []}))
+    env = {**env, "XDG_RUNTIME_DIR": str(runtime)}
+    proc = subprocess.Popen([path, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, text=True)
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}) + "\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["result"] == {}  # it serves without a file
+    doctor = subprocess.run([path, "doctor", "--json"], capture_output=True, text=True, env=env,
+                            timeout=120)
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0
+    assert "no state file for snapcell doctor" in proc.stderr.read()
+    assert list(elsewhere.iterdir()) == []
+    assert json.loads(doctor.stdout)["mcp_servers"] == []
