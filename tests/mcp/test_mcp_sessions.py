@@ -32,13 +32,13 @@ class Server:
     """A sessions-enabled config, its runtime directory (where the state file goes) and a
     transport: stdio parameters (a server per Client) or a running HTTP server."""
 
-    def __init__(self, tmp, kind, **sessions):
+    def __init__(self, tmp, kind, extra=None, **sessions):
         self.replica = "t-" + uuid.uuid4().hex[:8]
         self.runtime = tmp / ("run-" + self.replica)
         self.runtime.mkdir()
         self.config = tmp / (self.replica + ".json")
         self.config.write_text(json.dumps({"sessions": {"enabled": True, **sessions},
-                                           "replica": self.replica}))
+                                           "replica": self.replica, **(extra or {})}))
         path, env = snapcell_env()
         self.env = {**env, "XDG_RUNTIME_DIR": str(self.runtime)}
         self.http = None
@@ -322,6 +322,30 @@ def test_cancellation_ends_the_run_and_a_snapshot_revives_the_session(server, mo
     assert "session_restore" in texts(ended)[0]
     assert not restored.is_error
     assert texts(after) == ["42\n"]
+
+
+def test_a_timeout_ends_the_session_and_says_so(tmp_path, kind):
+    srv = Server(tmp_path, kind, extra={"limits": {"wall_ms": 1000}})
+
+    async def go():
+        async with Client(srv.transport) as client:
+            s = await new_session(client)
+            await execute(client, s, "x = 1")
+            killed = await execute(client, s, "while True: pass")
+            after = await execute(client, s, "print(x)")
+            other = await new_session(client)  # other sessions are untouched
+            return s, killed, after, await execute(client, other, "print('fine')")
+
+    try:
+        s, killed, after, other = run(go())
+    finally:
+        srv.stop()
+    assert status(killed) == "timeout"
+    assert killed.meta["snapcell/session"] == {"session": s, "alive": False}
+    assert any(f"This run ended session {s}" in t for t in texts(killed))
+    assert after.is_error and status(after) == "session-ended"
+    assert f"session {s} has ended" in texts(after)[0]
+    assert texts(other) == ["fine\n"]
 
 
 def test_doctor_lists_servers_and_session_prefixes_only(tmp_path, kind):
