@@ -122,6 +122,8 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		       bool sync);
 /* Cancels every run (the cells are killed) and waits for their workers. */
 void mcp_server_drain(struct mcp_server *srv);
+/* Records the address the HTTP transport bound (the port chosen for :0), for doctor. */
+void mcp_server_listening(struct mcp_server *srv, const char *url);
 /* Cancels the runs answering through sink (its client went away). */
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
 void mcp_server_free(struct mcp_server *srv);
@@ -147,6 +149,8 @@ json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
 			  struct snapcell_cancel *cancel, bool structured);
 /* Adds the session argument and tools to a tools/list result, when sessions are enabled. */
 void mcp_sessions_list_tools(const struct mcp_sessions *reg, json_t *list);
+/* The transport doctor shows, once the HTTP transport knows its URL. */
+void mcp_sessions_set_transport(struct mcp_sessions *reg, const char *transport);
 /* Whether name may name a replica: 1 to MCP_REPLICA_MAX of [A-Za-z0-9._-]. */
 bool mcp_replica_valid(const char *name);
 

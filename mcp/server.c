@@ -402,6 +402,11 @@ static void cancel_request(struct mcp_server *srv, const json_t *params)
 	pthread_mutex_unlock(&srv->lock);
 }
 
+void mcp_server_listening(struct mcp_server *srv, const char *url)
+{
+	mcp_sessions_set_transport(srv->sessions, url);
+}
+
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)
 {
 	pthread_mutex_lock(&srv->lock);

@@ -339,6 +339,14 @@ void mcp_sessions_free(struct mcp_sessions *reg)
 	free(reg);
 }
 
+void mcp_sessions_set_transport(struct mcp_sessions *reg, const char *transport)
+{
+	pthread_mutex_lock(&reg->lock);
+	json_object_set_new(reg->state_base, "transport", json_string(transport));
+	write_state(reg);
+	pthread_mutex_unlock(&reg->lock);
+}
+
 /* ---- handles ---- */
 
 static json_t *unknown(const struct mcp_sessions *reg, const char *show, const char *tag)

@@ -377,7 +377,7 @@ def test_doctor_lists_servers_and_session_prefixes_only(tmp_path, kind):
     assert len(servers) == 1, servers
     info = servers[0]
     assert info["sessions_enabled"] is True and info["idle_timeout_s"] == 600
-    assert info["transport"] == ("stdio" if kind == "stdio" else f"127.0.0.1:0")
+    assert info["transport"] == ("stdio" if kind == "stdio" else srv.http.url)
     [sess] = info["sessions"]
     prefix = sess["handle_prefix"]
     assert s.startswith(prefix) and len(prefix) <= len(srv.replica) + len("~session-") + 6
