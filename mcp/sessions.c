@@ -369,13 +369,20 @@ static const char *parse_handle(const struct mcp_sessions *reg, const char *h, c
 	shown(h, show);
 	const char *tilde = strchr(h, '~');
 	size_t rlen = tilde ? (size_t)(tilde - h) : 0;
-	if (tilde && (rlen != strlen(reg->replica) || strncmp(h, reg->replica, rlen))) {
-		*error = tool_error(STATUS_UNKNOWN,
-				    "%s '%s' belongs to replica '%.*s', and this is replica '%s': "
-				    "send the call to that replica (a load balancer routes on the "
-				    "part before '~')",
-				    snap ? "snapshot" : "session", show,
-				    (int)(rlen < 64 ? rlen : 64), h, reg->replica);
+	char replica[MCP_REPLICA_MAX + 1] = "";
+	if (rlen <= MCP_REPLICA_MAX)
+		memcpy(replica, h, rlen), replica[rlen] = 0;
+	if (!tilde || !mcp_replica_valid(replica)) {
+		*error = unknown(reg, show, tag);
+		return NULL;
+	}
+	if (strcmp(replica, reg->replica)) {
+		*error = tool_error(
+			STATUS_UNKNOWN,
+			"%s '%s' belongs to replica '%s', and this is replica '%s': send "
+			"the call to that replica (a load balancer routes on the part "
+			"before '~')",
+			snap ? "snapshot" : "session", show, replica, reg->replica);
 		return NULL;
 	}
 	const char *rest = tilde ? tilde + 1 : "";

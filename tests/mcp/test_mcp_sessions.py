@@ -164,6 +164,7 @@ def test_forged_foreign_and_wrong_kind_handles_are_refused(server, mode):
             out = {
                 "forged": await execute(client, forged, "print(1)"),
                 "garbage": await execute(client, "not a handle", "print(1)"),
+                "no_replica": await execute(client, "~session-" + secret, "print(1)"),
                 "foreign": await execute(client, "other-replica~session-" + secret, "print(1)"),
                 "snapshot_as_session": await execute(client, f"{server.replica}~snapshot-{secret}",
                                                      "print(1)"),
@@ -179,6 +180,7 @@ def test_forged_foreign_and_wrong_kind_handles_are_refused(server, mode):
     assert out["forged"].is_error and status(out["forged"]) == "unknown-handle"
     assert f"unknown session '{forged}'" in texts(out["forged"])[0]
     assert "unknown session 'not a handle'" in texts(out["garbage"])[0]
+    assert texts(out["no_replica"])[0].startswith("unknown session '~session-")
     assert "belongs to replica 'other-replica'" in texts(out["foreign"])[0]
     assert server.replica in texts(out["foreign"])[0]
     assert "is a snapshot handle, not a session handle" in texts(out["snapshot_as_session"])[0]
