@@ -127,6 +127,17 @@ struct sc_rlimits {
 
 int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err);
 
+/* ---- cgroup_cell.c ---- */
+
+/* In the template, before forking cell id: makes its memory cgroup below the sandbox's
+ * (sandbox_fd, from the host), limited to limit_bytes, and returns an fd (CLOEXEC, above 9)
+ * of its cgroup.procs for the cell, or a negative code (nothing is left behind). */
+int sc__cgroup_cell_make(int sandbox_fd, uint32_t id, uint64_t limit_bytes);
+/* In the cell, first thing after fork: moves itself into its cgroup; closes procs_fd. */
+int sc__cgroup_cell_enter(int procs_fd);
+/* In the template, when the cell was not forked after all. */
+void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id);
+
 /* ---- caps.c ---- */
 
 /* In the template, once: locked securebits (root inside cannot regain capabilities), empty
