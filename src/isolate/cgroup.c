@@ -211,9 +211,8 @@ int sc__cgroup_sandbox_new(struct sc_cgroup *cg, uid_t uid, gid_t gid, struct sn
 	if (mkdirat(parent, name, 0755) < 0) {
 		rc = errno == EACCES || errno == EPERM || errno == EROFS
 			     ? sc__err(err, SNAPCELL_E_ISOLATION,
-				       "memory cgroup %s: not writable by uid %u (root only, "
-				       "unless delegated)",
-				       dir, (unsigned)geteuid())
+				       "memory cgroup %s: not writable by uid %u", dir,
+				       (unsigned)geteuid())
 			     : sc__err(err, -errno, "make a memory cgroup in %s", dir);
 		close(parent);
 		return rc;
