@@ -692,6 +692,12 @@ static void reap(void)
 				.maxrss_kib = (uint64_t)ru.ru_maxrss};
 			if (!T.set_up[T.cells[i].slot])
 				rec.flags |= SC_EXIT_NOT_SET_UP;
+			/* The cgroup goes here, off the host's path; a host that finds it gone
+			 * waits for this record, which carries its figures. */
+			if (T.cgroup_fd >= 0 &&
+			    sc__cgroup_cell_release(T.cgroup_fd, T.cells[i].id,
+						    &rec.charged_peak_bytes, &rec.oom_kills) == 0)
+				rec.flags |= SC_EXIT_CGROUP;
 			T.free_slots[T.n_free_slots++] = T.cells[i].slot;
 			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
 			close(T.cells[i].exit_fd);

@@ -387,14 +387,25 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 
 /* A fresh cell in a memory cgroup of its own: the kernel's figures, not the cell's. The peak
  * is what the host was charged (pages, page tables, kernel memory); an out-of-memory kill at
- * the cgroup's limit is the memory limit, and when it ended the cell, the run's status. */
-static void cgroup_result(const struct run *r, const struct snapcell_sandbox *sb,
+ * the cgroup's limit is the memory limit, and when it ended the cell, the run's status. The
+ * template reads them into the exit record and removes the cgroup when it reaps the cell; a
+ * run that ended at DONE, before that record, reads the cgroup itself, or, when the template
+ * has already removed it, waits for the record (written right after). */
+static void cgroup_result(struct run *r, const struct snapcell_sandbox *sb,
 			  struct snapcell_result *res)
 {
 	struct sc_cgroup_usage u;
-	if (sb->cgroup.dir_fd < 0 || !r->target->reports_exit ||
-	    sc__cgroup_cell_usage(&sb->cgroup, r->cell->id, &u) < 0)
+	if (sb->cgroup.dir_fd < 0 || !r->target->reports_exit)
 		return;
+	bool read = !r->have_exit && sc__cgroup_cell_usage(&sb->cgroup, r->cell->id, &u) == 0;
+	uint64_t deadline = sc__deadline_ms(EXIT_GRACE_US / 1000);
+	while (!read && !r->have_exit && !r->exit_eof &&
+	       sc__wait_fd(r->cell->fds[SC_CELL_EXIT], POLLIN, deadline) == 0)
+		read_exit(r);
+	if (!read && !(r->have_exit && (r->exit.flags & SC_EXIT_CGROUP)))
+		return;
+	if (!read)
+		u = (struct sc_cgroup_usage){r->exit.charged_peak_bytes, r->exit.oom_kills};
 	res->peak_memory_bytes = u.peak_bytes;
 	if (u.oom_kills == 0)
 		return;

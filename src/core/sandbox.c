@@ -51,10 +51,6 @@ static void forget_cell(struct snapcell_sandbox *sb, uint32_t id)
 	char name[16];
 	snprintf(name, sizeof(name), "%u", id);
 	sc__remove_tree(sb->out_fd, name, 0);
-	/* Its processes are gone (the first one exits last); one still busy goes at
-	 * snapcell_sandbox_free. */
-	if (sb->cgroup.dir_fd >= 0)
-		sc__cgroup_cell_remove(&sb->cgroup, id);
 }
 
 /* Forgets the retired cells that are gone; with wait, waits for all of them. Lock held. */

@@ -2,7 +2,7 @@
  * the cgroup this process already runs in and never elsewhere, owned by the sandbox's outside
  * uid so its template can make one child per cell (src/isolate/cgroup_cell.c). The kernel then
  * charges everything a cell costs (its pages, page tables and kernel memory) to its cgroup,
- * bounds it at the memory limit and keeps the peak, which the host reads and reports.
+ * bounds it at the memory limit and keeps the peak, which the host reports.
  *
  * Only v1: on the machines we target the cgroup v2 hierarchy has no memory controller, and
  * where it has one a process cannot enable it for children of the cgroup it is itself a member
@@ -269,15 +269,6 @@ int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgr
 	char *kills = strstr(buf, "oom_kill ");
 	out->oom_kills = kills ? strtoull(kills + 9, NULL, 10) : 0;
 	return 0;
-}
-
-int sc__cgroup_cell_remove(const struct sc_cgroup *cg, uint32_t id)
-{
-	char name[16];
-	snprintf(name, sizeof(name), "%u", id);
-	if (unlinkat(cg->dir_fd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
-		return 0;
-	return -errno;
 }
 
 void sc__cgroup_sandbox_free(struct sc_cgroup *cg)

@@ -131,10 +131,14 @@ int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err);
 
 /* In the template, before forking cell id: makes its memory cgroup below the sandbox's
  * (sandbox_fd, from the host), limited to limit_bytes, and returns an fd (CLOEXEC, above 9)
- * of its cgroup.procs for the cell, or a negative code (nothing is left behind). */
+ * of its tasks file for the cell, or a negative code (nothing is left behind). */
 int sc__cgroup_cell_make(int sandbox_fd, uint32_t id, uint64_t limit_bytes);
-/* In the cell, first thing after fork: moves itself into its cgroup; closes procs_fd. */
-int sc__cgroup_cell_enter(int procs_fd);
+/* In the cell, first thing after fork, while it has one thread: moves itself into its
+ * cgroup; closes tasks_fd. */
+int sc__cgroup_cell_enter(int tasks_fd);
+/* In the template, once the cell is reaped (its cgroup is empty): reads the cgroup's peak and
+ * out-of-memory kill count (0, or a negative code when they cannot be read) and removes it. */
+int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_t *oom_kills);
 /* In the template, when the cell was not forked after all. */
 void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id);
 

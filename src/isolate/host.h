@@ -64,7 +64,7 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid, int *pidfd,
 
 /* A sandbox's memory cgroup (v1): a directory below this process's own memory cgroup, owned
  * by the sandbox's outside uid, holding the template and one child per cell named by the
- * cell's id (made by the template, guest side: cgroup_cell.c). */
+ * cell's id (made and removed by the template, guest side: cgroup_cell.c). */
 struct sc_cgroup {
 	int dir_fd; /* -1 when the sandbox has none */
 	char path[PATH_MAX];
@@ -84,9 +84,8 @@ struct sc_cgroup_usage {
 	uint64_t oom_kills;
 };
 int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgroup_usage *out);
-/* Removes a cell's cgroup once its processes are gone; -EBUSY while one is left. */
-int sc__cgroup_cell_remove(const struct sc_cgroup *cg, uint32_t id);
-/* Removes the cgroup and what is left of its cells' (the template must be gone). */
+/* Removes the cgroup and what is left of its cells' (the template must be gone; it removes
+ * each cell's when it reaps the cell). */
 void sc__cgroup_sandbox_free(struct sc_cgroup *cg);
 /* Whether sandboxes of this process get memory cgroups: 0 with where, or a negative code
  * with why not; makes and removes one to know. */
