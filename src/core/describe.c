@@ -302,6 +302,8 @@ static void describe_tool(struct text *t, const struct sc_tool *tool,
 			  enum snapcell_describe_format format)
 {
 	put(t, "- %s: ", tool->name);
+	if (strcmp(tool->attr, tool->name))
+		put(t, "(tools.%s) ", tool->attr);
 	if (*tool->description)
 		put_prose(t, tool->description, DESCRIBE_MAX, "  ");
 	else
