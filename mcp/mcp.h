@@ -1,7 +1,8 @@
 /* The MCP server behind `snapcell mcp`: JSON-RPC envelopes, the methods of both protocol eras
  * (the 2025-11-25 handshake and the stateless 2026-07-28 revision, chosen per request), the
  * execute_code tool, and the stdio and Streamable HTTP transports. Uses only the public
- * header; it is not a general MCP library (no client side, no sessions yet). */
+ * header; it is not a general MCP library (no sessions yet; the client side in downstream.h
+ * is only what offering downstream servers' tools to the code needs). */
 #ifndef SNAPCELL_MCP_H
 #define SNAPCELL_MCP_H
 
@@ -91,6 +92,9 @@ struct mcp_options {
 	 * call them, so they live until mcp_options_clear(), after the sandbox is freed. */
 	char ***tool_argv;
 	size_t n_tool_argv;
+	/* The config file's downstream MCP servers (downstream.h), connected while it loads and
+	 * closed by mcp_options_clear(). */
+	struct mcp_downstreams *downstreams;
 };
 
 void mcp_options_clear(struct mcp_options *opts);

@@ -1,0 +1,101 @@
+"""A downstream MCP server written with the official SDK (mcp==2.3.0, MCPServer), for the code
+mode tests: snapcell mcp connects to it as a client and offers its tools to sandboxed code.
+
+    python3 downstream_server.py                 # stdio
+    python3 downstream_server.py --http PORTFILE # streamable HTTP on 127.0.0.1, port written
+                                                 # to PORTFILE once listening
+
+Tools: add (structured result), shout (text only), fail (isError), slow (sleeps), calls (how
+many calls this process served: a restart starts again at 1), die (exits the process),
+garbage (writes a line that is not JSON-RPC to stdout), and search-v2 (a name that needs
+sanitising in the code's tools namespace)."""
+import os
+import socket
+import sys
+import time
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("notes")
+served = 0
+
+
+def count():
+    global served
+    served += 1
+    return served
+
+
+@server.tool(description="Adds two integers.")
+def add(a: int, b: int) -> int:
+    count()
+    return a + b
+
+
+@server.tool(description="The text in capitals, as plain text content.", structured_output=False)
+def shout(text: str) -> str:
+    count()
+    return text.upper()
+
+
+@server.tool(description="Always fails with the given message.", structured_output=False)
+def fail(message: str) -> str:
+    count()
+    raise ToolError(message)
+
+
+@server.tool(description="Sleeps, then answers.", structured_output=False)
+def slow(seconds: float) -> str:
+    count()
+    time.sleep(seconds)
+    return "slept"
+
+
+@server.tool(description="How many calls this server process has served.")
+def calls() -> int:
+    return count()
+
+
+@server.tool(description="Exits the server process.", structured_output=False)
+def die() -> str:
+    os._exit(3)
+
+
+@server.tool(description="Writes a line that is not JSON-RPC to stdout.", structured_output=False)
+def garbage() -> str:
+    os.write(1, b"this is not JSON-RPC\n")
+    return "written"
+
+
+@server.tool(name="search-v2", description="Finds notes that mention a word.")
+def search(word: str, limit: int = 10) -> list[str]:
+    count()
+    notes = ["buy milk", "milk the cow", "call bob"]
+    return [n for n in notes if word in n][:limit]
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        # Pick a free port, then serve on it; the test waits for the port file.
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        import threading
+
+        def announce():
+            for _ in range(300):
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            with open(sys.argv[2] + ".tmp", "w") as f:
+                f.write(str(port))
+            os.rename(sys.argv[2] + ".tmp", sys.argv[2])
+
+        threading.Thread(target=announce, daemon=True).start()
+        server.settings.log_level = "WARNING"
+        server.run("streamable-http", host="127.0.0.1", port=port)
+    else:
+        server.run()
