@@ -403,11 +403,13 @@ static char **strv_of(json_t *v, const char *sep, const char **bad)
 	} else {
 		json_object_foreach(v, key, e)
 		{
-			if (!json_is_string(e) || asprintf(&out[k++], "%s%s%s", key, sep,
-							   json_string_value(e)) < 0) {
+			char *line = NULL;
+			if (!json_is_string(e) ||
+			    asprintf(&line, "%s%s%s", key, sep, json_string_value(e)) < 0) {
 				*bad = key;
 				break;
 			}
+			out[k++] = line;
 		}
 	}
 	if (*bad)
@@ -441,7 +443,7 @@ static bool server_name_ok(const char *name)
  * start, answer or list its tools stops snapcell mcp before it serves. */
 static int one_server(const struct ctx *c, const char *at, const char *name, json_t *s)
 {
-	static const char *const keys[] = {"command", "args", "env",	    "cwd",
+	static const char *const keys[] = {"command", "args",	 "env",	       "cwd",
 					   "url",     "headers", "timeout_ms", NULL};
 	if (only_keys(c, at, s, keys) < 0)
 		return -1;
@@ -476,8 +478,9 @@ static int one_server(const struct ctx *c, const char *at, const char *name, jso
 	json_object_foreach(headers, key, v)
 	{
 		if (!json_is_string(v) || !header_ok(key, json_string_value(v)))
-			return fail(c, at, "\"headers\" must map header names to values without "
-					   "control characters");
+			return fail(c, at,
+				    "\"headers\" must map header names to values without "
+				    "control characters");
 	}
 	struct mcp_downstream_spec spec = {
 		.name = name,
@@ -518,8 +521,7 @@ static int one_server(const struct ctx *c, const char *at, const char *name, jso
 
 static int mcp_servers(const struct ctx *c, const char *path, json_t *v)
 {
-	return each_member(c, path, v, "must be an object of server names to servers",
-			   one_server);
+	return each_member(c, path, v, "must be an object of server names to servers", one_server);
 }
 
 static int downstream_calls(const struct ctx *c, const char *path, json_t *v)

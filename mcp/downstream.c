@@ -34,7 +34,7 @@ struct mcp_downstream {
 	char *version; /* what initialize negotiated */
 	/* stdio */
 	char **argv, **envp, *cwd;
-	pid_t pid;		 /* 0: not running */
+	pid_t pid; /* 0: not running */
 	int to_server, from_server;
 	char *buf; /* bytes read past the last line handed out */
 	size_t len;
@@ -289,9 +289,10 @@ static void stdio_answer(struct mcp_downstream *ds, json_t *msg, uint64_t deadli
 {
 	json_t *id = json_object_get(msg, "id");
 	const char *method = json_string_value(json_object_get(msg, "method"));
-	json_t *answer = method && !strcmp(method, "ping")
-				 ? mcp_response(id, json_object())
-				 : mcp_error(id, MCP_METHOD_NOT_FOUND, "snapcell offers no such method");
+	json_t *answer =
+		method && !strcmp(method, "ping")
+			? mcp_response(id, json_object())
+			: mcp_error(id, MCP_METHOD_NOT_FOUND, "snapcell offers no such method");
 	char ignored[8];
 	if (answer)
 		stdio_write(ds, answer, deadline_us, ignored, sizeof(ignored));
@@ -345,8 +346,7 @@ static json_t *message(json_int_t id, const char *method, json_t *params)
 }
 
 static int http_post(struct mcp_downstream *ds, const json_t *msg, const json_t *want,
-		     uint64_t deadline_us, json_t **response, long *status, char *why,
-		     size_t size)
+		     uint64_t deadline_us, json_t **response, long *status, char *why, size_t size)
 {
 	pthread_mutex_lock(&ds->lock);
 	char *session = ds->session ? strdup(ds->session) : NULL;
@@ -371,8 +371,8 @@ static int http_post(struct mcp_downstream *ds, const json_t *msg, const json_t 
 
 /* One exchange on the connection as it is (no restart); *timed_out tells a deadline miss
  * (the connection is still good) from a broken one. Stdio: the caller holds the lock. */
-static int exchange(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us,
-		    json_t **response, bool *timed_out, long *status, char *why, size_t size)
+static int exchange(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us, json_t **response,
+		    bool *timed_out, long *status, char *why, size_t size)
 {
 	json_t *id = json_object_get(msg, "id");
 	*timed_out = false;
@@ -408,15 +408,15 @@ static int handshake(struct mcp_downstream *ds, uint64_t deadline_us, char *why,
 			  sizeof(inner));
 	json_decref(msg);
 	if (rc < 0)
-		return say(why, size, "initialize: %s",
-			   timed_out ? "no answer in time" : inner);
+		return say(why, size, "initialize: %s", timed_out ? "no answer in time" : inner);
 	json_t *result = json_object_get(response, "result");
 	const char *version = json_string_value(json_object_get(result, "protocolVersion"));
 	if (!version) {
 		json_t *error = json_object_get(response, "error");
 		const char *text = json_string_value(json_object_get(error, "message"));
 		rc = say(why, size, "initialize: %s%s", error ? "the server refused it: " : "",
-			 error ? (text ? text : "no message") : "the answer has no protocolVersion");
+			 error ? (text ? text : "no message")
+			       : "the answer has no protocolVersion");
 		json_decref(response);
 		return rc;
 	}
@@ -503,16 +503,15 @@ static int stdio_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadli
 		rc = exchange(ds, msg, deadline_us, response, &timed_out, &status, why, size);
 	if (rc < 0 && timed_out) {
 		/* The server may still be working: tell it to stop; its late answer is dropped. */
-		json_t *cancel = message(0, "notifications/cancelled",
-					 json_pack("{s:O, s:s}", "requestId",
-						   json_object_get(msg, "id"), "reason",
-						   "the calling run's deadline passed"));
+		json_t *cancel =
+			message(0, "notifications/cancelled",
+				json_pack("{s:O, s:s}", "requestId", json_object_get(msg, "id"),
+					  "reason", "the calling run's deadline passed"));
 		char ignored[8];
 		if (cancel)
 			stdio_write(ds, cancel, mcp_now_us() + 100000, ignored, sizeof(ignored));
 		json_decref(cancel);
-		say(why, size, "server '%s' did not answer in time (the run's deadline)",
-		    ds->name);
+		say(why, size, "server '%s' did not answer in time (the run's deadline)", ds->name);
 	}
 	pthread_mutex_unlock(&ds->lock);
 	return rc;
@@ -532,13 +531,13 @@ static int http_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadlin
 		pthread_mutex_unlock(&ds->lock);
 		char inner[256];
 		if (handshake(ds, deadline_us, inner, sizeof(inner)) < 0)
-			return say(why, size, "server '%s' lost the session and refused a new one: %s",
+			return say(why, size,
+				   "server '%s' lost the session and refused a new one: %s",
 				   ds->name, inner);
 		rc = exchange(ds, msg, deadline_us, response, &timed_out, &status, why, size);
 	}
 	if (rc < 0 && timed_out)
-		say(why, size, "server '%s' did not answer in time (the run's deadline)",
-		    ds->name);
+		say(why, size, "server '%s' did not answer in time (the run's deadline)", ds->name);
 	return rc;
 }
 

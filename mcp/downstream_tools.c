@@ -16,7 +16,7 @@
 
 /* Bounds on what a server may list: pages, and tools in all. */
 #define LIST_PAGES_MAX 100
-#define TOOLS_MAX 1024
+#define TOOLS_MAX      1024
 
 struct ds_tool {
 	struct mcp_downstreams *all;
@@ -155,8 +155,8 @@ static int call_tool(void *user, const char *args_json, char **result)
 	}
 	json_t *args = json_loads(args_json, 0, NULL), *response = NULL;
 	char why[512];
-	json_t *params = json_pack("{s:s, s:o}", "name", t->name, "arguments",
-				   args ? args : json_object());
+	json_t *params =
+		json_pack("{s:s, s:o}", "name", t->name, "arguments", args ? args : json_object());
 	if (mcp_downstream_request(t->conn, "tools/call", params, deadline_us, &response, why,
 				   sizeof(why)) < 0) {
 		*result = message("%s: %s", t->fullname, why);
@@ -205,8 +205,7 @@ static int add_tool(struct mcp_downstreams *all, struct snapcell_config *cfg,
 	int rc = snapcell_config_add_tool(cfg, t->fullname, json_string_value(description),
 					  schema_text, SNAPCELL_APPROVAL_NEVER, call_tool, t, &err);
 	free(schema_text);
-	return rc < 0 ? say(why, size, "server '%s': tool '%s': %s", server, name, err.message)
-		      : 0;
+	return rc < 0 ? say(why, size, "server '%s': tool '%s': %s", server, name, err.message) : 0;
 }
 
 static int list_tools(struct mcp_downstreams *all, struct snapcell_config *cfg,
@@ -264,7 +263,8 @@ int mcp_downstreams_add(struct mcp_downstreams **allp, struct snapcell_config *c
 	static bool curl_ready;
 	if (spec->url && !curl_ready) {
 		if (mcp_downstream_http_init() < 0)
-			return say(why, size, "server '%s': libcurl did not initialise", spec->name);
+			return say(why, size, "server '%s': libcurl did not initialise",
+				   spec->name);
 		curl_ready = true;
 	}
 	struct mcp_downstream *conn;

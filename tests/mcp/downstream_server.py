@@ -8,17 +8,24 @@ mode tests: snapcell mcp connects to it as a client and offers its tools to sand
 Tools: add (structured result), shout (text only), fail (isError), slow (sleeps), calls (how
 many calls this process served: a restart starts again at 1), die (exits the process),
 garbage (writes a line that is not JSON-RPC to stdout), and search-v2 (a name that needs
-sanitising in the code's tools namespace)."""
+sanitising in the code's tools namespace). $NOTES_VARIANT adds a tool snapcell must refuse at
+startup: "clash" (search_v2, the same attribute as search-v2) or "bad_schema" (a schema
+keyword outside the C subset)."""
 import os
 import socket
 import sys
 import time
+from typing import Annotated
+
+from pydantic import Field
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("notes")
 served = 0
+# The SDK points fd 1 at stderr while it serves stdio; garbage() writes to the wire itself.
+WIRE = os.dup(1)
 
 
 def count():
@@ -64,7 +71,7 @@ def die() -> str:
 
 @server.tool(description="Writes a line that is not JSON-RPC to stdout.", structured_output=False)
 def garbage() -> str:
-    os.write(1, b"this is not JSON-RPC\n")
+    os.write(WIRE, b"this is not JSON-RPC\n")
     return "written"
 
 
@@ -73,6 +80,17 @@ def search(word: str, limit: int = 10) -> list[str]:
     count()
     notes = ["buy milk", "milk the cow", "call bob"]
     return [n for n in notes if word in n][:limit]
+
+
+if os.environ.get("NOTES_VARIANT") == "clash":
+    @server.tool(name="search_v2", description="Clashes with search-v2 in tools.notes.")
+    def search_again(word: str) -> list[str]:
+        return []
+
+if os.environ.get("NOTES_VARIANT") == "bad_schema":
+    @server.tool(description="Its schema uses 'if', which snapcell does not check.")
+    def iffy(x: Annotated[str, Field(json_schema_extra={"if": {"minLength": 1}})]) -> str:
+        return x
 
 
 if __name__ == "__main__":
