@@ -565,6 +565,10 @@ void mcp_downstream_close(struct mcp_downstream *ds)
 	if (!ds)
 		return;
 	stdio_stop(ds, NULL);
+	if (ds->url && ds->session) {
+		struct mcp_http_post end = {ds->url, ds->headers, ds->session, ds->version, 0};
+		mcp_downstream_http_end(&end);
+	}
 	pthread_mutex_destroy(&ds->lock);
 	free(ds->name);
 	free(ds->version);

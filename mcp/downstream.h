@@ -62,6 +62,9 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 			     const json_t *want_id, json_t **response, char **new_session,
 			     long *status, char *why, size_t why_size);
 int mcp_downstream_http_init(void);
+/* DELETE of the session (post->session), as a client that is done with it should; a second at
+ * most, its answer ignored. */
+void mcp_downstream_http_end(const struct mcp_http_post *post);
 
 /* downstream_tools.c: every connected server, owned by the config's mcp_options. */
 struct mcp_downstreams;

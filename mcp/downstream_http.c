@@ -166,6 +166,24 @@ static struct curl_slist *request_headers(const struct mcp_http_post *post)
 	return h;
 }
 
+void mcp_downstream_http_end(const struct mcp_http_post *post)
+{
+	CURL *curl = curl_easy_init();
+	struct curl_slist *headers = request_headers(post);
+	if (curl && headers) {
+		curl_easy_setopt(curl, CURLOPT_URL, post->url);
+		curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
+		curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "DELETE");
+		curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
+		curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+		curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, 1000L);
+		curl_easy_perform(curl);
+	}
+	curl_slist_free_all(headers);
+	curl_easy_cleanup(curl);
+}
+
 int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg,
 			     const json_t *want_id, json_t **response, char **new_session,
 			     long *status, char *why, size_t size)

@@ -2,8 +2,8 @@
 mode tests: snapcell mcp connects to it as a client and offers its tools to sandboxed code.
 
     python3 downstream_server.py                 # stdio
-    python3 downstream_server.py --http PORTFILE # streamable HTTP on 127.0.0.1, port written
-                                                 # to PORTFILE once listening
+    python3 downstream_server.py --http PORTFILE [PORT]  # streamable HTTP on 127.0.0.1,
+                                                         # the port written to PORTFILE
 
 Tools: add (structured result), shout (text only), fail (isError), slow (sleeps), calls (how
 many calls this process served: a restart starts again at 1), die (exits the process),
@@ -94,11 +94,14 @@ if os.environ.get("NOTES_VARIANT") == "bad_schema":
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--http":
-        # Pick a free port, then serve on it; the test waits for the port file.
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--http":
+        # A free port (or the one given), then serve on it; the test waits for the port file.
+        if len(sys.argv) == 4:
+            port = int(sys.argv[3])
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
         import threading
 
         def announce():

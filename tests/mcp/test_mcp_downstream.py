@@ -4,18 +4,22 @@ as call_tool("notes.add", ...) and tools.notes.add(...). The SDK client drives s
 stdio and HTTP in mode="legacy" and mode="auto"; the downstream runs as snapcell's stdio child
 or as a streamable HTTP server on 127.0.0.1 started by the test."""
 import asyncio
+import http.server
 import json
 import os
 import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
+
+import anyio
 
 import pytest
 from mcp import Client, StdioServerParameters
 
-from conftest import HttpServer, snapcell_env
+from conftest import HttpServer, snapcell_env, wait_for
 
 HERE = pathlib.Path(__file__).resolve().parent
 SERVER = str(HERE / "downstream_server.py")
@@ -42,9 +46,10 @@ def texts(result):
 class HttpDownstream:
     """downstream_server.py serving streamable HTTP on a free loopback port."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, port=None):
         port_file = tmp_path / "port"
-        self.proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file)],
+        self.proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file),
+                                      *([str(port)] if port else [])],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      start_new_session=True)
         end = time.monotonic() + 60
@@ -53,7 +58,8 @@ class HttpDownstream:
         if not port_file.exists():
             self.stop()
             pytest.fail("the HTTP downstream server did not start")
-        self.url = f"http://127.0.0.1:{port_file.read_text()}/mcp"
+        self.port = int(port_file.read_text())
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
 
     def stop(self):
         if self.proc.poll() is None:
@@ -279,3 +285,133 @@ def test_bad_server_names_and_duplicate_tools_are_refused(tmp_path):
         "tools": [{"name": "notes.add", "argv": ["cat"]}]}))
     assert r.returncode == 2
     assert b"tools[0]: a tool of that name is already declared" in r.stderr
+
+
+def test_an_http_downstream_that_restarts_gets_a_new_session(tmp_path):
+    first = HttpDownstream(tmp_path)
+    config = write_config(tmp_path, {"mcp_servers": {"notes": {"url": first.url}}})
+    second = None
+    code = "import tools\ntry:\n    print(tools.notes.calls())\nexcept ToolError as e:\n    print(e)\n"
+
+    async def go():
+        nonlocal second
+        async with Client(stdio_client(config), mode="legacy") as client:
+            got = [await client.call_tool("execute_code", {"code": code})]
+            await anyio.to_thread.run_sync(first.stop)
+            got.append(await client.call_tool("execute_code", {"code": code}))
+            (tmp_path / "port").unlink()
+            second = await anyio.to_thread.run_sync(lambda: HttpDownstream(tmp_path, first.port))
+            got.append(await client.call_tool("execute_code", {"code": code}))
+            return got
+
+    try:
+        up, down, again = run(go())
+    finally:
+        first.stop()
+        if second:
+            second.stop()
+    assert texts(up) == ["{'result': 1}\n"]
+    assert texts(down)[0].startswith("notes.calls: Couldn't connect to server"), texts(down)
+    # The new process does not know the old Mcp-Session-Id (404): snapcell initializes again.
+    assert texts(again) == ["{'result': 1}\n"]
+
+
+class Broken(http.server.BaseHTTPRequestHandler):
+    """A failure-injection double of an HTTP MCP server: a correct handshake and tools/list,
+    then tools/call answers that are broken in one way each (named by the tool)."""
+    protocol_version = "HTTP/1.1"
+    TOOLS = ["not_json", "huge", "hang", "status_500", "wrong_id", "sse_split"]
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, body=b"", ctype="application/json", headers=()):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for h in headers:
+            self.send_header(*h)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_DELETE(self):
+        self.server.deleted.append(self.headers.get("Mcp-Session-Id"))
+        self.reply(200)
+
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        method, rid = msg.get("method"), msg.get("id")
+        ok = lambda result: json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}).encode()
+        if method == "initialize":
+            return self.reply(200, ok({"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                                       "serverInfo": {"name": "broken", "version": "0"}}),
+                              headers=[("Mcp-Session-Id", "s-1")])
+        if self.headers.get("Mcp-Session-Id") != "s-1" or \
+                self.headers.get("MCP-Protocol-Version") != "2025-06-18":
+            return self.reply(400, b'{"error": "no session"}')
+        if method == "notifications/initialized":
+            return self.reply(202)
+        if method == "tools/list":
+            return self.reply(200, ok({"tools": [{"name": n, "inputSchema": {"type": "object"}}
+                                                 for n in self.TOOLS]}))
+        name = msg["params"]["name"]
+        if name == "not_json":
+            self.reply(200, b"<html>oops</html>")
+        elif name == "huge":
+            self.reply(200, b" " * (17 << 20))
+        elif name == "status_500":
+            self.reply(500, b"{}")
+        elif name == "wrong_id":
+            self.reply(200, json.dumps({"jsonrpc": "2.0", "id": 999999, "result": {}}).encode())
+        elif name == "sse_split":
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                               "params": {"level": "info", "data": "x"}})
+            answer = json.dumps({"jsonrpc": "2.0", "id": rid,
+                                 "result": {"content": [], "structuredContent": {"ok": True}}},
+                                indent=1)
+            data = "".join(f"data: {line}\r\n" for line in answer.splitlines())
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            # A notification, then the answer split over data lines; the stream stays open.
+            self.wfile.write(f"event: message\r\ndata: {note}\r\n\r\n{data}\r\n".encode())
+            self.wfile.flush()
+            time.sleep(30)
+        elif name == "hang":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self.wfile.write(b": waiting\n\n")
+            self.wfile.flush()
+            time.sleep(30)
+
+
+@pytest.fixture
+def broken_server():
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
+    server.daemon_threads = True
+    server.deleted = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def test_a_broken_http_downstream_gives_clear_tool_errors(tmp_path, broken_server):
+    url = f"http://127.0.0.1:{broken_server.server_address[1]}/mcp"
+    config = write_config(tmp_path, {"mcp_servers": {"b": {"url": url}},
+                                     "limits": {"wall_ms": 4000}})
+    code = ("import tools\nfor name in ['not_json', 'huge', 'status_500', 'wrong_id', 'sse_split']:\n"
+            "    try:\n        print(name, call_tool('b.' + name))\n"
+            "    except ToolError as e:\n        print(name, e)\n")
+    start = time.monotonic()
+    errors, hung, after = call(config, code, "call_tool('b.hang')\n", code)
+    assert time.monotonic() - start < 40
+    assert texts(errors) == texts(after) == [
+        "not_json b.not_json: the answer (application/json) is not the JSON-RPC response\n"
+        "huge b.huge: the answer is longer than 16 MiB\n"
+        "status_500 b.status_500: HTTP status 500\n"
+        "wrong_id b.wrong_id: the answer (application/json) is not the JSON-RPC response\n"
+        "sse_split {'ok': True}\n"]
+    assert hung.meta["snapcell/run"]["status"] == "timeout"
+    # snapcell mcp ended: it said goodbye to its session.
+    assert wait_for(lambda: broken_server.deleted == ["s-1"], 5)
