@@ -166,10 +166,17 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 	posix_spawnattr_t attr;
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setpgroup(&attr, 0);
-	sigset_t none;
+	/* Not our signal state: we ignore SIGPIPE and the HTTP front end blocks SIGINT/SIGTERM. */
+	sigset_t none, defaults;
 	sigemptyset(&none);
+	sigemptyset(&defaults);
+	sigaddset(&defaults, SIGPIPE);
+	sigaddset(&defaults, SIGINT);
+	sigaddset(&defaults, SIGTERM);
 	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+	posix_spawnattr_setsigdefault(&attr, &defaults);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+						POSIX_SPAWN_SETSIGDEF);
 	int rc = posix_spawnp(&ds->pid, ds->argv[0], &fa, &attr, ds->argv, ds->envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
