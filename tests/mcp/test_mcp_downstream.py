@@ -415,3 +415,25 @@ def test_a_broken_http_downstream_gives_clear_tool_errors(tmp_path, broken_serve
     assert hung.meta["snapcell/run"]["status"] == "timeout"
     # snapcell mcp ended: it said goodbye to its session.
     assert wait_for(lambda: broken_server.deleted == ["s-1"], 5)
+
+
+def test_the_example_config_runs_the_documented_loop():
+    """examples/mcp/code-mode.json (relative paths: run from the repository root) with the
+    worked example of docs/mcp.md."""
+    root = HERE.parents[1]
+    doc = (root / "docs" / "mcp.md").read_text()
+    example = doc.split("```python\n# code mode\n", 1)[1].split("```", 1)[0]
+    path, env = snapcell_env()
+    params = StdioServerParameters(command=path,
+                                   args=["mcp", "--config", "examples/mcp/code-mode.json"],
+                                   env=env, cwd=str(root))
+
+    async def go():
+        async with Client(params, mode="auto") as client:
+            return await client.call_tool("execute_code", {"code": example})
+
+    result = run(go())
+    assert not result.is_error, texts(result)
+    assert texts(result) == ["milk notes: ['buy milk', 'milk the cow']\n"
+                             "sum of squares: 285\n"
+                             "BUY MILK\n"]
