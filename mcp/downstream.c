@@ -199,6 +199,8 @@ static void stdio_died(struct mcp_downstream *ds, const char *what)
 	int status = 0;
 	char how[64] = "";
 	pid_t pid = ds->pid;
+	if (!pid) /* already closed (waitpid(0) would reap any child of ours) */
+		return;
 	/* End of output usually means exit: give it a moment to be reaped with its status. */
 	for (int i = 0; i < 50 && waitpid(pid, &status, WNOHANG) == 0; i++)
 		usleep(2000);
@@ -216,6 +218,8 @@ static void stdio_died(struct mcp_downstream *ds, const char *what)
 static int stdio_write(struct mcp_downstream *ds, const json_t *msg, uint64_t deadline_us,
 		       char *why, size_t size)
 {
+	if (!ds->pid)
+		return say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
 	char *text = json_dumps(msg, JSON_COMPACT);
 	if (!text)
 		return say(why, size, "out of memory");
@@ -250,6 +254,10 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 {
 	*timed_out = false;
 	for (;;) {
+		if (!ds->pid) { /* closed while we were answering one of its requests */
+			say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
+			return NULL;
+		}
 		char *nl = ds->len ? memchr(ds->buf, '\n', ds->len) : NULL;
 		if (nl) {
 			size_t n = (size_t)(nl - ds->buf);
