@@ -37,7 +37,8 @@ struct mcp_downstream {
 	pid_t pid; /* 0: not running */
 	int to_server, from_server;
 	char *buf; /* bytes read past the last line handed out */
-	size_t len;
+	size_t len, cap;
+	size_t scanned;	 /* buf[0, scanned) holds no newline */
 	char death[200]; /* why the last process was closed, for the next error */
 	/* HTTP */
 	char *url, **headers, *session;
@@ -144,7 +145,7 @@ static void stdio_stop(struct mcp_downstream *ds, const char *why)
 			;
 	}
 	ds->pid = 0;
-	ds->len = 0;
+	ds->len = ds->scanned = 0;
 }
 
 static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
@@ -189,7 +190,7 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 	ds->to_server = in[1];
 	ds->from_server = out[0];
 	fcntl(ds->to_server, F_SETFL, O_NONBLOCK);
-	ds->len = 0;
+	ds->len = ds->scanned = 0;
 	return 0;
 }
 
@@ -258,8 +259,12 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 			say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
 			return NULL;
 		}
-		char *nl = ds->len ? memchr(ds->buf, '\n', ds->len) : NULL;
+		char *nl = ds->len > ds->scanned
+				   ? memchr(ds->buf + ds->scanned, '\n', ds->len - ds->scanned)
+				   : NULL;
+		ds->scanned = ds->len;
 		if (nl) {
+			ds->scanned = 0;
 			size_t n = (size_t)(nl - ds->buf);
 			char *line = strndup(ds->buf, n);
 			memmove(ds->buf, nl + 1, ds->len - n - 1);
@@ -281,12 +286,17 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 		}
 		if (p <= 0)
 			continue;
-		char *grown = realloc(ds->buf, ds->len + 65536);
-		if (!grown) {
-			say(why, size, "out of memory");
-			return NULL;
+		if (ds->cap - ds->len < 65536) {
+			/* Doubling: growing by each read would copy a long line over and over. */
+			size_t cap = ds->cap ? ds->cap * 2 : 131072;
+			char *grown = realloc(ds->buf, cap);
+			if (!grown) {
+				say(why, size, "out of memory");
+				return NULL;
+			}
+			ds->buf = grown;
+			ds->cap = cap;
 		}
-		ds->buf = grown;
 		ssize_t r = read(ds->from_server, ds->buf + ds->len, 65536);
 		if (r > 0)
 			ds->len += (size_t)r;

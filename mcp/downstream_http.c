@@ -16,8 +16,9 @@
 
 struct answer {
 	char *buf; /* the body so far (SSE: the part not yet split into events) */
-	size_t len;
-	size_t total; /* every body byte received, for the cap */
+	size_t len, cap;
+	size_t scanned; /* SSE: buf[0, scanned) holds no event boundary */
+	size_t total;	/* every body byte received, for the cap */
 	bool sse;
 	bool too_big;
 	const json_t *want;
@@ -103,7 +104,8 @@ static void sse_event(struct answer *a, char *event, size_t len)
 static void sse_feed(struct answer *a)
 {
 	size_t start = 0;
-	for (size_t i = 0; i + 1 < a->len && !a->response; i++) {
+	/* Resume where the last call stopped (a boundary may straddle chunks: back up 3). */
+	for (size_t i = a->scanned > 3 ? a->scanned - 3 : 0; i + 1 < a->len && !a->response; i++) {
 		size_t end = 0;
 		if (a->buf[i] == '\n' && a->buf[i + 1] == '\n')
 			end = 2;
@@ -117,6 +119,7 @@ static void sse_feed(struct answer *a)
 	}
 	memmove(a->buf, a->buf + start, a->len - start);
 	a->len -= start;
+	a->scanned = a->len;
 }
 
 static size_t on_body(char *data, size_t one, size_t n, void *user)
@@ -127,10 +130,17 @@ static size_t on_body(char *data, size_t one, size_t n, void *user)
 		a->too_big = true;
 		return 0; /* stops the transfer */
 	}
-	char *grown = realloc(a->buf, a->len + n + 1);
-	if (!grown)
-		return 0;
-	a->buf = grown;
+	if (a->len + n + 1 > a->cap) {
+		/* Doubling: growing by each chunk would copy the body over and over. */
+		size_t cap = a->cap ? a->cap : 65536;
+		while (cap < a->len + n + 1)
+			cap *= 2;
+		char *grown = realloc(a->buf, cap);
+		if (!grown)
+			return 0;
+		a->buf = grown;
+		a->cap = cap;
+	}
 	memcpy(a->buf + a->len, data, n);
 	a->len += n;
 	if (a->sse && a->want) {

@@ -75,6 +75,12 @@ def garbage() -> str:
     return "written"
 
 
+@server.tool(description="Writes a 17 MiB line to stdout.", structured_output=False)
+def flood() -> str:
+    os.write(WIRE, b"x" * (17 << 20) + b"\n")
+    return "written"
+
+
 @server.tool(name="search-v2", description="Finds notes that mention a word.")
 def search(word: str, limit: int = 10) -> list[str]:
     count()

@@ -204,9 +204,13 @@ def test_a_downstream_that_writes_garbage_is_closed_and_restarted(tmp_path):
     config = write_config(tmp_path, {"mcp_servers": {"notes": stdio_server()}})
     result, = call(config,
                    "import tools\ntry:\n    tools.notes.garbage()\nexcept ToolError as e:\n    print(e)\n"
-                   "print(tools.notes.add(a=1, b=1))\n")
+                   "print(tools.notes.add(a=1, b=1))\n"
+                   "try:\n    tools.notes.flood()\nexcept ToolError as e:\n    print(e)\n"
+                   "print(tools.notes.add(a=2, b=2))\n")
     assert texts(result) == ["notes.garbage: server 'notes' sent a line that is not JSON-RPC "
-                             "2.0\n{'result': 2}\n"]
+                             "2.0\n{'result': 2}\n"
+                             "notes.flood: server 'notes' sent a message longer than 16 MiB\n"
+                             "{'result': 4}\n"]
 
 
 def test_a_hung_downstream_call_ends_at_the_run_deadline(tmp_path):
@@ -383,7 +387,7 @@ class Broken(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b": waiting\n\n")
             self.wfile.flush()
-            time.sleep(30)
+            time.sleep(60)
 
 
 @pytest.fixture
@@ -399,13 +403,13 @@ def broken_server():
 def test_a_broken_http_downstream_gives_clear_tool_errors(tmp_path, broken_server):
     url = f"http://127.0.0.1:{broken_server.server_address[1]}/mcp"
     config = write_config(tmp_path, {"mcp_servers": {"b": {"url": url}},
-                                     "limits": {"wall_ms": 4000}})
+                                     "limits": {"wall_ms": 15000}})
     code = ("import tools\nfor name in ['not_json', 'huge', 'status_500', 'wrong_id', 'sse_split']:\n"
             "    try:\n        print(name, call_tool('b.' + name))\n"
             "    except ToolError as e:\n        print(name, e)\n")
     start = time.monotonic()
     errors, hung, after = call(config, code, "call_tool('b.hang')\n", code)
-    assert time.monotonic() - start < 40
+    assert time.monotonic() - start < 80
     assert texts(errors) == texts(after) == [
         "not_json b.not_json: the answer (application/json) is not the JSON-RPC response\n"
         "huge b.huge: the answer is longer than 16 MiB\n"
