@@ -708,6 +708,9 @@ SNAPCELL_API int snapcell_session_restore(struct snapcell_session *s,
 SNAPCELL_API int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
 					       struct snapcell_session **out,
 					       struct snapcell_error *err);
+/* Whether the session has a live process to run code in: false after a run that was killed
+ * (timeout, output limit, cancellation) or a failed snapshot, until a restore revives it. */
+SNAPCELL_API bool snapcell_session_alive(const struct snapcell_session *s);
 SNAPCELL_API void snapcell_session_free(struct snapcell_session *s);
 SNAPCELL_API void snapcell_snapshot_free(struct snapcell_snapshot *snap);
 
