@@ -475,6 +475,11 @@ static int one_server(const struct ctx *c, const char *at, const char *name, jso
 		return fail(c, at, "\"timeout_ms\" must be an integer from 1 to 600000");
 	const char *key;
 	json_t *v;
+	json_object_foreach(env, key, v)
+	{
+		if (!*key || strchr(key, '='))
+			return fail(c, at, "\"env\" names must be non-empty and hold no '='");
+	}
 	json_object_foreach(headers, key, v)
 	{
 		if (!json_is_string(v) || !header_ok(key, json_string_value(v)))

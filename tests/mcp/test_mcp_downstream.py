@@ -264,6 +264,8 @@ def start_fails(config):
     ({"command": "x", "url": "http://127.0.0.1:1/mcp"}, {},
      "mcp_servers.notes: needs either \"command\" (stdio) or \"url\" (HTTP)"),
     ({"url": "file:///etc/passwd"}, {}, "\"url\" must be an http:// or https:// URL"),
+    (stdio_server(env={"A=B": "c"}), {}, "\"env\" names must be non-empty and hold no '='"),
+    (stdio_server(args=[SERVER, 1]), {}, "\"args\" and \"env\" must hold strings"),
     ({"url": "http://127.0.0.1:1/mcp", "headers": {"X": "a\r\nB: c"}}, {},
      "\"headers\" must map header names to values without control characters"),
 ])
