@@ -32,6 +32,7 @@ struct sc_guest_config {
 	struct sc_rlimits limits;
 	json_t *env;	   /* the code's environment, set after the pivot */
 	char **tool_names; /* for the guest's `tools` module */
+	char **tool_attrs; /* each name's attribute path there (sc_tool.attr) */
 	char **tool_docs;
 	size_t n_tools;
 	char *network_notice; /* the message of the guest's network error (sc__network_notice) */

@@ -193,12 +193,14 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	json_t *tools = json_object_get(root, "tools");
 	size_t n_tools = json_array_size(tools);
 	c->tool_names = calloc(n_tools + 1, sizeof(char *));
+	c->tool_attrs = calloc(n_tools + 1, sizeof(char *));
 	c->tool_docs = calloc(n_tools + 1, sizeof(char *));
-	for (size_t i = 0; c->tool_names && c->tool_docs && i < n_tools; i++) {
+	for (size_t i = 0; c->tool_names && c->tool_attrs && c->tool_docs && i < n_tools; i++) {
 		json_t *t = json_array_get(tools, i);
 		c->tool_names[i] = dup_str(t, "name");
+		c->tool_attrs[i] = dup_str(t, "attr");
 		c->tool_docs[i] = dup_str(t, "description");
-		if (!c->tool_names[i] || !c->tool_docs[i])
+		if (!c->tool_names[i] || !c->tool_attrs[i] || !c->tool_docs[i])
 			break;
 		c->n_tools = i + 1;
 	}

@@ -395,10 +395,15 @@ typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **r
  * is dropped, so a callback that may block (a command, a request) should give up by then. */
 SNAPCELL_API uint64_t snapcell_tool_deadline_us(void);
 
-#define SNAPCELL_TOOL_NAME_MAX 64
+#define SNAPCELL_TOOL_NAME_MAX 128
 
-/* Registers a tool, or replaces the one with the same name. The name must be a Python
- * identifier of at most SNAPCELL_TOOL_NAME_MAX bytes; user_data is passed through untouched.
+/* Registers a tool, or replaces the one with the same name. The name is MCP-style: 1 to
+ * SNAPCELL_TOOL_NAME_MAX characters of [A-Za-z0-9_.-] ("fx_rate", "docs.search-v2"). The code
+ * calls it as call_tool("docs.search-v2", ...) or tools.docs.search_v2(...): in the `tools`
+ * module each dot-separated segment becomes an identifier (other characters turn into '_', a
+ * leading digit or an empty segment gets a '_' before it, a Python keyword one after it). A
+ * name whose attribute path is another tool's, or holds or lies inside another's ("a.b" with
+ * "a.b.c"), is SNAPCELL_E_INVAL naming both. user_data is passed through untouched.
  * params_schema is a JSON Schema object (NULL for "any object"), as pydantic derives from
  * annotations or an MCP server lists. Checked before the callback runs:
  *   type (incl. lists), enum, const; properties, required, additionalProperties,

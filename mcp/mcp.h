@@ -1,7 +1,8 @@
 /* The MCP server behind `snapcell mcp`: JSON-RPC envelopes, the methods of both protocol eras
  * (the 2025-11-25 handshake and the stateless 2026-07-28 revision, chosen per request), the
  * execute_code tool, and the stdio and Streamable HTTP transports. Uses only the public
- * header; it is not a general MCP library (no client side). Stateful interpreter sessions
+ * header; it is not a general MCP library (the client side in downstream.h is only what
+ * offering downstream servers' tools to the code needs). Stateful interpreter sessions
  * (the session tools, sessions.c) are the server's own, named by server-minted handles. */
 #ifndef SNAPCELL_MCP_H
 #define SNAPCELL_MCP_H
@@ -106,6 +107,9 @@ struct mcp_options {
 	struct mcp_session_options sessions;
 	char replica[MCP_REPLICA_MAX + 1]; /* "" = the host name */
 	const char *listen;		   /* --http address; NULL for stdio (shown by doctor) */
+	/* The config file's downstream MCP servers (downstream.h), connected while it loads and
+	 * closed by mcp_options_clear(). */
+	struct mcp_downstreams *downstreams;
 };
 
 void mcp_options_clear(struct mcp_options *opts);

@@ -20,6 +20,7 @@ struct sc_env_var {
 
 struct sc_tool {
 	char *name;
+	char *attr; /* the code's tools.<attr>: the name's segments as identifiers */
 	char *description;
 	char *schema_text; /* normalised: compact, sorted keys */
 	struct sc_schema *schema;

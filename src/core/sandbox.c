@@ -320,8 +320,9 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	json_t *tools = json_array();
 	for (size_t i = 0; i < sb->cfg->n_tools; i++)
 		json_array_append_new(tools,
-				      json_pack("{s:s, s:s}", "name", sb->cfg->tools[i].name,
-						"description", sb->cfg->tools[i].description));
+				      json_pack("{s:s, s:s, s:s}", "name", sb->cfg->tools[i].name,
+						"attr", sb->cfg->tools[i].attr, "description",
+						sb->cfg->tools[i].description));
 	char root[PATH_MAX], out[PATH_MAX], input[PATH_MAX];
 	snprintf(root, sizeof(root), "%s/root", sb->workdir);
 	snprintf(out, sizeof(out), "%s/out", sb->workdir);

@@ -233,15 +233,15 @@ Test(hardening, hostile_tool_names_raise_and_are_logged_as_sent, .timeout = 60)
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	expect_output(sb,
-		      "for n in ('a' * 65, 'a' * (16 << 20), 'echo\\0forged'):\n"
+		      "for n in ('a' * 129, 'a' * (16 << 20), 'echo\\0forged'):\n"
 		      "    try:\n"
 		      "        call_tool(n)\n"
 		      "    except ToolError as e:\n"
 		      "        m = str(e)\n"
 		      "        print(len(m) < 300, m.split(': ', 1)[1])\n"
 		      "print(call_tool('echo', x=1))\n",
-		      "True a tool name of 65 bytes; the limit is 64\n"
-		      "True a tool name of 16777216 bytes; the limit is 64\n"
+		      "True a tool name of 129 bytes; the limit is 128\n"
+		      "True a tool name of 16777216 bytes; the limit is 128\n"
 		      "True a NUL byte in the tool name\n"
 		      "{'x': 1}\n");
 	/* Frames written by hand, past the bridge's checks. */
@@ -256,12 +256,12 @@ Test(hardening, hostile_tool_names_raise_and_are_logged_as_sent, .timeout = 60)
 		    "    print(got[1], got[2:].decode('utf-8', 'replace'))\n"
 		    "call(b'echo\\0forged\\0{}')\n"
 		    "call(b'\\xff\\xfeecho\\0{}')\n"
-		    "call(b'a' * 65 + b'\\0{}')\n");
+		    "call(b'a' * 129 + b'\\0{}')\n");
 	expect_ok(res);
 	cr_expect(strstr(res->stdout_buf, "0 unknown tool 'echo\\x00forged'"), "%s",
 		  res->stdout_buf);
 	cr_expect(strstr(res->stdout_buf, "0 unknown tool 'aaaa"), "%s", res->stdout_buf);
-	cr_expect(strstr(res->stdout_buf, "a name of 65 bytes; the limit is 64"), "%s",
+	cr_expect(strstr(res->stdout_buf, "a name of 129 bytes; the limit is 128"), "%s",
 		  res->stdout_buf);
 	cr_assert_eq(res->n_tool_calls, 3);
 	cr_expect_str_eq(res->tool_calls[0].name, "echo\\x00forged");
