@@ -137,6 +137,29 @@ static _Noreturn void worker_loop(void)
 	}
 }
 
+/* Between the family's runs every other process in its namespace is stopped, so nothing
+ * writes /output or /tmp while the host reads them or while no run is in progress. kill(-1)
+ * from a namespace's init reaches every other process of the namespace, whatever its process
+ * group or session, and is atomic with fork (a child being forked gets it too); SIGSTOP cannot
+ * be caught, blocked or ignored, and once all are stopped none is left to continue another. */
+static void anchor_request(uint8_t type, const uint8_t *payload, size_t len)
+{
+	int32_t pid = 0;
+	if (type == SC_FRAME_KILL && len == sizeof(pid)) {
+		memcpy(&pid, payload, sizeof(pid));
+		if (pid > 1) {
+			kill(-pid, SIGKILL); /* the worker's group: what it started goes too */
+			kill(pid, SIGKILL);
+		}
+	} else if (type == SC_FRAME_FREEZE && len == 0) {
+		kill(-1, SIGSTOP);
+		if (sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_FROZEN, NULL, 0) < 0)
+			_exit(0);
+	} else if (type == SC_FRAME_THAW && len == 0) {
+		kill(-1, SIGCONT);
+	}
+}
+
 _Noreturn void sc_session_anchor(size_t frame_cap)
 {
 	cap = frame_cap;
@@ -148,13 +171,7 @@ _Noreturn void sc_session_anchor(size_t frame_cap)
 		size_t len;
 		if (sc__frame_read(SC_CELL_RPC_FD, cap, &type, &payload, &len) < 0)
 			_exit(0); /* the family is released: the namespace goes with us */
-		int32_t pid = 0;
-		if (type == SC_FRAME_KILL && len == sizeof(pid))
-			memcpy(&pid, payload, sizeof(pid));
+		anchor_request(type, payload, len);
 		free(payload);
-		if (pid > 1) {
-			kill(-pid, SIGKILL); /* the worker's group: what it started goes too */
-			kill(pid, SIGKILL);
-		}
 	}
 }

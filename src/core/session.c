@@ -35,7 +35,10 @@ struct sc_family {
 	/* The family's processes share one network namespace and network socket: runs of its
 	 * sessions that can reach the network take turns, so each run's events are its own. */
 	pthread_mutex_t net_lock;
+	/* Serialises stopping the family for a collection and deciding to continue it. */
+	pthread_mutex_t freeze_lock;
 	unsigned refs;
+	unsigned active;	/* runs, snapshots and branchings in progress (lock) */
 	struct sc_family *next; /* in the sandbox's list (families_lock) */
 };
 
@@ -113,6 +116,7 @@ static void family_put(struct sc_family *f)
 	sc__cell_close(&f->anchor);
 	pthread_mutex_destroy(&f->lock);
 	pthread_mutex_destroy(&f->net_lock);
+	pthread_mutex_destroy(&f->freeze_lock);
 	free(f);
 }
 
@@ -152,15 +156,17 @@ static int send_request(int fd, uint8_t type, const int *fds, size_t n_fds)
 	}
 }
 
-/* Reads a reply carrying a pid, within one deadline, accepting no descriptors (recv without a
- * control buffer makes the kernel drop any that were sent). */
-static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
+/* Reads a reply of a known type and payload length, within one deadline, accepting no
+ * descriptors (recv without a control buffer makes the kernel drop any that were sent). */
+static int read_reply(int fd, uint8_t want, void *payload, size_t len)
 {
-	uint8_t buf[SC_FRAME_HEADER_LEN + sizeof(*pid)];
-	size_t got = 0;
+	uint8_t buf[SC_FRAME_HEADER_LEN + sizeof(int32_t)];
+	size_t got = 0, total = SC_FRAME_HEADER_LEN + len;
+	if (len > sizeof(int32_t))
+		return -EINVAL;
 	uint64_t deadline = sc__deadline_ms(REPLY_TIMEOUT_MS);
-	while (got < sizeof(buf)) {
-		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
+	while (got < total) {
+		ssize_t n = recv(fd, buf + got, total - got, MSG_DONTWAIT);
 		if (n == 0)
 			return -EPIPE;
 		if (n > 0) {
@@ -173,11 +179,57 @@ static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
 			return rc;
 	}
 	uint8_t want_hdr[SC_FRAME_HEADER_LEN];
-	sc__frame_header(want_hdr, want, sizeof(*pid));
+	sc__frame_header(want_hdr, want, len);
 	if (memcmp(buf, want_hdr, sizeof(want_hdr)) != 0)
 		return -EPROTO;
-	memcpy(pid, buf + SC_FRAME_HEADER_LEN, sizeof(*pid));
+	memcpy(payload, buf + SC_FRAME_HEADER_LEN, len);
 	return 0;
+}
+
+static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
+{
+	return read_reply(fd, want, pid, sizeof(*pid));
+}
+
+/* The family runs only while the host needs it to: during a run of one of its sessions, or
+ * while a worker forks a snapshot or a snapshot a branch. Between, the anchor keeps every
+ * other process of the family stopped, so nothing changes /output or /tmp while the host
+ * reads them or while no run is in progress. Continuing needs no answer: a request sent next
+ * waits in its socket until the process runs again. */
+static void family_enter(struct sc_family *f)
+{
+	pthread_mutex_lock(&f->lock);
+	if (f->active++ == 0 && f->anchor.fds[SC_CELL_RPC] >= 0)
+		sc__frame_write(f->anchor.fds[SC_CELL_RPC], SC_FRAME_THAW, NULL, 0);
+	pthread_mutex_unlock(&f->lock);
+}
+
+/* Stops every process of the family but the anchor, and waits for the anchor to say so. */
+static int family_freeze(struct sc_family *f)
+{
+	pthread_mutex_lock(&f->lock);
+	int fd = f->anchor.fds[SC_CELL_RPC];
+	int rc = fd < 0 ? -EPIPE : sc__frame_write(fd, SC_FRAME_FREEZE, NULL, 0);
+	if (rc == 0)
+		rc = read_reply(fd, SC_FRAME_FROZEN, NULL, 0);
+	pthread_mutex_unlock(&f->lock);
+	return rc;
+}
+
+/* Ends what family_enter began: stops the family, runs during() on it while it is stopped
+ * (with what freezing returned), and continues it if another run is still in progress. */
+static int family_leave(struct sc_family *f, int (*during)(int frozen, void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&f->freeze_lock);
+	int rc = family_freeze(f);
+	if (during)
+		rc = during(rc, ctx);
+	pthread_mutex_lock(&f->lock);
+	if (--f->active > 0 && f->anchor.fds[SC_CELL_RPC] >= 0)
+		sc__frame_write(f->anchor.fds[SC_CELL_RPC], SC_FRAME_THAW, NULL, 0);
+	pthread_mutex_unlock(&f->lock);
+	pthread_mutex_unlock(&f->freeze_lock);
+	return rc;
 }
 
 /* The anchor's reply to SESSION: the anchor is trusted (it never ran code), so its
@@ -240,6 +292,7 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 	}
 	pthread_mutex_init(&f->lock, NULL);
 	pthread_mutex_init(&f->net_lock, NULL);
+	pthread_mutex_init(&f->freeze_lock, NULL);
 	f->sb = sb;
 	f->refs = 1;
 	s->family = f;
@@ -269,17 +322,26 @@ static void worker_kill(const struct sc_run_target *t)
 	family_kill(s->family, s->pid);
 }
 
-/* The family shares one /output (the anchor's), collected while the worker lives (every open
- * is checked, so a racing writer changes only what is collected) and emptied for the next
- * run; past the deadline the session ends rather than the caller waiting on its code. */
-static int worker_collect(const struct sc_run_target *t, struct snapcell_sandbox *sb,
-			  struct snapcell_result *res)
+/* What a session run collects once its family is stopped. */
+struct collect_ctx {
+	struct sc_family *family;
+	struct snapcell_sandbox *sb;
+	struct snapcell_result *res; /* NULL: the run failed, nothing to collect */
+};
+
+/* The family shares one /output (the anchor's), read only while every process that could
+ * change it is stopped, and emptied for the next run; past the deadline the session ends
+ * rather than the caller waiting on its code. A family that could not be stopped is not
+ * read (its anchor is gone, and the family with it). */
+static int collect_stopped(int frozen, void *ctx)
 {
-	const struct snapcell_session *s = t->ctx;
-	int out_fd = s->family->anchor.fds[SC_CELL_OUTPUT];
-	if (!sc__output_pending(out_fd))
+	const struct collect_ctx *c = ctx;
+	int out_fd = c->family->anchor.fds[SC_CELL_OUTPUT];
+	if (frozen < 0)
+		return frozen;
+	if (!c->res || !sc__output_pending(out_fd))
 		return 0;
-	sc__output_collect(sb, out_fd, res);
+	sc__output_collect(c->sb, out_fd, c->res);
 	return sc__empty_dir(out_fd, sc__deadline_ms(EMPTY_OUTPUT_MS));
 }
 
@@ -300,7 +362,7 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
-	struct sc_run_target t = {&s->worker, false, worker_kill, worker_collect, s};
+	struct sc_run_target t = {&s->worker, false, worker_kill, NULL, s};
 	struct sc_family *f = s->family;
 	struct sc_gate_cell *gate = NULL;
 	if (f->anchor.n_net) {
@@ -313,12 +375,14 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 			return rc;
 		}
 	}
+	family_enter(f);
 	rc = sc__run_code(f->sb, &t, &req, out, &s->alive, err);
 	if (gate) {
 		sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
 		pthread_mutex_unlock(&f->net_lock);
 	}
-	if (rc == 0 && t.collect(&t, f->sb, *out) < 0)
+	struct collect_ctx c = {f, f->sb, rc == 0 ? *out : NULL};
+	if (family_leave(f, collect_stopped, &c) < 0)
 		end_worker(s); /* its /output could not be emptied: the next run would see it */
 	return rc;
 }
@@ -342,12 +406,14 @@ int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapsh
 	int c[2];
 	rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c) < 0 ? -errno : 0;
 	if (rc == 0) {
+		family_enter(s->family);
 		rc = send_request(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPSHOT, &c[1], 1);
 		close(c[1]);
 		snap->ctl = c[0];
+		if (rc == 0)
+			rc = read_pid_reply(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPPED, &pid);
+		family_leave(s->family, NULL, NULL);
 	}
-	if (rc == 0)
-		rc = read_pid_reply(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPPED, &pid);
 	if (rc < 0) {
 		if (snap->ctl > 0)
 			close(snap->ctl);
@@ -371,11 +437,13 @@ static int branch(const struct snapcell_snapshot *snap, struct snapcell_session 
 	int rc = sc__channels_new(mine, theirs);
 	if (rc < 0)
 		return rc;
+	family_enter(snap->family);
 	rc = send_request(snap->ctl, SC_FRAME_FORK, theirs, 3);
 	for (int i = 0; i < 3; i++)
 		close(theirs[i]);
 	if (rc == 0)
 		rc = read_pid_reply(snap->ctl, SC_FRAME_WORKER, &pid);
+	family_leave(snap->family, NULL, NULL);
 	if (rc < 0) {
 		for (int i = 0; i < 3; i++)
 			close(mine[i]);

@@ -210,3 +210,65 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 	snapcell_session_free(b);
 	snapcell_sandbox_free(sb);
 }
+
+/* The monotonic times (ns) that name the artifacts of res, in order; returns their count. */
+static size_t artifact_times(const struct snapcell_result *res, long long *t, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < res->n_artifacts && n < cap; i++)
+		t[n++] = atoll(res->artifacts[i].path);
+	return n;
+}
+
+/* Item 7: a process left from an earlier run wrote into /output (and /tmp) between runs, so
+ * the next run collected files no run of it made. Between runs the whole family is stopped
+ * (whatever process group or session its processes moved to) and continues with the next
+ * run: a writer that left its worker's session writes during runs only. */
+Test(session, a_family_is_stopped_between_runs_and_continues_with_the_next, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(
+		snapcell_session_run(s,
+				     "import os, time\n"
+				     "if os.fork() == 0:\n"
+				     "    os.setsid()\n"
+				     "    while True:\n"
+				     "        open(f'/output/{time.monotonic_ns()}', 'w').close()\n"
+				     "        time.sleep(0.002)\n"
+				     "time.sleep(0.1)\n"
+				     "print(time.monotonic_ns())\n",
+				     SIZE_MAX, NULL, &res, &err),
+		0, "%s", err.message);
+	expect_ok(res);
+	long long end1 = atoll(res->stdout_buf);
+	cr_expect_gt(res->n_artifacts, 0, "the writer ran during the run");
+	snapcell_result_free(res);
+	usleep(1000 * 1000);
+	cr_assert_eq(snapcell_session_run(s,
+					  "import time\n"
+					  "print(time.monotonic_ns())\n"
+					  "time.sleep(0.2)\n",
+					  SIZE_MAX, NULL, &res, &err),
+		     0, "%s", err.message);
+	expect_ok(res);
+	long long start2 = atoll(res->stdout_buf);
+	cr_assert_gt(start2 - end1, 900000000LL);
+	static long long t[131072];
+	size_t n = artifact_times(res, t, sizeof(t) / sizeof(t[0])), between = 0, during = 0;
+	for (size_t i = 0; i < n; i++) {
+		/* Margins for the moments between the code's last line and the stop, and between
+		 * the continue and its first line. */
+		if (t[i] > end1 + 250000000LL && t[i] < start2 - 250000000LL)
+			between++;
+		if (t[i] > start2)
+			during++;
+	}
+	cr_expect_eq(between, 0, "%zu of %zu files were written between the runs", between, n);
+	cr_expect_gt(during, 0, "the writer goes on while the next run runs");
+	snapcell_result_free(res);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
