@@ -18,8 +18,10 @@ enum sc_frame_type {
 	SC_FRAME_CALL = 'C',   /* cell -> host: tool name, NUL, arguments as a JSON object */
 	SC_FRAME_RESULT = 'A', /* host -> cell: 1 byte ok, then the JSON result or a message */
 	/* Sessions (guest/session.c, src/core/session.c): */
-	SC_FRAME_SESSION = 'S',	 /* host -> parked cell: become a session family's anchor */
-	SC_FRAME_WORKER = 'W',	 /* anchor or snapshot -> host: int32 pid; fds: rpc, out, err */
+	SC_FRAME_SESSION = 'S', /* host -> parked cell: become a session family's anchor */
+	/* anchor or snapshot -> host: int32 pid; fds: rpc, out, err (and from the anchor, the
+	 * root of the family's /tmp tmpfs) */
+	SC_FRAME_WORKER = 'W',
 	SC_FRAME_KILL = 'K',	 /* host -> anchor: int32 pid of a worker to kill */
 	SC_FRAME_SNAPSHOT = 'P', /* host -> worker between runs: fork a snapshot */
 	SC_FRAME_SNAPPED = 'Q',	 /* worker -> host: int32 pid; fd: the snapshot's socket */

@@ -272,3 +272,91 @@ Test(session, a_family_is_stopped_between_runs_and_continues_with_the_next, .tim
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
+
+/* Item 7: a snapshot is the whole state a run can see. Restoring it brought back the
+ * interpreter but left /tmp as the session had changed it since (and the working directory
+ * pointing into that). */
+Test(session, a_snapshot_keeps_its_tmp_and_working_directory)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s,
+			   "import os\n"
+			   "open('/tmp/a.txt', 'w').write('at the snapshot')\n"
+			   "os.mkdir('/tmp/work')\n"
+			   "os.chdir('/tmp/work')\n"
+			   "open('b.txt', 'w').write('b')\n"
+			   "os.symlink('../a.txt', 'link')\n",
+			   "");
+	struct snapcell_snapshot *snap = snapshot(s);
+	expect_session_out(s,
+			   "import shutil\n"
+			   "open('/tmp/a.txt', 'w').write('changed')\n"
+			   "open('/tmp/c.txt', 'w').write('new')\n"
+			   "os.chdir('/')\n"
+			   "shutil.rmtree('/tmp/work')\n",
+			   "");
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	expect_session_out(
+		s,
+		"print(os.getcwd(), sorted(os.listdir('/tmp')), sorted(os.listdir('.')))\n"
+		"print(open('/tmp/a.txt').read(), open('link').read())\n",
+		"/tmp/work ['a.txt', 'work'] ['b.txt', 'link']\n"
+		"at the snapshot at the snapshot\n");
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* Item 7: branches of one snapshot shared one /tmp, so each saw what the other wrote. */
+Test(session, branches_each_have_their_own_tmp)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s, "import os\nopen('/tmp/base', 'w').close()", "");
+	struct snapcell_snapshot *snap = snapshot(s);
+	struct snapcell_session *a = NULL, *b = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	/* A file a branch keeps open stays its own while the others run. */
+	expect_session_out(a, "f = open('/tmp/a', 'w')\nf.write('a1')\nf.flush()", "");
+	expect_session_out(b, "print(sorted(os.listdir('/tmp')))\nopen('/tmp/b', 'w').close()",
+			   "['base']\n");
+	expect_session_out(s, "print(sorted(os.listdir('/tmp')))\nos.remove('/tmp/base')",
+			   "['base']\n");
+	expect_session_out(a, "f.write('a2')\nf.flush()\nprint(sorted(os.listdir('/tmp')))",
+			   "['a', 'base']\n");
+	expect_session_out(b, "print(sorted(os.listdir('/tmp')))", "['b', 'base']\n");
+	expect_session_out(a, "print(open('/tmp/a').read())", "a1a2\n");
+	expect_session_out(s, "print(os.listdir('/tmp'))", "[]\n");
+	snapcell_session_free(a);
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* The copies share the family's one /tmp size limit: a snapshot that does not fit fails with
+ * a clear error, and the session goes on. */
+Test(session, a_snapshot_whose_tmp_does_not_fit_fails_clearly)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_TMP_BYTES, 8u << 20, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s, "open('/tmp/big', 'wb').write(b'x' * (5 << 20))", "");
+	struct snapcell_snapshot *snap = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, &err), -ENOSPC, "%s", err.message);
+	cr_expect(strstr(err.message, "no room in the family's /tmp"), "%s", err.message);
+	expect_session_out(s, "import os\nprint(os.path.getsize('/tmp/big'), os.listdir('/tmp'))",
+			   "5242880 ['big']\n");
+	expect_session_out(s, "os.remove('/tmp/big')\nopen('/tmp/small', 'w').write('s')", "");
+	snap = snapshot(s);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
