@@ -283,28 +283,61 @@ static int tree_open(struct sc_family *f, uint32_t id)
 	return id == f->tmp_owner ? open_live(f) : open_at(f, name);
 }
 
+/* What this thread makes or renames in the trees must belong to the sandbox user (the
+ * kernel refuses to make a name there for an id the sandbox's user namespace does not map):
+ * it works with that user's file-system ids, which setfsuid changes for the calling thread
+ * only (and, from root, with its file capabilities dropped until they are set back).
+ * Removals keep the caller's own ids, so a root host can remove what the code made
+ * read-only. */
+static void as_sandbox_user(const struct sc_family *f, bool on)
+{
+	if (on) {
+		setfsgid(f->gid);
+		setfsuid(f->uid);
+	} else {
+		setfsuid(geteuid());
+		setfsgid(getegid());
+	}
+}
+
+static int move_entries(const struct sc_family *f, int from, int to)
+{
+	as_sandbox_user(f, true);
+	int rc = sc__tree_move_entries(from, to);
+	as_sandbox_user(f, false);
+	return rc;
+}
+
 /* A new empty tree for id (which owns nothing) beside SC_TMP_LIVE. */
 static int tree_make(struct sc_family *f, uint32_t id)
 {
 	char name[16];
 	tree_name(name, id);
-	return mkdirat(f->tmp_root, name, 0700) < 0 ? -errno : open_at(f, name);
+	as_sandbox_user(f, true);
+	int rc = mkdirat(f->tmp_root, name, 0700) < 0 ? -errno : open_at(f, name);
+	as_sandbox_user(f, false);
+	return rc;
 }
 
+/* Removes id's tree; the owner's entries are renamed aside first, so SC_TMP_LIVE is empty
+ * for the next owner whatever the removal leaves. */
 static void tree_remove(struct sc_family *f, uint32_t id)
 {
 	char name[16];
 	tree_name(name, id);
-	if (id != f->tmp_owner) {
-		sc__remove_tree(f->tmp_root, name, sc__deadline_ms(TMP_REMOVE_MS));
-		return;
+	if (id == f->tmp_owner) {
+		int live = open_live(f);
+		int aside = live < 0 ? live : tree_make(f, id);
+		if (aside >= 0 && move_entries(f, live, aside) == 0)
+			f->tmp_owner = 0;
+		if (aside >= 0)
+			close(aside);
+		if (live >= 0)
+			close(live);
+		if (f->tmp_owner)
+			return; /* kept: a tree the next switch cannot move aside ends the family */
 	}
-	int live = open_live(f);
-	if (live >= 0) {
-		sc__empty_dir(live, sc__deadline_ms(TMP_REMOVE_MS));
-		close(live);
-	}
-	f->tmp_owner = 0;
+	sc__remove_tree(f->tmp_root, name, sc__deadline_ms(TMP_REMOVE_MS));
 }
 
 /* Renames the owner's entries aside (or removes them when nobody owns them any more) and
@@ -314,19 +347,17 @@ static int switch_trees(struct sc_family *f, uint32_t id)
 	int live = open_live(f), rc = 0;
 	if (live < 0)
 		return live;
-	if (f->tmp_owner) {
+	if (f->tmp_owner) { /* else SC_TMP_LIVE is empty (tree_remove) */
 		int aside = tree_make(f, f->tmp_owner);
-		rc = aside < 0 ? aside : sc__tree_move_entries(live, aside);
+		rc = aside < 0 ? aside : move_entries(f, live, aside);
 		if (aside >= 0)
 			close(aside);
-	} else {
-		rc = sc__empty_dir(live, sc__deadline_ms(TMP_REMOVE_MS));
 	}
 	char name[16];
 	tree_name(name, id);
 	int in = rc < 0 ? rc : open_at(f, name);
 	if (in >= 0) {
-		rc = sc__tree_move_entries(in, live);
+		rc = move_entries(f, in, live);
 		close(in);
 		if (rc == 0 && unlinkat(f->tmp_root, name, AT_REMOVEDIR) < 0)
 			rc = -errno;
@@ -339,21 +370,13 @@ static int switch_trees(struct sc_family *f, uint32_t id)
 	return rc;
 }
 
-/* The trees are the sandbox user's: this thread works on them with that user's file-system
- * ids (setfsuid changes the calling thread's only; from root it also drops the file
- * capabilities until it is set back), so what it makes belongs to the sandbox and a root
- * host's privilege plays no part. */
 static void tmp_lock(struct sc_family *f)
 {
 	pthread_mutex_lock(&f->tmp_lock);
-	setfsgid(f->gid);
-	setfsuid(f->uid);
 }
 
 static void tmp_unlock(struct sc_family *f)
 {
-	setfsuid(geteuid());
-	setfsgid(getegid());
 	pthread_mutex_unlock(&f->tmp_lock);
 }
 
@@ -377,8 +400,11 @@ static int tmp_copy(struct sc_family *f, uint32_t from, uint32_t to)
 	int src = tree_open(f, from);
 	int dst = tree_make(f, to);
 	int rc = dst < 0 ? dst : src == -ENOENT ? 0 : src;
-	if (src >= 0 && dst >= 0)
+	if (src >= 0 && dst >= 0) {
+		as_sandbox_user(f, true);
 		rc = sc__tree_copy(src, dst);
+		as_sandbox_user(f, false);
+	}
 	if (src >= 0)
 		close(src);
 	if (dst >= 0)

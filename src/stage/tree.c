@@ -14,6 +14,22 @@
 #include "stage.h"
 #include "util/util.h"
 
+/* Moving a directory to another parent rewrites its "..", which needs write permission on
+ * it: one the code made read-only is given it back for the move (the caller owns it). */
+static int move_entry(int from, int to, const char *name)
+{
+	if (renameat(from, name, to, name) == 0)
+		return 0;
+	int rc = -errno;
+	struct stat st;
+	if (rc != -EACCES || fstatat(from, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISDIR(st.st_mode) || fchmodat(from, name, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
+		return rc;
+	rc = renameat(from, name, to, name) < 0 ? -errno : 0;
+	fchmodat(rc == 0 ? to : from, name, st.st_mode & 07777, 0);
+	return rc;
+}
+
 int sc__tree_move_entries(int from, int to)
 {
 	char **names;
@@ -22,8 +38,7 @@ int sc__tree_move_entries(int from, int to)
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < n && rc == 0; i++)
-		if (renameat(from, names[i], to, names[i]) < 0)
-			rc = -errno;
+		rc = move_entry(from, to, names[i]);
 	sc__names_free(names, n);
 	return rc;
 }

@@ -360,3 +360,27 @@ Test(session, a_snapshot_whose_tmp_does_not_fit_fails_clearly)
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
+
+/* A directory the code made read-only still moves aside when a sibling branch runs (moving a
+ * directory rewrites its ".."), and a freed branch's leaves nothing for the next. */
+Test(session, read_only_directories_in_tmp_move_with_their_session)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	struct snapcell_snapshot *snap = snapshot(s);
+	struct snapcell_session *b = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	expect_session_out(s,
+			   "import os\nos.mkdir('/tmp/ro')\nopen('/tmp/ro/f', 'w').write('kept')\n"
+			   "os.chmod('/tmp/ro', 0o555)",
+			   "");
+	expect_session_out(b, "import os\nprint(os.listdir('/tmp'))", "[]\n");
+	expect_session_out(s, "print(open('/tmp/ro/f').read(), oct(os.stat('/tmp/ro').st_mode))",
+			   "kept 0o40555\n");
+	snapcell_session_free(s);
+	expect_session_out(b, "print(os.listdir('/tmp'))", "[]\n");
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
+	snapcell_sandbox_free(sb);
+}
