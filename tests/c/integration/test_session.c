@@ -246,7 +246,7 @@ Test(session, a_family_is_stopped_between_runs_and_continues_with_the_next, .tim
 	long long end1 = atoll(res->stdout_buf);
 	cr_expect_gt(res->n_artifacts, 0, "the writer ran during the run");
 	snapcell_result_free(res);
-	usleep(1000 * 1000);
+	usleep(2000 * 1000);
 	cr_assert_eq(snapcell_session_run(s,
 					  "import time\n"
 					  "print(time.monotonic_ns())\n"
@@ -255,13 +255,13 @@ Test(session, a_family_is_stopped_between_runs_and_continues_with_the_next, .tim
 		     0, "%s", err.message);
 	expect_ok(res);
 	long long start2 = atoll(res->stdout_buf);
-	cr_assert_gt(start2 - end1, 900000000LL);
+	cr_assert_gt(start2 - end1, 1900000000LL);
 	static long long t[131072];
 	size_t n = artifact_times(res, t, sizeof(t) / sizeof(t[0])), between = 0, during = 0;
 	for (size_t i = 0; i < n; i++) {
 		/* Margins for the moments between the code's last line and the stop, and between
 		 * the continue and its first line. */
-		if (t[i] > end1 + 250000000LL && t[i] < start2 - 250000000LL)
+		if (t[i] > end1 + 500000000LL && t[i] < start2 - 500000000LL)
 			between++;
 		if (t[i] > start2)
 			during++;
