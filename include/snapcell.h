@@ -686,7 +686,8 @@ SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
  * A session, its snapshots and the sessions started from them form one family sharing one
  * cell namespace, one /output and the sandbox's limits. Its runs (and snapshots and
  * restores) take turns: a run waits for the family's run in progress, on another thread,
- * to end. Between runs every process of the family is stopped (SIGSTOP, which the code
+ * to end (so a tool callback must not run, snapshot or restore a session of the family whose
+ * run called it). Between runs every process of the family is stopped (SIGSTOP, which the code
  * cannot catch, whatever process group or session it moved to), so nothing writes /output
  * or /tmp while no run is in progress, and /output is collected from a tree nothing
  * changes; they continue (SIGCONT) when the family's next run starts: processes the code
