@@ -195,7 +195,8 @@ static int read_reply(int fd, uint8_t want, void *payload, size_t len)
 	sc__frame_header(want_hdr, want, len);
 	if (memcmp(buf, want_hdr, sizeof(want_hdr)) != 0)
 		return -EPROTO;
-	memcpy(payload, buf + SC_FRAME_HEADER_LEN, len);
+	if (len)
+		memcpy(payload, buf + SC_FRAME_HEADER_LEN, len);
 	return 0;
 }
 
