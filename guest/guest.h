@@ -69,6 +69,9 @@ struct sc_cell_plan {
 
 #define SC_CELL_RPC_FD 3 /* the cell's frame socket */
 #define SC_CELL_NET_FD 4 /* its network socket (a sandbox with entries) */
+/* The root of its /tmp tmpfs (rootfs.c): a session family's anchor hands it to the host;
+ * closed before a fresh cell's code runs; never in a process that runs code. */
+#define SC_CELL_TMP_FD 5
 
 /* Never returns: sets up the cell, waits for the host's first frame: code to run once, or
  * SESSION to become the anchor of a session family (session.c). */

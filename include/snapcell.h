@@ -643,8 +643,9 @@ enum snapcell_output_limit_flag {
 	SNAPCELL_OUTPUT_HIT_DEPTH = 1u << 3,
 	SNAPCELL_OUTPUT_HIT_NAME = 1u << 4, /* a path longer than the name cap */
 	/* the walk stopped early: its visit budget (twice the /output inode cap) or deadline
-	 * (5 s) ran out, which only a tree changing while it is read (a session's live
-	 * processes) can cause; what was collected before is kept */
+	 * (5 s) ran out, which a tree that stands still (it is read once every process that
+	 * could write it is dead or stopped) should never cause; what was collected before is
+	 * kept */
 	SNAPCELL_OUTPUT_HIT_WALK = 1u << 5,
 };
 
@@ -692,18 +693,31 @@ SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
 
 /* ---- sessions and snapshots ----
  *
- * A session keeps interpreter state (variables, imports) between its runs; SystemExit ends
- * only the run. A snapshot freezes a session's state between runs; restoring it into a
- * session, or starting new sessions from it, gives each its own copy (branches diverge).
+ * A session keeps interpreter state (variables, imports), its /tmp and its working
+ * directory between its runs; SystemExit ends only the run. A snapshot freezes that state
+ * between runs (the interpreter, and a copy of /tmp, made when the snapshot is taken);
+ * restoring it into a session, or starting new sessions from it, gives each its own copy of
+ * both (branches diverge, and no branch sees another's /tmp). Processes and threads running
+ * in a session when it is snapshotted do not exist in the snapshot; descriptors the code
+ * keeps open are shared with it, as after fork. A /tmp copy leaves out sockets, makes hard
+ * links separate files, fails past 32 directory levels, and counts, with every other tree of
+ * the family, against the one /tmp size limit (SNAPCELL_LIMIT_TMP_BYTES): one that does not
+ * fit fails the snapshot or restore with -ENOSPC and leaves the session as it was.
  * A session, its snapshots and the sessions started from them form one family sharing one
- * cell namespace and the sandbox's limits; a run that is killed (timeout, output limit,
- * cancellation) ends that session's process only, and a session that failed that way can be
- * revived with snapcell_session_restore(); a run cancelled before it started leaves the
- * session as it was. Sessions of one family share one /output, so running two of them
- * at once mixes their artifacts. A session or snapshot is used by one thread at a time; the
- * sandbox's other runs are unaffected. Freeing the sandbox ends every session and snapshot:
- * their handles then fail with SNAPCELL_E_TEMPLATE and must still be freed. Python threads
- * running in a session when it is snapshotted do not exist in the snapshot. */
+ * cell namespace, one /output and the sandbox's limits. Its runs (and snapshots and
+ * restores) take turns: a run waits for the family's run in progress, on another thread,
+ * to end (so a tool callback must not run, snapshot or restore a session of the family whose
+ * run called it). Between runs every process of the family is stopped (SIGSTOP, which the code
+ * cannot catch, whatever process group or session it moved to), so nothing writes /output
+ * or /tmp while no run is in progress, and /output is collected from a tree nothing
+ * changes; they continue (SIGCONT) when the family's next run starts: processes the code
+ * left running work on during later runs of the family (their files appear in those runs'
+ * artifacts), and one the code stopped itself is continued then too. A run that is killed
+ * (timeout, output limit, cancellation) ends that session's process only, and a session that
+ * failed that way can be revived with snapcell_session_restore(); a run cancelled before it
+ * started leaves the session as it was. A session or snapshot is used by one thread at a
+ * time; the sandbox's other runs are unaffected. Freeing the sandbox ends every session and
+ * snapshot: their handles then fail with SNAPCELL_E_TEMPLATE and must still be freed. */
 struct snapcell_session;
 struct snapcell_snapshot;
 

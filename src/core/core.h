@@ -169,8 +169,8 @@ struct sc_run_target {
 	bool reports_exit;
 	/* Kills the target and everything it started; asynchronous, may run more than once. */
 	void (*kill)(const struct sc_run_target *t);
-	/* After the run: collects /output into res. A negative code when the target must not
-	 * run again (a session's /output that could not be emptied). */
+	/* After the run: collects /output into res (NULL: the caller does, as a session does
+	 * once its family is stopped). */
 	int (*collect)(const struct sc_run_target *t, struct snapcell_sandbox *sb,
 		       struct snapcell_result *res);
 	void *ctx; /* the target's own (a session) */

@@ -58,10 +58,12 @@ struct sc_rootfs {
  * this mount namespace. */
 int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err);
 
-/* Per cell, in the cell's own mount namespace: a fresh size-capped /tmp (also at /dev/shm),
- * SC_OUT_BASE/<name> at /output, and SC_OUT_BASE detached so no other cell's output is
- * reachable. */
-int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, struct snapcell_error *err);
+/* Per cell, in the cell's own mount namespace: a fresh size-capped tmpfs whose directory
+ * tmp_live is bound at /tmp (also at /dev/shm), its root left open as *tmp_root for a
+ * session family's host side; SC_OUT_BASE/<name> at /output, and SC_OUT_BASE detached so no
+ * other cell's output is reachable. */
+int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, const char *tmp_live,
+			  int *tmp_root, struct snapcell_error *err);
 
 /* The running program's ELF interpreter (PT_INTERP, e.g. /lib64/ld-linux-x86-64.so.2), or
  * NULL for a static program. Points into the program's own image. */

@@ -22,6 +22,10 @@
 #define SC_PROTOCOL_VERSION 4
 #endif
 
+/* The directory of a cell's /tmp tmpfs that is bound at /tmp: a session family's host side
+ * keeps its other sessions' and snapshots' /tmp trees beside it (src/core/session.c). */
+#define SC_TMP_LIVE "live"
+
 /* The helper's first record, sent before it reads anything. Its layout never changes, so a
  * helper of any version can be told apart from one that is not a snapcell-cell at all. */
 #define SC_HELLO_MAGIC "snapcell"
