@@ -3,8 +3,11 @@
  * ping, tools/list, tools/call) and the stateless 2026-07-28 revision (server/discover,
  * tools/list, tools/call; every result with resultType and serverInfo, lists with cache
  * hints). Runs happen on worker threads so the transport keeps reading (cancellation arrives
- * while a run is in progress); a ticker thread sends progress for runs past a second. */
+ * while a run is in progress); the workers are long-lived (a pool, at most one per admitted
+ * run), so a call is handed to a waiting thread instead of paying for a new one. A ticker
+ * thread sends progress for runs past a second. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,8 @@
  * config leaves stale. The same for every caller (no per-user data), so "public". */
 #define CACHE_TTL_MS 3600000
 #define CACHE_SCOPE  "public"
+/* A worker with nothing to do for this long ends, so a burst does not keep its threads. */
+#define WORKER_IDLE_S 30
 
 /* A tools/call in progress; it is on the server's list from its start until its answer. */
 struct call {
@@ -37,15 +42,26 @@ struct call {
 	struct call *next;
 };
 
+/* A pool thread. While idle it waits on wake, on the server's idle list, until a call is
+ * handed to it (call set by the dispatcher, under the server's lock). */
+struct worker {
+	struct mcp_server *srv;
+	pthread_cond_t wake;
+	struct call *call;
+	struct worker *next;
+};
+
 struct mcp_server {
 	struct snapcell_sandbox *sb;
 	char *description, *instructions;
 	struct mcp_options opts;
 	bool initialized;
 	pthread_mutex_t lock;
-	pthread_cond_t changed; /* a call ended, or stopping was set */
+	pthread_cond_t changed; /* a call or a worker ended, or stopping was set */
 	struct call *calls;
 	unsigned n_calls;
+	struct worker *idle; /* waiting workers, the most recent first */
+	unsigned n_workers;
 	bool stopping;
 	pthread_t ticker;
 };
@@ -142,6 +158,10 @@ void mcp_server_free(struct mcp_server *srv)
 		pthread_mutex_lock(&srv->lock);
 		srv->stopping = true;
 		pthread_cond_broadcast(&srv->changed);
+		for (struct worker *w = srv->idle; w; w = w->next)
+			pthread_cond_signal(&w->wake);
+		while (srv->n_workers)
+			pthread_cond_wait(&srv->changed, &srv->lock);
 		pthread_mutex_unlock(&srv->lock);
 		pthread_join(srv->ticker, NULL);
 		pthread_mutex_destroy(&srv->lock);
@@ -249,17 +269,93 @@ static void run_call(struct call *c)
 	if (cancelled)
 		json_decref(result);
 	call_free(c);
-	/* Only now may mcp_server_drain() return and the transport free the sink. */
-	pthread_mutex_lock(&srv->lock);
+}
+
+/* With srv->lock held, after run_call(): only now may mcp_server_drain() return and the
+ * transport free the sink. */
+static void call_done(struct mcp_server *srv)
+{
 	srv->n_calls--;
 	pthread_cond_broadcast(&srv->changed);
-	pthread_mutex_unlock(&srv->lock);
+}
+
+/* With srv->lock held: waits on the idle list until a call is handed over (true) or the
+ * server stops or the worker has idled WORKER_IDLE_S (false, off the list). */
+static bool worker_wait(struct worker *w)
+{
+	struct mcp_server *srv = w->srv;
+	w->next = srv->idle;
+	srv->idle = w;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += WORKER_IDLE_S;
+	while (!w->call && !srv->stopping)
+		if (pthread_cond_timedwait(&w->wake, &srv->lock, &until) == ETIMEDOUT)
+			break;
+	if (w->call)
+		return true; /* the dispatcher took it off the list */
+	struct worker **p = &srv->idle;
+	while (*p != w)
+		p = &(*p)->next;
+	*p = w->next;
+	return false;
 }
 
 static void *worker_main(void *arg)
 {
-	run_call(arg);
+	struct worker *w = arg;
+	struct mcp_server *srv = w->srv;
+	pthread_mutex_lock(&srv->lock);
+	do {
+		struct call *c = w->call;
+		pthread_mutex_unlock(&srv->lock);
+		run_call(c);
+		pthread_mutex_lock(&srv->lock);
+		w->call = NULL;
+		call_done(srv);
+	} while (worker_wait(w));
+	srv->n_workers--;
+	pthread_cond_broadcast(&srv->changed);
+	pthread_mutex_unlock(&srv->lock);
+	pthread_cond_destroy(&w->wake);
+	free(w);
 	return NULL;
+}
+
+/* Hands an admitted call to an idle worker, or to a new one; false when neither is possible
+ * (no memory or no thread), and the caller runs it itself. */
+static bool dispatch(struct mcp_server *srv, struct call *c)
+{
+	pthread_mutex_lock(&srv->lock);
+	struct worker *w = srv->idle;
+	if (w) {
+		srv->idle = w->next;
+		w->call = c;
+		pthread_cond_signal(&w->wake);
+		pthread_mutex_unlock(&srv->lock);
+		return true;
+	}
+	srv->n_workers++;
+	pthread_mutex_unlock(&srv->lock);
+	w = calloc(1, sizeof(*w));
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	bool started = false;
+	if (w) {
+		*w = (struct worker){srv, PTHREAD_COND_INITIALIZER, c, NULL};
+		started = pthread_create(&t, &attr, worker_main, w) == 0;
+	}
+	pthread_attr_destroy(&attr);
+	if (started)
+		return true;
+	free(w);
+	pthread_mutex_lock(&srv->lock);
+	srv->n_workers--;
+	pthread_cond_broadcast(&srv->changed);
+	pthread_mutex_unlock(&srv->lock);
+	return false;
 }
 
 /* The code argument, or NULL with *why saying what is wrong with the call: a protocol error
@@ -360,13 +456,12 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 		call_free(c);
 		return;
 	}
-	pthread_t t;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (sync || pthread_create(&t, &attr, worker_main, c) != 0)
+	if (sync || !dispatch(srv, c)) {
 		run_call(c);
-	pthread_attr_destroy(&attr);
+		pthread_mutex_lock(&srv->lock);
+		call_done(srv);
+		pthread_mutex_unlock(&srv->lock);
+	}
 }
 
 static void cancel_request(struct mcp_server *srv, const json_t *params)

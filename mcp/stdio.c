@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "mcp.h"
@@ -20,16 +21,27 @@ struct stdio_sink {
 	bool gone;
 };
 
-static int write_all(int fd, const char *buf, size_t len)
+/* The message and its newline in one writev: written apart, a client reading lines wakes
+ * for the message, finds no newline and sleeps again until the second write, a scheduling
+ * delay on every answer of a loaded machine. */
+static int write_line(int fd, const char *text, size_t len)
 {
-	while (len) {
-		ssize_t n = write(fd, buf, len);
+	struct iovec iov[2] = {{(void *)text, len}, {"\n", 1}};
+	struct iovec *v = iov;
+	int cnt = 2;
+	while (cnt) {
+		ssize_t n = writev(fd, v, cnt);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return -1;
-		buf += n;
-		len -= (size_t)n;
+		size_t done = (size_t)n;
+		for (; cnt && done >= v->iov_len; v++, cnt--)
+			done -= v->iov_len;
+		if (cnt) {
+			v->iov_base = (char *)v->iov_base + done;
+			v->iov_len -= done;
+		}
 	}
 	return 0;
 }
@@ -41,8 +53,7 @@ static int stdio_send(struct mcp_sink *sink, json_t *msg)
 	char *text = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
 	pthread_mutex_lock(&s->lock);
-	if (!s->gone &&
-	    (!text || write_all(s->fd, text, strlen(text)) < 0 || write_all(s->fd, "\n", 1) < 0))
+	if (!s->gone && (!text || write_line(s->fd, text, strlen(text)) < 0))
 		s->gone = true;
 	int rc = s->gone ? -1 : 0;
 	pthread_mutex_unlock(&s->lock);
