@@ -464,14 +464,15 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 	}
 }
 
-static void cancel_request(struct mcp_server *srv, const json_t *params)
+/* Request ids are the client's, so only its own runs (same scope) can match. */
+static void cancel_request(struct mcp_server *srv, const json_t *params, uint64_t scope)
 {
 	json_t *id = json_object_get(params, "requestId");
 	if (!id)
 		return;
 	pthread_mutex_lock(&srv->lock);
 	for (struct call *c = srv->calls; c; c = c->next)
-		if (json_equal(c->id, id)) {
+		if (c->sink->scope == scope && json_equal(c->id, id)) {
 			c->cancelled = true;
 			snapcell_cancel_fire(c->cancel);
 		}
@@ -489,10 +490,22 @@ void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)
 	pthread_mutex_unlock(&srv->lock);
 }
 
-static void notification(struct mcp_server *srv, const struct mcp_message *msg)
+void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope)
+{
+	pthread_mutex_lock(&srv->lock);
+	for (struct call *c = srv->calls; c; c = c->next)
+		if (c->sink->scope == scope) {
+			c->cancelled = true;
+			snapcell_cancel_fire(c->cancel);
+		}
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static void notification(struct mcp_server *srv, const struct mcp_message *msg,
+			 const struct mcp_sink *sink)
 {
 	if (!strcmp(msg->method, "notifications/cancelled"))
-		cancel_request(srv, msg->params);
+		cancel_request(srv, msg->params, sink ? sink->scope : 0);
 	/* notifications/initialized and anything unknown need no action: notifications get no
 	 * answer, not even an error. */
 }
@@ -536,7 +549,7 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 	if (msg->kind == MCP_RESPONSE)
 		return; /* we send no requests, so there is nothing to match it with */
 	if (msg->kind == MCP_NOTIFICATION) {
-		notification(srv, msg);
+		notification(srv, msg, sink);
 		return;
 	}
 	if (msg->era == MCP_ERA_MODERN) {

@@ -178,7 +178,7 @@ int mcp_serve_stdio(struct mcp_server *srv)
 	int in, out;
 	if (take_stdio(&in, &out) < 0)
 		return 1;
-	struct stdio_sink sink = {{stdio_send, false}, PTHREAD_MUTEX_INITIALIZER, out, false};
+	struct stdio_sink sink = {{stdio_send, false, 0}, PTHREAD_MUTEX_INITIALIZER, out, false};
 	read_loop(in, srv, &sink);
 	/* The client is gone (end of input): kill what it started, then leave. */
 	mcp_server_drain(srv);
