@@ -35,6 +35,8 @@ struct http {
 	const char *token;
 	struct mcp_http_sessions *sessions;
 	char host[256]; /* the host --http named, also accepted in Host and Origin */
+	const char *const *allow_hosts; /* --allow-host: names a balancer's clients use */
+	size_t n_allow_hosts;
 };
 
 /* A tools/call answered as an SSE stream: the run's progress, then its answer. The worker
@@ -277,16 +279,31 @@ static enum MHD_Result refuse(struct MHD_Connection *con, unsigned status, int c
 	return respond(con, status, mcp_error(NULL, code, why));
 }
 
-/* host is "name", "name:port" or "[v6]:port"; true when name is loopback or the bound one. */
-static bool host_allowed(const struct http *h, const char *host, size_t len)
+/* Whose name a Host or Origin gives: none we answer to, loopback or the bound host (an
+ * Origin must then name the bound port), or a name --allow-host vouches for (any port: it is
+ * the name clients of a balancer or a Kubernetes Service use, on the balancer's port). */
+enum host_kind { HOST_FOREIGN, HOST_LOCAL, HOST_NAMED };
+
+static bool same_name(const char *host, size_t n, const char *name)
+{
+	return strlen(name) == n && !strncasecmp(host, name, n);
+}
+
+/* host is "name", "name:port" or "[v6]:port". */
+static enum host_kind host_allowed(const struct http *h, const char *host, size_t len)
 {
 	const char *colon = host[0] == '[' ? memchr(host, ']', len) : memchr(host, ':', len);
 	size_t n = colon ? (size_t)(colon - host) + (host[0] == '[') : len;
 	static const char *const loopback[] = {"localhost", "127.0.0.1", "[::1]"};
 	for (size_t i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++)
-		if (strlen(loopback[i]) == n && !strncasecmp(host, loopback[i], n))
-			return true;
-	return strlen(h->host) == n && !strncasecmp(host, h->host, n);
+		if (same_name(host, n, loopback[i]))
+			return HOST_LOCAL;
+	if (same_name(host, n, h->host))
+		return HOST_LOCAL;
+	for (size_t i = 0; i < h->n_allow_hosts; i++)
+		if (same_name(host, n, h->allow_hosts[i]))
+			return HOST_NAMED;
+	return HOST_FOREIGN;
 }
 
 static unsigned bound_port(struct MHD_Daemon *d);
@@ -298,8 +315,9 @@ static unsigned bound_port(struct MHD_Daemon *d);
 static bool origin_allowed(const struct http *h, struct MHD_Connection *con, const char *rest)
 {
 	size_t len = strlen(rest);
-	if (!len || strchr(rest, '/') || !host_allowed(h, rest, len))
-		return false;
+	enum host_kind kind = len && !strchr(rest, '/') ? host_allowed(h, rest, len) : HOST_FOREIGN;
+	if (kind != HOST_LOCAL)
+		return kind == HOST_NAMED && !strchr(rest, '@');
 	const char *end = rest[0] == '[' ? strchr(rest, ']') : rest;
 	const char *colon = end ? strchr(end, ':') : NULL;
 	const union MHD_ConnectionInfo *ci =
@@ -611,7 +629,7 @@ static int wait_for_signal(void)
 int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts)
 {
 	const char *listen = opts->listen;
-	struct http h = {srv, opts->token, NULL, ""};
+	struct http h = {srv, opts->token, NULL, "", opts->allow_hosts, opts->n_allow_hosts};
 	struct addrinfo *ai = NULL;
 	if (resolve(listen, &h, &ai) < 0) {
 		fprintf(stderr, "snapcell mcp: --http %s: want HOST:PORT\n", listen);

@@ -25,6 +25,8 @@ static const char usage[] =
 	"                          (default host 127.0.0.1)\n"
 	"  --token TOKEN           with --http: require \"Authorization: Bearer TOKEN\"\n"
 	"                          (default: $SNAPCELL_MCP_TOKEN when set)\n"
+	"  --allow-host NAME       with --http: Host and Origin may also name NAME, the name\n"
+	"                          clients of a balancer use (repeatable, up to 16)\n"
 	"  --http-sessions N       with --http: live handshake-era sessions (Mcp-Session-Id)\n"
 	"                          before the least recently used one ends (default 1024)\n"
 	"  --http-session-idle S   with --http: a session unused for S seconds ends\n"
@@ -33,11 +35,28 @@ static const char usage[] =
 	"                          (default: twice the cores)\n"
 	"  --structured-content    also give each run's record as structuredContent\n";
 
+#define MAX_ALLOW_HOSTS 16
+
 struct args {
 	const char *config, *http, *token;
 	struct mcp_options opts;
 	unsigned long http_sessions, session_idle_s;
+	const char *allow_hosts[MAX_ALLOW_HOSTS];
+	size_t n_allow_hosts;
 };
+
+/* A host name or a bracketed IPv6 literal, nothing that could smuggle a port, a path or
+ * credentials into the Host and Origin comparison. */
+static bool host_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+	if (!n || n > 253)
+		return false;
+	if (name[0] == '[')
+		return name[n - 1] == ']' && strspn(name + 1, "0123456789abcdefABCDEF:.") == n - 2;
+	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") ==
+	       n;
+}
 
 /* A whole number in [1, max], or 0 after a message naming the option. */
 static unsigned long positive(const char *option, const char *value, unsigned long max)
@@ -61,6 +80,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{"token", required_argument, NULL, 't'},
 		{"max-runs", required_argument, NULL, 'm'},
 		{"http-sessions", required_argument, NULL, 'S'},
+		{"allow-host", required_argument, NULL, 'A'},
 		{"http-session-idle", required_argument, NULL, 'I'},
 		{"structured-content", no_argument, NULL, 's'},
 		{"help", no_argument, NULL, 'h'},
@@ -90,6 +110,16 @@ static int parse(int argc, char **argv, struct args *a)
 		case 's':
 			a->opts.structured_content = true;
 			break;
+		case 'A':
+			if (!host_name_ok(optarg) || a->n_allow_hosts == MAX_ALLOW_HOSTS) {
+				fprintf(stderr,
+					"snapcell mcp: --allow-host wants a host name or a [v6] "
+					"address (no port), at most %d times\n",
+					MAX_ALLOW_HOSTS);
+				return 2;
+			}
+			a->allow_hosts[a->n_allow_hosts++] = optarg;
+			break;
 		case 'S':
 			a->http_sessions =
 				positive("--http-sessions", optarg, MCP_HTTP_SESSIONS_MAX);
@@ -115,9 +145,9 @@ static int parse(int argc, char **argv, struct args *a)
 		fprintf(stderr, "snapcell mcp: --token wants a non-empty token\n");
 		return 2;
 	}
-	if (!a->http && (a->http_sessions || a->session_idle_s)) {
-		fprintf(stderr,
-			"snapcell mcp: --http-sessions and --http-session-idle need --http\n");
+	if (!a->http && (a->http_sessions || a->session_idle_s || a->n_allow_hosts)) {
+		fprintf(stderr, "snapcell mcp: --allow-host, --http-sessions and "
+				"--http-session-idle need --http\n");
 		return 2;
 	}
 	if (optind < argc) {
@@ -151,9 +181,12 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 	if (srv && a->http) {
 		const char *token = a->token ? a->token : getenv("SNAPCELL_MCP_TOKEN");
 		struct mcp_http_options http = {
-			a->http, token && *token ? token : NULL,
+			a->http,
+			token && *token ? token : NULL,
 			a->http_sessions ? (unsigned)a->http_sessions : 1024,
-			a->session_idle_s ? (unsigned)a->session_idle_s : 3600};
+			a->session_idle_s ? (unsigned)a->session_idle_s : 3600,
+			a->allow_hosts,
+			a->n_allow_hosts};
 		rc = mcp_serve_http(srv, &http);
 	} else if (srv) {
 		rc = mcp_serve_stdio(srv);

@@ -148,6 +148,9 @@ struct mcp_http_options {
 	const char *listen; /* HOST:PORT */
 	const char *token;  /* required bearer token, or NULL */
 	unsigned max_sessions, session_idle_s;
+	/* More names Host and Origin may give besides loopback and the bound host. */
+	const char *const *allow_hosts;
+	size_t n_allow_hosts;
 };
 
 /* stdio.c, http.c: serve until the client goes (stdio: end of input) or a signal. */

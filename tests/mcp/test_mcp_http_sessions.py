@@ -164,6 +164,9 @@ def test_stateless_requests_need_no_session(http_server):
     (["--http", "127.0.0.1:0", "--http-sessions", "65537"], b"--http-sessions"),
     (["--http", "127.0.0.1:0", "--http-session-idle", "x"], b"--http-session-idle"),
     (["--http-sessions", "4"], b"need --http"),
+    (["--allow-host", "mcp.internal"], b"need --http"),
+    (["--http", "127.0.0.1:0", "--allow-host", "evil.example:80"], b"--allow-host"),
+    (["--http", "127.0.0.1:0", "--allow-host", "a/b"], b"--allow-host"),
 ])
 def test_bad_session_options(args, why):
     path, env = snapcell_env()

@@ -235,6 +235,25 @@ def test_http_origin_must_be_this_server(http_server):
     assert status == 200
 
 
+def test_http_allow_host_names_a_balancers_host():
+    # Behind a balancer or a Kubernetes Service clients send its name; --allow-host vouches
+    # for that name (any port: the balancer's), and nothing else gets through with it.
+    from conftest import HttpServer
+    server = HttpServer("--allow-host", "mcp.internal")
+    try:
+        url = server.url
+        named = session(url, {"Host": "mcp.internal:8080"})
+        assert post(url, ping(1), named)[0] == 200
+        assert post(url, ping(2), {**named, "Origin": "https://mcp.internal"})[0] == 200
+        for host in ("evil.example", "mcp.internal.evil.example", "xmcp.internal"):
+            assert post(url, ping(3), {**named, "Host": host})[0] == 403, host
+        for origin in ("http://evil.example", "http://mcp.internal:80@evil.example",
+                       "http://mcp.internal/x", "null"):
+            assert post(url, ping(4), {**named, "Origin": origin})[0] == 403, origin
+    finally:
+        server.stop()
+
+
 def test_http_empty_token_is_refused():
     path, env = snapcell_env()
     proc = subprocess.run([path, "mcp", "--http", "127.0.0.1:0", "--token", ""], env=env,
