@@ -479,6 +479,8 @@ static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 	mcp_server_handle(h->srv, msg, &sink.sink, true);
 	char id[MCP_SESSION_ID_LEN + 1];
 	uint64_t scope;
+	if (!sink.answer)
+		sink.answer = mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: no answer");
 	if (!json_object_get(sink.answer, "result"))
 		return respond(con, MHD_HTTP_OK, sink.answer);
 	if (mcp_http_session_open(h->sessions, id, &scope) < 0) {

@@ -113,13 +113,14 @@ int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LE
 /* The slot id names, when its secret matches; NULL otherwise. Called with the lock held. */
 static struct slot *lookup(struct mcp_http_sessions *s, const char *id)
 {
-	if (!id || strlen(id) != MCP_SESSION_ID_LEN)
+	/* Exactly the minted form: strtoul alone would also take " 001", "-001" or "0x01". */
+	if (!id || strlen(id) != MCP_SESSION_ID_LEN || strspn(id, "0123456789abcdef") < SLOT_HEX)
 		return NULL;
-	char hex[SLOT_HEX + 1], *end;
+	char hex[SLOT_HEX + 1];
 	memcpy(hex, id, SLOT_HEX);
 	hex[SLOT_HEX] = 0;
-	unsigned long i = strtoul(hex, &end, 16);
-	if (*end || i >= s->max || !s->slots[i].scope)
+	unsigned long i = strtoul(hex, NULL, 16);
+	if (i >= s->max || !s->slots[i].scope)
 		return NULL;
 	/* Compared in full whatever differs first, so timing tells nothing of the secret. */
 	unsigned char diff = 0;

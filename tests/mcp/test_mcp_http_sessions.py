@@ -52,6 +52,22 @@ def test_messages_need_a_live_session(http_server):
     assert json.loads(body)["result"]["content"][0]["text"] == "42\n"
 
 
+def test_only_the_minted_spelling_finds_a_session():
+    # The id's first four characters number its slot: other spellings of the same number
+    # (what strtoul would take) must not find the session, even with the right secret.
+    server = HttpServer()
+    try:
+        hdr = session(server.url)  # the first session of a fresh server: slot 0000
+        sid = hdr[SID]
+        assert sid.startswith("0000") and post(server.url, ping(1), hdr)[0] == 200
+        for other in (" 000", "+000", "-000", "0x00", "000 "):
+            assert post(server.url, ping(2), {SID: other + sid[4:]})[0] == 404, other
+        if sid.upper() != sid:
+            assert post(server.url, ping(3), {SID: sid.upper()})[0] == 404
+    finally:
+        server.stop()
+
+
 def test_a_repeated_session_header_is_refused(http_server):
     import http.client
     hdr = session(http_server.url)
