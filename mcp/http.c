@@ -215,7 +215,7 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){.sink = {sse_send, true, scope},
+	*s = (struct sse){.sink = {sse_send, true, scope, NULL},
 			  .srv = h->srv,
 			  .lock = PTHREAD_MUTEX_INITIALIZER,
 			  .ready = PTHREAD_COND_INITIALIZER,
@@ -463,7 +463,7 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 					    "Unsupported protocol version", data));
 	} else if ((v && !strcmp(v, MCP_MODERN_VERSION)) ||
 		   (scope = session_scope(h, con, NULL, &rc))) {
-		struct mcp_sink scoped = {NULL, false, scope};
+		struct mcp_sink scoped = {NULL, false, scope, NULL};
 		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
@@ -475,7 +475,7 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 				  struct mcp_message *msg)
 {
-	struct http_sink sink = {{http_send, true, 0}, NULL};
+	struct http_sink sink = {{http_send, true, 0, NULL}, NULL};
 	mcp_server_handle(h->srv, msg, &sink.sink, true);
 	char id[MCP_SESSION_ID_LEN + 1];
 	uint64_t scope;
@@ -523,7 +523,7 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	if (wants_stream(con, &msg))
 		return stream(h, con, &msg, scope);
 	enum mcp_era era = msg.era;
-	struct http_sink sink = {{http_send, true, scope}, NULL};
+	struct http_sink sink = {{http_send, true, scope, NULL}, NULL};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	if (!sink.answer)

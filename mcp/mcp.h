@@ -86,6 +86,10 @@ struct mcp_sink {
 	/* Whose messages these are: notifications/cancelled reaches only the runs started with
 	 * the same scope (an HTTP session's; 0 for stdio's one client and stateless requests). */
 	uint64_t scope;
+	/* Optional: called on the handling thread once a tools/call is admitted; true when the
+	 * transport has freed that thread to run the call (it keeps reading on another), so no
+	 * worker needs waking. NULL: the call goes to a worker. */
+	bool (*run_here)(struct mcp_sink *sink);
 };
 
 struct mcp_options {
@@ -106,8 +110,9 @@ struct mcp_server;
 struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snapcell_config *cfg,
 				  const struct mcp_options *opts);
 /* Handles one message, answering through sink (nothing for notifications and responses).
- * tools/call runs on a worker thread unless sync is set, in which case this returns after
- * the answer was sent. sink must stay valid until mcp_server_drain() returned. */
+ * tools/call runs on a worker thread unless sync is set or sink->run_here() says the calling
+ * thread may run it, in which case this returns after the answer was sent. sink must stay
+ * valid until mcp_server_drain() returned. */
 void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
 		       bool sync);
 /* Cancels every run (the cells are killed) and waits for their workers. */

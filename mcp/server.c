@@ -456,7 +456,7 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 		call_free(c);
 		return;
 	}
-	if (sync || !dispatch(srv, c)) {
+	if (sync || (sink->run_here && sink->run_here(sink)) || !dispatch(srv, c)) {
 		run_call(c);
 		pthread_mutex_lock(&srv->lock);
 		call_done(srv);
