@@ -59,7 +59,8 @@ struct mcp_server {
 	pthread_mutex_t lock;
 	pthread_cond_t changed; /* a call or a worker ended, or stopping was set */
 	struct call *calls;
-	unsigned n_calls;
+	unsigned n_calls;    /* on the list or still answering: drain waits for 0 */
+	unsigned n_running;  /* admitted and not yet finished running: the cap */
 	struct worker *idle; /* waiting workers, the most recent first */
 	unsigned n_workers;
 	bool stopping;
@@ -259,6 +260,8 @@ static void run_call(struct call *c)
 		p = &(*p)->next;
 	*p = c->next;
 	bool cancelled = c->cancelled;
+	/* The run is over: a call sent as soon as this answer arrives must find room. */
+	srv->n_running--;
 	pthread_mutex_unlock(&srv->lock);
 	/* The client gave up on a cancelled request: the spec says not to answer it, except
 	 * that an HTTP response must say something. */
@@ -414,11 +417,12 @@ static struct call *call_new(struct mcp_server *srv, const struct mcp_message *m
 static bool admit(struct mcp_server *srv, struct call *c)
 {
 	pthread_mutex_lock(&srv->lock);
-	bool room = srv->n_calls < srv->opts.max_runs && !srv->stopping;
+	bool room = srv->n_running < srv->opts.max_runs && !srv->stopping;
 	if (room) {
 		c->next = srv->calls;
 		srv->calls = c;
 		srv->n_calls++;
+		srv->n_running++;
 	}
 	pthread_mutex_unlock(&srv->lock);
 	return room;

@@ -55,6 +55,17 @@ def test_concurrent_calls_each_get_a_worker(snapcell_bin):
     assert s.close() == 0
 
 
+def test_a_call_right_after_an_answer_finds_room(snapcell_bin):
+    # The cap counts runs: once a run is over its answer may still be on its way out, but a
+    # call the client sends the moment it arrives is not refused as busy.
+    s = Stdio(snapcell_bin, "--max-runs", "1")
+    s.initialize()
+    for n in range(2, 32):
+        reply = s.ask(call(n, "print(1)"))
+        assert reply["result"]["_meta"]["snapcell/run"]["status"] == "ok", reply
+    assert s.close() == 0
+
+
 def test_pipelined_messages_are_served_in_order(snapcell_bin):
     # Calls, pings and a cancellation in one write: the bytes after a call are read by the
     # thread that took over reading, and the cancellation finds the call it names.
