@@ -27,6 +27,7 @@ import http.client
 import json
 import os
 import pathlib
+import random
 import shutil
 import socket
 import statistics
@@ -337,9 +338,14 @@ def main():
             for _ in range(5):
                 fn()
         print(f"measuring {runs} interleaved rounds...", file=sys.stderr)
+        # Each round in its own shuffled order (seeded: the same sequence every run): a call
+        # right after another server's run shares the cores with that sandbox refilling its
+        # parked cells, so a fixed order would favour whichever path follows a quiet one.
+        rng = random.Random(1)
         order = list(paths)
-        for i in range(runs):
-            for name in order if i % 2 == 0 else reversed(order):
+        for _ in range(runs):
+            rng.shuffle(order)
+            for name in order:
                 series[name].append(timed(paths[name]))
         for prefix in builds:
             stdios.pop(prefix).close()

@@ -2,10 +2,11 @@
  * the handshake era (2025-11-25, also answering 2025-06-18 and 2025-03-26 clients: initialize,
  * ping, tools/list, tools/call) and the stateless 2026-07-28 revision (server/discover,
  * tools/list, tools/call; every result with resultType and serverInfo, lists with cache
- * hints). Runs happen on worker threads so the transport keeps reading (cancellation arrives
- * while a run is in progress); the workers are long-lived (a pool, at most one per admitted
- * run), so a call is handed to a waiting thread instead of paying for a new one. A ticker
- * thread sends progress for runs past a second. */
+ * hints). Runs happen off the thread that keeps reading (cancellation arrives while a run is
+ * in progress): on the transport's own thread when it can free it (stdio hands reading to
+ * another thread, an HTTP connection's thread waits for its answer anyway), else on a pool
+ * of long-lived workers, so a call is handed to a waiting thread instead of paying for a new
+ * one. A ticker thread sends progress for runs past a second. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
