@@ -3,9 +3,11 @@
  * asked for progress or came in the stateless era (closing it cancels the run). Host and
  * Origin are checked against DNS rebinding (403), a bearer token is optional; stateless
  * requests have their MCP-Protocol-Version, Mcp-Method and Mcp-Name headers checked against
- * the body, and their errors carry the revision's HTTP statuses. A thread per connection runs
- * its request to the end, so a tools/call answers in its own response. No GET stream, no
- * sessions, no resumption. */
+ * the body, and their errors carry the revision's HTTP statuses. The handshake era has
+ * sessions: initialize mints an Mcp-Session-Id, every later message must carry a live one
+ * (400 without, 404 for an unknown one), DELETE ends it (http_session.c keeps the table). A
+ * thread per connection runs its request to the end, so a tools/call answers in its own
+ * response. No GET stream, no resumption. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -31,7 +33,10 @@
 struct http {
 	struct mcp_server *srv;
 	const char *token;
+	struct mcp_http_sessions *sessions;
 	char host[256]; /* the host --http named, also accepted in Host and Origin */
+	const char *const *allow_hosts; /* --allow-host: names a balancer's clients use */
+	size_t n_allow_hosts;
 };
 
 /* A tools/call answered as an SSE stream: the run's progress, then its answer. The worker
@@ -177,6 +182,8 @@ static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *m
 }
 
 static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body);
+static enum MHD_Result respond_session(struct MHD_Connection *con, unsigned status, json_t *body,
+				       const char *session);
 
 /* The HTTP status of an answer: the stateless revision gives errors their own (400 for a
  * malformed or mismatched request or an unsupported version, 404 for an unknown method);
@@ -200,14 +207,15 @@ static unsigned answer_status(const json_t *answer, enum mcp_era era)
 	}
 }
 
-static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct mcp_message *msg)
+static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
+			      uint64_t scope)
 {
 	struct sse *s = calloc(1, sizeof(*s));
 	if (!s) {
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){.sink = {sse_send, true},
+	*s = (struct sse){.sink = {sse_send, true, scope, NULL},
 			  .srv = h->srv,
 			  .lock = PTHREAD_MUTEX_INITIALIZER,
 			  .ready = PTHREAD_COND_INITIALIZER,
@@ -237,7 +245,10 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 	return rc;
 }
 
-static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body)
+/* body (stolen) as JSON, or no body; session, when set, is the Mcp-Session-Id initialize
+ * minted. */
+static enum MHD_Result respond_session(struct MHD_Connection *con, unsigned status, json_t *body,
+				       const char *session)
 {
 	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	json_decref(body);
@@ -246,13 +257,20 @@ static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json
 		text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
 	if (text)
 		MHD_add_response_header(r, "Content-Type", "application/json");
+	if (session)
+		MHD_add_response_header(r, "Mcp-Session-Id", session);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(r, "Allow", "POST");
+		MHD_add_response_header(r, "Allow", "POST, DELETE");
 	if (status == MHD_HTTP_UNAUTHORIZED)
 		MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
 	enum MHD_Result rc = MHD_queue_response(con, status, r);
 	MHD_destroy_response(r);
 	return rc;
+}
+
+static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body)
+{
+	return respond_session(con, status, body, NULL);
 }
 
 static enum MHD_Result refuse(struct MHD_Connection *con, unsigned status, int code,
@@ -261,16 +279,31 @@ static enum MHD_Result refuse(struct MHD_Connection *con, unsigned status, int c
 	return respond(con, status, mcp_error(NULL, code, why));
 }
 
-/* host is "name", "name:port" or "[v6]:port"; true when name is loopback or the bound one. */
-static bool host_allowed(const struct http *h, const char *host, size_t len)
+/* Whose name a Host or Origin gives: none we answer to, loopback or the bound host (an
+ * Origin must then name the bound port), or a name --allow-host vouches for (any port: it is
+ * the name clients of a balancer or a Kubernetes Service use, on the balancer's port). */
+enum host_kind { HOST_FOREIGN, HOST_LOCAL, HOST_NAMED };
+
+static bool same_name(const char *host, size_t n, const char *name)
+{
+	return strlen(name) == n && !strncasecmp(host, name, n);
+}
+
+/* host is "name", "name:port" or "[v6]:port". */
+static enum host_kind host_allowed(const struct http *h, const char *host, size_t len)
 {
 	const char *colon = host[0] == '[' ? memchr(host, ']', len) : memchr(host, ':', len);
 	size_t n = colon ? (size_t)(colon - host) + (host[0] == '[') : len;
 	static const char *const loopback[] = {"localhost", "127.0.0.1", "[::1]"};
 	for (size_t i = 0; i < sizeof(loopback) / sizeof(loopback[0]); i++)
-		if (strlen(loopback[i]) == n && !strncasecmp(host, loopback[i], n))
-			return true;
-	return strlen(h->host) == n && !strncasecmp(host, h->host, n);
+		if (same_name(host, n, loopback[i]))
+			return HOST_LOCAL;
+	if (same_name(host, n, h->host))
+		return HOST_LOCAL;
+	for (size_t i = 0; i < h->n_allow_hosts; i++)
+		if (same_name(host, n, h->allow_hosts[i]))
+			return HOST_NAMED;
+	return HOST_FOREIGN;
 }
 
 static unsigned bound_port(struct MHD_Daemon *d);
@@ -282,8 +315,9 @@ static unsigned bound_port(struct MHD_Daemon *d);
 static bool origin_allowed(const struct http *h, struct MHD_Connection *con, const char *rest)
 {
 	size_t len = strlen(rest);
-	if (!len || strchr(rest, '/') || !host_allowed(h, rest, len))
-		return false;
+	enum host_kind kind = len && !strchr(rest, '/') ? host_allowed(h, rest, len) : HOST_FOREIGN;
+	if (kind != HOST_LOCAL)
+		return kind == HOST_NAMED && !strchr(rest, '@');
 	const char *end = rest[0] == '[' ? strchr(rest, ']') : rest;
 	const char *colon = end ? strchr(end, ':') : NULL;
 	const union MHD_ConnectionInfo *ci =
@@ -351,21 +385,35 @@ static void keep(struct upload *u, const char *data, size_t n)
 }
 
 /* Counts the routing headers: a repeated one could be read differently by a proxy that
- * routes on its first copy and a server that reads its last. */
+ * routes on its first copy and a server that reads its last. The session id routes too (a
+ * balancer keeps a session on one replica by it). */
+static const char *const routing[] = {"MCP-Protocol-Version", "Mcp-Method", "Mcp-Name",
+				      "Mcp-Session-Id"};
+#define N_ROUTING (sizeof(routing) / sizeof(routing[0]))
+
 static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key,
 				    const char *value)
 {
-	static const char *const routing[] = {"MCP-Protocol-Version", "Mcp-Method", "Mcp-Name"};
 	unsigned *seen = cls;
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < N_ROUTING; i++)
 		if (!strcasecmp(key, routing[i]))
 			seen[i]++;
 	return MHD_YES;
 }
 
+static unsigned header_count(struct MHD_Connection *con, const char *name)
+{
+	unsigned seen[N_ROUTING] = {0};
+	MHD_get_connection_values(con, MHD_HEADER_KIND, count_header, seen);
+	for (size_t i = 0; i < N_ROUTING; i++)
+		if (!strcasecmp(name, routing[i]))
+			return seen[i];
+	return 0;
+}
+
 static struct mcp_headers routing_headers(struct MHD_Connection *con)
 {
-	unsigned seen[3] = {0};
+	unsigned seen[N_ROUTING] = {0};
 	MHD_get_connection_values(con, MHD_HEADER_KIND, count_header, seen);
 	return (struct mcp_headers){
 		MHD_lookup_connection_value(con, MHD_HEADER_KIND, "MCP-Protocol-Version"),
@@ -374,25 +422,74 @@ static struct mcp_headers routing_headers(struct MHD_Connection *con)
 		seen[0] > 1 || seen[1] > 1 || seen[2] > 1};
 }
 
-/* A notification is accepted (202) unless its version header names no revision we speak;
- * 2026-07-28 defines no client notifications over HTTP, so it needs no other check. */
+/* The live session a handshake-era message names: its scope, or 0 after queueing the
+ * refusal in *rc (400 without the header or with two, 404 for one unknown, ended or
+ * expired, which tells the client to initialize again, as 2025-11-25 says). */
+static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const json_t *id,
+			      enum MHD_Result *rc)
+{
+	const char *sid = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Mcp-Session-Id");
+	if (!sid || header_count(con, "Mcp-Session-Id") > 1) {
+		*rc = respond(con, MHD_HTTP_BAD_REQUEST,
+			      mcp_error(id, MCP_INVALID_REQUEST,
+					sid ? "Bad Request: Mcp-Session-Id is repeated"
+					    : "Bad Request: Mcp-Session-Id is required; send "
+					      "initialize first and use the id it returned"));
+		return 0;
+	}
+	uint64_t scope = mcp_http_session_find(h->sessions, sid);
+	if (!scope)
+		*rc = respond(con, MHD_HTTP_NOT_FOUND,
+			      mcp_error(id, MCP_INVALID_REQUEST,
+					"Not Found: no such session (it ended or expired); send "
+					"initialize again"));
+	return scope;
+}
+
+/* A notification is accepted (202) unless its version header names no revision we speak or,
+ * in the handshake era, it names no live session; 2026-07-28 defines no client notifications
+ * over HTTP, so it needs no other check. */
 static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
 			      const struct mcp_headers *hdr)
 {
 	const char *v = hdr->protocol_version;
-	enum MHD_Result rc;
+	enum MHD_Result rc = MHD_NO;
+	uint64_t scope = 0;
 	if (v && !mcp_version_supported(v) && strcmp(v, MCP_MODERN_VERSION)) {
 		json_t *data =
 			json_pack("{s:o, s:s}", "supported", mcp_versions_json(), "requested", v);
 		rc = respond(con, MHD_HTTP_BAD_REQUEST,
 			     mcp_error_data(NULL, MCP_UNSUPPORTED_VERSION,
 					    "Unsupported protocol version", data));
-	} else {
-		mcp_server_handle(h->srv, msg, NULL, true);
+	} else if ((v && !strcmp(v, MCP_MODERN_VERSION)) ||
+		   (scope = session_scope(h, con, NULL, &rc))) {
+		struct mcp_sink scoped = {NULL, false, scope, NULL};
+		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
 	mcp_message_clear(msg);
 	return rc;
+}
+
+/* initialize in the handshake era: answered with a new session's id. */
+static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
+				  struct mcp_message *msg)
+{
+	struct http_sink sink = {{http_send, true, 0, NULL}, NULL};
+	mcp_server_handle(h->srv, msg, &sink.sink, true);
+	char id[MCP_SESSION_ID_LEN + 1];
+	uint64_t scope;
+	if (!sink.answer)
+		sink.answer = mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: no answer");
+	if (!json_object_get(sink.answer, "result"))
+		return respond(con, MHD_HTTP_OK, sink.answer);
+	if (mcp_http_session_open(h->sessions, id, &scope) < 0) {
+		json_decref(sink.answer);
+		return respond(con, MHD_HTTP_INTERNAL_SERVER_ERROR,
+			       mcp_error(msg->id, MCP_INTERNAL_ERROR,
+					 "Internal error: no random bytes for a session id"));
+	}
+	return respond_session(con, MHD_HTTP_OK, sink.answer, id);
 }
 
 static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, struct upload *u)
@@ -412,15 +509,40 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 		mcp_message_clear(&msg);
 		return respond(con, MHD_HTTP_BAD_REQUEST, error);
 	}
+	enum MHD_Result rc = MHD_NO;
+	uint64_t scope = 0;
+	if (msg.era == MCP_ERA_LEGACY && !strcmp(msg.method, "initialize")) {
+		rc = initialize(h, con, &msg);
+		mcp_message_clear(&msg);
+		return rc;
+	}
+	if (msg.era == MCP_ERA_LEGACY && !(scope = session_scope(h, con, msg.id, &rc))) {
+		mcp_message_clear(&msg);
+		return rc;
+	}
 	if (wants_stream(con, &msg))
-		return stream(h, con, &msg);
+		return stream(h, con, &msg, scope);
 	enum mcp_era era = msg.era;
-	struct http_sink sink = {{http_send, true}, NULL};
+	struct http_sink sink = {{http_send, true, scope, NULL}, NULL};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	if (!sink.answer)
 		sink.answer = mcp_error(NULL, MCP_INTERNAL_ERROR, "Internal error: no answer");
 	return respond(con, answer_status(sink.answer, era), sink.answer);
+}
+
+/* DELETE with an Mcp-Session-Id: the client is done with the session; its runs are
+ * cancelled and its id answers 404 from now on. */
+static enum MHD_Result end_session(struct http *h, struct MHD_Connection *con)
+{
+	enum MHD_Result rc = MHD_NO;
+	uint64_t scope = session_scope(h, con, NULL, &rc);
+	if (!scope)
+		return rc;
+	const char *sid = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Mcp-Session-Id");
+	if (mcp_http_session_close(h->sessions, sid) == scope)
+		mcp_server_cancel_scope(h->srv, scope);
+	return respond(con, MHD_HTTP_NO_CONTENT, NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
@@ -440,6 +562,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 		if (!token_ok(h, con))
 			return refuse(con, MHD_HTTP_UNAUTHORIZED, MCP_INVALID_REQUEST,
 				      "Unauthorized: a bearer token is required");
+		if (!strcmp(method, "DELETE"))
+			return end_session(h, con);
 		if (strcmp(method, "POST"))
 			return respond(con, MHD_HTTP_METHOD_NOT_ALLOWED, NULL);
 		*state = calloc(1, sizeof(struct upload));
@@ -504,13 +628,21 @@ static int wait_for_signal(void)
 	return sig;
 }
 
-int mcp_serve_http(struct mcp_server *srv, const char *listen, const char *token)
+int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts)
 {
-	struct http h = {srv, token, ""};
+	const char *listen = opts->listen;
+	struct http h = {srv, opts->token, NULL, "", opts->allow_hosts, opts->n_allow_hosts};
 	struct addrinfo *ai = NULL;
 	if (resolve(listen, &h, &ai) < 0) {
 		fprintf(stderr, "snapcell mcp: --http %s: want HOST:PORT\n", listen);
 		return 2;
+	}
+	h.sessions = mcp_http_sessions_new(opts->max_sessions, opts->session_idle_s);
+	if (!h.sessions) {
+		freeaddrinfo(ai);
+		fprintf(stderr, "snapcell mcp: out of memory for %u sessions\n",
+			opts->max_sessions);
+		return 3;
 	}
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 			 MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
@@ -522,6 +654,7 @@ int mcp_serve_http(struct mcp_server *srv, const char *listen, const char *token
 	freeaddrinfo(ai);
 	if (!d) {
 		fprintf(stderr, "snapcell mcp: cannot listen on %s\n", listen);
+		mcp_http_sessions_free(h.sessions);
 		return 3;
 	}
 	char url[300];
@@ -532,5 +665,6 @@ int mcp_serve_http(struct mcp_server *srv, const char *listen, const char *token
 	/* Kill the runs first, so the connection threads return and stopping does not wait. */
 	mcp_server_drain(srv);
 	MHD_stop_daemon(d);
+	mcp_http_sessions_free(h.sessions);
 	return 0;
 }

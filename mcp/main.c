@@ -1,6 +1,7 @@
 /* `snapcell mcp`: options, the sandbox every run uses, and the transport. The protocol lives
  * in server.c, the transports in stdio.c and http.c. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,16 +26,54 @@ static const char usage[] =
 	"                          (default host 127.0.0.1)\n"
 	"  --token TOKEN           with --http: require \"Authorization: Bearer TOKEN\"\n"
 	"                          (default: $SNAPCELL_MCP_TOKEN when set)\n"
+	"  --allow-host NAME       with --http: Host and Origin may also name NAME, the name\n"
+	"                          clients of a balancer use (repeatable, up to 16)\n"
+	"  --http-sessions N       with --http: live handshake-era sessions (Mcp-Session-Id)\n"
+	"                          before the least recently used one ends (default 1024)\n"
+	"  --http-session-idle S   with --http: a session unused for S seconds ends\n"
+	"                          (default 3600)\n"
 	"  --max-runs N            concurrent runs before calls get a busy error\n"
 	"                          (default: twice the cores)\n"
 	"  --structured-content    also give each run's record as structuredContent\n"
 	"  --replica NAME          this server's name in session handles, for routing\n"
 	"                          (default: the host name)\n";
 
+#define MAX_ALLOW_HOSTS 16
+
 struct args {
 	const char *config, *http, *token;
 	struct mcp_options opts;
+	unsigned long http_sessions, session_idle_s;
+	const char *allow_hosts[MAX_ALLOW_HOSTS];
+	size_t n_allow_hosts;
 };
+
+/* A host name or a bracketed IPv6 literal, nothing that could smuggle a port, a path or
+ * credentials into the Host and Origin comparison. */
+static bool host_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+	if (!n || n > 253)
+		return false;
+	if (name[0] == '[')
+		return name[n - 1] == ']' && strspn(name + 1, "0123456789abcdefABCDEF:.") == n - 2;
+	return strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") ==
+	       n;
+}
+
+/* A whole number in [1, max], or 0 after a message naming the option. */
+static unsigned long positive(const char *option, const char *value, unsigned long max)
+{
+	char *end;
+	errno = 0;
+	unsigned long n = strtoul(value, &end, 10);
+	if (errno || end == value || *end || value[0] == '-' || n < 1 || n > max) {
+		fprintf(stderr, "snapcell mcp: %s wants a whole number from 1 to %lu\n", option,
+			max);
+		return 0;
+	}
+	return n;
+}
 
 static int parse(int argc, char **argv, struct args *a)
 {
@@ -43,6 +82,9 @@ static int parse(int argc, char **argv, struct args *a)
 		{"http", required_argument, NULL, 'H'},
 		{"token", required_argument, NULL, 't'},
 		{"max-runs", required_argument, NULL, 'm'},
+		{"http-sessions", required_argument, NULL, 'S'},
+		{"allow-host", required_argument, NULL, 'A'},
+		{"http-session-idle", required_argument, NULL, 'I'},
 		{"structured-content", no_argument, NULL, 's'},
 		{"replica", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
@@ -80,6 +122,28 @@ static int parse(int argc, char **argv, struct args *a)
 			}
 			snprintf(a->opts.replica, sizeof(a->opts.replica), "%s", optarg);
 			break;
+		case 'A':
+			if (!host_name_ok(optarg) || a->n_allow_hosts == MAX_ALLOW_HOSTS) {
+				fprintf(stderr,
+					"snapcell mcp: --allow-host wants a host name or a [v6] "
+					"address (no port), at most %d times\n",
+					MAX_ALLOW_HOSTS);
+				return 2;
+			}
+			a->allow_hosts[a->n_allow_hosts++] = optarg;
+			break;
+		case 'S':
+			a->http_sessions =
+				positive("--http-sessions", optarg, MCP_HTTP_SESSIONS_MAX);
+			if (!a->http_sessions)
+				return 2;
+			break;
+		case 'I':
+			/* A day at most: longer, a leaked id outlives any reason to keep it. */
+			a->session_idle_s = positive("--http-session-idle", optarg, 86400);
+			if (!a->session_idle_s)
+				return 2;
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -91,6 +155,11 @@ static int parse(int argc, char **argv, struct args *a)
 	if (a->token && !*a->token) {
 		/* `--token "$UNSET"` must not quietly serve without one. */
 		fprintf(stderr, "snapcell mcp: --token wants a non-empty token\n");
+		return 2;
+	}
+	if (!a->http && (a->http_sessions || a->session_idle_s || a->n_allow_hosts)) {
+		fprintf(stderr, "snapcell mcp: --allow-host, --http-sessions and "
+				"--http-session-idle need --http\n");
 		return 2;
 	}
 	if (optind < argc) {
@@ -116,15 +185,24 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 		return 3;
 	}
 	struct mcp_options opts = a->opts;
-	/* Over stdio one client holds one session; over HTTP there are no sessions (yet). */
+	/* Over stdio one client holds one session; over HTTP the transport checks each
+	 * handshake-era message's Mcp-Session-Id, which only initialize mints. */
 	opts.require_initialize = !a->http;
 	opts.listen = a->http;
 	struct mcp_server *srv = mcp_server_new(sb, cfg, &opts);
 	int rc = 3;
-	if (srv) {
+	if (srv && a->http) {
 		const char *token = a->token ? a->token : getenv("SNAPCELL_MCP_TOKEN");
-		rc = a->http ? mcp_serve_http(srv, a->http, token && *token ? token : NULL)
-			     : mcp_serve_stdio(srv);
+		struct mcp_http_options http = {
+			a->http,
+			token && *token ? token : NULL,
+			a->http_sessions ? (unsigned)a->http_sessions : 1024,
+			a->session_idle_s ? (unsigned)a->session_idle_s : 3600,
+			a->allow_hosts,
+			a->n_allow_hosts};
+		rc = mcp_serve_http(srv, &http);
+	} else if (srv) {
+		rc = mcp_serve_stdio(srv);
 	}
 	mcp_server_free(srv);
 	snapcell_sandbox_free(sb);

@@ -1,15 +1,17 @@
 /* The MCP server behind `snapcell mcp`: JSON-RPC envelopes, the methods of both protocol eras
  * (the 2025-11-25 handshake and the stateless 2026-07-28 revision, chosen per request), the
- * execute_code tool, and the stdio and Streamable HTTP transports. Uses only the public
- * header; it is not a general MCP library (the client side in downstream.h is only what
- * offering downstream servers' tools to the code needs). Stateful interpreter sessions
- * (the session tools, sessions.c) are the server's own, named by server-minted handles. */
+ * execute_code tool, and the stdio and Streamable HTTP transports (with the handshake era's
+ * Mcp-Session-Id sessions). Uses only the public header; it is not a general MCP library
+ * (the client side in downstream.h is only what offering downstream servers' tools to the
+ * code needs). Stateful interpreter sessions (the session tools, sessions.c) are the
+ * server's own, named by server-minted handles. */
 #ifndef SNAPCELL_MCP_H
 #define SNAPCELL_MCP_H
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "snapcell.h"
 
@@ -83,6 +85,13 @@ struct mcp_sink {
 	/* Every request needs an answer, a cancelled one included (an HTTP response must say
 	 * something); over stdio a cancelled request gets none, as the spec says. */
 	bool must_answer;
+	/* Whose messages these are: notifications/cancelled reaches only the runs started with
+	 * the same scope (an HTTP session's; 0 for stdio's one client and stateless requests). */
+	uint64_t scope;
+	/* Optional: called on the handling thread once a tools/call is admitted; true when the
+	 * transport has freed that thread to run the call (it keeps reading on another), so no
+	 * worker needs waking. NULL: the call goes to a worker. */
+	bool (*run_here)(struct mcp_sink *sink);
 };
 
 /* Stateful sessions (sessions.c); zero members mean the defaults. */
@@ -120,8 +129,9 @@ struct mcp_server;
 struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snapcell_config *cfg,
 				  const struct mcp_options *opts);
 /* Handles one message, answering through sink (nothing for notifications and responses).
- * tools/call runs on a worker thread unless sync is set, in which case this returns after
- * the answer was sent. sink must stay valid until mcp_server_drain() returned. */
+ * tools/call runs on a worker thread unless sync is set or sink->run_here() says the calling
+ * thread may run it, in which case this returns after the answer was sent. sink must stay
+ * valid until mcp_server_drain() returned. */
 void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
 		       bool sync);
 /* Cancels every run (the cells are killed) and waits for their workers. */
@@ -130,6 +140,8 @@ void mcp_server_drain(struct mcp_server *srv);
 void mcp_server_listening(struct mcp_server *srv, const char *url);
 /* Cancels the runs answering through sink (its client went away). */
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
+/* Cancels the runs started with this scope (their HTTP session ended). */
+void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope);
 void mcp_server_free(struct mcp_server *srv);
 
 /* result.c: a CallToolResult for a finished run. */
@@ -168,8 +180,34 @@ void mcp_state_write(const char *path, const json_t *doc);
  * offending key's path. */
 int mcp_config_load(const char *path, struct snapcell_config *cfg, struct mcp_options *opts);
 
+/* http_session.c: the handshake era's HTTP sessions (Mcp-Session-Id), a bounded table. */
+#define MCP_SESSION_ID_LEN    36    /* visible ASCII: 4 hex digits of slot, 32 of secret */
+#define MCP_HTTP_SESSIONS_MAX 65536 /* what 4 hex digits number */
+struct mcp_http_sessions;
+/* At most max live sessions; one unused for idle_s seconds is gone. */
+struct mcp_http_sessions *mcp_http_sessions_new(unsigned max, unsigned idle_s);
+void mcp_http_sessions_free(struct mcp_http_sessions *s);
+/* Mints a session: its id (NUL-terminated) and its scope (never 0). When the table is full
+ * the least recently used session ends (logged). -1 when no random bytes could be had. */
+int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LEN + 1],
+			  uint64_t *scope);
+/* The scope of the live session id names, its idle time restarted; 0 when there is none
+ * (unknown, ended or expired). */
+uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id);
+/* Ends the session id names: its scope, or 0 when there was none live. */
+uint64_t mcp_http_session_close(struct mcp_http_sessions *s, const char *id);
+
+struct mcp_http_options {
+	const char *listen; /* HOST:PORT */
+	const char *token;  /* required bearer token, or NULL */
+	unsigned max_sessions, session_idle_s;
+	/* More names Host and Origin may give besides loopback and the bound host. */
+	const char *const *allow_hosts;
+	size_t n_allow_hosts;
+};
+
 /* stdio.c, http.c: serve until the client goes (stdio: end of input) or a signal. */
 int mcp_serve_stdio(struct mcp_server *srv);
-int mcp_serve_http(struct mcp_server *srv, const char *listen, const char *token);
+int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts);
 
 #endif

@@ -2,9 +2,13 @@
  * the handshake era (2025-11-25, also answering 2025-06-18 and 2025-03-26 clients: initialize,
  * ping, tools/list, tools/call) and the stateless 2026-07-28 revision (server/discover,
  * tools/list, tools/call; every result with resultType and serverInfo, lists with cache
- * hints). Runs happen on worker threads so the transport keeps reading (cancellation arrives
- * while a run is in progress); a ticker thread sends progress for runs past a second. */
+ * hints). Runs happen off the thread that keeps reading (cancellation arrives while a run is
+ * in progress): on the transport's own thread when it can free it (stdio hands reading to
+ * another thread, an HTTP connection's thread waits for its answer anyway), else on a pool
+ * of long-lived workers, so a call is handed to a waiting thread instead of paying for a new
+ * one. A ticker thread sends progress for runs past a second. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,8 @@
  * config leaves stale. The same for every caller (no per-user data), so "public". */
 #define CACHE_TTL_MS 3600000
 #define CACHE_SCOPE  "public"
+/* A worker with nothing to do for this long ends, so a burst does not keep its threads. */
+#define WORKER_IDLE_S 30
 
 /* A tools/call in progress; it is on the server's list from its start until its answer. */
 struct call {
@@ -38,15 +44,27 @@ struct call {
 	struct call *next;
 };
 
+/* A pool thread. While idle it waits on wake, on the server's idle list, until a call is
+ * handed to it (call set by the dispatcher, under the server's lock). */
+struct worker {
+	struct mcp_server *srv;
+	pthread_cond_t wake;
+	struct call *call;
+	struct worker *next;
+};
+
 struct mcp_server {
 	struct snapcell_sandbox *sb;
 	char *description, *instructions;
 	struct mcp_options opts;
 	bool initialized;
 	pthread_mutex_t lock;
-	pthread_cond_t changed; /* a call ended, or stopping was set */
+	pthread_cond_t changed; /* a call or a worker ended, or stopping was set */
 	struct call *calls;
-	unsigned n_calls;
+	unsigned n_calls;    /* on the list or still answering: drain waits for 0 */
+	unsigned n_running;  /* admitted and not yet finished running: the cap */
+	struct worker *idle; /* waiting workers, the most recent first */
+	unsigned n_workers;
 	bool stopping;
 	pthread_t ticker;
 	struct mcp_sessions *sessions;
@@ -148,6 +166,10 @@ void mcp_server_free(struct mcp_server *srv)
 		pthread_mutex_lock(&srv->lock);
 		srv->stopping = true;
 		pthread_cond_broadcast(&srv->changed);
+		for (struct worker *w = srv->idle; w; w = w->next)
+			pthread_cond_signal(&w->wake);
+		while (srv->n_workers)
+			pthread_cond_wait(&srv->changed, &srv->lock);
 		pthread_mutex_unlock(&srv->lock);
 		pthread_join(srv->ticker, NULL);
 		pthread_mutex_destroy(&srv->lock);
@@ -253,6 +275,8 @@ static void run_call(struct call *c)
 		p = &(*p)->next;
 	*p = c->next;
 	bool cancelled = c->cancelled;
+	/* The run is over: a call sent as soon as this answer arrives must find room. */
+	srv->n_running--;
 	pthread_mutex_unlock(&srv->lock);
 	/* The client gave up on a cancelled request: the spec says not to answer it, except
 	 * that an HTTP response must say something. */
@@ -263,17 +287,93 @@ static void run_call(struct call *c)
 	if (cancelled)
 		json_decref(result);
 	call_free(c);
-	/* Only now may mcp_server_drain() return and the transport free the sink. */
-	pthread_mutex_lock(&srv->lock);
+}
+
+/* With srv->lock held, after run_call(): only now may mcp_server_drain() return and the
+ * transport free the sink. */
+static void call_done(struct mcp_server *srv)
+{
 	srv->n_calls--;
 	pthread_cond_broadcast(&srv->changed);
-	pthread_mutex_unlock(&srv->lock);
+}
+
+/* With srv->lock held: waits on the idle list until a call is handed over (true) or the
+ * server stops or the worker has idled WORKER_IDLE_S (false, off the list). */
+static bool worker_wait(struct worker *w)
+{
+	struct mcp_server *srv = w->srv;
+	w->next = srv->idle;
+	srv->idle = w;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += WORKER_IDLE_S;
+	while (!w->call && !srv->stopping)
+		if (pthread_cond_timedwait(&w->wake, &srv->lock, &until) == ETIMEDOUT)
+			break;
+	if (w->call)
+		return true; /* the dispatcher took it off the list */
+	struct worker **p = &srv->idle;
+	while (*p != w)
+		p = &(*p)->next;
+	*p = w->next;
+	return false;
 }
 
 static void *worker_main(void *arg)
 {
-	run_call(arg);
+	struct worker *w = arg;
+	struct mcp_server *srv = w->srv;
+	pthread_mutex_lock(&srv->lock);
+	do {
+		struct call *c = w->call;
+		pthread_mutex_unlock(&srv->lock);
+		run_call(c);
+		pthread_mutex_lock(&srv->lock);
+		w->call = NULL;
+		call_done(srv);
+	} while (worker_wait(w));
+	srv->n_workers--;
+	pthread_cond_broadcast(&srv->changed);
+	pthread_mutex_unlock(&srv->lock);
+	pthread_cond_destroy(&w->wake);
+	free(w);
 	return NULL;
+}
+
+/* Hands an admitted call to an idle worker, or to a new one; false when neither is possible
+ * (no memory or no thread), and the caller runs it itself. */
+static bool dispatch(struct mcp_server *srv, struct call *c)
+{
+	pthread_mutex_lock(&srv->lock);
+	struct worker *w = srv->idle;
+	if (w) {
+		srv->idle = w->next;
+		w->call = c;
+		pthread_cond_signal(&w->wake);
+		pthread_mutex_unlock(&srv->lock);
+		return true;
+	}
+	srv->n_workers++;
+	pthread_mutex_unlock(&srv->lock);
+	w = calloc(1, sizeof(*w));
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	bool started = false;
+	if (w) {
+		*w = (struct worker){srv, PTHREAD_COND_INITIALIZER, c, NULL};
+		started = pthread_create(&t, &attr, worker_main, w) == 0;
+	}
+	pthread_attr_destroy(&attr);
+	if (started)
+		return true;
+	free(w);
+	pthread_mutex_lock(&srv->lock);
+	srv->n_workers--;
+	pthread_cond_broadcast(&srv->changed);
+	pthread_mutex_unlock(&srv->lock);
+	return false;
 }
 
 /* The code argument, or NULL with *why saying what is wrong with the call: a protocol error
@@ -332,11 +432,12 @@ static struct call *call_new(struct mcp_server *srv, const struct mcp_message *m
 static bool admit(struct mcp_server *srv, struct call *c)
 {
 	pthread_mutex_lock(&srv->lock);
-	bool room = srv->n_calls < srv->opts.max_runs && !srv->stopping;
+	bool room = srv->n_running < srv->opts.max_runs && !srv->stopping;
 	if (room) {
 		c->next = srv->calls;
 		srv->calls = c;
 		srv->n_calls++;
+		srv->n_running++;
 	}
 	pthread_mutex_unlock(&srv->lock);
 	return room;
@@ -379,23 +480,23 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 		call_free(c);
 		return;
 	}
-	pthread_t t;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (sync || pthread_create(&t, &attr, worker_main, c) != 0)
+	if (sync || (sink->run_here && sink->run_here(sink)) || !dispatch(srv, c)) {
 		run_call(c);
-	pthread_attr_destroy(&attr);
+		pthread_mutex_lock(&srv->lock);
+		call_done(srv);
+		pthread_mutex_unlock(&srv->lock);
+	}
 }
 
-static void cancel_request(struct mcp_server *srv, const json_t *params)
+/* Request ids are the client's, so only its own runs (same scope) can match. */
+static void cancel_request(struct mcp_server *srv, const json_t *params, uint64_t scope)
 {
 	json_t *id = json_object_get(params, "requestId");
 	if (!id)
 		return;
 	pthread_mutex_lock(&srv->lock);
 	for (struct call *c = srv->calls; c; c = c->next)
-		if (json_equal(c->id, id)) {
+		if (c->sink->scope == scope && json_equal(c->id, id)) {
 			c->cancelled = true;
 			snapcell_cancel_fire(c->cancel);
 		}
@@ -418,10 +519,22 @@ void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)
 	pthread_mutex_unlock(&srv->lock);
 }
 
-static void notification(struct mcp_server *srv, const struct mcp_message *msg)
+void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope)
+{
+	pthread_mutex_lock(&srv->lock);
+	for (struct call *c = srv->calls; c; c = c->next)
+		if (c->sink->scope == scope) {
+			c->cancelled = true;
+			snapcell_cancel_fire(c->cancel);
+		}
+	pthread_mutex_unlock(&srv->lock);
+}
+
+static void notification(struct mcp_server *srv, const struct mcp_message *msg,
+			 const struct mcp_sink *sink)
 {
 	if (!strcmp(msg->method, "notifications/cancelled"))
-		cancel_request(srv, msg->params);
+		cancel_request(srv, msg->params, sink ? sink->scope : 0);
 	/* notifications/initialized and anything unknown need no action: notifications get no
 	 * answer, not even an error. */
 }
@@ -465,7 +578,7 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 	if (msg->kind == MCP_RESPONSE)
 		return; /* we send no requests, so there is nothing to match it with */
 	if (msg->kind == MCP_NOTIFICATION) {
-		notification(srv, msg);
+		notification(srv, msg, sink);
 		return;
 	}
 	if (msg->era == MCP_ERA_MODERN) {

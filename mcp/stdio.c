@@ -1,7 +1,13 @@
 /* The stdio transport: newline-delimited JSON-RPC on stdin and stdout. stdout carries nothing
  * but protocol messages: the server moves it to a private descriptor and points fd 1 at
  * stderr, so neither a stray write nor a child process can reach the client's channel. A
- * line is capped at MCP_MESSAGE_MAX; a longer one is skipped as it arrives, never held. */
+ * line is capped at MCP_MESSAGE_MAX; a longer one is skipped as it arrives, never held.
+ *
+ * Reading is a role that passes between threads (leader/follower): the thread that reads a
+ * tools/call, once it is admitted, hands reading to a waiting thread (or a new one) and runs
+ * the call itself, so a run starts without waiting for another thread to wake up, while
+ * reading goes on for cancellations and more calls. Messages are read and admitted in order
+ * by whichever thread holds the role. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -9,27 +15,69 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "mcp.h"
 
-struct stdio_sink {
-	struct mcp_sink sink;
-	pthread_mutex_t lock;
-	int fd;
-	bool gone;
+/* Line assembly: buf holds the current line while it is under the cap; past the cap the
+ * rest of the line is dropped (skipping) and one error answers it. */
+struct reader {
+	char *buf;
+	size_t len, cap;
+	bool skipping;
 };
 
-static int write_all(int fd, const char *buf, size_t len)
+/* The transport: the sink the server answers through (first), the output, and the reading
+ * role with what only its holder touches (the line being assembled, bytes read not yet
+ * split). */
+struct stdio_sink {
+	struct mcp_sink sink;
+	pthread_mutex_t lock; /* the output */
+	int fd;
+	bool gone;
+	struct mcp_server *srv;
+	pthread_mutex_t role_lock;
+	pthread_cond_t turn; /* the role is free, the input ended, or a thread left */
+	bool reading, ended;
+	unsigned spare;	  /* threads waiting for the role */
+	unsigned threads; /* started besides the first, not yet gone */
+	int in;
+	struct reader r;
+	char chunk[1 << 16];
+	size_t pos, end;
+	bool eof;
+};
+
+/* Threads that may wait for the role, the first included; more leave. Two: the thread that
+ * just answered a call may not be waiting yet when the next call is read, and a new thread
+ * would then start; a second waiting one keeps that rare. */
+#define MAX_SPARE 2
+
+/* Set by run_here() on the thread that gave the role away with a call to run. */
+static _Thread_local bool handed_off;
+
+/* The message and its newline in one writev: written apart, a client reading lines wakes
+ * for the message, finds no newline and sleeps again until the second write, a scheduling
+ * delay on every answer of a loaded machine. */
+static int write_line(int fd, const char *text, size_t len)
 {
-	while (len) {
-		ssize_t n = write(fd, buf, len);
+	struct iovec iov[2] = {{(void *)text, len}, {"\n", 1}};
+	struct iovec *v = iov;
+	int cnt = 2;
+	while (cnt) {
+		ssize_t n = writev(fd, v, cnt);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			return -1;
-		buf += n;
-		len -= (size_t)n;
+		size_t done = (size_t)n;
+		for (; cnt && done >= v->iov_len; v++, cnt--)
+			done -= v->iov_len;
+		if (cnt) {
+			v->iov_base = (char *)v->iov_base + done;
+			v->iov_len -= done;
+		}
 	}
 	return 0;
 }
@@ -41,8 +89,7 @@ static int stdio_send(struct mcp_sink *sink, json_t *msg)
 	char *text = json_dumps(msg, JSON_COMPACT);
 	json_decref(msg);
 	pthread_mutex_lock(&s->lock);
-	if (!s->gone &&
-	    (!text || write_all(s->fd, text, strlen(text)) < 0 || write_all(s->fd, "\n", 1) < 0))
+	if (!s->gone && (!text || write_line(s->fd, text, strlen(text)) < 0))
 		s->gone = true;
 	int rc = s->gone ? -1 : 0;
 	pthread_mutex_unlock(&s->lock);
@@ -65,36 +112,6 @@ static int take_stdio(int *in, int *out)
 	close(null);
 	return 0;
 }
-
-static void handle_line(struct mcp_server *srv, struct mcp_sink *sink, const char *line, size_t len)
-{
-	while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
-		len--;
-	if (!len)
-		return;
-	struct mcp_message msg;
-	json_t *error;
-	if (mcp_envelope_parse(line, len, &msg, &error) < 0) {
-		if (error)
-			sink->send(sink, error);
-		return;
-	}
-	if (msg.kind == MCP_REQUEST && mcp_envelope_era(&msg, NULL, &error) < 0) {
-		sink->send(sink, error);
-		mcp_message_clear(&msg);
-		return;
-	}
-	mcp_server_handle(srv, &msg, sink, false);
-	mcp_message_clear(&msg);
-}
-
-/* Line assembly: buf holds the current line while it is under the cap; past the cap the
- * rest of the line is dropped (skipping) and one error answers it. */
-struct reader {
-	char *buf;
-	size_t len, cap;
-	bool skipping;
-};
 
 static int append(struct reader *r, const char *p, size_t n)
 {
@@ -122,44 +139,149 @@ static int append(struct reader *r, const char *p, size_t n)
 	return 0;
 }
 
-static void end_line(struct reader *r, struct mcp_server *srv, struct mcp_sink *sink)
+/* With the role: assembles the next line in s->r; false at the end of input (a last line
+ * without its newline is still a line). */
+static bool next_line(struct stdio_sink *s)
 {
+	for (;;) {
+		if (s->pos == s->end) {
+			ssize_t n = s->eof ? 0 : read(s->in, s->chunk, sizeof(s->chunk));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0) {
+				s->eof = true;
+				return s->r.len || s->r.skipping;
+			}
+			s->pos = 0;
+			s->end = (size_t)n;
+		}
+		char *p = s->chunk + s->pos;
+		size_t left = s->end - s->pos;
+		char *nl = memchr(p, '\n', left);
+		size_t take = nl ? (size_t)(nl - p) : left;
+		if (append(&s->r, p, take) < 0)
+			s->r.skipping = true;
+		s->pos += take + (nl != NULL);
+		if (nl)
+			return true;
+	}
+}
+
+/* With the role: serves the line in s->r. A tools/call may give the role away (run_here)
+ * and run before this returns. */
+static void serve_line(struct stdio_sink *s)
+{
+	struct reader *r = &s->r;
 	if (r->skipping) {
 		char why[96];
 		snprintf(why, sizeof(why), "Invalid Request: message over %u MiB",
 			 MCP_MESSAGE_MAX >> 20);
-		sink->send(sink, mcp_error(NULL, MCP_INVALID_REQUEST, why));
+		s->sink.send(&s->sink, mcp_error(NULL, MCP_INVALID_REQUEST, why));
 		r->skipping = false;
-	} else {
-		handle_line(srv, sink, r->buf ? r->buf : "", r->len);
+		r->len = 0;
+		return;
 	}
+	size_t len = r->len;
 	r->len = 0;
+	while (len &&
+	       (r->buf[len - 1] == '\r' || r->buf[len - 1] == ' ' || r->buf[len - 1] == '\t'))
+		len--;
+	if (!len)
+		return;
+	/* Parsed into its own memory before the role (and r) can pass to another thread. */
+	struct mcp_message msg;
+	json_t *error;
+	if (mcp_envelope_parse(r->buf, len, &msg, &error) < 0) {
+		if (error)
+			s->sink.send(&s->sink, error);
+		return;
+	}
+	if (msg.kind == MCP_REQUEST && mcp_envelope_era(&msg, NULL, &error) < 0) {
+		s->sink.send(&s->sink, error);
+		mcp_message_clear(&msg);
+		return;
+	}
+	mcp_server_handle(s->srv, &msg, &s->sink, false);
+	mcp_message_clear(&msg);
 }
 
-static void read_loop(int in, struct mcp_server *srv, struct stdio_sink *sink)
+static void *reader_main(void *arg);
+
+/* With role_lock held: one more thread to take the role. */
+static bool start_reader(struct stdio_sink *s)
 {
-	static char chunk[1 << 16];
-	struct reader r = {0};
-	for (;;) {
-		ssize_t n = read(in, chunk, sizeof(chunk));
-		if (n < 0 && errno == EINTR)
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	bool started = pthread_create(&t, &attr, reader_main, s) == 0;
+	pthread_attr_destroy(&attr);
+	s->threads += started;
+	return started;
+}
+
+/* The server admitted a tools/call read on this thread: the role goes to a waiting thread,
+ * or a new one, and the call runs here. False (the server hands the call to a worker) when
+ * no thread can take the role. */
+static bool run_here(struct mcp_sink *sink)
+{
+	struct stdio_sink *s = (struct stdio_sink *)sink;
+	pthread_mutex_lock(&s->role_lock);
+	bool ok = s->spare > 0 || start_reader(s);
+	if (ok) {
+		s->reading = false;
+		pthread_cond_signal(&s->turn);
+	}
+	pthread_mutex_unlock(&s->role_lock);
+	handed_off = ok;
+	return ok;
+}
+
+/* Takes the role when it is free and serves lines until it hands the role off with a call
+ * (then waits for it again) or the input ends. At most MAX_SPARE threads wait (the first
+ * always may); more leave. The thread that sees the end cancels every run (the client is
+ * gone). */
+static void serve(struct stdio_sink *s, bool first)
+{
+	pthread_mutex_lock(&s->role_lock);
+	while (!s->ended) {
+		if (s->reading) {
+			if (!first && s->spare >= MAX_SPARE)
+				break;
+			s->spare++;
+			pthread_cond_wait(&s->turn, &s->role_lock);
+			s->spare--;
 			continue;
-		if (n <= 0)
-			break;
-		for (char *p = chunk, *end = chunk + n; p < end;) {
-			char *nl = memchr(p, '\n', (size_t)(end - p));
-			size_t take = (size_t)((nl ? nl : end) - p);
-			if (append(&r, p, take) < 0)
-				r.skipping = true;
-			if (nl)
-				end_line(&r, srv, &sink->sink);
-			p += take + (nl != NULL);
+		}
+		s->reading = true;
+		pthread_mutex_unlock(&s->role_lock);
+		bool more;
+		do {
+			handed_off = false;
+			more = next_line(s);
+			if (more)
+				serve_line(s);
+		} while (more && !handed_off);
+		if (!more)
+			mcp_server_drain(s->srv);
+		pthread_mutex_lock(&s->role_lock);
+		if (!more) {
+			s->ended = true;
+			pthread_cond_broadcast(&s->turn);
 		}
 	}
-	/* A last line without its newline is still a message. */
-	if (r.len || r.skipping)
-		end_line(&r, srv, &sink->sink);
-	free(r.buf);
+	pthread_mutex_unlock(&s->role_lock);
+}
+
+static void *reader_main(void *arg)
+{
+	struct stdio_sink *s = arg;
+	serve(s, false);
+	pthread_mutex_lock(&s->role_lock);
+	s->threads--;
+	pthread_cond_broadcast(&s->turn);
+	pthread_mutex_unlock(&s->role_lock);
+	return NULL;
 }
 
 int mcp_serve_stdio(struct mcp_server *srv)
@@ -167,10 +289,30 @@ int mcp_serve_stdio(struct mcp_server *srv)
 	int in, out;
 	if (take_stdio(&in, &out) < 0)
 		return 1;
-	struct stdio_sink sink = {{stdio_send, false}, PTHREAD_MUTEX_INITIALIZER, out, false};
-	read_loop(in, srv, &sink);
-	/* The client is gone (end of input): kill what it started, then leave. */
+	struct stdio_sink *s = calloc(1, sizeof(*s));
+	if (!s) {
+		fprintf(stderr, "snapcell mcp: out of memory\n");
+		return 1;
+	}
+	s->sink = (struct mcp_sink){stdio_send, false, 0, run_here};
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->role_lock, NULL);
+	pthread_cond_init(&s->turn, NULL);
+	s->fd = out;
+	s->srv = srv;
+	s->in = in;
+	serve(s, true);
+	/* The client is gone (end of input): its runs are cancelled; wait for every thread. */
 	mcp_server_drain(srv);
+	pthread_mutex_lock(&s->role_lock);
+	while (s->threads)
+		pthread_cond_wait(&s->turn, &s->role_lock);
+	pthread_mutex_unlock(&s->role_lock);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->role_lock);
+	pthread_cond_destroy(&s->turn);
+	free(s->r.buf);
+	free(s);
 	close(in);
 	close(out);
 	return 0;

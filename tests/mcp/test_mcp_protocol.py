@@ -172,18 +172,30 @@ def post(url, body, headers=None):
         return e.code, e.read()
 
 
+def session(url, headers=None):
+    """A handshake-era session: initialize, then the headers every later message carries."""
+    req = urllib.request.Request(url, data=json.dumps(INIT).encode(), method="POST", headers={
+        "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+        **(headers or {})})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert json.loads(r.read())["result"]["protocolVersion"] == "2025-11-25"
+        sid = r.headers["Mcp-Session-Id"]
+    return {"Mcp-Session-Id": sid, **(headers or {})}
+
+
 def test_http_basics(http_server):
     url = http_server.url
     status, body = post(url, INIT)
     assert status == 200 and json.loads(body)["result"]["serverInfo"]["name"] == "snapcell"
-    assert post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}) == (202, b"")
+    hdr = session(url)
+    assert post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, hdr) == (202, b"")
     status, body = post(url, b"{not json")
     assert status == 400 and json.loads(body)["error"]["code"] == -32700
-    status, body = post(url, {"jsonrpc": "2.0", "id": 2, "method": "server/discover"})
+    status, body = post(url, {"jsonrpc": "2.0", "id": 2, "method": "server/discover"}, hdr)
     assert json.loads(body)["error"]["code"] == -32601
-    status, _ = post(url, ping(3), {"MCP-Protocol-Version": "1999-01-01"})
+    status, _ = post(url, ping(3), {"MCP-Protocol-Version": "1999-01-01", **hdr})
     assert status == 400
-    status, _ = post(url.replace("/mcp", "/other"), ping(4))
+    status, _ = post(url.replace("/mcp", "/other"), ping(4), hdr)
     assert status == 404
 
 
@@ -193,7 +205,7 @@ def test_http_bad_origin_and_host(http_server):
     assert status == 403
     status, _ = post(url, ping(1), {"Host": "evil.example"})
     assert status == 403
-    status, body = post(url, ping(1), {"Origin": f"http://localhost:{http_server.port}"})
+    status, body = post(url, ping(1), session(url, {"Origin": f"http://localhost:{http_server.port}"}))
     assert status == 200 and json.loads(body)["result"] == {}
 
 
@@ -203,7 +215,10 @@ def test_http_token():
     try:
         assert post(server.url, ping(1))[0] == 401
         assert post(server.url, ping(1), {"Authorization": "Bearer wrong"})[0] == 401
-        assert post(server.url, ping(1), {"Authorization": "Bearer s3cret"})[0] == 200
+        auth = {"Authorization": "Bearer s3cret"}
+        assert post(server.url, ping(1), session(server.url, auth))[0] == 200
+        # The session id is no credential: without the token it gets nowhere.
+        assert post(server.url, ping(1), {"Mcp-Session-Id": session(server.url, auth)["Mcp-Session-Id"]})[0] == 401
     finally:
         server.stop()
     assert server.proc.returncode == 0
@@ -216,8 +231,27 @@ def test_http_origin_must_be_this_server(http_server):
                    f"http://localhost:{http_server.port}@evil.example"):
         status, _ = post(http_server.url, ping(1), {"Origin": origin, "Content-Type": "text/plain"})
         assert status == 403, origin
-    status, _ = post(http_server.url, ping(1), {"Origin": f"http://[::1]:{http_server.port}"})
+    status, _ = post(http_server.url, ping(1), session(http_server.url, {"Origin": f"http://[::1]:{http_server.port}"}))
     assert status == 200
+
+
+def test_http_allow_host_names_a_balancers_host():
+    # Behind a balancer or a Kubernetes Service clients send its name; --allow-host vouches
+    # for that name (any port: the balancer's), and nothing else gets through with it.
+    from conftest import HttpServer
+    server = HttpServer("--allow-host", "mcp.internal")
+    try:
+        url = server.url
+        named = session(url, {"Host": "mcp.internal:8080"})
+        assert post(url, ping(1), named)[0] == 200
+        assert post(url, ping(2), {**named, "Origin": "https://mcp.internal"})[0] == 200
+        for host in ("evil.example", "mcp.internal.evil.example", "xmcp.internal"):
+            assert post(url, ping(3), {**named, "Host": host})[0] == 403, host
+        for origin in ("http://evil.example", "http://mcp.internal:80@evil.example",
+                       "http://mcp.internal/x", "null"):
+            assert post(url, ping(4), {**named, "Origin": origin})[0] == 403, origin
+    finally:
+        server.stop()
 
 
 def test_http_empty_token_is_refused():
@@ -260,7 +294,8 @@ def test_http_unauthenticated_body_is_not_kept():
         for s in socks:
             s.close()
         assert _vm_hwm(server.proc.pid) < 128 << 20
-        assert post(server.url, ping(1), {"Authorization": "Bearer s3cret"})[0] == 200
+        auth = {"Authorization": "Bearer s3cret"}
+        assert post(server.url, ping(1), session(server.url, auth))[0] == 200
     finally:
         server.stop()
 
@@ -277,7 +312,7 @@ def test_http_idle_connections_do_not_hold_every_slot():
             s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
             socks.append(s)
         time.sleep(0.5)
-        data = json.dumps(ping(1)).encode()
+        data = json.dumps(INIT).encode()
         req = urllib.request.Request(server.url, data=data, method="POST",
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=40) as r:
@@ -300,7 +335,8 @@ def test_http_stream_client_disappears_mid_run(http_server):
                        "params": {"name": "execute_code", "arguments": {"code": BIG_RUN},
                                   "_meta": {"progressToken": "p"}}})
     conn.request("POST", "/mcp", body, {"Content-Type": "application/json",
-                                        "Accept": "application/json, text/event-stream"})
+                                        "Accept": "application/json, text/event-stream",
+                                        **session(http_server.url)})
     response = conn.getresponse()
     assert response.status == 200
     assert response.getheader("Content-Type") == "text/event-stream"
@@ -310,5 +346,5 @@ def test_http_stream_client_disappears_mid_run(http_server):
     conn.close()
     # The next progress write fails; the run is cancelled and its cell killed.
     assert wait_for(lambda: not big_cells(), 15)
-    status, body = post(http_server.url, ping(8))
+    status, body = post(http_server.url, ping(8), session(http_server.url))
     assert status == 200

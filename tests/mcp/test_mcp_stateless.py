@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from test_mcp_protocol import INIT, Stdio, post
+from test_mcp_protocol import Stdio, post, session
 
 V = "2026-07-28"
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
@@ -163,9 +163,7 @@ def test_http_missing_meta_is_400(http_server):
 
 def test_http_handshake_client_still_works(http_server):
     url = http_server.url
-    status, raw = post(url, INIT)
-    assert status == 200 and json.loads(raw)["result"]["protocolVersion"] == "2025-11-25"
-    hdr = {"MCP-Protocol-Version": "2025-11-25"}
+    hdr = session(url, {"MCP-Protocol-Version": "2025-11-25"})
     assert post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, hdr) == (202, b"")
     status, raw = post(url, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, hdr)
     result = json.loads(raw)["result"]

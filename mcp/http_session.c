@@ -1,0 +1,156 @@
+/* The handshake era's sessions over Streamable HTTP (Mcp-Session-Id, 2025-11-25): ids minted
+ * on initialize, looked up on every later request, ended by DELETE, by idling past their
+ * expiry, or by eviction when the table is full. A session holds nothing but its id: the runs
+ * are fresh either way, so it only scopes cancellation and proves the client initialized.
+ * A bounded table of slots; an id names its slot, so a lookup is one constant-time compare. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "mcp.h"
+
+#define SLOT_HEX   4  /* the slot, 4 hex digits: MCP_HTTP_SESSIONS_MAX fits */
+#define SECRET_LEN 16 /* random bytes, 32 hex digits: 128 bits no client can guess */
+
+struct slot {
+	char secret[2 * SECRET_LEN];
+	uint64_t scope; /* 0: free */
+	uint64_t last_us;
+};
+
+struct mcp_http_sessions {
+	pthread_mutex_t lock;
+	struct slot *slots;
+	unsigned max;
+	uint64_t idle_us;
+	uint64_t next_scope;
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+struct mcp_http_sessions *mcp_http_sessions_new(unsigned max, unsigned idle_s)
+{
+	struct mcp_http_sessions *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->slots = calloc(max, sizeof(*s->slots));
+	if (!s->slots) {
+		free(s);
+		return NULL;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	s->max = max;
+	s->idle_us = (uint64_t)idle_s * 1000000u;
+	s->next_scope = 1;
+	return s;
+}
+
+void mcp_http_sessions_free(struct mcp_http_sessions *s)
+{
+	if (!s)
+		return;
+	pthread_mutex_destroy(&s->lock);
+	free(s->slots);
+	free(s);
+}
+
+static bool expired(const struct mcp_http_sessions *s, const struct slot *e, uint64_t now)
+{
+	return e->scope && now - e->last_us > s->idle_us;
+}
+
+/* A free or expired slot, else the least recently used one (*evicted set). */
+static unsigned pick_slot(struct mcp_http_sessions *s, uint64_t now, bool *evicted)
+{
+	unsigned oldest = 0;
+	*evicted = false;
+	for (unsigned i = 0; i < s->max; i++) {
+		if (!s->slots[i].scope || expired(s, &s->slots[i], now))
+			return i;
+		if (s->slots[i].last_us < s->slots[oldest].last_us)
+			oldest = i;
+	}
+	*evicted = true;
+	return oldest;
+}
+
+int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LEN + 1],
+			  uint64_t *scope)
+{
+	unsigned char raw[SECRET_LEN];
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return -1;
+	pthread_mutex_lock(&s->lock);
+	uint64_t now = now_us();
+	bool evicted;
+	unsigned i = pick_slot(s, now, &evicted);
+	struct slot *e = &s->slots[i];
+	for (size_t k = 0; k < SECRET_LEN; k++)
+		snprintf(e->secret + 2 * k, 3, "%02x", raw[k]);
+	e->scope = s->next_scope++;
+	e->last_us = now;
+	*scope = e->scope;
+	snprintf(id, MCP_SESSION_ID_LEN + 1, "%0*x%.*s", SLOT_HEX, i, 2 * SECRET_LEN, e->secret);
+	pthread_mutex_unlock(&s->lock);
+	if (evicted)
+		fprintf(stderr,
+			"snapcell mcp: %u HTTP sessions are live, the most allowed "
+			"(--http-sessions): ended the least recently used one\n",
+			s->max);
+	return 0;
+}
+
+/* The slot id names, when its secret matches; NULL otherwise. Called with the lock held. */
+static struct slot *lookup(struct mcp_http_sessions *s, const char *id)
+{
+	/* Exactly the minted form: strtoul alone would also take " 001", "-001" or "0x01". */
+	if (!id || strlen(id) != MCP_SESSION_ID_LEN || strspn(id, "0123456789abcdef") < SLOT_HEX)
+		return NULL;
+	char hex[SLOT_HEX + 1];
+	memcpy(hex, id, SLOT_HEX);
+	hex[SLOT_HEX] = 0;
+	unsigned long i = strtoul(hex, NULL, 16);
+	if (i >= s->max || !s->slots[i].scope)
+		return NULL;
+	/* Compared in full whatever differs first, so timing tells nothing of the secret. */
+	unsigned char diff = 0;
+	for (size_t k = 0; k < 2 * SECRET_LEN; k++)
+		diff |= (unsigned char)(id[SLOT_HEX + k] ^ s->slots[i].secret[k]);
+	return diff ? NULL : &s->slots[i];
+}
+
+uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id)
+{
+	pthread_mutex_lock(&s->lock);
+	struct slot *e = lookup(s, id);
+	uint64_t now = now_us(), scope = 0;
+	if (e && expired(s, e, now)) {
+		e->scope = 0;
+	} else if (e) {
+		e->last_us = now;
+		scope = e->scope;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return scope;
+}
+
+uint64_t mcp_http_session_close(struct mcp_http_sessions *s, const char *id)
+{
+	pthread_mutex_lock(&s->lock);
+	struct slot *e = lookup(s, id);
+	uint64_t scope = e && !expired(s, e, now_us()) ? e->scope : 0;
+	if (e)
+		e->scope = 0;
+	pthread_mutex_unlock(&s->lock);
+	return scope;
+}
