@@ -471,6 +471,8 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	int rc = sc__config_copy(cfg, &sb->cfg);
 	if (rc < 0)
 		sc__err(err, rc, "copy config");
+	if (rc == 0 && (rc = sc__prefault_new(sb)) < 0)
+		sc__err(err, rc, "sandbox");
 	if (rc == 0 && sb->cfg->required > SNAPCELL_ISOLATION_NAMESPACES)
 		rc = sc__err(err, SNAPCELL_E_ISOLATION,
 			     "isolation level 'cgroups' required: snapcell sets no cgroup limits "
@@ -542,6 +544,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	/* After the template was waited for: a pid namespace's init is reaped only once all its
 	 * processes are, so nothing runs as the uid any more when the next sandbox takes it. */
 	sc__ids_release(&sb->ids);
+	sc__prefault_free(sb);
 	pthread_mutex_destroy(&sb->lock);
 	snapcell_config_free(sb->cfg);
 	free(sb);
@@ -649,7 +652,7 @@ static uint64_t private_bytes(int pid)
 }
 
 /* The pid behind a pidfd, in our namespace, from /proc/self/fdinfo. */
-static int pidfd_pid(int pidfd)
+int sc__pidfd_pid(int pidfd)
 {
 	char path[64], line[128];
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
@@ -676,11 +679,11 @@ int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_
 	while (rc == 0 && sb->n_ready < SPARE_CELLS)
 		if ((rc = receive_cell(sb, err)) < 0)
 			sc__err_wrap(err, rc, "stats");
-	out->template_pid = pidfd_pid(sb->helper_pidfd);
+	out->template_pid = sc__pidfd_pid(sb->helper_pidfd);
 	out->template_private_bytes = private_bytes(out->template_pid);
 	uint64_t sum = 0;
 	for (size_t i = 0; rc == 0 && i < sb->n_ready; i++) {
-		int pid = pidfd_pid(sb->ready[i].fds[SC_CELL_PIDFD]);
+		int pid = sc__pidfd_pid(sb->ready[i].fds[SC_CELL_PIDFD]);
 		if (pid > 0) {
 			sum += private_bytes(pid);
 			out->parked_cells++;
