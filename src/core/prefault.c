@@ -36,8 +36,14 @@
 #define SCAN_MAX_PAGES (1u << 18)
 #define CHUNK	       512
 
+/* One learner thread per sandbox, started with its first learning run, reads one lingering
+ * cell at a time and then retires it, so no run waits for the reading. */
 struct sc_prefault {
 	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t thread;
+	bool started, busy, stop;
+	struct sc_cell cell; /* the one handed over, while busy */
 	unsigned long runs;
 	uint64_t *pages; /* sorted page addresses; bit 0 set for a writable (copied) page */
 	size_t n_pages;
@@ -49,16 +55,25 @@ int sc__prefault_new(struct snapcell_sandbox *sb)
 	if (!sb->prefault)
 		return -ENOMEM;
 	pthread_mutex_init(&sb->prefault->lock, NULL);
+	pthread_cond_init(&sb->prefault->wake, NULL);
 	return 0;
 }
 
 void sc__prefault_free(struct snapcell_sandbox *sb)
 {
-	if (!sb->prefault)
+	struct sc_prefault *pf = sb->prefault;
+	if (!pf)
 		return;
-	pthread_mutex_destroy(&sb->prefault->lock);
-	free(sb->prefault->pages);
-	free(sb->prefault);
+	pthread_mutex_lock(&pf->lock);
+	pf->stop = true;
+	pthread_cond_signal(&pf->wake);
+	pthread_mutex_unlock(&pf->lock);
+	if (pf->started)
+		pthread_join(pf->thread, NULL);
+	pthread_cond_destroy(&pf->wake);
+	pthread_mutex_destroy(&pf->lock);
+	free(pf->pages);
+	free(pf);
 	sb->prefault = NULL;
 }
 
@@ -67,8 +82,9 @@ bool sc__prefault_wants(struct snapcell_sandbox *sb)
 	struct sc_prefault *pf = sb->prefault;
 	pthread_mutex_lock(&pf->lock);
 	unsigned long n = ++pf->runs;
+	bool idle = !pf->busy && !pf->stop;
 	pthread_mutex_unlock(&pf->lock);
-	return n <= LEARN_FIRST || n % LEARN_EVERY == 0;
+	return idle && (n <= LEARN_FIRST || n % LEARN_EVERY == 0);
 }
 
 struct page_list {
@@ -205,7 +221,7 @@ static void send_list(struct snapcell_sandbox *sb, const uint64_t *pages, size_t
 	close(fd);
 }
 
-void sc__prefault_learn(struct snapcell_sandbox *sb, const struct sc_cell *cell)
+static void learn(struct snapcell_sandbox *sb, const struct sc_cell *cell)
 {
 	struct sc_prefault *pf = sb->prefault;
 	pid_t template = sc__pidfd_pid(sb->helper_pidfd),
@@ -233,4 +249,43 @@ void sc__prefault_learn(struct snapcell_sandbox *sb, const struct sc_cell *cell)
 	}
 	pthread_mutex_unlock(&pf->lock);
 	free(seen.v);
+}
+
+static void *learner(void *arg)
+{
+	struct snapcell_sandbox *sb = arg;
+	struct sc_prefault *pf = sb->prefault;
+	pthread_mutex_lock(&pf->lock);
+	for (;;) {
+		while (!pf->busy && !pf->stop)
+			pthread_cond_wait(&pf->wake, &pf->lock);
+		if (!pf->busy)
+			break;
+		struct sc_cell cell = pf->cell;
+		pthread_mutex_unlock(&pf->lock);
+		if (!pf->stop)
+			learn(sb, &cell);
+		sc__sandbox_retire_cell(sb, &cell);
+		pthread_mutex_lock(&pf->lock);
+		pf->busy = false;
+	}
+	pthread_mutex_unlock(&pf->lock);
+	return NULL;
+}
+
+void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell)
+{
+	struct sc_prefault *pf = sb->prefault;
+	pthread_mutex_lock(&pf->lock);
+	if (!pf->busy && !pf->stop &&
+	    (pf->started || pthread_create(&pf->thread, NULL, learner, sb) == 0)) {
+		pf->started = true;
+		pf->cell = *cell;
+		pf->busy = true;
+		pthread_cond_signal(&pf->wake);
+		cell = NULL;
+	}
+	pthread_mutex_unlock(&pf->lock);
+	if (cell)
+		sc__sandbox_retire_cell(sb, cell);
 }

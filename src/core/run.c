@@ -598,11 +598,12 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	bool alive;
 	rc = sc__run_code(sb, &t, &req, out, &alive, err);
 	sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
-	if (rc == 0 && alive && req.learn)
-		sc__prefault_learn(sb, &cell);
 	if (rc == 0)
 		t.collect(&t, sb, *out);
-	sc__sandbox_retire_cell(sb, &cell);
+	if (rc == 0 && alive && req.learn)
+		sc__prefault_learn(sb, &cell); /* retires it when done */
+	else
+		sc__sandbox_retire_cell(sb, &cell);
 	return rc;
 }
 

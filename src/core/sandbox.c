@@ -519,6 +519,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	if (!sb)
 		return;
 	sc__sessions_orphan(sb);
+	sc__prefault_free(sb); /* its learner may hold a cell to retire */
 	stop_helper(sb);
 	sweep(sb, true);
 	free(sb->dying);
@@ -544,7 +545,6 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	/* After the template was waited for: a pid namespace's init is reaped only once all its
 	 * processes are, so nothing runs as the uid any more when the next sandbox takes it. */
 	sc__ids_release(&sb->ids);
-	sc__prefault_free(sb);
 	pthread_mutex_destroy(&sb->lock);
 	snapcell_config_free(sb->cfg);
 	free(sb);
