@@ -163,9 +163,10 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	 * word, not the cell's frames, decides a setup-failure status. */
 	*plan->set_up = 1;
 	munmap(plan->set_up_map, plan->set_up_len);
+	/* First, so the after-fork hooks and the warm-up find most of their pages in place. */
+	prefault(plan);
 	sc_py_after_fork_child();
 	sc_py_warm();
-	prefault(plan);
 
 	uint8_t type;
 	uint8_t *code;
