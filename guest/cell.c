@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -140,9 +141,15 @@ static void prefault(const struct sc_cell_plan *plan)
 
 /* After a fresh run's DONE: stays until the host shuts its end of the frame socket, so the
  * host can look at which pages the run touched (core/prefault.c) before the cell goes. The
- * host kills the cell when it retires it in any case; EOF, an error or a signal ends this. */
-static void linger(void)
+ * host kills the cell when it retires it in any case; EOF, an error or a signal ends this.
+ * Only on the socket the run began with: code that put another file on fd 3 sent its DONE
+ * (if any) elsewhere, and the host now waits for this exit. */
+static void linger(const struct stat *socket_before)
 {
+	struct stat now;
+	if (fstat(SC_CELL_RPC_FD, &now) < 0 || now.st_ino != socket_before->st_ino ||
+	    now.st_dev != socket_before->st_dev)
+		return;
 	char byte;
 	ssize_t n;
 	do
@@ -175,8 +182,10 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	if (rc < 0)
 		_exit(rc == -EPIPE ? 0 : 124); /* the host went away */
 	if (type == SC_FRAME_RUN) {
+		struct stat socket_before;
+		fstat(SC_CELL_RPC_FD, &socket_before);
 		int exit_code = sc_cell_run(code, len, false);
-		linger();
+		linger(&socket_before);
 		_exit(exit_code);
 	}
 	if (type == SC_FRAME_SESSION)

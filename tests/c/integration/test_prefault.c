@@ -58,3 +58,25 @@ Test(prefault, pre_faulted_cells_still_start_from_the_template)
 		      "False False False\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* A learning run's cell stays after DONE until the host shuts its frame socket: code that put
+ * another socket on fd 3 (its DONE goes there) must not keep it, or the run would last until
+ * its wall-clock limit. */
+Test(prefault, a_run_that_replaces_its_frame_socket_still_ends_by_itself)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 20000, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	for (int i = 0; i < 2; i++) {
+		struct snapcell_result *res =
+			test_run(sb, "import os, socket\nkept = socket.socketpair()\n"
+				     "os.dup2(kept[0].fileno(), 3)\nprint('moved')\n");
+		cr_expect_eq(res->status, SNAPCELL_STATUS_OK, "status %s, stderr %s",
+			     snapcell_status_name(res->status), res->stderr_buf);
+		cr_expect_str_eq(res->stdout_buf, "moved\n");
+		snapcell_result_free(res);
+	}
+	expect_output(sb, "print(2)", "2\n");
+	snapcell_sandbox_free(sb);
+}
