@@ -139,9 +139,9 @@ static void prefault(const struct sc_cell_plan *plan)
 	}
 }
 
-/* After a fresh run's DONE: stays until the host shuts its end of the frame socket, so the
- * host can look at which pages the run touched (core/prefault.c) before the cell goes. The
- * host kills the cell when it retires it in any case; EOF, an error or a signal ends this.
+/* After the DONE of a RUN_LEARN: stays until the host shuts its end of the frame socket, so
+ * the host can look at which pages the run touched (core/prefault.c) before the cell goes.
+ * The host kills the cell when it retires it in any case; EOF, an error or a signal ends this.
  * Only on the socket the run began with: code that put another file on fd 3 sent its DONE
  * (if any) elsewhere, and the host now waits for this exit. */
 static void linger(const struct stat *socket_before)
@@ -181,11 +181,12 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	int rc = sc__frame_read(SC_CELL_RPC_FD, plan->cfg->frame_cap, &type, &code, &len);
 	if (rc < 0)
 		_exit(rc == -EPIPE ? 0 : 124); /* the host went away */
-	if (type == SC_FRAME_RUN) {
+	if (type == SC_FRAME_RUN || type == SC_FRAME_RUN_LEARN) {
 		struct stat socket_before;
 		fstat(SC_CELL_RPC_FD, &socket_before);
 		int exit_code = sc_cell_run(code, len, false);
-		linger(&socket_before);
+		if (type == SC_FRAME_RUN_LEARN)
+			linger(&socket_before);
 		_exit(exit_code);
 	}
 	if (type == SC_FRAME_SESSION)

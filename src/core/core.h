@@ -169,8 +169,8 @@ struct sc_run_request {
 	const char *code;
 	size_t code_len;
 	int cancel_fd; /* a snapcell_cancel's eventfd, or -1 */
-	/* A fresh cell whose pages the sandbox reads after DONE (prefault.c): the loop leaves
-	 * it lingering instead of letting it exit. */
+	/* A fresh cell whose pages the sandbox reads after DONE (prefault.c): sent RUN_LEARN,
+	 * it lingers instead of exiting. */
 	bool learn;
 };
 

@@ -60,7 +60,7 @@ struct run {
 	struct sc_exit_record exit;
 	size_t exit_got;
 	enum forced forced;
-	bool learn; /* the request's: leave the cell lingering after DONE */
+	bool learn; /* the request's: RUN_LEARN, the cell lingers after DONE */
 	uint32_t hit;
 	char note[160];
 	uint64_t start_us, deadline_us;
@@ -211,12 +211,10 @@ static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
 	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {
 		memcpy(&r->done, r->reader.payload, sizeof(r->done));
 		r->have_done = true;
-		/* A fresh cell lingers after DONE until this end shuts (guest/cell.c): at once,
-		 * unless the sandbox learns from this run's pages once it returns (prefault.c). A
-		 * setup-failure claim is never learned from: the template's word on it needs the
-		 * cell gone. */
-		if (r->target->reports_exit &&
-		    (!r->learn || r->done.status == SNAPCELL_STATUS_SETUP_FAILURE))
+		/* A cell sent RUN_LEARN stays after DONE until this end shuts (guest/cell.c),
+		 * so the sandbox can read its pages (prefault.c). A setup-failure claim is never
+		 * learned from: the template's word on it needs the cell gone. */
+		if (r->learn && r->done.status == SNAPCELL_STATUS_SETUP_FAILURE)
 			shutdown(r->cell->fds[SC_CELL_RPC], SHUT_WR);
 		drain(r);
 	} else
@@ -418,7 +416,8 @@ static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char 
 	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
 		return -ENOMEM;
 	sc__frame_reader_init(&r->reader, SC_FRAME_DEFAULT_CAP);
-	return queue_frame(&r->send, SC_FRAME_RUN, code, len, NULL, 0);
+	return queue_frame(&r->send, r->learn ? SC_FRAME_RUN_LEARN : SC_FRAME_RUN, code, len, NULL,
+			   0);
 }
 
 static void release(struct run *r)
