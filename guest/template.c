@@ -702,13 +702,13 @@ static void take_prefault(int fd)
 	for (size_t i = 0; i < n; i++)
 		if (list[i].start % 4096 || !list[i].pages)
 			n = 0;
-	if (n || !list) {
-		free(T.prefault);
-		T.prefault = n ? list : NULL;
-		T.n_prefault = n;
-	} else {
-		free(list);
+	if (n == 0) {
+		free(list); /* a list that is not one: the cells keep the one before */
+		return;
 	}
+	free(T.prefault);
+	T.prefault = list;
+	T.n_prefault = n;
 }
 
 /* Returns when the host closes the control socket. */
