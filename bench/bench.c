@@ -96,6 +96,7 @@ struct series {
 struct bench_results {
 	enum snapcell_isolation isolation;
 	struct series cold, fresh, paced, first_call, session, snapshot, restore, spawn;
+	struct series snapshot_tmp, restore_tmp; /* with TMP_BENCH_MIB MiB in the session's /tmp */
 	/* n == 0: pandas is not installed. The preloaded series run back to back, then paced. */
 	struct series pandas, pandas_preloaded, pandas_preloaded_paced;
 	unsigned threads;
@@ -362,8 +363,14 @@ static int snapshot_one(void *ctx, uint64_t *ns)
 	return rc < 0 ? api_failed(c->restoring ? "restore" : "snapshot", rc, &err) : 0;
 }
 
-/* `x += 1` runs on one session, then snapshots, then restores of the last snapshot, after
- * which x must still be the number of runs. */
+/* What a session's /tmp holds for snapshot_tmp and restore_tmp: a snapshot copies it. */
+#define TMP_BENCH_MIB 16
+#define TMP_BENCH_CODE                                                                             \
+	"import os\nfor i in range(16):\n    open(f'/tmp/f{i}', 'wb').write(os.urandom(1 << "      \
+	"20))\n"
+
+/* `x += 1` runs on one session, then snapshots, then restores of the last snapshot, then both
+ * again with TMP_BENCH_MIB MiB in /tmp, after which x must still be the number of runs. */
 static int measure_session(struct snapcell_sandbox *sb, struct bench_results *r)
 {
 	struct session_ctx c = {0};
@@ -372,10 +379,14 @@ static int measure_session(struct snapcell_sandbox *sb, struct bench_results *r)
 	if (rc < 0)
 		return api_failed("session_new", rc, &err);
 	r->session.ctx = r->snapshot.ctx = r->restore.ctx = &c;
+	r->snapshot_tmp.ctx = r->restore_tmp.ctx = &c;
 	char want[32];
 	snprintf(want, sizeof(want), "%zu\n", r->session.n);
 	bool ok = run_code(NULL, c.s, "x = 0", NULL, NULL, NULL) == 0 && sample(&r->session) == 0 &&
 		  sample(&r->snapshot) == 0 && (c.restoring = true, sample(&r->restore) == 0) &&
+		  run_code(NULL, c.s, TMP_BENCH_CODE, NULL, NULL, NULL) == 0 &&
+		  (c.restoring = false, sample(&r->snapshot_tmp) == 0) &&
+		  (c.restoring = true, sample(&r->restore_tmp) == 0) &&
 		  run_code(NULL, c.s, "print(x)", want, NULL, NULL) == 0;
 	snapcell_snapshot_free(c.snap);
 	snapcell_session_free(c.s);
@@ -498,6 +509,8 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 	printf("session_runs=%u\nsession_run_p50_us=%.1f\nsession_run_p99_us=%.1f\n",
 	       o->session_runs, r->session.p50_us, r->session.p99_us);
 	printf("snapshot_us=%.1f\nrestore_us=%.1f\n", r->snapshot.p50_us, r->restore.p50_us);
+	printf("snapshot_tmp%dm_us=%.1f\nrestore_tmp%dm_us=%.1f\n", TMP_BENCH_MIB,
+	       r->snapshot_tmp.p50_us, TMP_BENCH_MIB, r->restore_tmp.p50_us);
 	printf("python_spawn_p50_us=%.1f\n", r->spawn.p50_us);
 	printf("spawn_over_fresh_p50=%.1f\n", r->spawn.p50_us / r->fresh.p50_us);
 	printf("spawn_over_paced_p50=%.1f\n", r->spawn.p50_us / r->paced.p50_us);
@@ -569,6 +582,10 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 		(struct series){.what = "session runs", .n = o->session_runs, .one = increment_one};
 	r->snapshot = (struct series){.what = "snapshots", .n = o->snapshots, .one = snapshot_one};
 	r->restore = (struct series){.what = "restores", .n = o->snapshots, .one = snapshot_one};
+	r->snapshot_tmp = r->snapshot;
+	r->snapshot_tmp.what = "snapshots with 16 MiB in /tmp";
+	r->restore_tmp = r->restore;
+	r->restore_tmp.what = "restores with 16 MiB in /tmp";
 	r->spawn = (struct series){.what = PYTHON " spawns", .n = o->spawns, .one = spawn_one};
 	/* A fresh pandas import costs about half a second: few of those, more preloaded. */
 	bool have_pandas = access(DIST_PACKAGES "/pandas/__init__.py", R_OK) == 0;

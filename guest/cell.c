@@ -42,7 +42,7 @@ static _Noreturn void setup_failed(const struct snapcell_error *err)
 	_exit(125);
 }
 
-static int place_fds(const struct sc_cell_plan *plan, struct snapcell_error *err)
+static int place_fds(const struct sc_cell_plan *plan, int tmp_root, struct snapcell_error *err)
 {
 	int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (devnull < 0)
@@ -50,12 +50,15 @@ static int place_fds(const struct sc_cell_plan *plan, struct snapcell_error *err
 	/* The cell's ends were made above fd 9 by the template, so these cannot clobber them. */
 	if (dup2(devnull, 0) < 0 || dup2(plan->stdout_fd, 1) < 0 || dup2(plan->stderr_fd, 2) < 0 ||
 	    dup2(plan->rpc_fd, SC_CELL_RPC_FD) < 0 ||
-	    (plan->net_fd >= 0 && dup2(plan->net_fd, SC_CELL_NET_FD) < 0))
+	    (plan->net_fd >= 0 && dup2(plan->net_fd, SC_CELL_NET_FD) < 0) ||
+	    dup3(tmp_root, SC_CELL_TMP_FD, O_CLOEXEC) < 0)
 		return sc__err(err, -errno, "dup2");
 	/* Nothing of the template's (control socket, other cells' pipes, the listeners the
 	 * host accepts on) survives. */
 	unsigned first = plan->net_fd >= 0 ? SC_CELL_NET_FD + 1 : SC_CELL_RPC_FD + 1;
-	if (syscall(SYS_close_range, first, ~0U, 0) < 0)
+	if ((first < SC_CELL_TMP_FD &&
+	     syscall(SYS_close_range, first, SC_CELL_TMP_FD - 1, 0) < 0) ||
+	    syscall(SYS_close_range, SC_CELL_TMP_FD + 1, ~0U, 0) < 0)
 		return sc__err(err, -errno, "close_range");
 	return 0;
 }
@@ -72,15 +75,16 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	/* A new session: kill(0, ...) cannot reach the template's or the host's group. */
 	if (setsid() < 0)
 		return sc__err(err, -errno, "setsid");
+	int tmp_root = -1;
 	snprintf(out_name, sizeof(out_name), "%u", plan->id);
-	int rc = sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, err);
+	int rc = sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, SC_TMP_LIVE, &tmp_root, err);
 	/* After the last mount (a Landlock domain cannot mount), before place_fds closes the
 	 * ruleset: only the root's python3 and its loader may be executed. */
 	if (rc == 0 && plan->landlock_fd >= 0 &&
 	    (rc = sc__landlock_restrict(plan->landlock_fd)) < 0)
 		sc__err(err, rc, "landlock");
 	if (rc == 0)
-		rc = place_fds(plan, err);
+		rc = place_fds(plan, tmp_root, err);
 	if (rc == 0 && chdir("/tmp") < 0)
 		rc = sc__err(err, -errno, "chdir /tmp");
 	if (rc == 0)
@@ -182,6 +186,7 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	if (rc < 0)
 		_exit(rc == -EPIPE ? 0 : 124); /* the host went away */
 	if (type == SC_FRAME_RUN || type == SC_FRAME_RUN_LEARN) {
+		close(SC_CELL_TMP_FD);
 		struct stat socket_before;
 		fstat(SC_CELL_RPC_FD, &socket_before);
 		int exit_code = sc_cell_run(code, len, false);

@@ -32,6 +32,7 @@ struct sc_guest_config {
 	struct sc_rlimits limits;
 	json_t *env;	   /* the code's environment, set after the pivot */
 	char **tool_names; /* for the guest's `tools` module */
+	char **tool_attrs; /* each name's attribute path there (sc_tool.attr) */
 	char **tool_docs;
 	size_t n_tools;
 	char *network_notice; /* the message of the guest's network error (sc__network_notice) */
@@ -47,6 +48,7 @@ struct sc_guest_config {
 	char *net_ca;	 /* the sandbox's certificate authority (PEM), trusted by cells */
 	/* Cells may exec SC_INTERP_PATH (Landlock is available): sys.executable names it. */
 	bool exec;
+	char *cgroup; /* the sandbox's memory cgroup directory on the host, or NULL for none */
 };
 
 /* What a cell needs from the template, fixed before the fork. */
@@ -59,6 +61,7 @@ struct sc_cell_plan {
 	int stdout_fd, stderr_fd, rpc_fd; /* the cell's ends */
 	int net_fd;			  /* its end of the network socket, or -1 */
 	int landlock_fd;		  /* the exec ruleset (sc__landlock_exec_ruleset), or -1 */
+	int cgroup_fd; /* the tasks file of its memory cgroup (sc__cgroup_cell_make), or -1 */
 	/* A byte of a page shared with the template, set once the cell is set up; the cell
 	 * unmaps the page (set_up_map, set_up_len) before any code runs. */
 	volatile uint8_t *set_up;
@@ -71,6 +74,9 @@ struct sc_cell_plan {
 
 #define SC_CELL_RPC_FD 3 /* the cell's frame socket */
 #define SC_CELL_NET_FD 4 /* its network socket (a sandbox with entries) */
+/* The root of its /tmp tmpfs (rootfs.c): a session family's anchor hands it to the host;
+ * closed before a fresh cell's code runs; never in a process that runs code. */
+#define SC_CELL_TMP_FD 5
 
 /* Never returns: sets up the cell, waits for the host's first frame: code to run once, or
  * SESSION to become the anchor of a session family (session.c). */

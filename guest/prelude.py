@@ -359,8 +359,9 @@ def _gate_network():
 
 def configure(tools, network_notice, network):
     """Installs call_tool and ToolError as builtins and a `tools` module whose attributes
-    call the registered tools: tools.compute(a=1, b=2); and the network's guard (no entries)
-    or its gate's wording (entries)."""
+    call the registered tools: tools.compute(a=1, b=2), and tools.docs.search_v2(q="x") for
+    "docs.search-v2" (the host gives each tool's attribute path and has refused clashes);
+    and the network's guard (no entries) or its gate's wording (entries)."""
     if network:
         _gate_network()
     else:
@@ -379,8 +380,14 @@ def configure(tools, network_notice, network):
         tool.__doc__ = doc
         return tool
 
-    for tool_name, doc in tools:
-        setattr(module, tool_name, bind(tool_name, doc))
+    for tool_name, attr, doc in tools:
+        *spaces, leaf = attr.split(".")
+        where = module
+        for space in spaces:
+            if not hasattr(where, space):
+                setattr(where, space, types.SimpleNamespace())
+            where = getattr(where, space)
+        setattr(where, leaf, bind(tool_name, doc))
     module.ToolError = ToolError
     module.call_tool = call_tool
     sys.modules["tools"] = module

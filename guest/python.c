@@ -197,12 +197,13 @@ static int add_site_dirs(PyObject *prelude, const struct sc_guest_config *cfg,
 	return 0;
 }
 
-/* [(name, description), ...] for prelude.configure. */
+/* [(name, attribute path, description), ...] for prelude.configure. */
 static PyObject *tool_list(const struct sc_guest_config *cfg)
 {
 	PyObject *list = PyList_New((Py_ssize_t)cfg->n_tools);
 	for (size_t i = 0; list && i < cfg->n_tools; i++) {
-		PyObject *t = Py_BuildValue("(ss)", cfg->tool_names[i], cfg->tool_docs[i]);
+		PyObject *t = Py_BuildValue("(sss)", cfg->tool_names[i], cfg->tool_attrs[i],
+					    cfg->tool_docs[i]);
 		if (!t) {
 			Py_CLEAR(list);
 			break;

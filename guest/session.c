@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,9 @@
 #include "util/util.h"
 
 static size_t cap;
+/* In a snapshot: the working directory its worker had, which each branch takes up again in
+ * its own copy of /tmp (empty: keep the inherited one). */
+static char snapshot_cwd[PATH_MAX];
 
 static _Noreturn void worker_loop(void);
 
@@ -38,6 +42,8 @@ static pid_t start_worker(int rpc, int out, int err)
 		sc_py_after_fork_child();
 		signal(SIGCHLD, SIG_DFL);
 		setpgid(0, 0);
+		if (snapshot_cwd[0])
+			(void)!chdir(snapshot_cwd);
 		if (dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup2(rpc, SC_CELL_RPC_FD) < 0)
 			_exit(125);
 		syscall(SYS_close_range, SC_CELL_RPC_FD + 1, ~0U, 0);
@@ -50,19 +56,21 @@ static pid_t start_worker(int rpc, int out, int err)
 }
 
 /* The anchor's first worker: the anchor is trusted, so it makes the descriptors and sends the
- * host its ends (a WORKER frame carrying the pid). */
+ * host its ends (a WORKER frame carrying the pid), with the root of the family's /tmp tmpfs,
+ * where the host keeps each session's and snapshot's /tmp tree (src/core/session.c). */
 static int first_worker(void)
 {
-	int host[3], cell[3];
+	int host[4], cell[3];
 	int rc = sc__channels_new(host, cell);
 	if (rc < 0)
 		return rc;
 	int32_t pid = start_worker(cell[0], cell[1], cell[2]);
 	close_fds(cell, 3);
+	host[3] = SC_CELL_TMP_FD;
 	rc = pid < 0 ? -errno
 		     : sc__frame_write_fds(SC_CELL_RPC_FD, SC_FRAME_WORKER, &pid, sizeof(pid), host,
-					   3);
-	close_fds(host, 3);
+					   4);
+	close_fds(host, 4);
 	return rc;
 }
 
@@ -104,6 +112,8 @@ static void take_snapshot(int ctl)
 		sc_py_after_fork_child();
 		setpgid(0,
 			0); /* out of the worker's group: killing the worker spares its snapshots */
+		if (!getcwd(snapshot_cwd, sizeof(snapshot_cwd)) || snapshot_cwd[0] != '/')
+			snapshot_cwd[0] = 0;
 		snapshot_loop(ctl);
 	}
 	/* Before SNAPPED: the host may kill the worker's group as soon as it has the reply, and
@@ -137,6 +147,29 @@ static _Noreturn void worker_loop(void)
 	}
 }
 
+/* Between the family's runs every other process in its namespace is stopped, so nothing
+ * writes /output or /tmp while the host reads them or while no run is in progress. kill(-1)
+ * from a namespace's init reaches every other process of the namespace, whatever its process
+ * group or session, and is atomic with fork (a child being forked gets it too); SIGSTOP cannot
+ * be caught, blocked or ignored, and once all are stopped none is left to continue another. */
+static void anchor_request(uint8_t type, const uint8_t *payload, size_t len)
+{
+	int32_t pid = 0;
+	if (type == SC_FRAME_KILL && len == sizeof(pid)) {
+		memcpy(&pid, payload, sizeof(pid));
+		if (pid > 1) {
+			kill(-pid, SIGKILL); /* the worker's group: what it started goes too */
+			kill(pid, SIGKILL);
+		}
+	} else if (type == SC_FRAME_FREEZE && len == 0) {
+		kill(-1, SIGSTOP);
+		if (sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_FROZEN, NULL, 0) < 0)
+			_exit(0);
+	} else if (type == SC_FRAME_THAW && len == 0) {
+		kill(-1, SIGCONT);
+	}
+}
+
 _Noreturn void sc_session_anchor(size_t frame_cap)
 {
 	cap = frame_cap;
@@ -148,13 +181,7 @@ _Noreturn void sc_session_anchor(size_t frame_cap)
 		size_t len;
 		if (sc__frame_read(SC_CELL_RPC_FD, cap, &type, &payload, &len) < 0)
 			_exit(0); /* the family is released: the namespace goes with us */
-		int32_t pid = 0;
-		if (type == SC_FRAME_KILL && len == sizeof(pid))
-			memcpy(&pid, payload, sizeof(pid));
+		anchor_request(type, payload, len);
 		free(payload);
-		if (pid > 1) {
-			kill(-pid, SIGKILL); /* the worker's group: what it started goes too */
-			kill(pid, SIGKILL);
-		}
 	}
 }

@@ -106,7 +106,9 @@ enum snapcell_isolation {
 	SNAPCELL_ISOLATION_NONE = 0,
 	SNAPCELL_ISOLATION_RLIMITS = 1,	   /* seccomp + Landlock + rlimits only */
 	SNAPCELL_ISOLATION_NAMESPACES = 2, /* user/mount/pid/net/ipc/uts/cgroup ns + seccomp */
-	SNAPCELL_ISOLATION_CGROUPS = 3,	   /* namespaces + seccomp + cgroup limits */
+	/* namespaces + seccomp + a memory cgroup per cell (cgroup v1, below the caller's own
+	 * memory cgroup: root, or a delegated subtree) */
+	SNAPCELL_ISOLATION_CGROUPS = 3,
 };
 
 /* "none", "rlimits", "namespaces", "cgroups"; NULL for an unknown value. */
@@ -116,7 +118,10 @@ SNAPCELL_API const char *snapcell_isolation_name(enum snapcell_isolation level);
 enum snapcell_limit {
 	SNAPCELL_LIMIT_WALL_MS, /* wall clock from code delivery (default 30,000) */
 	SNAPCELL_LIMIT_CPU_MS,	/* CPU time of each cell process, rounded up to seconds (60,000) */
-	SNAPCELL_LIMIT_MEMORY_BYTES, /* address space of each cell process (default 512 MiB) */
+	/* Address space of each cell process (RLIMIT_AS) and, at isolation cgroups, the memory
+	 * charged to each cell, all its processes, page tables and kernel memory together
+	 * (default 512 MiB) */
+	SNAPCELL_LIMIT_MEMORY_BYTES,
 	SNAPCELL_LIMIT_PROCESSES,    /* tasks (processes and threads) per sandbox (default 64) */
 	SNAPCELL_LIMIT_FILE_BYTES,   /* largest file a cell may write (default 64 MiB) */
 	SNAPCELL_LIMIT_TMP_BYTES,    /* size of the cell's /tmp tmpfs (default 64 MiB) */
@@ -390,10 +395,15 @@ typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **r
  * is dropped, so a callback that may block (a command, a request) should give up by then. */
 SNAPCELL_API uint64_t snapcell_tool_deadline_us(void);
 
-#define SNAPCELL_TOOL_NAME_MAX 64
+#define SNAPCELL_TOOL_NAME_MAX 128
 
-/* Registers a tool, or replaces the one with the same name. The name must be a Python
- * identifier of at most SNAPCELL_TOOL_NAME_MAX bytes; user_data is passed through untouched.
+/* Registers a tool, or replaces the one with the same name. The name is MCP-style: 1 to
+ * SNAPCELL_TOOL_NAME_MAX characters of [A-Za-z0-9_.-] ("fx_rate", "docs.search-v2"). The code
+ * calls it as call_tool("docs.search-v2", ...) or tools.docs.search_v2(...): in the `tools`
+ * module each dot-separated segment becomes an identifier (other characters turn into '_', a
+ * leading digit or an empty segment gets a '_' before it, a Python keyword one after it). A
+ * name whose attribute path is another tool's, or holds or lies inside another's ("a.b" with
+ * "a.b.c"), is SNAPCELL_E_INVAL naming both. user_data is passed through untouched.
  * params_schema is a JSON Schema object (NULL for "any object"), as pydantic derives from
  * annotations or an MCP server lists. Checked before the callback runs:
  *   type (incl. lists), enum, const; properties, required, additionalProperties,
@@ -522,7 +532,8 @@ enum snapcell_status {
 	SNAPCELL_STATUS_OK,	       /* the code ran to its end, or SystemExit(0) */
 	SNAPCELL_STATUS_ERROR,	       /* uncaught exception, SyntaxError, or non-zero exit */
 	SNAPCELL_STATUS_TIMEOUT,       /* wall clock or CPU time limit */
-	SNAPCELL_STATUS_MEMORY,	       /* the memory limit (MemoryError) */
+	SNAPCELL_STATUS_MEMORY,	       /* the memory limit (MemoryError, or the cell's memory
+					* cgroup's out-of-memory kill) */
 	SNAPCELL_STATUS_KILLED,	       /* a signal ended the cell (seccomp tripwire, OOM, ...) */
 	SNAPCELL_STATUS_OUTPUT_LIMIT,  /* stdout or stderr exceeded its limit */
 	SNAPCELL_STATUS_SETUP_FAILURE, /* the cell could not be set up; the code did not run */
@@ -546,9 +557,13 @@ struct snapcell_result {
 	char *stderr_buf; /* holds the traceback of an uncaught exception */
 	size_t stderr_len;
 	bool stderr_truncated;
-	uint64_t wall_us;	    /* code delivery to the cell's end */
-	uint64_t cpu_us;	    /* user + system time of the cell and its reaped children */
-	uint64_t peak_memory_bytes; /* peak resident set of the cell */
+	uint64_t wall_us; /* code delivery to the cell's end */
+	uint64_t cpu_us;  /* user + system time of the cell and its reaped children */
+	/* The peak of the memory charged to the host for the cell, all its processes together,
+	 * page tables and kernel memory included: its memory cgroup's figure, at isolation
+	 * SNAPCELL_ISOLATION_CGROUPS. 0 when no cgroup measured the run (a lower level, or a
+	 * session's run): peak_rss_bytes is then the only figure, and not this one. */
+	uint64_t peak_memory_bytes;
 	enum snapcell_isolation isolation;
 	struct snapcell_tool_call *tool_calls; /* in call order */
 	size_t n_tool_calls;
@@ -566,6 +581,11 @@ struct snapcell_result {
 	struct snapcell_net_event *net_events;
 	size_t n_net_events, n_net_events_dropped;
 	uint32_t net_limits_hit; /* SNAPCELL_NET_HIT_* */
+	/* The largest resident set of one cell process (getrusage's ru_maxrss), as the cell's
+	 * first process or the template saw it: resident peak, not the memory charged to the
+	 * host (page tables, kernel memory and the sum over processes are not in it), and the
+	 * code's to understate when it ended the run itself. */
+	uint64_t peak_rss_bytes;
 };
 
 /* One network attempt, as the host's egress gate saw it. */
@@ -623,8 +643,9 @@ enum snapcell_output_limit_flag {
 	SNAPCELL_OUTPUT_HIT_DEPTH = 1u << 3,
 	SNAPCELL_OUTPUT_HIT_NAME = 1u << 4, /* a path longer than the name cap */
 	/* the walk stopped early: its visit budget (twice the /output inode cap) or deadline
-	 * (5 s) ran out, which only a tree changing while it is read (a session's live
-	 * processes) can cause; what was collected before is kept */
+	 * (5 s) ran out, which a tree that stands still (it is read once every process that
+	 * could write it is dead or stopped) should never cause; what was collected before is
+	 * kept */
 	SNAPCELL_OUTPUT_HIT_WALK = 1u << 5,
 };
 
@@ -672,18 +693,31 @@ SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
 
 /* ---- sessions and snapshots ----
  *
- * A session keeps interpreter state (variables, imports) between its runs; SystemExit ends
- * only the run. A snapshot freezes a session's state between runs; restoring it into a
- * session, or starting new sessions from it, gives each its own copy (branches diverge).
+ * A session keeps interpreter state (variables, imports), its /tmp and its working
+ * directory between its runs; SystemExit ends only the run. A snapshot freezes that state
+ * between runs (the interpreter, and a copy of /tmp, made when the snapshot is taken);
+ * restoring it into a session, or starting new sessions from it, gives each its own copy of
+ * both (branches diverge, and no branch sees another's /tmp). Processes and threads running
+ * in a session when it is snapshotted do not exist in the snapshot; descriptors the code
+ * keeps open are shared with it, as after fork. A /tmp copy leaves out sockets, makes hard
+ * links separate files, fails past 32 directory levels, and counts, with every other tree of
+ * the family, against the one /tmp size limit (SNAPCELL_LIMIT_TMP_BYTES): one that does not
+ * fit fails the snapshot or restore with -ENOSPC and leaves the session as it was.
  * A session, its snapshots and the sessions started from them form one family sharing one
- * cell namespace and the sandbox's limits; a run that is killed (timeout, output limit,
- * cancellation) ends that session's process only, and a session that failed that way can be
- * revived with snapcell_session_restore(); a run cancelled before it started leaves the
- * session as it was. Sessions of one family share one /output, so running two of them
- * at once mixes their artifacts. A session or snapshot is used by one thread at a time; the
- * sandbox's other runs are unaffected. Freeing the sandbox ends every session and snapshot:
- * their handles then fail with SNAPCELL_E_TEMPLATE and must still be freed. Python threads
- * running in a session when it is snapshotted do not exist in the snapshot. */
+ * cell namespace, one /output and the sandbox's limits. Its runs (and snapshots and
+ * restores) take turns: a run waits for the family's run in progress, on another thread,
+ * to end (so a tool callback must not run, snapshot or restore a session of the family whose
+ * run called it). Between runs every process of the family is stopped (SIGSTOP, which the code
+ * cannot catch, whatever process group or session it moved to), so nothing writes /output
+ * or /tmp while no run is in progress, and /output is collected from a tree nothing
+ * changes; they continue (SIGCONT) when the family's next run starts: processes the code
+ * left running work on during later runs of the family (their files appear in those runs'
+ * artifacts), and one the code stopped itself is continued then too. A run that is killed
+ * (timeout, output limit, cancellation) ends that session's process only, and a session that
+ * failed that way can be revived with snapcell_session_restore(); a run cancelled before it
+ * started leaves the session as it was. A session or snapshot is used by one thread at a
+ * time; the sandbox's other runs are unaffected. Freeing the sandbox ends every session and
+ * snapshot: their handles then fail with SNAPCELL_E_TEMPLATE and must still be freed. */
 struct snapcell_session;
 struct snapcell_snapshot;
 
@@ -703,6 +737,9 @@ SNAPCELL_API int snapcell_session_restore(struct snapcell_session *s,
 SNAPCELL_API int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
 					       struct snapcell_session **out,
 					       struct snapcell_error *err);
+/* Whether the session has a live process to run code in: false after a run that was killed
+ * (timeout, output limit, cancellation) or a failed snapshot, until a restore revives it. */
+SNAPCELL_API bool snapcell_session_alive(const struct snapcell_session *s);
 SNAPCELL_API void snapcell_session_free(struct snapcell_session *s);
 SNAPCELL_API void snapcell_snapshot_free(struct snapcell_snapshot *snap);
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../cli/cli.h"
+#include "downstream.h"
 #include "mcp.h"
 
 static const struct {
@@ -308,6 +309,17 @@ void mcp_options_clear(struct mcp_options *opts)
 	free(opts->tool_argv);
 	opts->tool_argv = NULL;
 	opts->n_tool_argv = 0;
+	mcp_downstreams_free(opts->downstreams);
+	opts->downstreams = NULL;
+}
+
+bool mcp_config_has_tool(const struct snapcell_config *cfg, const char *name)
+{
+	struct snapcell_tool_info info;
+	for (size_t i = 0; i < snapcell_config_tool_count(cfg); i++)
+		if (snapcell_config_tool_info(cfg, i, &info, NULL) == 0 && !strcmp(info.name, name))
+			return true;
+	return false;
 }
 
 /* A command tool's argv, owned by opts (see struct mcp_options). */
@@ -350,6 +362,8 @@ static int one_tool(const struct ctx *c, const char *at, json_t *t)
 		return fail(c, at, "\"description\" must be a string");
 	if (schema && !json_is_object(schema))
 		return fail(c, at, "\"schema\" must be a JSON Schema object");
+	if (mcp_config_has_tool(c->cfg, name))
+		return fail(c, at, "a tool of that name is already declared");
 	char *schema_text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
 	char **args = copy_argv(c->opts, argv);
 	struct snapcell_error err = {0};
@@ -365,6 +379,162 @@ static int one_tool(const struct ctx *c, const char *at, json_t *t)
 static int tools(const struct ctx *c, const char *path, json_t *v)
 {
 	return each(c, path, v, "must be an array of {\"name\", \"argv\", ...}", one_tool);
+}
+
+/* A NULL-terminated copy of the strings of array v, or of an object's members as
+ * "NAME<sep>VALUE"; *bad names the first member that is not a string. */
+static char **strv_of(json_t *v, const char *sep, const char **bad)
+{
+	size_t n = json_is_array(v) ? json_array_size(v) : json_object_size(v), k = 0, i;
+	char **out = calloc(n + 1, sizeof(*out));
+	const char *key;
+	json_t *e;
+	*bad = NULL;
+	if (!out)
+		return NULL;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, e)
+		{
+			if (!json_is_string(e) || !(out[k++] = strdup(json_string_value(e)))) {
+				*bad = "an element";
+				break;
+			}
+		}
+	} else {
+		json_object_foreach(v, key, e)
+		{
+			char *line = NULL;
+			if (!json_is_string(e) ||
+			    asprintf(&line, "%s%s%s", key, sep, json_string_value(e)) < 0) {
+				*bad = key;
+				break;
+			}
+			out[k++] = line;
+		}
+	}
+	if (*bad)
+		free_argv(out), out = NULL;
+	return out;
+}
+
+/* Header lines for an HTTP downstream: names a token, values without control characters
+ * (a newline would start another header). */
+static bool header_ok(const char *name, const char *value)
+{
+	if (!*name || strspn(name, "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				   "abcdefghijklmnopqrstuvwxyz") != strlen(name))
+		return false;
+	for (const unsigned char *p = (const unsigned char *)value; *p; p++)
+		if ((*p < ' ' && *p != '\t') || *p == 0x7f)
+			return false;
+	return true;
+}
+
+static bool server_name_ok(const char *name)
+{
+	size_t n = strlen(name);
+	return n && n <= MCP_DOWNSTREAM_NAME_MAX &&
+	       strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
+		       n;
+}
+
+/* One entry of "mcp_servers": {"command", "args", "env", "cwd"} or {"url", "headers"}, both
+ * with "timeout_ms". It is connected and its tools registered here, so a server that does not
+ * start, answer or list its tools stops snapcell mcp before it serves. */
+static int one_server(const struct ctx *c, const char *at, const char *name, json_t *s)
+{
+	static const char *const keys[] = {"command", "args",	 "env",	       "cwd",
+					   "url",     "headers", "timeout_ms", NULL};
+	if (only_keys(c, at, s, keys) < 0)
+		return -1;
+	if (!server_name_ok(name))
+		return fail(c, at, "a server name is 1 to 64 characters of [A-Za-z0-9_-]");
+	json_t *command = json_object_get(s, "command"), *args = json_object_get(s, "args");
+	json_t *env = json_object_get(s, "env"), *cwd = json_object_get(s, "cwd");
+	json_t *url = json_object_get(s, "url"), *headers = json_object_get(s, "headers");
+	json_t *timeout = json_object_get(s, "timeout_ms");
+	if (!command == !url)
+		return fail(c, at, "needs either \"command\" (stdio) or \"url\" (HTTP)");
+	if (command && (!json_is_string(command) || !json_string_length(command)))
+		return fail(c, at, "\"command\" must be a non-empty string");
+	const char *u = json_string_value(url);
+	if (url && (!u || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))))
+		return fail(c, at, "\"url\" must be an http:// or https:// URL");
+	if (url && (args || env || cwd))
+		return fail(c, at, "\"args\", \"env\" and \"cwd\" are for \"command\" servers");
+	if (command && headers)
+		return fail(c, at, "\"headers\" are for \"url\" servers");
+	if (args && !json_is_array(args))
+		return fail(c, at, "\"args\" must be an array of strings");
+	if ((env && !json_is_object(env)) || (headers && !json_is_object(headers)))
+		return fail(c, at, "\"env\" and \"headers\" must be objects of strings");
+	if (cwd && !json_is_string(cwd))
+		return fail(c, at, "\"cwd\" must be a string (a directory)");
+	if (timeout && (!json_is_integer(timeout) || json_integer_value(timeout) < 1 ||
+			json_integer_value(timeout) > 600000))
+		return fail(c, at, "\"timeout_ms\" must be an integer from 1 to 600000");
+	const char *key;
+	json_t *v;
+	json_object_foreach(env, key, v)
+	{
+		if (!*key || strchr(key, '='))
+			return fail(c, at, "\"env\" names must be non-empty and hold no '='");
+	}
+	json_object_foreach(headers, key, v)
+	{
+		if (!json_is_string(v) || !header_ok(key, json_string_value(v)))
+			return fail(c, at,
+				    "\"headers\" must map header names to values without "
+				    "control characters");
+	}
+	struct mcp_downstream_spec spec = {
+		.name = name,
+		.cwd = json_string_value(cwd),
+		.url = json_string_value(url),
+		.timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 30000,
+	};
+	const char *bad = NULL;
+	char **argv = NULL, **envv = NULL, **hdrs = NULL;
+	json_t *full = NULL;
+	if (command) {
+		full = json_array();
+		json_array_append(full, command);
+		if (args)
+			json_array_extend(full, args);
+		argv = strv_of(full, "", &bad);
+		envv = env ? strv_of(env, "=", &bad) : calloc(1, sizeof(char *));
+	} else {
+		hdrs = headers ? strv_of(headers, ": ", &bad) : calloc(1, sizeof(char *));
+	}
+	json_decref(full);
+	spec.argv = argv;
+	spec.env = envv;
+	spec.headers = hdrs;
+	int rc = 0;
+	char why[768];
+	if (bad)
+		rc = fail(c, at, "\"args\" and \"env\" must hold strings");
+	else if (command ? !argv || !envv : !hdrs)
+		rc = fail(c, at, "out of memory");
+	else if (mcp_downstreams_add(&c->opts->downstreams, c->cfg, &spec, why, sizeof(why)) < 0)
+		rc = fail(c, at, why);
+	free_argv(argv);
+	free_argv(envv);
+	free_argv(hdrs);
+	return rc;
+}
+
+static int mcp_servers(const struct ctx *c, const char *path, json_t *v)
+{
+	return each_member(c, path, v, "must be an object of server names to servers", one_server);
+}
+
+static int downstream_calls(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000)
+		return fail(c, path, "must be an integer from 1 to 1000000");
+	mcp_downstreams_set_cap(&c->opts->downstreams, (unsigned)json_integer_value(v));
+	return 0;
 }
 
 static int max_runs(const struct ctx *c, const char *path, json_t *v)
@@ -413,6 +583,53 @@ static int uid_range(const struct ctx *c, const char *path, json_t *v)
 		       : 0;
 }
 
+/* A positive integer member of "sessions", at most max. */
+static int session_count(const struct ctx *c, const char *at, json_t *val, unsigned max,
+			 unsigned *out)
+{
+	if (!json_is_integer(val) || json_integer_value(val) < 1 ||
+	    json_integer_value(val) > (json_int_t)max) {
+		char why[64];
+		snprintf(why, sizeof(why), "must be an integer from 1 to %u", max);
+		return fail(c, at, why);
+	}
+	*out = (unsigned)json_integer_value(val);
+	return 0;
+}
+
+static int one_session_key(const struct ctx *c, const char *at, const char *key, json_t *val)
+{
+	struct mcp_session_options *o = &c->opts->sessions;
+	if (!strcmp(key, "enabled")) {
+		if (!json_is_boolean(val))
+			return fail(c, at, "must be true or false");
+		o->enabled = json_is_true(val);
+		return 0;
+	}
+	if (!strcmp(key, "max"))
+		return session_count(c, at, val, 4096, &o->max);
+	if (!strcmp(key, "idle_timeout_s"))
+		return session_count(c, at, val, 7 * 86400, &o->idle_timeout_s);
+	if (!strcmp(key, "max_snapshots"))
+		return session_count(c, at, val, 1024, &o->max_snapshots);
+	return fail(c, at, "unknown key");
+}
+
+/* "sessions": {"enabled", "max", "idle_timeout_s", "max_snapshots"} (sessions.c). */
+static int sessions(const struct ctx *c, const char *path, json_t *v)
+{
+	return each_member(c, path, v, "must be an object", one_session_key);
+}
+
+static int replica(const struct ctx *c, const char *path, json_t *v)
+{
+	const char *name = json_string_value(v);
+	if (!name || !mcp_replica_valid(name))
+		return fail(c, path, "must be 1 to 63 of the characters A-Z a-z 0-9 . _ -");
+	snprintf(c->opts->replica, sizeof(c->opts->replica), "%s", name);
+	return 0;
+}
+
 static const struct {
 	const char *key;
 	int (*load)(const struct ctx *c, const char *path, json_t *v);
@@ -428,10 +645,14 @@ static const struct {
 	{"preload", preload},
 	{"env", env},
 	{"tools", tools},
+	{"mcp_servers", mcp_servers},
+	{"downstream_calls_per_run", downstream_calls},
 	{"max_concurrent_runs", max_runs},
 	{"structured_content", structured},
 	{"require_isolation", isolation},
 	{"uid_range", uid_range},
+	{"sessions", sessions},
+	{"replica", replica},
 };
 
 int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_options *opts)

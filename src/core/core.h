@@ -20,6 +20,7 @@ struct sc_env_var {
 
 struct sc_tool {
 	char *name;
+	char *attr; /* the code's tools.<attr>: the name's segments as identifiers */
 	char *description;
 	char *schema_text; /* normalised: compact, sorted keys */
 	struct sc_schema *schema;
@@ -134,6 +135,7 @@ struct snapcell_sandbox {
 	int out_fd;  /* workdir/out: one directory per cell, named by its id */
 	int lock_fd; /* workdir/lock, flock'ed while the sandbox lives (stale-directory reaping) */
 	struct sc_outside_ids ids; /* what the sandbox runs as outside, and its uid's lock */
+	struct sc_cgroup cgroup;   /* its memory cgroup (dir_fd -1: none, level namespaces) */
 	enum snapcell_isolation level;
 	struct sc_gate *gate; /* with network entries: net/gate.h */
 
@@ -184,8 +186,8 @@ struct sc_run_target {
 	bool reports_exit;
 	/* Kills the target and everything it started; asynchronous, may run more than once. */
 	void (*kill)(const struct sc_run_target *t);
-	/* After the run: collects /output into res. A negative code when the target must not
-	 * run again (a session's /output that could not be emptied). */
+	/* After the run: collects /output into res (NULL: the caller does, as a session does
+	 * once its family is stopped). */
 	int (*collect)(const struct sc_run_target *t, struct snapcell_sandbox *sb,
 		       struct snapcell_result *res);
 	void *ctx; /* the target's own (a session) */

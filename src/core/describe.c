@@ -302,6 +302,8 @@ static void describe_tool(struct text *t, const struct sc_tool *tool,
 			  enum snapcell_describe_format format)
 {
 	put(t, "- %s: ", tool->name);
+	if (strcmp(tool->attr, tool->name))
+		put(t, "(tools.%s) ", tool->attr);
 	if (*tool->description)
 		put_prose(t, tool->description, DESCRIBE_MAX, "  ");
 	else
@@ -329,7 +331,15 @@ static void describe_tools(struct text *t, const struct snapcell_config *cfg,
 	    "arguments only (a positional argument or a dict is a TypeError) and returns its "
 	    "result as Python values (dicts, lists, numbers, strings); tools.name(key=value, "
 	    "...) is the same call. A tool that fails or refuses its arguments raises "
-	    "ToolError with its message; catch it to recover.\n\nTools:\n");
+	    "ToolError with its message; catch it to recover.\n");
+	bool dotted = false;
+	for (size_t i = 0; i < cfg->n_tools; i++)
+		dotted |= strchr(cfg->tools[i].name, '.') != NULL;
+	if (dotted)
+		put(t, "A dotted name is a path in tools: call_tool(\"server.tool\", ...) is "
+		       "tools.server.tool(...); where the path differs from the name (characters "
+		       "other than letters, digits and _ become _), it is given in parentheses.\n");
+	put(t, "\nTools:\n");
 	for (size_t i = 0; i < cfg->n_tools && !t->rc; i++)
 		describe_tool(t, &cfg->tools[i], format);
 }

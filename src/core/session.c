@@ -8,9 +8,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -32,23 +35,34 @@ struct sc_family {
 	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed; families_lock */
 	struct sc_cell anchor;
 	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
-	/* The family's processes share one network namespace and network socket: runs of its
-	 * sessions that can reach the network take turns, so each run's events are its own. */
-	pthread_mutex_t net_lock;
+	/* Held while the family runs: runs, snapshots and branchings of its sessions take
+	 * turns, each with its own /tmp in place and the rest of the family stopped (so the
+	 * network namespace and socket they share carry one run's events at a time). */
+	pthread_mutex_t run_lock;
 	unsigned refs;
-	struct sc_family *next; /* in the sandbox's list (families_lock) */
+	uint32_t next_tmp_id; /* for the next /tmp tree (lock); the first session's is 1 */
+	/* Each session's and snapshot's /tmp: the root of the family's /tmp tmpfs, whose
+	 * SC_TMP_LIVE the code sees at /tmp; the others' trees wait beside it as s<id>. */
+	int tmp_root;
+	uid_t uid; /* the sandbox's outside ids, which the trees belong to */
+	gid_t gid;
+	uint32_t tmp_owner;	  /* whose tree is in SC_TMP_LIVE; 0: nobody's (tmp_lock) */
+	pthread_mutex_t tmp_lock; /* guards tmp_owner and the trees */
+	struct sc_family *next;	  /* in the sandbox's list (families_lock) */
 };
 
 struct snapcell_session {
 	struct sc_family *family;
 	struct sc_cell worker; /* rpc, stdout, stderr; no pidfd or exit pipe */
 	int32_t pid;	       /* in the family's namespace; from the anchor or a snapshot */
+	uint32_t tmp_id;       /* its /tmp tree */
 	bool alive;
 };
 
 struct snapcell_snapshot {
 	struct sc_family *family;
-	int ctl; /* the snapshot's socket */
+	int ctl;	 /* the snapshot's socket */
+	uint32_t tmp_id; /* the copy of its session's /tmp */
 };
 
 static void no_worker(struct sc_cell *c)
@@ -112,7 +126,10 @@ static void family_put(struct sc_family *f)
 	pthread_mutex_unlock(&families_lock);
 	sc__cell_close(&f->anchor);
 	pthread_mutex_destroy(&f->lock);
-	pthread_mutex_destroy(&f->net_lock);
+	pthread_mutex_destroy(&f->run_lock);
+	pthread_mutex_destroy(&f->tmp_lock);
+	if (f->tmp_root >= 0)
+		close(f->tmp_root);
 	free(f);
 }
 
@@ -152,15 +169,17 @@ static int send_request(int fd, uint8_t type, const int *fds, size_t n_fds)
 	}
 }
 
-/* Reads a reply carrying a pid, within one deadline, accepting no descriptors (recv without a
- * control buffer makes the kernel drop any that were sent). */
-static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
+/* Reads a reply of a known type and payload length, within one deadline, accepting no
+ * descriptors (recv without a control buffer makes the kernel drop any that were sent). */
+static int read_reply(int fd, uint8_t want, void *payload, size_t len)
 {
-	uint8_t buf[SC_FRAME_HEADER_LEN + sizeof(*pid)];
-	size_t got = 0;
+	uint8_t buf[SC_FRAME_HEADER_LEN + sizeof(int32_t)];
+	size_t got = 0, total = SC_FRAME_HEADER_LEN + len;
+	if (len > sizeof(int32_t))
+		return -EINVAL;
 	uint64_t deadline = sc__deadline_ms(REPLY_TIMEOUT_MS);
-	while (got < sizeof(buf)) {
-		ssize_t n = recv(fd, buf + got, sizeof(buf) - got, MSG_DONTWAIT);
+	while (got < total) {
+		ssize_t n = recv(fd, buf + got, total - got, MSG_DONTWAIT);
 		if (n == 0)
 			return -EPIPE;
 		if (n > 0) {
@@ -173,11 +192,237 @@ static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
 			return rc;
 	}
 	uint8_t want_hdr[SC_FRAME_HEADER_LEN];
-	sc__frame_header(want_hdr, want, sizeof(*pid));
+	sc__frame_header(want_hdr, want, len);
 	if (memcmp(buf, want_hdr, sizeof(want_hdr)) != 0)
 		return -EPROTO;
-	memcpy(pid, buf + SC_FRAME_HEADER_LEN, sizeof(*pid));
+	if (len)
+		memcpy(payload, buf + SC_FRAME_HEADER_LEN, len);
 	return 0;
+}
+
+static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
+{
+	return read_reply(fd, want, pid, sizeof(*pid));
+}
+
+/* The family runs only while the host needs it to: during a run of one of its sessions, or
+ * while a worker forks a snapshot or a snapshot a branch, one at a time (run_lock). Between,
+ * the anchor keeps every other process of the family stopped, so nothing changes /output or
+ * /tmp while the host reads, moves or copies them, or while no run is in progress. A failed
+ * exchange with the anchor (it is trusted; only a dead or stuck one fails) ends the family
+ * rather than leave its stream out of step. */
+static int anchor_call(struct sc_family *f, uint8_t type, uint8_t reply)
+{
+	pthread_mutex_lock(&f->lock);
+	int fd = f->anchor.fds[SC_CELL_RPC];
+	int rc = fd < 0 ? -EPIPE : sc__frame_write(fd, type, NULL, 0);
+	if (rc == 0 && reply)
+		rc = read_reply(fd, reply, NULL, 0);
+	pthread_mutex_unlock(&f->lock);
+	if (rc < 0)
+		family_end(f);
+	return rc;
+}
+
+/* Stops every process of the family but the anchor, once the anchor says so. */
+static int family_freeze(struct sc_family *f)
+{
+	return anchor_call(f, SC_FRAME_FREEZE, SC_FRAME_FROZEN);
+}
+
+/* Continues the family. No answer is needed: a request sent next to a worker or a snapshot
+ * waits in its socket until the process runs again. */
+static void family_thaw(struct sc_family *f)
+{
+	anchor_call(f, SC_FRAME_THAW, 0);
+}
+
+/* Ends a turn: stops the family, runs during() on it stopped (with what stopping returned),
+ * and lets the next turn begin. */
+static int family_leave(struct sc_family *f, int (*during)(int frozen, void *ctx), void *ctx)
+{
+	int rc = family_freeze(f);
+	if (during)
+		rc = during(rc, ctx);
+	pthread_mutex_unlock(&f->run_lock);
+	return rc;
+}
+
+static uint32_t family_new_tmp_id(struct sc_family *f)
+{
+	pthread_mutex_lock(&f->lock);
+	uint32_t id = f->next_tmp_id++;
+	pthread_mutex_unlock(&f->lock);
+	return id;
+}
+
+#define TMP_REMOVE_MS 5000
+
+static void tree_name(char out[16], uint32_t id)
+{
+	snprintf(out, 16, "s%u", id);
+}
+
+static int open_at(struct sc_family *f, const char *name)
+{
+	int fd = openat(f->tmp_root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* The live tree, with the mode the code may have taken away from its /tmp given back. */
+static int open_live(struct sc_family *f)
+{
+	fchmodat(f->tmp_root, SC_TMP_LIVE, 01777, 0);
+	return open_at(f, SC_TMP_LIVE);
+}
+
+/* id's tree: SC_TMP_LIVE when id owns it; -ENOENT when it has none (an empty /tmp). */
+static int tree_open(struct sc_family *f, uint32_t id)
+{
+	char name[16];
+	tree_name(name, id);
+	return id == f->tmp_owner ? open_live(f) : open_at(f, name);
+}
+
+/* What this thread makes or renames in the trees must belong to the sandbox user (the
+ * kernel refuses to make a name there for an id the sandbox's user namespace does not map):
+ * it works with that user's file-system ids, which setfsuid changes for the calling thread
+ * only (and, from root, with its file capabilities dropped until they are set back).
+ * Removals keep the caller's own ids, so a root host can remove what the code made
+ * read-only. */
+static void as_sandbox_user(const struct sc_family *f, bool on)
+{
+	if (on) {
+		setfsgid(f->gid);
+		setfsuid(f->uid);
+	} else {
+		setfsuid(geteuid());
+		setfsgid(getegid());
+	}
+}
+
+static int move_entries(const struct sc_family *f, int from, int to)
+{
+	as_sandbox_user(f, true);
+	int rc = sc__tree_move_entries(from, to);
+	as_sandbox_user(f, false);
+	return rc;
+}
+
+/* A new empty tree for id (which owns nothing) beside SC_TMP_LIVE. */
+static int tree_make(struct sc_family *f, uint32_t id)
+{
+	char name[16];
+	tree_name(name, id);
+	as_sandbox_user(f, true);
+	int rc = mkdirat(f->tmp_root, name, 0700) < 0 ? -errno : open_at(f, name);
+	as_sandbox_user(f, false);
+	return rc;
+}
+
+/* Removes id's tree; the owner's entries are renamed aside first, so SC_TMP_LIVE is empty
+ * for the next owner whatever the removal leaves. */
+static void tree_remove(struct sc_family *f, uint32_t id)
+{
+	char name[16];
+	tree_name(name, id);
+	if (id == f->tmp_owner) {
+		int live = open_live(f);
+		int aside = live < 0 ? live : tree_make(f, id);
+		if (aside >= 0 && move_entries(f, live, aside) == 0)
+			f->tmp_owner = 0;
+		if (aside >= 0)
+			close(aside);
+		if (live >= 0)
+			close(live);
+		if (f->tmp_owner)
+			return; /* kept: a tree the next switch cannot move aside ends the family */
+	}
+	sc__remove_tree(f->tmp_root, name, sc__deadline_ms(TMP_REMOVE_MS));
+}
+
+/* Renames the owner's entries aside (or removes them when nobody owns them any more) and
+ * id's into SC_TMP_LIVE: open files and working directories move with them. */
+static int switch_trees(struct sc_family *f, uint32_t id)
+{
+	int live = open_live(f), rc = 0;
+	if (live < 0)
+		return live;
+	if (f->tmp_owner) { /* else SC_TMP_LIVE is empty (tree_remove) */
+		int aside = tree_make(f, f->tmp_owner);
+		rc = aside < 0 ? aside : move_entries(f, live, aside);
+		if (aside >= 0)
+			close(aside);
+	}
+	char name[16];
+	tree_name(name, id);
+	int in = rc < 0 ? rc : open_at(f, name);
+	if (in >= 0) {
+		rc = move_entries(f, in, live);
+		close(in);
+		if (rc == 0 && unlinkat(f->tmp_root, name, AT_REMOVEDIR) < 0)
+			rc = -errno;
+	} else if (in != -ENOENT) {
+		rc = in;
+	}
+	close(live);
+	if (rc == 0)
+		f->tmp_owner = id;
+	return rc;
+}
+
+static void tmp_lock(struct sc_family *f)
+{
+	pthread_mutex_lock(&f->tmp_lock);
+}
+
+static void tmp_unlock(struct sc_family *f)
+{
+	pthread_mutex_unlock(&f->tmp_lock);
+}
+
+/* Puts id's /tmp in place; the family is stopped. A family whose trees cannot be sorted out
+ * ends: a run must never see another session's /tmp. */
+static int tmp_switch(struct sc_family *f, uint32_t id)
+{
+	tmp_lock(f);
+	int rc = id == f->tmp_owner ? 0 : switch_trees(f, id);
+	tmp_unlock(f);
+	if (rc < 0)
+		family_end(f);
+	return rc;
+}
+
+/* Makes to's tree (a new id) a copy of from's, within the family's /tmp size limit; the
+ * family is stopped. */
+static int tmp_copy(struct sc_family *f, uint32_t from, uint32_t to)
+{
+	tmp_lock(f);
+	int src = tree_open(f, from);
+	int dst = tree_make(f, to);
+	int rc = dst < 0 ? dst : src == -ENOENT ? 0 : src;
+	if (src >= 0 && dst >= 0) {
+		as_sandbox_user(f, true);
+		rc = sc__tree_copy(src, dst);
+		as_sandbox_user(f, false);
+	}
+	if (src >= 0)
+		close(src);
+	if (dst >= 0)
+		close(dst);
+	if (rc < 0)
+		tree_remove(f, to);
+	tmp_unlock(f);
+	return rc;
+}
+
+static void tmp_drop(struct sc_family *f, uint32_t id)
+{
+	if (family_orphaned(f))
+		return;
+	tmp_lock(f);
+	tree_remove(f, id);
+	tmp_unlock(f);
 }
 
 /* The anchor's reply to SESSION: the anchor is trusted (it never ran code), so its
@@ -186,11 +431,11 @@ static int receive_first_worker(int fd, struct snapcell_session *s)
 {
 	struct timeval tv = {REPLY_TIMEOUT_MS / 1000, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	int fds[3];
+	int fds[4];
 	uint8_t type, *payload = NULL;
 	size_t len, got = 0;
-	int rc = sc__frame_read_fds(fd, 64, &type, &payload, &len, fds, 3, &got);
-	if (rc == 0 && (type != SC_FRAME_WORKER || len != sizeof(s->pid) || got != 3))
+	int rc = sc__frame_read_fds(fd, 64, &type, &payload, &len, fds, 4, &got);
+	if (rc == 0 && (type != SC_FRAME_WORKER || len != sizeof(s->pid) || got != 4))
 		rc = -EPROTO;
 	if (rc == 0)
 		memcpy(&s->pid, payload, sizeof(s->pid));
@@ -204,6 +449,7 @@ static int receive_first_worker(int fd, struct snapcell_session *s)
 	s->worker.fds[SC_CELL_RPC] = fds[0];
 	s->worker.fds[SC_CELL_STDOUT] = fds[1];
 	s->worker.fds[SC_CELL_STDERR] = fds[2];
+	s->family->tmp_root = fds[3];
 	s->alive = true;
 	return 0;
 }
@@ -239,13 +485,22 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 		return rc;
 	}
 	pthread_mutex_init(&f->lock, NULL);
-	pthread_mutex_init(&f->net_lock, NULL);
+	pthread_mutex_init(&f->run_lock, NULL);
+	pthread_mutex_init(&f->tmp_lock, NULL);
 	f->sb = sb;
 	f->refs = 1;
+	f->next_tmp_id = 2;
+	f->tmp_root = -1;
+	f->uid = sb->ids.uid;
+	f->gid = sb->ids.gid;
+	f->tmp_owner = 1;
 	s->family = f;
+	s->tmp_id = 1;
 	rc = sc__frame_write(f->anchor.fds[SC_CELL_RPC], SC_FRAME_SESSION, NULL, 0);
 	if (rc == 0)
 		rc = receive_first_worker(f->anchor.fds[SC_CELL_RPC], s);
+	if (rc == 0) /* stopped whenever no turn is in progress, from the start */
+		rc = family_freeze(f);
 	if (rc < 0) {
 		sc__err(err, rc, "start session");
 		f->sb = NULL; /* not listed yet */
@@ -269,17 +524,26 @@ static void worker_kill(const struct sc_run_target *t)
 	family_kill(s->family, s->pid);
 }
 
-/* The family shares one /output (the anchor's), collected while the worker lives (every open
- * is checked, so a racing writer changes only what is collected) and emptied for the next
- * run; past the deadline the session ends rather than the caller waiting on its code. */
-static int worker_collect(const struct sc_run_target *t, struct snapcell_sandbox *sb,
-			  struct snapcell_result *res)
+/* What a session run collects once its family is stopped. */
+struct collect_ctx {
+	struct sc_family *family;
+	struct snapcell_sandbox *sb;
+	struct snapcell_result *res; /* NULL: the run failed, nothing to collect */
+};
+
+/* The family shares one /output (the anchor's), read only while every process that could
+ * change it is stopped, and emptied for the next run; past the deadline the session ends
+ * rather than the caller waiting on its code. A family that could not be stopped is not
+ * read (its anchor is gone, and the family with it). */
+static int collect_stopped(int frozen, void *ctx)
 {
-	const struct snapcell_session *s = t->ctx;
-	int out_fd = s->family->anchor.fds[SC_CELL_OUTPUT];
-	if (!sc__output_pending(out_fd))
+	const struct collect_ctx *c = ctx;
+	int out_fd = c->family->anchor.fds[SC_CELL_OUTPUT];
+	if (frozen < 0)
+		return frozen;
+	if (!c->res || !sc__output_pending(out_fd))
 		return 0;
-	sc__output_collect(sb, out_fd, res);
+	sc__output_collect(c->sb, out_fd, c->res);
 	return sc__empty_dir(out_fd, sc__deadline_ms(EMPTY_OUTPUT_MS));
 }
 
@@ -300,26 +564,63 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
-	struct sc_run_target t = {&s->worker, false, worker_kill, worker_collect, s};
+	struct sc_run_target t = {&s->worker, false, worker_kill, NULL, s};
 	struct sc_family *f = s->family;
 	struct sc_gate_cell *gate = NULL;
+	pthread_mutex_lock(&f->run_lock);
+	if ((rc = tmp_switch(f, s->tmp_id)) < 0) {
+		pthread_mutex_unlock(&f->run_lock);
+		return sc__err(err, rc, "session_run: put the session's /tmp in place");
+	}
+	family_thaw(f);
 	if (f->anchor.n_net) {
-		pthread_mutex_lock(&f->net_lock);
 		rc = sc__gate_cell_start(
 			f->sb->gate, f->anchor.net, f->anchor.n_net,
 			sc__deadline_ms(f->sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]), &gate, err);
 		if (rc < 0) {
-			pthread_mutex_unlock(&f->net_lock);
+			family_leave(f, NULL, NULL);
 			return rc;
 		}
 	}
 	rc = sc__run_code(f->sb, &t, &req, out, &s->alive, err);
-	if (gate) {
+	if (gate)
 		sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
-		pthread_mutex_unlock(&f->net_lock);
-	}
-	if (rc == 0 && t.collect(&t, f->sb, *out) < 0)
+	struct collect_ctx c = {f, f->sb, rc == 0 ? *out : NULL};
+	if (family_leave(f, collect_stopped, &c) < 0)
 		end_worker(s); /* its /output could not be emptied: the next run would see it */
+	return rc;
+}
+
+static int tmp_copy_error(int rc, struct snapcell_error *err, const char *what)
+{
+	return sc__err(err, rc,
+		       rc == -ELOOP    ? "%s: copy /tmp: deeper than 32 directories"
+		       : rc == -ENOSPC ? "%s: copy /tmp: no room in the family's /tmp (one size "
+					 "limit for every session's and snapshot's)"
+				       : "%s: copy /tmp",
+		       what);
+}
+
+/* Forks the snapshot from the worker, once its /tmp was copied (into snap->tmp_id). */
+static int fork_snapshot(struct snapcell_session *s, struct snapcell_snapshot *snap)
+{
+	/* We make the snapshot's socket and hand the worker its end: nothing from the worker
+	 * is ever used as a descriptor here. */
+	int32_t pid;
+	int c[2];
+	int rc = tmp_switch(s->family, s->tmp_id); /* its working directory is in its /tmp */
+	if (rc < 0)
+		return rc;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c) < 0)
+		return -errno;
+	family_thaw(s->family);
+	rc = send_request(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPSHOT, &c[1], 1);
+	close(c[1]);
+	snap->ctl = c[0];
+	if (rc == 0)
+		rc = read_pid_reply(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPPED, &pid);
+	if (rc < 0)
+		close(snap->ctl);
 	return rc;
 }
 
@@ -336,58 +637,69 @@ int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapsh
 	struct snapcell_snapshot *snap = calloc(1, sizeof(*snap));
 	if (!snap)
 		return sc__err(err, -ENOMEM, "snapshot");
-	/* We make the snapshot's socket and hand the worker its end: nothing from the worker
-	 * is ever used as a descriptor here. */
-	int32_t pid;
-	int c[2];
-	rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c) < 0 ? -errno : 0;
-	if (rc == 0) {
-		rc = send_request(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPSHOT, &c[1], 1);
-		close(c[1]);
-		snap->ctl = c[0];
-	}
-	if (rc == 0)
-		rc = read_pid_reply(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPPED, &pid);
-	if (rc < 0) {
-		if (snap->ctl > 0)
-			close(snap->ctl);
+	struct sc_family *f = s->family;
+	snap->family = f;
+	snap->tmp_id = family_new_tmp_id(f);
+	pthread_mutex_lock(&f->run_lock);
+	/* /tmp first, copied while the family is stopped, then the interpreter. */
+	int tmp_rc = tmp_copy(f, s->tmp_id, snap->tmp_id);
+	rc = tmp_rc < 0 ? 0 : fork_snapshot(s, snap);
+	family_leave(f, NULL, NULL);
+	if (tmp_rc < 0 || rc < 0) {
+		tmp_drop(f, snap->tmp_id);
 		free(snap);
+		if (tmp_rc < 0)
+			return tmp_copy_error(tmp_rc, err, "snapshot");
 		end_worker(s); /* a late reply would desynchronise its stream */
 		return sc__err(err, rc, "snapshot");
 	}
-	snap->family = s->family;
-	pthread_mutex_lock(&s->family->lock);
-	s->family->refs++;
-	pthread_mutex_unlock(&s->family->lock);
+	pthread_mutex_lock(&f->lock);
+	f->refs++;
+	pthread_mutex_unlock(&f->lock);
 	*out = snap;
 	return 0;
 }
 
-/* A new worker forked from the snapshot, into s (whose old worker, if any, is ended). */
-static int branch(const struct snapcell_snapshot *snap, struct snapcell_session *s)
+/* A new worker forked from the snapshot, with a copy of its /tmp, into s (whose old worker
+ * and /tmp, if any, are ended). */
+static int branch(const struct snapcell_snapshot *snap, struct snapcell_session *s,
+		  struct snapcell_error *err, const char *what)
 {
+	struct sc_family *f = snap->family;
 	int mine[3] = {-1, -1, -1}, theirs[3] = {-1, -1, -1};
 	int32_t pid;
 	int rc = sc__channels_new(mine, theirs);
 	if (rc < 0)
-		return rc;
-	rc = send_request(snap->ctl, SC_FRAME_FORK, theirs, 3);
+		return sc__err(err, rc, "%s", what);
+	uint32_t tmp_id = family_new_tmp_id(f);
+	pthread_mutex_lock(&f->run_lock);
+	int tmp_rc = tmp_copy(f, snap->tmp_id, tmp_id);
+	if (tmp_rc == 0 && (rc = tmp_switch(f, tmp_id)) == 0) {
+		family_thaw(f);
+		rc = send_request(snap->ctl, SC_FRAME_FORK, theirs, 3);
+	}
 	for (int i = 0; i < 3; i++)
 		close(theirs[i]);
-	if (rc == 0)
+	if (tmp_rc == 0 && rc == 0)
 		rc = read_pid_reply(snap->ctl, SC_FRAME_WORKER, &pid);
-	if (rc < 0) {
+	family_leave(f, NULL, NULL);
+	if (tmp_rc < 0 || rc < 0) {
 		for (int i = 0; i < 3; i++)
 			close(mine[i]);
-		return rc;
+		tmp_drop(f, tmp_id);
+		return tmp_rc < 0 ? tmp_copy_error(tmp_rc, err, what)
+				  : sc__err(err, rc, "%s", what);
 	}
 	if (s->alive)
-		family_kill(s->family, s->pid);
+		family_kill(f, s->pid);
+	if (s->tmp_id)
+		tmp_drop(f, s->tmp_id);
 	sc__cell_close(&s->worker);
 	s->worker.fds[SC_CELL_RPC] = mine[0];
 	s->worker.fds[SC_CELL_STDOUT] = mine[1];
 	s->worker.fds[SC_CELL_STDERR] = mine[2];
 	s->pid = pid;
+	s->tmp_id = tmp_id;
 	s->alive = true;
 	return 0;
 }
@@ -401,9 +713,7 @@ int snapcell_session_restore(struct snapcell_session *s, const struct snapcell_s
 		return sc__err(err, SNAPCELL_E_INVAL,
 			       "restore: the snapshot belongs to another session family");
 	int rc = orphaned(s->family, err);
-	if (rc == 0 && (rc = branch(snap, s)) < 0)
-		sc__err(err, rc, "restore");
-	return rc;
+	return rc < 0 ? rc : branch(snap, s, err, "restore");
 }
 
 int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
@@ -419,9 +729,9 @@ int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
 		return sc__err(err, -ENOMEM, "session");
 	s->family = snap->family;
 	no_worker(&s->worker);
-	if ((rc = branch(snap, s)) < 0) {
+	if ((rc = branch(snap, s, err, "start session from snapshot")) < 0) {
 		free(s);
-		return sc__err(err, rc, "start session from snapshot");
+		return rc;
 	}
 	pthread_mutex_lock(&s->family->lock);
 	s->family->refs++;
@@ -430,12 +740,19 @@ int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
 	return 0;
 }
 
+bool snapcell_session_alive(const struct snapcell_session *s)
+{
+	return s && s->alive && !family_orphaned(s->family);
+}
+
 void snapcell_session_free(struct snapcell_session *s)
 {
 	if (!s)
 		return;
 	if (s->alive && !family_orphaned(s->family))
 		family_kill(s->family, s->pid);
+	if (s->tmp_id)
+		tmp_drop(s->family, s->tmp_id);
 	sc__cell_close(&s->worker);
 	family_put(s->family);
 	free(s);
@@ -445,7 +762,8 @@ void snapcell_snapshot_free(struct snapcell_snapshot *snap)
 {
 	if (!snap)
 		return;
-	close(snap->ctl); /* the snapshot process exits on EOF */
+	close(snap->ctl); /* the snapshot process exits on EOF, when it next runs */
+	tmp_drop(snap->family, snap->tmp_id);
 	family_put(snap->family);
 	free(snap);
 }

@@ -20,20 +20,74 @@
  * (2^21 visits) could not have looked at many more anyway. */
 #define MAX_ARG_NODES (1u << 18)
 
+/* MCP-style names: 1 to SNAPCELL_TOOL_NAME_MAX bytes of [A-Za-z0-9_.-], so a downstream MCP
+ * server's tool can keep its own name under a "server." prefix. */
 static bool valid_name(const char *name)
 {
 	size_t n = strlen(name);
-	if (n == 0 || n > SNAPCELL_TOOL_NAME_MAX || isdigit((unsigned char)name[0]))
+	if (n == 0 || n > SNAPCELL_TOOL_NAME_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++)
-		if (!isalnum((unsigned char)name[i]) && name[i] != '_')
+		if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
 			return false;
 	return true;
+}
+
+static bool is_keyword(const char *s, size_t n)
+{
+	static const char *const keywords[] = {
+		"False",  "None",   "True",    "and",	   "as",       "assert", "async",
+		"await",  "break",  "class",   "continue", "def",      "del",	 "elif",
+		"else",	  "except", "finally", "for",	   "from",     "global", "if",
+		"import", "in",	    "is",      "lambda",   "nonlocal", "not",	 "or",
+		"pass",	  "raise",  "return",  "try",	   "while",    "with",	 "yield",
+	};
+	for (size_t i = 0; i < SC_ARRAY_LEN(keywords); i++)
+		if (strlen(keywords[i]) == n && !memcmp(keywords[i], s, n))
+			return true;
+	return false;
+}
+
+/* The name's attribute path under the guest's `tools` module: "docs.search-v2" is
+ * tools.docs.search_v2. Each dot-separated segment becomes a Python identifier: any character
+ * but [A-Za-z0-9_] turns into '_', a leading digit or an empty segment gets a '_' before it,
+ * and a keyword a '_' after it. NULL when out of memory. */
+static char *attr_path(const char *name)
+{
+	size_t n = strlen(name);
+	char *out = malloc(2 * n + 2), *o = out; /* at most two extra bytes per segment */
+	if (!out)
+		return NULL;
+	for (const char *seg = name;; seg++) {
+		size_t len = strcspn(seg, ".");
+		char *start = o;
+		if (!len || isdigit((unsigned char)seg[0]))
+			*o++ = '_';
+		for (size_t i = 0; i < len; i++)
+			*o++ = isalnum((unsigned char)seg[i]) ? seg[i] : '_';
+		if (is_keyword(start, (size_t)(o - start)))
+			*o++ = '_';
+		seg += len;
+		if (!*seg)
+			break;
+		*o++ = '.';
+	}
+	*o = 0;
+	return out;
+}
+
+/* Whether the attribute paths a and b would need the same attribute: equal, or one a
+ * namespace the other is a function inside ("a.b" and "a.b.c"). */
+static bool attrs_clash(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), n = la < lb ? la : lb;
+	return !memcmp(a, b, n) && (la == lb || (la < lb ? b[la] : a[lb]) == '.');
 }
 
 static void tool_clear(struct sc_tool *t)
 {
 	free(t->name);
+	free(t->attr);
 	free(t->description);
 	free(t->schema_text);
 	sc__schema_free(t->schema);
@@ -89,8 +143,8 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 		return sc__err(err, SNAPCELL_E_INVAL, "add_tool: NULL argument");
 	if (!valid_name(name))
 		return sc__err(err, SNAPCELL_E_INVAL,
-			       "add_tool %.*s: the name must be a Python identifier of at most %d "
-			       "bytes",
+			       "add_tool %.*s: the name must be 1 to %d characters of "
+			       "[A-Za-z0-9_.-]",
 			       SNAPCELL_TOOL_NAME_MAX + 1, name, SNAPCELL_TOOL_NAME_MAX);
 	if (approval != SNAPCELL_APPROVAL_NEVER && approval != SNAPCELL_APPROVAL_ALWAYS)
 		return sc__err(err, SNAPCELL_E_INVAL, "add_tool %s: unknown approval %d", name,
@@ -101,6 +155,7 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 	if (rc < 0)
 		return rc;
 	struct sc_tool t = {.name = strdup(name),
+			    .attr = attr_path(name),
 			    .description = strdup(description ? description : ""),
 			    .schema_text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS),
 			    .schema = schema,
@@ -108,9 +163,20 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 			    .fn = fn,
 			    .user = user_data};
 	json_decref(root);
-	if (!t.name || !t.description || !t.schema_text) {
+	if (!t.name || !t.attr || !t.description || !t.schema_text) {
 		tool_clear(&t);
 		return sc__err(err, -ENOMEM, "add_tool %s", name);
+	}
+	for (size_t i = 0; i < cfg->n_tools; i++) {
+		if (strcmp(cfg->tools[i].name, name) && attrs_clash(cfg->tools[i].attr, t.attr)) {
+			rc = sc__err(
+				err, SNAPCELL_E_INVAL,
+				"add_tool %s: the code would call it as tools.%s, which clashes "
+				"with tool %s (tools.%s)",
+				name, t.attr, cfg->tools[i].name, cfg->tools[i].attr);
+			tool_clear(&t);
+			return rc;
+		}
 	}
 	for (size_t i = 0; i < cfg->n_tools; i++) {
 		if (!strcmp(cfg->tools[i].name, name)) {

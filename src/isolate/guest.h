@@ -58,10 +58,12 @@ struct sc_rootfs {
  * this mount namespace. */
 int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err);
 
-/* Per cell, in the cell's own mount namespace: a fresh size-capped /tmp (also at /dev/shm),
- * SC_OUT_BASE/<name> at /output, and SC_OUT_BASE detached so no other cell's output is
- * reachable. */
-int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, struct snapcell_error *err);
+/* Per cell, in the cell's own mount namespace: a fresh size-capped tmpfs whose directory
+ * tmp_live is bound at /tmp (also at /dev/shm), its root left open as *tmp_root for a
+ * session family's host side; SC_OUT_BASE/<name> at /output, and SC_OUT_BASE detached so no
+ * other cell's output is reachable. */
+int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, const char *tmp_live,
+			  int *tmp_root, struct snapcell_error *err);
 
 /* The running program's ELF interpreter (PT_INTERP, e.g. /lib64/ld-linux-x86-64.so.2), or
  * NULL for a static program. Points into the program's own image. */
@@ -126,6 +128,21 @@ struct sc_rlimits {
 };
 
 int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err);
+
+/* ---- cgroup_cell.c ---- */
+
+/* In the template, before forking cell id: makes its memory cgroup below the sandbox's
+ * (sandbox_fd, from the host), limited to limit_bytes, and returns an fd (CLOEXEC, above 9)
+ * of its tasks file for the cell, or a negative code (nothing is left behind). */
+int sc__cgroup_cell_make(int sandbox_fd, uint32_t id, uint64_t limit_bytes);
+/* In the cell, first thing after fork, while it has one thread: moves itself into its
+ * cgroup; closes tasks_fd. */
+int sc__cgroup_cell_enter(int tasks_fd);
+/* In the template, once the cell is reaped (its cgroup is empty): reads the cgroup's peak and
+ * out-of-memory kill count (0, or a negative code when they cannot be read) and removes it. */
+int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_t *oom_kills);
+/* In the template, when the cell was not forked after all. */
+void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id);
 
 /* ---- caps.c ---- */
 

@@ -76,21 +76,13 @@ static int run_ns_probe(struct snapcell_probe *out)
 	return 0;
 }
 
+/* Memory cgroups as sandboxes get them (cgroup.c): one is made and removed to know. */
 static void probe_cgroups(struct snapcell_mechanism_report *r)
 {
-	char buf[256] = "";
-	int fd = open("/sys/fs/cgroup/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		fd = open("/sys/fs/cgroup/unified/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	bool ok = strstr(buf, "memory") && strstr(buf, "pids");
-	set(r, ok,
-	    ok ? "cgroup v2 offers memory and pids; "
-	       : "no cgroup v2 memory and pids controllers; ",
-	    ok ? "snapcell does not use them yet" : "rlimits and the pid namespace stand in");
+	char detail[sizeof(r->detail)];
+	r->available = sc__cgroup_probe(detail, sizeof(detail)) == 0;
+	snprintf(r->detail, sizeof(r->detail), "%.126s%s", detail,
+		 r->available ? "" : "; RLIMIT_AS per process stands in");
 }
 
 _Static_assert(SNAPCELL_MECH__COUNT <= SNAPCELL_MECH_SLOTS, "struct snapcell_probe is full");
@@ -125,8 +117,10 @@ int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err)
 		out->mech[m].used = true;
 	}
 	out->mech[SNAPCELL_MECH_SECCOMP].used = true;
-	out->level = ns && out->mech[SNAPCELL_MECH_SECCOMP].available
-			     ? SNAPCELL_ISOLATION_NAMESPACES
-			     : SNAPCELL_ISOLATION_NONE;
+	out->level = !ns || !out->mech[SNAPCELL_MECH_SECCOMP].available ? SNAPCELL_ISOLATION_NONE
+		     : out->mech[SNAPCELL_MECH_CGROUP_LIMITS].available
+			     ? SNAPCELL_ISOLATION_CGROUPS
+			     : SNAPCELL_ISOLATION_NAMESPACES;
+	out->mech[SNAPCELL_MECH_CGROUP_LIMITS].used = out->level == SNAPCELL_ISOLATION_CGROUPS;
 	return 0;
 }

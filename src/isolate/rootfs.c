@@ -407,13 +407,31 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err)
 	return 0;
 }
 
-int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, struct snapcell_error *err)
+int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, const char *tmp_live,
+			  int *tmp_root, struct snapcell_error *err)
 {
 	char opts[96], out[PATH_MAX];
 	snprintf(opts, sizeof(opts), "mode=1777,size=%llu,nr_inodes=%llu",
 		 (unsigned long long)tmp_bytes, (unsigned long long)(tmp_bytes / 4096 + 64));
 	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
 		return sc__err(err, -errno, "mount /tmp");
+	/* The code sees only tmp_live of that tmpfs, bound over its root: the root, kept as a
+	 * descriptor, can hold a session family's other /tmp trees beside it, on the same
+	 * filesystem (a rename moves one in or out) and under the same size limit. */
+	int fd = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* Above the descriptors the cell moves to 0-5 (its own ends are above 9 too). */
+	*tmp_root = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	if (fd >= 0)
+		close(fd);
+	if (*tmp_root < 0)
+		return sc__err(err, -errno, "open /tmp");
+	char live[PATH_MAX];
+	snprintf(live, sizeof(live), "/tmp/%s", tmp_live);
+	if (mkdirat(*tmp_root, tmp_live, 0700) < 0 || fchmodat(*tmp_root, tmp_live, 01777, 0) < 0)
+		return sc__err(err, -errno, "mkdir %s", live);
+	/* A bind keeps the tmpfs mount's nosuid, nodev and noexec. */
+	if (mount(live, "/tmp", NULL, MS_BIND, NULL) < 0)
+		return sc__err(err, -errno, "bind %s", live);
 	snprintf(out, sizeof(out), SC_OUT_BASE "/%s", out_name);
 	int rc = bind(out, "/output", MS_NODEV | MS_NOEXEC, err);
 	if (rc < 0)

@@ -21,12 +21,17 @@ enum sc_frame_type {
 	SC_FRAME_CALL = 'C',   /* cell -> host: tool name, NUL, arguments as a JSON object */
 	SC_FRAME_RESULT = 'A', /* host -> cell: 1 byte ok, then the JSON result or a message */
 	/* Sessions (guest/session.c, src/core/session.c): */
-	SC_FRAME_SESSION = 'S',	 /* host -> parked cell: become a session family's anchor */
-	SC_FRAME_WORKER = 'W',	 /* anchor or snapshot -> host: int32 pid; fds: rpc, out, err */
+	SC_FRAME_SESSION = 'S', /* host -> parked cell: become a session family's anchor */
+	/* anchor or snapshot -> host: int32 pid; fds: rpc, out, err (and from the anchor, the
+	 * root of the family's /tmp tmpfs) */
+	SC_FRAME_WORKER = 'W',
 	SC_FRAME_KILL = 'K',	 /* host -> anchor: int32 pid of a worker to kill */
 	SC_FRAME_SNAPSHOT = 'P', /* host -> worker between runs: fork a snapshot */
 	SC_FRAME_SNAPPED = 'Q',	 /* worker -> host: int32 pid; fd: the snapshot's socket */
 	SC_FRAME_FORK = 'F',	 /* host -> snapshot: fork a new worker (answered by WORKER) */
+	SC_FRAME_FREEZE = 'Z',	 /* host -> anchor: stop the family's other processes */
+	SC_FRAME_FROZEN = 'z',	 /* anchor -> host: they are stopped (SIGSTOP sent to all) */
+	SC_FRAME_THAW = 'T',	 /* host -> anchor: continue them (no answer) */
 	/* The egress gate, on a cell's network socket (src/net/gate.c): */
 	SC_FRAME_NET = 'N',	   /* cell -> host: "R name" or "C address port" */
 	SC_FRAME_NET_ANSWER = 'n', /* host -> cell: '1' and the address, or '0' and why */

@@ -1,5 +1,6 @@
 /* Files in and out of cells: staging /input from a workspace and mounts (stage.c), the tree
- * signature that keys cached sandboxes (signature.c), and collecting /output (collect.c).
+ * signature that keys cached sandboxes (signature.c), collecting /output (collect.c), and
+ * moving and copying a session family's /tmp trees (tree.c).
  * All of it walks trees with directory descriptors and never follows a link. */
 #ifndef SC_STAGE_H
 #define SC_STAGE_H
@@ -27,6 +28,13 @@ int sc__collect(int dirfd, const struct sc_collect_caps *caps, struct snapcell_r
 
 /* Empties a directory (a session's /output between runs) within the deadline. */
 int sc__empty_dir(int dirfd, uint64_t deadline_us);
+
+/* tree.c, a session family's /tmp trees: renames every entry of from into to (one
+ * filesystem); copies the tree under src into the empty directory dst (owned by the
+ * caller's file-system ids), -ELOOP past SC_TREE_COPY_DEPTH levels. 0 or -errno. */
+#define SC_TREE_COPY_DEPTH 32
+int sc__tree_move_entries(int from, int to);
+int sc__tree_copy(int src, int dst);
 
 void sc__artifacts_free(struct snapcell_result *res);
 

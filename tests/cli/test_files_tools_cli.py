@@ -49,8 +49,24 @@ def test_tool_gets_keyword_arguments_as_json(snapcell):
 
 
 def test_bad_tool_names_are_usage_errors(snapcell):
-    r = snapcell("run", "--tool", "not-an-identifier=cat", "-", stdin=b"")
-    assert r.returncode == 2 and b"Python identifier" in r.stderr
+    r = snapcell("run", "--tool", "not an identifier=cat", "-", stdin=b"")
+    assert r.returncode == 2 and b"[A-Za-z0-9_.-]" in r.stderr
+
+
+def test_mcp_style_tool_names_reach_the_tools_namespace(snapcell):
+    code = (b"import tools\n"
+            b"print(tools.fx.rate_v2(a=1), call_tool('fx.rate-v2', a=2))\n"
+            b"print(tools.fx._1st(b=3), tools.fx.class_(c=4))\n")
+    r = snapcell("run", "--tool", "fx.rate-v2=cat", "--tool", "fx.1st=cat", "--tool",
+                 "fx.class=cat", "-", stdin=code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"{'a': 1} {'a': 2}\n{'b': 3} {'c': 4}\n"
+
+
+def test_tool_names_that_clash_in_the_namespace_are_refused(snapcell):
+    r = snapcell("run", "--tool", "fx.rate-v2=cat", "--tool", "fx.rate_v2=cat", "-", stdin=b"")
+    assert r.returncode == 2
+    assert b"tools.fx.rate_v2, which clashes with tool fx.rate-v2" in r.stderr
 
 
 def test_inputs_and_mount_order(snapcell, tmp_path):

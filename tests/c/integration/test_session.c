@@ -119,14 +119,17 @@ Test(session, a_killed_run_ends_the_session_until_restored, .timeout = 30)
 	snapcell_config_free(cfg);
 	struct snapcell_session *s = new_session(sb);
 	expect_session_out(s, "x = 7", "");
+	cr_expect(snapcell_session_alive(s));
 	struct snapcell_snapshot *snap = snapshot(s);
 	free(session_out(s, "while True: pass", SNAPCELL_STATUS_TIMEOUT));
+	cr_expect(!snapcell_session_alive(s));
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	cr_expect_eq(snapcell_session_run(s, "print(x)", SIZE_MAX, NULL, &res, &err),
 		     SNAPCELL_E_TEMPLATE);
 	cr_expect(strstr(err.message, "restore a snapshot"), "%s", err.message);
 	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	cr_expect(snapcell_session_alive(s));
 	expect_session_out(s, "print(x)", "7\n");
 	/* Fresh runs on the sandbox were never affected. */
 	res = test_run(sb, "print('fresh')");
@@ -208,5 +211,179 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 	snapcell_snapshot_free(snap);
 	snapcell_session_free(a);
 	snapcell_session_free(b);
+	snapcell_sandbox_free(sb);
+}
+
+/* The monotonic times (ns) that name the artifacts of res, in order; returns their count. */
+static size_t artifact_times(const struct snapcell_result *res, long long *t, size_t cap)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < res->n_artifacts && n < cap; i++)
+		t[n++] = atoll(res->artifacts[i].path);
+	return n;
+}
+
+/* Item 7: a process left from an earlier run wrote into /output (and /tmp) between runs, so
+ * the next run collected files no run of it made. Between runs the whole family is stopped
+ * (whatever process group or session its processes moved to) and continues with the next
+ * run: a writer that left its worker's session writes during runs only. */
+Test(session, a_family_is_stopped_between_runs_and_continues_with_the_next, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(
+		snapcell_session_run(s,
+				     "import os, time\n"
+				     "if os.fork() == 0:\n"
+				     "    os.setsid()\n"
+				     "    while True:\n"
+				     "        open(f'/output/{time.monotonic_ns()}', 'w').close()\n"
+				     "        time.sleep(0.002)\n"
+				     "time.sleep(0.1)\n"
+				     "print(time.monotonic_ns())\n",
+				     SIZE_MAX, NULL, &res, &err),
+		0, "%s", err.message);
+	expect_ok(res);
+	long long end1 = atoll(res->stdout_buf);
+	cr_expect_gt(res->n_artifacts, 0, "the writer ran during the run");
+	snapcell_result_free(res);
+	usleep(2000 * 1000);
+	cr_assert_eq(snapcell_session_run(s,
+					  "import time\n"
+					  "print(time.monotonic_ns())\n"
+					  "time.sleep(0.2)\n",
+					  SIZE_MAX, NULL, &res, &err),
+		     0, "%s", err.message);
+	expect_ok(res);
+	long long start2 = atoll(res->stdout_buf);
+	cr_assert_gt(start2 - end1, 1900000000LL);
+	static long long t[131072];
+	size_t n = artifact_times(res, t, sizeof(t) / sizeof(t[0])), between = 0, during = 0;
+	for (size_t i = 0; i < n; i++) {
+		/* Margins for the moments between the code's last line and the stop, and between
+		 * the continue and its first line. */
+		if (t[i] > end1 + 500000000LL && t[i] < start2 - 500000000LL)
+			between++;
+		if (t[i] > start2)
+			during++;
+	}
+	cr_expect_eq(between, 0, "%zu of %zu files were written between the runs", between, n);
+	cr_expect_gt(during, 0, "the writer goes on while the next run runs");
+	snapcell_result_free(res);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* Item 7: a snapshot is the whole state a run can see. Restoring it brought back the
+ * interpreter but left /tmp as the session had changed it since (and the working directory
+ * pointing into that). */
+Test(session, a_snapshot_keeps_its_tmp_and_working_directory)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s,
+			   "import os\n"
+			   "open('/tmp/a.txt', 'w').write('at the snapshot')\n"
+			   "os.mkdir('/tmp/work')\n"
+			   "os.chdir('/tmp/work')\n"
+			   "open('b.txt', 'w').write('b')\n"
+			   "os.symlink('../a.txt', 'link')\n",
+			   "");
+	struct snapcell_snapshot *snap = snapshot(s);
+	expect_session_out(s,
+			   "import shutil\n"
+			   "open('/tmp/a.txt', 'w').write('changed')\n"
+			   "open('/tmp/c.txt', 'w').write('new')\n"
+			   "os.chdir('/')\n"
+			   "shutil.rmtree('/tmp/work')\n",
+			   "");
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	expect_session_out(
+		s,
+		"print(os.getcwd(), sorted(os.listdir('/tmp')), sorted(os.listdir('.')))\n"
+		"print(open('/tmp/a.txt').read(), open('link').read())\n",
+		"/tmp/work ['a.txt', 'work'] ['b.txt', 'link']\n"
+		"at the snapshot at the snapshot\n");
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* Item 7: branches of one snapshot shared one /tmp, so each saw what the other wrote. */
+Test(session, branches_each_have_their_own_tmp)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s, "import os\nopen('/tmp/base', 'w').close()", "");
+	struct snapcell_snapshot *snap = snapshot(s);
+	struct snapcell_session *a = NULL, *b = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &a, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	/* A file a branch keeps open stays its own while the others run. */
+	expect_session_out(a, "f = open('/tmp/a', 'w')\nf.write('a1')\nf.flush()", "");
+	expect_session_out(b, "print(sorted(os.listdir('/tmp')))\nopen('/tmp/b', 'w').close()",
+			   "['base']\n");
+	expect_session_out(s, "print(sorted(os.listdir('/tmp')))\nos.remove('/tmp/base')",
+			   "['base']\n");
+	expect_session_out(a, "f.write('a2')\nf.flush()\nprint(sorted(os.listdir('/tmp')))",
+			   "['a', 'base']\n");
+	expect_session_out(b, "print(sorted(os.listdir('/tmp')))", "['b', 'base']\n");
+	expect_session_out(a, "print(open('/tmp/a').read())", "a1a2\n");
+	expect_session_out(s, "print(os.listdir('/tmp'))", "[]\n");
+	snapcell_session_free(a);
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* The copies share the family's one /tmp size limit: a snapshot that does not fit fails with
+ * a clear error, and the session goes on. */
+Test(session, a_snapshot_whose_tmp_does_not_fit_fails_clearly)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_TMP_BYTES, 8u << 20, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s, "open('/tmp/big', 'wb').write(b'x' * (5 << 20))", "");
+	struct snapcell_snapshot *snap = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, &err), -ENOSPC, "%s", err.message);
+	cr_expect(strstr(err.message, "no room in the family's /tmp"), "%s", err.message);
+	expect_session_out(s, "import os\nprint(os.path.getsize('/tmp/big'), os.listdir('/tmp'))",
+			   "5242880 ['big']\n");
+	expect_session_out(s, "os.remove('/tmp/big')\nopen('/tmp/small', 'w').write('s')", "");
+	snap = snapshot(s);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* A directory the code made read-only still moves aside when a sibling branch runs (moving a
+ * directory rewrites its ".."), and a freed branch's leaves nothing for the next. */
+Test(session, read_only_directories_in_tmp_move_with_their_session)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	struct snapcell_snapshot *snap = snapshot(s);
+	struct snapcell_session *b = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	expect_session_out(s,
+			   "import os\nos.mkdir('/tmp/ro')\nopen('/tmp/ro/f', 'w').write('kept')\n"
+			   "os.chmod('/tmp/ro', 0o555)",
+			   "");
+	expect_session_out(b, "import os\nprint(os.listdir('/tmp'))", "[]\n");
+	expect_session_out(s, "print(open('/tmp/ro/f').read(), oct(os.stat('/tmp/ro').st_mode))",
+			   "kept 0o40555\n");
+	snapcell_session_free(s);
+	expect_session_out(b, "print(os.listdir('/tmp'))", "[]\n");
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
 	snapcell_sandbox_free(sb);
 }

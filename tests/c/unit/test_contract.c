@@ -75,9 +75,9 @@ Test(contract, a_rejected_schema_says_which_tool_where_and_why)
 	expect_add_tool_error("t", "{\"type\": ",
 			      "add_tool t: schema: not JSON: unexpected token near end of file "
 			      "(line 1, column 9)");
-	expect_add_tool_error("not-an-identifier", NULL,
-			      "add_tool not-an-identifier: the name must be a Python identifier "
-			      "of at most 64 bytes");
+	expect_add_tool_error("not an identifier", NULL,
+			      "add_tool not an identifier: the name must be 1 to 128 characters "
+			      "of [A-Za-z0-9_.-]");
 }
 
 Test(contract, config_setters_name_what_they_refused)
