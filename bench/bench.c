@@ -26,10 +26,12 @@
 #define COLD_STARTS 5
 #define TOOL_WARMUP 200
 #define PACE_NS	    2000000L
-#define MAX_RUNS    10000000UL
-#define MAX_THREADS 64
-#define PYTHON	    "/usr/bin/python3"
-#define PROBE_CODE  "print(1)"
+/* Time for a template with pandas preloaded to park a cell (fork, set-up, pre-faults, warm). */
+#define PANDAS_PACE_NS 20000000L
+#define MAX_RUNS       10000000UL
+#define MAX_THREADS    64
+#define PYTHON	       "/usr/bin/python3"
+#define PROBE_CODE     "print(1)"
 /* The pandas series (when Debian's pandas is installed): a fresh run that imports it, without
  * and with the template preloading it. */
 #define DIST_PACKAGES "/usr/lib/python3/dist-packages"
@@ -95,7 +97,8 @@ struct bench_results {
 	enum snapcell_isolation isolation;
 	struct series cold, fresh, paced, first_call, session, snapshot, restore, spawn;
 	struct series snapshot_tmp, restore_tmp; /* with TMP_BENCH_MIB MiB in the session's /tmp */
-	struct series pandas, pandas_preloaded;	 /* n == 0: pandas is not installed */
+	/* n == 0: pandas is not installed. The preloaded series run back to back, then paced. */
+	struct series pandas, pandas_preloaded, pandas_preloaded_paced;
 	unsigned threads;
 	double runs_per_s;
 	struct snapcell_sandbox_stats stats;
@@ -457,8 +460,8 @@ static int measure_sandbox(const struct snapcell_config *cfg, const struct bench
 }
 
 /* The pandas series on a sandbox of their own: Debian's dist-packages, room for pandas' address
- * space, and pandas preloaded or not. */
-static int measure_pandas_series(struct series *s, bool preload)
+ * space, and pandas preloaded or not; then, on the same sandbox, the paced one (NULL: none). */
+static int measure_pandas_series(struct series *s, struct series *paced, bool preload)
 {
 	if (s->n == 0)
 		return 0;
@@ -476,9 +479,12 @@ static int measure_pandas_series(struct series *s, bool preload)
 		fprintf(stderr, "snapcell bench: pandas config: %s\n", err.message);
 	else if ((rc = new_sandbox(cfg, &sb)) == 0) {
 		s->ctx = sb;
+		if (paced)
+			paced->ctx = sb;
 		struct series warmup = {
 			.what = "pandas warm-up", .n = 2, .one = pandas_one, .ctx = sb};
-		rc = sample(&warmup) == 0 && sample(s) == 0 ? 0 : -1;
+		rc = sample(&warmup) == 0 && sample(s) == 0 && (!paced || sample(paced) == 0) ? 0
+											      : -1;
 		snapcell_sandbox_free(sb);
 	}
 	snapcell_config_free(cfg);
@@ -514,6 +520,9 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 		printf("pandas_preloaded_fresh_p50_us=%.1f\n", r->pandas_preloaded.p50_us);
 		printf("pandas_preloaded_over_fresh_p50=%.2f\n",
 		       r->pandas_preloaded.p50_us / r->fresh.p50_us);
+		printf("pandas_preloaded_paced_p50_us=%.1f\n", r->pandas_preloaded_paced.p50_us);
+		printf("pandas_preloaded_paced_over_paced_p50=%.2f\n",
+		       r->pandas_preloaded_paced.p50_us / r->paced.p50_us);
 	}
 }
 
@@ -586,6 +595,11 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 	r->pandas_preloaded = (struct series){.what = "fresh pandas runs, pandas preloaded",
 					      .n = have_pandas ? o->runs / 5 + 1 : 0,
 					      .one = pandas_one};
+	r->pandas_preloaded_paced =
+		(struct series){.what = "fresh pandas runs, pandas preloaded, 20 ms apart",
+				.n = have_pandas ? o->runs / 20 + 1 : 0,
+				.pace_ns = PANDAS_PACE_NS,
+				.one = pandas_one};
 }
 
 int cli_bench(int argc, char **argv)
@@ -605,8 +619,8 @@ int cli_bench(int argc, char **argv)
 	if (rc < 0)
 		fprintf(stderr, "snapcell bench: %s\n", err.message);
 	bool ok = rc == 0 && sample(&r.cold) == 0 && measure_sandbox(cfg, &o, &r) == 0 &&
-		  measure_pandas_series(&r.pandas, false) == 0 &&
-		  measure_pandas_series(&r.pandas_preloaded, true) == 0;
+		  measure_pandas_series(&r.pandas, NULL, false) == 0 &&
+		  measure_pandas_series(&r.pandas_preloaded, &r.pandas_preloaded_paced, true) == 0;
 	snapcell_config_free(cfg);
 	if (!ok || sample(&r.spawn) < 0) {
 		fputs("snapcell bench: failed; no results\n", stderr);

@@ -13,12 +13,18 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include "guest.h"
 #include "rpc/control.h"
 #include "util/util.h"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ  22
+#define MADV_POPULATE_WRITE 23
+#endif
 
 static uint64_t tv_us(const struct timeval *tv)
 {
@@ -121,6 +127,40 @@ int sc_cell_run(const uint8_t *code, size_t len, bool session)
 	return exit_code;
 }
 
+/* While parked, off any run's path: the pages runs were seen to touch (the host learns them,
+ * core/prefault.c). Writable ones get the cell's own copy now instead of a copy-on-write
+ * fault during the run; read-only ones (code) get mapped. Each range is a hint: one that is
+ * not mapped as expected here fails alone. Before Linux 5.14 the first call fails and the
+ * rest are skipped. */
+static void prefault(const struct sc_cell_plan *plan)
+{
+	for (size_t i = 0; i < plan->n_prefault; i++) {
+		const struct sc_prefault_range *r = &plan->prefault[i];
+		if (madvise((void *)(uintptr_t)r->start, (size_t)r->pages * 4096,
+			    r->write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) < 0 &&
+		    errno == EINVAL)
+			return;
+	}
+}
+
+/* After the DONE of a RUN_LEARN: stays until the host shuts its end of the frame socket, so
+ * the host can look at which pages the run touched (core/prefault.c) before the cell goes.
+ * The host kills the cell when it retires it in any case; EOF, an error or a signal ends this.
+ * Only on the socket the run began with: code that put another file on fd 3 sent its DONE
+ * (if any) elsewhere, and the host now waits for this exit. */
+static void linger(const struct stat *socket_before)
+{
+	struct stat now;
+	if (fstat(SC_CELL_RPC_FD, &now) < 0 || now.st_ino != socket_before->st_ino ||
+	    now.st_dev != socket_before->st_dev)
+		return;
+	char byte;
+	ssize_t n;
+	do
+		n = read(SC_CELL_RPC_FD, &byte, 1);
+	while (n > 0 || (n < 0 && errno == EINTR));
+}
+
 _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 {
 	struct snapcell_error err = {0};
@@ -134,6 +174,8 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	 * word, not the cell's frames, decides a setup-failure status. */
 	*plan->set_up = 1;
 	munmap(plan->set_up_map, plan->set_up_len);
+	/* First, so the after-fork hooks and the warm-up find most of their pages in place. */
+	prefault(plan);
 	sc_py_after_fork_child();
 	sc_py_warm();
 
@@ -143,9 +185,14 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	int rc = sc__frame_read(SC_CELL_RPC_FD, plan->cfg->frame_cap, &type, &code, &len);
 	if (rc < 0)
 		_exit(rc == -EPIPE ? 0 : 124); /* the host went away */
-	if (type == SC_FRAME_RUN) {
+	if (type == SC_FRAME_RUN || type == SC_FRAME_RUN_LEARN) {
 		close(SC_CELL_TMP_FD);
-		_exit(sc_cell_run(code, len, false));
+		struct stat socket_before;
+		fstat(SC_CELL_RPC_FD, &socket_before);
+		int exit_code = sc_cell_run(code, len, false);
+		if (type == SC_FRAME_RUN_LEARN)
+			linger(&socket_before);
+		_exit(exit_code);
 	}
 	if (type == SC_FRAME_SESSION)
 		sc_session_anchor(plan->cfg->frame_cap);

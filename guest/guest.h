@@ -52,6 +52,8 @@ struct sc_guest_config {
 };
 
 /* What a cell needs from the template, fixed before the fork. */
+struct sc_prefault_range; /* rpc/control.h */
+
 struct sc_cell_plan {
 	const struct sc_guest_config *cfg;
 	const struct sc_bpf *seccomp;
@@ -65,6 +67,9 @@ struct sc_cell_plan {
 	volatile uint8_t *set_up;
 	void *set_up_map;
 	size_t set_up_len;
+	/* Pages to fault in once warm (rpc/control.h); the template's copy, read-only here. */
+	const struct sc_prefault_range *prefault;
+	size_t n_prefault;
 };
 
 #define SC_CELL_RPC_FD 3 /* the cell's frame socket */

@@ -63,6 +63,8 @@ static struct {
 	volatile uint8_t *set_up;
 	unsigned free_slots[MAX_CELLS];
 	size_t n_free_slots;
+	struct sc_prefault_range *prefault; /* the host's latest list, for cells parked next */
+	size_t n_prefault;
 } T;
 
 static void report_ready(int status, const char *message)
@@ -628,6 +630,8 @@ static int park_cell(void)
 				    .rpc_fd = cell[2],
 				    .net_fd = net_cell,
 				    .landlock_fd = T.landlock_fd,
+				    .prefault = T.prefault,
+				    .n_prefault = T.n_prefault,
 				    .cgroup_fd = -1};
 	pid_t pid = -1;
 	if ((host[SC_CELL_OUTPUT] = mount_output(name)) < 0)
@@ -710,6 +714,30 @@ static void reap(void)
 	}
 }
 
+/* The host's list of pages to fault in, from the memfd it sent: it replaces the one before.
+ * Only its shape is checked; the cells treat the ranges as hints (guest/cell.c). */
+static void take_prefault(int fd)
+{
+	struct stat st;
+	size_t max = SC_PREFAULT_MAX_RANGES * sizeof(struct sc_prefault_range);
+	struct sc_prefault_range *list = NULL;
+	size_t n = 0;
+	if (fstat(fd, &st) == 0 && st.st_size > 0 && (size_t)st.st_size <= max &&
+	    st.st_size % sizeof(*list) == 0 && (list = malloc((size_t)st.st_size)) &&
+	    pread(fd, list, (size_t)st.st_size, 0) == st.st_size)
+		n = (size_t)st.st_size / sizeof(*list);
+	for (size_t i = 0; i < n; i++)
+		if (list[i].start % 4096 || !list[i].pages)
+			n = 0;
+	if (n == 0) {
+		free(list); /* a list that is not one: the cells keep the one before */
+		return;
+	}
+	free(T.prefault);
+	T.prefault = list;
+	T.n_prefault = n;
+}
+
 /* Returns when the host closes the control socket. */
 static void serve(void)
 {
@@ -730,10 +758,15 @@ static void serve(void)
 			reap();
 		if (pf[0].revents) {
 			struct sc_ctl_msg m;
-			if (sc__ctl_recv(CTL, &m, NULL, NULL) < 0)
+			int fds[SC_CTL_MAX_FDS];
+			size_t n_fds = 0;
+			if (sc__ctl_recv(CTL, &m, fds, &n_fds) < 0)
 				return;
 			if (m.type == SC_CTL_TAKE && T.parked > 0)
 				T.parked--;
+			if (m.type == SC_CTL_PREFAULT && n_fds == 1)
+				take_prefault(fds[0]);
+			close_all(fds, n_fds);
 		}
 	}
 }

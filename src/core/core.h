@@ -150,13 +150,30 @@ struct snapcell_sandbox {
 		uint32_t id;
 	} * dying; /* retired cells not yet known to be gone */
 	size_t n_dying, cap_dying;
+	struct sc_prefault *prefault; /* prefault.c: what runs touched; its own lock */
 };
+
+/* prefault.c: learning which template pages fresh runs touch, so parked cells fault them in
+ * before a run instead of during it. wants: whether the next run is one to learn from (the
+ * first few, then one in a while, and only while the learner is idle). learn: takes over a
+ * finished run's cell, which must still be there (lingering after DONE), and retires it once
+ * its pages are read, on the learner's own thread; the template gets the new list when it
+ * changed. free: stops the learner (before the template goes). */
+int sc__prefault_new(struct snapcell_sandbox *sb);
+void sc__prefault_free(struct snapcell_sandbox *sb);
+bool sc__prefault_wants(struct snapcell_sandbox *sb);
+void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell);
+/* The pid behind a pidfd in this process's namespace, or -1 (sandbox.c). */
+int sc__pidfd_pid(int pidfd);
 
 /* What one run is asked to do. */
 struct sc_run_request {
 	const char *code;
 	size_t code_len;
 	int cancel_fd; /* a snapcell_cancel's eventfd, or -1 */
+	/* A fresh cell whose pages the sandbox reads after DONE (prefault.c): sent RUN_LEARN,
+	 * it lingers instead of exiting. */
+	bool learn;
 };
 
 /* What a run drives: a fresh cell (run.c) or a session's worker (session.c). The run loop

@@ -60,6 +60,7 @@ struct run {
 	struct sc_exit_record exit;
 	size_t exit_got;
 	enum forced forced;
+	bool learn; /* the request's: RUN_LEARN, the cell lingers after DONE */
 	uint32_t hit;
 	char note[160];
 	uint64_t start_us, deadline_us;
@@ -210,6 +211,11 @@ static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
 	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {
 		memcpy(&r->done, r->reader.payload, sizeof(r->done));
 		r->have_done = true;
+		/* A cell sent RUN_LEARN stays after DONE until this end shuts (guest/cell.c),
+		 * so the sandbox can read its pages (prefault.c). A setup-failure claim is never
+		 * learned from: the template's word on it needs the cell gone. */
+		if (r->learn && r->done.status == SNAPCELL_STATUS_SETUP_FAILURE)
+			shutdown(r->cell->fds[SC_CELL_RPC], SHUT_WR);
 		drain(r);
 	} else
 		violation(r, "unexpected frame");
@@ -439,7 +445,8 @@ static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char 
 	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
 		return -ENOMEM;
 	sc__frame_reader_init(&r->reader, SC_FRAME_DEFAULT_CAP);
-	return queue_frame(&r->send, SC_FRAME_RUN, code, len, NULL, 0);
+	return queue_frame(&r->send, r->learn ? SC_FRAME_RUN_LEARN : SC_FRAME_RUN, code, len, NULL,
+			   0);
 }
 
 static void release(struct run *r)
@@ -471,7 +478,8 @@ int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 		 const struct sc_run_request *req, struct snapcell_result **out, bool *alive,
 		 struct snapcell_error *err)
 {
-	struct run r = {.target = t, .cell = t->cell, .cancel_fd = req->cancel_fd};
+	struct run r = {
+		.target = t, .cell = t->cell, .cancel_fd = req->cancel_fd, .learn = req->learn};
 	struct snapcell_result *res = calloc(1, sizeof(*res));
 	int rc = !res ? -ENOMEM : prepare(&r, sb, req->code, req->code_len);
 	if (rc == 0) {
@@ -573,7 +581,7 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 	if (code_len > SC_FRAME_DEFAULT_CAP)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
 			       code_len, SC_FRAME_DEFAULT_CAP);
-	*req = (struct sc_run_request){code, code_len, -1};
+	*req = (struct sc_run_request){code, code_len, -1, false};
 	int rc = sc__run_options(opts, &req->cancel_fd, err);
 	if (rc < 0 || !sc__cancel_fired(req->cancel_fd))
 		return rc;
@@ -607,6 +615,7 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	if (rc < 0)
 		return rc;
 	struct sc_run_target t = {&cell, true, fresh_kill, fresh_collect, NULL};
+	req.learn = sc__prefault_wants(sb);
 	struct sc_gate_cell *gate = NULL;
 	if (cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, cell.net, cell.n_net,
@@ -620,7 +629,10 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
 	if (rc == 0)
 		t.collect(&t, sb, *out);
-	sc__sandbox_retire_cell(sb, &cell);
+	if (rc == 0 && alive && req.learn)
+		sc__prefault_learn(sb, &cell); /* retires it when done */
+	else
+		sc__sandbox_retire_cell(sb, &cell);
 	return rc;
 }
 

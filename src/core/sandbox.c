@@ -491,6 +491,8 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	int rc = sc__config_copy(cfg, &sb->cfg);
 	if (rc < 0)
 		sc__err(err, rc, "copy config");
+	if (rc == 0 && (rc = sc__prefault_new(sb)) < 0)
+		sc__err(err, rc, "sandbox");
 	if (rc == 0)
 		rc = sc__ids_take(sb->cfg->uid_first, sb->cfg->uid_count, sb->cfg->uid_range_set,
 				  &sb->ids, err);
@@ -539,6 +541,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	if (!sb)
 		return;
 	sc__sessions_orphan(sb);
+	sc__prefault_free(sb); /* its learner may hold a cell to retire */
 	stop_helper(sb);
 	sweep(sb, true);
 	sc__cgroup_sandbox_free(&sb->cgroup); /* the template and its cells are gone */
@@ -672,7 +675,7 @@ static uint64_t private_bytes(int pid)
 }
 
 /* The pid behind a pidfd, in our namespace, from /proc/self/fdinfo. */
-static int pidfd_pid(int pidfd)
+int sc__pidfd_pid(int pidfd)
 {
 	char path[64], line[128];
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
@@ -699,11 +702,11 @@ int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_
 	while (rc == 0 && sb->n_ready < SPARE_CELLS)
 		if ((rc = receive_cell(sb, err)) < 0)
 			sc__err_wrap(err, rc, "stats");
-	out->template_pid = pidfd_pid(sb->helper_pidfd);
+	out->template_pid = sc__pidfd_pid(sb->helper_pidfd);
 	out->template_private_bytes = private_bytes(out->template_pid);
 	uint64_t sum = 0;
 	for (size_t i = 0; rc == 0 && i < sb->n_ready; i++) {
-		int pid = pidfd_pid(sb->ready[i].fds[SC_CELL_PIDFD]);
+		int pid = sc__pidfd_pid(sb->ready[i].fds[SC_CELL_PIDFD]);
 		if (pid > 0) {
 			sum += private_bytes(pid);
 			out->parked_cells++;

@@ -19,7 +19,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 4
+#define SC_PROTOCOL_VERSION 5
 #endif
 
 /* The directory of a cell's /tmp tmpfs that is bound at /tmp: a session family's host side
@@ -39,7 +39,20 @@ enum sc_ctl_type {
 	SC_CTL_READY = 1, /* template -> host: setup finished (status 0) or failed */
 	SC_CTL_CELL,	  /* template -> host: a parked cell; carries SC_CELL_NFDS fds */
 	SC_CTL_TAKE,	  /* host -> template: a cell was taken, park another */
+	/* host -> template: the pages cells should fault in while parked; carries one fd, a
+	 * memfd holding struct sc_prefault_range[] (core/prefault.c, guest/cell.c) */
+	SC_CTL_PREFAULT,
 };
+
+/* Pages of the template's address space that runs were seen to touch: each parked cell faults
+ * them in (writable ones copied, read-only ones mapped) before it waits for code, so a run
+ * does not pay those faults. Hints only: a range that is not mapped in the cell is skipped. */
+struct sc_prefault_range {
+	uint64_t start; /* page-aligned address */
+	uint32_t pages;
+	uint32_t write; /* 1: copy (MADV_POPULATE_WRITE); 0: map (MADV_POPULATE_READ) */
+};
+#define SC_PREFAULT_MAX_RANGES 4096
 
 /* The descriptors of one parked cell, in the order they travel. */
 enum sc_cell_fd {

@@ -13,7 +13,10 @@
 #define SC_FRAME_DEFAULT_CAP (16u << 20)
 
 enum sc_frame_type {
-	SC_FRAME_RUN = 'R',    /* host -> cell: the code to run */
+	SC_FRAME_RUN = 'R', /* host -> cell: the code to run */
+	/* host -> cell: the same, and after DONE the cell stays until the host shuts its end
+	 * of the socket (it reads which pages the run touched: core/prefault.c) */
+	SC_FRAME_RUN_LEARN = 'L',
 	SC_FRAME_DONE = 'D',   /* cell -> host: struct sc_done_payload */
 	SC_FRAME_CALL = 'C',   /* cell -> host: tool name, NUL, arguments as a JSON object */
 	SC_FRAME_RESULT = 'A', /* host -> cell: 1 byte ok, then the JSON result or a message */
