@@ -66,7 +66,8 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	if (setsid() < 0)
 		return sc__err(err, -errno, "setsid");
 	snprintf(out_name, sizeof(out_name), "%u", plan->id);
-	int rc = sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, err);
+	int rc = plan->cfg->rlimits ? sc_plain_cell_restrict(plan, err)
+				    : sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, err);
 	/* After the last mount (a Landlock domain cannot mount), before place_fds closes the
 	 * ruleset: only the root's python3 and its loader may be executed. */
 	if (rc == 0 && plan->landlock_fd >= 0 &&
@@ -74,8 +75,9 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		sc__err(err, rc, "landlock");
 	if (rc == 0)
 		rc = place_fds(plan, err);
-	if (rc == 0 && chdir("/tmp") < 0)
-		rc = sc__err(err, -errno, "chdir /tmp");
+	const char *tmp = plan->cfg->rlimits ? sc_plain_cell_tmp(plan) : "/tmp";
+	if (rc == 0 && chdir(tmp) < 0)
+		rc = sc__err(err, -errno, "chdir %s", tmp);
 	if (rc == 0)
 		rc = sc__rlimits_apply(&plan->cfg->limits, err);
 	if (rc == 0)
@@ -130,6 +132,8 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	*plan->set_up = 1;
 	munmap(plan->set_up_map, plan->set_up_len);
 	sc_py_after_fork_child();
+	if (plan->cfg->rlimits)
+		sc_plain_cell_environ(plan);
 	sc_py_warm();
 
 	uint8_t type;
