@@ -126,8 +126,8 @@ static void mount_why(int e, char *why, size_t len)
 	long aa = sysctl_value("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
 	if (e == EPERM || e == EACCES)
 		snprintf(why, len,
-			 "no capabilities inside a user namespace (mount: %s)%s: lift that for "
-			 "level namespaces",
+			 "no capabilities inside a user namespace (%s)%s: lift that for level "
+			 "namespaces",
 			 strerror(e),
 			 aa == 1 ? ", AppArmor's restriction "
 				   "(kernel.apparmor_restrict_unprivileged_userns=1)"
@@ -170,8 +170,8 @@ int sc__ns_check(struct sc_ns_check *out)
 	int e = out->err[out->failed];
 	if (out->failed == SC_NS_USER)
 		userns_why(e, out->why, sizeof(out->why));
-	else if (out->failed == SC_NS_MOUNT_INSIDE)
-		mount_why(e, out->why, sizeof(out->why));
+	else if (out->failed == SC_NS_MOUNT_INSIDE || e == EPERM || e == EACCES)
+		mount_why(e, out->why, sizeof(out->why)); /* a user namespace without caps */
 	else
 		snprintf(out->why, sizeof(out->why), "unshare: %s",
 			 e > 0 ? strerror(e) : "not tried");
