@@ -92,8 +92,8 @@ int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_f
 /* A cell's fresh /output and /tmp directories; returns a descriptor of its /output (above
  * fd 9) or a negative code. */
 int sc_plain_cell_dirs(int out_fd, int tmp_fd, const char *name);
-/* Removes a reaped cell's directories. */
-void sc_plain_cell_forget(int out_fd, int tmp_fd, const char *name);
+/* Removes a reaped cell's /tmp directory (the host removes its /output). */
+void sc_plain_cell_forget(int tmp_fd, const char *name);
 /* Kills every child of the template that is not a live cell: what a dead cell left. */
 void sc_plain_kill_orphans(const pid_t *cells, size_t n);
 /* In the cell, instead of its mounts: a subreaper like a namespace's pid 1, and confined by

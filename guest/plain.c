@@ -79,11 +79,11 @@ int sc_plain_cell_dirs(int out_fd, int tmp_fd, const char *name)
 	return high < 0 ? -EMFILE : high;
 }
 
-void sc_plain_cell_forget(int out_fd, int tmp_fd, const char *name)
+void sc_plain_cell_forget(int tmp_fd, const char *name)
 {
-	/* The host removes out/<id> too once it is done with it; whoever comes first. */
+	/* Not out/<id>: the host may still be collecting it (it removes it once the cell is
+	 * retired, sandbox.c's forget_cell). */
 	sc__remove_tree(tmp_fd, name, sc__deadline_ms(2000));
-	sc__remove_tree(out_fd, name, sc__deadline_ms(2000));
 }
 
 /* A dead cell's processes are reparented to the template (the subreaper above the cell); each

@@ -555,7 +555,7 @@ static void unmount_output(uint32_t id)
 	snprintf(path, sizeof(path), SC_OUT_BASE "/%u", id);
 	snprintf(name, sizeof(name), "%u", id);
 	if (T.cfg.rlimits) {
-		sc_plain_cell_forget(T.out_fd, T.tmp_fd, name);
+		sc_plain_cell_forget(T.tmp_fd, name);
 		return;
 	}
 	umount2(path, MNT_DETACH);

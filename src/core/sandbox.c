@@ -512,9 +512,8 @@ static int choose_level(struct snapcell_sandbox *sb, struct snapcell_error *err)
 			       snapcell_isolation_name(sb->cfg->required), step, c.why);
 	if (sb->cfg->allowed.n > 0)
 		return sc__err(err, SNAPCELL_E_ISOLATION,
-			       "network entries need isolation level 'namespaces' (a network "
-			       "namespace per cell, so every connection reaches the host's gate); "
-			       "this host gives 'rlimits': %s: %s",
+			       "network entries need level 'namespaces' (a network namespace per "
+			       "cell); this host gives 'rlimits': %s: %s",
 			       step, c.why);
 	int abi = sc__landlock_version();
 	if (abi <= 0)
