@@ -48,6 +48,8 @@ static int write_file(const char *path, const char *text)
 	return rc;
 }
 
+static int inside(const char *uid_map, const char *gid_map);
+
 /* In the child: errno of each step in order, 0 for done, -1 for not tried; only system calls
  * (the caller may be multi-threaded), the maps formatted before the fork. */
 static _Noreturn void check_child(int fd, const char *uid_map, const char *gid_map)
@@ -61,20 +63,10 @@ static _Noreturn void check_child(int fd, const char *uid_map, const char *gid_m
 		if (res[i])
 			break;
 	}
-	if (i == SC_NS_STEPS - 1) {
-		/* What the template does first: be root of the namespace and mount. Ubuntu's
-		 * AppArmor restriction lets the unshare succeed and takes the capabilities away. */
-		if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
-			res[i] = errno;
-		else if (write_file("/proc/self/uid_map", uid_map) < 0 ||
-			 write_file("/proc/self/gid_map", gid_map) < 0)
-			res[i] = errno;
-		else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-			 mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k") < 0)
-			res[i] = errno;
-		else
-			res[i] = 0;
-	}
+	/* What the template does first: be root of the namespace and mount. Ubuntu's AppArmor
+	 * restriction lets the unshare succeed and takes the capabilities away. */
+	if (i == SC_NS_STEPS - 1)
+		res[i] = inside(uid_map, gid_map);
 	(void)!write(fd, res, sizeof(res));
 	_exit(0);
 }
@@ -136,12 +128,59 @@ static void mount_why(int e, char *why, size_t len)
 		snprintf(why, len, "mount inside a user namespace: %s", strerror(e));
 }
 
+/* Be root of the namespaces the clone made and mount, as the template does first. */
+static int inside(const char *uid_map, const char *gid_map)
+{
+	if (write_file("/proc/self/setgroups", "deny") < 0 && errno != ENOENT)
+		return errno;
+	if (write_file("/proc/self/uid_map", uid_map) < 0 ||
+	    write_file("/proc/self/gid_map", gid_map) < 0)
+		return errno;
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=4k") < 0)
+		return errno;
+	return 0;
+}
+
+/* What the helper's spawn does, at once: a raw clone into every namespace (which works from a
+ * multi-threaded caller too, where unshare(CLONE_NEWUSER) would not), then the maps and a
+ * mount. 0 when all worked; otherwise the steps are tried one by one to say which failed. */
+static int clone_check(const char *uid_map, const char *gid_map)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return errno;
+	long pid = syscall(SYS_clone,
+			   CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET |
+				   CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP | SIGCHLD,
+			   NULL, NULL, NULL, 0);
+	if (pid == 0) {
+		int e = inside(uid_map, gid_map);
+		(void)!write(p[1], &e, sizeof(e));
+		_exit(0);
+	}
+	int e = pid < 0 ? errno : -1;
+	close(p[1]);
+	if (pid > 0 && sc__read_all(p[0], &e, sizeof(e)) < 0)
+		e = EPIPE;
+	close(p[0]);
+	if (pid > 0)
+		waitpid((pid_t)pid, NULL, 0);
+	return e;
+}
+
 int sc__ns_check(struct sc_ns_check *out)
 {
 	memset(out, 0, sizeof(*out));
 	char uid_map[32], gid_map[32];
 	snprintf(uid_map, sizeof(uid_map), "0 %u 1\n", (unsigned)geteuid());
 	snprintf(gid_map, sizeof(gid_map), "0 %u 1\n", (unsigned)getegid());
+	int clone_err = clone_check(uid_map, gid_map);
+	if (clone_err == 0) {
+		out->ok = true;
+		out->failed = -1;
+		return 0;
+	}
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
@@ -158,15 +197,16 @@ int sc__ns_check(struct sc_ns_check *out)
 		waitpid(pid, NULL, 0);
 	if (rc < 0)
 		return rc;
-	out->ok = true;
 	out->failed = -1;
-	for (int i = 0; i < SC_NS_STEPS && out->ok; i++)
-		if (out->err[i] != 0) {
-			out->ok = false;
+	for (int i = 0; i < SC_NS_STEPS && out->failed < 0; i++)
+		if (out->err[i] != 0)
 			out->failed = i;
-		}
-	if (out->ok)
+	if (out->failed < 0) { /* each step worked alone, the clone of them all did not */
+		snprintf(out->why, sizeof(out->why), "clone into new namespaces: %s",
+			 clone_err > 0 ? strerror(clone_err) : "no report");
+		out->failed = SC_NS_USER;
 		return 0;
+	}
 	int e = out->err[out->failed];
 	if (out->failed == SC_NS_USER)
 		userns_why(e, out->why, sizeof(out->why));
