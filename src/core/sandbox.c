@@ -499,7 +499,7 @@ static int choose_level(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		[SC_NS_CGROUP] = "cgroup namespaces", [SC_NS_MOUNT_INSIDE] = "user namespaces",
 	};
 	struct sc_ns_check c;
-	int rc = sc__ns_check(&c);
+	int rc = sc__ns_check_once(&c);
 	if (rc < 0)
 		return sc__err(err, rc, "check for namespaces in a child process");
 	sb->level = c.ok ? SNAPCELL_ISOLATION_NAMESPACES : SNAPCELL_ISOLATION_RLIMITS;

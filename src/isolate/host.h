@@ -82,6 +82,9 @@ struct sc_ns_check {
 
 /* 0 with out filled (ok or not), or a negative code when the child could not be run. */
 int sc__ns_check(struct sc_ns_check *out);
+/* The same, with a success remembered for the process (the check costs ~3 ms at level
+ * namespaces, mostly the network namespace's teardown): what sandbox creation uses. */
+int sc__ns_check_once(struct sc_ns_check *out);
 /* The Landlock ABI this kernel offers, 0 for none: the rlimits level needs one. */
 int sc__landlock_version(void);
 

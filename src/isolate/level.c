@@ -223,3 +223,20 @@ int sc__landlock_version(void)
 	long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, 1 /* _VERSION */);
 	return abi > 0 ? (int)abi : 0;
 }
+
+int sc__ns_check_once(struct sc_ns_check *out)
+{
+	/* Namespaces that worked once keep working (a later failure is the spawn's clear
+	 * error); a host without them is checked again each time, for 0.3 ms. */
+	static _Atomic bool worked;
+	if (worked) {
+		memset(out, 0, sizeof(*out));
+		out->ok = true;
+		out->failed = -1;
+		return 0;
+	}
+	int rc = sc__ns_check(out);
+	if (rc == 0 && out->ok)
+		worked = true;
+	return rc;
+}
