@@ -60,6 +60,12 @@ int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_f
 	*tmp_fd = open(cfg->tmp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (*tmp_fd < 0)
 		return sc__err(err, -errno, "open %s", cfg->tmp_dir);
+	/* Preloads may want a writable home at import (matplotlib's config and font cache); the
+	 * namespaces level gives them a scratch /tmp, this one a directory beside the cells'. */
+	char home[PATH_MAX];
+	snprintf(home, sizeof(home), "%s/template", cfg->tmp_dir);
+	if (mkdir(home, 0700) < 0 || setenv("HOME", home, 1) < 0)
+		return sc__err(err, -errno, "make %s", home);
 	/* RLIMIT_NPROC counts every task of the real uid: as the caller's own uid, the caller's
 	 * other processes count too, so the cells' limit starts above what runs now. */
 	if (cfg->own_uid)
@@ -170,7 +176,8 @@ void sc_plain_cell_environ(const struct sc_cell_plan *plan)
 		set_environ(environ, "SNAPCELL_OUTPUT", out);
 		set_environ(environ, "SNAPCELL_TMP", tmp);
 		set_environ(environ, "TMPDIR", tmp);
-		set_environ(environ, "HOME", tmp);
+		if (!json_object_get(plan->cfg->env, "HOME")) /* the caller's, or the cell's own */
+			set_environ(environ, "HOME", tmp);
 	}
 	/* tempfile caches the directory it chose (the template's warm-up may have asked). */
 	PyObject *name = PyUnicode_FromString("tempfile");

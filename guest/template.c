@@ -161,9 +161,8 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		c->python_path_site[i] = site != NULL;
 		/* Not at the host path: that may lie under /tmp, which each cell remounts. At the
 		 * rlimits level nothing is bound: the host path it is. */
-		if (host)
-			c->python_binds[i] = strdup(host);
-		else if (asprintf(&c->python_binds[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
+		if (host ? !(c->python_binds[i] = strdup(host))
+			 : asprintf(&c->python_binds[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
 			c->python_binds[i] = NULL;
 		else if (!site)
 			c->python_paths[i] = strdup(c->python_binds[i]);

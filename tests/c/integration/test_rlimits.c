@@ -379,3 +379,28 @@ Test(rlimits, runs_stay_bounded)
 	expect_output(sb, "print(6 * 7)\n", "42\n");
 	snapcell_sandbox_free(sb);
 }
+
+Test(rlimits, python_paths_and_preloads_work)
+{
+	char *dir = test_make_tree();
+	/* A module that writes to its home at import, as matplotlib does. */
+	test_write_file(dir, "scmod.py",
+			"import os\n"
+			"open(os.path.join(os.path.expanduser('~'), 'cache'), 'w').write('x')\n"
+			"X = 42\n");
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, dir, NULL), 0);
+	cr_assert_eq(snapcell_config_add_preload(cfg, "scmod", NULL), 0);
+	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
+	snapcell_config_free(cfg);
+	char code[1024];
+	snprintf(code, sizeof(code),
+		 PY_ATTEMPT "import scmod\n"
+			    "print(scmod.X, os.environ['HOME'] == os.environ['SNAPCELL_TMP'])\n"
+			    "attempt('write', lambda: open('%s/scmod.py', 'a').write('#'))\n",
+		 dir);
+	expect_output(sb, code, "42 True\nwrite PermissionError EACCES\n");
+	snapcell_sandbox_free(sb);
+	test_remove_tree(dir);
+	free(dir);
+}
