@@ -490,10 +490,11 @@ SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg,
 struct snapcell_sandbox;
 
 /* Starts the template: a helper process in its own namespaces (or, at level rlimits, under
- * Landlock in the caller's) with CPython initialised and the common standard library imported. The config is copied; it may be freed afterwards. A
- * helper that cannot be found fails with -ENOENT naming its path; one that speaks another
- * protocol (from another snapcell version) or is no snapcell-cell at all fails with
- * SNAPCELL_E_HELPER naming both protocol versions, within seconds. */
+ * Landlock in the caller's) with CPython initialised and the common standard library
+ * imported. The config is copied; it may be freed afterwards. A helper that cannot be found
+ * fails with -ENOENT naming its path; one that speaks another protocol (from another snapcell
+ * version) or is no snapcell-cell at all fails with SNAPCELL_E_HELPER naming both protocol
+ * versions, within seconds. */
 SNAPCELL_API int snapcell_sandbox_new(const struct snapcell_config *cfg,
 				      struct snapcell_sandbox **out, struct snapcell_error *err);
 
