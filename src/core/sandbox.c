@@ -518,8 +518,8 @@ static int choose_level(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	int abi = sc__landlock_version();
 	if (abi <= 0)
 		return sc__err(err, SNAPCELL_E_ISOLATION,
-			       "no isolation level on this host: %s: %s; and no Landlock, which "
-			       "level 'rlimits' needs (Linux 5.13 with lsm=landlock)",
+			       "no isolation level on this host: 'rlimits' needs Landlock (Linux "
+			       "5.13+, lsm=landlock), absent; 'namespaces': %s: %s",
 			       step, c.why);
 	return 0;
 }

@@ -10,6 +10,7 @@
  *                     has no AppArmor)
  *   --no-sys-admin    CAP_SYS_ADMIN dropped from every set, bounding included (root in a
  *                     container without it)
+ *   --no-landlock     the Landlock calls fail with ENOSYS (a kernel without Landlock)
  * Usage: simhost [OPTION]... -- COMMAND [ARG]... */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -81,7 +82,7 @@ static int drop_sys_admin(void)
 int main(int argc, char **argv)
 {
 	int i = 1;
-	bool docker = false, nocaps = false, noadmin = false;
+	bool docker = false, nocaps = false, noadmin = false, nolandlock = false;
 	for (; i < argc && strcmp(argv[i], "--"); i++) {
 		if (!strcmp(argv[i], "--docker-seccomp"))
 			docker = true;
@@ -89,25 +90,30 @@ int main(int argc, char **argv)
 			nocaps = true;
 		else if (!strcmp(argv[i], "--no-sys-admin"))
 			noadmin = true;
+		else if (!strcmp(argv[i], "--no-landlock"))
+			nolandlock = true;
 		else
 			break;
 	}
 	if (i >= argc - 1 || strcmp(argv[i], "--")) {
 		fprintf(stderr, "usage: simhost [--docker-seccomp] [--userns-nocaps] "
-				"[--no-sys-admin] -- COMMAND [ARG]...\n");
+				"[--no-sys-admin] [--no-landlock] -- COMMAND [ARG]...\n");
 		return 2;
 	}
 	if (noadmin && drop_sys_admin() < 0) {
 		perror("simhost: drop CAP_SYS_ADMIN");
 		return 1;
 	}
-	if (docker || nocaps) {
+	if (docker || nocaps || nolandlock) {
 		scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 		int rc = ctx ? 0 : -ENOMEM;
 		if (rc == 0 && docker)
 			rc = docker_rules(ctx);
 		if (rc == 0 && nocaps)
 			rc = nocaps_rules(ctx);
+		if (rc == 0 && nolandlock)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+					      SCMP_SYS(landlock_create_ruleset), 0);
 		if (rc == 0)
 			rc = seccomp_load(ctx); /* sets no_new_privs, as a container runtime does */
 		if (ctx)
