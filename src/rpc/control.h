@@ -19,7 +19,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 3
+#define SC_PROTOCOL_VERSION 4
 #endif
 
 /* The helper's first record, sent before it reads anything. Its layout never changes, so a

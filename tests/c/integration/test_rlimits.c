@@ -340,7 +340,7 @@ Test(rlimits, cells_cannot_reach_each_others_files, .timeout = 60)
 	snapcell_sandbox_free(sb);
 }
 
-Test(rlimits, a_runs_processes_end_with_it, .timeout = 60)
+Test(rlimits, processes_end_with_their_run, .timeout = 60)
 {
 	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
 	/* A grandchild in a new session, orphaned at once: no pid namespace takes it down, the
