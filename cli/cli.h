@@ -28,6 +28,9 @@ int cli_argv_tool(void *argv, const char *args_json, char **result);
 
 /* mcp/: `snapcell mcp`, the MCP server. */
 int cli_mcp(int argc, char **argv);
+/* mcp/state.c: the running `snapcell mcp` servers of this user and their sessions, from their
+ * state files (files of dead processes are removed): a JSON array. */
+json_t *cli_mcp_servers(void);
 
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */
 void cli_print_artifacts(const struct snapcell_result *res, FILE *f);

@@ -1,5 +1,6 @@
-/* `snapcell doctor`: what isolation this host offers, proof that a sandbox starts, and (with
- * --preload) what each preloaded module costs a sandbox. */
+/* `snapcell doctor`: what isolation this host offers, proof that a sandbox starts, (with
+ * --preload) what each preloaded module costs a sandbox, and the user's running `snapcell mcp`
+ * servers with their sessions. */
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -195,6 +196,41 @@ static void print_text(const struct snapcell_probe *p, json_t *hard, json_t *san
 	}
 }
 
+/* The running MCP servers (mcp/state.c); a session is shown by its handle's prefix only. */
+static void print_servers(json_t *servers)
+{
+	size_t i, k;
+	json_t *srv, *s;
+	if (!json_array_size(servers))
+		puts("mcp servers: none running");
+	json_array_foreach(servers, i, srv)
+	{
+		json_t *list = json_object_get(srv, "sessions");
+		printf("mcp server: pid %lld, replica %s, %s, up %lld s, ",
+		       json_integer_value(json_object_get(srv, "pid")),
+		       json_string_value(json_object_get(srv, "replica")),
+		       json_string_value(json_object_get(srv, "transport")),
+		       json_integer_value(json_object_get(srv, "uptime_s")));
+		if (!json_is_true(json_object_get(srv, "sessions_enabled"))) {
+			puts("sessions off");
+			continue;
+		}
+		printf("%zu of %lld sessions, idle timeout %lld s\n", json_array_size(list),
+		       json_integer_value(json_object_get(srv, "max_sessions")),
+		       json_integer_value(json_object_get(srv, "idle_timeout_s")));
+		json_array_foreach(list, k, s)
+		{
+			printf("  session %s...  age %lld s, idle %lld s, %lld snapshots%s%s\n",
+			       json_string_value(json_object_get(s, "handle_prefix")),
+			       json_integer_value(json_object_get(s, "age_s")),
+			       json_integer_value(json_object_get(s, "idle_s")),
+			       json_integer_value(json_object_get(s, "snapshots")),
+			       json_is_true(json_object_get(s, "busy")) ? ", running" : "",
+			       json_is_true(json_object_get(s, "alive")) ? "" : ", ended");
+		}
+	}
+}
+
 int cli_doctor(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -239,6 +275,7 @@ int cli_doctor(int argc, char **argv)
 	size_t i;
 	json_t *m;
 	json_array_foreach(preloads, i, m) failed |= json_object_get(m, "error") != NULL;
+	json_t *servers = cli_mcp_servers();
 	if (as_json) {
 		json_t *mechs = json_array();
 		for (int k = 0; k < SNAPCELL_MECH__COUNT; k++)
@@ -247,10 +284,10 @@ int cli_doctor(int argc, char **argv)
 						 "available", p.mech[k].available, "used",
 						 p.mech[k].used, "detail", p.mech[k].detail));
 		json_t *j =
-			json_pack("{s:o, s:s, s:o, s:o, s:o}", "mechanisms", mechs, "level",
+			json_pack("{s:o, s:s, s:o, s:o, s:o, s:O}", "mechanisms", mechs, "level",
 				  snapcell_isolation_name(p.level), "hardening", hard, "sandbox",
 				  sandbox ? json_incref(sandbox) : json_pack("{s:s}", "error", why),
-				  "preloads", json_incref(preloads));
+				  "preloads", json_incref(preloads), "mcp_servers", servers);
 		const char *mech = NULL, *fix = advice(&p, &mech);
 		if (fix)
 			json_object_set_new(j, "advice",
@@ -262,8 +299,10 @@ int cli_doctor(int argc, char **argv)
 		json_decref(j);
 	} else {
 		print_text(&p, hard, sandbox, why, preloads);
+		print_servers(servers);
 		json_decref(hard);
 	}
+	json_decref(servers);
 	json_decref(sandbox);
 	json_decref(preloads);
 	return failed ? 1 : 0;

@@ -170,6 +170,8 @@ json_t *cli_result_json(const struct snapcell_result *res)
 			      (json_int_t)res->cpu_us, "peak_memory_bytes",
 			      (json_int_t)res->peak_memory_bytes, "isolation",
 			      snapcell_isolation_name(res->isolation));
+	/* Resident peak of one process, not what the host was charged (peak_memory_bytes). */
+	json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)res->peak_rss_bytes));
 	json_t *files = files_json(res), *net = network_json(res);
 	json_object_update(j, files);
 	json_object_update(j, net);

@@ -53,6 +53,7 @@ struct sc_guest_config {
 	bool rlimits;
 	char *tmp_dir;
 	bool own_uid; /* the cells' uid is the caller's (seccomp: no attributes by path) */
+	char *cgroup; /* the sandbox's memory cgroup directory on the host, or NULL for none */
 };
 
 /* What a cell needs from the template, fixed before the fork. */
@@ -63,6 +64,7 @@ struct sc_cell_plan {
 	int stdout_fd, stderr_fd, rpc_fd; /* the cell's ends */
 	int net_fd;			  /* its end of the network socket, or -1 */
 	int landlock_fd;		  /* the exec ruleset (sc__landlock_exec_ruleset), or -1 */
+	int cgroup_fd; /* the tasks file of its memory cgroup (sc__cgroup_cell_make), or -1 */
 	/* A byte of a page shared with the template, set once the cell is set up; the cell
 	 * unmaps the page (set_up_map, set_up_len) before any code runs. */
 	volatile uint8_t *set_up;

@@ -51,6 +51,7 @@ static struct {
 	int out_fd;	   /* SC_OUT_BASE */
 	int landlock_fd;   /* the cells' exec ruleset, or -1 (no exec) */
 	int tmp_fd;	   /* the rlimits level: the parent of the cells' /tmp directories */
+	int cgroup_fd;	   /* the sandbox's memory cgroup, or -1: cells get one each below it */
 	bool unix_sockets; /* cells may listen on AF_UNIX sockets (the ruleset scopes them) */
 	int sig_fd;
 	uint32_t next_id;
@@ -69,9 +70,10 @@ static void report_ready(int status, const char *message)
 {
 	struct sc_ctl_msg m = {.type = SC_CTL_READY,
 			       .status = status,
-			       .level = status		? SNAPCELL_ISOLATION_NONE
-					: T.cfg.rlimits ? SNAPCELL_ISOLATION_RLIMITS
-							: SNAPCELL_ISOLATION_NAMESPACES};
+			       .level = status		   ? SNAPCELL_ISOLATION_NONE
+					: T.cfg.rlimits	   ? SNAPCELL_ISOLATION_RLIMITS
+					: T.cgroup_fd >= 0 ? SNAPCELL_ISOLATION_CGROUPS
+							   : SNAPCELL_ISOLATION_NAMESPACES};
 	snprintf(m.message, sizeof(m.message), "%s", message);
 	sc__ctl_send(CTL, &m, NULL, 0);
 }
@@ -190,6 +192,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	c->rlimits = get_u64(root, "level") == SNAPCELL_ISOLATION_RLIMITS;
 	c->tmp_dir = dup_str(root, "tmp");
 	c->own_uid = json_is_true(json_object_get(root, "own_uid"));
+	c->cgroup = dup_str(root, "cgroup");
 	if (parse_net(c, json_object_get(root, "net")) < 0) {
 		json_decref(root);
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad network section");
@@ -369,9 +372,14 @@ static int setup_plain(struct snapcell_error *err)
 
 static int setup(struct snapcell_error *err)
 {
+	T.cgroup_fd = -1;
 	int rc = read_setup(err);
 	if (rc < 0)
 		return rc;
+	/* Before the pivot, while the host's cgroup mount is in this mount namespace. */
+	if (T.cfg.cgroup &&
+	    (T.cgroup_fd = open(T.cfg.cgroup, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return sc__err(err, -errno, "open memory cgroup %s", T.cfg.cgroup);
 	if (setsid() < 0)
 		return sc__err(err, -errno, "setsid");
 	if (T.cfg.rlimits)
@@ -505,6 +513,9 @@ static pid_t fork_cell(const struct sc_cell_plan *plan)
 	sc_py_before_fork();
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* Into its memory cgroup before it makes a page or a namespace of its own. */
+		if (plan->cgroup_fd >= 0 && sc__cgroup_cell_enter(plan->cgroup_fd) < 0)
+			_exit(126);
 		if (unshare(CLONE_NEWNS) < 0)
 			_exit(126);
 		sc_cell_main(plan);
@@ -672,14 +683,22 @@ static int park_cell(void)
 				    .stderr_fd = cell[1],
 				    .rpc_fd = cell[2],
 				    .net_fd = net_cell,
-				    .landlock_fd = T.landlock_fd};
+				    .landlock_fd = T.landlock_fd,
+				    .cgroup_fd = -1};
 	pid_t pid = -1;
 	if ((host[SC_CELL_OUTPUT] = mount_output(name)) < 0)
 		rc = host[SC_CELL_OUTPUT];
+	if (rc == 0 && T.cgroup_fd >= 0 &&
+	    (plan.cgroup_fd = sc__cgroup_cell_make(T.cgroup_fd, id, T.cfg.limits.memory_bytes)) < 0)
+		rc = plan.cgroup_fd;
 	if (rc == 0 && T.cfg.network)
 		rc = net_enter(host, &n_host);
 	if (rc == 0 && (pid = fork_cell(&plan)) < 0)
 		rc = pid;
+	if (plan.cgroup_fd >= 0)
+		close(plan.cgroup_fd);
+	if (plan.cgroup_fd >= 0 && pid <= 0)
+		sc__cgroup_cell_drop(T.cgroup_fd, id); /* no cell will be removed to take it */
 	if (T.cfg.network && setns(T.self_netns, CLONE_NEWNET) < 0) {
 		/* Every later cell would share this one's namespace; end the sandbox loudly. */
 		if (pid > 0)
@@ -740,6 +759,12 @@ static void reap(void)
 				.maxrss_kib = (uint64_t)ru.ru_maxrss};
 			if (!T.set_up[T.cells[i].slot])
 				rec.flags |= SC_EXIT_NOT_SET_UP;
+			/* The cgroup goes here, off the host's path; a host that finds it gone
+			 * waits for this record, which carries its figures. */
+			if (T.cgroup_fd >= 0 &&
+			    sc__cgroup_cell_release(T.cgroup_fd, T.cells[i].id,
+						    &rec.charged_peak_bytes, &rec.oom_kills) == 0)
+				rec.flags |= SC_EXIT_CGROUP;
 			T.free_slots[T.n_free_slots++] = T.cells[i].slot;
 			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
 			close(T.cells[i].exit_fd);

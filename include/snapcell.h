@@ -106,7 +106,9 @@ enum snapcell_isolation {
 	SNAPCELL_ISOLATION_NONE = 0,
 	SNAPCELL_ISOLATION_RLIMITS = 1,	   /* seccomp + Landlock + rlimits only */
 	SNAPCELL_ISOLATION_NAMESPACES = 2, /* user/mount/pid/net/ipc/uts/cgroup ns + seccomp */
-	SNAPCELL_ISOLATION_CGROUPS = 3,	   /* namespaces + seccomp + cgroup limits */
+	/* namespaces + seccomp + a memory cgroup per cell (cgroup v1, below the caller's own
+	 * memory cgroup: root, or a delegated subtree) */
+	SNAPCELL_ISOLATION_CGROUPS = 3,
 };
 
 /* "none", "rlimits", "namespaces", "cgroups"; NULL for an unknown value. */
@@ -116,7 +118,10 @@ SNAPCELL_API const char *snapcell_isolation_name(enum snapcell_isolation level);
 enum snapcell_limit {
 	SNAPCELL_LIMIT_WALL_MS, /* wall clock from code delivery (default 30,000) */
 	SNAPCELL_LIMIT_CPU_MS,	/* CPU time of each cell process, rounded up to seconds (60,000) */
-	SNAPCELL_LIMIT_MEMORY_BYTES, /* address space of each cell process (default 512 MiB) */
+	/* Address space of each cell process (RLIMIT_AS) and, at isolation cgroups, the memory
+	 * charged to each cell, all its processes, page tables and kernel memory together
+	 * (default 512 MiB) */
+	SNAPCELL_LIMIT_MEMORY_BYTES,
 	SNAPCELL_LIMIT_PROCESSES,    /* tasks (processes and threads) per sandbox (default 64) */
 	SNAPCELL_LIMIT_FILE_BYTES,   /* largest file a cell may write (default 64 MiB) */
 	SNAPCELL_LIMIT_TMP_BYTES,    /* size of the cell's /tmp tmpfs (default 64 MiB) */
@@ -526,7 +531,8 @@ enum snapcell_status {
 	SNAPCELL_STATUS_OK,	       /* the code ran to its end, or SystemExit(0) */
 	SNAPCELL_STATUS_ERROR,	       /* uncaught exception, SyntaxError, or non-zero exit */
 	SNAPCELL_STATUS_TIMEOUT,       /* wall clock or CPU time limit */
-	SNAPCELL_STATUS_MEMORY,	       /* the memory limit (MemoryError) */
+	SNAPCELL_STATUS_MEMORY,	       /* the memory limit (MemoryError, or the cell's memory
+					* cgroup's out-of-memory kill) */
 	SNAPCELL_STATUS_KILLED,	       /* a signal ended the cell (seccomp tripwire, OOM, ...) */
 	SNAPCELL_STATUS_OUTPUT_LIMIT,  /* stdout or stderr exceeded its limit */
 	SNAPCELL_STATUS_SETUP_FAILURE, /* the cell could not be set up; the code did not run */
@@ -550,9 +556,13 @@ struct snapcell_result {
 	char *stderr_buf; /* holds the traceback of an uncaught exception */
 	size_t stderr_len;
 	bool stderr_truncated;
-	uint64_t wall_us;	    /* code delivery to the cell's end */
-	uint64_t cpu_us;	    /* user + system time of the cell and its reaped children */
-	uint64_t peak_memory_bytes; /* peak resident set of the cell */
+	uint64_t wall_us; /* code delivery to the cell's end */
+	uint64_t cpu_us;  /* user + system time of the cell and its reaped children */
+	/* The peak of the memory charged to the host for the cell, all its processes together,
+	 * page tables and kernel memory included: its memory cgroup's figure, at isolation
+	 * SNAPCELL_ISOLATION_CGROUPS. 0 when no cgroup measured the run (a lower level, or a
+	 * session's run): peak_rss_bytes is then the only figure, and not this one. */
+	uint64_t peak_memory_bytes;
 	enum snapcell_isolation isolation;
 	struct snapcell_tool_call *tool_calls; /* in call order */
 	size_t n_tool_calls;
@@ -570,6 +580,11 @@ struct snapcell_result {
 	struct snapcell_net_event *net_events;
 	size_t n_net_events, n_net_events_dropped;
 	uint32_t net_limits_hit; /* SNAPCELL_NET_HIT_* */
+	/* The largest resident set of one cell process (getrusage's ru_maxrss), as the cell's
+	 * first process or the template saw it: resident peak, not the memory charged to the
+	 * host (page tables, kernel memory and the sum over processes are not in it), and the
+	 * code's to understate when it ended the run itself. */
+	uint64_t peak_rss_bytes;
 };
 
 /* One network attempt, as the host's egress gate saw it. */
@@ -707,6 +722,9 @@ SNAPCELL_API int snapcell_session_restore(struct snapcell_session *s,
 SNAPCELL_API int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
 					       struct snapcell_session **out,
 					       struct snapcell_error *err);
+/* Whether the session has a live process to run code in: false after a run that was killed
+ * (timeout, output limit, cancellation) or a failed snapshot, until a restore revives it. */
+SNAPCELL_API bool snapcell_session_alive(const struct snapcell_session *s);
 SNAPCELL_API void snapcell_session_free(struct snapcell_session *s);
 SNAPCELL_API void snapcell_snapshot_free(struct snapcell_snapshot *snap);
 

@@ -413,6 +413,53 @@ static int uid_range(const struct ctx *c, const char *path, json_t *v)
 		       : 0;
 }
 
+/* A positive integer member of "sessions", at most max. */
+static int session_count(const struct ctx *c, const char *at, json_t *val, unsigned max,
+			 unsigned *out)
+{
+	if (!json_is_integer(val) || json_integer_value(val) < 1 ||
+	    json_integer_value(val) > (json_int_t)max) {
+		char why[64];
+		snprintf(why, sizeof(why), "must be an integer from 1 to %u", max);
+		return fail(c, at, why);
+	}
+	*out = (unsigned)json_integer_value(val);
+	return 0;
+}
+
+static int one_session_key(const struct ctx *c, const char *at, const char *key, json_t *val)
+{
+	struct mcp_session_options *o = &c->opts->sessions;
+	if (!strcmp(key, "enabled")) {
+		if (!json_is_boolean(val))
+			return fail(c, at, "must be true or false");
+		o->enabled = json_is_true(val);
+		return 0;
+	}
+	if (!strcmp(key, "max"))
+		return session_count(c, at, val, 4096, &o->max);
+	if (!strcmp(key, "idle_timeout_s"))
+		return session_count(c, at, val, 7 * 86400, &o->idle_timeout_s);
+	if (!strcmp(key, "max_snapshots"))
+		return session_count(c, at, val, 1024, &o->max_snapshots);
+	return fail(c, at, "unknown key");
+}
+
+/* "sessions": {"enabled", "max", "idle_timeout_s", "max_snapshots"} (sessions.c). */
+static int sessions(const struct ctx *c, const char *path, json_t *v)
+{
+	return each_member(c, path, v, "must be an object", one_session_key);
+}
+
+static int replica(const struct ctx *c, const char *path, json_t *v)
+{
+	const char *name = json_string_value(v);
+	if (!name || !mcp_replica_valid(name))
+		return fail(c, path, "must be 1 to 63 of the characters A-Z a-z 0-9 . _ -");
+	snprintf(c->opts->replica, sizeof(c->opts->replica), "%s", name);
+	return 0;
+}
+
 static const struct {
 	const char *key;
 	int (*load)(const struct ctx *c, const char *path, json_t *v);
@@ -432,6 +479,8 @@ static const struct {
 	{"structured_content", structured},
 	{"require_isolation", isolation},
 	{"uid_range", uid_range},
+	{"sessions", sessions},
+	{"replica", replica},
 };
 
 int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_options *opts)

@@ -524,7 +524,10 @@ int mcp_serve_http(struct mcp_server *srv, const char *listen, const char *token
 		fprintf(stderr, "snapcell mcp: cannot listen on %s\n", listen);
 		return 3;
 	}
-	fprintf(stderr, "snapcell mcp: listening on http://%s:%u/mcp\n", h.host, bound_port(d));
+	char url[300];
+	snprintf(url, sizeof(url), "http://%s:%u/mcp", h.host, bound_port(d));
+	fprintf(stderr, "snapcell mcp: listening on %s\n", url);
+	mcp_server_listening(srv, url);
 	wait_for_signal();
 	/* Kill the runs first, so the connection threads return and stopping does not wait. */
 	mcp_server_drain(srv);

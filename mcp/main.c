@@ -26,7 +26,9 @@ static const char usage[] =
 	"                          (default: $SNAPCELL_MCP_TOKEN when set)\n"
 	"  --max-runs N            concurrent runs before calls get a busy error\n"
 	"                          (default: twice the cores)\n"
-	"  --structured-content    also give each run's record as structuredContent\n";
+	"  --structured-content    also give each run's record as structuredContent\n"
+	"  --replica NAME          this server's name in session handles, for routing\n"
+	"                          (default: the host name)\n";
 
 struct args {
 	const char *config, *http, *token;
@@ -41,6 +43,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{"token", required_argument, NULL, 't'},
 		{"max-runs", required_argument, NULL, 'm'},
 		{"structured-content", no_argument, NULL, 's'},
+		{"replica", required_argument, NULL, 'r'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -67,6 +70,14 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		case 's':
 			a->opts.structured_content = true;
+			break;
+		case 'r':
+			if (!mcp_replica_valid(optarg)) {
+				fprintf(stderr, "snapcell mcp: --replica wants 1 to 63 of the "
+						"characters A-Z a-z 0-9 . _ -\n");
+				return 2;
+			}
+			snprintf(a->opts.replica, sizeof(a->opts.replica), "%s", optarg);
 			break;
 		case 'h':
 			fputs(usage, stdout);
@@ -106,6 +117,7 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 	struct mcp_options opts = a->opts;
 	/* Over stdio one client holds one session; over HTTP there are no sessions (yet). */
 	opts.require_initialize = !a->http;
+	opts.listen = a->http;
 	struct mcp_server *srv = mcp_server_new(sb, cfg, &opts);
 	int rc = 3;
 	if (srv) {
@@ -136,6 +148,9 @@ int cli_mcp(int argc, char **argv)
 	if (!a.opts.max_runs)
 		a.opts.max_runs = file_opts.max_runs;
 	a.opts.structured_content |= file_opts.structured_content;
+	a.opts.sessions = file_opts.sessions;
+	if (!a.opts.replica[0])
+		memcpy(a.opts.replica, file_opts.replica, sizeof(a.opts.replica));
 	rc = serve(cfg, &a);
 	snapcell_config_free(cfg);
 	mcp_options_clear(&file_opts);

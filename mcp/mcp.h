@@ -1,7 +1,8 @@
 /* The MCP server behind `snapcell mcp`: JSON-RPC envelopes, the methods of both protocol eras
  * (the 2025-11-25 handshake and the stateless 2026-07-28 revision, chosen per request), the
  * execute_code tool, and the stdio and Streamable HTTP transports. Uses only the public
- * header; it is not a general MCP library (no client side, no sessions yet). */
+ * header; it is not a general MCP library (no client side). Stateful interpreter sessions
+ * (the session tools, sessions.c) are the server's own, named by server-minted handles. */
 #ifndef SNAPCELL_MCP_H
 #define SNAPCELL_MCP_H
 
@@ -83,6 +84,17 @@ struct mcp_sink {
 	bool must_answer;
 };
 
+/* Stateful sessions (sessions.c); zero members mean the defaults. */
+struct mcp_session_options {
+	bool enabled;		 /* off unless the config turns them on */
+	unsigned max;		 /* live sessions; default 16 */
+	unsigned idle_timeout_s; /* a session untouched this long is freed; default 600 */
+	unsigned max_snapshots;	 /* per session; default 8 */
+};
+
+/* Longest replica name (the part of a handle before '~'). */
+#define MCP_REPLICA_MAX 63
+
 struct mcp_options {
 	unsigned max_runs;	 /* concurrent tools/call runs; 0 = twice the cores */
 	bool structured_content; /* also give the run as structuredContent */
@@ -91,6 +103,9 @@ struct mcp_options {
 	 * call them, so they live until mcp_options_clear(), after the sandbox is freed. */
 	char ***tool_argv;
 	size_t n_tool_argv;
+	struct mcp_session_options sessions;
+	char replica[MCP_REPLICA_MAX + 1]; /* "" = the host name */
+	const char *listen;		   /* --http address; NULL for stdio (shown by doctor) */
 };
 
 void mcp_options_clear(struct mcp_options *opts);
@@ -107,6 +122,8 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		       bool sync);
 /* Cancels every run (the cells are killed) and waits for their workers. */
 void mcp_server_drain(struct mcp_server *srv);
+/* Records the address the HTTP transport bound (the port chosen for :0), for doctor. */
+void mcp_server_listening(struct mcp_server *srv, const char *url);
 /* Cancels the runs answering through sink (its client went away). */
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
 void mcp_server_free(struct mcp_server *srv);
@@ -115,6 +132,33 @@ void mcp_server_free(struct mcp_server *srv);
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured);
 /* A CallToolResult with isError and one text. */
 json_t *mcp_error_result(const char *status, const char *text);
+
+/* sessions.c: the session tools (session_new, session_snapshot, session_restore,
+ * session_close) and execute_code's session argument. Thread-safe; one per server. */
+struct mcp_sessions;
+/* The sandbox must outlive it. NULL after a message. */
+struct mcp_sessions *mcp_sessions_new(struct snapcell_sandbox *sb, const struct mcp_options *opts);
+/* Ends every session (their runs must be over: drain the server first). */
+void mcp_sessions_free(struct mcp_sessions *reg);
+/* Whether a tools/call with these params is the sessions' to answer: a session tool (when
+ * sessions are enabled), or execute_code with a session argument. */
+bool mcp_sessions_claims(const struct mcp_sessions *reg, const json_t *params);
+/* Answers such a call (blocking for a run); cancel kills a run in progress. A new
+ * CallToolResult. */
+json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
+			  struct snapcell_cancel *cancel, bool structured);
+/* Adds the session argument and tools to a tools/list result, when sessions are enabled. */
+void mcp_sessions_list_tools(const struct mcp_sessions *reg, json_t *list);
+/* The transport doctor shows, once the HTTP transport knows its URL. */
+void mcp_sessions_set_transport(struct mcp_sessions *reg, const char *transport);
+/* Whether name may name a replica: 1 to MCP_REPLICA_MAX of [A-Za-z0-9._-]. */
+bool mcp_replica_valid(const char *name);
+
+/* state.c: the server's state file, which `snapcell doctor` lists (cli_mcp_servers). The
+ * path of this process's file (owned), its directory made; NULL after a message. */
+char *mcp_state_path(void);
+/* Replaces the file with doc, atomically (a failure is logged once, never fatal). */
+void mcp_state_write(const char *path, const json_t *doc);
 
 /* config.c: reads a --config file into cfg and opts; -1 after a message on stderr naming the
  * offending key's path. */

@@ -30,6 +30,7 @@ struct call {
 	json_t *id, *progress_token;
 	char *code;
 	size_t code_len;
+	json_t *session_params; /* the call's params when the sessions answer it (sessions.c) */
 	struct snapcell_cancel *cancel;
 	bool cancelled;
 	bool modern; /* answer with the stateless revision's result fields */
@@ -48,6 +49,7 @@ struct mcp_server {
 	unsigned n_calls;
 	bool stopping;
 	pthread_t ticker;
+	struct mcp_sessions *sessions;
 };
 
 static uint64_t now_us(void)
@@ -110,6 +112,10 @@ struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snap
 		mcp_server_free(srv);
 		return NULL;
 	}
+	if (!(srv->sessions = mcp_sessions_new(sb, opts))) {
+		mcp_server_free(srv);
+		return NULL;
+	}
 	pthread_mutex_init(&srv->lock, NULL);
 	pthread_cond_init(&srv->changed, NULL);
 	if (pthread_create(&srv->ticker, NULL, ticker_main, srv) != 0) {
@@ -147,6 +153,7 @@ void mcp_server_free(struct mcp_server *srv)
 		pthread_mutex_destroy(&srv->lock);
 		pthread_cond_destroy(&srv->changed);
 	}
+	mcp_sessions_free(srv->sessions); /* after the drain: no run uses a session now */
 	free(srv->description);
 	free(srv->instructions);
 	free(srv);
@@ -160,11 +167,14 @@ static void reply(struct mcp_sink *sink, json_t *msg)
 
 static json_t *tool_list(const struct mcp_server *srv)
 {
-	return json_pack("{s:[{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}}]}", "tools",
-			 "name", "execute_code", "title", "Execute Python code", "description",
-			 srv->description, "inputSchema", "type", "object", "properties", "code",
-			 "type", "string", "description", "Python source code to run", "required",
-			 "code", "additionalProperties", 0);
+	json_t *list =
+		json_pack("{s:[{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}}]}", "tools",
+			  "name", "execute_code", "title", "Execute Python code", "description",
+			  srv->description, "inputSchema", "type", "object", "properties", "code",
+			  "type", "string", "description", "Python source code to run", "required",
+			  "code", "additionalProperties", 0);
+	mcp_sessions_list_tools(srv->sessions, list);
+	return list;
 }
 
 static json_t *initialize_result(struct mcp_server *srv, const json_t *params)
@@ -216,6 +226,7 @@ static void call_free(struct call *c)
 {
 	json_decref(c->id);
 	json_decref(c->progress_token);
+	json_decref(c->session_params);
 	free(c->code);
 	snapcell_cancel_free(c->cancel);
 	free(c);
@@ -228,7 +239,10 @@ static void run_call(struct call *c)
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	json_t *result;
-	if (snapcell_sandbox_run(srv->sb, c->code, c->code_len, &opts, &res, &err) == 0)
+	if (c->session_params)
+		result = mcp_sessions_call(srv->sessions, c->session_params, c->cancel,
+					   srv->opts.structured_content);
+	else if (snapcell_sandbox_run(srv->sb, c->code, c->code_len, &opts, &res, &err) == 0)
 		result = mcp_call_result(res, srv->opts.structured_content);
 	else
 		result = mcp_error_result("setup-failure", err.message);
@@ -334,7 +348,8 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 	size_t len = 0;
 	const char *why = NULL;
 	bool input = false;
-	const char *code = call_code(msg->params, &len, &why, &input);
+	bool in_session = mcp_sessions_claims(srv->sessions, msg->params);
+	const char *code = in_session ? "" : call_code(msg->params, &len, &why, &input);
 	if (!code) {
 		reply(sink,
 		      input ? mcp_response(msg->id,
@@ -344,6 +359,10 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 		return;
 	}
 	struct call *c = call_new(srv, msg, sink, code, len);
+	if (c && in_session && !(c->session_params = json_deep_copy(msg->params))) {
+		call_free(c);
+		c = NULL;
+	}
 	if (!c) {
 		reply(sink,
 		      mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: out of memory"));
@@ -381,6 +400,11 @@ static void cancel_request(struct mcp_server *srv, const json_t *params)
 			snapcell_cancel_fire(c->cancel);
 		}
 	pthread_mutex_unlock(&srv->lock);
+}
+
+void mcp_server_listening(struct mcp_server *srv, const char *url)
+{
+	mcp_sessions_set_transport(srv->sessions, url);
 }
 
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)

@@ -214,7 +214,9 @@ class Runner:
         if word == "ready":
             info = json.loads(rest)
             s.version = info.get("version", "")
-            if info.get("isolation") and info["isolation"] != "namespaces":
+            if info.get("isolation") == "cgroups":
+                s.isolation += "; a memory cgroup per cell (this host gave level cgroups)"
+            elif info.get("isolation") and info["isolation"] != "namespaces":
                 s.isolation += f" (this host gave only: {info['isolation']})"
             s.status = "ok"
             return w

@@ -222,6 +222,7 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	    put(d, "wall_us", PyLong_FromUnsignedLongLong(r->wall_us)) < 0 ||
 	    put(d, "cpu_us", PyLong_FromUnsignedLongLong(r->cpu_us)) < 0 ||
 	    put(d, "peak_memory_bytes", PyLong_FromUnsignedLongLong(r->peak_memory_bytes)) < 0 ||
+	    put(d, "peak_rss_bytes", PyLong_FromUnsignedLongLong(r->peak_rss_bytes)) < 0 ||
 	    put(d, "isolation", PyUnicode_FromString(level ? level : "unknown")) < 0 ||
 	    put(d, "tool_calls", tool_calls(r)) < 0 ||
 	    put(d, "tool_calls_dropped", PyLong_FromSize_t(r->n_tool_calls_dropped)) < 0 ||

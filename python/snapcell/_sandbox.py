@@ -101,7 +101,10 @@ class NetworkEvent:
 @dataclass(frozen=True)
 class Result:
     """How one run ended and what it left. ``status`` is one of "ok", "error", "timeout",
-    "memory", "killed", "output-limit", "setup-failure", "cancelled"."""
+    "memory", "killed", "output-limit", "setup-failure", "cancelled". ``peak_memory`` is the
+    memory the host was charged for the cell (its memory cgroup's peak, page tables and kernel
+    memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
+    of one cell process: resident peak, not the memory charged to the host."""
 
     status: str
     exit_code: int
@@ -122,6 +125,7 @@ class Result:
     output_limits_hit: frozenset[str] = field(default_factory=frozenset)
     network_events: tuple[NetworkEvent, ...] = ()
     network_limits_hit: frozenset[str] = field(default_factory=frozenset)
+    peak_rss: int = 0
 
     @property
     def ok(self) -> bool:
@@ -139,6 +143,7 @@ class Result:
             wall_time=r["wall_us"] / 1e6,
             cpu_time=r["cpu_us"] / 1e6,
             peak_memory=r["peak_memory_bytes"],
+            peak_rss=r["peak_rss_bytes"],
             limits_hit=frozenset(r["limits_hit"]),
             isolation=r["isolation"],
             term_signal=r["term_signal"],

@@ -134,6 +134,7 @@ struct snapcell_sandbox {
 	int out_fd;  /* workdir/out: one directory per cell, named by its id */
 	int lock_fd; /* workdir/lock, flock'ed while the sandbox lives (stale-directory reaping) */
 	struct sc_outside_ids ids; /* what the sandbox runs as outside, and its uid's lock */
+	struct sc_cgroup cgroup;   /* its memory cgroup (dir_fd -1: none, level namespaces) */
 	enum snapcell_isolation level;
 	struct sc_gate *gate; /* with network entries: net/gate.h */
 

@@ -347,12 +347,12 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 	int ws = r->exit.wait_status;
 	res->limits_hit = r->hit;
 	res->cpu_us = r->exit.cpu_us;
-	res->peak_memory_bytes = r->exit.maxrss_kib * 1024;
+	res->peak_rss_bytes = r->exit.maxrss_kib * 1024;
 	res->isolation = sb->level;
 	if (r->have_done && !r->have_exit) {
 		res->exit_code = r->done.exit_code & 0xff;
 		res->cpu_us = r->done.cpu_us;
-		res->peak_memory_bytes = r->done.maxrss_kib * 1024;
+		res->peak_rss_bytes = r->done.maxrss_kib * 1024;
 	} else if (WIFSIGNALED(ws)) {
 		res->term_signal = WTERMSIG(ws);
 		res->exit_code = 128 + res->term_signal;
@@ -383,6 +383,35 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 		if (r->have_done)
 			res->limits_hit |= r->done.limits_hit & guest_flags;
 	}
+}
+
+/* A fresh cell in a memory cgroup of its own: the kernel's figures, not the cell's. The peak
+ * is what the host was charged (pages, page tables, kernel memory); an out-of-memory kill at
+ * the cgroup's limit is the memory limit, and when it ended the cell, the run's status. The
+ * template reads them into the exit record and removes the cgroup when it reaps the cell; a
+ * run that ended at DONE, before that record, reads the cgroup itself, or, when the template
+ * has already removed it, waits for the record (written right after). */
+static void cgroup_result(struct run *r, const struct snapcell_sandbox *sb,
+			  struct snapcell_result *res)
+{
+	struct sc_cgroup_usage u;
+	if (sb->cgroup.dir_fd < 0 || !r->target->reports_exit)
+		return;
+	bool read = !r->have_exit && sc__cgroup_cell_usage(&sb->cgroup, r->cell->id, &u) == 0;
+	uint64_t deadline = sc__deadline_ms(EXIT_GRACE_US / 1000);
+	while (!read && !r->have_exit && !r->exit_eof &&
+	       sc__wait_fd(r->cell->fds[SC_CELL_EXIT], POLLIN, deadline) == 0)
+		read_exit(r);
+	if (!read && !(r->have_exit && (r->exit.flags & SC_EXIT_CGROUP)))
+		return;
+	if (!read)
+		u = (struct sc_cgroup_usage){r->exit.charged_peak_bytes, r->exit.oom_kills};
+	res->peak_memory_bytes = u.peak_bytes;
+	if (u.oom_kills == 0)
+		return;
+	res->limits_hit |= SNAPCELL_HIT_MEMORY;
+	if (r->forced == NOT_FORCED && res->term_signal == SIGKILL)
+		res->status = SNAPCELL_STATUS_MEMORY;
 }
 
 static int stream_init(struct stream *s, uint64_t cap, uint32_t flag)
@@ -453,6 +482,7 @@ int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 	*alive = rc == 0 && r.have_done && r.forced == NOT_FORCED;
 	if (rc == 0) {
 		derive_result(&r, sb, res);
+		cgroup_result(&r, sb, res);
 		if (t->reports_exit && !r.have_exit && !r.have_done && r.forced == NOT_FORCED) {
 			/* The exit pipe closed with no record: the template died, and its cells
 			 * with it (they are in its pid namespace). Not an exit status of 0. */

@@ -254,6 +254,26 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return rc;
 }
 
+/* A memory cgroup for the sandbox where this process may make one (docs/architecture.md,
+ * "Limits"): each cell then gets one below it, bounded and measured by the kernel, and the
+ * sandbox runs at level cgroups. Where none can be had it runs at namespaces, unless the
+ * config requires cgroups. */
+static int make_cgroup(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	struct snapcell_error why = {0};
+	if (sb->level == SNAPCELL_ISOLATION_RLIMITS)
+		return 0; /* choose_level refused a requirement above it */
+	if (sc__cgroup_sandbox_new(&sb->cgroup, sb->ids.uid, sb->ids.gid, &why) == 0) {
+		sb->level = SNAPCELL_ISOLATION_CGROUPS;
+		return 0;
+	}
+	if (sb->cfg->required < SNAPCELL_ISOLATION_CGROUPS)
+		return 0;
+	return sc__err(err, SNAPCELL_E_ISOLATION,
+		       "isolation level 'cgroups' required: %s (see `snapcell doctor`)",
+		       why.message);
+}
+
 /* What the template needs to give each cell its network namespace and trust the gate. */
 static json_t *net_setup(const struct sc_gate *g)
 {
@@ -357,6 +377,9 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	if (msg && json_object_set_new(msg, "input", json_string(input)) < 0)
 		json_decref(msg), msg = NULL;
 	if (msg && sb->level == SNAPCELL_ISOLATION_RLIMITS && rlimits_setup(sb, msg) < 0)
+		json_decref(msg), msg = NULL;
+	if (msg && sb->cgroup.dir_fd >= 0 &&
+	    json_object_set_new(msg, "cgroup", json_string(sb->cgroup.path)) < 0)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "tools", tools) < 0)
 		json_decref(msg), msg = NULL;
@@ -533,14 +556,11 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	if (!sb)
 		return sc__err(err, -ENOMEM, "sandbox");
 	sb->ctl = sb->helper_pidfd = sb->out_fd = sb->lock_fd = sb->ids.lock_fd = -1;
+	sb->cgroup.dir_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	int rc = sc__config_copy(cfg, &sb->cfg);
 	if (rc < 0)
 		sc__err(err, rc, "copy config");
-	if (rc == 0 && sb->cfg->required > SNAPCELL_ISOLATION_NAMESPACES)
-		rc = sc__err(err, SNAPCELL_E_ISOLATION,
-			     "isolation level 'cgroups' required: snapcell sets no cgroup limits "
-			     "on this host (see `snapcell doctor`)");
 	if (rc == 0)
 		rc = choose_level(sb, err);
 	if (rc == 0)
@@ -549,9 +569,15 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	if (rc == 0)
 		rc = make_workdir(sb, err);
 	if (rc == 0)
+		rc = make_cgroup(sb, err);
+	if (rc == 0)
 		rc = start_gate(sb, err);
 	if (rc == 0)
 		rc = start_helper(sb, err);
+	/* It waits for its setup before it initialises Python: nearly all it will ever use is
+	 * charged to the sandbox's cgroup, and the cgroup is never empty while it lives. */
+	if (rc == 0 && sb->cgroup.dir_fd >= 0)
+		rc = sc__cgroup_attach(&sb->cgroup, sb->helper_pid, err);
 	if (rc == 0 && (rc = sc__ids_bind(&sb->ids, sb->helper_pid)) < 0)
 		sc__err(err, rc, "record the template in the lock of uid %u",
 			(unsigned)sb->ids.uid);
@@ -587,6 +613,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	sc__sessions_orphan(sb);
 	stop_helper(sb);
 	sweep(sb, true);
+	sc__cgroup_sandbox_free(&sb->cgroup); /* the template and its cells are gone */
 	free(sb->dying);
 	for (size_t i = 0; i < sb->n_ready; i++)
 		sc__cell_close(&sb->ready[i]);

@@ -430,6 +430,11 @@ int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
 	return 0;
 }
 
+bool snapcell_session_alive(const struct snapcell_session *s)
+{
+	return s && s->alive && !family_orphaned(s->family);
+}
+
 void snapcell_session_free(struct snapcell_session *s)
 {
 	if (!s)

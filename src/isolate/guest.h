@@ -152,6 +152,21 @@ struct sc_rlimits {
 
 int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err);
 
+/* ---- cgroup_cell.c ---- */
+
+/* In the template, before forking cell id: makes its memory cgroup below the sandbox's
+ * (sandbox_fd, from the host), limited to limit_bytes, and returns an fd (CLOEXEC, above 9)
+ * of its tasks file for the cell, or a negative code (nothing is left behind). */
+int sc__cgroup_cell_make(int sandbox_fd, uint32_t id, uint64_t limit_bytes);
+/* In the cell, first thing after fork, while it has one thread: moves itself into its
+ * cgroup; closes tasks_fd. */
+int sc__cgroup_cell_enter(int tasks_fd);
+/* In the template, once the cell is reaped (its cgroup is empty): reads the cgroup's peak and
+ * out-of-memory kill count (0, or a negative code when they cannot be read) and removes it. */
+int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_t *oom_kills);
+/* In the template, when the cell was not forked after all. */
+void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id);
+
 /* ---- caps.c ---- */
 
 /* In the template, once: locked securebits (root inside cannot regain capabilities), empty

@@ -1,5 +1,6 @@
 /* The isolation the host library applies itself: starting the helper in new namespaces
- * (spawn.c), the outside uid it runs as (uids.c), which level the host can give (level.c) and
+ * (spawn.c), the outside uid it runs as (uids.c), which level the host can give (level.c),
+ * the sandbox's memory cgroup (cgroup.c) and
  * probing what the host offers (probe.c, snapcell_probe_host). No libseccomp or
  * libcap here: the mechanisms the helper applies are isolate/guest.h. */
 #ifndef SC_ISOLATE_HOST_H
@@ -7,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <limits.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -94,5 +96,36 @@ int sc__landlock_version(void);
  * refuses the namespaces). */
 int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid, int *pidfd,
 		     struct snapcell_error *err);
+
+/* ---- cgroup.c ---- */
+
+/* A sandbox's memory cgroup (v1): a directory below this process's own memory cgroup, owned
+ * by the sandbox's outside uid, holding the template and one child per cell named by the
+ * cell's id (made and removed by the template, guest side: cgroup_cell.c). */
+struct sc_cgroup {
+	int dir_fd; /* -1 when the sandbox has none */
+	char path[PATH_MAX];
+};
+
+/* Makes the cgroup (reaping those of dead host processes first). A negative code with err
+ * saying why memory cgroups cannot be had here (no v1 memory controller, not writable by
+ * this user); dir_fd is then -1. */
+int sc__cgroup_sandbox_new(struct sc_cgroup *cg, uid_t uid, gid_t gid, struct snapcell_error *err);
+/* Moves a process (the template, before it has set up) into the sandbox's cgroup. */
+int sc__cgroup_attach(const struct sc_cgroup *cg, pid_t pid, struct snapcell_error *err);
+
+/* What a cell's cgroup recorded: the peak of the memory charged to it (pages, page tables,
+ * kernel memory) and the kills of its processes by the out-of-memory killer at its limit. */
+struct sc_cgroup_usage {
+	uint64_t peak_bytes;
+	uint64_t oom_kills;
+};
+int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgroup_usage *out);
+/* Removes the cgroup and what is left of its cells' (the template must be gone; it removes
+ * each cell's when it reaps the cell). */
+void sc__cgroup_sandbox_free(struct sc_cgroup *cg);
+/* Whether sandboxes of this process get memory cgroups: 0 with where, or a negative code
+ * with why not; makes and removes one to know. */
+int sc__cgroup_probe(char *detail, size_t len);
 
 #endif

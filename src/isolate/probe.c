@@ -75,21 +75,13 @@ static void landlock_rlimits_detail(struct snapcell_mechanism_report *r, long ab
 	snprintf(r->detail, sizeof(r->detail), "ABI %d; %.140s", (int)(abi % 1000), what);
 }
 
+/* Memory cgroups as sandboxes get them (cgroup.c): one is made and removed to know. */
 static void probe_cgroups(struct snapcell_mechanism_report *r)
 {
-	char buf[256] = "";
-	int fd = open("/sys/fs/cgroup/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		fd = open("/sys/fs/cgroup/unified/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	bool ok = strstr(buf, "memory") && strstr(buf, "pids");
-	set(r, ok,
-	    ok ? "cgroup v2 offers memory and pids; "
-	       : "no cgroup v2 memory and pids controllers; ",
-	    ok ? "snapcell does not use them yet" : "rlimits and the pid namespace stand in");
+	char detail[sizeof(r->detail)];
+	r->available = sc__cgroup_probe(detail, sizeof(detail)) == 0;
+	snprintf(r->detail, sizeof(r->detail), "%.126s%s", detail,
+		 r->available ? "" : "; RLIMIT_AS per process stands in");
 }
 
 _Static_assert(SNAPCELL_MECH__COUNT <= SNAPCELL_MECH_SLOTS, "struct snapcell_probe is full");
@@ -121,13 +113,16 @@ int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err)
 	probe_cgroups(&out->mech[SNAPCELL_MECH_CGROUP_LIMITS]);
 	bool seccomp = out->mech[SNAPCELL_MECH_SECCOMP].available;
 	/* Without user namespaces, the rlimits level: Landlock confines the cells instead. */
-	out->level = !seccomp  ? SNAPCELL_ISOLATION_NONE
-		     : ns      ? SNAPCELL_ISOLATION_NAMESPACES
-		     : abi > 0 ? SNAPCELL_ISOLATION_RLIMITS
-			       : SNAPCELL_ISOLATION_NONE;
+	bool cgroups = out->mech[SNAPCELL_MECH_CGROUP_LIMITS].available;
+	out->level = !seccomp	     ? SNAPCELL_ISOLATION_NONE
+		     : ns && cgroups ? SNAPCELL_ISOLATION_CGROUPS
+		     : ns	     ? SNAPCELL_ISOLATION_NAMESPACES
+		     : abi > 0	     ? SNAPCELL_ISOLATION_RLIMITS
+				     : SNAPCELL_ISOLATION_NONE;
 	for (int m = 0; m <= SNAPCELL_MECH_CGROUPNS; m++)
 		out->mech[m].used = out->level != SNAPCELL_ISOLATION_RLIMITS;
 	out->mech[SNAPCELL_MECH_SECCOMP].used = true;
+	out->mech[SNAPCELL_MECH_CGROUP_LIMITS].used = out->level == SNAPCELL_ISOLATION_CGROUPS;
 	if (out->level == SNAPCELL_ISOLATION_RLIMITS)
 		landlock_rlimits_detail(&out->mech[SNAPCELL_MECH_LANDLOCK], abi);
 	return 0;

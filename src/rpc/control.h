@@ -19,7 +19,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 4
+#define SC_PROTOCOL_VERSION 5
 #endif
 
 /* The helper's first record, sent before it reads anything. Its layout never changes, so a
@@ -69,6 +69,8 @@ enum sc_exit_flag {
 	/* The cell never finished its setup (restrict_self up to seccomp): the code cannot have
 	 * run. The only source of a setup-failure status. */
 	SC_EXIT_NOT_SET_UP = 1u << 0,
+	/* charged_peak_bytes and oom_kills hold the cell's memory cgroup's figures. */
+	SC_EXIT_CGROUP = 1u << 1,
 };
 
 struct sc_exit_record {
@@ -76,6 +78,10 @@ struct sc_exit_record {
 	uint32_t flags; /* enum sc_exit_flag */
 	uint64_t cpu_us;
 	uint64_t maxrss_kib;
+	/* With a memory cgroup per cell (SC_EXIT_CGROUP): its peak and out-of-memory kills, read
+	 * by the template just before it removes the cgroup. */
+	uint64_t charged_peak_bytes;
+	uint64_t oom_kills;
 };
 
 /* Send and receive one record with up to SC_CTL_MAX_FDS descriptors. Received fds are

@@ -37,6 +37,16 @@ def snapcell(snapcell_paths):
 
 
 @pytest.fixture(scope="session")
+def host_level(snapcell):
+    """The isolation level sandboxes get here, as `snapcell doctor` reports it: `cgroups` for
+    root (a memory cgroup per cell), `namespaces` for an unprivileged caller."""
+    r = snapcell("doctor", "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+    return json.loads(r.stdout)["level"]
+
+
+@pytest.fixture(scope="session")
 def net(tmp_path_factory):
     """Test hosts for the network tests (tests/net/testnet.py); they need root."""
     if os.geteuid() != 0:

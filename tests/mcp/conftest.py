@@ -75,8 +75,9 @@ def wait_for(predicate, timeout=10.0):
 
 
 class HttpServer:
-    def __init__(self, *args):
-        path, env = snapcell_env()
+    def __init__(self, *args, env=None):
+        path, base_env = snapcell_env()
+        env = {**base_env, **(env or {})}
         self.log = tempfile.NamedTemporaryFile(prefix="snapcell-mcp-", suffix=".log")
         self.proc = subprocess.Popen([path, "mcp", "--http", "127.0.0.1:0", *args],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

@@ -27,7 +27,8 @@ def test_run_with_a_tool_and_an_artifact():
     assert r.artifacts[0].sandbox_path == "/output/r.txt"
     assert [(c.name, c.ok) for c in r.tool_calls] == [("add", True)]
     assert r.isolation in ("namespaces", "cgroups", "rlimits")
-    assert r.wall_time > 0 and r.peak_memory > 0
+    assert r.wall_time > 0 and r.peak_rss > 0
+    assert (r.peak_memory > 0) == (r.isolation == "cgroups")
 
 
 def test_limits_are_keywords_and_name_the_cause():

@@ -119,14 +119,17 @@ Test(session, a_killed_run_ends_the_session_until_restored, .timeout = 30)
 	snapcell_config_free(cfg);
 	struct snapcell_session *s = new_session(sb);
 	expect_session_out(s, "x = 7", "");
+	cr_expect(snapcell_session_alive(s));
 	struct snapcell_snapshot *snap = snapshot(s);
 	free(session_out(s, "while True: pass", SNAPCELL_STATUS_TIMEOUT));
+	cr_expect(!snapcell_session_alive(s));
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	cr_expect_eq(snapcell_session_run(s, "print(x)", SIZE_MAX, NULL, &res, &err),
 		     SNAPCELL_E_TEMPLATE);
 	cr_expect(strstr(err.message, "restore a snapshot"), "%s", err.message);
 	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	cr_expect(snapcell_session_alive(s));
 	expect_session_out(s, "print(x)", "7\n");
 	/* Fresh runs on the sandbox were never affected. */
 	res = test_run(sb, "print('fresh')");
