@@ -133,13 +133,31 @@ static json_t *measure_preloads(const struct measure_opts *o, const char **modul
 	return out;
 }
 
+/* Below level namespaces, what stops it and what to change: the library's word on the first
+ * namespace mechanism that failed (the later ones were not tried). NULL at namespaces. */
+static const char *advice(const struct snapcell_probe *p, const char **mech)
+{
+	if (p->level >= SNAPCELL_ISOLATION_NAMESPACES)
+		return NULL;
+	for (int m = 0; m < SNAPCELL_MECH__COUNT; m++)
+		if (m != SNAPCELL_MECH_SECCOMP && m != SNAPCELL_MECH_CGROUP_LIMITS &&
+		    !p->mech[m].available && strncmp(p->mech[m].detail, "not tried", 9) != 0) {
+			*mech = p->mech[m].name;
+			return p->mech[m].detail;
+		}
+	return NULL;
+}
+
 static void print_text(const struct snapcell_probe *p, json_t *hard, json_t *sandbox,
-		       const char *why, json_t *preloads)
+		       const char *failure, json_t *preloads)
 {
 	for (int m = 0; m < SNAPCELL_MECH__COUNT; m++)
 		printf("%-18s %-3s %-7s %s\n", p->mech[m].name, p->mech[m].available ? "yes" : "no",
 		       p->mech[m].used ? "used" : "-", p->mech[m].detail);
 	printf("level:     %s\n", snapcell_isolation_name(p->level));
+	const char *mech = NULL, *why = advice(p, &mech);
+	if (why)
+		printf("advice:    %s: %s\n", mech, why);
 	puts("host hardening (advice; seccomp blocks these paths in cells either way):");
 	size_t i;
 	json_t *h;
@@ -150,7 +168,7 @@ static void print_text(const struct snapcell_probe *p, json_t *hard, json_t *san
 		       json_string_value(json_object_get(h, "why")));
 	}
 	if (!sandbox)
-		printf("sandbox:   FAILED: %s\n", why);
+		printf("sandbox:   FAILED: %s\n", failure);
 	else
 		printf("sandbox:   works at level '%s' (test run %.2f ms)\n",
 		       json_string_value(json_object_get(sandbox, "level")),
@@ -270,6 +288,10 @@ int cli_doctor(int argc, char **argv)
 				  snapcell_isolation_name(p.level), "hardening", hard, "sandbox",
 				  sandbox ? json_incref(sandbox) : json_pack("{s:s}", "error", why),
 				  "preloads", json_incref(preloads), "mcp_servers", servers);
+		const char *mech = NULL, *fix = advice(&p, &mech);
+		if (fix)
+			json_object_set_new(j, "advice",
+					    json_pack("{s:s, s:s}", "mechanism", mech, "why", fix));
 		char *text = json_dumps(j, JSON_INDENT(2));
 		if (text)
 			puts(text);

@@ -77,7 +77,9 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		return sc__err(err, -errno, "setsid");
 	int tmp_root = -1;
 	snprintf(out_name, sizeof(out_name), "%u", plan->id);
-	int rc = sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, SC_TMP_LIVE, &tmp_root, err);
+	int rc = plan->cfg->rlimits ? sc_plain_cell_restrict(plan, &tmp_root, err)
+				    : sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes,
+							    SC_TMP_LIVE, &tmp_root, err);
 	/* After the last mount (a Landlock domain cannot mount), before place_fds closes the
 	 * ruleset: only the root's python3 and its loader may be executed. */
 	if (rc == 0 && plan->landlock_fd >= 0 &&
@@ -85,8 +87,9 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		sc__err(err, rc, "landlock");
 	if (rc == 0)
 		rc = place_fds(plan, tmp_root, err);
-	if (rc == 0 && chdir("/tmp") < 0)
-		rc = sc__err(err, -errno, "chdir /tmp");
+	const char *tmp = plan->cfg->rlimits ? sc_plain_cell_tmp(plan) : "/tmp";
+	if (rc == 0 && chdir(tmp) < 0)
+		rc = sc__err(err, -errno, "chdir %s", tmp);
 	if (rc == 0)
 		rc = sc__rlimits_apply(&plan->cfg->limits, err);
 	if (rc == 0)
@@ -177,6 +180,8 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	/* First, so the after-fork hooks and the warm-up find most of their pages in place. */
 	prefault(plan);
 	sc_py_after_fork_child();
+	if (plan->cfg->rlimits)
+		sc_plain_cell_environ(plan);
 	sc_py_warm();
 
 	uint8_t type;

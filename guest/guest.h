@@ -48,6 +48,12 @@ struct sc_guest_config {
 	char *net_ca;	 /* the sandbox's certificate authority (PEM), trusted by cells */
 	/* Cells may exec SC_INTERP_PATH (Landlock is available): sys.executable names it. */
 	bool exec;
+	/* The rlimits level (plain.c): no namespaces, so no root of the cells' own; each cell
+	 * sees the host's filesystem through its Landlock domain, its /tmp and /output are
+	 * tmp_dir/<id> and out_dir/<id>, and its environment says where they are. */
+	bool rlimits;
+	char *tmp_dir;
+	bool own_uid; /* the cells' uid is the caller's (seccomp: no attributes by path) */
 	char *cgroup; /* the sandbox's memory cgroup directory on the host, or NULL for none */
 };
 
@@ -88,6 +94,28 @@ int sc_cell_run(const uint8_t *code, size_t len, bool session);
 
 /* session.c: never returns. */
 _Noreturn void sc_session_anchor(size_t frame_cap);
+
+/* plain.c: the rlimits level. In the template: made a subreaper (a dead cell's processes
+ * come back to it), the cells' directory parents opened (*out_fd, *tmp_fd), and the process
+ * limit raised by what the uid already runs when it is the caller's own. */
+int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_fd,
+			    struct snapcell_error *err);
+/* A cell's fresh /output and /tmp directories; returns a descriptor of its /output (above
+ * fd 9) or a negative code. */
+int sc_plain_cell_dirs(int out_fd, int tmp_fd, const char *name);
+/* Removes a reaped cell's /tmp directory (the host removes its /output). */
+void sc_plain_cell_forget(int tmp_fd, const char *name);
+/* Kills every child of the template that is not a live cell: what a dead cell left. */
+void sc_plain_kill_orphans(const pid_t *cells, size_t n);
+/* In the cell, instead of its mounts: a subreaper like a namespace's pid 1, and confined by
+ * its Landlock domain (hostfs.c); *tmp_root gets its /tmp root (the directory holding
+ * SC_TMP_LIVE), as sc__rootfs_enter_cell gives it. */
+int sc_plain_cell_restrict(const struct sc_cell_plan *plan, int *tmp_root,
+			   struct snapcell_error *err);
+/* In the cell, before warming up: the environment names its directories. */
+void sc_plain_cell_environ(const struct sc_cell_plan *plan);
+/* The cell's /tmp, its SC_TMP_LIVE directory and working directory; static storage. */
+const char *sc_plain_cell_tmp(const struct sc_cell_plan *plan);
 
 /* interp.c: the helper's copy in a root runs as the cell's python3. */
 #define SC_INTERP_MARK_LEN 48

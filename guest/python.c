@@ -5,7 +5,9 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "guest.h"
@@ -104,10 +106,24 @@ static int py_fail(struct snapcell_error *err, const char *what)
 
 /* The kernel's answer to "is this process single-threaded": unshare(CLONE_VM) is a no-op that
  * fails with EINVAL when another thread shares the address space (kernel/fork.c,
- * check_unshare_flags), and it needs no /proc, which the root does not have. */
+ * check_unshare_flags), and it needs no /proc, which the root does not have. Where a filter
+ * refuses unshare altogether (a container's seccomp profile, at level rlimits, where the host's
+ * /proc is there), /proc/self/status says. */
 static bool single_threaded(void)
 {
-	return unshare(CLONE_VM) == 0;
+	if (unshare(CLONE_VM) == 0)
+		return true;
+	if (errno == EINVAL)
+		return false;
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[128];
+	long threads = -1;
+	while (f && threads < 0 && fgets(line, sizeof(line), f))
+		if (sscanf(line, "Threads: %ld", &threads) != 1)
+			threads = -1;
+	if (f)
+		fclose(f);
+	return threads == 1;
 }
 
 static int preload_failed(PyObject *prelude, const char *name, struct snapcell_error *err)

@@ -50,6 +50,7 @@ static struct {
 	int self_netns;	   /* to come back after making a cell's network namespace */
 	int out_fd;	   /* SC_OUT_BASE */
 	int landlock_fd;   /* the cells' exec ruleset, or -1 (no exec) */
+	int tmp_fd;	   /* the rlimits level: the parent of the cells' /tmp directories */
 	int cgroup_fd;	   /* the sandbox's memory cgroup, or -1: cells get one each below it */
 	bool unix_sockets; /* cells may listen on AF_UNIX sockets (the ruleset scopes them) */
 	int sig_fd;
@@ -72,6 +73,7 @@ static void report_ready(int status, const char *message)
 	struct sc_ctl_msg m = {.type = SC_CTL_READY,
 			       .status = status,
 			       .level = status		   ? SNAPCELL_ISOLATION_NONE
+					: T.cfg.rlimits	   ? SNAPCELL_ISOLATION_RLIMITS
 					: T.cgroup_fd >= 0 ? SNAPCELL_ISOLATION_CGROUPS
 							   : SNAPCELL_ISOLATION_NAMESPACES};
 	snprintf(m.message, sizeof(m.message), "%s", message);
@@ -158,10 +160,13 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 	     i++) {
 		json_t *entry = json_array_get(paths, i);
 		const char *site = json_string_value(json_object_get(entry, "site"));
+		const char *host = json_string_value(json_object_get(entry, "host"));
 		c->python_path_fds[i] = (int)get_u64(entry, "fd");
 		c->python_path_site[i] = site != NULL;
-		/* Not at the host path: that may lie under /tmp, which each cell remounts. */
-		if (asprintf(&c->python_binds[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
+		/* Not at the host path: that may lie under /tmp, which each cell remounts. At the
+		 * rlimits level nothing is bound: the host path it is. */
+		if (host ? !(c->python_binds[i] = strdup(host))
+			 : asprintf(&c->python_binds[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
 			c->python_binds[i] = NULL;
 		else if (!site)
 			c->python_paths[i] = strdup(c->python_binds[i]);
@@ -186,6 +191,9 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad preload list");
 	}
 	c->network_notice = dup_str(root, "network_notice");
+	c->rlimits = get_u64(root, "level") == SNAPCELL_ISOLATION_RLIMITS;
+	c->tmp_dir = dup_str(root, "tmp");
+	c->own_uid = json_is_true(json_object_get(root, "own_uid"));
 	c->cgroup = dup_str(root, "cgroup");
 	if (parse_net(c, json_object_get(root, "net")) < 0) {
 		json_decref(root);
@@ -211,7 +219,8 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad tool list");
 	if (!c->root_base || !c->out_dir || !c->input_dir || !c->spares || !c->tmp_bytes ||
 	    !c->frame_cap || !c->limits.memory_bytes || !c->output_bytes || !c->python_paths ||
-	    !c->python_path_fds || c->n_python_paths != n_paths || !c->network_notice)
+	    !c->python_path_fds || c->n_python_paths != n_paths || !c->network_notice ||
+	    (c->rlimits && (!c->tmp_dir || c->network)))
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing fields");
 	return 0;
 }
@@ -288,7 +297,7 @@ static int build_root(struct snapcell_error *err)
  * small tmpfs of their own, detached once they are in memory; cells mount their own /tmp. */
 static int init_python(struct snapcell_error *err)
 {
-	bool scratch = T.cfg.n_preloads > 0;
+	bool scratch = T.cfg.n_preloads > 0 && !T.cfg.rlimits;
 	if (scratch && mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
 			     "mode=1777,size=32m,nr_inodes=4096") < 0)
 		return sc__err(err, -errno, "mount /tmp for the preload");
@@ -313,21 +322,15 @@ static int set_up_slots_init(struct snapcell_error *err)
 static unsigned seccomp_flags(void)
 {
 	return (T.cfg.network ? SC_SECCOMP_NETWORK : 0) | (T.cfg.exec ? SC_SECCOMP_EXEC : 0) |
-	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0);
+	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) | (T.cfg.rlimits ? SC_SECCOMP_HOST : 0) |
+	       (T.cfg.rlimits && T.cfg.own_uid ? SC_SECCOMP_NO_PATH_ATTRS : 0);
 }
 
-static int setup(struct snapcell_error *err)
+/* The namespaces level: the cells' pid and network namespaces to come back to, and the root
+ * (with the exec ruleset when Landlock offers one). */
+static int setup_namespaces(struct snapcell_error *err)
 {
-	T.cgroup_fd = -1;
-	int rc = read_setup(err);
-	if (rc < 0)
-		return rc;
-	/* Before the pivot, while the host's cgroup mount is in this mount namespace. */
-	if (T.cfg.cgroup &&
-	    (T.cgroup_fd = open(T.cfg.cgroup, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return sc__err(err, -errno, "open memory cgroup %s", T.cfg.cgroup);
-	if (setsid() < 0)
-		return sc__err(err, -errno, "setsid");
+	int rc;
 	T.self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
 	if (T.self_pidns < 0)
 		return sc__err(err, -errno, "open /proc/self/ns/pid");
@@ -355,6 +358,40 @@ static int setup(struct snapcell_error *err)
 							       T.unix_sockets, err)) < 0)
 			return T.landlock_fd;
 	}
+	if (sethostname("snapcell", 8) < 0)
+		return sc__err(err, -errno, "sethostname");
+	T.out_fd = open(SC_OUT_BASE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (T.out_fd < 0)
+		return sc__err(err, -errno, "open " SC_OUT_BASE);
+	return 0;
+}
+
+/* The rlimits level: no root to build, no namespace to return to; cells neither exec nor
+ * listen (plain.c, hostfs.c). */
+static int setup_plain(struct snapcell_error *err)
+{
+	T.self_pidns = T.self_netns = T.landlock_fd = -1;
+	return sc_plain_template_setup(&T.cfg, &T.out_fd, &T.tmp_fd, err);
+}
+
+static int setup(struct snapcell_error *err)
+{
+	T.cgroup_fd = -1;
+	int rc = read_setup(err);
+	if (rc < 0)
+		return rc;
+	/* Before the pivot, while the host's cgroup mount is in this mount namespace. */
+	if (T.cfg.cgroup &&
+	    (T.cgroup_fd = open(T.cfg.cgroup, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return sc__err(err, -errno, "open memory cgroup %s", T.cfg.cgroup);
+	if (setsid() < 0)
+		return sc__err(err, -errno, "setsid");
+	if (T.cfg.rlimits)
+		rc = setup_plain(err);
+	else
+		rc = setup_namespaces(err);
+	if (rc < 0)
+		return rc;
 	const char *name;
 	json_t *value;
 	json_object_foreach(T.cfg.env, name, value)
@@ -370,11 +407,12 @@ static int setup(struct snapcell_error *err)
 			setenv("REQUESTS_CA_BUNDLE", getenv("SSL_CERT_FILE"), 0) < 0)) ||
 	    setenv("MPLBACKEND", "Agg", 0) < 0)
 		return sc__err(err, -errno, "setenv defaults");
-	if (sethostname("snapcell", 8) < 0)
-		return sc__err(err, -errno, "sethostname");
-	T.out_fd = open(SC_OUT_BASE, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (T.out_fd < 0)
-		return sc__err(err, -errno, "open " SC_OUT_BASE);
+	/* Where the code finds its files, at every level (the rlimits level's cells set their
+	 * own, plain.c). */
+	if (!T.cfg.rlimits &&
+	    (setenv("SNAPCELL_INPUT", "/input", 1) < 0 ||
+	     setenv("SNAPCELL_OUTPUT", "/output", 1) < 0 || setenv("SNAPCELL_TMP", "/tmp", 1) < 0))
+		return sc__err(err, -errno, "setenv SNAPCELL_*");
 	if ((rc = sc__seccomp_compile(&T.seccomp, seccomp_flags(), err)) < 0)
 		return rc;
 	if ((rc = set_up_slots_init(err)) < 0)
@@ -456,8 +494,22 @@ static int make_net_socket(int *host, int *cell)
 	return 0;
 }
 
+/* The rlimits level: a plain fork (no namespace to make). */
+static pid_t fork_plain_cell(const struct sc_cell_plan *plan)
+{
+	sc_py_before_fork();
+	pid_t pid = fork();
+	if (pid == 0)
+		sc_cell_main(plan);
+	int saved = errno;
+	sc_py_after_fork_parent();
+	return pid < 0 ? -saved : pid;
+}
+
 static pid_t fork_cell(const struct sc_cell_plan *plan)
 {
+	if (T.cfg.rlimits)
+		return fork_plain_cell(plan);
 	/* The next child becomes pid 1 of a new pid namespace; then the template's own
 	 * namespace is made the children's namespace again for the following cell. */
 	if (unshare(CLONE_NEWPID) < 0)
@@ -488,6 +540,8 @@ static pid_t fork_cell(const struct sc_cell_plan *plan)
  * that descriptor, so nothing needs removing file by file. */
 static int mount_output(const char *name)
 {
+	if (T.cfg.rlimits)
+		return sc_plain_cell_dirs(T.out_fd, T.tmp_fd, name);
 	char path[64], opts[96];
 	snprintf(path, sizeof(path), SC_OUT_BASE "/%s", name);
 	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%u",
@@ -514,6 +568,10 @@ static void unmount_output(uint32_t id)
 	char path[64], name[16];
 	snprintf(path, sizeof(path), SC_OUT_BASE "/%u", id);
 	snprintf(name, sizeof(name), "%u", id);
+	if (T.cfg.rlimits) {
+		sc_plain_cell_forget(T.tmp_fd, name);
+		return;
+	}
 	umount2(path, MNT_DETACH);
 	unlinkat(T.out_fd, name, AT_REMOVEDIR); /* the host's retire may find it gone */
 }
@@ -675,6 +733,15 @@ static int park_cell(void)
 	return rc;
 }
 
+/* The rlimits level: what dead cells left (no pid namespace ended it with them). */
+static void kill_orphans(void)
+{
+	pid_t live[MAX_CELLS];
+	for (size_t i = 0; i < T.n_cells; i++)
+		live[i] = T.cells[i].pid;
+	sc_plain_kill_orphans(live, T.n_cells);
+}
+
 static void reap(void)
 {
 	struct signalfd_siginfo si;
@@ -711,6 +778,8 @@ static void reap(void)
 			T.cells[i] = T.cells[--T.n_cells];
 			break;
 		}
+		if (T.cfg.rlimits)
+			kill_orphans();
 	}
 }
 

@@ -487,7 +487,10 @@ SNAPCELL_API int snapcell_config_instructions(const struct snapcell_config *cfg,
 SNAPCELL_API enum snapcell_approval snapcell_config_approval(const struct snapcell_config *cfg,
 							     enum snapcell_approval base);
 
-/* Fails sandbox creation with SNAPCELL_E_ISOLATION when the host cannot reach this level. */
+/* Fails sandbox creation with SNAPCELL_E_ISOLATION when the host cannot reach this level; the
+ * message names the level the host gives, what stops a higher one and what to change. A host
+ * without usable user namespaces gives SNAPCELL_ISOLATION_RLIMITS (docs/architecture.md,
+ * "Isolation levels"), where network entries fail creation the same way. */
 SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg,
 						   enum snapcell_isolation level,
 						   struct snapcell_error *err);
@@ -496,11 +499,12 @@ SNAPCELL_API int snapcell_config_require_isolation(struct snapcell_config *cfg,
 
 struct snapcell_sandbox;
 
-/* Starts the template: a helper process in its own namespaces with CPython initialised and the
- * common standard library imported. The config is copied; it may be freed afterwards. A
- * helper that cannot be found fails with -ENOENT naming its path; one that speaks another
- * protocol (from another snapcell version) or is no snapcell-cell at all fails with
- * SNAPCELL_E_HELPER naming both protocol versions, within seconds. */
+/* Starts the template: a helper process in its own namespaces (or, at level rlimits, under
+ * Landlock in the caller's) with CPython initialised and the common standard library
+ * imported. The config is copied; it may be freed afterwards. A helper that cannot be found
+ * fails with -ENOENT naming its path; one that speaks another protocol (from another snapcell
+ * version) or is no snapcell-cell at all fails with SNAPCELL_E_HELPER naming both protocol
+ * versions, within seconds. */
 SNAPCELL_API int snapcell_sandbox_new(const struct snapcell_config *cfg,
 				      struct snapcell_sandbox **out, struct snapcell_error *err);
 

@@ -360,6 +360,11 @@ static void describe_files(struct text *t, const struct snapcell_config *cfg)
 		put(t, "  - %s\n", cfg->mounts[i].mount_path);
 	put(t, "- Write files meant for the user (reports, tables, images) under /output, e.g. "
 	       "/output/result.csv; they are returned with the result.\n");
+	/* The rlimits level has no root of its own to show them at those paths; the text stays
+	 * a function of the config, so it says this whatever the host. */
+	put(t, "- Where the host cannot show these at /input and /output, they are the "
+	       "directories os.environ['SNAPCELL_INPUT'] and os.environ['SNAPCELL_OUTPUT'] name "
+	       "(scratch files: tempfile's directory): build paths from those variables.\n");
 }
 
 static void put_methods(struct text *t, const struct sc_net_entry *e)

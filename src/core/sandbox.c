@@ -230,9 +230,12 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		close(dfd);
 		return rc;
 	}
+	/* At the rlimits level the cells' /tmp directories live here too (tmp/<cell id>). */
+	bool cell_tmp = sb->level == SNAPCELL_ISOLATION_RLIMITS;
 	if (dfd < 0 || fchmod(dfd, 0711) < 0 || mkdirat(dfd, "root", 0755) < 0 ||
 	    mkdirat(dfd, "input", 0755) < 0 || mkdirat(dfd, "out", 0700) < 0 ||
-	    fchownat(dfd, "out", uid, gid, 0) < 0) {
+	    fchownat(dfd, "out", uid, gid, 0) < 0 || (cell_tmp && mkdirat(dfd, "tmp", 0700) < 0) ||
+	    (cell_tmp && fchownat(dfd, "tmp", uid, gid, 0) < 0)) {
 		int rc = sc__err(err, -errno, "prepare work directory %s", path);
 		if (dfd >= 0)
 			close(dfd);
@@ -258,8 +261,13 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 static int make_cgroup(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	struct snapcell_error why = {0};
-	if (sc__cgroup_sandbox_new(&sb->cgroup, sb->ids.uid, sb->ids.gid, &why) == 0 ||
-	    sb->cfg->required < SNAPCELL_ISOLATION_CGROUPS)
+	if (sb->level == SNAPCELL_ISOLATION_RLIMITS)
+		return 0; /* choose_level refused a requirement above it */
+	if (sc__cgroup_sandbox_new(&sb->cgroup, sb->ids.uid, sb->ids.gid, &why) == 0) {
+		sb->level = SNAPCELL_ISOLATION_CGROUPS;
+		return 0;
+	}
+	if (sb->cfg->required < SNAPCELL_ISOLATION_CGROUPS)
 		return 0;
 	return sc__err(err, SNAPCELL_E_ISOLATION,
 		       "isolation level 'cgroups' required: %s (see `snapcell doctor`)",
@@ -300,6 +308,22 @@ static int start_gate(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return sc__gate_new(&o, &sb->gate, err);
 }
 
+/* The rlimits level's part of the setup: the level, where the cells' /tmp directories go,
+ * and whether cells run as the caller's own uid (a caller that is not root, or root with no
+ * other id mapped), which makes seccomp refuse path-based chmod, chown and utimes: Landlock
+ * does not cover them, and the caller's files are that uid's. */
+static int rlimits_setup(const struct snapcell_sandbox *sb, json_t *msg)
+{
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s/tmp", sb->workdir);
+	return json_object_set_new(msg, "level", json_integer(SNAPCELL_ISOLATION_RLIMITS)) < 0 ||
+			       json_object_set_new(msg, "tmp", json_string(tmp)) < 0 ||
+			       json_object_set_new(msg, "own_uid",
+						   json_boolean(sb->ids.uid == geteuid())) < 0
+		       ? -1
+		       : 0;
+}
+
 static char *setup_message(const struct snapcell_sandbox *sb)
 {
 	const uint64_t *l = sb->cfg->limits;
@@ -312,6 +336,9 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 		json_t *entry = json_pack("{s:i}", "fd", SC_PASS_FD_FIRST + (int)i);
 		if (entry && site[i])
 			json_object_set_new(entry, "site", json_string(site[i]));
+		/* At the rlimits level the cells read it where it is (nothing is bound). */
+		if (entry && sb->level == SNAPCELL_ISOLATION_RLIMITS)
+			json_object_set_new(entry, "host", json_string(dirs[i]));
 		json_array_append_new(paths, entry);
 	}
 	json_t *preload = json_array();
@@ -349,6 +376,8 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 	    json_object_set_new(msg, "output_bytes", json_integer((json_int_t)output_bytes)) < 0)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "input", json_string(input)) < 0)
+		json_decref(msg), msg = NULL;
+	if (msg && sb->level == SNAPCELL_ISOLATION_RLIMITS && rlimits_setup(sb, msg) < 0)
 		json_decref(msg), msg = NULL;
 	if (msg && sb->cgroup.dir_fd >= 0 &&
 	    json_object_set_new(msg, "cgroup", json_string(sb->cgroup.path)) < 0)
@@ -403,6 +432,7 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 					.n_pass_dirs = n_dirs};
 		spec.outside_uid = sb->ids.uid;
 		spec.outside_gid = sb->ids.gid;
+		spec.namespaces = sb->level != SNAPCELL_ISOLATION_RLIMITS;
 		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
 	}
 	if (helper_fd >= 0)
@@ -468,12 +498,53 @@ static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		sc__err(err, SNAPCELL_E_HELPER, "template setup: %s", ready.message);
 		return SNAPCELL_E_HELPER;
 	}
-	sb->level = (enum snapcell_isolation)ready.level;
+	if (ready.level != (int32_t)sb->level)
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: level '%s', not '%s'",
+			       snapcell_isolation_name((enum snapcell_isolation)ready.level),
+			       snapcell_isolation_name(sb->level));
 	if (sb->level < sb->cfg->required)
 		return sc__err(err, SNAPCELL_E_ISOLATION,
 			       "isolation level '%s' required, this host gives '%s'",
 			       snapcell_isolation_name(sb->cfg->required),
 			       snapcell_isolation_name(sb->level));
+	return 0;
+}
+
+/* The level this sandbox runs at: namespaces where the host can make them and mount inside,
+ * else rlimits (the helper in the caller's namespaces, confined by Landlock, seccomp and
+ * rlimits), refused when the config requires namespaces or has network entries (the gate
+ * needs each cell's own network namespace: Landlock rules name ports, not addresses). */
+static int choose_level(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	static const char *const steps[SC_NS_STEPS] = {
+		[SC_NS_USER] = "user namespaces",     [SC_NS_MOUNT] = "mount namespaces",
+		[SC_NS_PID] = "pid namespaces",	      [SC_NS_NET] = "network namespaces",
+		[SC_NS_IPC] = "ipc namespaces",	      [SC_NS_UTS] = "uts namespaces",
+		[SC_NS_CGROUP] = "cgroup namespaces", [SC_NS_MOUNT_INSIDE] = "user namespaces",
+	};
+	struct sc_ns_check c;
+	int rc = sc__ns_check_once(&c);
+	if (rc < 0)
+		return sc__err(err, rc, "check for namespaces in a child process");
+	sb->level = c.ok ? SNAPCELL_ISOLATION_NAMESPACES : SNAPCELL_ISOLATION_RLIMITS;
+	if (c.ok)
+		return 0;
+	const char *step = steps[c.failed];
+	if (sb->cfg->required >= SNAPCELL_ISOLATION_NAMESPACES)
+		return sc__err(err, SNAPCELL_E_ISOLATION,
+			       "isolation level '%s' required, this host gives 'rlimits': %s: %s",
+			       snapcell_isolation_name(sb->cfg->required), step, c.why);
+	if (sb->cfg->allowed.n > 0)
+		return sc__err(err, SNAPCELL_E_ISOLATION,
+			       "network entries need level 'namespaces' (a network namespace per "
+			       "cell); this host gives 'rlimits': %s: %s",
+			       step, c.why);
+	int abi = sc__landlock_version();
+	if (abi <= 0)
+		return sc__err(err, SNAPCELL_E_ISOLATION,
+			       "no isolation level on this host: 'rlimits' needs Landlock (Linux "
+			       "5.13+, lsm=landlock), absent; 'namespaces': %s: %s",
+			       step, c.why);
 	return 0;
 }
 
@@ -493,6 +564,8 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 		sc__err(err, rc, "copy config");
 	if (rc == 0 && (rc = sc__prefault_new(sb)) < 0)
 		sc__err(err, rc, "sandbox");
+	if (rc == 0)
+		rc = choose_level(sb, err);
 	if (rc == 0)
 		rc = sc__ids_take(sb->cfg->uid_first, sb->cfg->uid_count, sb->cfg->uid_range_set,
 				  &sb->ids, err);

@@ -9,11 +9,31 @@
 #include <linux/securebits.h>
 #include <sys/capability.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
+/* Whether this process holds any capability at all (root's euid gains them at exec). */
+static bool holds_capabilities(void)
+{
+	if (geteuid() == 0)
+		return true;
+	cap_t caps = cap_get_proc(), none = cap_init();
+	bool held = !caps || !none || cap_compare(caps, none) != 0;
+	cap_free(caps);
+	cap_free(none);
+	return held;
+}
+
 int sc__caps_lock(struct snapcell_error *err)
 {
+	/* A helper that is not root and holds nothing (the rlimits level as a uid of its own or
+	 * the caller's) has nothing to lock, and no CAP_SETPCAP to lock it with. */
+	if (!holds_capabilities()) {
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+			return sc__err(err, -errno, "set no_new_privs");
+		return 0;
+	}
 	/* Lock root's special treatment off while CAP_SETPCAP is still held. */
 	unsigned long bits = SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
 			     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |

@@ -65,6 +65,9 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err);
 int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, const char *tmp_live,
 			  int *tmp_root, struct snapcell_error *err);
 
+/* The system data the root binds when the host has it (zoneinfo, the CA bundle, ...). */
+const char *const *sc__rootfs_data_paths(size_t *n);
+
 /* The running program's ELF interpreter (PT_INTERP, e.g. /lib64/ld-linux-x86-64.so.2), or
  * NULL for a static program. Points into the program's own image. */
 const char *sc__rootfs_own_loader(void);
@@ -90,6 +93,21 @@ int sc__landlock_exec_ruleset(const char *const *paths, size_t n, bool unix_scop
 /* In each cell after its last mount (a Landlock domain may not mount) and before seccomp. */
 int sc__landlock_restrict(int ruleset_fd);
 
+/* ---- hostfs.c (the rlimits level) ---- */
+
+/* What one cell may reach of the host's filesystem when it has no root of its own. */
+struct sc_hostfs {
+	const char *const *read; /* files and directories it may read (absent ones skipped) */
+	size_t n_read;
+	const char *tmp_dir; /* its own /tmp and /output: read, write, make, remove */
+	const char *out_dir;
+};
+
+/* In each cell after fork, before seccomp: a Landlock domain handling every right the ABI
+ * knows, granting only fs's (and /dev/null, zero, full, random, urandom), no TCP (ABI 4),
+ * signals and abstract sockets scoped to the cell (ABI 6). */
+int sc__hostfs_restrict(const struct sc_hostfs *fs, struct snapcell_error *err);
+
 /* ---- seccomp.c ---- */
 
 struct sc_bpf {
@@ -108,6 +126,13 @@ enum sc_seccomp_flags {
 	/* Without NETWORK: AF_UNIX sockets with bind, listen, accept and connect; only under
 	 * the Landlock domain that scopes abstract sockets to the cell. Ignored with NETWORK. */
 	SC_SECCOMP_UNIX = 1 << 2,
+	/* The rlimits level (no namespaces; docs/security.md): no kill(-1) (which reaches every
+	 * process of the uid where Landlock cannot scope signals), socketpair only of stream
+	 * and seqpacket types (a datagram one could sendmsg to a host's pathname socket). */
+	SC_SECCOMP_HOST = 1 << 3,
+	/* With HOST, where the cells' uid is the caller's own: no chmod, chown, utimes or
+	 * truncate by path (Landlock does not cover them; the descriptor forms stay). */
+	SC_SECCOMP_NO_PATH_ATTRS = 1 << 4,
 };
 
 /* Compiles the cell policy once (in the template), so cells only install it. Whatever the

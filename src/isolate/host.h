@@ -1,5 +1,6 @@
 /* The isolation the host library applies itself: starting the helper in new namespaces
- * (spawn.c), the outside uid it runs as (uids.c), the sandbox's memory cgroup (cgroup.c) and
+ * (spawn.c), the outside uid it runs as (uids.c), which level the host can give (level.c),
+ * the sandbox's memory cgroup (cgroup.c) and
  * probing what the host offers (probe.c, snapcell_probe_host). No libseccomp or
  * libcap here: the mechanisms the helper applies are isolate/guest.h. */
 #ifndef SC_ISOLATE_HOST_H
@@ -52,11 +53,47 @@ struct sc_spawn {
 	size_t n_pass_dirs;
 	uid_t outside_uid;
 	gid_t outside_gid;
+	/* false: the rlimits level. The helper is forked and exec'd in the caller's namespaces,
+	 * as outside_uid/gid when those are not the caller's own (a root caller: setgroups,
+	 * setresgid, setresuid before the exec, so the helper holds no capability). */
+	bool namespaces;
 };
 
+/* level.c: whether the namespaces level works on this host, tried for real in a throwaway
+ * child: each namespace (in enum snapcell_mechanism's order), then the id maps and a mount
+ * inside, which fail where user namespaces come without capabilities (Ubuntu's AppArmor
+ * restriction). */
+enum {
+	SC_NS_USER, /* = SNAPCELL_MECH_USERNS, and so on up to SC_NS_CGROUP */
+	SC_NS_MOUNT,
+	SC_NS_PID,
+	SC_NS_NET,
+	SC_NS_IPC,
+	SC_NS_UTS,
+	SC_NS_CGROUP,
+	SC_NS_MOUNT_INSIDE, /* the id maps and a tmpfs mounted inside the namespaces */
+	SC_NS_STEPS
+};
+
+struct sc_ns_check {
+	bool ok;
+	int failed;	      /* the first step that failed (SC_NS_*), or -1 */
+	int err[SC_NS_STEPS]; /* errno of each step, 0 done, -1 not tried */
+	char why[160];	      /* what is wrong and what to change, when not ok */
+};
+
+/* 0 with out filled (ok or not), or a negative code when the child could not be run. */
+int sc__ns_check(struct sc_ns_check *out);
+/* The same, with a success remembered for the process (the check costs ~3 ms at level
+ * namespaces, mostly the network namespace's teardown): what sandbox creation uses. */
+int sc__ns_check_once(struct sc_ns_check *out);
+/* The Landlock ABI this kernel offers, 0 for none: the rlimits level needs one. */
+int sc__landlock_version(void);
+
 /* Starts the helper as pid 1 of new user, mount, pid, net, ipc, uts and cgroup namespaces,
- * mapped to root inside. Returns 0 with *pid and *pidfd set, or a negative code with err
- * naming the step (SNAPCELL_E_ISOLATION when the kernel refuses the namespaces). */
+ * mapped to root inside (spec->namespaces), or else as a plain child. Returns 0 with *pid and
+ * *pidfd set, or a negative code with err naming the step (SNAPCELL_E_ISOLATION when the kernel
+ * refuses the namespaces). */
 int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid, int *pidfd,
 		     struct snapcell_error *err);
 

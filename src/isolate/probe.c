@@ -1,5 +1,6 @@
 /* What this host offers, tested for real in a throwaway child (an unshare that works there
- * works for the helper). Reports; changes nothing in the caller. */
+ * works for the helper; level.c), and the level a sandbox gets: namespaces, else rlimits
+ * (seccomp and Landlock), else none. Reports; changes nothing in the caller. */
 #define _GNU_SOURCE
 #include "host.h"
 
@@ -33,47 +34,45 @@ static const struct {
 	[SNAPCELL_MECH_CGROUP_LIMITS] = {"cgroup limits", 0},
 };
 
-/* In the child: 0 or errno for each namespace, the user namespace first. */
-static void probe_namespaces(int fd)
-{
-	int res[SNAPCELL_MECH_CGROUPNS + 1];
-	res[SNAPCELL_MECH_USERNS] = unshare(CLONE_NEWUSER) < 0 ? errno : 0;
-	for (int m = SNAPCELL_MECH_MOUNTNS; m <= SNAPCELL_MECH_CGROUPNS; m++)
-		res[m] = res[SNAPCELL_MECH_USERNS]	    ? res[SNAPCELL_MECH_USERNS]
-			 : unshare(mechs[m].clone_flag) < 0 ? errno
-							    : 0;
-	(void)!write(fd, res, sizeof(res));
-	_exit(0);
-}
-
 static void set(struct snapcell_mechanism_report *r, bool ok, const char *what, const char *why)
 {
 	r->available = ok;
 	snprintf(r->detail, sizeof(r->detail), "%s%s", what, why);
 }
 
-static int run_ns_probe(struct snapcell_probe *out)
+/* Each namespace as level.c found it; a mount that failed inside them is the mount
+ * namespace's failure, and the first failure carries what to change. */
+static int run_ns_probe(struct snapcell_probe *out, bool *ns_ok)
 {
-	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
-		return -errno;
-	pid_t pid = fork();
-	if (pid == 0) {
-		close(p[0]);
-		probe_namespaces(p[1]);
-	}
-	close(p[1]);
-	int res[SNAPCELL_MECH_CGROUPNS + 1];
-	int rc = pid < 0 ? -errno : sc__read_all(p[0], res, sizeof(res));
-	close(p[0]);
-	if (pid > 0)
-		waitpid(pid, NULL, 0);
+	struct sc_ns_check c;
+	int rc = sc__ns_check(&c);
 	if (rc < 0)
 		return rc;
-	for (int m = 0; m <= SNAPCELL_MECH_CGROUPNS; m++)
-		set(&out->mech[m], res[m] == 0, res[m] ? "unshare: " : "works",
-		    res[m] ? strerror(res[m]) : "");
+	for (int m = 0; m <= SNAPCELL_MECH_CGROUPNS; m++) {
+		int e = c.err[m];
+		if (m == SNAPCELL_MECH_MOUNTNS && e == 0 && c.failed == SC_NS_MOUNT_INSIDE)
+			set(&out->mech[m], false, "", c.why);
+		else if (m == c.failed)
+			set(&out->mech[m], false, "", c.why);
+		else
+			set(&out->mech[m], e == 0, e == 0 ? "works" : "not tried: ",
+			    e == 0 ? "" : "an earlier step failed");
+	}
+	*ns_ok = c.ok;
 	return 0;
+}
+
+/* What the rlimits level does with this Landlock ABI, and what it lacks. */
+static void landlock_rlimits_detail(struct snapcell_mechanism_report *r, long abi)
+{
+	const char *what =
+		abi < 4	  ? "level rlimits: host files by allow-list; missing: TCP rules (ABI 4), "
+			    "signal scoping (ABI 6, Linux 6.12)"
+		: abi < 6 ? "level rlimits: host files by allow-list, no TCP; missing: signal and "
+			    "abstract-socket scoping (ABI 6, Linux 6.12)"
+			  : "level rlimits: host files by allow-list, no TCP, signals and "
+			    "abstract sockets scoped to the cell";
+	snprintf(r->detail, sizeof(r->detail), "ABI %d; %.140s", (int)(abi % 1000), what);
 }
 
 /* Memory cgroups as sandboxes get them (cgroup.c): one is made and removed to know. */
@@ -94,7 +93,8 @@ int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err)
 	memset(out, 0, sizeof(*out));
 	for (int m = 0; m < SNAPCELL_MECH__COUNT; m++)
 		out->mech[m].name = mechs[m].name;
-	int rc = run_ns_probe(out);
+	bool ns = false;
+	int rc = run_ns_probe(out, &ns);
 	if (rc < 0)
 		return sc__err(err, rc, "probe namespaces in a child process");
 	int sec = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
@@ -111,16 +111,19 @@ int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err)
 		      : "confines exec to the cell's python3 and AF_UNIX sockets to their cell");
 	out->mech[SNAPCELL_MECH_LANDLOCK].used = abi > 0;
 	probe_cgroups(&out->mech[SNAPCELL_MECH_CGROUP_LIMITS]);
-	bool ns = true;
-	for (int m = 0; m <= SNAPCELL_MECH_CGROUPNS; m++) {
-		ns = ns && out->mech[m].available;
-		out->mech[m].used = true;
-	}
+	bool seccomp = out->mech[SNAPCELL_MECH_SECCOMP].available;
+	/* Without user namespaces, the rlimits level: Landlock confines the cells instead. */
+	bool cgroups = out->mech[SNAPCELL_MECH_CGROUP_LIMITS].available;
+	out->level = !seccomp	     ? SNAPCELL_ISOLATION_NONE
+		     : ns && cgroups ? SNAPCELL_ISOLATION_CGROUPS
+		     : ns	     ? SNAPCELL_ISOLATION_NAMESPACES
+		     : abi > 0	     ? SNAPCELL_ISOLATION_RLIMITS
+				     : SNAPCELL_ISOLATION_NONE;
+	for (int m = 0; m <= SNAPCELL_MECH_CGROUPNS; m++)
+		out->mech[m].used = out->level != SNAPCELL_ISOLATION_RLIMITS;
 	out->mech[SNAPCELL_MECH_SECCOMP].used = true;
-	out->level = !ns || !out->mech[SNAPCELL_MECH_SECCOMP].available ? SNAPCELL_ISOLATION_NONE
-		     : out->mech[SNAPCELL_MECH_CGROUP_LIMITS].available
-			     ? SNAPCELL_ISOLATION_CGROUPS
-			     : SNAPCELL_ISOLATION_NAMESPACES;
 	out->mech[SNAPCELL_MECH_CGROUP_LIMITS].used = out->level == SNAPCELL_ISOLATION_CGROUPS;
+	if (out->level == SNAPCELL_ISOLATION_RLIMITS)
+		landlock_rlimits_detail(&out->mech[SNAPCELL_MECH_LANDLOCK], abi);
 	return 0;
 }

@@ -37,6 +37,12 @@ static const char *const data_binds[] = {
 	"/usr/share/matplotlib", "/etc/matplotlibrc",
 };
 
+const char *const *sc__rootfs_data_paths(size_t *n)
+{
+	*n = SC_ARRAY_LEN(data_binds);
+	return data_binds;
+}
+
 static int mkdir_p(const char *path)
 {
 	char buf[PATH_MAX];

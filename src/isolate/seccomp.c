@@ -335,7 +335,7 @@ static int add_io_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
-static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets)
+static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets, bool host)
 {
 	int rc = add_io_rules(ctx);
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(ioctl_ok); i++)
@@ -350,10 +350,10 @@ static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets)
 	if (rc == 0) /* fork and threads, never new namespaces */
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
 				      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS, 0));
-	if (rc == 0) /* asyncio's self-pipe needs AF_UNIX pairs */
+	if (rc == 0 && !host) /* asyncio's self-pipe needs AF_UNIX pairs */
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
-	if (rc == 0)
+	if (rc == 0 && !host)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_NE, AF_UNIX));
 	/* Without network no socket of another family: PermissionError, asyncio still runs. */
@@ -401,6 +401,60 @@ static int add_exec_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/* Path-based attribute changes, which Landlock does not see: where the cells' uid is the
+ * caller's own, its files would be theirs to chmod, chown, touch or truncate. */
+static const char *const path_attrs[] = {
+	"chmod",    "fchmodat", "fchmodat2", "chown",	  "lchown",
+	"fchownat", "utime",	"utimes",    "futimesat", "truncate",
+};
+
+static bool listed(const char *name, const char *const *names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
+/* The allowed list, less what the rlimits level argument-checks or refuses. */
+static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
+{
+	static const char *const host_checked[] = {"kill", "utimensat"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(allowed); i++) {
+		if ((flags & SC_SECCOMP_HOST) &&
+		    listed(allowed[i], host_checked, SC_ARRAY_LEN(host_checked)))
+			continue;
+		if ((flags & SC_SECCOMP_NO_PATH_ATTRS) &&
+		    listed(allowed[i], path_attrs, SC_ARRAY_LEN(path_attrs)))
+			continue;
+		int rc = add_names(ctx, SCMP_ACT_ALLOW, &allowed[i], 1);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* The rlimits level: kill(-1) refused (pid_t is 32 bits), socketpairs of stream and
+ * seqpacket types only, utimensat by path only where attributes by path are allowed. */
+static int add_host_rules(scmp_filter_ctx ctx, unsigned flags)
+{
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
+				  SCMP_A0_32(SCMP_CMP_NE, (uint32_t)-1));
+	for (int type = SOCK_STREAM; rc == 0 && type <= SOCK_SEQPACKET; type += 4)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 2,
+				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX),
+				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)type));
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
+				      SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+	if (rc == 0 && (flags & SC_SECCOMP_NO_PATH_ATTRS)) /* futimens: no path */
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(utimensat), 1,
+				      SCMP_A1(SCMP_CMP_EQ, 0));
+	else if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(utimensat), 0);
+	return rc;
+}
+
 static int add_future(scmp_filter_ctx ctx)
 {
 	for (int nr = FIRST_FUTURE_NR; nr <= LAST_FUTURE_NR; nr++) {
@@ -422,14 +476,16 @@ static int build(scmp_filter_ctx ctx, unsigned flags)
 	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)) < 0 ||
 	    (rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2)) < 0)
 		return rc;
-	if ((rc = add_names(ctx, SCMP_ACT_ALLOW, allowed, SC_ARRAY_LEN(allowed))) < 0 ||
+	if ((rc = add_allowed(ctx, flags)) < 0 ||
 	    (rc = add_names(ctx, SCMP_ACT_ERRNO(ENOSYS), absent, SC_ARRAY_LEN(absent))) < 0 ||
 	    (rc = add_names(ctx, SCMP_ACT_ERRNO(EOPNOTSUPP), no_xattr, SC_ARRAY_LEN(no_xattr))) <
 		    0 ||
 	    (rc = add_names(ctx, SCMP_ACT_KILL_PROCESS, tripwires, SC_ARRAY_LEN(tripwires))) < 0)
 		return rc;
-	if ((rc = add_arg_rules(ctx, flags & SC_SECCOMP_NETWORK, flags & SC_SECCOMP_UNIX)) < 0 ||
-	    ((flags & SC_SECCOMP_EXEC) && (rc = add_exec_rules(ctx)) < 0))
+	if ((rc = add_arg_rules(ctx, flags & SC_SECCOMP_NETWORK, flags & SC_SECCOMP_UNIX,
+				flags & SC_SECCOMP_HOST)) < 0 ||
+	    ((flags & SC_SECCOMP_EXEC) && (rc = add_exec_rules(ctx)) < 0) ||
+	    ((flags & SC_SECCOMP_HOST) && (rc = add_host_rules(ctx, flags)) < 0))
 		return rc;
 	return add_future(ctx);
 }

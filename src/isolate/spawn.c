@@ -40,7 +40,7 @@ struct child_failure {
 
 enum { STEP_SYNC, STEP_DIRS, STEP_IDS, STEP_FDS, STEP_EXEC };
 static const char *const step_names[] = {"wait for id maps", "open python path",
-					 "switch to root of the namespace", "set up descriptors",
+					 "switch to the sandbox's ids", "set up descriptors",
 					 "execve"};
 
 static void child_fail(int fd, int step, int err)
@@ -72,9 +72,20 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 	}
 	/* Become root of the new user namespace. When the host is root the map points inside 0
 	 * at another outside uid, so the clone's own uid is unmapped until we switch. Raw calls:
-	 * glibc's setxid would try to signal the host's other threads. */
-	if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
+	 * glibc's setxid would try to signal the host's other threads. At the rlimits level a
+	 * root caller's helper becomes the sandbox's own uid here, with no supplementary group,
+	 * and the exec then leaves it no capability. */
+	if (spec->namespaces) {
+		if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
+			child_fail(fail_fd, STEP_IDS, errno);
+	} else if (spec->outside_uid != geteuid() &&
+		   (syscall(SYS_setgroups, 0, NULL) < 0 ||
+		    syscall(SYS_setresgid, spec->outside_gid, spec->outside_gid,
+			    spec->outside_gid) < 0 ||
+		    syscall(SYS_setresuid, spec->outside_uid, spec->outside_uid,
+			    spec->outside_uid) < 0)) {
 		child_fail(fail_fd, STEP_IDS, errno);
+	}
 	if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0 ||
 	    dup2(spec->control_fd, SC_CONTROL_FD) < 0)
 		child_fail(fail_fd, STEP_FDS, errno);
@@ -155,7 +166,8 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 	}
 	int pidfd = -1;
 	/* A raw clone: no atfork handlers run in the child, which only execs. */
-	long pid = syscall(SYS_clone, NS_FLAGS | CLONE_PIDFD | SIGCHLD, NULL, &pidfd, NULL, 0);
+	unsigned long flags = (spec->namespaces ? NS_FLAGS : 0) | CLONE_PIDFD | SIGCHLD;
+	long pid = syscall(SYS_clone, flags, NULL, &pidfd, NULL, 0);
 	if (pid == 0) {
 		close(sync[1]);
 		close(fail[0]);
@@ -165,9 +177,9 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 	close(sync[0]), close(fail[1]), close(devnull);
 	int rc = 0;
 	if (pid < 0) {
-		rc = sc__err(err, SNAPCELL_E_ISOLATION, "clone into new namespaces: %s",
-			     strerror(saved));
-	} else if ((rc = write_id_maps((pid_t)pid, spec, err)) == 0) {
+		rc = sc__err(err, spec->namespaces ? SNAPCELL_E_ISOLATION : -saved, "clone%s: %s",
+			     spec->namespaces ? " into new namespaces" : "", strerror(saved));
+	} else if (!spec->namespaces || (rc = write_id_maps((pid_t)pid, spec, err)) == 0) {
 		if (write(sync[1], "g", 1) != 1)
 			rc = sc__err(err, -errno, "release helper");
 	}

@@ -177,8 +177,15 @@ int sc__ids_take(uint32_t first, uint32_t count, bool strict, struct sc_outside_
 	bool host_lacks;
 	int rc = choose(first, count, out, &host_lacks, &why);
 	if (rc < 0 && !strict && host_lacks) {
-		/* The default range on a host that cannot give it: the shared uid of 0.2.0. */
-		*out = (struct sc_outside_ids){SC_ROOT_SANDBOX_UID, SC_ROOT_SANDBOX_GID, -1};
+		/* The default range on a host that cannot give it: the shared uid of 0.2.0, or,
+		 * in a user namespace that maps not even that (root of `unshare -r`), root's own
+		 * ids, the only ones it has (chown and setresuid to an unmapped id fail). */
+		if (ns_maps("/proc/self/uid_map", SC_ROOT_SANDBOX_UID, 1) &&
+		    ns_maps("/proc/self/gid_map", SC_ROOT_SANDBOX_GID, 1))
+			*out = (struct sc_outside_ids){SC_ROOT_SANDBOX_UID, SC_ROOT_SANDBOX_GID,
+						       -1};
+		else
+			*out = (struct sc_outside_ids){geteuid(), getegid(), -1};
 		return 0;
 	}
 	if (rc < 0 && err)

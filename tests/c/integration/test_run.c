@@ -112,7 +112,8 @@ Test(run, environment_is_exactly_the_configured_variables)
 		sb, "import os; print(dict(os.environ))",
 		"{'GREETING': 'hello', 'SSL_CERT_FILE': '/etc/ssl/certs/ca-certificates.crt', "
 		"'REQUESTS_CA_BUNDLE': '/etc/ssl/certs/ca-certificates.crt', 'MPLBACKEND': "
-		"'Agg'}\n");
+		"'Agg', 'SNAPCELL_INPUT': '/input', 'SNAPCELL_OUTPUT': '/output', 'SNAPCELL_TMP': "
+		"'/tmp'}\n");
 	snapcell_sandbox_free(sb);
 }
 
@@ -125,7 +126,8 @@ Test(run, configured_variables_override_the_defaults)
 	snapcell_config_free(cfg);
 	expect_output(sb, "import os; print(dict(os.environ))",
 		      "{'MPLBACKEND': 'svg', 'SSL_CERT_FILE': '/input/ca.pem', "
-		      "'REQUESTS_CA_BUNDLE': '/input/ca.pem'}\n");
+		      "'REQUESTS_CA_BUNDLE': '/input/ca.pem', 'SNAPCELL_INPUT': '/input', "
+		      "'SNAPCELL_OUTPUT': '/output', 'SNAPCELL_TMP': '/tmp'}\n");
 	snapcell_sandbox_free(sb);
 }
 

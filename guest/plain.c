@@ -1,0 +1,206 @@
+/* The helper at the rlimits level: started in the caller's namespaces (no user namespace to
+ * be had), so there is no root of the cells' own and no pid namespace per cell. What stands in
+ * for them: each cell's Landlock domain over the host's filesystem (src/isolate/hostfs.c),
+ * directories of its own for /tmp and /output under the work directory, named in its
+ * environment, and the template as subreaper, killing whatever a dead cell left behind (a
+ * pid namespace's death did that). */
+#define _GNU_SOURCE
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "rpc/control.h"
+#include "util/util.h"
+
+/* Tasks (processes and threads) of uid now: RLIMIT_NPROC counts them all. */
+static uint64_t count_tasks(uid_t uid)
+{
+	DIR *d = opendir("/proc");
+	uint64_t n = 0;
+	for (struct dirent *e; d && (e = readdir(d));) {
+		char path[300], line[128];
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
+		FILE *f = fopen(path, "re");
+		unsigned long real = ~0UL, threads = 0;
+		while (f && fgets(line, sizeof(line), f))
+			if (sscanf(line, "Uid: %lu", &real) != 1)
+				sscanf(line, "Threads: %lu", &threads);
+		if (f)
+			fclose(f);
+		if (real == uid)
+			n += threads;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_fd,
+			    struct snapcell_error *err)
+{
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		return sc__err(err, -errno, "become a subreaper");
+	*out_fd = open(cfg->out_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*out_fd < 0)
+		return sc__err(err, -errno, "open %s", cfg->out_dir);
+	*tmp_fd = open(cfg->tmp_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*tmp_fd < 0)
+		return sc__err(err, -errno, "open %s", cfg->tmp_dir);
+	/* Preloads may want a writable home at import (matplotlib's config and font cache); the
+	 * namespaces level gives them a scratch /tmp, this one a directory beside the cells'. */
+	char home[PATH_MAX];
+	snprintf(home, sizeof(home), "%s/template", cfg->tmp_dir);
+	if (mkdir(home, 0700) < 0 || setenv("HOME", home, 1) < 0)
+		return sc__err(err, -errno, "make %s", home);
+	/* RLIMIT_NPROC counts every task of the real uid: as the caller's own uid, the caller's
+	 * other processes count too, so the cells' limit starts above what runs now. */
+	if (cfg->own_uid)
+		cfg->limits.processes += count_tasks(getuid());
+	return 0;
+}
+
+int sc_plain_cell_dirs(int out_fd, int tmp_fd, const char *name)
+{
+	char live[32];
+	snprintf(live, sizeof(live), "%s/" SC_TMP_LIVE, name);
+	/* tmp/<id> is the cell's /tmp root as at the namespaces level: the code's /tmp is its
+	 * SC_TMP_LIVE, and a session family keeps its other /tmp trees beside that, where the
+	 * cell's Landlock domain (on SC_TMP_LIVE alone) does not reach. */
+	if (mkdirat(out_fd, name, 0700) < 0 || mkdirat(tmp_fd, name, 0700) < 0 ||
+	    mkdirat(tmp_fd, live, 0700) < 0)
+		return -errno;
+	int fd = openat(out_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	close(fd);
+	return high < 0 ? -EMFILE : high;
+}
+
+void sc_plain_cell_forget(int tmp_fd, const char *name)
+{
+	/* Not out/<id>: the host may still be collecting it (it removes it once the cell is
+	 * retired, sandbox.c's forget_cell). */
+	sc__remove_tree(tmp_fd, name, sc__deadline_ms(2000));
+}
+
+/* A dead cell's processes are reparented to the template (the subreaper above the cell); each
+ * one killed makes its own children the template's in turn, and its SIGCHLD brings the
+ * template back here, so the whole tree goes. */
+void sc_plain_kill_orphans(const pid_t *cells, size_t n)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t len = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (len <= 0)
+		return;
+	buf[len] = 0;
+	for (char *p = buf, *end; *p; p = end) {
+		long pid = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		bool cell = false;
+		for (size_t i = 0; i < n && !cell; i++)
+			cell = cells[i] == (pid_t)pid;
+		if (!cell && pid > 0)
+			kill((pid_t)pid, SIGKILL);
+	}
+}
+
+static void cell_path(const struct sc_cell_plan *plan, const char *base, char *out, size_t len)
+{
+	snprintf(out, len, "%s/%u", base, plan->id);
+}
+
+const char *sc_plain_cell_tmp(const struct sc_cell_plan *plan)
+{
+	static char tmp[PATH_MAX];
+	snprintf(tmp, sizeof(tmp), "%s/%u/" SC_TMP_LIVE, plan->cfg->tmp_dir, plan->id);
+	return tmp;
+}
+
+int sc_plain_cell_restrict(const struct sc_cell_plan *plan, int *tmp_root,
+			   struct snapcell_error *err)
+{
+	const struct sc_guest_config *c = plan->cfg;
+	const char *read[4 + 16 + SC_PASS_FD_MAX];
+	char out[PATH_MAX];
+	size_t n = 0, n_data;
+	const char *const *data = sc__rootfs_data_paths(&n_data);
+	/* Orphans of the code's processes come back to the cell, as to a namespace's pid 1. */
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
+		return sc__err(err, -errno, "become a subreaper");
+	cell_path(plan, c->tmp_dir, out, sizeof(out));
+	int fd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	*tmp_root = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 10);
+	if (fd >= 0)
+		close(fd);
+	if (*tmp_root < 0)
+		return sc__err(err, -errno, "open %s", out);
+	read[n++] = SC_PY_STDLIB;
+	read[n++] = SC_PY_LIBDIR;
+	read[n++] = c->input_dir;
+	for (size_t i = 0; i < n_data && i < 16; i++)
+		read[n++] = data[i];
+	for (size_t i = 0; i < c->n_python_paths && i < SC_PASS_FD_MAX; i++)
+		read[n++] = c->python_binds[i];
+	cell_path(plan, c->out_dir, out, sizeof(out));
+	struct sc_hostfs fs = {
+		.read = read, .n_read = n, .tmp_dir = sc_plain_cell_tmp(plan), .out_dir = out};
+	return sc__hostfs_restrict(&fs, err);
+}
+
+static void set_environ(PyObject *environ, const char *name, const char *value)
+{
+	PyObject *k = PyUnicode_DecodeFSDefault(name), *v = PyUnicode_DecodeFSDefault(value);
+	if (!k || !v || PyObject_SetItem(environ, k, v) < 0)
+		PyErr_Clear();
+	Py_XDECREF(k);
+	Py_XDECREF(v);
+}
+
+void sc_plain_cell_environ(const struct sc_cell_plan *plan)
+{
+	char out[PATH_MAX];
+	const char *tmp = sc_plain_cell_tmp(plan);
+	cell_path(plan, plan->cfg->out_dir, out, sizeof(out));
+	PyObject *os = PyImport_ImportModule("os");
+	PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
+	if (environ) {
+		/* os.environ sets the process's environment too (putenv). */
+		set_environ(environ, "SNAPCELL_INPUT", plan->cfg->input_dir);
+		set_environ(environ, "SNAPCELL_OUTPUT", out);
+		set_environ(environ, "SNAPCELL_TMP", tmp);
+		set_environ(environ, "TMPDIR", tmp);
+		if (!json_object_get(plan->cfg->env, "HOME")) /* the caller's, or the cell's own */
+			set_environ(environ, "HOME", tmp);
+	}
+	/* tempfile caches the directory it chose (the template's warm-up may have asked). */
+	PyObject *name = PyUnicode_FromString("tempfile");
+	PyObject *tempfile = name ? PyImport_GetModule(name) : NULL;
+	Py_XDECREF(name);
+	if (tempfile && PyObject_SetAttrString(tempfile, "tempdir", Py_None) < 0)
+		PyErr_Clear();
+	PyErr_Clear();
+	Py_XDECREF(tempfile);
+	Py_XDECREF(environ);
+	Py_XDECREF(os);
+}

@@ -1,0 +1,411 @@
+/* The rlimits level, as hosts without usable user namespaces run it: the attacks of
+ * test_isolation.c that this level must stop (host files outside the allow-list, writes
+ * outside the cell's /tmp and /output, signals, ptrace, the network, another cell's files,
+ * what a run leaves behind), and what the code is told. These tests need such a host:
+ * tests/scripts/no-userns-test.sh simulates three (user.max_user_namespaces=0, a Docker-like
+ * seccomp filter, user namespaces without capabilities, also as root without CAP_SYS_ADMIN)
+ * and runs this suite on each; elsewhere each test skips, saying so. */
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+
+#define PY_ATTEMPT                                                                                 \
+	"import errno, os\n"                                                                       \
+	"def attempt(label, f):\n"                                                                 \
+	"    try:\n"                                                                               \
+	"        f()\n"                                                                            \
+	"        print(label, 'ok')\n"                                                             \
+	"    except OSError as e:\n"                                                               \
+	"        print(label, type(e).__name__, errno.errorcode.get(e.errno, e.errno))\n"
+
+/* A sandbox at the rlimits level, or the test skips (this host gives namespaces). */
+static struct snapcell_sandbox *rlimits_sandbox(struct snapcell_config *cfg)
+{
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	if (snapcell_sandbox_isolation(sb) != SNAPCELL_ISOLATION_RLIMITS) {
+		snapcell_sandbox_free(sb);
+		criterion_skip_test("this host gives a level above rlimits; the rlimits suite "
+				    "runs where it does not (tests/scripts/no-userns-test.sh)");
+	}
+	return sb;
+}
+
+/* A world-readable file outside everything a cell may read, as a host secret would be. */
+static void plant(char dir[64], char path[128])
+{
+	snprintf(dir, 64, "/var/tmp/sc-host-XXXXXX");
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(chmod(dir, 0777), 0);
+	snprintf(path, 128, "%s/secret", dir);
+	test_write_file(dir, "secret", "sc-secret\n");
+	cr_assert_eq(chmod(path, 0666), 0);
+}
+
+Test(rlimits, level_and_paths_are_reported)
+{
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	struct snapcell_result *res = test_run(
+		sb, "import os, tempfile\n"
+		    "i, o, t = (os.environ[k] for k in ('SNAPCELL_INPUT', 'SNAPCELL_OUTPUT', "
+		    "'SNAPCELL_TMP'))\n"
+		    "print(os.path.isdir(i), os.path.isdir(o), os.path.isdir(t))\n"
+		    "print(tempfile.gettempdir() == t == os.environ['TMPDIR'] == os.getcwd())\n"
+		    "print(os.listdir(t), os.listdir(o))\n"
+		    "open(os.path.join(o, 'r.txt'), 'w').write('x')\n"
+		    "open(os.path.join(t, 'left'), 'w').write('x')\n");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "True True True\nTrue\n[] []\n");
+	cr_expect_eq(res->isolation, SNAPCELL_ISOLATION_RLIMITS);
+	cr_assert_eq(res->n_artifacts, 1, "skipped %zu, flags %#x", res->n_skipped,
+		     res->output_limits_hit);
+	cr_expect_str_eq(res->artifacts[0].path, "r.txt");
+	snapcell_result_free(res);
+	/* The next run's directories are fresh: nothing of the last one's. */
+	expect_output(sb,
+		      "import os\nprint(os.listdir(os.environ['SNAPCELL_TMP']), "
+		      "os.listdir(os.environ['SNAPCELL_OUTPUT']))\n",
+		      "[] []\n");
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, host_files_outside_the_allow_list_are_unreadable)
+{
+	char dir[64], path[128], code[2048], want[1024];
+	plant(dir, path);
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	snprintf(code, sizeof(code),
+		 PY_ATTEMPT "t = os.environ['SNAPCELL_TMP']\n"
+			    "for p in ['%s', '/etc/passwd', '/etc/hostname', '/proc/self/status',\n"
+			    "          '/proc/1/environ', '/sys/kernel/notes']:\n"
+			    "    attempt(p, lambda: open(p, 'rb').read(1))\n"
+			    "for label, p in [('/', '/'), ('/etc', '/etc'), ('/root', '/root'),\n"
+			    "                 ('planted dir', '%s'), ('/proc', '/proc'),\n"
+			    "                 ('tmp parent', os.path.dirname(t))]:\n"
+			    "    attempt(label, lambda: os.listdir(p))\n"
+			    "os.symlink('%s', t + '/link')\n"
+			    "attempt('symlink', lambda: open(t + '/link').read())\n"
+			    "attempt('hard link', lambda: os.link('%s', t + '/hard'))\n"
+			    "print(open('/usr/lib/python3.11/os.py').read(3))\n",
+		 path, dir, path, path);
+	snprintf(
+		want, sizeof(want),
+		"%s PermissionError EACCES\n/etc/passwd PermissionError EACCES\n"
+		"/etc/hostname PermissionError EACCES\n/proc/self/status PermissionError EACCES\n"
+		"/proc/1/environ PermissionError EACCES\n/sys/kernel/notes PermissionError EACCES\n"
+		"/ PermissionError EACCES\n/etc PermissionError EACCES\n"
+		"/root PermissionError EACCES\nplanted dir PermissionError EACCES\n"
+		"/proc PermissionError EACCES\ntmp parent PermissionError EACCES\n"
+		"symlink PermissionError EACCES\nhard link OSError EXDEV\nr\"\"\n",
+		path);
+	expect_output(sb, code, want);
+	test_remove_tree(dir);
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, writes_outside_tmp_and_output_fail)
+{
+	char dir[64], path[128], code[2048];
+	plant(dir, path);
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	snprintf(code, sizeof(code),
+		 PY_ATTEMPT
+		 "t, o, i = (os.environ[k] for k in ('SNAPCELL_TMP', 'SNAPCELL_OUTPUT', "
+		 "'SNAPCELL_INPUT'))\n"
+		 "def write(p):\n"
+		 "    with open(p, 'w') as f: f.write('x')\n"
+		 "for p in ['%s', '%s/new', '/dev/shm/sc-rl', '/tmp/sc-rl', i + '/x',\n"
+		 "          os.path.dirname(t) + '/x', os.path.dirname(o) + '/x',\n"
+		 "          '/usr/lib/python3.11/sc-rl.py']:\n"
+		 "    attempt('write', lambda: write(p))\n"
+		 "attempt('mkdir', lambda: os.mkdir('%s/d'))\n"
+		 "attempt('unlink', lambda: os.unlink('%s'))\n"
+		 "attempt('rename', lambda: os.rename('%s', t + '/stolen'))\n"
+		 "attempt('truncate', lambda: os.truncate('%s', 0))\n"
+		 "attempt('chmod', lambda: os.chmod('%s', 0o600))\n"
+		 "attempt('utime', lambda: os.utime('%s', (0, 0)))\n"
+		 "attempt('mkfifo', lambda: os.mkfifo('%s/fifo'))\n"
+		 "write(t + '/ok'); write(o + '/ok'); os.mkdir(t + '/d')\n"
+		 "fd = os.open(t + '/ok', os.O_RDONLY); os.fchmod(fd, 0o600); os.utime(fd)\n"
+		 "print('own dirs ok')\n",
+		 path, dir, dir, path, path, path, path, path, dir);
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	const char *p = res->stdout_buf;
+	int writes = 0;
+	for (const char *at = p; (at = strstr(at, "write PermissionError")); at++)
+		writes++;
+	cr_expect_eq(writes, 8, "every write outside was refused: %s", p);
+	cr_expect(strstr(p, "mkdir PermissionError EACCES\n"), "%s", p);
+	cr_expect(strstr(p, "unlink PermissionError EACCES\n"), "%s", p);
+	cr_expect(strstr(p, "rename OSError EXDEV\n") || strstr(p, "rename PermissionError"), "%s",
+		  p);
+	cr_expect(strstr(p, "truncate PermissionError"), "%s", p);
+	cr_expect(strstr(p, "chmod PermissionError EPERM\n"), "%s", p);
+	cr_expect(strstr(p, "utime PermissionError"), "%s", p);
+	cr_expect(strstr(p, "mkfifo PermissionError EACCES\n"), "%s", p);
+	cr_expect(strstr(p, "own dirs ok\n"), "%s", p);
+	snapcell_result_free(res);
+	/* The planted file is as it was. */
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_eq(st.st_mode & 07777, 0666);
+	cr_expect_eq(st.st_size, 10);
+	cr_expect_neq(st.st_mtime, 0);
+	test_remove_tree(dir);
+	snapcell_sandbox_free(sb);
+}
+
+static volatile sig_atomic_t host_signals;
+
+static void note_signal(int sig)
+{
+	host_signals |= 1 << sig;
+}
+
+Test(rlimits, cannot_signal_or_trace_other_processes)
+{
+	struct sigaction sa = {.sa_handler = note_signal};
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	cr_assert_eq(sigaction(SIGTERM, &sa, NULL), 0);
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	char code[2048];
+	snprintf(code, sizeof(code),
+		 PY_ATTEMPT
+		 "import ctypes, signal\n"
+		 "libc = ctypes.CDLL(None, use_errno=True)\n"
+		 "def sc(nr, *a):\n"
+		 "    ctypes.set_errno(0)\n"
+		 "    r = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(x) for x in a])\n"
+		 "    return f'{r} {errno.errorcode.get(ctypes.get_errno(), 0)}'\n"
+		 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+		 "attempt('kill(-1)', lambda: os.kill(-1, signal.SIGTERM))\n"
+		 "attempt('kill(host)', lambda: os.kill(%d, signal.SIGUSR1))\n"
+		 "attempt('kill(template)', lambda: os.kill(os.getppid(), 0))\n"
+		 "child = os.fork()\n"
+		 "if child == 0:\n"
+		 "    os._exit(0)\n"
+		 "attempt('kill(own child)', lambda: os.kill(child, 0))\n"
+		 "os.wait()\n"
+		 "print('ptrace attach', sc(101, 16, %d, 0, 0))\n"
+		 "print('process_vm_readv', sc(310, %d, 0, 0, 0, 0, 0))\n",
+		 (int)getpid(), (int)getpid(), (int)getpid());
+	/* Below Landlock ABI 6 nothing scopes signals: only kill(-1) is refused, and doctor
+	 * says so (docs/security.md); the test is for kernels that have it. */
+	if (syscall(SYS_landlock_create_ruleset, NULL, 0, 1) < 6)
+		criterion_skip_test("Landlock ABI below 6: no signal scoping on this kernel");
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf,
+			 "kill(-1) PermissionError EPERM\nkill(host) PermissionError EPERM\n"
+			 "kill(template) PermissionError EPERM\nkill(own child) ok\n"
+			 "ptrace attach -1 EPERM\nprocess_vm_readv -1 EPERM\n");
+	snapcell_result_free(res);
+	cr_expect_eq(host_signals, 0, "the host received signals (mask %#x)", host_signals);
+	kill(getpid(), SIGUSR1); /* the handler works: the check above could fail */
+	cr_expect_eq(host_signals, 1 << SIGUSR1);
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, no_network)
+{
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	expect_output(sb,
+		      PY_ATTEMPT "import socket\n"
+				 "attempt('tcp', lambda: socket.socket(socket.AF_INET, "
+				 "socket.SOCK_STREAM))\n"
+				 "attempt('udp6', lambda: socket._socket.socket(socket.AF_INET6, "
+				 "socket.SOCK_DGRAM))\n"
+				 "attempt('unix', lambda: socket._socket.socket(socket.AF_UNIX, "
+				 "socket.SOCK_STREAM))\n"
+				 "attempt('dgram pair', lambda: socket.socketpair(socket.AF_UNIX, "
+				 "socket.SOCK_DGRAM))\n"
+				 "a, b = socket.socketpair()\n"
+				 "attempt('sendto /dev/log', lambda: a.sendto(b'x', '/dev/log'))\n"
+				 "print('stream pair ok')\n",
+		      "tcp NetworkUnavailableError EACCES\nudp6 NetworkUnavailableError EACCES\n"
+		      "unix PermissionError EACCES\ndgram pair PermissionError EPERM\n"
+		      "sendto /dev/log OSError EISCONN\nstream pair ok\n");
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, network_entries_are_refused_with_the_reason)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_allow(cfg, "example.com", NULL, 0, NULL), 0);
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_sandbox_new(cfg, &sb, &err);
+	if (rc == 0) {
+		enum snapcell_isolation level = snapcell_sandbox_isolation(sb);
+		snapcell_sandbox_free(sb);
+		snapcell_config_free(cfg);
+		cr_assert_geq(level, SNAPCELL_ISOLATION_NAMESPACES);
+		criterion_skip_test("this host gives level %s", snapcell_isolation_name(level));
+	}
+	cr_expect_eq(rc, SNAPCELL_E_ISOLATION);
+	cr_expect(strstr(err.message, "network entries need level 'namespaces'") &&
+			  strstr(err.message, "this host gives 'rlimits'"),
+		  "%s", err.message);
+	snapcell_config_free(cfg);
+}
+
+Test(rlimits, requiring_namespaces_fails_with_what_to_change)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_require_isolation(cfg, SNAPCELL_ISOLATION_NAMESPACES, NULL),
+		     0);
+	struct snapcell_sandbox *sb = NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_sandbox_new(cfg, &sb, &err);
+	snapcell_config_free(cfg);
+	if (rc == 0) {
+		snapcell_sandbox_free(sb);
+		criterion_skip_test("this host gives a level above rlimits");
+	}
+	cr_expect_eq(rc, SNAPCELL_E_ISOLATION);
+	cr_expect(strstr(err.message, "isolation level 'namespaces' required, this host gives "
+				      "'rlimits': ") &&
+			  strstr(err.message, "for level namespaces"),
+		  "%s", err.message);
+}
+
+/* Cell a holds its files open at the gate while cell b, and a cell of another sandbox, look
+ * for them by their paths. */
+struct bg_run {
+	struct snapcell_sandbox *sb;
+	const char *code;
+	struct snapcell_result *res;
+	pthread_t thread;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg_run *b = arg;
+	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, NULL, &b->res, NULL) < 0)
+		b->res = NULL;
+	return NULL;
+}
+
+Test(rlimits, cells_cannot_reach_each_others_files, .timeout = 60)
+{
+	struct test_gate g;
+	struct snapcell_config *cfg = test_config_new();
+	test_gate_add(cfg, &g, true);
+	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
+	struct snapcell_sandbox *other = rlimits_sandbox(NULL);
+	snapcell_config_free(cfg);
+	struct bg_run a = {
+		.sb = sb,
+		.code = "import os\n"
+			"t, o = os.environ['SNAPCELL_TMP'], os.environ['SNAPCELL_OUTPUT']\n"
+			"open(t + '/mine', 'w').write('a')\n"
+			"open(o + '/mine', 'w').write('a')\n"
+			"with open(t + '/where', 'w') as f: f.write(t + ' ' + o)\n"
+			"call_tool('gate')\n"
+			"print('alive', sorted(os.listdir(t)), os.listdir(o))\n"};
+	cr_assert_eq(pthread_create(&a.thread, NULL, bg_main, &a), 0);
+	test_gate_wait(&g);
+	/* Its directories are the first cell's: tmp/0 and out/0 beside this cell's own. */
+	static const char probe[] =
+		PY_ATTEMPT "t = os.path.dirname(os.environ['SNAPCELL_TMP']) + '/0'\n"
+			   "o = os.path.dirname(os.environ['SNAPCELL_OUTPUT']) + '/0'\n"
+			   "if t == os.environ['SNAPCELL_TMP']:\n"
+			   "    t, o = t[:-1] + '1', o[:-1] + '1'\n"
+			   "attempt('read tmp', lambda: open(t + '/mine').read())\n"
+			   "attempt('read out', lambda: open(o + '/mine').read())\n"
+			   "attempt('list tmp', lambda: os.listdir(t))\n"
+			   "attempt('write out', lambda: open(o + '/evil', 'w').write('b'))\n";
+	const char *want = "read tmp PermissionError EACCES\nread out PermissionError EACCES\n"
+			   "list tmp PermissionError EACCES\nwrite out PermissionError EACCES\n";
+	expect_output(sb, probe, want);
+	/* Another sandbox knows the path only by guessing; its cells are no better off. */
+	struct snapcell_result *res = test_run(
+		other,
+		"import os\nprint(os.path.dirname(os.path.dirname(os.environ['SNAPCELL_TMP'])))");
+	expect_ok(res);
+	snapcell_result_free(res);
+	sem_post(&g.open);
+	pthread_join(a.thread, NULL);
+	cr_assert_not_null(a.res);
+	expect_ok(a.res);
+	cr_expect_str_eq(a.res->stdout_buf, "alive ['mine', 'where'] ['mine']\n");
+	snapcell_result_free(a.res);
+	snapcell_sandbox_free(other);
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, processes_end_with_their_run, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	/* A grandchild in a new session, orphaned at once: no pid namespace takes it down, the
+	 * template must. */
+	expect_output(sb,
+		      "import os, time, ctypes\n"
+		      "if os.fork() == 0:\n"
+		      "    os.setsid()\n"
+		      "    if os.fork() == 0:\n"
+		      "        ctypes.CDLL(None).prctl(15, b'sc-rl-orphan', 0, 0, 0)\n"
+		      "        time.sleep(120)\n"
+		      "    os._exit(0)\n"
+		      "os.wait()\n"
+		      "print('left')\n",
+		      "left\n");
+	uint64_t deadline = test_now_ms() + 10000;
+	while (test_count_host_processes("sc-rl-orphan") > 0 && test_now_ms() < deadline)
+		test_pause_ms(20);
+	cr_expect_eq(test_count_host_processes("sc-rl-orphan"), 0,
+		     "the run's orphaned grandchild outlived it");
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, runs_stay_bounded)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 2000, NULL), 0);
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_FILE_BYTES, 1 << 20, NULL), 0);
+	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(sb, "while True: pass\n");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT);
+	snapcell_result_free(res);
+	res = test_run(sb, "import os\n"
+			   "with open(os.environ['SNAPCELL_TMP'] + '/big', 'wb') as f:\n"
+			   "    f.write(b'x' * (2 << 20))\n");
+	cr_expect_neq(res->status, SNAPCELL_STATUS_OK);
+	cr_expect(res->limits_hit & SNAPCELL_HIT_FILE_SIZE, "flags %#x, stderr %s", res->limits_hit,
+		  res->stderr_buf);
+	snapcell_result_free(res);
+	expect_output(sb, "print(6 * 7)\n", "42\n");
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, python_paths_and_preloads_work)
+{
+	char *dir = test_make_tree();
+	/* A module that writes to its home at import, as matplotlib does. */
+	test_write_file(dir, "scmod.py",
+			"import os\n"
+			"open(os.path.join(os.path.expanduser('~'), 'cache'), 'w').write('x')\n"
+			"X = 42\n");
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, dir, NULL), 0);
+	cr_assert_eq(snapcell_config_add_preload(cfg, "scmod", NULL), 0);
+	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
+	snapcell_config_free(cfg);
+	char code[1024];
+	snprintf(code, sizeof(code),
+		 PY_ATTEMPT "import scmod\n"
+			    "print(scmod.X, os.environ['HOME'] == os.environ['SNAPCELL_TMP'])\n"
+			    "attempt('write', lambda: open('%s/scmod.py', 'a').write('#'))\n",
+		 dir);
+	expect_output(sb, code, "42 True\nwrite PermissionError EACCES\n");
+	snapcell_sandbox_free(sb);
+	test_remove_tree(dir);
+	free(dir);
+}
