@@ -311,12 +311,12 @@ Test(rlimits, cells_cannot_reach_each_others_files, .timeout = 60)
 			"print('alive', sorted(os.listdir(t)), os.listdir(o))\n"};
 	cr_assert_eq(pthread_create(&a.thread, NULL, bg_main, &a), 0);
 	test_gate_wait(&g);
-	/* Its directories are the first cell's: tmp/0 and out/0 beside this cell's own. */
+	/* Its directories are the first cell's: tmp/0/live and out/0 beside this cell's own. */
 	static const char probe[] =
-		PY_ATTEMPT "t = os.path.dirname(os.environ['SNAPCELL_TMP']) + '/0'\n"
-			   "o = os.path.dirname(os.environ['SNAPCELL_OUTPUT']) + '/0'\n"
-			   "if t == os.environ['SNAPCELL_TMP']:\n"
-			   "    t, o = t[:-1] + '1', o[:-1] + '1'\n"
+		PY_ATTEMPT "tmp = os.path.dirname(os.path.dirname(os.environ['SNAPCELL_TMP']))\n"
+			   "out = os.path.dirname(os.environ['SNAPCELL_OUTPUT'])\n"
+			   "n = '1' if os.environ['SNAPCELL_TMP'] == tmp + '/0/live' else '0'\n"
+			   "t, o = tmp + '/' + n + '/live', out + '/' + n\n"
 			   "attempt('read tmp', lambda: open(t + '/mine').read())\n"
 			   "attempt('read out', lambda: open(o + '/mine').read())\n"
 			   "attempt('list tmp', lambda: os.listdir(t))\n"
@@ -325,9 +325,10 @@ Test(rlimits, cells_cannot_reach_each_others_files, .timeout = 60)
 			   "list tmp PermissionError EACCES\nwrite out PermissionError EACCES\n";
 	expect_output(sb, probe, want);
 	/* Another sandbox knows the path only by guessing; its cells are no better off. */
-	struct snapcell_result *res = test_run(
-		other,
-		"import os\nprint(os.path.dirname(os.path.dirname(os.environ['SNAPCELL_TMP'])))");
+	struct snapcell_result *res =
+		test_run(other, "import "
+				"os\nprint(os.path.dirname(os.path.dirname(os.path.dirname(os."
+				"environ['SNAPCELL_TMP']))))");
 	expect_ok(res);
 	snapcell_result_free(res);
 	sem_post(&g.open);
