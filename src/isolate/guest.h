@@ -80,6 +80,7 @@ int sc__landlock_abi(void);
 /* Landlock ABI from which sc__landlock_exec_ruleset can scope abstract AF_UNIX sockets, and
  * from which it also keeps connect and sendmsg to pathname sockets the cell made itself. */
 #define SC_LANDLOCK_ABI_UNIX	  6
+#define SC_LANDLOCK_ABI_SIGNAL	  6 /* signal scoping (src/isolate/hostfs.c) */
 #define SC_LANDLOCK_ABI_UNIX_PATH 9
 
 /* A ruleset (a CLOEXEC fd above 9) that handles execution and allows it only for these
@@ -133,6 +134,10 @@ enum sc_seccomp_flags {
 	/* With HOST, where the cells' uid is the caller's own: no chmod, chown, utimes or
 	 * truncate by path (Landlock does not cover them; the descriptor forms stay). */
 	SC_SECCOMP_NO_PATH_ATTRS = 1 << 4,
+	/* With HOST, where the cells' Landlock domain scopes signals (ABI 6, src/isolate/
+	 * hostfs.c): kill(-1) allowed, since it then reaches only the cell's own processes,
+	 * and a session's anchor stops and continues its family with it (guest/session.c). */
+	SC_SECCOMP_SCOPED_KILL = 1 << 5,
 };
 
 /* Compiles the cell policy once (in the template), so cells only install it. Whatever the
