@@ -119,6 +119,9 @@ json_t *mcp_error_result(const char *status, const char *text);
 /* config.c: reads a --config file into cfg and opts; -1 after a message on stderr naming the
  * offending key's path. */
 int mcp_config_load(const char *path, struct snapcell_config *cfg, struct mcp_options *opts);
+/* The same for a parsed file (root, borrowed); file only names it in messages. */
+int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg,
+		     struct mcp_options *opts);
 
 /* stdio.c, http.c: serve until the client goes (stdio: end of input) or a signal. */
 int mcp_serve_stdio(struct mcp_server *srv);
