@@ -205,9 +205,17 @@ static int register_tool(struct snapcell_config *cfg, const char *spec, const ch
 	return rc;
 }
 
-/* The --tool specs given so far, so --tool-schema can find a tool's command. */
+/* The --tool specs given so far (pointers into argv), so --tool-schema can find a tool's
+ * command. */
 static const char **tool_specs;
 static size_t n_tool_specs;
+
+void cli_command_tools_forget(void)
+{
+	free(tool_specs);
+	tool_specs = NULL;
+	n_tool_specs = 0;
+}
 
 int cli_add_command_tool(struct snapcell_config *cfg, const char *spec)
 {

@@ -292,6 +292,28 @@ static int build_root(struct snapcell_error *err)
 	return rc;
 }
 
+/* What building the root left on the stack below the caller's frame: its path buffers. */
+static __attribute__((noinline)) void scrub_stack(void)
+{
+	char below[128 * 1024];
+	explicit_bzero(below, sizeof(below));
+}
+
+/* The work directory's host path (where the root, /output and /input come from) is the
+ * host's business: nothing needs it once the root is built, and every cell forked from here
+ * would otherwise carry it in its memory (tests/c/integration/test_isolation.c). */
+static void forget_host_paths(void)
+{
+	char **paths[] = {&T.cfg.root_base, &T.cfg.out_dir, &T.cfg.input_dir};
+	for (size_t i = 0; i < SC_ARRAY_LEN(paths); i++) {
+		if (*paths[i])
+			explicit_bzero(*paths[i], strlen(*paths[i]));
+		free(*paths[i]);
+		*paths[i] = NULL;
+	}
+	scrub_stack();
+}
+
 /* Preloaded modules may want a writable directory at import (matplotlib its config and font
  * cache under $HOME, which /etc/passwd says is /tmp). The root is read-only, so they get a
  * small tmpfs of their own, detached once they are in memory; cells mount their own /tmp. */
@@ -351,6 +373,7 @@ static int setup_namespaces(struct snapcell_error *err)
 			 (abi >= SC_LANDLOCK_ABI_UNIX_PATH || T.cfg.n_python_paths == 0);
 	if ((rc = build_root(err)) < 0)
 		return rc;
+	forget_host_paths();
 	T.landlock_fd = -1;
 	if (T.cfg.exec) {
 		const char *exe[] = {SC_INTERP_PATH, sc__rootfs_own_loader()};

@@ -179,6 +179,9 @@ void mcp_state_write(const char *path, const json_t *doc);
 /* config.c: reads a --config file into cfg and opts; -1 after a message on stderr naming the
  * offending key's path. */
 int mcp_config_load(const char *path, struct snapcell_config *cfg, struct mcp_options *opts);
+/* The same for a parsed file (root, borrowed); file only names it in messages. */
+int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg,
+		     struct mcp_options *opts);
 
 /* http_session.c: the handshake era's HTTP sessions (Mcp-Session-Id), a bounded table. */
 #define MCP_SESSION_ID_LEN    36    /* visible ASCII: 4 hex digits of slot, 32 of secret */

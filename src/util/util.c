@@ -339,3 +339,28 @@ int sc__sorted_names(int dirfd, char ***names_out, size_t *n_out)
 	*n_out = n;
 	return 0;
 }
+
+bool sc__utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+	while (p < end) {
+		unsigned c = *p++;
+		size_t more = c < 0x80		       ? 0
+			      : c >= 0xc2 && c <= 0xdf ? 1
+			      : (c & 0xf0) == 0xe0     ? 2
+			      : c >= 0xf0 && c <= 0xf4 ? 3
+						       : 4;
+		if (more == 4 || (size_t)(end - p) < more)
+			return false;
+		unsigned cp = more == 1 ? c & 0x1f : more == 2 ? c & 0x0f : c & 0x07;
+		for (size_t i = 0; i < more; i++, p++) {
+			if ((*p & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (*p & 0x3f);
+		}
+		if ((more == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+		    (more == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+			return false;
+	}
+	return true;
+}

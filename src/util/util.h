@@ -3,6 +3,7 @@
 #ifndef SC_UTIL_H
 #define SC_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -47,5 +48,9 @@ void sc__names_free(char **names, size_t n);
 
 /* Writes a small file relative to dirfd with the given mode (used to build the cell's /etc). */
 int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t mode);
+
+/* Whether s[0..len) is well-formed UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF): text that JSON, and a model, can carry. */
+bool sc__utf8_valid(const char *s, size_t len);
 
 #endif

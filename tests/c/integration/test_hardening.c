@@ -8,7 +8,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -500,6 +502,127 @@ Test(faults, a_tool_that_fails_raises_tool_error_and_the_cell_goes_on)
 		      "on\n");
 	expect_output(sb, "print(5)", "5\n");
 	snapcell_sandbox_free(sb);
+}
+
+/* The work directory's filesystem full: a 2 MiB tmpfs of 64 inodes the test mounts in a
+ * directory of its own and names with $TMPDIR (where the library makes work directories),
+ * never the machine's /tmp or /dev/shm; in a mount namespace of the test's own, so a failed
+ * assertion cannot leave it mounted. Out of blocks, a new sandbox cannot stage its workspace;
+ * out of inodes, it cannot make its work directory: each a clear error naming what failed,
+ * leaving nothing behind. A live sandbox keeps running (its cells need no room there: each
+ * /output is a tmpfs of its own), and once space is freed new sandboxes work again. */
+#define FULL_FS_OPTIONS "size=2m,nr_inodes=64"
+
+/* Fills dir with files of bytes_each until the filesystem refuses; returns how many. */
+static int fill(const char *dir, size_t bytes_each)
+{
+	static char block[4096];
+	for (int i = 0;; i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/filler-%d", dir, i);
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			cr_assert_eq(errno, ENOSPC, "filling %s: %s", dir, strerror(errno));
+			return i;
+		}
+		ssize_t n = 1;
+		for (size_t done = 0; done < bytes_each && n > 0; done += (size_t)n)
+			n = write(fd, block, sizeof(block));
+		close(fd);
+		if (n < 0) {
+			cr_assert_eq(errno, ENOSPC, "filling %s: %s", dir, strerror(errno));
+			return i + 1;
+		}
+	}
+}
+
+static void unfill(const char *dir, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/filler-%d", dir, i);
+		cr_assert_eq(unlink(path), 0, "%s: %s", path, strerror(errno));
+	}
+}
+
+static int new_sandbox(struct snapcell_config *cfg, struct snapcell_error *err)
+{
+	struct snapcell_sandbox *sb = NULL;
+	int rc = snapcell_sandbox_new(cfg, &sb, err);
+	cr_expect_null(sb);
+	snapcell_sandbox_free(sb);
+	return rc;
+}
+
+static const char write_output[] = "import os\n"
+				   "with open('/output/big.bin', 'wb') as f:\n"
+				   "    f.write(os.urandom(512 * 1024))\n"
+				   "print('written')\n";
+
+Test(faults, a_full_work_directory_filesystem_is_a_clear_error_and_freeing_it_recovers,
+     .timeout = 120)
+{
+	if (geteuid() != 0)
+		criterion_skip_test("mounting the small tmpfs needs root");
+	char mnt[] = "/tmp/snapcell-fullfs-XXXXXX";
+	cr_assert_not_null(mkdtemp(mnt));
+	cr_assert_eq(unshare(CLONE_NEWNS), 0, "%s", strerror(errno));
+	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
+	cr_assert_eq(mount("tmpfs", mnt, "tmpfs", MS_NOSUID | MS_NODEV, FULL_FS_OPTIONS), 0,
+		     "mount a tmpfs on %s: %s", mnt, strerror(errno));
+	cr_assert_eq(setenv("TMPDIR", mnt, 1), 0);
+	char *ws = test_make_tree();
+	char *data = malloc(256 * 1024 + 1);
+	cr_assert_not_null(data);
+	memset(data, 'x', 256 * 1024);
+	data[256 * 1024] = 0;
+	test_write_file(ws, "data.bin", data);
+	free(data);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_workspace(cfg, ws, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb, "print(1)", "1\n");
+	cr_expect_eq(count_workdirs(mnt), 1, "the work directory is on the small tmpfs");
+
+	/* Out of blocks. */
+	int n = fill(mnt, SIZE_MAX);
+	struct snapcell_error err = {0};
+	int rc = new_sandbox(cfg, &err);
+	cr_expect_eq(rc, -ENOSPC, "rc %d: %s", rc, err.message);
+	cr_expect(strstr(err.message, "No space left on device"), "%s", err.message);
+	cr_expect(strstr(err.message, "data.bin"), "the message names the file: %s", err.message);
+	cr_expect_eq(count_workdirs(mnt), 1, "the failed sandbox's work directory is gone");
+	expect_output(sb, write_output, "written\n");
+	unfill(mnt, n);
+
+	/* Out of inodes. */
+	n = fill(mnt, 0);
+	memset(&err, 0, sizeof(err));
+	rc = new_sandbox(cfg, &err);
+	cr_expect_eq(rc, -ENOSPC, "rc %d: %s", rc, err.message);
+	cr_expect(strstr(err.message, "work directory"), "%s", err.message);
+	cr_expect(strstr(err.message, mnt), "the message names where: %s", err.message);
+	cr_expect(strstr(err.message, "No space left on device"), "%s", err.message);
+	expect_output(sb, "print(2)", "2\n");
+	unfill(mnt, n);
+	cr_expect_eq(count_workdirs(mnt), 1, "the failed sandbox's work directory is gone");
+
+	/* Space freed: a new sandbox stages its files, the old one goes on. */
+	struct snapcell_sandbox *other = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	expect_output(other, "import os\nprint(os.path.getsize('/input/data.bin'))", "262144\n");
+	snapcell_sandbox_free(other);
+	struct snapcell_result *res = test_run(sb, write_output);
+	expect_ok(res);
+	cr_expect_eq(res->n_artifacts, 1);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(count_workdirs(mnt), 0);
+	unsetenv("TMPDIR");
+	test_remove_tree(ws);
+	free(ws);
+	cr_expect_eq(umount2(mnt, MNT_DETACH), 0, "%s", strerror(errno));
+	cr_expect_eq(rmdir(mnt), 0, "%s", strerror(errno));
 }
 
 /* Item 1: a session's /output was collected while its processes lived. A child that keeps

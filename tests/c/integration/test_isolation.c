@@ -787,3 +787,90 @@ Test(isolation, out_of_band_data_is_refused)
 		      "ENOTSUP\nENOTSUP\nENOTSUP\nb'x' ok\n"); /* EOPNOTSUPP == ENOTSUP */
 	snapcell_sandbox_free(sb);
 }
+
+/* The cell scans its heap and stack (mapped pages around sbrk(0) and argv[0], probed with
+ * msync, since a cell has no /proc) and prints how often each marker occurs. */
+#define PY_SCAN_MEMORY                                                                             \
+	"import ctypes\n"                                                                          \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"libc.sbrk.restype = ctypes.c_void_p\n"                                                    \
+	"libc.sbrk.argtypes = [ctypes.c_long]\n"                                                   \
+	"libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]\n"                 \
+	"libc.strdup.restype = ctypes.c_void_p\n"                                                  \
+	"P = 4096\n"                                                                               \
+	"def mapped(a):\n"                                                                         \
+	"    return a > 0 and libc.msync(ctypes.c_void_p(a), P, 1) == 0\n"                         \
+	"def region(addr):\n"                                                                      \
+	"    lo = hi = addr & ~(P - 1)\n"                                                          \
+	"    while mapped(lo - P):\n"                                                              \
+	"        lo -= P\n"                                                                        \
+	"    while mapped(hi):\n"                                                                  \
+	"        hi += P\n"                                                                        \
+	"    return ctypes.string_at(lo, hi - lo)\n"                                               \
+	"def scan(*markers):\n"                                                                    \
+	"    stack = ctypes.c_void_p.in_dll(libc, 'program_invocation_name').value\n"              \
+	"    mem = region(libc.sbrk(0) - 1) + region(stack)\n"                                     \
+	"    print(*(mem.count(m) for m in markers))\n"
+
+/* Item 11: the host's work-directory path (here under a $TMPDIR named for the test) reached
+ * the template in its setup message and stayed in the memory of every cell forked from it. */
+Test(isolation, cell_memory_does_not_hold_the_host_work_directory_path, .timeout = 60)
+{
+	char parent[] = "/tmp/sc-leakmark-XXXXXX";
+	cr_assert_not_null(mkdtemp(parent));
+	chmod(parent, 0755);
+	cr_assert_eq(setenv("TMPDIR", parent, 1), 0);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	/* The control: a C string the cell puts on its own heap is found. */
+	expect_output(sb,
+		      PY_SCAN_MEMORY "control = libc.strdup(b'sc-control' + b'mark')\n"
+				     "scan(b'sc-leak' + b'mark-', b'sc-control' + b'mark')\n",
+		      "0 1\n");
+	snapcell_sandbox_free(sb);
+	unsetenv("TMPDIR");
+	cr_expect_eq(rmdir(parent), 0, "%s", strerror(errno));
+}
+
+/* Item 11: a session branched from a snapshot holds what a fresh cell holds, no descriptor
+ * of the host's (a pidfd of the host process, once). */
+Test(isolation, branched_session_workers_hold_only_their_four_fds, .timeout = 60)
+{
+	static const char list_fds[] =
+		"import os, stat\n"
+		"fds = []\n"
+		"for fd in range(1 << 16):\n"
+		"    try:\n"
+		"        m = os.fstat(fd).st_mode\n"
+		"    except OSError:\n"
+		"        continue\n"
+		"    kind = [k for k in ('CHR', 'FIFO', 'SOCK', 'DIR', 'REG', 'LNK', 'BLK')\n"
+		"            if getattr(stat, 'S_IS' + k)(m)]\n"
+		"    fds.append((fd, kind[0] if kind else oct(m)))\n"
+		"print(fds)\n";
+	static const char want[] = "[(0, 'CHR'), (1, 'FIFO'), (2, 'FIFO'), (3, 'SOCK')]\n";
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = NULL, *branch = NULL;
+	struct snapcell_snapshot *snap = NULL;
+	struct snapcell_error err = {0};
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_session_run(s, "x = 1", SIZE_MAX, NULL, &res, &err), 0, "%s",
+		     err.message);
+	snapcell_result_free(res);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &branch, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	struct snapcell_session *both[] = {branch, s};
+	for (size_t i = 0; i < 2; i++) {
+		res = NULL;
+		cr_assert_eq(snapcell_session_run(both[i], list_fds, SIZE_MAX, NULL, &res, &err), 0,
+			     "%s", err.message);
+		expect_ok(res);
+		cr_expect_str_eq(res->stdout_buf, want, "%s", i ? "restored" : "branch");
+		snapcell_result_free(res);
+	}
+	snapcell_session_free(branch);
+	snapcell_session_free(s);
+	snapcell_snapshot_free(snap);
+	snapcell_sandbox_free(sb);
+}

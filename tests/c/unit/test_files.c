@@ -20,6 +20,7 @@ Test(files, mount_paths_normalise_like_the_reference)
 		{"  a\\b\\c.txt ", "/input/a/b/c.txt"},
 		{"./a//./b", "/input/a/b"},
 		{"input/input/x", "/input/input/x"},
+		{"données/été.csv", "/input/données/été.csv"},
 	};
 	char out[256];
 	struct snapcell_error err = {0};
@@ -35,6 +36,33 @@ Test(files, mount_paths_normalise_like_the_reference)
 			     SNAPCELL_E_INVAL, "'%s' accepted", bad[i]);
 		cr_expect_gt(strlen(err.message), 10);
 	}
+}
+
+/* Found by fuzz/cli_fuzz.c (corpus/cli/found_mount_path_not_utf8): a mount path that was not
+ * UTF-8 reached the tool description, which JSON (MCP's tools/list) cannot carry; a newline
+ * would have forged lines of it. */
+Test(files, mount_paths_are_one_line_of_utf8_text)
+{
+	static const char *const bad[] = {
+		"\x94\x01s",	    /* what the fuzzer found */
+		"a\xc3",	    /* cut short */
+		"\xc0\xaf",	    /* overlong '/' */
+		"\xed\xa0\x80",	    /* a surrogate */
+		"\xf4\x90\x80\x80", /* past U+10FFFF */
+		"a\nNetwork: full access",
+		"tab\there",
+		"del\x7f",
+	};
+	char out[256];
+	struct snapcell_error err = {0};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_expect_eq(snapcell_normalize_mount_path(bad[i], out, sizeof(out), &err),
+			     SNAPCELL_E_INVAL, "case %zu accepted", i);
+		cr_expect(strstr(err.message, "UTF-8") || strstr(err.message, "control"), "%s",
+			  err.message);
+	}
+	cr_expect(sc__utf8_valid("\xf4\x8f\xbf\xbf \xe2\x82\xac \xc2\xa9", 11));
+	cr_expect_not(sc__utf8_valid("\xf5\x80\x80\x80", 4));
 }
 
 Test(files, signature_changes_with_content_not_with_links)
