@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../cli/cli.h"
 #include "downstream.h"
 #include "mcp.h"
 
@@ -44,13 +45,6 @@ struct mcp_downstream {
 	char *url, **headers, *session;
 };
 
-uint64_t mcp_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 static int say(char *why, size_t size, const char *fmt, ...)
 {
 	va_list ap;
@@ -63,7 +57,7 @@ static int say(char *why, size_t size, const char *fmt, ...)
 /* Milliseconds left until deadline_us for poll: 0 once it passed, at most a minute a wait. */
 static int ms_left(uint64_t deadline_us)
 {
-	uint64_t now = mcp_now_us();
+	uint64_t now = cli_now_us();
 	if (now >= deadline_us)
 		return 0;
 	uint64_t ms = (deadline_us - now + 999) / 1000;
@@ -494,7 +488,7 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 		mcp_downstream_close(ds);
 		return say(why, size, "out of memory");
 	}
-	uint64_t deadline_us = mcp_now_us() + ds->timeout_ms * 1000;
+	uint64_t deadline_us = cli_now_us() + ds->timeout_ms * 1000;
 	int rc = ds->url ? handshake(ds, deadline_us, why, size)
 			 : stdio_start(ds, deadline_us, why, size);
 	if (rc < 0) {
@@ -534,7 +528,7 @@ static int stdio_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadli
 					  "reason", "the calling run's deadline passed"));
 		char ignored[8];
 		if (cancel)
-			stdio_write(ds, cancel, mcp_now_us() + 100000, ignored, sizeof(ignored));
+			stdio_write(ds, cancel, cli_now_us() + 100000, ignored, sizeof(ignored));
 		json_decref(cancel);
 		say(why, size, "server '%s' did not answer in time (the run's deadline)", ds->name);
 	}
@@ -573,7 +567,7 @@ int mcp_downstream_request(struct mcp_downstream *ds, const char *method, json_t
 	if (!msg)
 		return say(why, size, "out of memory");
 	if (!deadline_us)
-		deadline_us = mcp_now_us() + ds->timeout_ms * 1000;
+		deadline_us = cli_now_us() + ds->timeout_ms * 1000;
 	int rc = ds->url ? http_request(ds, msg, deadline_us, response, why, size)
 			 : stdio_request(ds, msg, deadline_us, response, why, size);
 	json_decref(msg);

@@ -76,7 +76,6 @@ int mcp_downstreams_add(struct mcp_downstreams **all, struct snapcell_config *cf
 void mcp_downstreams_set_cap(struct mcp_downstreams **all, unsigned cap);
 void mcp_downstreams_free(struct mcp_downstreams *all);
 
-uint64_t mcp_now_us(void);
 /* config.c: whether cfg already has a tool of that name (a second one would replace it). */
 bool mcp_config_has_tool(const struct snapcell_config *cfg, const char *name);
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "../cli/cli.h"
 #include "downstream.h"
 #include "mcp.h"
 
@@ -202,7 +203,7 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 	*new_session = NULL;
 	if (response)
 		*response = NULL;
-	uint64_t now = mcp_now_us();
+	uint64_t now = cli_now_us();
 	if (now >= post->deadline_us)
 		return say(why, size, "no time left before the deadline");
 	char *body = json_dumps(msg, JSON_COMPACT);

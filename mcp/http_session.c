@@ -12,6 +12,7 @@
 #include <sys/random.h>
 #include <time.h>
 
+#include "../cli/cli.h"
 #include "mcp.h"
 
 #define SLOT_HEX   4  /* the slot, 4 hex digits: MCP_HTTP_SESSIONS_MAX fits */
@@ -30,13 +31,6 @@ struct mcp_http_sessions {
 	uint64_t idle_us;
 	uint64_t next_scope;
 };
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 struct mcp_http_sessions *mcp_http_sessions_new(unsigned max, unsigned idle_s)
 {
@@ -91,7 +85,7 @@ int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LE
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
 		return -1;
 	pthread_mutex_lock(&s->lock);
-	uint64_t now = now_us();
+	uint64_t now = cli_now_us();
 	bool evicted;
 	unsigned i = pick_slot(s, now, &evicted);
 	struct slot *e = &s->slots[i];
@@ -133,7 +127,7 @@ uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id)
 {
 	pthread_mutex_lock(&s->lock);
 	struct slot *e = lookup(s, id);
-	uint64_t now = now_us(), scope = 0;
+	uint64_t now = cli_now_us(), scope = 0;
 	if (e && expired(s, e, now)) {
 		e->scope = 0;
 	} else if (e) {
@@ -148,7 +142,7 @@ uint64_t mcp_http_session_close(struct mcp_http_sessions *s, const char *id)
 {
 	pthread_mutex_lock(&s->lock);
 	struct slot *e = lookup(s, id);
-	uint64_t scope = e && !expired(s, e, now_us()) ? e->scope : 0;
+	uint64_t scope = e && !expired(s, e, cli_now_us()) ? e->scope : 0;
 	if (e)
 		e->scope = 0;
 	pthread_mutex_unlock(&s->lock);

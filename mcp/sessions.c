@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../cli/cli.h"
 #include "mcp.h"
 
 #define SECRET_BYTES 16
@@ -72,13 +73,6 @@ struct mcp_sessions {
 	bool stopping;
 	pthread_t sweeper;
 };
-
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 bool mcp_replica_valid(const char *name)
 {
@@ -220,7 +214,7 @@ static void *sweeper_main(void *arg)
 	uint64_t idle_us = (uint64_t)reg->opts.idle_timeout_s * 1000000u;
 	pthread_mutex_lock(&reg->lock);
 	while (!reg->stopping) {
-		uint64_t now = mono_us(), next = UINT64_MAX;
+		uint64_t now = cli_now_us(), next = UINT64_MAX;
 		struct entry *expired = NULL;
 		for (struct entry *e = reg->entries, *after; e; e = after) {
 			after = e->next;
@@ -450,7 +444,7 @@ static void release(struct mcp_sessions *reg, struct entry *e)
 	e->busy = false;
 	e->running = NULL;
 	e->alive = snapcell_session_alive(e->s);
-	e->used_us = mono_us();
+	e->used_us = cli_now_us();
 	e->used_unix = time(NULL);
 	bool free_it = e->gone;
 	write_state(reg);
@@ -493,7 +487,7 @@ static json_t *session_new(struct mcp_sessions *reg, bool structured)
 	}
 	e->alive = true;
 	e->created_unix = e->used_unix = time(NULL);
-	e->used_us = mono_us();
+	e->used_us = cli_now_us();
 	char *h = handle(reg, SESSION_TAG, e->secret);
 	pthread_mutex_lock(&reg->lock);
 	e->next = reg->entries;
