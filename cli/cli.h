@@ -4,7 +4,9 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "snapcell.h"
 
@@ -61,5 +63,13 @@ int cli_parse_size(const char *s, uint64_t *out);
 
 /* The whole result as a JSON object; text fields made valid UTF-8 (U+FFFD for bad bytes). */
 json_t *cli_result_json(const struct snapcell_result *res);
+
+/* CLOCK_MONOTONIC microseconds: the clock of every deadline and idle time in cli/ and mcp/. */
+static inline uint64_t cli_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 #endif

@@ -183,6 +183,15 @@ int mcp_config_load(const char *path, struct snapcell_config *cfg, struct mcp_op
 int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg,
 		     struct mcp_options *opts);
 
+/* secret.c: MCP_SECRET_HEX lowercase hex digits of random bytes (128 bits no client can
+ * guess) into out, NUL-terminated; 0 or -errno. */
+#define MCP_SECRET_BYTES 16
+#define MCP_SECRET_HEX	 (2 * MCP_SECRET_BYTES)
+int mcp_secret_new(char out[MCP_SECRET_HEX + 1]);
+/* Whether the first n bytes of a and b agree, compared in full whatever differs first: a
+ * caller probing ids, handles or tokens learns nothing from how long a refusal took. */
+bool mcp_secret_equal(const char *a, const char *b, size_t n);
+
 /* http_session.c: the handshake era's HTTP sessions (Mcp-Session-Id), a bounded table. */
 #define MCP_SESSION_ID_LEN    36    /* visible ASCII: 4 hex digits of slot, 32 of secret */
 #define MCP_HTTP_SESSIONS_MAX 65536 /* what 4 hex digits number */

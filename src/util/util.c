@@ -286,6 +286,19 @@ int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t m
 	return rc;
 }
 
+int sc__read_file_at(int dirfd, const char *name, char *buf, size_t size)
+{
+	buf[0] = 0;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, size - 1);
+	int rc = n < 0 ? -errno : (int)n;
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return rc;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);

@@ -16,36 +16,6 @@
 #include <sys/wait.h>
 #include <time.h>
 
-/* A run on another thread, so the test can act while it is in progress. */
-struct hz_run {
-	struct snapcell_sandbox *sb;
-	const char *code;
-	struct snapcell_result *res;
-	pthread_t thread;
-};
-
-static void *hz_main(void *arg)
-{
-	struct hz_run *b = arg;
-	struct snapcell_error err;
-	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, NULL, &b->res, &err) < 0)
-		b->res = NULL;
-	return NULL;
-}
-
-static void hz_start(struct hz_run *b, struct snapcell_sandbox *sb, const char *code)
-{
-	*b = (struct hz_run){.sb = sb, .code = code};
-	cr_assert_eq(pthread_create(&b->thread, NULL, hz_main, b), 0);
-}
-
-static struct snapcell_result *hz_join(struct hz_run *b)
-{
-	pthread_join(b->thread, NULL);
-	cr_assert_not_null(b->res, "background run failed in the library");
-	return b->res;
-}
-
 /* Item 5: a crash must not stream the cell's memory to a pipe core_pattern handler (they
  * ignore RLIMIT_CORE=0); only a non-dumpable process is safe from them. */
 Test(hardening, cells_are_not_dumpable)
@@ -85,20 +55,20 @@ Test(hardening, queued_signals_in_a_cell_cannot_starve_the_host_or_other_sandbox
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	struct snapcell_sandbox *other = test_sandbox(NULL);
-	struct hz_run flood;
-	hz_start(&flood, sb,
-		 "import signal, os\n"
-		 "sig = signal.SIGRTMIN + 1\n"
-		 /* pid 1 of a namespace drops signals it has no handler for */
-		 "signal.signal(sig, lambda *a: None)\n"
-		 "signal.pthread_sigmask(signal.SIG_BLOCK, {sig})\n"
-		 "for _ in range(10000):\n"
-		 "    os.kill(os.getpid(), sig)\n" /* queued up to the limit, then dropped */
-		 "call_tool('gate')\n"
-		 "n = 0\n"
-		 "while signal.sigtimedwait({sig}, 0) is not None:\n"
-		 "    n += 1\n"
-		 "print(n)\n");
+	struct test_bg_run flood;
+	test_bg_start(&flood, sb,
+		      "import signal, os\n"
+		      "sig = signal.SIGRTMIN + 1\n"
+		      /* pid 1 of a namespace drops signals it has no handler for */
+		      "signal.signal(sig, lambda *a: None)\n"
+		      "signal.pthread_sigmask(signal.SIG_BLOCK, {sig})\n"
+		      "for _ in range(10000):\n"
+		      "    os.kill(os.getpid(), sig)\n" /* queued up to the limit, then dropped */
+		      "call_tool('gate')\n"
+		      "n = 0\n"
+		      "while signal.sigtimedwait({sig}, 0) is not None:\n"
+		      "    n += 1\n"
+		      "print(n)\n");
 	test_gate_wait(&g);
 
 	/* The host user's own queue still works: sigqueue and a signalling timer. */
@@ -131,7 +101,7 @@ Test(hardening, queued_signals_in_a_cell_cannot_starve_the_host_or_other_sandbox
 		      "print(n)\n",
 		      "16\n");
 	sem_post(&g.open);
-	struct snapcell_result *res = hz_join(&flood);
+	struct snapcell_result *res = test_bg_join(&flood);
 	expect_ok(res);
 	long queued = strtol(res->stdout_buf, NULL, 10);
 	cr_expect(queued > 0 && queued <= 1024, "a cell queued %ld signals", queued);
@@ -359,8 +329,8 @@ Test(faults, the_template_killed_mid_run_is_a_clear_error_and_a_new_sandbox_work
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
-	struct hz_run run;
-	hz_start(&run, sb, "call_tool('gate')\nprint('after')\n");
+	struct test_bg_run run;
+	test_bg_start(&run, sb, "call_tool('gate')\nprint('after')\n");
 	test_gate_wait(&g);
 	cr_assert_eq(kill(st.template_pid, SIGKILL), 0);
 	test_pause_ms(50);

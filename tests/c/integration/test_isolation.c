@@ -22,16 +22,6 @@
 	"    e = ctypes.get_errno()\n"                                                             \
 	"    return f'{r} {errno.errorcode.get(e, e)}'\n"
 
-/* attempt(label, f) prints "label ok", or the exception's class and errno name. */
-#define PY_ATTEMPT                                                                                 \
-	"import errno\n"                                                                           \
-	"def attempt(label, f):\n"                                                                 \
-	"    try:\n"                                                                               \
-	"        f()\n"                                                                            \
-	"        print(label, 'ok')\n"                                                             \
-	"    except OSError as e:\n"                                                               \
-	"        print(label, type(e).__name__, errno.errorcode.get(e.errno, e.errno))\n"
-
 static void require_x86_64(void)
 {
 #ifndef __x86_64__
@@ -39,48 +29,10 @@ static void require_x86_64(void)
 #endif
 }
 
-/* Runs code, expects it to end ok with exactly want on stdout. */
 /* After an attack the same sandbox must still run ordinary code. */
 static void expect_healthy(struct snapcell_sandbox *sb)
 {
 	expect_output(sb, "print(1)", "1\n");
-}
-
-/* A run on another thread, so the test can act while it is in progress. */
-struct bg_run {
-	struct snapcell_sandbox *sb;
-	const char *code;
-	struct snapcell_result *res;
-	pthread_t thread;
-};
-
-static void *bg_main(void *arg)
-{
-	struct bg_run *b = arg;
-	struct snapcell_error err;
-	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, NULL, &b->res, &err) < 0)
-		b->res = NULL;
-	return NULL;
-}
-
-static void bg_start(struct bg_run *b, struct snapcell_sandbox *sb, const char *code)
-{
-	*b = (struct bg_run){.sb = sb, .code = code};
-	cr_assert_eq(pthread_create(&b->thread, NULL, bg_main, b), 0);
-}
-
-static struct snapcell_result *bg_join(struct bg_run *b)
-{
-	pthread_join(b->thread, NULL);
-	cr_assert_not_null(b->res, "background run failed in the library");
-	return b->res;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 Test(isolation, host_paths_are_absent)
@@ -583,13 +535,13 @@ Test(isolation, concurrent_cells_cannot_reach_each_other, .timeout = 60)
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	struct bg_run a;
-	bg_start(&a, sb,
-		 "import os\n"
-		 "open('/tmp/mine', 'w').write('a')\n"
-		 "open('/output/mine', 'w').write('a')\n"
-		 "call_tool('gate')\n"
-		 "print('alive', os.listdir('/tmp'), os.listdir('/output'))\n");
+	struct test_bg_run a;
+	test_bg_start(&a, sb,
+		      "import os\n"
+		      "open('/tmp/mine', 'w').write('a')\n"
+		      "open('/output/mine', 'w').write('a')\n"
+		      "call_tool('gate')\n"
+		      "print('alive', os.listdir('/tmp'), os.listdir('/output'))\n");
 	test_gate_wait(&g);
 	expect_output(sb,
 		      "import os\n"
@@ -607,7 +559,7 @@ Test(isolation, concurrent_cells_cannot_reach_each_other, .timeout = 60)
 		      "print(seen, os.listdir('/output'), os.listdir('/tmp'))\n",
 		      "[1] [] []\n");
 	sem_post(&g.open);
-	struct snapcell_result *res = bg_join(&a);
+	struct snapcell_result *res = test_bg_join(&a);
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "alive ['mine'] ['mine']\n");
 	snapcell_result_free(res);
@@ -626,14 +578,14 @@ Test(isolation, concurrent_cells_cannot_reach_each_others_unix_sockets, .timeout
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	struct bg_run a;
-	bg_start(&a, sb,
-		 "import socket\n"
-		 "s = socket.socket(socket.AF_UNIX); s.bind('\\0snapcell-cross'); s.listen()\n"
-		 "t = socket.socket(socket.AF_UNIX); t.bind('/tmp/sock'); t.listen()\n"
-		 "c = socket.socket(socket.AF_UNIX); c.connect('\\0snapcell-cross')\n"
-		 "call_tool('gate')\n"
-		 "print('own', s.accept()[0] is not None)\n");
+	struct test_bg_run a;
+	test_bg_start(&a, sb,
+		      "import socket\n"
+		      "s = socket.socket(socket.AF_UNIX); s.bind('\\0snapcell-cross'); s.listen()\n"
+		      "t = socket.socket(socket.AF_UNIX); t.bind('/tmp/sock'); t.listen()\n"
+		      "c = socket.socket(socket.AF_UNIX); c.connect('\\0snapcell-cross')\n"
+		      "call_tool('gate')\n"
+		      "print('own', s.accept()[0] is not None)\n");
 	test_gate_wait(&g);
 	expect_output(
 		sb,
@@ -643,7 +595,7 @@ Test(isolation, concurrent_cells_cannot_reach_each_others_unix_sockets, .timeout
 		"attempt('path', lambda: socket.socket(socket.AF_UNIX).connect('/tmp/sock'))\n",
 		"abstract PermissionError EPERM\npath FileNotFoundError ENOENT\n");
 	sem_post(&g.open);
-	struct snapcell_result *res = bg_join(&a);
+	struct snapcell_result *res = test_bg_join(&a);
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "own True\n");
 	snapcell_result_free(res);
@@ -679,19 +631,19 @@ Test(isolation, nothing_survives_into_the_next_run, .timeout = 60)
 	char name[16], code[2048];
 	snprintf(name, sizeof(name), "scghost%d", (int)(getpid() % 1000000));
 	snprintf(code, sizeof(code), plant_code, name);
-	struct bg_run plant;
-	bg_start(&plant, sb, code);
+	struct test_bg_run plant;
+	test_bg_start(&plant, sb, code);
 	int seen = 0;
-	for (int i = 0; i < 100 && !seen; i++, sleep_ms(20))
+	for (int i = 0; i < 100 && !seen; i++, test_pause_ms(20))
 		seen = test_count_host_processes(name);
 	cr_expect_eq(seen, 1, "the host sees the running grandchild (the check below can fail)");
-	struct snapcell_result *res = bg_join(&plant);
+	struct snapcell_result *res = test_bg_join(&plant);
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "planted\n");
 	snapcell_result_free(res);
 	/* The run returns at the cell's report; the kill that follows is asynchronous. */
 	int left = 1;
-	for (int i = 0; i < 50 && left; i++, sleep_ms(20))
+	for (int i = 0; i < 50 && left; i++, test_pause_ms(20))
 		left = test_count_host_processes(name);
 	cr_expect_eq(left, 0, "the grandchild outlived its cell by more than a second");
 	expect_output(sb,
@@ -754,11 +706,11 @@ Test(isolation, sandbox_survives_a_series_of_attacks, .timeout = 60)
 			     i, snapcell_status_name(res->status), res->stderr_buf);
 		snapcell_result_free(res);
 	}
-	struct bg_run par[3];
+	struct test_bg_run par[3];
 	for (int i = 0; i < 3; i++)
-		bg_start(&par[i], sb, "print(1)");
+		test_bg_start(&par[i], sb, "print(1)");
 	for (int i = 0; i < 3; i++) {
-		struct snapcell_result *res = bg_join(&par[i]);
+		struct snapcell_result *res = test_bg_join(&par[i]);
 		expect_ok(res);
 		cr_expect_str_eq(res->stdout_buf, "1\n");
 		snapcell_result_free(res);

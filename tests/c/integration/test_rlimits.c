@@ -14,15 +14,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 
-#define PY_ATTEMPT                                                                                 \
-	"import errno, os\n"                                                                       \
-	"def attempt(label, f):\n"                                                                 \
-	"    try:\n"                                                                               \
-	"        f()\n"                                                                            \
-	"        print(label, 'ok')\n"                                                             \
-	"    except OSError as e:\n"                                                               \
-	"        print(label, type(e).__name__, errno.errorcode.get(e.errno, e.errno))\n"
-
 /* A sandbox at the rlimits level, or the test skips (this host gives namespaces). */
 static struct snapcell_sandbox *rlimits_sandbox(struct snapcell_config *cfg)
 {
@@ -277,21 +268,6 @@ Test(rlimits, requiring_namespaces_fails_with_what_to_change)
 
 /* Cell a holds its files open at the gate while cell b, and a cell of another sandbox, look
  * for them by their paths. */
-struct bg_run {
-	struct snapcell_sandbox *sb;
-	const char *code;
-	struct snapcell_result *res;
-	pthread_t thread;
-};
-
-static void *bg_main(void *arg)
-{
-	struct bg_run *b = arg;
-	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, NULL, &b->res, NULL) < 0)
-		b->res = NULL;
-	return NULL;
-}
-
 Test(rlimits, cells_cannot_reach_each_others_files, .timeout = 60)
 {
 	struct test_gate g;
@@ -300,16 +276,15 @@ Test(rlimits, cells_cannot_reach_each_others_files, .timeout = 60)
 	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
 	struct snapcell_sandbox *other = rlimits_sandbox(NULL);
 	snapcell_config_free(cfg);
-	struct bg_run a = {
-		.sb = sb,
-		.code = "import os\n"
-			"t, o = os.environ['SNAPCELL_TMP'], os.environ['SNAPCELL_OUTPUT']\n"
-			"open(t + '/mine', 'w').write('a')\n"
-			"open(o + '/mine', 'w').write('a')\n"
-			"with open(t + '/where', 'w') as f: f.write(t + ' ' + o)\n"
-			"call_tool('gate')\n"
-			"print('alive', sorted(os.listdir(t)), os.listdir(o))\n"};
-	cr_assert_eq(pthread_create(&a.thread, NULL, bg_main, &a), 0);
+	struct test_bg_run a;
+	test_bg_start(&a, sb,
+		      "import os\n"
+		      "t, o = os.environ['SNAPCELL_TMP'], os.environ['SNAPCELL_OUTPUT']\n"
+		      "open(t + '/mine', 'w').write('a')\n"
+		      "open(o + '/mine', 'w').write('a')\n"
+		      "with open(t + '/where', 'w') as f: f.write(t + ' ' + o)\n"
+		      "call_tool('gate')\n"
+		      "print('alive', sorted(os.listdir(t)), os.listdir(o))\n");
 	test_gate_wait(&g);
 	/* Its directories are the first cell's: tmp/0/live and out/0 beside this cell's own. */
 	static const char probe[] =
@@ -332,8 +307,7 @@ Test(rlimits, cells_cannot_reach_each_others_files, .timeout = 60)
 	expect_ok(res);
 	snapcell_result_free(res);
 	sem_post(&g.open);
-	pthread_join(a.thread, NULL);
-	cr_assert_not_null(a.res);
+	test_bg_join(&a);
 	expect_ok(a.res);
 	cr_expect_str_eq(a.res->stdout_buf, "alive ['mine', 'where'] ['mine']\n");
 	snapcell_result_free(a.res);

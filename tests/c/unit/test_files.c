@@ -138,3 +138,27 @@ Test(files, collect_on_a_prepared_tree_takes_files_sorted_and_reports_the_rest)
 	cr_expect_eq(sc__remove_tree(AT_FDCWD, dir, 0), 0);
 	close(dfd);
 }
+
+/* /proc, /sys and cgroup files are read whole with one read: a cut to the buffer, always a
+ * string, and the open's errno for a missing file. */
+Test(files, read_file_at_reads_a_small_file_as_a_string)
+{
+	char *dir = test_make_tree();
+	test_write_file(dir, "n", "12345\n");
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(dfd, 0);
+	char buf[16];
+	cr_expect_eq(sc__read_file_at(dfd, "n", buf, sizeof(buf)), 6);
+	cr_expect_str_eq(buf, "12345\n");
+	char small[4];
+	cr_expect_eq(sc__read_file_at(dfd, "n", small, sizeof(small)), 3);
+	cr_expect_str_eq(small, "123");
+	memset(buf, 'x', sizeof(buf));
+	cr_expect_eq(sc__read_file_at(dfd, "absent", buf, sizeof(buf)), -ENOENT);
+	cr_expect_str_eq(buf, "");
+	cr_expect_gt(sc__read_file_at(AT_FDCWD, "/proc/self/stat", buf, sizeof(buf)), 0);
+	cr_expect_eq(strlen(buf), sizeof(buf) - 1);
+	close(dfd);
+	test_remove_tree(dir);
+	free(dir);
+}
