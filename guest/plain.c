@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -122,6 +123,19 @@ void sc_plain_kill_orphans(const pid_t *cells, size_t n)
 			cell = cells[i] == (pid_t)pid;
 		if (!cell && pid > 0)
 			kill((pid_t)pid, SIGKILL);
+	}
+}
+
+/* The sandbox's end: no pid namespace dies with the cells, and a cell's parent-death signal
+ * takes only the cell, so what its code started would be reparented to the host's reaper and
+ * outlive the sandbox. The template, their subreaper, kills every child it has (cells and
+ * what dead ones left) until none is left: each death brings the dead one's children to it. */
+void sc_plain_kill_all(void)
+{
+	for (;;) {
+		sc_plain_kill_orphans(NULL, 0);
+		if (wait(NULL) < 0 && errno == ECHILD)
+			return;
 	}
 }
 

@@ -856,5 +856,7 @@ int main(int argc, char **argv)
 	}
 	report_ready(0, "ready");
 	serve();
+	if (T.cfg.rlimits)
+		sc_plain_kill_all();
 	return 0;
 }
