@@ -4,6 +4,7 @@
 #include "helpers.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "stage/stage.h"
@@ -109,4 +110,62 @@ Test(files, collect_on_a_prepared_tree_takes_files_sorted_and_reports_the_rest)
 	sc__artifacts_free(&res);
 	cr_expect_eq(sc__remove_tree(AT_FDCWD, dir, 0), 0);
 	close(dfd);
+}
+
+/* A writer still alive while a tree is removed (a dead cell's leftover process at level
+ * rlimits, where every cell's directories share the work directory's filesystem) moves the
+ * directory the walk is emptying out of the tree, up beside it. Climbing by ".." from there
+ * used to land outside the tree and go on removing there, under the names listed for the
+ * levels above: here the moved directory itself and a sibling of the tree. */
+struct mover {
+	char from[256], to[256], probe[256];
+};
+
+static void *move_while_emptied(void *arg)
+{
+	struct mover *m = arg;
+	struct stat st;
+	uint64_t deadline = test_now_ms() + 20000;
+	/* The directory's files are links to the probe: until the walk starts unlinking them. */
+	while (stat(m->probe, &st) == 0 && st.st_nlink > 40000 && test_now_ms() < deadline)
+		;
+	cr_expect_eq(rename(m->from, m->to), 0, "move %s: %s", m->from, strerror(errno));
+	return NULL;
+}
+
+Test(files, remove_tree_stays_in_a_tree_rearranged_under_it, .timeout = 60)
+{
+	char *root = test_make_tree();
+	char path[512];
+	struct mover m;
+	/* root/tree/a/b full of links, root/tree/a/v made after b; root/v the victim. */
+	snprintf(path, sizeof(path), "%s/tree", root);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/tree/a", root);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	snprintf(m.from, sizeof(m.from), "%s/tree/a/b", root);
+	snprintf(m.to, sizeof(m.to), "%s/b", root);
+	cr_assert_eq(mkdir(m.from, 0700), 0);
+	snprintf(path, sizeof(path), "%s/tree/a/v", root);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/v", root);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	test_write_file(path, "secret", "host data\n");
+	test_write_file(root, "probe", "");
+	snprintf(m.probe, sizeof(m.probe), "%s/probe", root);
+	for (int i = 0; i < 40000; i++) {
+		snprintf(path, sizeof(path), "%s/f%d", m.from, i);
+		cr_assert_eq(link(m.probe, path), 0, "%s", strerror(errno));
+	}
+	struct stat st;
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, move_while_emptied, &m), 0);
+	int rc = sc__remove_tree(AT_FDCWD, strcat(strcpy(path, root), "/tree"), 0);
+	pthread_join(t, NULL);
+	cr_expect_eq(rc, -EXDEV, "the walk went on after its directory moved: %s", strerror(-rc));
+	cr_expect_eq(stat(m.to, &st), 0, "the moved directory, outside the tree, was removed");
+	snprintf(path, sizeof(path), "%s/v/secret", root);
+	cr_expect_eq(stat(path, &st), 0, "a file outside the tree was removed");
+	test_remove_tree(root);
+	free(root);
 }
