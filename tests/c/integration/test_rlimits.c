@@ -394,12 +394,17 @@ Test(rlimits, processes_end_with_the_sandbox, .timeout = 90)
 		     "a run's process outlived its sandbox");
 }
 
-/* A session's family is stopped between runs at every level: kill(-1, SIGSTOP) from its
- * anchor. Here a writer left by the first run logs the time every few milliseconds; the second
- * run counts the lines written while no run was in progress. */
+/* A session's family is stopped between runs: kill(-1, SIGSTOP) from its anchor, which
+ * seccomp refused at this level until Landlock's signal scoping let it through. Here a writer left
+ * by the first run logs the time every few milliseconds; the second run counts the lines written
+ * while no run was in progress. */
 Test(rlimits, a_session_family_is_stopped_between_runs, .timeout = 60)
 {
 	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	if (syscall(SYS_landlock_create_ruleset, NULL, 0, 1) < 6)
+		criterion_skip_test(
+			"Landlock ABI below 6: the family is not stopped on this kernel "
+			"(docs/security.md, Known limits)");
 	struct snapcell_session *s = NULL;
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
