@@ -6,6 +6,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 
 #include "stage/stage.h"
 #include "util/util.h"
@@ -166,6 +168,74 @@ Test(files, remove_tree_stays_in_a_tree_rearranged_under_it, .timeout = 60)
 	cr_expect_eq(stat(m.to, &st), 0, "the moved directory, outside the tree, was removed");
 	snprintf(path, sizeof(path), "%s/v/secret", root);
 	cr_expect_eq(stat(path, &st), 0, "a file outside the tree was removed");
+	test_remove_tree(root);
+	free(root);
+}
+
+/* A session's /tmp trees are moved by the host as the family's uid (src/core/session.c), and a
+ * directory the code made read-only is given write permission for the move. Where the family
+ * cannot be stopped (level rlimits below Landlock ABI 6) its code can swap that directory for
+ * a symbolic link between the check and the chmod: a chmod that followed it changed the mode
+ * of whatever file of that uid the link names, to one the code chose. */
+static volatile int swapping = 1;
+
+static void *swap_dir_and_link(void *arg)
+{
+	int from = *(int *)arg;
+	while (swapping)
+		syscall(SYS_renameat2, from, "x", from, "spare", 2 /* RENAME_EXCHANGE */);
+	return NULL;
+}
+
+static int race_moves(const char *root)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/victim", root);
+	if (close(open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) < 0 || chmod(path, 0600) < 0)
+		return 2;
+	snprintf(path, sizeof(path), "%s/from", root);
+	int from = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/to", root);
+	int to = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/victim", root);
+	if (from < 0 || to < 0 || mkdirat(from, "x", 0557) < 0 ||
+	    symlinkat(path, from, "spare") < 0)
+		return 2;
+	pthread_t t;
+	pthread_create(&t, NULL, swap_dir_and_link, &from);
+	struct stat st = {.st_mode = 0600};
+	uint64_t deadline = test_now_ms() + 3000;
+	while (test_now_ms() < deadline && (st.st_mode & 07777) == 0600) {
+		sc__tree_move_entries(from, to);
+		sc__tree_move_entries(to, from);
+		if (stat(path, &st) < 0)
+			return 2;
+	}
+	swapping = 0;
+	pthread_join(t, NULL);
+	return (st.st_mode & 07777) == 0600 ? 0 : 1;
+}
+
+Test(files, tree_moves_change_no_mode_through_a_link, .timeout = 30)
+{
+	char *root = test_make_tree();
+	char path[512];
+	snprintf(path, sizeof(path), "%s/from", root);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	cr_assert_eq(chown(path, 65534, 65534), 0);
+	snprintf(path, sizeof(path), "%s/to", root);
+	cr_assert_eq(mkdir(path, 0700), 0);
+	cr_assert_eq(chown(path, 65534, 65534), 0);
+	cr_assert_eq(chown(root, 65534, 65534), 0);
+	pid_t pid = fork();
+	if (pid == 0) /* as the family's uid, without the capabilities that skip the EACCES */
+		_exit(setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0
+			      ? 2
+			      : race_moves(root));
+	int status;
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "status %#x: 1 is the host file's mode changed through the link", status);
 	test_remove_tree(root);
 	free(root);
 }
