@@ -116,7 +116,10 @@ void sc_plain_kill_orphans(const pid_t *cells, size_t n)
 	buf[len] = 0;
 	for (char *p = buf, *end; *p; p = end) {
 		long pid = strtol(p, &end, 10);
-		if (end == p)
+		/* Each pid ends with a space: one at the end of the buffer may be cut short (over
+		 * about 500 children), a prefix naming another process of the uid. The next reap's
+		 * pass reads the rest. */
+		if (end == p || *end == 0)
 			break;
 		bool cell = false;
 		for (size_t i = 0; i < n && !cell; i++)
