@@ -756,6 +756,10 @@ static void reap(void)
 		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
 		if (pid <= 0)
 			return;
+		/* First, before the dead cell's /tmp is removed (up to 2 s): what it left must
+		 * not write there meanwhile, nor outlive a host that stops waiting for us. */
+		if (T.cfg.rlimits)
+			kill_orphans();
 		for (size_t i = 0; i < T.n_cells; i++) {
 			if (T.cells[i].pid != pid)
 				continue;
@@ -781,8 +785,6 @@ static void reap(void)
 			T.cells[i] = T.cells[--T.n_cells];
 			break;
 		}
-		if (T.cfg.rlimits)
-			kill_orphans();
 	}
 }
 
