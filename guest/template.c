@@ -323,7 +323,7 @@ static unsigned seccomp_flags(void)
 {
 	return (T.cfg.network ? SC_SECCOMP_NETWORK : 0) | (T.cfg.exec ? SC_SECCOMP_EXEC : 0) |
 	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) | (T.cfg.rlimits ? SC_SECCOMP_HOST : 0) |
-	       (T.cfg.rlimits && T.cfg.own_uid ? SC_SECCOMP_NO_PATH_ATTRS : 0) |
+	       (T.cfg.rlimits ? SC_SECCOMP_NO_PATH_ATTRS : 0) |
 	       (T.cfg.rlimits && sc__landlock_abi() >= SC_LANDLOCK_ABI_SCOPE
 			? SC_SECCOMP_SIGNALS_SCOPED
 			: 0);

@@ -132,8 +132,10 @@ enum sc_seccomp_flags {
 	 * SIGNALS_SCOPED (without it kill(-1) reaches every process of the uid), socketpair only of
 	 * stream and seqpacket types (a datagram one could sendmsg to a host's pathname socket). */
 	SC_SECCOMP_HOST = 1 << 3,
-	/* With HOST, where the cells' uid is the caller's own: no chmod, chown, utimes or
-	 * truncate by path (Landlock does not cover them; the descriptor forms stay). */
+	/* With HOST: no chmod, chown, utimes or truncate by path (Landlock does not cover them;
+	 * the descriptor forms stay). The cells' uid owns what they must not change: the
+	 * caller's files when it is the caller's own, the work directory's tmp/ and out/, the
+	 * other cells' directories and the template's home when it is the sandbox's. */
 	SC_SECCOMP_NO_PATH_ATTRS = 1 << 4,
 	/* With HOST, where the cells' Landlock domain scopes signals (ABI 6): kill(-1) allowed,
 	 * since it reaches only the cell's own processes, as a pid namespace's would (a

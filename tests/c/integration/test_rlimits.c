@@ -472,6 +472,28 @@ Test(rlimits, many_orphans_end_with_their_run, .timeout = 90)
 	snapcell_sandbox_free(sb);
 }
 
+/* Landlock does not cover chmod, chown or utimes by path, and as root the cells' uid is the
+ * sandbox's own: the work directory's tmp/ and out/, every cell's directories and the
+ * template's home are that uid's. A cell that made out/ mode 000 kept the template from making
+ * any further cell's /output: every later run of the sandbox failed. */
+Test(rlimits, cells_cannot_change_the_sandbox_directories)
+{
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	expect_output(sb,
+		      PY_ATTEMPT
+		      "o, t = os.environ['SNAPCELL_OUTPUT'], os.environ['SNAPCELL_TMP']\n"
+		      "work = os.path.dirname(os.path.dirname(o))\n"
+		      "for d in ('out', 'tmp', 'tmp/template'):\n"
+		      "    attempt('chmod ' + d, lambda: os.chmod(work + '/' + d, 0))\n"
+		      "    attempt('utime ' + d, lambda: os.utime(work + '/' + d, (0, 0)))\n",
+		      "chmod out PermissionError EPERM\nutime out PermissionError EPERM\n"
+		      "chmod tmp PermissionError EPERM\nutime tmp PermissionError EPERM\n"
+		      "chmod tmp/template PermissionError EPERM\n"
+		      "utime tmp/template PermissionError EPERM\n");
+	expect_output(sb, "print(6 * 7)\n", "42\n");
+	snapcell_sandbox_free(sb);
+}
+
 Test(rlimits, runs_stay_bounded)
 {
 	struct snapcell_config *cfg = test_config_new();
