@@ -401,8 +401,8 @@ static int add_exec_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
-/* Path-based attribute changes, which Landlock does not see: where the cells' uid is the
- * caller's own, its files would be theirs to chmod, chown, touch or truncate. */
+/* Path-based attribute changes, which Landlock does not see: the cells' uid owns files they
+ * must not change (the caller's, or the sandbox's work directory and sibling cells'). */
 static const char *const path_attrs[] = {
 	"chmod",    "fchmodat", "fchmodat2", "chown",	  "lchown",
 	"fchownat", "utime",	"utimes",    "futimesat", "truncate",
