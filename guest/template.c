@@ -345,7 +345,10 @@ static unsigned seccomp_flags(void)
 {
 	return (T.cfg.network ? SC_SECCOMP_NETWORK : 0) | (T.cfg.exec ? SC_SECCOMP_EXEC : 0) |
 	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) | (T.cfg.rlimits ? SC_SECCOMP_HOST : 0) |
-	       (T.cfg.rlimits && T.cfg.own_uid ? SC_SECCOMP_NO_PATH_ATTRS : 0);
+	       (T.cfg.rlimits ? SC_SECCOMP_NO_PATH_ATTRS : 0) |
+	       (T.cfg.rlimits && sc__landlock_abi() >= SC_LANDLOCK_ABI_SCOPE
+			? SC_SECCOMP_SIGNALS_SCOPED
+			: 0);
 }
 
 /* The namespaces level: the cells' pid and network namespaces to come back to, and the root
@@ -776,6 +779,10 @@ static void reap(void)
 		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
 		if (pid <= 0)
 			return;
+		/* First, before the dead cell's /tmp is removed (up to 2 s): what it left must
+		 * not write there meanwhile, nor outlive a host that stops waiting for us. */
+		if (T.cfg.rlimits)
+			kill_orphans();
 		for (size_t i = 0; i < T.n_cells; i++) {
 			if (T.cells[i].pid != pid)
 				continue;
@@ -801,8 +808,6 @@ static void reap(void)
 			T.cells[i] = T.cells[--T.n_cells];
 			break;
 		}
-		if (T.cfg.rlimits)
-			kill_orphans();
 	}
 }
 
@@ -879,5 +884,7 @@ int main(int argc, char **argv)
 	}
 	report_ready(0, "ready");
 	serve();
+	if (T.cfg.rlimits)
+		sc_plain_kill_all();
 	return 0;
 }

@@ -15,7 +15,9 @@
 #include "util/util.h"
 
 /* Moving a directory to another parent rewrites its "..", which needs write permission on
- * it: one the code made read-only is given it back for the move (the caller owns it). */
+ * it: one the code made read-only is given it back for the move (the caller owns it). Never
+ * through a link (AT_SYMLINK_NOFOLLOW): where the family is not stopped (level rlimits below
+ * Landlock ABI 6) the code can swap the directory for one between the check and the chmod. */
 static int move_entry(int from, int to, const char *name)
 {
 	if (renameat(from, name, to, name) == 0)
@@ -23,10 +25,11 @@ static int move_entry(int from, int to, const char *name)
 	int rc = -errno;
 	struct stat st;
 	if (rc != -EACCES || fstatat(from, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-	    !S_ISDIR(st.st_mode) || fchmodat(from, name, (st.st_mode & 07777) | S_IWUSR, 0) < 0)
+	    !S_ISDIR(st.st_mode) ||
+	    fchmodat(from, name, (st.st_mode & 07777) | S_IWUSR, AT_SYMLINK_NOFOLLOW) < 0)
 		return rc;
 	rc = renameat(from, name, to, name) < 0 ? -errno : 0;
-	fchmodat(rc == 0 ? to : from, name, st.st_mode & 07777, 0);
+	fchmodat(rc == 0 ? to : from, name, st.st_mode & 07777, AT_SYMLINK_NOFOLLOW);
 	return rc;
 }
 
