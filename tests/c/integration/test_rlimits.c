@@ -327,13 +327,16 @@ Test(rlimits, processes_end_with_their_run, .timeout = 60)
 	 * template must. */
 	expect_output(sb,
 		      "import os, time, ctypes\n"
+		      "r, w = os.pipe()\n"
 		      "if os.fork() == 0:\n"
 		      "    os.setsid()\n"
 		      "    if os.fork() == 0:\n"
 		      "        ctypes.CDLL(None).prctl(15, b'sc-rl-orphan', 0, 0, 0)\n"
+		      "        os.write(w, b'1')\n"
 		      "        time.sleep(120)\n"
 		      "    os._exit(0)\n"
 		      "os.wait()\n"
+		      "os.read(r, 1)  # named: the count below cannot miss it\n"
 		      "print('left')\n",
 		      "left\n");
 	uint64_t deadline = test_now_ms() + 10000;
