@@ -3,7 +3,10 @@
 #define SNAPCELL_CLI_H
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "snapcell.h"
 
@@ -12,6 +15,23 @@
 struct snapcell_config *cli_config_new(void);
 
 int cli_run(int argc, char **argv);
+
+/* The exit status for bad usage, after a message on stderr. */
+#define CLI_EXIT_USAGE 2
+
+/* run_args.c: what `snapcell run`'s arguments ask for besides the config. The strings point
+ * into argv. */
+struct cli_run_args {
+	bool help;		/* --help: the usage went to stdout, nothing more to do */
+	bool as_json;		/* --json */
+	bool instructions;	/* --instructions */
+	const char *describe;	/* --describe[=compact|json], checked when used */
+	const char *output_dir; /* --output DIR */
+	const char *source;	/* FILE or "-"; NULL with --describe or --instructions alone */
+};
+/* Applies `snapcell run`'s options (argv[0] is "run") to cfg without running anything: 0, or
+ * CLI_EXIT_USAGE after a message on stderr naming the option. */
+int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli_run_args *args);
 int cli_doctor(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 
@@ -20,6 +40,8 @@ int cli_add_command_tool(struct snapcell_config *cfg, const char *spec);
 /* --tool-schema NAME=JSON: gives the --tool NAME registered before it a parameter schema;
  * prints why not (the library's reason) and returns -1. */
 int cli_set_tool_schema(struct snapcell_config *cfg, const char *spec);
+/* Forgets the --tool specs seen so far: a new argument vector starts without them. */
+void cli_command_tools_forget(void);
 
 /* A snapcell_tool_fn that runs the command user_data names (a NULL-terminated argv, argv[0]
  * looked up on PATH; it must outlive every sandbox), as --tool runs its commands: arguments
@@ -41,5 +63,13 @@ int cli_parse_size(const char *s, uint64_t *out);
 
 /* The whole result as a JSON object; text fields made valid UTF-8 (U+FFFD for bad bytes). */
 json_t *cli_result_json(const struct snapcell_result *res);
+
+/* CLOCK_MONOTONIC microseconds: the clock of every deadline and idle time in cli/ and mcp/. */
+static inline uint64_t cli_now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
 
 #endif

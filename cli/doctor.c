@@ -56,13 +56,6 @@ static json_t *read_hardening(void)
 	return out;
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 struct measure_opts {
 	const char **python_paths;
 	size_t n_python_paths;
@@ -82,9 +75,9 @@ static json_t *measure(const struct measure_opts *o, const char *preload, char *
 		rc = snapcell_config_add_python_path(cfg, o->python_paths[i], &err);
 	if (rc == 0 && preload)
 		rc = snapcell_config_add_preload(cfg, preload, &err);
-	uint64_t t0 = now_us(), cold = 0;
+	uint64_t t0 = cli_now_us(), cold = 0;
 	if (rc == 0 && (rc = snapcell_sandbox_new(cfg, &sb, &err)) == 0)
-		cold = now_us() - t0;
+		cold = cli_now_us() - t0;
 	if (rc == 0)
 		rc = snapcell_sandbox_stats(sb, &st, &err);
 	if (rc == 0)

@@ -46,19 +46,12 @@ static void drain(int fd, struct capture *c)
 	c->buf[c->len] = 0;
 }
 
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* Milliseconds until deadline_us (0: none) for poll, at least 1 while it is ahead. */
 static int poll_timeout(uint64_t deadline_us)
 {
 	if (!deadline_us)
 		return -1;
-	uint64_t now = now_us();
+	uint64_t now = cli_now_us();
 	if (now >= deadline_us)
 		return 0;
 	uint64_t ms = (deadline_us - now + 999) / 1000;
@@ -73,7 +66,7 @@ static bool exchange(int in, int out, int err, const char *input, uint64_t deadl
 	size_t off = 0, len = strlen(input);
 	fcntl(in, F_SETFL, O_NONBLOCK);
 	while (o->open || e->open) {
-		if (deadline_us && now_us() >= deadline_us) {
+		if (deadline_us && cli_now_us() >= deadline_us) {
 			if (in >= 0)
 				close(in);
 			return false;
@@ -205,9 +198,17 @@ static int register_tool(struct snapcell_config *cfg, const char *spec, const ch
 	return rc;
 }
 
-/* The --tool specs given so far, so --tool-schema can find a tool's command. */
+/* The --tool specs given so far (pointers into argv), so --tool-schema can find a tool's
+ * command. */
 static const char **tool_specs;
 static size_t n_tool_specs;
+
+void cli_command_tools_forget(void)
+{
+	free(tool_specs);
+	tool_specs = NULL;
+	n_tool_specs = 0;
+}
 
 int cli_add_command_tool(struct snapcell_config *cfg, const char *spec)
 {

@@ -107,6 +107,8 @@ int sc_plain_cell_dirs(int out_fd, int tmp_fd, const char *name);
 void sc_plain_cell_forget(int tmp_fd, const char *name);
 /* Kills every child of the template that is not a live cell: what a dead cell left. */
 void sc_plain_kill_orphans(const pid_t *cells, size_t n);
+/* At the sandbox's end: kills the cells and everything they started, until no child is left. */
+void sc_plain_kill_all(void);
 /* In the cell, instead of its mounts: a subreaper like a namespace's pid 1, and confined by
  * its Landlock domain (hostfs.c); *tmp_root gets its /tmp root (the directory holding
  * SC_TMP_LIVE), as sc__rootfs_enter_cell gives it. */

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -115,13 +116,29 @@ void sc_plain_kill_orphans(const pid_t *cells, size_t n)
 	buf[len] = 0;
 	for (char *p = buf, *end; *p; p = end) {
 		long pid = strtol(p, &end, 10);
-		if (end == p)
+		/* Each pid ends with a space: one at the end of the buffer may be cut short (over
+		 * about 500 children), a prefix naming another process of the uid. The next reap's
+		 * pass reads the rest. */
+		if (end == p || *end == 0)
 			break;
 		bool cell = false;
 		for (size_t i = 0; i < n && !cell; i++)
 			cell = cells[i] == (pid_t)pid;
 		if (!cell && pid > 0)
 			kill((pid_t)pid, SIGKILL);
+	}
+}
+
+/* The sandbox's end: no pid namespace dies with the cells, and a cell's parent-death signal
+ * takes only the cell, so what its code started would be reparented to the host's reaper and
+ * outlive the sandbox. The template, their subreaper, kills every child it has (cells and
+ * what dead ones left) until none is left: each death brings the dead one's children to it. */
+void sc_plain_kill_all(void)
+{
+	for (;;) {
+		sc_plain_kill_orphans(NULL, 0);
+		if (wait(NULL) < 0 && errno == ECHILD)
+			return;
 	}
 }
 

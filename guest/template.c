@@ -292,6 +292,28 @@ static int build_root(struct snapcell_error *err)
 	return rc;
 }
 
+/* What building the root left on the stack below the caller's frame: its path buffers. */
+static __attribute__((noinline)) void scrub_stack(void)
+{
+	char below[128 * 1024];
+	explicit_bzero(below, sizeof(below));
+}
+
+/* The work directory's host path (where the root, /output and /input come from) is the
+ * host's business: nothing needs it once the root is built, and every cell forked from here
+ * would otherwise carry it in its memory (tests/c/integration/test_isolation.c). */
+static void forget_host_paths(void)
+{
+	char **paths[] = {&T.cfg.root_base, &T.cfg.out_dir, &T.cfg.input_dir};
+	for (size_t i = 0; i < SC_ARRAY_LEN(paths); i++) {
+		if (*paths[i])
+			explicit_bzero(*paths[i], strlen(*paths[i]));
+		free(*paths[i]);
+		*paths[i] = NULL;
+	}
+	scrub_stack();
+}
+
 /* Preloaded modules may want a writable directory at import (matplotlib its config and font
  * cache under $HOME, which /etc/passwd says is /tmp). The root is read-only, so they get a
  * small tmpfs of their own, detached once they are in memory; cells mount their own /tmp. */
@@ -323,9 +345,9 @@ static unsigned seccomp_flags(void)
 {
 	return (T.cfg.network ? SC_SECCOMP_NETWORK : 0) | (T.cfg.exec ? SC_SECCOMP_EXEC : 0) |
 	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) | (T.cfg.rlimits ? SC_SECCOMP_HOST : 0) |
-	       (T.cfg.rlimits && T.cfg.own_uid ? SC_SECCOMP_NO_PATH_ATTRS : 0) |
-	       (T.cfg.rlimits && sc__landlock_abi() >= SC_LANDLOCK_ABI_SIGNAL
-			? SC_SECCOMP_SCOPED_KILL
+	       (T.cfg.rlimits ? SC_SECCOMP_NO_PATH_ATTRS : 0) |
+	       (T.cfg.rlimits && sc__landlock_abi() >= SC_LANDLOCK_ABI_SCOPE
+			? SC_SECCOMP_SIGNALS_SCOPED
 			: 0);
 }
 
@@ -354,6 +376,7 @@ static int setup_namespaces(struct snapcell_error *err)
 			 (abi >= SC_LANDLOCK_ABI_UNIX_PATH || T.cfg.n_python_paths == 0);
 	if ((rc = build_root(err)) < 0)
 		return rc;
+	forget_host_paths();
 	T.landlock_fd = -1;
 	if (T.cfg.exec) {
 		const char *exe[] = {SC_INTERP_PATH, sc__rootfs_own_loader()};
@@ -756,6 +779,10 @@ static void reap(void)
 		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
 		if (pid <= 0)
 			return;
+		/* First, before the dead cell's /tmp is removed (up to 2 s): what it left must
+		 * not write there meanwhile, nor outlive a host that stops waiting for us. */
+		if (T.cfg.rlimits)
+			kill_orphans();
 		for (size_t i = 0; i < T.n_cells; i++) {
 			if (T.cells[i].pid != pid)
 				continue;
@@ -781,8 +808,6 @@ static void reap(void)
 			T.cells[i] = T.cells[--T.n_cells];
 			break;
 		}
-		if (T.cfg.rlimits)
-			kill_orphans();
 	}
 }
 
@@ -859,5 +884,7 @@ int main(int argc, char **argv)
 	}
 	report_ready(0, "ready");
 	serve();
+	if (T.cfg.rlimits)
+		sc_plain_kill_all();
 	return 0;
 }

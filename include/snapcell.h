@@ -266,7 +266,8 @@ SNAPCELL_API int snapcell_config_mount_info(const struct snapcell_config *cfg, s
 
 /* "/input/<path>" from a user's mount path: surrounding whitespace stripped, backslashes made
  * slashes, empty and "." parts and one leading "input" dropped. SNAPCELL_E_INVAL (with the
- * reason in err) for "..", or for a path that names /input itself. */
+ * reason in err) for "..", for a path that names /input itself, or for one that is not UTF-8
+ * or holds a control character (the model is told the path, as text). */
 SNAPCELL_API int snapcell_normalize_mount_path(const char *in, char *out, size_t out_len,
 					       struct snapcell_error *err);
 

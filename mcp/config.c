@@ -655,16 +655,10 @@ static const struct {
 	{"replica", replica},
 };
 
-int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_options *opts)
+int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg,
+		     struct mcp_options *opts)
 {
 	struct ctx c = {file, cfg, opts};
-	json_error_t jerr;
-	json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root) {
-		fprintf(stderr, "snapcell mcp: --config %s: line %d: %s\n", file, jerr.line,
-			jerr.text);
-		return -1;
-	}
 	int rc = json_is_object(root) ? 0 : fail(&c, "(top level)", "must be an object");
 	const char *key;
 	json_t *val;
@@ -676,6 +670,19 @@ int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_op
 		if (rc == 0)
 			rc = i == n ? fail(&c, key, "unknown key") : sections[i].load(&c, key, val);
 	}
+	return rc;
+}
+
+int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_options *opts)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		fprintf(stderr, "snapcell mcp: --config %s: line %d: %s\n", file, jerr.line,
+			jerr.text);
+		return -1;
+	}
+	int rc = mcp_config_apply(file, root, cfg, opts);
 	json_decref(root);
 	return rc;
 }

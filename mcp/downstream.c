@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../cli/cli.h"
 #include "downstream.h"
 #include "mcp.h"
 
@@ -44,14 +45,7 @@ struct mcp_downstream {
 	char *url, **headers, *session;
 };
 
-uint64_t mcp_now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static int say(char *why, size_t size, const char *fmt, ...)
+int mcp_say(char *why, size_t size, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -63,7 +57,7 @@ static int say(char *why, size_t size, const char *fmt, ...)
 /* Milliseconds left until deadline_us for poll: 0 once it passed, at most a minute a wait. */
 static int ms_left(uint64_t deadline_us)
 {
-	uint64_t now = mcp_now_us();
+	uint64_t now = cli_now_us();
 	if (now >= deadline_us)
 		return 0;
 	uint64_t ms = (deadline_us - now + 999) / 1000;
@@ -152,10 +146,10 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 {
 	int in[2], out[2];
 	if (pipe2(in, O_CLOEXEC) < 0)
-		return say(why, size, "cannot create a pipe: %s", strerror(errno));
+		return mcp_say(why, size, "cannot create a pipe: %s", strerror(errno));
 	if (pipe2(out, O_CLOEXEC) < 0) {
 		close(in[0]), close(in[1]);
-		return say(why, size, "cannot create a pipe: %s", strerror(errno));
+		return mcp_say(why, size, "cannot create a pipe: %s", strerror(errno));
 	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
@@ -185,7 +179,7 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 	if (rc) {
 		close(in[1]), close(out[0]);
 		ds->pid = 0;
-		return say(why, size, "cannot start %s: %s", ds->argv[0], strerror(rc));
+		return mcp_say(why, size, "cannot start %s: %s", ds->argv[0], strerror(rc));
 	}
 	ds->to_server = in[1];
 	ds->from_server = out[0];
@@ -220,10 +214,10 @@ static int stdio_write(struct mcp_downstream *ds, const json_t *msg, uint64_t de
 		       char *why, size_t size)
 {
 	if (!ds->pid)
-		return say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
+		return mcp_say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
 	char *text = json_dumps(msg, JSON_COMPACT);
 	if (!text)
-		return say(why, size, "out of memory");
+		return mcp_say(why, size, "out of memory");
 	size_t len = strlen(text), off = 0;
 	text[len] = '\n'; /* json_dumps leaves room: the NUL becomes the line's end */
 	while (off <= len) {
@@ -231,15 +225,15 @@ static int stdio_write(struct mcp_downstream *ds, const json_t *msg, uint64_t de
 		int n = poll(&pf, 1, ms_left(deadline_us));
 		if (n == 0) {
 			free(text);
-			return say(why, size, "server '%s' did not take the request in time",
-				   ds->name);
+			return mcp_say(why, size, "server '%s' did not take the request in time",
+				       ds->name);
 		}
 		ssize_t w = n > 0 ? write(ds->to_server, text + off, len + 1 - off) : 0;
 		if (w < 0 && errno != EAGAIN && errno != EINTR) {
 			free(text);
 			stdio_died(ds, "it closed its input");
-			return say(why, size, "server '%s' stopped reading: %s", ds->name,
-				   ds->death);
+			return mcp_say(why, size, "server '%s' stopped reading: %s", ds->name,
+				       ds->death);
 		}
 		if (w > 0)
 			off += (size_t)w;
@@ -257,7 +251,7 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 	*timed_out = false;
 	for (;;) {
 		if (!ds->pid) { /* closed while we were answering one of its requests */
-			say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
+			mcp_say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
 			return NULL;
 		}
 		char *nl = ds->len > ds->scanned
@@ -271,12 +265,13 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 			memmove(ds->buf, nl + 1, ds->len - n - 1);
 			ds->len -= n + 1;
 			if (!line)
-				say(why, size, "out of memory");
+				mcp_say(why, size, "out of memory");
 			return line;
 		}
 		if (ds->len > MCP_MESSAGE_MAX) {
 			stdio_died(ds, "it wrote a line longer than 16 MiB");
-			say(why, size, "server '%s' sent a message longer than 16 MiB", ds->name);
+			mcp_say(why, size, "server '%s' sent a message longer than 16 MiB",
+				ds->name);
 			return NULL;
 		}
 		/* Checked before every read, not only when a wait comes back empty: a server
@@ -294,7 +289,7 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 			size_t cap = ds->cap ? ds->cap * 2 : 131072;
 			char *grown = realloc(ds->buf, cap);
 			if (!grown) {
-				say(why, size, "out of memory");
+				mcp_say(why, size, "out of memory");
 				return NULL;
 			}
 			ds->buf = grown;
@@ -305,7 +300,7 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 			ds->len += (size_t)r;
 		else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
 			stdio_died(ds, "it closed its output");
-			say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
+			mcp_say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
 			return NULL;
 		}
 	}
@@ -345,8 +340,9 @@ static int stdio_await(struct mcp_downstream *ds, const json_t *want, uint64_t d
 		if (!json_is_object(msg) || !version || strcmp(version, "2.0")) {
 			json_decref(msg);
 			stdio_died(ds, "it wrote a line that is not JSON-RPC 2.0");
-			return say(why, size, "server '%s' sent a line that is not JSON-RPC 2.0",
-				   ds->name);
+			return mcp_say(why, size,
+				       "server '%s' sent a line that is not JSON-RPC 2.0",
+				       ds->name);
 		}
 		json_t *id = json_object_get(msg, "id");
 		if (json_object_get(msg, "method")) {
@@ -436,15 +432,16 @@ static int handshake(struct mcp_downstream *ds, uint64_t deadline_us, char *why,
 			  sizeof(inner));
 	json_decref(msg);
 	if (rc < 0)
-		return say(why, size, "initialize: %s", timed_out ? "no answer in time" : inner);
+		return mcp_say(why, size, "initialize: %s",
+			       timed_out ? "no answer in time" : inner);
 	json_t *result = json_object_get(response, "result");
 	const char *version = json_string_value(json_object_get(result, "protocolVersion"));
 	if (!version) {
 		json_t *error = json_object_get(response, "error");
 		const char *text = json_string_value(json_object_get(error, "message"));
-		rc = say(why, size, "initialize: %s%s", error ? "the server refused it: " : "",
-			 error ? (text ? text : "no message")
-			       : "the answer has no protocolVersion");
+		rc = mcp_say(why, size, "initialize: %s%s", error ? "the server refused it: " : "",
+			     error ? (text ? text : "no message")
+				   : "the answer has no protocolVersion");
 		json_decref(response);
 		return rc;
 	}
@@ -459,7 +456,7 @@ static int handshake(struct mcp_downstream *ds, uint64_t deadline_us, char *why,
 	msg = message(0, "notifications/initialized", NULL);
 	rc = exchange(ds, msg, deadline_us, NULL, &timed_out, &status, inner, sizeof(inner));
 	json_decref(msg);
-	return rc < 0 ? say(why, size, "notifications/initialized: %s", inner) : 0;
+	return rc < 0 ? mcp_say(why, size, "notifications/initialized: %s", inner) : 0;
 }
 
 static int stdio_start(struct mcp_downstream *ds, uint64_t deadline_us, char *why, size_t size)
@@ -478,7 +475,7 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 {
 	struct mcp_downstream *ds = calloc(1, sizeof(*ds));
 	if (!ds)
-		return say(why, size, "out of memory");
+		return mcp_say(why, size, "out of memory");
 	pthread_mutex_init(&ds->lock, NULL);
 	ds->name = strdup(spec->name);
 	ds->timeout_ms = spec->timeout_ms;
@@ -495,9 +492,9 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 	}
 	if (!ok) {
 		mcp_downstream_close(ds);
-		return say(why, size, "out of memory");
+		return mcp_say(why, size, "out of memory");
 	}
-	uint64_t deadline_us = mcp_now_us() + ds->timeout_ms * 1000;
+	uint64_t deadline_us = cli_now_us() + ds->timeout_ms * 1000;
 	int rc = ds->url ? handshake(ds, deadline_us, why, size)
 			 : stdio_start(ds, deadline_us, why, size);
 	if (rc < 0) {
@@ -514,16 +511,16 @@ static int stdio_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadli
 	uint64_t d = deadline_us;
 	struct timespec until = {(time_t)(d / 1000000u), (long)(d % 1000000u) * 1000};
 	if (pthread_mutex_clocklock(&ds->lock, CLOCK_MONOTONIC, &until))
-		return say(why, size,
-			   "server '%s' was busy with other calls until the run's deadline",
-			   ds->name);
+		return mcp_say(why, size,
+			       "server '%s' was busy with other calls until the run's deadline",
+			       ds->name);
 	int rc = 0;
 	if (!ds->pid) {
 		char inner[256];
 		if (stdio_start(ds, deadline_us, inner, sizeof(inner)) < 0)
-			rc = say(why, size,
-				 "server '%s' is not running (%s) and did not start again: %s",
-				 ds->name, ds->death, inner);
+			rc = mcp_say(why, size,
+				     "server '%s' is not running (%s) and did not start again: %s",
+				     ds->name, ds->death, inner);
 	}
 	bool timed_out = false;
 	long status;
@@ -537,9 +534,10 @@ static int stdio_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadli
 					  "reason", "the calling run's deadline passed"));
 		char ignored[8];
 		if (cancel)
-			stdio_write(ds, cancel, mcp_now_us() + 100000, ignored, sizeof(ignored));
+			stdio_write(ds, cancel, cli_now_us() + 100000, ignored, sizeof(ignored));
 		json_decref(cancel);
-		say(why, size, "server '%s' did not answer in time (the run's deadline)", ds->name);
+		mcp_say(why, size, "server '%s' did not answer in time (the run's deadline)",
+			ds->name);
 	}
 	pthread_mutex_unlock(&ds->lock);
 	return rc;
@@ -559,13 +557,14 @@ static int http_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadlin
 		pthread_mutex_unlock(&ds->lock);
 		char inner[256];
 		if (handshake(ds, deadline_us, inner, sizeof(inner)) < 0)
-			return say(why, size,
-				   "server '%s' lost the session and refused a new one: %s",
-				   ds->name, inner);
+			return mcp_say(why, size,
+				       "server '%s' lost the session and refused a new one: %s",
+				       ds->name, inner);
 		rc = exchange(ds, msg, deadline_us, response, &timed_out, &status, why, size);
 	}
 	if (rc < 0 && timed_out)
-		say(why, size, "server '%s' did not answer in time (the run's deadline)", ds->name);
+		mcp_say(why, size, "server '%s' did not answer in time (the run's deadline)",
+			ds->name);
 	return rc;
 }
 
@@ -574,9 +573,9 @@ int mcp_downstream_request(struct mcp_downstream *ds, const char *method, json_t
 {
 	json_t *msg = message(take_id(ds), method, params);
 	if (!msg)
-		return say(why, size, "out of memory");
+		return mcp_say(why, size, "out of memory");
 	if (!deadline_us)
-		deadline_us = mcp_now_us() + ds->timeout_ms * 1000;
+		deadline_us = cli_now_us() + ds->timeout_ms * 1000;
 	int rc = ds->url ? http_request(ds, msg, deadline_us, response, why, size)
 			 : stdio_request(ds, msg, deadline_us, response, why, size);
 	json_decref(msg);

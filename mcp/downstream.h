@@ -76,7 +76,9 @@ int mcp_downstreams_add(struct mcp_downstreams **all, struct snapcell_config *cf
 void mcp_downstreams_set_cap(struct mcp_downstreams **all, unsigned cap);
 void mcp_downstreams_free(struct mcp_downstreams *all);
 
-uint64_t mcp_now_us(void);
+/* Writes the reason into why and returns -1, for `return mcp_say(why, why_size, ...)`. */
+int mcp_say(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* config.c: whether cfg already has a tool of that name (a second one would replace it). */
 bool mcp_config_has_tool(const struct snapcell_config *cfg, const char *name);
 

@@ -5,12 +5,12 @@
  * http and https only; the whole exchange ends at the caller's deadline. */
 #define _GNU_SOURCE
 #include <curl/curl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "../cli/cli.h"
 #include "downstream.h"
 #include "mcp.h"
 
@@ -30,15 +30,6 @@ struct answer {
 int mcp_downstream_http_init(void)
 {
 	return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-}
-
-static int say(char *why, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, size, fmt, ap);
-	va_end(ap);
-	return -1;
 }
 
 /* A header's value with surrounding whitespace dropped, or NULL when line is not name's. */
@@ -202,9 +193,9 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 	*new_session = NULL;
 	if (response)
 		*response = NULL;
-	uint64_t now = mcp_now_us();
+	uint64_t now = cli_now_us();
 	if (now >= post->deadline_us)
-		return say(why, size, "no time left before the deadline");
+		return mcp_say(why, size, "no time left before the deadline");
 	char *body = json_dumps(msg, JSON_COMPACT);
 	CURL *curl = curl_easy_init();
 	struct curl_slist *headers = request_headers(post);
@@ -212,7 +203,7 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 		free(body);
 		curl_easy_cleanup(curl);
 		curl_slist_free_all(headers);
-		return say(why, size, "out of memory");
+		return mcp_say(why, size, "out of memory");
 	}
 	struct answer a = {.want = want_id};
 	curl_easy_setopt(curl, CURLOPT_URL, post->url);
@@ -230,13 +221,13 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
 	int rc = 0;
 	if (a.too_big) {
-		rc = say(why, size, "the answer is longer than 16 MiB");
+		rc = mcp_say(why, size, "the answer is longer than 16 MiB");
 	} else if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && a.response)) {
 		if (cc == CURLE_OPERATION_TIMEDOUT)
 			*status = 0;
-		rc = say(why, size, "%s", curl_easy_strerror(cc));
+		rc = mcp_say(why, size, "%s", curl_easy_strerror(cc));
 	} else if (*status < 200 || *status > 299) {
-		rc = say(why, size, "HTTP status %ld", *status);
+		rc = mcp_say(why, size, "HTTP status %ld", *status);
 	} else if (want_id && !a.sse) {
 		json_t *m = a.len ? json_loadb(a.buf, a.len, JSON_REJECT_DUPLICATES, NULL) : NULL;
 		if (json_is_object(m) && json_equal(json_object_get(m, "id"), want_id))
@@ -244,14 +235,14 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 		else
 			json_decref(m);
 		if (!a.response)
-			rc = say(why, size, "the answer (%s) is not the JSON-RPC response",
-				 a.content_type ? a.content_type : "no Content-Type");
+			rc = mcp_say(why, size, "the answer (%s) is not the JSON-RPC response",
+				     a.content_type ? a.content_type : "no Content-Type");
 	} else if (want_id && !a.response) {
 		sse_feed(&a);
 		if (a.len)
 			sse_event(&a, a.buf, a.len); /* a last event without its blank line */
 		if (!a.response)
-			rc = say(why, size, "the event stream ended without the response");
+			rc = mcp_say(why, size, "the event stream ended without the response");
 	}
 	if (rc == 0 && response)
 		*response = a.response;

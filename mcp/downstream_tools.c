@@ -33,15 +33,6 @@ struct mcp_downstreams {
 	size_t n_tools;
 };
 
-static int say(char *why, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, size, fmt, ap);
-	va_end(ap);
-	return -1;
-}
-
 static struct mcp_downstreams *ensure(struct mcp_downstreams **all)
 {
 	if (!*all && (*all = calloc(1, sizeof(**all))))
@@ -175,15 +166,16 @@ static int add_tool(struct mcp_downstreams *all, struct snapcell_config *cfg,
 	json_t *description = json_object_get(tool, "description");
 	json_t *schema = json_object_get(tool, "inputSchema");
 	if (!name)
-		return say(why, size, "server '%s' listed a tool without a name", server);
+		return mcp_say(why, size, "server '%s' listed a tool without a name", server);
 	if (description && !json_is_string(description))
-		return say(why, size, "server '%s': tool '%s': the description is not a string",
-			   server, name);
+		return mcp_say(why, size, "server '%s': tool '%s': the description is not a string",
+			       server, name);
 	if (schema && !json_is_object(schema))
-		return say(why, size, "server '%s': tool '%s': inputSchema is not an object",
-			   server, name);
+		return mcp_say(why, size, "server '%s': tool '%s': inputSchema is not an object",
+			       server, name);
 	if (all->n_tools == TOOLS_MAX)
-		return say(why, size, "server '%s' lists more than %d tools", server, TOOLS_MAX);
+		return mcp_say(why, size, "server '%s' lists more than %d tools", server,
+			       TOOLS_MAX);
 	struct ds_tool *t = calloc(1, sizeof(*t));
 	struct ds_tool **grown = realloc(all->tools, (all->n_tools + 1) * sizeof(*grown));
 	if (grown)
@@ -192,20 +184,21 @@ static int add_tool(struct mcp_downstreams *all, struct snapcell_config *cfg,
 	    asprintf(&t->fullname, "%s.%s", server, name) < 0) {
 		free(t ? t->name : NULL);
 		free(t);
-		return say(why, size, "out of memory");
+		return mcp_say(why, size, "out of memory");
 	}
 	t->all = all;
 	t->conn = conn;
 	all->tools[all->n_tools++] = t;
 	if (mcp_config_has_tool(cfg, t->fullname))
-		return say(why, size, "server '%s': tool '%s': %s is already a tool", server, name,
-			   t->fullname);
+		return mcp_say(why, size, "server '%s': tool '%s': %s is already a tool", server,
+			       name, t->fullname);
 	char *schema_text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
 	struct snapcell_error err = {0};
 	int rc = snapcell_config_add_tool(cfg, t->fullname, json_string_value(description),
 					  schema_text, SNAPCELL_APPROVAL_NEVER, call_tool, t, &err);
 	free(schema_text);
-	return rc < 0 ? say(why, size, "server '%s': tool '%s': %s", server, name, err.message) : 0;
+	return rc < 0 ? mcp_say(why, size, "server '%s': tool '%s': %s", server, name, err.message)
+		      : 0;
 }
 
 static int list_tools(struct mcp_downstreams *all, struct snapcell_config *cfg,
@@ -221,7 +214,7 @@ static int list_tools(struct mcp_downstreams *all, struct snapcell_config *cfg,
 		cursor = NULL;
 		if (mcp_downstream_request(conn, "tools/list", params, 0, &response, inner,
 					   sizeof(inner)) < 0)
-			return say(why, size, "server '%s': tools/list: %s", server, inner);
+			return mcp_say(why, size, "server '%s': tools/list: %s", server, inner);
 		json_t *result = json_object_get(response, "result");
 		json_t *tools = json_object_get(result, "tools"), *tool;
 		size_t i;
@@ -229,9 +222,9 @@ static int list_tools(struct mcp_downstreams *all, struct snapcell_config *cfg,
 			json_t *error = json_object_get(response, "error");
 			const char *text = json_string_value(json_object_get(error, "message"));
 			json_decref(response);
-			return say(why, size, "server '%s': tools/list: %s", server,
-				   error ? (text ? text : "refused")
-					 : "the answer has no tools array");
+			return mcp_say(why, size, "server '%s': tools/list: %s", server,
+				       error ? (text ? text : "refused")
+					     : "the answer has no tools array");
 		}
 		json_array_foreach(tools, i, tool)
 		{
@@ -247,8 +240,8 @@ static int list_tools(struct mcp_downstreams *all, struct snapcell_config *cfg,
 			return 0;
 	}
 	free(cursor);
-	return say(why, size, "server '%s': tools/list: more than %d pages", server,
-		   LIST_PAGES_MAX);
+	return mcp_say(why, size, "server '%s': tools/list: more than %d pages", server,
+		       LIST_PAGES_MAX);
 }
 
 int mcp_downstreams_add(struct mcp_downstreams **allp, struct snapcell_config *cfg,
@@ -258,19 +251,19 @@ int mcp_downstreams_add(struct mcp_downstreams **allp, struct snapcell_config *c
 	struct mcp_downstream **grown =
 		all ? realloc(all->conns, (all->n_conns + 1) * sizeof(*grown)) : NULL;
 	if (!grown)
-		return say(why, size, "out of memory");
+		return mcp_say(why, size, "out of memory");
 	all->conns = grown;
 	static bool curl_ready;
 	if (spec->url && !curl_ready) {
 		if (mcp_downstream_http_init() < 0)
-			return say(why, size, "server '%s': libcurl did not initialise",
-				   spec->name);
+			return mcp_say(why, size, "server '%s': libcurl did not initialise",
+				       spec->name);
 		curl_ready = true;
 	}
 	struct mcp_downstream *conn;
 	char inner[512];
 	if (mcp_downstream_open(spec, &conn, inner, sizeof(inner)) < 0)
-		return say(why, size, "server '%s': %s", spec->name, inner);
+		return mcp_say(why, size, "server '%s': %s", spec->name, inner);
 	all->conns[all->n_conns++] = conn;
 	return list_tools(all, cfg, conn, why, size);
 }

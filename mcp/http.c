@@ -356,10 +356,7 @@ static bool token_ok(const struct http *h, struct MHD_Connection *con)
 	size_t n = strlen(h->token);
 	if (strlen(auth + 7) != n)
 		return false;
-	unsigned char diff = 0;
-	for (size_t i = 0; i < n; i++)
-		diff |= (unsigned char)(auth[7 + i] ^ h->token[i]);
-	return diff == 0;
+	return mcp_secret_equal(auth + 7, h->token, n);
 }
 
 static void keep(struct upload *u, const char *data, size_t n)

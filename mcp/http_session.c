@@ -9,17 +9,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
+#include "../cli/cli.h"
 #include "mcp.h"
 
-#define SLOT_HEX   4  /* the slot, 4 hex digits: MCP_HTTP_SESSIONS_MAX fits */
-#define SECRET_LEN 16 /* random bytes, 32 hex digits: 128 bits no client can guess */
+#define SLOT_HEX 4 /* the slot, 4 hex digits: MCP_HTTP_SESSIONS_MAX fits */
 
 struct slot {
-	char secret[2 * SECRET_LEN];
-	uint64_t scope; /* 0: free */
+	char secret[MCP_SECRET_HEX]; /* not NUL-terminated */
+	uint64_t scope;		     /* 0: free */
 	uint64_t last_us;
 };
 
@@ -30,13 +29,6 @@ struct mcp_http_sessions {
 	uint64_t idle_us;
 	uint64_t next_scope;
 };
-
-static uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 struct mcp_http_sessions *mcp_http_sessions_new(unsigned max, unsigned idle_s)
 {
@@ -87,20 +79,20 @@ static unsigned pick_slot(struct mcp_http_sessions *s, uint64_t now, bool *evict
 int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LEN + 1],
 			  uint64_t *scope)
 {
-	unsigned char raw[SECRET_LEN];
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+	char secret[MCP_SECRET_HEX + 1];
+	if (mcp_secret_new(secret) < 0)
 		return -1;
 	pthread_mutex_lock(&s->lock);
-	uint64_t now = now_us();
+	uint64_t now = cli_now_us();
 	bool evicted;
 	unsigned i = pick_slot(s, now, &evicted);
 	struct slot *e = &s->slots[i];
-	for (size_t k = 0; k < SECRET_LEN; k++)
-		snprintf(e->secret + 2 * k, 3, "%02x", raw[k]);
+	memcpy(e->secret, secret, MCP_SECRET_HEX);
 	e->scope = s->next_scope++;
 	e->last_us = now;
 	*scope = e->scope;
-	snprintf(id, MCP_SESSION_ID_LEN + 1, "%0*x%.*s", SLOT_HEX, i, 2 * SECRET_LEN, e->secret);
+	/* i < max <= MCP_HTTP_SESSIONS_MAX: the modulo only tells the compiler it fits. */
+	snprintf(id, MCP_SESSION_ID_LEN + 1, "%0*x%s", SLOT_HEX, i % MCP_HTTP_SESSIONS_MAX, secret);
 	pthread_mutex_unlock(&s->lock);
 	if (evicted)
 		fprintf(stderr,
@@ -122,18 +114,15 @@ static struct slot *lookup(struct mcp_http_sessions *s, const char *id)
 	unsigned long i = strtoul(hex, NULL, 16);
 	if (i >= s->max || !s->slots[i].scope)
 		return NULL;
-	/* Compared in full whatever differs first, so timing tells nothing of the secret. */
-	unsigned char diff = 0;
-	for (size_t k = 0; k < 2 * SECRET_LEN; k++)
-		diff |= (unsigned char)(id[SLOT_HEX + k] ^ s->slots[i].secret[k]);
-	return diff ? NULL : &s->slots[i];
+	struct slot *e = &s->slots[i];
+	return mcp_secret_equal(id + SLOT_HEX, e->secret, MCP_SECRET_HEX) ? e : NULL;
 }
 
 uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id)
 {
 	pthread_mutex_lock(&s->lock);
 	struct slot *e = lookup(s, id);
-	uint64_t now = now_us(), scope = 0;
+	uint64_t now = cli_now_us(), scope = 0;
 	if (e && expired(s, e, now)) {
 		e->scope = 0;
 	} else if (e) {
@@ -148,7 +137,7 @@ uint64_t mcp_http_session_close(struct mcp_http_sessions *s, const char *id)
 {
 	pthread_mutex_lock(&s->lock);
 	struct slot *e = lookup(s, id);
-	uint64_t scope = e && !expired(s, e, now_us()) ? e->scope : 0;
+	uint64_t scope = e && !expired(s, e, cli_now_us()) ? e->scope : 0;
 	if (e)
 		e->scope = 0;
 	pthread_mutex_unlock(&s->lock);

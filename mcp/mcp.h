@@ -179,6 +179,18 @@ void mcp_state_write(const char *path, const json_t *doc);
 /* config.c: reads a --config file into cfg and opts; -1 after a message on stderr naming the
  * offending key's path. */
 int mcp_config_load(const char *path, struct snapcell_config *cfg, struct mcp_options *opts);
+/* The same for a parsed file (root, borrowed); file only names it in messages. */
+int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg,
+		     struct mcp_options *opts);
+
+/* secret.c: MCP_SECRET_HEX lowercase hex digits of random bytes (128 bits no client can
+ * guess) into out, NUL-terminated; 0 or -errno. */
+#define MCP_SECRET_BYTES 16
+#define MCP_SECRET_HEX	 (2 * MCP_SECRET_BYTES)
+int mcp_secret_new(char out[MCP_SECRET_HEX + 1]);
+/* Whether the first n bytes of a and b agree, compared in full whatever differs first: a
+ * caller probing ids, handles or tokens learns nothing from how long a refusal took. */
+bool mcp_secret_equal(const char *a, const char *b, size_t n);
 
 /* http_session.c: the handshake era's HTTP sessions (Mcp-Session-Id), a bounded table. */
 #define MCP_SESSION_ID_LEN    36    /* visible ASCII: 4 hex digits of slot, 32 of secret */

@@ -12,14 +12,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../cli/cli.h"
 #include "mcp.h"
 
-#define SECRET_BYTES 16
-#define SECRET_HEX   (2 * SECRET_BYTES)
 /* How much of a handle the state file (and so snapcell doctor) shows: enough to tell
  * sessions apart, far too little to guess the rest (104 bits stay secret). */
 #define PREFIX_HEX	  6
@@ -39,7 +37,7 @@
 #define STATUS_SETUP	  "setup-failure"
 
 struct snap {
-	char secret[SECRET_HEX + 1];
+	char secret[MCP_SECRET_HEX + 1];
 	struct snapcell_snapshot *snap;
 	struct snap *next;
 };
@@ -48,7 +46,7 @@ struct snap {
  * thread at a time); an entry off the list (gone: closed or expired) is freed by whoever
  * holds it last: the closer or sweeper when it is idle, else the call that releases it. */
 struct entry {
-	char secret[SECRET_HEX + 1];
+	char secret[MCP_SECRET_HEX + 1];
 	struct snapcell_session *s;
 	struct snap *snaps;
 	unsigned n_snaps;
@@ -73,13 +71,6 @@ struct mcp_sessions {
 	pthread_t sweeper;
 };
 
-static uint64_t mono_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 bool mcp_replica_valid(const char *name)
 {
 	size_t n = strlen(name);
@@ -92,31 +83,6 @@ bool mcp_replica_valid(const char *name)
 			return false;
 	}
 	return true;
-}
-
-static int new_secret(char out[SECRET_HEX + 1])
-{
-	unsigned char raw[SECRET_BYTES];
-	size_t got = 0;
-	while (got < sizeof(raw)) {
-		ssize_t n = getrandom(raw + got, sizeof(raw) - got, 0);
-		if (n < 0 && errno != EINTR)
-			return -errno;
-		got += n > 0 ? (size_t)n : 0;
-	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(out + 2 * i, 3, "%02x", raw[i]);
-	return 0;
-}
-
-/* Compares in time independent of where they differ: a caller probing handles learns
- * nothing from how long a refusal took. */
-static bool same_secret(const char *a, const char *b)
-{
-	unsigned char diff = 0;
-	for (size_t i = 0; i < SECRET_HEX; i++)
-		diff |= (unsigned char)(a[i] ^ b[i]);
-	return diff == 0;
 }
 
 static char *handle(const struct mcp_sessions *reg, const char *tag, const char *secret)
@@ -220,7 +186,7 @@ static void *sweeper_main(void *arg)
 	uint64_t idle_us = (uint64_t)reg->opts.idle_timeout_s * 1000000u;
 	pthread_mutex_lock(&reg->lock);
 	while (!reg->stopping) {
-		uint64_t now = mono_us(), next = UINT64_MAX;
+		uint64_t now = cli_now_us(), next = UINT64_MAX;
 		struct entry *expired = NULL;
 		for (struct entry *e = reg->entries, *after; e; e = after) {
 			after = e->next;
@@ -393,7 +359,7 @@ static const char *parse_handle(const struct mcp_sessions *reg, const char *h, c
 		return NULL;
 	}
 	const char *secret = rest + strlen(tag);
-	if (strncmp(rest, tag, strlen(tag)) || strlen(secret) != SECRET_HEX) {
+	if (strncmp(rest, tag, strlen(tag)) || strlen(secret) != MCP_SECRET_HEX) {
 		*error = unknown(reg, show, tag);
 		return NULL;
 	}
@@ -405,10 +371,10 @@ static const char *parse_handle(const struct mcp_sessions *reg, const char *h, c
 static struct entry *find(struct mcp_sessions *reg, const char *secret, struct snap **snap)
 {
 	for (struct entry *e = reg->entries; e; e = e->next) {
-		if (!snap && same_secret(e->secret, secret))
+		if (!snap && mcp_secret_equal(e->secret, secret, MCP_SECRET_HEX))
 			return e;
 		for (struct snap *p = snap ? e->snaps : NULL; p; p = p->next)
-			if (same_secret(p->secret, secret))
+			if (mcp_secret_equal(p->secret, secret, MCP_SECRET_HEX))
 				return *snap = p, e;
 	}
 	return NULL;
@@ -450,7 +416,7 @@ static void release(struct mcp_sessions *reg, struct entry *e)
 	e->busy = false;
 	e->running = NULL;
 	e->alive = snapcell_session_alive(e->s);
-	e->used_us = mono_us();
+	e->used_us = cli_now_us();
 	e->used_unix = time(NULL);
 	bool free_it = e->gone;
 	write_state(reg);
@@ -465,7 +431,7 @@ static void release(struct mcp_sessions *reg, struct entry *e)
 static json_t *session_new(struct mcp_sessions *reg, bool structured)
 {
 	struct entry *e = calloc(1, sizeof(*e));
-	if (!e || new_secret(e->secret) < 0) {
+	if (!e || mcp_secret_new(e->secret) < 0) {
 		free(e);
 		return tool_error(STATUS_SETUP, "cannot make a session handle: %s",
 				  strerror(errno));
@@ -493,7 +459,7 @@ static json_t *session_new(struct mcp_sessions *reg, bool structured)
 	}
 	e->alive = true;
 	e->created_unix = e->used_unix = time(NULL);
-	e->used_us = mono_us();
+	e->used_us = cli_now_us();
 	char *h = handle(reg, SESSION_TAG, e->secret);
 	pthread_mutex_lock(&reg->lock);
 	e->next = reg->entries;
@@ -579,7 +545,7 @@ static json_t *session_snapshot(struct mcp_sessions *reg, const char *h, bool st
 				    "no snapshot taken: session %s has %u snapshots, the most this "
 				    "server allows; session_close one you no longer need",
 				    h, reg->opts.max_snapshots);
-	else if (!p || new_secret(p->secret) < 0)
+	else if (!p || mcp_secret_new(p->secret) < 0)
 		result = tool_error(STATUS_SETUP, "cannot make a snapshot handle");
 	else if (snapcell_session_snapshot(e->s, &p->snap, &err) < 0)
 		result = tool_error(STATUS_ENDED, "no snapshot taken of session %s: %s", h,

@@ -33,18 +33,6 @@
 #define REAP_DEADLINE_MS 1000
 #define NAME_PREFIX	 "snapcell-"
 
-static int read_text(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, len - 1);
-	int rc = n < 0 ? -errno : 0;
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	return rc;
-}
-
 /* This process's cgroup in the v1 hierarchy that has the memory controller, from
  * /proc/self/cgroup ("4:memory:/a/b" or "4:cpu,memory:/a/b"). */
 static int own_memory_cgroup(char *out, size_t len)
@@ -119,7 +107,7 @@ static unsigned long long start_time(long pid)
 {
 	char path[64], buf[1024];
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	if (read_text(path, buf, sizeof(buf)) < 0)
+	if (sc__read_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
 		return 0;
 	char *p = strrchr(buf, ')');
 	unsigned long long t = 0;
@@ -242,29 +230,17 @@ int sc__cgroup_attach(const struct sc_cgroup *cg, pid_t pid, struct snapcell_err
 	return rc < 0 ? sc__err(err, rc, "move the template into %s", cg->path) : 0;
 }
 
-static int read_at(int dir, const char *path, char *buf, size_t len)
-{
-	int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, len - 1);
-	int rc = n < 0 ? -errno : 0;
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
-	return rc;
-}
-
 int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgroup_usage *out)
 {
 	char path[64], buf[512];
 	*out = (struct sc_cgroup_usage){0};
 	snprintf(path, sizeof(path), "%u/memory.max_usage_in_bytes", id);
-	int rc = read_at(cg->dir_fd, path, buf, sizeof(buf));
+	int rc = sc__read_file_at(cg->dir_fd, path, buf, sizeof(buf));
 	if (rc < 0)
 		return rc;
 	out->peak_bytes = strtoull(buf, NULL, 10);
 	snprintf(path, sizeof(path), "%u/memory.oom_control", id);
-	if ((rc = read_at(cg->dir_fd, path, buf, sizeof(buf))) < 0)
+	if ((rc = sc__read_file_at(cg->dir_fd, path, buf, sizeof(buf))) < 0)
 		return rc;
 	char *kills = strstr(buf, "oom_kill ");
 	out->oom_kills = kills ? strtoull(kills + 9, NULL, 10) : 0;

@@ -75,18 +75,12 @@ int sc__cgroup_cell_enter(int tasks_fd)
 static int read_number_at(int dir, const char *path, const char *key, uint64_t *out)
 {
 	char buf[512];
-	int fd = openat(dir, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	int rc = n < 0 ? -errno : 0;
-	close(fd);
-	buf[n > 0 ? n : 0] = 0;
+	int rc = sc__read_file_at(dir, path, buf, sizeof(buf));
 	const char *at = key ? strstr(buf, key) : buf;
-	if (rc == 0 && !at)
+	if (rc >= 0 && !at)
 		rc = -ENODATA;
-	*out = rc == 0 ? strtoull(at + (key ? strlen(key) : 0), NULL, 10) : 0;
-	return rc;
+	*out = rc >= 0 ? strtoull(at + (key ? strlen(key) : 0), NULL, 10) : 0;
+	return rc < 0 ? rc : 0;
 }
 
 int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_t *oom_kills)

@@ -80,8 +80,9 @@ int sc__landlock_abi(void);
 /* Landlock ABI from which sc__landlock_exec_ruleset can scope abstract AF_UNIX sockets, and
  * from which it also keeps connect and sendmsg to pathname sockets the cell made itself. */
 #define SC_LANDLOCK_ABI_UNIX	  6
-#define SC_LANDLOCK_ABI_SIGNAL	  6 /* signal scoping (src/isolate/hostfs.c) */
 #define SC_LANDLOCK_ABI_UNIX_PATH 9
+/* Landlock ABI from which a domain scopes signals (and abstract sockets) to itself. */
+#define SC_LANDLOCK_ABI_SCOPE 6
 
 /* A ruleset (a CLOEXEC fd above 9) that handles execution and allows it only for these
  * files, or a negative code. With unix_scope (ABI SC_LANDLOCK_ABI_UNIX) it also keeps
@@ -127,17 +128,19 @@ enum sc_seccomp_flags {
 	/* Without NETWORK: AF_UNIX sockets with bind, listen, accept and connect; only under
 	 * the Landlock domain that scopes abstract sockets to the cell. Ignored with NETWORK. */
 	SC_SECCOMP_UNIX = 1 << 2,
-	/* The rlimits level (no namespaces; docs/security.md): no kill(-1) (which reaches every
-	 * process of the uid where Landlock cannot scope signals), socketpair only of stream
-	 * and seqpacket types (a datagram one could sendmsg to a host's pathname socket). */
+	/* The rlimits level (no namespaces; docs/security.md): no kill(-1) unless
+	 * SIGNALS_SCOPED (without it kill(-1) reaches every process of the uid), socketpair only of
+	 * stream and seqpacket types (a datagram one could sendmsg to a host's pathname socket). */
 	SC_SECCOMP_HOST = 1 << 3,
-	/* With HOST, where the cells' uid is the caller's own: no chmod, chown, utimes or
-	 * truncate by path (Landlock does not cover them; the descriptor forms stay). */
+	/* With HOST: no chmod, chown, utimes or truncate by path (Landlock does not cover them;
+	 * the descriptor forms stay). The cells' uid owns what they must not change: the
+	 * caller's files when it is the caller's own, the work directory's tmp/ and out/, the
+	 * other cells' directories and the template's home when it is the sandbox's. */
 	SC_SECCOMP_NO_PATH_ATTRS = 1 << 4,
-	/* With HOST, where the cells' Landlock domain scopes signals (ABI 6, src/isolate/
-	 * hostfs.c): kill(-1) allowed, since it then reaches only the cell's own processes,
-	 * and a session's anchor stops and continues its family with it (guest/session.c). */
-	SC_SECCOMP_SCOPED_KILL = 1 << 5,
+	/* With HOST, where the cells' Landlock domain scopes signals (ABI 6): kill(-1) allowed,
+	 * since it reaches only the cell's own processes, as a pid namespace's would (a
+	 * session's anchor stops its family with it between runs). */
+	SC_SECCOMP_SIGNALS_SCOPED = 1 << 5,
 };
 
 /* Compiles the cell policy once (in the template), so cells only install it. Whatever the

@@ -82,7 +82,7 @@ int sc__hostfs_restrict(const struct sc_hostfs *fs, struct snapcell_error *err)
 		attr.handled_access_net = NET_BIND_TCP | NET_CONNECT; /* no rule: no TCP */
 		size = 2 * sizeof(uint64_t);
 	}
-	if (abi >= 6) {
+	if (abi >= SC_LANDLOCK_ABI_SCOPE) {
 		attr.scoped = SCOPE_UNIX | SCOPE_SIGNAL;
 		size = sizeof(attr);
 	}

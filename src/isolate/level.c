@@ -27,14 +27,8 @@ static const int ns_flags[SC_NS_STEPS] = {
 static long sysctl_value(const char *path)
 {
 	char buf[32];
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (sc__read_file_at(AT_FDCWD, path, buf, sizeof(buf)) <= 0)
 		return -1;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
 	return strtol(buf, NULL, 10);
 }
 

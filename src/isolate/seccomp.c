@@ -401,8 +401,8 @@ static int add_exec_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
-/* Path-based attribute changes, which Landlock does not see: where the cells' uid is the
- * caller's own, its files would be theirs to chmod, chown, touch or truncate. */
+/* Path-based attribute changes, which Landlock does not see: the cells' uid owns files they
+ * must not change (the caller's, or the sandbox's work directory and sibling cells'). */
 static const char *const path_attrs[] = {
 	"chmod",    "fchmodat", "fchmodat2", "chown",	  "lchown",
 	"fchownat", "utime",	"utimes",    "futimesat", "truncate",
@@ -434,12 +434,12 @@ static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
 	return 0;
 }
 
-/* The rlimits level: kill(-1) refused (pid_t is 32 bits) unless Landlock scopes signals,
- * socketpairs of stream and seqpacket types only, utimensat by path only where attributes
- * by path are allowed. */
+/* The rlimits level: kill(-1) refused where signals are not scoped (pid_t is 32 bits),
+ * socketpairs of stream and seqpacket types only, utimensat by path only where attributes by
+ * path are allowed. */
 static int add_host_rules(scmp_filter_ctx ctx, unsigned flags)
 {
-	int rc = (flags & SC_SECCOMP_SCOPED_KILL)
+	int rc = (flags & SC_SECCOMP_SIGNALS_SCOPED)
 			 ? seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 0)
 			 : seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(kill), 1,
 					    SCMP_A0_32(SCMP_CMP_NE, (uint32_t)-1));

@@ -35,6 +35,14 @@ int snapcell_normalize_mount_path(const char *in, char *out, size_t out_len,
 		n--;
 	if (n >= sizeof(buf))
 		return sc__err(err, SNAPCELL_E_INVAL, "mount path is too long");
+	/* The path is told to the model (snapcell_config_describe) and named in its code: text,
+	 * one line of it. */
+	if (!sc__utf8_valid(in, n))
+		return sc__err(err, SNAPCELL_E_INVAL, "mount path is not UTF-8");
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)in[i] < 0x20 || in[i] == 0x7f)
+			return sc__err(err, SNAPCELL_E_INVAL,
+				       "mount path contains a control character (byte %zu)", i);
 	for (size_t i = 0; i < n; i++)
 		buf[i] = in[i] == '\\' ? '/' : in[i];
 	buf[n] = 0;

@@ -15,10 +15,9 @@
 #include "util/util.h"
 
 /* Moving a directory to another parent rewrites its "..", which needs write permission on
- * it: one the code made read-only is given it back for the move (the caller owns it). The
- * mode changes never follow a link (AT_SYMLINK_NOFOLLOW): a process that escaped the
- * family's stop could swap the directory for a link to a file of the sandbox user's outside
- * (the caller's own, for an unprivileged caller) between the fstatat and the change. */
+ * it: one the code made read-only is given it back for the move (the caller owns it). Never
+ * through a link (AT_SYMLINK_NOFOLLOW): where the family is not stopped (level rlimits below
+ * Landlock ABI 6) the code can swap the directory for one between the check and the chmod. */
 static int move_entry(int from, int to, const char *name)
 {
 	if (renameat(from, name, to, name) == 0)

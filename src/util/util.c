@@ -134,10 +134,12 @@ static int open_dir(int dirfd, const char *name)
 	return fd < 0 ? -errno : fd;
 }
 
-/* One level of the walk: the subdirectories of a directory still to remove, read once. */
+/* One level of the walk: the subdirectories of a directory still to remove, read once, and
+ * the directory's inode, which the climb back to it checks. */
 struct level {
 	char **dirs;
 	size_t n, next;
+	ino_t ino;
 };
 
 static void level_free(struct level *l)
@@ -160,7 +162,11 @@ static int read_level(int dfd, struct level *l)
 	int rc = 0;
 	size_t cap = 0;
 	struct dirent *e;
+	struct stat st;
 	*l = (struct level){0};
+	if (fstat(dfd, &st) < 0)
+		rc = -errno;
+	l->ino = st.st_ino;
 	while (rc == 0 && (e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
@@ -188,12 +194,15 @@ static int read_level(int dfd, struct level *l)
 	return rc;
 }
 
-/* Climbs from cur to its parent, checking it is still on the same filesystem. */
-static int climb(int *cur, dev_t dev)
+/* Climbs from cur to its parent, checking it is the directory the walk came down from: a
+ * directory moved elsewhere while the walk was in it (by a writer still alive, such as a
+ * process a dead cell left) has another "..", and the names listed for the level above would
+ * then be opened, and removed, there. */
+static int climb(int *cur, dev_t dev, ino_t ino)
 {
 	int up = openat(*cur, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	struct stat st;
-	if (up < 0 || fstat(up, &st) < 0 || st.st_dev != dev) {
+	if (up < 0 || fstat(up, &st) < 0 || st.st_dev != dev || st.st_ino != ino) {
 		int rc = up < 0 ? -errno : -EXDEV;
 		if (up >= 0)
 			close(up);
@@ -206,8 +215,10 @@ static int climb(int *cur, dev_t dev)
 
 /* Depth-first with one directory descriptor, each directory read once, and a stack of the
  * names still to visit: a tree thousands of directories deep or wide costs no more
- * descriptors than a flat one and time linear in its size. Every step checks the device, so
- * a tree rearranged under us (a live session) cannot lead the walk off its filesystem. The
+ * descriptors than a flat one and time linear in its size. Every step checks the device and
+ * every climb the directory it returns to, so a tree rearranged under us (a live session, a
+ * dead cell's leftover processes) cannot lead the walk off its filesystem or out of the
+ * tree: the walk stops there instead (EXDEV). The
  * deadline (0 for none) bounds a walk a live writer keeps growing. */
 int sc__remove_tree(int dirfd, const char *name, uint64_t deadline_us)
 {
@@ -246,7 +257,7 @@ int sc__remove_tree(int dirfd, const char *name, uint64_t deadline_us)
 			level_free(&stack[--depth]);
 			if (depth == 0)
 				break;
-			if ((rc = climb(&cur, top.st_dev)) < 0)
+			if ((rc = climb(&cur, top.st_dev, stack[depth - 1].ino)) < 0)
 				break;
 			struct level *up = &stack[depth - 1];
 			if (unlinkat(cur, up->dirs[up->next - 1], AT_REMOVEDIR) < 0 &&
@@ -283,6 +294,19 @@ int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t m
 		return -errno;
 	int rc = sc__write_all(fd, content, strlen(content));
 	close(fd);
+	return rc;
+}
+
+int sc__read_file_at(int dirfd, const char *name, char *buf, size_t size)
+{
+	buf[0] = 0;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, buf, size - 1);
+	int rc = n < 0 ? -errno : (int)n;
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
 	return rc;
 }
 
@@ -338,4 +362,29 @@ int sc__sorted_names(int dirfd, char ***names_out, size_t *n_out)
 	*names_out = names;
 	*n_out = n;
 	return 0;
+}
+
+bool sc__utf8_valid(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s, *end = p + len;
+	while (p < end) {
+		unsigned c = *p++;
+		size_t more = c < 0x80		       ? 0
+			      : c >= 0xc2 && c <= 0xdf ? 1
+			      : (c & 0xf0) == 0xe0     ? 2
+			      : c >= 0xf0 && c <= 0xf4 ? 3
+						       : 4;
+		if (more == 4 || (size_t)(end - p) < more)
+			return false;
+		unsigned cp = more == 1 ? c & 0x1f : more == 2 ? c & 0x0f : c & 0x07;
+		for (size_t i = 0; i < more; i++, p++) {
+			if ((*p & 0xc0) != 0x80)
+				return false;
+			cp = cp << 6 | (*p & 0x3f);
+		}
+		if ((more == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+		    (more == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+			return false;
+	}
+	return true;
 }

@@ -3,6 +3,7 @@
 #ifndef SC_UTIL_H
 #define SC_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -47,5 +48,13 @@ void sc__names_free(char **names, size_t n);
 
 /* Writes a small file relative to dirfd with the given mode (used to build the cell's /etc). */
 int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t mode);
+/* Reads a small file relative to dirfd (AT_FDCWD: a path) with one read(), as /proc, /sys and
+ * cgroup files are read: at most size - 1 bytes into buf, NUL-terminated even on failure.
+ * The length read, or -errno. */
+int sc__read_file_at(int dirfd, const char *name, char *buf, size_t size);
+
+/* Whether s[0..len) is well-formed UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF): text that JSON, and a model, can carry. */
+bool sc__utf8_valid(const char *s, size_t len);
 
 #endif

@@ -56,6 +56,27 @@ void expect_output(struct snapcell_sandbox *sb, const char *code, const char *wa
 	snapcell_result_free(res);
 }
 
+static void *bg_main(void *arg)
+{
+	struct test_bg_run *b = arg;
+	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, NULL, &b->res, NULL) < 0)
+		b->res = NULL;
+	return NULL;
+}
+
+void test_bg_start(struct test_bg_run *b, struct snapcell_sandbox *sb, const char *code)
+{
+	*b = (struct test_bg_run){.sb = sb, .code = code};
+	cr_assert_eq(pthread_create(&b->thread, NULL, bg_main, b), 0);
+}
+
+struct snapcell_result *test_bg_join(struct test_bg_run *b)
+{
+	pthread_join(b->thread, NULL);
+	cr_assert_not_null(b->res, "background run failed in the library");
+	return b->res;
+}
+
 void test_skip_or_fail(const char *reason)
 {
 	const char *strict = getenv("SNAPCELL_REQUIRE_ALL");

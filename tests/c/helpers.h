@@ -4,6 +4,7 @@
 #define SC_TEST_HELPERS_H
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <semaphore.h>
 #include <stdbool.h>
 #include <errno.h>
@@ -46,6 +47,28 @@ int test_count_host_processes(const char *name);
 
 /* Runs code, expects status ok and exactly this stdout. */
 void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want);
+
+/* Python for attack tests: attempt(label, f) prints "label ok", or the exception's class and
+ * errno name (errno and os are imported). */
+#define PY_ATTEMPT                                                                                 \
+	"import errno, os\n"                                                                       \
+	"def attempt(label, f):\n"                                                                 \
+	"    try:\n"                                                                               \
+	"        f()\n"                                                                            \
+	"        print(label, 'ok')\n"                                                             \
+	"    except OSError as e:\n"                                                               \
+	"        print(label, type(e).__name__, errno.errorcode.get(e.errno, e.errno))\n"
+
+/* A run on another thread, so the test can act while it is in progress. */
+struct test_bg_run {
+	struct snapcell_sandbox *sb;
+	const char *code;
+	struct snapcell_result *res; /* NULL when the library failed the run */
+	pthread_t thread;
+};
+void test_bg_start(struct test_bg_run *b, struct snapcell_sandbox *sb, const char *code);
+/* Waits for the run; fails the test when the library failed it. The result is b->res. */
+struct snapcell_result *test_bg_join(struct test_bg_run *b);
 
 /* Synchronisation with running code, instead of sleeping: code calls the tool "gate"
  * (test_gate_add registers it), whose callback posts `reached` and then waits for `open`

@@ -20,7 +20,13 @@ static void require_cgroups(void)
 {
 	struct snapcell_probe probe;
 	cr_assert_eq(snapcell_probe_host(&probe, NULL), 0);
-	if (probe.level != SNAPCELL_ISOLATION_CGROUPS)
+	if (probe.level == SNAPCELL_ISOLATION_CGROUPS)
+		return;
+	/* The v1 memory hierarchy is root's on these machines: an unprivileged run of this
+	 * binary lacks no feature of the host (an_unprivileged_caller_... covers it). */
+	if (geteuid() != 0)
+		criterion_skip_test("%s", probe.mech[SNAPCELL_MECH_CGROUP_LIMITS].detail);
+	else
 		test_skip_or_fail(probe.mech[SNAPCELL_MECH_CGROUP_LIMITS].detail);
 }
 

@@ -28,15 +28,6 @@ static void require_landlock(int abi)
 	}
 }
 
-#define PY_ATTEMPT                                                                                 \
-	"import errno\n"                                                                           \
-	"def attempt(label, f):\n"                                                                 \
-	"    try:\n"                                                                               \
-	"        f()\n"                                                                            \
-	"        print(label, 'ok')\n"                                                             \
-	"    except OSError as e:\n"                                                               \
-	"        print(label, type(e).__name__, errno.errorcode.get(e.errno, e.errno))\n"
-
 Test(exec, sys_executable_runs_a_python)
 {
 	require_landlock(1);

@@ -8,41 +8,13 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
-
-/* A run on another thread, so the test can act while it is in progress. */
-struct hz_run {
-	struct snapcell_sandbox *sb;
-	const char *code;
-	struct snapcell_result *res;
-	pthread_t thread;
-};
-
-static void *hz_main(void *arg)
-{
-	struct hz_run *b = arg;
-	struct snapcell_error err;
-	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, NULL, &b->res, &err) < 0)
-		b->res = NULL;
-	return NULL;
-}
-
-static void hz_start(struct hz_run *b, struct snapcell_sandbox *sb, const char *code)
-{
-	*b = (struct hz_run){.sb = sb, .code = code};
-	cr_assert_eq(pthread_create(&b->thread, NULL, hz_main, b), 0);
-}
-
-static struct snapcell_result *hz_join(struct hz_run *b)
-{
-	pthread_join(b->thread, NULL);
-	cr_assert_not_null(b->res, "background run failed in the library");
-	return b->res;
-}
 
 /* Item 5: a crash must not stream the cell's memory to a pipe core_pattern handler (they
  * ignore RLIMIT_CORE=0); only a non-dumpable process is safe from them. */
@@ -83,20 +55,20 @@ Test(hardening, queued_signals_in_a_cell_cannot_starve_the_host_or_other_sandbox
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	struct snapcell_sandbox *other = test_sandbox(NULL);
-	struct hz_run flood;
-	hz_start(&flood, sb,
-		 "import signal, os\n"
-		 "sig = signal.SIGRTMIN + 1\n"
-		 /* pid 1 of a namespace drops signals it has no handler for */
-		 "signal.signal(sig, lambda *a: None)\n"
-		 "signal.pthread_sigmask(signal.SIG_BLOCK, {sig})\n"
-		 "for _ in range(10000):\n"
-		 "    os.kill(os.getpid(), sig)\n" /* queued up to the limit, then dropped */
-		 "call_tool('gate')\n"
-		 "n = 0\n"
-		 "while signal.sigtimedwait({sig}, 0) is not None:\n"
-		 "    n += 1\n"
-		 "print(n)\n");
+	struct test_bg_run flood;
+	test_bg_start(&flood, sb,
+		      "import signal, os\n"
+		      "sig = signal.SIGRTMIN + 1\n"
+		      /* pid 1 of a namespace drops signals it has no handler for */
+		      "signal.signal(sig, lambda *a: None)\n"
+		      "signal.pthread_sigmask(signal.SIG_BLOCK, {sig})\n"
+		      "for _ in range(10000):\n"
+		      "    os.kill(os.getpid(), sig)\n" /* queued up to the limit, then dropped */
+		      "call_tool('gate')\n"
+		      "n = 0\n"
+		      "while signal.sigtimedwait({sig}, 0) is not None:\n"
+		      "    n += 1\n"
+		      "print(n)\n");
 	test_gate_wait(&g);
 
 	/* The host user's own queue still works: sigqueue and a signalling timer. */
@@ -129,7 +101,7 @@ Test(hardening, queued_signals_in_a_cell_cannot_starve_the_host_or_other_sandbox
 		      "print(n)\n",
 		      "16\n");
 	sem_post(&g.open);
-	struct snapcell_result *res = hz_join(&flood);
+	struct snapcell_result *res = test_bg_join(&flood);
 	expect_ok(res);
 	long queued = strtol(res->stdout_buf, NULL, 10);
 	cr_expect(queued > 0 && queued <= 1024, "a cell queued %ld signals", queued);
@@ -357,8 +329,8 @@ Test(faults, the_template_killed_mid_run_is_a_clear_error_and_a_new_sandbox_work
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
-	struct hz_run run;
-	hz_start(&run, sb, "call_tool('gate')\nprint('after')\n");
+	struct test_bg_run run;
+	test_bg_start(&run, sb, "call_tool('gate')\nprint('after')\n");
 	test_gate_wait(&g);
 	cr_assert_eq(kill(st.template_pid, SIGKILL), 0);
 	test_pause_ms(50);
@@ -500,6 +472,127 @@ Test(faults, a_tool_that_fails_raises_tool_error_and_the_cell_goes_on)
 		      "on\n");
 	expect_output(sb, "print(5)", "5\n");
 	snapcell_sandbox_free(sb);
+}
+
+/* The work directory's filesystem full: a 2 MiB tmpfs of 64 inodes the test mounts in a
+ * directory of its own and names with $TMPDIR (where the library makes work directories),
+ * never the machine's /tmp or /dev/shm; in a mount namespace of the test's own, so a failed
+ * assertion cannot leave it mounted. Out of blocks, a new sandbox cannot stage its workspace;
+ * out of inodes, it cannot make its work directory: each a clear error naming what failed,
+ * leaving nothing behind. A live sandbox keeps running (its cells need no room there: each
+ * /output is a tmpfs of its own), and once space is freed new sandboxes work again. */
+#define FULL_FS_OPTIONS "size=2m,nr_inodes=64"
+
+/* Fills dir with files of bytes_each until the filesystem refuses; returns how many. */
+static int fill(const char *dir, size_t bytes_each)
+{
+	static char block[4096];
+	for (int i = 0;; i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/filler-%d", dir, i);
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			cr_assert_eq(errno, ENOSPC, "filling %s: %s", dir, strerror(errno));
+			return i;
+		}
+		ssize_t n = 1;
+		for (size_t done = 0; done < bytes_each && n > 0; done += (size_t)n)
+			n = write(fd, block, sizeof(block));
+		close(fd);
+		if (n < 0) {
+			cr_assert_eq(errno, ENOSPC, "filling %s: %s", dir, strerror(errno));
+			return i + 1;
+		}
+	}
+}
+
+static void unfill(const char *dir, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/filler-%d", dir, i);
+		cr_assert_eq(unlink(path), 0, "%s: %s", path, strerror(errno));
+	}
+}
+
+static int new_sandbox(struct snapcell_config *cfg, struct snapcell_error *err)
+{
+	struct snapcell_sandbox *sb = NULL;
+	int rc = snapcell_sandbox_new(cfg, &sb, err);
+	cr_expect_null(sb);
+	snapcell_sandbox_free(sb);
+	return rc;
+}
+
+static const char write_output[] = "import os\n"
+				   "with open('/output/big.bin', 'wb') as f:\n"
+				   "    f.write(os.urandom(512 * 1024))\n"
+				   "print('written')\n";
+
+Test(faults, a_full_work_directory_filesystem_is_a_clear_error_and_freeing_it_recovers,
+     .timeout = 120)
+{
+	if (geteuid() != 0)
+		criterion_skip_test("mounting the small tmpfs needs root");
+	char mnt[] = "/tmp/snapcell-fullfs-XXXXXX";
+	cr_assert_not_null(mkdtemp(mnt));
+	cr_assert_eq(unshare(CLONE_NEWNS), 0, "%s", strerror(errno));
+	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "%s", strerror(errno));
+	cr_assert_eq(mount("tmpfs", mnt, "tmpfs", MS_NOSUID | MS_NODEV, FULL_FS_OPTIONS), 0,
+		     "mount a tmpfs on %s: %s", mnt, strerror(errno));
+	cr_assert_eq(setenv("TMPDIR", mnt, 1), 0);
+	char *ws = test_make_tree();
+	char *data = malloc(256 * 1024 + 1);
+	cr_assert_not_null(data);
+	memset(data, 'x', 256 * 1024);
+	data[256 * 1024] = 0;
+	test_write_file(ws, "data.bin", data);
+	free(data);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_workspace(cfg, ws, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb, "print(1)", "1\n");
+	cr_expect_eq(count_workdirs(mnt), 1, "the work directory is on the small tmpfs");
+
+	/* Out of blocks. */
+	int n = fill(mnt, SIZE_MAX);
+	struct snapcell_error err = {0};
+	int rc = new_sandbox(cfg, &err);
+	cr_expect_eq(rc, -ENOSPC, "rc %d: %s", rc, err.message);
+	cr_expect(strstr(err.message, "No space left on device"), "%s", err.message);
+	cr_expect(strstr(err.message, "data.bin"), "the message names the file: %s", err.message);
+	cr_expect_eq(count_workdirs(mnt), 1, "the failed sandbox's work directory is gone");
+	expect_output(sb, write_output, "written\n");
+	unfill(mnt, n);
+
+	/* Out of inodes. */
+	n = fill(mnt, 0);
+	memset(&err, 0, sizeof(err));
+	rc = new_sandbox(cfg, &err);
+	cr_expect_eq(rc, -ENOSPC, "rc %d: %s", rc, err.message);
+	cr_expect(strstr(err.message, "work directory"), "%s", err.message);
+	cr_expect(strstr(err.message, mnt), "the message names where: %s", err.message);
+	cr_expect(strstr(err.message, "No space left on device"), "%s", err.message);
+	expect_output(sb, "print(2)", "2\n");
+	unfill(mnt, n);
+	cr_expect_eq(count_workdirs(mnt), 1, "the failed sandbox's work directory is gone");
+
+	/* Space freed: a new sandbox stages its files, the old one goes on. */
+	struct snapcell_sandbox *other = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	expect_output(other, "import os\nprint(os.path.getsize('/input/data.bin'))", "262144\n");
+	snapcell_sandbox_free(other);
+	struct snapcell_result *res = test_run(sb, write_output);
+	expect_ok(res);
+	cr_expect_eq(res->n_artifacts, 1);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(count_workdirs(mnt), 0);
+	unsetenv("TMPDIR");
+	test_remove_tree(ws);
+	free(ws);
+	cr_expect_eq(umount2(mnt, MNT_DETACH), 0, "%s", strerror(errno));
+	cr_expect_eq(rmdir(mnt), 0, "%s", strerror(errno));
 }
 
 /* Item 1: a session's /output was collected while its processes lived. A child that keeps

@@ -22,16 +22,6 @@
 	"    e = ctypes.get_errno()\n"                                                             \
 	"    return f'{r} {errno.errorcode.get(e, e)}'\n"
 
-/* attempt(label, f) prints "label ok", or the exception's class and errno name. */
-#define PY_ATTEMPT                                                                                 \
-	"import errno\n"                                                                           \
-	"def attempt(label, f):\n"                                                                 \
-	"    try:\n"                                                                               \
-	"        f()\n"                                                                            \
-	"        print(label, 'ok')\n"                                                             \
-	"    except OSError as e:\n"                                                               \
-	"        print(label, type(e).__name__, errno.errorcode.get(e.errno, e.errno))\n"
-
 static void require_x86_64(void)
 {
 #ifndef __x86_64__
@@ -39,48 +29,10 @@ static void require_x86_64(void)
 #endif
 }
 
-/* Runs code, expects it to end ok with exactly want on stdout. */
 /* After an attack the same sandbox must still run ordinary code. */
 static void expect_healthy(struct snapcell_sandbox *sb)
 {
 	expect_output(sb, "print(1)", "1\n");
-}
-
-/* A run on another thread, so the test can act while it is in progress. */
-struct bg_run {
-	struct snapcell_sandbox *sb;
-	const char *code;
-	struct snapcell_result *res;
-	pthread_t thread;
-};
-
-static void *bg_main(void *arg)
-{
-	struct bg_run *b = arg;
-	struct snapcell_error err;
-	if (snapcell_sandbox_run(b->sb, b->code, SIZE_MAX, NULL, &b->res, &err) < 0)
-		b->res = NULL;
-	return NULL;
-}
-
-static void bg_start(struct bg_run *b, struct snapcell_sandbox *sb, const char *code)
-{
-	*b = (struct bg_run){.sb = sb, .code = code};
-	cr_assert_eq(pthread_create(&b->thread, NULL, bg_main, b), 0);
-}
-
-static struct snapcell_result *bg_join(struct bg_run *b)
-{
-	pthread_join(b->thread, NULL);
-	cr_assert_not_null(b->res, "background run failed in the library");
-	return b->res;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 Test(isolation, host_paths_are_absent)
@@ -583,13 +535,13 @@ Test(isolation, concurrent_cells_cannot_reach_each_other, .timeout = 60)
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	struct bg_run a;
-	bg_start(&a, sb,
-		 "import os\n"
-		 "open('/tmp/mine', 'w').write('a')\n"
-		 "open('/output/mine', 'w').write('a')\n"
-		 "call_tool('gate')\n"
-		 "print('alive', os.listdir('/tmp'), os.listdir('/output'))\n");
+	struct test_bg_run a;
+	test_bg_start(&a, sb,
+		      "import os\n"
+		      "open('/tmp/mine', 'w').write('a')\n"
+		      "open('/output/mine', 'w').write('a')\n"
+		      "call_tool('gate')\n"
+		      "print('alive', os.listdir('/tmp'), os.listdir('/output'))\n");
 	test_gate_wait(&g);
 	expect_output(sb,
 		      "import os\n"
@@ -607,7 +559,7 @@ Test(isolation, concurrent_cells_cannot_reach_each_other, .timeout = 60)
 		      "print(seen, os.listdir('/output'), os.listdir('/tmp'))\n",
 		      "[1] [] []\n");
 	sem_post(&g.open);
-	struct snapcell_result *res = bg_join(&a);
+	struct snapcell_result *res = test_bg_join(&a);
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "alive ['mine'] ['mine']\n");
 	snapcell_result_free(res);
@@ -626,14 +578,14 @@ Test(isolation, concurrent_cells_cannot_reach_each_others_unix_sockets, .timeout
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	struct bg_run a;
-	bg_start(&a, sb,
-		 "import socket\n"
-		 "s = socket.socket(socket.AF_UNIX); s.bind('\\0snapcell-cross'); s.listen()\n"
-		 "t = socket.socket(socket.AF_UNIX); t.bind('/tmp/sock'); t.listen()\n"
-		 "c = socket.socket(socket.AF_UNIX); c.connect('\\0snapcell-cross')\n"
-		 "call_tool('gate')\n"
-		 "print('own', s.accept()[0] is not None)\n");
+	struct test_bg_run a;
+	test_bg_start(&a, sb,
+		      "import socket\n"
+		      "s = socket.socket(socket.AF_UNIX); s.bind('\\0snapcell-cross'); s.listen()\n"
+		      "t = socket.socket(socket.AF_UNIX); t.bind('/tmp/sock'); t.listen()\n"
+		      "c = socket.socket(socket.AF_UNIX); c.connect('\\0snapcell-cross')\n"
+		      "call_tool('gate')\n"
+		      "print('own', s.accept()[0] is not None)\n");
 	test_gate_wait(&g);
 	expect_output(
 		sb,
@@ -643,7 +595,7 @@ Test(isolation, concurrent_cells_cannot_reach_each_others_unix_sockets, .timeout
 		"attempt('path', lambda: socket.socket(socket.AF_UNIX).connect('/tmp/sock'))\n",
 		"abstract PermissionError EPERM\npath FileNotFoundError ENOENT\n");
 	sem_post(&g.open);
-	struct snapcell_result *res = bg_join(&a);
+	struct snapcell_result *res = test_bg_join(&a);
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "own True\n");
 	snapcell_result_free(res);
@@ -679,19 +631,19 @@ Test(isolation, nothing_survives_into_the_next_run, .timeout = 60)
 	char name[16], code[2048];
 	snprintf(name, sizeof(name), "scghost%d", (int)(getpid() % 1000000));
 	snprintf(code, sizeof(code), plant_code, name);
-	struct bg_run plant;
-	bg_start(&plant, sb, code);
+	struct test_bg_run plant;
+	test_bg_start(&plant, sb, code);
 	int seen = 0;
-	for (int i = 0; i < 100 && !seen; i++, sleep_ms(20))
+	for (int i = 0; i < 100 && !seen; i++, test_pause_ms(20))
 		seen = test_count_host_processes(name);
 	cr_expect_eq(seen, 1, "the host sees the running grandchild (the check below can fail)");
-	struct snapcell_result *res = bg_join(&plant);
+	struct snapcell_result *res = test_bg_join(&plant);
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "planted\n");
 	snapcell_result_free(res);
 	/* The run returns at the cell's report; the kill that follows is asynchronous. */
 	int left = 1;
-	for (int i = 0; i < 50 && left; i++, sleep_ms(20))
+	for (int i = 0; i < 50 && left; i++, test_pause_ms(20))
 		left = test_count_host_processes(name);
 	cr_expect_eq(left, 0, "the grandchild outlived its cell by more than a second");
 	expect_output(sb,
@@ -754,11 +706,11 @@ Test(isolation, sandbox_survives_a_series_of_attacks, .timeout = 60)
 			     i, snapcell_status_name(res->status), res->stderr_buf);
 		snapcell_result_free(res);
 	}
-	struct bg_run par[3];
+	struct test_bg_run par[3];
 	for (int i = 0; i < 3; i++)
-		bg_start(&par[i], sb, "print(1)");
+		test_bg_start(&par[i], sb, "print(1)");
 	for (int i = 0; i < 3; i++) {
-		struct snapcell_result *res = bg_join(&par[i]);
+		struct snapcell_result *res = test_bg_join(&par[i]);
 		expect_ok(res);
 		cr_expect_str_eq(res->stdout_buf, "1\n");
 		snapcell_result_free(res);
@@ -785,5 +737,92 @@ Test(isolation, out_of_band_data_is_refused)
 		      "        print(errno.errorcode[e.errno])\n"
 		      "print(b.recv(1), asyncio.run(asyncio.sleep(0, 'ok')))\n",
 		      "ENOTSUP\nENOTSUP\nENOTSUP\nb'x' ok\n"); /* EOPNOTSUPP == ENOTSUP */
+	snapcell_sandbox_free(sb);
+}
+
+/* The cell scans its heap and stack (mapped pages around sbrk(0) and argv[0], probed with
+ * msync, since a cell has no /proc) and prints how often each marker occurs. */
+#define PY_SCAN_MEMORY                                                                             \
+	"import ctypes\n"                                                                          \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"libc.sbrk.restype = ctypes.c_void_p\n"                                                    \
+	"libc.sbrk.argtypes = [ctypes.c_long]\n"                                                   \
+	"libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]\n"                 \
+	"libc.strdup.restype = ctypes.c_void_p\n"                                                  \
+	"P = 4096\n"                                                                               \
+	"def mapped(a):\n"                                                                         \
+	"    return a > 0 and libc.msync(ctypes.c_void_p(a), P, 1) == 0\n"                         \
+	"def region(addr):\n"                                                                      \
+	"    lo = hi = addr & ~(P - 1)\n"                                                          \
+	"    while mapped(lo - P):\n"                                                              \
+	"        lo -= P\n"                                                                        \
+	"    while mapped(hi):\n"                                                                  \
+	"        hi += P\n"                                                                        \
+	"    return ctypes.string_at(lo, hi - lo)\n"                                               \
+	"def scan(*markers):\n"                                                                    \
+	"    stack = ctypes.c_void_p.in_dll(libc, 'program_invocation_name').value\n"              \
+	"    mem = region(libc.sbrk(0) - 1) + region(stack)\n"                                     \
+	"    print(*(mem.count(m) for m in markers))\n"
+
+/* Item 11: the host's work-directory path (here under a $TMPDIR named for the test) reached
+ * the template in its setup message and stayed in the memory of every cell forked from it. */
+Test(isolation, cell_memory_does_not_hold_the_host_work_directory_path, .timeout = 60)
+{
+	char parent[] = "/tmp/sc-leakmark-XXXXXX";
+	cr_assert_not_null(mkdtemp(parent));
+	chmod(parent, 0755);
+	cr_assert_eq(setenv("TMPDIR", parent, 1), 0);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	/* The control: a C string the cell puts on its own heap is found. */
+	expect_output(sb,
+		      PY_SCAN_MEMORY "control = libc.strdup(b'sc-control' + b'mark')\n"
+				     "scan(b'sc-leak' + b'mark-', b'sc-control' + b'mark')\n",
+		      "0 1\n");
+	snapcell_sandbox_free(sb);
+	unsetenv("TMPDIR");
+	cr_expect_eq(rmdir(parent), 0, "%s", strerror(errno));
+}
+
+/* Item 11: a session branched from a snapshot holds what a fresh cell holds, no descriptor
+ * of the host's (a pidfd of the host process, once). */
+Test(isolation, branched_session_workers_hold_only_their_four_fds, .timeout = 60)
+{
+	static const char list_fds[] =
+		"import os, stat\n"
+		"fds = []\n"
+		"for fd in range(1 << 16):\n"
+		"    try:\n"
+		"        m = os.fstat(fd).st_mode\n"
+		"    except OSError:\n"
+		"        continue\n"
+		"    kind = [k for k in ('CHR', 'FIFO', 'SOCK', 'DIR', 'REG', 'LNK', 'BLK')\n"
+		"            if getattr(stat, 'S_IS' + k)(m)]\n"
+		"    fds.append((fd, kind[0] if kind else oct(m)))\n"
+		"print(fds)\n";
+	static const char want[] = "[(0, 'CHR'), (1, 'FIFO'), (2, 'FIFO'), (3, 'SOCK')]\n";
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = NULL, *branch = NULL;
+	struct snapcell_snapshot *snap = NULL;
+	struct snapcell_error err = {0};
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_session_run(s, "x = 1", SIZE_MAX, NULL, &res, &err), 0, "%s",
+		     err.message);
+	snapcell_result_free(res);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &branch, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	struct snapcell_session *both[] = {branch, s};
+	for (size_t i = 0; i < 2; i++) {
+		res = NULL;
+		cr_assert_eq(snapcell_session_run(both[i], list_fds, SIZE_MAX, NULL, &res, &err), 0,
+			     "%s", err.message);
+		expect_ok(res);
+		cr_expect_str_eq(res->stdout_buf, want, "%s", i ? "restored" : "branch");
+		snapcell_result_free(res);
+	}
+	snapcell_session_free(branch);
+	snapcell_session_free(s);
+	snapcell_snapshot_free(snap);
 	snapcell_sandbox_free(sb);
 }

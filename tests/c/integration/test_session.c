@@ -37,6 +37,21 @@ static struct snapcell_snapshot *snapshot(struct snapcell_session *s)
 	return snap;
 }
 
+/* A new session from snap (a branch). */
+static struct snapcell_session *branch(struct snapcell_snapshot *snap)
+{
+	struct snapcell_session *b = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	return b;
+}
+
+static void restore(struct snapcell_session *s, struct snapcell_snapshot *snap)
+{
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+}
+
 Test(session, state_persists_in_a_session_but_not_in_fresh_runs)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
@@ -75,12 +90,11 @@ Test(session, snapshot_change_restore_gives_the_snapshot_state)
 	struct snapcell_snapshot *snap = snapshot(s);
 	expect_session_out(s, "x = 2\ndata['b'] = 2\ny = 'new'", "");
 	expect_session_out(s, "print(x, data)", "2 {'a': 1, 'b': 2}\n");
-	struct snapcell_error err = {0};
-	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	restore(s, snap);
 	expect_session_out(s, "print(x, data, 'y' in globals())", "1 {'a': 1} False\n");
 	/* A snapshot can be restored again: restoring does not consume it. */
 	expect_session_out(s, "x = 99", "");
-	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	restore(s, snap);
 	expect_session_out(s, "print(x)", "1\n");
 	snapcell_snapshot_free(snap);
 	snapcell_session_free(s);
@@ -93,10 +107,7 @@ Test(session, two_sessions_from_one_snapshot_diverge)
 	struct snapcell_session *s = new_session(sb);
 	expect_session_out(s, "items = ['base']", "");
 	struct snapcell_snapshot *snap = snapshot(s);
-	struct snapcell_session *a = NULL, *b = NULL;
-	struct snapcell_error err = {0};
-	cr_assert_eq(snapcell_snapshot_new_session(snap, &a, &err), 0, "%s", err.message);
-	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	struct snapcell_session *a = branch(snap), *b = branch(snap);
 	expect_session_out(a, "items.append('a')", "");
 	expect_session_out(b, "items.append('b')", "");
 	expect_session_out(a, "print(items)", "['base', 'a']\n");
@@ -128,7 +139,7 @@ Test(session, a_killed_run_ends_the_session_until_restored, .timeout = 30)
 	cr_expect_eq(snapcell_session_run(s, "print(x)", SIZE_MAX, NULL, &res, &err),
 		     SNAPCELL_E_TEMPLATE);
 	cr_expect(strstr(err.message, "restore a snapshot"), "%s", err.message);
-	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	restore(s, snap);
 	cr_expect(snapcell_session_alive(s));
 	expect_session_out(s, "print(x)", "7\n");
 	/* Fresh runs on the sandbox were never affected. */
@@ -189,7 +200,7 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 1000, NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
-	struct snapcell_session *a = new_session(sb), *b = NULL;
+	struct snapcell_session *a = new_session(sb);
 	/* Children that hold the worker's stdout, as a process pool would; one of them has left
 	 * the worker's process group, so the kill cannot reach it. */
 	expect_session_out(a,
@@ -197,8 +208,8 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 			   "if os.fork() == 0:\n    os.setsid()\n    time.sleep(100)\n",
 			   "");
 	struct snapcell_snapshot *snap = snapshot(a);
+	struct snapcell_session *b = branch(snap);
 	struct snapcell_error err = {0};
-	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
 	struct snapcell_result *res = NULL;
 	cr_assert_eq(snapcell_session_run(a, "while True: pass", SIZE_MAX, NULL, &res, &err), 0);
 	cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT);
@@ -206,7 +217,7 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 		     (unsigned long long)res->wall_us);
 	snapcell_result_free(res);
 	expect_session_out(b, "print(x)", "3\n");
-	cr_assert_eq(snapcell_session_restore(a, snap, &err), 0, "%s", err.message);
+	restore(a, snap);
 	expect_session_out(a, "print(x + 1)", "4\n");
 	snapcell_snapshot_free(snap);
 	snapcell_session_free(a);
@@ -299,8 +310,7 @@ Test(session, a_snapshot_keeps_its_tmp_and_working_directory)
 			   "os.chdir('/')\n"
 			   "shutil.rmtree('/tmp/work')\n",
 			   "");
-	struct snapcell_error err = {0};
-	cr_assert_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	restore(s, snap);
 	expect_session_out(
 		s,
 		"print(os.getcwd(), sorted(os.listdir('/tmp')), sorted(os.listdir('.')))\n"
@@ -319,10 +329,7 @@ Test(session, branches_each_have_their_own_tmp)
 	struct snapcell_session *s = new_session(sb);
 	expect_session_out(s, "import os\nopen('/tmp/base', 'w').close()", "");
 	struct snapcell_snapshot *snap = snapshot(s);
-	struct snapcell_session *a = NULL, *b = NULL;
-	struct snapcell_error err = {0};
-	cr_assert_eq(snapcell_snapshot_new_session(snap, &a, &err), 0, "%s", err.message);
-	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	struct snapcell_session *a = branch(snap), *b = branch(snap);
 	/* A file a branch keeps open stays its own while the others run. */
 	expect_session_out(a, "f = open('/tmp/a', 'w')\nf.write('a1')\nf.flush()", "");
 	expect_session_out(b, "print(sorted(os.listdir('/tmp')))\nopen('/tmp/b', 'w').close()",
@@ -371,9 +378,7 @@ Test(session, read_only_directories_in_tmp_move_with_their_session)
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	struct snapcell_session *s = new_session(sb);
 	struct snapcell_snapshot *snap = snapshot(s);
-	struct snapcell_session *b = NULL;
-	struct snapcell_error err = {0};
-	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	struct snapcell_session *b = branch(snap);
 	expect_session_out(s,
 			   "import os\nos.mkdir('/tmp/ro')\nopen('/tmp/ro/f', 'w').write('kept')\n"
 			   "os.chmod('/tmp/ro', 0o555)",
