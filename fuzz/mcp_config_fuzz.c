@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct snapcell_config *cfg = root ? snapcell_config_new() : NULL;
 	struct mcp_options opts = {0};
 	if (cfg && mcp_config_apply("fuzz.json", root, cfg, &opts) == 0) {
-		if (opts.max_runs > 4096)
+		if (opts.max_runs > 4096 || opts.max_queued > MCP_QUEUED_MAX)
 			abort();
 		fuzz_check_describable(cfg);
 	}

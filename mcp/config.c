@@ -545,6 +545,16 @@ static int max_runs(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+static int max_queued(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > MCP_QUEUED_MAX)
+		return fail(c, path, "must be an integer from 0 to 16384");
+	c->opts->max_queued = (unsigned)json_integer_value(v);
+	c->opts->max_queued_set = true;
+	return 0;
+}
+
 static int structured(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_boolean(v))
@@ -648,6 +658,7 @@ static const struct {
 	{"mcp_servers", mcp_servers},
 	{"downstream_calls_per_run", downstream_calls},
 	{"max_concurrent_runs", max_runs},
+	{"max_queued_calls", max_queued},
 	{"structured_content", structured},
 	{"require_isolation", isolation},
 	{"uid_range", uid_range},

@@ -32,8 +32,9 @@ static const char usage[] =
 	"                          before the least recently used one ends (default 1024)\n"
 	"  --http-session-idle S   with --http: a session unused for S seconds ends\n"
 	"                          (default 3600)\n"
-	"  --max-runs N            concurrent runs before calls get a busy error\n"
-	"                          (default: twice the cores)\n"
+	"  --max-runs N            concurrent runs (default: twice the cores)\n"
+	"  --max-queued N          calls that wait for a run to end before more get a busy\n"
+	"                          error (0 to 16384; default: four times --max-runs)\n"
 	"  --structured-content    also give each run's record as structuredContent\n"
 	"  --replica NAME          this server's name in session handles, for routing\n"
 	"                          (default: the host name)\n";
@@ -82,6 +83,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{"http", required_argument, NULL, 'H'},
 		{"token", required_argument, NULL, 't'},
 		{"max-runs", required_argument, NULL, 'm'},
+		{"max-queued", required_argument, NULL, 'q'},
 		{"http-sessions", required_argument, NULL, 'S'},
 		{"allow-host", required_argument, NULL, 'A'},
 		{"http-session-idle", required_argument, NULL, 'I'},
@@ -110,6 +112,19 @@ static int parse(int argc, char **argv, struct args *a)
 					"snapcell mcp: --max-runs wants a positive number\n");
 				return 2;
 			}
+			break;
+		case 'q':
+			errno = 0;
+			a->opts.max_queued = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' ||
+			    a->opts.max_queued > MCP_QUEUED_MAX) {
+				fprintf(stderr,
+					"snapcell mcp: --max-queued wants a whole number from 0 "
+					"to %d\n",
+					MCP_QUEUED_MAX);
+				return 2;
+			}
+			a->opts.max_queued_set = true;
 			break;
 		case 's':
 			a->opts.structured_content = true;
@@ -226,6 +241,10 @@ int cli_mcp(int argc, char **argv)
 	}
 	if (!a.opts.max_runs)
 		a.opts.max_runs = file_opts.max_runs;
+	if (!a.opts.max_queued_set) {
+		a.opts.max_queued = file_opts.max_queued;
+		a.opts.max_queued_set = file_opts.max_queued_set;
+	}
 	a.opts.structured_content |= file_opts.structured_content;
 	a.opts.sessions = file_opts.sessions;
 	if (!a.opts.replica[0])

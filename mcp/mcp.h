@@ -102,11 +102,16 @@ struct mcp_session_options {
 	unsigned max_snapshots;	 /* per session; default 8 */
 };
 
+/* Most calls that may wait for a run to end (--max-queued, max_queued_calls). */
+#define MCP_QUEUED_MAX 16384
+
 /* Longest replica name (the part of a handle before '~'). */
 #define MCP_REPLICA_MAX 63
 
 struct mcp_options {
-	unsigned max_runs;	 /* concurrent tools/call runs; 0 = twice the cores */
+	unsigned max_runs;   /* concurrent tools/call runs; 0 = twice the cores */
+	unsigned max_queued; /* calls waiting past max_runs; unless set, 4 * max_runs */
+	bool max_queued_set;
 	bool structured_content; /* also give the run as structuredContent */
 	bool require_initialize; /* stdio: refuse requests before initialize */
 	/* The argv of each config file command tool: every sandbox made from the config may

@@ -40,6 +40,7 @@ struct call {
 	json_t *session_params; /* the call's params when the sessions answer it (sessions.c) */
 	struct snapcell_cancel *cancel;
 	bool cancelled;
+	bool queued; /* admitted past the cap: waits for a run to end before it runs */
 	bool modern; /* answer with the stateless revision's result fields */
 	uint64_t next_progress_us, start_us;
 	struct call *next;
@@ -64,6 +65,7 @@ struct mcp_server {
 	struct call *calls;
 	unsigned n_calls;    /* on the list or still answering: drain waits for 0 */
 	unsigned n_running;  /* admitted and not yet finished running: the cap */
+	unsigned n_queued;   /* admitted past the cap, waiting for a run to end */
 	struct worker *idle; /* waiting workers, the most recent first */
 	unsigned n_workers;
 	bool stopping;
@@ -118,6 +120,8 @@ struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snap
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 		srv->opts.max_runs = cores > 0 ? (unsigned)cores * 2 : 2;
 	}
+	if (!srv->opts.max_queued_set)
+		srv->opts.max_queued = srv->opts.max_runs * 4;
 	if (snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &srv->description, &err) < 0 ||
 	    snapcell_config_instructions(cfg, &srv->instructions, &err) < 0) {
 		fprintf(stderr, "snapcell mcp: describe: %s\n", err.message);
@@ -248,6 +252,25 @@ static void call_free(struct call *c)
 	free(c);
 }
 
+/* A queued call waits here, on the thread that will run it (never the transport's reader),
+ * until a run ends and leaves room; false when it was cancelled meanwhile. Either way it
+ * then counts as running, so run_call's end gives the room back. */
+static bool wait_turn(struct call *c)
+{
+	struct mcp_server *srv = c->srv;
+	pthread_mutex_lock(&srv->lock);
+	if (c->queued) {
+		while (srv->n_running >= srv->opts.max_runs && !c->cancelled)
+			pthread_cond_wait(&srv->changed, &srv->lock);
+		srv->n_queued--;
+		srv->n_running++;
+		c->queued = false;
+	}
+	bool run = !c->cancelled;
+	pthread_mutex_unlock(&srv->lock);
+	return run;
+}
+
 static void run_call(struct call *c)
 {
 	struct mcp_server *srv = c->srv;
@@ -255,7 +278,10 @@ static void run_call(struct call *c)
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	json_t *result;
-	if (c->session_params)
+	if (!wait_turn(c))
+		result = mcp_error_result("cancelled", "the call was cancelled while it waited "
+						       "for a run to end; nothing was run");
+	else if (c->session_params)
 		result = mcp_sessions_call(srv->sessions, c->session_params, c->cancel,
 					   srv->opts.structured_content);
 	else if (snapcell_sandbox_run(srv->sb, c->code, c->code_len, &opts, &res, &err) == 0)
@@ -269,8 +295,10 @@ static void run_call(struct call *c)
 		p = &(*p)->next;
 	*p = c->next;
 	bool cancelled = c->cancelled;
-	/* The run is over: a call sent as soon as this answer arrives must find room. */
+	/* The run is over: a call sent as soon as this answer arrives, or one waiting in the
+	 * queue, must find room. */
 	srv->n_running--;
+	pthread_cond_broadcast(&srv->changed);
 	pthread_mutex_unlock(&srv->lock);
 	/* The client gave up on a cancelled request: the spec says not to answer it, except
 	 * that an HTTP response must say something. */
@@ -422,19 +450,24 @@ static struct call *call_new(struct mcp_server *srv, const struct mcp_message *m
 	return c;
 }
 
-/* Puts c on the list unless the cap is reached; false when it is. */
+/* Puts c on the list to run now, or queued (it runs when a run ends) while the queue has
+ * room; false when the cap and the queue are both full. */
 static bool admit(struct mcp_server *srv, struct call *c)
 {
 	pthread_mutex_lock(&srv->lock);
 	bool room = srv->n_running < srv->opts.max_runs && !srv->stopping;
-	if (room) {
+	c->queued = !room && srv->n_queued < srv->opts.max_queued && !srv->stopping;
+	if (room || c->queued) {
 		c->next = srv->calls;
 		srv->calls = c;
 		srv->n_calls++;
-		srv->n_running++;
+		if (c->queued)
+			srv->n_queued++;
+		else
+			srv->n_running++;
 	}
 	pthread_mutex_unlock(&srv->lock);
-	return room;
+	return room || c->queued;
 }
 
 static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
@@ -466,9 +499,9 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 	if (!admit(srv, c)) {
 		char text[160];
 		snprintf(text, sizeof(text),
-			 "snapcell is busy: %u runs are in progress, the most this server allows; "
-			 "try again when one has finished",
-			 srv->opts.max_runs);
+			 "snapcell is busy: %u runs are in progress and %u calls wait, the most "
+			 "this server allows; try again when one has finished",
+			 srv->opts.max_runs, srv->opts.max_queued);
 		reply(sink,
 		      mcp_response(msg->id, complete(mcp_error_result("busy", text), c->modern)));
 		call_free(c);
@@ -494,6 +527,7 @@ static void cancel_request(struct mcp_server *srv, const json_t *params, uint64_
 			c->cancelled = true;
 			snapcell_cancel_fire(c->cancel);
 		}
+	pthread_cond_broadcast(&srv->changed); /* a queued call waits on it */
 	pthread_mutex_unlock(&srv->lock);
 }
 
@@ -510,6 +544,7 @@ void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)
 			c->cancelled = true;
 			snapcell_cancel_fire(c->cancel);
 		}
+	pthread_cond_broadcast(&srv->changed); /* a queued call waits on it */
 	pthread_mutex_unlock(&srv->lock);
 }
 
@@ -521,6 +556,7 @@ void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope)
 			c->cancelled = true;
 			snapcell_cancel_fire(c->cancel);
 		}
+	pthread_cond_broadcast(&srv->changed); /* a queued call waits on it */
 	pthread_mutex_unlock(&srv->lock);
 }
 

@@ -39,6 +39,8 @@ def test_unknown_keys_are_refused_with_their_path(snapcell_bin, tmp_path):
                         "${env:SC_MCP_UNSET_VAR}: the variable is not set"),
                        ({"uid_range": [2000000000]}, "uid_range: must be [first, count]"),
                        ({"uid_range": [60000, 10000]}, "uid_range: set_uid_range 60000:10000"),
+                       ({"max_queued_calls": -1},
+                        "max_queued_calls: must be an integer from 0 to 16384"),
                        ({"allow": [{"target": "127.1"}]}, "dotted quad (127.0.0.1)")):
         r = start_fails(snapcell_bin, write_config(tmp_path, obj))
         assert r.returncode == 2, obj

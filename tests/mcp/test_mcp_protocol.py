@@ -147,7 +147,7 @@ def test_client_disappears_mid_run(snapcell_bin):
 
 
 def test_busy_past_the_cap(snapcell_bin):
-    s = Stdio(snapcell_bin, "--max-runs", "1")
+    s = Stdio(snapcell_bin, "--max-runs", "1", "--max-queued", "0")
     s.initialize()
     s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "execute_code", "arguments": {"code": "import time; time.sleep(3)"}}})
@@ -157,6 +157,41 @@ def test_busy_past_the_cap(snapcell_bin):
     assert reply["id"] == 3 and reply["result"]["isError"] is True
     assert "busy" in reply["result"]["content"][0]["text"]
     assert s.recv()["id"] == 2
+    assert s.close() == 0
+
+
+def test_calls_past_the_cap_wait_in_a_bounded_queue(snapcell_bin):
+    s = Stdio(snapcell_bin, "--max-runs", "1", "--max-queued", "1")
+    s.initialize()
+    sleeper = "import time; print('start', flush=True); time.sleep(2); print('slept')"
+    s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": sleeper}}})
+    time.sleep(0.5)
+    # The queue's one place: this call waits for the run and then runs.
+    s.send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": "print('queued')"}}})
+    time.sleep(0.2)
+    # The run and the queue are full: refused at once, before either ends.
+    reply = s.ask({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                   "params": {"name": "execute_code", "arguments": {"code": "print(4)"}}})
+    assert reply["id"] == 4 and reply["result"]["_meta"]["snapcell/run"]["status"] == "busy"
+    assert "1 runs are in progress and 1 calls wait" in reply["result"]["content"][0]["text"]
+    first, second = s.recv(), s.recv()
+    assert (first["id"], second["id"]) == (2, 3)
+    assert first["result"]["content"][0]["text"] == "start\nslept\n"
+    assert second["result"]["content"][0]["text"] == "queued\n"
+    # A queued call cancelled while it waits never runs (and, over stdio, gets no answer).
+    s.send({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": sleeper}}})
+    time.sleep(0.5)
+    s.send({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": "print('ran')"}}})
+    time.sleep(0.2)
+    s.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 6}})
+    assert s.recv()["id"] == 5
+    reply = s.ask({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                   "params": {"name": "execute_code", "arguments": {"code": "print(7)"}}})
+    assert reply["id"] == 7 and reply["result"]["content"][0]["text"] == "7\n"
     assert s.close() == 0
 
 

@@ -36,7 +36,7 @@ def test_sequential_calls_reuse_threads(snapcell_bin):
 
 
 def test_concurrent_calls_each_get_a_worker(snapcell_bin):
-    s = Stdio(snapcell_bin, "--max-runs", "3")
+    s = Stdio(snapcell_bin, "--max-runs", "3", "--max-queued", "0")
     s.initialize()
     for n in (2, 3, 4):
         s.send(call(n, "import time; time.sleep(2); print('done')"))
