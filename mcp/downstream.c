@@ -243,7 +243,8 @@ static int stdio_write(struct mcp_downstream *ds, const json_t *msg, uint64_t de
 }
 
 /* The next line (NUL-terminated, owned), or NULL with *timed_out set or the process closed
- * (why filled). Lines are capped at MCP_MESSAGE_MAX: a longer one closes the connection. */
+ * (why filled). Lines are capped at MCP_MESSAGE_MAX: a longer one closes the connection. A
+ * line already read is handed out even past the deadline; nothing more is read then. */
 static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bool *timed_out,
 			     char *why, size_t size)
 {
@@ -273,13 +274,15 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 				ds->name);
 			return NULL;
 		}
-		struct pollfd pf = {ds->from_server, POLLIN, 0};
-		int p = poll(&pf, 1, ms_left(deadline_us));
-		if (p == 0 && ms_left(deadline_us) == 0) {
+		/* Checked before every read, not only when a wait comes back empty: a server
+		 * that keeps its output full (a flood of notifications) would hold us forever. */
+		int left = ms_left(deadline_us);
+		if (left == 0) {
 			*timed_out = true;
 			return NULL;
 		}
-		if (p <= 0)
+		struct pollfd pf = {ds->from_server, POLLIN, 0};
+		if (poll(&pf, 1, left) <= 0)
 			continue;
 		if (ds->cap - ds->len < 65536) {
 			/* Doubling: growing by each read would copy a long line over and over. */

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,13 +37,14 @@ static int state_dir(char *out, size_t len)
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
-/* Makes one directory 0700 unless it exists, then checks it is a real directory (not a link)
- * of ours that nobody else may write: in /tmp another user could have made it first, to
- * read or plant state files. */
-static int own_dir(const char *path)
+/* Makes one directory 0700 unless it exists (or only looks: make false), then checks it is
+ * a real directory (not a link) of ours that nobody else may write: in /tmp another user
+ * could have made it first, to read or plant state files, or to have doctor remove files
+ * where a link leads. */
+static int own_dir(const char *path, bool make)
 {
 	struct stat st;
-	if (mkdir(path, 0700) < 0 && errno != EEXIST)
+	if (make && mkdir(path, 0700) < 0 && errno != EEXIST)
 		return -errno;
 	if (lstat(path, &st) < 0)
 		return -errno;
@@ -52,7 +54,7 @@ static int own_dir(const char *path)
 }
 
 /* Every component below the base ($XDG_RUNTIME_DIR, /run or /tmp) is made and checked. */
-static int make_dirs(const char *dir)
+static int make_dirs(const char *dir, bool make)
 {
 	char path[512];
 	snprintf(path, sizeof(path), "%s", dir);
@@ -63,12 +65,12 @@ static int make_dirs(const char *dir)
 		if (*p != '/')
 			continue;
 		*p = 0;
-		int rc = own_dir(path);
+		int rc = own_dir(path, make);
 		*p = '/';
 		if (rc < 0)
 			return rc;
 	}
-	return own_dir(path);
+	return own_dir(path, make);
 }
 
 char *mcp_state_path(void)
@@ -76,7 +78,7 @@ char *mcp_state_path(void)
 	char dir[480], *path = NULL;
 	int rc = state_dir(dir, sizeof(dir));
 	if (rc == 0)
-		rc = make_dirs(dir);
+		rc = make_dirs(dir, true);
 	if (rc < 0) {
 		fprintf(stderr,
 			"snapcell mcp: no state file for snapcell doctor: %s: %s (not ours, or "
@@ -180,11 +182,18 @@ json_t *cli_mcp_servers(void)
 {
 	json_t *out = json_array();
 	char dir[480];
-	DIR *d = state_dir(dir, sizeof(dir)) == 0 ? opendir(dir) : NULL;
+	/* Only a directory of ours, checked as the server checks it, every component a real
+	 * directory: never list files others planted, nor remove files where a link leads. */
+	int fd = state_dir(dir, sizeof(dir)) == 0 && make_dirs(dir, false) == 0
+			 ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			 : -1;
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	struct stat st;
-	if (!d)
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
 		return out;
-	/* Only a directory of ours, as the server checks: never list files others planted. */
+	}
 	if (fstat(dirfd(d), &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
 		closedir(d);
 		return out;

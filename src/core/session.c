@@ -320,15 +320,15 @@ static int tree_make(struct sc_family *f, uint32_t id)
 	return rc;
 }
 
-/* Removes id's tree; the owner's entries are renamed aside first, so SC_TMP_LIVE is empty
- * for the next owner whatever the removal leaves. */
+/* Removes id's tree; the owner's entries are renamed aside first (into its kept directory),
+ * so SC_TMP_LIVE is empty for the next owner whatever the removal leaves. */
 static void tree_remove(struct sc_family *f, uint32_t id)
 {
 	char name[16];
 	tree_name(name, id);
 	if (id == f->tmp_owner) {
 		int live = open_live(f);
-		int aside = live < 0 ? live : tree_make(f, id);
+		int aside = live < 0 ? live : open_at(f, name);
 		if (aside >= 0 && move_entries(f, live, aside) == 0)
 			f->tmp_owner = 0;
 		if (aside >= 0)
@@ -341,28 +341,29 @@ static void tree_remove(struct sc_family *f, uint32_t id)
 	sc__remove_tree(f->tmp_root, name, sc__deadline_ms(TMP_REMOVE_MS));
 }
 
-/* Renames the owner's entries aside (or removes them when nobody owns them any more) and
- * id's into SC_TMP_LIVE: open files and working directories move with them. */
+/* Renames the owner's entries aside and id's into SC_TMP_LIVE: open files and working
+ * directories move with them. Every tree keeps its directory s<id> while it is in place
+ * (empty then), so a switch makes nothing: code that used up the tmpfs's inodes or bytes
+ * cannot make it fail, which would end the family (renames need no room). */
 static int switch_trees(struct sc_family *f, uint32_t id)
 {
 	int live = open_live(f), rc = 0;
 	if (live < 0)
 		return live;
+	char name[16];
 	if (f->tmp_owner) { /* else SC_TMP_LIVE is empty (tree_remove) */
-		int aside = tree_make(f, f->tmp_owner);
+		tree_name(name, f->tmp_owner);
+		int aside = open_at(f, name);
 		rc = aside < 0 ? aside : move_entries(f, live, aside);
 		if (aside >= 0)
 			close(aside);
 	}
-	char name[16];
 	tree_name(name, id);
 	int in = rc < 0 ? rc : open_at(f, name);
 	if (in >= 0) {
 		rc = move_entries(f, in, live);
 		close(in);
-		if (rc == 0 && unlinkat(f->tmp_root, name, AT_REMOVEDIR) < 0)
-			rc = -errno;
-	} else if (in != -ENOENT) {
+	} else {
 		rc = in;
 	}
 	close(live);
@@ -499,6 +500,10 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 	rc = sc__frame_write(f->anchor.fds[SC_CELL_RPC], SC_FRAME_SESSION, NULL, 0);
 	if (rc == 0)
 		rc = receive_first_worker(f->anchor.fds[SC_CELL_RPC], s);
+	if (rc == 0) { /* the first tree's directory, kept while it is in place (switch_trees) */
+		int fd = tree_make(f, s->tmp_id);
+		rc = fd < 0 ? fd : close(fd);
+	}
 	if (rc == 0) /* stopped whenever no turn is in progress, from the start */
 		rc = family_freeze(f);
 	if (rc < 0) {

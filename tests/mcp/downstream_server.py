@@ -7,12 +7,15 @@ mode tests: snapcell mcp connects to it as a client and offers its tools to sand
 
 Tools: add (structured result), shout (text only), fail (isError), slow (sleeps), calls (how
 many calls this process served: a restart starts again at 1), die (exits the process),
-garbage (writes a line that is not JSON-RPC to stdout), and search-v2 (a name that needs
+garbage (writes a line that is not JSON-RPC to stdout), chatter (a flood of notifications
+before its answer), and search-v2 (a name that needs
 sanitising in the code's tools namespace). $NOTES_VARIANT adds a tool snapcell must refuse at
 startup: "clash" (search_v2, the same attribute as search-v2) or "bad_schema" (a schema
 keyword outside the C subset)."""
+import fcntl
 import os
 import socket
+import subprocess
 import sys
 import time
 from typing import Annotated
@@ -79,6 +82,19 @@ def garbage() -> str:
 def flood() -> str:
     os.write(WIRE, b"x" * (17 << 20) + b"\n")
     return "written"
+
+
+@server.tool(description="Floods notifications (yes(1) on the wire) for a while, then answers.",
+             structured_output=False)
+def chatter(seconds: float) -> str:
+    line = '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info"}}'
+    os.set_blocking(WIRE, True)
+    fcntl.fcntl(WIRE, fcntl.F_SETPIPE_SZ, 1 << 20)  # a full pipe whenever snapcell reads
+    flood = subprocess.Popen(["yes", line], stdout=WIRE, stderr=subprocess.DEVNULL)
+    time.sleep(seconds)
+    flood.kill()
+    flood.wait()
+    return "chattered"
 
 
 @server.tool(name="search-v2", description="Finds notes that mention a word.")

@@ -225,6 +225,21 @@ def test_a_hung_downstream_call_ends_at_the_run_deadline(tmp_path):
     assert texts(after) == ["{'result': 4}\n"]
 
 
+def test_a_chattering_downstream_call_ends_at_the_run_deadline(tmp_path):
+    """A server that keeps writing notifications instead of answering must not hold the
+    call, and the connection, past the deadline."""
+    config = write_config(tmp_path, {"mcp_servers": {"notes": stdio_server()},
+                                     "limits": {"wall_ms": 3000}})
+    start = time.monotonic()
+    hung, after = call(config, "import tools\ntools.notes.chatter(seconds=40)\n",
+                       "import tools\ntry:\n    tools.notes.add(a=2, b=2)\n"
+                       "except ToolError as e:\n    pass\nprint('next run ended')\n")
+    assert time.monotonic() - start < 30
+    assert hung.is_error and hung.meta["snapcell/run"]["status"] == "timeout"
+    # The next run gets an answer or a tool error in time, not a broken run.
+    assert texts(after) == ["next run ended\n"]
+
+
 def test_nested_calls_per_run_are_capped(tmp_path):
     config = write_config(tmp_path, {"mcp_servers": {"notes": stdio_server()},
                                      "downstream_calls_per_run": 3})

@@ -448,7 +448,8 @@ def test_replica_flag_names_the_handles(snapcell_bin, tmp_path):
 @pytest.mark.parametrize("plant", ["symlink", "group-writable"])
 def test_a_planted_state_directory_is_not_used(snapcell_bin, tmp_path, plant):
     """Someone who made the state directory first (a link to elsewhere, or one others may
-    write) must not get the server's state file or have doctor list files from it."""
+    write) must not get the server's state file or have doctor list files from it, nor make
+    doctor remove files (named like a dead server's) from the directory a link leads to."""
     path, env = snapcell_bin
     runtime, elsewhere = tmp_path / "run", tmp_path / "elsewhere"
     runtime.mkdir()
@@ -460,9 +461,13 @@ def test_a_planted_state_directory_is_not_used(snapcell_bin, tmp_path, plant):
     else:
         planted.mkdir()
         planted.chmod(0o777)
-        # A file that would pass as a live server's (this process's pid and start time).
-        ticks = int(pathlib.Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        (planted / f"{os.getpid()}.json").write_text(json.dumps({
+    # A file that would pass as a live server's (this process's pid and start time), and one
+    # named like a dead server's (no pid is that large), which doctor would remove.
+    target = elsewhere if plant == "symlink" else planted
+    ticks = int(pathlib.Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    planted_files = sorted([f"{os.getpid()}.json", "999999999.json"])
+    for name in planted_files:
+        (target / name).write_text(json.dumps({
             "replica": "planted", "pid": os.getpid(), "start_ticks": ticks, "started_unix": 0,
             "sessions": []}))
     env = {**env, "XDG_RUNTIME_DIR": str(runtime)}
@@ -476,5 +481,5 @@ def test_a_planted_state_directory_is_not_used(snapcell_bin, tmp_path, plant):
     proc.stdin.close()
     assert proc.wait(timeout=30) == 0
     assert "no state file for snapcell doctor" in proc.stderr.read()
-    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in target.iterdir()) == planted_files
     assert json.loads(doctor.stdout)["mcp_servers"] == []

@@ -392,3 +392,35 @@ Test(session, read_only_directories_in_tmp_move_with_their_session)
 	snapcell_snapshot_free(snap);
 	snapcell_sandbox_free(sb);
 }
+
+/* Code that uses up its /tmp's inodes (every file and directory is one, and every session's
+ * and snapshot's tree shares them) cannot end its family: the sibling branch still runs with
+ * its own /tmp, and the filler finds its files where it left them. */
+Test(session, a_tmp_out_of_inodes_does_not_end_the_family, .timeout = 60)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_TMP_BYTES, 1u << 20, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_session *s = new_session(sb);
+	struct snapcell_snapshot *snap = snapshot(s);
+	struct snapcell_session *b = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	expect_session_out(s,
+			   "import os\nn = 0\n"
+			   "try:\n"
+			   "    while True:\n"
+			   "        open('/tmp/f%d' % n, 'w').close()\n"
+			   "        n += 1\n"
+			   "except OSError as e:\n"
+			   "    print(e.errno == 28, n > 100)",
+			   "True True\n");
+	expect_session_out(b, "import os\nprint(os.listdir('/tmp'))", "[]\n");
+	expect_session_out(s, "print(len(os.listdir('/tmp')) == n)", "True\n");
+	cr_expect(snapcell_session_alive(b));
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
