@@ -297,7 +297,10 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 		bool reports = r->target->reports_exit;
 		if (!reports && r->forced != NOT_FORCED && now > r->killed_us + DRAIN_GRACE_US)
 			return 0;
-		if (reports && now > r->deadline_us + EXIT_GRACE_US && !r->have_exit)
+		/* From the kill, not the deadline: a tool callback that blocked past the deadline
+		 * delays the kill, and the template then still needs its moment. */
+		if (reports && r->forced != NOT_FORCED && now > r->killed_us + EXIT_GRACE_US &&
+		    !r->have_exit)
 			return SNAPCELL_E_TEMPLATE;
 		struct pollfd pf[5] = {
 			{r->out.eof ? -1 : r->cell->fds[SC_CELL_STDOUT], POLLIN, 0},

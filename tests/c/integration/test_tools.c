@@ -262,18 +262,22 @@ Test(tools, no_tools_registered)
 	snapcell_sandbox_free(sb);
 }
 
+/* Blocks for *(unsigned *)user milliseconds, as a callback ignoring the deadline would. */
 static int slow(void *user, const char *args, char **result)
 {
-	usleep(1500 * 1000);
+	usleep(*(unsigned *)user * 1000);
 	*result = strdup("\"late\"");
 	return 0;
 }
+
+static unsigned slow_ms = 1500;
 
 Test(tools, a_callback_blocking_past_the_deadline_ends_the_run_as_timeout)
 {
 	struct snapcell_config *cfg = test_config_new();
 	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 1000, NULL);
-	snapcell_config_add_tool(cfg, "slow", "", NULL, SNAPCELL_APPROVAL_NEVER, slow, NULL, NULL);
+	snapcell_config_add_tool(cfg, "slow", "", NULL, SNAPCELL_APPROVAL_NEVER, slow, &slow_ms,
+				 NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	struct snapcell_result *res = test_run(sb, "r = call_tool('slow')\nprint(r)");
@@ -285,6 +289,27 @@ Test(tools, a_callback_blocking_past_the_deadline_ends_the_run_as_timeout)
 	res = test_run(sb, "print(1)");
 	expect_ok(res);
 	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+/* Blocked past the deadline and the template's grace after it (5 s): the run is still a
+ * timeout, not "the template did not report the cell's exit" (the grace counts from the
+ * kill, which the callback delayed). */
+Test(tools, a_callback_blocking_long_past_the_deadline_is_still_a_timeout, .timeout = 60)
+{
+	static unsigned long_ms = 5800;
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 300, NULL);
+	snapcell_config_add_tool(cfg, "slow", "", NULL, SNAPCELL_APPROVAL_NEVER, slow, &long_ms,
+				 NULL);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(sb, "call_tool('slow')\nprint('after')");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT);
+	cr_expect(res->limits_hit & SNAPCELL_HIT_WALL);
+	cr_expect_str_eq(res->stdout_buf, "");
+	snapcell_result_free(res);
+	expect_output(sb, "print(1)", "1\n");
 	snapcell_sandbox_free(sb);
 }
 
