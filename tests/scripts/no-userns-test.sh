@@ -1,12 +1,12 @@
 #!/bin/sh
 # Hosts where snapcell's peers refuse to run, simulated, and what snapcell does there: it runs at
 # level rlimits, says why not namespaces and what to change, and its rlimits suite passes.
-#   (b) user namespaces without capabilities inside, as Ubuntu 24.04's AppArmor restriction
+#   (a) user namespaces without capabilities inside, as Ubuntu 24.04's AppArmor restriction
 #       leaves them (tests/c/simhost.c --userns-nocaps: mount, pivot_root and the other
 #       namespaces fail with EPERM; this kernel has no AppArmor)
-#   (a) a seccomp filter shaped like Docker's default profile (simhost --docker-seccomp)
+#   (b) a seccomp filter shaped like Docker's default profile (simhost --docker-seccomp)
 #   (c) that, as root without CAP_SYS_ADMIN (simhost --no-sys-admin)
-#   (a) a user namespace of our own (unshare -U -r) with user.max_user_namespaces=0 inside, so
+#   (d) a user namespace of our own (unshare -U -r) with user.max_user_namespaces=0 inside, so
 #       the sandbox's own cannot be made (ENOSPC); root there maps no other uid, so cells run
 #       as root's uid. There the C suites are checked as a distro build host sees them: the
 #       unit binary passes, the integration binary skips as a whole with the reason unless
