@@ -688,7 +688,7 @@ static int park_cell(void)
 {
 	if (T.n_cells == MAX_CELLS)
 		return -EAGAIN;
-	int host[SC_CTL_MAX_FDS], cell[3], exit_w = -1, net_cell = -1;
+	int host[SC_CTL_MAX_FDS], cell[3] = {-1, -1, -1}, exit_w = -1, net_cell = -1;
 	size_t n_host = SC_CELL_NFDS;
 	int rc = make_fds(host, cell, &exit_w);
 	if (rc < 0)
