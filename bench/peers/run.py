@@ -36,6 +36,7 @@ class System:
     quick: bool = True  # measured by --quick too
     status: str = "not run"  # "ok", or why there are no numbers
     version: str = ""
+    level: str = ""  # the isolation level a snapcell worker reported
     proc: object = None
     samples: dict = field(default_factory=dict)  # workload -> [µs]
     values: dict = field(default_factory=dict)  # throughput, memory -> [per round]
@@ -214,10 +215,7 @@ class Runner:
         if word == "ready":
             info = json.loads(rest)
             s.version = info.get("version", "")
-            if info.get("isolation") == "cgroups":
-                s.isolation += "; a memory cgroup per cell (this host gave level cgroups)"
-            elif info.get("isolation") and info["isolation"] != "namespaces":
-                s.isolation += f" (this host gave only: {info['isolation']})"
+            s.level = info.get("isolation", "")
             s.status = "ok"
             return w
         s.status = ("not installed: " if word == "missing" else "does not start: ") + rest
@@ -386,6 +384,16 @@ def cells(s, f, base):
     return out
 
 
+def isolation(s):
+    """The system's isolation, with the level a snapcell worker reported (each round's worker
+    reports it again) where it differs from the namespaces level the text describes."""
+    if s.level == "cgroups":
+        return s.isolation + "; a memory cgroup per cell (this host gave level cgroups)"
+    if s.level and s.level != "namespaces":
+        return s.isolation + f" (this host gave only: {s.level})"
+    return s.isolation
+
+
 def table(systems, info, args):
     lines = ["# snapcell and its peers", ""]
     lines += [f"- {label}: {v}" for label, v in info.values()]
@@ -414,7 +422,7 @@ def table(systems, info, args):
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = figures(next((s for s in systems if s.key == "snapcell-c"), System("", "", "", "")))
     for s in systems:
-        row = [f"{s.name} (`{s.key}`)", s.version or "—", s.isolation]
+        row = [f"{s.name} (`{s.key}`)", s.version or "—", isolation(s)]
         if s.status == "ok":
             row += cells(s, figures(s), base)
         else:
