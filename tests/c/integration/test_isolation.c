@@ -661,22 +661,25 @@ Test(isolation, nothing_survives_into_the_next_run, .timeout = 60)
 	snapcell_sandbox_free(sb);
 }
 
+/* Lists a cell's open descriptors and their kinds; FOUR_FDS is what a cell holds. */
+static const char list_fds[] =
+	"import os, stat\n"
+	"fds = []\n"
+	"for fd in range(1 << 16):\n"
+	"    try:\n"
+	"        m = os.fstat(fd).st_mode\n"
+	"    except OSError:\n"
+	"        continue\n"
+	"    kind = [k for k in ('CHR', 'FIFO', 'SOCK', 'DIR', 'REG', 'LNK', 'BLK')\n"
+	"            if getattr(stat, 'S_IS' + k)(m)]\n"
+	"    fds.append((fd, kind[0] if kind else oct(m)))\n"
+	"print(fds)\n";
+#define FOUR_FDS "[(0, 'CHR'), (1, 'FIFO'), (2, 'FIFO'), (3, 'SOCK')]\n"
+
 Test(isolation, cell_holds_only_its_four_fds)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
-	expect_output(sb,
-		      "import os, stat\n"
-		      "fds = []\n"
-		      "for fd in range(1 << 16):\n"
-		      "    try:\n"
-		      "        m = os.fstat(fd).st_mode\n"
-		      "    except OSError:\n"
-		      "        continue\n"
-		      "    kind = [k for k in ('CHR', 'FIFO', 'SOCK', 'DIR', 'REG', 'LNK', 'BLK')\n"
-		      "            if getattr(stat, 'S_IS' + k)(m)]\n"
-		      "    fds.append((fd, kind[0] if kind else oct(m)))\n"
-		      "print(fds)\n",
-		      "[(0, 'CHR'), (1, 'FIFO'), (2, 'FIFO'), (3, 'SOCK')]\n");
+	expect_output(sb, list_fds, FOUR_FDS);
 	expect_healthy(sb);
 	snapcell_sandbox_free(sb);
 }
@@ -787,19 +790,6 @@ Test(isolation, cell_memory_does_not_hold_the_host_work_directory_path, .timeout
  * of the host's (a pidfd of the host process, once). */
 Test(isolation, branched_session_workers_hold_only_their_four_fds, .timeout = 60)
 {
-	static const char list_fds[] =
-		"import os, stat\n"
-		"fds = []\n"
-		"for fd in range(1 << 16):\n"
-		"    try:\n"
-		"        m = os.fstat(fd).st_mode\n"
-		"    except OSError:\n"
-		"        continue\n"
-		"    kind = [k for k in ('CHR', 'FIFO', 'SOCK', 'DIR', 'REG', 'LNK', 'BLK')\n"
-		"            if getattr(stat, 'S_IS' + k)(m)]\n"
-		"    fds.append((fd, kind[0] if kind else oct(m)))\n"
-		"print(fds)\n";
-	static const char want[] = "[(0, 'CHR'), (1, 'FIFO'), (2, 'FIFO'), (3, 'SOCK')]\n";
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	struct snapcell_session *s = NULL, *branch = NULL;
 	struct snapcell_snapshot *snap = NULL;
@@ -818,7 +808,7 @@ Test(isolation, branched_session_workers_hold_only_their_four_fds, .timeout = 60
 		cr_assert_eq(snapcell_session_run(both[i], list_fds, SIZE_MAX, NULL, &res, &err), 0,
 			     "%s", err.message);
 		expect_ok(res);
-		cr_expect_str_eq(res->stdout_buf, want, "%s", i ? "restored" : "branch");
+		cr_expect_str_eq(res->stdout_buf, FOUR_FDS, "%s", i ? "restored" : "branch");
 		snapcell_result_free(res);
 	}
 	snapcell_session_free(branch);
