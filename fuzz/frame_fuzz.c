@@ -1,6 +1,7 @@
 /* libFuzzer target for the frame codec (src/rpc/frame.c): decodes arbitrary bytes whole, byte by
  * byte and in pseudo-random slices, and through the blocking reader, and checks that every way
- * agrees and respects the cap. Builds without libFuzzer too, for fuzz/replay.c. */
+ * agrees and respects the cap; then reads the input's first frame with the reply reader. Builds
+ * without libFuzzer too, for fuzz/replay.c. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdint.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "rpc/frame.h"
@@ -146,6 +148,47 @@ static struct outcome read_blocking(const uint8_t *data, size_t size)
 	}
 }
 
+/* sc__frame_read_reply on a socket holding the input (up to what a socket buffer surely
+ * takes), then end of stream: the first frame the other readers saw, or a refusal that fits:
+ * its cap, a cut-short input, or bytes past the one frame it owed. */
+#define REPLY_MAX 16384
+static void read_reply(const uint8_t *data, size_t size)
+{
+	if (size > REPLY_MAX)
+		return;
+	struct outcome first = {.digest = FNV_OFFSET};
+	struct sc_frame_reader r;
+	sc__frame_reader_init(&r, CAP);
+	size_t used = 0;
+	int whole_rc = sc__frame_feed(&r, data, size, &used);
+	if (whole_rc == 1)
+		record(&first, sc__frame_type(&r), r.payload, r.payload_len);
+	sc__frame_reader_reset(&r);
+	int sv[2];
+	CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0);
+	CHECK(size == 0 || write(sv[0], data, size) == (ssize_t)size);
+	close(sv[0]);
+	uint8_t type, *payload = NULL;
+	size_t len = SIZE_MAX;
+	struct sc_spin spin = {.window_us = 10};
+	int rc = sc__frame_read_reply(sv[1], CAP, &spin, &type, &payload, &len);
+	close(sv[1]);
+	if (rc == 0) {
+		struct outcome got = {.digest = FNV_OFFSET};
+		record(&got, type, payload, len);
+		free(payload);
+		CHECK(whole_rc == 1 && got.digest == first.digest);
+		return;
+	}
+	CHECK(payload == NULL);
+	if (whole_rc == -EMSGSIZE)
+		CHECK(rc == -EMSGSIZE);
+	else if (whole_rc == 0)
+		CHECK(rc == -EPIPE);
+	else
+		CHECK(rc == -EPROTO && size > used);
+}
+
 static void expect_same(const struct outcome *a, const struct outcome *b)
 {
 	CHECK(a->frames == b->frames);
@@ -168,5 +211,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	struct outcome blocking = read_blocking(data, size);
 	expect_same(&whole, &blocking);
+	read_reply(data, size);
 	return 0;
 }

@@ -137,6 +137,83 @@ int sc__frame_read(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t 
 	return 0;
 }
 
+uint64_t sc__spin_start(struct sc_spin *s)
+{
+	if (s->window_us == 0)
+		return 0;
+	if (s->skip > 0) {
+		s->skip--;
+		return 0;
+	}
+	return sc__now_us() + s->window_us;
+}
+
+void sc__spin_end(struct sc_spin *s, bool caught)
+{
+	if (caught) {
+		s->backoff = 0;
+		return;
+	}
+	s->backoff = s->backoff ? s->backoff * 2 : 1;
+	if (s->backoff > SC_SPIN_MAX_BACKOFF)
+		s->backoff = SC_SPIN_MAX_BACKOFF;
+	s->skip = s->backoff;
+}
+
+/* The first bytes of an answer: non-blocking reads while the spin lasts, then a blocking one. */
+static ssize_t first_read(int fd, void *buf, size_t len, struct sc_spin *s)
+{
+	uint64_t until = s ? sc__spin_start(s) : 0;
+	bool spun = until != 0;
+	for (;;) {
+		ssize_t n = recv(fd, buf, len, until ? MSG_DONTWAIT : 0);
+		if (n >= 0 || (errno != EINTR && errno != EAGAIN)) {
+			if (spun)
+				sc__spin_end(s, until != 0);
+			return n < 0 ? -errno : n;
+		}
+		if (until && sc__now_us() >= until)
+			until = 0;
+	}
+}
+
+int sc__frame_read_reply(int fd, size_t cap, struct sc_spin *s, uint8_t *type, uint8_t **payload,
+			 size_t *len)
+{
+	uint8_t buf[SC_FRAME_REPLY_READ];
+	ssize_t got = first_read(fd, buf, sizeof(buf), s);
+	if (got <= 0)
+		return got < 0 ? (int)got : -EPIPE;
+	int rc = 0;
+	if (got < SC_FRAME_HEADER_LEN) {
+		rc = sc__read_all(fd, buf + got, SC_FRAME_HEADER_LEN - (size_t)got);
+		got = SC_FRAME_HEADER_LEN;
+	}
+	if (rc < 0)
+		return rc;
+	uint32_t n = (uint32_t)buf[0] | (uint32_t)buf[1] << 8 | (uint32_t)buf[2] << 16 |
+		     (uint32_t)buf[3] << 24;
+	if (n == 0 || n - 1 > cap)
+		return -EMSGSIZE;
+	size_t have = (size_t)got - SC_FRAME_HEADER_LEN;
+	if (have > n - 1)
+		return -EPROTO; /* bytes past the one frame the peer owed */
+	uint8_t *p = malloc(n);
+	if (!p)
+		return -ENOMEM;
+	memcpy(p, buf + SC_FRAME_HEADER_LEN, have);
+	rc = sc__read_all(fd, p + have, n - 1 - have);
+	if (rc < 0) {
+		free(p);
+		return rc;
+	}
+	p[n - 1] = 0;
+	*type = buf[4];
+	*payload = p;
+	*len = n - 1;
+	return 0;
+}
+
 int sc__frame_write_fds(int fd, uint8_t type, const void *payload, size_t len, const int *fds,
 			size_t n_fds)
 {

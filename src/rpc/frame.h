@@ -77,6 +77,33 @@ void sc__frame_header(uint8_t out[SC_FRAME_HEADER_LEN], uint8_t type, size_t pay
 int sc__frame_write(int fd, uint8_t type, const void *payload, size_t len);
 int sc__frame_read(int fd, size_t cap, uint8_t *type, uint8_t **payload, size_t *len);
 
+/* Waiting for a peer that answers within microseconds without sleeping: a thread that sleeps
+ * is woken by the peer's CPU, and in a VM that costs tens of microseconds. A spin polls for up
+ * to window_us, then the wait blocks. A spin only pays when the peer runs on another CPU: on
+ * the same one (the kernel puts a woken peer beside its waker when no CPU is idle, and
+ * sched_yield does not hand the CPU over across scheduling groups) it only delays the peer by
+ * its window. So spins that fail back off: after a failure the next 1, 2, 4, ... waits (up to
+ * SC_SPIN_MAX_BACKOFF) block at once, and one success spins every wait again. */
+#define SC_SPIN_MAX_BACKOFF 64
+struct sc_spin {
+	uint32_t window_us; /* 0: never spin */
+	uint32_t skip;	    /* waits left that block at once */
+	uint32_t backoff;   /* what skip was set to at the last failure */
+};
+
+/* The end of this wait's spin (sc__now_us clock), or 0 when this wait blocks at once. */
+uint64_t sc__spin_start(struct sc_spin *s);
+/* After a spin: whether the peer's frame came during it. */
+void sc__spin_end(struct sc_spin *s, bool caught);
+
+/* The one frame a peer sends in answer to a request (a tool call's RESULT), like
+ * sc__frame_read but on a socket and with fewer system calls: a small answer arrives in one
+ * read of up to SC_FRAME_REPLY_READ bytes, and the reads spin as s says (NULL: they block).
+ * More bytes than the frame are -EPROTO: the peer owes exactly one. */
+#define SC_FRAME_REPLY_READ 4096
+int sc__frame_read_reply(int fd, size_t cap, struct sc_spin *s, uint8_t *type, uint8_t **payload,
+			 size_t *len);
+
 /* The same, carrying up to SC_FRAME_MAX_FDS descriptors (SCM_RIGHTS on a unix socket).
  * Received fds are O_CLOEXEC; any beyond max_fds are closed. */
 #define SC_FRAME_MAX_FDS 4

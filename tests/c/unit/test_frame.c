@@ -6,6 +6,7 @@
 
 #include "helpers.h"
 #include "rpc/frame.h"
+#include "util/util.h"
 
 /* Header + payload in a caller buffer; returns the frame length. */
 static size_t make_frame(uint8_t *out, uint8_t type, const char *payload, size_t len)
@@ -322,4 +323,187 @@ Test(frame, write_to_a_closed_peer_is_epipe_not_sigpipe)
 	close(sv[1]);
 	cr_expect_eq(sc__frame_write(sv[0], SC_FRAME_RUN, "x", 1), -EPIPE);
 	close(sv[0]);
+}
+
+/* sc__frame_read_reply: the one answer to a request, in as few reads as it fits. */
+
+static int read_reply(int fd, size_t cap, struct sc_spin *s, uint8_t *type, uint8_t **payload,
+		      size_t *len)
+{
+	*payload = NULL;
+	return sc__frame_read_reply(fd, cap, s, type, payload, len);
+}
+
+Test(frame, reply_reads_a_small_answer)
+{
+	int sv[2];
+	socket_pair(sv);
+	cr_assert_eq(sc__frame_write(sv[0], SC_FRAME_RESULT, "\001{\"n\": 3}", 9), 0);
+	uint8_t type;
+	uint8_t *payload;
+	size_t len;
+	cr_assert_eq(read_reply(sv[1], 64, NULL, &type, &payload, &len), 0);
+	cr_expect_eq(type, SC_FRAME_RESULT);
+	cr_assert_eq(len, 9);
+	cr_expect_eq(memcmp(payload, "\001{\"n\": 3}", 10), 0, "NUL-terminated");
+	free(payload);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Past the first read's buffer: the rest comes from later reads while the writer still writes. */
+Test(frame, reply_reads_an_answer_larger_than_its_first_read)
+{
+	int sv[2];
+	socket_pair(sv);
+	uint8_t *data = pattern();
+	struct writer w = {.fd = sv[0], .data = data, .rc = 1};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, write_big, &w), 0);
+	uint8_t type;
+	uint8_t *payload;
+	size_t len;
+	struct sc_spin spin = {.window_us = 100};
+	int rc = read_reply(sv[1], BIG_LEN, &spin, &type, &payload, &len);
+	pthread_join(t, NULL);
+	cr_assert_eq(rc, 0);
+	cr_expect_eq(type, SC_FRAME_RUN);
+	cr_assert_eq(len, BIG_LEN);
+	cr_expect_eq(memcmp(payload, data, BIG_LEN), 0);
+	free(payload);
+	free(data);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* Writes a frame in two pieces: the first 3 bytes after 20 ms, the rest 5 ms later. */
+struct late_writer {
+	int fd;
+	const uint8_t *bytes;
+	size_t len;
+};
+
+static void *write_late(void *arg)
+{
+	struct late_writer *w = arg;
+	usleep(20000);
+	cr_assert_eq(write(w->fd, w->bytes, 3), 3);
+	usleep(5000);
+	cr_assert_eq(write(w->fd, w->bytes + 3, w->len - 3), (ssize_t)(w->len - 3));
+	return NULL;
+}
+
+/* The answer starts after the 1 ms spin gave up, with its header cut in two: the read blocks
+ * for it, and the failed spin makes the next wait block at once. */
+Test(frame, reply_with_a_split_header_after_a_failed_spin)
+{
+	int sv[2];
+	socket_pair(sv);
+	uint8_t buf[64];
+	size_t n = make_frame(buf, SC_FRAME_RESULT, "\001true", 5);
+	struct late_writer w = {sv[0], buf, n};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, write_late, &w), 0);
+	struct sc_spin spin = {.window_us = 1000};
+	uint8_t type;
+	uint8_t *payload;
+	size_t len;
+	cr_assert_eq(read_reply(sv[1], 64, &spin, &type, &payload, &len), 0);
+	pthread_join(t, NULL);
+	cr_expect_eq(type, SC_FRAME_RESULT);
+	cr_assert_eq(len, 5);
+	cr_expect_str_eq((char *)payload, "\001true");
+	free(payload);
+	cr_expect_eq(spin.backoff, 1);
+	cr_expect_eq(spin.skip, 1);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(frame, reply_with_bytes_past_its_frame_is_a_protocol_error)
+{
+	int sv[2];
+	socket_pair(sv);
+	cr_assert_eq(sc__frame_write(sv[0], SC_FRAME_RESULT, "\001{}", 3), 0);
+	cr_assert_eq(sc__frame_write(sv[0], SC_FRAME_RESULT, "\001{}", 3), 0);
+	uint8_t type;
+	uint8_t *payload;
+	size_t len;
+	cr_expect_eq(read_reply(sv[1], 64, NULL, &type, &payload, &len), -EPROTO);
+	cr_expect_null(payload);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(frame, reply_over_its_cap_or_cut_short_is_refused)
+{
+	int sv[2];
+	socket_pair(sv);
+	cr_assert_eq(sc__frame_write(sv[0], SC_FRAME_RESULT, "0123456789", 10), 0);
+	uint8_t type;
+	uint8_t *payload;
+	size_t len;
+	cr_expect_eq(read_reply(sv[1], 9, NULL, &type, &payload, &len), -EMSGSIZE);
+	cr_expect_null(payload);
+	close(sv[0]);
+	close(sv[1]);
+
+	uint8_t buf[64];
+	size_t n = make_frame(buf, SC_FRAME_RESULT, "0123456789", 10);
+	size_t cuts[] = {0, 3, SC_FRAME_HEADER_LEN, n - 1};
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		socket_pair(sv);
+		cr_assert_eq(write(sv[0], buf, cuts[i]), (ssize_t)cuts[i]);
+		close(sv[0]);
+		struct sc_spin spin = {.window_us = 50};
+		cr_expect_eq(read_reply(sv[1], 64, &spin, &type, &payload, &len), -EPIPE,
+			     "cut at %zu", cuts[i]);
+		cr_expect_null(payload);
+		close(sv[1]);
+	}
+}
+
+/* An answer already there is caught by the spin, which keeps spinning on the next wait. */
+Test(frame, spin_that_catches_the_answer_keeps_spinning)
+{
+	int sv[2];
+	socket_pair(sv);
+	struct sc_spin spin = {.window_us = 1000000};
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(sc__frame_write(sv[0], SC_FRAME_RESULT, "\001[]", 3), 0);
+		uint8_t type;
+		uint8_t *payload;
+		size_t len;
+		cr_assert_eq(read_reply(sv[1], 64, &spin, &type, &payload, &len), 0);
+		free(payload);
+		cr_expect_eq(spin.backoff, 0);
+		cr_expect_eq(spin.skip, 0);
+	}
+	close(sv[0]);
+	close(sv[1]);
+}
+
+Test(frame, failed_spins_back_off_doubling_to_a_cap_and_a_catch_resets)
+{
+	struct sc_spin s = {.window_us = 50};
+	uint64_t before = sc__now_us();
+	uint64_t until = sc__spin_start(&s);
+	cr_expect_geq(until, before + 50);
+	uint32_t want = 1;
+	for (int round = 0; round < 10; round++) {
+		sc__spin_end(&s, false);
+		cr_expect_eq(s.backoff, want, "round %d", round);
+		for (uint32_t i = 0; i < want; i++)
+			cr_expect_eq(sc__spin_start(&s), 0, "round %d wait %u blocks", round, i);
+		cr_expect_neq(sc__spin_start(&s), 0, "round %d: then a spin again", round);
+		want = want * 2 > SC_SPIN_MAX_BACKOFF ? SC_SPIN_MAX_BACKOFF : want * 2;
+	}
+	sc__spin_end(&s, true);
+	cr_expect_eq(s.backoff, 0);
+	cr_expect_neq(sc__spin_start(&s), 0);
+	sc__spin_end(&s, false);
+	cr_expect_eq(s.backoff, 1, "after a catch, a failure starts over");
+
+	struct sc_spin never = {0};
+	cr_expect_eq(sc__spin_start(&never), 0, "a window of 0 never spins");
 }
