@@ -11,7 +11,15 @@
 
 #include "guest.h"
 
+/* How long a call waits for its answer without sleeping (rpc/frame.h): a host tool that
+ * answers at once (microseconds) is caught without this CPU going idle and being woken. A
+ * slow tool costs this much CPU, and only until the spins back off. */
+#ifndef CALL_SPIN_US
+#define CALL_SPIN_US 50
+#endif
+
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sc_spin call_spin = {.window_us = CALL_SPIN_US}; /* under call_lock */
 static size_t frame_cap = SC_FRAME_DEFAULT_CAP;
 static int owner_pid = 1;
 
@@ -40,7 +48,8 @@ static int exchange(const char *name, Py_ssize_t name_len, const char *args, Py_
 	int rc = sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_CALL, payload, len);
 	uint8_t type = 0;
 	if (rc == 0)
-		rc = sc__frame_read(SC_CELL_RPC_FD, frame_cap, &type, answer, answer_len);
+		rc = sc__frame_read_reply(SC_CELL_RPC_FD, frame_cap, &call_spin, &type, answer,
+					  answer_len);
 	pthread_mutex_unlock(&call_lock);
 	free(payload);
 	if (rc == 0 && (type != SC_FRAME_RESULT || *answer_len == 0)) {
@@ -119,7 +128,7 @@ static PyObject *bridge_net(PyObject *self, PyObject *args)
 	pthread_mutex_lock(&net_lock);
 	int rc = sc__frame_write(SC_CELL_NET_FD, SC_FRAME_NET, q, (size_t)q_len);
 	if (rc == 0)
-		rc = sc__frame_read(SC_CELL_NET_FD, 4096, &type, &answer, &answer_len);
+		rc = sc__frame_read_reply(SC_CELL_NET_FD, 4096, NULL, &type, &answer, &answer_len);
 	pthread_mutex_unlock(&net_lock);
 	PyEval_RestoreThread(ts);
 	if (rc == 0 && (type != SC_FRAME_NET_ANSWER || answer_len == 0)) {
