@@ -28,6 +28,14 @@
 #define EXIT_GRACE_US 5000000
 /* After the exit record, pipes reach EOF once the cell's namespace is gone. */
 #define DRAIN_GRACE_US 1000000
+/* After answering a tool call the loop polls without sleeping for up to this long (a spin,
+ * rpc/frame.h): code that calls tools in a row sends its next call within microseconds.
+ * Nothing waits on it: poll still sees every descriptor, the deadline and the cancellation
+ * token each round. Code that makes no more calls costs this much CPU, and only until the
+ * spins back off. */
+#ifndef CALL_SPIN_US
+#define CALL_SPIN_US 50
+#endif
 
 enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL, FORCED_CANCEL };
 
@@ -65,6 +73,8 @@ struct run {
 	char note[160];
 	uint64_t start_us, deadline_us;
 	uint64_t killed_us; /* when kill_cell fired */
+	struct sc_spin spin;
+	uint64_t spin_until_us; /* after answering a call: poll without sleeping until then */
 };
 
 static void kill_cell(struct run *r, enum forced why)
@@ -194,6 +204,7 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 	log_call(r, &out.log);
 	free(out.text);
 	send_pending(r); /* the cell is waiting for it: no need to poll first */
+	r->spin_until_us = sc__spin_start(&r->spin);
 }
 
 static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
@@ -221,10 +232,18 @@ static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
 		violation(r, "unexpected frame");
 }
 
+static void end_spin(struct run *r, bool caught)
+{
+	sc__spin_end(&r->spin, caught);
+	r->spin_until_us = 0;
+}
+
 static void read_frames(struct run *r, const struct snapcell_sandbox *sb)
 {
 	uint8_t buf[65536];
 	ssize_t n = recv(r->cell->fds[SC_CELL_RPC], buf, sizeof(buf), MSG_DONTWAIT);
+	if (n > 0 && r->spin_until_us)
+		end_spin(r, true);
 	if (n <= 0) {
 		if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
 			close(r->cell->fds[SC_CELL_RPC]);
@@ -313,6 +332,10 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 		uint64_t until = r->deadline_us > now ? r->deadline_us - now : 0;
 		if (r->forced != NOT_FORCED || r->have_exit)
 			until = 50000; /* only draining now */
+		else if (now < r->spin_until_us)
+			until = 0; /* just answered a call: the next may be microseconds away */
+		else if (r->spin_until_us)
+			end_spin(r, false);
 		int timeout_ms = (int)((until + 999) / 1000);
 		if (poll(pf, 5, timeout_ms) < 0 && errno != EINTR)
 			return -errno;
@@ -481,8 +504,11 @@ int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 		 const struct sc_run_request *req, struct snapcell_result **out, bool *alive,
 		 struct snapcell_error *err)
 {
-	struct run r = {
-		.target = t, .cell = t->cell, .cancel_fd = req->cancel_fd, .learn = req->learn};
+	struct run r = {.target = t,
+			.cell = t->cell,
+			.cancel_fd = req->cancel_fd,
+			.learn = req->learn,
+			.spin = {.window_us = CALL_SPIN_US}};
 	struct snapcell_result *res = calloc(1, sizeof(*res));
 	int rc = !res ? -ENOMEM : prepare(&r, sb, req->code, req->code_len);
 	if (rc == 0) {
