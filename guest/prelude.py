@@ -5,6 +5,7 @@
 import atexit
 import gc
 import io
+import json
 import linecache
 import os
 import sys
@@ -161,8 +162,11 @@ def prepare():
 
 def warm():
     """In each parked cell: a one-line run, so the cell pays the copy-on-write faults of the
-    run path before a request instead of during one. Output goes nowhere."""
+    run path before a request instead of during one; with tools, the same for a tool call's
+    path (every step but the exchange with the host). Output goes nowhere."""
     _quietly("print(1)")
+    if _tools_configured:
+        _warm_tool_path()
 
 
 class ToolError(Exception):
@@ -171,11 +175,16 @@ class ToolError(Exception):
 
 ToolError.__module__ = "builtins"
 
+# One encoder and decoder for every call (json.dumps with options builds an encoder per call).
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+_decode = json.JSONDecoder().decode
+_exchange = None  # _snapcell.call, set by configure
+_tools_configured = False
+
 
 def _tool_json(name, kwargs):
-    import json
     try:
-        return json.dumps(kwargs, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        return _encode(kwargs).encode("utf-8")
     except RecursionError:
         raise ToolError(f"arguments for tool {name!r} are nested too deeply") from None
     except (TypeError, ValueError) as e:
@@ -187,24 +196,39 @@ def _tool_json(name, kwargs):
 def call_tool(name, /, *args, **kwargs):
     """Calls the host tool `name` with keyword arguments and returns its result as Python
     values. Raises ToolError when the tool fails, is unknown or rejects the arguments."""
-    import json
-    import _snapcell
     if not isinstance(name, str):
         raise TypeError(f"call_tool() needs the tool name as a string, not {type(name).__name__}")
     if args:
         raise TypeError(f"call_tool() takes keyword arguments only: "
                         f"call_tool({name!r}, a=1, b=2), not {len(args)} positional")
     try:
-        ok, answer = _snapcell.call(name, _tool_json(name, kwargs))
+        ok, answer = _exchange(name, _tool_json(name, kwargs))
     except ValueError as e:  # the bridge's checks: name, size
         shown = name if len(name) <= 64 else name[:64] + "..."
         raise ToolError(f"tool {shown!r}: {e}") from None
     if not ok:
         raise ToolError(answer.decode("utf-8", "replace"))
     try:
+        # What json.loads does with bytes, minus its encoding detection when the first two
+        # bytes show UTF-8 (a UTF-16 or UTF-32 text or BOM starts with a NUL or a high byte).
+        head = answer[:2]
+        if head and head[0] < 0x80 and 0 not in head:
+            return _decode(answer.decode("utf-8", "surrogatepass"))
         return json.loads(answer)
     except ValueError as e:
         raise ToolError(f"tool {name!r} returned invalid JSON: {e}") from None
+
+
+def _warm_tool_path():
+    """A tool call with a stand-in for the exchange: the encoder, the decoder and call_tool's
+    own objects get this cell's copies now, not during the run's first call."""
+    global _exchange
+    real = _exchange
+    _exchange = lambda name, body: (True, b'{"a": [1, 2.5, "x", null, true], "b": {}}')
+    try:
+        call_tool("warm", a=[1, 2.5, "x", None, True], b={"c": "d"})
+    finally:
+        _exchange = real
 
 
 def _guard_network(notice):
@@ -368,7 +392,10 @@ def configure(tools, network_notice, network):
         _guard_network(network_notice)
     import builtins
     import types
-    import _snapcell  # noqa: F401 (imported here, once, not by each cell's first call)
+    import _snapcell
+    global _exchange, _tools_configured
+    _exchange = _snapcell.call
+    _tools_configured = bool(tools)
     builtins.call_tool = call_tool
     builtins.ToolError = ToolError
     module = types.ModuleType("tools", "The host's tools, callable with keyword arguments.")

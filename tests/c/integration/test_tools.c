@@ -119,6 +119,32 @@ Test(tools, tool_error_raises_in_the_guest_with_its_message)
 	snapcell_sandbox_free(sb);
 }
 
+/* call_tool decodes an answer as json.loads does with bytes (its fast path takes plain UTF-8,
+ * anything else goes the long way): a BOM, a one-byte value, a non-ASCII start, invalid JSON. */
+Test(tools, answers_decode_as_json_loads_would)
+{
+	struct snapcell_config *cfg = test_config_new();
+	static const char *const answers[][2] = {{"bom", "\xef\xbb\xbf{\"a\": 1}"},
+						 {"one", "7"},
+						 {"wide", "\"\xc3\xbc\xe2\x82\xac\""},
+						 {"bad", "{\"a\": "}};
+	for (size_t i = 0; i < 4; i++)
+		cr_assert_eq(snapcell_config_add_tool(cfg, answers[i][0], "A constant.", NULL,
+						      SNAPCELL_APPROVAL_NEVER, constant,
+						      (void *)answers[i][1], NULL),
+			     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(
+		sb, "print(call_tool('bom'), call_tool('one'), call_tool('wide') == 'ü€')\n"
+		    "try:\n    call_tool('bad')\nexcept ToolError as e:\n    print(e)\n");
+	expect_ok(res);
+	const char want[] = "{'a': 1} 7 True\ntool 'bad' returned invalid JSON: ";
+	cr_expect(!strncmp(res->stdout_buf, want, strlen(want)), "%s", res->stdout_buf);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
 static void expect_tool_error(struct snapcell_sandbox *sb, const char *call, const char *message)
 {
 	char code[512];
