@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 /* Host tools: call_tool and the tools module, results as native values, errors raised in the
  * guest, schema checks on the host, hostile arguments, the call log. */
+#include <sys/resource.h>
 #include <time.h>
 
 #include "helpers.h"
@@ -371,6 +372,47 @@ Test(tools, a_callback_can_ask_for_the_runs_deadline)
 		  "deadline %llu not 3 s after the run's start (%llu..%llu)",
 		  (unsigned long long)seen, (unsigned long long)before, (unsigned long long)after);
 	cr_expect_eq(snapcell_tool_deadline_us(), 0, "after the callback");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+static uint64_t thread_cpu_us(void)
+{
+	struct rusage ru;
+	cr_assert_eq(getrusage(RUSAGE_THREAD, &ru), 0);
+	return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000u +
+	       (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+/* Both ends spin only briefly before they sleep (rpc/frame.h): a cell waiting 300 ms for a
+ * slow tool, and a host waiting 300 ms for code that makes no more calls, each use far less
+ * CPU than that while they wait, whatever the calls before did. */
+Test(tools, waits_for_a_slow_tool_or_slow_code_do_not_spin, .timeout = 60)
+{
+	static unsigned ms = 300;
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "slow", "Sleeps.", NULL, SNAPCELL_APPROVAL_NEVER,
+					      slow, &ms, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "echo", "Echoes.", NULL, SNAPCELL_APPROVAL_NEVER,
+					      echo, NULL, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(
+		sb, "for _ in range(200):\n    call_tool('echo')\nprint(call_tool('slow'))\n");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "late\n");
+	cr_expect_lt(res->cpu_us, 200000, "the cell used %llu us of CPU",
+		     (unsigned long long)res->cpu_us);
+	snapcell_result_free(res);
+	uint64_t before = thread_cpu_us();
+	res = test_run(sb, "import time\nfor _ in range(200):\n    call_tool('echo')\n"
+			   "time.sleep(0.3)\nprint('done')\n");
+	uint64_t host_us = thread_cpu_us() - before;
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "done\n");
+	cr_expect_lt(host_us, 200000, "the host used %llu us of CPU", (unsigned long long)host_us);
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
