@@ -25,6 +25,7 @@ struct sc_guest_config {
 	size_t n_python_paths;
 	char **preloads; /* modules imported before cells are parked */
 	size_t n_preloads;
+	char *warmup; /* Python run once after the preloads (snapcell_config_set_warmup), or NULL */
 	unsigned spares;
 	uint64_t tmp_bytes;
 	uint64_t output_bytes; /* size of each cell's /output tmpfs */

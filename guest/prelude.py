@@ -129,6 +129,44 @@ def _quietly(source):
         sys.stdout = saved
 
 
+_warming = False  # the template is running the config's warm-up (warm_up)
+
+
+def warm_up(source):
+    """In the template, once, after the preloads: the config's warm-up code, in a namespace of
+    its own that is dropped afterwards (what it imports stays imported), its output discarded.
+    Returns None, or one line for the setup error: the exception and its innermost frames."""
+    global _warming
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = io.StringIO()
+    _warming = True
+    try:
+        exec(compile(source, "<warmup>", "exec"), {"__name__": "__warmup__"})
+    except BaseException as e:
+        return _warmup_error(e, source)
+    finally:
+        _warming = False
+        sys.stdout, sys.stderr = saved
+        gc.collect()  # files it left unreferenced are closed before the descriptors are checked
+    return None
+
+
+def _warmup_error(exc, source):
+    """The exception, then where: the warm-up's own line that was running, and the innermost
+    frame when that lies in a library. Short: it has to fit the setup error."""
+    lines = source.splitlines()
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != "<snapcell>"]
+    own = [f for f in frames if f.filename == "<warmup>"]
+    where = []
+    if own:
+        line = own[-1].lineno or 0
+        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        where.append(f"<warmup>:{line}" + (f" `{text[:40]}`" if text else ""))
+    if frames and frames[-1].filename != "<warmup>":
+        where.append(f"in {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}")
+    return f"{type(exc).__name__}: {exc}" + (f" (at {', '.join(where)})" if where else "")
+
+
 def add_site_dirs(dirs):
     """In the template: a venv's site-packages, already on sys.path, has its .pth files
     processed as site.addsitedir does (paths added, import lines run)."""
@@ -231,6 +269,9 @@ def _guard_network(notice):
         __slots__ = ()
 
         def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+            if _warming and fileno is None and family != _socket.AF_UNIX:
+                raise PermissionError(13, "no network in the warm-up (it runs in the "
+                                      "template, before any run)")
             try:
                 real_socket.__init__(self, family, type, proto, fileno)
             except PermissionError:
@@ -244,6 +285,9 @@ def _guard_network(notice):
 
     def resolver(real, noun):
         def wrapped(*args, **kwargs):
+            if _warming:
+                raise PermissionError(13, "no network in the warm-up (it runs in the "
+                                      "template, before any run)")
             try:
                 return real(*args, **kwargs)
             except (gaierror, _socket.herror):

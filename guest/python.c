@@ -6,9 +6,11 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "guest.h"
 #include "prelude.h"
@@ -144,8 +146,90 @@ static int preload_failed(PyObject *prelude, const char *name, struct snapcell_e
 	return SNAPCELL_E_HELPER;
 }
 
-/* Imports the configured modules in order, each checked to leave no thread behind, with the
- * thread pools pinned; the caller's values of those variables come back afterwards. */
+#define FD_SCAN_MAX (1 << 20) /* descriptors checked around the warm-up */
+#define FD_LIST_MAX 256	      /* the template's own: a few dozen at most */
+
+/* The open descriptors below the soft RLIMIT_NOFILE, in order (at most max; -1 if more): poll
+ * says POLLNVAL for a closed one, 1024 a call, so no /proc is needed (the root has none). */
+static long open_fds(int *fds, size_t max)
+{
+	struct rlimit rl;
+	rlim_t limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+	if (limit > FD_SCAN_MAX)
+		limit = FD_SCAN_MAX;
+	struct pollfd pf[1024];
+	size_t n = 0;
+	for (rlim_t base = 0; base < limit; base += SC_ARRAY_LEN(pf)) {
+		size_t count = limit - base < SC_ARRAY_LEN(pf) ? limit - base : SC_ARRAY_LEN(pf);
+		for (size_t i = 0; i < count; i++)
+			pf[i] = (struct pollfd){.fd = (int)(base + i)};
+		if (poll(pf, count, 0) < 0)
+			return -errno;
+		for (size_t i = 0; i < count; i++) {
+			if (pf[i].revents & POLLNVAL)
+				continue;
+			if (n == max)
+				return -EMFILE;
+			fds[n++] = pf[i].fd;
+		}
+	}
+	return (long)n;
+}
+
+/* The first descriptor in one sorted list and not the other, or -1. */
+static int first_extra(const int *a, size_t n_a, const int *b, size_t n_b)
+{
+	for (size_t i = 0, j = 0; i < n_a; i++) {
+		while (j < n_b && b[j] < a[i])
+			j++;
+		if (j == n_b || b[j] != a[i])
+			return a[i];
+	}
+	return -1;
+}
+
+/* The config's warm-up (prelude.warm_up), checked like a preload to leave no thread running,
+ * and to leave the template's descriptors as it found them: a file object it kept open would
+ * name, in a cell, a descriptor the cell has closed (and may reuse). */
+static int warm_up(PyObject *prelude, const char *code, struct snapcell_error *err)
+{
+	static int before[FD_LIST_MAX], after[FD_LIST_MAX];
+	long n_before = open_fds(before, FD_LIST_MAX);
+	if (n_before < 0)
+		return sc__err(err, (int)n_before, "warm-up: list the template's descriptors");
+	PyObject *r = PyObject_CallMethod(prelude, "warm_up", "(s)", code);
+	if (!r)
+		return py_fail(err, "warm-up");
+	int rc = 0;
+	if (r != Py_None)
+		rc = sc__err(err, SNAPCELL_E_HELPER, "warm-up: %s",
+			     PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : "failed");
+	Py_DECREF(r);
+	if (rc < 0)
+		return rc;
+	if (!single_threaded())
+		return sc__err(err, SNAPCELL_E_HELPER,
+			       "warm-up: leaves threads running; the template must be "
+			       "single-threaded when it forks cells");
+	long n_after = open_fds(after, FD_LIST_MAX);
+	int fd;
+	if (n_after < 0)
+		return sc__err(err, n_after == -EMFILE ? SNAPCELL_E_HELPER : (int)n_after,
+			       "warm-up: leaves over %d descriptors open", FD_LIST_MAX);
+	if ((fd = first_extra(after, (size_t)n_after, before, (size_t)n_before)) >= 0)
+		return sc__err(err, SNAPCELL_E_HELPER,
+			       "warm-up: leaves descriptor %d open (a file or socket it made); "
+			       "close what it opens, e.g. with `with open(...)`",
+			       fd);
+	if ((fd = first_extra(before, (size_t)n_before, after, (size_t)n_after)) >= 0)
+		return sc__err(err, SNAPCELL_E_HELPER,
+			       "warm-up: closed descriptor %d, which the template needs", fd);
+	return 0;
+}
+
+/* Imports the configured modules in order, each checked to leave no thread behind, then runs
+ * the warm-up, with the thread pools pinned; the caller's values of those variables come back
+ * afterwards. */
 static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct snapcell_error *err)
 {
 	char *saved[SC_ARRAY_LEN(thread_vars)];
@@ -176,6 +260,8 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 				     cfg->preloads[i]);
 		Py_XDECREF(m);
 	}
+	if (rc == 0 && cfg->warmup) /* pinned too: it may import what starts a pool */
+		rc = warm_up(prelude, cfg->warmup, err);
 	if ((PySys_SetObject("stdout", out) < 0 || PySys_SetObject("stderr", errs) < 0) && rc == 0)
 		rc = py_fail(err, "preload output");
 	Py_XDECREF(out);

@@ -190,6 +190,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		json_decref(root);
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad preload list");
 	}
+	c->warmup = dup_str(root, "warmup");
 	c->network_notice = dup_str(root, "network_notice");
 	c->rlimits = get_u64(root, "level") == SNAPCELL_ISOLATION_RLIMITS;
 	c->tmp_dir = dup_str(root, "tmp");

@@ -50,6 +50,7 @@ struct snapcell_config {
 	bool venv_system; /* include-system-site-packages = true */
 	char **preloads;  /* module names, in import order */
 	size_t n_preloads;
+	char *warmup; /* Python the template runs once after the preloads, or NULL */
 	enum snapcell_isolation required;
 	bool reject_links;	    /* staging fails on a link instead of leaving it out */
 	struct sc_net_list allowed; /* network entries (net/net.h), enforced by net/gate.c */

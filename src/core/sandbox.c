@@ -386,6 +386,9 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "preload", preload) < 0)
 		json_decref(msg), msg = NULL;
+	if (msg && sb->cfg->warmup &&
+	    json_object_set_new(msg, "warmup", json_string(sb->cfg->warmup)) < 0)
+		json_decref(msg), msg = NULL;
 	if (msg && sb->gate && json_object_set_new(msg, "net", net_setup(sb->gate)) < 0)
 		json_decref(msg), msg = NULL;
 	char *notice = sc__network_notice(sb->cfg);
