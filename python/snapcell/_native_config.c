@@ -265,9 +265,10 @@ static PyObject *config_set_warmup(ConfigObject *self, PyObject *arg)
 {
 	if (sc__py_config_writable(self) < 0)
 		return NULL;
-	if (arg != Py_None && !PyUnicode_Check(arg))
-		return PyErr_Format(PyExc_TypeError, "set_warmup() wants a str or None, not %s",
-				    Py_TYPE(arg)->tp_name);
+	if (arg != Py_None && !PyUnicode_Check(arg)) {
+		PyErr_SetString(PyExc_TypeError, "set_warmup() wants a str (Python code) or None");
+		return NULL;
+	}
 	Py_ssize_t len = 0;
 	const char *code = arg == Py_None ? NULL : PyUnicode_AsUTF8AndSize(arg, &len);
 	if (arg != Py_None && !code)

@@ -327,7 +327,7 @@ def test_warmup_keyword_primes_every_run_and_its_errors_are_setup_errors():
         snapcell.Sandbox(warmup="#" * 65537)
     with pytest.raises(ValueError, match="NUL"):
         snapcell.Sandbox(warmup="x = 1\0")
-    with pytest.raises(TypeError, match="str or None"):
+    with pytest.raises(TypeError, match=r"wants a str \(Python code\) or None"):
         snapcell.Sandbox(warmup=b"x = 1")
 
 
