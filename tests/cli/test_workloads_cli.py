@@ -282,13 +282,21 @@ def test_a_venv_of_another_python_is_refused(snapcell, tmp_path):
 def test_the_analysis_example_leaves_a_chart_and_a_csv(snapcell, tmp_path):
     examples = HERE.parents[1] / "examples"
     r = snapcell("run", "--python-path", DIST, "--preload", "pandas", "--preload",
-                 "matplotlib.pyplot", "--memory", "2G", "--workspace", examples / "sales",
+                 "matplotlib.pyplot", "--warmup-file", examples / "analysis_warmup.py",
+                 "--memory", "2G", "--workspace", examples / "sales",
                  "--output", tmp_path, examples / "analysis.py")
     assert r.returncode == 0, r.stderr
     assert b"540 sales" in r.stdout and b"best region: west" in r.stdout
     assert (tmp_path / "monthly_revenue.png").read_bytes()[:4] == b"\x89PNG"
     lines = (tmp_path / "monthly_revenue.csv").read_text().splitlines()
     assert lines[0] == "date,north,south,west" and len(lines) == 13
+    # Without emptying matplotlib's font cache the warm-up would leave its font files open.
+    warmup = (examples / "analysis_warmup.py").read_text()
+    (tmp_path / "w.py").write_text(warmup.replace("font_manager._get_font.cache_clear()", ""))
+    r = snapcell("run", "--python-path", DIST, "--preload", "pandas", "--preload",
+                 "matplotlib.pyplot", "--warmup-file", tmp_path / "w.py", "--memory", "2G",
+                 "-", stdin=b"print(1)")
+    assert r.returncode == 3 and b"warm-up: leaves descriptor" in r.stderr, r.stderr
 
 
 @needs_landlock
