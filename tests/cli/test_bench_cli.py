@@ -14,7 +14,9 @@ fresh_over_floor_python_fork_p50 paced_over_floor_python_fork_p50
 tool_call_over_floor_roundtrip_p50""".split()
 
 PANDAS_KEYS = """pandas_fresh_p50_us pandas_preloaded_fresh_p50_us pandas_preloaded_over_fresh_p50
-pandas_preloaded_paced_p50_us pandas_preloaded_paced_over_paced_p50""".split()
+pandas_preloaded_paced_p50_us pandas_preloaded_paced_over_paced_p50 pandas_primed_fresh_p50_us
+pandas_primed_over_fresh_p50 pandas_primed_paced_p50_us
+pandas_primed_paced_over_paced_p50""".split()
 
 
 def test_a_short_bench_prints_every_key_with_a_number(snapcell):
