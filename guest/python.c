@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdio.h>
@@ -146,11 +147,14 @@ static int preload_failed(PyObject *prelude, const char *name, struct snapcell_e
 	return SNAPCELL_E_HELPER;
 }
 
-#define FD_SCAN_MAX (1 << 20) /* descriptors checked around the warm-up */
-#define FD_LIST_MAX 256	      /* the template's own: a few dozen at most */
+#define FD_SCAN_MAX  (1 << 20) /* descriptors checked around the warm-up */
+#define FD_PATH_SCAN 4096      /* ... and for O_PATH ones, which poll cannot see */
+#define FD_LIST_MAX  256       /* the template's own: a few dozen at most */
 
-/* The open descriptors below the soft RLIMIT_NOFILE, in order (at most max; -1 if more): poll
- * says POLLNVAL for a closed one, 1024 a call, so no /proc is needed (the root has none). */
+/* The open descriptors below the soft RLIMIT_NOFILE, in order (at most max; -EMFILE if more),
+ * without /proc (the root has none): poll says POLLNVAL for a closed one, 1024 a call, and
+ * for an O_PATH one too (the template holds some), so below FD_PATH_SCAN those are asked
+ * again with F_GETFD. */
 static long open_fds(int *fds, size_t max)
 {
 	struct rlimit rl;
@@ -166,7 +170,8 @@ static long open_fds(int *fds, size_t max)
 		if (poll(pf, count, 0) < 0)
 			return -errno;
 		for (size_t i = 0; i < count; i++) {
-			if (pf[i].revents & POLLNVAL)
+			if ((pf[i].revents & POLLNVAL) &&
+			    (pf[i].fd >= FD_PATH_SCAN || fcntl(pf[i].fd, F_GETFD) < 0))
 				continue;
 			if (n == max)
 				return -EMFILE;

@@ -73,6 +73,19 @@ Test(warmup, a_descriptor_left_open_is_refused)
 	expect_refused("import os, sys\nsys.kept = open(os.__file__)\n", NULL,
 		       "warm-up: leaves descriptor ");
 	expect_refused("import os\nos.pipe()\n", NULL, "warm-up: leaves descriptor ");
+	/* poll() cannot see an O_PATH descriptor; the check asks those again. */
+	expect_refused("import os\nos.open('/', os.O_PATH)\n", NULL, "warm-up: leaves descriptor ");
+	/* Closing one of the template's own (not fd 3, its control socket, which would end the
+	 * template before it could say why) is refused too. */
+	expect_refused("import os\n"
+		       "for fd in range(4, 64):\n"
+		       "    try:\n"
+		       "        os.fstat(fd)\n"
+		       "    except OSError:\n"
+		       "        continue\n"
+		       "    os.close(fd)\n"
+		       "    break\n",
+		       NULL, "which the template needs");
 	/* One it drops is closed by the collector before the check: allowed. */
 	struct snapcell_sandbox *sb;
 	struct snapcell_error err = {0};
