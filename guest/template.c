@@ -403,9 +403,15 @@ static int setup_plain(struct snapcell_error *err)
 static int setup(struct snapcell_error *err)
 {
 	T.cgroup_fd = -1;
+	/* Into the sandbox's memory cgroup before anything sizeable is allocated: nearly all the
+	 * template will ever use is charged there, and the cgroup is never empty while it lives.
+	 * Without the descriptor (no cgroup) this fails with EBADF. */
+	int moved = sc__cgroup_cell_enter(SC_CGROUP_FD);
 	int rc = read_setup(err);
 	if (rc < 0)
 		return rc;
+	if (T.cfg.cgroup && moved < 0)
+		return sc__err(err, moved, "move into memory cgroup %s", T.cfg.cgroup);
 	/* Before the pivot, while the host's cgroup mount is in this mount namespace. */
 	if (T.cfg.cgroup &&
 	    (T.cgroup_fd = open(T.cfg.cgroup, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
