@@ -19,14 +19,16 @@
  * module here costs every sandbox's start (dataclasses with inspect ~8 ms, hashlib with
  * libcrypto ~4 ms, pathlib ~5 ms). Nothing that starts a thread at import (the template must
  * be single-threaded when it forks), and not threading itself: its at-fork hook costs every
- * cell 0.2-0.6 ms (docs/performance.md). */
+ * cell 0.2-0.6 ms (docs/performance.md). They are imported after the sandbox's first cell is
+ * parked (sc_py_warm_template), so that the first run does not wait for them. */
 static const char *const warm_modules[] = {
 	"json",	     "re",	  "datetime", "collections", "math",   "random",   "itertools",
 	"functools", "traceback", "typing",   "statistics",  "string", "time",	   "csv",
 	"copy",	     "heapq",	  "bisect",   "operator",    "struct", "textwrap", "base64",
 };
 
-static PyObject *prelude_run, *prelude_warm;
+static PyObject *prelude_run, *prelude_warm, *prelude_prepare;
+static size_t warm_step; /* sc_py_warm_template's next: a warm_modules index, then prepare */
 
 /* Thread pools that size themselves from these at load (OpenBLAS, OpenMP, MKL, numexpr, BLIS):
  * pinned to 1 while preloads import, so numpy's BLAS starts no threads in the template. */
@@ -234,12 +236,6 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 	int rc = init_interpreter(cfg, err);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < SC_ARRAY_LEN(warm_modules); i++) {
-		PyObject *m = PyImport_ImportModule(warm_modules[i]);
-		if (!m)
-			return py_fail(err, warm_modules[i]);
-		Py_DECREF(m);
-	}
 	PyObject *code = Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
 	PyObject *mod = code ? PyImport_ExecCodeModule("_snapcell_prelude", code) : NULL;
 	Py_XDECREF(code);
@@ -247,6 +243,7 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 		return py_fail(err, "prelude");
 	prelude_run = PyObject_GetAttrString(mod, "run");
 	prelude_warm = PyObject_GetAttrString(mod, "warm");
+	prelude_prepare = PyObject_GetAttrString(mod, "prepare");
 	PyObject *tools = tool_list(cfg);
 	PyObject *r =
 		tools ? PyObject_CallMethod(mod, "configure", "(OsO)", tools, cfg->network_notice,
@@ -258,16 +255,31 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 		return py_fail(err, "prelude");
 	}
 	Py_DECREF(r);
-	if ((rc = add_site_dirs(mod, cfg, err)) < 0 || (rc = preload(mod, cfg, err)) < 0) {
-		Py_DECREF(mod);
-		return rc;
-	}
-	r = PyObject_CallMethod(mod, "prepare", NULL);
+	rc = add_site_dirs(mod, cfg, err);
+	if (rc == 0)
+		rc = preload(mod, cfg, err);
 	Py_DECREF(mod);
-	if (!prelude_run || !prelude_warm || !r)
-		return py_fail(err, "prelude");
-	Py_DECREF(r);
-	return 0;
+	if (rc == 0 && (!prelude_run || !prelude_warm || !prelude_prepare))
+		rc = py_fail(err, "prelude");
+	return rc;
+}
+
+bool sc_py_warm_template(void)
+{
+	PyObject *r = NULL;
+	if (warm_step < SC_ARRAY_LEN(warm_modules))
+		r = PyImport_ImportModule(warm_modules[warm_step]);
+	else if (warm_step == SC_ARRAY_LEN(warm_modules))
+		r = PyObject_CallNoArgs(prelude_prepare);
+	else
+		return false;
+	warm_step++;
+	/* A module that fails here fails again, with its traceback, in the cell that imports it;
+	 * a failed prepare leaves cells their own first-time work. */
+	if (!r)
+		PyErr_Clear();
+	Py_XDECREF(r);
+	return warm_step <= SC_ARRAY_LEN(warm_modules);
 }
 
 void sc_py_warm(void)

@@ -841,12 +841,17 @@ static void take_prefault(int fd)
 	T.n_prefault = n;
 }
 
-/* Returns when the host closes the control socket. */
+/* Returns when the host closes the control socket. The sandbox's first cell is parked before
+ * the template imports and warms up the common standard library, a step at a time between
+ * the host's messages (sc_py_warm_template): the first run, usually right after READY, waits
+ * for none of it. Every later cell is forked from the warmed template. */
 static void serve(void)
 {
 	int retry_ms = -1;
+	bool warming = true;
 	for (;;) {
-		while (T.parked < T.cfg.spares) {
+		unsigned want = !warming ? T.cfg.spares : T.next_id == 0 ? 1 : 0;
+		while (T.parked < want) {
 			if (park_cell() < 0) {
 				retry_ms = 50; /* out of processes or fds: try again soon */
 				break;
@@ -855,8 +860,13 @@ static void serve(void)
 			retry_ms = -1;
 		}
 		struct pollfd pf[2] = {{CTL, POLLIN, 0}, {T.sig_fd, POLLIN, 0}};
-		if (poll(pf, 2, retry_ms) < 0 && errno != EINTR)
+		int ready = poll(pf, 2, warming ? 0 : retry_ms);
+		if (ready < 0 && errno != EINTR)
 			return;
+		if (ready == 0 && warming) {
+			warming = sc_py_warm_template();
+			continue;
+		}
 		if (pf[1].revents)
 			reap();
 		if (pf[0].revents) {
