@@ -91,6 +91,13 @@ def _hide_own_frames(exc, seen=None):
         exc = exc.__cause__ or exc.__context__
 
 
+def _compile(source, filename):
+    """compile(source, filename, "exec"); guest/python.c replaces it with one that skips the
+    check for an AST object, whose first call in a process creates the ast module's types
+    (1.5-4 ms): in the first cell, forked before prepare() did that in the template."""
+    return compile(source, filename, "exec")
+
+
 # The code's lines for linecache (tracebacks, warnings, inspect), while linecache is not
 # imported: only in a cell forked before the template imported it (see _remember_lines).
 _pending_lines = {}
@@ -154,7 +161,7 @@ def run(source, session=False):
     _remember_lines(text)
     status, code, flags = OK, 0, 0
     try:
-        exec(compile(source, FILENAME, "exec"), main)
+        exec(_compile(source, FILENAME), main)
     except SystemExit as e:
         code = _exit_code(e)
         status = OK if code == 0 else ERROR
@@ -187,7 +194,7 @@ def _quietly(source):
     saved = sys.stdout
     sys.stdout = io.StringIO()
     try:
-        exec(compile(source, "<warmup>", "exec"), {"__name__": "__warmup__"})
+        exec(_compile(source, "<warmup>"), {"__name__": "__warmup__"})
     finally:
         sys.stdout = saved
 
