@@ -841,14 +841,32 @@ static void take_prefault(int fd)
 	T.n_prefault = n;
 }
 
+/* How long the template leaves the CPUs to the sandbox's first cell before it warms up. */
+#define WARM_DELAY_MS 50
+
+/* The poll timeout: until the warm-up may begin (or at once), or retry_ms when warm. */
+static int poll_timeout(bool warming, bool warm_now, uint64_t warm_at, int retry_ms)
+{
+	if (!warming)
+		return retry_ms;
+	uint64_t now = sc__now_us();
+	if (warm_now || now >= warm_at)
+		return 0;
+	int until = (int)((warm_at - now + 999) / 1000);
+	return retry_ms >= 0 && retry_ms < until ? retry_ms : until;
+}
+
 /* Returns when the host closes the control socket. The sandbox's first cell is parked before
- * the template imports and warms up the common standard library, a step at a time between
- * the host's messages (sc_py_warm_template): the first run, usually right after READY, waits
- * for none of it. Every later cell is forked from the warmed template. */
+ * the template imports and warms up the common standard library (sc_py_warm_template), so
+ * the first run, usually right after READY, waits for none of it. The warm-up begins once
+ * that cell is gone, or WARM_DELAY_MS after it was parked, so it does not compete with it for
+ * the CPUs; it goes a step (a few ms) at a time between the host's messages. Every later cell
+ * is forked from the warmed template. */
 static void serve(void)
 {
 	int retry_ms = -1;
 	bool warming = true;
+	uint64_t warm_at = 0;
 	for (;;) {
 		unsigned want = !warming ? T.cfg.spares : T.next_id == 0 ? 1 : 0;
 		while (T.parked < want) {
@@ -859,11 +877,14 @@ static void serve(void)
 			T.parked++;
 			retry_ms = -1;
 		}
+		if (warming && !warm_at)
+			warm_at = sc__deadline_ms(WARM_DELAY_MS);
+		bool warm_now = warming && (T.n_cells == 0 || sc__now_us() >= warm_at);
 		struct pollfd pf[2] = {{CTL, POLLIN, 0}, {T.sig_fd, POLLIN, 0}};
-		int ready = poll(pf, 2, warming ? 0 : retry_ms);
+		int ready = poll(pf, 2, poll_timeout(warming, warm_now, warm_at, retry_ms));
 		if (ready < 0 && errno != EINTR)
 			return;
-		if (ready == 0 && warming) {
+		if (ready == 0 && warm_now) {
 			warming = sc_py_warm_template();
 			continue;
 		}
