@@ -282,8 +282,11 @@ Test(cgroups, a_crashed_hosts_cgroups_are_reaped_by_the_next_sandbox)
 		struct snapcell_config *cfg = test_config_new();
 		struct snapcell_sandbox *sb = NULL;
 		struct snapcell_result *res = NULL;
+		struct snapcell_sandbox_stats st;
+		/* stats waits for both spares: the template parks them once it has warmed up. */
 		char ok = snapcell_sandbox_new(cfg, &sb, NULL) == 0 &&
-			  snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, NULL) == 0;
+			  snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, NULL) == 0 &&
+			  snapcell_sandbox_stats(sb, &st, NULL) == 0;
 		(void)!write(ready[1], &ok, 1);
 		pause();
 		_exit(0);
