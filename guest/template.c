@@ -11,6 +11,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <jansson.h>
+#include <linux/filter.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -351,6 +352,57 @@ static unsigned seccomp_flags(void)
 			: 0);
 }
 
+/* libseccomp takes about 2 ms to compile the policy; a child does it while the template builds
+ * the root and starts Python, and sends the program back on a pipe (the template is still
+ * single-threaded, so the fork is safe). Where the child cannot be had, or fails, the template
+ * compiles it itself, which also gives the error its message. */
+static struct {
+	pid_t pid;
+	int fd;
+} compiler = {-1, -1};
+
+static void seccomp_compile_start(void)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_bpf bpf;
+		int ok = sc__seccomp_compile(&bpf, seccomp_flags(), NULL) == 0 &&
+			 sc__write_all(p[1], &bpf.len, sizeof(bpf.len)) == 0 &&
+			 sc__write_all(p[1], bpf.filter, bpf.len * sizeof(struct sock_filter)) == 0;
+		_exit(ok ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return;
+	}
+	compiler.pid = pid;
+	compiler.fd = p[0];
+}
+
+static int seccomp_compile_join(struct snapcell_error *err)
+{
+	unsigned short len = 0;
+	int status = -1;
+	bool got = compiler.fd >= 0 && sc__read_all(compiler.fd, &len, sizeof(len)) == 0 && len;
+	size_t bytes = (size_t)len * sizeof(struct sock_filter);
+	void *filter = got ? malloc(bytes) : NULL;
+	got = filter && sc__read_all(compiler.fd, filter, bytes) == 0;
+	if (compiler.fd >= 0)
+		close(compiler.fd);
+	while (compiler.pid > 0 && waitpid(compiler.pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (got && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		T.seccomp = (struct sc_bpf){filter, len};
+		return 0;
+	}
+	free(filter);
+	return sc__seccomp_compile(&T.seccomp, seccomp_flags(), err);
+}
+
 /* The namespaces level: the cells' pid and network namespaces to come back to, and the root
  * (with the exec ruleset when Landlock offers one). */
 static int setup_namespaces(struct snapcell_error *err)
@@ -374,6 +426,7 @@ static int setup_namespaces(struct snapcell_error *err)
 	 * listen. */
 	T.unix_sockets = !T.cfg.network && abi >= SC_LANDLOCK_ABI_UNIX &&
 			 (abi >= SC_LANDLOCK_ABI_UNIX_PATH || T.cfg.n_python_paths == 0);
+	seccomp_compile_start(); /* what seccomp_flags() reads is known */
 	if ((rc = build_root(err)) < 0)
 		return rc;
 	forget_host_paths();
@@ -445,13 +498,15 @@ static int setup(struct snapcell_error *err)
 	    (setenv("SNAPCELL_INPUT", "/input", 1) < 0 ||
 	     setenv("SNAPCELL_OUTPUT", "/output", 1) < 0 || setenv("SNAPCELL_TMP", "/tmp", 1) < 0))
 		return sc__err(err, -errno, "setenv SNAPCELL_*");
-	if ((rc = sc__seccomp_compile(&T.seccomp, seccomp_flags(), err)) < 0)
-		return rc;
+	if (T.cfg.rlimits)
+		seccomp_compile_start();
 	if ((rc = set_up_slots_init(err)) < 0)
 		return rc;
 	if ((rc = sc__caps_lock(err)) < 0)
 		return rc;
 	if ((rc = init_python(err)) < 0)
+		return rc;
+	if ((rc = seccomp_compile_join(err)) < 0)
 		return rc;
 	sigset_t chld;
 	sigemptyset(&chld);
