@@ -19,6 +19,7 @@
 
 #include "snapcell.h"
 #include "../cli/cli.h"
+#include "floor.h"
 
 #define EXIT_USAGE  2
 #define EXIT_FAILED 3
@@ -32,6 +33,9 @@
 #define MAX_THREADS    64
 #define PYTHON	       "/usr/bin/python3"
 #define PROBE_CODE     "print(1)"
+/* The floor's forking process holds about what a template holds in anonymous memory (9.6 MB in
+ * docs/performance.md), which fork copies the page tables of and exit tears down. */
+#define FLOOR_FORK_MIB 10
 /* The pandas series (when Debian's pandas is installed): a fresh run that imports it, without
  * and with the template preloading it. */
 #define DIST_PACKAGES "/usr/lib/python3/dist-packages"
@@ -103,6 +107,10 @@ struct bench_results {
 	double runs_per_s;
 	struct snapcell_sandbox_stats stats;
 	double tool_p50_us, tool_p99_us, tool_host_p50_us;
+	/* The floor (floor.c): no sandbox, the kernel's and CPython's own costs. */
+	struct series floor_fork, floor_echo, floor_echo_spin;
+	double floor_fork_cpu_us;
+	struct bench_python_fork python_fork;
 };
 
 /* What the session samplers work on. */
@@ -491,6 +499,51 @@ static int measure_pandas_series(struct series *s, struct series *paced, bool pr
 	return rc < 0 ? -1 : 0;
 }
 
+/* The floor's series, in this process. */
+static int measure_floor(const struct bench_opts *o, struct bench_results *r)
+{
+	struct bench_forker forker;
+	struct bench_echo echo;
+	if (bench_forker_init(&forker, (size_t)FLOOR_FORK_MIB << 20) < 0) {
+		fprintf(stderr, "snapcell bench: %d MiB for the floor's fork: %s\n", FLOOR_FORK_MIB,
+			strerror(errno));
+		return -1;
+	}
+	double cpu0 = bench_cpu_us();
+	int rc = sample(&r->floor_fork);
+	r->floor_fork_cpu_us = (bench_cpu_us() - cpu0) / (double)r->floor_fork.n;
+	bench_forker_free(&forker);
+	for (int spin = 0; spin <= 1 && rc == 0; spin++) {
+		struct series *s = spin ? &r->floor_echo_spin : &r->floor_echo;
+		if ((rc = bench_echo_start(&echo, spin)) < 0) {
+			fprintf(stderr, "snapcell bench: the floor's echo process: %s\n",
+				strerror(-rc));
+			break;
+		}
+		s->ctx = &echo;
+		rc = sample(s);
+		bench_echo_stop(&echo);
+	}
+	fprintf(stderr, "measuring %s forking itself (%u)...\n", PYTHON, o->spawns * 10);
+	return rc == 0 ? bench_python_fork(PYTHON, o->spawns * 10, &r->python_fork) : -1;
+}
+
+static void print_floor(const struct bench_results *r)
+{
+	printf("floor_fork_mib=%d\n", FLOOR_FORK_MIB);
+	printf("floor_fork_exit_p50_us=%.1f\nfloor_fork_exit_p99_us=%.1f\n", r->floor_fork.p50_us,
+	       r->floor_fork.p99_us);
+	printf("floor_fork_exit_cpu_us=%.1f\n", r->floor_fork_cpu_us);
+	printf("floor_python_fork_p50_us=%.1f\nfloor_python_fork_p99_us=%.1f\n",
+	       r->python_fork.p50_us, r->python_fork.p99_us);
+	printf("floor_python_fork_cpu_us=%.1f\n", r->python_fork.cpu_us);
+	printf("floor_roundtrip_p50_us=%.1f\n", r->floor_echo.p50_us);
+	printf("floor_roundtrip_spin_p50_us=%.1f\n", r->floor_echo_spin.p50_us);
+	printf("fresh_over_floor_python_fork_p50=%.2f\n", r->fresh.p50_us / r->python_fork.p50_us);
+	printf("paced_over_floor_python_fork_p50=%.2f\n", r->paced.p50_us / r->python_fork.p50_us);
+	printf("tool_call_over_floor_roundtrip_p50=%.2f\n", r->tool_p50_us / r->floor_echo.p50_us);
+}
+
 static void print_results(const struct bench_opts *o, const struct bench_results *r)
 {
 	printf("isolation=%s\nruns=%lu\n", snapcell_isolation_name(r->isolation), o->runs);
@@ -515,6 +568,7 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 	printf("spawn_over_fresh_p50=%.1f\n", r->spawn.p50_us / r->fresh.p50_us);
 	printf("spawn_over_paced_p50=%.1f\n", r->spawn.p50_us / r->paced.p50_us);
 	printf("spawn_over_cold_start=%.2f\n", r->spawn.p50_us / r->cold.p50_us);
+	print_floor(r);
 	if (r->pandas.n) {
 		printf("pandas_fresh_p50_us=%.1f\n", r->pandas.p50_us);
 		printf("pandas_preloaded_fresh_p50_us=%.1f\n", r->pandas_preloaded.p50_us);
@@ -587,6 +641,14 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 	r->restore_tmp = r->restore;
 	r->restore_tmp.what = "restores with 16 MiB in /tmp";
 	r->spawn = (struct series){.what = PYTHON " spawns", .n = o->spawns, .one = spawn_one};
+	r->floor_fork = (struct series){.what = "the floor: forks of a template-sized process",
+					.n = o->runs,
+					.one = bench_fork_exit_one};
+	r->floor_echo = (struct series){.what = "the floor: round trips to a process",
+					.n = o->tool_calls,
+					.one = bench_echo_one};
+	r->floor_echo_spin = r->floor_echo;
+	r->floor_echo_spin.what = "the floor: round trips to a process, both ends spinning";
 	/* A fresh pandas import costs about half a second: few of those, more preloaded. */
 	bool have_pandas = access(DIST_PACKAGES "/pandas/__init__.py", R_OK) == 0;
 	r->pandas = (struct series){.what = "fresh pandas runs",
@@ -618,7 +680,9 @@ int cli_bench(int argc, char **argv)
 				      SNAPCELL_APPROVAL_NEVER, echo_tool, NULL, &err);
 	if (rc < 0)
 		fprintf(stderr, "snapcell bench: %s\n", err.message);
-	bool ok = rc == 0 && sample(&r.cold) == 0 && measure_sandbox(cfg, &o, &r) == 0 &&
+	/* The floor first, while this process is small: fork copies all of it. */
+	bool ok = rc == 0 && measure_floor(&o, &r) == 0 && sample(&r.cold) == 0 &&
+		  measure_sandbox(cfg, &o, &r) == 0 &&
 		  measure_pandas_series(&r.pandas, NULL, false) == 0 &&
 		  measure_pandas_series(&r.pandas_preloaded, &r.pandas_preloaded_paced, true) == 0;
 	snapcell_config_free(cfg);
