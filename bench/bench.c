@@ -19,6 +19,7 @@
 
 #include "snapcell.h"
 #include "../cli/cli.h"
+#include "floor.h"
 
 #define EXIT_USAGE  2
 #define EXIT_FAILED 3
@@ -32,10 +33,19 @@
 #define MAX_THREADS    64
 #define PYTHON	       "/usr/bin/python3"
 #define PROBE_CODE     "print(1)"
+/* The floor's forking process holds about what a template holds in anonymous memory (9.6 MB in
+ * docs/performance.md), which fork copies the page tables of and exit tears down. */
+#define FLOOR_FORK_MIB 10
 /* The pandas series (when Debian's pandas is installed): a fresh run that imports it, without
  * and with the template preloading it. */
 #define DIST_PACKAGES "/usr/lib/python3/dist-packages"
 #define PANDAS_CODE   "import pandas as pd; print(int(pd.DataFrame({'a': [1, 2]}).sum().a))"
+/* The primed series' warm-up (snapcell_config_set_warmup): a small frame of its own built and
+ * summed, so pandas' first-time work is done in the template, not the measured code itself. */
+#define PANDAS_WARMUP                                                                              \
+	"import pandas as pd\n"                                                                    \
+	"df = pd.DataFrame({'x': [1.5, 2.5, 4.0], 'y': [3, 4, 5]})\n"                              \
+	"print(int(df.sum().y), df.sum().x)\n"
 #define TOOL_CALL     "call_tool('echo', d={'a': 1, 'b': [1, 2]})"
 #define TOOL_ANSWER   "{\"ok\": true, \"n\": 3}"
 #define TOOL_EXPECTED "{'ok': True, 'n': 3}"
@@ -97,12 +107,18 @@ struct bench_results {
 	enum snapcell_isolation isolation;
 	struct series cold, fresh, paced, first_call, session, snapshot, restore, spawn;
 	struct series snapshot_tmp, restore_tmp; /* with TMP_BENCH_MIB MiB in the session's /tmp */
-	/* n == 0: pandas is not installed. The preloaded series run back to back, then paced. */
+	/* n == 0: pandas is not installed. The preloaded series run back to back, then paced;
+	 * the primed ones likewise, with PANDAS_WARMUP as the sandbox's warm-up too. */
 	struct series pandas, pandas_preloaded, pandas_preloaded_paced;
+	struct series pandas_primed, pandas_primed_paced;
 	unsigned threads;
 	double runs_per_s;
 	struct snapcell_sandbox_stats stats;
 	double tool_p50_us, tool_p99_us, tool_host_p50_us;
+	/* The floor (floor.c): no sandbox, the kernel's and CPython's own costs. */
+	struct series floor_fork, floor_echo, floor_echo_spin;
+	double floor_fork_cpu_us;
+	struct bench_python_fork python_fork;
 };
 
 /* What the session samplers work on. */
@@ -460,8 +476,10 @@ static int measure_sandbox(const struct snapcell_config *cfg, const struct bench
 }
 
 /* The pandas series on a sandbox of their own: Debian's dist-packages, room for pandas' address
- * space, and pandas preloaded or not; then, on the same sandbox, the paced one (NULL: none). */
-static int measure_pandas_series(struct series *s, struct series *paced, bool preload)
+ * space, and pandas preloaded or not, with a warm-up or none; then, on the same sandbox, the
+ * paced one (NULL: none). */
+static int measure_pandas_series(struct series *s, struct series *paced, bool preload,
+				 const char *prime)
 {
 	if (s->n == 0)
 		return 0;
@@ -474,6 +492,8 @@ static int measure_pandas_series(struct series *s, struct series *paced, bool pr
 		rc = snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_MEMORY_BYTES, 2ull << 30, &err);
 	if (rc == 0 && preload)
 		rc = snapcell_config_add_preload(cfg, "pandas", &err);
+	if (rc == 0 && prime)
+		rc = snapcell_config_set_warmup(cfg, prime, &err);
 	struct snapcell_sandbox *sb = NULL;
 	if (rc < 0)
 		fprintf(stderr, "snapcell bench: pandas config: %s\n", err.message);
@@ -489,6 +509,51 @@ static int measure_pandas_series(struct series *s, struct series *paced, bool pr
 	}
 	snapcell_config_free(cfg);
 	return rc < 0 ? -1 : 0;
+}
+
+/* The floor's series, in this process. */
+static int measure_floor(const struct bench_opts *o, struct bench_results *r)
+{
+	struct bench_forker forker;
+	struct bench_echo echo;
+	if (bench_forker_init(&forker, (size_t)FLOOR_FORK_MIB << 20) < 0) {
+		fprintf(stderr, "snapcell bench: %d MiB for the floor's fork: %s\n", FLOOR_FORK_MIB,
+			strerror(errno));
+		return -1;
+	}
+	double cpu0 = bench_cpu_us();
+	int rc = sample(&r->floor_fork);
+	r->floor_fork_cpu_us = (bench_cpu_us() - cpu0) / (double)r->floor_fork.n;
+	bench_forker_free(&forker);
+	for (int spin = 0; spin <= 1 && rc == 0; spin++) {
+		struct series *s = spin ? &r->floor_echo_spin : &r->floor_echo;
+		if ((rc = bench_echo_start(&echo, spin)) < 0) {
+			fprintf(stderr, "snapcell bench: the floor's echo process: %s\n",
+				strerror(-rc));
+			break;
+		}
+		s->ctx = &echo;
+		rc = sample(s);
+		bench_echo_stop(&echo);
+	}
+	fprintf(stderr, "measuring %s forking itself (%u)...\n", PYTHON, o->spawns * 10);
+	return rc == 0 ? bench_python_fork(PYTHON, o->spawns * 10, &r->python_fork) : -1;
+}
+
+static void print_floor(const struct bench_results *r)
+{
+	printf("floor_fork_mib=%d\n", FLOOR_FORK_MIB);
+	printf("floor_fork_exit_p50_us=%.1f\nfloor_fork_exit_p99_us=%.1f\n", r->floor_fork.p50_us,
+	       r->floor_fork.p99_us);
+	printf("floor_fork_exit_cpu_us=%.1f\n", r->floor_fork_cpu_us);
+	printf("floor_python_fork_p50_us=%.1f\nfloor_python_fork_p99_us=%.1f\n",
+	       r->python_fork.p50_us, r->python_fork.p99_us);
+	printf("floor_python_fork_cpu_us=%.1f\n", r->python_fork.cpu_us);
+	printf("floor_roundtrip_p50_us=%.1f\n", r->floor_echo.p50_us);
+	printf("floor_roundtrip_spin_p50_us=%.1f\n", r->floor_echo_spin.p50_us);
+	printf("fresh_over_floor_python_fork_p50=%.2f\n", r->fresh.p50_us / r->python_fork.p50_us);
+	printf("paced_over_floor_python_fork_p50=%.2f\n", r->paced.p50_us / r->python_fork.p50_us);
+	printf("tool_call_over_floor_roundtrip_p50=%.2f\n", r->tool_p50_us / r->floor_echo.p50_us);
 }
 
 static void print_results(const struct bench_opts *o, const struct bench_results *r)
@@ -515,6 +580,7 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 	printf("spawn_over_fresh_p50=%.1f\n", r->spawn.p50_us / r->fresh.p50_us);
 	printf("spawn_over_paced_p50=%.1f\n", r->spawn.p50_us / r->paced.p50_us);
 	printf("spawn_over_cold_start=%.2f\n", r->spawn.p50_us / r->cold.p50_us);
+	print_floor(r);
 	if (r->pandas.n) {
 		printf("pandas_fresh_p50_us=%.1f\n", r->pandas.p50_us);
 		printf("pandas_preloaded_fresh_p50_us=%.1f\n", r->pandas_preloaded.p50_us);
@@ -523,6 +589,12 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 		printf("pandas_preloaded_paced_p50_us=%.1f\n", r->pandas_preloaded_paced.p50_us);
 		printf("pandas_preloaded_paced_over_paced_p50=%.2f\n",
 		       r->pandas_preloaded_paced.p50_us / r->paced.p50_us);
+		printf("pandas_primed_fresh_p50_us=%.1f\n", r->pandas_primed.p50_us);
+		printf("pandas_primed_over_fresh_p50=%.2f\n",
+		       r->pandas_primed.p50_us / r->fresh.p50_us);
+		printf("pandas_primed_paced_p50_us=%.1f\n", r->pandas_primed_paced.p50_us);
+		printf("pandas_primed_paced_over_paced_p50=%.2f\n",
+		       r->pandas_primed_paced.p50_us / r->paced.p50_us);
 	}
 }
 
@@ -587,6 +659,14 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 	r->restore_tmp = r->restore;
 	r->restore_tmp.what = "restores with 16 MiB in /tmp";
 	r->spawn = (struct series){.what = PYTHON " spawns", .n = o->spawns, .one = spawn_one};
+	r->floor_fork = (struct series){.what = "the floor: forks of a template-sized process",
+					.n = o->runs,
+					.one = bench_fork_exit_one};
+	r->floor_echo = (struct series){.what = "the floor: round trips to a process",
+					.n = o->tool_calls,
+					.one = bench_echo_one};
+	r->floor_echo_spin = r->floor_echo;
+	r->floor_echo_spin.what = "the floor: round trips to a process, both ends spinning";
 	/* A fresh pandas import costs about half a second: few of those, more preloaded. */
 	bool have_pandas = access(DIST_PACKAGES "/pandas/__init__.py", R_OK) == 0;
 	r->pandas = (struct series){.what = "fresh pandas runs",
@@ -600,6 +680,10 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 				.n = have_pandas ? o->runs / 20 + 1 : 0,
 				.pace_ns = PANDAS_PACE_NS,
 				.one = pandas_one};
+	r->pandas_primed = r->pandas_preloaded;
+	r->pandas_primed.what = "fresh pandas runs, pandas preloaded and primed";
+	r->pandas_primed_paced = r->pandas_preloaded_paced;
+	r->pandas_primed_paced.what = "fresh pandas runs, pandas preloaded and primed, 20 ms apart";
 }
 
 int cli_bench(int argc, char **argv)
@@ -618,9 +702,14 @@ int cli_bench(int argc, char **argv)
 				      SNAPCELL_APPROVAL_NEVER, echo_tool, NULL, &err);
 	if (rc < 0)
 		fprintf(stderr, "snapcell bench: %s\n", err.message);
-	bool ok = rc == 0 && sample(&r.cold) == 0 && measure_sandbox(cfg, &o, &r) == 0 &&
-		  measure_pandas_series(&r.pandas, NULL, false) == 0 &&
-		  measure_pandas_series(&r.pandas_preloaded, &r.pandas_preloaded_paced, true) == 0;
+	/* The floor first, while this process is small: fork copies all of it. */
+	bool ok = rc == 0 && measure_floor(&o, &r) == 0 && sample(&r.cold) == 0 &&
+		  measure_sandbox(cfg, &o, &r) == 0 &&
+		  measure_pandas_series(&r.pandas, NULL, false, NULL) == 0 &&
+		  measure_pandas_series(&r.pandas_preloaded, &r.pandas_preloaded_paced, true,
+					NULL) == 0 &&
+		  measure_pandas_series(&r.pandas_primed, &r.pandas_primed_paced, true,
+					PANDAS_WARMUP) == 0;
 	snapcell_config_free(cfg);
 	if (!ok || sample(&r.spawn) < 0) {
 		fputs("snapcell bench: failed; no results\n", stderr);

@@ -43,6 +43,10 @@ static const char usage[] =
 	"                          .pth files processed\n"
 	"  --preload MODULE        import MODULE before cells are parked, so runs that use it\n"
 	"                          pay nothing for the import, e.g. pandas (repeatable)\n"
+	"  --warmup CODE           run CODE once after the preloads, before cells are parked,\n"
+	"                          so their first-time work is shared, e.g. 'import pandas as\n"
+	"                          pd; pd.DataFrame({\"x\": [1]}).sum()' (trusted code only)\n"
+	"  --warmup-file PATH      the same, with the code read from PATH\n"
 	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
 	"                          cgroups)\n"
 	"  --uid-range FIRST:COUNT as root, run the sandbox as an outside uid of FIRST ..\n"
@@ -137,6 +141,8 @@ enum opt {
 	OPT_INSTRUCTIONS,
 	OPT_VENV,
 	OPT_PRELOAD,
+	OPT_WARMUP,
+	OPT_WARMUP_FILE,
 	OPT_ALLOW_HEADER,
 	OPT_MAP_HOST,
 	OPT_UPSTREAM_CA,
@@ -166,6 +172,8 @@ static const struct option options[] = {
 	{"instructions", no_argument, NULL, OPT_INSTRUCTIONS},
 	{"venv", required_argument, NULL, OPT_VENV},
 	{"preload", required_argument, NULL, OPT_PRELOAD},
+	{"warmup", required_argument, NULL, OPT_WARMUP},
+	{"warmup-file", required_argument, NULL, OPT_WARMUP_FILE},
 	{"allow-header", required_argument, NULL, OPT_ALLOW_HEADER},
 	{"map-host", required_argument, NULL, OPT_MAP_HOST},
 	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
@@ -173,6 +181,39 @@ static const struct option options[] = {
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
+
+/* --warmup CODE, or --warmup-file PATH read here (the size cap is the library's to check, so
+ * one byte over it is read). */
+static int set_warmup(struct snapcell_config *cfg, const char *path, const char *code)
+{
+	struct snapcell_error err = {0};
+	char *buf = NULL;
+	if (path) {
+		FILE *f = fopen(path, "rb");
+		if (!f) {
+			fprintf(stderr, "snapcell: --warmup-file %s: %s\n", path, strerror(errno));
+			return -1;
+		}
+		buf = malloc(SNAPCELL_WARMUP_MAX + 2);
+		size_t n = buf ? fread(buf, 1, SNAPCELL_WARMUP_MAX + 1, f) : 0;
+		bool bad = !buf || ferror(f);
+		fclose(f);
+		if (bad || memchr(buf, 0, n)) {
+			fprintf(stderr, "snapcell: --warmup-file %s: %s\n", path,
+				bad ? "read failed" : "a NUL byte in the code");
+			free(buf);
+			return -1;
+		}
+		buf[n] = 0;
+		code = buf;
+	}
+	int rc = snapcell_config_set_warmup(cfg, code, &err);
+	if (rc < 0)
+		fprintf(stderr, "snapcell: --%s: %s\n", path ? "warmup-file" : "warmup",
+			err.message);
+	free(buf);
+	return rc < 0 ? -1 : 0;
+}
 
 static int isolation_level(const char *name)
 {
@@ -350,6 +391,9 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 				opt == OPT_WORKSPACE ? "workspace" : "input", err.message);
 		return rc < 0 ? -1 : 0;
 	}
+	if (opt == OPT_WARMUP || opt == OPT_WARMUP_FILE)
+		return set_warmup(cfg, opt == OPT_WARMUP_FILE ? arg : NULL,
+				  opt == OPT_WARMUP ? arg : NULL);
 	if (opt == OPT_VENV || opt == OPT_PRELOAD) {
 		int rc = opt == OPT_VENV ? snapcell_config_set_venv(cfg, arg, &err)
 					 : snapcell_config_add_preload(cfg, arg, &err);

@@ -1,6 +1,7 @@
 """A data-analysis run: pandas reads the sales CSV from /input, computes revenue per month and
 region, and leaves a chart and a summary CSV in /output. Run it with pandas and pyplot preloaded
-(README), so the imports cost nothing."""
+and analysis_warmup.py as the warm-up (README), so the imports and first-time work cost
+nothing."""
 import matplotlib.pyplot as plt
 import pandas as pd
 

@@ -21,7 +21,9 @@
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sc_spin call_spin = {.window_us = CALL_SPIN_US}; /* under call_lock */
 static size_t frame_cap = SC_FRAME_DEFAULT_CAP;
-static int owner_pid = 1;
+/* The process running a run's code (cell.c sets it before each run); 0 until then, so the
+ * template (its warm-up) has no tool or network channel: its fd 3 is the control socket. */
+static int owner_pid;
 
 void sc_bridge_set_owner(int pid)
 {
@@ -65,6 +67,12 @@ static PyObject *bridge_call(PyObject *self, PyObject *args)
 	Py_ssize_t name_len, body_len;
 	if (!PyArg_ParseTuple(args, "s#y#:call", &name, &name_len, &body, &body_len))
 		return NULL;
+	if (owner_pid == 0) {
+		PyErr_SetString(PyExc_RuntimeError,
+				"call_tool is not available in the warm-up (it runs in the "
+				"template, before any run)");
+		return NULL;
+	}
 	if (getpid() != owner_pid) {
 		PyErr_SetString(PyExc_RuntimeError,
 				"call_tool is only available in the process running the code, not "
@@ -112,6 +120,12 @@ static PyObject *bridge_net(PyObject *self, PyObject *args)
 	Py_ssize_t q_len;
 	if (!PyArg_ParseTuple(args, "y#:net", &q, &q_len))
 		return NULL;
+	if (owner_pid == 0) {
+		PyErr_SetString(PyExc_PermissionError,
+				"no network in the warm-up (it runs in the template, before any "
+				"run)");
+		return NULL;
+	}
 	if (getpid() != owner_pid) {
 		PyErr_SetString(PyExc_PermissionError,
 				"the network is only available in the process running the code, "

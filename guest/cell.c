@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,9 @@
 #include "guest.h"
 #include "rpc/control.h"
 #include "util/util.h"
+
+/* How many pages a parked cell pre-faults between looks for waiting work (a poll each). */
+#define PREFAULT_CHECK_PAGES 128
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ  22
@@ -130,19 +134,36 @@ int sc_cell_run(const uint8_t *code, size_t len, bool session)
 	return exit_code;
 }
 
+/* True when the host has already sent this cell its work, as it does when runs come back to
+ * back and each takes a cell as soon as it parks. */
+static bool work_waiting(void)
+{
+	struct pollfd pf = {SC_CELL_RPC_FD, POLLIN, 0};
+	return poll(&pf, 1, 0) != 0;
+}
+
 /* While parked, off any run's path: the pages runs were seen to touch (the host learns them,
  * core/prefault.c). Writable ones get the cell's own copy now instead of a copy-on-write
  * fault during the run; read-only ones (code) get mapped. Each range is a hint: one that is
  * not mapped as expected here fails alone. Before Linux 5.14 the first call fails and the
- * rest are skipped. */
+ * rest are skipped. It stops once work is waiting: a run should not wait for pages it may
+ * not touch (the whole list costs more than the faults of one `print(1)`), and on two busy
+ * CPUs that CPU is better spent on the run. */
 static void prefault(const struct sc_cell_plan *plan)
 {
+	uint64_t pages = 0, check_at = 0;
 	for (size_t i = 0; i < plan->n_prefault; i++) {
 		const struct sc_prefault_range *r = &plan->prefault[i];
+		if (pages >= check_at) {
+			if (work_waiting())
+				return;
+			check_at = pages + PREFAULT_CHECK_PAGES;
+		}
 		if (madvise((void *)(uintptr_t)r->start, (size_t)r->pages * 4096,
 			    r->write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) < 0 &&
 		    errno == EINVAL)
 			return;
+		pages += r->pages;
 	}
 }
 

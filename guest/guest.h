@@ -25,6 +25,7 @@ struct sc_guest_config {
 	size_t n_python_paths;
 	char **preloads; /* modules imported before cells are parked */
 	size_t n_preloads;
+	char *warmup; /* Python run once after the preloads (snapcell_config_set_warmup), or NULL */
 	unsigned spares;
 	uint64_t tmp_bytes;
 	uint64_t output_bytes; /* size of each cell's /output tmpfs */
@@ -133,7 +134,14 @@ void sc_bridge_set_cap(size_t cap);
 void sc_bridge_set_owner(int pid);
 
 /* python.c */
+/* The interpreter, the prelude, the venv's site directories and the configured preloads:
+ * what a cell needs before the template parks the first. */
 int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err);
+/* Then, in the template, one step per call of importing the common standard library and
+ * warming it up before gc.freeze (prelude.prepare), each a few ms, so the template answers
+ * the host between steps; cells parked afterwards share the result. False once done. */
+bool sc_py_warm_template(void);
+/* In each parked cell (prelude.warm). */
 void sc_py_warm(void);
 /* Runs code as __main__; fills done and returns the process exit code. */
 int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payload *done);

@@ -2,14 +2,15 @@
 # the user's code and reports how it ended. Untrusted code can rewrite these objects in its own
 # cell, which only changes that cell's own report; the host derives the status it trusts from
 # the exit status.
+#
+# Only cheap modules at the top: the template parks a sandbox's first cell before it imports
+# the common standard library (guest/python.c), so that cell must not wait for traceback or
+# linecache (re, enum, tokenize, ...: about 10 ms). They are imported where they are used.
 import atexit
 import gc
 import io
-import json
-import linecache
 import os
 import sys
-import traceback
 
 # enum snapcell_status and SNAPCELL_HIT_* (include/snapcell.h)
 OK, ERROR, MEMORY = 0, 1, 3
@@ -29,12 +30,17 @@ def _limit_flags(exc):
                 flags |= HIT_FILE_SIZE
             elif exc.errno == 28:  # ENOSPC: the /tmp tmpfs is full
                 flags |= HIT_TMP
-            elif exc.errno == 11 and "fork" in "".join(traceback.format_tb(exc.__traceback__)):
+            elif exc.errno == 11 and _forked_in(exc.__traceback__):
                 flags |= HIT_PROCESSES
         elif isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):
             flags |= HIT_PROCESSES
         exc = exc.__cause__ or exc.__context__
     return flags
+
+
+def _forked_in(tb):
+    import traceback
+    return "fork" in "".join(traceback.format_tb(tb))
 
 
 def _exit_code(exc):
@@ -85,15 +91,77 @@ def _hide_own_frames(exc, seen=None):
         exc = exc.__cause__ or exc.__context__
 
 
+def _compile(source, filename):
+    """compile(source, filename, "exec"); guest/python.c replaces it with one that skips the
+    check for an AST object, whose first call in a process creates the ast module's types
+    (1.5-4 ms): in the first cell, forked before prepare() did that in the template."""
+    return compile(source, filename, "exec")
+
+
+# The code's lines for linecache (tracebacks, warnings, inspect), while linecache is not
+# imported: only in a cell forked before the template imported it (see _remember_lines).
+_pending_lines = {}
+
+
+class _LinesLoader:
+    """Wraps linecache's real loader: once the module has run, the pending lines go into its
+    cache, and the module's loader is the real one again."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        module.__loader__ = module.__spec__.loader = self.loader
+        module.cache.update(_pending_lines)
+        _pending_lines.clear()
+
+
+class _LinecacheFinder:
+    """On sys.meta_path until linecache is imported: finds it with the finders after it, puts
+    _LinesLoader around the loader, and leaves."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "linecache":
+            return None
+        finders = sys.meta_path
+        for finder in finders[finders.index(_LinecacheFinder) + 1:]:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find else None
+            if spec is not None and spec.loader is not None:
+                finders.remove(_LinecacheFinder)
+                spec.loader = _LinesLoader(spec.loader)
+                return spec
+        return None
+
+
+def _remember_lines(text):
+    """Puts the code's lines where tracebacks find them: linecache's cache, or, in a cell whose
+    template had not imported linecache yet, a pending entry that its import picks up (an
+    import here would cost such a cell's every run ~10 ms)."""
+    entry = (len(text), None, text.splitlines(True), FILENAME)
+    linecache = sys.modules.get("linecache")
+    if linecache is not None:
+        linecache.cache[FILENAME] = entry
+        return
+    _pending_lines[FILENAME] = entry
+    if _LinecacheFinder not in sys.meta_path:
+        sys.meta_path.insert(0, _LinecacheFinder)
+
+
 def run(source, session=False):
     """Runs source as __main__; returns (status, exit code, limit flags). A session keeps the
     interpreter going afterwards: no thread shutdown, no atexit, just flushed output."""
     main = sys.modules["__main__"].__dict__
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
-    linecache.cache[FILENAME] = (len(text), None, text.splitlines(True), FILENAME)
+    _remember_lines(text)
     status, code, flags = OK, 0, 0
     try:
-        exec(compile(source, FILENAME, "exec"), main)
+        exec(_compile(source, FILENAME), main)
     except SystemExit as e:
         code = _exit_code(e)
         status = OK if code == 0 else ERROR
@@ -102,6 +170,7 @@ def run(source, session=False):
         status, code = (MEMORY if flags & HIT_MEMORY else ERROR), 1
         _hide_own_frames(e)
         try:
+            import traceback
             traceback.print_exception(e)
         except BaseException:
             print(f"{type(e).__name__}: (traceback unavailable)", file=sys.stderr)
@@ -125,9 +194,48 @@ def _quietly(source):
     saved = sys.stdout
     sys.stdout = io.StringIO()
     try:
-        exec(compile(source, "<warmup>", "exec"), {"__name__": "__warmup__"})
+        exec(_compile(source, "<warmup>"), {"__name__": "__warmup__"})
     finally:
         sys.stdout = saved
+
+
+_warming = False  # the template is running the config's warm-up (warm_up)
+
+
+def warm_up(source):
+    """In the template, once, after the preloads: the config's warm-up code, in a namespace of
+    its own that is dropped afterwards (what it imports stays imported), its output discarded.
+    Returns None, or one line for the setup error: the exception and its innermost frames."""
+    global _warming
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = io.StringIO()
+    _warming = True
+    try:
+        exec(compile(source, "<warmup>", "exec"), {"__name__": "__warmup__"})
+    except BaseException as e:
+        return _warmup_error(e, source)
+    finally:
+        _warming = False
+        sys.stdout, sys.stderr = saved
+        gc.collect()  # files it left unreferenced are closed before the descriptors are checked
+    return None
+
+
+def _warmup_error(exc, source):
+    """The exception, then where: the warm-up's own line that was running, and the innermost
+    frame when that lies in a library. Short: it has to fit the setup error."""
+    import traceback
+    lines = source.splitlines()
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename != "<snapcell>"]
+    own = [f for f in frames if f.filename == "<warmup>"]
+    where = []
+    if own:
+        line = own[-1].lineno or 0
+        text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+        where.append(f"<warmup>:{line}" + (f" `{text[:40]}`" if text else ""))
+    if frames and frames[-1].filename != "<warmup>":
+        where.append(f"in {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}")
+    return f"{type(exc).__name__}: {exc}" + (f" (at {', '.join(where)})" if where else "")
 
 
 def add_site_dirs(dirs):
@@ -141,6 +249,7 @@ def add_site_dirs(dirs):
 def preload_error(exc):
     """One line for a preloaded module that failed to import, to fit the setup error: the
     exception, then the innermost frames of its traceback (file:line), newest first."""
+    import traceback
     frames = [f"{os.path.basename(f.filename)}:{f.lineno}"
               for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
     where = f" (at {' < '.join(reversed(frames[-4:]))})" if frames else ""
@@ -151,21 +260,24 @@ def prepare():
     """In the template, once: the first-time work of a typical run (compiling, the regex and
     JSON encoder caches, formatting a traceback), so that no cell redoes it; then the heap is
     frozen out of the collector's reach, so cells share it copy-on-write."""
+    import traceback
     _quietly(_WARMUP)
     try:
         raise ValueError("warm")
     except ValueError as e:
         traceback.format_exception(e)
+    _make_codec()
     gc.collect()
     gc.freeze()
 
 
 def warm():
     """In each parked cell: a one-line run, so the cell pays the copy-on-write faults of the
-    run path before a request instead of during one; with tools, the same for a tool call's
-    path (every step but the exchange with the host). Output goes nowhere."""
+    run path before a request instead of during one; with tools, and once prepare made the
+    JSON codec, the same for a tool call's path (every step but the exchange with the host).
+    Output goes nowhere."""
     _quietly("print(1)")
-    if _tools_configured:
+    if _tools_configured and _encode is not None:
         _warm_tool_path()
 
 
@@ -175,14 +287,25 @@ class ToolError(Exception):
 
 ToolError.__module__ = "builtins"
 
-# One encoder and decoder for every call (json.dumps with options builds an encoder per call).
-_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
-_decode = json.JSONDecoder().decode
+
+# One encoder and decoder for every call (json.dumps with options builds an encoder per call),
+# made by prepare in the template, or by a cell's first call when it was parked before that.
+_encode = _decode = _loads = None
 _exchange = None  # _snapcell.call, set by configure
 _tools_configured = False
 
 
+def _make_codec():
+    global _encode, _decode, _loads
+    import json
+    _encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
+    _decode = json.JSONDecoder().decode
+    _loads = json.loads
+
+
 def _tool_json(name, kwargs):
+    if _encode is None:
+        _make_codec()
     try:
         return _encode(kwargs).encode("utf-8")
     except RecursionError:
@@ -214,7 +337,7 @@ def call_tool(name, /, *args, **kwargs):
         head = answer[:2]
         if head and head[0] < 0x80 and 0 not in head:
             return _decode(answer.decode("utf-8", "surrogatepass"))
-        return json.loads(answer)
+        return _loads(answer)
     except ValueError as e:
         raise ToolError(f"tool {name!r} returned invalid JSON: {e}") from None
 
@@ -255,6 +378,9 @@ def _guard_network(notice):
         __slots__ = ()
 
         def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+            if _warming and fileno is None and family != _socket.AF_UNIX:
+                raise PermissionError(13, "no network in the warm-up (it runs in the "
+                                      "template, before any run)")
             try:
                 real_socket.__init__(self, family, type, proto, fileno)
             except PermissionError:
@@ -268,6 +394,9 @@ def _guard_network(notice):
 
     def resolver(real, noun):
         def wrapped(*args, **kwargs):
+            if _warming:
+                raise PermissionError(13, "no network in the warm-up (it runs in the "
+                                      "template, before any run)")
             try:
                 return real(*args, **kwargs)
             except (gaierror, _socket.herror):

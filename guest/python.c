@@ -4,11 +4,15 @@
 #define _GNU_SOURCE
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <marshal.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 
 #include "guest.h"
 #include "prelude.h"
@@ -19,14 +23,16 @@
  * module here costs every sandbox's start (dataclasses with inspect ~8 ms, hashlib with
  * libcrypto ~4 ms, pathlib ~5 ms). Nothing that starts a thread at import (the template must
  * be single-threaded when it forks), and not threading itself: its at-fork hook costs every
- * cell 0.2-0.6 ms (docs/performance.md). */
+ * cell 0.2-0.6 ms (docs/performance.md). They are imported after the sandbox's first cell is
+ * parked (sc_py_warm_template), so that the first run does not wait for them. */
 static const char *const warm_modules[] = {
 	"json",	     "re",	  "datetime", "collections", "math",   "random",   "itertools",
 	"functools", "traceback", "typing",   "statistics",  "string", "time",	   "csv",
 	"copy",	     "heapq",	  "bisect",   "operator",    "struct", "textwrap", "base64",
 };
 
-static PyObject *prelude_run, *prelude_warm;
+static PyObject *prelude_run, *prelude_warm, *prelude_prepare;
+static size_t warm_step; /* sc_py_warm_template's next: a warm_modules index, then prepare */
 
 /* Thread pools that size themselves from these at load (OpenBLAS, OpenMP, MKL, numexpr, BLIS):
  * pinned to 1 while preloads import, so numpy's BLAS starts no threads in the template. */
@@ -144,8 +150,94 @@ static int preload_failed(PyObject *prelude, const char *name, struct snapcell_e
 	return SNAPCELL_E_HELPER;
 }
 
-/* Imports the configured modules in order, each checked to leave no thread behind, with the
- * thread pools pinned; the caller's values of those variables come back afterwards. */
+#define FD_SCAN_MAX  (1 << 20) /* descriptors checked around the warm-up */
+#define FD_PATH_SCAN 4096      /* ... and for O_PATH ones, which poll cannot see */
+#define FD_LIST_MAX  256       /* the template's own: a few dozen at most */
+
+/* The open descriptors below the soft RLIMIT_NOFILE, in order (at most max; -EMFILE if more),
+ * without /proc (the root has none): poll says POLLNVAL for a closed one, 1024 a call, and
+ * for an O_PATH one too (the template holds some), so below FD_PATH_SCAN those are asked
+ * again with F_GETFD. */
+static long open_fds(int *fds, size_t max)
+{
+	struct rlimit rl;
+	rlim_t limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+	if (limit > FD_SCAN_MAX)
+		limit = FD_SCAN_MAX;
+	struct pollfd pf[1024];
+	size_t n = 0;
+	for (rlim_t base = 0; base < limit; base += SC_ARRAY_LEN(pf)) {
+		size_t count = limit - base < SC_ARRAY_LEN(pf) ? limit - base : SC_ARRAY_LEN(pf);
+		for (size_t i = 0; i < count; i++)
+			pf[i] = (struct pollfd){.fd = (int)(base + i)};
+		if (poll(pf, count, 0) < 0)
+			return -errno;
+		for (size_t i = 0; i < count; i++) {
+			if ((pf[i].revents & POLLNVAL) &&
+			    (pf[i].fd >= FD_PATH_SCAN || fcntl(pf[i].fd, F_GETFD) < 0))
+				continue;
+			if (n == max)
+				return -EMFILE;
+			fds[n++] = pf[i].fd;
+		}
+	}
+	return (long)n;
+}
+
+/* The first descriptor in one sorted list and not the other, or -1. */
+static int first_extra(const int *a, size_t n_a, const int *b, size_t n_b)
+{
+	for (size_t i = 0, j = 0; i < n_a; i++) {
+		while (j < n_b && b[j] < a[i])
+			j++;
+		if (j == n_b || b[j] != a[i])
+			return a[i];
+	}
+	return -1;
+}
+
+/* The config's warm-up (prelude.warm_up), checked like a preload to leave no thread running,
+ * and to leave the template's descriptors as it found them: a file object it kept open would
+ * name, in a cell, a descriptor the cell has closed (and may reuse). */
+static int warm_up(PyObject *prelude, const char *code, struct snapcell_error *err)
+{
+	static int before[FD_LIST_MAX], after[FD_LIST_MAX];
+	long n_before = open_fds(before, FD_LIST_MAX);
+	if (n_before < 0)
+		return sc__err(err, (int)n_before, "warm-up: list the template's descriptors");
+	PyObject *r = PyObject_CallMethod(prelude, "warm_up", "(s)", code);
+	if (!r)
+		return py_fail(err, "warm-up");
+	int rc = 0;
+	if (r != Py_None)
+		rc = sc__err(err, SNAPCELL_E_HELPER, "warm-up: %s",
+			     PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : "failed");
+	Py_DECREF(r);
+	if (rc < 0)
+		return rc;
+	if (!single_threaded())
+		return sc__err(err, SNAPCELL_E_HELPER,
+			       "warm-up: leaves threads running; the template must be "
+			       "single-threaded when it forks cells");
+	long n_after = open_fds(after, FD_LIST_MAX);
+	int fd;
+	if (n_after < 0)
+		return sc__err(err, n_after == -EMFILE ? SNAPCELL_E_HELPER : (int)n_after,
+			       "warm-up: leaves over %d descriptors open", FD_LIST_MAX);
+	if ((fd = first_extra(after, (size_t)n_after, before, (size_t)n_before)) >= 0)
+		return sc__err(err, SNAPCELL_E_HELPER,
+			       "warm-up: leaves descriptor %d open (a file or socket it made); "
+			       "close what it opens, e.g. with `with open(...)`",
+			       fd);
+	if ((fd = first_extra(before, (size_t)n_before, after, (size_t)n_after)) >= 0)
+		return sc__err(err, SNAPCELL_E_HELPER,
+			       "warm-up: closed descriptor %d, which the template needs", fd);
+	return 0;
+}
+
+/* Imports the configured modules in order, each checked to leave no thread behind, then runs
+ * the warm-up, with the thread pools pinned; the caller's values of those variables come back
+ * afterwards. */
 static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct snapcell_error *err)
 {
 	char *saved[SC_ARRAY_LEN(thread_vars)];
@@ -176,6 +268,8 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 				     cfg->preloads[i]);
 		Py_XDECREF(m);
 	}
+	if (rc == 0 && cfg->warmup) /* pinned too: it may import what starts a pool */
+		rc = warm_up(prelude, cfg->warmup, err);
 	if ((PySys_SetObject("stdout", out) < 0 || PySys_SetObject("stderr", errs) < 0) && rc == 0)
 		rc = py_fail(err, "preload output");
 	Py_XDECREF(out);
@@ -229,24 +323,87 @@ static PyObject *tool_list(const struct sc_guest_config *cfg)
 	return list;
 }
 
+/* The prelude as the build compiled it (embed_py.py), which saves compiling it at each start
+ * (2-3 ms), or compiled here when this libpython's bytecode differs from the build's. */
+static PyObject *prelude_code(void)
+{
+	if (PyImport_GetMagicNumber() == sc_prelude_py_magic) {
+		PyObject *code = PyMarshal_ReadObjectFromString(sc_prelude_py_code,
+								sizeof(sc_prelude_py_code));
+		if (code && PyCode_Check(code))
+			return code;
+		Py_XDECREF(code);
+		PyErr_Clear();
+	}
+	return Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
+}
+
+/* prelude._compile: compile(source, filename, "exec") as builtins.compile does it for a str or
+ * bytes source (the coding cookie honoured in bytes only), without its check for an AST
+ * object, which creates the ast module's ~120 types on a process's first call. */
+static PyObject *compile_exec(PyObject *self, PyObject *args)
+{
+	(void)self;
+	PyObject *source, *filename;
+	if (!PyArg_ParseTuple(args, "OU:_compile", &source, &filename))
+		return NULL;
+	PyCompilerFlags cf = {.cf_flags = PyCF_SOURCE_IS_UTF8,
+			      .cf_feature_version = PY_MINOR_VERSION};
+	const char *text;
+	Py_ssize_t len;
+	if (PyUnicode_Check(source)) {
+		text = PyUnicode_AsUTF8AndSize(source, &len);
+		cf.cf_flags |= PyCF_IGNORE_COOKIE;
+	} else if (PyBytes_Check(source)) {
+		text = PyBytes_AS_STRING(source);
+		len = PyBytes_GET_SIZE(source);
+	} else {
+		return PyErr_Format(PyExc_TypeError, "_compile() needs str or bytes, not %.80s",
+				    Py_TYPE(source)->tp_name);
+	}
+	if (!text)
+		return NULL;
+	if (strlen(text) != (size_t)len) {
+		PyErr_SetString(PyExc_ValueError, "source code string cannot contain null bytes");
+		return NULL;
+	}
+	return Py_CompileStringObject(text, filename, Py_file_input, &cf, -1);
+}
+
+static PyMethodDef compile_def = {"_compile", compile_exec, METH_VARARGS, NULL};
+
+/* What stage one made is frozen out of the collector's reach, as prelude.prepare does for the
+ * rest later: a collection in the first cell would otherwise write to every object's header
+ * and copy most of the heap (~1.5 ms of that cell's warm-up). */
+static int freeze_heap(void)
+{
+	PyObject *gc = PyImport_ImportModule("gc");
+	PyObject *r = gc ? PyObject_CallMethod(gc, "freeze", NULL) : NULL;
+	Py_XDECREF(gc);
+	Py_XDECREF(r);
+	return r ? 0 : -1;
+}
+
 int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 {
 	int rc = init_interpreter(cfg, err);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < SC_ARRAY_LEN(warm_modules); i++) {
-		PyObject *m = PyImport_ImportModule(warm_modules[i]);
-		if (!m)
-			return py_fail(err, warm_modules[i]);
-		Py_DECREF(m);
-	}
-	PyObject *code = Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
+	PyObject *code = prelude_code();
 	PyObject *mod = code ? PyImport_ExecCodeModule("_snapcell_prelude", code) : NULL;
 	Py_XDECREF(code);
 	if (!mod)
 		return py_fail(err, "prelude");
 	prelude_run = PyObject_GetAttrString(mod, "run");
 	prelude_warm = PyObject_GetAttrString(mod, "warm");
+	prelude_prepare = PyObject_GetAttrString(mod, "prepare");
+	PyObject *compile = PyCFunction_New(&compile_def, NULL);
+	if (!compile || PyObject_SetAttrString(mod, "_compile", compile) < 0) {
+		Py_XDECREF(compile);
+		Py_DECREF(mod);
+		return py_fail(err, "prelude");
+	}
+	Py_DECREF(compile);
 	PyObject *tools = tool_list(cfg);
 	PyObject *r =
 		tools ? PyObject_CallMethod(mod, "configure", "(OsO)", tools, cfg->network_notice,
@@ -258,16 +415,31 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 		return py_fail(err, "prelude");
 	}
 	Py_DECREF(r);
-	if ((rc = add_site_dirs(mod, cfg, err)) < 0 || (rc = preload(mod, cfg, err)) < 0) {
-		Py_DECREF(mod);
-		return rc;
-	}
-	r = PyObject_CallMethod(mod, "prepare", NULL);
+	rc = add_site_dirs(mod, cfg, err);
+	if (rc == 0)
+		rc = preload(mod, cfg, err);
 	Py_DECREF(mod);
-	if (!prelude_run || !prelude_warm || !r)
-		return py_fail(err, "prelude");
-	Py_DECREF(r);
-	return 0;
+	if (rc == 0 && (!prelude_run || !prelude_warm || !prelude_prepare || freeze_heap() < 0))
+		rc = py_fail(err, "prelude");
+	return rc;
+}
+
+bool sc_py_warm_template(void)
+{
+	PyObject *r = NULL;
+	if (warm_step < SC_ARRAY_LEN(warm_modules))
+		r = PyImport_ImportModule(warm_modules[warm_step]);
+	else if (warm_step == SC_ARRAY_LEN(warm_modules))
+		r = PyObject_CallNoArgs(prelude_prepare);
+	else
+		return false;
+	warm_step++;
+	/* A module that fails here fails again, with its traceback, in the cell that imports it;
+	 * a failed prepare leaves cells their own first-time work. */
+	if (!r)
+		PyErr_Clear();
+	Py_XDECREF(r);
+	return warm_step <= SC_ARRAY_LEN(warm_modules);
 }
 
 void sc_py_warm(void)

@@ -11,6 +11,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <jansson.h>
+#include <linux/filter.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -190,6 +191,7 @@ static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
 		json_decref(root);
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad preload list");
 	}
+	c->warmup = dup_str(root, "warmup");
 	c->network_notice = dup_str(root, "network_notice");
 	c->rlimits = get_u64(root, "level") == SNAPCELL_ISOLATION_RLIMITS;
 	c->tmp_dir = dup_str(root, "tmp");
@@ -351,6 +353,57 @@ static unsigned seccomp_flags(void)
 			: 0);
 }
 
+/* libseccomp takes about 2 ms to compile the policy; a child does it while the template builds
+ * the root and starts Python, and sends the program back on a pipe (the template is still
+ * single-threaded, so the fork is safe). Where the child cannot be had, or fails, the template
+ * compiles it itself, which also gives the error its message. */
+static struct {
+	pid_t pid;
+	int fd;
+} compiler = {-1, -1};
+
+static void seccomp_compile_start(void)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct sc_bpf bpf;
+		int ok = sc__seccomp_compile(&bpf, seccomp_flags(), NULL) == 0 &&
+			 sc__write_all(p[1], &bpf.len, sizeof(bpf.len)) == 0 &&
+			 sc__write_all(p[1], bpf.filter, bpf.len * sizeof(struct sock_filter)) == 0;
+		_exit(ok ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return;
+	}
+	compiler.pid = pid;
+	compiler.fd = p[0];
+}
+
+static int seccomp_compile_join(struct snapcell_error *err)
+{
+	unsigned short len = 0;
+	int status = -1;
+	bool got = compiler.fd >= 0 && sc__read_all(compiler.fd, &len, sizeof(len)) == 0 && len;
+	size_t bytes = (size_t)len * sizeof(struct sock_filter);
+	void *filter = got ? malloc(bytes) : NULL;
+	got = filter && sc__read_all(compiler.fd, filter, bytes) == 0;
+	if (compiler.fd >= 0)
+		close(compiler.fd);
+	while (compiler.pid > 0 && waitpid(compiler.pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (got && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+		T.seccomp = (struct sc_bpf){filter, len};
+		return 0;
+	}
+	free(filter);
+	return sc__seccomp_compile(&T.seccomp, seccomp_flags(), err);
+}
+
 /* The namespaces level: the cells' pid and network namespaces to come back to, and the root
  * (with the exec ruleset when Landlock offers one). */
 static int setup_namespaces(struct snapcell_error *err)
@@ -374,6 +427,7 @@ static int setup_namespaces(struct snapcell_error *err)
 	 * listen. */
 	T.unix_sockets = !T.cfg.network && abi >= SC_LANDLOCK_ABI_UNIX &&
 			 (abi >= SC_LANDLOCK_ABI_UNIX_PATH || T.cfg.n_python_paths == 0);
+	seccomp_compile_start(); /* what seccomp_flags() reads is known */
 	if ((rc = build_root(err)) < 0)
 		return rc;
 	forget_host_paths();
@@ -403,9 +457,15 @@ static int setup_plain(struct snapcell_error *err)
 static int setup(struct snapcell_error *err)
 {
 	T.cgroup_fd = -1;
+	/* Into the sandbox's memory cgroup before anything sizeable is allocated: nearly all the
+	 * template will ever use is charged there, and the cgroup is never empty while it lives.
+	 * Without the descriptor (no cgroup) this fails with EBADF. */
+	int moved = sc__cgroup_cell_enter(SC_CGROUP_FD);
 	int rc = read_setup(err);
 	if (rc < 0)
 		return rc;
+	if (T.cfg.cgroup && moved < 0)
+		return sc__err(err, moved, "move into memory cgroup %s", T.cfg.cgroup);
 	/* Before the pivot, while the host's cgroup mount is in this mount namespace. */
 	if (T.cfg.cgroup &&
 	    (T.cgroup_fd = open(T.cfg.cgroup, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
@@ -439,13 +499,15 @@ static int setup(struct snapcell_error *err)
 	    (setenv("SNAPCELL_INPUT", "/input", 1) < 0 ||
 	     setenv("SNAPCELL_OUTPUT", "/output", 1) < 0 || setenv("SNAPCELL_TMP", "/tmp", 1) < 0))
 		return sc__err(err, -errno, "setenv SNAPCELL_*");
-	if ((rc = sc__seccomp_compile(&T.seccomp, seccomp_flags(), err)) < 0)
-		return rc;
+	if (T.cfg.rlimits)
+		seccomp_compile_start();
 	if ((rc = set_up_slots_init(err)) < 0)
 		return rc;
 	if ((rc = sc__caps_lock(err)) < 0)
 		return rc;
 	if ((rc = init_python(err)) < 0)
+		return rc;
+	if ((rc = seccomp_compile_join(err)) < 0)
 		return rc;
 	sigset_t chld;
 	sigemptyset(&chld);
@@ -835,12 +897,35 @@ static void take_prefault(int fd)
 	T.n_prefault = n;
 }
 
-/* Returns when the host closes the control socket. */
+/* How long the template leaves the CPUs to the sandbox's first cell before it warms up. */
+#define WARM_DELAY_MS 50
+
+/* The poll timeout: until the warm-up may begin (or at once), or retry_ms when warm. */
+static int poll_timeout(bool warming, bool warm_now, uint64_t warm_at, int retry_ms)
+{
+	if (!warming)
+		return retry_ms;
+	uint64_t now = sc__now_us();
+	if (warm_now || now >= warm_at)
+		return 0;
+	int until = (int)((warm_at - now + 999) / 1000);
+	return retry_ms >= 0 && retry_ms < until ? retry_ms : until;
+}
+
+/* Returns when the host closes the control socket. The sandbox's first cell is parked before
+ * the template imports and warms up the common standard library (sc_py_warm_template), so
+ * the first run, usually right after READY, waits for none of it. The warm-up begins once
+ * that cell is gone, or WARM_DELAY_MS after it was parked, so it does not compete with it for
+ * the CPUs; it goes a step (a few ms) at a time between the host's messages. Every later cell
+ * is forked from the warmed template. */
 static void serve(void)
 {
 	int retry_ms = -1;
+	bool warming = true;
+	uint64_t warm_at = 0;
 	for (;;) {
-		while (T.parked < T.cfg.spares) {
+		unsigned want = !warming ? T.cfg.spares : T.next_id == 0 ? 1 : 0;
+		while (T.parked < want) {
 			if (park_cell() < 0) {
 				retry_ms = 50; /* out of processes or fds: try again soon */
 				break;
@@ -848,9 +933,17 @@ static void serve(void)
 			T.parked++;
 			retry_ms = -1;
 		}
+		if (warming && !warm_at)
+			warm_at = sc__deadline_ms(WARM_DELAY_MS);
+		bool warm_now = warming && (T.n_cells == 0 || sc__now_us() >= warm_at);
 		struct pollfd pf[2] = {{CTL, POLLIN, 0}, {T.sig_fd, POLLIN, 0}};
-		if (poll(pf, 2, retry_ms) < 0 && errno != EINTR)
+		int ready = poll(pf, 2, poll_timeout(warming, warm_now, warm_at, retry_ms));
+		if (ready < 0 && errno != EINTR)
 			return;
+		if (ready == 0 && warm_now) {
+			warming = sc_py_warm_template();
+			continue;
+		}
 		if (pf[1].revents)
 			reap();
 		if (pf[0].revents) {

@@ -205,6 +205,24 @@ SNAPCELL_API int snapcell_config_set_venv(struct snapcell_config *cfg, const cha
 SNAPCELL_API int snapcell_config_add_preload(struct snapcell_config *cfg, const char *module,
 					     struct snapcell_error *err);
 
+/* Cap on snapcell_config_set_warmup's code, in bytes. */
+#define SNAPCELL_WARMUP_MAX 65536
+
+/* Python code the template runs once, after the preloads and before it parks cells ("priming"):
+ * the first-time work of the preloaded libraries (lazy imports, caches), done there once and
+ * shared copy-on-write by every cell, e.g. "import pandas as pd\npd.DataFrame({'x': [1]}).sum()".
+ * It runs in a namespace of its own that is then dropped (what it imports stays imported), with
+ * the preloads' thread pools pinned to 1 and its output discarded. It is the caller's code, not
+ * the model's: it runs in the template, which no seccomp filter confines, so only trusted code
+ * belongs here. It cannot call tools (RuntimeError) or open a network socket or
+ * resolve a name (PermissionError), each saying it runs in the warm-up. Sandbox creation fails with
+ * SNAPCELL_E_HELPER when it raises (the message carries its exception and innermost frames),
+ * leaves a thread running, or leaves a descriptor open or closes one of the template's.
+ * Valid UTF-8, at most SNAPCELL_WARMUP_MAX bytes, else SNAPCELL_E_INVAL; NULL or "" removes
+ * it; a second call replaces the first. */
+SNAPCELL_API int snapcell_config_set_warmup(struct snapcell_config *cfg, const char *code,
+					    struct snapcell_error *err);
+
 /* The snapcell-cell executable sandboxes made from cfg run; NULL restores the default, the
  * path fixed at build time (libexecdir/snapcell/snapcell-cell). The path is resolved now and
  * must name an executable regular file. Front ends choose how a user overrides it (the

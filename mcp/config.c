@@ -280,6 +280,46 @@ static int preload(const struct ctx *c, const char *path, json_t *v)
 	return each(c, path, v, "must be an array of module names", one_preload);
 }
 
+/* "warmup": Python code, as one string or an array of lines (JSON has no multi-line strings). */
+static int warmup(const struct ctx *c, const char *path, json_t *v)
+{
+	struct snapcell_error err = {0};
+	const char *why = "must be a string or an array of strings (lines of Python)";
+	char *code = NULL;
+	size_t len = 0, i;
+	json_t *line;
+	if (json_is_string(v) && strlen(json_string_value(v)) != json_string_length(v)) {
+		return fail(c, path, "must not contain a NUL character");
+	} else if (json_is_string(v)) {
+		code = strdup(json_string_value(v));
+	} else if (json_is_array(v)) {
+		FILE *f = open_memstream(&code, &len);
+		json_array_foreach(v, i, line)
+		{
+			if (!json_is_string(line) ||
+			    strlen(json_string_value(line)) != json_string_length(line)) {
+				why = "must be an array of strings (lines of Python, no NUL)";
+				break;
+			}
+			if (f)
+				fprintf(f, "%s\n", json_string_value(line));
+		}
+		if (f)
+			fclose(f);
+		if (i < json_array_size(v)) {
+			free(code);
+			return fail(c, path, why);
+		}
+	} else {
+		return fail(c, path, why);
+	}
+	if (!code)
+		return fail(c, path, "out of memory");
+	int rc = snapcell_config_set_warmup(c->cfg, code, &err) < 0 ? lib_fail(c, path, &err) : 0;
+	free(code);
+	return rc;
+}
+
 static int one_env(const struct ctx *c, const char *at, const char *key, json_t *val)
 {
 	struct snapcell_error err = {0};
@@ -653,6 +693,7 @@ static const struct {
 	{"upstream_ca", upstream_ca},
 	{"venv", venv},
 	{"preload", preload},
+	{"warmup", warmup},
 	{"env", env},
 	{"tools", tools},
 	{"mcp_servers", mcp_servers},

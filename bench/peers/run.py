@@ -56,6 +56,9 @@ SYSTEMS = [
            "read-only /usr); a new process per run", "bwrap", needs="bwrap"),
     System("spawn", "/usr/bin/python3 -I -c", "none: a plain new process per run (same user, "
            "files, network)", "spawn"),
+    System("fork", "/usr/bin/python3 -I forking itself", "none: a ready interpreter (json, re, "
+           "datetime imported) forks a child per run, on the host with the host's user, files "
+           "and network; the floor under snapcell's design", "fork"),
     System("hyperlight", "hyperlight-sandbox (wasm backend, python guest)", "micro-VM "
            "(Hyperlight on KVM) running a Wasm CPython", "hyperlight"),
     System("pyodide", "Pyodide in Node", "none: CPython compiled to Wasm inside the Node "

@@ -1,7 +1,7 @@
 """The Python-side workers of the peer comparison (bench/peers/run.py): one system per process,
 driven over stdin/stdout by the line protocol in bench/peers/README.md.
 
-`worker.py SYSTEM`, SYSTEM one of snapcell-py, monty, bwrap, spawn, hyperlight. Each run is
+`worker.py SYSTEM`, SYSTEM one of snapcell-py, monty, bwrap, spawn, fork, hyperlight. Each run is
 timed around the call that makes it and checked against the output it must print; samples go
 back raw, statistics are the driver's job. The system's module is imported only after "start",
 so the driver's memory baseline excludes it. Not a benchmark on its own."""
@@ -199,6 +199,95 @@ class Bwrap(Spawn):
         return info
 
 
+# The fork row's server: a ready /usr/bin/python3 -I that forks itself per run, the child
+# running the code with its stdout on a pipe; the server answers the child's tool calls (JSON
+# lines, as for spawn) as a host would, and reports the output as one JSON line.
+FORK_SERVER = """import json, os, sys, re, datetime
+answer = (json.dumps(%r) + '\\n').encode()
+for line in sys.stdin.buffer:
+    code = compile(json.loads(line), '<run>', 'exec')
+    out_r, out_w = os.pipe()
+    in_r, in_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(out_w, 1)
+        os.dup2(in_r, 0)
+        for fd in (out_r, out_w, in_r, in_w):
+            os.close(fd)
+        try:
+            exec(code, {'__name__': '__main__'})
+            sys.stdout.flush()
+            os._exit(0)
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            os._exit(1)
+    os.close(out_w)
+    os.close(in_r)
+    out = []
+    with os.fdopen(out_r, 'rb') as r:
+        for got in r:
+            if got.startswith(b'{"tool": '):
+                os.write(in_w, answer)
+            else:
+                out.append(got)
+    os.close(in_w)
+    status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    sys.stdout.write(json.dumps([status, b''.join(out).decode()]) + '\\n')
+    sys.stdout.flush()
+""" % (TOOL_ANSWER,)
+
+
+class Fork:
+    """CPython forking itself per run, with no isolation: the floor under snapcell's design (a
+    fresh copy-on-write copy of a ready interpreter per run). One server per thread."""
+
+    def start(self):
+        self.local, self.servers = threading.local(), []
+        v = subprocess.run([PYTHON, "-c", "import sys; print(sys.version.split()[0])"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+        self.run("print(1)", "1\n", False)
+        return {"version": f"python {v}"}
+
+    def server(self):
+        p = getattr(self.local, "server", None)
+        if p is None:
+            p = subprocess.Popen([PYTHON, "-I", "-c", FORK_SERVER], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE)
+            self.local.server = p
+            self.servers.append(p)
+        return p
+
+    def run(self, code, want, tools):
+        p = self.server()
+        p.stdin.write((json.dumps(SPAWN_TOOL_PRELUDE + code if tools else code) + "\n").encode())
+        p.stdin.flush()
+        line = p.stdout.readline()
+        if not line:
+            raise Failed(f"the fork server ended ({p.wait()})")
+        status, out = json.loads(line)
+        if status != 0:
+            raise Failed(f"exit {status}")
+        check("run", out, want)
+
+    def cold(self):
+        old = getattr(self.local, "server", None)
+        self.local.server = None
+        self.run("print(1)", "1\n", False)
+        self.stop(self.local.server)
+        self.servers.remove(self.local.server)
+        self.local.server = old
+
+    @staticmethod
+    def stop(p):
+        p.stdin.close()
+        p.wait()
+
+    def close(self):
+        for p in self.servers:
+            self.stop(p)
+
+
 class Hyperlight:
     """hyperlight-sandbox with its Wasm backend and packaged Python guest (a micro-VM)."""
 
@@ -228,7 +317,7 @@ class Hyperlight:
 
 
 SYSTEMS = {"snapcell-py": SnapcellPy, "monty": Monty, "bwrap": Bwrap, "spawn": Spawn,
-           "hyperlight": Hyperlight}
+           "fork": Fork, "hyperlight": Hyperlight}
 
 WORKLOADS = {  # name: (code, want, uses tools, pause before each run)
     "fresh": ("print(1)", "1\n", False, 0),

@@ -261,6 +261,27 @@ static PyObject *config_add_preload(ConfigObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+static PyObject *config_set_warmup(ConfigObject *self, PyObject *arg)
+{
+	if (sc__py_config_writable(self) < 0)
+		return NULL;
+	if (arg != Py_None && !PyUnicode_Check(arg)) {
+		PyErr_SetString(PyExc_TypeError, "set_warmup() wants a str (Python code) or None");
+		return NULL;
+	}
+	Py_ssize_t len = 0;
+	const char *code = arg == Py_None ? NULL : PyUnicode_AsUTF8AndSize(arg, &len);
+	if (arg != Py_None && !code)
+		return NULL;
+	if (code && strlen(code) != (size_t)len)
+		return PyErr_Format(PyExc_ValueError, "set_warmup: a NUL character in the code");
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_warmup(self->cfg, code, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "set_warmup", NULL, false);
+	Py_RETURN_NONE;
+}
+
 static PyObject *config_set_workspace(ConfigObject *self, PyObject *arg)
 {
 	PyObject *dir = NULL;
@@ -479,6 +500,8 @@ static PyMethodDef config_methods[] = {
 	 "set_venv(dir): a virtual environment made with /usr/bin/python3 -m venv, read-only."},
 	{"add_preload", (PyCFunction)config_add_preload, METH_VARARGS,
 	 "add_preload(module): a module the template imports before it parks cells."},
+	{"set_warmup", (PyCFunction)config_set_warmup, METH_O,
+	 "set_warmup(code or None): Python the template runs once after the preloads."},
 	{"set_workspace", (PyCFunction)config_set_workspace, METH_O,
 	 "set_workspace(dir or None): the directory whose children appear under /input."},
 	{"add_mount", (PyCFunction)config_add_mount, METH_VARARGS,

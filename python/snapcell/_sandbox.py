@@ -253,6 +253,7 @@ def build_config(
     reject_links: bool = False,
     venv: str | os.PathLike[str] | None = None,
     preload: Sequence[str] | None = None,
+    warmup: str | None = None,
     host_map: Mapping[str, str] | None = None,
     upstream_ca: str | os.PathLike[str] | None = None,
     uid_range: tuple[int, int] | None = None,
@@ -278,6 +279,8 @@ def build_config(
         preload = [preload]
     for module in preload or ():
         cfg.add_preload(module)
+    if warmup is not None:
+        cfg.set_warmup(warmup)
     if workspace is not None:
         cfg.set_workspace(os.path.expanduser(os.fspath(workspace)))
     cfg.set_reject_links(reject_links)
@@ -374,8 +377,8 @@ class Sandbox:
     ``allowed_domains`` are network entries, enforced by the host's egress gate (``host_map``
     answers names without DNS, for tests and private names; ``upstream_ca`` is the CA bundle
     the host verifies servers with when it makes requests itself); ``env``, ``python_paths``, ``venv`` (made with
-    ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) shape the
-    interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
+    ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) and ``warmup`` (trusted code the template runs
+    once after them, so their first-time work is shared by every run) shape the interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
     left out; ``uid_range=(first, count)`` is where a root process's sandboxes take their own
     outside uids. Creating one starts its template (tens of milliseconds)."""
 

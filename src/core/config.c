@@ -71,6 +71,7 @@ void snapcell_config_free(struct snapcell_config *cfg)
 	for (size_t i = 0; i < cfg->n_preloads; i++)
 		free(cfg->preloads[i]);
 	free(cfg->preloads);
+	free(cfg->warmup);
 	free(cfg->workspace);
 	free(cfg->helper);
 	for (size_t i = 0; i < cfg->n_mounts; i++) {
@@ -367,6 +368,8 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 	c->venv_system = src->venv_system;
 	for (size_t i = 0; rc == 0 && i < src->n_preloads; i++)
 		rc = snapcell_config_add_preload(c, src->preloads[i], NULL);
+	if (rc == 0 && src->warmup && !(c->warmup = strdup(src->warmup)))
+		rc = -ENOMEM;
 	if (rc == 0)
 		rc = sc__tools_copy(src, c);
 	if (rc == 0 && src->workspace && !(c->workspace = strdup(src->workspace)))

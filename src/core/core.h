@@ -50,6 +50,7 @@ struct snapcell_config {
 	bool venv_system; /* include-system-site-packages = true */
 	char **preloads;  /* module names, in import order */
 	size_t n_preloads;
+	char *warmup; /* Python the template runs once after the preloads, or NULL */
 	enum snapcell_isolation required;
 	bool reject_links;	    /* staging fails on a link instead of leaving it out */
 	struct sc_net_list allowed; /* network entries (net/net.h), enforced by net/gate.c */
@@ -154,14 +155,15 @@ struct snapcell_sandbox {
 };
 
 /* prefault.c: learning which template pages fresh runs touch, so parked cells fault them in
- * before a run instead of during it. wants: whether the next run is one to learn from (the
- * first few, then one in a while, and only while the learner is idle). learn: takes over a
+ * before a run instead of during it. wants: whether the next run, in cell cell_id, is one to
+ * learn from (the first few, then one in a while, and only while the learner is idle; never
+ * the sandbox's first cell). learn: takes over a
  * finished run's cell, which must still be there (lingering after DONE), and retires it once
  * its pages are read, on the learner's own thread; the template gets the new list when it
  * changed. free: stops the learner (before the template goes). */
 int sc__prefault_new(struct snapcell_sandbox *sb);
 void sc__prefault_free(struct snapcell_sandbox *sb);
-bool sc__prefault_wants(struct snapcell_sandbox *sb);
+bool sc__prefault_wants(struct snapcell_sandbox *sb, uint32_t cell_id);
 void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell);
 /* The pid behind a pidfd in this process's namespace, or -1 (sandbox.c). */
 int sc__pidfd_pid(int pidfd);

@@ -77,9 +77,14 @@ void sc__prefault_free(struct snapcell_sandbox *sb)
 	sb->prefault = NULL;
 }
 
-bool sc__prefault_wants(struct snapcell_sandbox *sb)
+bool sc__prefault_wants(struct snapcell_sandbox *sb, uint32_t cell_id)
 {
 	struct sc_prefault *pf = sb->prefault;
+	/* Cell 0 is the one the template parks before its warm-up (guest/template.c, serve):
+	 * its run touches what the later cells' runs find preloaded, and the warm-up's writes
+	 * would make the template's pages its own alone, which reads as written by the run. */
+	if (cell_id == 0)
+		return false;
 	pthread_mutex_lock(&pf->lock);
 	unsigned long n = ++pf->runs;
 	bool idle = !pf->busy && !pf->stop;

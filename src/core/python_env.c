@@ -1,6 +1,7 @@
 /* Python environments and preloaded modules on the config: finding a venv's site-packages and
- * checking it was made for the embedded interpreter, and the list of modules the template
- * imports. The guest processes .pth files and does the imports (guest/python.c). */
+ * checking it was made for the embedded interpreter, the list of modules the template
+ * imports, and the warm-up code it runs after them. The guest processes .pth files, does the
+ * imports and runs the warm-up (guest/python.c). */
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 #define PYVENV_CFG_MAX (64u << 10)
 #define MAX_PRELOADS   64
 #define MODULE_MAX     255
+#define WARMUP_MAX     SNAPCELL_WARMUP_MAX
 /* Debian's system site directory, for a venv made with --system-site-packages. */
 #define SYSTEM_SITE "/usr/lib/python3/dist-packages"
 
@@ -166,6 +168,27 @@ int snapcell_config_add_preload(struct snapcell_config *cfg, const char *module,
 	if (!(grown[cfg->n_preloads] = strdup(module)))
 		return sc__err(err, -ENOMEM, "add_preload %s", module);
 	cfg->n_preloads++;
+	return 0;
+}
+
+int snapcell_config_set_warmup(struct snapcell_config *cfg, const char *code,
+			       struct snapcell_error *err)
+{
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_warmup: NULL config");
+	size_t len = code ? strlen(code) : 0;
+	if (len > WARMUP_MAX)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "set_warmup: %zu bytes of code; the limit is %d", len, WARMUP_MAX);
+	/* Checked here, where the caller can say which file it was, not as a decode error in
+	 * the template; the code's syntax is Python's to judge (a SyntaxError fails creation). */
+	if (code && !sc__utf8_valid(code, len))
+		return sc__err(err, SNAPCELL_E_INVAL, "set_warmup: the code is not valid UTF-8");
+	char *copy = NULL;
+	if (len && !(copy = strdup(code)))
+		return sc__err(err, -ENOMEM, "set_warmup");
+	free(cfg->warmup);
+	cfg->warmup = copy;
 	return 0;
 }
 

@@ -646,7 +646,7 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	if (rc < 0)
 		return rc;
 	struct sc_run_target t = {&cell, true, fresh_kill, fresh_collect, NULL};
-	req.learn = sc__prefault_wants(sb);
+	req.learn = sc__prefault_wants(sb, cell.id);
 	struct sc_gate_cell *gate = NULL;
 	if (cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, cell.net, cell.n_net,

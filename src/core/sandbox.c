@@ -386,6 +386,9 @@ static char *setup_message(const struct snapcell_sandbox *sb)
 		json_decref(msg), msg = NULL;
 	if (msg && json_object_set_new(msg, "preload", preload) < 0)
 		json_decref(msg), msg = NULL;
+	if (msg && sb->cfg->warmup &&
+	    json_object_set_new(msg, "warmup", json_string(sb->cfg->warmup)) < 0)
+		json_decref(msg), msg = NULL;
 	if (msg && sb->gate && json_object_set_new(msg, "net", net_setup(sb->gate)) < 0)
 		json_decref(msg), msg = NULL;
 	char *notice = sc__network_notice(sb->cfg);
@@ -410,6 +413,11 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		close(sp[1]);
 	sb->ctl = sp[0];
 	int helper_fd = open_helper(sb, err);
+	/* At level cgroups the template moves itself into the sandbox's cgroup (cgroup.c). */
+	int cgroup_fd = -1;
+	if (rc == 0 && helper_fd >= 0 && sb->cgroup.dir_fd >= 0 &&
+	    (cgroup_fd = sc__cgroup_tasks_open(&sb->cgroup, err)) < 0)
+		rc = cgroup_fd;
 	/* The helper starts with no environment at all: the configured variables travel in the
 	 * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends)
 	 * never sees them while the host filesystem is still visible. */
@@ -428,6 +436,7 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 					.argv = argv,
 					.envp = envp,
 					.control_fd = child_end,
+					.cgroup_fd = cgroup_fd,
 					.pass_dirs = dirs,
 					.n_pass_dirs = n_dirs};
 		spec.outside_uid = sb->ids.uid;
@@ -437,6 +446,8 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	}
 	if (helper_fd >= 0)
 		close(helper_fd);
+	if (cgroup_fd >= 0)
+		close(cgroup_fd);
 	if (child_end >= 0)
 		close(child_end);
 	return rc;
@@ -577,10 +588,6 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 		rc = start_gate(sb, err);
 	if (rc == 0)
 		rc = start_helper(sb, err);
-	/* It waits for its setup before it initialises Python: nearly all it will ever use is
-	 * charged to the sandbox's cgroup, and the cgroup is never empty while it lives. */
-	if (rc == 0 && sb->cgroup.dir_fd >= 0)
-		rc = sc__cgroup_attach(&sb->cgroup, sb->helper_pid, err);
 	if (rc == 0 && (rc = sc__ids_bind(&sb->ids, sb->helper_pid)) < 0)
 		sc__err(err, rc, "record the template in the lock of uid %u",
 			(unsigned)sb->ids.uid);

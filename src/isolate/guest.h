@@ -169,7 +169,7 @@ int sc__rlimits_apply(const struct sc_rlimits *lim, struct snapcell_error *err);
  * of its tasks file for the cell, or a negative code (nothing is left behind). */
 int sc__cgroup_cell_make(int sandbox_fd, uint32_t id, uint64_t limit_bytes);
 /* In the cell, first thing after fork, while it has one thread: moves itself into its
- * cgroup; closes tasks_fd. */
+ * cgroup; closes tasks_fd. The template does the same with the sandbox's (SC_CGROUP_FD). */
 int sc__cgroup_cell_enter(int tasks_fd);
 /* In the template, once the cell is reaped (its cgroup is empty): reads the cgroup's peak and
  * out-of-memory kill count (0, or a negative code when they cannot be read) and removes it. */

@@ -46,6 +46,7 @@ struct sc_spawn {
 	char *const *argv;
 	char *const *envp;
 	int control_fd; /* becomes fd 3 in the helper */
+	int cgroup_fd;	/* becomes SC_CGROUP_FD in the helper, or -1 */
 	/* Directories opened (O_PATH) as fds 4, 5, ... by the child while it still has the
 	 * host's uid, so the sandbox uid need not be able to walk to them; they are in the
 	 * helper's mount namespace, so it can bind them. All other fds but 0-3 are closed. */
@@ -111,8 +112,9 @@ struct sc_cgroup {
  * saying why memory cgroups cannot be had here (no v1 memory controller, not writable by
  * this user); dir_fd is then -1. */
 int sc__cgroup_sandbox_new(struct sc_cgroup *cg, uid_t uid, gid_t gid, struct snapcell_error *err);
-/* Moves a process (the template, before it has set up) into the sandbox's cgroup. */
-int sc__cgroup_attach(const struct sc_cgroup *cg, pid_t pid, struct snapcell_error *err);
+/* The sandbox cgroup's tasks file, opened for writing (CLOEXEC), for the template to move
+ * itself in with (src/isolate/spawn.c passes it as SC_CGROUP_FD). */
+int sc__cgroup_tasks_open(const struct sc_cgroup *cg, struct snapcell_error *err);
 
 /* What a cell's cgroup recorded: the peak of the memory charged to it (pages, page tables,
  * kernel memory) and the kills of its processes by the out-of-memory killer at its limit. */

@@ -57,8 +57,9 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 		child_fail(fail_fd, STEP_SYNC, errno ? errno : EPIPE);
 	/* The helper's descriptor may be one of the numbers the python paths move to; park it
 	 * above all of them (CLOEXEC again by the close_range below). */
-	int helper_fd = PASS_HIGH + SC_PASS_FD_MAX;
-	if (dup2(spec->helper_fd, helper_fd) < 0)
+	int helper_fd = PASS_HIGH + SC_PASS_FD_MAX, cgroup_fd = helper_fd + 1;
+	if (dup2(spec->helper_fd, helper_fd) < 0 ||
+	    (spec->cgroup_fd >= 0 && dup2(spec->cgroup_fd, cgroup_fd) < 0))
 		child_fail(fail_fd, STEP_FDS, errno);
 	/* Opened high, then moved into place: nothing can clobber what is still to move. */
 	for (size_t i = 0; i < spec->n_pass_dirs; i++) {
@@ -92,8 +93,13 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 	for (size_t i = 0; i < spec->n_pass_dirs; i++)
 		if (dup2(PASS_HIGH + (int)i, SC_PASS_FD_FIRST + (int)i) < 0)
 			child_fail(fail_fd, STEP_FDS, errno);
+	if (spec->cgroup_fd >= 0 && dup2(cgroup_fd, SC_CGROUP_FD) < 0)
+		child_fail(fail_fd, STEP_FDS, errno);
 	/* Everything else, the failure pipe included, goes at execve: no host fd leaks. */
-	if (syscall(SYS_close_range, SC_PASS_FD_FIRST + spec->n_pass_dirs, ~0U,
+	unsigned first = SC_PASS_FD_FIRST + (unsigned)spec->n_pass_dirs;
+	if ((first < SC_CGROUP_FD &&
+	     syscall(SYS_close_range, first, SC_CGROUP_FD - 1, CLOSE_RANGE_CLOEXEC) < 0) ||
+	    syscall(SYS_close_range, spec->cgroup_fd >= 0 ? SC_CGROUP_FD + 1 : SC_CGROUP_FD, ~0U,
 		    CLOSE_RANGE_CLOEXEC) < 0)
 		child_fail(fail_fd, STEP_FDS, errno);
 	/* By descriptor: the sandbox uid need not be able to walk the path to the helper. */

@@ -13,6 +13,9 @@
 #define SC_PASS_FD_FIRST 4
 #define SC_PASS_FD_MAX	 64
 #define SC_SETUP_MAX	 (1u << 20) /* cap on the setup message */
+/* At level cgroups: the sandbox cgroup's tasks file, which the template writes itself into
+ * first thing in its setup, then closes. */
+#define SC_CGROUP_FD (SC_PASS_FD_FIRST + SC_PASS_FD_MAX)
 
 /* The version of everything the library and its helper exchange: the greeting, the setup
  * message's fields, the control records, and the frames and payloads between host and cells.

@@ -185,6 +185,32 @@ def test_a_preload_that_leaves_a_thread_running_is_refused(snapcell, tmp_path):
     assert b"preload threader: leaves threads running" in r.stderr, r.stderr
 
 
+def test_a_warmup_primes_every_fresh_cell_and_is_checked(snapcell, tmp_path):
+    make_tree(tmp_path / "m", {"lazy.py": "CACHE = {}\ndef get(k):\n    return CACHE.setdefault(k, k * 2)\n"})
+    code = b"import lazy; print(lazy.CACHE, 'df' in globals())"
+    r = snapcell("run", "--python-path", tmp_path / "m", "--preload", "lazy", "--warmup",
+                 "import lazy\ndf = lazy.get(21)\nprint('warming')", "-", stdin=code)
+    assert (r.returncode, r.stdout, r.stderr) == (0, b"{21: 42} False\n", b""), r.stderr
+    (tmp_path / "w.py").write_text("import lazy\nlazy.get('ab')\n")
+    r = snapcell("run", "--python-path", tmp_path / "m", "--warmup-file", tmp_path / "w.py",
+                 "-", stdin=code)
+    assert (r.returncode, r.stdout) == (0, b"{'ab': 'abab'} False\n"), r.stderr
+    r = snapcell("run", "--warmup", "import lazy", "-", stdin=b"print(1)")
+    assert r.returncode == 3
+    assert b"warm-up: ModuleNotFoundError: No module named 'lazy' (at <warmup>:1 `import lazy`)" \
+        in r.stderr, r.stderr
+    r = snapcell("run", "--warmup", "import os; os.pipe()", "-", stdin=b"print(1)")
+    assert r.returncode == 3 and b"warm-up: leaves descriptor" in r.stderr, r.stderr
+    r = snapcell("run", "--warmup-file", tmp_path / "nope.py", "-", stdin=b"print(1)")
+    assert r.returncode == 2 and b"--warmup-file" in r.stderr and b"No such file" in r.stderr
+    (tmp_path / "big.py").write_text("#" * 65537)
+    r = snapcell("run", "--warmup-file", tmp_path / "big.py", "-", stdin=b"print(1)")
+    assert r.returncode == 2 and b"65537 bytes of code; the limit is 65536" in r.stderr
+    (tmp_path / "nul.py").write_bytes(b"x = 1\0")
+    r = snapcell("run", "--warmup-file", tmp_path / "nul.py", "-", stdin=b"print(1)")
+    assert r.returncode == 2 and b"a NUL byte in the code" in r.stderr
+
+
 @pytest.mark.skipif(not debian_has("numpy"), reason="Debian's numpy not installed")
 def test_preloaded_numpy_keeps_the_template_single_threaded(snapcell):
     # OpenBLAS starts a thread per CPU at import unless pinned; the user's value comes back
@@ -256,13 +282,21 @@ def test_a_venv_of_another_python_is_refused(snapcell, tmp_path):
 def test_the_analysis_example_leaves_a_chart_and_a_csv(snapcell, tmp_path):
     examples = HERE.parents[1] / "examples"
     r = snapcell("run", "--python-path", DIST, "--preload", "pandas", "--preload",
-                 "matplotlib.pyplot", "--memory", "2G", "--workspace", examples / "sales",
+                 "matplotlib.pyplot", "--warmup-file", examples / "analysis_warmup.py",
+                 "--memory", "2G", "--workspace", examples / "sales",
                  "--output", tmp_path, examples / "analysis.py")
     assert r.returncode == 0, r.stderr
     assert b"540 sales" in r.stdout and b"best region: west" in r.stdout
     assert (tmp_path / "monthly_revenue.png").read_bytes()[:4] == b"\x89PNG"
     lines = (tmp_path / "monthly_revenue.csv").read_text().splitlines()
     assert lines[0] == "date,north,south,west" and len(lines) == 13
+    # Without emptying matplotlib's font cache the warm-up would leave its font files open.
+    warmup = (examples / "analysis_warmup.py").read_text()
+    (tmp_path / "w.py").write_text(warmup.replace("font_manager._get_font.cache_clear()", ""))
+    r = snapcell("run", "--python-path", DIST, "--preload", "pandas", "--preload",
+                 "matplotlib.pyplot", "--warmup-file", tmp_path / "w.py", "--memory", "2G",
+                 "-", stdin=b"print(1)")
+    assert r.returncode == 3 and b"warm-up: leaves descriptor" in r.stderr, r.stderr
 
 
 @needs_landlock

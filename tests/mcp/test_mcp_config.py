@@ -41,7 +41,10 @@ def test_unknown_keys_are_refused_with_their_path(snapcell_bin, tmp_path):
                        ({"uid_range": [60000, 10000]}, "uid_range: set_uid_range 60000:10000"),
                        ({"max_queued_calls": -1},
                         "max_queued_calls: must be an integer from 0 to 16384"),
-                       ({"allow": [{"target": "127.1"}]}, "dotted quad (127.0.0.1)")):
+                       ({"allow": [{"target": "127.1"}]}, "dotted quad (127.0.0.1)"),
+                       ({"warmup": 1}, "warmup: must be a string or an array of strings"),
+                       ({"warmup": ["x = 1", 2]}, "warmup: must be an array of strings"),
+                       ({"warmup": "#" * 65537}, "warmup: set_warmup: 65537 bytes of code")):
         r = start_fails(snapcell_bin, write_config(tmp_path, obj))
         assert r.returncode == 2, obj
         assert where in r.stderr.decode(), r.stderr
@@ -81,6 +84,28 @@ def test_config_reaches_the_runs(snapcell_bin, tmp_path):
     result = call(s, "import time\ntime.sleep(5)", 3)
     assert result["isError"] and result["_meta"]["snapcell/run"]["status"] == "timeout"
     assert s.close() == 0
+
+
+def test_warmup_lines_reach_every_run(snapcell_bin, tmp_path):
+    config = write_config(tmp_path, {"warmup": ["import json", "json.primed = [1, 2]",
+                                                "print('not in any run')"]})
+    path, env = snapcell_bin
+    s = Stdio((path, env), "--config", config)
+    s.initialize()
+    for n in (2, 3):
+        result = call(s, "import json\nprint(json.primed)\njson.primed = None", n)
+        assert result["content"][0]["text"] == "[1, 2]\n", result
+    assert s.close() == 0
+
+
+def test_a_failing_warmup_is_reported_with_its_line(snapcell_bin, tmp_path):
+    config = write_config(tmp_path, {"warmup": ["x = 0", "1 / x"]})
+    path, env = snapcell_bin
+    r = subprocess.run([path, "mcp", "--config", config], capture_output=True, env=env,
+                       input=b"", timeout=30)
+    assert r.returncode != 0
+    assert "warm-up: ZeroDivisionError: division by zero (at <warmup>:2 `1 / x`)" \
+        in r.stderr.decode(), r.stderr
 
 
 def test_network_entries_reach_the_runs_and_their_audit(snapcell_bin, tmp_path):

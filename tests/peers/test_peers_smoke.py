@@ -17,7 +17,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.environ.get("SNAPCELL_BUILD", os.path.join(ROOT, "build"))
-SYSTEMS = ["snapcell-c", "snapcell-py", "monty", "bwrap", "spawn", "hyperlight", "pyodide"]
+SYSTEMS = ["snapcell-c", "snapcell-py", "monty", "bwrap", "spawn", "fork", "hyperlight", "pyodide"]
 WORKLOADS = ["fresh", "paced", "compute", "tools10", "tools1000", "cold"]
 
 

@@ -523,3 +523,5 @@ def test_our_keywords_python_environment_and_preload():
     with pytest.raises(Exception, match="no_such_module"):
         with ExecuteCodeTool(preload=["no_such_module"]) as t:
             invoke(t, "pass")
+    with ExecuteCodeTool(warmup="import json\njson.primed = 7") as t:
+        assert texts(invoke(t, "import json; print(json.primed)")) == ["7\n"]

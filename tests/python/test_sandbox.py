@@ -310,6 +310,27 @@ def test_venv_and_preload_keywords(tmp_path):
         snapcell.Sandbox(preload="no_such_mod")
 
 
+def test_warmup_keyword_primes_every_run_and_its_errors_are_setup_errors():
+    with snapcell.Sandbox(warmup="import json\njson.primed = 'yes'\nprint('hidden')") as sb:
+        for _ in range(2):
+            r = sb.run("import json; print(json.primed); json.primed = 'changed'")
+            assert (r.status, r.stdout, r.stderr) == ("ok", "yes\n", "")
+    with pytest.raises(snapcell.SetupError,
+                       match=r"warm-up: KeyError: 'x' \(at <warmup>:2 `\{\}\['x'\]`\)"):
+        snapcell.Sandbox(warmup="y = 1\n{}['x']\n")
+    with pytest.raises(snapcell.SetupError, match="warm-up: leaves descriptor"):
+        snapcell.Sandbox(warmup="import os, sys\nsys.f = open(os.__file__)")
+    with pytest.raises(snapcell.SetupError, match="warm-up: leaves threads running"):
+        snapcell.Sandbox(warmup="import threading, time\n"
+                                "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()")
+    with pytest.raises(ValueError, match="the limit is 65536"):
+        snapcell.Sandbox(warmup="#" * 65537)
+    with pytest.raises(ValueError, match="NUL"):
+        snapcell.Sandbox(warmup="x = 1\0")
+    with pytest.raises(TypeError, match=r"wants a str \(Python code\) or None"):
+        snapcell.Sandbox(warmup=b"x = 1")
+
+
 def test_uid_range_is_checked_and_a_held_range_is_a_setup_error():
     for bad, error in (((0, 1), ValueError), ((60000, 10000), ValueError),
                        ((-1, 1), OverflowError), ((1, 2**32), OverflowError)):

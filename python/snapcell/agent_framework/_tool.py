@@ -121,6 +121,7 @@ class _Settings:
         self.reject_links = False
         self.venv: str | None = None
         self.preload: tuple[str, ...] = ()
+        self.warmup: str | None = None
 
     def copy(self) -> _Settings:
         s = copy.copy(self)
@@ -140,6 +141,7 @@ class _Settings:
             reject_links=self.reject_links,
             venv=self.venv,
             preload=self.preload,
+            warmup=self.warmup,
             **self.limits,
         )
 
@@ -168,7 +170,7 @@ class ExecuteCodeTool(FunctionTool):
     ``max_output_files``, ``max_output_file_bytes``, ``max_output_total_bytes``), plus
     ``timeout`` (seconds), ``memory_limit`` (bytes), ``python_paths`` or ``venv`` (a virtual
     environment made with ``/usr/bin/python3 -m venv``), ``preload`` (modules imported before
-    runs), ``env`` and ``stateful``
+    runs), ``warmup`` (trusted code run once after them), ``env`` and ``stateful``
     (interpreter state kept between calls of this tool) and ``reject_links`` (a link in the
     workspace or a mount is a ValueError from invoke, as in newer reference releases, instead of
     being left out). ``backend``, ``module`` and
@@ -194,6 +196,7 @@ class ExecuteCodeTool(FunctionTool):
         reject_links: bool = False,
         venv: str | os.PathLike[str] | None = None,
         preload: Sequence[str] = (),
+        warmup: str | None = None,
         backend: str | None = None,
         module: str | None = None,
         module_path: str | None = None,
@@ -239,6 +242,7 @@ class ExecuteCodeTool(FunctionTool):
             s.reject_links = bool(reject_links)
             s.venv = os.path.abspath(os.path.expanduser(os.fspath(venv))) if venv is not None else None
             s.preload = (preload,) if isinstance(preload, str) else tuple(preload)
+            s.warmup = warmup
             s.python_paths = tuple(os.path.abspath(os.path.expanduser(os.fspath(p))) for p in python_paths or ())
             if workspace_root is not None:
                 s.workspace = _workspace(workspace_root)

@@ -228,6 +228,45 @@ Test(cgroups, cell_cgroups_are_removed_after_their_runs_and_the_sandboxs_with_it
 	cr_expect_eq(sandbox_cgroups(dir, getpid(), NULL, 0), 0, "%s is left", mine);
 }
 
+/* The template moves itself into the sandbox's cgroup (the host passes it the tasks file)
+ * before it sets up, so what it allocates is charged there, and holds that file no longer. */
+Test(cgroups, the_template_is_in_the_sandboxs_cgroup_and_keeps_no_descriptor_of_it)
+{
+	require_cgroups();
+	char dir[4096], mine[4096], path[4200], line[64];
+	own_memory_cgroup(dir, sizeof(dir));
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
+	cr_assert_eq(sandbox_cgroups(dir, getpid(), mine, sizeof(mine)), 1);
+	snprintf(path, sizeof(path), "%s/cgroup.procs", mine);
+	FILE *f = fopen(path, "re");
+	cr_assert_not_null(f, "%s", path);
+	bool found = false;
+	while (fgets(line, sizeof(line), f))
+		found |= atoi(line) == st.template_pid;
+	fclose(f);
+	cr_expect(found, "template %d is not in %s", st.template_pid, mine);
+	/* Its descriptors: the sandbox cgroup's directory (for its cells'), no file to move
+	 * into it. */
+	snprintf(path, sizeof(path), "/proc/%d/fd", st.template_pid);
+	DIR *d = opendir(path);
+	cr_assert_not_null(d, "%s", path);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		char target[4096];
+		ssize_t n = readlinkat(dirfd(d), e->d_name, target, sizeof(target) - 1);
+		if (n <= 0)
+			continue;
+		target[n] = 0;
+		cr_expect(!strstr(target, "/tasks") && !strstr(target, "/cgroup.procs"),
+			  "the template holds fd %s -> %s", e->d_name, target);
+	}
+	closedir(d);
+	expect_output(sb, "print(1)", "1\n");
+	snapcell_sandbox_free(sb);
+}
+
 /* A host process that dies without freeing its sandbox leaves its cgroups (its template and
  * cells die with it); the next sandbox made below the same cgroup removes them. */
 Test(cgroups, a_crashed_hosts_cgroups_are_reaped_by_the_next_sandbox)
@@ -243,8 +282,11 @@ Test(cgroups, a_crashed_hosts_cgroups_are_reaped_by_the_next_sandbox)
 		struct snapcell_config *cfg = test_config_new();
 		struct snapcell_sandbox *sb = NULL;
 		struct snapcell_result *res = NULL;
+		struct snapcell_sandbox_stats st;
+		/* stats waits for both spares: the template parks them once it has warmed up. */
 		char ok = snapcell_sandbox_new(cfg, &sb, NULL) == 0 &&
-			  snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, NULL) == 0;
+			  snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, NULL) == 0 &&
+			  snapcell_sandbox_stats(sb, &st, NULL) == 0;
 		(void)!write(ready[1], &ok, 1);
 		pause();
 		_exit(0);

@@ -516,3 +516,25 @@ Test(rlimits, python_paths_and_preloads_work)
 	test_remove_tree(dir);
 	free(dir);
 }
+
+/* The template runs in the host's network namespace at this level: the warm-up's socket and
+ * lookups are refused before they leave it. */
+Test(rlimits, a_warmup_reaches_no_network)
+{
+	static const char *const tries[] = {
+		"import socket\nsocket.create_connection(('127.0.0.1', 9), timeout=1)\n",
+		"import socket\nsocket.getaddrinfo('localhost', 80)\n",
+	};
+	struct snapcell_sandbox *probe = rlimits_sandbox(NULL);
+	snapcell_sandbox_free(probe);
+	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+		struct snapcell_config *cfg = test_config_new();
+		struct snapcell_error err = {0};
+		struct snapcell_sandbox *sb = NULL;
+		cr_assert_eq(snapcell_config_set_warmup(cfg, tries[i], NULL), 0);
+		cr_expect_eq(snapcell_sandbox_new(cfg, &sb, &err), SNAPCELL_E_HELPER);
+		cr_expect(strstr(err.message, "no network in the warm-up"), "%s", err.message);
+		snapcell_sandbox_free(sb);
+		snapcell_config_free(cfg);
+	}
+}

@@ -42,6 +42,83 @@ Test(run, uncaught_exception_is_error_with_traceback)
 	snapcell_sandbox_free(sb);
 }
 
+/* Waits until the template has parked both spares, which it does once it has warmed up: the
+ * cells parked from then on start from the warmed template. */
+static void wait_for_warm_cells(struct snapcell_sandbox *sb)
+{
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
+	cr_assert_eq(st.parked_cells, 2);
+}
+
+/* The sandbox's first cell is parked before the template imports the common standard library
+ * (guest/template.c, serve): a plain interpreter that imports what it uses. The cells parked
+ * after the template's warm-up start with it loaded. */
+Test(run, the_first_cell_imports_what_it_uses_and_later_cells_start_warmed)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb, "import sys\nprint('json' in sys.modules, 'linecache' in sys.modules)",
+		      "False False\n");
+	expect_output(sb, "import json\nprint(json.dumps({'a': [1]}))", "{\"a\": [1]}\n");
+	wait_for_warm_cells(sb);
+	expect_output(sb, "import sys\nprint('json' in sys.modules, 'linecache' in sys.modules)",
+		      "True True\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* Tracebacks and warnings the code formats itself show its lines in every cell: in the first,
+ * linecache is imported only when the code needs it, and its import picks up the code's lines
+ * (guest/prelude.py, _LinecacheFinder). */
+Test(run, tracebacks_and_warnings_show_the_code_lines_in_every_cell)
+{
+	static const char code[] = "import traceback, warnings\n"
+				   "try:\n"
+				   "    {}['missing_key']\n"
+				   "except KeyError:\n"
+				   "    traceback.print_exc()\n"
+				   "warnings.warn('careful now')\n"
+				   "import linecache\n"
+				   "print(linecache.__loader__.__class__.__name__)\n";
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	for (int cell = 0; cell < 2; cell++) {
+		if (cell == 1)
+			wait_for_warm_cells(sb);
+		struct snapcell_result *res = test_run(sb, code);
+		expect_ok(res);
+		cr_expect(strstr(res->stderr_buf, "File \"<cell>\", line 3"), "cell %d: %s", cell,
+			  res->stderr_buf);
+		cr_expect(strstr(res->stderr_buf, "    {}['missing_key']\n"), "cell %d: %s", cell,
+			  res->stderr_buf);
+		cr_expect(strstr(res->stderr_buf, "careful now\n  warnings.warn('careful now')\n"),
+			  "cell %d: %s", cell, res->stderr_buf);
+		/* The loader it was found with, not the wrapper that added the lines. */
+		cr_expect_str_eq(res->stdout_buf, "SourceFileLoader\n", "cell %d", cell);
+		snapcell_result_free(res);
+	}
+	snapcell_sandbox_free(sb);
+}
+
+/* The code compiles as builtins.compile compiles bytes, in every cell: a coding declaration
+ * decides the source's encoding, and a NUL is refused. */
+Test(run, coding_declarations_and_null_bytes_are_handled_as_python_does)
+{
+	static const char latin1[] = "# -*- coding: latin-1 -*-\nprint(len('\xe9'), ord('\xe9'))\n";
+	static const char nul[] = "print(1)\0print(2)\n";
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	for (int cell = 0; cell < 2; cell++) {
+		if (cell == 1)
+			wait_for_warm_cells(sb);
+		expect_output(sb, latin1, "1 233\n");
+		struct snapcell_result *res;
+		cr_assert_eq(snapcell_sandbox_run(sb, nul, sizeof(nul) - 1, NULL, &res, NULL), 0);
+		cr_expect_eq(res->status, SNAPCELL_STATUS_ERROR);
+		cr_expect(strstr(res->stderr_buf, "source code string cannot contain null bytes"),
+			  "cell %d: %s", cell, res->stderr_buf);
+		snapcell_result_free(res);
+	}
+	snapcell_sandbox_free(sb);
+}
+
 Test(run, syntax_error_is_error)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);

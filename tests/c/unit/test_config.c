@@ -83,6 +83,28 @@ Test(config, preload_takes_dotted_module_names_once)
 	snapcell_config_free(cfg);
 }
 
+Test(config, warmup_is_utf8_code_under_the_cap)
+{
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_config_set_warmup(cfg, "import json\n", &err), 0, "%s", err.message);
+	cr_expect_eq(snapcell_config_set_warmup(cfg, "x = '\xff'", &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "not valid UTF-8"), "%s", err.message);
+	char *big = malloc(SNAPCELL_WARMUP_MAX + 2);
+	memset(big, 'x', SNAPCELL_WARMUP_MAX + 1);
+	big[SNAPCELL_WARMUP_MAX + 1] = 0;
+	cr_expect_eq(snapcell_config_set_warmup(cfg, big, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "65537 bytes of code; the limit is 65536"), "%s",
+		  err.message);
+	big[SNAPCELL_WARMUP_MAX] = 0;
+	cr_expect_eq(snapcell_config_set_warmup(cfg, big, &err), 0, "%s", err.message);
+	free(big);
+	cr_expect_eq(snapcell_config_set_warmup(cfg, NULL, NULL), 0);
+	cr_expect_eq(snapcell_config_set_warmup(cfg, "", NULL), 0);
+	cr_expect_eq(snapcell_config_set_warmup(NULL, "x", NULL), SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
+
 static void write_venv(const char *dir, const char *cfg_text, const char *lib)
 {
 	char path[512];
