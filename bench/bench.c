@@ -20,6 +20,7 @@
 #include "snapcell.h"
 #include "../cli/cli.h"
 #include "floor.h"
+#include "workloads.h"
 
 #define EXIT_USAGE  2
 #define EXIT_FAILED 3
@@ -105,7 +106,7 @@ struct series {
 
 struct bench_results {
 	enum snapcell_isolation isolation;
-	struct series cold, fresh, paced, first_call, session, snapshot, restore, spawn;
+	struct series cold, fresh, paced, compute, first_call, session, snapshot, restore, spawn;
 	struct series snapshot_tmp, restore_tmp; /* with TMP_BENCH_MIB MiB in the session's /tmp */
 	/* n == 0: pandas is not installed. The preloaded series run back to back, then paced;
 	 * the primed ones likewise, with PANDAS_WARMUP as the sandbox's warm-up too. */
@@ -225,6 +226,11 @@ static int run_code(struct snapcell_sandbox *sb, struct snapcell_session *s, con
 static int fresh_one(void *sb, uint64_t *ns)
 {
 	return run_code(sb, NULL, PROBE_CODE, "1\n", NULL, ns);
+}
+
+static int compute_one(void *sb, uint64_t *ns)
+{
+	return run_code(sb, NULL, BENCH_COMPUTE_CODE, BENCH_COMPUTE_WANT, NULL, ns);
 }
 
 static int pandas_one(void *sb, uint64_t *ns)
@@ -463,11 +469,11 @@ static int measure_sandbox(const struct snapcell_config *cfg, const struct bench
 	if (new_sandbox(cfg, &sb) < 0)
 		return -1;
 	r->isolation = snapcell_sandbox_isolation(sb);
-	r->fresh.ctx = r->paced.ctx = r->first_call.ctx = sb;
+	r->fresh.ctx = r->paced.ctx = r->compute.ctx = r->first_call.ctx = sb;
 	struct series warmup = {
 		.what = "warm-up runs", .n = WARMUP_RUNS, .one = fresh_one, .ctx = sb};
 	bool ok = sample(&warmup) == 0 && sample(&r->fresh) == 0 && sample(&r->paced) == 0 &&
-		  measure_parallel(sb, o->parallel_ms, r) == 0 &&
+		  sample(&r->compute) == 0 && measure_parallel(sb, o->parallel_ms, r) == 0 &&
 		  measure_stats(sb, &r->stats) == 0 &&
 		  measure_tool_loop(sb, o->tool_calls, r) == 0 && sample(&r->first_call) == 0 &&
 		  measure_session(sb, r) == 0;
@@ -563,10 +569,16 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 	printf("fresh_p50_us=%.1f\nfresh_p99_us=%.1f\n", r->fresh.p50_us, r->fresh.p99_us);
 	printf("fresh_paced_p50_us=%.1f\nfresh_paced_p99_us=%.1f\n", r->paced.p50_us,
 	       r->paced.p99_us);
+	printf("compute_fresh_p50_us=%.1f\ncompute_fresh_p99_us=%.1f\n", r->compute.p50_us,
+	       r->compute.p99_us);
 	printf("parallel_threads=%u\nruns_per_s=%.0f\n", r->threads, r->runs_per_s);
 	printf("template_private_kib=%llu\nparked_cells=%u\ncell_private_kib=%llu\n",
 	       (unsigned long long)(r->stats.template_private_bytes / 1024), r->stats.parked_cells,
 	       (unsigned long long)(r->stats.parked_cell_private_bytes / 1024));
+	printf("ready_private_kib=%llu\n",
+	       (unsigned long long)((r->stats.template_private_bytes +
+				     r->stats.parked_cells * r->stats.parked_cell_private_bytes) /
+				    1024));
 	printf("tool_calls=%u\ntool_call_p50_us=%.1f\ntool_call_p99_us=%.1f\n", o->tool_calls,
 	       r->tool_p50_us, r->tool_p99_us);
 	printf("tool_call_host_p50_us=%.1f\n", r->tool_host_p50_us);
@@ -646,6 +658,8 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 	r->paced = r->fresh;
 	r->paced.what = "paced fresh runs, 2 ms apart";
 	r->paced.pace_ns = PACE_NS;
+	r->compute = (struct series){
+		.what = "fresh json/re/datetime runs", .n = o->runs / 2 + 1, .one = compute_one};
 	r->first_call = (struct series){.what = "first tool calls of fresh runs, 2 ms apart",
 					.n = o->first_calls,
 					.pace_ns = PACE_NS,

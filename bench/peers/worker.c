@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "snapcell.h"
+#include "../workloads.h"
 
 #define PACE_NS	    2000000L
 #define MAX_N	    100000u
@@ -22,15 +23,8 @@
 #define TOOL_ANSWER "{\"ok\": true, \"n\": 3}"
 
 /* The workloads' code and expected output; worker.py and worker.mjs have the same text. */
-static const char compute_code[] =
-	"import json, re, datetime\n"
-	"d = {'items': [{'id': i, 'name': 'item%d' % i, 'tags': ['a', 'b']} for i in range(50)]}\n"
-	"s = json.dumps(d)\n"
-	"back = json.loads(s)\n"
-	"words = re.findall(r'item(\\d+)', s)\n"
-	"day = datetime.date(2024, 1, 1) + datetime.timedelta(days=len(words))\n"
-	"print(len(back['items']), len(words), day.isoformat())\n";
-static const char compute_want[] = "50 50 2024-02-20\n";
+static const char compute_code[] = BENCH_COMPUTE_CODE;
+static const char compute_want[] = BENCH_COMPUTE_WANT;
 static const char tools_fmt[] = "for i in range(%u):\n"
 				"    r = call_tool('echo', d={'a': 1, 'b': [1, 2]})\n"
 				"assert r == {'ok': True, 'n': 3}\n"

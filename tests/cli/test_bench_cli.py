@@ -3,6 +3,7 @@ the numbers are), including the floor measured in the same run; bad options exit
 import os
 
 KEYS = """runs cold_start_ms fresh_p50_us fresh_p99_us fresh_paced_p50_us fresh_paced_p99_us
+compute_fresh_p50_us compute_fresh_p99_us ready_private_kib
 parallel_threads runs_per_s template_private_kib parked_cells cell_private_kib tool_calls
 tool_call_p50_us tool_call_p99_us tool_call_host_p50_us tool_call_first_us session_runs
 session_run_p50_us session_run_p99_us snapshot_us restore_us snapshot_tmp16m_us
