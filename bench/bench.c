@@ -562,6 +562,16 @@ static void print_floor(const struct bench_results *r)
 	printf("tool_call_over_floor_roundtrip_p50=%.2f\n", r->tool_p50_us / r->floor_echo.p50_us);
 }
 
+/* One pandas setting's series, back to back and paced, each also over its print(1) figure. */
+static void print_pandas(const char *setting, const struct series *fresh,
+			 const struct series *paced, const struct bench_results *r)
+{
+	printf("pandas_%s_fresh_p50_us=%.1f\n", setting, fresh->p50_us);
+	printf("pandas_%s_over_fresh_p50=%.2f\n", setting, fresh->p50_us / r->fresh.p50_us);
+	printf("pandas_%s_paced_p50_us=%.1f\n", setting, paced->p50_us);
+	printf("pandas_%s_paced_over_paced_p50=%.2f\n", setting, paced->p50_us / r->paced.p50_us);
+}
+
 static void print_results(const struct bench_opts *o, const struct bench_results *r)
 {
 	printf("isolation=%s\nruns=%lu\n", snapcell_isolation_name(r->isolation), o->runs);
@@ -595,18 +605,8 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 	print_floor(r);
 	if (r->pandas.n) {
 		printf("pandas_fresh_p50_us=%.1f\n", r->pandas.p50_us);
-		printf("pandas_preloaded_fresh_p50_us=%.1f\n", r->pandas_preloaded.p50_us);
-		printf("pandas_preloaded_over_fresh_p50=%.2f\n",
-		       r->pandas_preloaded.p50_us / r->fresh.p50_us);
-		printf("pandas_preloaded_paced_p50_us=%.1f\n", r->pandas_preloaded_paced.p50_us);
-		printf("pandas_preloaded_paced_over_paced_p50=%.2f\n",
-		       r->pandas_preloaded_paced.p50_us / r->paced.p50_us);
-		printf("pandas_primed_fresh_p50_us=%.1f\n", r->pandas_primed.p50_us);
-		printf("pandas_primed_over_fresh_p50=%.2f\n",
-		       r->pandas_primed.p50_us / r->fresh.p50_us);
-		printf("pandas_primed_paced_p50_us=%.1f\n", r->pandas_primed_paced.p50_us);
-		printf("pandas_primed_paced_over_paced_p50=%.2f\n",
-		       r->pandas_primed_paced.p50_us / r->paced.p50_us);
+		print_pandas("preloaded", &r->pandas_preloaded, &r->pandas_preloaded_paced, r);
+		print_pandas("primed", &r->pandas_primed, &r->pandas_primed_paced, r);
 	}
 }
 
