@@ -247,12 +247,10 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 		setenv(thread_vars[i], "1", 1);
 	}
 	/* What they print is dropped: left in sys.stdout's buffer, it would reach every cell's
-	 * output (cells are forks). */
-	PyObject *io = PyImport_ImportModule("io");
-	PyObject *sink = io ? PyObject_CallMethod(io, "StringIO", NULL) : NULL;
+	 * output (cells are forks), and kept in a StringIO, every cell's code. */
+	PyObject *sink = PyObject_CallMethod(prelude, "_Discard", NULL);
 	PyObject *out = Py_XNewRef(PySys_GetObject("stdout"));
 	PyObject *errs = Py_XNewRef(PySys_GetObject("stderr"));
-	Py_XDECREF(io);
 	int rc =
 		sink && PySys_SetObject("stdout", sink) == 0 && PySys_SetObject("stderr", sink) == 0
 			? 0
