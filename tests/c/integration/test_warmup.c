@@ -72,6 +72,25 @@ Test(warmup, its_output_stays_out_of_reach_of_a_stream_it_kept)
 	snapcell_sandbox_free(sb);
 }
 
+/* Text the warm-up leaves in a buffer of the real stdout (Python's sys.__stdout__, C's stdio)
+ * would be inherited by every cell and written to its output at its next flush. */
+Test(warmup, its_buffered_output_reaches_no_cell)
+{
+	struct snapcell_sandbox *sb;
+	struct snapcell_error err = {0};
+	cr_assert_eq(make("import ctypes, sys\n"
+			  "sys.__stdout__.write('python secret\\n')\n"
+			  "ctypes.CDLL(None).printf(b'C secret\\n')\n",
+			  NULL, &sb, &err),
+		     0, "%s", err.message);
+	for (int i = 0; i < 2; i++) /* the first cell (parked before the warm steps) and a later */
+		expect_output(sb,
+			      "import ctypes, sys\nsys.__stdout__.flush()\n"
+			      "ctypes.CDLL(None).fflush(None)\nprint('cell')\n",
+			      "cell\n");
+	snapcell_sandbox_free(sb);
+}
+
 Test(warmup, an_exception_fails_creation_with_its_line)
 {
 	expect_refused(
