@@ -202,13 +202,25 @@ def _quietly(source):
 _warming = False  # the template is running the config's warm-up (warm_up)
 
 
+class _Discard(io.TextIOBase):
+    """Where the template's setup prints (the preloads, the warm-up): nowhere. A StringIO would
+    keep the text, and a stream kept from then (logging.basicConfig's handler) would hand it,
+    the caller's output, to every cell's code."""
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        return len(text)
+
+
 def warm_up(source):
     """In the template, once, after the preloads: the config's warm-up code, in a namespace of
     its own that is dropped afterwards (what it imports stays imported), its output discarded.
     Returns None, or one line for the setup error: the exception and its innermost frames."""
     global _warming
     saved = sys.stdout, sys.stderr
-    sys.stdout = sys.stderr = io.StringIO()
+    sys.stdout = sys.stderr = _Discard()
     _warming = True
     try:
         exec(compile(source, "<warmup>", "exec"), {"__name__": "__warmup__"})

@@ -235,6 +235,24 @@ static int warm_up(PyObject *prelude, const char *code, struct snapcell_error *e
 	return 0;
 }
 
+/* What the preloads and the warm-up wrote past the sink, to the real streams (sys.__stdout__,
+ * C's stdio), goes to the template's /dev/null now: left in a buffer, it would be every
+ * cell's, written to that cell's output at its next flush. */
+static void flush_real_output(void)
+{
+	static const char *const names[] = {"__stdout__", "__stderr__"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(names); i++) {
+		PyObject *stream = PySys_GetObject(names[i]);
+		PyObject *r = stream && stream != Py_None
+				      ? PyObject_CallMethod(stream, "flush", NULL)
+				      : NULL;
+		if (!r)
+			PyErr_Clear();
+		Py_XDECREF(r);
+	}
+	fflush(NULL);
+}
+
 /* Imports the configured modules in order, each checked to leave no thread behind, then runs
  * the warm-up, with the thread pools pinned; the caller's values of those variables come back
  * afterwards. */
@@ -247,12 +265,10 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 		setenv(thread_vars[i], "1", 1);
 	}
 	/* What they print is dropped: left in sys.stdout's buffer, it would reach every cell's
-	 * output (cells are forks). */
-	PyObject *io = PyImport_ImportModule("io");
-	PyObject *sink = io ? PyObject_CallMethod(io, "StringIO", NULL) : NULL;
+	 * output (cells are forks), and kept in a StringIO, every cell's code. */
+	PyObject *sink = PyObject_CallMethod(prelude, "_Discard", NULL);
 	PyObject *out = Py_XNewRef(PySys_GetObject("stdout"));
 	PyObject *errs = Py_XNewRef(PySys_GetObject("stderr"));
-	Py_XDECREF(io);
 	int rc =
 		sink && PySys_SetObject("stdout", sink) == 0 && PySys_SetObject("stderr", sink) == 0
 			? 0
@@ -272,6 +288,7 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 		rc = warm_up(prelude, cfg->warmup, err);
 	if ((PySys_SetObject("stdout", out) < 0 || PySys_SetObject("stderr", errs) < 0) && rc == 0)
 		rc = py_fail(err, "preload output");
+	flush_real_output();
 	Py_XDECREF(out);
 	Py_XDECREF(errs);
 	Py_XDECREF(sink);

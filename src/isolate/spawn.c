@@ -50,16 +50,29 @@ static void child_fail(int fd, int step, int err)
 	_exit(127);
 }
 
+/* A copy of the host's fd above every number the child moves descriptors to (PASS_HIGH up to
+ * the helper's and the cgroup's), or -1 for -1: a host with hundreds of descriptors open
+ * hands over ones in that range, which a move would clobber. */
+static int above_moves(int fd)
+{
+	return fd < 0 ? fd : fcntl(fd, F_DUPFD, PASS_HIGH + SC_PASS_FD_MAX + 2);
+}
+
 static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int devnull)
 {
 	char byte;
 	if (read(sync_fd, &byte, 1) != 1)
 		child_fail(fail_fd, STEP_SYNC, errno ? errno : EPIPE);
+	int fail = above_moves(fail_fd);
+	fail_fd = fail < 0 ? fail_fd : fail;
+	int helper_src = above_moves(spec->helper_fd), cgroup_src = above_moves(spec->cgroup_fd);
+	int control = above_moves(spec->control_fd), null = above_moves(devnull);
+	if (helper_src < 0 || control < 0 || null < 0 || (spec->cgroup_fd >= 0 && cgroup_src < 0))
+		child_fail(fail_fd, STEP_FDS, errno);
 	/* The helper's descriptor may be one of the numbers the python paths move to; park it
 	 * above all of them (CLOEXEC again by the close_range below). */
 	int helper_fd = PASS_HIGH + SC_PASS_FD_MAX, cgroup_fd = helper_fd + 1;
-	if (dup2(spec->helper_fd, helper_fd) < 0 ||
-	    (spec->cgroup_fd >= 0 && dup2(spec->cgroup_fd, cgroup_fd) < 0))
+	if (dup2(helper_src, helper_fd) < 0 || (cgroup_src >= 0 && dup2(cgroup_src, cgroup_fd) < 0))
 		child_fail(fail_fd, STEP_FDS, errno);
 	/* Opened high, then moved into place: nothing can clobber what is still to move. */
 	for (size_t i = 0; i < spec->n_pass_dirs; i++) {
@@ -87,8 +100,8 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 			    spec->outside_uid) < 0)) {
 		child_fail(fail_fd, STEP_IDS, errno);
 	}
-	if (dup2(devnull, 0) < 0 || dup2(devnull, 1) < 0 || dup2(devnull, 2) < 0 ||
-	    dup2(spec->control_fd, SC_CONTROL_FD) < 0)
+	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+	    dup2(control, SC_CONTROL_FD) < 0)
 		child_fail(fail_fd, STEP_FDS, errno);
 	for (size_t i = 0; i < spec->n_pass_dirs; i++)
 		if (dup2(PASS_HIGH + (int)i, SC_PASS_FD_FIRST + (int)i) < 0)

@@ -4,6 +4,7 @@
  * (an unprivileged caller) the level says so and requiring cgroups fails clearly. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -401,4 +402,43 @@ Test(cgroups, an_unprivileged_caller_runs_at_namespaces_and_cannot_require_cgrou
 	close(p[0]);
 	waitpid(child, NULL, 0);
 	cr_expect_str_eq(report, "ok");
+}
+
+/* The spawn moves the host's descriptors for the helper (its control socket, the helper
+ * binary, the cgroup's tasks file) to fixed numbers in the child, parking some at 512-577 on
+ * the way; a host with hundreds of descriptors open hands it ones in that range, which a
+ * careless move clobbers (the tasks file at 576 became a copy of the helper binary, and the
+ * sandbox failed to start). A hole in the host's descriptors is moved along that range. */
+Test(cgroups, a_host_with_hundreds_of_descriptors_open_still_starts_sandboxes, .timeout = 120)
+{
+	require_cgroups();
+	enum { TOP = 640, HOLE = 24 };
+	static bool mine[TOP];
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(null, 0);
+	for (int fd = 10; fd < TOP; fd++)
+		if (fcntl(fd, F_GETFD) < 0)
+			mine[fd] = dup3(null, fd, O_CLOEXEC) == fd;
+	for (int at = 576 - 20; at <= 577; at++) {
+		for (int fd = at; fd < at + HOLE; fd++)
+			if (mine[fd])
+				close(fd);
+		struct snapcell_config *cfg = test_config_new();
+		struct snapcell_sandbox *sb = NULL;
+		struct snapcell_error err = {0};
+		int rc = snapcell_sandbox_new(cfg, &sb, &err);
+		snapcell_config_free(cfg);
+		cr_expect_eq(rc, 0, "free descriptors from %d: %s", at, err.message);
+		if (rc == 0) {
+			expect_output(sb, "print(1)", "1\n");
+			snapcell_sandbox_free(sb);
+		}
+		for (int fd = at; fd < at + HOLE; fd++)
+			if (mine[fd])
+				cr_assert_eq(dup3(null, fd, O_CLOEXEC), fd);
+	}
+	for (int fd = 10; fd < TOP; fd++)
+		if (mine[fd])
+			close(fd);
+	close(null);
 }

@@ -278,6 +278,35 @@ Test(tools, calls_from_threads_are_serialised)
 	snapcell_sandbox_free(sb);
 }
 
+/* Each parked cell of a warmed template walks a tool call's path with a stand-in for the
+ * exchange (prelude._warm_tool_path): none of it may reach the host's tools or their log. */
+Test(tools, the_warmed_call_path_of_parked_cells_reaches_no_tool)
+{
+	calls_seen = 0;
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_add_tool(cfg, "count", "", NULL, SNAPCELL_APPROVAL_NEVER, counting, NULL,
+				 NULL);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	for (int i = 0; i < 6; i++) {
+		struct snapcell_result *res =
+			test_run(sb, "import sys\np = sys.modules['_snapcell_prelude']\n"
+				     "print(p._tools_configured)\n");
+		expect_ok(res);
+		cr_expect_str_eq(res->stdout_buf, "True\n");
+		cr_expect_eq(res->n_tool_calls, 0, "run %d logged %zu calls", i,
+			     (size_t)res->n_tool_calls);
+		snapcell_result_free(res);
+	}
+	cr_expect_eq(calls_seen, 0);
+	expect_output(sb,
+		      "import sys\nprint(sys.modules['_snapcell_prelude']._encode is not None)\n"
+		      "print(call_tool('count'))\n",
+		      "True\nNone\n");
+	cr_expect_eq(calls_seen, 1);
+	snapcell_sandbox_free(sb);
+}
+
 Test(tools, no_tools_registered)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);

@@ -49,6 +49,48 @@ Test(warmup, what_it_leaves_reaches_every_fresh_cell_but_not_its_namespace_or_ou
 	snapcell_sandbox_free(sb);
 }
 
+/* A stream kept from the warm-up (logging.basicConfig holds sys.stderr, then its sink) must
+ * not hand a run what the warm-up printed: the caller's output, maybe the caller's secrets. */
+Test(warmup, its_output_stays_out_of_reach_of_a_stream_it_kept)
+{
+	struct snapcell_sandbox *sb;
+	struct snapcell_error err = {0};
+	cr_assert_eq(make("import logging, sys\n"
+			  "logging.basicConfig()\n"
+			  "logging.warning('warm-up secret')\n"
+			  "print('printed secret')\n"
+			  "sys.kept = (sys.stdout, sys.stderr)\n",
+			  NULL, &sb, &err),
+		     0, "%s", err.message);
+	const char *probe = "import logging, sys\n"
+			    "streams = [h.stream for h in logging.root.handlers]\n"
+			    "streams += list(sys.kept)\n"
+			    "got = ''.join(getattr(s, 'getvalue', lambda: '')() for s in streams)\n"
+			    "print('secret' in got, repr(got)[:60])\n";
+	for (int i = 0; i < 2; i++) /* the first cell (parked before the warm steps) and a later */
+		expect_output(sb, probe, "False ''\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* Text the warm-up leaves in a buffer of the real stdout (Python's sys.__stdout__, C's stdio)
+ * would be inherited by every cell and written to its output at its next flush. */
+Test(warmup, its_buffered_output_reaches_no_cell)
+{
+	struct snapcell_sandbox *sb;
+	struct snapcell_error err = {0};
+	cr_assert_eq(make("import ctypes, sys\n"
+			  "sys.__stdout__.write('python secret\\n')\n"
+			  "ctypes.CDLL(None).printf(b'C secret\\n')\n",
+			  NULL, &sb, &err),
+		     0, "%s", err.message);
+	for (int i = 0; i < 2; i++) /* the first cell (parked before the warm steps) and a later */
+		expect_output(sb,
+			      "import ctypes, sys\nsys.__stdout__.flush()\n"
+			      "ctypes.CDLL(None).fflush(None)\nprint('cell')\n",
+			      "cell\n");
+	snapcell_sandbox_free(sb);
+}
+
 Test(warmup, an_exception_fails_creation_with_its_line)
 {
 	expect_refused(
