@@ -4,12 +4,14 @@
  * (an unprivileged caller) the level says so and requiring cgroups fails clearly. */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -53,6 +55,35 @@ static void own_memory_cgroup(char *dir, size_t len)
 	cr_assert(cg[0] && mnt[0], "no cgroup v1 memory hierarchy");
 	size_t skip = strcmp(root, "/") ? strlen(root) : 0;
 	snprintf(dir, len, "%s%s", mnt, cg + skip);
+}
+
+/* Moves this process into a memory cgroup of its own below its current one (out with
+ * leave_private_cgroup), so sandboxes that other tests make meanwhile, which reap what dead
+ * hosts left beside them, never reach the cgroups this test watches. */
+static void enter_private_cgroup(char *dir, size_t len, char *parent, size_t parent_len)
+{
+	own_memory_cgroup(parent, parent_len);
+	int n = snprintf(dir, len, "%s/test-%d", parent, (int)getpid());
+	cr_assert(n > 0 && (size_t)n < len, "a cgroup path too long");
+	cr_assert(mkdir(dir, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", dir, strerror(errno));
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	FILE *f = fopen(path, "we");
+	cr_assert_not_null(f, "%s", path);
+	fprintf(f, "%d\n", (int)getpid());
+	cr_assert_eq(fclose(f), 0, "move into %s", dir);
+}
+
+static void leave_private_cgroup(const char *dir, const char *parent)
+{
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/cgroup.procs", parent);
+	FILE *f = fopen(path, "we");
+	if (f) {
+		fprintf(f, "%d\n", (int)getpid());
+		fclose(f);
+	}
+	rmdir(dir);
 }
 
 /* The sandbox cgroups of process pid below dir ("snapcell-<pid ns>-<pid>-..."): how many, and
@@ -273,8 +304,8 @@ Test(cgroups, the_template_is_in_the_sandboxs_cgroup_and_keeps_no_descriptor_of_
 Test(cgroups, a_crashed_hosts_cgroups_are_reaped_by_the_next_sandbox)
 {
 	require_cgroups();
-	char dir[4096], stale[4096];
-	own_memory_cgroup(dir, sizeof(dir));
+	char dir[4096], parent[4096], stale[4096];
+	enter_private_cgroup(dir, sizeof(dir), parent, sizeof(parent));
 	int ready[2];
 	cr_assert_eq(pipe(ready), 0);
 	pid_t child = fork();
@@ -303,7 +334,7 @@ Test(cgroups, a_crashed_hosts_cgroups_are_reaped_by_the_next_sandbox)
 	waitpid(child, NULL, 0);
 	/* The orphaned template exits when it sees EOF, its cells after it. */
 	bool empty = false;
-	for (int i = 0; i < 500 && !(empty = cgroup_tree_empty(stale)); i++)
+	for (int i = 0; i < 1000 && !(empty = cgroup_tree_empty(stale)); i++)
 		test_pause_ms(10);
 	cr_assert(empty, "the dead host's template or cells are still in %s", stale);
 	cr_expect_eq(sandbox_cgroups(dir, child, NULL, 0), 1, "left until a sandbox is made");
@@ -311,6 +342,7 @@ Test(cgroups, a_crashed_hosts_cgroups_are_reaped_by_the_next_sandbox)
 	cr_expect_eq(sandbox_cgroups(dir, child, NULL, 0), 0, "%s was not reaped", stale);
 	cr_expect_eq(sandbox_cgroups(dir, getpid(), NULL, 0), 1, "the new sandbox's own");
 	snapcell_sandbox_free(sb);
+	leave_private_cgroup(dir, parent);
 }
 
 /* What an unprivileged caller gets (the v1 hierarchy is root's): level namespaces in the
