@@ -257,7 +257,8 @@ Test(tools, forked_child_cannot_call)
 	snapcell_sandbox_free(sb);
 }
 
-Test(tools, calls_from_threads_are_serialised)
+/* A sandbox with the tool "count" (counting), its count at 0. */
+static struct snapcell_sandbox *counting_sandbox(void)
 {
 	calls_seen = 0;
 	struct snapcell_config *cfg = test_config_new();
@@ -265,6 +266,12 @@ Test(tools, calls_from_threads_are_serialised)
 				 NULL);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
+	return sb;
+}
+
+Test(tools, calls_from_threads_are_serialised)
+{
+	struct snapcell_sandbox *sb = counting_sandbox();
 	struct snapcell_result *res =
 		test_run(sb, "from concurrent.futures import ThreadPoolExecutor\n"
 			     "with ThreadPoolExecutor(8) as ex:\n"
@@ -282,12 +289,7 @@ Test(tools, calls_from_threads_are_serialised)
  * exchange (prelude._warm_tool_path): none of it may reach the host's tools or their log. */
 Test(tools, the_warmed_call_path_of_parked_cells_reaches_no_tool)
 {
-	calls_seen = 0;
-	struct snapcell_config *cfg = test_config_new();
-	snapcell_config_add_tool(cfg, "count", "", NULL, SNAPCELL_APPROVAL_NEVER, counting, NULL,
-				 NULL);
-	struct snapcell_sandbox *sb = test_sandbox(cfg);
-	snapcell_config_free(cfg);
+	struct snapcell_sandbox *sb = counting_sandbox();
 	for (int i = 0; i < 6; i++) {
 		struct snapcell_result *res =
 			test_run(sb, "import sys\np = sys.modules['_snapcell_prelude']\n"
