@@ -182,6 +182,20 @@ static const struct option options[] = {
 	{0},
 };
 
+/* The long name of an option of ours (one of enum opt). */
+static const char *option_name(int opt)
+{
+	return options[opt - OPT_TIMEOUT].name;
+}
+
+/* A setter's result: 0, or -1 with its error reported under the option's name. */
+static int reported(int opt, int rc, const struct snapcell_error *err)
+{
+	if (rc < 0)
+		fprintf(stderr, "snapcell: --%s: %s\n", option_name(opt), err->message);
+	return rc < 0 ? -1 : 0;
+}
+
 /* --warmup CODE, or --warmup-file PATH read here (the size cap is the library's to check, so
  * one byte over it is read). */
 static int set_warmup(struct snapcell_config *cfg, const char *path, const char *code)
@@ -207,12 +221,10 @@ static int set_warmup(struct snapcell_config *cfg, const char *path, const char 
 		buf[n] = 0;
 		code = buf;
 	}
-	int rc = snapcell_config_set_warmup(cfg, code, &err);
-	if (rc < 0)
-		fprintf(stderr, "snapcell: --%s: %s\n", path ? "warmup-file" : "warmup",
-			err.message);
+	int rc = reported(path ? OPT_WARMUP_FILE : OPT_WARMUP,
+			  snapcell_config_set_warmup(cfg, code, &err), &err);
 	free(buf);
-	return rc < 0 ? -1 : 0;
+	return rc;
 }
 
 static int isolation_level(const char *name)
@@ -342,7 +354,7 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 				  : (v = strtoull(arg, &end, 10), *arg == 0 || *end != 0);
 		if (bad || snapcell_config_set_limit(cfg, limits[i].limit, v, NULL) < 0) {
 			fprintf(stderr, "snapcell: invalid value '%s' for --%s\n", arg,
-				options[opt - OPT_TIMEOUT].name);
+				option_name(opt));
 			return -1;
 		}
 		return 0;
@@ -383,25 +395,17 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 			fprintf(stderr, "snapcell: --map-host wants NAME=ADDRESS, got '%s'\n", arg);
 		return rc < 0 ? -1 : 0;
 	}
-	if (opt == OPT_WORKSPACE || opt == OPT_INPUT) {
-		int rc = opt == OPT_WORKSPACE ? snapcell_config_set_workspace(cfg, arg, &err)
-					      : add_input(cfg, arg, &err);
-		if (rc < 0)
-			fprintf(stderr, "snapcell: --%s: %s\n",
-				opt == OPT_WORKSPACE ? "workspace" : "input", err.message);
-		return rc < 0 ? -1 : 0;
-	}
+	if (opt == OPT_WORKSPACE)
+		return reported(opt, snapcell_config_set_workspace(cfg, arg, &err), &err);
+	if (opt == OPT_INPUT)
+		return reported(opt, add_input(cfg, arg, &err), &err);
 	if (opt == OPT_WARMUP || opt == OPT_WARMUP_FILE)
 		return set_warmup(cfg, opt == OPT_WARMUP_FILE ? arg : NULL,
 				  opt == OPT_WARMUP ? arg : NULL);
-	if (opt == OPT_VENV || opt == OPT_PRELOAD) {
-		int rc = opt == OPT_VENV ? snapcell_config_set_venv(cfg, arg, &err)
-					 : snapcell_config_add_preload(cfg, arg, &err);
-		if (rc < 0)
-			fprintf(stderr, "snapcell: --%s: %s\n",
-				opt == OPT_VENV ? "venv" : "preload", err.message);
-		return rc < 0 ? -1 : 0;
-	}
+	if (opt == OPT_VENV)
+		return reported(opt, snapcell_config_set_venv(cfg, arg, &err), &err);
+	if (opt == OPT_PRELOAD)
+		return reported(opt, snapcell_config_add_preload(cfg, arg, &err), &err);
 	if (opt == OPT_PYPATH) {
 		char *real = realpath(arg, NULL);
 		int rc = real ? snapcell_config_add_python_path(cfg, real, &err) : -1;
