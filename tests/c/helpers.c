@@ -109,6 +109,15 @@ int test_count_host_processes(const char *name)
 	return n;
 }
 
+int test_wait_host_processes_gone(const char *name, unsigned timeout_ms)
+{
+	uint64_t deadline = test_now_ms() + timeout_ms;
+	int left;
+	while ((left = test_count_host_processes(name)) > 0 && test_now_ms() < deadline)
+		test_pause_ms(20);
+	return left;
+}
+
 static int gate(void *user, const char *args, char **result)
 {
 	struct test_gate *g = user;

@@ -44,6 +44,8 @@ void test_remove_tree(const char *dir);
 
 /* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
 int test_count_host_processes(const char *name);
+/* Waits up to timeout_ms for no such process to be left; how many are left. */
+int test_wait_host_processes_gone(const char *name, unsigned timeout_ms);
 
 /* Runs code, expects status ok and exactly this stdout. */
 void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want);

@@ -642,10 +642,8 @@ Test(isolation, nothing_survives_into_the_next_run, .timeout = 60)
 	cr_expect_str_eq(res->stdout_buf, "planted\n");
 	snapcell_result_free(res);
 	/* The run returns at the cell's report; the kill that follows is asynchronous. */
-	int left = 1;
-	for (int i = 0; i < 50 && left; i++, test_pause_ms(20))
-		left = test_count_host_processes(name);
-	cr_expect_eq(left, 0, "the grandchild outlived its cell by more than a second");
+	cr_expect_eq(test_wait_host_processes_gone(name, 1000), 0,
+		     "the grandchild outlived its cell by more than a second");
 	expect_output(sb,
 		      "import json, os, threading\n"
 		      "seen = []\n"

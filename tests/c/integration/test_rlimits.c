@@ -339,10 +339,7 @@ Test(rlimits, processes_end_with_their_run, .timeout = 60)
 		      "os.read(r, 1)  # named: the count below cannot miss it\n"
 		      "print('left')\n",
 		      "left\n");
-	uint64_t deadline = test_now_ms() + 10000;
-	while (test_count_host_processes("sc-rl-orphan") > 0 && test_now_ms() < deadline)
-		test_pause_ms(20);
-	cr_expect_eq(test_count_host_processes("sc-rl-orphan"), 0,
+	cr_expect_eq(test_wait_host_processes_gone("sc-rl-orphan", 10000), 0,
 		     "the run's orphaned grandchild outlived it");
 	snapcell_sandbox_free(sb);
 }
@@ -367,10 +364,7 @@ Test(rlimits, processes_end_with_the_sandbox, .timeout = 90)
 			      "left\n");
 		snapcell_sandbox_free(sb);
 	}
-	uint64_t deadline = test_now_ms() + 5000;
-	while (test_count_host_processes("sc-rl-outlive") > 0 && test_now_ms() < deadline)
-		test_pause_ms(20);
-	cr_expect_eq(test_count_host_processes("sc-rl-outlive"), 0,
+	cr_expect_eq(test_wait_host_processes_gone("sc-rl-outlive", 5000), 0,
 		     "a run's process outlived its sandbox");
 }
 
@@ -442,10 +436,8 @@ Test(rlimits, many_orphans_end_with_their_run, .timeout = 90)
 		      "        os._exit(0)\n"
 		      "print('left')\n",
 		      "left\n");
-	uint64_t deadline = test_now_ms() + 20000;
-	while (test_count_host_processes("sc-rl-many") > 0 && test_now_ms() < deadline)
-		test_pause_ms(50);
-	cr_expect_eq(test_count_host_processes("sc-rl-many"), 0, "orphans outlived their run");
+	cr_expect_eq(test_wait_host_processes_gone("sc-rl-many", 20000), 0,
+		     "orphans outlived their run");
 	snapcell_sandbox_free(sb);
 }
 
