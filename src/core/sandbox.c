@@ -459,21 +459,23 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return rc;
 }
 
-/* How the helper ended, "exited with status 127" or "was killed by signal 9", into buf, left
+/* How the helper ended, "exited with status 127" or "was killed by signal 11", into buf, left
  * as it is when the helper has not ended within a second (a closed control socket and its
- * exit are not quite simultaneous). It stays a zombie for stop_helper to reap. */
-static void helper_end(struct snapcell_sandbox *sb, char *buf, size_t len)
+ * exit are not quite simultaneous); true when a signal ended it. It stays a zombie for
+ * stop_helper to reap. */
+static bool helper_end(struct snapcell_sandbox *sb, char *buf, size_t len)
 {
 	siginfo_t si = {0};
 	if (sc__wait_fd(sb->helper_pidfd, POLLIN, sc__deadline_ms(1000)) < 0 ||
 	    waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED | WNOHANG | WNOWAIT) <
 		    0 ||
 	    si.si_pid == 0)
-		return;
+		return false;
 	if (si.si_code == CLD_EXITED)
 		snprintf(buf, len, "exited with status %d", si.si_status);
 	else
 		snprintf(buf, len, "was killed by signal %d", si.si_status);
+	return si.si_code != CLD_EXITED;
 }
 
 /* err becomes head, then, when the helper wrote to its stderr, ": " and its last lines, as
@@ -504,8 +506,9 @@ static int greet(struct snapcell_sandbox *sb, struct snapcell_error *err)
 					sc__deadline_ms(HELLO_TIMEOUT_MS));
 	if (rc == 0)
 		rc = sc__hello_recv(sb->ctl, &protocol);
+	bool killed = false;
 	if (rc == -EPIPE) { /* gone: all it wrote is in the pipe now */
-		helper_end(sb, end, sizeof(end));
+		killed = helper_end(sb, end, sizeof(end));
 		sc__helper_stderr_drain(sb->helper_stderr);
 	}
 	if (rc == -ETIMEDOUT)
@@ -513,7 +516,7 @@ static int greet(struct snapcell_sandbox *sb, struct snapcell_error *err)
 			 "helper %s sent no greeting in %d ms: not a snapcell-cell of protocol "
 			 "%d (this library, %s)",
 			 path, HELLO_TIMEOUT_MS, SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
-	else if (rc == -EPIPE && sb->helper_stderr->len > 0 && end[0])
+	else if (rc == -EPIPE && end[0] && (killed || sb->helper_stderr->len > 0))
 		snprintf(head, sizeof(head), "helper %s %s before its greeting", path, end);
 	else if (rc < 0)
 		snprintf(head, sizeof(head),

@@ -4,6 +4,7 @@
  * that is close-on-exec, which the kernel refuses for a "#!" file. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "rpc/control.h"
@@ -30,6 +31,12 @@ int main(void)
 	}
 	say("the last words\n");
 	return 2;
+#elif defined(SC_DYING_CRASH)	/* a real fault: pid 1 of a namespace ignores raise() */
+	struct rlimit none = {0, 0};
+	setrlimit(RLIMIT_CORE, &none);
+	volatile int *nowhere = NULL;
+	*nowhere = 1;
+	return 0;
 #elif defined(SC_DYING_SILENT)	/* says nothing and waits for the host to give up */
 	char byte;
 	while (read(SC_CONTROL_FD, &byte, 1) > 0)
@@ -42,6 +49,6 @@ int main(void)
 	    "filesystem encoding\n");
 	return 1;
 #else
-#error "build with one of -DSC_DYING_LOADER, _CONTROL, _HUGE, _SILENT, _GREETS"
+#error "build with one of -DSC_DYING_LOADER, _CONTROL, _HUGE, _CRASH, _SILENT, _GREETS"
 #endif
 }

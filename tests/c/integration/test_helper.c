@@ -159,6 +159,16 @@ Test(helper, a_huge_stderr_is_capped_to_its_last_whole_lines)
 	cr_expect_eq(strncmp(words, "noise line ", 11), 0, "%s", err.message);
 }
 
+Test(helper, a_helper_killed_by_a_signal_before_its_greeting_says_so)
+{
+	struct snapcell_error err = {0};
+	cr_expect_eq(try_dying("crash", &err), SNAPCELL_E_HELPER);
+	char want[SNAPCELL_ERROR_MESSAGE_LEN];
+	snprintf(want, sizeof(want), "helper %s was killed by signal 11 before its greeting",
+		 test_build_path("dying-helper-crash"));
+	cr_expect_str_eq(err.message, want);
+}
+
 Test(helper, a_helper_that_dies_during_setup_is_reported_with_its_words)
 {
 	struct snapcell_error err = {0};
