@@ -1,7 +1,8 @@
 /* The helper's stderr while the template starts: read by the host so a helper that dies
  * before it is ready is reported with its own words (the loader's "error while loading shared
  * libraries", a missing file). Not a log: only the last SC_HELPER_STDERR_MAX bytes are kept,
- * and after READY the host closes its end (docs/architecture.md, "Which helper"). */
+ * and after READY the host closes its end (docs/architecture.md, "A helper that dies says
+ * why"). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -167,6 +168,8 @@ size_t sc__helper_stderr_words(const struct sc_helper_stderr *h, char *out, size
 	size_t n = 0;
 	if (stop > s && line_at < room) {
 		from = line_at;
+		while (from < room && out[from] == '\n') /* an empty line taken first */
+			from++;
 	} else if (stop > s && room > 3) {
 		from = escape_back(s, end, out + 3, room - 3, &stop, &line_at) + 3;
 		memcpy(out, "...", 3);
