@@ -1,11 +1,12 @@
 /* libFuzzer target for network allow-list entries: a target, then (after a NUL) fields each
  * ended by a NUL: methods, or for matching a method and a path. Whatever comes in is refused,
  * or becomes an entry in the one canonical form (which parses to itself, with the same kind,
- * host, ports and path), that matches its own host and port and allows a request to its own
- * path, in a list kept sorted with the same target replaced and copied deeply with its
- * headers. The reference's host form (snapcell_normalize_domain) normalises to itself too,
- * and the address rules take the input's first bytes as an IPv4 and an IPv6 address. Input "t"
- * means methods NULL; "t\0" an empty methods array. */
+ * host, ports and path, and with a path rule the same scheme), that matches its own host and
+ * port and allows a request to its own path, in a list kept sorted with the same target
+ * replaced and copied deeply with its headers (never on an http:// entry). The reference's
+ * host form (snapcell_normalize_domain) normalises to itself too, and the address rules take
+ * the input's first bytes as an IPv4 and an IPv6 address. Input "t" means methods NULL;
+ * "t\0" an empty methods array. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -48,7 +49,8 @@ static void check_target(const struct sc_net_entry *e)
 	if (sc__net_entry_parse(t, NULL, 0, &again, NULL) || strcmp(again.target, t) ||
 	    again.kind != e->kind || strcmp(again.host, e->host) || again.n_ports != e->n_ports ||
 	    memcmp(again.ports, e->ports, sizeof(e->ports)) || memcmp(again.addr, e->addr, 16) ||
-	    !again.path != !e->path || (e->path && strcmp(again.path, e->path)))
+	    !again.path != !e->path || (e->path && strcmp(again.path, e->path)) ||
+	    (e->path && again.scheme != e->scheme))
 		abort();
 	sc__net_entry_clear(&again);
 	if (e->path && (e->path[0] != '/' || strstr(e->path, "//") || strstr(e->path, "/../") ||
@@ -121,6 +123,8 @@ static void check_list(const struct sc_net_entry *e, const char *hname, const ch
 		abort();
 	size_t want = strcmp(e->target, "zz.example") ? 2 : 1;
 	bool header = sc__net_list_add_header(&l, e->target, hname, hvalue, NULL) == 0;
+	if (header && e->scheme == SC_NET_SCHEME_HTTP) /* credentials never in cleartext */
+		abort();
 	if (l.n != want || (want == 2 && strcmp(l.entries[0].target, l.entries[1].target) >= 0) ||
 	    sc__net_list_copy(&l, &copy) || copy.n != want)
 		abort();

@@ -29,12 +29,19 @@
 #define EXACT_BASE   0x7f4d0000u /* 127.77.0.0/16: the sandbox's exact names */
 #define DYNAMIC_BASE 0x7f4e0000u /* 127.78.0.0/16: names a cell asked for (wildcards) */
 #define MAX_NAMES    256	 /* distinct names one cell may resolve */
-#define MAX_EVENTS   10000
-#define QUESTION_MAX 1024
-#define PEEK_MAX     (5 + (1u << 14)) /* one TLS record */
-#define SPLICE_BUF   (64u << 10)
-#define CONN_STACK   (512u << 10)
-#define WHY_LEN	     256
+/* The run's record: room for this many allowed events is reserved before their traffic moves
+ * (past it the gate refuses rather than let traffic go unrecorded), and refusals have a
+ * share of their own, repeats coalesced into one event's count, so no flood of refusals can
+ * push allowed traffic out of the record. */
+#define MAX_ALLOWED   10000
+#define MAX_REFUSED   1000
+#define REFUSED_SLOTS 2048 /* a hash of the refused events, for coalescing; > 2 * MAX_REFUSED */
+#define QUESTION_MAX  1024
+#define PEEK_MAX      (5 + (1u << 14)) /* one TLS record */
+#define SPLICE_BUF    (64u << 10)
+#define CONN_STACK    (512u << 10)
+#define WHY_LEN	      256
+#define AUDIT_FULL    "this run's network record is full (%d allowed events)"
 
 struct sc_gate {
 	struct sc_gate_options o;
@@ -86,6 +93,8 @@ struct sc_gate_cell {
 	uint64_t bytes;
 	struct snapcell_net_event *events;
 	size_t n_events, cap_events, n_dropped;
+	size_t n_allowed, n_refused, n_reserved; /* events of each kind; slots held for allowed */
+	uint32_t refused_at[REFUSED_SLOTS];	 /* index + 1 of a refused event, 0 free */
 	uint32_t hits;
 };
 
@@ -218,26 +227,96 @@ static char *dup_or_null(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-/* Lock held. Strings are copied. */
-static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e)
+static bool same_text(const char *a, const char *b)
 {
-	if (c->n_events == MAX_EVENTS) {
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+static uint32_t hash_text(uint32_t h, const char *t)
+{
+	for (const char *p = t ? t : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	return (h ^ 0xff) * 16777619u;
+}
+
+/* Lock held. The slot of the refusal like e (kind, target, port, method, path, rule), or
+ * of the free slot where it would go. */
+static uint32_t *refused_slot(struct sc_gate_cell *c, const struct snapcell_net_event *e)
+{
+	uint32_t h = (2166136261u ^ (uint32_t)e->kind ^ ((uint32_t)e->port << 8)) * 16777619u;
+	h = hash_text(hash_text(hash_text(hash_text(h, e->target), e->method), e->path), e->rule);
+	for (uint32_t i = h % REFUSED_SLOTS;; i = (i + 1) % REFUSED_SLOTS) {
+		uint32_t at = c->refused_at[i];
+		if (!at)
+			return &c->refused_at[i];
+		const struct snapcell_net_event *d = &c->events[at - 1];
+		if (d->kind == e->kind && d->port == e->port && same_text(d->target, e->target) &&
+		    same_text(d->method, e->method) && same_text(d->path, e->path) &&
+		    same_text(d->rule, e->rule))
+			return &c->refused_at[i];
+	}
+}
+
+/* Lock held. Room for n events in all. */
+static bool grow_events(struct sc_gate_cell *c, size_t n)
+{
+	if (n <= c->cap_events)
+		return true;
+	size_t cap = c->cap_events ? c->cap_events * 2 : 16;
+	while (cap < n)
+		cap *= 2;
+	struct snapcell_net_event *grown = realloc(c->events, cap * sizeof(*grown));
+	if (!grown)
+		return false;
+	c->events = grown;
+	c->cap_events = cap;
+	return true;
+}
+
+/* Lock held. Holds room for one allowed event before the traffic it records moves; false
+ * (the run's allowed events at their cap, or no memory) means the traffic is refused. */
+static bool reserve(struct sc_gate_cell *c)
+{
+	if (c->n_allowed + c->n_reserved >= MAX_ALLOWED) {
+		c->hits |= SNAPCELL_NET_HIT_EVENTS;
+		return false;
+	}
+	if (!grow_events(c, c->n_events + c->n_reserved + 1))
+		return false;
+	c->n_reserved++;
+	return true;
+}
+
+/* Lock held. Strings are copied. reserved: the event takes the room reserve() held. A
+ * refusal like one recorded already adds to that one's count. */
+static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e, bool reserved)
+{
+	uint32_t *slot = NULL;
+	if (reserved)
+		c->n_reserved--;
+	if (!e->allowed) {
+		slot = refused_slot(c, e);
+		if (*slot) {
+			struct snapcell_net_event *d = &c->events[*slot - 1];
+			d->count++;
+			d->bytes_out += e->bytes_out, d->bytes_in += e->bytes_in;
+			return;
+		}
+	}
+	bool room =
+		reserved || (e->allowed ? c->n_allowed < MAX_ALLOWED : c->n_refused < MAX_REFUSED);
+	if (!room || (!reserved && !grow_events(c, c->n_events + c->n_reserved + 1))) {
 		c->n_dropped++;
 		c->hits |= SNAPCELL_NET_HIT_EVENTS;
 		return;
 	}
-	if (c->n_events == c->cap_events) {
-		size_t cap = c->cap_events ? c->cap_events * 2 : 16;
-		struct snapcell_net_event *grown = realloc(c->events, cap * sizeof(*grown));
-		if (!grown) {
-			c->n_dropped++;
-			return;
-		}
-		c->events = grown;
-		c->cap_events = cap;
-	}
+	if (e->allowed)
+		c->n_allowed++;
+	else
+		c->n_refused++, *slot = (uint32_t)c->n_events + 1;
 	struct snapcell_net_event *d = &c->events[c->n_events++];
 	*d = *e;
+	d->count = 1;
 	uint64_t now = sc__now_us();
 	d->started_us =
 		now - e->duration_us > c->started_us ? now - e->duration_us - c->started_us : 0;
@@ -248,10 +327,10 @@ static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e)
 	d->rule = dup_or_null(e->rule);
 }
 
-static void record_locked(struct sc_gate_cell *c, const struct snapcell_net_event *e)
+static void record_locked(struct sc_gate_cell *c, const struct snapcell_net_event *e, bool reserved)
 {
 	pthread_mutex_lock(&c->lock);
-	record(c, e);
+	record(c, e, reserved);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -585,11 +664,14 @@ static void ask_name(struct sc_gate_cell *c, const char *name)
 	uint64_t t0 = sc__now_us();
 	const struct sc_net_entry *entry = valid_name(name) ? name_entry(c->g, name) : NULL;
 	struct pin *p = NULL;
+	bool reserved = false;
 	if (!entry)
 		snprintf(why, sizeof(why), "%.*s is not on this sandbox's allow list", 200, name);
 	else if ((p = pin_name(c, name, why))) {
 		pthread_mutex_lock(&c->lock);
-		if (p->ok) {
+		if (p->ok && !(reserved = reserve(c))) {
+			snprintf(why, sizeof(why), AUDIT_FULL, MAX_ALLOWED);
+		} else if (p->ok) {
 			e.allowed = true;
 			snprintf(text, sizeof(text), "127.%u.%u.%u", (p->synthetic >> 16) & 255,
 				 (p->synthetic >> 8) & 255, p->synthetic & 255);
@@ -607,7 +689,7 @@ static void ask_name(struct sc_gate_cell *c, const char *name)
 		e.rule = why;
 	}
 	e.duration_us = sc__now_us() - t0;
-	record_locked(c, &e);
+	record_locked(c, &e, reserved);
 	answer(c, e.allowed, e.allowed ? text : why);
 }
 
@@ -632,7 +714,7 @@ static void ask_connect(struct sc_gate_cell *c, const char *address, const char 
 					       .target = d.host,
 					       .port = (uint16_t)port,
 					       .rule = d.why};
-		record_locked(c, &e);
+		record_locked(c, &e, false);
 	}
 	answer(c, d.ok, d.ok ? d.address : d.why);
 }
@@ -724,7 +806,8 @@ static int connect_upstream(struct sc_gate_cell *c, const struct decision *d, ch
 	return fd;
 }
 
-/* Charges n bytes to the run's budget; false once it is spent. */
+/* Charges n bytes to the run's budget as they move; false once it is spent (the caller
+ * stops moving them). */
 static bool charge(struct sc_gate_cell *c, uint64_t n)
 {
 	pthread_mutex_lock(&c->lock);
@@ -734,6 +817,24 @@ static bool charge(struct sc_gate_cell *c, uint64_t n)
 		c->hits |= SNAPCELL_NET_HIT_BYTES;
 	pthread_mutex_unlock(&c->lock);
 	return ok;
+}
+
+#define BUDGET_SPENT "the run's network byte budget (net_bytes, %llu bytes) is spent"
+
+/* Lock held. Whether new traffic may start: the byte budget has room and an allowed event
+ * can be recorded (reserved when it can; record(..., true) takes it). why when not. */
+static bool admit(struct sc_gate_cell *c, char *why, size_t why_len)
+{
+	if (c->bytes >= c->g->o.max_bytes) {
+		c->hits |= SNAPCELL_NET_HIT_BYTES;
+		snprintf(why, why_len, BUDGET_SPENT, (unsigned long long)c->g->o.max_bytes);
+		return false;
+	}
+	if (!reserve(c)) {
+		snprintf(why, why_len, AUDIT_FULL, MAX_ALLOWED);
+		return false;
+	}
+	return true;
 }
 
 struct pipe_dir {
@@ -804,9 +905,8 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, const
 					d->len = (size_t)r, d->off = 0;
 					d->bytes += (uint64_t)r;
 					if (!charge(c, (uint64_t)r)) {
-						snprintf(why, WHY_LEN,
-							 "the run's network byte budget "
-							 "is spent");
+						snprintf(why, WHY_LEN, BUDGET_SPENT,
+							 (unsigned long long)c->g->o.max_bytes);
 						failed = true;
 					}
 				} else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
@@ -910,9 +1010,25 @@ static void on_request(void *ctx, const struct sc_http_record *r)
 				       .rule = r->rule,
 				       .bytes_out = r->bytes_out,
 				       .bytes_in = r->bytes_in,
-				       .duration_us = r->duration_us};
-	charge(s->c, r->bytes_out + r->bytes_in);
-	record_locked(s->c, &e);
+				       .duration_us = r->duration_us,
+				       .upstream_tls = r->upstream_tls};
+	/* The HTTP gate marks a request allowed only after on_admit held its room. */
+	record_locked(s->c, &e, r->allowed);
+}
+
+static bool on_admit(void *ctx, char *why, size_t why_len)
+{
+	struct request_sink *s = ctx;
+	pthread_mutex_lock(&s->c->lock);
+	bool ok = admit(s->c, why, why_len);
+	pthread_mutex_unlock(&s->c->lock);
+	return ok;
+}
+
+static bool on_charge(void *ctx, uint64_t n)
+{
+	struct request_sink *s = ctx;
+	return charge(s->c, n);
 }
 
 static bool any_http(const struct decision *d)
@@ -921,6 +1037,25 @@ static bool any_http(const struct decision *d)
 		if (sc__net_entry_http(d->cands[i]))
 			return true;
 	return false;
+}
+
+/* An IP-literal https:// entry passes its stream through unread: the stream must start
+ * TLS (a handshake record), never cleartext that would cross to the upstream as it is. The
+ * first byte is peeked, not consumed. */
+static bool starts_tls(struct sc_gate_cell *c, int fd, const char *target, char *why)
+{
+	uint8_t b;
+	if (wait_for(c, fd, POLLIN, c->g->o.connect_timeout_ms) != 1 ||
+	    recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1) {
+		snprintf(why, WHY_LEN, "no TLS ClientHello in time");
+		return false;
+	}
+	if (b != 0x16)
+		snprintf(why, WHY_LEN,
+			 "%.150s was allowed as https://: a stream that does not start TLS is "
+			 "refused",
+			 target);
+	return b == 0x16;
 }
 
 /* Refuses with a reset, so the code's read fails at once. */
@@ -950,6 +1085,7 @@ static void serve(struct sc_gate_cell *c, int fd)
 				       .address = d.ok ? d.address : NULL,
 				       .port = port};
 	char why[WHY_LEN] = "", sni[SC_NET_HOST_MAX + 2];
+	bool reserved = false, tls_first = false;
 	struct hello *h = d.ok && d.named && !any_http(&d) ? malloc(sizeof(*h)) : NULL;
 	int hello = h ? read_hello(c, fd, h, sni, sizeof(sni), why) : 0;
 	if (d.ok && d.named && !any_http(&d) && !h)
@@ -975,12 +1111,20 @@ static void serve(struct sc_gate_cell *c, int fd)
 					  .deadline_us = c->deadline_us,
 					  .stop_fd = c->stop_fd,
 					  .audit = on_request,
+					  .admit = on_admit,
+					  .charge = on_charge,
 					  .audit_ctx = &sink};
 		free(h);
 		sc__http_serve(c->g->http, &hc);
 		return;
+	} else if (!d.named && d.cands[0]->scheme == SC_NET_SCHEME_HTTPS &&
+		   !(tls_first = starts_tls(c, fd, d.cands[0]->target, why))) {
+		e.rule = why;
 	} else {
-		int up = connect_upstream(c, &d, why);
+		pthread_mutex_lock(&c->lock);
+		reserved = admit(c, why, sizeof(why));
+		pthread_mutex_unlock(&c->lock);
+		int up = reserved ? connect_upstream(c, &d, why) : -1;
 		if (up >= 0) {
 			e.allowed = true;
 			e.rule = d.cands[0]->target;
@@ -993,8 +1137,9 @@ static void serve(struct sc_gate_cell *c, int fd)
 		}
 	}
 	free(h);
+	e.upstream_tls = e.allowed && (hello == 1 || tls_first);
 	e.duration_us = sc__now_us() - t0;
-	record_locked(c, &e);
+	record_locked(c, &e, reserved);
 	if (e.allowed)
 		close(fd);
 	else
@@ -1059,7 +1204,7 @@ static void accept_all(struct sc_gate_cell *c, int listener)
 			struct snapcell_net_event e = {.kind = SNAPCELL_NET_CONNECT,
 						       .target = "?",
 						       .rule = "too many open connections"};
-			record(c, &e);
+			record(c, &e, false);
 		} else if (c->n_conns < c->cap_conns || grow_conns(c)) {
 			k = calloc(1, sizeof(*k));
 		}

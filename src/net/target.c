@@ -413,6 +413,9 @@ int sc__net_target_parse(const char *in, struct sc_net_entry *e, struct snapcell
 		rc = path_rule(&p, &e->path, err);
 	if (rc < 0)
 		return rc;
+	e->scheme = p.scheme_port == 443  ? SC_NET_SCHEME_HTTPS
+		    : p.scheme_port == 80 ? SC_NET_SCHEME_HTTP
+					  : SC_NET_SCHEME_NONE;
 	unsigned port = p.port ? p.port : p.scheme_port;
 	if (port) {
 		e->ports[0] = (uint16_t)port;
