@@ -129,8 +129,11 @@ size_t sc__net_match_host(const struct sc_net_list *l, const char *host, uint16_
  * the prefix or continuing it at a '/' boundary ("/v1" allows "/v1" and "/v1/x", not
  * "/v10"; bytewise, so case-sensitive; "%xx" hex digits compared case-insensitively).
  * Entries with a path refuse, rather than guess at, a path that is not origin-form or has
- * "%2f", "%2e", "%5c", "%25" or "%00", a "." or ".." segment (";params" ignored), "//", a
- * backslash, '#', a space, a control or non-ASCII byte, or a bad "%". NULL if none allows;
+ * "%2f", "%2e", "%5c", "%25", "%3b" or "%00", a ';', a "." or ".." segment, "//", a
+ * backslash, '#', a space, a control or non-ASCII byte, a bad "%", percent-encoded bytes
+ * that are not strict UTF-8 (overlong forms included), or a percent-encoded character that
+ * servers fold into '.', '/', '\', ';', '?', '#' or '%' (U+FF0E, U+2024, U+2215, ...:
+ * match.c, docs/security.md). NULL if none allows;
  * why (why_len bytes, always terminated) then says which rule refused ("POST is not allowed
  * for api.example.com (GET)"), naming the candidate that came closest. */
 const struct sc_net_entry *sc__net_match_request(const struct sc_net_entry *const *cands, size_t n,

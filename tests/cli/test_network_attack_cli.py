@@ -243,3 +243,29 @@ def test_plain_bytes_to_an_https_ip_entry_are_refused(run, net):
     assert conns == [(False, False, f"{net.peer}:443 was allowed as https://: a stream that "
                       "does not start TLS is refused"), (True, True, f"{net.peer}:443")]
 
+
+PATHS = """
+import socket, urllib.request, urllib.error
+for path in ("/v1/caf%C3%A9", "/v1/%EF%BC%8E%EF%BC%8E/admin", "/v1/%C0%AE%C0%AE/admin",
+             "/v1/..;/admin", "/v1/..%3b/admin", "/v1%E2%88%95admin"):
+    try:
+        print(path, urllib.request.urlopen("http://api.example.test" + path).status)
+    except urllib.error.HTTPError as e:
+        print(path, e.code)
+s = socket.create_connection(("api.example.test", 80))
+s.sendall(b"GET /v1/x HTTP/1.1\\r\\nHost: api.example.test\\r\\nContent-Length: 44\\r\\n\\r\\n"
+          b"GET /admin HTTP/1.1\\r\\nHost: api.example.test\\r\\n\\r\\n")
+print(s.recv(4096).split(b"\\r\\n")[0].decode())
+"""
+
+
+def test_paths_that_fold_into_separators_and_bodies_on_get_are_refused(run, net):
+    # Issue 21, finding 9: defence in depth for what a server behind the gate decodes or
+    # normalises after the gate compared the path, and for a CL.0 desync upstream.
+    before = len(seen(net))
+    r = run(PATHS, "--allow", "http://api.example.test/v1")
+    assert lines(r) == ["/v1/caf%C3%A9 200", "/v1/%EF%BC%8E%EF%BC%8E/admin 403",
+                        "/v1/%C0%AE%C0%AE/admin 403", "/v1/..;/admin 403",
+                        "/v1/..%3b/admin 403", "/v1%E2%88%95admin 403",
+                        "HTTP/1.1 400 Bad Request"]
+    assert seen(net)[before:] == [("GET", "/v1/caf%C3%A9")]

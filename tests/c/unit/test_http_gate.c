@@ -1001,6 +1001,39 @@ Test(http_gate, smuggling_forms_are_refused)
 	upstream_stop(&u);
 }
 
+/* Issue 21, finding 9: a body on GET or HEAD, which an upstream that ignores it would read
+ * as the next request (CL.0). */
+Test(http_gate, a_body_on_get_or_head_is_refused)
+{
+	struct upstream u;
+	struct served s;
+	struct resp r;
+	upstream_start(&u, false);
+	const char *h = hh(&u);
+	const char *reqs[] = {
+		fmt("GET /v1/a HTTP/1.1\r\nHost: %s\r\nContent-Length: 38\r\n\r\n"
+		    "GET /admin HTTP/1.1\r\nHost: x\r\n\r\n",
+		    h),
+		fmt("HEAD /open/a HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "5\r\nhello\r\n0\r\n\r\n",
+		    h),
+		fmt("GET /v1/a HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "0\r\n\r\n",
+		    h)};
+	for (size_t i = 0; i < SC_ARRAY_LEN(reqs); i++) {
+		plain_exchange(&u, reqs[i], &r, &s);
+		cr_expect_eq(r.status, 400, "%zu: %s", i, r.head);
+		cr_expect(strstr(r.body, "GET or HEAD request with a body"), "%s", r.body);
+		cr_expect(s.n_recs == 1 && !s.recs[0].allowed);
+	}
+	/* An empty body said so is no body. */
+	plain_exchange(&u, fmt("GET /v1/a HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\n\r\n", h),
+		       &r, &s);
+	cr_expect_eq(r.status, 200, "%s", r.head);
+	cr_expect_eq(up_count(&u), 1);
+	upstream_stop(&u);
+}
+
 Test(http_gate, chunked_decoder_takes_exactly_one_body)
 {
 	const char in[] = "3\r\nabc\r\n10;x=y\r\n0123456789abcdef\r\n0\r\nT: 1\r\n\r\nNEXT";
