@@ -31,17 +31,17 @@
 #define MAX_NAMES    256	 /* distinct names one cell may resolve */
 /* The run's record: room for this many allowed events is reserved before their traffic moves
  * (past it the gate refuses rather than let traffic go unrecorded), and refusals have a
- * share of their own, repeats coalesced into one event's count, so no flood of refusals can
- * push allowed traffic out of the record. */
-#define MAX_ALLOWED   10000
-#define MAX_REFUSED   1000
-#define REFUSED_SLOTS 2048 /* a hash of the refused events, for coalescing; > 2 * MAX_REFUSED */
-#define QUESTION_MAX  1024
-#define PEEK_MAX      (5 + (1u << 14)) /* one TLS record */
-#define SPLICE_BUF    (64u << 10)
-#define CONN_STACK    (512u << 10)
-#define WHY_LEN	      256
-#define AUDIT_FULL    "this run's network record is full (%d allowed events)"
+ * share of their own, so no flood of refusals can push allowed traffic out of the record.
+ * A refusal, or an allowed lookup, like one recorded already adds to that one's count. */
+#define MAX_ALLOWED  10000
+#define MAX_REFUSED  1000
+#define REPEAT_SLOTS 2048 /* a hash of the events repeats join: > MAX_REFUSED + MAX_NAMES */
+#define QUESTION_MAX 1024
+#define PEEK_MAX     (5 + (1u << 14)) /* one TLS record */
+#define SPLICE_BUF   (64u << 10)
+#define CONN_STACK   (512u << 10)
+#define WHY_LEN	     256
+#define AUDIT_FULL   "this run's network record is full (%d allowed events)"
 
 struct sc_gate {
 	struct sc_gate_options o;
@@ -94,7 +94,7 @@ struct sc_gate_cell {
 	struct snapcell_net_event *events;
 	size_t n_events, cap_events, n_dropped;
 	size_t n_allowed, n_refused, n_reserved; /* events of each kind; slots held for allowed */
-	uint32_t refused_at[REFUSED_SLOTS];	 /* index + 1 of a refused event, 0 free */
+	uint32_t repeat_at[REPEAT_SLOTS];	 /* index + 1 of an event repeats join, 0 free */
 	uint32_t hits;
 };
 
@@ -239,21 +239,21 @@ static uint32_t hash_text(uint32_t h, const char *t)
 	return (h ^ 0xff) * 16777619u;
 }
 
-/* Lock held. The slot of the refusal like e (kind, target, port, method, path, rule), or
- * of the free slot where it would go. */
-static uint32_t *refused_slot(struct sc_gate_cell *c, const struct snapcell_net_event *e)
+/* Lock held. The slot of the event like e (allowed, kind, target, port, method, path,
+ * rule), or of the free slot where it would go. */
+static uint32_t *repeat_slot(struct sc_gate_cell *c, const struct snapcell_net_event *e)
 {
 	uint32_t h = (2166136261u ^ (uint32_t)e->kind ^ ((uint32_t)e->port << 8)) * 16777619u;
 	h = hash_text(hash_text(hash_text(hash_text(h, e->target), e->method), e->path), e->rule);
-	for (uint32_t i = h % REFUSED_SLOTS;; i = (i + 1) % REFUSED_SLOTS) {
-		uint32_t at = c->refused_at[i];
+	for (uint32_t i = h % REPEAT_SLOTS;; i = (i + 1) % REPEAT_SLOTS) {
+		uint32_t at = c->repeat_at[i];
 		if (!at)
-			return &c->refused_at[i];
+			return &c->repeat_at[i];
 		const struct snapcell_net_event *d = &c->events[at - 1];
-		if (d->kind == e->kind && d->port == e->port && same_text(d->target, e->target) &&
-		    same_text(d->method, e->method) && same_text(d->path, e->path) &&
-		    same_text(d->rule, e->rule))
-			return &c->refused_at[i];
+		if (d->allowed == e->allowed && d->kind == e->kind && d->port == e->port &&
+		    same_text(d->target, e->target) && same_text(d->method, e->method) &&
+		    same_text(d->path, e->path) && same_text(d->rule, e->rule))
+			return &c->repeat_at[i];
 	}
 }
 
@@ -288,20 +288,25 @@ static bool reserve(struct sc_gate_cell *c)
 }
 
 /* Lock held. Strings are copied. reserved: the event takes the room reserve() held. A
- * refusal like one recorded already adds to that one's count. */
+ * refusal, or an allowed lookup, like one recorded already adds to that one's count. */
 static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e, bool reserved)
 {
 	uint32_t *slot = NULL;
 	if (reserved)
 		c->n_reserved--;
-	if (!e->allowed) {
-		slot = refused_slot(c, e);
+	if (!e->allowed || e->kind == SNAPCELL_NET_RESOLVE) {
+		slot = repeat_slot(c, e);
 		if (*slot) {
 			struct snapcell_net_event *d = &c->events[*slot - 1];
 			d->count++;
 			d->bytes_out += e->bytes_out, d->bytes_in += e->bytes_in;
 			return;
 		}
+		/* The hash holds at most MAX_REFUSED refusals and one allowed lookup per pinned
+		 * name, so a lookup always ends; a refusal in reserved room past them (a
+		 * connection that failed upstream) is kept unhashed. */
+		if (!e->allowed && c->n_refused >= MAX_REFUSED)
+			slot = NULL;
 	}
 	bool room =
 		reserved || (e->allowed ? c->n_allowed < MAX_ALLOWED : c->n_refused < MAX_REFUSED);
@@ -312,8 +317,10 @@ static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e, b
 	}
 	if (e->allowed)
 		c->n_allowed++;
-	else
-		c->n_refused++, *slot = (uint32_t)c->n_events + 1;
+	else if (slot)
+		c->n_refused++;
+	if (slot)
+		*slot = (uint32_t)c->n_events + 1;
 	struct snapcell_net_event *d = &c->events[c->n_events++];
 	*d = *e;
 	d->count = 1;

@@ -559,16 +559,19 @@ static void serve_allowed(struct sc_http_io *io, const struct sc_http_request *r
 		refuse_request(io, r, 403, o);
 		return;
 	}
+	o->rec.allowed = true; /* from here it is recorded so, in the room admit held */
 	if (has_body && r->expect_continue) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		if (sc__http_io_write(io, cont, sizeof(cont) - 1))
+		if (sc__http_io_write(io, cont, sizeof(cont) - 1)) {
+			snprintf(o->rule, sizeof(o->rule), "%s: %s", e->target,
+				 io->why ? io->why : "write to the cell failed");
 			return;
+		}
 		io->bytes_in += sizeof(cont) - 1;
 	}
 	struct sc_http_upstream_result res = {0};
 	bool tls = io->tls || e->scheme == SC_NET_SCHEME_HTTPS;
 	sc__http_upstream(io, r, e, tls, has_body ? &body : NULL, &res);
-	o->rec.allowed = true;
 	o->rec.header_added = e->n_headers > 0;
 	o->rec.upstream_tls = tls;
 	o->rec.status = res.status;

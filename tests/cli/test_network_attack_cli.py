@@ -269,3 +269,20 @@ def test_paths_that_fold_into_separators_and_bodies_on_get_are_refused(run, net)
                         "/v1/..%3b/admin 403", "/v1%E2%88%95admin 403",
                         "HTTP/1.1 400 Bad Request"]
     assert seen(net)[before:] == [("GET", "/v1/caf%C3%A9")]
+
+
+def test_repeated_lookups_are_one_event_with_a_count(run):
+    # Issue 21, finding 7: repeats add to one event's count, so they cannot fill the record.
+    r = run("import socket\n"
+            "for i in range(50):\n"
+            "    socket.getaddrinfo('a.example.test', 443)\n"
+            "    try:\n"
+            "        socket.getaddrinfo('evil.example', 443)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print('done')\n", "--allow", "*.example.test")
+    assert lines(r) == ["done"]
+    resolves = [(e["target"], e["allowed"], e["count"]) for e in r["network_events"]
+                if e["kind"] == "resolve"]
+    assert resolves == [("a.example.test", True, 50), ("evil.example", False, 50)]
+    assert r["network_events_dropped"] == 0 and r["network_limits_hit"] == []

@@ -386,3 +386,47 @@ Test(network, refusals_cannot_push_allowed_traffic_out_of_the_record)
 	snapcell_sandbox_free(sb);
 	origin_stop(&o);
 }
+
+/* Past 10,000 allowed events the gate refuses rather than let traffic go unrecorded. */
+Test(network, traffic_the_record_has_no_room_for_is_refused, .timeout = 120)
+{
+	struct greeter g;
+	greeter_start(&g);
+	char target[32], code[1024];
+	snprintf(target, sizeof(target), "127.0.0.1:%u", g.port);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_allow(cfg, target, NULL, 0, NULL), 0);
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 100000, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	snprintf(code, sizeof(code),
+		 "import socket\n"
+		 "ok, why = 0, set()\n"
+		 "for i in range(10010):\n"
+		 "    try:\n"
+		 "        with socket.create_connection(('127.0.0.1', %u)) as s:\n"
+		 "            if s.recv(5) == b'hello':\n"
+		 "                ok += 1\n"
+		 "    except OSError as e:\n"
+		 "        why.add(type(e).__name__)\n"
+		 "print(ok, sorted(why))\n",
+		 g.port);
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "10000 ['ConnectionResetError']\n");
+	size_t allowed = 0;
+	const struct snapcell_net_event *full = NULL;
+	for (size_t i = 0; i < res->n_net_events; i++) {
+		allowed += res->net_events[i].allowed;
+		if (!res->net_events[i].allowed)
+			full = &res->net_events[i];
+	}
+	cr_expect_eq(allowed, 10000);
+	cr_assert(full);
+	cr_expect_str_eq(full->rule, "this run's network record is full (10000 allowed events)");
+	cr_expect_eq(full->count, 10);
+	cr_expect(res->net_limits_hit & SNAPCELL_NET_HIT_EVENTS);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	greeter_stop(&g);
+}
