@@ -394,6 +394,20 @@ Test(net_rules, allow_header_expands_in_c_and_needs_the_entry)
 	cr_expect_eq(snapcell_config_allow_header(cfg, "bad target@", "X-A", "v", &err),
 		     SNAPCELL_E_INVAL);
 	cr_expect_eq(snapcell_config_allow_header(NULL, "x", "X-A", "v", &err), SNAPCELL_E_INVAL);
+	/* Issue 21, finding 1: no header on an entry allowed as http://, with or without a
+	 * path; "host:80" (no scheme) takes one, which the gate adds over TLS only. */
+	const char *http_targets[] = {"http://api.example.test/v1", "http://api.example.test"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(http_targets); i++) {
+		cr_assert_eq(snapcell_config_allow(cfg, http_targets[i], NULL, 0, &err), 0);
+		cr_expect_eq(snapcell_config_allow_header(cfg, http_targets[i], "Authorization",
+							  "Bearer x", &err),
+			     SNAPCELL_E_INVAL, "%s", http_targets[i]);
+		cr_expect(strstr(err.message, "cleartext"), "%s", err.message);
+	}
+	cr_assert_eq(snapcell_config_allow(cfg, "api.example.test:8080", NULL, 0, &err), 0);
+	cr_expect_eq(snapcell_config_allow_header(cfg, "api.example.test:8080", "Authorization",
+						  "Bearer x", &err),
+		     0, "%s", err.message);
 	snapcell_config_free(cfg);
 }
 
