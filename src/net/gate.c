@@ -23,25 +23,18 @@
 
 #include "gate.h"
 #include "http.h"
+#include "record.h"
 #include "rpc/frame.h"
 #include "util/util.h"
 
 #define EXACT_BASE   0x7f4d0000u /* 127.77.0.0/16: the sandbox's exact names */
 #define DYNAMIC_BASE 0x7f4e0000u /* 127.78.0.0/16: names a cell asked for (wildcards) */
 #define MAX_NAMES    256	 /* distinct names one cell may resolve */
-/* The run's record: room for this many allowed events is reserved before their traffic moves
- * (past it the gate refuses rather than let traffic go unrecorded), and refusals have a
- * share of their own, so no flood of refusals can push allowed traffic out of the record.
- * A refusal, or an allowed lookup, like one recorded already adds to that one's count. */
-#define MAX_ALLOWED  10000
-#define MAX_REFUSED  1000
-#define REPEAT_SLOTS 2048 /* a hash of the events repeats join: > MAX_REFUSED + MAX_NAMES */
 #define QUESTION_MAX 1024
 #define PEEK_MAX     (5 + (1u << 14)) /* one TLS record */
 #define SPLICE_BUF   (64u << 10)
 #define CONN_STACK   (512u << 10)
 #define WHY_LEN	     256
-#define AUDIT_FULL   "this run's network record is full (%d allowed events)"
 
 struct sc_gate {
 	struct sc_gate_options o;
@@ -91,10 +84,7 @@ struct sc_gate_cell {
 	struct conn **conns;
 	size_t n_conns, cap_conns, open;
 	uint64_t bytes;
-	struct snapcell_net_event *events;
-	size_t n_events, cap_events, n_dropped;
-	size_t n_allowed, n_refused, n_reserved; /* events of each kind; slots held for allowed */
-	uint32_t repeat_at[REPEAT_SLOTS];	 /* index + 1 of an event repeats join, 0 free */
+	struct sc_net_record record;
 	uint32_t hits;
 };
 
@@ -220,118 +210,22 @@ size_t sc__gate_cell_fds(const struct sc_gate *g)
 	return 1 + g->n_ports * (g->v6 ? 2 : 1);
 }
 
-/* ---- events ---- */
+/* ---- the record ---- */
 
-static char *dup_or_null(const char *s)
-{
-	return s ? strdup(s) : NULL;
-}
-
-static bool same_text(const char *a, const char *b)
-{
-	return a == b || (a && b && !strcmp(a, b));
-}
-
-static uint32_t hash_text(uint32_t h, const char *t)
-{
-	for (const char *p = t ? t : ""; *p; p++)
-		h = (h ^ (unsigned char)*p) * 16777619u;
-	return (h ^ 0xff) * 16777619u;
-}
-
-/* Lock held. The slot of the event like e (allowed, kind, target, port, method, path,
- * rule), or of the free slot where it would go. */
-static uint32_t *repeat_slot(struct sc_gate_cell *c, const struct snapcell_net_event *e)
-{
-	uint32_t h = (2166136261u ^ (uint32_t)e->kind ^ ((uint32_t)e->port << 8)) * 16777619u;
-	h = hash_text(hash_text(hash_text(hash_text(h, e->target), e->method), e->path), e->rule);
-	for (uint32_t i = h % REPEAT_SLOTS;; i = (i + 1) % REPEAT_SLOTS) {
-		uint32_t at = c->repeat_at[i];
-		if (!at)
-			return &c->repeat_at[i];
-		const struct snapcell_net_event *d = &c->events[at - 1];
-		if (d->allowed == e->allowed && d->kind == e->kind && d->port == e->port &&
-		    same_text(d->target, e->target) && same_text(d->method, e->method) &&
-		    same_text(d->path, e->path) && same_text(d->rule, e->rule))
-			return &c->repeat_at[i];
-	}
-}
-
-/* Lock held. Room for n events in all. */
-static bool grow_events(struct sc_gate_cell *c, size_t n)
-{
-	if (n <= c->cap_events)
-		return true;
-	size_t cap = c->cap_events ? c->cap_events * 2 : 16;
-	while (cap < n)
-		cap *= 2;
-	struct snapcell_net_event *grown = realloc(c->events, cap * sizeof(*grown));
-	if (!grown)
-		return false;
-	c->events = grown;
-	c->cap_events = cap;
-	return true;
-}
-
-/* Lock held. Holds room for one allowed event before the traffic it records moves; false
- * (the run's allowed events at their cap, or no memory) means the traffic is refused. */
-static bool reserve(struct sc_gate_cell *c)
-{
-	if (c->n_allowed + c->n_reserved >= MAX_ALLOWED) {
-		c->hits |= SNAPCELL_NET_HIT_EVENTS;
-		return false;
-	}
-	if (!grow_events(c, c->n_events + c->n_reserved + 1))
-		return false;
-	c->n_reserved++;
-	return true;
-}
-
-/* Lock held. Strings are copied. reserved: the event takes the room reserve() held. A
- * refusal, or an allowed lookup, like one recorded already adds to that one's count. */
+/* Lock held. */
 static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e, bool reserved)
 {
-	uint32_t *slot = NULL;
-	if (reserved)
-		c->n_reserved--;
-	if (!e->allowed || e->kind == SNAPCELL_NET_RESOLVE) {
-		slot = repeat_slot(c, e);
-		if (*slot) {
-			struct snapcell_net_event *d = &c->events[*slot - 1];
-			d->count++;
-			d->bytes_out += e->bytes_out, d->bytes_in += e->bytes_in;
-			return;
-		}
-		/* The hash holds at most MAX_REFUSED refusals and one allowed lookup per pinned
-		 * name, so a lookup always ends; a refusal in reserved room past them (a
-		 * connection that failed upstream) is kept unhashed. */
-		if (!e->allowed && c->n_refused >= MAX_REFUSED)
-			slot = NULL;
-	}
-	bool room =
-		reserved || (e->allowed ? c->n_allowed < MAX_ALLOWED : c->n_refused < MAX_REFUSED);
-	if (!room || (!reserved && !grow_events(c, c->n_events + c->n_reserved + 1))) {
-		c->n_dropped++;
+	if (!sc__net_record_add(&c->record, e, reserved))
 		c->hits |= SNAPCELL_NET_HIT_EVENTS;
-		return;
-	}
-	if (e->allowed)
-		c->n_allowed++;
-	else if (slot)
-		c->n_refused++;
-	if (slot)
-		*slot = (uint32_t)c->n_events + 1;
-	struct snapcell_net_event *d = &c->events[c->n_events++];
-	*d = *e;
-	d->count = 1;
-	uint64_t now = sc__now_us();
-	d->started_us =
-		now - e->duration_us > c->started_us ? now - e->duration_us - c->started_us : 0;
-	d->target = dup_or_null(e->target);
-	d->address = dup_or_null(e->address);
-	d->method = dup_or_null(e->method);
-	d->path = dup_or_null(e->path);
-	d->rule = dup_or_null(e->rule);
+}
+
+/* Lock held. */
+static bool reserve(struct sc_gate_cell *c)
+{
+	if (sc__net_record_reserve(&c->record))
+		return true;
+	c->hits |= SNAPCELL_NET_HIT_EVENTS;
+	return false;
 }
 
 static void record_locked(struct sc_gate_cell *c, const struct snapcell_net_event *e, bool reserved)
@@ -339,18 +233,6 @@ static void record_locked(struct sc_gate_cell *c, const struct snapcell_net_even
 	pthread_mutex_lock(&c->lock);
 	record(c, e, reserved);
 	pthread_mutex_unlock(&c->lock);
-}
-
-void sc__net_events_free(struct snapcell_result *res)
-{
-	for (size_t i = 0; i < res->n_net_events; i++) {
-		struct snapcell_net_event *e = &res->net_events[i];
-		free((char *)e->target), free((char *)e->address), free((char *)e->method);
-		free((char *)e->path), free((char *)e->rule);
-	}
-	free(res->net_events);
-	res->net_events = NULL;
-	res->n_net_events = 0;
 }
 
 /* ---- names ---- */
@@ -677,7 +559,7 @@ static void ask_name(struct sc_gate_cell *c, const char *name)
 	else if ((p = pin_name(c, name, why))) {
 		pthread_mutex_lock(&c->lock);
 		if (p->ok && !(reserved = reserve(c))) {
-			snprintf(why, sizeof(why), AUDIT_FULL, MAX_ALLOWED);
+			snprintf(why, sizeof(why), SC_NET_RECORD_FULL, SC_NET_RECORD_ALLOWED);
 		} else if (p->ok) {
 			e.allowed = true;
 			snprintf(text, sizeof(text), "127.%u.%u.%u", (p->synthetic >> 16) & 255,
@@ -838,7 +720,7 @@ static bool admit(struct sc_gate_cell *c, char *why, size_t why_len)
 		return false;
 	}
 	if (!reserve(c)) {
-		snprintf(why, why_len, AUDIT_FULL, MAX_ALLOWED);
+		snprintf(why, why_len, SC_NET_RECORD_FULL, SC_NET_RECORD_ALLOWED);
 		return false;
 	}
 	return true;
@@ -1259,34 +1141,6 @@ static void *cell_main(void *arg)
 	return NULL;
 }
 
-struct ordered {
-	struct snapcell_net_event e;
-	size_t seq;
-};
-
-static int by_start(const void *a, const void *b)
-{
-	const struct ordered *x = a, *y = b;
-	if (x->e.started_us != y->e.started_us)
-		return x->e.started_us < y->e.started_us ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Recorded as they end; listed as they started (equal starts keep their order). Left as
- * recorded when there is no memory to sort. */
-static void sort_events(struct sc_gate_cell *c)
-{
-	struct ordered *o = c->n_events ? malloc(c->n_events * sizeof(*o)) : NULL;
-	if (!o)
-		return;
-	for (size_t i = 0; i < c->n_events; i++)
-		o[i] = (struct ordered){c->events[i], i};
-	qsort(o, c->n_events, sizeof(*o), by_start);
-	for (size_t i = 0; i < c->n_events; i++)
-		c->events[i] = o[i].e;
-	free(o);
-}
-
 int sc__gate_cell_start(struct sc_gate *g, const int *fds, size_t n_fds, uint64_t deadline_us,
 			struct sc_gate_cell **out, struct snapcell_error *err)
 {
@@ -1300,6 +1154,7 @@ int sc__gate_cell_start(struct sc_gate *g, const int *fds, size_t n_fds, uint64_
 	c->listeners = fds + 1;
 	c->n_listeners = n_fds - 1;
 	c->started_us = sc__now_us();
+	c->record.started_us = c->started_us;
 	c->deadline_us = deadline_us;
 	sc__frame_reader_init(&c->reader, QUESTION_MAX);
 	pthread_mutex_init(&c->lock, NULL);
@@ -1324,16 +1179,9 @@ void sc__gate_cell_stop(struct sc_gate_cell *c, struct snapcell_result *res)
 	(void)!write(c->stop_fd, &one, sizeof(one));
 	pthread_join(c->thread, NULL);
 	join_conns(c, true);
-	sort_events(c);
-	if (res) {
-		res->net_events = c->events;
-		res->n_net_events = c->n_events;
-		res->n_net_events_dropped = c->n_dropped;
+	sc__net_record_take(&c->record, res);
+	if (res)
 		res->net_limits_hit = c->hits;
-	} else {
-		struct snapcell_result tmp = {.net_events = c->events, .n_net_events = c->n_events};
-		sc__net_events_free(&tmp);
-	}
 	for (size_t i = 0; i < c->n_pins; i++)
 		free(c->pins[i].name);
 	free(c->conns);
