@@ -641,8 +641,9 @@ struct snapcell_net_event {
 	uint64_t bytes_in;
 	uint64_t started_us; /* from the run's start; the list is in this order */
 	uint64_t duration_us;
-	/* SNAPCELL_NET_REQUEST: the request went upstream over TLS the host verified (false when
-	 * it was refused or went as plain HTTP). SNAPCELL_NET_CONNECT: the stream passed through
+	/* SNAPCELL_NET_REQUEST: the host made (or tried to make) the request upstream over TLS
+	 * it verifies, so nothing of it crossed in cleartext; false when it was refused before
+	 * going upstream or went as plain HTTP. SNAPCELL_NET_CONNECT: the stream passed through
 	 * began with a TLS ClientHello (end to end; the cell verifies). */
 	bool upstream_tls;
 	/* The attempts this event stands for: 1, or more for a refusal repeated with the same

@@ -44,7 +44,7 @@ struct sc_http_record {
 	bool allowed;
 	const char *rule;   /* the matching entry's target, or why it was refused */
 	bool header_added;  /* the entry's headers were sent (their values never appear) */
-	bool upstream_tls;  /* the request went upstream over verified TLS */
+	bool upstream_tls;  /* made (or tried) upstream over verified TLS, never in cleartext */
 	uint64_t bytes_out; /* request bytes from the cell (head and body) */
 	uint64_t bytes_in;  /* response bytes to the cell */
 	uint64_t duration_us;
