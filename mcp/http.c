@@ -444,8 +444,10 @@ static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const 
 }
 
 /* A notification is accepted (202) unless its version header names no revision we speak or,
- * in the handshake era, it names no live session; 2026-07-28 defines no client notifications
- * over HTTP, so it needs no other check. */
+ * in the handshake era, it names no live session. 2026-07-28 defines no client notifications
+ * over HTTP, so a stateless one is accepted and dropped: its requests share scope 0 and carry
+ * ids any client can guess, so a notifications/cancelled from one would stop another's run
+ * (closing the stream is how that revision cancels). */
 static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
 			      const struct mcp_headers *hdr)
 {
@@ -458,8 +460,9 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 		rc = respond(con, MHD_HTTP_BAD_REQUEST,
 			     mcp_error_data(NULL, MCP_UNSUPPORTED_VERSION,
 					    "Unsupported protocol version", data));
-	} else if ((v && !strcmp(v, MCP_MODERN_VERSION)) ||
-		   (scope = session_scope(h, con, NULL, &rc))) {
+	} else if (v && !strcmp(v, MCP_MODERN_VERSION)) {
+		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
+	} else if ((scope = session_scope(h, con, NULL, &rc))) {
 		struct mcp_sink scoped = {NULL, false, scope, NULL};
 		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
