@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_limits.h"
 #include "mcp.h"
 
-#define MAX_CONNECTIONS 256
 /* Seconds a connection may stay silent (no byte read or written) before it is closed, so idle
  * or stalled connections cannot hold every slot. A run in progress does not count: its thread
  * is in our handler, not waiting on the socket. */
@@ -29,6 +29,7 @@
 /* An SSE stream with nothing to say sends a comment this often: a client that went away is
  * noticed by the failed write (its run is cancelled), and proxies do not time it out. */
 #define KEEPALIVE_S 1
+#define HEALTH_PATH "/healthz"
 
 struct http {
 	struct mcp_server *srv;
@@ -37,6 +38,7 @@ struct http {
 	char host[256]; /* the host --http named, also accepted in Host and Origin */
 	const char *const *allow_hosts; /* --allow-host: names a balancer's clients use */
 	size_t n_allow_hosts;
+	struct mcp_http_limits *limits;
 };
 
 /* A tools/call answered as an SSE stream: the run's progress, then its answer. The worker
@@ -56,11 +58,14 @@ struct sse {
 	int refs;
 };
 
-/* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. */
+/* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. Its
+ * buffer, and then the tree parsed from it, are charged to the request budget until the
+ * request ends; past the budget the rest is dropped too (over_budget). */
 struct upload {
 	char *buf;
 	size_t len, cap;
-	bool too_big;
+	bool too_big, over_budget;
+	size_t charged;
 };
 
 /* Collects the one answer a request gets; progress notifications have no stream to go to. */
@@ -359,16 +364,33 @@ static bool token_ok(const struct http *h, struct MHD_Connection *con)
 	return mcp_secret_equal(auth + 7, h->token, n);
 }
 
-static void keep(struct upload *u, const char *data, size_t n)
+/* Takes n more bytes of the request budget for u. */
+static bool charge(struct http *h, struct upload *u, size_t n)
 {
-	if (u->too_big || u->len + n > MCP_MESSAGE_MAX) {
-		u->too_big = true;
+	if (!mcp_http_limits_charge(h->limits, n))
+		return false;
+	u->charged += n;
+	return true;
+}
+
+static void keep(struct http *h, struct upload *u, const char *data, size_t n)
+{
+	if (u->too_big || u->over_budget || u->len + n > MCP_MESSAGE_MAX) {
+		u->too_big |= !u->over_budget;
 		return;
 	}
 	if (u->len + n + 1 > u->cap) {
-		size_t cap = u->cap ? u->cap : 65536;
+		/* A declared length was charged whole: one buffer of exactly that size. */
+		size_t cap = u->charged >= u->len + n + 1 ? u->charged : u->cap ? u->cap : 65536;
 		while (cap < u->len + n + 1)
 			cap *= 2;
+		if (cap > u->charged && !charge(h, u, cap - u->charged)) {
+			u->over_budget = true;
+			free(u->buf);
+			u->buf = NULL;
+			u->len = u->cap = 0;
+			return;
+		}
 		char *grown = realloc(u->buf, cap);
 		if (!grown) {
 			u->too_big = true;
@@ -492,11 +514,36 @@ static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 	return respond_session(con, MHD_HTTP_OK, sink.answer, id);
 }
 
+/* 503 with Retry-After: the request budget is taken by other messages in flight. */
+static enum MHD_Result over_budget(struct http *h, struct MHD_Connection *con)
+{
+	char why[200];
+	snprintf(why, sizeof(why),
+		 "Service Unavailable: messages in flight hold the server's request memory "
+		 "(%zu MiB, --http-request-memory); try again",
+		 mcp_http_limits_budget(h->limits) >> 20);
+	json_t *body = mcp_error(NULL, MCP_INTERNAL_ERROR, why);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		text ? strlen(text) : 0, text ? text : "",
+		text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Retry-After", "1");
+	enum MHD_Result rc = MHD_queue_response(con, MHD_HTTP_SERVICE_UNAVAILABLE, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
 static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, struct upload *u)
 {
 	if (u->too_big)
 		return refuse(con, MHD_HTTP_CONTENT_TOO_LARGE, MCP_INVALID_REQUEST,
 			      "Invalid Request: message too large");
+	/* The tree is charged before it is built, and stays charged while this thread serves
+	 * the message (a tools/call's run included). */
+	if (u->over_budget || !charge(h, u, mcp_envelope_cost(u->buf ? u->buf : "", u->len)))
+		return over_budget(h, con);
 	struct mcp_headers hdr = routing_headers(con);
 	struct mcp_message msg;
 	json_t *error;
@@ -545,6 +592,46 @@ static enum MHD_Result end_session(struct http *h, struct MHD_Connection *con)
 	return respond(con, MHD_HTTP_NO_CONTENT, NULL);
 }
 
+/* GET /healthz, for probes: no token, no Host check (a probe names the pod's address), and
+ * nothing about the server but whether it can take a request: 200 while a connection slot is
+ * left besides the probe's own, else 503. */
+static enum MHD_Result health(struct http *h, struct MHD_Connection *con, const char *method)
+{
+	bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+	bool ok = get && mcp_http_limits_slot_free(h->limits);
+	const char *text = !get ? "" : ok ? "ok\n" : "no free connection slot\n";
+	unsigned status = !get ? MHD_HTTP_METHOD_NOT_ALLOWED
+			  : ok ? MHD_HTTP_OK
+			       : MHD_HTTP_SERVICE_UNAVAILABLE;
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	if (!get)
+		MHD_add_response_header(r, "Allow", "GET, HEAD");
+	enum MHD_Result rc = MHD_queue_response(con, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* A POST's state. A declared Content-Length is charged to the request budget at once, so a
+ * body that cannot fit is refused before it is read (503). */
+static enum MHD_Result start_upload(struct http *h, struct MHD_Connection *con, void **state)
+{
+	struct upload *u = calloc(1, sizeof(*u));
+	if (!u)
+		return MHD_NO;
+	const char *length = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
+	char *end;
+	unsigned long long n = length ? strtoull(length, &end, 10) : 0;
+	if (n && n <= MCP_MESSAGE_MAX && !charge(h, u, (size_t)n + 1)) {
+		free(u);
+		return over_budget(h, con);
+	}
+	*state = u;
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
 				  const char *method, const char *version, const char *data,
 				  size_t *data_size, void **state)
@@ -553,6 +640,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	/* The headers are checked on the first call, before any of the body is kept: a client
 	 * without the token or from another origin costs no buffer. */
 	if (!*state) {
+		mcp_http_limits_head_done(h->limits, con);
+		if (!strcmp(url, HEALTH_PATH))
+			return health(h, con, method);
 		if (strcmp(url, "/mcp"))
 			return refuse(con, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
 				      "Not Found: use /mcp");
@@ -566,12 +656,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 			return end_session(h, con);
 		if (strcmp(method, "POST"))
 			return respond(con, MHD_HTTP_METHOD_NOT_ALLOWED, NULL);
-		*state = calloc(1, sizeof(struct upload));
-		return *state ? MHD_YES : MHD_NO;
+		return start_upload(h, con, state);
 	}
 	struct upload *u = *state;
 	if (*data_size) {
-		keep(u, data, *data_size);
+		keep(h, u, data, *data_size);
 		*data_size = 0;
 		return MHD_YES;
 	}
@@ -581,11 +670,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 static void on_done(void *cls, struct MHD_Connection *con, void **state,
 		    enum MHD_RequestTerminationCode why)
 {
+	struct http *h = cls;
 	struct upload *u = *state;
-	if (u)
+	if (u) {
 		free(u->buf);
+		mcp_http_limits_uncharge(h->limits, u->charged);
+	}
 	free(u);
 	*state = NULL;
+	mcp_http_limits_request_done(h->limits, con);
 }
 
 /* "HOST:PORT", "[V6]:PORT", ":PORT" or "PORT" (host 127.0.0.1) to an address to bind. */
@@ -631,7 +724,7 @@ static int wait_for_signal(void)
 int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts)
 {
 	const char *listen = opts->listen;
-	struct http h = {srv, opts->token, NULL, "", opts->allow_hosts, opts->n_allow_hosts};
+	struct http h = {srv, opts->token, NULL, "", opts->allow_hosts, opts->n_allow_hosts, NULL};
 	struct addrinfo *ai = NULL;
 	if (resolve(listen, &h, &ai) < 0) {
 		fprintf(stderr, "snapcell mcp: --http %s: want HOST:PORT\n", listen);
@@ -646,14 +739,22 @@ int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts)
 	}
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 			 MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-	struct MHD_Daemon *d = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, &h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT, MHD_OPTION_NOTIFY_COMPLETED,
-		on_done, NULL, MHD_OPTION_END);
+	h.limits = mcp_http_limits_new(opts->head_timeout_s, opts->max_connections,
+				       opts->request_memory);
+	struct MHD_Daemon *d =
+		!h.limits ? NULL
+			  : MHD_start_daemon(flags, 0, NULL, NULL, on_request, &h,
+					     MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+					     MHD_OPTION_CONNECTION_LIMIT, opts->max_connections,
+					     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT,
+					     MHD_OPTION_NOTIFY_COMPLETED, on_done, &h,
+					     MHD_OPTION_NOTIFY_CONNECTION, mcp_http_limits_track,
+					     h.limits, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!d) {
-		fprintf(stderr, "snapcell mcp: cannot listen on %s\n", listen);
+		if (h.limits)
+			fprintf(stderr, "snapcell mcp: cannot listen on %s\n", listen);
+		mcp_http_limits_free(h.limits);
 		mcp_http_sessions_free(h.sessions);
 		return 3;
 	}
@@ -665,6 +766,7 @@ int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts)
 	/* Kill the runs first, so the connection threads return and stopping does not wait. */
 	mcp_server_drain(srv);
 	MHD_stop_daemon(d);
+	mcp_http_limits_free(h.limits);
 	mcp_http_sessions_free(h.sessions);
 	return 0;
 }

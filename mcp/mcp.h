@@ -17,6 +17,13 @@
 
 /* Longest message accepted on any transport; longer lines are skipped, never buffered. */
 #define MCP_MESSAGE_MAX (16u << 20)
+/* What a message may hold, counted before it is parsed (snapcell_json_measure): jansson
+ * spends ~150 bytes on an empty object, so 16 MiB of "{}," took the server to 1.26 GiB. No
+ * method this server answers needs more than a few dozen values; 2^16 bound a message's tree
+ * to ~10 MiB. The depth cap keeps jansson's recursion shallow. */
+#define MCP_VALUES_MAX	    65536u
+#define MCP_DEPTH_MAX	    64u
+#define MCP_BYTES_PER_VALUE 160u
 
 #define MCP_PARSE_ERROR	     -32700
 #define MCP_INVALID_REQUEST  -32600
@@ -57,9 +64,13 @@ struct mcp_headers {
 	bool repeated;
 };
 
-/* envelope.c: parses one JSON-RPC 2.0 message (no batches: MCP dropped them in 2025-06-18).
- * 0 and *msg filled, or -1 and *error set to the error response to send (owned). */
+/* envelope.c: parses one JSON-RPC 2.0 message (no batches: MCP dropped them in 2025-06-18),
+ * refusing one past MCP_VALUES_MAX or MCP_DEPTH_MAX before building it. 0 and *msg filled, or
+ * -1 and *error set to the error response to send (owned). */
 int mcp_envelope_parse(const char *buf, size_t len, struct mcp_message *msg, json_t **error);
+/* The memory parsing buf would take (its tree and strings, over-estimated): what a transport
+ * charges to its budget of messages in flight. 0 for a text the parse refuses unbuilt. */
+size_t mcp_envelope_cost(const char *buf, size_t len);
 void mcp_message_clear(struct mcp_message *msg);
 /* An error response; id is copied (NULL gives a null id). */
 json_t *mcp_error(const json_t *id, int code, const char *message);
@@ -221,6 +232,9 @@ struct mcp_http_options {
 	/* More names Host and Origin may give besides loopback and the bound host. */
 	const char *const *allow_hosts;
 	size_t n_allow_hosts;
+	unsigned head_timeout_s;  /* a request head must be complete this long after accept */
+	unsigned max_connections; /* open connections, /healthz's slots */
+	size_t request_memory;	  /* bytes of request bodies and their trees in flight */
 };
 
 /* stdio.c, http.c: serve until the client goes (stdio: end of input) or a signal. */

@@ -89,3 +89,162 @@ def test_handshake_sessions_cancel_only_their_own_runs(http_server):
     assert post(url, cancel, mine) == (202, b"")
     t.join(30)
     assert json.loads(answer["r"][1])["error"]["code"] == -32800
+
+
+# ---- finding 3: one message costing ~80x its size ----
+
+def _vm_hwm(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) * 1024
+
+
+def _padded(pad):
+    return (b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"pad": ' + pad +
+            b'}}')
+
+
+def test_a_message_of_many_empty_objects_is_refused_unbuilt():
+    server = HttpServer()
+    try:
+        # 15 MiB of empty objects: jansson would spend ~1.2 GiB on its tree.
+        body = _padded(b"[" + b"{}," * (5 << 20) + b"{}]")
+        status, raw = post(server.url, body)
+        reply = json.loads(raw)
+        assert status == 400 and reply["error"]["code"] == -32600
+        assert "more than 65536 JSON values" in reply["error"]["message"]
+        assert _vm_hwm(server.proc.pid) < 160 << 20
+        # Deep nesting, under jansson's own limit of 2048.
+        status, raw = post(server.url, _padded(b"[" * 1000 + b"]" * 1000))
+        reply = json.loads(raw)
+        assert status == 400 and "nested deeper than 64 levels" in reply["error"]["message"]
+        # The server still serves.
+        assert post(server.url, ping(2), session(server.url))[0] == 200
+    finally:
+        server.stop()
+
+
+def test_a_deep_or_wide_message_over_stdio_is_refused(snapcell_bin):
+    from test_mcp_protocol import Stdio
+    s = Stdio(snapcell_bin)
+    try:
+        s.initialize()
+        reply = s.ask(_padded(b"[" + b"[]," * 100000 + b"[]]"))
+        assert reply["error"]["code"] == -32600 and "JSON values" in reply["error"]["message"]
+        assert s.ask(ping(3))["result"] == {}
+    finally:
+        assert s.close() == 0
+
+
+def test_messages_in_flight_are_bounded_by_the_request_budget():
+    # 64 MiB for bodies in flight: three declared 16 MiB bodies fit, a fourth gets 503 before
+    # any of it is read, and the server answers again once they are gone.
+    server = HttpServer("--http-request-memory", "64M")
+    try:
+        held = []
+        head = (b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 16777216\r\n\r\n")
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(head + b'{"jsonrpc": "2.0", "id": 1, "method": "ping", "pad": "')
+            held.append(s)
+        time.sleep(0.5)
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        s.sendall(head)
+        answer = s.recv(65536).decode()
+        s.close()
+        assert answer.startswith("HTTP/1.1 503"), answer
+        assert "Retry-After: 1" in answer and "--http-request-memory" in answer
+        for s in held:
+            s.close()
+        assert wait_for(lambda: post(server.url, ping(2), session(server.url))[0] == 200, 10)
+    finally:
+        server.stop()
+
+
+# ---- finding 2: locked out before authentication ----
+
+def _get(port, path, method="GET", timeout=5):
+    import http.client
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, headers={"Host": "10.1.2.3:8765"})  # a probe's Host
+        r = conn.getresponse()
+        return r.status, r.read()
+    except OSError:
+        return 0, b""  # refused, closed or no answer in time: no slot
+    finally:
+        conn.close()
+
+
+def _trickle(port, n, stop):
+    """n connections each sending one header byte a second: they never finish a head."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        socks.append(s)
+    while not stop.is_set():
+        for s in list(socks):
+            try:
+                s.sendall(b"X")
+            except OSError:
+                socks.remove(s)  # cut by the server
+        stop.wait(1)
+    for s in socks:
+        s.close()
+
+
+def test_trickling_heads_do_not_lock_out_a_client_past_the_head_deadline():
+    # 260 connections each sending a header byte a second (the library's idle timer restarts
+    # with every byte) kept every client out for as long as they kept going.
+    server = HttpServer("--token", "s3cret")
+    stop = threading.Event()
+    attacker = threading.Thread(target=_trickle, args=(server.port, 260, stop))
+    try:
+        start = time.monotonic()
+        attacker.start()
+        time.sleep(1)
+        auth = {"Authorization": "Bearer s3cret"}
+        served = None
+        while time.monotonic() - start < 30:
+            try:
+                served = post(server.url, ping(1), session(server.url, auth))[0]
+                break
+            except OSError:
+                time.sleep(0.2)
+        took = time.monotonic() - start
+        assert served == 200 and took < 10 + 4, took
+    finally:
+        stop.set()
+        attacker.join()
+        server.stop()
+
+
+def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
+    server = HttpServer("--token", "s3cret", "--http-max-connections", "4",
+                        "--http-head-timeout", "3")
+    try:
+        # No token and any Host: the probe sees whether the server can take a request.
+        assert _get(server.port, "/healthz") == (200, b"ok\n")
+        assert _get(server.port, "/healthz", "HEAD")[0] == 200
+        assert _get(server.port, "/healthz", "POST")[0] == 405
+        held = []
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", server.port))
+            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            held.append(s)
+        time.sleep(0.3)
+        status, body = _get(server.port, "/healthz")  # the probe takes the last slot
+        assert status == 503 and b"no free connection slot" in body
+        held.append(socket.create_connection(("127.0.0.1", server.port)))
+        time.sleep(0.3)
+        # No slot at all: the connection waits in the listen queue, the probe times out.
+        assert _get(server.port, "/healthz", timeout=1)[0] != 200
+        # Three seconds after accept the heads are late: their connections are closed.
+        assert wait_for(lambda: _get(server.port, "/healthz")[0] == 200, 6)
+        for s in held:
+            s.settimeout(2)
+            assert s.recv(100) == b""
+            s.close()
+    finally:
+        server.stop()
