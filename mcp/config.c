@@ -595,6 +595,25 @@ static int max_queued(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+static int max_per_client(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > MCP_QUEUED_MAX + 4096)
+		return fail(c, path, "must be an integer from 1 to 20480");
+	c->opts->max_per_client = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+static int queue_wait(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > MCP_QUEUE_WAIT_S_MAX)
+		return fail(c, path, "must be an integer from 0 to 600");
+	c->opts->queue_wait_s = (unsigned)json_integer_value(v);
+	c->opts->queue_wait_set = true;
+	return 0;
+}
+
 static int structured(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_boolean(v))
@@ -700,6 +719,8 @@ static const struct {
 	{"downstream_calls_per_run", downstream_calls},
 	{"max_concurrent_runs", max_runs},
 	{"max_queued_calls", max_queued},
+	{"max_calls_per_client", max_per_client},
+	{"queue_wait_s", queue_wait},
 	{"structured_content", structured},
 	{"require_isolation", isolation},
 	{"uid_range", uid_range},

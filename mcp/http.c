@@ -220,7 +220,7 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){.sink = {sse_send, true, scope, NULL},
+	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true},
 			  .srv = h->srv,
 			  .lock = PTHREAD_MUTEX_INITIALIZER,
 			  .ready = PTHREAD_COND_INITIALIZER,
@@ -485,7 +485,7 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 	} else if (v && !strcmp(v, MCP_MODERN_VERSION)) {
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	} else if ((scope = session_scope(h, con, NULL, &rc))) {
-		struct mcp_sink scoped = {NULL, false, scope, NULL};
+		struct mcp_sink scoped = {NULL, false, scope, NULL, false};
 		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
@@ -497,7 +497,7 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 				  struct mcp_message *msg)
 {
-	struct http_sink sink = {{http_send, true, 0, NULL}, NULL};
+	struct http_sink sink = {{http_send, true, 0, NULL, false}, NULL};
 	mcp_server_handle(h->srv, msg, &sink.sink, true);
 	char id[MCP_SESSION_ID_LEN + 1];
 	uint64_t scope;
@@ -570,7 +570,7 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	if (wants_stream(con, &msg))
 		return stream(h, con, &msg, scope);
 	enum mcp_era era = msg.era;
-	struct http_sink sink = {{http_send, true, scope, NULL}, NULL};
+	struct http_sink sink = {{http_send, true, scope, NULL, true}, NULL};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	if (!sink.answer)

@@ -43,6 +43,10 @@ static const char usage[] =
 	"  --max-runs N            concurrent runs (default: twice the cores)\n"
 	"  --max-queued N          calls that wait for a run to end before more get a busy\n"
 	"                          error (0 to 16384; default: four times --max-runs)\n"
+	"  --max-per-client N      calls one HTTP session may have running or waiting\n"
+	"                          (default: half of --max-runs plus --max-queued)\n"
+	"  --queue-wait S          with --http: a call that finds the queue full waits up to\n"
+	"                          S seconds for room before it is busy (0 to 600; default 10)\n"
 	"  --structured-content    also give each run's record as structuredContent\n"
 	"  --replica NAME          this server's name in session handles, for routing\n"
 	"                          (default: the host name)\n";
@@ -99,6 +103,8 @@ static int parse(int argc, char **argv, struct args *a)
 		{"structured-content", no_argument, NULL, 's'},
 		{"replica", required_argument, NULL, 'r'},
 		{"http-head-timeout", required_argument, NULL, 'T'},
+		{"max-per-client", required_argument, NULL, 'P'},
+		{"queue-wait", required_argument, NULL, 'W'},
 		{"http-max-connections", required_argument, NULL, 'C'},
 		{"http-request-memory", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
@@ -170,6 +176,25 @@ static int parse(int argc, char **argv, struct args *a)
 			a->session_idle_s = positive("--http-session-idle", optarg, 86400);
 			if (!a->session_idle_s)
 				return 2;
+			break;
+		case 'P':
+			a->opts.max_per_client = (unsigned)positive("--max-per-client", optarg,
+								    MCP_QUEUED_MAX + 4096);
+			if (!a->opts.max_per_client)
+				return 2;
+			break;
+		case 'W':
+			errno = 0;
+			a->opts.queue_wait_s = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' ||
+			    a->opts.queue_wait_s > MCP_QUEUE_WAIT_S_MAX) {
+				fprintf(stderr,
+					"snapcell mcp: --queue-wait wants a whole number from 0 "
+					"to %u\n",
+					MCP_QUEUE_WAIT_S_MAX);
+				return 2;
+			}
+			a->opts.queue_wait_set = true;
 			break;
 		case 'T':
 			a->head_timeout_s =
@@ -283,6 +308,12 @@ int cli_mcp(int argc, char **argv)
 	if (!a.opts.max_queued_set) {
 		a.opts.max_queued = file_opts.max_queued;
 		a.opts.max_queued_set = file_opts.max_queued_set;
+	}
+	if (!a.opts.max_per_client)
+		a.opts.max_per_client = file_opts.max_per_client;
+	if (!a.opts.queue_wait_set) {
+		a.opts.queue_wait_s = file_opts.queue_wait_s;
+		a.opts.queue_wait_set = file_opts.queue_wait_set;
 	}
 	a.opts.structured_content |= file_opts.structured_content;
 	a.opts.sessions = file_opts.sessions;

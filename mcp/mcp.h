@@ -103,6 +103,9 @@ struct mcp_sink {
 	 * transport has freed that thread to run the call (it keeps reading on another), so no
 	 * worker needs waking. NULL: the call goes to a worker. */
 	bool (*run_here)(struct mcp_sink *sink);
+	/* The handling thread may block while a tools/call waits for room in a full queue (an
+	 * HTTP connection's thread, which waits for its answer anyway); stdio's reader may not. */
+	bool may_wait;
 };
 
 /* Stateful sessions (sessions.c); zero members mean the defaults. */
@@ -119,10 +122,21 @@ struct mcp_session_options {
 /* Longest replica name (the part of a handle before '~'). */
 #define MCP_REPLICA_MAX 63
 
+/* Longest wait for room in a full queue (--queue-wait, queue_wait_s). */
+#define MCP_QUEUE_WAIT_S_DEFAULT 10u
+#define MCP_QUEUE_WAIT_S_MAX	 600u
+
 struct mcp_options {
 	unsigned max_runs;   /* concurrent tools/call runs; 0 = twice the cores */
 	unsigned max_queued; /* calls waiting past max_runs; unless set, 4 * max_runs */
 	bool max_queued_set;
+	/* Calls one client identity (an HTTP session) may have running or queued at once;
+	 * 0 = half of max_runs + max_queued, at least 1. */
+	unsigned max_per_client;
+	/* Seconds a call that finds the queue full may wait for room before it is busy, where
+	 * the transport lets it wait (HTTP); unless set, MCP_QUEUE_WAIT_S_DEFAULT. */
+	unsigned queue_wait_s;
+	bool queue_wait_set;
 	bool structured_content; /* also give the run as structuredContent */
 	bool require_initialize; /* stdio: refuse requests before initialize */
 	/* The argv of each config file command tool: every sandbox made from the config may

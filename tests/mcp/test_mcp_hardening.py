@@ -248,3 +248,95 @@ def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
             s.close()
     finally:
         server.stop()
+
+
+# ---- finding 12: one client holding every run and queue slot ----
+
+SLEEP = "import time\ntime.sleep({})\nprint('slept')\n"
+
+
+def _legacy_call(url, hdr, n, code):
+    body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": code}}}
+    status, raw = post(url, body, hdr)
+    return json.loads(raw)["result"]
+
+
+def _stateless_call(url, n, code):
+    from test_mcp_stateless import headers, request
+    body = request(n, "tools/call", {"name": "execute_code", "arguments": {"code": code}})
+    status, raw = post(url, body, headers(body))
+    data = [l[6:] for l in raw.decode().splitlines() if l.startswith("data: ")]
+    return json.loads(data[-1] if data else raw)["result"]  # an SSE stream, or plain JSON
+
+
+def _status(result):
+    return result["_meta"]["snapcell/run"]["status"]
+
+
+def test_a_session_gets_its_share_and_no_more():
+    # One run and one queue slot; a session's share is half of the two: one call.
+    server = HttpServer("--max-runs", "1", "--max-queued", "1")
+    try:
+        hog = session(server.url)
+        first = {}
+        t = threading.Thread(target=lambda: first.update(r=_legacy_call(server.url, hog, 1,
+                                                                          SLEEP.format(4))))
+        t.start()
+        time.sleep(1.5)
+        # Its second call is over its share: busy at once, and the queue slot stays free.
+        began = time.monotonic()
+        second = _legacy_call(server.url, hog, 2, "print(2)")
+        assert _status(second) == "busy" and time.monotonic() - began < 2
+        assert "busy for this client" in second["content"][0]["text"]
+
+        async def other():
+            async with Client(server.url, mode="legacy") as client:
+                return await client.call_tool("execute_code", {"code": "print('mine')"})
+
+        result = run(other())  # another client's call waits in the queue and runs
+        assert result.is_error is False and texts(result) == ["mine\n"]
+        t.join(30)
+        assert _status(first["r"]) == "ok"
+    finally:
+        server.stop()
+
+
+def test_a_stateless_call_waits_for_room_before_it_is_busy():
+    server = HttpServer("--max-runs", "1", "--max-queued", "1", "--queue-wait", "20")
+    try:
+        done = []
+        hogs = [threading.Thread(target=lambda n=n: done.append(
+                    _status(_stateless_call(server.url, n, SLEEP.format(3))))) for n in (1, 2)]
+        for t in hogs:
+            t.start()
+            time.sleep(0.5)  # the first runs, the second takes the queue slot
+
+        async def other():
+            async with Client(server.url) as client:  # stateless: no identity to share by
+                return await client.call_tool("execute_code", {"code": "print('mine')"})
+
+        began = time.monotonic()
+        result = run(other())
+        assert result.is_error is False and texts(result) == ["mine\n"]
+        assert time.monotonic() - began > 1  # it waited for the hogs' runs
+        for t in hogs:
+            t.join(30)
+        assert done == ["ok", "ok"]
+    finally:
+        server.stop()
+
+
+def test_a_stateless_call_is_busy_once_its_wait_is_over():
+    server = HttpServer("--max-runs", "1", "--max-queued", "0", "--queue-wait", "1")
+    try:
+        hog = threading.Thread(target=_stateless_call, args=(server.url, 1, SLEEP.format(6)))
+        hog.start()
+        time.sleep(1)
+        began = time.monotonic()
+        result = _stateless_call(server.url, 2, "print(2)")
+        waited = time.monotonic() - began
+        assert _status(result) == "busy" and 1 <= waited < 4, waited
+        hog.join(30)
+    finally:
+        server.stop()
