@@ -139,10 +139,10 @@ struct mcp_options {
 	bool queue_wait_set;
 	bool structured_content; /* also give the run as structuredContent */
 	bool require_initialize; /* stdio: refuse requests before initialize */
-	/* The argv of each config file command tool: every sandbox made from the config may
-	 * call them, so they live until mcp_options_clear(), after the sandbox is freed. */
-	char ***tool_argv;
-	size_t n_tool_argv;
+	/* The config file's command tools: every sandbox made from the config may call them,
+	 * so they live until mcp_options_clear(), after the sandbox is freed. */
+	struct cli_tool_command **tool_commands;
+	size_t n_tool_commands;
 	struct mcp_session_options sessions;
 	char replica[MCP_REPLICA_MAX + 1]; /* "" = the host name */
 	const char *listen;		   /* --http address; NULL for stdio (shown by doctor) */

@@ -340,3 +340,84 @@ def test_a_stateless_call_is_busy_once_its_wait_is_over():
         hog.join(30)
     finally:
         server.stop()
+
+
+# ---- finding 8: secrets in the children the server starts ----
+
+PRINT_ENV = ["import json, os, sys", "sys.stdin.read()", "print(json.dumps(dict(os.environ)))"]
+SERVER = str(__import__("pathlib").Path(__file__).with_name("downstream_server.py"))
+SECRETS = {"SNAPCELL_MCP_TOKEN": "t0ken-s3cret", "API_KEY": "k3y-s3cret",
+           "UNLISTED": "not-for-children", "KEEP": "passed-on", "LC_TIME": "C"}
+
+
+def _child_config(tmp_path, **server_extra):
+    import sys
+    config = {
+        "allow": [{"target": "https://api.example.com",
+                   "headers": {"Authorization": "Bearer ${env:API_KEY}"}}],
+        "tools": [{"name": "printenv", "argv": [sys.executable, "-c", "\n".join(PRINT_ENV)],
+                   "inherit_env": ["KEEP"]}],
+        "mcp_servers": {"notes": {"command": sys.executable, "args": [SERVER],
+                                  "env": {"NOTES_VARIANT": "environ"},
+                                  "inherit_env": ["KEEP"], **server_extra}},
+    }
+    path = tmp_path / "snapcell.json"
+    path.write_text(json.dumps(config))
+    return str(path)
+
+
+def test_children_start_with_an_explicit_environment(tmp_path, snapcell_bin):
+    from mcp import StdioServerParameters
+    path, env = snapcell_bin
+    # The token is in the server's environment as a deployment passes it.
+    params = StdioServerParameters(command=path, args=["mcp", "--config", _child_config(tmp_path)],
+                                   env={**env, **SECRETS})
+    code = ("import json, tools\n"
+            "print(json.dumps([call_tool('printenv'), tools.notes.environ()]))\n")
+
+    async def go():
+        async with Client(params) as c:
+            return await c.call_tool("execute_code", {"code": code})
+
+    result = run(go())
+    assert result.is_error is False, texts(result)
+    tool_env, server_env = json.loads(texts(result)[0])
+    for seen in (tool_env, server_env):
+        assert "SNAPCELL_MCP_TOKEN" not in seen and "API_KEY" not in seen
+        assert "UNLISTED" not in seen
+        assert not any("s3cret" in v for v in seen.values())
+        assert seen["KEEP"] == "passed-on" and seen["LC_TIME"] == "C" and seen["PATH"]
+    assert server_env["NOTES_VARIANT"] == "environ"
+
+
+@pytest.mark.parametrize("name, why", [
+    ("SNAPCELL_MCP_TOKEN", "it holds the MCP server's token"),
+    ("API_KEY", "an allow-list header reads it"),
+])
+def test_inherit_env_never_names_a_secret(tmp_path, snapcell_bin, name, why):
+    import subprocess
+    path, env = snapcell_bin
+    config = _child_config(tmp_path, inherit_env=[name])
+    r = subprocess.run([path, "mcp", "--config", config], capture_output=True, timeout=60,
+                       stdin=subprocess.DEVNULL, env={**env, **SECRETS})
+    assert r.returncode == 2
+    assert f"mcp_servers.notes: \"inherit_env\": {name} is never passed on: {why}".encode() \
+        in r.stderr, r.stderr
+
+
+def test_a_server_that_fails_at_start_shows_its_stderr(tmp_path, snapcell_bin):
+    # A server that relied on an inherited variable fails now; its stderr says why.
+    import subprocess
+    import sys
+    needs = ("import os, sys\n"
+             "sys.exit('notes: UNLISTED is not set' if 'UNLISTED' not in os.environ\n"
+             "         else 'notes: started with UNLISTED')\n")
+    config = tmp_path / "snapcell.json"
+    config.write_text(json.dumps({"mcp_servers": {"notes": {"command": sys.executable,
+                                                            "args": ["-c", needs]}}}))
+    path, env = snapcell_bin
+    r = subprocess.run([path, "mcp", "--config", str(config)], capture_output=True,
+                       timeout=60, stdin=subprocess.DEVNULL, env={**env, **SECRETS})
+    assert r.returncode == 2
+    assert b"notes: UNLISTED is not set" in r.stderr, r.stderr
+    assert b"mcp_servers.notes" in r.stderr
