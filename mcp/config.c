@@ -664,6 +664,15 @@ static int queue_wait(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+static int result_memory(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < (json_int_t)MCP_RESULT_MEMORY_MIN ||
+	    json_integer_value(v) > (json_int_t)MCP_RESULT_MEMORY_MAX)
+		return fail(c, path, "must be an integer from 16777216 to 1099511627776");
+	c->opts->result_memory = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
 static int structured(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_boolean(v))
@@ -771,6 +780,7 @@ static const struct {
 	{"max_queued_calls", max_queued},
 	{"max_calls_per_client", max_per_client},
 	{"queue_wait_s", queue_wait},
+	{"result_memory_bytes", result_memory},
 	{"structured_content", structured},
 	{"require_isolation", isolation},
 	{"uid_range", uid_range},

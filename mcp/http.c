@@ -53,8 +53,8 @@ struct sse {
 	char *pending; /* events not yet written */
 	size_t len, off;
 	bool answered, closed;
-	bool notified; /* a notification was queued: the stream has begun */
-	json_t *early; /* the answer, kept while no notification came before it */
+	bool notified;		/* a notification was queued: the stream has begun */
+	json_int_t answer_code; /* the answer's error code, 0 for none */
 	int refs;
 };
 
@@ -68,20 +68,34 @@ struct upload {
 	size_t charged;
 };
 
-/* Collects the one answer a request gets; progress notifications have no stream to go to. */
+/* Collects the one answer a request gets, as text (written where the run's result is bound,
+ * mcp_message_text); progress notifications have no stream to go to. */
 struct http_sink {
 	struct mcp_sink sink;
-	json_t *answer;
+	char *text;
+	size_t len;
+	json_int_t code;   /* the error's code, 0 for none */
+	bool answered, ok; /* ok: a result, not an error */
 };
+
+#define SSE_PREFIX "event: message\ndata: "
+#define SSE_SUFFIX "\n\n"
+
+static json_int_t error_code(const json_t *msg)
+{
+	return json_integer_value(json_object_get(json_object_get(msg, "error"), "code"));
+}
 
 static int http_send(struct mcp_sink *sink, json_t *msg)
 {
 	struct http_sink *s = (struct http_sink *)sink;
-	if (json_object_get(msg, "method") || s->answer) {
-		json_decref(msg);
-		return 0;
+	if (!json_object_get(msg, "method") && !s->answered) {
+		s->answered = true;
+		s->code = error_code(msg);
+		s->ok = json_object_get(msg, "result") != NULL;
+		s->text = mcp_message_text(msg, NULL, NULL, &s->len);
 	}
-	s->answer = msg;
+	json_decref(msg);
 	return 0;
 }
 
@@ -94,37 +108,50 @@ static void sse_unref(struct sse *s)
 		return;
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->ready);
-	json_decref(s->early);
 	free(s->pending);
+	mcp_server_release(s->srv, s->sink.result_bytes);
 	free(s);
 }
 
-static void sse_queue(struct sse *s, const char *text)
+/* Appends an event (text, n bytes, stolen) to what is pending; with nothing pending the text
+ * becomes the buffer, so a large answer is never copied. With s->lock held. */
+static void sse_queue(struct sse *s, char *text, size_t n)
 {
-	size_t n = strlen(text) + sizeof("event: message\ndata: \n\n");
-	char *grown = realloc(s->pending, s->len + n);
-	if (!grown)
+	if (s->off == s->len) {
+		free(s->pending);
+		s->pending = text;
+		s->off = 0;
+		s->len = n;
 		return;
-	s->pending = grown;
-	s->len += (size_t)snprintf(s->pending + s->len, n, "event: message\ndata: %s\n\n", text);
+	}
+	char *grown = realloc(s->pending, s->len + n);
+	if (grown) {
+		s->pending = grown;
+		memcpy(s->pending + s->len, text, n);
+		s->len += n;
+	}
+	free(text);
 }
 
 static int sse_send(struct mcp_sink *sink, json_t *msg)
 {
 	struct sse *s = (struct sse *)sink;
 	bool answer = !json_object_get(msg, "method");
-	char *text = json_dumps(msg, JSON_COMPACT);
+	json_int_t code = error_code(msg);
+	size_t n = 0;
+	char *text = mcp_message_text(msg, SSE_PREFIX, SSE_SUFFIX, &n);
+	json_decref(msg);
 	pthread_mutex_lock(&s->lock);
+	if (answer)
+		s->answer_code = code;
 	if (text && !s->closed)
-		sse_queue(s, text);
+		sse_queue(s, text, n);
+	else
+		free(text);
 	s->notified |= !answer;
-	if (answer && !s->notified)
-		s->early = json_incref(msg);
 	s->answered |= answer;
 	pthread_cond_signal(&s->ready);
 	pthread_mutex_unlock(&s->lock);
-	json_decref(msg);
-	free(text);
 	if (answer)
 		sse_unref(s);
 	return 0;
@@ -187,18 +214,60 @@ static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *m
 }
 
 static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body);
-static enum MHD_Result respond_session(struct MHD_Connection *con, unsigned status, json_t *body,
-				       const char *session);
+static enum MHD_Result refuse(struct MHD_Connection *con, unsigned status, int code,
+			      const char *why);
 
-/* The HTTP status of an answer: the stateless revision gives errors their own (400 for a
- * malformed or mismatched request or an unsupported version, 404 for an unknown method);
- * the handshake era answers every request with 200. */
-static unsigned answer_status(const json_t *answer, enum mcp_era era)
+/* A JSON body: len bytes at text + off, text (malloc'd) stolen; the result memory charged
+ * for it (mcp_server_release) is given back once libmicrohttpd has sent and freed it. */
+struct owned_body {
+	char *text;
+	struct mcp_server *srv;
+	size_t charged;
+};
+
+static void owned_body_free(void *cls)
 {
-	json_t *code = json_object_get(json_object_get(answer, "error"), "code");
+	struct owned_body *b = cls;
+	free(b->text);
+	if (b->srv)
+		mcp_server_release(b->srv, b->charged);
+	free(b);
+}
+
+static enum MHD_Result respond_owned(struct MHD_Connection *con, unsigned status, char *text,
+				     size_t off, size_t len, const char *session,
+				     struct mcp_server *srv, size_t charged)
+{
+	struct owned_body *b = calloc(1, sizeof(*b));
+	struct MHD_Response *r = NULL;
+	if (b) {
+		*b = (struct owned_body){text, srv, charged};
+		r = MHD_create_response_from_buffer_with_free_callback_cls(len, text + off,
+									   owned_body_free, b);
+	}
+	if (!r) {
+		free(b);
+		free(text);
+		if (srv)
+			mcp_server_release(srv, charged);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	if (session)
+		MHD_add_response_header(r, "Mcp-Session-Id", session);
+	enum MHD_Result rc = MHD_queue_response(con, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* The HTTP status of an answer with this error code (0: none): the stateless revision gives
+ * errors their own (400 for a malformed or mismatched request or an unsupported version, 404
+ * for an unknown method); the handshake era answers every request with 200. */
+static unsigned answer_status(json_int_t code, enum mcp_era era)
+{
 	if (era != MCP_ERA_MODERN || !code)
 		return MHD_HTTP_OK;
-	switch (json_integer_value(code)) {
+	switch (code) {
 	case MCP_METHOD_NOT_FOUND:
 		return MHD_HTTP_NOT_FOUND;
 	case MCP_PARSE_ERROR:
@@ -220,7 +289,7 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true},
+	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true, true, 0},
 			  .srv = h->srv,
 			  .lock = PTHREAD_MUTEX_INITIALIZER,
 			  .ready = PTHREAD_COND_INITIALIZER,
@@ -228,13 +297,30 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 	enum mcp_era era = msg->era;
 	mcp_server_handle(h->srv, msg, &s->sink, false);
 	mcp_message_clear(msg);
-	/* Answered at once (bad params, busy): a plain response, with its own status. */
+	/* Answered before the stream began (bad params, busy, a quick run): a plain response
+	 * with its own status, the event's text without its framing, and its charge. */
 	pthread_mutex_lock(&s->lock);
-	json_t *early = s->answered && !s->notified ? json_incref(s->early) : NULL;
+	bool early = s->answered && !s->notified;
+	char *text = early ? s->pending : NULL;
+	size_t len = early ? s->len : 0, charged = early ? s->sink.result_bytes : 0;
+	json_int_t code = s->answer_code;
+	if (early) {
+		s->pending = NULL;
+		s->off = s->len = 0;
+		s->sink.result_bytes = 0;
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (early) {
 		sse_unref(s);
-		return respond(con, answer_status(early, era), early);
+		size_t frame = strlen(SSE_PREFIX) + strlen(SSE_SUFFIX);
+		if (!text || len < frame) {
+			free(text);
+			mcp_server_release(h->srv, charged);
+			return refuse(con, MHD_HTTP_INTERNAL_SERVER_ERROR, MCP_INTERNAL_ERROR,
+				      "Internal error: out of memory for the answer");
+		}
+		return respond_owned(con, answer_status(code, era), text, strlen(SSE_PREFIX),
+				     len - frame, NULL, h->srv, charged);
 	}
 	struct MHD_Response *r =
 		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, sse_read, s, sse_free);
@@ -485,7 +571,7 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 	} else if (v && !strcmp(v, MCP_MODERN_VERSION)) {
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	} else if ((scope = session_scope(h, con, NULL, &rc))) {
-		struct mcp_sink scoped = {NULL, false, scope, NULL, false};
+		struct mcp_sink scoped = {NULL, false, scope, NULL, false, false, 0};
 		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
@@ -493,25 +579,38 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 	return rc;
 }
 
+/* The answer a request's sink collected, with its status (and the result memory it was
+ * charged, given back once it is sent); session: initialize's new Mcp-Session-Id. */
+static enum MHD_Result answer(struct http *h, struct MHD_Connection *con, struct http_sink *sink,
+			      enum mcp_era era, const char *session)
+{
+	if (!sink->text) {
+		mcp_server_release(h->srv, sink->sink.result_bytes);
+		return refuse(con, MHD_HTTP_INTERNAL_SERVER_ERROR, MCP_INTERNAL_ERROR,
+			      sink->answered ? "Internal error: out of memory for the answer"
+					     : "Internal error: no answer");
+	}
+	return respond_owned(con, answer_status(sink->code, era), sink->text, 0, sink->len, session,
+			     h->srv, sink->sink.result_bytes);
+}
+
 /* initialize in the handshake era: answered with a new session's id. */
 static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 				  struct mcp_message *msg)
 {
-	struct http_sink sink = {{http_send, true, 0, NULL, false}, NULL};
+	struct http_sink sink = {{http_send, true, 0, NULL, false, true, 0}, NULL, 0, 0, 0, 0};
 	mcp_server_handle(h->srv, msg, &sink.sink, true);
 	char id[MCP_SESSION_ID_LEN + 1];
 	uint64_t scope;
-	if (!sink.answer)
-		sink.answer = mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: no answer");
-	if (!json_object_get(sink.answer, "result"))
-		return respond(con, MHD_HTTP_OK, sink.answer);
+	if (!sink.ok)
+		return answer(h, con, &sink, MCP_ERA_LEGACY, NULL);
 	if (mcp_http_session_open(h->sessions, id, &scope) < 0) {
-		json_decref(sink.answer);
+		free(sink.text);
 		return respond(con, MHD_HTTP_INTERNAL_SERVER_ERROR,
 			       mcp_error(msg->id, MCP_INTERNAL_ERROR,
 					 "Internal error: no random bytes for a session id"));
 	}
-	return respond_session(con, MHD_HTTP_OK, sink.answer, id);
+	return answer(h, con, &sink, MCP_ERA_LEGACY, id);
 }
 
 /* 503 with Retry-After: the request budget is taken by other messages in flight. */
@@ -570,12 +669,10 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	if (wants_stream(con, &msg))
 		return stream(h, con, &msg, scope);
 	enum mcp_era era = msg.era;
-	struct http_sink sink = {{http_send, true, scope, NULL, true}, NULL};
+	struct http_sink sink = {{http_send, true, scope, NULL, true, true, 0}, NULL, 0, 0, 0, 0};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
-	if (!sink.answer)
-		sink.answer = mcp_error(NULL, MCP_INTERNAL_ERROR, "Internal error: no answer");
-	return respond(con, answer_status(sink.answer, era), sink.answer);
+	return answer(h, con, &sink, era, NULL);
 }
 
 /* DELETE with an Mcp-Session-Id: the client is done with the session; its runs are

@@ -47,6 +47,8 @@ static const char usage[] =
 	"                          (default: half of --max-runs plus --max-queued)\n"
 	"  --queue-wait S          with --http: a call that finds the queue full waits up to\n"
 	"                          S seconds for room before it is busy (0 to 600; default 10)\n"
+	"  --result-memory SIZE    memory all results may hold until sent; a result past\n"
+	"                          what is left gets an error instead (default 768M)\n"
 	"  --structured-content    also give each run's record as structuredContent\n"
 	"  --replica NAME          this server's name in session handles, for routing\n"
 	"                          (default: the host name)\n";
@@ -105,6 +107,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{"http-head-timeout", required_argument, NULL, 'T'},
 		{"max-per-client", required_argument, NULL, 'P'},
 		{"queue-wait", required_argument, NULL, 'W'},
+		{"result-memory", required_argument, NULL, 'R'},
 		{"http-max-connections", required_argument, NULL, 'C'},
 		{"http-request-memory", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
@@ -195,6 +198,15 @@ static int parse(int argc, char **argv, struct args *a)
 				return 2;
 			}
 			a->opts.queue_wait_set = true;
+			break;
+		case 'R':
+			if (cli_parse_size(optarg, &a->opts.result_memory) < 0 ||
+			    a->opts.result_memory < MCP_RESULT_MEMORY_MIN ||
+			    a->opts.result_memory > MCP_RESULT_MEMORY_MAX) {
+				fprintf(stderr, "snapcell mcp: --result-memory wants a size from "
+						"16M to 1T\n");
+				return 2;
+			}
 			break;
 		case 'T':
 			a->head_timeout_s =
@@ -309,6 +321,8 @@ int cli_mcp(int argc, char **argv)
 		a.opts.max_queued = file_opts.max_queued;
 		a.opts.max_queued_set = file_opts.max_queued_set;
 	}
+	if (!a.opts.result_memory)
+		a.opts.result_memory = file_opts.result_memory;
 	if (!a.opts.max_per_client)
 		a.opts.max_per_client = file_opts.max_per_client;
 	if (!a.opts.queue_wait_set) {

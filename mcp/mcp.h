@@ -106,6 +106,11 @@ struct mcp_sink {
 	/* The handling thread may block while a tools/call waits for room in a full queue (an
 	 * HTTP connection's thread, which waits for its answer anyway); stdio's reader may not. */
 	bool may_wait;
+	/* The transport keeps an answer's text after send returned (an HTTP response not yet
+	 * written): the server then sets result_bytes before sending a result, and the
+	 * transport gives them back with mcp_server_release() once the text is freed. */
+	bool keeps_answer;
+	size_t result_bytes;
 };
 
 /* Stateful sessions (sessions.c); zero members mean the defaults. */
@@ -122,6 +127,10 @@ struct mcp_session_options {
 /* Longest replica name (the part of a handle before '~'). */
 #define MCP_REPLICA_MAX 63
 
+#define MCP_RESULT_MEMORY_DEFAULT (768ull << 20)
+#define MCP_RESULT_MEMORY_MIN	  (16ull << 20)
+#define MCP_RESULT_MEMORY_MAX	  (1ull << 40)
+
 /* Longest wait for room in a full queue (--queue-wait, queue_wait_s). */
 #define MCP_QUEUE_WAIT_S_DEFAULT 10u
 #define MCP_QUEUE_WAIT_S_MAX	 600u
@@ -137,6 +146,9 @@ struct mcp_options {
 	 * the transport lets it wait (HTTP); unless set, MCP_QUEUE_WAIT_S_DEFAULT. */
 	unsigned queue_wait_s;
 	bool queue_wait_set;
+	/* Memory all results may hold at once until sent (--result-memory,
+	 * result_memory_bytes); 0 = MCP_RESULT_MEMORY_DEFAULT. */
+	uint64_t result_memory;
 	bool structured_content; /* also give the run as structuredContent */
 	bool require_initialize; /* stdio: refuse requests before initialize */
 	/* The config file's command tools: every sandbox made from the config may call them,
@@ -170,12 +182,26 @@ void mcp_server_drain(struct mcp_server *srv);
 void mcp_server_listening(struct mcp_server *srv, const char *url);
 /* Cancels the runs answering through sink (its client went away). */
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
+/* Gives back the result memory a transport held for an answer (sink->result_bytes). */
+void mcp_server_release(struct mcp_server *srv, size_t bytes);
 /* Cancels the runs started with this scope (their HTTP session ended). */
 void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope);
 void mcp_server_free(struct mcp_server *srv);
 
-/* result.c: a CallToolResult for a finished run. */
+/* result.c: a CallToolResult for a finished run. Its binary files are markers, expanded only
+ * by mcp_message_text() on a thread bound to res (mcp_result_bind), so res must outlive the
+ * message's sending. */
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured);
+/* The memory a result of res costs the server until its message is sent, at most: the files,
+ * their base64 or text, stdout and stderr. */
+size_t mcp_result_cost(const struct snapcell_result *res);
+/* The result whose files this thread's mcp_message_text() writes in place of their markers
+ * (NULL: none). */
+void mcp_result_bind(const struct snapcell_result *res);
+/* A message as one line of compact JSON between prefix and suffix (either may be NULL), a
+ * bound result's files written as base64 straight into it: malloc'd, NUL-terminated, *len
+ * bytes; NULL when out of memory. */
+char *mcp_message_text(const json_t *msg, const char *prefix, const char *suffix, size_t *len);
 /* A CallToolResult with isError and one text. */
 json_t *mcp_error_result(const char *status, const char *text);
 
@@ -190,9 +216,11 @@ void mcp_sessions_free(struct mcp_sessions *reg);
  * sessions are enabled), or execute_code with a session argument. */
 bool mcp_sessions_claims(const struct mcp_sessions *reg, const json_t *params);
 /* Answers such a call (blocking for a run); cancel kills a run in progress. A new
- * CallToolResult. */
+ * CallToolResult; *res is the run's result when there was one (the caller's, to free after
+ * the answer is sent: see mcp_call_result), else NULL. */
 json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
-			  struct snapcell_cancel *cancel, bool structured);
+			  struct snapcell_cancel *cancel, bool structured,
+			  struct snapcell_result **res);
 /* Adds the session argument and tools to a tools/list result, when sessions are enabled. */
 void mcp_sessions_list_tools(const struct mcp_sessions *reg, json_t *list);
 /* The transport doctor shows, once the HTTP transport knows its URL. */

@@ -421,3 +421,143 @@ def test_a_server_that_fails_at_start_shows_its_stderr(tmp_path, snapcell_bin):
     assert r.returncode == 2
     assert b"notes: UNLISTED is not set" in r.stderr, r.stderr
     assert b"mcp_servers.notes" in r.stderr
+
+
+# ---- finding 6: what results cost the server ----
+
+WRITE_FILES = ("import hashlib, os\n"
+               "digests = {{}}\n"
+               "for name, size in {files!r}:\n"
+               "    data = os.urandom(size)\n"
+               "    open('/output/' + name, 'wb').write(data)\n"
+               "    digests[name] = hashlib.sha256(data).hexdigest()\n"
+               "print(digests)\n")
+
+
+@pytest.mark.parametrize("over", ["stdio", "http"])
+def test_results_of_several_mib_reach_the_client_at_the_defaults(over, snapcell_bin, http_server):
+    # Over HTTP the SDK's handshake mode gets a JSON answer: its SSE reader refuses events
+    # past 1 MiB, which a stateless call's streamed answer of this size would be.
+    import ast
+    import base64
+    import hashlib
+    from mcp import StdioServerParameters
+    code = WRITE_FILES.format(files=[("blob.bin", 6 << 20), ("noise.png", 3 << 20)])
+    path, env = snapcell_bin
+    target = (StdioServerParameters(command=path, args=["mcp"], env=env) if over == "stdio"
+              else http_server.url)
+
+    async def go():
+        async with Client(target, mode="auto" if over == "stdio" else "legacy") as client:
+            return await client.call_tool("execute_code", {"code": code})
+
+    result = run(go())
+    assert result.is_error is False, texts(result)
+    digests = ast.literal_eval(texts(result)[0])
+    (image,) = [c for c in result.content if c.type == "image"]
+    (blob,) = [c for c in result.content if c.type == "resource"]
+    assert hashlib.sha256(base64.b64decode(image.data)).hexdigest() == digests["noise.png"]
+    assert hashlib.sha256(base64.b64decode(blob.resource.blob)).hexdigest() == digests["blob.bin"]
+    assert str(blob.resource.uri) == "file:///output/blob.bin"
+
+
+def _raw_call(url, code, n=1):
+    body = {"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "execute_code", "arguments": {"code": code}}}
+    return post(url, body, session(url))
+
+
+@pytest.mark.parametrize("answer", ["json", "sse"])
+def test_a_large_result_costs_the_server_its_base64_once(answer):
+    # 40 MiB left in /output cost the server 160 MiB more (the base64 built, copied into the
+    # tree, copied with the record, copied into the text): now the file and its base64,
+    # written once into the answer's text, 94 MiB. A handshake-era call is answered as JSON,
+    # a stateless one as an SSE stream.
+    server = HttpServer()
+    big = WRITE_FILES.format(files=[("big.bin", 40 << 20)])
+    try:
+        assert _raw_call(server.url, "print(1)")[0] == 200
+        before = _vm_hwm(server.proc.pid)
+        if answer == "json":
+            status, raw = _raw_call(server.url, big)
+            assert status == 200 and len(raw) > 40 << 20
+        else:
+            result = _stateless_call(server.url, 2, big)
+            assert result["isError"] is False and len(result["content"]) == 2
+        grew = _vm_hwm(server.proc.pid) - before
+        assert grew < int(2.6 * (40 << 20)), grew >> 20
+    finally:
+        server.stop()
+
+
+def test_a_result_past_the_result_memory_is_a_clear_error():
+    server = HttpServer("--result-memory", "64M")
+    try:
+        status, raw = _raw_call(server.url, WRITE_FILES.format(files=[("big.bin", 40 << 20)]))
+        result = json.loads(raw)["result"]
+        assert status == 200 and result["isError"] is True
+        assert _status(result) == "result-too-large"
+        text = result["content"][0]["text"]
+        assert "too large for this server to send at all" in text and "--result-memory" in text
+        # Nothing stays charged: a result that fits still goes out.
+        status, raw = _raw_call(server.url, WRITE_FILES.format(files=[("small.bin", 4 << 20)]),
+                                n=2)
+        result = json.loads(raw)["result"]
+        assert result["isError"] is False and len(result["content"]) == 2
+    finally:
+        server.stop()
+
+
+def test_results_held_for_slow_readers_count_until_sent():
+    # A client that does not read its 30 MiB answer keeps it held (and counted); another
+    # result that does not fit beside it is busy, and fits once the first is gone.
+    server = HttpServer("--result-memory", "100M")
+    code = WRITE_FILES.format(files=[("big.bin", 30 << 20)])
+    try:
+        hdr = session(server.url)
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "execute_code", "arguments": {"code": code}}})
+        slow = socket.create_connection(("127.0.0.1", server.port))
+        slow.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        slow.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      f"Accept: application/json\r\nMcp-Session-Id: {hdr['Mcp-Session-Id']}\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        slow.settimeout(30)
+        assert slow.recv(1) == b"H"  # it ran; the rest of its answer waits for the reader
+        _, raw = _raw_call(server.url, code, n=2)
+        result = json.loads(raw)["result"]
+        assert _status(result) == "busy", result["content"][0]["text"]
+        assert "answers in flight hold the rest" in result["content"][0]["text"]
+        slow.close()
+        assert wait_for(lambda: json.loads(_raw_call(server.url, code, n=3)[1])["result"]
+                        ["isError"] is False, 20)
+    finally:
+        server.stop()
+
+
+def test_a_session_runs_files_reach_the_client(tmp_path, snapcell_bin):
+    # Session runs' results go through the same single base64 pass as fresh runs.
+    import ast
+    import base64
+    import hashlib
+    from mcp import StdioServerParameters
+    config = tmp_path / "snapcell.json"
+    config.write_text(json.dumps({"sessions": {"enabled": True}}))
+    path, env = snapcell_bin
+    params = StdioServerParameters(command=path, args=["mcp", "--config", str(config)],
+                                   env={**env, "XDG_RUNTIME_DIR": str(tmp_path)})
+    code = WRITE_FILES.format(files=[("chart.png", 200000), ("data.bin", 300000)])
+
+    async def go():
+        async with Client(params, mode="legacy") as client:
+            r = await client.call_tool("session_new", {})
+            handle = r.meta["snapcell/session"]["session"]
+            return await client.call_tool("execute_code", {"code": code, "session": handle})
+
+    result = run(go())
+    assert result.is_error is False, texts(result)
+    digests = ast.literal_eval(texts(result)[0])
+    (image,) = [c for c in result.content if c.type == "image"]
+    (blob,) = [c for c in result.content if c.type == "resource"]
+    assert hashlib.sha256(base64.b64decode(image.data)).hexdigest() == digests["chart.png"]
+    assert hashlib.sha256(base64.b64decode(blob.resource.blob)).hexdigest() == digests["data.bin"]
