@@ -8,13 +8,12 @@ import json
 import socket
 import threading
 import time
-import urllib.request
 
 import pytest
 from mcp import Client
 
 from conftest import HttpServer, wait_for
-from test_mcp_protocol import INIT, ping, post, session
+from test_mcp_protocol import ping, post, session
 
 V = "2026-07-28"
 STATELESS_META = {"io.modelcontextprotocol/protocolVersion": V,
