@@ -367,7 +367,8 @@ static void run_call(struct call *c)
 	 * that an HTTP response must say something. The result's files are written into the
 	 * message's text by this thread, from res (mcp_result_bind). */
 	bool kept = !cancelled && c->sink->keeps_answer; /* the sink may be gone after reply */
-	c->sink->result_bytes = kept ? cost : 0;
+	if (c->sink->keeps_answer) /* its own: stdio's one sink is shared by every call */
+		c->sink->result_bytes = kept ? cost : 0;
 	mcp_result_bind(res);
 	if (!cancelled)
 		reply(c->sink, mcp_response(c->id, complete(result, c->modern)));
