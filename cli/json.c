@@ -75,8 +75,9 @@ static json_t *base64(const uint8_t *data, uint64_t len)
 	return s;
 }
 
-/* The artifacts, skipped entries and tool calls of a result. */
-static json_t *files_json(const struct snapcell_result *res)
+/* The artifacts (with their bytes in base64 when with_base64), skipped entries and tool calls
+ * of a result. */
+static json_t *files_json(const struct snapcell_result *res, bool with_base64)
 {
 	json_t *artifacts = json_array(), *skipped = json_array(), *calls = json_array();
 	for (size_t i = 0; i < res->n_artifacts; i++) {
@@ -86,10 +87,11 @@ static json_t *files_json(const struct snapcell_result *res)
 				    ? json_null()
 				    : lossy_string(path, strlen(path));
 		free(path);
-		json_array_append_new(artifacts,
-				      json_pack("{s:o, s:s, s:I, s:o}", "path", p, "media_type",
-						a->media_type, "size", (json_int_t)a->size,
-						"base64", base64(a->data, a->size)));
+		json_t *o = json_pack("{s:o, s:s, s:I}", "path", p, "media_type", a->media_type,
+				      "size", (json_int_t)a->size);
+		if (with_base64)
+			json_object_set_new(o, "base64", base64(a->data, a->size));
+		json_array_append_new(artifacts, o);
 	}
 	for (size_t i = 0; i < res->n_skipped_listed; i++)
 		json_array_append_new(skipped, json_pack("{s:o, s:s}", "path",
@@ -150,6 +152,11 @@ static json_t *network_json(const struct snapcell_result *res)
 
 json_t *cli_result_json(const struct snapcell_result *res)
 {
+	return cli_result_record(res, true);
+}
+
+json_t *cli_result_record(const struct snapcell_result *res, bool with_base64)
+{
 	static const struct {
 		unsigned flag;
 		const char *name;
@@ -175,7 +182,7 @@ json_t *cli_result_json(const struct snapcell_result *res)
 			      snapcell_isolation_name(res->isolation));
 	/* Resident peak of one process, not what the host was charged (peak_memory_bytes). */
 	json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)res->peak_rss_bytes));
-	json_t *files = files_json(res), *net = network_json(res);
+	json_t *files = files_json(res, with_base64), *net = network_json(res);
 	json_object_update(j, files);
 	json_object_update(j, net);
 	json_decref(files);

@@ -297,6 +297,14 @@ SNAPCELL_API int snapcell_normalize_mount_path(const char *in, char *out, size_t
 SNAPCELL_API int snapcell_tree_signature(const char *path, char out[SNAPCELL_SIGNATURE_LEN],
 					 struct snapcell_error *err);
 
+/* The nesting depth of a JSON text and an upper bound on the number of values it holds
+ * (containers, keys and scalars), counted in one pass without parsing it, strings skipped: a
+ * caller reading JSON from an untrusted peer refuses a text past its bounds before a parser
+ * builds the tree (jansson spends ~150 bytes on an empty object, 80 times its text). The
+ * bound holds for any text a parser accepts. Never fails; text need not be NUL-terminated. */
+SNAPCELL_API void snapcell_json_measure(const char *text, size_t len, unsigned *depth,
+					size_t *values);
+
 /* ---- network allow-list ----
  *
  * Entries are stored, copied with the config, listed, shown to the model by
