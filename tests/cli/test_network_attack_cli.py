@@ -287,3 +287,52 @@ def test_repeated_lookups_are_one_event_with_a_count(run):
                 if e["kind"] == "resolve"]
     assert resolves == [("a.example.test", True, 50), ("evil.example", False, 50)]
     assert r["network_events_dropped"] == 0 and r["network_limits_hit"] == []
+
+
+HOST_FORMS = r"""
+import socket, ssl
+def first_line(port, head, tls=False):
+    s = socket.create_connection(("api.example.test", port), timeout=10)
+    if tls:
+        s = ssl.create_default_context().wrap_socket(s, server_hostname="api.example.test")
+    s.sendall(head)
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    return data.split(b"\r\n")[0].decode(), data.count(b"tok-3b9f0d")
+close = b"Connection: close\r\n\r\n"
+for host in (b"API.EXAMPLE.TEST:443", b"api.example.test", b"api.example.test.",
+             b"api.example.test.:443", b"PEER", b"127.77.0.1:443",
+             b"api.example.test:80", b"x@api.example.test:443"):
+    print(host.decode(), *first_line(443, b"GET /v1/h HTTP/1.1\r\nHost: " + host + b"\r\n" + close))
+print("absolute", *first_line(443, b"GET http://api.example.test:443/v1/a HTTP/1.1\r\n"
+                              b"Host: api.example.test:443\r\n" + close))
+print("1.0", *first_line(443, b"GET /v1/b HTTP/1.0\r\nHost: api.example.test:443\r\n\r\n"))
+print("1.0 no host", *first_line(443, b"GET /v1/c HTTP/1.0\r\n\r\n"))
+pipe = (b"GET /v1/one HTTP/1.1\r\nHost: api.example.test\r\n\r\n"
+        b"GET /v2/out HTTP/1.1\r\nHost: api.example.test\r\n\r\n"
+        b"GET /v1/two HTTP/1.1\r\nHost: evil.example\r\n" + close)
+print("tls pipeline", *first_line(443, pipe, tls=True))
+"""
+
+
+def test_no_host_form_or_pipeline_takes_an_https_credential_into_cleartext(run_gate, net):
+    # The attack pass on issue 21's finding 1: every Host spelling on plain HTTP to port 443
+    # is refused before anything goes upstream, and over TLS a pipelined request is checked
+    # on its own (only the first, allowed, request reaches the server, with the credential).
+    before = len(seen(net))
+    r = run_gate(HOST_FORMS.replace("PEER", net.peer), "--allow", "https://api.example.test/v1",
+                 "--allow-header", "https://api.example.test/v1=" + TOKEN)
+    out = lines(r)
+    assert out[:8] == [h + " HTTP/1.1 403 Forbidden 0" for h in (
+        "API.EXAMPLE.TEST:443", "api.example.test", "api.example.test.",
+        "api.example.test.:443", net.peer, "127.77.0.1:443", "api.example.test:80",
+        "x@api.example.test:443")], out
+    assert out[8:] == ["absolute HTTP/1.1 400 Bad Request 0", "1.0 HTTP/1.1 403 Forbidden 0",
+                       "1.0 no host HTTP/1.1 400 Bad Request 0",
+                       "tls pipeline HTTP/1.1 200 OK 1"], out
+    assert seen(net)[before:] == [("GET", "/v1/one")]
+    req = [(e["path"], e["allowed"], e["header_added"], e["upstream_tls"])
+           for e in r["network_events"] if e["kind"] == "request"]
+    assert [x for x in req if x[1]] == [("/v1/one", True, True, True)]
+    assert not any(x[2] for x in req if not x[1])
