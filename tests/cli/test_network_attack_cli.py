@@ -336,3 +336,80 @@ def test_no_host_form_or_pipeline_takes_an_https_credential_into_cleartext(run_g
            for e in r["network_events"] if e["kind"] == "request"]
     assert [x for x in req if x[1]] == [("/v1/one", True, True, True)]
     assert not any(x[2] for x in req if not x[1])
+
+
+CL0_SERVER = r"""
+import json, socket, ssl, sys, threading
+host, port, cert, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+listener = socket.create_server((host, port))
+def serve(c):
+    try:
+        c = ctx.wrap_socket(c, server_side=True)
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = c.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            path = lines[0].split(b" ")[1].decode()
+            fields = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                fields[name.strip().lower()] = value.strip().decode()
+            if not path.startswith("/v1/static"):  # a static route ignores the body: CL.0
+                n = int(fields.get(b"content-length", "0"))
+                while len(buf) < n:
+                    buf += c.recv(65536)
+                buf = buf[n:]
+            out = json.dumps({"path": path, "auth": fields.get(b"authorization", "")}).encode()
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+    except (OSError, ValueError, IndexError):
+        pass
+    finally:
+        c.close()
+print("ready", flush=True)
+while True:
+    threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
+"""
+
+CL0_CELL = r"""
+import http.client, json, ssl
+c = http.client.HTTPSConnection("api.example.test", 8444, context=ssl.create_default_context())
+c.request("POST", "/v1/static", body=b"GET /admin HTTP/1.1\r\nX-Absorb: ")
+print(json.loads(c.getresponse().read())["path"])
+c.request("GET", "/v1/x")
+d = json.loads(c.getresponse().read())
+print(d["path"], d["auth"])
+"""
+
+
+@pytest.fixture
+def cl0_server(net):
+    """An upstream with a CL.0 flaw (a route that ignores a request's body, leaving it to be
+    read as the start of the next request on the connection), on the test host's port 8444."""
+    import subprocess
+    p = subprocess.Popen(["ip", "netns", "exec", net.ns, "/usr/bin/python3", "-c", CL0_SERVER,
+                          net.peer, "8444", str(net.dir / "trusted.pem"),
+                          str(net.dir / "trusted.key")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    yield
+    p.kill()
+    p.wait()
+
+
+def test_a_body_an_upstream_ignores_cannot_take_the_next_requests_credential(run_gate, cl0_server):
+    # Found by the attack pass on issue 21's finding 9: refusing bodies on GET and HEAD left
+    # CL.0 open for every method that carries one. The body of an allowed POST the upstream
+    # ignores became the head of a request outside the path rule, and curl's next request on
+    # the kept-alive upstream connection completed it, credential included: the cell read
+    # /admin's answer as its GET /v1/x's. An upstream connection that carried a body is not
+    # reused.
+    r = run_gate(CL0_CELL, "--allow", "https://api.example.test:8444/v1=GET,POST",
+                 "--allow-header", "https://api.example.test:8444/v1=" + TOKEN)
+    assert lines(r) == ["/v1/static", "/v1/x Bearer tok-3b9f0d"]
