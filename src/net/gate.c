@@ -936,25 +936,6 @@ static bool any_http(const struct decision *d)
 	return false;
 }
 
-/* An IP-literal https:// entry passes its stream through unread: the stream must start
- * TLS (a handshake record), never cleartext that would cross to the upstream as it is. The
- * first byte is peeked, not consumed. */
-static bool starts_tls(struct sc_gate_cell *c, int fd, const char *target, char *why)
-{
-	uint8_t b;
-	if (wait_for(c, fd, POLLIN, c->g->o.connect_timeout_ms) != 1 ||
-	    recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) != 1) {
-		snprintf(why, WHY_LEN, "no TLS ClientHello in time");
-		return false;
-	}
-	if (b != 0x16)
-		snprintf(why, WHY_LEN,
-			 "%.150s was allowed as https://: a stream that does not start TLS is "
-			 "refused",
-			 target);
-	return b == 0x16;
-}
-
 /* Refuses with a reset, so the code's read fails at once. */
 static void reset(int fd)
 {
@@ -982,16 +963,21 @@ static void serve(struct sc_gate_cell *c, int fd)
 				       .address = d.ok ? d.address : NULL,
 				       .port = port};
 	char why[WHY_LEN] = "", sni[SC_NET_HOST_MAX + 2];
-	bool reserved = false, tls_first = false;
-	struct hello *h = d.ok && d.named && !any_http(&d) ? malloc(sizeof(*h)) : NULL;
+	bool reserved = false;
+	/* A stream passed through is read up to its ClientHello when it goes to a name (the
+	 * SNI must name it) or to an IP-literal https:// entry (a whole ClientHello, any name:
+	 * a first byte of 0x16 let plain HTTP through, recorded as TLS). */
+	bool pass = d.ok && !any_http(&d);
+	bool ip_tls = pass && !d.named && d.cands[0]->scheme == SC_NET_SCHEME_HTTPS;
+	struct hello *h = pass && (d.named || ip_tls) ? malloc(sizeof(*h)) : NULL;
 	int hello = h ? read_hello(c, fd, h, sni, sizeof(sni), why) : 0;
-	if (d.ok && d.named && !any_http(&d) && !h)
+	if (pass && (d.named || ip_tls) && !h)
 		hello = -1, snprintf(why, sizeof(why), "out of memory");
 	if (!d.ok) {
 		e.rule = d.why;
 	} else if (hello < 0) {
 		e.rule = why;
-	} else if (hello == 1 && strcmp(sni, d.host) != 0) {
+	} else if (d.named && hello == 1 && strcmp(sni, d.host) != 0) {
 		snprintf(why, sizeof(why), "TLS for %.100s on a connection to %.100s",
 			 sni[0] ? sni : "(no name)", d.host);
 		e.rule = why;
@@ -1014,8 +1000,11 @@ static void serve(struct sc_gate_cell *c, int fd)
 		free(h);
 		sc__http_serve(c->g->http, &hc);
 		return;
-	} else if (!d.named && d.cands[0]->scheme == SC_NET_SCHEME_HTTPS &&
-		   !(tls_first = starts_tls(c, fd, d.cands[0]->target, why))) {
+	} else if (ip_tls && hello != 1) {
+		snprintf(why, sizeof(why),
+			 "%.150s was allowed as https://: a stream that does not start TLS is "
+			 "refused",
+			 d.cands[0]->target);
 		e.rule = why;
 	} else {
 		pthread_mutex_lock(&c->lock);
@@ -1034,7 +1023,7 @@ static void serve(struct sc_gate_cell *c, int fd)
 		}
 	}
 	free(h);
-	e.upstream_tls = e.allowed && (hello == 1 || tls_first);
+	e.upstream_tls = e.allowed && hello == 1;
 	e.duration_us = sc__now_us() - t0;
 	record_locked(c, &e, reserved);
 	if (e.allowed)

@@ -224,24 +224,31 @@ def test_a_bare_hosts_headers_go_over_tls_only(run_gate, net):
 
 
 def test_plain_bytes_to_an_https_ip_entry_are_refused(run, net):
-    # An IP-literal https:// entry passes its stream through unread: it must start TLS.
+    # An IP-literal https:// entry passes its stream through unread: it must start with a
+    # TLS ClientHello. The attack pass on issue 21 found one byte enough: 0x16 and then plain
+    # HTTP went through, recorded as upstream_tls.
     code = ("import socket, ssl\n"
-            "s = socket.create_connection(('%s', 443))\n"
-            "s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
-            "try:\n"
-            "    print('read', s.recv(100))\n"
-            "except OSError as e:\n"
-            "    print('reset')\n"
+            "for first in (b'GET / HTTP/1.0\\r\\n\\r\\n', b'\\x16GET / HTTP/1.0\\r\\n\\r\\n'):\n"
+            "    s = socket.create_connection(('%s', 443))\n"
+            "    s.sendall(first)\n"
+            "    try:\n"
+            "        print('read', s.recv(100))\n"
+            "    except OSError as e:\n"
+            "        print('reset')\n"
             "ctx = ssl.create_default_context()\n"
             "with ctx.wrap_socket(socket.create_connection(('%s', 443)),\n"
             "                     server_hostname='%s') as t:\n"
             "    print('tls', t.version() is not None)\n") % (net.peer, net.peer, net.peer)
     r = run(code, "--allow", f"https://{net.peer}")
-    assert lines(r) in (["read b''", "tls True"], ["reset", "tls True"])
+    out = lines(r)
+    assert out[0] in ("read b''", "reset") and out[1] in ("read b''", "reset"), out
+    assert out[2] == "tls True"
     conns = [(e["allowed"], e["upstream_tls"], e["rule"]) for e in r["network_events"]
              if e["kind"] == "connect"]
     assert conns == [(False, False, f"{net.peer}:443 was allowed as https://: a stream that "
-                      "does not start TLS is refused"), (True, True, f"{net.peer}:443")]
+                      "does not start TLS is refused"),
+                     (False, False, "not a TLS ClientHello the gate can read"),
+                     (True, True, f"{net.peer}:443")]
 
 
 PATHS = """
