@@ -598,3 +598,53 @@ Test(network, a_client_hello_is_charged_to_the_byte_budget)
 	uint64_t got = sink_stop(&k);
 	cr_expect_leq(got, PASS_BUDGET, "%llu bytes reached the server", (unsigned long long)got);
 }
+
+/* The same race through the HTTP gate (a path rule), chunked so that no body is over the
+ * gate's cap (which is the budget here): each body read is charged before curl sends it on.
+ * The sink also counts what curl writes of its own (heads, chunk framing). */
+Test(network, the_byte_budget_holds_for_racing_uploads_through_http_rules)
+{
+	struct sink k;
+	sink_start(&k, "127.0.0.1", 0);
+	char target[48], code[2048];
+	snprintf(target, sizeof(target), "http://127.0.0.1:%u/up", k.port);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_allow(cfg, target, NULL, 0, NULL), 0);
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_NET_BYTES, PASS_BUDGET, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	snprintf(code, sizeof(code),
+		 "import select, socket\n"
+		 "head = (b'POST /up/x HTTP/1.1\\r\\nHost: 127.0.0.1:%u\\r\\n'\n"
+		 "        b'Transfer-Encoding: chunked\\r\\n\\r\\n')\n"
+		 "chunk = b'10000\\r\\n' + b'u' * 65536 + b'\\r\\n'\n"
+		 "socks = [socket.create_connection(('127.0.0.1', %u)) for _ in range(16)]\n"
+		 "left = {}\n"
+		 "for s in socks:\n"
+		 "    s.sendall(head)\n"
+		 "    s.setblocking(False)\n"
+		 "    left[s] = 2 << 20\n"
+		 "while left:\n"
+		 "    _, ready, _ = select.select([], list(left), [], 5)\n"
+		 "    if not ready:\n"
+		 "        break\n"
+		 "    for s in ready:\n"
+		 "        try:\n"
+		 "            left[s] -= s.send(chunk)\n"
+		 "        except OSError:\n"
+		 "            left[s] = 0\n"
+		 "        if left[s] <= 0:\n"
+		 "            del left[s]\n"
+		 "print('done')\n",
+		 k.port, k.port);
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "done\n");
+	cr_expect(res->net_limits_hit & SNAPCELL_NET_HIT_BYTES);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	uint64_t got = sink_stop(&k);
+	cr_expect_leq(got, PASS_BUDGET + 16 * 1024, "%llu bytes reached the server",
+		      (unsigned long long)got);
+}
