@@ -366,6 +366,10 @@ static int set_method(CURL *h, struct upstream *u)
 	int rc = 0;
 	if (has_body) {
 		curl_off_t len = r->chunked ? -1 : (curl_off_t)r->content_length;
+		/* An upstream that ignores this body (CL.0) would read it as the start of the
+		 * next request on the connection, which the next request, its entry's headers
+		 * included, would complete: such a connection is never reused. */
+		rc |= curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
 		rc |= curl_easy_setopt(h, CURLOPT_POST, 1L);
 		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, len);
 		rc |= curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);

@@ -76,6 +76,7 @@ static const struct {
 	{0x037e, 0x037e},   /* GREEK QUESTION MARK: ';' (canonically) */
 	{0x2024, 0x2026},   /* ONE DOT LEADER, TWO DOT LEADER, HORIZONTAL ELLIPSIS: dots */
 	{0x2044, 0x2044},   /* FRACTION SLASH */
+	{0x2047, 0x2049},   /* DOUBLE QUESTION MARK .. EXCLAMATION QUESTION MARK: "??" "?!" "!?" */
 	{0x2100, 0x2101},   /* ACCOUNT OF, ADDRESSED TO THE SUBJECT: "a/c", "a/s" */
 	{0x2105, 0x2106},   /* CARE OF, CADA UNA: "c/o", "c/u" */
 	{0x2215, 0x2216},   /* DIVISION SLASH, SET MINUS (a backslash in best-fit tables) */
@@ -83,6 +84,13 @@ static const struct {
 	{0x29f5, 0x29f5},   /* REVERSE SOLIDUS OPERATOR */
 	{0x29f8, 0x29f9},   /* BIG SOLIDUS, BIG REVERSE SOLIDUS */
 	{0x3002, 0x3002},   /* IDEOGRAPHIC FULL STOP: '.' (UTS #46) */
+	{0x33c2, 0x33c2},   /* SQUARE AM: "a.m." */
+	{0x33c7, 0x33c7},   /* SQUARE CO: "Co." */
+	{0x33d8, 0x33d8},   /* SQUARE PM: "p.m." */
+	{0xfe14, 0xfe14},   /* PRESENTATION FORM FOR VERTICAL SEMICOLON */
+	{0xfe16, 0xfe16},   /* PRESENTATION FORM FOR VERTICAL QUESTION MARK */
+	{0xfe19, 0xfe19},   /* PRESENTATION FORM FOR VERTICAL HORIZONTAL ELLIPSIS: "..." */
+	{0xfe30, 0xfe30},   /* PRESENTATION FORM FOR VERTICAL TWO DOT LEADER: ".." */
 	{0xfe52, 0xfe52},   /* SMALL FULL STOP */
 	{0xfe54, 0xfe54},   /* SMALL SEMICOLON */
 	{0xfe56, 0xfe56},   /* SMALL QUESTION MARK */

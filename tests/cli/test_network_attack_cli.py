@@ -224,30 +224,37 @@ def test_a_bare_hosts_headers_go_over_tls_only(run_gate, net):
 
 
 def test_plain_bytes_to_an_https_ip_entry_are_refused(run, net):
-    # An IP-literal https:// entry passes its stream through unread: it must start TLS.
+    # An IP-literal https:// entry passes its stream through unread: it must start with a
+    # TLS ClientHello. The attack pass on issue 21 found one byte enough: 0x16 and then plain
+    # HTTP went through, recorded as upstream_tls.
     code = ("import socket, ssl\n"
-            "s = socket.create_connection(('%s', 443))\n"
-            "s.sendall(b'GET / HTTP/1.0\\r\\n\\r\\n')\n"
-            "try:\n"
-            "    print('read', s.recv(100))\n"
-            "except OSError as e:\n"
-            "    print('reset')\n"
+            "for first in (b'GET / HTTP/1.0\\r\\n\\r\\n', b'\\x16GET / HTTP/1.0\\r\\n\\r\\n'):\n"
+            "    s = socket.create_connection(('%s', 443))\n"
+            "    s.sendall(first)\n"
+            "    try:\n"
+            "        print('read', s.recv(100))\n"
+            "    except OSError as e:\n"
+            "        print('reset')\n"
             "ctx = ssl.create_default_context()\n"
             "with ctx.wrap_socket(socket.create_connection(('%s', 443)),\n"
             "                     server_hostname='%s') as t:\n"
             "    print('tls', t.version() is not None)\n") % (net.peer, net.peer, net.peer)
     r = run(code, "--allow", f"https://{net.peer}")
-    assert lines(r) in (["read b''", "tls True"], ["reset", "tls True"])
+    out = lines(r)
+    assert out[0] in ("read b''", "reset") and out[1] in ("read b''", "reset"), out
+    assert out[2] == "tls True"
     conns = [(e["allowed"], e["upstream_tls"], e["rule"]) for e in r["network_events"]
              if e["kind"] == "connect"]
     assert conns == [(False, False, f"{net.peer}:443 was allowed as https://: a stream that "
-                      "does not start TLS is refused"), (True, True, f"{net.peer}:443")]
+                      "does not start TLS is refused"),
+                     (False, False, "not a TLS ClientHello the gate can read"),
+                     (True, True, f"{net.peer}:443")]
 
 
 PATHS = """
 import socket, urllib.request, urllib.error
 for path in ("/v1/caf%C3%A9", "/v1/%EF%BC%8E%EF%BC%8E/admin", "/v1/%C0%AE%C0%AE/admin",
-             "/v1/..;/admin", "/v1/..%3b/admin", "/v1%E2%88%95admin"):
+             "/v1/..;/admin", "/v1/..%3b/admin", "/v1%E2%88%95admin", "/v1/%EF%B8%B0/admin"):
     try:
         print(path, urllib.request.urlopen("http://api.example.test" + path).status)
     except urllib.error.HTTPError as e:
@@ -267,6 +274,7 @@ def test_paths_that_fold_into_separators_and_bodies_on_get_are_refused(run, net)
     assert lines(r) == ["/v1/caf%C3%A9 200", "/v1/%EF%BC%8E%EF%BC%8E/admin 403",
                         "/v1/%C0%AE%C0%AE/admin 403", "/v1/..;/admin 403",
                         "/v1/..%3b/admin 403", "/v1%E2%88%95admin 403",
+                        "/v1/%EF%B8%B0/admin 403",  # U+FE30 folds to ".." (attack pass)
                         "HTTP/1.1 400 Bad Request"]
     assert seen(net)[before:] == [("GET", "/v1/caf%C3%A9")]
 
@@ -286,3 +294,129 @@ def test_repeated_lookups_are_one_event_with_a_count(run):
                 if e["kind"] == "resolve"]
     assert resolves == [("a.example.test", True, 50), ("evil.example", False, 50)]
     assert r["network_events_dropped"] == 0 and r["network_limits_hit"] == []
+
+
+HOST_FORMS = r"""
+import socket, ssl
+def first_line(port, head, tls=False):
+    s = socket.create_connection(("api.example.test", port), timeout=10)
+    if tls:
+        s = ssl.create_default_context().wrap_socket(s, server_hostname="api.example.test")
+    s.sendall(head)
+    data = b""
+    while chunk := s.recv(65536):
+        data += chunk
+    return data.split(b"\r\n")[0].decode(), data.count(b"tok-3b9f0d")
+close = b"Connection: close\r\n\r\n"
+for host in (b"API.EXAMPLE.TEST:443", b"api.example.test", b"api.example.test.",
+             b"api.example.test.:443", b"PEER", b"127.77.0.1:443",
+             b"api.example.test:80", b"x@api.example.test:443"):
+    print(host.decode(), *first_line(443, b"GET /v1/h HTTP/1.1\r\nHost: " + host + b"\r\n" + close))
+print("absolute", *first_line(443, b"GET http://api.example.test:443/v1/a HTTP/1.1\r\n"
+                              b"Host: api.example.test:443\r\n" + close))
+print("1.0", *first_line(443, b"GET /v1/b HTTP/1.0\r\nHost: api.example.test:443\r\n\r\n"))
+print("1.0 no host", *first_line(443, b"GET /v1/c HTTP/1.0\r\n\r\n"))
+pipe = (b"GET /v1/one HTTP/1.1\r\nHost: api.example.test\r\n\r\n"
+        b"GET /v2/out HTTP/1.1\r\nHost: api.example.test\r\n\r\n"
+        b"GET /v1/two HTTP/1.1\r\nHost: evil.example\r\n" + close)
+print("tls pipeline", *first_line(443, pipe, tls=True))
+"""
+
+
+def test_no_host_form_or_pipeline_takes_an_https_credential_into_cleartext(run_gate, net):
+    # The attack pass on issue 21's finding 1: every Host spelling on plain HTTP to port 443
+    # is refused before anything goes upstream, and over TLS a pipelined request is checked
+    # on its own (only the first, allowed, request reaches the server, with the credential).
+    before = len(seen(net))
+    r = run_gate(HOST_FORMS.replace("PEER", net.peer), "--allow", "https://api.example.test/v1",
+                 "--allow-header", "https://api.example.test/v1=" + TOKEN)
+    out = lines(r)
+    assert out[:8] == [h + " HTTP/1.1 403 Forbidden 0" for h in (
+        "API.EXAMPLE.TEST:443", "api.example.test", "api.example.test.",
+        "api.example.test.:443", net.peer, "127.77.0.1:443", "api.example.test:80",
+        "x@api.example.test:443")], out
+    assert out[8:] == ["absolute HTTP/1.1 400 Bad Request 0", "1.0 HTTP/1.1 403 Forbidden 0",
+                       "1.0 no host HTTP/1.1 400 Bad Request 0",
+                       "tls pipeline HTTP/1.1 200 OK 1"], out
+    assert seen(net)[before:] == [("GET", "/v1/one")]
+    req = [(e["path"], e["allowed"], e["header_added"], e["upstream_tls"])
+           for e in r["network_events"] if e["kind"] == "request"]
+    assert [x for x in req if x[1]] == [("/v1/one", True, True, True)]
+    assert not any(x[2] for x in req if not x[1])
+
+
+CL0_SERVER = r"""
+import json, socket, ssl, sys, threading
+host, port, cert, key = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+listener = socket.create_server((host, port))
+def serve(c):
+    try:
+        c = ctx.wrap_socket(c, server_side=True)
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = c.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            path = lines[0].split(b" ")[1].decode()
+            fields = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(b":")
+                fields[name.strip().lower()] = value.strip().decode()
+            if not path.startswith("/v1/static"):  # a static route ignores the body: CL.0
+                n = int(fields.get(b"content-length", "0"))
+                while len(buf) < n:
+                    buf += c.recv(65536)
+                buf = buf[n:]
+            out = json.dumps({"path": path, "auth": fields.get(b"authorization", "")}).encode()
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(out) + out)
+    except (OSError, ValueError, IndexError):
+        pass
+    finally:
+        c.close()
+print("ready", flush=True)
+while True:
+    threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
+"""
+
+CL0_CELL = r"""
+import http.client, json, ssl
+c = http.client.HTTPSConnection("api.example.test", 8444, context=ssl.create_default_context())
+c.request("POST", "/v1/static", body=b"GET /admin HTTP/1.1\r\nX-Absorb: ")
+print(json.loads(c.getresponse().read())["path"])
+c.request("GET", "/v1/x")
+d = json.loads(c.getresponse().read())
+print(d["path"], d["auth"])
+"""
+
+
+@pytest.fixture
+def cl0_server(net):
+    """An upstream with a CL.0 flaw (a route that ignores a request's body, leaving it to be
+    read as the start of the next request on the connection), on the test host's port 8444."""
+    import subprocess
+    p = subprocess.Popen(["ip", "netns", "exec", net.ns, "/usr/bin/python3", "-c", CL0_SERVER,
+                          net.peer, "8444", str(net.dir / "trusted.pem"),
+                          str(net.dir / "trusted.key")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready", p.stderr.read()
+    yield
+    p.kill()
+    p.wait()
+
+
+def test_a_body_an_upstream_ignores_cannot_take_the_next_requests_credential(run_gate, cl0_server):
+    # Found by the attack pass on issue 21's finding 9: refusing bodies on GET and HEAD left
+    # CL.0 open for every method that carries one. The body of an allowed POST the upstream
+    # ignores became the head of a request outside the path rule, and curl's next request on
+    # the kept-alive upstream connection completed it, credential included: the cell read
+    # /admin's answer as its GET /v1/x's. An upstream connection that carried a body is not
+    # reused.
+    r = run_gate(CL0_CELL, "--allow", "https://api.example.test:8444/v1=GET,POST",
+                 "--allow-header", "https://api.example.test:8444/v1=" + TOKEN)
+    assert lines(r) == ["/v1/static", "/v1/x Bearer tok-3b9f0d"]

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -431,4 +432,219 @@ Test(network, traffic_the_record_has_no_room_for_is_refused, .timeout = 120)
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 	greeter_stop(&g);
+}
+
+/* A server that takes whatever each connection sends until it closes, and counts it. */
+struct sink {
+	int fd;
+	uint16_t port;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	uint64_t received;
+};
+
+static void *sink_conn(void *arg)
+{
+	struct sink *k = ((void **)arg)[0];
+	int c = (int)(intptr_t)((void **)arg)[1];
+	free(arg);
+	char buf[65536];
+	for (ssize_t n; (n = recv(c, buf, sizeof(buf), 0)) > 0;) {
+		pthread_mutex_lock(&k->lock);
+		k->received += (uint64_t)n;
+		pthread_mutex_unlock(&k->lock);
+	}
+	close(c);
+	return NULL;
+}
+
+static void *sink_main(void *arg)
+{
+	struct sink *k = arg;
+	for (int c; (c = accept4(k->fd, NULL, NULL, SOCK_CLOEXEC)) >= 0;) {
+		void **a = malloc(2 * sizeof(void *));
+		pthread_t t;
+		a[0] = k, a[1] = (void *)(intptr_t)c;
+		if (pthread_create(&t, NULL, sink_conn, a) == 0)
+			pthread_detach(t);
+		else
+			close(c), free(a);
+	}
+	return NULL;
+}
+
+static void sink_start(struct sink *k, const char *address, uint16_t port)
+{
+	memset(k, 0, sizeof(*k));
+	pthread_mutex_init(&k->lock, NULL);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+	socklen_t len = sizeof(a);
+	cr_assert_eq(inet_pton(AF_INET, address, &a.sin_addr), 1);
+	k->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	setsockopt(k->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	cr_assert(k->fd >= 0 && bind(k->fd, (struct sockaddr *)&a, len) == 0 &&
+		  listen(k->fd, 64) == 0 && getsockname(k->fd, (struct sockaddr *)&a, &len) == 0);
+	k->port = ntohs(a.sin_port);
+	pthread_create(&k->thread, NULL, sink_main, k);
+}
+
+/* What the sink took, once the gate has closed every connection (the run is over). */
+static uint64_t sink_stop(struct sink *k)
+{
+	shutdown(k->fd, SHUT_RDWR);
+	pthread_join(k->thread, NULL);
+	close(k->fd);
+	test_pause_ms(200); /* the connection threads read to their EOF */
+	pthread_mutex_lock(&k->lock);
+	uint64_t got = k->received;
+	pthread_mutex_unlock(&k->lock);
+	return got;
+}
+
+#define PASS_BUDGET (256u << 10)
+
+/* Sixteen connections upload at once through a pass-through entry under a 256 KiB budget:
+ * the chunk that crossed the budget used to go on anyway, one per connection. */
+Test(network, the_byte_budget_holds_for_racing_pass_through_uploads)
+{
+	struct sink k;
+	sink_start(&k, "127.0.0.1", 0);
+	char target[32], code[1024];
+	snprintf(target, sizeof(target), "127.0.0.1:%u", k.port);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_allow(cfg, target, NULL, 0, NULL), 0);
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_NET_BYTES, PASS_BUDGET, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	snprintf(code, sizeof(code),
+		 "import select, socket\n"
+		 "socks = [socket.create_connection(('127.0.0.1', %u)) for _ in range(16)]\n"
+		 "left = {s: 2 << 20 for s in socks}\n"
+		 "for s in socks:\n"
+		 "    s.setblocking(False)\n"
+		 "while left:\n"
+		 "    _, ready, _ = select.select([], list(left), [], 5)\n"
+		 "    if not ready:\n"
+		 "        break\n"
+		 "    for s in ready:\n"
+		 "        try:\n"
+		 "            left[s] -= s.send(b'u' * 65536)\n"
+		 "        except OSError:\n"
+		 "            left[s] = 0\n"
+		 "        if left[s] <= 0:\n"
+		 "            del left[s]\n"
+		 "print('done')\n",
+		 k.port);
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "done\n");
+	cr_expect(res->net_limits_hit & SNAPCELL_NET_HIT_BYTES);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	uint64_t got = sink_stop(&k);
+	cr_expect_leq(got, PASS_BUDGET, "%llu bytes reached the server", (unsigned long long)got);
+}
+
+/* A ClientHello of the cell's making, its SNI the name: the gate reads it to check the name
+ * and sends it on; its bytes were never charged, so a hello full of data per connection
+ * moved ~16 KiB each past any budget. The server is on an address of a network namespace
+ * this test makes (a documentation address: public to the address rules, routed nowhere). */
+Test(network, a_client_hello_is_charged_to_the_byte_budget)
+{
+	if (unshare(CLONE_NEWNET) < 0 ||
+	    system("ip link set lo up && ip addr add 198.51.100.77/32 dev lo") != 0) {
+		test_skip_or_fail("needs a network namespace of its own (root)");
+		return;
+	}
+	struct sink k;
+	sink_start(&k, "198.51.100.77", 443);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_allow(cfg, "sink.example", NULL, 0, NULL), 0);
+	cr_assert_eq(snapcell_config_map_host(cfg, "sink.example", "198.51.100.77", NULL), 0);
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_NET_BYTES, PASS_BUDGET, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_result *res = test_run(
+		sb,
+		"import socket, struct\n"
+		"name = b'sink.example'\n"
+		"sni = struct.pack('!HHHBH', 0, len(name) + 5, len(name) + 3, 0, len(name))"
+		" + name\n"
+		"data = struct.pack('!HH', 0xfe01, 16000) + b'd' * 16000\n"
+		"exts = sni + data\n"
+		"body = (b'\\x03\\x03' + b'r' * 32 + b'\\x00' + b'\\x00\\x02\\x13\\x01\\x01\\x00'"
+		" + struct.pack('!H', len(exts)) + exts)\n"
+		"hs = b'\\x01' + len(body).to_bytes(3, 'big') + body\n"
+		"hello = b'\\x16\\x03\\x01' + struct.pack('!H', len(hs)) + hs\n"
+		"sent = 0\n"
+		"for i in range(64):\n"
+		"    try:\n"
+		"        with socket.create_connection(('sink.example', 443)) as s:\n"
+		"            s.sendall(hello)\n"
+		"            s.shutdown(socket.SHUT_WR)\n"
+		"            s.recv(1)\n"
+		"            sent += 1\n"
+		"    except OSError:\n"
+		"        pass\n"
+		"print(len(hello) > 16000, sent < 64)\n");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "True True\n", "stderr: %s", res->stderr_buf);
+	cr_expect(res->net_limits_hit & SNAPCELL_NET_HIT_BYTES);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	uint64_t got = sink_stop(&k);
+	cr_expect_leq(got, PASS_BUDGET, "%llu bytes reached the server", (unsigned long long)got);
+}
+
+/* The same race through the HTTP gate (a path rule), chunked so that no body is over the
+ * gate's cap (which is the budget here): each body read is charged before curl sends it on.
+ * The sink also counts what curl writes of its own (heads, chunk framing). */
+Test(network, the_byte_budget_holds_for_racing_uploads_through_http_rules)
+{
+	struct sink k;
+	sink_start(&k, "127.0.0.1", 0);
+	char target[48], code[2048];
+	snprintf(target, sizeof(target), "http://127.0.0.1:%u/up", k.port);
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_allow(cfg, target, NULL, 0, NULL), 0);
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_NET_BYTES, PASS_BUDGET, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	snprintf(code, sizeof(code),
+		 "import select, socket\n"
+		 "head = (b'POST /up/x HTTP/1.1\\r\\nHost: 127.0.0.1:%u\\r\\n'\n"
+		 "        b'Transfer-Encoding: chunked\\r\\n\\r\\n')\n"
+		 "chunk = b'10000\\r\\n' + b'u' * 65536 + b'\\r\\n'\n"
+		 "socks = [socket.create_connection(('127.0.0.1', %u)) for _ in range(16)]\n"
+		 "left = {}\n"
+		 "for s in socks:\n"
+		 "    s.sendall(head)\n"
+		 "    s.setblocking(False)\n"
+		 "    left[s] = 2 << 20\n"
+		 "while left:\n"
+		 "    _, ready, _ = select.select([], list(left), [], 5)\n"
+		 "    if not ready:\n"
+		 "        break\n"
+		 "    for s in ready:\n"
+		 "        try:\n"
+		 "            left[s] -= s.send(chunk)\n"
+		 "        except OSError:\n"
+		 "            left[s] = 0\n"
+		 "        if left[s] <= 0:\n"
+		 "            del left[s]\n"
+		 "print('done')\n",
+		 k.port, k.port);
+	struct snapcell_result *res = test_run(sb, code);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "done\n");
+	cr_expect(res->net_limits_hit & SNAPCELL_NET_HIT_BYTES);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	uint64_t got = sink_stop(&k);
+	cr_expect_leq(got, PASS_BUDGET + 16 * 1024, "%llu bytes reached the server",
+		      (unsigned long long)got);
 }

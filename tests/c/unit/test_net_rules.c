@@ -192,6 +192,22 @@ Test(net_rules, paths_that_decode_or_fold_into_separators_are_refused)
 		"/v1/%ef%bc%8e"};
 	for (size_t i = 0; i < SC_ARRAY_LEN(folding); i++)
 		expect_request(&l, h, 443, "GET", folding[i], "folds to");
+	/* The rest of what NFKC folds to those characters (an attack pass on issue 21 found
+	 * U+FE30, "..", missing): every one Python's unicodedata finds. */
+	static const char *const vertical[] = {
+		"/v1/%EF%B8%B0/admin", /* U+FE30 VERTICAL TWO DOT LEADER: ".." */
+		"/v1/%EF%B8%99",       /* U+FE19 VERTICAL HORIZONTAL ELLIPSIS: "..." */
+		"/v1/%EF%B8%94x",      /* U+FE14 VERTICAL SEMICOLON: ';' */
+		"/v1/%EF%B8%96x",      /* U+FE16 VERTICAL QUESTION MARK: '?' */
+		"/v1/%E2%81%87x",      /* U+2047 DOUBLE QUESTION MARK: "??" */
+		"/v1/%E2%81%88x",      /* U+2048 QUESTION EXCLAMATION MARK: "?!" */
+		"/v1/%E2%81%89x",      /* U+2049 EXCLAMATION QUESTION MARK: "!?" */
+		"/v1/%E3%8F%82",       /* U+33C2 SQUARE AM: "a.m." */
+		"/v1/%E3%8F%87",       /* U+33C7 SQUARE CO: "Co." */
+		"/v1/%E3%8F%98",       /* U+33D8 SQUARE PM: "p.m." */
+	};
+	for (size_t i = 0; i < SC_ARRAY_LEN(vertical); i++)
+		expect_request(&l, h, 443, "GET", vertical[i], "folds to");
 	expect_request(&l, h, 443, "GET", "/v1/a;b", "';'");
 	expect_request(&l, h, 443, "GET", "/v1;/admin", "';'");
 	expect_request(&l, h, 443, "GET", "/v1/x;jsessionid=1", "';'");
