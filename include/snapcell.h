@@ -714,6 +714,15 @@ SNAPCELL_API int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *c
 
 SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
 
+/* How the run ended, in the words every front end gives the model (the MCP server's content,
+ * the Python integration's last item): the status and its cause. For an uncaught exception,
+ * its type and message and the last lines of its traceback (from stderr); for a limit, the
+ * limit by name ("the wall-clock time limit", "the memory limit"); for a non-zero exit,
+ * "exited with status N" and the last stderr line; for a signal, its number and name. An ok
+ * run gives one sentence saying so. At most a few KiB; *out is malloc'd (free()). */
+SNAPCELL_API int snapcell_result_summary(const struct snapcell_result *res, char **out,
+					 struct snapcell_error *err);
+
 /* ---- sessions and snapshots ----
  *
  * A session keeps interpreter state (variables, imports), its /tmp and its working

@@ -1,7 +1,8 @@
 /* A finished run as an MCP CallToolResult: stdout and stderr as text, /output files as images
- * or embedded resources, isError for a run that did not end ok, and the run's record (status,
- * timings, limits, tool-call log) under _meta. No structuredContent unless asked: clients
- * that prefer it (Agent Framework's default) would then show the model nothing else. */
+ * or embedded resources, isError and the library's summary of its cause for a run that did
+ * not end ok, and the run's record (status, timings, limits, tool-call log) under _meta. No
+ * structuredContent unless asked: clients that prefer it (Agent Framework's default) would
+ * then show the model nothing else. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,26 +69,6 @@ static json_t *artifact_content(const struct snapcell_artifact *a, json_t *recor
 	return json_pack("{s:s, s:o}", "type", "resource", "resource", resource);
 }
 
-static const char *outcome(const struct snapcell_result *res)
-{
-	switch (res->status) {
-	case SNAPCELL_STATUS_TIMEOUT:
-		return "The run hit its time limit and was stopped.";
-	case SNAPCELL_STATUS_MEMORY:
-		return "The run ran out of memory (the limit was hit).";
-	case SNAPCELL_STATUS_KILLED:
-		return "The run was killed by a signal.";
-	case SNAPCELL_STATUS_OUTPUT_LIMIT:
-		return "The run printed more than its output limit and was stopped.";
-	case SNAPCELL_STATUS_SETUP_FAILURE:
-		return "The cell could not be set up; the code did not run.";
-	case SNAPCELL_STATUS_CANCELLED:
-		return "The run was cancelled.";
-	default:
-		return NULL;
-	}
-}
-
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 {
 	json_t *record = cli_result_json(res);
@@ -103,9 +84,12 @@ json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 			add_text(content, text);
 		free(text);
 	}
-	const char *why = outcome(res);
-	if (why)
+	/* After a failed run, the status and its cause in the library's words: a client that
+	 * shows only text (or only some items) still tells the model why. */
+	char *why = NULL;
+	if (res->status != SNAPCELL_STATUS_OK && snapcell_result_summary(res, &why, NULL) == 0)
 		add_text(content, why);
+	free(why);
 	json_t *files = json_object_get(record, "artifacts");
 	for (size_t i = 0; i < res->n_artifacts; i++)
 		json_array_append_new(

@@ -104,7 +104,9 @@ class Result:
     "memory", "killed", "output-limit", "setup-failure", "cancelled". ``peak_memory`` is the
     memory the host was charged for the cell (its memory cgroup's peak, page tables and kernel
     memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
-    of one cell process: resident peak, not the memory charged to the host."""
+    of one cell process: resident peak, not the memory charged to the host. ``summary`` says
+    how the run ended in the words the model is told (the library's): the status and its
+    cause, e.g. the exception with the end of its traceback, or the limit that stopped it."""
 
     status: str
     exit_code: int
@@ -126,6 +128,7 @@ class Result:
     network_events: tuple[NetworkEvent, ...] = ()
     network_limits_hit: frozenset[str] = field(default_factory=frozenset)
     peak_rss: int = 0
+    summary: str = ""
 
     @property
     def ok(self) -> bool:
@@ -155,6 +158,7 @@ class Result:
             network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6, e[13] / 1e6)
                                  for e in r["network_events"]),
             network_limits_hit=frozenset(r["network_limits_hit"]),
+            summary=r["summary"],
         )
 
 

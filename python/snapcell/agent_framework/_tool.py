@@ -458,7 +458,8 @@ def _workspace(path: str | os.PathLike[str]) -> Path:
 
 def _contents(result: Result) -> list[Content]:
     """stdout, one data item per artifact, then stderr / a no-output note on success, or an
-    error item naming the status (and, separately, any output cap that was hit)."""
+    error item naming the status (and, separately, any output cap that was hit) followed by a
+    text item with the status and its cause (Result.summary)."""
     out: list[Content] = []
     if result.stdout:
         out.append(Content.from_text(result.stdout))
@@ -489,5 +490,8 @@ def _contents(result: Result) -> list[Content]:
     out.append(
         Content.from_error(message=message, error_code=result.status, error_details=result.stderr or message)
     )
+    # Chat clients send the model text items only (an error item is dropped), so the cause
+    # goes last as text too, in the library's words.
+    out.append(Content.from_text(result.summary))
     return out
 
