@@ -480,10 +480,14 @@ SNAPCELL_API int snapcell_config_tool_info(const struct snapcell_config *cfg, si
 enum snapcell_describe_format {
 	SNAPCELL_DESCRIBE_COMPACT, /* one line per parameter; JSON Schema only where needed */
 	SNAPCELL_DESCRIBE_JSON,	   /* each tool's parameters as its JSON Schema */
+	/* OR'd into either format: the tool keeps one interpreter between its calls (a session),
+	 * and the text says that state persists */
+	SNAPCELL_DESCRIBE_STATEFUL = 1 << 8,
 };
 
-/* The execute_code tool description: how to call tools from the code (call_tool with keyword
- * arguments, tools.<name>, ToolError), each registered tool with its description and
+/* The execute_code tool description: how to call tools from the code (`call_tool(name,
+ * **kwargs)` and `tools.<name>(**kwargs)`, both built-ins, ToolError, and one example call of
+ * a registered tool), each registered tool with its description and
  * parameters (compact: type, required or optional, default, per parameter; a tool with a
  * parameter that is not a scalar or an array of scalars, optionally "or null" (an object,
  * an array of objects, a wider union, a $ref), is shown as its JSON Schema instead), the

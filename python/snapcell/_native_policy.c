@@ -208,14 +208,17 @@ static PyObject *owned_text(int rc, char *s, const struct snapcell_error *err, c
 
 PyObject *sc__py_config_describe(ConfigObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = {"json", NULL};
-	int as_json = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:describe", kwlist, &as_json))
+	static char *kwlist[] = {"json", "stateful", NULL};
+	int as_json = 0, stateful = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pp:describe", kwlist, &as_json, &stateful))
 		return NULL;
 	struct snapcell_error err = {0};
 	char *s = NULL;
-	int rc = snapcell_config_describe(
-		self->cfg, as_json ? SNAPCELL_DESCRIBE_JSON : SNAPCELL_DESCRIBE_COMPACT, &s, &err);
+	unsigned format = as_json ? SNAPCELL_DESCRIBE_JSON : SNAPCELL_DESCRIBE_COMPACT;
+	if (stateful)
+		format |= SNAPCELL_DESCRIBE_STATEFUL;
+	int rc = snapcell_config_describe(self->cfg, (enum snapcell_describe_format)format, &s,
+					  &err);
 	return owned_text(rc, s, &err, "describe");
 }
 

@@ -40,11 +40,17 @@ DEFAULT_MAX_OUTPUT_FILES = 20
 DEFAULT_MAX_OUTPUT_FILE_BYTES = 5 * 1024 * 1024
 DEFAULT_MAX_OUTPUT_TOTAL_BYTES = 20 * 1024 * 1024
 
-_INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"code": {"type": "string", "description": "Python code to run in a fresh sandbox."}},
-    "required": ["code"],
-}
+
+
+def _input_schema(stateful: bool) -> dict[str, Any]:
+    what = (
+        "Python code to run; state persists: variables, imports and /tmp files from this tool's "
+        "earlier calls are still there."
+        if stateful
+        else "Python code to run in a fresh sandbox."
+    )
+    return {"type": "object", "properties": {"code": {"type": "string", "description": what}}, "required": ["code"]}
+
 
 # How each way a run can fail is named to the model (error item message).
 _STATUS_MESSAGES = {
@@ -217,7 +223,7 @@ class ExecuteCodeTool(FunctionTool):
             description="",
             approval_mode="never_require",
             func=self._run_code,
-            input_model=_INPUT_SCHEMA,
+            input_model=_input_schema(bool(stateful)),
         )
         self._lock = threading.RLock()
         self._format = tool_description_format
@@ -261,7 +267,7 @@ class ExecuteCodeTool(FunctionTool):
         cfg = self.__dict__.get("_cfg")
         if cfg is None:  # during FunctionTool.__init__
             return self.__dict__.get("_plain_description", "")
-        return cfg.describe(self._format == "json")
+        return cfg.describe(self._format == "json", self._stateful)
 
     @description.setter
     def description(self, value: str) -> None:
