@@ -309,6 +309,8 @@ static void describe_tool(struct text *t, const struct sc_tool *tool,
 	else
 		put(t, "(no description)");
 	put(t, "\n");
+	if (tool->describe_format >= 0)
+		format = (enum snapcell_describe_format)tool->describe_format;
 	size_t mark = t->len;
 	if (format == SNAPCELL_DESCRIBE_COMPACT && compact_params(t, tool->schema->root))
 		return;
@@ -563,8 +565,16 @@ int snapcell_config_describe(const struct snapcell_config *cfg,
 int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
 				 struct snapcell_error *err)
 {
+	return snapcell_config_instructions_with(cfg, 0, out, err);
+}
+
+int snapcell_config_instructions_with(const struct snapcell_config *cfg, unsigned flags, char **out,
+				      struct snapcell_error *err)
+{
 	if (!cfg || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "instructions: NULL argument");
+	if (flags & ~(unsigned)SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE)
+		return sc__err(err, SNAPCELL_E_INVAL, "instructions: unknown flags %#x", flags);
 	struct text t = {0};
 	put(&t, "Use execute_code as your primary tool for multi-step work: write one Python "
 		"program that does the whole job (the calls, loops and arithmetic) instead of "
@@ -575,6 +585,14 @@ int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
 		put(&t,
 		    "Write large results (tables, reports, data) to a file, /output/<file>, and "
 		    "print a short summary instead of the whole content.\n");
+	if (cfg->n_tools && (flags & SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE))
+		put(&t,
+		    "Some of the sandbox's tools may also be offered to you directly, but prefer "
+		    "execute_code whenever you need to combine their calls with Python control "
+		    "flow.\n");
+	else if (cfg->n_tools)
+		put(&t, "The sandbox's tools are not offered to you separately: call them from the "
+			"code you give execute_code.\n");
 	return finish(&t, out, err, "instructions");
 }
 

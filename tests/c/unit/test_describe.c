@@ -355,3 +355,51 @@ Test(describe, example_call_and_stateful_and_packages)
 	snapcell_config_free(bare);
 	snapcell_config_free(cfg);
 }
+
+/* Whether the model also sees the tools directly changes one sentence; an unknown flag fails. */
+Test(describe, instructions_say_whether_tools_are_offered_directly)
+{
+	struct snapcell_config *cfg = test_config_new();
+	char *text = NULL;
+	cr_assert_eq(snapcell_config_instructions_with(cfg, SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE,
+						       &text, NULL),
+		     0);
+	expect_lacks(text, "offered");
+	free(text);
+	add_tool(cfg, "compute", "Adds two integers.", compute_schema, SNAPCELL_APPROVAL_NEVER);
+	cr_assert_eq(snapcell_config_instructions_with(cfg, SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE,
+						       &text, NULL),
+		     0);
+	expect_has(text, "may also be offered to you directly, but prefer execute_code");
+	free(text);
+	cr_assert_eq(snapcell_config_instructions_with(cfg, 0, &text, NULL), 0);
+	expect_has(text, "not offered to you separately");
+	char *plain = instructions(cfg);
+	cr_expect_str_eq(plain, text);
+	free(plain);
+	free(text);
+	cr_expect_eq(snapcell_config_instructions_with(cfg, 1u << 5, &text, NULL),
+		     SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
+
+/* A tool's own format wins over the one describe is given. */
+Test(describe, per_tool_format)
+{
+	struct snapcell_config *cfg = test_config_new();
+	add_tool(cfg, "compute", "Adds two integers.", compute_schema, SNAPCELL_APPROVAL_NEVER);
+	add_tool(cfg, "other", "", compute_schema, SNAPCELL_APPROVAL_NEVER);
+	cr_assert_eq(snapcell_config_set_tool_describe_format(cfg, "compute",
+							      SNAPCELL_DESCRIBE_JSON, NULL),
+		     0);
+	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "- compute: Adds two integers.\n    parameters (JSON Schema): ");
+	expect_has(text, "- other: (no description)\n    a (integer, required)");
+	free(text);
+	cr_expect_eq(snapcell_config_set_tool_describe_format(cfg, "missing",
+							      SNAPCELL_DESCRIBE_JSON, NULL),
+		     -ENOENT);
+	cr_expect_eq(snapcell_config_set_tool_describe_format(cfg, "compute", 7, NULL),
+		     SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
