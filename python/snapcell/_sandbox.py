@@ -9,6 +9,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextvars
+import functools
 import math
 import os
 import threading
@@ -261,6 +262,7 @@ def build_config(
     host_map: Mapping[str, str] | None = None,
     upstream_ca: str | os.PathLike[str] | None = None,
     uid_range: tuple[int, int] | None = None,
+    include_detailed_errors: bool = True,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
@@ -304,7 +306,8 @@ def build_config(
             tools = [tools]
         for t in tools:
             t = as_tool(t)
-            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, t.call_json)
+            call = t.call_json if include_detailed_errors else functools.partial(t.call_json, detailed=False)
+            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, call)
             registered[t.name] = t
     if require_isolation is not None:
         cfg.require_isolation(require_isolation)
@@ -384,7 +387,10 @@ class Sandbox:
     ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) and ``warmup`` (trusted code the template runs
     once after them, so their first-time work is shared by every run) shape the interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
     left out; ``uid_range=(first, count)`` is where a root process's sandboxes take their own
-    outside uids. Creating one starts its template (tens of milliseconds)."""
+    outside uids; ``include_detailed_errors=False`` gives the code only "Host tool execution
+    failed." when a tool raises (default True: the exception's message; arguments that do not
+    validate are explained either way). Creating one starts its template (tens of
+    milliseconds)."""
 
     def __init__(self, **kwargs: Any) -> None:
         cfg, tools = build_config(**kwargs)

@@ -256,12 +256,12 @@ def test_item11_description(tmp_path):
 
 def test_item12_instructions_name_no_tool(tmp_path):
     t = ExecuteCodeTool(tools=[compute, lookup])
-    plain = t.build_instructions()
+    plain = t.build_instructions(tools_visible_to_model=False)
     assert "execute_code" in plain and "print" in plain
     assert "compute" not in plain and "lookup" not in plain
     assert "/output" not in plain
     t.add_file_mounts((str(tmp_path), "data"))
-    with_fs = t.build_instructions()
+    with_fs = t.build_instructions(tools_visible_to_model=False)
     assert "/output/" in with_fs and "/input/data" not in with_fs
 
 
@@ -346,7 +346,7 @@ def test_item15_invoke_code_keyword_and_tool_values():
         raise ValueError(f"cannot: {why}")
 
     parsed = FunctionTool(name="parsed", func=lambda: {"k": 1}, description="x", result_parser=lambda v: "PARSED")
-    with ExecuteCodeTool(tools=[record, explode, parsed]) as t:
+    with ExecuteCodeTool(tools=[record, explode, parsed], include_detailed_errors=True) as t:
         code = """
 v = call_tool('record', payload={'a': [1, 2]}, n=3)
 print(type(v).__name__, v)
@@ -501,8 +501,10 @@ def test_item19_setup_errors_raise_and_failed_runs_do_not():
 def test_reference_only_keywords_warn_and_are_ignored():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        t = ExecuteCodeTool(backend="wasm", module="python_guest.path")
-    assert any("backend" in str(x.message) and "module" in str(x.message) for x in w)
+        t = ExecuteCodeTool(backend="wasm", module="python_guest.path")  # the reference's defaults
+        assert w == []
+        t = ExecuteCodeTool(backend="hyperlight", module="my_guest", module_path="/opt/guest")
+    assert any("backend, module, module_path" in str(x.message) for x in w)
     t.close()
 
 
