@@ -113,6 +113,9 @@ struct mcp_options {
 	unsigned max_queued; /* calls waiting past max_runs; unless set, 4 * max_runs */
 	bool max_queued_set;
 	bool structured_content; /* also give the run as structuredContent */
+	/* a run that failed through its code (error, timeout, memory, output limit, killed)
+	 * answers isError: false; setup failures and cancellations stay errors */
+	bool code_errors_as_results;
 	bool require_initialize; /* stdio: refuse requests before initialize */
 	/* The argv of each config file command tool: every sandbox made from the config may
 	 * call them, so they live until mcp_options_clear(), after the sandbox is freed. */
@@ -151,6 +154,9 @@ void mcp_server_free(struct mcp_server *srv);
 
 /* result.c: a CallToolResult for a finished run. */
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured);
+/* Sets, once before any call is served, whether mcp_call_result answers failures of the
+ * code as results (isError: false) rather than errors (the default). */
+void mcp_result_set_code_errors_as_results(bool on);
 /* A CallToolResult with isError and one text. */
 json_t *mcp_error_result(const char *status, const char *text);
 

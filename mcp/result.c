@@ -13,6 +13,23 @@
 
 #define META_KEY "snapcell/run"
 
+/* Set once at startup (--code-errors-as-results), before the threads that read it. */
+static bool code_errors_as_results;
+
+void mcp_result_set_code_errors_as_results(bool on)
+{
+	code_errors_as_results = on;
+}
+
+/* Whether the run failed through what its code did, rather than around it (a cell that
+ * could not be set up, a cancellation): those stay errors whatever the option. */
+static bool failed_by_code(enum snapcell_status status)
+{
+	return status == SNAPCELL_STATUS_ERROR || status == SNAPCELL_STATUS_TIMEOUT ||
+	       status == SNAPCELL_STATUS_MEMORY || status == SNAPCELL_STATUS_OUTPUT_LIMIT ||
+	       status == SNAPCELL_STATUS_KILLED;
+}
+
 static void add_text(json_t *content, const char *text)
 {
 	json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
@@ -102,8 +119,10 @@ json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 	json_t *a;
 	size_t i;
 	json_array_foreach(json_object_get(meta, "artifacts"), i, a) json_object_del(a, "base64");
-	json_t *result = json_pack("{s:o, s:b, s:{s:o}}", "content", content, "isError",
-				   res->status != SNAPCELL_STATUS_OK, "_meta", META_KEY, meta);
+	bool is_error = res->status != SNAPCELL_STATUS_OK &&
+			!(code_errors_as_results && failed_by_code(res->status));
+	json_t *result = json_pack("{s:o, s:b, s:{s:o}}", "content", content, "isError", is_error,
+				   "_meta", META_KEY, meta);
 	if (structured) {
 		json_array_foreach(json_object_get(record, "artifacts"), i, a)
 			json_object_del(a, "base64");

@@ -74,3 +74,37 @@ def test_each_usage_example_runs(server):
         assert (result["isError"], texts(result)) == (False, ["2\n"]), example
     result = call(server, "import tools\nprint(tools.add(a=20, b=22))")
     assert texts(result) == ["42\n"]
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_code_errors_as_results_is_opt_in_and_keeps_infrastructure_errors(snapcell_bin, tmp_path, how):
+    config = tmp_path / "snapcell-mcp.json"
+    config.write_text(json.dumps({"limits": {"wall_ms": 1500},
+                                  **({"code_errors_as_results": True} if how == "config" else {})}))
+    args = ["--config", str(config)] + (["--code-errors-as-results"] if how == "flag" else [])
+    s = Stdio(snapcell_bin, *args)
+    s.initialize()
+    try:
+        for code, cause in [("1/0", "ZeroDivisionError"), ("import sys; sys.exit(3)", "status 3"),
+                            ("while True: pass", "wall-clock time limit")]:
+            result = call(s, code)
+            assert result["isError"] is False, result
+            assert cause in texts(result)[-1]
+            assert result["_meta"]["snapcell/run"]["status"] != "ok"
+        assert call(s, "print(1)")["isError"] is False
+    finally:
+        assert s.close() == 0
+
+
+def test_code_errors_stay_errors_by_default(server):
+    assert call(server, "1/0")["isError"] is True
+
+
+def test_code_errors_as_results_must_be_a_boolean(snapcell_bin, tmp_path):
+    import subprocess
+    config = tmp_path / "snapcell-mcp.json"
+    config.write_text(json.dumps({"code_errors_as_results": "yes"}))
+    path, env = snapcell_bin
+    r = subprocess.run([path, "mcp", "--config", str(config)], input=b"", capture_output=True,
+                       env=env, timeout=30)
+    assert r.returncode == 2 and b"code_errors_as_results: must be true or false" in r.stderr

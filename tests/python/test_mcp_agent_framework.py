@@ -44,8 +44,9 @@ def _config(work_tmp):
     return config
 
 
-def _stdio_tool(config, cells):
-    return MCPStdioTool(name="snapcell", command=str(CLI), args=["mcp", "--config", str(config)],
+def _stdio_tool(config, cells, *extra):
+    return MCPStdioTool(name="snapcell", command=str(CLI),
+                        args=["mcp", "--config", str(config), *extra],
                         env={"SNAPCELL_HELPER": str(HELPER), "TMPDIR": str(cells)})
 
 
@@ -158,3 +159,18 @@ def test_mcp_failed_run_tells_the_cause_only_with_detailed_errors(work_tmp, deta
         assert "before" in response.text
     else:
         assert response.text.strip() == "Error: Function failed."
+
+
+def test_mcp_code_errors_as_results_reach_the_model_without_detailed_errors(work_tmp):
+    cells = work_tmp / "cells"
+    cells.mkdir(mode=0o711)
+    client = ScriptedChatClient("print('before')\n1/0")
+
+    async def main():
+        async with _stdio_tool(_config(work_tmp), cells, "--code-errors-as-results") as snapcell:
+            agent = Agent(client, instructions="Use execute_code.", tools=snapcell)
+            return await agent.run("Divide.")
+
+    response = asyncio.run(main())
+    assert "uncaught exception: ZeroDivisionError: division by zero" in response.text
+    assert "Function failed" not in response.text
