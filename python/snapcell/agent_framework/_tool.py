@@ -49,7 +49,6 @@ DescriptionFormat = Literal["compact", "json"]
 ToolDescriptionFormat = Union[DescriptionFormat, Mapping[str, DescriptionFormat]]
 
 
-
 def _input_schema(stateful: bool) -> dict[str, Any]:
     what = (
         "Python code to run; state persists: variables, imports and /tmp files from this tool's "
@@ -444,11 +443,7 @@ class ExecuteCodeTool(FunctionTool):
                 **self._reference_settings,
                 "tool_names": list(s.tools),
                 "approval_mode": self.approval_mode,
-                "tool_description_format": (
-                    {name: s.tool_formats.get(name, self._format) for name in s.tool_formats}
-                    if s.tool_formats
-                    else self._format
-                ),
+                "tool_description_format": dict(s.tool_formats) if s.tool_formats else self._format,
                 "filesystem_enabled": s.workspace is not None or bool(s.mounts),
                 "workspace_root": str(s.workspace) if s.workspace else None,
                 "file_mounts": [{"host_path": str(m.host_path), "mount_path": m.mount_path} for m in s.mounts.values()],
