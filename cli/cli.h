@@ -12,6 +12,9 @@
 
 /* A new config with the helper from $SNAPCELL_HELPER when set (the build tree's, say), else
  * the library's built-in default; NULL after a message. */
+/* Prints why a sandbox did not start; a missing helper in a CLI user's words (the path, the
+ * reason, what to install or set), anything else as the library's message. */
+void cli_print_start_error(int rc, const char *message);
 struct snapcell_config *cli_config_new(void);
 
 int cli_run(int argc, char **argv);

@@ -4,9 +4,9 @@
  * host, ports and path, and with a path rule the same scheme), that matches its own host and
  * port and allows a request to its own path, in a list kept sorted with the same target
  * replaced and copied deeply with its headers (never on an http:// entry). The reference's
- * host form (snapcell_normalize_domain) normalises to itself too, and the address rules take
- * the input's first bytes as an IPv4 and an IPv6 address. Input "t" means methods NULL;
- * "t\0" an empty methods array. */
+ * host form (snapcell_normalize_domain) normalises to itself too (a '*' only as a leading
+ * "*." label), and the address rules take the input's first bytes as an IPv4 and an IPv6
+ * address. Input "t" means methods NULL; "t\0" an empty methods array. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -27,7 +27,8 @@ static void check_host_form(const char *in)
 	if (snapcell_normalize_domain(in, once, sizeof(once), NULL))
 		return;
 	size_t n = strlen(once);
-	if (n == 0 || strpbrk(once, "/?#@ *\\") || once[n - 1] == '.' ||
+	size_t wildcard = strncmp(once, "*.", 2) ? 0 : 2; /* a leading "*." is the one '*' kept */
+	if (n == wildcard || strpbrk(once + wildcard, "/?#@ *\\") || once[n - 1] == '.' ||
 	    snapcell_normalize_domain(once, again, sizeof(again), NULL) || strcmp(again, once))
 		abort();
 	for (size_t i = 0; i < n; i++)

@@ -340,10 +340,11 @@ SNAPCELL_API void snapcell_json_measure(const char *text, size_t len, unsigned *
  * (the Agent Framework adapter lists this form and allows it): surrounding whitespace
  * stripped, lower-cased, a scheme ("https://"), path, query, fragment and trailing '/'
  * dropped ("https://API.example.com/v1" -> "api.example.com", "127.0.0.1:8080" stays,
- * "[::1]:8080" stays bracketed). SNAPCELL_E_INVAL (the reason in err) for an empty target,
- * whitespace or control bytes inside, non-ASCII text (give an IDN in its xn-- form),
- * credentials (user@host), a wildcard, a bad port (1-65535), an unbracketed IPv6 address, or
- * out_len too small (SNAPCELL_TARGET_MAX always suffices). */
+ * "[::1]:8080" stays bracketed, "*.Example.org" -> "*.example.org", a wildcard being a
+ * leading "*." as snapcell_config_allow takes it). SNAPCELL_E_INVAL (the reason in err) for
+ * an empty target, whitespace or control bytes inside, non-ASCII text (give an IDN in its
+ * xn-- form), credentials (user@host), a '*' anywhere else, a bad port (1-65535), an
+ * unbracketed IPv6 address, or out_len too small (SNAPCELL_TARGET_MAX always suffices). */
 SNAPCELL_API int snapcell_normalize_domain(const char *in, char *out, size_t out_len,
 					   struct snapcell_error *err);
 
@@ -491,10 +492,14 @@ SNAPCELL_API int snapcell_config_tool_info(const struct snapcell_config *cfg, si
 enum snapcell_describe_format {
 	SNAPCELL_DESCRIBE_COMPACT, /* one line per parameter; JSON Schema only where needed */
 	SNAPCELL_DESCRIBE_JSON,	   /* each tool's parameters as its JSON Schema */
+	/* OR'd into either format: the tool keeps one interpreter between its calls (a session),
+	 * and the text says that state persists */
+	SNAPCELL_DESCRIBE_STATEFUL = 1 << 8,
 };
 
-/* The execute_code tool description: how to call tools from the code (call_tool with keyword
- * arguments, tools.<name>, ToolError), each registered tool with its description and
+/* The execute_code tool description: how to call tools from the code (`call_tool(name,
+ * **kwargs)` and `tools.<name>(**kwargs)`, both built-ins, ToolError, and one example call of
+ * a registered tool), each registered tool with its description and
  * parameters (compact: type, required or optional, default, per parameter; a tool with a
  * parameter that is not a scalar or an array of scalars, optionally "or null" (an object,
  * an array of objects, a wider union, a $ref), is shown as its JSON Schema instead), the
@@ -505,12 +510,34 @@ SNAPCELL_API int snapcell_config_describe(const struct snapcell_config *cfg,
 					  enum snapcell_describe_format format, char **out,
 					  struct snapcell_error *err);
 
+/* Describes the registered tool `name` in this format whatever format describe is given (the
+ * reference integration's per-tool tool_description_format); until the tool is registered
+ * again. -ENOENT when no tool has that name. */
+SNAPCELL_API int snapcell_config_set_tool_describe_format(struct snapcell_config *cfg,
+							  const char *name,
+							  enum snapcell_describe_format format,
+							  struct snapcell_error *err);
+
 /* The provider instructions (system-prompt text): execute_code is the primary tool, the code
- * must print its answer, and, with files configured, large results go to /output/<file>.
+ * must print its answer, with files configured large results go to /output/<file>, and
+ * with registered tools that they are called from the code.
  * They name no other tool and leave tools, files and network to the description. *out is
  * malloc'd (free()). */
 SNAPCELL_API int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
 					      struct snapcell_error *err);
+
+enum snapcell_instructions_flag {
+	/* the front end also offers the model some of the registered tools directly (not
+	 * only through execute_code): the text asks to prefer execute_code to combine them */
+	SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE = 1u << 0,
+};
+
+/* snapcell_config_instructions with SNAPCELL_INSTRUCTIONS_* flags (0: the same text). With
+ * registered tools, the text says whether they are also offered directly. SNAPCELL_E_INVAL
+ * for an unknown flag. */
+SNAPCELL_API int snapcell_config_instructions_with(const struct snapcell_config *cfg,
+						   unsigned flags, char **out,
+						   struct snapcell_error *err);
 
 /* The approval execute_code needs: ALWAYS when base is ALWAYS or any registered tool requires
  * approval, else NEVER. */
@@ -735,6 +762,15 @@ SNAPCELL_API int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *c
 				      struct snapcell_result **out, struct snapcell_error *err);
 
 SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
+
+/* How the run ended, in the words every front end gives the model (the MCP server's content,
+ * the Python integration's last item): the status and its cause. For an uncaught exception,
+ * its type and message and the last lines of its traceback (from stderr); for a limit, the
+ * limit by name ("the wall-clock time limit", "the memory limit"); for a non-zero exit,
+ * "exited with status N" and the last stderr line; for a signal, its number and name. An ok
+ * run gives one sentence saying so. At most a few KiB; *out is malloc'd (free()). */
+SNAPCELL_API int snapcell_result_summary(const struct snapcell_result *res, char **out,
+					 struct snapcell_error *err);
 
 /* ---- sessions and snapshots ----
  *

@@ -681,6 +681,14 @@ static int structured(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+static int code_errors(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_boolean(v))
+		return fail(c, path, "must be true or false");
+	c->opts->code_errors_as_results = json_is_true(v);
+	return 0;
+}
+
 static int isolation(const struct ctx *c, const char *path, json_t *v)
 {
 	const char *want = json_string_value(v);
@@ -782,6 +790,7 @@ static const struct {
 	{"queue_wait_s", queue_wait},
 	{"result_memory_bytes", result_memory},
 	{"structured_content", structured},
+	{"code_errors_as_results", code_errors},
 	{"require_isolation", isolation},
 	{"uid_range", uid_range},
 	{"sessions", sessions},

@@ -50,6 +50,9 @@ static const char usage[] =
 	"  --result-memory SIZE    memory all results may hold until sent; a result past\n"
 	"                          what is left gets an error instead (default 768M)\n"
 	"  --structured-content    also give each run's record as structuredContent\n"
+	"  --code-errors-as-results\n"
+	"                          answer a run that failed through its code (exception,\n"
+	"                          limit) with isError false; the text says why either way\n"
 	"  --replica NAME          this server's name in session handles, for routing\n"
 	"                          (default: the host name)\n";
 
@@ -103,6 +106,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{"allow-host", required_argument, NULL, 'A'},
 		{"http-session-idle", required_argument, NULL, 'I'},
 		{"structured-content", no_argument, NULL, 's'},
+		{"code-errors-as-results", no_argument, NULL, 'E'},
 		{"replica", required_argument, NULL, 'r'},
 		{"http-head-timeout", required_argument, NULL, 'T'},
 		{"max-per-client", required_argument, NULL, 'P'},
@@ -149,6 +153,9 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		case 's':
 			a->opts.structured_content = true;
+			break;
+		case 'E':
+			a->opts.code_errors_as_results = true;
 			break;
 		case 'r':
 			if (!mcp_replica_valid(optarg)) {
@@ -330,6 +337,8 @@ int cli_mcp(int argc, char **argv)
 		a.opts.queue_wait_set = file_opts.queue_wait_set;
 	}
 	a.opts.structured_content |= file_opts.structured_content;
+	a.opts.code_errors_as_results |= file_opts.code_errors_as_results;
+	mcp_result_set_code_errors_as_results(a.opts.code_errors_as_results);
 	a.opts.sessions = file_opts.sessions;
 	if (!a.opts.replica[0])
 		memcpy(a.opts.replica, file_opts.replica, sizeof(a.opts.replica));

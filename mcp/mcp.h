@@ -150,6 +150,9 @@ struct mcp_options {
 	 * result_memory_bytes); 0 = MCP_RESULT_MEMORY_DEFAULT. */
 	uint64_t result_memory;
 	bool structured_content; /* also give the run as structuredContent */
+	/* a run that failed through its code (error, timeout, memory, output limit, killed)
+	 * answers isError: false; setup failures and cancellations stay errors */
+	bool code_errors_as_results;
 	bool require_initialize; /* stdio: refuse requests before initialize */
 	/* The config file's command tools: every sandbox made from the config may call them,
 	 * so they live until mcp_options_clear(), after the sandbox is freed. */
@@ -202,6 +205,9 @@ void mcp_result_bind(const struct snapcell_result *res);
  * bound result's files written as base64 straight into it: malloc'd, NUL-terminated, *len
  * bytes; NULL when out of memory. */
 char *mcp_message_text(const json_t *msg, const char *prefix, const char *suffix, size_t *len);
+/* Sets, once before any call is served, whether mcp_call_result answers failures of the
+ * code as results (isError: false) rather than errors (the default). */
+void mcp_result_set_code_errors_as_results(bool on);
 /* A CallToolResult with isError and one text. */
 json_t *mcp_error_result(const char *status, const char *text);
 

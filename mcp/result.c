@@ -1,7 +1,8 @@
 /* A finished run as an MCP CallToolResult: stdout and stderr as text, /output files as images
- * or embedded resources, isError for a run that did not end ok, and the run's record (status,
- * timings, limits, tool-call log) under _meta. No structuredContent unless asked: clients
- * that prefer it (Agent Framework's default) would then show the model nothing else.
+ * or embedded resources, isError and the library's summary of its cause for a run that did
+ * not end ok, and the run's record (status, timings, limits, tool-call log) under _meta. No
+ * structuredContent unless asked: clients that prefer it (Agent Framework's default) would
+ * then show the model nothing else.
  *
  * A binary file's base64 is never built in the tree: a marker string holds its place and
  * mcp_message_text() writes the base64 straight from the run's bytes into the message's text,
@@ -154,6 +155,23 @@ char *mcp_message_text(const json_t *msg, const char *prefix, const char *suffix
 	return t.buf;
 }
 
+/* Set once at startup (--code-errors-as-results), before the threads that read it. */
+static bool code_errors_as_results;
+
+void mcp_result_set_code_errors_as_results(bool on)
+{
+	code_errors_as_results = on;
+}
+
+/* Whether the run failed through what its code did, rather than around it (a cell that
+ * could not be set up, a cancellation): those stay errors whatever the option. */
+static bool failed_by_code(enum snapcell_status status)
+{
+	return status == SNAPCELL_STATUS_ERROR || status == SNAPCELL_STATUS_TIMEOUT ||
+	       status == SNAPCELL_STATUS_MEMORY || status == SNAPCELL_STATUS_OUTPUT_LIMIT ||
+	       status == SNAPCELL_STATUS_KILLED;
+}
+
 static void add_text(json_t *content, const char *text)
 {
 	json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
@@ -206,26 +224,6 @@ static json_t *artifact_content(const struct snapcell_artifact *a, size_t i)
 	return json_pack("{s:s, s:o}", "type", "resource", "resource", resource);
 }
 
-static const char *outcome(const struct snapcell_result *res)
-{
-	switch (res->status) {
-	case SNAPCELL_STATUS_TIMEOUT:
-		return "The run hit its time limit and was stopped.";
-	case SNAPCELL_STATUS_MEMORY:
-		return "The run ran out of memory (the limit was hit).";
-	case SNAPCELL_STATUS_KILLED:
-		return "The run was killed by a signal.";
-	case SNAPCELL_STATUS_OUTPUT_LIMIT:
-		return "The run printed more than its output limit and was stopped.";
-	case SNAPCELL_STATUS_SETUP_FAILURE:
-		return "The cell could not be set up; the code did not run.";
-	case SNAPCELL_STATUS_CANCELLED:
-		return "The run was cancelled.";
-	default:
-		return NULL;
-	}
-}
-
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 {
 	json_t *record = cli_result_record(res, false);
@@ -241,9 +239,12 @@ json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 			add_text(content, text);
 		free(text);
 	}
-	const char *why = outcome(res);
-	if (why)
+	/* After a failed run, the status and its cause in the library's words: a client that
+	 * shows only text (or only some items) still tells the model why. */
+	char *why = NULL;
+	if (res->status != SNAPCELL_STATUS_OK && snapcell_result_summary(res, &why, NULL) == 0)
 		add_text(content, why);
+	free(why);
 	for (size_t i = 0; i < res->n_artifacts; i++)
 		json_array_append_new(content, artifact_content(&res->artifacts[i], i));
 	if (!json_array_size(content))
@@ -252,8 +253,10 @@ json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 	json_t *meta = json_copy(record);
 	json_object_del(meta, "stdout");
 	json_object_del(meta, "stderr");
-	json_t *result = json_pack("{s:o, s:b, s:{s:o}}", "content", content, "isError",
-				   res->status != SNAPCELL_STATUS_OK, "_meta", META_KEY, meta);
+	bool is_error = res->status != SNAPCELL_STATUS_OK &&
+			!(code_errors_as_results && failed_by_code(res->status));
+	json_t *result = json_pack("{s:o, s:b, s:{s:o}}", "content", content, "isError", is_error,
+				   "_meta", META_KEY, meta);
 	if (structured)
 		json_object_set(result, "structuredContent", record);
 	json_decref(record);

@@ -205,6 +205,19 @@ static PyObject *skipped(const struct snapcell_result *r)
 	return list;
 }
 
+/* How the run ended in the library's words (snapcell_result_summary). */
+static PyObject *summary(const struct snapcell_result *r)
+{
+	char *text = NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_result_summary(r, &text, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "result summary", NULL, false);
+	PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+	free(text);
+	return s;
+}
+
 PyObject *sc__py_result(const struct snapcell_result *r)
 {
 	PyObject *d = PyDict_New();
@@ -225,7 +238,7 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	    put(d, "peak_memory_bytes", PyLong_FromUnsignedLongLong(r->peak_memory_bytes)) < 0 ||
 	    put(d, "peak_rss_bytes", PyLong_FromUnsignedLongLong(r->peak_rss_bytes)) < 0 ||
 	    put(d, "isolation", PyUnicode_FromString(level ? level : "unknown")) < 0 ||
-	    put(d, "tool_calls", tool_calls(r)) < 0 ||
+	    put(d, "summary", summary(r)) < 0 || put(d, "tool_calls", tool_calls(r)) < 0 ||
 	    put(d, "tool_calls_dropped", PyLong_FromSize_t(r->n_tool_calls_dropped)) < 0 ||
 	    put(d, "artifacts", artifacts(r)) < 0 || put(d, "skipped", skipped(r)) < 0 ||
 	    put(d, "skipped_count", PyLong_FromSize_t(r->n_skipped)) < 0 ||

@@ -25,6 +25,7 @@ struct sc_tool {
 	char *schema_text; /* normalised: compact, sorted keys */
 	struct sc_schema *schema;
 	enum snapcell_approval approval;
+	int describe_format; /* enum snapcell_describe_format, or -1: the one describe is given */
 	snapcell_tool_fn fn;
 	void *user;
 };

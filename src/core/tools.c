@@ -160,6 +160,7 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 			    .schema_text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS),
 			    .schema = schema,
 			    .approval = approval,
+			    .describe_format = -1,
 			    .fn = fn,
 			    .user = user_data};
 	json_decref(root);
@@ -241,8 +242,27 @@ int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *ds
 						  t->approval, t->fn, t->user, NULL);
 		if (rc < 0)
 			return rc;
+		dst->tools[dst->n_tools - 1].describe_format = t->describe_format;
 	}
 	return 0;
+}
+
+int snapcell_config_set_tool_describe_format(struct snapcell_config *cfg, const char *name,
+					     enum snapcell_describe_format format,
+					     struct snapcell_error *err)
+{
+	if (!cfg || !name)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_tool_describe_format: NULL argument");
+	if (format != SNAPCELL_DESCRIBE_COMPACT && format != SNAPCELL_DESCRIBE_JSON)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "set_tool_describe_format %s: unknown format %d", name, (int)format);
+	for (size_t i = 0; i < cfg->n_tools; i++) {
+		if (!strcmp(cfg->tools[i].name, name)) {
+			cfg->tools[i].describe_format = (int)format;
+			return 0;
+		}
+	}
+	return sc__err(err, -ENOENT, "set_tool_describe_format %s", name);
 }
 
 /* Every value but the first of a container follows a ',' and every key a ':', so containers +

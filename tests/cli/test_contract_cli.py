@@ -52,8 +52,9 @@ def test_bad_tool_name_message_comes_from_the_library(snapcell):
 def test_snapcell_helper_chooses_the_helper_and_a_missing_one_is_named(snapcell):
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": "/nonexistent/cell"})
     assert r.returncode == 3
-    assert r.stderr == (b"snapcell: SNAPCELL_HELPER: set_helper /nonexistent/cell: "
-                        b"No such file or directory\n")
+    assert r.stderr == (b"snapcell: SNAPCELL_HELPER=/nonexistent/cell: No such file or directory\n"
+                        b"snapcell: set SNAPCELL_HELPER to the snapcell-cell executable (in a "
+                        b"build tree: build/snapcell-cell), or unset it to use the installed one\n")
 
 
 def test_a_helper_of_another_protocol_is_a_clear_error(snapcell, snapcell_paths):

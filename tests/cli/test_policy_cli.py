@@ -107,7 +107,7 @@ def test_describe_lists_tools_files_and_network(snapcell, tmp_path):
                  "--allow", "https://api.example.com/v1=post,get", "--describe")
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
-    assert "call_tool(\"name\", key=value, ...)" in text
+    assert "`call_tool(name, **kwargs)`" in text
     assert "- fx_rate: A command on the host.\n    (any keyword arguments)\n" in text
     assert "- Mounted paths:\n  - /input/sales.csv\n" in text
     assert "- https://api.example.com/v1: GET, POST\n" in text

@@ -40,6 +40,8 @@ Test(network, targets_normalise_as_the_reference_does)
 	expect_norm("example.com:08080", "example.com:8080");
 	expect_norm("my_host-1.internal", "my_host-1.internal");
 	expect_norm("git+ssh://Host.example", "host.example");
+	expect_norm("*.Example.org", "*.example.org");
+	expect_norm("https://*.example.org:8443/v1", "*.example.org:8443");
 }
 
 Test(network, unclear_targets_are_refused_with_a_reason)
@@ -63,7 +65,9 @@ Test(network, unclear_targets_are_refused_with_a_reason)
 	expect_refused("[::1", "unclosed");
 	expect_refused("[::1]x", "after ']'");
 	expect_refused("[example.com]", "IPv6");
-	expect_refused("*.example.com", "wildcards");
+	expect_refused("a.*.example.com", "character '*' is not allowed");
+	expect_refused("*.*.example.com", "a wildcard is only a leading '*.'");
+	expect_refused("*example.com", "a wildcard is only a leading '*.'");
 	expect_refused("a..b", "empty label");
 	expect_refused(".", "empty label");
 	expect_refused("exa%2ample.com", "character '%'");
