@@ -2,10 +2,11 @@
 # The README's first command (install-deps, build, the main job), run as written by root in a
 # fresh Debian minbase root of SUITE (bookworm, trixie) with nothing else installed: the
 # repository's tracked files copied to /root/snapcell, the root entered by tests/fresh/enter.
-# Passes when the command exits 0, leaves the main job's report (out/summary.csv) and
-# `snapcell doctor` there reports level namespaces or cgroups. Prints one line per check and the
-# time taken; the command's output is kept in $SNAPCELL_FRESH_LOGS (default a temporary file) and
-# shown when it fails. Usage: tests/fresh/readme-test.sh SUITE
+# Passes when the command exits 0, leaves the main job's report (out/summary.csv), installed
+# none of the test tools, and `snapcell doctor` there reports level namespaces or cgroups.
+# Prints one line per check and the time taken; the command's output is kept in
+# $SNAPCELL_FRESH_LOGS (default a temporary directory) and its end shown when it fails.
+# Usage: tests/fresh/readme-test.sh SUITE
 set -u
 cd "$(dirname "$0")/../.."
 repo=$(pwd)
@@ -48,6 +49,18 @@ if [ -s "$summary" ] && head -n 1 "$summary" | tr -d '\r' | grep -qx 'region,usd
 else
 	fresh_say "$suite: no out/summary.csv with a region,usd table"
 	status=1
+fi
+# Only what the build and the main job need: none of the test tools, nothing pip put into the
+# system Python.
+extra=$(dpkg-query --admindir="$dir/var/lib/dpkg" -W -f '${db:Status-Abbrev} ${Package}\n' \
+	clang clang-format libcriterion-dev haproxy bubblewrap npm nodejs mmdebstrap \
+	python3-pandas python3-matplotlib python3-pip 2>/dev/null | awk '/^ii/ { printf " %s", $2 }')
+pip_put=$(ls -d "$dir"/usr/local/lib/python3*/dist-packages/* 2>/dev/null | head -n 3)
+if [ -n "$extra$pip_put" ]; then
+	fresh_say "$suite: install-deps installed more than the build needs:$extra $pip_put"
+	status=1
+else
+	fresh_say "$suite: no test tools installed, nothing pip-installed into the system Python"
 fi
 # The level the README's build gets there: a root entered like a machine of its own allows user
 # namespaces, so anything below namespaces is a regression (or a chroot).
