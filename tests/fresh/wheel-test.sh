@@ -90,8 +90,10 @@ run_case() { # label suite python base-package...
 	dir=$(fresh_copy "$tar") || { failed=$((failed + 1)); return; }
 	if [ "$py" != /usr/bin/python3 ]; then
 		# The host's interpreter at the same path: a prefix under a 0700 home.
-		mkdir -p "$dir$(dirname "$(dirname "$py")")"
-		cp -a "$(dirname "$(dirname "$py")")" "$dir$(dirname "$(dirname "$(dirname "$py")")")/"
+		local prefix
+		prefix=$(dirname "$(dirname "$py")")
+		mkdir -p "$dir$(dirname "$prefix")"
+		cp -a "$prefix" "$dir$prefix"
 	fi
 	chmod 700 "$dir/root"
 	# The interpreter's X.Y decides which dependency wheels pip fetches.
