@@ -4,7 +4,7 @@ them: the Kubernetes manifests parse and keep the properties docs/deploy.md prom
 snapcell option they and the Dockerfile pass exists, the image's config loads, haproxy
 accepts both configs, and the Kubernetes haproxy keeps the affinity test_mcp_scaleout.py
 tests on deploy/haproxy/haproxy.cfg. The Dockerfile's build packages are a subset of what
-scripts/install-deps installs (the build this repository tests)."""
+scripts/install-deps installs (what building needs, without the test tools)."""
 import json
 import os
 import pathlib

@@ -521,7 +521,7 @@ def test_item7_reject_links_is_the_strict_option(tmp_path):
 
 
 def test_our_keywords_python_environment_and_preload():
-    # Debian's numpy (scripts/install-deps), exposed read-only and imported in the template.
+    # Debian's numpy (scripts/install-test-deps), exposed read-only and imported in the template.
     with ExecuteCodeTool(python_paths=["/usr/lib/python3/dist-packages"], preload=["numpy"], memory_limit=1 << 30) as t:
         out = invoke(t, "import sys, numpy\nprint('numpy' in sys.modules, int(numpy.arange(5).sum()))")
     assert texts(out) == ["True 10\n"]
