@@ -74,6 +74,20 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 int sc__python_dirs(const struct snapcell_config *cfg, const char *dirs[SC_PASS_FD_MAX],
 		    const char *site[SC_PASS_FD_MAX], size_t *n, struct snapcell_error *err);
 
+/* The interpreter a sandbox runs, resolved on the host by asking the interpreter itself
+ * (python_resolve.c; branch interp's interface, docs/architecture.md). */
+struct sc_python {
+	char *executable; /* the real file (realpath of its sys.executable) */
+	char *chosen_by;  /* why it was chosen */
+	char *version;	  /* "3.12.1" */
+	unsigned major, minor;
+	char **dirs; /* host directories it loads from, bound read-only at the same path */
+	size_t n_dirs;
+};
+int sc__python_resolve(const struct snapcell_config *cfg, struct sc_python *out,
+		       struct snapcell_error *err);
+void sc__python_clear(struct sc_python *py);
+
 /* describe.c: what code that tries to connect or resolve is told (the guest raises it),
  * malloc'd; NULL on allocation failure. */
 char *sc__network_notice(const struct snapcell_config *cfg);
@@ -138,7 +152,9 @@ struct snapcell_sandbox {
 	struct sc_outside_ids ids; /* what the sandbox runs as outside, and its uid's lock */
 	struct sc_cgroup cgroup;   /* its memory cgroup (dir_fd -1: none, level namespaces) */
 	enum snapcell_isolation level;
-	struct sc_gate *gate; /* with network entries: net/gate.h */
+	struct sc_gate *gate;	 /* with network entries: net/gate.h */
+	struct sc_python python; /* the interpreter its template execs */
+	char *setup;		 /* the setup message, from the helper's start until it is sent */
 
 	pthread_mutex_t lock; /* guards the fields below and reads of ctl */
 	struct sc_cell *ready;
