@@ -118,16 +118,67 @@ static size_t list_binds(const struct sc_setup *s, struct sc_bind *binds, char (
 	return n + 1;
 }
 
+/* The Python paths for an interpreter a cell execs: a .pth line each, the plain ones as
+ * directories, the site ones (a venv's) through site.addsitedir, as the template added them. */
+static char *paths_pth(const struct sc_setup *s)
+{
+	size_t len = 1;
+	for (size_t i = 0; i < s->n_python_paths; i++)
+		len += 80 + strlen(SC_PYTHON_PATH_BASE) + 2 * PATH_MAX;
+	char *text = calloc(1, len), *at = text;
+	for (size_t i = 0; text && i < s->n_python_paths; i++) {
+		const char *site = s->python_paths[i].site;
+		if (!site)
+			at += sprintf(at, SC_PYTHON_PATH_BASE "/%zu\n", i);
+		else if (!strchr(site, '\'') && !strchr(site, '\\') && !strchr(site, '\n'))
+			at += sprintf(at,
+				      "import site; site.addsitedir('" SC_PYTHON_PATH_BASE
+				      "/%zu%s%s')\n",
+				      i, *site ? "/" : "", site);
+	}
+	return text;
+}
+
+/* What the root links to the interpreter: /usr/bin/python3 and python, and with Python paths
+ * a venv (SC_VENV_DIR) whose site-packages names them in a .pth file, so an interpreter a cell
+ * execs sees what the cell sees; without, the links point at the interpreter itself. */
+static size_t root_files(const struct sc_setup *s, struct sc_root_file *f, char *pth)
+{
+	static char cfg[PATH_MAX + 128], site[PATH_MAX];
+	static const char *python = SC_VENV_DIR "/bin/python3";
+	unsigned major = 3, minor = 0;
+	sscanf(s->python.version, "%u.%u", &major, &minor);
+	const char *target = pth ? python : s->python.executable;
+	size_t n = 0;
+	f[n++] = (struct sc_root_file){"/usr/bin/python3", NULL, target};
+	f[n++] = (struct sc_root_file){"/usr/bin/python", NULL, target};
+	if (!pth)
+		return n;
+	snprintf(cfg, sizeof(cfg),
+		 "home = %.*s\ninclude-system-site-packages = false\nversion = %s\n",
+		 (int)(strrchr(s->python.executable, '/') - s->python.executable),
+		 s->python.executable, s->python.version);
+	snprintf(site, sizeof(site), SC_VENV_DIR "/lib/python%u.%u/site-packages/_snapcell.pth",
+		 major, minor);
+	f[n++] = (struct sc_root_file){SC_VENV_DIR "/pyvenv.cfg", cfg, NULL};
+	f[n++] = (struct sc_root_file){python, NULL, s->python.executable};
+	f[n++] = (struct sc_root_file){SC_VENV_DIR "/bin/python", NULL, "python3"};
+	f[n++] = (struct sc_root_file){site, pth, NULL};
+	return n;
+}
+
 static int build_root(const struct sc_setup *s, struct snapcell_error *err)
 {
 	static struct sc_bind binds[MAX_BINDS + 1];
 	static char src[MAX_BINDS + 1][32], dst[MAX_BINDS + 1][48], exe[PATH_MAX];
 	const char *lib_dirs[SC_PASS_FD_MAX];
-	static const char *const links[] = {"/usr/bin/python3", "/usr/bin/python"};
-	const char *base = strrchr(s->python.executable, '/');
+	struct sc_root_file files[6];
+	char *pth = s->n_python_paths ? paths_pth(s) : NULL;
+	if (s->n_python_paths && !pth)
+		return sc__err(err, -ENOMEM, "python paths");
 	for (size_t i = 0; i < s->python.n_dirs && i < SC_PASS_FD_MAX; i++)
 		lib_dirs[i] = s->python.dirs[i].host;
-	fd_path(exe, sizeof(exe), s->python.exe_dir_fd, base + 1);
+	fd_path(exe, sizeof(exe), s->python.exe_dir_fd, strrchr(s->python.executable, '/') + 1);
 	struct sc_rootfs fs = {.base = s->root,
 			       .out_dir = s->out,
 			       .ro_binds = binds,
@@ -138,9 +189,11 @@ static int build_root(const struct sc_setup *s, struct snapcell_error *err)
 			       .extra_ca = s->net ? s->net->ca : NULL,
 			       .interp_src = exe,
 			       .interp_path = s->python.executable,
-			       .interp_links = links,
-			       .n_interp_links = SC_ARRAY_LEN(links)};
-	return sc__rootfs_build(&fs, err);
+			       .files = files,
+			       .n_files = root_files(s, files, pth)};
+	int rc = sc__rootfs_build(&fs, err);
+	free(pth);
+	return rc;
 }
 
 /* Whether path is absolute, has no "..", and base is a plain file name. */

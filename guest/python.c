@@ -57,7 +57,12 @@ static int set_up_interpreter(const struct sc_guest_config *cfg)
 		rc = p && path ? PyList_Append(path, p) : -1;
 		Py_XDECREF(p);
 	}
-	PyObject *exe = PyUnicode_DecodeFSDefault(cfg->exec ? cfg->s.python.executable : "");
+	/* With Python paths, the root's venv over the interpreter (guest/helper.c), as a venv's
+	 * python names itself on a host. */
+	const char *executable = !cfg->exec				? ""
+				 : cfg->n_python_paths && !cfg->rlimits ? SC_VENV_DIR "/bin/python3"
+									: cfg->s.python.executable;
+	PyObject *exe = PyUnicode_DecodeFSDefault(executable);
 	PyObject *argv = Py_BuildValue("[s]", "");
 	if (rc == 0 && (!exe || !argv || PySys_SetObject("executable", exe) < 0 ||
 			PySys_SetObject("argv", argv) < 0))
@@ -413,6 +418,10 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 	}
 	Py_DECREF(r);
 	rc = add_site_dirs(mod, cfg, err);
+	if (rc == 0 && !single_threaded())
+		rc = sc__err(err, SNAPCELL_E_HELPER,
+			     "venv site-packages: its .pth files leave threads running; the "
+			     "template must be single-threaded when it forks cells");
 	if (rc == 0)
 		rc = preload(mod, cfg, err);
 	Py_DECREF(mod);

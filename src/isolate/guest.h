@@ -20,6 +20,15 @@
 /* The public CA bundle, at its Debian path; SSL_CERT_FILE names it in the cell. */
 #define SC_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 #define SC_GUEST_DIR "/.snapcell/guest" /* the guest module's directory, bound */
+/* With Python paths: a venv over the interpreter, for the interpreter a cell execs. */
+#define SC_VENV_DIR "/.snapcell/venv"
+/* A file (content) or symbolic link (link) the root gets, at an absolute path. */
+struct sc_root_file {
+	const char *path;
+	const char *content;
+	const char *link;
+};
+
 /* A read-only bind: src is a host path or /proc/self/fd/N of a descriptor the host opened
  * (so the sandbox uid need not be able to walk to it); dst is the path inside the root. */
 struct sc_bind {
@@ -42,12 +51,11 @@ struct sc_rootfs {
 	/* The interpreter, or NULL for none: the file interp_src (a path the helper can read)
 	 * copied to interp_path and its ELF loader copied to the loader's own path, both mode
 	 * 0111, so a cell can execute them but not read them (an exec of an unreadable file
-	 * leaves the process non-dumpable); interp_links (absolute paths, e.g. /usr/bin/python3)
-	 * link to it. */
+	 * leaves the process non-dumpable). */
 	const char *interp_src;
 	const char *interp_path;
-	const char *const *interp_links;
-	size_t n_interp_links;
+	const struct sc_root_file *files; /* made after the interpreter, before the pivot */
+	size_t n_files;
 };
 
 /* Builds the minimal root and pivots into it; afterwards the host filesystem is gone from

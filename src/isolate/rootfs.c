@@ -347,27 +347,29 @@ static int read_file(const char *src, char **buf, size_t *len, struct snapcell_e
 	return rc < 0 ? sc__err(err, rc, "read %s", src) : 0;
 }
 
-/* Links to the interpreter (python3, python) in the root, where it is not itself. */
-static int link_interpreter(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
+/* The caller's extra files and links (parents made as needed); a path that exists already
+ * (a link to the interpreter where it is the interpreter) is left alone. */
+static int put_files(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
 {
 	char dir[PATH_MAX];
-	for (size_t i = 0; i < fs->n_interp_links; i++) {
-		const char *link = fs->interp_links[i];
-		if (strcmp(link, fs->interp_path) == 0)
-			continue;
-		snprintf(dir, sizeof(dir), "%s", link + 1);
-		*strrchr(dir, '/') = 0;
-		int rc = mkdir_p_at(rootfd, dir);
-		if (rc == 0 && symlinkat(fs->interp_path, rootfd, link + 1) < 0 && errno != EEXIST)
+	for (size_t i = 0; i < fs->n_files; i++) {
+		const struct sc_root_file *f = &fs->files[i];
+		snprintf(dir, sizeof(dir), "%s", f->path + 1);
+		char *slash = strrchr(dir, '/');
+		int rc = slash ? (*slash = 0, mkdir_p_at(rootfd, dir)) : 0;
+		if (rc == 0 && f->link && symlinkat(f->link, rootfd, f->path + 1) < 0 &&
+		    errno != EEXIST)
 			rc = -errno;
+		if (rc == 0 && !f->link)
+			rc = sc__write_file_at(rootfd, f->path + 1, f->content, 0644);
 		if (rc < 0)
-			return sc__err(err, rc, "link %s", link);
+			return sc__err(err, rc, "make %s", f->path);
 	}
 	return 0;
 }
 
 /* The cell's interpreter: the chosen one's executable and its ELF loader, copied. */
-static int put_interpreter(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
+static int put_interpreter(const struct sc_rootfs *fs, struct snapcell_error *err)
 {
 	char *exe = NULL, *ld = NULL;
 	size_t exe_len = 0, ld_len = 0;
@@ -385,7 +387,7 @@ static int put_interpreter(const struct sc_rootfs *fs, int rootfd, struct snapce
 		rc = put_exec_copy(fs->base, fs->interp_path, exe, exe_len, err);
 	free(exe);
 	free(ld);
-	return rc < 0 ? rc : link_interpreter(fs, rootfd, err);
+	return rc;
 }
 
 static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
@@ -431,7 +433,9 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 		return sc__err(err, rc, "write /etc");
 	if (fs->extra_ca && (rc = write_ca_bundle(fs, err)) < 0)
 		return rc;
-	if (fs->interp_path && (rc = put_interpreter(fs, rootfd, err)) < 0)
+	if (fs->interp_path && (rc = put_interpreter(fs, err)) < 0)
+		return rc;
+	if ((rc = put_files(fs, rootfd, err)) < 0)
 		return rc;
 	snprintf(path, sizeof(path), "%s" SC_OUT_BASE, fs->base);
 	return bind(fs->out_dir, path, MS_NODEV | MS_NOEXEC, err);

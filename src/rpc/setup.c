@@ -109,7 +109,8 @@ static const struct field setup_fields[] = {
 	F(struct sc_setup, processes, U64),
 	F(struct sc_setup, file_bytes, U64),
 	F(struct sc_setup, open_files, U64),
-	FS(struct sc_setup, env_names, MAP, offsetof(struct sc_setup, env_values), NULL),
+	{"env", MAP, offsetof(struct sc_setup, env_names), offsetof(struct sc_setup, env_values),
+	 NULL},
 	F(struct sc_setup, level, INT),
 	F(struct sc_setup, tmp, NSTR),
 	F(struct sc_setup, own_uid, BOOL),
@@ -126,6 +127,8 @@ static const struct schema setup_schema = SCHEMA(struct sc_setup, setup_fields);
 
 /* The env map keeps its names and values in two arrays; its count follows them. */
 #define MAP_COUNT(values_off) ((values_off) + sizeof(char **))
+_Static_assert(offsetof(struct sc_setup, n_env) == MAP_COUNT(offsetof(struct sc_setup, env_values)),
+	       "the env map's count follows its values");
 
 #define AT(base, off, type) ((type *)(void *)((char *)(base) + (off)))
 

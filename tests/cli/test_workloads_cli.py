@@ -52,8 +52,9 @@ def test_stdlib_works_in_a_fresh_cell(snapcell):
 
 def test_root_holds_system_data_and_nothing_else_of_the_host(snapcell):
     got = run_json(snapcell, """
-import json, os
+import json, os, sys
 print(json.dumps({
+    "base_prefix": sys.base_prefix, "python3": os.path.realpath("/usr/bin/python3"),
     "root": sorted(os.listdir("/")),
     "etc": sorted(os.listdir("/etc")),
     "alternatives": sorted(os.listdir("/etc/alternatives")),
@@ -66,7 +67,9 @@ print(json.dumps({
     "usr_bin": sorted(os.listdir("/usr/bin")) if os.path.exists("/usr/bin") else None,
 }))""")
     # /lib32 and /libx32 are links into /usr where the host has them (merged /usr).
-    assert set(got["root"]) - {"lib32", "libx32"} == {
+    # The interpreter's prefix where it is not under /usr (a pyenv build in /root).
+    top = got["base_prefix"].split("/")[1]
+    assert set(got["root"]) - {"lib32", "libx32", top} == {
         ".snapcell", "bin", "dev", "etc", "input", "lib", "lib64", "output", "sbin", "tmp", "usr"}
     assert set(got["etc"]) <= {"alternatives", "group", "hostname", "ld.so.cache",
                                "matplotlibrc", "mime.types", "passwd", "ssl", "hosts",
@@ -79,8 +82,9 @@ print(json.dumps({
     assert got["paris"] and got["tzdata_zi"]
     assert set(got["usr_share"]) <= {"zoneinfo", "fonts", "matplotlib"}
     assert not got["proc"] and not got["sh"]
-    # The cell's own python3 (a copy of the helper) where Landlock confines exec to it.
-    assert got["usr_bin"] == (["python", "python3"] if landlock_abi() else None)
+    # Links to the interpreter, and its copy where it lives in /usr/bin (Debian's).
+    exe = got["python3"].split("/")[-1] if got["python3"].startswith("/usr/bin/") else None
+    assert set(got["usr_bin"]) == {"python", "python3"} | ({exe} if exe else set())
 
 
 def test_system_data_is_read_only(snapcell):
@@ -268,6 +272,30 @@ except OSError as e:
     assert r.stdout.splitlines() == [b"venv src ran", b"PermissionError"]
 
 
+def test_a_pth_file_that_leaves_a_thread_is_refused(snapcell, tmp_path):
+    venv = tmp_path / "venv"
+    site = make_venv(venv)
+    (site / "spin.pth").write_text(
+        "import threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
+    assert r.returncode == 3, r.stderr
+    assert b".pth files leave threads running" in r.stderr, r.stderr
+
+
+@needs_landlock
+def test_an_exec_of_sys_executable_sees_the_venv_and_python_paths(snapcell, tmp_path):
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    make_tree(tmp_path / "m", {"pmod.py": "WHERE = 'path'\n"})
+    got = run_json(snapcell, """
+import json, subprocess, sys
+child = "import vmod, srcmod, pmod; print(vmod.WHERE, srcmod.WHERE, pmod.WHERE)"
+r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+print(json.dumps([r.stdout, r.stderr]))
+""", "--python-path", tmp_path / "m", "--venv", venv)
+    assert got == ["venv src path\n", ""]
+
+
 def test_a_venv_of_another_python_is_refused(snapcell, tmp_path):
     venv = tmp_path / "v312"
     (venv / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
@@ -309,7 +337,8 @@ m = subprocess.run(["python3", "-m", "json.tool", "--sort-keys", "--compact", "/
                    capture_output=True, text=True)
 print(json.dumps({"exe": sys.executable, "c": r.stdout, "m": m.stdout, "err": r.stderr + m.stderr}))
 """, "--workspace", tmp_path)
-    assert got == {"exe": "/usr/bin/python3", "c": "42\n", "m": '{"a":[1,2],"b":1}\n', "err": ""}
+    assert got == {"exe": got["exe"], "c": "42\n", "m": '{"a":[1,2],"b":1}\n', "err": ""}
+    assert got["exe"].startswith("/") and "/python3" in got["exe"], got
 
 
 @needs_landlock

@@ -121,5 +121,5 @@ Test(setup, a_value_of_the_wrong_type_is_an_error)
 	expect_refused("\"root\":\"/w/root\"", "\"root\":null", "root: not a string");
 	expect_refused("\"v6\":true", "\"v6\":1", "v6: not a boolean");
 	expect_refused("\"preloads\":[\"json\"]", "\"preloads\":[1]", "preloads: not a string");
-	expect_refused("\"B\":\"two\"", "\"B\":2", "env_names: not a string");
+	expect_refused("\"B\":\"two\"", "\"B\":2", "env: not a string");
 }
