@@ -11,34 +11,6 @@
 #include "core/core.h"
 #include "helpers.h"
 
-/* Writes dir/name, a script that answers the probe with json (and appends a line to
- * dir/runs each time it runs); returns its malloc'd path. */
-static char *fake_python(const char *dir, const char *name, const char *json)
-{
-	char *path, body[2048];
-	cr_assert(asprintf(&path, "%s/%s", dir, name) > 0);
-	snprintf(body, sizeof(body), "#!/bin/sh\necho run >> '%s/runs'\ncat <<'EOF'\n%s\nEOF\n",
-		 dir, json);
-	test_write_file(dir, name, body);
-	cr_assert_eq(chmod(path, 0755), 0);
-	return path;
-}
-
-/* A probe answer: implementation, version, free-threaded, and the executable it reports
- * (which must exist: an ordinary program outside the cell's mount points stands in). */
-static char *answer(const char *impl, int major, int minor, int micro, bool ft, const char *exe)
-{
-	char *json;
-	cr_assert(asprintf(&json,
-			   "{\"implementation\": \"%s\", \"version\": [%d, %d, %d], "
-			   "\"executable\": \"%s\", \"base_prefix\": \"/usr\", \"stdlib\": "
-			   "\"/usr/lib\", "
-			   "\"platstdlib\": \"/usr/lib\", \"dynload\": \"\", \"gil_disabled\": %s, "
-			   "\"shared\": false, \"libdir\": \"\", \"libs\": []}",
-			   impl, major, minor, micro, exe, ft ? "true" : "false") > 0);
-	return json;
-}
-
 /* Sets path as the interpreter and expects SNAPCELL_E_INVAL with a message holding path and
  * each of the words. */
 static void expect_refused(const char *path, const char *w1, const char *w2)
@@ -194,16 +166,16 @@ Test(python, the_resolved_interpreter_names_the_directories_it_loads_from)
 Test(python, other_implementations_old_versions_and_free_threaded_builds_are_refused)
 {
 	char *dir = test_make_tree();
-	char *pypy = answer("pypy", 3, 10, 14, false, "/bin/sh");
-	char *old = answer("cpython", 3, 9, 18, false, "/bin/sh");
-	char *ft = answer("cpython", 3, 13, 0, true, "/bin/sh");
-	char *p = fake_python(dir, "pypy3", pypy);
+	char *pypy = test_python_answer("pypy", 3, 10, 14, false, "/bin/sh");
+	char *old = test_python_answer("cpython", 3, 9, 18, false, "/bin/sh");
+	char *ft = test_python_answer("cpython", 3, 13, 0, true, "/bin/sh");
+	char *p = test_fake_python(dir, "pypy3", pypy);
 	expect_refused(p, "pypy", "not CPython");
 	free(p);
-	p = fake_python(dir, "python3.9", old);
+	p = test_fake_python(dir, "python3.9", old);
 	expect_refused(p, "Python 3.9.18", "3.10 or newer");
 	free(p);
-	p = fake_python(dir, "python3.13t", ft);
+	p = test_fake_python(dir, "python3.13t", ft);
 	expect_refused(p, "free-threaded", "abi3");
 	free(p), free(pypy), free(old), free(ft);
 	test_remove_tree(dir);
@@ -250,8 +222,8 @@ Test(python, an_interpreter_where_cells_mount_their_own_file_systems_is_refused)
 	/* One under /tmp, say a build unpacked there: /tmp is the cell's own tmpfs. */
 	char *self = NULL, *json;
 	cr_assert(asprintf(&self, "%s/python3", dir) > 0);
-	json = answer("cpython", 3, 12, 1, false, self);
-	char *p = fake_python(dir, "python3", json);
+	json = test_python_answer("cpython", 3, 12, 1, false, self);
+	char *p = test_fake_python(dir, "python3", json);
 	expect_refused(p, "lies under /tmp", "cells mount over");
 	free(p), free(json);
 	/* One whose standard library is under /proc. */
@@ -260,7 +232,7 @@ Test(python, an_interpreter_where_cells_mount_their_own_file_systems_is_refused)
 			 "{\"implementation\": \"cpython\", \"version\": [3, 12, 1], "
 			 "\"executable\": \"/bin/sh\", \"stdlib\": \"/proc/self\", \"libs\": []}") >
 		0);
-	p = fake_python(dir, "python3-proc", json);
+	p = test_fake_python(dir, "python3-proc", json);
 	expect_refused(p, "/proc/self lies under /proc", NULL);
 	free(p), free(json), free(self);
 	test_remove_tree(dir);
@@ -270,8 +242,8 @@ Test(python, an_interpreter_where_cells_mount_their_own_file_systems_is_refused)
 Test(python, a_version_newer_than_snapcell_knows_runs_with_a_warning)
 {
 	char *dir = test_make_tree();
-	char *json = answer("cpython", 3, 15, 0, false, "/bin/sh");
-	char *p = fake_python(dir, "python3.15", json);
+	char *json = test_python_answer("cpython", 3, 15, 0, false, "/bin/sh");
+	char *p = test_fake_python(dir, "python3.15", json);
 	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_python_info info;
 	struct snapcell_error err = {0};
@@ -289,8 +261,8 @@ Test(python, a_version_newer_than_snapcell_knows_runs_with_a_warning)
 Test(python, an_interpreter_is_asked_once_per_file_version_from_any_thread)
 {
 	char *dir = test_make_tree();
-	char *json = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *p = fake_python(dir, "python3", json);
+	char *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *p = test_fake_python(dir, "python3", json);
 	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_python_info info;
 	struct snapcell_error err = {0};
@@ -322,8 +294,8 @@ static void *resolve_thread(void *arg)
 Test(python, concurrent_first_resolutions_ask_once)
 {
 	char *dir = test_make_tree();
-	char *json = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *p = fake_python(dir, "python3", json);
+	char *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *p = test_fake_python(dir, "python3", json);
 	/* Found on PATH, so no setter has asked it yet. */
 	char path[4096];
 	snprintf(path, sizeof(path), "%s:%s", dir, getenv("PATH"));
@@ -359,8 +331,8 @@ static char *make_venv(const char *dir, const char *name, const char *cfg_text, 
 Test(python, a_venv_of_any_supported_python_runs_its_own_interpreter)
 {
 	char *dir = test_make_tree(), text[1200];
-	char *json = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *base = fake_python(dir, "py312/bin/python3.12", json);
+	char *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *base = test_fake_python(dir, "py312/bin/python3.12", json);
 	snprintf(text, sizeof(text), "home = %s/py312/bin\nversion = 3.12.1\n", dir);
 	char *venv = make_venv(dir, "venv", text, 12);
 	struct snapcell_config *cfg = test_config_new();
@@ -405,12 +377,12 @@ Test(python, a_venv_of_python_older_than_3_10_is_refused)
 Test(python, a_venv_not_made_from_the_given_python_is_refused_naming_both)
 {
 	char *dir = test_make_tree(), text[1200];
-	char *j312 = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *j312b = answer("cpython", 3, 12, 3, false, "/bin/true");
-	char *j313 = answer("cpython", 3, 13, 0, false, "/bin/sh");
-	char *base = fake_python(dir, "a/python3.12", j312);
-	char *other = fake_python(dir, "b/python3.12", j312b);
-	char *newer = fake_python(dir, "c/python3.13", j313);
+	char *j312 = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *j312b = test_python_answer("cpython", 3, 12, 3, false, "/bin/true");
+	char *j313 = test_python_answer("cpython", 3, 13, 0, false, "/bin/sh");
+	char *base = test_fake_python(dir, "a/python3.12", j312);
+	char *other = test_fake_python(dir, "b/python3.12", j312b);
+	char *newer = test_fake_python(dir, "c/python3.13", j313);
 	snprintf(text, sizeof(text), "home = /nowhere\nversion = 3.12.1\nexecutable = %s\n", base);
 	char *venv = make_venv(dir, "venv", text, 12);
 	struct snapcell_config *cfg = test_config_new();
@@ -436,9 +408,9 @@ Test(python, a_venv_not_made_from_the_given_python_is_refused_naming_both)
 Test(python, a_venv_whose_interpreter_changed_version_is_refused_at_resolve)
 {
 	char *dir = test_make_tree(), text[1200];
-	char *j312 = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *j313 = answer("cpython", 3, 13, 0, false, "/bin/sh");
-	char *base = fake_python(dir, "bin/python3", j312);
+	char *j312 = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *j313 = test_python_answer("cpython", 3, 13, 0, false, "/bin/sh");
+	char *base = test_fake_python(dir, "bin/python3", j312);
 	snprintf(text, sizeof(text), "home = %s/bin\nversion = 3.12.1\n", dir);
 	char *venv = make_venv(dir, "venv", text, 12);
 	struct snapcell_config *cfg = test_config_new();
@@ -447,7 +419,7 @@ Test(python, a_venv_whose_interpreter_changed_version_is_refused_at_resolve)
 	cr_assert_eq(snapcell_config_set_venv(cfg, venv, &err), 0, "%s", err.message);
 	/* The interpreter in its home is replaced by a 3.13 (a new file: another inode). */
 	cr_assert_eq(unlink(base), 0);
-	free(fake_python(dir, "bin/python3", j313));
+	free(test_fake_python(dir, "bin/python3", j313));
 	cr_expect_eq(snapcell_config_python_info(cfg, &info, &err), SNAPCELL_E_INVAL);
 	cr_expect(strstr(err.message, venv) && strstr(err.message, "3.13.0"), "%s", err.message);
 	snapcell_config_free(cfg);
@@ -459,8 +431,8 @@ Test(python, a_venv_whose_interpreter_changed_version_is_refused_at_resolve)
 Test(python, system_site_packages_are_debian_s_only_for_a_debian_python_venv)
 {
 	char *dir = test_make_tree(), text[1200];
-	char *json = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *base = fake_python(dir, "bin/python3.12", json);
+	char *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *base = test_fake_python(dir, "bin/python3.12", json);
 	snprintf(text, sizeof(text),
 		 "home = %s/bin\ninclude-system-site-packages = true\nversion = 3.12.1\n", dir);
 	char *venv = make_venv(dir, "venv", text, 12);
