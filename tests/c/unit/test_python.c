@@ -216,6 +216,36 @@ Test(python, an_interpreter_that_never_answers_is_refused_in_bounded_time)
 	free(dir);
 }
 
+Test(python, what_a_stuck_interpreter_started_is_killed_with_it)
+{
+	char *dir = test_make_tree(), path[600];
+	/* It answers nothing useful and leaves a child holding its output open. */
+	test_write_file(dir, "forks", "#!/bin/sh\nsleep 31.731 &\necho 'Trace\033[31m'>&2\n");
+	snprintf(path, sizeof(path), "%s/forks", dir);
+	cr_assert_eq(chmod(path, 0755), 0);
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_config_set_python(cfg, path, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "no answer within 5 s"), "%s", err.message);
+	cr_expect_eq(system("pgrep -f 'slee[p] 31.731' >/dev/null"), 256, "the child was left");
+	/* An answer past its cap. */
+	test_write_file(dir, "chatty", "#!/bin/sh\nhead -c 100000 /dev/zero | tr '\\0' x\n");
+	snprintf(path, sizeof(path), "%s/chatty", dir);
+	cr_assert_eq(chmod(path, 0755), 0);
+	cr_expect_eq(snapcell_config_set_python(cfg, path, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "passed 64 KiB"), "%s", err.message);
+	/* What it printed on stderr is quoted without its control bytes. */
+	test_write_file(dir, "noisy", "#!/bin/sh\nprintf 'bad\\033[31m option\\n' >&2\nexit 2\n");
+	snprintf(path, sizeof(path), "%s/noisy", dir);
+	cr_assert_eq(chmod(path, 0755), 0);
+	cr_expect_eq(snapcell_config_set_python(cfg, path, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "bad?[31m option"), "%s", err.message);
+	cr_expect(!strchr(err.message, '\033'));
+	snapcell_config_free(cfg);
+	test_remove_tree(dir);
+	free(dir);
+}
+
 Test(python, an_interpreter_where_cells_mount_their_own_file_systems_is_refused)
 {
 	char *dir = test_make_tree();
