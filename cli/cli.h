@@ -54,6 +54,16 @@ int cli_mcp(int argc, char **argv);
  * state files (files of dead processes are removed): a JSON array. */
 json_t *cli_mcp_servers(void);
 
+/* interpreter.c: the interpreter cfg runs. check: 0, or -1 after "<who>: <why>" on stderr
+ * (a version newer than snapcell knows is 0: print and json carry the warning). print:
+ * lines on f, each after prefix: the file, its version and why it; what cells see; a
+ * warning; or why there is none.
+ * json: {"executable", "chosen_by", "version", "cells": {"sys_executable", "version"},
+ * "warning"?}, or {"error"}. */
+int cli_python_check(const struct snapcell_config *cfg, const char *who);
+void cli_python_print(FILE *f, const struct snapcell_config *cfg, const char *prefix);
+json_t *cli_python_json(const struct snapcell_config *cfg);
+
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */
 void cli_print_artifacts(const struct snapcell_result *res, FILE *f);
 int cli_save_artifacts(const struct snapcell_result *res, const char *dir);

@@ -239,6 +239,12 @@ int cli_mcp(int argc, char **argv)
 		mcp_options_clear(&file_opts);
 		return 2;
 	}
+	/* The interpreter, chosen by the file or by default, is checked before anything starts. */
+	if (cli_python_check(cfg, "snapcell mcp") < 0) {
+		snapcell_config_free(cfg);
+		mcp_options_clear(&file_opts);
+		return 2;
+	}
 	if (!a.opts.max_runs)
 		a.opts.max_runs = file_opts.max_runs;
 	if (!a.opts.max_queued_set) {
