@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/auxv.h>
 #include <sys/statvfs.h>
@@ -257,24 +258,6 @@ const char *sc__rootfs_own_loader(void)
 	return interp;
 }
 
-/* A whole host file, at most 64 MiB (the helper and its loader are a few hundred KiB). */
-static int slurp(int fd, char **buf, size_t *len)
-{
-	enum { MAX = 64 << 20 };
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > MAX)
-		return -EINVAL;
-	*len = (size_t)st.st_size;
-	if (!(*buf = malloc(*len)))
-		return -ENOMEM;
-	int rc = sc__read_all(fd, *buf, *len);
-	if (rc < 0)
-		free(*buf);
-	return rc;
-}
-
 /* Where path lands in the root: its directory may be one of the top links copy_top_links
  * made (merged /usr: /lib64 -> usr/lib64); the file goes where that link points, which must
  * stay inside the root (relative, no ".."). */
@@ -295,9 +278,25 @@ static int root_dir_of(const char *base, const char *path, char *dir, size_t len
 	return snprintf(dir, len, "/%s", target) < (int)len ? 0 : -ENAMETOOLONG;
 }
 
-/* Copies a host file into the root as mode 0111: executable, not readable without the
- * capabilities a cell lacks. */
-static int put_exec_copy(const char *base, const char *path, const char *buf, size_t len,
+/* Sends all of the regular file src_fd (at most 256 MiB) to fd, in the kernel. */
+static int send_file(int fd, int src_fd)
+{
+	struct stat st;
+	if (fstat(src_fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > (256 << 20))
+		return -EINVAL;
+	for (off_t at = 0; at < st.st_size;) {
+		ssize_t n = sendfile(fd, src_fd, &at, (size_t)(st.st_size - at));
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+/* Copies the host file src into the root at path as mode 0111: executable, not readable
+ * without the capabilities a cell lacks. */
+static int put_exec_copy(const char *base, const char *path, const char *src,
 			 struct snapcell_error *err)
 {
 	char dir[PATH_MAX], dst[PATH_MAX];
@@ -308,12 +307,16 @@ static int put_exec_copy(const char *base, const char *path, const char *buf, si
 	if ((rc = mkdir_p(dst)) < 0)
 		return sc__err(err, rc, "mkdir %s", dir);
 	snprintf(dst, sizeof(dst), "%s%s%s", base, dir, strrchr(path, '/'));
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return sc__err(err, -errno, "read %s", src);
 	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
-	rc = fd < 0 ? -errno : sc__write_all(fd, buf, len);
+	rc = fd < 0 ? -errno : send_file(fd, in);
 	if (rc == 0 && fchmod(fd, 0111) < 0)
 		rc = -errno;
 	if (fd >= 0)
 		close(fd);
+	close(in);
 	return rc < 0 ? sc__err(err, rc, "copy %s into the root", path) : 0;
 }
 
@@ -338,12 +341,16 @@ static const char *image_loader(const char *buf, size_t len)
 	return NULL;
 }
 
-static int read_file(const char *src, char **buf, size_t *len, struct snapcell_error *err)
+/* The first bytes of src, where an ELF file keeps its program headers and PT_INTERP. */
+static int read_head(const char *src, char *buf, size_t size, size_t *len,
+		     struct snapcell_error *err)
 {
 	int fd = open(src, O_RDONLY | O_CLOEXEC);
-	int rc = fd < 0 ? -errno : slurp(fd, buf, len);
+	ssize_t n = fd < 0 ? -1 : pread(fd, buf, size, 0);
+	int rc = n < 0 ? -errno : 0;
 	if (fd >= 0)
 		close(fd);
+	*len = n < 0 ? 0 : (size_t)n;
 	return rc < 0 ? sc__err(err, rc, "read %s", src) : 0;
 }
 
@@ -371,23 +378,17 @@ static int put_files(const struct sc_rootfs *fs, int rootfd, struct snapcell_err
 /* The cell's interpreter: the chosen one's executable and its ELF loader, copied. */
 static int put_interpreter(const struct sc_rootfs *fs, struct snapcell_error *err)
 {
-	char *exe = NULL, *ld = NULL;
-	size_t exe_len = 0, ld_len = 0;
-	int rc = read_file(fs->interp_src, &exe, &exe_len, err);
+	static char head[64 << 10];
+	size_t len = 0;
+	int rc = read_head(fs->interp_src, head, sizeof(head), &len, err);
 	if (rc < 0)
 		return rc;
-	const char *loader = image_loader(exe, exe_len);
+	const char *loader = image_loader(head, len);
 	if (!loader)
-		rc = sc__err(err, -ENOEXEC, "%s names no ELF loader", fs->interp_path);
-	if (rc == 0)
-		rc = read_file(loader, &ld, &ld_len, err);
-	if (rc == 0)
-		rc = put_exec_copy(fs->base, loader, ld, ld_len, err);
-	if (rc == 0)
-		rc = put_exec_copy(fs->base, fs->interp_path, exe, exe_len, err);
-	free(exe);
-	free(ld);
-	return rc;
+		return sc__err(err, -ENOEXEC, "%s names no ELF loader", fs->interp_path);
+	if ((rc = put_exec_copy(fs->base, loader, loader, err)) < 0)
+		return rc;
+	return put_exec_copy(fs->base, fs->interp_path, fs->interp_src, err);
 }
 
 static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
