@@ -65,7 +65,7 @@ int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_f
 	 * namespaces level gives them a scratch /tmp, this one a directory beside the cells'. */
 	char home[PATH_MAX];
 	snprintf(home, sizeof(home), "%s/template", cfg->tmp_dir);
-	if (mkdir(home, 0700) < 0 || setenv("HOME", home, 1) < 0)
+	if (mkdir(home, 0700) < 0 || sc_py_setenv("HOME", home, true) < 0)
 		return sc__err(err, -errno, "make %s", home);
 	/* RLIMIT_NPROC counts every task of the real uid: as the caller's own uid, the caller's
 	 * other processes count too, so the cells' limit starts above what runs now. */
