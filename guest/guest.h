@@ -158,8 +158,6 @@ void sc_py_warm(void);
 int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payload *done);
 /* setenv, through os.environ so that Python sees it too; -1 with errno on failure. */
 int sc_py_setenv(const char *name, const char *value, bool overwrite);
-/* What compiling the prelude cost at this start (the module's timings). */
-extern uint64_t prelude_compile_us;
 void sc_py_before_fork(void);
 void sc_py_after_fork_parent(void);
 void sc_py_after_fork_child(void);

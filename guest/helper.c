@@ -294,10 +294,11 @@ static int exec_guest(const struct sc_setup *s, struct handoff *h, struct snapce
 	char *envp[] = {SC_GUEST_ENV "=" SC_GUEST_MARK, NULL};
 	execve(s->python.executable, argv, envp);
 	if (errno == EACCES && s->level == SNAPCELL_ISOLATION_RLIMITS)
-		return sc__err(err, -errno,
-			       "execute %s: at level rlimits the sandbox's uid (%u) runs it where it "
-			       "is, and cannot reach it",
-			       s->python.executable, (unsigned)getuid());
+		return sc__err(
+			err, -errno,
+			"execute %s: at level rlimits the sandbox's uid (%u) runs it where it "
+			"is, and cannot reach it",
+			s->python.executable, (unsigned)getuid());
 	return sc__err(err, -errno, "execute %s", s->python.executable);
 }
 

@@ -32,8 +32,7 @@ static const char *const warm_modules[] = {
 };
 
 static PyObject *prelude_run, *prelude_warm, *prelude_prepare;
-uint64_t prelude_compile_us; /* what compiling the prelude cost this start */
-static size_t warm_step;     /* sc_py_warm_template's next: a warm_modules index, then prepare */
+static size_t warm_step; /* sc_py_warm_template's next: a warm_modules index, then prepare */
 
 /* Thread pools that size themselves from these at load (OpenBLAS, OpenMP, MKL, numexpr, BLIS):
  * pinned to 1 while preloads import, so numpy's BLAS starts no threads in the template. */
@@ -384,40 +383,41 @@ static int freeze_heap(void)
 	return r ? 0 : -1;
 }
 
-int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
+/* The prelude, compiled from its source (the interpreter's own bytecode), with _compile and
+ * the tools, network and bridge configured; a new reference, or NULL with the error set. */
+static PyObject *load_prelude(const struct sc_guest_config *cfg)
 {
-	int rc = set_up_interpreter(cfg);
-	if (rc < 0)
-		return py_fail(err, "set up the interpreter");
-	uint64_t start = sc__now_us();
 	PyObject *code = Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
-	prelude_compile_us = sc__now_us() - start;
 	PyObject *mod = code ? PyImport_ExecCodeModule("_snapcell_prelude", code) : NULL;
 	Py_XDECREF(code);
 	if (!mod)
-		return py_fail(err, "prelude");
+		return NULL;
 	prelude_run = PyObject_GetAttrString(mod, "run");
 	prelude_warm = PyObject_GetAttrString(mod, "warm");
 	prelude_prepare = PyObject_GetAttrString(mod, "prepare");
 	PyObject *compile = PyCFunction_New(&compile_def, NULL);
-	if (!compile || PyObject_SetAttrString(mod, "_compile", compile) < 0) {
-		Py_XDECREF(compile);
-		Py_DECREF(mod);
-		return py_fail(err, "prelude");
-	}
-	Py_DECREF(compile);
 	PyObject *tools = tool_list(cfg);
 	PyObject *r =
-		tools ? PyObject_CallMethod(mod, "configure", "(OsO)", tools, cfg->network_notice,
-					    cfg->network ? Py_True : Py_False)
-		      : NULL;
+		compile && tools && PyObject_SetAttrString(mod, "_compile", compile) == 0
+			? PyObject_CallMethod(mod, "configure", "(OsO)", tools, cfg->network_notice,
+					      cfg->network ? Py_True : Py_False)
+			: NULL;
+	Py_XDECREF(compile);
 	Py_XDECREF(tools);
-	if (!r) {
-		Py_DECREF(mod);
+	Py_XDECREF(r);
+	if (!r || !prelude_run || !prelude_warm || !prelude_prepare)
+		Py_CLEAR(mod);
+	return mod;
+}
+
+int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
+{
+	if (set_up_interpreter(cfg) < 0)
+		return py_fail(err, "set up the interpreter");
+	PyObject *mod = load_prelude(cfg);
+	if (!mod)
 		return py_fail(err, "prelude");
-	}
-	Py_DECREF(r);
-	rc = add_site_dirs(mod, cfg, err);
+	int rc = add_site_dirs(mod, cfg, err);
 	if (rc == 0 && !single_threaded())
 		rc = sc__err(err, SNAPCELL_E_HELPER,
 			     "venv site-packages: its .pth files leave threads running; the "
@@ -425,7 +425,7 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 	if (rc == 0)
 		rc = preload(mod, cfg, err);
 	Py_DECREF(mod);
-	if (rc == 0 && (!prelude_run || !prelude_warm || !prelude_prepare || freeze_heap() < 0))
+	if (rc == 0 && freeze_heap() < 0)
 		rc = py_fail(err, "prelude");
 	return rc;
 }

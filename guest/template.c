@@ -355,22 +355,10 @@ static int setup_plain(struct snapcell_error *err)
 	return sc_plain_template_setup(&T.cfg, &T.out_fd, &T.tmp_fd, err);
 }
 
-static int setup(struct snapcell_error *err)
+/* The code's environment, set through os.environ (the interpreter started with none), and
+ * the defaults it overrides. */
+static int set_environment(struct snapcell_error *err)
 {
-	T.cgroup_fd = -1;
-	int rc = read_setup(err);
-	if (rc < 0)
-		return rc;
-	if (T.cfg.cgroup)
-		T.cgroup_fd = SC_GUEST_CGROUP_FD;
-	if (T.cfg.cgroup && fcntl(T.cgroup_fd, F_SETFD, FD_CLOEXEC) < 0)
-		return sc__err(err, -errno, "the memory cgroup's descriptor");
-	if (T.cfg.rlimits)
-		rc = setup_plain(err);
-	else
-		rc = setup_namespaces(err);
-	if (rc < 0)
-		return rc;
 	for (size_t i = 0; i < T.cfg.s.n_env; i++)
 		if (sc_py_setenv(T.cfg.s.env_names[i], T.cfg.s.env_values[i], true) < 0)
 			return sc__err(err, -errno, "setenv %s", T.cfg.s.env_names[i]);
@@ -388,15 +376,33 @@ static int setup(struct snapcell_error *err)
 			       sc_py_setenv("SNAPCELL_OUTPUT", "/output", true) < 0 ||
 			       sc_py_setenv("SNAPCELL_TMP", "/tmp", true) < 0))
 		return sc__err(err, -errno, "setenv SNAPCELL_*");
-	if (T.cfg.rlimits)
+	return 0;
+}
+
+static int setup(struct snapcell_error *err)
+{
+	T.cgroup_fd = -1;
+	int rc = read_setup(err);
+	if (rc < 0)
+		return rc;
+	if (T.cfg.cgroup)
+		T.cgroup_fd = SC_GUEST_CGROUP_FD;
+	if (T.cfg.cgroup && fcntl(T.cgroup_fd, F_SETFD, FD_CLOEXEC) < 0)
+		return sc__err(err, -errno, "the memory cgroup's descriptor");
+	rc = T.cfg.rlimits ? setup_plain(err) : setup_namespaces(err);
+	if (rc == 0)
+		rc = set_environment(err);
+	if (rc == 0 && T.cfg.rlimits)
 		seccomp_compile_start();
-	if ((rc = set_up_slots_init(err)) < 0)
-		return rc;
-	if ((rc = sc__caps_lock(err)) < 0)
-		return rc;
-	if ((rc = init_python(err)) < 0)
-		return rc;
-	if ((rc = seccomp_compile_join(err)) < 0)
+	if (rc == 0)
+		rc = set_up_slots_init(err);
+	if (rc == 0)
+		rc = sc__caps_lock(err);
+	if (rc == 0)
+		rc = init_python(err);
+	if (rc == 0)
+		rc = seccomp_compile_join(err);
+	if (rc < 0)
 		return rc;
 	sigset_t chld;
 	sigemptyset(&chld);

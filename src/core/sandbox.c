@@ -465,6 +465,27 @@ static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_
 	return text;
 }
 
+/* The helper starts with no environment at all: the configured variables travel in the
+ * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends) never
+ * sees them while the host filesystem is still visible. */
+static int spawn(struct snapcell_sandbox *sb, int helper_fd, int control_fd, int cgroup_fd,
+		 const struct pass_list *l, struct snapcell_error *err)
+{
+	char *envp[] = {NULL};
+	char *argv[] = {HELPER_NAME, NULL};
+	struct sc_spawn spec = {.helper_fd = helper_fd,
+				.argv = argv,
+				.envp = envp,
+				.control_fd = control_fd,
+				.cgroup_fd = cgroup_fd,
+				.pass_dirs = l->dirs,
+				.n_pass_dirs = l->n,
+				.outside_uid = sb->ids.uid,
+				.outside_gid = sb->ids.gid,
+				.namespaces = sb->level != SNAPCELL_ISOLATION_RLIMITS};
+	return sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
+}
+
 static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	int rc = 0, sp[2];
@@ -483,11 +504,6 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	if (rc == 0 && helper_fd >= 0 && sb->cgroup.dir_fd >= 0 &&
 	    (cgroup_fd = sc__cgroup_tasks_open(&sb->cgroup, err)) < 0)
 		rc = cgroup_fd;
-	/* The helper starts with no environment at all: the configured variables travel in the
-	 * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends)
-	 * never sees them while the host filesystem is still visible. */
-	char *envp[] = {NULL};
-	char *argv[] = {HELPER_NAME, NULL};
 	struct pass_list *l = calloc(1, sizeof(*l));
 	if (rc == 0 && !l)
 		rc = sc__err(err, -ENOMEM, "helper");
@@ -497,19 +513,8 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		rc = sc__err(err, -EMFILE, "control socket");
 	if (rc == 0 && helper_fd < 0)
 		rc = helper_fd;
-	if (rc == 0) {
-		struct sc_spawn spec = {.helper_fd = helper_fd,
-					.argv = argv,
-					.envp = envp,
-					.control_fd = child_end,
-					.cgroup_fd = cgroup_fd,
-					.pass_dirs = l->dirs,
-					.n_pass_dirs = l->n};
-		spec.outside_uid = sb->ids.uid;
-		spec.outside_gid = sb->ids.gid;
-		spec.namespaces = sb->level != SNAPCELL_ISOLATION_RLIMITS;
-		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
-	}
+	if (rc == 0)
+		rc = spawn(sb, helper_fd, child_end, cgroup_fd, l, err);
 	if (helper_fd >= 0)
 		close(helper_fd);
 	if (cgroup_fd >= 0)
