@@ -298,7 +298,7 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 	return rc;
 }
 
-/* A venv's site-packages: .pth files processed as site.addsitedir does. */
+/* A venv's site-packages: .pth files processed as site.addsitedir does; then sitecustomize. */
 static int add_site_dirs(PyObject *prelude, const struct sc_guest_config *cfg,
 			 struct snapcell_error *err)
 {
@@ -310,12 +310,10 @@ static int add_site_dirs(PyObject *prelude, const struct sc_guest_config *cfg,
 			Py_CLEAR(dirs);
 		Py_XDECREF(s);
 	}
-	PyObject *r = dirs && PyList_Size(dirs)
-			      ? PyObject_CallMethod(prelude, "add_site_dirs", "(O)", dirs)
-			      : (dirs ? Py_NewRef(Py_None) : NULL);
+	PyObject *r = dirs ? PyObject_CallMethod(prelude, "add_site_dirs", "(O)", dirs) : NULL;
 	Py_XDECREF(dirs);
 	if (!r)
-		return py_fail(err, "venv site-packages");
+		return py_fail(err, "venv site-packages and sitecustomize");
 	Py_DECREF(r);
 	return 0;
 }
@@ -420,8 +418,8 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 	int rc = add_site_dirs(mod, cfg, err);
 	if (rc == 0 && !single_threaded())
 		rc = sc__err(err, SNAPCELL_E_HELPER,
-			     "venv site-packages: its .pth files leave threads running; the "
-			     "template must be single-threaded when it forks cells");
+			     "venv site-packages: its .pth files or sitecustomize leave threads "
+			     "running; the template must be single-threaded when it forks cells");
 	if (rc == 0)
 		rc = preload(mod, cfg, err);
 	Py_DECREF(mod);

@@ -279,7 +279,23 @@ def test_a_pth_file_that_leaves_a_thread_is_refused(snapcell, tmp_path):
         "import threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
     r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
     assert r.returncode == 3, r.stderr
-    assert b".pth files leave threads running" in r.stderr, r.stderr
+    assert b".pth files or sitecustomize leave threads running" in r.stderr, r.stderr
+
+
+def test_sitecustomize_runs_once_in_the_template(snapcell, tmp_path):
+    venv = tmp_path / "venv"
+    site = make_venv(venv)
+    # It records the seccomp mode it ran under (prctl PR_GET_SECCOMP): 0 in the template, 2 in
+    # a cell, which the code reads back.
+    (site / "sitecustomize.py").write_text(
+        "import ctypes, os\nos.environ['SC_CUSTOM'] = str(ctypes.CDLL(None).prctl(21, 0, 0, 0, 0))\n")
+    code = b"import ctypes, os; print(os.environ['SC_CUSTOM'], ctypes.CDLL(None).prctl(21, 0, 0, 0, 0))"
+    r = snapcell("run", "--venv", venv, "-", stdin=code)
+    assert (r.returncode, r.stdout) == (0, b"0 2\n"), r.stderr
+    # A broken one fails the sandbox's creation with its error.
+    (site / "sitecustomize.py").write_text("raise RuntimeError('custom broke')\n")
+    r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
+    assert r.returncode == 3 and b"custom broke" in r.stderr, r.stderr
 
 
 @needs_landlock
