@@ -128,14 +128,17 @@ static json_t *network_json(const struct snapcell_result *res)
 	for (size_t i = 0; i < res->n_net_events; i++) {
 		const struct snapcell_net_event *e = &res->net_events[i];
 		json_t *o = json_pack(
-			"{s:s, s:b, s:o, s:o, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:I, s:I}",
+			"{s:s, s:b, s:o, s:o, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:I, s:I, "
+			"s:b, "
+			"s:I}",
 			"kind", (unsigned)e->kind < 3 ? kinds[e->kind] : "?", "allowed", e->allowed,
 			"target", opt_string(e->target), "address", opt_string(e->address), "port",
 			e->port, "method", opt_string(e->method), "path", opt_string(e->path),
 			"http_status", e->http_status, "header_added", e->header_added, "rule",
 			opt_string(e->rule), "bytes_out", (json_int_t)e->bytes_out, "bytes_in",
 			(json_int_t)e->bytes_in, "started_us", (json_int_t)e->started_us,
-			"duration_us", (json_int_t)e->duration_us);
+			"duration_us", (json_int_t)e->duration_us, "upstream_tls", e->upstream_tls,
+			"count", (json_int_t)e->count);
 		json_array_append_new(events, o);
 	}
 	for (size_t i = 0; i < sizeof(hits) / sizeof(hits[0]); i++)

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -25,7 +26,7 @@
  * entry (the cells' sys.path stays the interpreter's own), with no name left in __main__. */
 #define GUEST_IMPORT                                                                               \
 	"(lambda m: (lambda l: l.create_module(m.ModuleSpec(l.name, l, origin=l.path)))"           \
-	"(m.ExtensionFileLoader('" SC_GUEST_MODULE "', '%s/%s')))"                                 \
+	"(m.ExtensionFileLoader('" SC_GUEST_MODULE "', '%s')))"                                    \
 	"(__import__('importlib.machinery').machinery).main()"
 
 static void report_failure(const struct snapcell_error *err)
@@ -112,7 +113,7 @@ static size_t list_binds(const struct sc_setup *s, struct sc_bind *binds, char (
 		binds[n] = (struct sc_bind){src[n], s->python.dirs[i].host};
 	}
 	static char module_src[PATH_MAX], module_dst[PATH_MAX];
-	fd_path(module_src, sizeof(module_src), s->guest.dir_fd, s->guest.file);
+	fd_path(module_src, sizeof(module_src), s->guest.fd, NULL);
 	snprintf(module_dst, sizeof(module_dst), SC_GUEST_DIR "/%s", s->guest.file);
 	binds[n] = (struct sc_bind){module_src, module_dst};
 	return n + 1;
@@ -219,7 +220,7 @@ static int hand_over(int fd, int target)
 
 /* Descriptors the template needs and the helper must open before the pivot (/proc goes). */
 struct handoff {
-	int setup, pidns, netns, cgroup, guest_dir;
+	int setup, pidns, netns, cgroup, guest_module;
 };
 
 static int open_namespaces(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
@@ -242,6 +243,20 @@ static void close_pass_fds(void)
 		close(fd);
 }
 
+/* The module's descriptor (O_PATH, or /dev/null for a file the spawn could not open) names a
+ * regular file the sandbox uid may read. */
+static bool module_readable(int fd)
+{
+	char path[32];
+	struct stat st;
+	fd_path(path, sizeof(path), fd, NULL);
+	int readable = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = readable >= 0 && fstat(readable, &st) == 0 && S_ISREG(st.st_mode);
+	if (readable >= 0)
+		close(readable);
+	return ok;
+}
+
 static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
 {
 	int moved = sc__cgroup_cell_enter(SC_CGROUP_FD);
@@ -254,11 +269,13 @@ static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_
 		return sc__err(err, -errno, "setsid");
 	if (!sane_paths(s))
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad interpreter or guest");
-	if (faccessat(s->guest.dir_fd, s->guest.file, R_OK, 0) < 0)
-		return sc__err(err, -errno, "the guest module %s beside the helper", s->guest.file);
+	if (!module_readable(s->guest.fd))
+		return sc__err(err, -ENOENT,
+			       "the guest module %s beside the helper: missing or unreadable",
+			       s->guest.file);
 	int rc = 0;
 	if (s->level == SNAPCELL_ISOLATION_RLIMITS)
-		h->guest_dir = fcntl(s->guest.dir_fd, F_DUPFD_CLOEXEC, SC_CGROUP_FD + 1);
+		h->guest_module = fcntl(s->guest.fd, F_DUPFD_CLOEXEC, SC_CGROUP_FD + 1);
 	else if ((rc = open_namespaces(s, h, err)) == 0)
 		rc = build_root(s, err);
 	close_pass_fds();
@@ -269,13 +286,13 @@ static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_
  * failure. */
 static int exec_guest(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
 {
-	char code[PATH_MAX + 512], dir[64];
+	char code[PATH_MAX + 512], module[PATH_MAX];
 	/* At the rlimits level there is no root: the module is read through its descriptor. */
 	if (s->level == SNAPCELL_ISOLATION_RLIMITS)
-		fd_path(dir, sizeof(dir), SC_GUEST_MODULE_FD, NULL);
+		fd_path(module, sizeof(module), SC_GUEST_MODULE_FD, NULL);
 	else
-		snprintf(dir, sizeof(dir), "%s", SC_GUEST_DIR);
-	snprintf(code, sizeof(code), GUEST_IMPORT, dir, s->guest.file);
+		snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", s->guest.file);
+	snprintf(code, sizeof(code), GUEST_IMPORT, module);
 	int rc = hand_over(h->setup, SC_GUEST_SETUP_FD);
 	if (rc == 0)
 		rc = hand_over(h->pidns, SC_GUEST_PIDNS_FD);
@@ -284,7 +301,7 @@ static int exec_guest(const struct sc_setup *s, struct handoff *h, struct snapce
 	if (rc == 0)
 		rc = hand_over(h->cgroup, SC_GUEST_CGROUP_FD);
 	if (rc == 0)
-		rc = hand_over(h->guest_dir, SC_GUEST_MODULE_FD);
+		rc = hand_over(h->guest_module, SC_GUEST_MODULE_FD);
 	if (rc < 0)
 		return sc__err(err, rc, "hand over descriptors");
 	/* Isolated (no environment variables, no user site, no script directory), no site

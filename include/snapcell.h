@@ -387,7 +387,10 @@ SNAPCELL_API int snapcell_config_allow(struct snapcell_config *cfg, const char *
 				       struct snapcell_error *err);
 /* A header the host adds to every request it lets through for target's entry (which must
  * exist: -ENOENT otherwise; target is normalised first), e.g. "Authorization". The value is
- * never listed, described, logged or shown to a cell. In value, "${env:NAME}" is the host's
+ * never listed, described, logged or shown to a cell, and never travels in cleartext: the
+ * host adds it only to requests it makes over TLS it verified, and refuses (403, naming the
+ * entry) a request the code makes to the entry in plain HTTP; an entry allowed as
+ * "http://..." takes no header (SNAPCELL_E_INVAL). In value, "${env:NAME}" is the host's
  * environment variable NAME (an error if unset), "${file:PATH}" the whole file (one trailing
  * newline dropped; an error if it is missing or larger than 8 KiB) and "$$" a '$', all read
  * now. SNAPCELL_E_INVAL for a name that is not an HTTP token, a header the host owns (Host,
@@ -637,7 +640,10 @@ struct snapcell_result {
 	size_t n_skipped_listed, n_skipped;
 	uint32_t output_limits_hit; /* SNAPCELL_OUTPUT_HIT_* */
 	/* Every network attempt of the run (a name asked, a connection, an HTTP request), in
-	 * order; the list keeps at most 10,000. */
+	 * order. Room for 10,000 allowed events is kept whatever is refused (traffic past them
+	 * is refused, never unrecorded); refusals keep 1,000 events of their own, and a refusal
+	 * or lookup like one listed adds to its count. n_net_events_dropped counts the
+	 * refusals past that share. */
 	struct snapcell_net_event *net_events;
 	size_t n_net_events, n_net_events_dropped;
 	uint32_t net_limits_hit; /* SNAPCELL_NET_HIT_* */
@@ -672,14 +678,22 @@ struct snapcell_net_event {
 	uint64_t bytes_in;
 	uint64_t started_us; /* from the run's start; the list is in this order */
 	uint64_t duration_us;
+	/* SNAPCELL_NET_REQUEST: the host made (or tried to make) the request upstream over TLS
+	 * it verifies, so nothing of it crossed in cleartext; false when it was refused before
+	 * going upstream or went as plain HTTP. SNAPCELL_NET_CONNECT: the stream passed through
+	 * began with a TLS ClientHello (end to end; the cell verifies). */
+	bool upstream_tls;
+	/* The attempts this event stands for: 1, or more for a refusal repeated with the same
+	 * kind, target, port and rule (coalesced so refusals cannot crowd out the record). */
+	uint64_t count;
 };
 
 /* Network limits a run hit (their attempts are in the list, refused). */
 enum snapcell_net_hit {
 	SNAPCELL_NET_HIT_CONNECTIONS = 1u << 0, /* more open connections than the cap */
-	SNAPCELL_NET_HIT_BYTES = 1u << 1,	/* the run's byte budget */
+	SNAPCELL_NET_HIT_BYTES = 1u << 1,	/* the run's byte budget (charged as bytes move) */
 	SNAPCELL_NET_HIT_NAMES = 1u << 2,	/* more distinct names than the cap (256) */
-	SNAPCELL_NET_HIT_EVENTS = 1u << 3,	/* the list's cap */
+	SNAPCELL_NET_HIT_EVENTS = 1u << 3,	/* the list's caps (allowed or refused) */
 };
 
 /* A file the code wrote under /output. path is relative to /output, as raw bytes (any byte

@@ -138,7 +138,7 @@ static PyObject *opt_text(const char *s)
 }
 
 /* [(kind, allowed, target, address, port, method, path, http_status, header_added, rule,
- *   bytes_out, bytes_in, started_us, duration_us)] */
+ *   bytes_out, bytes_in, started_us, duration_us, upstream_tls, count)] */
 static PyObject *net_events(const struct snapcell_result *r)
 {
 	static const char *const kinds[] = {"resolve", "connect", "request"};
@@ -146,12 +146,13 @@ static PyObject *net_events(const struct snapcell_result *r)
 	for (size_t i = 0; list && i < r->n_net_events; i++) {
 		const struct snapcell_net_event *e = &r->net_events[i];
 		PyObject *item = Py_BuildValue(
-			"(sNNNiNNiNNKKKK)", (unsigned)e->kind < 3 ? kinds[e->kind] : "?",
+			"(sNNNiNNiNNKKKKNK)", (unsigned)e->kind < 3 ? kinds[e->kind] : "?",
 			PyBool_FromLong(e->allowed), opt_text(e->target), opt_text(e->address),
 			(int)e->port, opt_text(e->method), opt_text(e->path), e->http_status,
 			PyBool_FromLong(e->header_added), opt_text(e->rule),
 			(unsigned long long)e->bytes_out, (unsigned long long)e->bytes_in,
-			(unsigned long long)e->started_us, (unsigned long long)e->duration_us);
+			(unsigned long long)e->started_us, (unsigned long long)e->duration_us,
+			PyBool_FromLong(e->upstream_tls), (unsigned long long)e->count);
 		if (append(list, item) < 0)
 			Py_CLEAR(list);
 	}

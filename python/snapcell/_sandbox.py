@@ -96,6 +96,8 @@ class NetworkEvent:
     bytes_in: int
     started: float  # seconds from the run's start; the list is in this order
     duration: float  # seconds
+    upstream_tls: bool = False  # went upstream over verified TLS (a stream: began with TLS)
+    count: int = 1  # attempts this event stands for (repeated refusals and lookups join)
 
 
 @dataclass(frozen=True)
@@ -152,7 +154,7 @@ class Result:
             skipped_outputs=tuple(map(tuple, r["skipped"])),
             skipped_output_count=r["skipped_count"],
             output_limits_hit=frozenset(r["output_limits_hit"]),
-            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6, e[13] / 1e6)
+            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6, e[13] / 1e6, *e[14:16])
                                  for e in r["network_events"]),
             network_limits_hit=frozenset(r["network_limits_hit"]),
         )

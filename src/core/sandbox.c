@@ -316,14 +316,14 @@ static int start_gate(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return sc__gate_new(&o, &sb->gate, err);
 }
 
-/* The directories the spawn child opens for the helper, as fds SC_PASS_FD_FIRST + index: the
- * Python paths and venv directories (sc__python_dirs), the interpreter's directories, the
- * interpreter's own directory (the helper copies the executable from it) and the helper's
- * (the guest module lies beside it). */
+/* What the spawn child opens for the helper, as fds SC_PASS_FD_FIRST + index: the Python
+ * paths and venv directories (sc__python_dirs), the interpreter's directories, the
+ * interpreter's own directory (the helper copies the executable from it), and last the
+ * guest module beside the helper, a file (opened itself: its directory may be private). */
 struct pass_list {
 	const char *dirs[SC_PASS_FD_MAX], *site[SC_PASS_FD_MAX];
 	size_t n_paths, n; /* the Python paths are dirs[0, n_paths) */
-	char exe_dir[PATH_MAX], helper_dir[PATH_MAX];
+	char exe_dir[PATH_MAX], module[PATH_MAX];
 };
 
 #define GUEST_MODULE_FILE "_snapcell_guest.abi3.so"
@@ -345,13 +345,13 @@ static int list_pass_dirs(const struct snapcell_sandbox *sb, struct pass_list *l
 		l->dirs[l->n] = py->dirs[i], l->site[l->n++] = NULL;
 	snprintf(l->exe_dir, sizeof(l->exe_dir), "%s", py->executable);
 	*strrchr(l->exe_dir, '/') = 0;
-	snprintf(l->helper_dir, sizeof(l->helper_dir), "%s", helper_path(sb));
-	char *slash = strrchr(l->helper_dir, '/');
-	if (slash)
-		*slash = 0;
+	const char *helper = helper_path(sb), *slash = strrchr(helper, '/');
+	int dir_len = slash ? (int)(slash - helper) + 1 : 0;
+	if (snprintf(l->module, sizeof(l->module), "%.*s" GUEST_MODULE_FILE, dir_len, helper) >=
+	    (int)sizeof(l->module))
+		return sc__err(err, -ENAMETOOLONG, "guest module beside %s", helper);
 	l->dirs[l->n] = *l->exe_dir ? l->exe_dir : "/", l->site[l->n++] = NULL;
-	l->dirs[l->n] = slash ? (*l->helper_dir ? l->helper_dir : "/") : ".";
-	l->site[l->n++] = NULL;
+	l->dirs[l->n] = l->module, l->site[l->n++] = NULL;
 	return 0;
 }
 
@@ -469,7 +469,7 @@ static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_
  * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends) never
  * sees them while the host filesystem is still visible. */
 static int spawn(struct snapcell_sandbox *sb, int helper_fd, int control_fd, int cgroup_fd,
-		 const struct pass_list *l, struct snapcell_error *err)
+		 int stderr_fd, const struct pass_list *l, struct snapcell_error *err)
 {
 	char *envp[] = {NULL};
 	char *argv[] = {HELPER_NAME, NULL};
@@ -478,8 +478,10 @@ static int spawn(struct snapcell_sandbox *sb, int helper_fd, int control_fd, int
 				.envp = envp,
 				.control_fd = control_fd,
 				.cgroup_fd = cgroup_fd,
+				.stderr_fd = stderr_fd,
 				.pass_dirs = l->dirs,
 				.n_pass_dirs = l->n,
+				.n_pass_files = 1,
 				.outside_uid = sb->ids.uid,
 				.outside_gid = sb->ids.gid,
 				.namespaces = sb->level != SNAPCELL_ISOLATION_RLIMITS};
@@ -513,18 +515,58 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		rc = sc__err(err, -EMFILE, "control socket");
 	if (rc == 0 && helper_fd < 0)
 		rc = helper_fd;
+	int stderr_end = -1;
+	if (rc == 0 && (rc = sc__helper_stderr_new(&sb->helper_stderr, &stderr_end)) < 0)
+		sc__err(err, rc, "helper stderr pipe");
 	if (rc == 0)
-		rc = spawn(sb, helper_fd, child_end, cgroup_fd, l, err);
+		rc = spawn(sb, helper_fd, child_end, cgroup_fd, stderr_end, l, err);
 	if (helper_fd >= 0)
 		close(helper_fd);
 	if (cgroup_fd >= 0)
 		close(cgroup_fd);
 	if (child_end >= 0)
 		close(child_end);
+	if (stderr_end >= 0)
+		close(stderr_end);
 	if (rc == 0 && !(sb->setup = setup_message(sb, l)))
 		rc = sc__err(err, -ENOMEM, "setup message");
 	free(l);
 	return rc;
+}
+
+/* How the helper ended, "exited with status 127" or "was killed by signal 11", into buf, left
+ * as it is when the helper has not ended within a second (a closed control socket and its
+ * exit are not quite simultaneous); true when a signal ended it. It stays a zombie for
+ * stop_helper to reap. */
+static bool helper_end(struct snapcell_sandbox *sb, char *buf, size_t len)
+{
+	siginfo_t si = {0};
+	if (sc__wait_fd(sb->helper_pidfd, POLLIN, sc__deadline_ms(1000)) < 0 ||
+	    waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED | WNOHANG | WNOWAIT) <
+		    0 ||
+	    si.si_pid == 0)
+		return false;
+	if (si.si_code == CLD_EXITED)
+		snprintf(buf, len, "exited with status %d", si.si_status);
+	else
+		snprintf(buf, len, "was killed by signal %d", si.si_status);
+	return si.si_code != CLD_EXITED;
+}
+
+/* err becomes head, then, when the helper wrote to its stderr, ": " and its last lines, as
+ * many as fit: a helper that cannot start says why there (the dynamic loader's "error while
+ * loading shared libraries", a missing file), and the message is all the caller sees. */
+static int helper_failed(struct snapcell_sandbox *sb, struct snapcell_error *err, const char *head)
+{
+	char words[SNAPCELL_ERROR_MESSAGE_LEN];
+	size_t used = strlen(head) + 2;
+	sc__helper_stderr_drain(sb->helper_stderr);
+	words[0] = 0;
+	if (used < sizeof(words))
+		sc__helper_stderr_words(sb->helper_stderr, words, sizeof(words) - used);
+	if (words[0])
+		return sc__err(err, SNAPCELL_E_HELPER, "%s: %s", head, words);
+	return sc__err(err, SNAPCELL_E_HELPER, "%s", head);
 }
 
 /* The helper's greeting says which protocol it speaks: a mismatch (a helper from another
@@ -533,22 +575,31 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 static int greet(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	const char *path = helper_path(sb);
+	char head[SNAPCELL_ERROR_MESSAGE_LEN], end[64] = "";
 	uint32_t protocol = 0;
-	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(HELLO_TIMEOUT_MS));
+	int rc = sc__helper_stderr_wait(sb->helper_stderr, sb->ctl,
+					sc__deadline_ms(HELLO_TIMEOUT_MS));
 	if (rc == 0)
 		rc = sc__hello_recv(sb->ctl, &protocol);
+	bool killed = false;
+	if (rc == -EPIPE) { /* gone: all it wrote is in the pipe now */
+		killed = helper_end(sb, end, sizeof(end));
+		sc__helper_stderr_drain(sb->helper_stderr);
+	}
 	if (rc == -ETIMEDOUT)
-		return sc__err(
-			err, SNAPCELL_E_HELPER,
-			"helper %s sent no greeting in %d ms: not a snapcell-cell of protocol "
-			"%d (this library, %s)",
-			path, HELLO_TIMEOUT_MS, SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
+		snprintf(head, sizeof(head),
+			 "helper %s sent no greeting in %d ms: not a snapcell-cell of protocol "
+			 "%d (this library, %s)",
+			 path, HELLO_TIMEOUT_MS, SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
+	else if (rc == -EPIPE && end[0] && (killed || sb->helper_stderr->len > 0))
+		snprintf(head, sizeof(head), "helper %s %s before its greeting", path, end);
+	else if (rc < 0)
+		snprintf(head, sizeof(head),
+			 "helper %s %s: not a snapcell-cell of protocol %d (this library, %s)",
+			 path, rc == -EPIPE ? "exited without a greeting" : "sent no greeting",
+			 SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
 	if (rc < 0)
-		return sc__err(
-			err, SNAPCELL_E_HELPER,
-			"helper %s %s: not a snapcell-cell of protocol %d (this library, %s)", path,
-			rc == -EPIPE ? "exited without a greeting" : "sent no greeting",
-			SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
+		return helper_failed(sb, err, head);
 	if (protocol != SC_PROTOCOL_VERSION)
 		return sc__err(
 			err, SNAPCELL_E_HELPER,
@@ -566,15 +617,24 @@ static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	ssize_t n = send(sb->ctl, sb->setup, strlen(sb->setup), MSG_NOSIGNAL);
 	free(sb->setup);
 	sb->setup = NULL;
-	if (n < 0)
+	if (n < 0 && errno != EPIPE && errno != ECONNRESET)
 		return sc__err(err, -errno, "send setup");
-	rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(READY_TIMEOUT_MS));
+	rc = n < 0 ? -EPIPE
+		   : sc__helper_stderr_wait(sb->helper_stderr, sb->ctl,
+					    sc__deadline_ms(READY_TIMEOUT_MS));
 	struct sc_ctl_msg ready;
 	if (rc == 0)
 		rc = sc__ctl_recv(sb->ctl, &ready, NULL, NULL);
-	if (rc < 0)
-		return sc__err(err, SNAPCELL_E_HELPER, "template setup: %s",
-			       rc == -EPIPE ? "helper exited" : snapcell_strerror(rc));
+	if (rc == -ECONNRESET) /* it died with the setup unread */
+		rc = -EPIPE;
+	if (rc < 0) {
+		char head[96], end[64] = "exited";
+		if (rc == -EPIPE)
+			helper_end(sb, end, sizeof(end));
+		snprintf(head, sizeof(head), "template setup: %s%s", rc == -EPIPE ? "helper " : "",
+			 rc == -EPIPE ? end : snapcell_strerror(rc));
+		return helper_failed(sb, err, head);
+	}
 	if (ready.type != SC_CTL_READY)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: unexpected message");
 	if (ready.status != 0) {
@@ -667,6 +727,10 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 			(unsigned)sb->ids.uid);
 	if (rc == 0)
 		rc = handshake(sb, err);
+	/* From here the helper's stderr is nobody's: the template ignores SIGPIPE, so what it
+	 * writes there later fails with EPIPE, as quietly as /dev/null took it before. */
+	sc__helper_stderr_free(sb->helper_stderr);
+	sb->helper_stderr = NULL;
 	if (rc < 0) {
 		snapcell_sandbox_free(sb);
 		return rc;

@@ -89,7 +89,7 @@ static const struct field python_fields[] = {
 static const struct schema python_schema = SCHEMA(struct sc_setup_python, python_fields);
 
 static const struct field guest_fields[] = {
-	F(struct sc_setup_guest, dir_fd, INT),
+	F(struct sc_setup_guest, fd, INT),
 	F(struct sc_setup_guest, file, STR),
 };
 static const struct schema guest_schema = SCHEMA(struct sc_setup_guest, guest_fields);

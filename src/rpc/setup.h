@@ -50,8 +50,8 @@ struct sc_setup_python {
 
 /* The guest module (an abi3 extension beside the helper), opened by the spawn child. */
 struct sc_setup_guest {
-	int dir_fd;
-	char *file; /* its name in that directory */
+	int fd;	    /* the file itself (O_PATH) */
+	char *file; /* its name, which it keeps in the root */
 };
 
 struct sc_setup {

@@ -64,6 +64,26 @@ def test_a_helper_of_another_protocol_is_a_clear_error(snapcell, snapcell_paths)
     assert b"speaks protocol 999, this library (0.2.0) speaks protocol 6" in r.stderr
 
 
+def test_a_helper_that_cannot_start_is_reported_with_its_own_words(snapcell, snapcell_paths):
+    import pathlib
+    tests = pathlib.Path(snapcell_paths[1]).parent / "tests"
+    loader = tests / "dying-helper-loader"  # says what ld.so says and exits 127
+    r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(loader)}, timeout=20)
+    assert r.returncode == 3
+    # Then the lines naming the interpreter (cli/interpreter.c).
+    assert r.stderr.startswith((f"snapcell: helper {loader} exited with status 127 before its greeting: "
+                                "snapcell-cell: error while loading shared libraries: "
+                                "libpython3.11.so.1.0: cannot open shared object file: "
+                                "No such file or directory\nsnapcell: python: ").encode()), r.stderr
+    # Its control bytes reach the terminal escaped, its lines as lines.
+    control = tests / "dying-helper-control"
+    r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(control)}, timeout=20)
+    assert r.returncode == 3
+    assert (b"bad \\x1b[31mred\\x1b[0m\\x09and\\x0d\\x7f \\xff\\xfe end: "
+            b"caf\xc3\xa9\nsecond line\nsnapcell: python: ") in r.stderr, r.stderr
+    assert b"\x1b" not in r.stderr
+
+
 def test_uid_range_is_checked_and_a_held_range_is_a_clear_error(snapcell, snapcell_paths,
                                                                  tmp_path):
     r = snapcell("run", "--uid-range", "5:x", "-", stdin=b"")

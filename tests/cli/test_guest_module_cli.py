@@ -83,3 +83,17 @@ def test_import_elsewhere_raises_and_does_nothing(python, module_dir, env):
     assert (after["sid"], after["pgid"], after["cwd"]) == (before["sid"], before["pgid"],
                                                              before["cwd"])
     assert after["env"] == before["env"]
+
+
+def test_a_missing_or_broken_guest_module_is_named(snapcell, snapcell_paths, tmp_path):
+    import shutil
+    helper = tmp_path / "snapcell-cell"
+    shutil.copy(snapcell_paths[1], helper)
+    r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(helper)})
+    assert r.returncode == 3
+    assert b"the guest module _snapcell_guest.abi3.so beside the helper: missing or unreadable" in r.stderr, r.stderr
+    # One the interpreter cannot load: its own words (the helper's stderr) say why.
+    (tmp_path / "_snapcell_guest.abi3.so").write_bytes(b"not an ELF file")
+    r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(helper)})
+    assert r.returncode == 3
+    assert b"ImportError" in r.stderr and b"_snapcell_guest.abi3.so" in r.stderr, r.stderr

@@ -413,6 +413,10 @@ Test(network, path_rules_are_strict)
 	expect_entry_refused("https://x.example/a/./b", "'..' segment");
 	expect_entry_refused("https://x.example/a/..", "'..' segment");
 	expect_entry_refused("https://x.example/a/..;x/b", "'..' segment");
+	expect_entry_refused("https://x.example/a;b", "';'");
+	expect_entry_refused("https://x.example/a%3bb", "';'");
+	expect_entry_refused("https://x.example/a%C0%AE", "not UTF-8");
+	expect_entry_refused("https://x.example/a%EF%BC%8F", "folds to");
 	expect_entry_refused("https://x.example//a", "empty path segment");
 	expect_entry_refused("https://x.example/a//b", "empty path segment");
 	expect_entry_refused("https://x.example/a b", "whitespace");
