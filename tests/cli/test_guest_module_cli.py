@@ -97,3 +97,15 @@ def test_a_missing_or_broken_guest_module_is_named(snapcell, snapcell_paths, tmp
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(helper)})
     assert r.returncode == 3
     assert b"ImportError" in r.stderr and b"_snapcell_guest.abi3.so" in r.stderr, r.stderr
+
+
+def test_cells_see_no_trace_of_the_guest_module(snapcell):
+    # Loaded by its file, never through sys.path; out of sys.modules; its bind detached, so
+    # what is left in the root is the empty mount point.
+    r = snapcell("run", "-", stdin=b"""
+import os, sys
+d = "/.snapcell/guest"
+print("_snapcell_guest" in sys.modules, [p for p in sys.path if ".snapcell" in p],
+      [os.stat(os.path.join(d, f)).st_size for f in os.listdir(d)])
+""")
+    assert (r.returncode, r.stdout) == (0, b"False [] [0]\n"), r.stderr
