@@ -384,10 +384,16 @@ Test(python, a_venv_of_any_supported_python_runs_its_own_interpreter)
 	cr_assert_eq(sc__python_dirs(cfg, dirs, site, &n, &err), 0);
 	cr_assert_eq(n, 1);
 	cr_expect_str_eq(site[0], "lib/python3.12/site-packages");
-	/* The same interpreter named too is fine; a copy of the config keeps both. */
+	/* The same interpreter named too is fine; a copy of the config (what a sandbox keeps)
+	 * keeps both. */
 	cr_expect_eq(snapcell_config_set_python(cfg, base, &err), 0, "%s", err.message);
-	cr_assert_eq(snapcell_config_python_info(cfg, &info, &err), 0, "%s", err.message);
+	struct snapcell_config *copy;
+	cr_assert_eq(sc__config_copy(cfg, &copy), 0);
+	cr_assert_eq(snapcell_config_python_info(copy, &info, &err), 0, "%s", err.message);
 	cr_expect_str_eq(info.chosen_by, "snapcell_config_set_python");
+	cr_assert_eq(sc__python_dirs(copy, dirs, site, &n, &err), 0);
+	cr_expect_str_eq(site[0], "lib/python3.12/site-packages");
+	snapcell_config_free(copy);
 	snapcell_config_free(cfg);
 	free(venv), free(base), free(json);
 	test_remove_tree(dir);
