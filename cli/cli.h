@@ -29,8 +29,9 @@ struct cli_run_args {
 	const char *output_dir; /* --output DIR */
 	const char *source;	/* FILE or "-"; NULL with --describe or --instructions alone */
 };
-/* Applies `snapcell run`'s options (argv[0] is "run") to cfg without running anything: 0, or
- * CLI_EXIT_USAGE after a message on stderr naming the option. */
+/* Applies `snapcell run`'s options (argv[0] is "run") to cfg without running anything but
+ * --python's interpreter (asked what it is): 0, or CLI_EXIT_USAGE after a message on stderr
+ * naming the option. */
 int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli_run_args *args);
 int cli_doctor(int argc, char **argv);
 int cli_bench(int argc, char **argv);

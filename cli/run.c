@@ -140,7 +140,7 @@ int cli_run(int argc, char **argv)
 	struct cli_run_args a;
 	int st = cli_run_parse(argc, argv, cfg, &a);
 	if (st == 0 && a.help) {
-		fputs("\nThe interpreter these options choose:\n", stdout);
+		fputs("\ninterpreter (as these options choose it):\n", stdout);
 		cli_python_print(stdout, cfg, "  ");
 	}
 	/* A refused interpreter is a usage error, named before anything starts. */

@@ -1,6 +1,7 @@
 /* `snapcell run`'s arguments: the options that shape the sandbox's config, parsed without
- * running anything (fuzz/cli_fuzz.c feeds it arbitrary argument vectors). cli/run.c runs what
- * they ask for. */
+ * running anything but --python's interpreter, which snapcell_config_set_python asks what it
+ * is (fuzz/cli_fuzz.c feeds it arbitrary argument vectors without --python). cli/run.c runs
+ * what they ask for. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>

@@ -197,6 +197,7 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if (snapcell_sandbox_new(cfg, &sb, &err) < 0) {
 		fprintf(stderr, "snapcell mcp: cannot start the sandbox: %s\n", err.message);
+		cli_python_print(stderr, cfg, "snapcell mcp: ");
 		return 3;
 	}
 	struct mcp_options opts = a->opts;

@@ -96,6 +96,9 @@ def test_help_names_the_interpreter_that_runs_and_what_cells_see(snapcell, tmp_p
     exe, version = info["executable"], info["version"]
     assert f"  python:    {exe}, CPython {version} ({info['chosen_by']})\n" in out, out
     assert f"  cells see: sys.executable {exe}, Python {version}\n" in out, out
+    r = snapcell("--help")
+    assert r.returncode == 0
+    assert f"  python:    {exe}, CPython {version}".encode() in r.stdout, r.stdout
     # With --python given before --help, that one.
     fake = fake_python(tmp_path / "python3.12", version=(3, 12, 1))
     r = snapcell("run", "--python", fake, "--help")
@@ -130,6 +133,11 @@ def test_doctor_names_the_interpreter_and_warns_for_a_newer_one(snapcell, tmp_pa
     j = json.loads(snapcell("doctor", "--json", "--python", fake).stdout)
     assert j["python"]["version"] == "3.15.0"
     assert "newer than 3.14" in j["python"]["warning"]
+    venv = tmp_path / "venv"
+    (venv / "lib" / "python3.15" / "site-packages").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = /nowhere\nversion = 3.15.0\nexecutable = {fake}\n")
+    j = json.loads(snapcell("doctor", "--json", "--venv", venv).stdout)
+    assert j["python"]["chosen_by"] == "the venv's interpreter", j["python"]
     old = fake_python(tmp_path / "python3.9", version=(3, 9, 18))
     r = snapcell("doctor", "--python", old)
     assert r.returncode == 1
@@ -157,6 +165,9 @@ def test_a_failed_start_names_the_interpreter(snapcell):
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": "/bin/true"})
     assert r.returncode == 3
     assert f"snapcell: python:    {info['executable']}".encode() in r.stderr, r.stderr
+    r = snapcell("mcp", stdin=b"", env={"SNAPCELL_HELPER": "/bin/true"})
+    assert r.returncode == 3
+    assert f"snapcell mcp: python:    {info['executable']}".encode() in r.stderr, r.stderr
 
 
 def test_mcp_refuses_to_start_with_a_bad_python(snapcell, tmp_path):
