@@ -2,7 +2,7 @@
  * interpreter imports (guest/helper.c) to become the template. Built against the Limited API
  * (abi3), so one file serves every CPython from 3.10 on. Imported anywhere else it raises
  * ImportError and does nothing: it reads one environment variable and nothing more. */
-#define _GNU_SOURCE
+#define _GNU_SOURCE 1 /* as pyconfig.h has it, which may define it unguarded */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 

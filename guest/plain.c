@@ -4,7 +4,7 @@
  * directories of its own for /tmp and /output under the work directory, named in its
  * environment, and the template as subreaper, killing whatever a dead cell left behind (a
  * pid namespace's death did that). */
-#define _GNU_SOURCE
+#define _GNU_SOURCE 1 /* as pyconfig.h has it, which may define it unguarded */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 

@@ -2,7 +2,7 @@
  * once in the read-only root, with the common standard library imported and frozen out of the
  * garbage collector's reach, so each forked cell shares it copy-on-write. The run logic itself
  * is Python (prelude.py). Limited API (abi3) only: one module serves every CPython >= 3.10. */
-#define _GNU_SOURCE
+#define _GNU_SOURCE 1 /* as pyconfig.h has it, which may define it unguarded */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
