@@ -488,11 +488,12 @@ static int spawn(struct snapcell_sandbox *sb, int helper_fd, int control_fd, int
 	return sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
 }
 
-static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
+/* The control socket: sb->ctl, and the helper's end, returned (-1 on failure, with rc). */
+static int control_pair(struct snapcell_sandbox *sb, int *rc, struct snapcell_error *err)
 {
-	int rc = 0, sp[2];
+	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-		rc = sc__err(err, -errno, "control socketpair");
+		*rc = sc__err(err, -errno, "control socketpair");
 		sp[0] = sp[1] = -1;
 	}
 	/* Keep the helper's end clear of 0-3, which the spawn child overwrites. */
@@ -500,6 +501,13 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	if (sp[1] >= 0)
 		close(sp[1]);
 	sb->ctl = sp[0];
+	return child_end;
+}
+
+static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	int rc = 0;
+	int child_end = control_pair(sb, &rc, err);
 	int helper_fd = open_helper(sb, err);
 	/* At level cgroups the template moves itself into the sandbox's cgroup (cgroup.c). */
 	int cgroup_fd = -1;
