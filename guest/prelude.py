@@ -252,10 +252,18 @@ def _warmup_error(exc, source):
 
 def add_site_dirs(dirs):
     """In the template: a venv's site-packages, already on sys.path, has its .pth files
-    processed as site.addsitedir does (paths added, import lines run)."""
-    import site
-    for d in dirs:
-        site.addsitedir(d)
+    processed as site.addsitedir does (paths added, import lines run); then `sitecustomize`
+    is imported where sys.path has one, as site.main would (the interpreter runs without
+    site), once, for every cell."""
+    if dirs:
+        import site
+        for d in dirs:
+            site.addsitedir(d)
+    try:
+        import sitecustomize  # noqa: F401
+    except ImportError as exc:
+        if exc.name != "sitecustomize":
+            raise
 
 
 def preload_error(exc):
