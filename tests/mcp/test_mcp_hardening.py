@@ -310,6 +310,32 @@ def test_a_session_gets_its_share_and_no_more():
         server.stop()
 
 
+def test_a_sessions_calls_waiting_for_room_keep_to_its_share():
+    # Its share was checked once, before a call waited for room: a session's calls sent
+    # together while the server was full all waited, then all got in past the share.
+    server = HttpServer("--max-runs", "1", "--max-queued", "1", "--queue-wait", "20")
+    try:
+        hogs = [threading.Thread(target=_stateless_call, args=(server.url, n, SLEEP.format(3)))
+                for n in (1, 2)]
+        for t in hogs:
+            t.start()
+            time.sleep(0.5)  # the first runs, the second takes the queue slot
+        hdr = session(server.url)
+        results = []
+        mine = [threading.Thread(target=lambda n=n: results.append(
+                    _legacy_call(server.url, hdr, n, SLEEP.format(1)))) for n in (3, 4, 5)]
+        for t in mine:
+            t.start()
+        for t in hogs + mine:
+            t.join(60)
+        statuses = sorted(_status(r) for r in results)
+        assert statuses == ["busy", "busy", "ok"], statuses
+        assert all("busy for this client" in r["content"][0]["text"]
+                   for r in results if _status(r) == "busy")
+    finally:
+        server.stop()
+
+
 def test_a_stateless_call_waits_for_room_before_it_is_busy():
     server = HttpServer("--max-runs", "1", "--max-queued", "1", "--queue-wait", "20")
     try:
