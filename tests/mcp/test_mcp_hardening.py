@@ -228,6 +228,46 @@ def test_trickling_heads_do_not_lock_out_a_client_past_the_head_deadline():
         server.stop()
 
 
+def _reconnect(port, stop):
+    """A connection that sends half a head and, once cut, comes back at once."""
+    while not stop.is_set():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                s.recv(10)
+        except OSError:
+            pass
+
+
+def test_reconnecting_heads_do_not_lock_out_a_client_for_long():
+    # 40 connections for 8 slots, each back as soon as it is cut: real clients waited in the
+    # listen queue behind them for the whole head deadline of each turn (two connections, an
+    # initialize and a ping: ~80 s at a 10 s deadline). With every slot taken a head now gets
+    # a second.
+    server = HttpServer("--token", "s3cret", "--http-max-connections", "8")
+    stop = threading.Event()
+    attackers = [threading.Thread(target=_reconnect, args=(server.port, stop))
+                 for _ in range(40)]
+    try:
+        for t in attackers:
+            t.start()
+        time.sleep(2)
+        auth = {"Authorization": "Bearer s3cret"}
+        start, served = time.monotonic(), None
+        while served is None and time.monotonic() - start < 40:
+            try:
+                served = post(server.url, ping(1), session(server.url, auth))[0]
+            except OSError:
+                pass
+        took = time.monotonic() - start
+        assert served == 200 and took < 25, took
+    finally:
+        stop.set()
+        for t in attackers:
+            t.join()
+        server.stop()
+
+
 def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
     server = HttpServer("--token", "s3cret", "--http-max-connections", "4",
                         "--http-head-timeout", "3")
@@ -244,15 +284,20 @@ def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
         time.sleep(0.3)
         status, body = _get(server.port, "/healthz")  # the probe takes the last slot
         assert status == 503 and b"no free connection slot" in body
-        held.append(socket.create_connection(("127.0.0.1", server.port)))
-        time.sleep(0.3)
-        # No slot at all: the connection waits in the listen queue, the probe times out.
-        assert _get(server.port, "/healthz", timeout=1)[0] != 200
         # Three seconds after accept the heads are late: their connections are closed.
-        assert wait_for(lambda: _get(server.port, "/healthz")[0] == 200, 6)
+        began = time.monotonic()
         for s in held:
-            s.settimeout(2)
+            s.settimeout(5)
             assert s.recv(100) == b""
+            s.close()
+        assert 2.5 < time.monotonic() - began + 0.3 < 4.5
+        # With every slot taken a head gets a second: a probe waiting in the listen queue
+        # gets a slot once they are cut.
+        held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]
+        began = time.monotonic()
+        assert wait_for(lambda: _get(server.port, "/healthz", timeout=5)[0] == 200, 2.5)
+        assert time.monotonic() - began < 2.5
+        for s in held:
             s.close()
     finally:
         server.stop()
