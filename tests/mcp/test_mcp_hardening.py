@@ -640,3 +640,24 @@ def test_a_session_runs_files_reach_the_client(tmp_path, snapcell_bin):
     (blob,) = [c for c in result.content if c.type == "resource"]
     assert hashlib.sha256(base64.b64decode(image.data)).hexdigest() == digests["chart.png"]
     assert hashlib.sha256(base64.b64decode(blob.resource.blob)).hexdigest() == digests["data.bin"]
+
+
+def test_a_downstream_message_of_many_empty_objects_is_refused_unbuilt(tmp_path):
+    # A downstream server's messages were parsed with no bound on their values: one 15 MiB
+    # line of empty objects (a server passing on JSON a run asked it to fetch) took the
+    # client's server to over a GiB, like finding 3's messages from clients.
+    import sys
+    config = tmp_path / "snapcell.json"
+    config.write_text(json.dumps({"mcp_servers": {"notes": {
+        "command": sys.executable, "args": [SERVER]}}}))
+    server = HttpServer("--config", str(config), env=_measurable())
+    try:
+        code = ("import tools\ntry:\n    tools.notes.bomb()\nexcept ToolError as e:\n"
+                "    print(e)\nprint(tools.notes.add(a=1, b=1))\n")
+        result = _stateless_call(server.url, 1, code)
+        out, peak = result["content"][0]["text"], _vm_hwm(server.proc.pid)
+        assert peak < 300 << 20, peak >> 20
+        assert "server 'notes' sent a line that is not JSON-RPC 2.0" in out, out
+        assert "{'result': 2}" in out, out
+    finally:
+        server.stop()
