@@ -300,7 +300,7 @@ static int stdio_await(struct mcp_downstream *ds, const json_t *want, uint64_t d
 		char *line = stdio_read_line(ds, deadline_us, timed_out, why, size);
 		if (!line)
 			return -1;
-		json_t *msg = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
+		json_t *msg = mcp_downstream_parse(line, strlen(line));
 		bool blank = strspn(line, " \t\r") == strlen(line);
 		free(line);
 		if (blank)

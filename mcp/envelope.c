@@ -117,6 +117,16 @@ size_t mcp_envelope_cost(const char *buf, size_t len)
 	return values * MCP_BYTES_PER_VALUE + len;
 }
 
+json_t *mcp_downstream_parse(const char *buf, size_t len)
+{
+	unsigned depth;
+	size_t values;
+	snapcell_json_measure(buf, len, &depth, &values);
+	if (values > MCP_DOWNSTREAM_VALUES_MAX)
+		return NULL;
+	return json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+}
+
 int mcp_envelope_parse(const char *buf, size_t len, struct mcp_message *msg, json_t **error)
 {
 	memset(msg, 0, sizeof(*msg));

@@ -18,6 +18,10 @@
 #include "http_limits.h"
 
 #define SWEEP_NS 100000000L
+/* With every slot taken, connections wait in the listen queue behind an attacker's, who
+ * reconnects as soon as one is cut: then a head gets this long, not the configured
+ * deadline, so the queue moves ten times faster (a real client sends its head at once). */
+#define PRESSED_HEAD_US 1000000u
 
 /* One open connection, from accept to close; on the list while open. */
 struct tracked {
@@ -51,11 +55,14 @@ static void *sweep(void *arg)
 			until.tv_sec++, until.tv_nsec -= 1000000000L;
 		pthread_cond_timedwait(&l->stop_cond, &l->lock, &until);
 		uint64_t now = cli_now_us();
+		uint64_t timeout =
+			l->n_open >= l->max_connections && l->head_timeout_us > PRESSED_HEAD_US
+				? PRESSED_HEAD_US
+				: l->head_timeout_us;
 		/* The fd is still the connection's: libmicrohttpd reports the close (and the
 		 * entry leaves the list, under this lock) before it closes the socket. */
 		for (struct tracked *t = l->open; t; t = t->next)
-			if (t->waiting_head && !t->cut &&
-			    now - t->head_since_us > l->head_timeout_us) {
+			if (t->waiting_head && !t->cut && now - t->head_since_us > timeout) {
 				shutdown(t->fd, SHUT_RDWR);
 				t->cut = true;
 			}

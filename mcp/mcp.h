@@ -24,6 +24,9 @@
 #define MCP_VALUES_MAX	    65536u
 #define MCP_DEPTH_MAX	    64u
 #define MCP_BYTES_PER_VALUE 160u
+/* What a downstream MCP server's message may hold: its tools/list pages and results are
+ * larger than a client's requests, but 16 MiB of "{}," from it cost as much (~40 MiB here). */
+#define MCP_DOWNSTREAM_VALUES_MAX 262144u
 
 #define MCP_PARSE_ERROR	     -32700
 #define MCP_INVALID_REQUEST  -32600
@@ -71,6 +74,9 @@ int mcp_envelope_parse(const char *buf, size_t len, struct mcp_message *msg, jso
 /* The memory parsing buf would take (its tree and strings, over-estimated): what a transport
  * charges to its budget of messages in flight. 0 for a text the parse refuses unbuilt. */
 size_t mcp_envelope_cost(const char *buf, size_t len);
+/* A downstream server's message (len bytes at buf) parsed, or NULL: not JSON, or past
+ * MCP_DOWNSTREAM_VALUES_MAX values or jansson's depth, refused before any tree is built. */
+json_t *mcp_downstream_parse(const char *buf, size_t len);
 void mcp_message_clear(struct mcp_message *msg);
 /* An error response; id is copied (NULL gives a null id). */
 json_t *mcp_error(const json_t *id, int code, const char *message);

@@ -544,15 +544,17 @@ static unsigned calls_of(const struct mcp_server *srv, uint64_t scope)
 static enum refusal admit(struct mcp_server *srv, struct call *c)
 {
 	pthread_mutex_lock(&srv->lock);
-	if (c->sink->scope && calls_of(srv, c->sink->scope) >= srv->opts.max_per_client) {
-		pthread_mutex_unlock(&srv->lock);
-		return OVER_SHARE;
-	}
 	struct timespec until;
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += c->sink->may_wait ? srv->opts.queue_wait_s : 0;
 	bool room, queued;
 	for (;;) {
+		/* Checked again after every wait: the client's other calls may have got in
+		 * meanwhile (calls waiting here are not on the list). */
+		if (c->sink->scope && calls_of(srv, c->sink->scope) >= srv->opts.max_per_client) {
+			pthread_mutex_unlock(&srv->lock);
+			return OVER_SHARE;
+		}
 		/* Not past calls already queued: they were first. */
 		room = srv->n_running < srv->opts.max_runs && !srv->n_queued && !srv->draining;
 		queued = !room && srv->n_queued < srv->opts.max_queued && !srv->draining;

@@ -84,6 +84,14 @@ def flood() -> str:
     return "written"
 
 
+@server.tool(description="Writes a 15 MiB notification of empty objects to stdout.",
+             structured_output=False)
+def bomb() -> str:
+    os.write(WIRE, b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":['
+             + b"{}," * (5 << 20) + b"{}]}}\n")
+    return "written"
+
+
 @server.tool(description="Floods notifications (yes(1) on the wire) for a while, then answers.",
              structured_output=False)
 def chatter(seconds: float) -> str:

@@ -228,6 +228,46 @@ def test_trickling_heads_do_not_lock_out_a_client_past_the_head_deadline():
         server.stop()
 
 
+def _reconnect(port, stop):
+    """A connection that sends half a head and, once cut, comes back at once."""
+    while not stop.is_set():
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+                s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                s.recv(10)
+        except OSError:
+            pass
+
+
+def test_reconnecting_heads_do_not_lock_out_a_client_for_long():
+    # 40 connections for 8 slots, each back as soon as it is cut: real clients waited in the
+    # listen queue behind them for the whole head deadline of each turn (two connections, an
+    # initialize and a ping: ~80 s at a 10 s deadline). With every slot taken a head now gets
+    # a second.
+    server = HttpServer("--token", "s3cret", "--http-max-connections", "8")
+    stop = threading.Event()
+    attackers = [threading.Thread(target=_reconnect, args=(server.port, stop))
+                 for _ in range(40)]
+    try:
+        for t in attackers:
+            t.start()
+        time.sleep(2)
+        auth = {"Authorization": "Bearer s3cret"}
+        start, served = time.monotonic(), None
+        while served is None and time.monotonic() - start < 40:
+            try:
+                served = post(server.url, ping(1), session(server.url, auth))[0]
+            except OSError:
+                pass
+        took = time.monotonic() - start
+        assert served == 200 and took < 25, took
+    finally:
+        stop.set()
+        for t in attackers:
+            t.join()
+        server.stop()
+
+
 def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
     server = HttpServer("--token", "s3cret", "--http-max-connections", "4",
                         "--http-head-timeout", "3")
@@ -244,15 +284,20 @@ def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
         time.sleep(0.3)
         status, body = _get(server.port, "/healthz")  # the probe takes the last slot
         assert status == 503 and b"no free connection slot" in body
-        held.append(socket.create_connection(("127.0.0.1", server.port)))
-        time.sleep(0.3)
-        # No slot at all: the connection waits in the listen queue, the probe times out.
-        assert _get(server.port, "/healthz", timeout=1)[0] != 200
         # Three seconds after accept the heads are late: their connections are closed.
-        assert wait_for(lambda: _get(server.port, "/healthz")[0] == 200, 6)
+        began = time.monotonic()
         for s in held:
-            s.settimeout(2)
+            s.settimeout(5)
             assert s.recv(100) == b""
+            s.close()
+        assert 2.5 < time.monotonic() - began + 0.3 < 4.5
+        # With every slot taken a head gets a second: a probe waiting in the listen queue
+        # gets a slot once they are cut.
+        held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]
+        began = time.monotonic()
+        assert wait_for(lambda: _get(server.port, "/healthz", timeout=5)[0] == 200, 2.5)
+        assert time.monotonic() - began < 2.5
+        for s in held:
             s.close()
     finally:
         server.stop()
@@ -306,6 +351,32 @@ def test_a_session_gets_its_share_and_no_more():
         assert result.is_error is False and texts(result) == ["mine\n"]
         t.join(30)
         assert _status(first["r"]) == "ok"
+    finally:
+        server.stop()
+
+
+def test_a_sessions_calls_waiting_for_room_keep_to_its_share():
+    # Its share was checked once, before a call waited for room: a session's calls sent
+    # together while the server was full all waited, then all got in past the share.
+    server = HttpServer("--max-runs", "1", "--max-queued", "1", "--queue-wait", "20")
+    try:
+        hogs = [threading.Thread(target=_stateless_call, args=(server.url, n, SLEEP.format(3)))
+                for n in (1, 2)]
+        for t in hogs:
+            t.start()
+            time.sleep(0.5)  # the first runs, the second takes the queue slot
+        hdr = session(server.url)
+        results = []
+        mine = [threading.Thread(target=lambda n=n: results.append(
+                    _legacy_call(server.url, hdr, n, SLEEP.format(1)))) for n in (3, 4, 5)]
+        for t in mine:
+            t.start()
+        for t in hogs + mine:
+            t.join(60)
+        statuses = sorted(_status(r) for r in results)
+        assert statuses == ["busy", "busy", "ok"], statuses
+        assert all("busy for this client" in r["content"][0]["text"]
+                   for r in results if _status(r) == "busy")
     finally:
         server.stop()
 
@@ -569,3 +640,24 @@ def test_a_session_runs_files_reach_the_client(tmp_path, snapcell_bin):
     (blob,) = [c for c in result.content if c.type == "resource"]
     assert hashlib.sha256(base64.b64decode(image.data)).hexdigest() == digests["chart.png"]
     assert hashlib.sha256(base64.b64decode(blob.resource.blob)).hexdigest() == digests["data.bin"]
+
+
+def test_a_downstream_message_of_many_empty_objects_is_refused_unbuilt(tmp_path):
+    # A downstream server's messages were parsed with no bound on their values: one 15 MiB
+    # line of empty objects (a server passing on JSON a run asked it to fetch) took the
+    # client's server to over a GiB, like finding 3's messages from clients.
+    import sys
+    config = tmp_path / "snapcell.json"
+    config.write_text(json.dumps({"mcp_servers": {"notes": {
+        "command": sys.executable, "args": [SERVER]}}}))
+    server = HttpServer("--config", str(config), env=_measurable())
+    try:
+        code = ("import tools\ntry:\n    tools.notes.bomb()\nexcept ToolError as e:\n"
+                "    print(e)\nprint(tools.notes.add(a=1, b=1))\n")
+        result = _stateless_call(server.url, 1, code)
+        out, peak = result["content"][0]["text"], _vm_hwm(server.proc.pid)
+        assert peak < 300 << 20, peak >> 20
+        assert "server 'notes' sent a line that is not JSON-RPC 2.0" in out, out
+        assert "{'result': 2}" in out, out
+    finally:
+        server.stop()
