@@ -185,13 +185,50 @@ SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, co
  * to sys.path after the python paths, and its .pth files are processed as site.addsitedir
  * does (once, in the template; lines that import run there too, and must not reach outside
  * the root: an editable install's host source tree is not exposed). With
- * include-system-site-packages, Debian's /usr/lib/python3/dist-packages follows it. The
- * venv must have been made for the embedded interpreter's version (Debian's Python 3.11,
- * /usr/bin/python3 -m venv DIR): another version in its pyvenv.cfg is SNAPCELL_E_INVAL
- * naming both. Resolved and checked now; NULL removes it. Counts against the 64 paths of
- * snapcell_config_add_python_path. */
+ * include-system-site-packages in a venv of Debian's /usr/bin/python3, Debian's
+ * /usr/lib/python3/dist-packages follows it. A venv made by any CPython 3.10 or newer is
+ * accepted; with no snapcell_config_set_python, the interpreter it was made from runs the
+ * cells. Its X.Y must be the running interpreter's, and with snapcell_config_set_python the
+ * venv must have been made from that interpreter: else SNAPCELL_E_INVAL naming both (checked
+ * now when both are set, and again when a sandbox is created). Resolved and checked now;
+ * NULL removes it. Counts against the 64 paths of snapcell_config_add_python_path. */
 SNAPCELL_API int snapcell_config_set_venv(struct snapcell_config *cfg, const char *dir,
 					  struct snapcell_error *err);
+
+/* The Python interpreter that runs the cells: path is an executable (absolute, or a name
+ * looked up in $PATH now), asked once what it is (a short run of it with -I -S; answers are
+ * cached per file, inode and mtime for the process's life) so that a pyenv shim or a symbolic
+ * link resolves to the real binary. SNAPCELL_E_INVAL, with a message naming the file and the
+ * cause, when it is not found or not executable, is not CPython, is older than 3.10, is a
+ * free-threaded build, or lies under /tmp, /input, /output, /dev or /proc (which cells mount
+ * over). A newer version than 3.14 is accepted (snapcell_config_python_info warns). NULL
+ * restores the default: the venv's interpreter (snapcell_config_set_venv), else `python3` in
+ * $PATH when the sandbox is created, else /usr/bin/python3. */
+SNAPCELL_API int snapcell_config_set_python(struct snapcell_config *cfg, const char *path,
+					    struct snapcell_error *err);
+
+#define SNAPCELL_PYTHON_PATH_LEN 4096
+
+/* The interpreter sandboxes made from cfg would run. */
+struct snapcell_python_info {
+	/* The file that runs, links and shims resolved; cells see it as sys.executable. */
+	char executable[SNAPCELL_PYTHON_PATH_LEN];
+	/* Why it: "snapcell_config_set_python", "the venv's interpreter", "python3 on PATH",
+	 * "/usr/bin/python3". */
+	char chosen_by[64];
+	char version[32]; /* "3.12.1", the cells' sys.version_info */
+	unsigned major, minor;
+	char warning[160];    /* "", or why it may not work (newer than snapcell is tested with) */
+	uint64_t reserved[4]; /* zeroed (ABI growth) */
+};
+
+/* Resolves cfg's interpreter as snapcell_sandbox_new does (running it at most once per
+ * process, see snapcell_config_set_python) and fills out; the refusals of
+ * snapcell_config_set_python and snapcell_config_set_venv, checked again, are
+ * SNAPCELL_E_INVAL with the message sandbox creation would give. */
+SNAPCELL_API int snapcell_config_python_info(const struct snapcell_config *cfg,
+					     struct snapcell_python_info *out,
+					     struct snapcell_error *err);
 
 /* Adds a module the template imports before it parks cells (after the python paths and the
  * venv are set up), so a run that uses it pays nothing for the import: "numpy", "pandas",
