@@ -244,13 +244,33 @@ def test_python_runs_that_interpreter(label):
     assert cell["venv"] is None
 
 
+# Tries to write into the venv's site-packages, the compiled package and the standard library.
+WRITE = f"""
+import os, {MARKER}, pydantic_core, json
+out = []
+for d in (os.path.dirname({MARKER}.__file__), os.path.dirname(pydantic_core.__file__),
+          os.path.dirname(os.__file__)):
+    try:
+        open(os.path.join(d, "written"), "w").close()
+        out.append("written")
+    except OSError as e:
+        out.append(type(e).__name__)
+print(json.dumps(out))
+"""
+
+
 @pytest.mark.parametrize("label", MATRIX)
 def test_venv_runs_its_own_interpreter_with_its_packages(label, venvs):
     venv = venvs(label)
     with snapcell.Sandbox(venv=venv) as sb:
         cell = report(sb)
+        written = sb.run(WRITE)
     assert cell["version"] == version_of(interpreter(label))
     assert_from_venv(cell, venv)
+    # Read-only, though the host user (the tests' own) owns the venv.
+    assert written.status == "ok", written.stderr
+    assert "written" not in json.loads(written.stdout), written.stdout
+    assert not glob.glob(os.path.join(venv, "**", "written"), recursive=True)
 
 
 @pytest.mark.parametrize("label", MATRIX)
