@@ -115,11 +115,11 @@ def venvs():
         if label not in made:
             python = interpreter(label)
             venv = os.path.join(top, label)
-            subprocess.run([python, "-m", "venv", "--without-pip", venv], check=True)
+            # The venv's own pip: an older pip run for a newer Python (pip --python) breaks.
+            subprocess.run([python, "-m", "venv", venv], check=True)
             pip = subprocess.run(
-                [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python",
-                 os.path.join(venv, "bin", "python"), "install", "-q", "--only-binary=:all:",
-                 COMPILED], capture_output=True, text=True)
+                [os.path.join(venv, "bin", "python"), "-m", "pip", "--disable-pip-version-check",
+                 "install", "-q", "--only-binary=:all:", COMPILED], capture_output=True, text=True)
             assert pip.returncode == 0, f"pip install {COMPILED} (PyPI):\n{pip.stdout}{pip.stderr}"
             mark(venv)
             made[label] = venv
