@@ -29,8 +29,9 @@ struct cli_run_args {
 	const char *output_dir; /* --output DIR */
 	const char *source;	/* FILE or "-"; NULL with --describe or --instructions alone */
 };
-/* Applies `snapcell run`'s options (argv[0] is "run") to cfg without running anything: 0, or
- * CLI_EXIT_USAGE after a message on stderr naming the option. */
+/* Applies `snapcell run`'s options (argv[0] is "run") to cfg without running anything but
+ * --python's interpreter (asked what it is): 0, or CLI_EXIT_USAGE after a message on stderr
+ * naming the option. */
 int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli_run_args *args);
 int cli_doctor(int argc, char **argv);
 int cli_bench(int argc, char **argv);
@@ -53,6 +54,16 @@ int cli_mcp(int argc, char **argv);
 /* mcp/state.c: the running `snapcell mcp` servers of this user and their sessions, from their
  * state files (files of dead processes are removed): a JSON array. */
 json_t *cli_mcp_servers(void);
+
+/* interpreter.c: the interpreter cfg runs. check: 0, or -1 after "<who>: <why>" on stderr
+ * (a version newer than snapcell knows is 0: print and json carry the warning). print:
+ * lines on f, each after prefix: the file, its version and why it; what cells see; a
+ * warning; or why there is none.
+ * json: {"executable", "chosen_by", "version", "cells": {"sys_executable", "version"},
+ * "warning"?}, or {"error"}. */
+int cli_python_check(const struct snapcell_config *cfg, const char *who);
+void cli_python_print(FILE *f, const struct snapcell_config *cfg, const char *prefix);
+json_t *cli_python_json(const struct snapcell_config *cfg);
 
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */
 void cli_print_artifacts(const struct snapcell_result *res, FILE *f);

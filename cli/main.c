@@ -40,10 +40,19 @@ int main(int argc, char **argv)
 {
 	/* A --tool command that exits without reading its input must not kill us. */
 	signal(SIGPIPE, SIG_IGN);
-	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
-	    !strcmp(argv[1], "help")) {
-		fputs(usage, argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		fputs(usage, stdout);
+		struct snapcell_config *cfg = cli_config_new();
+		if (cfg) {
+			puts("\ninterpreter (snapcell run --python PATH chooses another):");
+			cli_python_print(stdout, cfg, "  ");
+		}
+		snapcell_config_free(cfg);
+		return 0;
 	}
 	if (!strcmp(argv[1], "run"))
 		return cli_run(argc - 1, argv + 1);

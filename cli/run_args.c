@@ -1,6 +1,7 @@
 /* `snapcell run`'s arguments: the options that shape the sandbox's config, parsed without
- * running anything (fuzz/cli_fuzz.c feeds it arbitrary argument vectors). cli/run.c runs what
- * they ask for. */
+ * running anything but --python's interpreter, which snapcell_config_set_python asks what it
+ * is (fuzz/cli_fuzz.c feeds it arbitrary argument vectors without --python). cli/run.c runs
+ * what they ask for. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -38,9 +40,12 @@ static const char usage[] =
 	"  --output DIR            write the files the code left in /output under DIR\n"
 	"  --python-path DIR       expose DIR read-only on sys.path (repeatable), e.g.\n"
 	"                          /usr/lib/python3/dist-packages for Debian's numpy\n"
-	"  --venv DIR              use the virtual environment DIR (made with /usr/bin/python3\n"
-	"                          -m venv: snapcell embeds Debian's Python 3.11), read-only,\n"
-	"                          .pth files processed\n"
+	"  --python PATH           the CPython (3.10 or newer) that runs the code: a file, or a\n"
+	"                          name looked up in PATH (default: the --venv's interpreter,\n"
+	"                          else python3 on PATH, else /usr/bin/python3)\n"
+	"  --venv DIR              use the virtual environment DIR (of CPython 3.10 or newer;\n"
+	"                          with --python, one made with it), read-only, .pth files\n"
+	"                          processed\n"
 	"  --preload MODULE        import MODULE before cells are parked, so runs that use it\n"
 	"                          pay nothing for the import, e.g. pandas (repeatable)\n"
 	"  --warmup CODE           run CODE once after the preloads, before cells are parked,\n"
@@ -146,7 +151,8 @@ enum opt {
 	OPT_ALLOW_HEADER,
 	OPT_MAP_HOST,
 	OPT_UPSTREAM_CA,
-	OPT_UID_RANGE
+	OPT_UID_RANGE,
+	OPT_PYTHON
 };
 
 static const struct option options[] = {
@@ -178,7 +184,14 @@ static const struct option options[] = {
 	{"map-host", required_argument, NULL, OPT_MAP_HOST},
 	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
 	{"uid-range", required_argument, NULL, OPT_UID_RANGE},
+	{"python", required_argument, NULL, OPT_PYTHON},
 	{"help", no_argument, NULL, 'h'},
+	/* Before --python existed, getopt_long took these abbreviations of --python-path for
+	 * it; exact entries keep them meaning that (they would be ambiguous now). */
+	{"py", required_argument, NULL, OPT_PYPATH},
+	{"pyt", required_argument, NULL, OPT_PYPATH},
+	{"pyth", required_argument, NULL, OPT_PYPATH},
+	{"pytho", required_argument, NULL, OPT_PYPATH},
 	{0},
 };
 
@@ -225,6 +238,19 @@ static int set_warmup(struct snapcell_config *cfg, const char *path, const char 
 			  snapcell_config_set_warmup(cfg, code, &err), &err);
 	free(buf);
 	return rc;
+}
+
+/* --python PATH. Before it existed, --python was an abbreviation of --python-path: a
+ * directory given to it is likely meant for that, so the refusal says so. */
+static int set_python(struct snapcell_config *cfg, const char *path)
+{
+	struct snapcell_error err = {0};
+	if (reported(OPT_PYTHON, snapcell_config_set_python(cfg, path, &err), &err) == 0)
+		return 0;
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		fprintf(stderr, "snapcell: --python-path DIR puts a directory on sys.path\n");
+	return -1;
 }
 
 static int isolation_level(const char *name)
@@ -404,6 +430,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 				  opt == OPT_WARMUP ? arg : NULL);
 	if (opt == OPT_VENV)
 		return reported(opt, snapcell_config_set_venv(cfg, arg, &err), &err);
+	if (opt == OPT_PYTHON)
+		return set_python(cfg, arg);
 	if (opt == OPT_PRELOAD)
 		return reported(opt, snapcell_config_add_preload(cfg, arg, &err), &err);
 	if (opt == OPT_PYPATH) {

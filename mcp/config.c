@@ -265,6 +265,18 @@ static int venv(const struct ctx *c, const char *path, json_t *v)
 		       : 0;
 }
 
+/* "python": the interpreter that runs the cells (asked what it is now: a refusal stops the
+ * server before it starts). */
+static int python(const struct ctx *c, const char *path, json_t *v)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(v))
+		return fail(c, path, "must be a string (an interpreter: a path or a name on PATH)");
+	return snapcell_config_set_python(c->cfg, json_string_value(v), &err) < 0
+		       ? lib_fail(c, path, &err)
+		       : 0;
+}
+
 static int one_preload(const struct ctx *c, const char *at, json_t *m)
 {
 	struct snapcell_error err = {0};
@@ -692,6 +704,7 @@ static const struct {
 	{"host_map", host_map},
 	{"upstream_ca", upstream_ca},
 	{"venv", venv},
+	{"python", python},
 	{"preload", preload},
 	{"warmup", warmup},
 	{"env", env},

@@ -197,6 +197,7 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if (snapcell_sandbox_new(cfg, &sb, &err) < 0) {
 		fprintf(stderr, "snapcell mcp: cannot start the sandbox: %s\n", err.message);
+		cli_python_print(stderr, cfg, "snapcell mcp: ");
 		return 3;
 	}
 	struct mcp_options opts = a->opts;
@@ -235,6 +236,12 @@ int cli_mcp(int argc, char **argv)
 		return 3;
 	struct mcp_options file_opts = {0};
 	if (a.config && mcp_config_load(a.config, cfg, &file_opts) < 0) {
+		snapcell_config_free(cfg);
+		mcp_options_clear(&file_opts);
+		return 2;
+	}
+	/* The interpreter, chosen by the file or by default, is checked before anything starts. */
+	if (cli_python_check(cfg, "snapcell mcp") < 0) {
 		snapcell_config_free(cfg);
 		mcp_options_clear(&file_opts);
 		return 2;

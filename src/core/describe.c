@@ -421,6 +421,19 @@ static int finish(struct text *t, char **out, struct snapcell_error *err, const 
 	return 0;
 }
 
+/* "Python 3.12": the X.Y of the interpreter cells run, so the model writes code for it; just
+ * "Python 3" when it cannot be resolved now (creating a sandbox says why). */
+static void python_name(const struct snapcell_config *cfg, char *out, size_t len)
+{
+	struct sc_python py;
+	if (sc__python_resolve(cfg, &py, NULL) < 0) {
+		snprintf(out, len, "Python 3");
+		return;
+	}
+	snprintf(out, len, "Python %u.%u", py.major, py.minor);
+	sc__python_clear(&py);
+}
+
 int snapcell_config_describe(const struct snapcell_config *cfg,
 			     enum snapcell_describe_format format, char **out,
 			     struct snapcell_error *err)
@@ -431,11 +444,13 @@ int snapcell_config_describe(const struct snapcell_config *cfg,
 		return sc__err(err, SNAPCELL_E_INVAL, "describe: unknown format %d", (int)format);
 	struct text t = {0};
 	uint64_t wall_ms = cfg->limits[SNAPCELL_LIMIT_WALL_MS];
+	char python[32];
+	python_name(cfg, python, sizeof(python));
 	put(&t,
-	    "Runs Python 3 code in an isolated sandbox and returns what it printed (stdout, "
+	    "Runs %s code in an isolated sandbox and returns what it printed (stdout, "
 	    "then stderr). The standard library%s is available; packages cannot be installed. "
 	    "A run is stopped after %g s.\n\n",
-	    cfg->n_python_paths || cfg->venv ? " and the host's Python packages" : "",
+	    python, cfg->n_python_paths || cfg->venv ? " and the host's Python packages" : "",
 	    (double)wall_ms / 1000.0);
 	describe_tools(&t, cfg, format);
 	put(&t, "\n");
@@ -451,10 +466,14 @@ int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
 	if (!cfg || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "instructions: NULL argument");
 	struct text t = {0};
-	put(&t, "Use execute_code as your primary tool for multi-step work: write one Python "
-		"program that does the whole job (the calls, loops and arithmetic) instead of "
-		"many small steps, and rely on its description for what the sandbox offers.\n"
-		"Only printed output comes back: end the code with print(...) of the answer; the "
+	char python[32];
+	python_name(cfg, python, sizeof(python));
+	put(&t,
+	    "Use execute_code as your primary tool for multi-step work: write one %s "
+	    "program that does the whole job (the calls, loops and arithmetic) instead of "
+	    "many small steps, and rely on its description for what the sandbox offers.\n",
+	    python);
+	put(&t, "Only printed output comes back: end the code with print(...) of the answer; the "
 		"value of the last expression is not returned.\n");
 	if (cfg->workspace || cfg->n_mounts)
 		put(&t,

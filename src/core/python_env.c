@@ -334,7 +334,7 @@ static int probe_judged(const char *path, struct sc_python_probe *out, struct sn
 static int check_pair(const char *python, const char *venv, const char *base, unsigned minor,
 		      struct snapcell_error *err)
 {
-	struct sc_python_probe p, b;
+	struct sc_python_probe p, b = {0};
 	int rc = probe_judged(python, &p, err);
 	if (rc < 0)
 		return rc;
@@ -348,8 +348,7 @@ static int check_pair(const char *python, const char *venv, const char *base, un
 			     "venv %s was made from %s, not from python %s (%s): give the venv "
 			     "alone, or a venv made with that python",
 			     venv, rc < 0 ? base : b.py.executable, python, p.py.executable);
-	if (rc == 0)
-		sc__python_probe_clear(&b);
+	sc__python_probe_clear(&b);
 	sc__python_probe_clear(&p);
 	return rc;
 }

@@ -109,8 +109,11 @@ static int collect(int out_fd, int err_fd, char *answer, size_t *answer_len, cha
 		}
 		if (err_fd >= 0 && p[1].revents) {
 			ssize_t n = read(err_fd, junk, sizeof(junk));
+			/* It goes into a message: no control bytes. */
 			for (ssize_t i = 0; i < n && n_why + 1 < why_len; i++)
-				why[n_why++] = junk[i] == '\n' ? ' ' : junk[i];
+				why[n_why++] = junk[i] == '\n'		       ? ' '
+					       : (unsigned char)junk[i] < 0x20 ? '?'
+									       : junk[i];
 			why[n_why] = 0;
 			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
 				err_fd = -1;
@@ -148,7 +151,10 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 	sigfillset(&all);
 	posix_spawnattr_setsigmask(&attr, &none);
 	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+	/* Its own process group, so a shim's children die with it at the deadline. */
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+						POSIX_SPAWN_SETPGROUP);
 	char *argv[] = {(char *)path, "-I", "-S", "-c", (char *)PROBE, NULL};
 	pid_t pid;
 	int rc = -posix_spawn(&pid, path, &fa, &attr, argv, environ);
@@ -160,8 +166,9 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 	if (rc == 0) {
 		rc = collect(out[0], errp[0], buf, &len, why, why_len);
 		if (rc < 0)
-			kill(pid, SIGKILL);
-		int status;
+			kill(-pid, SIGKILL);
+		/* 0 when it cannot be known (a caller that ignores SIGCHLD has it reaped). */
+		int status = 0;
 		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
 		if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !why[0])
@@ -317,11 +324,19 @@ static int ask(const char *path, const char *real, const struct stat *st,
 			       path, PROBE_TIMEOUT_MS / 1000);
 	if (rc == -ENOEXEC || rc == -EACCES)
 		return sc__err(err, SNAPCELL_E_INVAL, "python %s: not an executable program", path);
+	if (rc == -E2BIG)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "python %s: not a CPython 3 interpreter (its answer to snapcell's "
+			       "query passed %u KiB)",
+			       path, ANSWER_MAX >> 10);
 	if (rc < 0)
 		return sc__err(err, rc, "python %s: running it", path);
 	rc = parse(answer, out);
 	free(answer);
-	if (rc == -ENOMEM || rc == -E2BIG)
+	if (rc == -E2BIG)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "python %s: it loads from more than %d directories", path, DIRS_MAX);
+	if (rc == -ENOMEM)
 		return sc__err(err, rc, "python %s", path);
 	if (rc < 0)
 		return sc__err(err, SNAPCELL_E_INVAL,

@@ -59,10 +59,16 @@ Test(describe, example_config_compact)
 	cr_assert_eq(snapcell_config_allow_header(cfg, "https://api.example.com/v1",
 						  "Authorization", "Bearer s3cret-token", NULL),
 		     0);
+	/* The model is told the interpreter's X.Y: one that says it is 3.12. */
+	char *dir = test_make_tree(),
+	     *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *python = test_fake_python(dir, "python3", json);
+	cr_assert_eq(snapcell_config_set_python(cfg, python, NULL), 0);
+	free(python), free(json);
 	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
 	cr_expect_str_eq(
 		text,
-		"Runs Python 3 code in an isolated sandbox and returns what it printed (stdout, "
+		"Runs Python 3.12 code in an isolated sandbox and returns what it printed (stdout, "
 		"then "
 		"stderr). The standard library is available; packages cannot be installed. A run "
 		"is "
@@ -113,6 +119,8 @@ Test(describe, example_config_compact)
 	free(again);
 	free(text);
 	snapcell_config_free(cfg);
+	test_remove_tree(dir);
+	free(dir);
 }
 
 Test(describe, json_format_gives_every_schema)
@@ -313,4 +321,47 @@ Test(describe, approval_is_always_when_the_base_or_any_tool_needs_it)
 	snapcell_config_free(cfg);
 	cr_expect_eq(snapcell_config_approval(NULL, SNAPCELL_APPROVAL_NEVER),
 		     SNAPCELL_APPROVAL_NEVER);
+}
+
+Test(describe, the_model_is_told_the_interpreters_version)
+{
+	struct snapcell_config *cfg = test_config_new();
+	char *dir = test_make_tree(),
+	     *json = test_python_answer("cpython", 3, 13, 0, false, "/bin/sh");
+	char *python = test_fake_python(dir, "python3.13", json);
+	cr_assert_eq(snapcell_config_set_python(cfg, python, NULL), 0);
+	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "Runs Python 3.13 code");
+	free(text);
+	text = instructions(cfg);
+	expect_has(text, "write one Python 3.13 program");
+	free(text);
+	/* The default interpreter's, whatever this machine has. */
+	struct snapcell_python_info info;
+	char want[64];
+	cr_assert_eq(snapcell_config_set_python(cfg, NULL, NULL), 0);
+	if (snapcell_config_python_info(cfg, &info, NULL) == 0) {
+		snprintf(want, sizeof(want), "Runs Python 3.%u code", info.minor);
+		text = describe(cfg, SNAPCELL_DESCRIBE_JSON);
+		expect_has(text, want);
+		free(text);
+	}
+	/* None resolvable now (a venv whose interpreter went away): just "Python 3". */
+	char cfg_text[1200], rel[64];
+	snprintf(cfg_text, sizeof(cfg_text), "home = /nowhere\nversion = 3.13.0\nexecutable = %s\n",
+		 python);
+	test_write_file(dir, "venv/pyvenv.cfg", cfg_text);
+	snprintf(rel, sizeof(rel), "venv/lib/python3.13/site-packages/.keep");
+	test_write_file(dir, rel, "");
+	char venv[600];
+	snprintf(venv, sizeof(venv), "%s/venv", dir);
+	cr_assert_eq(snapcell_config_set_venv(cfg, venv, NULL), 0);
+	cr_assert_eq(unlink(python), 0);
+	text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "Runs Python 3 code");
+	free(text);
+	snapcell_config_free(cfg);
+	free(python), free(json);
+	test_remove_tree(dir);
+	free(dir);
 }

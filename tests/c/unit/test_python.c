@@ -4,40 +4,13 @@
  * are simulated by scripts that print the answer such an interpreter gives to the probe. */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <glob.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <time.h>
 
 #include "core/core.h"
 #include "helpers.h"
-
-/* Writes dir/name, a script that answers the probe with json (and appends a line to
- * dir/runs each time it runs); returns its malloc'd path. */
-static char *fake_python(const char *dir, const char *name, const char *json)
-{
-	char *path, body[2048];
-	cr_assert(asprintf(&path, "%s/%s", dir, name) > 0);
-	snprintf(body, sizeof(body), "#!/bin/sh\necho run >> '%s/runs'\ncat <<'EOF'\n%s\nEOF\n",
-		 dir, json);
-	test_write_file(dir, name, body);
-	cr_assert_eq(chmod(path, 0755), 0);
-	return path;
-}
-
-/* A probe answer: implementation, version, free-threaded, and the executable it reports
- * (which must exist: an ordinary program outside the cell's mount points stands in). */
-static char *answer(const char *impl, int major, int minor, int micro, bool ft, const char *exe)
-{
-	char *json;
-	cr_assert(asprintf(&json,
-			   "{\"implementation\": \"%s\", \"version\": [%d, %d, %d], "
-			   "\"executable\": \"%s\", \"base_prefix\": \"/usr\", \"stdlib\": "
-			   "\"/usr/lib\", "
-			   "\"platstdlib\": \"/usr/lib\", \"dynload\": \"\", \"gil_disabled\": %s, "
-			   "\"shared\": false, \"libdir\": \"\", \"libs\": []}",
-			   impl, major, minor, micro, exe, ft ? "true" : "false") > 0);
-	return json;
-}
 
 /* Sets path as the interpreter and expects SNAPCELL_E_INVAL with a message holding path and
  * each of the words. */
@@ -194,16 +167,16 @@ Test(python, the_resolved_interpreter_names_the_directories_it_loads_from)
 Test(python, other_implementations_old_versions_and_free_threaded_builds_are_refused)
 {
 	char *dir = test_make_tree();
-	char *pypy = answer("pypy", 3, 10, 14, false, "/bin/sh");
-	char *old = answer("cpython", 3, 9, 18, false, "/bin/sh");
-	char *ft = answer("cpython", 3, 13, 0, true, "/bin/sh");
-	char *p = fake_python(dir, "pypy3", pypy);
+	char *pypy = test_python_answer("pypy", 3, 10, 14, false, "/bin/sh");
+	char *old = test_python_answer("cpython", 3, 9, 18, false, "/bin/sh");
+	char *ft = test_python_answer("cpython", 3, 13, 0, true, "/bin/sh");
+	char *p = test_fake_python(dir, "pypy3", pypy);
 	expect_refused(p, "pypy", "not CPython");
 	free(p);
-	p = fake_python(dir, "python3.9", old);
+	p = test_fake_python(dir, "python3.9", old);
 	expect_refused(p, "Python 3.9.18", "3.10 or newer");
 	free(p);
-	p = fake_python(dir, "python3.13t", ft);
+	p = test_fake_python(dir, "python3.13t", ft);
 	expect_refused(p, "free-threaded", "abi3");
 	free(p), free(pypy), free(old), free(ft);
 	test_remove_tree(dir);
@@ -244,14 +217,49 @@ Test(python, an_interpreter_that_never_answers_is_refused_in_bounded_time)
 	free(dir);
 }
 
+Test(python, what_a_stuck_interpreter_started_is_killed_with_it)
+{
+	char *dir = test_make_tree(), path[600];
+	/* It answers nothing useful and leaves a child holding its output open. */
+	test_write_file(dir, "forks", "#!/bin/sh\nsleep 31.731 &\necho 'Trace\033[31m'>&2\n");
+	snprintf(path, sizeof(path), "%s/forks", dir);
+	cr_assert_eq(chmod(path, 0755), 0);
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_config_set_python(cfg, path, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "no answer within 5 s"), "%s", err.message);
+	/* Killed, it may take a moment to be gone. */
+	int left = 0;
+	for (int i = 0; i < 100 && (left = system("pgrep -f 'slee[p] 31.731' >/dev/null")) == 0;
+	     i++)
+		usleep(20000);
+	cr_expect_eq(left, 256, "the child was left");
+	/* An answer past its cap. */
+	test_write_file(dir, "chatty", "#!/bin/sh\nhead -c 100000 /dev/zero | tr '\\0' x\n");
+	snprintf(path, sizeof(path), "%s/chatty", dir);
+	cr_assert_eq(chmod(path, 0755), 0);
+	cr_expect_eq(snapcell_config_set_python(cfg, path, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "passed 64 KiB"), "%s", err.message);
+	/* What it printed on stderr is quoted without its control bytes. */
+	test_write_file(dir, "noisy", "#!/bin/sh\nprintf 'bad\\033[31m option\\n' >&2\nexit 2\n");
+	snprintf(path, sizeof(path), "%s/noisy", dir);
+	cr_assert_eq(chmod(path, 0755), 0);
+	cr_expect_eq(snapcell_config_set_python(cfg, path, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "bad?[31m option"), "%s", err.message);
+	cr_expect(!strchr(err.message, '\033'));
+	snapcell_config_free(cfg);
+	test_remove_tree(dir);
+	free(dir);
+}
+
 Test(python, an_interpreter_where_cells_mount_their_own_file_systems_is_refused)
 {
 	char *dir = test_make_tree();
 	/* One under /tmp, say a build unpacked there: /tmp is the cell's own tmpfs. */
 	char *self = NULL, *json;
 	cr_assert(asprintf(&self, "%s/python3", dir) > 0);
-	json = answer("cpython", 3, 12, 1, false, self);
-	char *p = fake_python(dir, "python3", json);
+	json = test_python_answer("cpython", 3, 12, 1, false, self);
+	char *p = test_fake_python(dir, "python3", json);
 	expect_refused(p, "lies under /tmp", "cells mount over");
 	free(p), free(json);
 	/* One whose standard library is under /proc. */
@@ -260,7 +268,7 @@ Test(python, an_interpreter_where_cells_mount_their_own_file_systems_is_refused)
 			 "{\"implementation\": \"cpython\", \"version\": [3, 12, 1], "
 			 "\"executable\": \"/bin/sh\", \"stdlib\": \"/proc/self\", \"libs\": []}") >
 		0);
-	p = fake_python(dir, "python3-proc", json);
+	p = test_fake_python(dir, "python3-proc", json);
 	expect_refused(p, "/proc/self lies under /proc", NULL);
 	free(p), free(json), free(self);
 	test_remove_tree(dir);
@@ -270,8 +278,8 @@ Test(python, an_interpreter_where_cells_mount_their_own_file_systems_is_refused)
 Test(python, a_version_newer_than_snapcell_knows_runs_with_a_warning)
 {
 	char *dir = test_make_tree();
-	char *json = answer("cpython", 3, 15, 0, false, "/bin/sh");
-	char *p = fake_python(dir, "python3.15", json);
+	char *json = test_python_answer("cpython", 3, 15, 0, false, "/bin/sh");
+	char *p = test_fake_python(dir, "python3.15", json);
 	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_python_info info;
 	struct snapcell_error err = {0};
@@ -289,8 +297,8 @@ Test(python, a_version_newer_than_snapcell_knows_runs_with_a_warning)
 Test(python, an_interpreter_is_asked_once_per_file_version_from_any_thread)
 {
 	char *dir = test_make_tree();
-	char *json = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *p = fake_python(dir, "python3", json);
+	char *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *p = test_fake_python(dir, "python3", json);
 	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_python_info info;
 	struct snapcell_error err = {0};
@@ -322,8 +330,8 @@ static void *resolve_thread(void *arg)
 Test(python, concurrent_first_resolutions_ask_once)
 {
 	char *dir = test_make_tree();
-	char *json = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *p = fake_python(dir, "python3", json);
+	char *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *p = test_fake_python(dir, "python3", json);
 	/* Found on PATH, so no setter has asked it yet. */
 	char path[4096];
 	snprintf(path, sizeof(path), "%s:%s", dir, getenv("PATH"));
@@ -359,8 +367,8 @@ static char *make_venv(const char *dir, const char *name, const char *cfg_text, 
 Test(python, a_venv_of_any_supported_python_runs_its_own_interpreter)
 {
 	char *dir = test_make_tree(), text[1200];
-	char *json = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *base = fake_python(dir, "py312/bin/python3.12", json);
+	char *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *base = test_fake_python(dir, "py312/bin/python3.12", json);
 	snprintf(text, sizeof(text), "home = %s/py312/bin\nversion = 3.12.1\n", dir);
 	char *venv = make_venv(dir, "venv", text, 12);
 	struct snapcell_config *cfg = test_config_new();
@@ -376,10 +384,16 @@ Test(python, a_venv_of_any_supported_python_runs_its_own_interpreter)
 	cr_assert_eq(sc__python_dirs(cfg, dirs, site, &n, &err), 0);
 	cr_assert_eq(n, 1);
 	cr_expect_str_eq(site[0], "lib/python3.12/site-packages");
-	/* The same interpreter named too is fine; a copy of the config keeps both. */
+	/* The same interpreter named too is fine; a copy of the config (what a sandbox keeps)
+	 * keeps both. */
 	cr_expect_eq(snapcell_config_set_python(cfg, base, &err), 0, "%s", err.message);
-	cr_assert_eq(snapcell_config_python_info(cfg, &info, &err), 0, "%s", err.message);
+	struct snapcell_config *copy;
+	cr_assert_eq(sc__config_copy(cfg, &copy), 0);
+	cr_assert_eq(snapcell_config_python_info(copy, &info, &err), 0, "%s", err.message);
 	cr_expect_str_eq(info.chosen_by, "snapcell_config_set_python");
+	cr_assert_eq(sc__python_dirs(copy, dirs, site, &n, &err), 0);
+	cr_expect_str_eq(site[0], "lib/python3.12/site-packages");
+	snapcell_config_free(copy);
 	snapcell_config_free(cfg);
 	free(venv), free(base), free(json);
 	test_remove_tree(dir);
@@ -405,12 +419,12 @@ Test(python, a_venv_of_python_older_than_3_10_is_refused)
 Test(python, a_venv_not_made_from_the_given_python_is_refused_naming_both)
 {
 	char *dir = test_make_tree(), text[1200];
-	char *j312 = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *j312b = answer("cpython", 3, 12, 3, false, "/bin/true");
-	char *j313 = answer("cpython", 3, 13, 0, false, "/bin/sh");
-	char *base = fake_python(dir, "a/python3.12", j312);
-	char *other = fake_python(dir, "b/python3.12", j312b);
-	char *newer = fake_python(dir, "c/python3.13", j313);
+	char *j312 = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *j312b = test_python_answer("cpython", 3, 12, 3, false, "/bin/true");
+	char *j313 = test_python_answer("cpython", 3, 13, 0, false, "/bin/sh");
+	char *base = test_fake_python(dir, "a/python3.12", j312);
+	char *other = test_fake_python(dir, "b/python3.12", j312b);
+	char *newer = test_fake_python(dir, "c/python3.13", j313);
 	snprintf(text, sizeof(text), "home = /nowhere\nversion = 3.12.1\nexecutable = %s\n", base);
 	char *venv = make_venv(dir, "venv", text, 12);
 	struct snapcell_config *cfg = test_config_new();
@@ -436,9 +450,9 @@ Test(python, a_venv_not_made_from_the_given_python_is_refused_naming_both)
 Test(python, a_venv_whose_interpreter_changed_version_is_refused_at_resolve)
 {
 	char *dir = test_make_tree(), text[1200];
-	char *j312 = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *j313 = answer("cpython", 3, 13, 0, false, "/bin/sh");
-	char *base = fake_python(dir, "bin/python3", j312);
+	char *j312 = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *j313 = test_python_answer("cpython", 3, 13, 0, false, "/bin/sh");
+	char *base = test_fake_python(dir, "bin/python3", j312);
 	snprintf(text, sizeof(text), "home = %s/bin\nversion = 3.12.1\n", dir);
 	char *venv = make_venv(dir, "venv", text, 12);
 	struct snapcell_config *cfg = test_config_new();
@@ -447,7 +461,7 @@ Test(python, a_venv_whose_interpreter_changed_version_is_refused_at_resolve)
 	cr_assert_eq(snapcell_config_set_venv(cfg, venv, &err), 0, "%s", err.message);
 	/* The interpreter in its home is replaced by a 3.13 (a new file: another inode). */
 	cr_assert_eq(unlink(base), 0);
-	free(fake_python(dir, "bin/python3", j313));
+	free(test_fake_python(dir, "bin/python3", j313));
 	cr_expect_eq(snapcell_config_python_info(cfg, &info, &err), SNAPCELL_E_INVAL);
 	cr_expect(strstr(err.message, venv) && strstr(err.message, "3.13.0"), "%s", err.message);
 	snapcell_config_free(cfg);
@@ -459,8 +473,8 @@ Test(python, a_venv_whose_interpreter_changed_version_is_refused_at_resolve)
 Test(python, system_site_packages_are_debian_s_only_for_a_debian_python_venv)
 {
 	char *dir = test_make_tree(), text[1200];
-	char *json = answer("cpython", 3, 12, 1, false, "/bin/sh");
-	char *base = fake_python(dir, "bin/python3.12", json);
+	char *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *base = test_fake_python(dir, "bin/python3.12", json);
 	snprintf(text, sizeof(text),
 		 "home = %s/bin\ninclude-system-site-packages = true\nversion = 3.12.1\n", dir);
 	char *venv = make_venv(dir, "venv", text, 12);
@@ -475,4 +489,105 @@ Test(python, system_site_packages_are_debian_s_only_for_a_debian_python_venv)
 	free(venv), free(base), free(json);
 	test_remove_tree(dir);
 	free(dir);
+}
+
+/* Makes a venv with the interpreter at python (-m venv --without-pip), or skips. */
+static char *real_venv(const char *dir, const char *python, const char *flags)
+{
+	char *venv, cmd[SNAPCELL_PYTHON_PATH_LEN + 700];
+	cr_assert(asprintf(&venv, "%s/venv", dir) > 0);
+	snprintf(cmd, sizeof(cmd), "'%s' -m venv --without-pip %s '%s' 2>/dev/null", python, flags,
+		 venv);
+	if (system(cmd) != 0)
+		cr_skip_test("%s cannot make a venv", python);
+	return venv;
+}
+
+Test(python, a_real_venv_runs_the_interpreter_it_was_made_from)
+{
+	const char *exe = some_python();
+	if (!exe)
+		cr_skip_test("no python3 on PATH and no /usr/bin/python3");
+	char *dir = test_make_tree(), *venv = real_venv(dir, exe, "");
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_python_info info;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_config_set_venv(cfg, venv, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_config_python_info(cfg, &info, &err), 0, "%s", err.message);
+	cr_expect_str_eq(info.executable, exe);
+	cr_expect_str_eq(info.chosen_by, "the venv's interpreter");
+	/* Its own bin/python, named as the interpreter, is the same file. */
+	char bin[700];
+	snprintf(bin, sizeof(bin), "%s/bin/python", venv);
+	cr_expect_eq(snapcell_config_set_python(cfg, bin, &err), 0, "%s", err.message);
+	/* Python 3.10 writes no `executable` to pyvenv.cfg: then `home` finds it. */
+	char cfg_path[700], text[SNAPCELL_PYTHON_PATH_LEN + 100], home[SNAPCELL_PYTHON_PATH_LEN];
+	snprintf(home, sizeof(home), "%s", exe);
+	*strrchr(home, '/') = 0;
+	snprintf(cfg_path, sizeof(cfg_path), "%s/pyvenv.cfg", venv);
+	snprintf(text, sizeof(text),
+		 "home = %s\ninclude-system-site-packages = false\n"
+		 "version = %s\n",
+		 home, info.version);
+	FILE *f = fopen(cfg_path, "w");
+	cr_assert_not_null(f);
+	fputs(text, f);
+	fclose(f);
+	cr_assert_eq(snapcell_config_set_python(cfg, NULL, &err), 0);
+	cr_assert_eq(snapcell_config_set_venv(cfg, venv, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_config_python_info(cfg, &info, &err), 0, "%s", err.message);
+	cr_expect_str_eq(info.executable, exe);
+	snapcell_config_free(cfg);
+	free(venv);
+	test_remove_tree(dir);
+	free(dir);
+}
+
+Test(python, a_debian_python_venv_with_system_site_packages_gets_dist_packages)
+{
+	if (access("/usr/bin/python3", X_OK) != 0 || access("/usr/lib/python3/dist-packages", F_OK))
+		cr_skip_test("no Debian /usr/bin/python3 with dist-packages");
+	char *dir = test_make_tree();
+	char *venv = real_venv(dir, "/usr/bin/python3", "--system-site-packages");
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_config_set_venv(cfg, venv, &err), 0, "%s", err.message);
+	const char *dirs[64], *site[64];
+	size_t n;
+	cr_assert_eq(sc__python_dirs(cfg, dirs, site, &n, &err), 0);
+	cr_assert_eq(n, 2);
+	cr_expect_str_eq(dirs[1], "/usr/lib/python3/dist-packages");
+	snapcell_config_free(cfg);
+	free(venv);
+	test_remove_tree(dir);
+	free(dir);
+}
+
+Test(python, venvs_of_every_cpython_here_are_accepted)
+{
+	/* pyenv's builds where the machine has them (3.10 to 3.13 on the project's). */
+	glob_t g;
+	const char *root = getenv("PYENV_ROOT");
+	char pattern[600];
+	snprintf(pattern, sizeof(pattern), "%s/versions/3.1[0-9]*/bin/python3",
+		 root && *root ? root : "/root/.pyenv");
+	if (glob(pattern, 0, NULL, &g) != 0)
+		cr_skip_test("no pyenv CPython 3.10 or newer at %s", pattern);
+	for (size_t i = 0; i < g.gl_pathc; i++) {
+		char *dir = test_make_tree(), *venv = real_venv(dir, g.gl_pathv[i], "");
+		struct snapcell_config *cfg = test_config_new();
+		struct snapcell_python_info info;
+		struct snapcell_error err = {0};
+		cr_expect_eq(snapcell_config_set_venv(cfg, venv, &err), 0, "%s: %s", g.gl_pathv[i],
+			     err.message);
+		cr_expect_eq(snapcell_config_python_info(cfg, &info, &err), 0, "%s", err.message);
+		char *real = realpath(g.gl_pathv[i], NULL);
+		cr_expect_str_eq(info.executable, real);
+		free(real);
+		snapcell_config_free(cfg);
+		free(venv);
+		test_remove_tree(dir);
+		free(dir);
+	}
+	globfree(&g);
 }
