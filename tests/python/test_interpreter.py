@@ -167,6 +167,22 @@ def test_default_from_a_venv_is_its_base(kind, tmp_path):
     assert out.strip() == base
 
 
+def test_python_info_names_the_file_and_why(venvs):
+    """What Sandbox.python_info() and the C library say, without starting a template."""
+    from snapcell import _sandbox
+
+    base = _interpreter.default_python()
+    info = _sandbox.build_config()[0].python_info()
+    assert (info["executable"], info["chosen_by"]) == (base, "snapcell_config_set_python")
+    assert info["version"] == ".".join(map(str, sys.version_info[:3]))
+    assert info["version_info"] == tuple(sys.version_info[:2]) and info["warning"] == ""
+    debian = interpreter("debian")
+    venv = venvs("debian")
+    info = _sandbox.build_config(venv=venv)[0].python_info()
+    assert (info["executable"], info["chosen_by"]) == (os.path.realpath(debian), "the venv's interpreter")
+    assert info["version_info"] == tuple(version_of(debian)[:2])
+
+
 def test_keywords_choose():
     base = _interpreter.default_python()
     assert _interpreter.choose("/opt/py/bin/python3", None) == "/opt/py/bin/python3"
@@ -223,6 +239,7 @@ except ValueError as e:
 
 def test_cells_run_the_callers_base_interpreter():
     with snapcell.Sandbox() as sb:
+        assert sb.python_info()["executable"] == _interpreter.default_python()
         cell = report(sb)
         with sb.session() as session:
             r = session.run("import sys; print(list(sys.version_info[:3]))")
