@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _native
+from . import _interpreter, _native
 from ._tools import Tool, _run_state, as_tool
 
 # keyword -> (C limit name, multiplier from the keyword's unit to the C unit)
@@ -258,6 +258,7 @@ def build_config(
     allowed_domains: Any = None,
     require_isolation: str | None = None,
     reject_links: bool = False,
+    python: str | os.PathLike[str] | None = None,
     venv: str | os.PathLike[str] | None = None,
     preload: Sequence[str] | None = None,
     warmup: str | None = None,
@@ -268,7 +269,8 @@ def build_config(
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
-    process starts."""
+    process starts. The interpreter is python=, else venv='s own, else this process's base
+    interpreter (_interpreter.choose)."""
     unknown = sorted(set(limits) - set(_LIMITS))
     if unknown:
         raise TypeError(f"unknown keyword argument(s): {', '.join(unknown)}")
@@ -281,6 +283,9 @@ def build_config(
         cfg.set_env(k, v)
     for p in python_paths or ():
         cfg.add_python_path(os.path.abspath(os.path.expanduser(os.fspath(p))))
+    interpreter = _interpreter.choose(python, venv)
+    if interpreter is not None:
+        cfg.set_python(interpreter)
     if venv is not None:
         cfg.set_venv(os.path.abspath(os.path.expanduser(os.fspath(venv))))
     if isinstance(preload, str):
@@ -385,14 +390,21 @@ class Sandbox:
     :class:`snapcell.Tool`; ``workspace`` and ``mounts`` fill ``/input``;
     ``allowed_domains`` are network entries, enforced by the host's egress gate (``host_map``
     answers names without DNS, for tests and private names; ``upstream_ca`` is the CA bundle
-    the host verifies servers with when it makes requests itself); ``env``, ``python_paths``, ``venv`` (made with
-    ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) and ``warmup`` (trusted code the template runs
-    once after them, so their first-time work is shared by every run) shape the interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
-    left out; ``uid_range=(first, count)`` is where a root process's sandboxes take their own
-    outside uids; ``include_detailed_errors=False`` gives the code only "Host tool execution
-    failed." when a tool raises (default True: the exception's message; arguments that do not
-    validate are explained either way). Creating one starts its template (tens of
-    milliseconds)."""
+    the host verifies servers with when it makes requests itself).
+
+    The cells run this process's base interpreter (never its venv's), so they have its
+    ``sys.version_info``; ``python`` (an interpreter executable) picks another, ``venv`` (a
+    virtual environment of CPython 3.10 or newer, e.g. ``sys.prefix``) runs that venv's own
+    interpreter with its site-packages read-only; given both, ``python`` must be the venv's
+    base interpreter. A process that is not a CPython interpreter (an application embedding
+    Python) must give one of them (``ValueError`` otherwise). ``env``, ``python_paths``,
+    ``preload`` (modules imported before runs) and ``warmup`` (trusted code the template runs
+    once after them, so their first-time work is shared by every run) shape the interpreter;
+    ``reject_links=True`` makes a link in the inputs an error instead of being left out;
+    ``uid_range=(first, count)`` is where a root process's sandboxes take their own outside
+    uids; ``include_detailed_errors=False`` gives the code only "Host tool execution failed."
+    when a tool raises (default True: the exception's message; arguments that do not validate
+    are explained either way). Creating one starts its template (tens of milliseconds)."""
 
     def __init__(self, **kwargs: Any) -> None:
         cfg, tools = build_config(**kwargs)
@@ -417,6 +429,12 @@ class Sandbox:
     @property
     def isolation(self) -> str:
         return self._native.isolation
+
+    def python_info(self) -> dict[str, Any]:
+        """The interpreter the cells run: ``executable`` (its real file, the cells'
+        ``sys.executable``), ``chosen_by`` (why that one), ``version`` ("3.12.1"),
+        ``version_info`` ((3, 12)) and ``warning`` ("" or why it may not work)."""
+        return self._cfg.python_info()
 
     def describe(self, format: str = "compact") -> str:
         """The execute_code description a model is given for this sandbox ("compact" or "json")."""

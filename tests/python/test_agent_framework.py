@@ -6,6 +6,8 @@ import base64
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -19,6 +21,7 @@ from agent_framework import (
 
 from conftest import descendants
 from scripted_chat import ScriptedChatClient
+from snapcell import _interpreter
 from snapcell.agent_framework import AllowedDomain, CodeActProvider, ExecuteCodeTool, FileMount
 
 
@@ -521,8 +524,10 @@ def test_item7_reject_links_is_the_strict_option(tmp_path):
 
 
 def test_our_keywords_python_environment_and_preload():
-    # Debian's numpy (scripts/install-test-deps), exposed read-only and imported in the template.
-    with ExecuteCodeTool(python_paths=["/usr/lib/python3/dist-packages"], preload=["numpy"], memory_limit=1 << 30) as t:
+    # Debian's numpy (scripts/install-test-deps), exposed read-only and imported in the template:
+    # built for Debian's interpreter, so that one runs (the default is the caller's own).
+    with ExecuteCodeTool(python="/usr/bin/python3", python_paths=["/usr/lib/python3/dist-packages"],
+                         preload=["numpy"], memory_limit=1 << 30) as t:
         out = invoke(t, "import sys, numpy\nprint('numpy' in sys.modules, int(numpy.arange(5).sum()))")
     assert texts(out) == ["True 10\n"]
     with pytest.raises(Exception, match="no_such_module"):
@@ -530,3 +535,45 @@ def test_our_keywords_python_environment_and_preload():
             invoke(t, "pass")
     with ExecuteCodeTool(warmup="import json\njson.primed = 7") as t:
         assert texts(invoke(t, "import json; print(json.primed)")) == ["7\n"]
+
+
+def test_the_interpreter_is_in_the_state_and_the_cache_key():
+    """The cells run the caller's base interpreter unless python= or venv= names another; the
+    serializable state names it, and two configurations differing only in it share nothing."""
+    base = _interpreter.default_python()
+    t = ExecuteCodeTool()
+    state = t.build_serializable_state()
+    assert (state["python"], state["venv"]) == (base, None)
+    debian = ExecuteCodeTool(python="/usr/bin/python3")
+    assert debian.build_serializable_state()["python"] == os.path.realpath("/usr/bin/python3")
+    assert debian._settings.key() != t._settings.key()
+    assert debian.create_run_tool()._settings.key() == debian._settings.key()
+    outs = [texts(invoke(x, "import sys; print(list(sys.version_info[:3]))")) for x in (t, debian)]
+    assert outs[0] == [f"{list(sys.version_info[:3])}\n"]
+    debian_version = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(list(sys.version_info[:3]))"],
+                                    check=True, capture_output=True, text=True).stdout
+    assert outs[1] == [debian_version]
+    t.close()
+    debian.close()
+
+
+def test_the_interpreter_of_a_venv_and_of_a_provider(tmp_path, monkeypatch):
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    (venv / "lib" / "python3.11" / "site-packages" / "venv_marker.py").write_text("WHERE = 'venv'\n")
+    for p in [tmp_path, *tmp_path.rglob("*")]:
+        if not p.is_symlink():  # a root caller's sandbox runs as a uid of its own
+            p.chmod(0o755 if p.is_dir() else 0o644)
+    with ExecuteCodeTool(venv=venv) as t:
+        state = t.build_serializable_state()
+        assert (state["python"], state["venv"]) == (os.path.realpath("/usr/bin/python3"), str(venv))
+        assert texts(invoke(t, "import venv_marker; print(venv_marker.WHERE)")) == ["venv\n"]
+    # An application embedding Python names the interpreter; without one the provider refuses.
+    monkeypatch.setattr(sys, "executable", "")
+    with pytest.raises(ValueError, match="pass python="):
+        CodeActProvider()
+    provider = CodeActProvider(python="/usr/bin/python3")
+    ctx, run_state = _Context(), {}
+    asyncio.run(provider.before_run(agent=None, session=None, context=ctx, state=run_state))
+    assert run_state["snapcell_codeact"]["python"] == os.path.realpath("/usr/bin/python3")
+    provider.close()

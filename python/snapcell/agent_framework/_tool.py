@@ -19,7 +19,7 @@ from typing import Any, Literal, Union
 
 from agent_framework import Content, FunctionTool, normalize_tools
 
-from .. import _native
+from .. import _interpreter, _native
 from .._sandbox import Result, Sandbox, _run_async, build_config
 from .._tools import ArgumentError, Tool, run_on_thread_loop
 from ._registry import SandboxRegistry
@@ -142,6 +142,7 @@ class _Settings:
         self.env: dict[str, str] = {}
         self.python_paths: tuple[str, ...] = ()
         self.reject_links = False
+        self.python: str | None = None  # the interpreter chosen; None: the venv's own
         self.venv: str | None = None
         self.preload: tuple[str, ...] = ()
         self.warmup: str | None = None
@@ -164,6 +165,7 @@ class _Settings:
             mounts=tuple((str(m.host_path), m.mount_path) for m in self.mounts.values()),
             allowed_domains=tuple(sorted(self.domains.values())),
             reject_links=self.reject_links,
+            python=self.python,
             venv=self.venv,
             preload=self.preload,
             warmup=self.warmup,
@@ -201,13 +203,14 @@ class ExecuteCodeTool(FunctionTool):
     ``execution_timeout_seconds`` and ``include_detailed_errors``: when false, the default, a
     failing host tool reaches the code as ``ToolError("Host tool execution failed.")``), plus
     ``timeout`` (seconds, the same as ``execution_timeout_seconds``), ``memory_limit``
-    (bytes), ``python_paths`` or ``venv`` (a virtual environment made with ``/usr/bin/python3
-    -m venv``), ``preload`` (modules imported before runs), ``warmup`` (trusted code run once
-    after them), ``env`` and ``stateful`` (interpreter state kept between calls of this tool)
-    and ``reject_links`` (a link in the workspace or a mount is a ValueError from invoke, as
-    in newer reference releases, instead of being left out). ``backend``, ``module`` and
-    ``module_path`` are accepted for old code and ignored (a value other than the reference's
-    default warns)."""
+    (bytes), ``python`` (the interpreter the cells run; default: this process's base
+    interpreter), ``python_paths`` or ``venv`` (a virtual environment, e.g. ``sys.prefix``,
+    whose own interpreter then runs), ``preload`` (modules imported before runs), ``warmup``
+    (trusted code run once after them), ``env`` and ``stateful`` (interpreter state kept
+    between calls of this tool) and ``reject_links`` (a link in the workspace or a mount is a
+    ValueError from invoke, as in newer reference releases, instead of being left out).
+    ``backend``, ``module`` and ``module_path`` are accepted for old code and ignored (a value
+    other than the reference's default warns)."""
 
     def __init__(
         self,
@@ -232,6 +235,7 @@ class ExecuteCodeTool(FunctionTool):
         env: dict[str, str] | None = None,
         stateful: bool = False,
         reject_links: bool = False,
+        python: str | os.PathLike[str] | None = None,
         venv: str | os.PathLike[str] | None = None,
         preload: Sequence[str] = (),
         warmup: str | None = None,
@@ -292,6 +296,8 @@ class ExecuteCodeTool(FunctionTool):
             s.include_detailed_errors = bool(include_detailed_errors)
             s.reject_links = bool(reject_links)
             s.venv = os.path.abspath(os.path.expanduser(os.fspath(venv))) if venv is not None else None
+            # Resolved now, so the cache key and the state name the file that runs.
+            s.python = _interpreter.choose(python, s.venv)
             s.preload = (preload,) if isinstance(preload, str) else tuple(preload)
             s.warmup = warmup
             s.python_paths = tuple(os.path.abspath(os.path.expanduser(os.fspath(p))) for p in python_paths or ())
@@ -459,6 +465,8 @@ class ExecuteCodeTool(FunctionTool):
                 "execution_timeout_seconds": s.limits.get("timeout"),
                 "include_detailed_errors": s.include_detailed_errors,
                 "memory_limit": s.limits.get("memory_limit"),
+                "python": self._cfg.python_info()["executable"],
+                "venv": s.venv,
                 "stateful": self._stateful,
             }
 
