@@ -1118,7 +1118,9 @@ Test(http_gate, python_ssl_default_context_trusts_the_gate)
 	pid_t pid = fork();
 	if (pid == 0) {
 		dup2(s.cell_fd, 3);
-		execl("/usr/bin/python3", "python3", "-c", code, ca, (char *)NULL);
+		/* A bare argv[0] makes Python find itself on PATH, where a venv's python3 (the
+		 * test venv, first on scripts/test's PATH) would lend it that venv's packages. */
+		execl("/usr/bin/python3", "/usr/bin/python3", "-c", code, ca, (char *)NULL);
 		_exit(127);
 	}
 	int status;
