@@ -122,21 +122,42 @@ static int collect(int out_fd, int err_fd, char *answer, size_t *answer_len, cha
 	return 0;
 }
 
-/* Runs path -I -S -c PROBE with the caller's environment (a pyenv shim reads PYENV_*), stdin
- * /dev/null, for at most PROBE_TIMEOUT_MS; *answer is its stdout, NUL-terminated, malloc'd.
- * why gets the start of its stderr, or what went wrong. */
+/* The caller's environment without the dynamic loader's variables (LD_PRELOAD,
+ * LD_LIBRARY_PATH, ...): the template's interpreter starts with none, so a library they load
+ * is none of a cell's, and its directory (a home, say) must not be bound for the cells. A
+ * malloc'd array of the caller's own strings, or NULL. */
+static char **loader_free_environment(void)
+{
+	size_t n = 0, k = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 1, sizeof(*env));
+	for (size_t i = 0; env && i < n; i++)
+		if (strncmp(environ[i], "LD_", 3) != 0)
+			env[k++] = environ[i];
+	return env;
+}
+
+/* Runs path -I -S -c PROBE with the caller's environment (a pyenv shim reads PYENV_*) but the
+ * loader's variables, stdin /dev/null, for at most PROBE_TIMEOUT_MS; *answer is its stdout,
+ * NUL-terminated, malloc'd. why gets the start of its stderr, or what went wrong. */
 static int run(const char *path, char **answer, char *why, size_t why_len)
 {
 	int out[2] = {-1, -1}, errp[2] = {-1, -1};
 	char *buf = malloc(ANSWER_MAX + 1);
+	char **env = loader_free_environment();
 	why[0] = 0;
-	if (!buf)
+	if (!buf || !env) {
+		free(buf);
+		free(env);
 		return -ENOMEM;
+	}
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		int e = -errno;
 		if (out[0] >= 0)
 			close(out[0]), close(out[1]);
 		free(buf);
+		free(env);
 		return e;
 	}
 	posix_spawn_file_actions_t fa;
@@ -157,7 +178,8 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 						POSIX_SPAWN_SETPGROUP);
 	char *argv[] = {(char *)path, "-I", "-S", "-c", (char *)PROBE, NULL};
 	pid_t pid;
-	int rc = -posix_spawn(&pid, path, &fa, &attr, argv, environ);
+	int rc = -posix_spawn(&pid, path, &fa, &attr, argv, env);
+	free(env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	close(out[1]);

@@ -1,0 +1,92 @@
+"""Issue 19's attacks on the interpreter a cell runs, as the CLI shows them: what the host asks
+the interpreter (`python -I -S -c`, src/core/python_probe.c) decides which host directories
+cells see, so neither the caller's loader environment nor a lying answer may widen it. Each
+check runs at the host's level and, where tests/simhost is built, at level rlimits (a
+Docker-like seccomp filter: Landlock grants the directories instead of binds)."""
+import os
+import pathlib
+import shutil
+import stat
+import tempfile
+
+import pytest
+
+SECRET = "sc-attack-secret-7f3a"
+
+
+def levels(snapcell_paths):
+    simhost = pathlib.Path(snapcell_paths[0]).resolve().parents[1] / "tests" / "simhost"
+    found = [[]]
+    if os.access(simhost, os.X_OK):
+        found.append([str(simhost), "--docker-seccomp", "--"])
+    return found
+
+
+def debian_python():
+    """Debian's interpreter where there is one: a root caller's sandbox at level rlimits
+    cannot reach a pyenv build under the 0700 /root (docs/architecture.md)."""
+    return ["--python", "/usr/bin/python3"] if os.access("/usr/bin/python3", os.X_OK) else []
+
+
+def run_at(snapcell_paths, prefix, code, *args, env=None):
+    import subprocess
+    path, helper = snapcell_paths
+    full_env = {**os.environ, "SNAPCELL_HELPER": helper, **(env or {})}
+    return subprocess.run([*prefix, path, "run", *args, "-"], input=code.encode(),
+                          capture_output=True, timeout=120, env=full_env)
+
+
+@pytest.fixture
+def library_dir():
+    """A host directory (outside /tmp, which cells mount over) holding a copy of the zlib this
+    process loaded and a secret beside it, readable by anyone: only the sandbox may hide it."""
+    import zlib  # noqa: F401: maps libz
+    libz = next(line.split()[-1] for line in open("/proc/self/maps")
+                if "/libz.so" in line.split()[-1])
+    d = pathlib.Path(tempfile.mkdtemp(prefix="sc-attack-", dir="/var/tmp"))
+    d.chmod(0o755)
+    shutil.copy(libz, d / "libz.so.1")
+    (d / "secret").write_text(SECRET)
+    (d / "secret").chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
+    yield d
+    shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("variable", ["LD_PRELOAD", "LD_LIBRARY_PATH"])
+def test_the_callers_loader_environment_binds_nothing_for_cells(snapcell_paths, library_dir,
+                                                                 variable):
+    """A library the caller's LD_PRELOAD or LD_LIBRARY_PATH loaded into the interpreter's
+    probe made its whole directory (a home, say) readable in every cell, though the
+    template's interpreter starts with no environment and never loads it."""
+    value = str(library_dir / "libz.so.1") if variable == "LD_PRELOAD" else str(library_dir)
+    code = (f"import os\n"
+            f"for p in ['{library_dir}/secret', '{library_dir}']:\n"
+            f"    try:\n"
+            f"        print(p, open(p).read() if p.endswith('secret') else os.listdir(p))\n"
+            f"    except OSError as e:\n"
+            f"        print(p, type(e).__name__)\n")
+    for prefix in levels(snapcell_paths):
+        r = run_at(snapcell_paths, prefix, code, *debian_python(), env={variable: value})
+        assert r.returncode == 0, (prefix, r.stderr)
+        out = r.stdout.decode()
+        assert SECRET not in out and "libz.so.1" not in out, (prefix, out)
+        assert out.count("Error") == 2, (prefix, out)
+
+
+def test_an_interpreter_naming_slash_as_its_directory_is_refused(snapcell_paths, tmp_path):
+    """A hostile "interpreter" answering the probe with / as its standard library: at level
+    rlimits every cell could read the whole host; at the other levels the bind failed with
+    an obscure error. Refused when the sandbox is made, naming the cause."""
+    python = shutil.which("python3") or "/usr/bin/python3"
+    fake = tmp_path / "python3"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "printf '%s\\n' '{\"implementation\": \"cpython\", \"version\": [3, 11, 2], "
+        f"\"executable\": \"{os.path.realpath(shutil.which(python) or python)}\", "
+        "\"stdlib\": \"/\", \"platstdlib\": \"/\", \"dynload\": \"/\", \"libs\": []}'\n")
+    fake.chmod(0o755)
+    for prefix in levels(snapcell_paths):
+        r = run_at(snapcell_paths, prefix, "print(sorted(__import__('os').listdir('/')))",
+                   "--python", str(fake))
+        assert r.returncode == 2, (prefix, r.stdout, r.stderr)
+        assert b"names / as a directory it loads from" in r.stderr, (prefix, r.stderr)
