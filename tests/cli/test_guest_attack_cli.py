@@ -90,3 +90,64 @@ def test_an_interpreter_naming_slash_as_its_directory_is_refused(snapcell_paths,
                    "--python", str(fake))
         assert r.returncode == 2, (prefix, r.stdout, r.stderr)
         assert b"names / as a directory it loads from" in r.stderr, (prefix, r.stderr)
+
+
+OWNED_WRITES = r"""
+import glob, os, sys
+venv = sys.argv[1] if len(sys.argv) > 1 else os.environ["ATTACK_VENV"]
+site = [p for p in sys.path if p.endswith("site-packages")]
+targets = site + [venv, venv + "/bin", sys.base_prefix, os.path.dirname(os.__file__),
+                  "/.snapcell/venv", "/.snapcell/venv/bin"]
+targets += glob.glob("/.snapcell/venv/lib/python3*/site-packages")
+written = []
+for d in targets:
+    try:
+        open(os.path.join(d, "planted.pth"), "w").write("import os\n")
+        written.append(d)
+    except OSError:
+        pass
+files = [venv + "/pyvenv.cfg", venv + "/bin/python3", "/.snapcell/venv/pyvenv.cfg",
+         os.__file__] + glob.glob(venv + "/lib/python3*/site-packages/*.pth")
+for f in files:
+    for how in (lambda: os.chmod(f, 0o777), lambda: open(f, "a").close(),
+                lambda: os.rename(f, f + ".x"), lambda: os.utime(f)):
+        try:
+            how()
+            written.append(f)
+        except OSError:
+            pass
+print("written", sorted(set(written)), len(site))
+"""
+
+
+def test_a_cell_cannot_write_the_venv_its_caller_owns(snapcell_paths):
+    """A caller that is not root owns its venv (and the cell runs as that uid at level
+    rlimits, as the user namespace's root mapped to it at level namespaces): the cell still
+    cannot plant a .pth file, or change a file, in the venv, the root's venv over the
+    interpreter, or the interpreter's prefix."""
+    import subprocess
+    setpriv = shutil.which("setpriv")
+    if os.geteuid() != 0 or not setpriv or not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs root, setpriv and /usr/bin/python3 to act as another user")
+    as_user = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if subprocess.run([*as_user, "test", "-x", snapcell_paths[0]]).returncode != 0:
+        pytest.skip("the build tree is not reachable by uid 65534")
+    home = pathlib.Path(tempfile.mkdtemp(prefix="sc-attack-owner-", dir="/var/tmp"))
+    try:
+        home.chmod(0o755)
+        os.chown(home, 65534, 65534)
+        venv = home / "venv"
+        subprocess.run([*as_user, "/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)],
+                       check=True, env={"PATH": "/usr/bin:/bin", "HOME": str(home)})
+        for site in venv.glob("lib/python3*/site-packages"):
+            (site / "own.pth").write_text("import sys\n")
+            os.chown(site / "own.pth", 65534, 65534)
+        for prefix in levels(snapcell_paths):
+            r = run_at(snapcell_paths, [*as_user, "env", f"HOME={home}", *prefix], OWNED_WRITES,
+                       "--python", "/usr/bin/python3", "--venv", str(venv),
+                       "--env", f"ATTACK_VENV={venv}")
+            assert r.returncode == 0, (prefix, r.stderr)
+            assert r.stdout.decode().startswith("written [] "), (prefix, r.stdout)
+            assert not r.stdout.decode().strip().endswith(" 0"), (prefix, r.stdout)
+    finally:
+        shutil.rmtree(home)
