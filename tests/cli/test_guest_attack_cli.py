@@ -151,3 +151,38 @@ def test_a_cell_cannot_write_the_venv_its_caller_owns(snapcell_paths):
             assert not r.stdout.decode().strip().endswith(" 0"), (prefix, r.stdout)
     finally:
         shutil.rmtree(home)
+
+
+RECOVER_GUEST = rb"""
+import importlib.machinery, importlib.util, os
+# Where the template loaded it from: the root's file, or (level rlimits) the spawn's descriptor.
+p = "/.snapcell/guest/_snapcell_guest.abi3.so"
+if not os.path.exists("/.snapcell"):
+    p = "/proc/self/fd/8"
+loader = importlib.machinery.ExtensionFileLoader("_snapcell_guest", p)
+try:
+    # CPython keeps loaded single-phase extension modules by file and name: the empty mount
+    # point left behind still yields the template's module.
+    m = importlib.util.module_from_spec(importlib.util.spec_from_file_location(
+        "_snapcell_guest", p, loader=loader))
+except ImportError as e:
+    print("not recovered")
+else:
+    os.environ["SNAPCELL_GUEST"] = "template"
+    try:
+        m.main()
+    except RuntimeError as e:
+        print("refused:", e)
+"""
+
+
+def test_the_guest_module_recovered_in_a_cell_refuses_to_run(snapcell_paths):
+    """Out of sys.modules and its file detached, the template's module object can still be
+    had back in a cell from the interpreter's cache of extension modules; its main() then
+    refuses (it ran once, in the template), whatever the cell's environment says."""
+    for prefix in levels(snapcell_paths):
+        r = run_at(snapcell_paths, prefix, RECOVER_GUEST.decode(), *debian_python())
+        assert r.returncode == 0, (prefix, r.stderr)
+        assert r.stdout in (b"not recovered\n",
+                            b"refused: the snapcell template runs once, at its start\n"), (
+            prefix, r.stdout)
