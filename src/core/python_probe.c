@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -220,12 +221,14 @@ static bool covered(char **dirs, size_t n, const char *dir)
 	return false;
 }
 
-/* Adds dir (absolute, existing, not yet covered) to py->dirs; drops listed dirs it covers. */
-static int add_dir(struct sc_python *py, const char *dir)
+/* Adds dir (absolute, existing, not yet covered) to py->dirs, as the host resolves it (the
+ * answer's "/usr/.." is "/" when judged); drops listed dirs it covers. */
+static int add_dir(struct sc_python *py, const char *answered)
 {
+	char dir[PATH_MAX];
 	struct stat st;
-	if (!dir || dir[0] != '/' || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
-	    covered(py->dirs, py->n_dirs, dir))
+	if (!answered || answered[0] != '/' || !realpath(answered, dir) || stat(dir, &st) < 0 ||
+	    !S_ISDIR(st.st_mode) || covered(py->dirs, py->n_dirs, dir))
 		return 0;
 	size_t k = 0, len = strlen(dir);
 	for (size_t i = 0; i < py->n_dirs; i++) {

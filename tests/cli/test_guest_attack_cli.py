@@ -73,7 +73,9 @@ def test_the_callers_loader_environment_binds_nothing_for_cells(snapcell_paths, 
         assert out.count("Error") == 2, (prefix, out)
 
 
-def test_an_interpreter_naming_slash_as_its_directory_is_refused(snapcell_paths, tmp_path):
+@pytest.mark.parametrize("slash", ["/", "/usr/.."])
+def test_an_interpreter_naming_slash_as_its_directory_is_refused(snapcell_paths, tmp_path,
+                                                                  slash):
     """A hostile "interpreter" answering the probe with / as its standard library: at level
     rlimits every cell could read the whole host; at the other levels the bind failed with
     an obscure error. Refused when the sandbox is made, naming the cause."""
@@ -83,7 +85,8 @@ def test_an_interpreter_naming_slash_as_its_directory_is_refused(snapcell_paths,
         "#!/bin/sh\n"
         "printf '%s\\n' '{\"implementation\": \"cpython\", \"version\": [3, 11, 2], "
         f"\"executable\": \"{os.path.realpath(shutil.which(python) or python)}\", "
-        "\"stdlib\": \"/\", \"platstdlib\": \"/\", \"dynload\": \"/\", \"libs\": []}'\n")
+        f"\"stdlib\": \"{slash}\", \"platstdlib\": \"{slash}\", \"dynload\": \"{slash}\", "
+        "\"libs\": []}'\n")
     fake.chmod(0o755)
     for prefix in levels(snapcell_paths):
         r = run_at(snapcell_paths, prefix, "print(sorted(__import__('os').listdir('/')))",
