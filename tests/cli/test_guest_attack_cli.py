@@ -41,8 +41,10 @@ def library_dir():
     """A host directory (outside /tmp, which cells mount over) holding a copy of the zlib this
     process loaded and a secret beside it, readable by anyone: only the sandbox may hide it."""
     import zlib  # noqa: F401: maps libz
-    libz = next(line.split()[-1] for line in open("/proc/self/maps")
-                if "/libz.so" in line.split()[-1])
+    libz = next((line.split()[-1] for line in open("/proc/self/maps")
+                 if "/libz.so" in line.split()[-1]), None)
+    if not libz:
+        pytest.skip("this interpreter maps no shared libz to copy")
     d = pathlib.Path(tempfile.mkdtemp(prefix="sc-attack-", dir="/var/tmp"))
     d.chmod(0o755)
     shutil.copy(libz, d / "libz.so.1")
