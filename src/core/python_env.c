@@ -312,6 +312,12 @@ static int judge(const char *path, const struct sc_python_probe *p, struct snapc
 			       "interpreter elsewhere",
 			       path, py->executable, over);
 	for (size_t i = 0; i < py->n_dirs; i++)
+		if (strcmp(py->dirs[i], "/") == 0)
+			return sc__err(err, SNAPCELL_E_INVAL,
+				       "python %s: it names / as a directory it loads from: cells "
+				       "would see the whole host file system",
+				       path);
+	for (size_t i = 0; i < py->n_dirs; i++)
 		if ((over = cell_mount_over(py->dirs[i])))
 			return sc__err(
 				err, SNAPCELL_E_INVAL,

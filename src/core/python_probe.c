@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -122,21 +123,42 @@ static int collect(int out_fd, int err_fd, char *answer, size_t *answer_len, cha
 	return 0;
 }
 
-/* Runs path -I -S -c PROBE with the caller's environment (a pyenv shim reads PYENV_*), stdin
- * /dev/null, for at most PROBE_TIMEOUT_MS; *answer is its stdout, NUL-terminated, malloc'd.
- * why gets the start of its stderr, or what went wrong. */
+/* The caller's environment without the dynamic loader's variables (LD_PRELOAD,
+ * LD_LIBRARY_PATH, ...): the template's interpreter starts with none, so a library they load
+ * is none of a cell's, and its directory (a home, say) must not be bound for the cells. A
+ * malloc'd array of the caller's own strings, or NULL. */
+static char **loader_free_environment(void)
+{
+	size_t n = 0, k = 0;
+	while (environ[n])
+		n++;
+	char **env = calloc(n + 1, sizeof(*env));
+	for (size_t i = 0; env && i < n; i++)
+		if (strncmp(environ[i], "LD_", 3) != 0)
+			env[k++] = environ[i];
+	return env;
+}
+
+/* Runs path -I -S -c PROBE with the caller's environment (a pyenv shim reads PYENV_*) but the
+ * loader's variables, stdin /dev/null, for at most PROBE_TIMEOUT_MS; *answer is its stdout,
+ * NUL-terminated, malloc'd. why gets the start of its stderr, or what went wrong. */
 static int run(const char *path, char **answer, char *why, size_t why_len)
 {
 	int out[2] = {-1, -1}, errp[2] = {-1, -1};
 	char *buf = malloc(ANSWER_MAX + 1);
+	char **env = loader_free_environment();
 	why[0] = 0;
-	if (!buf)
+	if (!buf || !env) {
+		free(buf);
+		free(env);
 		return -ENOMEM;
+	}
 	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
 		int e = -errno;
 		if (out[0] >= 0)
 			close(out[0]), close(out[1]);
 		free(buf);
+		free(env);
 		return e;
 	}
 	posix_spawn_file_actions_t fa;
@@ -157,7 +179,8 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 						POSIX_SPAWN_SETPGROUP);
 	char *argv[] = {(char *)path, "-I", "-S", "-c", (char *)PROBE, NULL};
 	pid_t pid;
-	int rc = -posix_spawn(&pid, path, &fa, &attr, argv, environ);
+	int rc = -posix_spawn(&pid, path, &fa, &attr, argv, env);
+	free(env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	close(out[1]);
@@ -198,12 +221,14 @@ static bool covered(char **dirs, size_t n, const char *dir)
 	return false;
 }
 
-/* Adds dir (absolute, existing, not yet covered) to py->dirs; drops listed dirs it covers. */
-static int add_dir(struct sc_python *py, const char *dir)
+/* Adds dir (absolute, existing, not yet covered) to py->dirs, as the host resolves it (the
+ * answer's "/usr/.." is "/" when judged); drops listed dirs it covers. */
+static int add_dir(struct sc_python *py, const char *answered)
 {
+	char dir[PATH_MAX];
 	struct stat st;
-	if (!dir || dir[0] != '/' || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
-	    covered(py->dirs, py->n_dirs, dir))
+	if (!answered || answered[0] != '/' || !realpath(answered, dir) || stat(dir, &st) < 0 ||
+	    !S_ISDIR(st.st_mode) || covered(py->dirs, py->n_dirs, dir))
 		return 0;
 	size_t k = 0, len = strlen(dir);
 	for (size_t i = 0; i < py->n_dirs; i++) {

@@ -788,6 +788,24 @@ Test(isolation, cell_memory_does_not_hold_the_host_work_directory_path, .timeout
 	cr_expect_eq(rmdir(parent), 0, "%s", strerror(errno));
 }
 
+/* The sandbox's memory cgroup directory (a host path, naming the host's own cgroup: a
+ * container's id) reached the template in its setup message and stayed in the memory of
+ * every cell forked from it; the template needs only the descriptor the helper opened. */
+Test(isolation, cell_memory_does_not_hold_the_host_cgroup_path, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(sb, "pass");
+	bool cgroups = res->isolation == SNAPCELL_ISOLATION_CGROUPS;
+	snapcell_result_free(res);
+	if (cgroups)
+		expect_output(sb,
+			      PY_SCAN_MEMORY
+			      "control = libc.strdup(b'sc-control' + b'mark')\n"
+			      "scan(b'/sys/fs/' + b'cgroup/', b'sc-control' + b'mark')\n",
+			      "0 1\n");
+	snapcell_sandbox_free(sb);
+}
+
 /* Item 11: a session branched from a snapshot holds what a fresh cell holds, no descriptor
  * of the host's (a pidfd of the host process, once). */
 Test(isolation, branched_session_workers_hold_only_their_four_fds, .timeout = 60)

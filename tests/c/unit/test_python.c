@@ -266,10 +266,10 @@ Test(python, an_interpreter_where_cells_mount_their_own_file_systems_is_refused)
 	cr_assert(
 		asprintf(&json,
 			 "{\"implementation\": \"cpython\", \"version\": [3, 12, 1], "
-			 "\"executable\": \"/bin/sh\", \"stdlib\": \"/proc/self\", \"libs\": []}") >
+			 "\"executable\": \"/bin/sh\", \"stdlib\": \"/proc/sys\", \"libs\": []}") >
 		0);
 	p = test_fake_python(dir, "python3-proc", json);
-	expect_refused(p, "/proc/self lies under /proc", NULL);
+	expect_refused(p, "/proc/sys lies under /proc", NULL);
 	free(p), free(json), free(self);
 	test_remove_tree(dir);
 	free(dir);
