@@ -8,6 +8,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import zipfile
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -19,9 +20,38 @@ pytestmark = pytest.mark.skipif(
     "scripts/build-wheel made")
 
 
+# What the wheel's binaries may need from the system: glibc's libraries (manylinux_2_28's
+# policy), and the embedded libpython until the guest runs the user's interpreter.
+SYSTEM_LIBRARIES = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "libanl.so.1",
+                    "ld-linux-x86-64.so.2"}
+
+
 def test_the_wheel_is_the_portable_one():
     name = os.path.basename(WHEEL)
-    assert re.fullmatch(r"snapcell-[0-9.]+-cp310-abi3-manylinux_2_[0-9]+_x86_64\.whl", name), name
+    assert re.fullmatch(r"snapcell-[0-9.]+-cp310-abi3-manylinux_2_28_x86_64\.whl", name), name
+
+
+def test_its_binaries_need_only_glibc_2_28(tmp_path):
+    """Every library linked in (nothing grafted beside the package, which the helper could not
+    reach as the sandbox's uid), no glibc symbol newer than 2.28, and position-independent
+    executables, as the system compiler's build makes them."""
+    with zipfile.ZipFile(WHEEL) as wheel:
+        assert not [n for n in wheel.namelist() if ".libs/" in n]
+        wheel.extractall(tmp_path)
+    binaries = [tmp_path / "snapcell" / n for n in ("snapcell", "snapcell-cell", "_native.abi3.so")]
+    for binary in binaries:
+        dynamic = subprocess.run(["readelf", "-d", "-W", str(binary)], capture_output=True,
+                                 text=True, check=True).stdout
+        needed = set(re.findall(r"\(NEEDED\).*\[(.+)\]", dynamic))
+        assert {n for n in needed if not n.startswith("libpython3")} <= SYSTEM_LIBRARIES, \
+            (binary.name, needed)
+        header = subprocess.run(["readelf", "-h", str(binary)], capture_output=True, text=True,
+                                check=True).stdout
+        assert re.search(r"Type:\s+DYN ", header), (binary.name, "not position-independent")
+        versions = subprocess.run(["readelf", "-V", "-W", str(binary)], capture_output=True,
+                                  text=True, check=True).stdout
+        glibc = {tuple(map(int, v.split("."))) for v in re.findall(r"GLIBC_([0-9.]+)", versions)}
+        assert glibc and max(glibc) <= (2, 28), (binary.name, max(glibc))
 
 
 @pytest.fixture(scope="module")
