@@ -162,10 +162,7 @@ int cli_run(int argc, char **argv)
 	free(code);
 	int status = EXIT_SNAPCELL;
 	if (rc < 0) {
-		fprintf(stderr, "snapcell: %s\n", err.message);
-		if (!strncmp(err.message, "sandbox helper ", 15))
-			fputs("snapcell: set SNAPCELL_HELPER to the snapcell-cell to use\n",
-			      stderr);
+		cli_print_start_error(rc, err.message);
 	} else {
 		if (as_json) {
 			json_t *j = cli_result_json(res);

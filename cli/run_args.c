@@ -32,6 +32,8 @@ static const char usage[] =
 	"                          a non-zero exit raises ToolError with its stderr (repeatable)\n"
 	"  --tool-schema NAME=JSON check the arguments of the --tool NAME given before it\n"
 	"                          against a JSON Schema (repeatable)\n"
+	"  --tool-env NAME         --tool commands also get this variable of ours; they start\n"
+	"                          with PATH, HOME and the locale only (repeatable)\n"
 	"  --workspace DIR         copy DIR's files (not its links) to /input, read-only\n"
 	"  --input PATH[:MOUNT]    copy a file or directory to /input/MOUNT (default: PATH);\n"
 	"                          later ones win (repeatable)\n"
@@ -59,7 +61,8 @@ static const char usage[] =
 	"                          enforced by the egress gate (repeatable)\n"
 	"  --allow-header 'TARGET=NAME: VALUE'\n"
 	"                          the host adds header NAME to the requests it lets\n"
-	"                          through for an --allow'ed TARGET (given before); in VALUE,\n"
+	"                          through for an --allow'ed TARGET (given before), over\n"
+	"                          verified TLS only (not for an http:// TARGET); in VALUE,\n"
 	"                          ${env:VAR} and ${file:PATH} are read now, $$ is '$'; the\n"
 	"                          value is never printed (repeatable)\n"
 	"  --map-host NAME=ADDR    resolve NAME to ADDR (an IP literal) instead of asking DNS;\n"
@@ -136,6 +139,7 @@ enum opt {
 	OPT_INPUT,
 	OPT_OUTPUT,
 	OPT_TOOL_SCHEMA,
+	OPT_TOOL_ENV,
 	OPT_ALLOW,
 	OPT_DESCRIBE,
 	OPT_INSTRUCTIONS,
@@ -167,6 +171,7 @@ static const struct option options[] = {
 	{"input", required_argument, NULL, OPT_INPUT},
 	{"output", required_argument, NULL, OPT_OUTPUT},
 	{"tool-schema", required_argument, NULL, OPT_TOOL_SCHEMA},
+	{"tool-env", required_argument, NULL, OPT_TOOL_ENV},
 	{"allow", required_argument, NULL, OPT_ALLOW},
 	{"describe", optional_argument, NULL, OPT_DESCRIBE},
 	{"instructions", no_argument, NULL, OPT_INSTRUCTIONS},
@@ -291,7 +296,8 @@ static int add_allowed_header(struct snapcell_config *cfg, const char *arg)
 	char *name = strndup(eq + 1, (size_t)(colon - eq - 1));
 	char *value = strndup(v, (size_t)(end - v));
 	struct snapcell_error err = {0};
-	int rc = target && name && value
+	/* Its ${env:NAME} variables hold a credential: no child we start gets them. */
+	int rc = target && name && value && cli_env_note_secrets(value) == 0
 			 ? snapcell_config_allow_header(cfg, target, name, value, &err)
 			 : -ENOMEM;
 	if (rc < 0)
@@ -375,6 +381,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return cli_add_command_tool(cfg, arg);
 	if (opt == OPT_TOOL_SCHEMA)
 		return cli_set_tool_schema(cfg, arg);
+	if (opt == OPT_TOOL_ENV)
+		return cli_add_tool_env(arg);
 	if (opt == OPT_ALLOW)
 		return add_allowed(cfg, arg);
 	if (opt == OPT_ALLOW_HEADER)

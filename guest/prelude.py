@@ -523,7 +523,7 @@ def _gate_network():
 
 
 def configure(tools, network_notice, network):
-    """Installs call_tool and ToolError as builtins and a `tools` module whose attributes
+    """Installs call_tool, ToolError and a `tools` module as builtins; the module's attributes
     call the registered tools: tools.compute(a=1, b=2), and tools.docs.search_v2(q="x") for
     "docs.search-v2" (the host gives each tool's attribute path and has refused clashes);
     and the network's guard (no entries) or its gate's wording (entries)."""
@@ -559,3 +559,6 @@ def configure(tools, network_notice, network):
     module.ToolError = ToolError
     module.call_tool = call_tool
     sys.modules["tools"] = module
+    # The description says tools.name(...) is the same call as call_tool: so `tools` needs no
+    # import, as call_tool does not (`import tools` finds the same module).
+    builtins.tools = module

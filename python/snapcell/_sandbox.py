@@ -9,6 +9,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextvars
+import functools
 import math
 import os
 import threading
@@ -96,6 +97,8 @@ class NetworkEvent:
     bytes_in: int
     started: float  # seconds from the run's start; the list is in this order
     duration: float  # seconds
+    upstream_tls: bool = False  # went upstream over verified TLS (a stream: began with TLS)
+    count: int = 1  # attempts this event stands for (repeated refusals and lookups join)
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,9 @@ class Result:
     "memory", "killed", "output-limit", "setup-failure", "cancelled". ``peak_memory`` is the
     memory the host was charged for the cell (its memory cgroup's peak, page tables and kernel
     memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
-    of one cell process: resident peak, not the memory charged to the host."""
+    of one cell process: resident peak, not the memory charged to the host. ``summary`` says
+    how the run ended in the words the model is told (the library's): the status and its
+    cause, e.g. the exception with the end of its traceback, or the limit that stopped it."""
 
     status: str
     exit_code: int
@@ -126,6 +131,7 @@ class Result:
     network_events: tuple[NetworkEvent, ...] = ()
     network_limits_hit: frozenset[str] = field(default_factory=frozenset)
     peak_rss: int = 0
+    summary: str = ""
 
     @property
     def ok(self) -> bool:
@@ -152,9 +158,10 @@ class Result:
             skipped_outputs=tuple(map(tuple, r["skipped"])),
             skipped_output_count=r["skipped_count"],
             output_limits_hit=frozenset(r["output_limits_hit"]),
-            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6, e[13] / 1e6)
+            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6, e[13] / 1e6, *e[14:16])
                                  for e in r["network_events"]),
             network_limits_hit=frozenset(r["network_limits_hit"]),
+            summary=r["summary"],
         )
 
 
@@ -257,6 +264,7 @@ def build_config(
     host_map: Mapping[str, str] | None = None,
     upstream_ca: str | os.PathLike[str] | None = None,
     uid_range: tuple[int, int] | None = None,
+    include_detailed_errors: bool = True,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
@@ -300,7 +308,8 @@ def build_config(
             tools = [tools]
         for t in tools:
             t = as_tool(t)
-            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, t.call_json)
+            call = t.call_json if include_detailed_errors else functools.partial(t.call_json, detailed=False)
+            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, call)
             registered[t.name] = t
     if require_isolation is not None:
         cfg.require_isolation(require_isolation)
@@ -380,7 +389,10 @@ class Sandbox:
     ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) and ``warmup`` (trusted code the template runs
     once after them, so their first-time work is shared by every run) shape the interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
     left out; ``uid_range=(first, count)`` is where a root process's sandboxes take their own
-    outside uids. Creating one starts its template (tens of milliseconds)."""
+    outside uids; ``include_detailed_errors=False`` gives the code only "Host tool execution
+    failed." when a tool raises (default True: the exception's message; arguments that do not
+    validate are explained either way). Creating one starts its template (tens of
+    milliseconds)."""
 
     def __init__(self, **kwargs: Any) -> None:
         cfg, tools = build_config(**kwargs)

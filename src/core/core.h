@@ -25,6 +25,7 @@ struct sc_tool {
 	char *schema_text; /* normalised: compact, sorted keys */
 	struct sc_schema *schema;
 	enum snapcell_approval approval;
+	int describe_format; /* enum snapcell_describe_format, or -1: the one describe is given */
 	snapcell_tool_fn fn;
 	void *user;
 };
@@ -151,7 +152,8 @@ struct snapcell_sandbox {
 		uint32_t id;
 	} * dying; /* retired cells not yet known to be gone */
 	size_t n_dying, cap_dying;
-	struct sc_prefault *prefault; /* prefault.c: what runs touched; its own lock */
+	struct sc_prefault *prefault;		/* prefault.c: what runs touched; its own lock */
+	struct sc_helper_stderr *helper_stderr; /* until the handshake ends, then NULL */
 };
 
 /* prefault.c: learning which template pages fresh runs touch, so parked cells fault them in
@@ -167,6 +169,27 @@ bool sc__prefault_wants(struct snapcell_sandbox *sb, uint32_t cell_id);
 void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell);
 /* The pid behind a pidfd in this process's namespace, or -1 (sandbox.c). */
 int sc__pidfd_pid(int pidfd);
+
+/* helper_stderr.c: the last SC_HELPER_STDERR_MAX bytes the helper wrote to its stderr (a
+ * pipe) before READY, for the error when it dies first. new: the host's end (CLOEXEC,
+ * non-blocking) in *out and the helper's (CLOEXEC) in *write_end, 0 or -errno. drain: reads
+ * what is there now, without blocking. wait: until fd is readable (or hung up) or the
+ * deadline (sc__now_us clock), draining meanwhile: 0, -ETIMEDOUT or -errno. words: the last
+ * lines, NUL-terminated in out (out_len bytes at most), with every control byte but the
+ * newlines between them as \xNN and bytes that are not UTF-8 too; when they do not fit,
+ * the last whole lines that do, else "..." and the end of the last one. Its length. */
+#define SC_HELPER_STDERR_MAX 4096
+struct sc_helper_stderr {
+	int fd;	  /* -1 once every writer is gone */
+	bool cut; /* bytes were dropped before tail */
+	size_t len;
+	char tail[SC_HELPER_STDERR_MAX];
+};
+int sc__helper_stderr_new(struct sc_helper_stderr **out, int *write_end);
+void sc__helper_stderr_free(struct sc_helper_stderr *h);
+void sc__helper_stderr_drain(struct sc_helper_stderr *h);
+int sc__helper_stderr_wait(struct sc_helper_stderr *h, int fd, uint64_t deadline_us);
+size_t sc__helper_stderr_words(const struct sc_helper_stderr *h, char *out, size_t out_len);
 
 /* What one run is asked to do. */
 struct sc_run_request {

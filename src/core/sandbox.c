@@ -431,12 +431,16 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		rc = sc__err(err, -EMFILE, "control socket");
 	if (rc == 0 && helper_fd < 0)
 		rc = helper_fd;
+	int stderr_end = -1;
+	if (rc == 0 && (rc = sc__helper_stderr_new(&sb->helper_stderr, &stderr_end)) < 0)
+		sc__err(err, rc, "helper stderr pipe");
 	if (rc == 0) {
 		struct sc_spawn spec = {.helper_fd = helper_fd,
 					.argv = argv,
 					.envp = envp,
 					.control_fd = child_end,
 					.cgroup_fd = cgroup_fd,
+					.stderr_fd = stderr_end,
 					.pass_dirs = dirs,
 					.n_pass_dirs = n_dirs};
 		spec.outside_uid = sb->ids.uid;
@@ -450,7 +454,44 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		close(cgroup_fd);
 	if (child_end >= 0)
 		close(child_end);
+	if (stderr_end >= 0)
+		close(stderr_end);
 	return rc;
+}
+
+/* How the helper ended, "exited with status 127" or "was killed by signal 11", into buf, left
+ * as it is when the helper has not ended within a second (a closed control socket and its
+ * exit are not quite simultaneous); true when a signal ended it. It stays a zombie for
+ * stop_helper to reap. */
+static bool helper_end(struct snapcell_sandbox *sb, char *buf, size_t len)
+{
+	siginfo_t si = {0};
+	if (sc__wait_fd(sb->helper_pidfd, POLLIN, sc__deadline_ms(1000)) < 0 ||
+	    waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED | WNOHANG | WNOWAIT) <
+		    0 ||
+	    si.si_pid == 0)
+		return false;
+	if (si.si_code == CLD_EXITED)
+		snprintf(buf, len, "exited with status %d", si.si_status);
+	else
+		snprintf(buf, len, "was killed by signal %d", si.si_status);
+	return si.si_code != CLD_EXITED;
+}
+
+/* err becomes head, then, when the helper wrote to its stderr, ": " and its last lines, as
+ * many as fit: a helper that cannot start says why there (the dynamic loader's "error while
+ * loading shared libraries", a missing file), and the message is all the caller sees. */
+static int helper_failed(struct snapcell_sandbox *sb, struct snapcell_error *err, const char *head)
+{
+	char words[SNAPCELL_ERROR_MESSAGE_LEN];
+	size_t used = strlen(head) + 2;
+	sc__helper_stderr_drain(sb->helper_stderr);
+	words[0] = 0;
+	if (used < sizeof(words))
+		sc__helper_stderr_words(sb->helper_stderr, words, sizeof(words) - used);
+	if (words[0])
+		return sc__err(err, SNAPCELL_E_HELPER, "%s: %s", head, words);
+	return sc__err(err, SNAPCELL_E_HELPER, "%s", head);
 }
 
 /* The helper's greeting says which protocol it speaks: a mismatch (a helper from another
@@ -459,22 +500,31 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 static int greet(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	const char *path = helper_path(sb);
+	char head[SNAPCELL_ERROR_MESSAGE_LEN], end[64] = "";
 	uint32_t protocol = 0;
-	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(HELLO_TIMEOUT_MS));
+	int rc = sc__helper_stderr_wait(sb->helper_stderr, sb->ctl,
+					sc__deadline_ms(HELLO_TIMEOUT_MS));
 	if (rc == 0)
 		rc = sc__hello_recv(sb->ctl, &protocol);
+	bool killed = false;
+	if (rc == -EPIPE) { /* gone: all it wrote is in the pipe now */
+		killed = helper_end(sb, end, sizeof(end));
+		sc__helper_stderr_drain(sb->helper_stderr);
+	}
 	if (rc == -ETIMEDOUT)
-		return sc__err(
-			err, SNAPCELL_E_HELPER,
-			"helper %s sent no greeting in %d ms: not a snapcell-cell of protocol "
-			"%d (this library, %s)",
-			path, HELLO_TIMEOUT_MS, SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
+		snprintf(head, sizeof(head),
+			 "helper %s sent no greeting in %d ms: not a snapcell-cell of protocol "
+			 "%d (this library, %s)",
+			 path, HELLO_TIMEOUT_MS, SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
+	else if (rc == -EPIPE && end[0] && (killed || sb->helper_stderr->len > 0))
+		snprintf(head, sizeof(head), "helper %s %s before its greeting", path, end);
+	else if (rc < 0)
+		snprintf(head, sizeof(head),
+			 "helper %s %s: not a snapcell-cell of protocol %d (this library, %s)",
+			 path, rc == -EPIPE ? "exited without a greeting" : "sent no greeting",
+			 SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
 	if (rc < 0)
-		return sc__err(
-			err, SNAPCELL_E_HELPER,
-			"helper %s %s: not a snapcell-cell of protocol %d (this library, %s)", path,
-			rc == -EPIPE ? "exited without a greeting" : "sent no greeting",
-			SC_PROTOCOL_VERSION, SNAPCELL_VERSION);
+		return helper_failed(sb, err, head);
 	if (protocol != SC_PROTOCOL_VERSION)
 		return sc__err(
 			err, SNAPCELL_E_HELPER,
@@ -494,15 +544,24 @@ static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		return sc__err(err, -ENOMEM, "setup message");
 	ssize_t n = send(sb->ctl, msg, strlen(msg), MSG_NOSIGNAL);
 	free(msg);
-	if (n < 0)
+	if (n < 0 && errno != EPIPE && errno != ECONNRESET)
 		return sc__err(err, -errno, "send setup");
-	rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(READY_TIMEOUT_MS));
+	rc = n < 0 ? -EPIPE
+		   : sc__helper_stderr_wait(sb->helper_stderr, sb->ctl,
+					    sc__deadline_ms(READY_TIMEOUT_MS));
 	struct sc_ctl_msg ready;
 	if (rc == 0)
 		rc = sc__ctl_recv(sb->ctl, &ready, NULL, NULL);
-	if (rc < 0)
-		return sc__err(err, SNAPCELL_E_HELPER, "template setup: %s",
-			       rc == -EPIPE ? "helper exited" : snapcell_strerror(rc));
+	if (rc == -ECONNRESET) /* it died with the setup unread */
+		rc = -EPIPE;
+	if (rc < 0) {
+		char head[96], end[64] = "exited";
+		if (rc == -EPIPE)
+			helper_end(sb, end, sizeof(end));
+		snprintf(head, sizeof(head), "template setup: %s%s", rc == -EPIPE ? "helper " : "",
+			 rc == -EPIPE ? end : snapcell_strerror(rc));
+		return helper_failed(sb, err, head);
+	}
 	if (ready.type != SC_CTL_READY)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: unexpected message");
 	if (ready.status != 0) {
@@ -593,6 +652,10 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 			(unsigned)sb->ids.uid);
 	if (rc == 0)
 		rc = handshake(sb, err);
+	/* From here the helper's stderr is nobody's: the template ignores SIGPIPE, so what it
+	 * writes there later fails with EPIPE, as quietly as /dev/null took it before. */
+	sc__helper_stderr_free(sb->helper_stderr);
+	sb->helper_stderr = NULL;
 	if (rc < 0) {
 		snapcell_sandbox_free(sb);
 		return rc;

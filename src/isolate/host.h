@@ -47,6 +47,7 @@ struct sc_spawn {
 	char *const *envp;
 	int control_fd; /* becomes fd 3 in the helper */
 	int cgroup_fd;	/* becomes SC_CGROUP_FD in the helper, or -1 */
+	int stderr_fd;	/* becomes fd 2 in the helper, or -1 for /dev/null (as are 0 and 1) */
 	/* Directories opened (O_PATH) as fds 4, 5, ... by the child while it still has the
 	 * host's uid, so the sandbox uid need not be able to walk to them; they are in the
 	 * helper's mount namespace, so it can bind them. All other fds but 0-3 are closed. */

@@ -67,7 +67,9 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 	fail_fd = fail < 0 ? fail_fd : fail;
 	int helper_src = above_moves(spec->helper_fd), cgroup_src = above_moves(spec->cgroup_fd);
 	int control = above_moves(spec->control_fd), null = above_moves(devnull);
-	if (helper_src < 0 || control < 0 || null < 0 || (spec->cgroup_fd >= 0 && cgroup_src < 0))
+	int err_out = spec->stderr_fd >= 0 ? above_moves(spec->stderr_fd) : null;
+	if (helper_src < 0 || control < 0 || null < 0 || err_out < 0 ||
+	    (spec->cgroup_fd >= 0 && cgroup_src < 0))
 		child_fail(fail_fd, STEP_FDS, errno);
 	/* The helper's descriptor may be one of the numbers the python paths move to; park it
 	 * above all of them (CLOEXEC again by the close_range below). */
@@ -100,7 +102,7 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 			    spec->outside_uid) < 0)) {
 		child_fail(fail_fd, STEP_IDS, errno);
 	}
-	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0 ||
+	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(err_out, 2) < 0 ||
 	    dup2(control, SC_CONTROL_FD) < 0)
 		child_fail(fail_fd, STEP_FDS, errno);
 	for (size_t i = 0; i < spec->n_pass_dirs; i++)

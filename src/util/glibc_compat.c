@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <locale.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -166,6 +167,19 @@ const char *sc__compat_strerrordesc(int e)
 					  : NULL;
 }
 
+/* Linux's x86-64 signal numbers 1 to 31 by glibc 2.32's sigabbrev_np names; real-time signals
+ * have none. */
+static const char *const signal_names[] = {
+	NULL,	"HUP",	"INT",	"QUIT", "ILL",	  "TRAP",   "ABRT",  "BUS",  "FPE",  "KILL", "USR1",
+	"SEGV", "USR2", "PIPE", "ALRM", "TERM",	  "STKFLT", "CHLD",  "CONT", "STOP", "TSTP", "TTIN",
+	"TTOU", "URG",	"XCPU", "XFSZ", "VTALRM", "PROF",   "WINCH", "POLL", "PWR",  "SYS"};
+
+const char *sc__compat_sigabbrev(int sig)
+{
+	_Static_assert(sizeof(signal_names) / sizeof(signal_names[0]) == SIGSYS + 1, "1 to SIGSYS");
+	return sig > 0 && sig <= SIGSYS ? signal_names[sig] : NULL;
+}
+
 int sc__compat_mutex_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *at)
 {
 	if (clock == CLOCK_REALTIME)
@@ -201,6 +215,11 @@ const char *strerrorname_np(int e)
 const char *strerrordesc_np(int e)
 {
 	return sc__compat_strerrordesc(e);
+}
+
+const char *sigabbrev_np(int sig)
+{
+	return sc__compat_sigabbrev(sig);
 }
 #endif
 

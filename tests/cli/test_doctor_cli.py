@@ -35,3 +35,18 @@ def test_doctor_json_measures_each_preload_against_none(snapcell):
                             "No module named 'no_such_module_x'"}
     assert snapcell("doctor", "--json").returncode == 0
     assert snapcell("doctor", "extra").returncode == 2
+
+
+def test_doctor_shows_the_words_of_a_helper_that_cannot_start(snapcell, snapcell_paths):
+    import pathlib
+    loader = pathlib.Path(snapcell_paths[1]).parent / "tests" / "dying-helper-loader"
+    words = ("snapcell-cell: error while loading shared libraries: libpython3.11.so.1.0: "
+             "cannot open shared object file: No such file or directory")
+    r = snapcell("doctor", env={"SNAPCELL_HELPER": str(loader)})
+    assert r.returncode == 1, r.stderr
+    assert (f"sandbox:   FAILED: helper {loader} exited with status 127 before its greeting: "
+            f"{words}\n") in r.stdout.decode()
+    r = snapcell("doctor", "--json", env={"SNAPCELL_HELPER": str(loader)})
+    assert r.returncode == 1, r.stderr
+    assert json.loads(r.stdout)["sandbox"] == {
+        "error": f"helper {loader} exited with status 127 before its greeting: {words}"}

@@ -108,6 +108,20 @@ def test_a_failing_warmup_is_reported_with_its_line(snapcell_bin, tmp_path):
         in r.stderr.decode(), r.stderr
 
 
+def test_a_helper_that_cannot_start_is_refused_with_its_own_words(snapcell_bin):
+    import pathlib
+    path, env = snapcell_bin
+    helper = pathlib.Path(env["SNAPCELL_HELPER"]).parent / "tests" / "dying-helper-loader"
+    for transport in ([], ["--http", "127.0.0.1:0"]):
+        r = subprocess.run([path, "mcp", *transport], capture_output=True,
+                           env={**env, "SNAPCELL_HELPER": str(helper)}, input=b"", timeout=30)
+        assert (r.returncode, r.stdout) == (3, b""), r.stderr
+        assert r.stderr.decode() == (
+            f"snapcell mcp: cannot start the sandbox: helper {helper} exited with status 127 "
+            "before its greeting: snapcell-cell: error while loading shared libraries: "
+            "libpython3.11.so.1.0: cannot open shared object file: No such file or directory\n")
+
+
 def test_network_entries_reach_the_runs_and_their_audit(snapcell_bin, tmp_path):
     import http.server
     import threading

@@ -256,12 +256,12 @@ def test_item11_description(tmp_path):
 
 def test_item12_instructions_name_no_tool(tmp_path):
     t = ExecuteCodeTool(tools=[compute, lookup])
-    plain = t.build_instructions()
+    plain = t.build_instructions(tools_visible_to_model=False)
     assert "execute_code" in plain and "print" in plain
     assert "compute" not in plain and "lookup" not in plain
     assert "/output" not in plain
     t.add_file_mounts((str(tmp_path), "data"))
-    with_fs = t.build_instructions()
+    with_fs = t.build_instructions(tools_visible_to_model=False)
     assert "/output/" in with_fs and "/input/data" not in with_fs
 
 
@@ -303,12 +303,15 @@ print('warn', file=sys.stderr)
 def test_item13_failures_are_error_items_naming_the_status(code, status, detail):
     with ExecuteCodeTool(timeout=1, memory_limit=256 * 1024 * 1024) as t:
         out = invoke(t, code)
-    err = out[-1]
+    err, summary = out[-2], out[-1]
     assert err.type == "error" and err.error_code == status
     assert {"error": "error", "timeout": "time limit", "memory": "memory", "killed": "killed"}[status] in err.message
     assert detail in (err.error_details or "")
+    # the cause again as the last item, text: chat clients send the model text items only
+    assert summary.type == "text" and summary.text.startswith("Execution ")
     if status == "error":
-        assert texts(out) == ["before\n"] and "Traceback" in err.error_details
+        assert texts(out) == ["before\n", summary.text] and "Traceback" in err.error_details
+        assert "ZeroDivisionError: division by zero" in summary.text
 
 
 def test_item13_output_caps_are_error_items_naming_cap_and_file():
@@ -343,7 +346,7 @@ def test_item15_invoke_code_keyword_and_tool_values():
         raise ValueError(f"cannot: {why}")
 
     parsed = FunctionTool(name="parsed", func=lambda: {"k": 1}, description="x", result_parser=lambda v: "PARSED")
-    with ExecuteCodeTool(tools=[record, explode, parsed]) as t:
+    with ExecuteCodeTool(tools=[record, explode, parsed], include_detailed_errors=True) as t:
         code = """
 v = call_tool('record', payload={'a': [1, 2]}, n=3)
 print(type(v).__name__, v)
@@ -477,7 +480,7 @@ def test_item18_close_after_a_timeout_leaves_nothing(work_tmp):
     ctx = _Context()
     asyncio.run(provider.before_run(agent=None, session=None, context=ctx, state={}))
     out = invoke(ctx.tools[0], "while True: pass")
-    assert out[-1].error_code == "timeout"
+    assert out[-2].error_code == "timeout" and "time limit" in out[-1].text
     provider.close()
     assert descendants() == set()
     assert list(work_tmp.iterdir()) == []
@@ -492,14 +495,16 @@ def test_item19_setup_errors_raise_and_failed_runs_do_not():
         ExecuteCodeTool(memory_limit=1)  # below the floor the C library sets
     with ExecuteCodeTool() as t:
         out = invoke(t, "raise SystemExit(3)")
-        assert out[-1].type == "error"
+        assert out[-2].type == "error" and "exited with status 3" in out[-1].text
 
 
 def test_reference_only_keywords_warn_and_are_ignored():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        t = ExecuteCodeTool(backend="wasm", module="python_guest.path")
-    assert any("backend" in str(x.message) and "module" in str(x.message) for x in w)
+        t = ExecuteCodeTool(backend="wasm", module="python_guest.path")  # the reference's defaults
+        assert w == []
+        t = ExecuteCodeTool(backend="hyperlight", module="my_guest", module_path="/opt/guest")
+    assert any("backend, module, module_path" in str(x.message) for x in w)
     t.close()
 
 
@@ -516,7 +521,7 @@ def test_item7_reject_links_is_the_strict_option(tmp_path):
 
 
 def test_our_keywords_python_environment_and_preload():
-    # Debian's numpy (scripts/install-deps), exposed read-only and imported in the template.
+    # Debian's numpy (scripts/install-test-deps), exposed read-only and imported in the template.
     with ExecuteCodeTool(python_paths=["/usr/lib/python3/dist-packages"], preload=["numpy"], memory_limit=1 << 30) as t:
         out = invoke(t, "import sys, numpy\nprint('numpy' in sys.modules, int(numpy.arange(5).sum()))")
     assert texts(out) == ["True 10\n"]

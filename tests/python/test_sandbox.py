@@ -2,6 +2,8 @@
 
 import asyncio
 import os
+import pathlib
+import subprocess
 import threading
 import time
 from typing import Literal, Optional
@@ -10,6 +12,7 @@ import pydantic
 import pytest
 
 import snapcell
+from snapcell import _sandbox
 from conftest import descendants
 
 
@@ -343,3 +346,21 @@ def test_uid_range_is_checked_and_a_held_range_is_a_setup_error():
                 snapcell.Sandbox(uid_range=(2100000300, 1))
     with snapcell.Sandbox(uid_range=(2100000300, 1)) as sb:  # freed: free again
         assert sb.run("print(2)").stdout == "2\n"
+
+
+def test_a_helper_that_cannot_start_raises_with_its_own_words(monkeypatch, work_tmp):
+    """What the dynamic loader says when the helper cannot start (its libpython missing) is in
+    the error: a stand-in helper (tests/c/dying_helper.c, built here) says it and exits 127."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    helper = work_tmp / "snapcell-cell"
+    subprocess.run([os.environ.get("CC", "cc"), "-DSC_DYING_LOADER", f"-I{root / 'src'}",
+                    f"-I{root / 'include'}", str(root / "tests/c/dying_helper.c"), "-o",
+                    str(helper)], check=True)
+    monkeypatch.setattr(_sandbox, "_HELPER", str(helper))
+    with pytest.raises(snapcell.SetupError) as e:
+        snapcell.Sandbox()
+    assert e.value.name == "SNAPCELL_E_HELPER"
+    assert str(e.value) == (f"helper {helper} exited with status 127 before its greeting: "
+                            "snapcell-cell: error while loading shared libraries: "
+                            "libpython3.11.so.1.0: cannot open shared object file: "
+                            "No such file or directory")

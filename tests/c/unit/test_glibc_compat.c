@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -23,6 +24,14 @@ Test(glibc_compat, errno_names_and_texts_are_glibcs)
 		const char *desc = strerrordesc_np(e), *our_desc = sc__compat_strerrordesc(e);
 		cr_expect_str_eq(our_desc ? our_desc : "(none)", desc ? desc : "(none)", "errno %d",
 				 e);
+	}
+}
+
+Test(glibc_compat, signal_names_are_glibcs)
+{
+	for (int sig = -1; sig < 70; sig++) {
+		const char *name = sigabbrev_np(sig), *ours = sc__compat_sigabbrev(sig);
+		cr_expect_str_eq(ours ? ours : "(none)", name ? name : "(none)", "signal %d", sig);
 	}
 }
 
