@@ -125,8 +125,14 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
 	/* fd 2 stays ours: its log goes to our stderr, never to our stdout (the protocol). */
-	if (ds->cwd)
-		posix_spawn_file_actions_addchdir_np(&fa, ds->cwd);
+	/* Fails only where the running glibc predates it (2.29; the wheel is built for 2.28). */
+	int chdir_rc = ds->cwd ? posix_spawn_file_actions_addchdir_np(&fa, ds->cwd) : 0;
+	if (chdir_rc) {
+		posix_spawn_file_actions_destroy(&fa);
+		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+		return mcp_say(why, size, "cannot start %s in %s: %s", ds->argv[0], ds->cwd,
+			       strerror(chdir_rc));
+	}
 	posix_spawnattr_t attr;
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setpgroup(&attr, 0);
