@@ -16,6 +16,12 @@
  * reason, what to install or set), anything else as the library's message. */
 void cli_print_start_error(int rc, const char *message);
 struct snapcell_config *cli_config_new(void);
+/* SNAPCELL_PYTHON (cli_python_env, called by cli_config_new) is a default: call
+ * cli_python_chosen() when an option or config key names the interpreter, cli_python_venv()
+ * before setting a venv (which then runs its own interpreter). */
+int cli_python_env(struct snapcell_config *cfg);
+void cli_python_chosen(void);
+void cli_python_venv(struct snapcell_config *cfg);
 
 int cli_run(int argc, char **argv);
 

@@ -74,6 +74,10 @@ static struct snapcell_config *measured_config(const struct measure_opts *o, cha
 	struct snapcell_config *cfg = cli_config_new();
 	struct snapcell_error err = {0};
 	int rc = cfg ? 0 : -1;
+	if (rc == 0 && o->venv)
+		cli_python_venv(cfg);
+	if (rc == 0 && o->python)
+		cli_python_chosen();
 	if (rc == 0 && o->venv && (rc = snapcell_config_set_venv(cfg, o->venv, &err)) < 0)
 		snprintf(why, why_len, "--venv: %s", err.message);
 	if (rc == 0 && o->python && (rc = snapcell_config_set_python(cfg, o->python, &err)) < 0)

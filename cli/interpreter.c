@@ -1,7 +1,10 @@
 /* What the front ends say about the interpreter a config runs: the file, why it was chosen,
  * its version and what cells see of it, for `run --help`, errors, `doctor` and `mcp`. The
- * choice itself is the library's (snapcell_config_python_info). */
+ * choice itself is the library's (snapcell_config_python_info); SNAPCELL_PYTHON is read here as a
+ * default the options and config keys replace. */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cli.h"
 
@@ -43,4 +46,32 @@ json_t *cli_python_json(const struct snapcell_config *cfg)
 	if (j && info.warning[0])
 		json_object_set_new(j, "warning", json_string(info.warning));
 	return j;
+}
+
+/* Whether the config's interpreter is still SNAPCELL_PYTHON's, a default that an explicit
+ * --python or "python" replaces and a venv (which runs its own interpreter) sets aside. */
+static bool python_from_env;
+
+void cli_python_chosen(void)
+{
+	python_from_env = false;
+}
+
+void cli_python_venv(struct snapcell_config *cfg)
+{
+	if (python_from_env)
+		snapcell_config_set_python(cfg, NULL, NULL);
+	python_from_env = false;
+}
+
+int cli_python_env(struct snapcell_config *cfg)
+{
+	const char *python = getenv("SNAPCELL_PYTHON");
+	struct snapcell_error err = {0};
+	if (python && *python && snapcell_config_set_python(cfg, python, &err) < 0) {
+		fprintf(stderr, "snapcell: SNAPCELL_PYTHON=%s: %s\n", python, err.message);
+		return -1;
+	}
+	python_from_env = python && *python;
+	return 0;
 }

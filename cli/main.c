@@ -17,7 +17,10 @@ static const char usage[] =
 	"  version        print the version\n"
 	"\n"
 	"environment:\n"
-	"  SNAPCELL_HELPER  the snapcell-cell executable to run (default: the installed one)\n";
+	"  SNAPCELL_HELPER  the snapcell-cell executable to run (default: the installed one)\n"
+	"  SNAPCELL_PYTHON  the interpreter cells run unless --python or a config's \"python\"\n"
+	"                   names one (default: python3 on PATH, then /usr/bin/python3; the\n"
+	"                   wheel's snapcell command sets it to the Python that runs it)\n";
 
 struct snapcell_config *cli_config_new(void)
 {
@@ -40,6 +43,10 @@ struct snapcell_config *cli_config_new(void)
 			"snapcell: set SNAPCELL_HELPER to the snapcell-cell executable (in a build "
 			"tree: build/snapcell-cell), or unset it to use the installed one\n",
 			helper, why);
+		snapcell_config_free(cfg);
+		return NULL;
+	}
+	if (cli_python_env(cfg) < 0) {
 		snapcell_config_free(cfg);
 		return NULL;
 	}

@@ -436,10 +436,14 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 	if (opt == OPT_WARMUP || opt == OPT_WARMUP_FILE)
 		return set_warmup(cfg, opt == OPT_WARMUP_FILE ? arg : NULL,
 				  opt == OPT_WARMUP ? arg : NULL);
-	if (opt == OPT_VENV)
+	if (opt == OPT_VENV) {
+		cli_python_venv(cfg);
 		return reported(opt, snapcell_config_set_venv(cfg, arg, &err), &err);
-	if (opt == OPT_PYTHON)
+	}
+	if (opt == OPT_PYTHON) {
+		cli_python_chosen();
 		return set_python(cfg, arg);
+	}
 	if (opt == OPT_PRELOAD)
 		return reported(opt, snapcell_config_add_preload(cfg, arg, &err), &err);
 	if (opt == OPT_PYPATH) {

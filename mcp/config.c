@@ -260,6 +260,7 @@ static int venv(const struct ctx *c, const char *path, json_t *v)
 	struct snapcell_error err = {0};
 	if (!json_is_string(v))
 		return fail(c, path, "must be a string (a virtual environment)");
+	cli_python_venv(c->cfg);
 	return snapcell_config_set_venv(c->cfg, json_string_value(v), &err) < 0
 		       ? lib_fail(c, path, &err)
 		       : 0;
@@ -272,6 +273,7 @@ static int python(const struct ctx *c, const char *path, json_t *v)
 	struct snapcell_error err = {0};
 	if (!json_is_string(v))
 		return fail(c, path, "must be a string (an interpreter: a path or a name on PATH)");
+	cli_python_chosen();
 	return snapcell_config_set_python(c->cfg, json_string_value(v), &err) < 0
 		       ? lib_fail(c, path, &err)
 		       : 0;

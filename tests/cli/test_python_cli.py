@@ -5,6 +5,7 @@ Interpreters that cannot be installed here (PyPy, 3.9, free-threaded, 3.15) are 
 scripts printing what such an interpreter answers snapcell's query."""
 import json
 import os
+import pathlib
 import stat
 
 import pytest
@@ -188,3 +189,36 @@ def test_mcp_refuses_to_start_with_a_bad_python(snapcell, tmp_path):
                  env={"PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"})
     assert r.returncode == 2
     assert b"snapcell mcp: the interpreter (python3 on PATH)" in r.stderr, r.stderr
+
+
+def test_snapcell_python_is_the_default_that_options_and_venvs_replace(snapcell, tmp_path):
+    """SNAPCELL_PYTHON (what the wheel's snapcell command sets to the Python running it) picks
+    the interpreter when no option or config names one; --python replaces it, and a venv runs
+    its own interpreter instead."""
+    pyenv = sorted((pathlib.Path.home() / ".pyenv" / "versions").glob("3.12.*/bin/python3.12"))
+    if not pyenv:
+        pytest.skip("no pyenv CPython 3.12 on this machine")
+    env = {"SNAPCELL_PYTHON": str(pyenv[-1])}
+    r = snapcell("run", "-", stdin=b"import sys; print(sys.version_info[:2])", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == b"(3, 12)\n"
+    r = snapcell("run", "--python", "/usr/bin/python3", "-",
+                 stdin=b"import sys; print(sys.version_info[:2])", env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout != b"(3, 12)\n", r.stdout
+    base = fake_python(tmp_path / "a" / "python3.13", version=(3, 13, 0))
+    venv = tmp_path / "venv"
+    (venv / "lib" / "python3.13" / "site-packages").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = /nowhere\nversion = 3.13.0\nexecutable = {base}\n")
+    r = snapcell("run", "--venv", venv, "--help", env=env)
+    assert r.returncode == 0, r.stderr
+    assert b"(the venv's interpreter)" in r.stdout, r.stdout
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"venv": str(venv)}))
+    r = snapcell("doctor", "--json", "--venv", venv, env=env)
+    assert json.loads(r.stdout)["python"]["chosen_by"] == "the venv's interpreter", r.stdout
+    r = snapcell("run", "-", stdin=b"print(1)",
+                 env={"SNAPCELL_PYTHON": str(fake_python(tmp_path / "old" / "python3",
+                                                         version=(3, 9, 18)))})
+    assert r.returncode != 0
+    assert b"snapcell: SNAPCELL_PYTHON=" in r.stderr and b"Python 3.9.18" in r.stderr, r.stderr

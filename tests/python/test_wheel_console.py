@@ -66,7 +66,7 @@ def uv_env(tmp_path_factory):
             "UV_PYTHON_DOWNLOADS": "never", "UV_NO_CONFIG": "1",
             # Another snapcell's helper in the user's environment is not the packaged one's
             # business: the console script always runs the helper beside it.
-            "SNAPCELL_HELPER": "/nonexistent/snapcell-cell"}
+            "SNAPCELL_HELPER": "/nonexistent/snapcell-cell", "SNAPCELL_PYTHON": ""}
 
 
 @pytest.fixture(scope="module")
@@ -85,16 +85,20 @@ def mcp_session(command, args, env):
         params = StdioServerParameters(command=command, args=args, env=env)
         async with Client(params) as client:
             tools = (await client.list_tools()).tools
-            result = await client.call_tool("execute_code", {"code": "print(6 * 7)"})
+            result = await client.call_tool(
+                "execute_code", {"code": "import sys; print(6 * 7, tuple(sys.version_info[:2]))"})
             return tools, result
 
     return asyncio.run(asyncio.wait_for(go(), 120))
 
 
 def check_session(tools, result):
+    """The cells run the Python that runs the console script (its base interpreter: this
+    test's own version), not the CLI's default python3 on PATH."""
     assert [t.name for t in tools] == ["execute_code"]
     assert result.is_error is False, result
-    assert [c.text for c in result.content if c.type == "text"] == ["42\n"]
+    assert [c.text for c in result.content if c.type == "text"] == \
+        [f"42 {tuple(sys.version_info[:2])}\n"]
 
 
 def test_uvx_from_the_wheel_serves_mcp(uv_env):
@@ -109,7 +113,7 @@ def test_uvx_from_the_wheel_serves_mcp(uv_env):
 
 
 def test_venv_console_script_serves_mcp(venv):
-    env = {**os.environ, "SNAPCELL_HELPER": "/nonexistent/snapcell-cell"}
+    env = {**os.environ, "SNAPCELL_HELPER": "/nonexistent/snapcell-cell", "SNAPCELL_PYTHON": ""}
     check_session(*mcp_session(str(venv / "bin" / "snapcell"), ["mcp"], env))
 
 
