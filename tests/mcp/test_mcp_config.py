@@ -116,10 +116,14 @@ def test_a_helper_that_cannot_start_is_refused_with_its_own_words(snapcell_bin):
         r = subprocess.run([path, "mcp", *transport], capture_output=True,
                            env={**env, "SNAPCELL_HELPER": str(helper)}, input=b"", timeout=30)
         assert (r.returncode, r.stdout) == (3, b""), r.stderr
-        assert r.stderr.decode() == (
+        # Its words, then the interpreter the sandbox would have run (two lines).
+        lines = r.stderr.decode().splitlines()
+        assert lines[0] == (
             f"snapcell mcp: cannot start the sandbox: helper {helper} exited with status 127 "
             "before its greeting: snapcell-cell: error while loading shared libraries: "
-            "libpython3.11.so.1.0: cannot open shared object file: No such file or directory\n")
+            "libpython3.11.so.1.0: cannot open shared object file: No such file or directory")
+        assert [line.split(":")[0] for line in lines[1:]] == ["snapcell mcp"] * 2, lines
+        assert lines[1].startswith("snapcell mcp: python: "), lines
 
 
 def test_network_entries_reach_the_runs_and_their_audit(snapcell_bin, tmp_path):
