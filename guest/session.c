@@ -165,8 +165,10 @@ static void anchor_request(uint8_t type, const uint8_t *payload, size_t len)
 		kill(-1, SIGSTOP);
 		if (sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_FROZEN, NULL, 0) < 0)
 			_exit(0);
-	} else if (type == SC_FRAME_THAW && len == 0) {
-		kill(-1, SIGCONT);
+	} else if (type == SC_FRAME_THAW && len == sizeof(pid)) {
+		memcpy(&pid, payload, sizeof(pid));
+		if (pid > 1)
+			kill(pid, SIGCONT); /* that one process: the others stay stopped */
 	}
 }
 
