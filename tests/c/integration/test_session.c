@@ -441,3 +441,42 @@ Test(session, a_tmp_out_of_inodes_does_not_end_the_family, .timeout = 60)
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
+
+/* Issue 21 item 10: the host makes a branch's frame socket, so SO_PEERPIDFD on it (or
+ * SO_PASSPIDFD, then a frame from the host) gave the code a live pidfd for the host process.
+ * Every socket the code holds is tried, in a first session and in a branch. */
+Test(session, no_socket_gives_a_pidfd_of_its_peer)
+{
+	static const char probe[] =
+		"import os, socket, stat\n"
+		"got, types = [], set()\n"
+		"for fd in range(1024):\n"
+		"    try:\n"
+		"        if not stat.S_ISSOCK(os.fstat(fd).st_mode):\n"
+		"            continue\n"
+		"    except OSError:\n"
+		"        continue\n"
+		"    s = socket.socket(fileno=os.dup(fd))\n"
+		"    types.add(s.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE))\n"
+		"    for call in (lambda: s.getsockopt(socket.SOL_SOCKET, 77),\n"
+		"                 lambda: s.setsockopt(socket.SOL_SOCKET, 76, 1)):\n"
+		"        try:\n"
+		"            got.append((fd, call()))\n"
+		"        except OSError as e:\n"
+		"            if e.errno != 92:\n"
+		"                got.append((fd, e.errno))\n"
+		"    s.close()\n"
+		"print(got, types)\n";
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s, probe, "[] {1}\n");
+	struct snapcell_snapshot *snap = snapshot(s);
+	struct snapcell_session *b = branch(snap);
+	expect_session_out(b, probe, "[] {1}\n");
+	restore(s, snap);
+	expect_session_out(s, probe, "[] {1}\n");
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
