@@ -577,7 +577,7 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
-	struct sc_run_target t = {&s->worker, false, worker_kill, NULL, s};
+	struct sc_run_target t = {&s->worker, false, worker_kill, NULL, s, &s->family->anchor};
 	struct sc_family *f = s->family;
 	struct sc_gate_cell *gate = NULL;
 	pthread_mutex_lock(&f->run_lock);
