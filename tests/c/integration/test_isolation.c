@@ -827,3 +827,20 @@ Test(isolation, branched_session_workers_hold_only_their_four_fds, .timeout = 60
 	snapcell_snapshot_free(snap);
 	snapcell_sandbox_free(sb);
 }
+
+/* Issue 21 item 10: sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
+ * refused as absent (ENOSYS), and what calls it through libc goes on. */
+Test(isolation, sysinfo_reports_nothing_of_the_host)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      "import ctypes, os\n"
+		      "libc = ctypes.CDLL(None, use_errno=True)\n"
+		      "buf = ctypes.create_string_buffer(b'\\xaa' * 256, 256)\n"
+		      "rc = libc.sysinfo(buf)\n"
+		      "print(rc, ctypes.get_errno() == 38, set(buf.raw) == {0xaa})\n"
+		      "os.sysconf('SC_PHYS_PAGES')\n"
+		      "print(sorted([3, 1, 2]))\n",
+		      "-1 True True\n[1, 2, 3]\n");
+	snapcell_sandbox_free(sb);
+}
