@@ -106,14 +106,18 @@ static _Noreturn void snapshot_loop(int ctl)
 
 static void take_snapshot(int ctl)
 {
+	/* Before the fork, not in the child: the family is stopped once the host has SNAPPED,
+	 * and only this worker runs again, so a child that had not yet run would look for its
+	 * working directory after the worker's next run changed it. (Only a snapshot reads
+	 * snapshot_cwd; the worker keeps its copy unused.) */
+	if (!getcwd(snapshot_cwd, sizeof(snapshot_cwd)) || snapshot_cwd[0] != '/')
+		snapshot_cwd[0] = 0;
 	sc_py_before_fork();
 	pid_t pid = fork();
 	if (pid == 0) {
 		sc_py_after_fork_child();
 		setpgid(0,
 			0); /* out of the worker's group: killing the worker spares its snapshots */
-		if (!getcwd(snapshot_cwd, sizeof(snapshot_cwd)) || snapshot_cwd[0] != '/')
-			snapshot_cwd[0] = 0;
 		snapshot_loop(ctl);
 	}
 	/* Before SNAPPED: the host may kill the worker's group as soon as it has the reply, and
@@ -165,8 +169,10 @@ static void anchor_request(uint8_t type, const uint8_t *payload, size_t len)
 		kill(-1, SIGSTOP);
 		if (sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_FROZEN, NULL, 0) < 0)
 			_exit(0);
-	} else if (type == SC_FRAME_THAW && len == 0) {
-		kill(-1, SIGCONT);
+	} else if (type == SC_FRAME_THAW && len == sizeof(pid)) {
+		memcpy(&pid, payload, sizeof(pid));
+		if (pid > 1)
+			kill(pid, SIGCONT); /* that one process: the others stay stopped */
 	}
 }
 

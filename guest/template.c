@@ -200,19 +200,20 @@ static __attribute__((noinline)) void scrub_stack(void)
 }
 
 /* The work directory's host path (where the root, /output and /input come from) and the
- * memory cgroup's (the helper opened it) are the host's business: nothing needs them once
- * the root is built, and every cell forked from here would otherwise carry them in its
- * memory (tests/c/integration/test_isolation.c). */
+ * memory cgroup's (the template holds its descriptor) are the host's business: nothing needs
+ * them once the root is built, and every cell forked from here would otherwise carry them in
+ * its memory (tests/c/integration/test_isolation.c). */
 static void forget_host_paths(void)
 {
-	char **paths[] = {&T.cfg.s.root, &T.cfg.s.out, &T.cfg.s.input, &T.cfg.s.cgroup};
+	char **paths[] = {&T.cfg.s.root, &T.cfg.s.out, &T.cfg.s.input, &T.cfg.s.cgroup,
+			  &T.cfg.s.tmp};
 	for (size_t i = 0; i < SC_ARRAY_LEN(paths); i++) {
 		if (*paths[i])
 			explicit_bzero(*paths[i], strlen(*paths[i]));
 		free(*paths[i]);
 		*paths[i] = NULL;
 	}
-	T.cfg.root_base = T.cfg.out_dir = T.cfg.input_dir = T.cfg.cgroup = NULL;
+	T.cfg.root_base = T.cfg.out_dir = T.cfg.input_dir = T.cfg.cgroup = T.cfg.tmp_dir = NULL;
 	scrub_stack();
 }
 

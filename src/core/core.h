@@ -258,6 +258,9 @@ struct sc_run_target {
 	int (*collect)(const struct sc_run_target *t, struct snapcell_sandbox *sb,
 		       struct snapcell_result *res);
 	void *ctx; /* the target's own (a session) */
+	/* Level rlimits: the cell whose /tmp and /output the run's files are in (a session's
+	 * family shares its anchor's); NULL: the target's own. */
+	const struct sc_cell *files;
 };
 
 /* Runs code in the target; *alive says whether it is still there to run more (a session's

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,7 +41,24 @@
 #define CALL_SPIN_US 50
 #endif
 
-enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL, FORCED_CANCEL };
+enum forced {
+	NOT_FORCED,
+	FORCED_TIMEOUT,
+	FORCED_OUTPUT,
+	FORCED_PROTOCOL,
+	FORCED_CANCEL,
+	FORCED_FILES
+};
+
+/* Level rlimits has no tmpfs per cell: its /tmp and /output are directories on the work
+ * directory's filesystem (/dev/shm, host memory, by default), which a cell filled at ~2.5
+ * GiB/s. The host measures them while the cell runs, every FILES_WATCH_US plus ten times
+ * what the last walk took, and kills the cell once they hold more than its /tmp and /output
+ * sizes together (what the other levels' tmpfs allow), more than FILES_MAX_ENTRIES entries,
+ * or a directory deeper than FILES_MAX_DEPTH. */
+#define FILES_WATCH_US	  20000
+#define FILES_MAX_ENTRIES 131072
+#define FILES_MAX_DEPTH	  64
 
 struct stream {
 	char *buf;
@@ -77,6 +96,8 @@ struct run {
 	uint64_t killed_us; /* when kill_cell fired */
 	struct sc_spin spin;
 	uint64_t spin_until_us; /* after answering a call: poll without sleeping until then */
+	uint64_t
+		files_watch_us; /* level rlimits: when to measure /tmp and /output next; 0: never */
 };
 
 static void kill_cell(struct run *r, enum forced why)
@@ -298,15 +319,92 @@ static bool finished(const struct run *r, uint64_t now)
 	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
 }
 
+struct usage {
+	uint64_t bytes, entries, max_bytes;
+};
+
+/* Adds what dir holds to u; true once u is over its bounds (the walk stops there). Nothing is
+ * followed through a link, and a hard-linked file counts once per name. */
+static bool tree_over(int dir, unsigned depth, struct usage *u)
+{
+	/* Its own open file: a dup would share (and move) the offset of the caller's. */
+	int fd =
+		depth > FILES_MAX_DEPTH ? -1 : openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return depth > FILES_MAX_DEPTH;
+	}
+	bool over = false;
+	for (struct dirent *e; !over && (e = readdir(d));) {
+		struct stat st;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		u->bytes += (uint64_t)st.st_blocks * 512;
+		over = u->bytes > u->max_bytes || ++u->entries > FILES_MAX_ENTRIES;
+		if (!over && S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0) {
+				over = tree_over(sub, depth + 1, u);
+				close(sub);
+			}
+		}
+	}
+	closedir(d);
+	return over;
+}
+
+/* Level rlimits: whether the cell's /tmp and /output (out/<id> and tmp/<id> in the work
+ * directory; a session's family shares its anchor's) are over their sizes together. */
+static bool files_over(const struct run *r, const struct snapcell_sandbox *sb)
+{
+	const struct sc_cell *c = r->target->files ? r->target->files : r->cell;
+	const uint64_t *l = sb->cfg->limits;
+	struct usage u = {.max_bytes = l[SNAPCELL_LIMIT_TMP_BYTES] +
+				       l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] + (1u << 20)};
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/tmp/%u", sb->workdir, c->id);
+	int tmp = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	bool over = tmp >= 0 && tree_over(tmp, 0, &u);
+	if (tmp >= 0)
+		close(tmp);
+	return over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
+}
+
+static void watch_files(struct run *r, const struct snapcell_sandbox *sb, uint64_t now)
+{
+	if (!r->files_watch_us || now < r->files_watch_us || r->forced != NOT_FORCED)
+		return;
+	if (files_over(r, sb)) {
+		r->hit |= SNAPCELL_HIT_TMP;
+		snprintf(r->note, sizeof(r->note),
+			 "snapcell: /tmp and /output passed their size limit (%llu bytes together, "
+			 "or %u entries) and the cell was killed\n",
+			 (unsigned long long)(sb->cfg->limits[SNAPCELL_LIMIT_TMP_BYTES] +
+					      sb->cfg->limits[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] +
+					      (1u << 20)),
+			 FILES_MAX_ENTRIES);
+		kill_cell(r, FORCED_FILES);
+	}
+	uint64_t after = sc__now_us();
+	r->files_watch_us = after + FILES_WATCH_US + 10 * (after - now);
+}
+
 /* Returns 0 when the cell is gone and reaped, or SNAPCELL_E_TEMPLATE. */
 static int loop(struct run *r, const struct snapcell_sandbox *sb)
 {
 	uint64_t wall_us = sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS] * 1000;
 	r->deadline_us = r->start_us + wall_us;
+	if (sb->level == SNAPCELL_ISOLATION_RLIMITS)
+		r->files_watch_us = r->start_us + FILES_WATCH_US;
 	for (;;) {
 		uint64_t now = sc__now_us();
 		if (finished(r, now))
 			return 0;
+		watch_files(r, sb, now);
 		if (now >= r->deadline_us && r->forced == NOT_FORCED) {
 			r->hit |= SNAPCELL_HIT_WALL;
 			kill_cell(r, FORCED_TIMEOUT);
@@ -338,6 +436,10 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 			until = 0; /* just answered a call: the next may be microseconds away */
 		else if (r->spin_until_us)
 			end_spin(r, false);
+		if (r->files_watch_us && r->forced == NOT_FORCED) {
+			uint64_t watch = r->files_watch_us > now ? r->files_watch_us - now : 0;
+			until = watch < until ? watch : until;
+		}
 		int timeout_ms = (int)((until + 999) / 1000);
 		if (poll(pf, 5, timeout_ms) < 0 && errno != EINTR)
 			return -errno;
@@ -402,7 +504,7 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 		res->status = SNAPCELL_STATUS_TIMEOUT;
 	else if (r->forced == FORCED_OUTPUT)
 		res->status = SNAPCELL_STATUS_OUTPUT_LIMIT;
-	else if (r->forced == FORCED_PROTOCOL)
+	else if (r->forced == FORCED_PROTOCOL || r->forced == FORCED_FILES)
 		res->status = SNAPCELL_STATUS_KILLED;
 	else if (r->forced == FORCED_CANCEL)
 		res->status = SNAPCELL_STATUS_CANCELLED;
@@ -645,7 +747,7 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	rc = sc__sandbox_take_cell(sb, &cell, err);
 	if (rc < 0)
 		return rc;
-	struct sc_run_target t = {&cell, true, fresh_kill, fresh_collect, NULL};
+	struct sc_run_target t = {&cell, true, fresh_kill, fresh_collect, NULL, NULL};
 	req.learn = sc__prefault_wants(sb, cell.id);
 	struct sc_gate_cell *gate = NULL;
 	if (cell.n_net &&

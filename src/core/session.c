@@ -62,6 +62,7 @@ struct snapcell_session {
 struct snapcell_snapshot {
 	struct sc_family *family;
 	int ctl;	 /* the snapshot's socket */
+	int32_t pid;	 /* in the family's namespace, as its worker said */
 	uint32_t tmp_id; /* the copy of its session's /tmp */
 };
 
@@ -230,11 +231,18 @@ static int family_freeze(struct sc_family *f)
 	return anchor_call(f, SC_FRAME_FREEZE, SC_FRAME_FROZEN);
 }
 
-/* Continues the family. No answer is needed: a request sent next to a worker or a snapshot
- * waits in its socket until the process runs again. */
-static void family_thaw(struct sc_family *f)
+/* Continues one process of the family (the worker that runs, or the snapshot that forks),
+ * and nothing else: a process an earlier run left, and every other session's worker, stay
+ * stopped, so none writes the /output or /tmp this turn sees. No answer is needed: a request
+ * sent next waits in the process's socket until it runs again. */
+static void family_thaw(struct sc_family *f, int32_t pid)
 {
-	anchor_call(f, SC_FRAME_THAW, 0);
+	pthread_mutex_lock(&f->lock);
+	int fd = f->anchor.fds[SC_CELL_RPC];
+	int rc = fd < 0 ? -EPIPE : sc__frame_write(fd, SC_FRAME_THAW, &pid, sizeof(pid));
+	pthread_mutex_unlock(&f->lock);
+	if (rc < 0)
+		family_end(f);
 }
 
 /* Ends a turn: stops the family, runs during() on it stopped (with what stopping returned),
@@ -569,7 +577,7 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
-	struct sc_run_target t = {&s->worker, false, worker_kill, NULL, s};
+	struct sc_run_target t = {&s->worker, false, worker_kill, NULL, s, &s->family->anchor};
 	struct sc_family *f = s->family;
 	struct sc_gate_cell *gate = NULL;
 	pthread_mutex_lock(&f->run_lock);
@@ -577,7 +585,7 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 		pthread_mutex_unlock(&f->run_lock);
 		return sc__err(err, rc, "session_run: put the session's /tmp in place");
 	}
-	family_thaw(f);
+	family_thaw(f, s->pid);
 	if (f->anchor.n_net) {
 		rc = sc__gate_cell_start(
 			f->sb->gate, f->anchor.net, f->anchor.n_net,
@@ -611,19 +619,18 @@ static int fork_snapshot(struct snapcell_session *s, struct snapcell_snapshot *s
 {
 	/* We make the snapshot's socket and hand the worker its end: nothing from the worker
 	 * is ever used as a descriptor here. */
-	int32_t pid;
 	int c[2];
 	int rc = tmp_switch(s->family, s->tmp_id); /* its working directory is in its /tmp */
 	if (rc < 0)
 		return rc;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c) < 0)
 		return -errno;
-	family_thaw(s->family);
+	family_thaw(s->family, s->pid);
 	rc = send_request(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPSHOT, &c[1], 1);
 	close(c[1]);
 	snap->ctl = c[0];
 	if (rc == 0)
-		rc = read_pid_reply(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPPED, &pid);
+		rc = read_pid_reply(s->worker.fds[SC_CELL_RPC], SC_FRAME_SNAPPED, &snap->pid);
 	if (rc < 0)
 		close(snap->ctl);
 	return rc;
@@ -680,7 +687,7 @@ static int branch(const struct snapcell_snapshot *snap, struct snapcell_session 
 	pthread_mutex_lock(&f->run_lock);
 	int tmp_rc = tmp_copy(f, snap->tmp_id, tmp_id);
 	if (tmp_rc == 0 && (rc = tmp_switch(f, tmp_id)) == 0) {
-		family_thaw(f);
+		family_thaw(f, snap->pid);
 		rc = send_request(snap->ctl, SC_FRAME_FORK, theirs, 3);
 	}
 	for (int i = 0; i < 3; i++)

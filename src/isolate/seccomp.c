@@ -63,7 +63,6 @@ static const char *const allowed[] = {
 	"setpgid",
 	"getpriority",
 	"uname",
-	"sysinfo",
 	"getrandom",
 	"getcpu",
 	"sched_yield",
@@ -199,8 +198,7 @@ static const char *const allowed[] = {
 	"shutdown",
 	"getsockname",
 	"getpeername",
-	"getsockopt",
-	"setsockopt",
+	/* getsockopt and setsockopt: argument-checked below */
 	/* processes; clone is argument-checked below */
 	"fork",
 	"vfork",
@@ -209,6 +207,10 @@ static const char *const allowed[] = {
 /* "Feature absent": libc and CPython fall back (clone3 -> clone keeps threads working). */
 static const char *const absent[] = {
 	"clone3",
+	/* the host's task count, load, uptime and RAM (glibc's sysconf(_SC_PHYS_PAGES) then
+	 * reads an unfilled struct: its number means nothing, and qsort, which sizes a buffer
+	 * by it, sorts either way) */
+	"sysinfo",
 	"io_uring_setup",
 	"io_uring_enter",
 	"io_uring_register",
@@ -335,9 +337,40 @@ static int add_io_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
+/* Allows call nr for every value of its int argument arg but `except` (refused as the kernel
+ * refuses an option it does not know). The kernel reads only the argument's low 32 bits,
+ * which a comparison of all 64 cannot single out, so what is allowed is spelled as [0,
+ * except) and aligned blocks up to 2^32; a value with high bits set falls to the default. */
+static int allow_all_but(scmp_filter_ctx ctx, int nr, unsigned arg, uint64_t except)
+{
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+				  SCMP_CMP(arg, SCMP_CMP_LT, (scmp_datum_t)except));
+	for (uint64_t lo = except + 1; rc == 0 && lo < 1ULL << 32;) {
+		uint64_t size = lo & -lo;
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+				      SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, ~(size - 1), lo));
+		lo += size;
+	}
+	return rc == 0 ? seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOPROTOOPT), nr, 1,
+					  SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, 0xffffffffu, except))
+		       : rc;
+}
+
+/* No pidfd of a socket's peer: the host made a session worker's frame socket, so
+ * SO_PEERPIDFD on it, or SO_PASSPIDFD and a frame from the host, handed code a live pidfd for
+ * the host process. */
+static int add_sockopt_rules(scmp_filter_ctx ctx)
+{
+	enum { PASS_PIDFD = 76, PEER_PIDFD = 77 }; /* SO_PASSPIDFD, SO_PEERPIDFD (Linux 6.5) */
+	int rc = allow_all_but(ctx, SCMP_SYS(getsockopt), 2, PEER_PIDFD);
+	return rc == 0 ? allow_all_but(ctx, SCMP_SYS(setsockopt), 2, PASS_PIDFD) : rc;
+}
+
 static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets, bool host)
 {
 	int rc = add_io_rules(ctx);
+	if (rc == 0)
+		rc = add_sockopt_rules(ctx);
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(ioctl_ok); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
 				      SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, ioctl_ok[i]));

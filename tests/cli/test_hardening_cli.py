@@ -43,3 +43,39 @@ def test_tool_env_never_names_the_token(snapcell):
     r = snapcell("run", "--tool-env", "SNAPCELL_MCP_TOKEN", "-", stdin=b"print(1)\n")
     assert r.returncode == 2
     assert b"--tool-env SNAPCELL_MCP_TOKEN: it holds the MCP server's token" in r.stderr
+
+
+# The cell scans its heap and stack (mapped pages around sbrk(0) and argv[0], probed with
+# msync: a cell has no /proc) for each needle, given split so the code itself does not hold it.
+SCAN_MEMORY = b"""import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.sbrk.restype = ctypes.c_void_p
+libc.sbrk.argtypes = [ctypes.c_long]
+libc.msync.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+P = 4096
+def mapped(a):
+    return a > 0 and libc.msync(ctypes.c_void_p(a), P, 1) == 0
+def region(addr):
+    lo = hi = addr & ~(P - 1)
+    while mapped(lo - P):
+        lo -= P
+    while mapped(hi):
+        hi += P
+    return ctypes.string_at(lo, hi - lo)
+stack = ctypes.c_void_p.in_dll(libc, 'program_invocation_name').value
+mem = region(libc.sbrk(0) - 1) + region(stack)
+print(*(mem.count(b''.join(parts)) for parts in NEEDLES))
+"""
+
+
+def test_no_tool_command_or_host_path_in_cell_memory(snapcell, tmp_path):
+    # Issue 21 item 10: no tool command line, work directory or cgroup path may be readable
+    # in a cell's memory. The control is a string the code puts on its own heap.
+    command = "cat >/dev/null; echo sc-toolcmd-marker-31337"
+    needles = [[command[:10].encode(), command[10:].encode()],
+               [b"/sys/fs/", b"cgroup/"], [b"sc-control", b"mark"]]
+    code = (b"NEEDLES = " + repr(needles).encode() + b"\n" + SCAN_MEMORY.replace(
+        b"stack = ", b"control = libc.strdup(b'sc-control' + b'mark')\nstack = ", 1))
+    r = snapcell("run", "--tool", f"probe={command}", "-", stdin=code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [b"0", b"0", b"1"], r.stdout

@@ -770,7 +770,8 @@ Test(isolation, out_of_band_data_is_refused)
 	"    print(*(mem.count(m) for m in markers))\n"
 
 /* Item 11: the host's work-directory path (here under a $TMPDIR named for the test) reached
- * the template in its setup message and stayed in the memory of every cell forked from it. */
+ * the template in its setup message and stayed in the memory of every cell forked from it.
+ * Issue 21 item 10: so did the memory cgroup's path (at level cgroups), and the helper's. */
 Test(isolation, cell_memory_does_not_hold_the_host_work_directory_path, .timeout = 60)
 {
 	char parent[] = "/tmp/sc-leakmark-XXXXXX";
@@ -779,10 +780,18 @@ Test(isolation, cell_memory_does_not_hold_the_host_work_directory_path, .timeout
 	cr_assert_eq(setenv("TMPDIR", parent, 1), 0);
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	/* The control: a C string the cell puts on its own heap is found. */
-	expect_output(sb,
-		      PY_SCAN_MEMORY "control = libc.strdup(b'sc-control' + b'mark')\n"
-				     "scan(b'sc-leak' + b'mark-', b'sc-control' + b'mark')\n",
-		      "0 1\n");
+	const char *helper =
+		getenv("SNAPCELL_HELPER") ? getenv("SNAPCELL_HELPER") : SC_TEST_DEFAULT_HELPER;
+	const char *tail = helper + strlen(helper) / 2;
+	char code[8192];
+	snprintf(code, sizeof(code),
+		 PY_SCAN_MEMORY
+		 "control = libc.strdup(b'sc-control' + b'mark')\n"
+		 "cgroup = b''.join([b'/sys/fs/', b'cgroup/'])\n"
+		 "helper = b''.join([b'%.*s', b'%s'])\n"
+		 "scan(b'sc-leak' + b'mark-', cgroup, helper, b'sc-control' + b'mark')\n",
+		 (int)(tail - helper), helper, tail);
+	expect_output(sb, code, "0 0 0 1\n");
 	snapcell_sandbox_free(sb);
 	unsetenv("TMPDIR");
 	cr_expect_eq(rmdir(parent), 0, "%s", strerror(errno));
@@ -834,5 +843,22 @@ Test(isolation, branched_session_workers_hold_only_their_four_fds, .timeout = 60
 	snapcell_session_free(branch);
 	snapcell_session_free(s);
 	snapcell_snapshot_free(snap);
+	snapcell_sandbox_free(sb);
+}
+
+/* Issue 21 item 10: sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
+ * refused as absent (ENOSYS), and what calls it through libc goes on. */
+Test(isolation, sysinfo_reports_nothing_of_the_host)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(sb,
+		      "import ctypes, os\n"
+		      "libc = ctypes.CDLL(None, use_errno=True)\n"
+		      "buf = ctypes.create_string_buffer(b'\\xaa' * 256, 256)\n"
+		      "rc = libc.sysinfo(buf)\n"
+		      "print(rc, ctypes.get_errno() == 38, set(buf.raw) == {0xaa})\n"
+		      "os.sysconf('SC_PHYS_PAGES')\n"
+		      "print(sorted([3, 1, 2]))\n",
+		      "-1 True True\n[1, 2, 3]\n");
 	snapcell_sandbox_free(sb);
 }

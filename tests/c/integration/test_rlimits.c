@@ -530,3 +530,50 @@ Test(rlimits, a_warmup_reaches_no_network)
 		snapcell_config_free(cfg);
 	}
 }
+
+/* Issue 21 item 10: this level has no tmpfs per cell, and a cell filled the work directory's
+ * filesystem (/dev/shm) at ~2.5 GiB/s with files each under the file-size limit. The host
+ * measures /tmp and /output while the cell runs and kills it past their sizes together; a
+ * cell writing within them is left alone. */
+Test(rlimits, tmp_and_output_are_bounded_together, .timeout = 90)
+{
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_TMP_BYTES, 8 << 20, NULL);
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, 8 << 20, NULL);
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 30000, NULL);
+	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
+	snapcell_config_free(cfg);
+	static const char *const fill[] = {"SNAPCELL_TMP", "SNAPCELL_OUTPUT"};
+	for (size_t i = 0; i < 2; i++) {
+		char code[512];
+		snprintf(code, sizeof(code),
+			 "import os\n"
+			 "d = os.environ['%s']\n"
+			 "chunk = b'x' * (1 << 20)\n"
+			 "for n in range(4096):\n"
+			 "    with open(os.path.join(d, f'f{n}'), 'wb') as f:\n"
+			 "        f.write(chunk)\n"
+			 "print('filled 4 GiB')\n",
+			 fill[i]);
+		struct snapcell_result *res = test_run(sb, code);
+		cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED, "%s: %s (%s)", fill[i],
+			     snapcell_status_name(res->status), res->stdout_buf);
+		cr_expect(res->limits_hit & SNAPCELL_HIT_TMP, "%s: hit %#x", fill[i],
+			  res->limits_hit);
+		cr_expect_lt(res->wall_us, 20000000, "%s: stopped after %llu us", fill[i],
+			     (unsigned long long)res->wall_us);
+		cr_expect(strstr(res->stderr_buf, "size limit"), "%s: %s", fill[i],
+			  res->stderr_buf);
+		snapcell_result_free(res);
+	}
+	expect_output(sb,
+		      "import os\n"
+		      "for d in ('SNAPCELL_TMP', 'SNAPCELL_OUTPUT'):\n"
+		      "    with open(os.path.join(os.environ[d], 'f'), 'wb') as f:\n"
+		      "        f.write(b'x' * (6 << 20))\n"
+		      "import time\n"
+		      "time.sleep(0.3)\n"
+		      "print('within')\n",
+		      "within\n");
+	snapcell_sandbox_free(sb);
+}

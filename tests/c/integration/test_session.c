@@ -225,20 +225,12 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 	snapcell_sandbox_free(sb);
 }
 
-/* The monotonic times (ns) that name the artifacts of res, in order; returns their count. */
-static size_t artifact_times(const struct snapcell_result *res, long long *t, size_t cap)
-{
-	size_t n = 0;
-	for (size_t i = 0; i < res->n_artifacts && n < cap; i++)
-		t[n++] = atoll(res->artifacts[i].path);
-	return n;
-}
-
 /* Item 7: a process left from an earlier run wrote into /output (and /tmp) between runs, so
- * the next run collected files no run of it made. Between runs the whole family is stopped
- * (whatever process group or session its processes moved to) and continues with the next
- * run: a writer that left its worker's session writes during runs only. */
-Test(session, a_family_is_stopped_between_runs_and_continues_with_the_next, .timeout = 60)
+ * the next run collected files no run of it made. Issue 21 item 10: it then went on writing
+ * during the next run, which reported files it never wrote. Between runs the whole family is
+ * stopped (whatever process group or session its processes moved to), and a turn continues
+ * only the process it is for: what a run left never runs again. */
+Test(session, a_process_a_run_left_never_runs_again, .timeout = 60)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	struct snapcell_session *s = new_session(sb);
@@ -252,37 +244,62 @@ Test(session, a_family_is_stopped_between_runs_and_continues_with_the_next, .tim
 				     "    while True:\n"
 				     "        open(f'/output/{time.monotonic_ns()}', 'w').close()\n"
 				     "        time.sleep(0.002)\n"
-				     "time.sleep(0.1)\n"
-				     "print(time.monotonic_ns())\n",
+				     "time.sleep(0.1)\n",
 				     SIZE_MAX, NULL, &res, &err),
 		0, "%s", err.message);
 	expect_ok(res);
-	long long end1 = atoll(res->stdout_buf);
-	cr_expect_gt(res->n_artifacts, 0, "the writer ran during the run");
+	cr_expect_gt(res->n_artifacts, 0, "the writer ran during its run");
 	snapcell_result_free(res);
-	usleep(2000 * 1000);
-	cr_assert_eq(snapcell_session_run(s,
-					  "import time\n"
-					  "print(time.monotonic_ns())\n"
-					  "time.sleep(0.2)\n",
-					  SIZE_MAX, NULL, &res, &err),
-		     0, "%s", err.message);
-	expect_ok(res);
-	long long start2 = atoll(res->stdout_buf);
-	cr_assert_gt(start2 - end1, 1900000000LL);
-	static long long t[131072];
-	size_t n = artifact_times(res, t, sizeof(t) / sizeof(t[0])), between = 0, during = 0;
-	for (size_t i = 0; i < n; i++) {
-		/* Margins for the moments between the code's last line and the stop, and between
-		 * the continue and its first line. */
-		if (t[i] > end1 + 500000000LL && t[i] < start2 - 500000000LL)
-			between++;
-		if (t[i] > start2)
-			during++;
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(snapcell_session_run(s, "import time\ntime.sleep(0.3)\n", SIZE_MAX,
+						  NULL, &res, &err),
+			     0, "%s", err.message);
+		expect_ok(res);
+		cr_expect_eq(res->n_artifacts, 0, "run %d reported %zu files it never wrote", i + 2,
+			     res->n_artifacts);
+		snapcell_result_free(res);
 	}
-	cr_expect_eq(between, 0, "%zu of %zu files were written between the runs", between, n);
-	cr_expect_gt(during, 0, "the writer goes on while the next run runs");
-	snapcell_result_free(res);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* Issue 21 item 10: a process a branch left kept rewriting its sibling's /tmp while the
+ * sibling ran (2 of 4 tries). The race is run many times. */
+Test(session, a_branchs_leftover_never_writes_its_siblings_tmp, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s, "import os, time", "");
+	struct snapcell_snapshot *snap = snapshot(s);
+	for (int i = 0; i < 20; i++) {
+		struct snapcell_session *a = branch(snap), *b = branch(snap);
+		expect_session_out(a,
+				   "if os.fork() == 0:\n"
+				   "    os.setsid()\n"
+				   "    n = 0\n"
+				   "    while True:\n"
+				   "        n += 1\n"
+				   "        try:\n"
+				   "            open('/tmp/counter', 'w').write(str(n))\n"
+				   "        except OSError:\n"
+				   "            pass\n"
+				   "        time.sleep(0.001)\n"
+				   "time.sleep(0.02)\n",
+				   "");
+		expect_session_out(b,
+				   "def read():\n"
+				   "    try:\n"
+				   "        return open('/tmp/counter').read()\n"
+				   "    except OSError:\n"
+				   "        return None\n"
+				   "first = read()\n"
+				   "time.sleep(0.05)\n"
+				   "print(first, read())\n",
+				   "None None\n");
+		snapcell_session_free(a);
+		snapcell_session_free(b);
+	}
+	snapcell_snapshot_free(snap);
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
@@ -419,6 +436,45 @@ Test(session, a_tmp_out_of_inodes_does_not_end_the_family, .timeout = 60)
 	expect_session_out(b, "import os\nprint(os.listdir('/tmp'))", "[]\n");
 	expect_session_out(s, "print(len(os.listdir('/tmp')) == n)", "True\n");
 	cr_expect(snapcell_session_alive(b));
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* Issue 21 item 10: the host makes a branch's frame socket, so SO_PEERPIDFD on it (or
+ * SO_PASSPIDFD, then a frame from the host) gave the code a live pidfd for the host process.
+ * Every socket the code holds is tried, in a first session and in a branch. */
+Test(session, no_socket_gives_a_pidfd_of_its_peer)
+{
+	static const char probe[] =
+		"import os, socket, stat\n"
+		"got, types = [], set()\n"
+		"for fd in range(1024):\n"
+		"    try:\n"
+		"        if not stat.S_ISSOCK(os.fstat(fd).st_mode):\n"
+		"            continue\n"
+		"    except OSError:\n"
+		"        continue\n"
+		"    s = socket.socket(fileno=os.dup(fd))\n"
+		"    types.add(s.getsockopt(socket.SOL_SOCKET, socket.SO_TYPE))\n"
+		"    for call in (lambda: s.getsockopt(socket.SOL_SOCKET, 77),\n"
+		"                 lambda: s.setsockopt(socket.SOL_SOCKET, 76, 1)):\n"
+		"        try:\n"
+		"            got.append((fd, call()))\n"
+		"        except OSError as e:\n"
+		"            if e.errno != 92:\n"
+		"                got.append((fd, e.errno))\n"
+		"    s.close()\n"
+		"print(got, types)\n";
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_session *s = new_session(sb);
+	expect_session_out(s, probe, "[] {1}\n");
+	struct snapcell_snapshot *snap = snapshot(s);
+	struct snapcell_session *b = branch(snap);
+	expect_session_out(b, probe, "[] {1}\n");
+	restore(s, snap);
+	expect_session_out(s, probe, "[] {1}\n");
 	snapcell_session_free(b);
 	snapcell_snapshot_free(snap);
 	snapcell_session_free(s);
