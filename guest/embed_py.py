@@ -1,6 +1,7 @@
 """Build step: turns a Python source file into a C header holding it as a string constant
-(NAME). The template compiles it at its start (Py_CompileString): bytecode is the running
-interpreter's business, and the guest module serves every CPython version."""
+(NAME). Bytecode is the running interpreter's business, and the guest module serves every
+CPython version: the host's probe of an interpreter compiles it (src/core/python_probe.c),
+and the template compiles it itself (Py_CompileString) when the probe's copy does not fit."""
 import sys
 
 src, out, name = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -381,11 +381,38 @@ static int freeze_heap(void)
 	return r ? 0 : -1;
 }
 
-/* The prelude, compiled from its source (the interpreter's own bytecode), with _compile and
- * the tools, network and bridge configured; a new reference, or NULL with the error set. */
+/* The prelude's code as the host's probe of this interpreter compiled it (marshal, hex), or
+ * NULL without an error set when there is none for this interpreter and this prelude. The
+ * setup message it comes in is the host's (a sealed memfd nothing in the sandbox wrote). */
+static PyObject *compiled_prelude(const struct sc_setup_python *py)
+{
+	if (!py->prelude || !py->sys_version || py->prelude_hash != sc__prelude_hash(sc_prelude_py))
+		return NULL;
+	PyObject *version = PySys_GetObject("version"); /* borrowed */
+	const char *v = version ? PyUnicode_AsUTF8AndSize(version, NULL) : NULL;
+	if (!v || strcmp(v, py->sys_version) != 0) {
+		PyErr_Clear();
+		return NULL;
+	}
+	PyObject *marshal = PyImport_ImportModule("marshal");
+	PyObject *data =
+		PyObject_CallMethod((PyObject *)&PyBytes_Type, "fromhex", "s", py->prelude);
+	PyObject *code =
+		marshal && data ? PyObject_CallMethod(marshal, "loads", "(O)", data) : NULL;
+	Py_XDECREF(marshal);
+	Py_XDECREF(data);
+	if (!code)
+		PyErr_Clear();
+	return code;
+}
+
+/* The prelude (the host's compiled copy, else compiled here from its source), with _compile
+ * and the tools, network and bridge configured; a new reference, or NULL with the error set. */
 static PyObject *load_prelude(const struct sc_guest_config *cfg)
 {
-	PyObject *code = Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
+	PyObject *code = compiled_prelude(&cfg->s.python);
+	if (!code)
+		code = Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
 	PyObject *mod = code ? PyImport_ExecCodeModule("_snapcell_prelude", code) : NULL;
 	Py_XDECREF(code);
 	if (!mod)

@@ -94,6 +94,12 @@ struct sc_python {
 		      * load from (multiarch lib dirs). None lies under /tmp, /input,
 		      * /output, /dev, /proc or /.snapcell (refused at resolve). */
 	size_t n_dirs;
+	/* The prelude (guest/prelude.py) as this interpreter compiled it, marshalled, in hex,
+	 * or NULL; with sys.version and the hash of the source it was compiled from, which the
+	 * template checks before loading it instead of compiling the prelude itself. */
+	char *prelude_code;
+	char *sys_version;
+	uint64_t prelude_hash;
 };
 /* Resolves cfg's interpreter (snapcell_config_set_python's, else the venv's base interpreter,
  * else `python3` on PATH, else /usr/bin/python3), probing it once per (path, inode, mtime) per

@@ -18,10 +18,11 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "prelude.h"
 #include "util/util.h"
 
 #define PROBE_TIMEOUT_MS 5000
-#define ANSWER_MAX	 (64u << 10)
+#define ANSWER_MAX	 (256u << 10) /* the compiled prelude (hex) is most of it: ~72 KiB */
 #define STDERR_KEEP	 160
 #define CACHE_MAX	 64
 #define DIRS_MAX	 32
@@ -51,6 +52,12 @@ static const char PROBE[] =
 	"                libs.add(os.path.dirname(os.path.realpath(p)))\n"
 	"except OSError:\n"
 	"    pass\n"
+	"def prelude():\n"
+	"    try:\n"
+	"        import marshal\n"
+	"        return marshal.dumps(compile(sys.argv[1], '<snapcell>', 'exec')).hex()\n"
+	"    except Exception:\n"
+	"        return None\n"
 	"v = sysconfig.get_config_var\n"
 	"dyn = [p for p in sys.path if os.path.basename(p) == 'lib-dynload']\n"
 	"exe = getattr(sys, '_base_executable', '') or sys.executable\n"
@@ -61,7 +68,8 @@ static const char PROBE[] =
 	"    'platstdlib': real(sysconfig.get_path('platstdlib')),\n"
 	"    'dynload': real(dyn[0] if dyn else v('DESTSHARED')),\n"
 	"    'gil_disabled': bool(v('Py_GIL_DISABLED')), 'shared': bool(v('Py_ENABLE_SHARED')),\n"
-	"    'libdir': real(v('LIBDIR')), 'libs': sorted(libs)}))\n";
+	"    'libdir': real(v('LIBDIR')), 'libs': sorted(libs), 'sys_version': sys.version,\n"
+	"    'prelude': prelude()}))\n";
 
 /* The answers so far, by the file asked (after links) and its identity: a file replaced or
  * rebuilt is asked again. Entries stay for the process's life (at most CACHE_MAX). */
@@ -177,7 +185,9 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
 						POSIX_SPAWN_SETPGROUP);
-	char *argv[] = {(char *)path, "-I", "-S", "-c", (char *)PROBE, NULL};
+	/* The prelude's source is the script's argument: it compiles it (the same flags as
+	 * the template's: -I -S, no -O), so templates load its code instead of compiling it. */
+	char *argv[] = {(char *)path, "-I", "-S", "-c", (char *)PROBE, (char *)sc_prelude_py, NULL};
 	pid_t pid;
 	int rc = -posix_spawn(&pid, path, &fa, &attr, argv, env);
 	free(env);
@@ -282,6 +292,15 @@ static int parse(const char *text, struct sc_python_probe *out)
 		if (!out->implementation || !py->executable || !py->version)
 			rc = -ENOMEM;
 	}
+	/* Without either (an interpreter that could not compile it), templates compile it. */
+	const char *code = str(o, "prelude"), *sys_version = str(o, "sys_version");
+	if (rc == 0 && code && sys_version && strspn(code, "0123456789abcdef") == strlen(code)) {
+		py->prelude_code = strdup(code);
+		py->sys_version = strdup(sys_version);
+		py->prelude_hash = sc__prelude_hash(sc_prelude_py);
+		if (!py->prelude_code || !py->sys_version)
+			rc = -ENOMEM;
+	}
 	static const char *const keys[] = {"stdlib", "platstdlib", "dynload"};
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(keys); i++)
 		rc = add_dir(py, str(o, keys[i]));
@@ -301,7 +320,13 @@ static int copy_probe(const struct sc_python_probe *src, struct sc_python_probe 
 	dst->py.executable = strdup(src->py.executable);
 	dst->py.version = strdup(src->py.version);
 	dst->py.dirs = calloc(src->py.n_dirs + 1, sizeof(char *));
+	dst->py.prelude_hash = src->py.prelude_hash;
 	bool ok = dst->implementation && dst->py.executable && dst->py.version && dst->py.dirs;
+	if (ok && src->py.prelude_code) {
+		dst->py.prelude_code = strdup(src->py.prelude_code);
+		dst->py.sys_version = strdup(src->py.sys_version);
+		ok = dst->py.prelude_code && dst->py.sys_version;
+	}
 	for (size_t i = 0; ok && i < src->py.n_dirs; i++, dst->py.n_dirs++)
 		ok = (dst->py.dirs[i] = strdup(src->py.dirs[i])) != NULL;
 	if (!ok)
@@ -412,5 +437,7 @@ void sc__python_clear(struct sc_python *py)
 	for (size_t i = 0; i < py->n_dirs; i++)
 		free(py->dirs[i]);
 	free(py->dirs);
+	free(py->prelude_code);
+	free(py->sys_version);
 	*py = (struct sc_python){0};
 }

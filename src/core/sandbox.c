@@ -379,6 +379,9 @@ static int setup_paths(const struct snapcell_sandbox *sb, const struct pass_list
 	s->python.n_dirs = n_py;
 	s->python.executable = sb->python.executable;
 	s->python.version = sb->python.version;
+	s->python.prelude = sb->python.prelude_code;
+	s->python.sys_version = sb->python.sys_version;
+	s->python.prelude_hash = sb->python.prelude_hash;
 	s->python.exe_dir_fd = SC_PASS_FD_FIRST + (int)l->n - 2;
 	s->guest = (struct sc_setup_guest){SC_PASS_FD_FIRST + (int)l->n - 1, GUEST_MODULE_FILE};
 	return 0;

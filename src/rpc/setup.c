@@ -85,6 +85,9 @@ static const struct field python_fields[] = {
 	F(struct sc_setup_python, exe_dir_fd, INT),
 	FS(struct sc_setup_python, dirs, ARRAY, offsetof(struct sc_setup_python, n_dirs),
 	   &path_schema),
+	F(struct sc_setup_python, prelude, NSTR),
+	F(struct sc_setup_python, sys_version, NSTR),
+	F(struct sc_setup_python, prelude_hash, U64),
 };
 static const struct schema python_schema = SCHEMA(struct sc_setup_python, python_fields);
 

@@ -46,6 +46,12 @@ struct sc_setup_python {
 	/* Directories it loads from, each bound read-only at its own (host) path. */
 	struct sc_setup_path *dirs;
 	size_t n_dirs;
+	/* The prelude as the host's probe of this interpreter compiled it (marshal, hex), or
+	 * NULL; loaded only when sys.version and the hash of the guest's own prelude source
+	 * (sc__prelude_hash) match. */
+	char *prelude;
+	char *sys_version;
+	uint64_t prelude_hash;
 };
 
 /* The guest module (an abi3 extension beside the helper), opened by the spawn child. */

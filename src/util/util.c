@@ -388,3 +388,11 @@ bool sc__utf8_valid(const char *s, size_t len)
 	}
 	return true;
 }
+
+uint64_t sc__prelude_hash(const char *text)
+{
+	uint64_t h = 0xcbf29ce484222325u;
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++)
+		h = (h ^ *c) * 0x100000001b3u;
+	return h >> 1; /* 63 bits: a JSON integer */
+}

@@ -57,4 +57,8 @@ int sc__read_file_at(int dirfd, const char *name, char *buf, size_t size);
  * U+10FFFF): text that JSON, and a model, can carry. */
 bool sc__utf8_valid(const char *s, size_t len);
 
+/* FNV-1a of a NUL-terminated text: which prelude source a compiled prelude came from (the
+ * host's and the guest module's copies of guest/prelude.py), not a defence against anyone. */
+uint64_t sc__prelude_hash(const char *text); /* 63 bits */
+
 #endif

@@ -11,6 +11,8 @@
 
 #include "core/core.h"
 #include "helpers.h"
+#include "prelude.h"
+#include "util/util.h"
 
 /* Sets path as the interpreter and expects SNAPCELL_E_INVAL with a message holding path and
  * each of the words. */
@@ -164,6 +166,44 @@ Test(python, the_resolved_interpreter_names_the_directories_it_loads_from)
 	snapcell_config_free(cfg);
 }
 
+/* The probe compiles the prelude with the interpreter itself, so templates load its code
+ * (marshal) instead of compiling it at each start: the code is that interpreter's, of this
+ * prelude, and sys.version says which interpreter the template must be to load it. */
+Test(python, the_probe_brings_the_prelude_compiled_by_the_interpreter)
+{
+	const char *exe = some_python();
+	if (!exe)
+		cr_skip_test("no python3 on PATH and no /usr/bin/python3");
+	struct snapcell_config *cfg = test_config_new();
+	struct sc_python py;
+	struct snapcell_error err = {0};
+	cr_assert_eq(sc__python_resolve(cfg, &py, &err), 0, "%s", err.message);
+	cr_assert_not_null(py.prelude_code);
+	cr_assert_not_null(py.sys_version);
+	cr_expect_eq(py.prelude_hash, sc__prelude_hash(sc_prelude_py));
+	char path[] = "/tmp/snapcell-prelude-XXXXXX";
+	int fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	cr_assert_eq(write(fd, py.prelude_code, strlen(py.prelude_code)),
+		     (ssize_t)strlen(py.prelude_code));
+	close(fd);
+	char cmd[1024], out[512] = {0};
+	snprintf(cmd, sizeof(cmd),
+		 "%s -I -S -c \"import marshal, sys; c = marshal.loads(bytes.fromhex("
+		 "open(sys.argv[1]).read())); print(type(c).__name__, c.co_filename, "
+		 "sys.version == sys.argv[2])\" %s '%s'",
+		 py.executable, path, py.sys_version);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	size_t n = fread(out, 1, sizeof(out) - 1, p);
+	pclose(p);
+	out[n] = 0;
+	cr_expect_str_eq(out, "code <snapcell> True\n");
+	unlink(path);
+	sc__python_clear(&py);
+	snapcell_config_free(cfg);
+}
+
 Test(python, other_implementations_old_versions_and_free_threaded_builds_are_refused)
 {
 	char *dir = test_make_tree();
@@ -235,11 +275,11 @@ Test(python, what_a_stuck_interpreter_started_is_killed_with_it)
 		usleep(20000);
 	cr_expect_eq(left, 256, "the child was left");
 	/* An answer past its cap. */
-	test_write_file(dir, "chatty", "#!/bin/sh\nhead -c 100000 /dev/zero | tr '\\0' x\n");
+	test_write_file(dir, "chatty", "#!/bin/sh\nhead -c 300000 /dev/zero | tr '\\0' x\n");
 	snprintf(path, sizeof(path), "%s/chatty", dir);
 	cr_assert_eq(chmod(path, 0755), 0);
 	cr_expect_eq(snapcell_config_set_python(cfg, path, &err), SNAPCELL_E_INVAL);
-	cr_expect(strstr(err.message, "passed 64 KiB"), "%s", err.message);
+	cr_expect(strstr(err.message, "passed 256 KiB"), "%s", err.message);
 	/* What it printed on stderr is quoted without its control bytes. */
 	test_write_file(dir, "noisy", "#!/bin/sh\nprintf 'bad\\033[31m option\\n' >&2\nexit 2\n");
 	snprintf(path, sizeof(path), "%s/noisy", dir);

@@ -40,7 +40,8 @@ static char *sample(void)
 			     .warmup = "import json",
 			     .net = &net,
 			     .network_notice = "no network",
-			     .python = {"/usr/bin/python3.11", "3.11.2", 7, dirs, 1},
+			     .python = {"/usr/bin/python3.11", "3.11.2", 7, dirs, 1, "e3000000",
+					"3.11.2 (main)", (1ull << 62) + 5},
 			     .guest = {8, "_snapcell_guest.abi3.so"}};
 	char *text = sc__setup_encode(&s);
 	cr_assert(text);
@@ -73,6 +74,9 @@ Test(setup, round_trip_keeps_every_value)
 	cr_expect_str_eq(s.python.executable, "/usr/bin/python3.11");
 	cr_expect_str_eq(s.python.dirs[0].host, "/usr/lib/python3.11");
 	cr_expect_eq(s.python.exe_dir_fd, 7);
+	cr_expect_str_eq(s.python.prelude, "e3000000");
+	cr_expect_str_eq(s.python.sys_version, "3.11.2 (main)");
+	cr_expect_eq(s.python.prelude_hash, (1ull << 62) + 5);
 	cr_expect_str_eq(s.guest.file, "_snapcell_guest.abi3.so");
 	sc__setup_clear(&s);
 	free(text);
