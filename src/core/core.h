@@ -25,6 +25,7 @@ struct sc_tool {
 	char *schema_text; /* normalised: compact, sorted keys */
 	struct sc_schema *schema;
 	enum snapcell_approval approval;
+	bool needs_decision; /* each call waits for one (snapcell_config_set_tool_decision) */
 	snapcell_tool_fn fn;
 	void *user;
 };
@@ -79,6 +80,8 @@ int sc__python_dirs(const struct snapcell_config *cfg, const char *dirs[SC_PASS_
 char *sc__network_notice(const struct snapcell_config *cfg);
 
 /* tools.c */
+/* A malloc'd formatted message, or NULL when out of memory. */
+char *sc__message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sc__tools_free(struct snapcell_config *cfg);
 int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *dst);
 const struct sc_tool *sc__tool_find(const struct snapcell_config *cfg, const char *name);
@@ -88,6 +91,9 @@ struct sc_call_outcome {
 	bool ok;
 	char *text; /* JSON result when ok, else the error message; malloc'd */
 	struct snapcell_tool_call log;
+	/* A call held for a decision (text NULL): its tool and checked arguments (malloc'd). */
+	const struct sc_tool *held;
+	char *held_args;
 };
 
 /* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
@@ -95,6 +101,11 @@ struct sc_call_outcome {
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
 		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out);
+/* Answers a held call by the verdict: runs the tool (APPROVED), the value's text (VALUE), or a
+ * message (REJECTED with text as the reason, or EXPIRED); fills out's text, ok, duration. */
+int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
+		     const char *text, size_t result_cap, uint64_t deadline_us,
+		     struct sc_call_outcome *out);
 
 /* schema.c: registering a parameter schema (the subset is listed in snapcell.h). */
 struct sc_schema;
@@ -146,6 +157,9 @@ struct snapcell_sandbox {
 	bool broken;
 	char broken_msg[SNAPCELL_ERROR_MESSAGE_LEN];
 	struct sc_family *families; /* live session families (session.c's lock, not this one) */
+	unsigned n_paused_slots;    /* runs holding a call for a decision (run.c) */
+	struct sc_paused *paused;   /* paused fresh runs, and expired ones with their result */
+	pthread_cond_t paused_cond; /* an expiring entry of paused ended */
 	struct sc_dying {
 		int pidfd;
 		uint32_t id;
@@ -239,6 +253,10 @@ int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
  * readdir), and collecting it into res under the sandbox's caps. */
 bool sc__output_pending(int out_fd);
 void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res);
+
+/* run.c: ends every paused run of a sandbox being freed (before its template goes). */
+struct sc_paused;
+void sc__paused_end_all(struct snapcell_sandbox *sb);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -39,7 +41,17 @@
 #define CALL_SPIN_US 50
 #endif
 
-enum forced { NOT_FORCED, FORCED_TIMEOUT, FORCED_OUTPUT, FORCED_PROTOCOL, FORCED_CANCEL };
+enum forced {
+	NOT_FORCED,
+	FORCED_TIMEOUT,
+	FORCED_OUTPUT,
+	FORCED_PROTOCOL,
+	FORCED_CANCEL,
+	FORCED_EXPIRED, /* no decision came in time */
+};
+
+/* What loop() returns besides 0 (the run ended) and a negative code. */
+#define RUN_PAUSED 1
 
 struct stream {
 	char *buf;
@@ -77,7 +89,20 @@ struct run {
 	uint64_t killed_us; /* when kill_cell fired */
 	struct sc_spin spin;
 	uint64_t spin_until_us; /* after answering a call: poll without sleeping until then */
+	/* A call held for a decision: the cell waits in it while the run is paused. held_slot:
+	 * it holds one of the sandbox's paused-run slots (until the decision or the end). */
+	bool may_pause; /* a fresh cell's run; a session's answers such calls with ToolError */
+	const struct sc_tool *held;
+	char *held_args;
+	struct snapcell_tool_call held_log;
+	uint64_t held_id;
+	bool held_slot;
+	uint64_t paused_us, paused_total_us; /* when the pause began; all pauses' time */
+	struct snapcell_decision *decisions;
+	size_t n_decisions;
 };
+
+static _Atomic uint64_t next_pending_id = 1;
 
 static void kill_cell(struct run *r, enum forced why)
 {
@@ -182,7 +207,45 @@ static void send_pending(struct run *r)
 		o->off = o->len; /* the cell is gone; its exit says why */
 }
 
-static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
+static void answer_call(struct run *r, int rc, struct sc_call_outcome *out);
+
+/* A call that needs a decision: pauses the run when it may and the sandbox has a slot free,
+ * else answers it with the reason. */
+static void hold_call(struct run *r, struct snapcell_sandbox *sb, struct sc_call_outcome *out)
+{
+	const struct sc_tool *t = out->held;
+	unsigned bound = (unsigned)sb->cfg->limits[SNAPCELL_LIMIT_PAUSED_RUNS];
+	bool slot = false;
+	if (r->may_pause) {
+		pthread_mutex_lock(&sb->lock);
+		slot = sb->n_paused_slots < bound;
+		sb->n_paused_slots += slot;
+		pthread_mutex_unlock(&sb->lock);
+	}
+	if (slot) {
+		r->held = t;
+		r->held_args = out->held_args;
+		r->held_log = out->log;
+		r->held_id = next_pending_id++;
+		r->held_slot = true;
+		r->paused_us = sc__now_us();
+		return;
+	}
+	free(out->held_args);
+	out->held = NULL;
+	out->text =
+		r->may_pause
+			? sc__message("tool '%s' needs a decision, and %u runs of this sandbox "
+				      "already wait for one (the paused_runs bound); the call "
+				      "was not made",
+				      t->name, bound)
+			: sc__message("tool '%s' needs a decision, which a session's run cannot "
+				      "wait for; the call was not made",
+				      t->name);
+	answer_call(r, out->text ? 0 : -ENOMEM, out);
+}
+
+static void serve_call(struct run *r, struct snapcell_sandbox *sb)
 {
 	struct sc_call_outcome out;
 	int rc = sc__tool_serve(sb->cfg, r->reader.payload, r->reader.payload_len,
@@ -191,6 +254,17 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 		violation(r, "malformed tool call");
 		return;
 	}
+	if (out.held) {
+		hold_call(r, sb, &out);
+		return;
+	}
+	answer_call(r, rc, &out);
+}
+
+/* Answers a served (or decided) call, unless the run is out of time. */
+static void answer_call(struct run *r, int rc, struct sc_call_outcome *o)
+{
+	struct sc_call_outcome out = *o;
 	if (sc__now_us() >= r->deadline_us) {
 		/* The tool outlived the run: its answer must not reach code that is out of time. */
 		log_call(r, &out.log);
@@ -209,13 +283,16 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 	r->spin_until_us = sc__spin_start(&r->spin);
 }
 
-static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
+static void on_frame(struct run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t type = sc__frame_type(&r->reader);
 	if (r->forced != NOT_FORCED)
 		return; /* being killed: nothing more is served */
 	if (r->have_done)
 		violation(r, "frame after DONE");
+	else if (r->held)
+		/* call_tool waits for its answer: nothing else can come while a call is held. */
+		violation(r, "a frame while a call waited for its decision");
 	else if (type == SC_FRAME_CALL && r->send.off < r->send.len)
 		/* call_tool waits for each answer: a second call before it is read is a flood. */
 		violation(r, "tool call before the previous answer was read");
@@ -240,7 +317,7 @@ static void end_spin(struct run *r, bool caught)
 	r->spin_until_us = 0;
 }
 
-static void read_frames(struct run *r, const struct snapcell_sandbox *sb)
+static void read_frames(struct run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t buf[65536];
 	ssize_t n = recv(r->cell->fds[SC_CELL_RPC], buf, sizeof(buf), MSG_DONTWAIT);
@@ -298,13 +375,34 @@ static bool finished(const struct run *r, uint64_t now)
 	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
 }
 
-/* Returns 0 when the cell is gone and reaped, or SNAPCELL_E_TEMPLATE. */
-static int loop(struct run *r, const struct snapcell_sandbox *sb)
+/* Lets go of a held call without a decision (the run is being killed). */
+static void drop_held(struct run *r, struct snapcell_sandbox *sb)
 {
-	uint64_t wall_us = sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS] * 1000;
-	r->deadline_us = r->start_us + wall_us;
+	free(r->held_args);
+	r->held_args = NULL;
+	r->held = NULL;
+	if (r->held_slot) {
+		pthread_mutex_lock(&sb->lock);
+		sb->n_paused_slots--;
+		pthread_mutex_unlock(&sb->lock);
+		r->held_slot = false;
+	}
+}
+
+/* Returns 0 when the cell is gone and reaped, RUN_PAUSED when a call waits for a decision
+ * (the cell blocked in it), or SNAPCELL_E_TEMPLATE. */
+static int loop(struct run *r, struct snapcell_sandbox *sb)
+{
 	for (;;) {
 		uint64_t now = sc__now_us();
+		if (r->held && r->forced != NOT_FORCED)
+			drop_held(r, sb);
+		if (r->held) {
+			/* What the code wrote before the call is in the pipes (call_tool flushes
+			 * first), so the paused result has all of it. */
+			drain(r);
+			return RUN_PAUSED;
+		}
 		if (finished(r, now))
 			return 0;
 		if (now >= r->deadline_us && r->forced == NOT_FORCED) {
@@ -406,6 +504,8 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 		res->status = SNAPCELL_STATUS_KILLED;
 	else if (r->forced == FORCED_CANCEL)
 		res->status = SNAPCELL_STATUS_CANCELLED;
+	else if (r->forced == FORCED_EXPIRED)
+		res->status = SNAPCELL_STATUS_EXPIRED;
 	else if (res->term_signal == SIGXCPU ||
 		 (res->term_signal == SIGKILL && res->cpu_us >= cpu_limit_us)) {
 		res->status = SNAPCELL_STATUS_TIMEOUT;
@@ -477,12 +577,24 @@ static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char 
 			   0);
 }
 
+static void decisions_free(struct snapcell_decision *d, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		free(d[i].arguments);
+		free(d[i].text);
+		free(d[i].decided_by);
+	}
+	free(d);
+}
+
 static void release(struct run *r)
 {
 	free(r->out.buf);
 	free(r->err.buf);
 	free(r->send.buf);
 	free(r->calls);
+	free(r->held_args);
+	decisions_free(r->decisions, r->n_decisions);
 	sc__frame_reader_reset(&r->reader);
 }
 
@@ -500,6 +612,54 @@ static void hand_over(struct run *r, struct snapcell_result *res)
 	res->n_tool_calls = r->n_calls;
 	res->n_tool_calls_dropped = r->n_calls_dropped;
 	r->calls = NULL;
+	res->decisions = r->decisions;
+	res->n_decisions = r->n_decisions;
+	r->decisions = NULL;
+	r->n_decisions = 0;
+}
+
+/* Starts a run's clock and queues its code. */
+static int run_start(struct run *r, const struct snapcell_sandbox *sb,
+		     const struct sc_run_request *req)
+{
+	int rc = prepare(r, sb, req->code, req->code_len);
+	r->start_us = sc__now_us();
+	r->deadline_us = r->start_us + sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS] * 1000;
+	return rc;
+}
+
+/* The result of a run whose loop returned rc (not RUN_PAUSED), or the error. */
+static int run_end(struct run *r, struct snapcell_sandbox *sb, int rc, struct snapcell_result **out,
+		   bool *alive, struct snapcell_error *err)
+{
+	struct snapcell_result *res = rc == 0 ? calloc(1, sizeof(*res)) : NULL;
+	if (rc == 0 && !res)
+		rc = -ENOMEM;
+	*alive = rc == 0 && r->have_done && r->forced == NOT_FORCED;
+	if (rc < 0) {
+		kill_cell(r, FORCED_TIMEOUT);
+		return rc == -ENOMEM ? sc__err(err, rc, "run: result")
+				     : sc__err(err, rc,
+					       "run: the template did not report the cell's exit");
+	}
+	res->wall_us = sc__now_us() - r->start_us - r->paused_total_us;
+	derive_result(r, sb, res);
+	cgroup_result(r, sb, res);
+	if (r->target->reports_exit && !r->have_exit && !r->have_done && r->forced == NOT_FORCED) {
+		/* The exit pipe closed with no record: the template died, and its cells with it
+		 * (they are in its pid namespace). Not an exit status of 0. */
+		snprintf(r->note, sizeof(r->note),
+			 "snapcell: the sandbox's template exited during the run; the cell was "
+			 "killed with it\n");
+		res->status = SNAPCELL_STATUS_KILLED;
+		res->term_signal = SIGKILL;
+		res->exit_code = 128 + SIGKILL;
+	}
+	hand_over(r, res);
+	if (!r->target->reports_exit && !r->have_done && r->forced == NOT_FORCED)
+		res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
+	*out = res;
+	return 0;
 }
 
 int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
@@ -511,36 +671,10 @@ int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 			.cancel_fd = req->cancel_fd,
 			.learn = req->learn,
 			.spin = {.window_us = CALL_SPIN_US}};
-	struct snapcell_result *res = calloc(1, sizeof(*res));
-	int rc = !res ? -ENOMEM : prepare(&r, sb, req->code, req->code_len);
-	if (rc == 0) {
-		r.start_us = sc__now_us();
-		rc = loop(&r, sb);
-		res->wall_us = sc__now_us() - r.start_us;
-	}
-	*alive = rc == 0 && r.have_done && r.forced == NOT_FORCED;
-	if (rc == 0) {
-		derive_result(&r, sb, res);
-		cgroup_result(&r, sb, res);
-		if (t->reports_exit && !r.have_exit && !r.have_done && r.forced == NOT_FORCED) {
-			/* The exit pipe closed with no record: the template died, and its cells
-			 * with it (they are in its pid namespace). Not an exit status of 0. */
-			snprintf(r.note, sizeof(r.note),
-				 "snapcell: the sandbox's template exited during the run; the cell "
-				 "was killed with it\n");
-			res->status = SNAPCELL_STATUS_KILLED;
-			res->term_signal = SIGKILL;
-			res->exit_code = 128 + SIGKILL;
-		}
-		hand_over(&r, res);
-		if (!t->reports_exit && !r.have_done && r.forced == NOT_FORCED)
-			res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
-		*out = res;
-	} else {
-		kill_cell(&r, FORCED_TIMEOUT);
-		sc__err(err, rc, "run: the template did not report the cell's exit");
-		free(res);
-	}
+	int rc = run_start(&r, sb, req);
+	if (rc == 0)
+		rc = loop(&r, sb); /* never RUN_PAUSED: r.may_pause is false */
+	rc = run_end(&r, sb, rc, out, alive, err);
 	release(&r);
 	return rc;
 }
@@ -631,6 +765,280 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 	return 1;
 }
 
+/* A fresh cell's run, on the heap so that it can outlive a pause: while its call waits for
+ * a decision it is on the sandbox's paused list (under sb->lock) and nobody drives it; the
+ * resume that takes it off the list is its only driver. An expired run leaves on the list an
+ * entry with only its id and final result (ended), for the resume that asks; while the sweep
+ * ends it, the entry is there, ending, and a resume waits for it. */
+struct sc_paused {
+	struct sc_paused *next;
+	uint64_t id; /* the held call's */
+	uint64_t expires_us;
+	bool ending;
+	struct snapcell_result *ended;
+	struct run r;
+	struct sc_cell cell;
+	struct sc_run_target t;
+	struct sc_gate_cell *gate;
+	bool learn;
+};
+
+/* Expired runs kept for a resume to find; older ones are dropped (their resume fails). */
+#define MAX_ENDED 64
+
+static char *copy_bytes(const char *src, size_t len)
+{
+	char *dst = malloc(len + 1);
+	if (dst) {
+		memcpy(dst, src, len);
+		dst[len] = 0;
+	}
+	return dst;
+}
+
+static char *copy_text(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static int decisions_copy(const struct snapcell_decision *src, size_t n,
+			  struct snapcell_decision **out)
+{
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	struct snapcell_decision *d = calloc(n, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	bool ok = true;
+	for (size_t i = 0; i < n; i++) {
+		d[i] = src[i];
+		d[i].arguments = copy_text(src[i].arguments);
+		d[i].text = copy_text(src[i].text);
+		d[i].decided_by = copy_text(src[i].decided_by);
+		ok = ok && d[i].arguments && (d[i].text || !src[i].text) &&
+		     (d[i].decided_by || !src[i].decided_by);
+	}
+	if (!ok) {
+		decisions_free(d, n);
+		return -ENOMEM;
+	}
+	*out = d;
+	return 0;
+}
+
+/* A paused run's result: copies of everything so far, and the pending call. */
+static int paused_result(const struct run *r, const struct snapcell_sandbox *sb,
+			 struct snapcell_result **out)
+{
+	struct snapcell_result *res = calloc(1, sizeof(*res));
+	struct snapcell_pending_call *pc = calloc(1, sizeof(*pc));
+	if (!res || !pc) {
+		free(res);
+		free(pc);
+		return -ENOMEM;
+	}
+	res->pending = pc;
+	res->status = SNAPCELL_STATUS_PAUSED;
+	res->isolation = sb->level;
+	res->limits_hit = r->hit;
+	res->wall_us = r->paused_us - r->start_us - r->paused_total_us;
+	res->stdout_buf = copy_bytes(r->out.buf, r->out.len);
+	res->stdout_len = r->out.len;
+	res->stdout_truncated = r->out.truncated;
+	res->stderr_buf = copy_bytes(r->err.buf, r->err.len);
+	res->stderr_len = r->err.len;
+	res->stderr_truncated = r->err.truncated;
+	if (r->n_calls && (res->tool_calls = malloc(r->n_calls * sizeof(*r->calls)))) {
+		memcpy(res->tool_calls, r->calls, r->n_calls * sizeof(*r->calls));
+		res->n_tool_calls = r->n_calls;
+	}
+	res->n_tool_calls_dropped = r->n_calls_dropped;
+	int rc = decisions_copy(r->decisions, r->n_decisions, &res->decisions);
+	res->n_decisions = res->decisions ? r->n_decisions : 0;
+	pc->id = r->held_id;
+	memcpy(pc->name, r->held_log.name, sizeof(pc->name));
+	pc->arguments = strdup(r->held_args);
+	if (rc < 0 || !res->stdout_buf || !res->stderr_buf || !pc->arguments ||
+	    (r->n_calls && !res->tool_calls)) {
+		snapcell_result_free(res);
+		return -ENOMEM;
+	}
+	*out = res;
+	return 0;
+}
+
+/* Records the decision on the held call; call_index is the entry its answer will get. */
+static void record_decision(struct run *r, enum snapcell_verdict verdict, const char *text,
+			    const char *decided_by, size_t call_index)
+{
+	struct snapcell_decision *grown =
+		realloc(r->decisions, (r->n_decisions + 1) * sizeof(*grown));
+	if (!grown)
+		return;
+	r->decisions = grown;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct snapcell_decision *d = &r->decisions[r->n_decisions];
+	*d = (struct snapcell_decision){
+		.pending_id = r->held_id,
+		.arguments = copy_text(r->held_args),
+		.verdict = verdict,
+		.text = copy_text(text),
+		.decided_by = copy_text(decided_by),
+		.decided_at_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000,
+		.waited_us = sc__now_us() - r->paused_us,
+		.call_index = call_index,
+	};
+	memcpy(d->name, r->held_log.name, sizeof(d->name));
+	if (d->arguments)
+		r->n_decisions++;
+}
+
+/* After a fresh run ended: its network, its /output, its cell. Frees p. */
+static void fresh_end(struct snapcell_sandbox *sb, struct sc_paused *p, int rc, bool alive,
+		      struct snapcell_result *res)
+{
+	sc__gate_cell_stop(p->gate, rc == 0 ? res : NULL);
+	if (rc == 0)
+		p->t.collect(&p->t, sb, res);
+	if (rc == 0 && alive && p->learn)
+		sc__prefault_learn(sb, &p->cell); /* retires it when done */
+	else
+		sc__sandbox_retire_cell(sb, &p->cell);
+	release(&p->r);
+	free(p);
+}
+
+/* Drives a fresh run (rc: 0 to go on, or its start's failure) until it ends, freeing p, or
+ * pauses, listing p. */
+static int fresh_drive(struct snapcell_sandbox *sb, struct sc_paused *p, int rc,
+		       struct snapcell_result **out, struct snapcell_error *err)
+{
+	struct run *r = &p->r;
+	if (rc == 0)
+		rc = loop(r, sb);
+	if (rc == RUN_PAUSED && paused_result(r, sb, out) == 0) {
+		p->id = r->held_id;
+		p->expires_us = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
+		r->cancel_fd = -1; /* the caller may free its token once the run returned */
+		pthread_mutex_lock(&sb->lock);
+		p->next = sb->paused;
+		sb->paused = p;
+		pthread_mutex_unlock(&sb->lock);
+		return 0;
+	}
+	if (rc == RUN_PAUSED) {
+		violation(r, "no memory to pause the run");
+		rc = loop(r, sb);
+	}
+	bool alive;
+	rc = run_end(r, sb, rc, out, &alive, err);
+	fresh_end(sb, p, rc, alive, rc == 0 ? *out : NULL);
+	return rc;
+}
+
+/* Ends a paused run that got no decision in time (or whose sandbox goes): its cell is killed
+ * and the result is final. */
+static int paused_end(struct snapcell_sandbox *sb, struct sc_paused *p, enum snapcell_verdict why,
+		      struct snapcell_result **out, struct snapcell_error *err)
+{
+	struct run *r = &p->r;
+	uint64_t waited = sc__now_us() - r->paused_us;
+	r->paused_total_us += waited;
+	r->deadline_us += waited;
+	record_decision(r, why, NULL, NULL, SIZE_MAX);
+	kill_cell(r, FORCED_EXPIRED);
+	return fresh_drive(sb, p, 0, out, err);
+}
+
+/* Takes p off the list; sb->lock held. */
+static void unlink_paused(struct snapcell_sandbox *sb, struct sc_paused *p)
+{
+	for (struct sc_paused **pp = &sb->paused; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			return;
+		}
+	}
+}
+
+/* Keeps at most MAX_ENDED expired entries, dropping the oldest; sb->lock held. */
+static void trim_ended(struct snapcell_sandbox *sb)
+{
+	struct sc_paused *oldest = NULL;
+	size_t n = 0;
+	for (struct sc_paused *p = sb->paused; p; p = p->next)
+		if (p->ended && ++n > MAX_ENDED)
+			oldest = p;
+	if (!oldest)
+		return;
+	unlink_paused(sb, oldest);
+	snapcell_result_free(oldest->ended);
+	free(oldest);
+}
+
+/* Ends the runs whose pause outlived SNAPCELL_LIMIT_PAUSE_MS, freeing their cells; each
+ * leaves its final result for the resume that asks. */
+static void paused_sweep(struct snapcell_sandbox *sb)
+{
+	for (;;) {
+		struct sc_paused *stub = calloc(1, sizeof(*stub)), *p;
+		if (!stub)
+			return;
+		uint64_t now = sc__now_us();
+		pthread_mutex_lock(&sb->lock);
+		for (p = sb->paused; p; p = p->next)
+			if (!p->ending && !p->ended && now >= p->expires_us)
+				break;
+		if (p) {
+			unlink_paused(sb, p);
+			stub->id = p->id;
+			stub->ending = true;
+			stub->next = sb->paused;
+			sb->paused = stub;
+		}
+		pthread_mutex_unlock(&sb->lock);
+		if (!p) {
+			free(stub);
+			return;
+		}
+		struct snapcell_result *res = NULL;
+		struct snapcell_error e;
+		int rc = paused_end(sb, p, SNAPCELL_VERDICT_EXPIRED, &res, &e);
+		pthread_mutex_lock(&sb->lock);
+		stub->ending = false;
+		if (rc == 0) {
+			stub->ended = res;
+			trim_ended(sb);
+		} else {
+			unlink_paused(sb, stub);
+			free(stub);
+		}
+		pthread_cond_broadcast(&sb->paused_cond);
+		pthread_mutex_unlock(&sb->lock);
+	}
+}
+
+void sc__paused_end_all(struct snapcell_sandbox *sb)
+{
+	pthread_mutex_lock(&sb->lock);
+	struct sc_paused *list = sb->paused;
+	sb->paused = NULL;
+	pthread_mutex_unlock(&sb->lock);
+	while (list) {
+		struct sc_paused *p = list;
+		list = p->next;
+		struct snapcell_result *res = p->ended;
+		struct snapcell_error e;
+		if (!res)
+			paused_end(sb, p, SNAPCELL_VERDICT_CLOSED, &res, &e); /* frees p */
+		else
+			free(p);
+		snapcell_result_free(res);
+	}
+}
+
 int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
 			 const struct snapcell_run_options *opts, struct snapcell_result **out,
 			 struct snapcell_error *err)
@@ -641,30 +1049,126 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	int rc = sc__run_prepare(sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
-	struct sc_cell cell;
-	rc = sc__sandbox_take_cell(sb, &cell, err);
-	if (rc < 0)
-		return rc;
-	struct sc_run_target t = {&cell, true, fresh_kill, fresh_collect, NULL};
-	req.learn = sc__prefault_wants(sb, cell.id);
-	struct sc_gate_cell *gate = NULL;
-	if (cell.n_net &&
-	    (rc = sc__gate_cell_start(sb->gate, cell.net, cell.n_net,
-				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),
-				      &gate, err)) < 0) {
-		sc__sandbox_retire_cell(sb, &cell);
+	paused_sweep(sb);
+	struct sc_paused *p = calloc(1, sizeof(*p));
+	if (!p)
+		return sc__err(err, -ENOMEM, "run");
+	rc = sc__sandbox_take_cell(sb, &p->cell, err);
+	if (rc < 0) {
+		free(p);
 		return rc;
 	}
-	bool alive;
-	rc = sc__run_code(sb, &t, &req, out, &alive, err);
-	sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
+	p->t = (struct sc_run_target){&p->cell, true, fresh_kill, fresh_collect, NULL};
+	p->learn = sc__prefault_wants(sb, p->cell.id);
+	if (p->cell.n_net &&
+	    (rc = sc__gate_cell_start(sb->gate, p->cell.net, p->cell.n_net,
+				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),
+				      &p->gate, err)) < 0) {
+		sc__sandbox_retire_cell(sb, &p->cell);
+		free(p);
+		return rc;
+	}
+	p->r = (struct run){.target = &p->t,
+			    .cell = &p->cell,
+			    .cancel_fd = req.cancel_fd,
+			    .learn = p->learn,
+			    .spin = {.window_us = CALL_SPIN_US},
+			    .may_pause = true};
+	return fresh_drive(sb, p, run_start(&p->r, sb, &req), out, err);
+}
+
+/* Checks a decision's verdict and text before anything changes. */
+static int check_verdict(enum snapcell_verdict verdict, const char *text,
+			 struct snapcell_error *err)
+{
+	if (verdict != SNAPCELL_VERDICT_APPROVED && verdict != SNAPCELL_VERDICT_REJECTED &&
+	    verdict != SNAPCELL_VERDICT_VALUE)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "resume: the verdict must be approved, rejected or value, not %d",
+			       (int)verdict);
+	if (text && strlen(text) > SC_FRAME_DEFAULT_CAP / 2)
+		return sc__err(err, SNAPCELL_E_TOO_BIG,
+			       "resume: the %s is %zu bytes; the cap is %u",
+			       verdict == SNAPCELL_VERDICT_VALUE ? "value" : "reason", strlen(text),
+			       SC_FRAME_DEFAULT_CAP / 2);
+	if (verdict != SNAPCELL_VERDICT_VALUE)
+		return 0;
+	if (!text)
+		return sc__err(err, SNAPCELL_E_INVAL, "resume: a value verdict needs the value");
+	json_error_t jerr;
+	json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+	if (!v)
+		return sc__err(err, SNAPCELL_E_INVAL, "resume: the value is not JSON: %s",
+			       jerr.text);
+	json_decref(v);
+	return 0;
+}
+
+/* Takes the run waiting with id off the list (waiting while the sweep ends it); NULL when
+ * there is none. */
+static struct sc_paused *take_paused(struct snapcell_sandbox *sb, uint64_t id)
+{
+	pthread_mutex_lock(&sb->lock);
+	struct sc_paused *p;
+	for (;;) {
+		for (p = sb->paused; p && p->id != id; p = p->next)
+			;
+		if (!p || !p->ending)
+			break;
+		pthread_cond_wait(&sb->paused_cond, &sb->lock);
+	}
+	if (p)
+		unlink_paused(sb, p);
+	pthread_mutex_unlock(&sb->lock);
+	return p;
+}
+
+int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
+			    enum snapcell_verdict verdict, const char *text, const char *decided_by,
+			    const struct snapcell_run_options *opts, struct snapcell_result **out,
+			    struct snapcell_error *err)
+{
+	if (!sb || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "resume: NULL argument");
+	int cancel_fd;
+	int rc = check_verdict(verdict, text, err);
 	if (rc == 0)
-		t.collect(&t, sb, *out);
-	if (rc == 0 && alive && req.learn)
-		sc__prefault_learn(sb, &cell); /* retires it when done */
-	else
-		sc__sandbox_retire_cell(sb, &cell);
-	return rc;
+		rc = sc__run_options(opts, &cancel_fd, err);
+	if (rc < 0)
+		return rc;
+	paused_sweep(sb);
+	struct sc_paused *p = take_paused(sb, pending_id);
+	if (!p)
+		return sc__err(err, -ENOENT,
+			       "resume: no run of this sandbox waits with pending id %" PRIu64
+			       " (resumed already, or never paused here)",
+			       pending_id);
+	if (p->ended) {
+		*out = p->ended;
+		free(p);
+		return 0;
+	}
+	struct run *r = &p->r;
+	uint64_t now = sc__now_us();
+	if (now >= p->expires_us)
+		return paused_end(sb, p, SNAPCELL_VERDICT_EXPIRED, out, err);
+	r->paused_total_us += now - r->paused_us;
+	r->deadline_us += now - r->paused_us;
+	r->cancel_fd = cancel_fd;
+	pthread_mutex_lock(&sb->lock);
+	sb->n_paused_slots--;
+	pthread_mutex_unlock(&sb->lock);
+	r->held_slot = false;
+	struct sc_call_outcome o = {.log = r->held_log};
+	rc = sc__tool_decided(r->held, r->held_args, verdict, text, SC_FRAME_DEFAULT_CAP - 1,
+			      r->deadline_us, &o);
+	record_decision(r, verdict, text, decided_by,
+			r->n_calls < MAX_LOGGED_CALLS ? r->n_calls : SIZE_MAX);
+	free(r->held_args);
+	r->held_args = NULL;
+	r->held = NULL;
+	answer_call(r, rc, &o);
+	return fresh_drive(sb, p, 0, out, err);
 }
 
 void snapcell_result_free(struct snapcell_result *res)
@@ -674,6 +1178,10 @@ void snapcell_result_free(struct snapcell_result *res)
 	free(res->stdout_buf);
 	free(res->stderr_buf);
 	free(res->tool_calls);
+	if (res->pending)
+		free(res->pending->arguments);
+	free(res->pending);
+	decisions_free(res->decisions, res->n_decisions);
 	sc__artifacts_free(res);
 	sc__net_events_free(res);
 	free(res);

@@ -629,6 +629,7 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	sb->ctl = sb->helper_pidfd = sb->out_fd = sb->lock_fd = sb->ids.lock_fd = -1;
 	sb->cgroup.dir_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
+	pthread_cond_init(&sb->paused_cond, NULL);
 	int rc = sc__config_copy(cfg, &sb->cfg);
 	if (rc < 0)
 		sc__err(err, rc, "copy config");
@@ -683,6 +684,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 {
 	if (!sb)
 		return;
+	sc__paused_end_all(sb);
 	sc__sessions_orphan(sb);
 	sc__prefault_free(sb); /* its learner may hold a cell to retire */
 	stop_helper(sb);
@@ -712,6 +714,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	 * processes are, so nothing runs as the uid any more when the next sandbox takes it. */
 	sc__ids_release(&sb->ids);
 	pthread_mutex_destroy(&sb->lock);
+	pthread_cond_destroy(&sb->paused_cond);
 	snapcell_config_free(sb->cfg);
 	free(sb);
 }

@@ -1,0 +1,368 @@
+#define _GNU_SOURCE
+/* Decisions: a tool that needs one pauses the run at its call; resume approves, rejects or
+ * supplies a value; the wall clock stops while paused; the bound, the expiry, the sandbox's end;
+ * the output and the audit every result carries; and code that tries to skip a decision. */
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "helpers.h"
+
+static atomic_int refunds;
+
+static int refund(void *user, const char *args, char **result)
+{
+	atomic_fetch_add(&refunds, 1);
+	return asprintf(result, "{\"refunded\": %s}", args) < 0;
+}
+
+static int lookup(void *user, const char *args, char **result)
+{
+	*result = strdup("\"found\"");
+	return 0;
+}
+
+static const char refund_schema[] =
+	"{\"type\": \"object\", \"properties\": {\"order\": {\"type\": \"string\"},"
+	" \"amount\": {\"type\": \"number\"}}, \"required\": [\"order\", \"amount\"],"
+	" \"additionalProperties\": false}";
+
+static struct snapcell_sandbox *decision_sandbox(uint64_t wall_ms, uint64_t pause_ms,
+						 uint64_t paused_runs)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "refund", "Refunds an order.", refund_schema,
+					      SNAPCELL_APPROVAL_NEVER, refund, NULL, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "lookup", "Looks up.", NULL,
+					      SNAPCELL_APPROVAL_NEVER, lookup, NULL, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", true, NULL), 0);
+	if (wall_ms)
+		cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, wall_ms, NULL),
+			     0);
+	if (pause_ms)
+		cr_assert_eq(
+			snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_PAUSE_MS, pause_ms, NULL), 0);
+	if (paused_runs)
+		cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_PAUSED_RUNS, paused_runs,
+						       NULL),
+			     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	return sb;
+}
+
+static const char refund_code[] = "print('before')\n"
+				  "import sys; print('warn', file=sys.stderr)\n"
+				  "print(lookup_result := call_tool('lookup'))\n"
+				  "try:\n"
+				  "    r = call_tool('refund', order='A-17', amount=12.5)\n"
+				  "    print('got', r)\n"
+				  "except ToolError as e:\n"
+				  "    print('refused:', e)\n";
+
+static struct snapcell_result *resume(struct snapcell_sandbox *sb, struct snapcell_result *res,
+				      enum snapcell_verdict v, const char *text, const char *by)
+{
+	struct snapcell_error err = {0};
+	struct snapcell_result *next = NULL;
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	int rc = snapcell_sandbox_resume(sb, res->pending->id, v, text, by, NULL, &next, &err);
+	cr_assert_eq(rc, 0, "resume: %s", err.message);
+	return next;
+}
+
+Test(decisions, approve_runs_the_tool_once_and_keeps_all_output)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, refund_code);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	cr_assert_str_eq(snapcell_status_name(res->status), "paused");
+	cr_assert_not_null(res->pending);
+	cr_expect_str_eq(res->pending->name, "refund");
+	cr_expect_str_eq(res->pending->arguments, "{\"order\": \"A-17\", \"amount\": 12.5}");
+	cr_expect_str_eq(res->stdout_buf, "before\nfound\n");
+	cr_expect_str_eq(res->stderr_buf, "warn\n");
+	cr_expect_eq(res->n_tool_calls, 1);
+	cr_expect_eq(atomic_load(&refunds), 0, "the tool ran before its decision");
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, "alice");
+	expect_ok(fin);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	cr_expect_str_eq(fin->stdout_buf, "before\nfound\ngot {'refunded': {'order': 'A-17', "
+					  "'amount': 12.5}}\n");
+	cr_expect_str_eq(fin->stderr_buf, "warn\n");
+	cr_assert_eq(fin->n_tool_calls, 2);
+	cr_expect_str_eq(fin->tool_calls[1].name, "refund");
+	cr_expect(fin->tool_calls[1].ok);
+	cr_assert_eq(fin->n_decisions, 1);
+	const struct snapcell_decision *d = &fin->decisions[0];
+	cr_expect_eq(d->verdict, SNAPCELL_VERDICT_APPROVED);
+	cr_expect_str_eq(d->decided_by, "alice");
+	cr_expect_str_eq(d->name, "refund");
+	cr_expect_str_eq(d->arguments, res->pending->arguments);
+	cr_expect_eq(d->pending_id, res->pending->id);
+	cr_expect_eq(d->call_index, 1);
+	cr_expect_gt(d->decided_at_ms, (uint64_t)time(NULL) * 1000 - 60000);
+	/* A second resume of the same pending call: nothing waits with that id any more. */
+	struct snapcell_result *again = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
+					     NULL, NULL, &again, &err),
+		     -ENOENT);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, reject_raises_tool_error_with_the_reason)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, refund_code);
+	struct snapcell_result *fin =
+		resume(sb, res, SNAPCELL_VERDICT_REJECTED, "over the limit", NULL);
+	expect_ok(fin);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	cr_expect(strstr(fin->stdout_buf, "refused: the call to tool 'refund' was rejected: over "
+					  "the limit\n"),
+		  "%s", fin->stdout_buf);
+	cr_assert_eq(fin->n_decisions, 1);
+	cr_expect_eq(fin->decisions[0].verdict, SNAPCELL_VERDICT_REJECTED);
+	cr_expect_str_eq(fin->decisions[0].text, "over the limit");
+	cr_expect_null(fin->decisions[0].decided_by);
+	cr_expect_not(fin->tool_calls[1].ok);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, a_value_reaches_the_code_and_the_tool_never_runs)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, refund_code);
+	struct snapcell_result *next = NULL;
+	struct snapcell_error err = {0};
+	/* A value that is not JSON, or none, changes nothing. */
+	cr_expect_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_VALUE, "{nope",
+					     NULL, NULL, &next, &err),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_VALUE, NULL,
+					     NULL, NULL, &next, &err),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_EXPIRED, NULL,
+					     NULL, NULL, &next, &err),
+		     SNAPCELL_E_INVAL);
+	struct snapcell_result *fin =
+		resume(sb, res, SNAPCELL_VERDICT_VALUE, "{\"refunded\": \"by hand\"}", "bob");
+	expect_ok(fin);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	cr_expect(strstr(fin->stdout_buf, "got {'refunded': 'by hand'}\n"), "%s", fin->stdout_buf);
+	cr_expect_eq(fin->decisions[0].verdict, SNAPCELL_VERDICT_VALUE);
+	cr_expect_str_eq(fin->decisions[0].text, "{\"refunded\": \"by hand\"}");
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, many_pauses_in_one_run_and_threads_take_turns)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res =
+		test_run(sb, "import threading\n"
+			     "out = []\n"
+			     "def go(o):\n"
+			     "    out.append(call_tool('refund', order=o, amount=1))\n"
+			     "ts = [threading.Thread(target=go, args=(o,)) for o in 'ABC']\n"
+			     "[t.start() for t in ts]; [t.join() for t in ts]\n"
+			     "print(sorted(r['refunded']['order'] for r in out))\n");
+	int pauses = 0;
+	char seen[4] = {0};
+	while (res->status == SNAPCELL_STATUS_PAUSED) {
+		cr_assert_lt(pauses, 3);
+		const char *o = strstr(res->pending->arguments, "\"order\": \"");
+		cr_assert_not_null(o);
+		seen[pauses++] = o[10];
+		struct snapcell_result *next =
+			resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+		cr_expect_eq(next->n_decisions, (size_t)pauses);
+		snapcell_result_free(res);
+		res = next;
+	}
+	expect_ok(res);
+	cr_expect_eq(pauses, 3);
+	cr_expect(strchr(seen, 'A') && strchr(seen, 'B') && strchr(seen, 'C'), "%s", seen);
+	cr_expect_str_eq(res->stdout_buf, "['A', 'B', 'C']\n");
+	cr_expect_eq(atomic_load(&refunds), 3);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, the_wall_clock_stops_while_paused)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(1500, 0, 0);
+	struct snapcell_result *res = test_run(sb, "import time\n"
+						   "time.sleep(0.5)\n"
+						   "call_tool('refund', order='x', amount=1)\n"
+						   "time.sleep(0.5)\n"
+						   "print('done')\n");
+	usleep(2000 * 1000); /* longer than the whole wall limit */
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	expect_ok(fin);
+	cr_expect_str_eq(fin->stdout_buf, "done\n");
+	cr_expect_lt(fin->wall_us, 1500 * 1000);
+	cr_expect_gt(fin->decisions[0].waited_us, 1900 * 1000);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, an_unanswered_run_expires_and_never_runs_the_tool)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 300, 0);
+	struct snapcell_result *res = test_run(sb, refund_code);
+	usleep(500 * 1000);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_EXPIRED, "%s", snapcell_status_name(fin->status));
+	cr_expect_str_eq(snapcell_status_name(fin->status), "expired");
+	cr_expect_eq(atomic_load(&refunds), 0);
+	cr_expect_str_eq(fin->stdout_buf, "before\nfound\n");
+	cr_assert_eq(fin->n_decisions, 1);
+	cr_expect_eq(fin->decisions[0].verdict, SNAPCELL_VERDICT_EXPIRED);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+
+	/* Expired while another run goes: the sweep ends it and keeps its result. */
+	res = test_run(sb, refund_code);
+	usleep(500 * 1000);
+	struct snapcell_result *other = test_run(sb, "print(1)");
+	expect_ok(other);
+	fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_EXPIRED);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(other);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, past_the_bound_the_call_gets_tool_error_and_the_run_goes_on)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 1);
+	struct snapcell_result *first = test_run(sb, refund_code);
+	cr_assert_eq(first->status, SNAPCELL_STATUS_PAUSED);
+	struct snapcell_result *second = test_run(sb, refund_code);
+	expect_ok(second);
+	cr_expect(strstr(second->stdout_buf, "paused_runs bound"), "%s", second->stdout_buf);
+	struct snapcell_result *fin = resume(sb, first, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	expect_ok(fin);
+	/* The slot is free again. */
+	struct snapcell_result *third = test_run(sb, refund_code);
+	cr_expect_eq(third->status, SNAPCELL_STATUS_PAUSED);
+	snapcell_result_free(first);
+	snapcell_result_free(second);
+	snapcell_result_free(fin);
+	snapcell_result_free(third);
+	snapcell_sandbox_free(sb); /* ends the third, paused */
+}
+
+Test(decisions, freeing_the_sandbox_ends_paused_runs)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, "import os\n"
+						   "__import__('ctypes').CDLL(None).prctl(15, "
+						   "b'sc-paused-cell', 0, 0, 0)\n"
+						   "call_tool('refund', order='x', amount=1)\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	cr_expect_eq(test_count_host_processes("sc-paused-cell"), 1);
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(test_wait_host_processes_gone("sc-paused-cell", 5000), 0);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(res);
+}
+
+struct racer {
+	struct snapcell_sandbox *sb;
+	uint64_t id;
+	int rc;
+	struct snapcell_result *res;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	r->rc = snapcell_sandbox_resume(r->sb, r->id, SNAPCELL_VERDICT_APPROVED, NULL, NULL, NULL,
+					&r->res, NULL);
+	return NULL;
+}
+
+Test(decisions, racing_resumes_have_exactly_one_winner)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	for (int round = 0; round < 5; round++) {
+		struct snapcell_result *res = test_run(sb, refund_code);
+		cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+		struct racer r[4];
+		pthread_t th[4];
+		for (int i = 0; i < 4; i++) {
+			r[i] = (struct racer){sb, res->pending->id, 0, NULL};
+			pthread_create(&th[i], NULL, race, &r[i]);
+		}
+		int winners = 0;
+		for (int i = 0; i < 4; i++) {
+			pthread_join(th[i], NULL);
+			if (r[i].rc == 0) {
+				winners++;
+				expect_ok(r[i].res);
+				snapcell_result_free(r[i].res);
+			} else {
+				cr_expect_eq(r[i].rc, -ENOENT);
+			}
+		}
+		cr_expect_eq(winners, 1);
+		snapcell_result_free(res);
+	}
+	cr_expect_eq(atomic_load(&refunds), 5);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, session_runs_refuse_such_calls)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_session *s = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, NULL), 0);
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(snapcell_session_run(s, refund_code, SIZE_MAX, NULL, &res, NULL), 0);
+	expect_ok(res);
+	cr_expect(strstr(res->stdout_buf, "a session's run cannot wait"), "%s", res->stdout_buf);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(res);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, the_mark_needs_a_registered_tool_and_is_not_program_approval)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "refund", "", NULL, SNAPCELL_APPROVAL_NEVER,
+					      refund, NULL, NULL),
+		     0);
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_config_set_tool_decision(cfg, "nope", true, &err), -ENOENT);
+	cr_expect(strstr(err.message, "nope"));
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", true, NULL), 0);
+	cr_expect(snapcell_config_tool_needs_decision(cfg, "refund"));
+	cr_expect_eq(snapcell_config_approval(cfg, SNAPCELL_APPROVAL_NEVER),
+		     SNAPCELL_APPROVAL_NEVER);
+	/* Registering it again keeps the mark. */
+	cr_assert_eq(snapcell_config_add_tool(cfg, "refund", "again", NULL, SNAPCELL_APPROVAL_NEVER,
+					      refund, NULL, NULL),
+		     0);
+	cr_expect(snapcell_config_tool_needs_decision(cfg, "refund"));
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", false, NULL), 0);
+	cr_expect_not(snapcell_config_tool_needs_decision(cfg, "refund"));
+	cr_expect_str_eq(snapcell_verdict_name(SNAPCELL_VERDICT_VALUE), "value");
+	cr_expect_null(snapcell_verdict_name((enum snapcell_verdict)99));
+	snapcell_config_free(cfg);
+}
