@@ -709,8 +709,12 @@ struct snapcell_tool_call {
  * is its own pause, one at a time. At most SNAPCELL_LIMIT_PAUSED_RUNS runs of a sandbox wait
  * at once (past it the call gets ToolError naming the bound); one that waits past
  * SNAPCELL_LIMIT_PAUSE_MS ends as SNAPCELL_STATUS_EXPIRED, its cell killed when the sandbox
- * next runs, resumes or ends; freeing the sandbox ends every paused run. Session runs do not
- * pause: there such a call gets ToolError saying so. */
+ * next runs or resumes, or ends; freeing the sandbox ends every paused run. A session's run
+ * pauses the same way and keeps its family's turn: while it waits, another run, snapshot or
+ * restore of any session of the family fails with -EBUSY (instead of waiting for minutes),
+ * and freeing the session ends the run; one that expires ends the session's process (as a
+ * timeout does). The run's network entries keep their deadline from the run's start: a
+ * connection open across a long pause may be closed. */
 
 struct snapcell_run_options;
 

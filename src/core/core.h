@@ -229,13 +229,23 @@ struct sc_run_target {
 	int (*collect)(const struct sc_run_target *t, struct snapcell_sandbox *sb,
 		       struct snapcell_result *res);
 	void *ctx; /* the target's own (a session) */
+	/* Before a paused run is listed (so before anyone can resume it); NULL for nothing. */
+	void (*pausing)(const struct sc_run_target *t);
 };
 
-/* Runs code in the target; *alive says whether it is still there to run more (a session's
- * worker). */
-int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
-		 const struct sc_run_request *req, struct snapcell_result **out, bool *alive,
-		 struct snapcell_error *err);
+/* What the owner of a run does when it ended (rc 0 and its result res, or a failure): alive
+ * says whether the target is still there to run more (a session's worker). */
+typedef void (*sc_run_finish)(struct snapcell_sandbox *sb, void *ctx, int rc, bool alive,
+			      struct snapcell_result *res);
+
+/* Runs code in the target (copied; its cell must outlive the run). When the run ends, finish
+ * is called (on the thread that ended it) before this or the resume returns; when it pauses
+ * at a call needing a decision, this returns the paused result and the run waits on the
+ * sandbox's list for snapcell_sandbox_resume, which goes on with it (and calls finish at its
+ * end). finish is called on every path, failures included. */
+int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
+		  const struct sc_run_request *req, sc_run_finish finish, void *ctx,
+		  struct snapcell_result **out, struct snapcell_error *err);
 
 /* Checks code and options and fills req; 1 (with *out a cancelled result) when the token had
  * fired already, so the run must not start; 0 to go on; or a negative code. */
@@ -257,6 +267,8 @@ void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct sn
 /* run.c: ends every paused run of a sandbox being freed (before its template goes). */
 struct sc_paused;
 void sc__paused_end_all(struct snapcell_sandbox *sb);
+/* Ends (as closed) the paused runs whose owner is ctx: a session being freed. */
+void sc__paused_end_ctx(struct snapcell_sandbox *sb, void *ctx);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

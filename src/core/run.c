@@ -91,7 +91,6 @@ struct run {
 	uint64_t spin_until_us; /* after answering a call: poll without sleeping until then */
 	/* A call held for a decision: the cell waits in it while the run is paused. held_slot:
 	 * it holds one of the sandbox's paused-run slots (until the decision or the end). */
-	bool may_pause; /* a fresh cell's run; a session's answers such calls with ToolError */
 	const struct sc_tool *held;
 	char *held_args;
 	struct snapcell_tool_call held_log;
@@ -215,13 +214,10 @@ static void hold_call(struct run *r, struct snapcell_sandbox *sb, struct sc_call
 {
 	const struct sc_tool *t = out->held;
 	unsigned bound = (unsigned)sb->cfg->limits[SNAPCELL_LIMIT_PAUSED_RUNS];
-	bool slot = false;
-	if (r->may_pause) {
-		pthread_mutex_lock(&sb->lock);
-		slot = sb->n_paused_slots < bound;
-		sb->n_paused_slots += slot;
-		pthread_mutex_unlock(&sb->lock);
-	}
+	pthread_mutex_lock(&sb->lock);
+	bool slot = sb->n_paused_slots < bound;
+	sb->n_paused_slots += slot;
+	pthread_mutex_unlock(&sb->lock);
 	if (slot) {
 		r->held = t;
 		r->held_args = out->held_args;
@@ -233,15 +229,9 @@ static void hold_call(struct run *r, struct snapcell_sandbox *sb, struct sc_call
 	}
 	free(out->held_args);
 	out->held = NULL;
-	out->text =
-		r->may_pause
-			? sc__message("tool '%s' needs a decision, and %u runs of this sandbox "
-				      "already wait for one (the paused_runs bound); the call "
-				      "was not made",
-				      t->name, bound)
-			: sc__message("tool '%s' needs a decision, which a session's run cannot "
-				      "wait for; the call was not made",
-				      t->name);
+	out->text = sc__message("tool '%s' needs a decision, and %u runs of this sandbox already "
+				"wait for one (the paused_runs bound); the call was not made",
+				t->name, bound);
 	answer_call(r, out->text ? 0 : -ENOMEM, out);
 }
 
@@ -662,23 +652,6 @@ static int run_end(struct run *r, struct snapcell_sandbox *sb, int rc, struct sn
 	return 0;
 }
 
-int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
-		 const struct sc_run_request *req, struct snapcell_result **out, bool *alive,
-		 struct snapcell_error *err)
-{
-	struct run r = {.target = t,
-			.cell = t->cell,
-			.cancel_fd = req->cancel_fd,
-			.learn = req->learn,
-			.spin = {.window_us = CALL_SPIN_US}};
-	int rc = run_start(&r, sb, req);
-	if (rc == 0)
-		rc = loop(&r, sb); /* never RUN_PAUSED: r.may_pause is false */
-	rc = run_end(&r, sb, rc, out, alive, err);
-	release(&r);
-	return rc;
-}
-
 static bool dir_is_empty(int dfd)
 {
 	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -765,11 +738,11 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 	return 1;
 }
 
-/* A fresh cell's run, on the heap so that it can outlive a pause: while its call waits for
- * a decision it is on the sandbox's paused list (under sb->lock) and nobody drives it; the
- * resume that takes it off the list is its only driver. An expired run leaves on the list an
- * entry with only its id and final result (ended), for the resume that asks; while the sweep
- * ends it, the entry is there, ending, and a resume waits for it. */
+/* A run, on the heap so that it can outlive a pause: while its call waits for a decision it
+ * is on the sandbox's paused list (under sb->lock) and nobody drives it; the resume that
+ * takes it off the list is its only driver. An expired run leaves on the list an entry with
+ * only its id and final result (ended), for the resume that asks; while the sweep ends it,
+ * the entry is there, ending, and a resume waits for it. */
 struct sc_paused {
 	struct sc_paused *next;
 	uint64_t id; /* the held call's */
@@ -777,6 +750,13 @@ struct sc_paused {
 	bool ending;
 	struct snapcell_result *ended;
 	struct run r;
+	struct sc_run_target t;
+	sc_run_finish finish; /* the owner's end of the run */
+	void *ctx;
+};
+
+/* A fresh cell's owner: the cell, its network, whether its pages are learned from. */
+struct fresh {
 	struct sc_cell cell;
 	struct sc_run_target t;
 	struct sc_gate_cell *gate;
@@ -895,25 +875,10 @@ static void record_decision(struct run *r, enum snapcell_verdict verdict, const 
 		r->n_decisions++;
 }
 
-/* After a fresh run ended: its network, its /output, its cell. Frees p. */
-static void fresh_end(struct snapcell_sandbox *sb, struct sc_paused *p, int rc, bool alive,
-		      struct snapcell_result *res)
-{
-	sc__gate_cell_stop(p->gate, rc == 0 ? res : NULL);
-	if (rc == 0)
-		p->t.collect(&p->t, sb, res);
-	if (rc == 0 && alive && p->learn)
-		sc__prefault_learn(sb, &p->cell); /* retires it when done */
-	else
-		sc__sandbox_retire_cell(sb, &p->cell);
-	release(&p->r);
-	free(p);
-}
-
-/* Drives a fresh run (rc: 0 to go on, or its start's failure) until it ends, freeing p, or
- * pauses, listing p. */
-static int fresh_drive(struct snapcell_sandbox *sb, struct sc_paused *p, int rc,
-		       struct snapcell_result **out, struct snapcell_error *err)
+/* Drives a run (rc: 0 to go on, or its start's failure) until it ends, handing it to its
+ * owner and freeing p, or pauses, listing p. */
+static int drive(struct snapcell_sandbox *sb, struct sc_paused *p, int rc,
+		 struct snapcell_result **out, struct snapcell_error *err)
 {
 	struct run *r = &p->r;
 	if (rc == 0)
@@ -922,6 +887,8 @@ static int fresh_drive(struct snapcell_sandbox *sb, struct sc_paused *p, int rc,
 		p->id = r->held_id;
 		p->expires_us = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
 		r->cancel_fd = -1; /* the caller may free its token once the run returned */
+		if (p->t.pausing)
+			p->t.pausing(&p->t);
 		pthread_mutex_lock(&sb->lock);
 		p->next = sb->paused;
 		sb->paused = p;
@@ -934,8 +901,30 @@ static int fresh_drive(struct snapcell_sandbox *sb, struct sc_paused *p, int rc,
 	}
 	bool alive;
 	rc = run_end(r, sb, rc, out, &alive, err);
-	fresh_end(sb, p, rc, alive, rc == 0 ? *out : NULL);
+	p->finish(sb, p->ctx, rc, alive, rc == 0 ? *out : NULL);
+	release(r);
+	free(p);
 	return rc;
+}
+
+int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
+		  const struct sc_run_request *req, sc_run_finish finish, void *ctx,
+		  struct snapcell_result **out, struct snapcell_error *err)
+{
+	struct sc_paused *p = calloc(1, sizeof(*p));
+	if (!p) {
+		finish(sb, ctx, -ENOMEM, false, NULL);
+		return sc__err(err, -ENOMEM, "run");
+	}
+	p->t = *t;
+	p->finish = finish;
+	p->ctx = ctx;
+	p->r = (struct run){.target = &p->t,
+			    .cell = t->cell,
+			    .cancel_fd = req->cancel_fd,
+			    .learn = req->learn,
+			    .spin = {.window_us = CALL_SPIN_US}};
+	return drive(sb, p, run_start(&p->r, sb, req), out, err);
 }
 
 /* Ends a paused run that got no decision in time (or whose sandbox goes): its cell is killed
@@ -949,7 +938,7 @@ static int paused_end(struct snapcell_sandbox *sb, struct sc_paused *p, enum sna
 	r->deadline_us += waited;
 	record_decision(r, why, NULL, NULL, SIZE_MAX);
 	kill_cell(r, FORCED_EXPIRED);
-	return fresh_drive(sb, p, 0, out, err);
+	return drive(sb, p, 0, out, err);
 }
 
 /* Takes p off the list; sb->lock held. */
@@ -1020,12 +1009,9 @@ static void paused_sweep(struct snapcell_sandbox *sb)
 	}
 }
 
-void sc__paused_end_all(struct snapcell_sandbox *sb)
+/* Ends the listed runs (off the sandbox's list) as CLOSED, dropping their results. */
+static void end_list(struct snapcell_sandbox *sb, struct sc_paused *list)
 {
-	pthread_mutex_lock(&sb->lock);
-	struct sc_paused *list = sb->paused;
-	sb->paused = NULL;
-	pthread_mutex_unlock(&sb->lock);
 	while (list) {
 		struct sc_paused *p = list;
 		list = p->next;
@@ -1039,6 +1025,48 @@ void sc__paused_end_all(struct snapcell_sandbox *sb)
 	}
 }
 
+void sc__paused_end_all(struct snapcell_sandbox *sb)
+{
+	pthread_mutex_lock(&sb->lock);
+	struct sc_paused *list = sb->paused;
+	sb->paused = NULL;
+	pthread_mutex_unlock(&sb->lock);
+	end_list(sb, list);
+}
+
+void sc__paused_end_ctx(struct snapcell_sandbox *sb, void *ctx)
+{
+	struct sc_paused *list = NULL;
+	pthread_mutex_lock(&sb->lock);
+	for (struct sc_paused **pp = &sb->paused; *pp;) {
+		struct sc_paused *p = *pp;
+		if (!p->ended && !p->ending && p->ctx == ctx) {
+			*pp = p->next;
+			p->next = list;
+			list = p;
+		} else {
+			pp = &p->next;
+		}
+	}
+	pthread_mutex_unlock(&sb->lock);
+	end_list(sb, list);
+}
+
+/* The end of a fresh cell's run: its network, its /output, its cell. */
+static void fresh_finish(struct snapcell_sandbox *sb, void *ctx, int rc, bool alive,
+			 struct snapcell_result *res)
+{
+	struct fresh *f = ctx;
+	sc__gate_cell_stop(f->gate, rc == 0 ? res : NULL);
+	if (rc == 0)
+		f->t.collect(&f->t, sb, res);
+	if (rc == 0 && alive && f->learn)
+		sc__prefault_learn(sb, &f->cell); /* retires it when done */
+	else
+		sc__sandbox_retire_cell(sb, &f->cell);
+	free(f);
+}
+
 int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
 			 const struct snapcell_run_options *opts, struct snapcell_result **out,
 			 struct snapcell_error *err)
@@ -1050,31 +1078,25 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
 	paused_sweep(sb);
-	struct sc_paused *p = calloc(1, sizeof(*p));
-	if (!p)
+	struct fresh *f = calloc(1, sizeof(*f));
+	if (!f)
 		return sc__err(err, -ENOMEM, "run");
-	rc = sc__sandbox_take_cell(sb, &p->cell, err);
+	rc = sc__sandbox_take_cell(sb, &f->cell, err);
 	if (rc < 0) {
-		free(p);
+		free(f);
 		return rc;
 	}
-	p->t = (struct sc_run_target){&p->cell, true, fresh_kill, fresh_collect, NULL};
-	p->learn = sc__prefault_wants(sb, p->cell.id);
-	if (p->cell.n_net &&
-	    (rc = sc__gate_cell_start(sb->gate, p->cell.net, p->cell.n_net,
+	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect, NULL, NULL};
+	req.learn = f->learn = sc__prefault_wants(sb, f->cell.id);
+	if (f->cell.n_net &&
+	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,
 				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),
-				      &p->gate, err)) < 0) {
-		sc__sandbox_retire_cell(sb, &p->cell);
-		free(p);
+				      &f->gate, err)) < 0) {
+		sc__sandbox_retire_cell(sb, &f->cell);
+		free(f);
 		return rc;
 	}
-	p->r = (struct run){.target = &p->t,
-			    .cell = &p->cell,
-			    .cancel_fd = req.cancel_fd,
-			    .learn = p->learn,
-			    .spin = {.window_us = CALL_SPIN_US},
-			    .may_pause = true};
-	return fresh_drive(sb, p, run_start(&p->r, sb, &req), out, err);
+	return sc__run_start(sb, &f->t, &req, fresh_finish, f, out, err);
 }
 
 /* Checks a decision's verdict and text before anything changes. */
@@ -1168,7 +1190,7 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	r->held_args = NULL;
 	r->held = NULL;
 	answer_call(r, rc, &o);
-	return fresh_drive(sb, p, 0, out, err);
+	return drive(sb, p, 0, out, err);
 }
 
 void snapcell_result_free(struct snapcell_result *res)

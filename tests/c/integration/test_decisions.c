@@ -327,19 +327,100 @@ Test(decisions, racing_resumes_have_exactly_one_winner)
 	snapcell_sandbox_free(sb);
 }
 
-Test(decisions, session_runs_refuse_such_calls)
+Test(decisions, a_session_run_pauses_keeps_its_state_and_is_busy_meanwhile)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
-	struct snapcell_session *s = NULL;
+	struct snapcell_session *s = NULL, *sibling = NULL;
 	cr_assert_eq(snapcell_session_new(sb, &s, NULL), 0);
-	struct snapcell_result *res = NULL;
-	cr_assert_eq(snapcell_session_run(s, refund_code, SIZE_MAX, NULL, &res, NULL), 0);
+	struct snapcell_result *res = NULL, *other = NULL;
+	cr_assert_eq(snapcell_session_run(s, "x = 41", SIZE_MAX, NULL, &res, NULL), 0);
 	expect_ok(res);
-	cr_expect(strstr(res->stdout_buf, "a session's run cannot wait"), "%s", res->stdout_buf);
-	cr_expect_eq(atomic_load(&refunds), 0);
 	snapcell_result_free(res);
+	cr_assert_eq(snapcell_session_run(s,
+					  "print('x is', x)\n"
+					  "r = call_tool('refund', order='s', amount=2)\n"
+					  "x += 1\n",
+					  SIZE_MAX, NULL, &res, NULL),
+		     0);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	cr_expect_str_eq(res->stdout_buf, "x is 41\n");
+	/* The same session, and the rest of its family, are refused while it waits. */
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_session_run(s, "1", SIZE_MAX, NULL, &other, &err), -EBUSY);
+	struct snapcell_snapshot *snap = NULL;
+	cr_expect_eq(snapcell_session_snapshot(s, &snap, &err), -EBUSY);
+	/* A session of another family runs meanwhile. */
+	cr_assert_eq(snapcell_session_new(sb, &sibling, NULL), 0);
+	cr_assert_eq(snapcell_session_run(sibling, "print(2)", SIZE_MAX, NULL, &other, NULL), 0);
+	expect_ok(other);
+	snapcell_result_free(other);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	expect_ok(fin);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	snapcell_result_free(fin);
+	cr_assert_eq(snapcell_session_run(s, "print(x, r['refunded']['order'])", SIZE_MAX, NULL,
+					  &other, NULL),
+		     0);
+	expect_ok(other);
+	cr_expect_str_eq(other->stdout_buf, "42 s\n");
+	snapcell_result_free(other);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, NULL), 0);
+	struct snapcell_session *branch = NULL;
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &branch, NULL), 0);
+	/* A run of the branch pauses; freeing the branch ends it, and the family runs again. */
+	cr_assert_eq(snapcell_session_run(branch, "call_tool('refund', order='b', amount=3)",
+					  SIZE_MAX, NULL, &res, NULL),
+		     0);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	snapcell_result_free(res);
+	snapcell_session_free(branch); /* ends its paused run */
+	cr_assert_eq(snapcell_session_run(s, "print(x)", SIZE_MAX, NULL, &other, NULL), 0);
+	expect_ok(other);
+	snapcell_result_free(other);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(sibling);
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, a_paused_session_run_refuses_its_family)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_session *s = NULL, *branch = NULL;
+	struct snapcell_snapshot *snap = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, NULL), 0);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, NULL), 0);
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &branch, NULL), 0);
+	struct snapcell_result *res = NULL, *other = NULL;
+	cr_assert_eq(snapcell_session_run(s,
+					  "call_tool('refund', order='f', amount=1)\nprint('on')",
+					  SIZE_MAX, NULL, &res, NULL),
+		     0);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_session_run(branch, "1", SIZE_MAX, NULL, &other, &err), -EBUSY);
+	cr_expect(strstr(err.message, "waits for a decision"), "%s", err.message);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_REJECTED, "no", "carol");
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_ERROR); /* the ToolError was not caught */
+	cr_expect(strstr(fin->stderr_buf, "ToolError"), "%s", fin->stderr_buf);
+	cr_assert_eq(snapcell_session_run(branch, "print(3)", SIZE_MAX, NULL, &other, NULL), 0);
+	expect_ok(other);
+	snapcell_result_free(other);
+	snapcell_result_free(fin);
+	snapcell_result_free(res);
+	/* Freed while paused: the sandbox's end ends the run too. */
+	cr_assert_eq(snapcell_session_run(s, "call_tool('refund', order='g', amount=1)", SIZE_MAX,
+					  NULL, &res, NULL),
+		     0);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(snapcell_session_run(s, "1", SIZE_MAX, NULL, &other, &err),
+		     SNAPCELL_E_TEMPLATE);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(res);
+	snapcell_session_free(branch);
+	snapcell_session_free(s);
+	snapcell_snapshot_free(snap);
 }
 
 Test(decisions, the_mark_needs_a_registered_tool_and_is_not_program_approval)
