@@ -713,8 +713,8 @@ struct snapcell_tool_call {
  * pauses the same way and keeps its family's turn: while it waits, another run, snapshot or
  * restore of any session of the family fails with -EBUSY (instead of waiting for minutes),
  * and freeing the session ends the run; one that expires ends the session's process (as a
- * timeout does). The run's network entries keep their deadline from the run's start: a
- * connection open across a long pause may be closed. */
+ * timeout does). The egress gate's deadline is not moved by pauses: a run with network entries
+ * cannot connect once SNAPCELL_LIMIT_WALL_MS has passed since its start, pauses included. */
 
 struct snapcell_run_options;
 
