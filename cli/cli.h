@@ -54,6 +54,12 @@ int cli_mcp(int argc, char **argv);
  * state files (files of dead processes are removed): a JSON array. */
 json_t *cli_mcp_servers(void);
 
+/* approve.c: asks on the controlling terminal (/dev/tty) whether the pending call may run:
+ * APPROVED for "y", else REJECTED with the reason in reason (also when there is no terminal,
+ * saying so). */
+enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, char *reason,
+				       size_t reason_len);
+
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */
 void cli_print_artifacts(const struct snapcell_result *res, FILE *f);
 int cli_save_artifacts(const struct snapcell_result *res, const char *dir);

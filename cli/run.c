@@ -159,6 +159,15 @@ int cli_run(int argc, char **argv)
 	int rc = snapcell_sandbox_new(cfg, &sb, &err);
 	if (rc == 0)
 		rc = snapcell_sandbox_run(sb, code, len, NULL, &res, &err);
+	while (rc == 0 && res->status == SNAPCELL_STATUS_PAUSED) {
+		char reason[160];
+		enum snapcell_verdict v = cli_ask_terminal(res->pending, reason, sizeof(reason));
+		struct snapcell_result *next = NULL;
+		rc = snapcell_sandbox_resume(sb, res->pending->id, v, reason, "terminal", NULL,
+					     &next, &err);
+		snapcell_result_free(res);
+		res = next;
+	}
 	free(code);
 	int status = EXIT_SNAPCELL;
 	if (rc < 0) {

@@ -32,6 +32,10 @@ static const char usage[] =
 	"                          a non-zero exit raises ToolError with its stderr (repeatable)\n"
 	"  --tool-schema NAME=JSON check the arguments of the --tool NAME given before it\n"
 	"                          against a JSON Schema (repeatable)\n"
+	"  --approve NAME          each call of the --tool NAME given before it waits for a\n"
+	"                          decision asked on the terminal (/dev/tty): y approves,\n"
+	"                          anything else rejects (the code gets ToolError); with no\n"
+	"                          terminal the call is refused (repeatable)\n"
 	"  --workspace DIR         copy DIR's files (not its links) to /input, read-only\n"
 	"  --input PATH[:MOUNT]    copy a file or directory to /input/MOUNT (default: PATH);\n"
 	"                          later ones win (repeatable)\n"
@@ -146,7 +150,8 @@ enum opt {
 	OPT_ALLOW_HEADER,
 	OPT_MAP_HOST,
 	OPT_UPSTREAM_CA,
-	OPT_UID_RANGE
+	OPT_UID_RANGE,
+	OPT_APPROVE
 };
 
 static const struct option options[] = {
@@ -178,6 +183,7 @@ static const struct option options[] = {
 	{"map-host", required_argument, NULL, OPT_MAP_HOST},
 	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
 	{"uid-range", required_argument, NULL, OPT_UID_RANGE},
+	{"approve", required_argument, NULL, OPT_APPROVE},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -375,6 +381,15 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return cli_add_command_tool(cfg, arg);
 	if (opt == OPT_TOOL_SCHEMA)
 		return cli_set_tool_schema(cfg, arg);
+	if (opt == OPT_APPROVE) {
+		int rc = snapcell_config_set_tool_decision(cfg, arg, true, &err);
+		if (rc == -ENOENT)
+			fprintf(stderr, "snapcell: --approve %s: no --tool %s=COMMAND before it\n",
+				arg, arg);
+		else if (rc < 0)
+			fprintf(stderr, "snapcell: --approve: %s\n", err.message);
+		return rc < 0 ? -1 : 0;
+	}
 	if (opt == OPT_ALLOW)
 		return add_allowed(cfg, arg);
 	if (opt == OPT_ALLOW_HEADER)
