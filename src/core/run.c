@@ -1126,6 +1126,15 @@ static int check_verdict(enum snapcell_verdict verdict, const char *text,
 	return 0;
 }
 
+/* Whether the cell sent anything on its frame socket (which a cell waiting in its call never
+ * does). */
+static bool frame_waiting(const struct run *r)
+{
+	char c;
+	int fd = r->cell->fds[SC_CELL_RPC];
+	return fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
 /* Takes the run waiting with id off the list (waiting while the sweep ends it); NULL when
  * there is none. */
 static struct sc_paused *take_paused(struct snapcell_sandbox *sb, uint64_t id)
@@ -1181,6 +1190,14 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	sb->n_paused_slots--;
 	pthread_mutex_unlock(&sb->lock);
 	r->held_slot = false;
+	if (frame_waiting(r)) {
+		/* The code wrote on its frame socket while its call waited (around the bridge,
+		 * which lets no call through before the answer): a broken protocol, and nothing
+		 * it asked for runs, the held call included. */
+		record_decision(r, verdict, text, decided_by, SIZE_MAX);
+		violation(r, "a frame while a call waited for its decision");
+		return drive(sb, p, 0, out, err);
+	}
 	struct sc_call_outcome o = {.log = r->held_log};
 	rc = sc__tool_decided(r->held, r->held_args, verdict, text, SC_FRAME_DEFAULT_CAP - 1,
 			      r->deadline_us, &o);

@@ -447,3 +447,111 @@ Test(decisions, the_mark_needs_a_registered_tool_and_is_not_program_approval)
 	cr_expect_null(snapcell_verdict_name((enum snapcell_verdict)99));
 	snapcell_config_free(cfg);
 }
+
+/* Attacks: code cannot skip, forge or replay a decision. */
+
+Test(decisions, the_bridge_itself_still_waits_for_the_decision)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(
+		sb, "import _snapcell\n"
+		    "print(_snapcell.call('refund', b'{\"order\": \"x\", \"amount\": 1}'))\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_REJECTED, NULL, NULL);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	cr_expect(strstr(fin->stdout_buf, "(False, b\"the call to tool 'refund' was rejected\")"),
+		  "%s", fin->stdout_buf);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+/* A raw CALL frame written on the frame socket while a call waits (a thread going around the
+ * bridge's lock) cannot be served: the cell is killed and the held tool never runs. */
+Test(decisions, a_frame_written_while_a_call_waits_kills_the_cell)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res =
+		test_run(sb, "import os, struct, threading, time\n"
+			     "def forge():\n"
+			     "    time.sleep(0.3)\n"
+			     "    p = b'refund\\0{\"order\": \"forged\", \"amount\": 9}'\n"
+			     "    os.write(3, struct.pack('<I', 1 + len(p)) + b'C' + p)\n"
+			     "threading.Thread(target=forge).start()\n"
+			     "call_tool('refund', order='real', amount=1)\n"
+			     "print('approved')\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	usleep(800 * 1000); /* the forged frame is in the socket by now */
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_KILLED, "%s", snapcell_status_name(fin->status));
+	cr_expect(strstr(fin->stderr_buf, "frame protocol"), "%s", fin->stderr_buf);
+	cr_expect_null(strstr(fin->stdout_buf, "approved"));
+	cr_expect_eq(atomic_load(&refunds), 0, "a tool ran for a killed cell");
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	expect_output(sb, "print(1)", "1\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* The same call again (same tool, same arguments) is a new decision: an approval is for one
+ * call, and the old pending id is spent. */
+Test(decisions, an_approval_is_for_one_call_and_its_id_is_spent)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(
+		sb, "for _ in range(2):\n"
+		    "    print(call_tool('refund', order='same', amount=1)['refunded'])\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	uint64_t first = res->pending->id;
+	struct snapcell_result *second = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_assert_eq(second->status, SNAPCELL_STATUS_PAUSED, "%s", second->stderr_buf);
+	cr_expect_neq(second->pending->id, first);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	struct snapcell_result *none = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_resume(sb, first, SNAPCELL_VERDICT_APPROVED, NULL, NULL, NULL,
+					     &none, &err),
+		     -ENOENT);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	struct snapcell_result *fin = resume(sb, second, SNAPCELL_VERDICT_REJECTED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_ERROR);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	cr_expect_eq(fin->n_decisions, 2);
+	snapcell_result_free(res);
+	snapcell_result_free(second);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+/* While the main thread waits for its decision, another thread's call (even of a tool that
+ * needs none) is not served: calls take turns, so nothing slips past the one waiting. */
+Test(decisions, a_thread_calling_while_the_main_thread_waits_is_not_served)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, "import threading, time\n"
+						   "seen = []\n"
+						   "def other():\n"
+						   "    time.sleep(0.2)\n"
+						   "    seen.append(call_tool('lookup'))\n"
+						   "    seen.append(time.monotonic())\n"
+						   "t = threading.Thread(target=other); t.start()\n"
+						   "call_tool('refund', order='m', amount=1)\n"
+						   "back = time.monotonic()\n"
+						   "t.join()\n"
+						   "print(seen[0], seen[1] >= back - 0.05)\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	usleep(600 * 1000);
+	struct snapcell_result *again = NULL;
+	cr_expect_eq(res->n_tool_calls, 0);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	expect_ok(fin);
+	cr_expect_str_eq(fin->stdout_buf, "found True\n");
+	cr_assert_eq(fin->n_tool_calls, 2);
+	cr_expect_str_eq(fin->tool_calls[0].name, "refund");
+	cr_expect_str_eq(fin->tool_calls[1].name, "lookup");
+	(void)again;
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
