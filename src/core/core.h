@@ -160,6 +160,10 @@ struct snapcell_sandbox {
 	unsigned n_paused_slots;    /* runs holding a call for a decision (run.c) */
 	struct sc_paused *paused;   /* paused fresh runs, and expired ones with their result */
 	pthread_cond_t paused_cond; /* an expiring entry of paused ended */
+	/* pause.c's reaper: ends runs whose pause expired (reaper_wake: CLOCK_MONOTONIC). */
+	pthread_t reaper;
+	bool reaper_started, reaper_stop;
+	pthread_cond_t reaper_wake;
 	struct sc_dying {
 		int pidfd;
 		uint32_t id;
@@ -264,11 +268,28 @@ int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
 bool sc__output_pending(int out_fd);
 void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res);
 
-/* run.c: ends every paused run of a sandbox being freed (before its template goes). */
-struct sc_paused;
+/* pause.c: the sandbox's runs paused for a decision (struct sc_run is run.c's). add: lists
+ * r, waiting with pending id id until expires_us (sc__now_us clock), owned by ctx; -ENOMEM.
+ * take: the run waiting with id, off the list (*r), or the final result of one that expired
+ * (*ended, *r NULL); -ENOENT when there is neither. sweep: ends the runs whose time is up,
+ * keeping their results for their resumes. end_all: ends every one, and the reaper, for a
+ * sandbox being freed (before its template goes). end_ctx: ends (as closed) those owned by
+ * ctx, a session being freed. decisions_copy/free: a result's decisions, deep. */
+struct sc_run;
+int sc__paused_add(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t id, uint64_t expires_us,
+		   void *ctx);
+int sc__paused_take(struct snapcell_sandbox *sb, uint64_t id, struct sc_run **r,
+		    struct snapcell_result **ended);
+void sc__paused_sweep(struct snapcell_sandbox *sb);
 void sc__paused_end_all(struct snapcell_sandbox *sb);
-/* Ends (as closed) the paused runs whose owner is ctx: a session being freed. */
 void sc__paused_end_ctx(struct snapcell_sandbox *sb, void *ctx);
+int sc__decisions_copy(const struct snapcell_decision *src, size_t n,
+		       struct snapcell_decision **out);
+void sc__decisions_free(struct snapcell_decision *d, size_t n);
+/* run.c: ends a paused run without a decision (EXPIRED or CLOSED): its cell is killed, the
+ * result final; frees r. */
+int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapcell_verdict why,
+		       struct snapcell_result **out, struct snapcell_error *err);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

@@ -68,7 +68,7 @@ struct outbuf {
 /* The tool-call log keeps this many entries; later calls are only counted. */
 #define MAX_LOGGED_CALLS 100000
 
-struct run {
+struct sc_run {
 	const struct sc_run_target *target;
 	struct sc_cell *cell; /* the target's; the loop closes its socket when the cell hangs up */
 	int cancel_fd;	      /* -1 for none */
@@ -99,11 +99,15 @@ struct run {
 	uint64_t paused_us, paused_total_us; /* when the pause began; all pauses' time */
 	struct snapcell_decision *decisions;
 	size_t n_decisions;
+	/* Its own copy of the target, and what its owner does at its end. */
+	struct sc_run_target t;
+	sc_run_finish finish;
+	void *ctx;
 };
 
 static _Atomic uint64_t next_pending_id = 1;
 
-static void kill_cell(struct run *r, enum forced why)
+static void kill_cell(struct sc_run *r, enum forced why)
 {
 	if (r->forced == NOT_FORCED) {
 		r->forced = why;
@@ -113,7 +117,7 @@ static void kill_cell(struct run *r, enum forced why)
 }
 
 /* Reads once; returns the bytes read, 0 at EOF or when nothing is pending. */
-static ssize_t read_stream(struct run *r, int fd, struct stream *s)
+static ssize_t read_stream(struct sc_run *r, int fd, struct stream *s)
 {
 	char scratch[READ_CHUNK];
 	ssize_t n = read(fd, scratch, sizeof(scratch));
@@ -139,7 +143,7 @@ static ssize_t read_stream(struct run *r, int fd, struct stream *s)
 }
 
 /* After DONE the cell has flushed: what it wrote is already in the pipes. */
-static void drain(struct run *r)
+static void drain(struct sc_run *r)
 {
 	while (!r->out.eof && read_stream(r, r->cell->fds[SC_CELL_STDOUT], &r->out) > 0)
 		;
@@ -166,14 +170,14 @@ static int queue_frame(struct outbuf *o, uint8_t type, const void *head, size_t 
 	return 0;
 }
 
-static void violation(struct run *r, const char *why)
+static void violation(struct sc_run *r, const char *why)
 {
 	snprintf(r->note, sizeof(r->note),
 		 "snapcell: the cell broke the frame protocol (%s) and was killed\n", why);
 	kill_cell(r, FORCED_PROTOCOL);
 }
 
-static void log_call(struct run *r, const struct snapcell_tool_call *entry)
+static void log_call(struct sc_run *r, const struct snapcell_tool_call *entry)
 {
 	if (r->n_calls == MAX_LOGGED_CALLS) {
 		r->n_calls_dropped++;
@@ -195,7 +199,7 @@ static void log_call(struct run *r, const struct snapcell_tool_call *entry)
 }
 
 /* Runs the tool on this thread (the caller's) and queues its answer. */
-static void send_pending(struct run *r)
+static void send_pending(struct sc_run *r)
 {
 	struct outbuf *o = &r->send;
 	ssize_t n = send(r->cell->fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
@@ -206,11 +210,11 @@ static void send_pending(struct run *r)
 		o->off = o->len; /* the cell is gone; its exit says why */
 }
 
-static void answer_call(struct run *r, int rc, struct sc_call_outcome *out);
+static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *out);
 
 /* A call that needs a decision: pauses the run when it may and the sandbox has a slot free,
  * else answers it with the reason. */
-static void hold_call(struct run *r, struct snapcell_sandbox *sb, struct sc_call_outcome *out)
+static void hold_call(struct sc_run *r, struct snapcell_sandbox *sb, struct sc_call_outcome *out)
 {
 	const struct sc_tool *t = out->held;
 	unsigned bound = (unsigned)sb->cfg->limits[SNAPCELL_LIMIT_PAUSED_RUNS];
@@ -235,7 +239,7 @@ static void hold_call(struct run *r, struct snapcell_sandbox *sb, struct sc_call
 	answer_call(r, out->text ? 0 : -ENOMEM, out);
 }
 
-static void serve_call(struct run *r, struct snapcell_sandbox *sb)
+static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	struct sc_call_outcome out;
 	int rc = sc__tool_serve(sb->cfg, r->reader.payload, r->reader.payload_len,
@@ -252,7 +256,7 @@ static void serve_call(struct run *r, struct snapcell_sandbox *sb)
 }
 
 /* Answers a served (or decided) call, unless the run is out of time. */
-static void answer_call(struct run *r, int rc, struct sc_call_outcome *o)
+static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *o)
 {
 	struct sc_call_outcome out = *o;
 	if (sc__now_us() >= r->deadline_us) {
@@ -273,7 +277,7 @@ static void answer_call(struct run *r, int rc, struct sc_call_outcome *o)
 	r->spin_until_us = sc__spin_start(&r->spin);
 }
 
-static void on_frame(struct run *r, struct snapcell_sandbox *sb)
+static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t type = sc__frame_type(&r->reader);
 	if (r->forced != NOT_FORCED)
@@ -301,13 +305,13 @@ static void on_frame(struct run *r, struct snapcell_sandbox *sb)
 		violation(r, "unexpected frame");
 }
 
-static void end_spin(struct run *r, bool caught)
+static void end_spin(struct sc_run *r, bool caught)
 {
 	sc__spin_end(&r->spin, caught);
 	r->spin_until_us = 0;
 }
 
-static void read_frames(struct run *r, struct snapcell_sandbox *sb)
+static void read_frames(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t buf[65536];
 	ssize_t n = recv(r->cell->fds[SC_CELL_RPC], buf, sizeof(buf), MSG_DONTWAIT);
@@ -334,7 +338,7 @@ static void read_frames(struct run *r, struct snapcell_sandbox *sb)
 	}
 }
 
-static void read_exit(struct run *r)
+static void read_exit(struct sc_run *r)
 {
 	ssize_t n = read(r->cell->fds[SC_CELL_EXIT], (char *)&r->exit + r->exit_got,
 			 sizeof(r->exit) - r->exit_got);
@@ -348,7 +352,7 @@ static void read_exit(struct run *r)
 
 /* A run ends at the cell's DONE report, or, when it never came, at the template's report of
  * the cell's death with both pipes closed. */
-static bool finished(const struct run *r, uint64_t now)
+static bool finished(const struct sc_run *r, uint64_t now)
 {
 	/* A setup failure is the template's to confirm (its exit record), never the cell's
 	 * claim: code can write a DONE frame of its own. The cell exits right after reporting
@@ -366,7 +370,7 @@ static bool finished(const struct run *r, uint64_t now)
 }
 
 /* Lets go of a held call without a decision (the run is being killed). */
-static void drop_held(struct run *r, struct snapcell_sandbox *sb)
+static void drop_held(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	free(r->held_args);
 	r->held_args = NULL;
@@ -381,7 +385,7 @@ static void drop_held(struct run *r, struct snapcell_sandbox *sb)
 
 /* Returns 0 when the cell is gone and reaped, RUN_PAUSED when a call waits for a decision
  * (the cell blocked in it), or SNAPCELL_E_TEMPLATE. */
-static int loop(struct run *r, struct snapcell_sandbox *sb)
+static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	for (;;) {
 		uint64_t now = sc__now_us();
@@ -444,7 +448,7 @@ static int loop(struct run *r, struct snapcell_sandbox *sb)
 	}
 }
 
-static enum snapcell_status guest_status(const struct run *r, int exit_code)
+static enum snapcell_status guest_status(const struct sc_run *r, int exit_code)
 {
 	/* Only the template knows that a cell never got as far as running code. */
 	if (r->have_exit && (r->exit.flags & SC_EXIT_NOT_SET_UP))
@@ -461,7 +465,7 @@ static enum snapcell_status guest_status(const struct run *r, int exit_code)
 	}
 }
 
-static void derive_result(const struct run *r, const struct snapcell_sandbox *sb,
+static void derive_result(const struct sc_run *r, const struct snapcell_sandbox *sb,
 			  struct snapcell_result *res)
 {
 	const uint32_t guest_flags = SNAPCELL_HIT_MEMORY | SNAPCELL_HIT_PROCESSES |
@@ -515,7 +519,7 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
  * template reads them into the exit record and removes the cgroup when it reaps the cell; a
  * run that ended at DONE, before that record, reads the cgroup itself, or, when the template
  * has already removed it, waits for the record (written right after). */
-static void cgroup_result(struct run *r, const struct snapcell_sandbox *sb,
+static void cgroup_result(struct sc_run *r, const struct snapcell_sandbox *sb,
 			  struct snapcell_result *res)
 {
 	struct sc_cgroup_usage u;
@@ -556,7 +560,8 @@ static void append_note(struct stream *s, const char *note)
 	s->len += n;
 }
 
-static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char *code, size_t len)
+static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const char *code,
+		   size_t len)
 {
 	const uint64_t *l = sb->cfg->limits;
 	if (stream_init(&r->out, l[SNAPCELL_LIMIT_STDOUT_BYTES], SNAPCELL_HIT_STDOUT) < 0 ||
@@ -567,28 +572,18 @@ static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char 
 			   0);
 }
 
-static void decisions_free(struct snapcell_decision *d, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		free(d[i].arguments);
-		free(d[i].text);
-		free(d[i].decided_by);
-	}
-	free(d);
-}
-
-static void release(struct run *r)
+static void release(struct sc_run *r)
 {
 	free(r->out.buf);
 	free(r->err.buf);
 	free(r->send.buf);
 	free(r->calls);
 	free(r->held_args);
-	decisions_free(r->decisions, r->n_decisions);
+	sc__decisions_free(r->decisions, r->n_decisions);
 	sc__frame_reader_reset(&r->reader);
 }
 
-static void hand_over(struct run *r, struct snapcell_result *res)
+static void hand_over(struct sc_run *r, struct snapcell_result *res)
 {
 	if (r->note[0])
 		append_note(&r->err, r->note);
@@ -609,7 +604,7 @@ static void hand_over(struct run *r, struct snapcell_result *res)
 }
 
 /* Starts a run's clock and queues its code. */
-static int run_start(struct run *r, const struct snapcell_sandbox *sb,
+static int run_start(struct sc_run *r, const struct snapcell_sandbox *sb,
 		     const struct sc_run_request *req)
 {
 	int rc = prepare(r, sb, req->code, req->code_len);
@@ -619,8 +614,8 @@ static int run_start(struct run *r, const struct snapcell_sandbox *sb,
 }
 
 /* The result of a run whose loop returned rc (not RUN_PAUSED), or the error. */
-static int run_end(struct run *r, struct snapcell_sandbox *sb, int rc, struct snapcell_result **out,
-		   bool *alive, struct snapcell_error *err)
+static int run_end(struct sc_run *r, struct snapcell_sandbox *sb, int rc,
+		   struct snapcell_result **out, bool *alive, struct snapcell_error *err)
 {
 	struct snapcell_result *res = rc == 0 ? calloc(1, sizeof(*res)) : NULL;
 	if (rc == 0 && !res)
@@ -738,23 +733,6 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 	return 1;
 }
 
-/* A run, on the heap so that it can outlive a pause: while its call waits for a decision it
- * is on the sandbox's paused list (under sb->lock) and nobody drives it; the resume that
- * takes it off the list is its only driver. An expired run leaves on the list an entry with
- * only its id and final result (ended), for the resume that asks; while the sweep ends it,
- * the entry is there, ending, and a resume waits for it. */
-struct sc_paused {
-	struct sc_paused *next;
-	uint64_t id; /* the held call's */
-	uint64_t expires_us;
-	bool ending;
-	struct snapcell_result *ended;
-	struct run r;
-	struct sc_run_target t;
-	sc_run_finish finish; /* the owner's end of the run */
-	void *ctx;
-};
-
 /* A fresh cell's owner: the cell, its network, whether its pages are learned from. */
 struct fresh {
 	struct sc_cell cell;
@@ -762,9 +740,6 @@ struct fresh {
 	struct sc_gate_cell *gate;
 	bool learn;
 };
-
-/* Expired runs kept for a resume to find; older ones are dropped (their resume fails). */
-#define MAX_ENDED 64
 
 static char *copy_bytes(const char *src, size_t len)
 {
@@ -781,34 +756,8 @@ static char *copy_text(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-static int decisions_copy(const struct snapcell_decision *src, size_t n,
-			  struct snapcell_decision **out)
-{
-	*out = NULL;
-	if (n == 0)
-		return 0;
-	struct snapcell_decision *d = calloc(n, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	bool ok = true;
-	for (size_t i = 0; i < n; i++) {
-		d[i] = src[i];
-		d[i].arguments = copy_text(src[i].arguments);
-		d[i].text = copy_text(src[i].text);
-		d[i].decided_by = copy_text(src[i].decided_by);
-		ok = ok && d[i].arguments && (d[i].text || !src[i].text) &&
-		     (d[i].decided_by || !src[i].decided_by);
-	}
-	if (!ok) {
-		decisions_free(d, n);
-		return -ENOMEM;
-	}
-	*out = d;
-	return 0;
-}
-
 /* A paused run's result: copies of everything so far, and the pending call. */
-static int paused_result(const struct run *r, const struct snapcell_sandbox *sb,
+static int paused_result(const struct sc_run *r, const struct snapcell_sandbox *sb,
 			 struct snapcell_result **out)
 {
 	struct snapcell_result *res = calloc(1, sizeof(*res));
@@ -834,7 +783,7 @@ static int paused_result(const struct run *r, const struct snapcell_sandbox *sb,
 		res->n_tool_calls = r->n_calls;
 	}
 	res->n_tool_calls_dropped = r->n_calls_dropped;
-	int rc = decisions_copy(r->decisions, r->n_decisions, &res->decisions);
+	int rc = sc__decisions_copy(r->decisions, r->n_decisions, &res->decisions);
 	res->n_decisions = res->decisions ? r->n_decisions : 0;
 	pc->id = r->held_id;
 	memcpy(pc->name, r->held_log.name, sizeof(pc->name));
@@ -849,7 +798,7 @@ static int paused_result(const struct run *r, const struct snapcell_sandbox *sb,
 }
 
 /* Records the decision on the held call; call_index is the entry its answer will get. */
-static void record_decision(struct run *r, enum snapcell_verdict verdict, const char *text,
+static void record_decision(struct sc_run *r, enum snapcell_verdict verdict, const char *text,
 			    const char *decided_by, size_t call_index)
 {
 	struct snapcell_decision *grown =
@@ -876,24 +825,21 @@ static void record_decision(struct run *r, enum snapcell_verdict verdict, const 
 }
 
 /* Drives a run (rc: 0 to go on, or its start's failure) until it ends, handing it to its
- * owner and freeing p, or pauses, listing p. */
-static int drive(struct snapcell_sandbox *sb, struct sc_paused *p, int rc,
+ * owner and freeing r, or pauses, listing r. */
+static int drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
 		 struct snapcell_result **out, struct snapcell_error *err)
 {
-	struct run *r = &p->r;
 	if (rc == 0)
 		rc = loop(r, sb);
 	if (rc == RUN_PAUSED && paused_result(r, sb, out) == 0) {
-		p->id = r->held_id;
-		p->expires_us = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
 		r->cancel_fd = -1; /* the caller may free its token once the run returned */
-		if (p->t.pausing)
-			p->t.pausing(&p->t);
-		pthread_mutex_lock(&sb->lock);
-		p->next = sb->paused;
-		sb->paused = p;
-		pthread_mutex_unlock(&sb->lock);
-		return 0;
+		if (r->t.pausing)
+			r->t.pausing(&r->t);
+		uint64_t expires = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
+		if (sc__paused_add(sb, r, r->held_id, expires, r->ctx) == 0)
+			return 0;
+		snapcell_result_free(*out);
+		*out = NULL;
 	}
 	if (rc == RUN_PAUSED) {
 		violation(r, "no memory to pause the run");
@@ -901,9 +847,9 @@ static int drive(struct snapcell_sandbox *sb, struct sc_paused *p, int rc,
 	}
 	bool alive;
 	rc = run_end(r, sb, rc, out, &alive, err);
-	p->finish(sb, p->ctx, rc, alive, rc == 0 ? *out : NULL);
+	r->finish(sb, r->ctx, rc, alive, rc == 0 ? *out : NULL);
 	release(r);
-	free(p);
+	free(r);
 	return rc;
 }
 
@@ -911,145 +857,31 @@ int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 		  const struct sc_run_request *req, sc_run_finish finish, void *ctx,
 		  struct snapcell_result **out, struct snapcell_error *err)
 {
-	struct sc_paused *p = calloc(1, sizeof(*p));
-	if (!p) {
+	struct sc_run *r = calloc(1, sizeof(*r));
+	if (!r) {
 		finish(sb, ctx, -ENOMEM, false, NULL);
 		return sc__err(err, -ENOMEM, "run");
 	}
-	p->t = *t;
-	p->finish = finish;
-	p->ctx = ctx;
-	p->r = (struct run){.target = &p->t,
-			    .cell = t->cell,
-			    .cancel_fd = req->cancel_fd,
-			    .learn = req->learn,
-			    .spin = {.window_us = CALL_SPIN_US}};
-	return drive(sb, p, run_start(&p->r, sb, req), out, err);
+	*r = (struct sc_run){.t = *t,
+			     .finish = finish,
+			     .ctx = ctx,
+			     .cell = t->cell,
+			     .cancel_fd = req->cancel_fd,
+			     .learn = req->learn,
+			     .spin = {.window_us = CALL_SPIN_US}};
+	r->target = &r->t;
+	return drive(sb, r, run_start(r, sb, req), out, err);
 }
 
-/* Ends a paused run that got no decision in time (or whose sandbox goes): its cell is killed
- * and the result is final. */
-static int paused_end(struct snapcell_sandbox *sb, struct sc_paused *p, enum snapcell_verdict why,
-		      struct snapcell_result **out, struct snapcell_error *err)
+int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapcell_verdict why,
+		       struct snapcell_result **out, struct snapcell_error *err)
 {
-	struct run *r = &p->r;
 	uint64_t waited = sc__now_us() - r->paused_us;
 	r->paused_total_us += waited;
 	r->deadline_us += waited;
 	record_decision(r, why, NULL, NULL, SIZE_MAX);
 	kill_cell(r, FORCED_EXPIRED);
-	return drive(sb, p, 0, out, err);
-}
-
-/* Takes p off the list; sb->lock held. */
-static void unlink_paused(struct snapcell_sandbox *sb, struct sc_paused *p)
-{
-	for (struct sc_paused **pp = &sb->paused; *pp; pp = &(*pp)->next) {
-		if (*pp == p) {
-			*pp = p->next;
-			return;
-		}
-	}
-}
-
-/* Keeps at most MAX_ENDED expired entries, dropping the oldest; sb->lock held. */
-static void trim_ended(struct snapcell_sandbox *sb)
-{
-	struct sc_paused *oldest = NULL;
-	size_t n = 0;
-	for (struct sc_paused *p = sb->paused; p; p = p->next)
-		if (p->ended && ++n > MAX_ENDED)
-			oldest = p;
-	if (!oldest)
-		return;
-	unlink_paused(sb, oldest);
-	snapcell_result_free(oldest->ended);
-	free(oldest);
-}
-
-/* Ends the runs whose pause outlived SNAPCELL_LIMIT_PAUSE_MS, freeing their cells; each
- * leaves its final result for the resume that asks. */
-static void paused_sweep(struct snapcell_sandbox *sb)
-{
-	for (;;) {
-		struct sc_paused *stub = calloc(1, sizeof(*stub)), *p;
-		if (!stub)
-			return;
-		uint64_t now = sc__now_us();
-		pthread_mutex_lock(&sb->lock);
-		for (p = sb->paused; p; p = p->next)
-			if (!p->ending && !p->ended && now >= p->expires_us)
-				break;
-		if (p) {
-			unlink_paused(sb, p);
-			stub->id = p->id;
-			stub->ending = true;
-			stub->next = sb->paused;
-			sb->paused = stub;
-		}
-		pthread_mutex_unlock(&sb->lock);
-		if (!p) {
-			free(stub);
-			return;
-		}
-		struct snapcell_result *res = NULL;
-		struct snapcell_error e;
-		int rc = paused_end(sb, p, SNAPCELL_VERDICT_EXPIRED, &res, &e);
-		pthread_mutex_lock(&sb->lock);
-		stub->ending = false;
-		if (rc == 0) {
-			stub->ended = res;
-			trim_ended(sb);
-		} else {
-			unlink_paused(sb, stub);
-			free(stub);
-		}
-		pthread_cond_broadcast(&sb->paused_cond);
-		pthread_mutex_unlock(&sb->lock);
-	}
-}
-
-/* Ends the listed runs (off the sandbox's list) as CLOSED, dropping their results. */
-static void end_list(struct snapcell_sandbox *sb, struct sc_paused *list)
-{
-	while (list) {
-		struct sc_paused *p = list;
-		list = p->next;
-		struct snapcell_result *res = p->ended;
-		struct snapcell_error e;
-		if (!res)
-			paused_end(sb, p, SNAPCELL_VERDICT_CLOSED, &res, &e); /* frees p */
-		else
-			free(p);
-		snapcell_result_free(res);
-	}
-}
-
-void sc__paused_end_all(struct snapcell_sandbox *sb)
-{
-	pthread_mutex_lock(&sb->lock);
-	struct sc_paused *list = sb->paused;
-	sb->paused = NULL;
-	pthread_mutex_unlock(&sb->lock);
-	end_list(sb, list);
-}
-
-void sc__paused_end_ctx(struct snapcell_sandbox *sb, void *ctx)
-{
-	struct sc_paused *list = NULL;
-	pthread_mutex_lock(&sb->lock);
-	for (struct sc_paused **pp = &sb->paused; *pp;) {
-		struct sc_paused *p = *pp;
-		if (!p->ended && !p->ending && p->ctx == ctx) {
-			*pp = p->next;
-			p->next = list;
-			list = p;
-		} else {
-			pp = &p->next;
-		}
-	}
-	pthread_mutex_unlock(&sb->lock);
-	end_list(sb, list);
+	return drive(sb, r, 0, out, err);
 }
 
 /* The end of a fresh cell's run: its network, its /output, its cell. */
@@ -1077,7 +909,7 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	int rc = sc__run_prepare(sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
-	paused_sweep(sb);
+	sc__paused_sweep(sb);
 	struct fresh *f = calloc(1, sizeof(*f));
 	if (!f)
 		return sc__err(err, -ENOMEM, "run");
@@ -1128,30 +960,11 @@ static int check_verdict(enum snapcell_verdict verdict, const char *text,
 
 /* Whether the cell sent anything on its frame socket (which a cell waiting in its call never
  * does). */
-static bool frame_waiting(const struct run *r)
+static bool frame_waiting(const struct sc_run *r)
 {
 	char c;
 	int fd = r->cell->fds[SC_CELL_RPC];
 	return fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
-}
-
-/* Takes the run waiting with id off the list (waiting while the sweep ends it); NULL when
- * there is none. */
-static struct sc_paused *take_paused(struct snapcell_sandbox *sb, uint64_t id)
-{
-	pthread_mutex_lock(&sb->lock);
-	struct sc_paused *p;
-	for (;;) {
-		for (p = sb->paused; p && p->id != id; p = p->next)
-			;
-		if (!p || !p->ending)
-			break;
-		pthread_cond_wait(&sb->paused_cond, &sb->lock);
-	}
-	if (p)
-		unlink_paused(sb, p);
-	pthread_mutex_unlock(&sb->lock);
-	return p;
 }
 
 int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
@@ -1167,22 +980,21 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 		rc = sc__run_options(opts, &cancel_fd, err);
 	if (rc < 0)
 		return rc;
-	paused_sweep(sb);
-	struct sc_paused *p = take_paused(sb, pending_id);
-	if (!p)
+	sc__paused_sweep(sb);
+	struct sc_run *r;
+	struct snapcell_result *ended;
+	if (sc__paused_take(sb, pending_id, &r, &ended) < 0)
 		return sc__err(err, -ENOENT,
 			       "resume: no run of this sandbox waits with pending id %" PRIu64
 			       " (resumed already, or never paused here)",
 			       pending_id);
-	if (p->ended) {
-		*out = p->ended;
-		free(p);
+	if (ended) {
+		*out = ended;
 		return 0;
 	}
-	struct run *r = &p->r;
 	uint64_t now = sc__now_us();
-	if (now >= p->expires_us)
-		return paused_end(sb, p, SNAPCELL_VERDICT_EXPIRED, out, err);
+	if (now >= r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000)
+		return sc__run_end_paused(sb, r, SNAPCELL_VERDICT_EXPIRED, out, err);
 	r->paused_total_us += now - r->paused_us;
 	r->deadline_us += now - r->paused_us;
 	r->cancel_fd = cancel_fd;
@@ -1196,7 +1008,7 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 		 * it asked for runs, the held call included. */
 		record_decision(r, verdict, text, decided_by, SIZE_MAX);
 		violation(r, "a frame while a call waited for its decision");
-		return drive(sb, p, 0, out, err);
+		return drive(sb, r, 0, out, err);
 	}
 	struct sc_call_outcome o = {.log = r->held_log};
 	rc = sc__tool_decided(r->held, r->held_args, verdict, text, SC_FRAME_DEFAULT_CAP - 1,
@@ -1207,7 +1019,7 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	r->held_args = NULL;
 	r->held = NULL;
 	answer_call(r, rc, &o);
-	return drive(sb, p, 0, out, err);
+	return drive(sb, r, 0, out, err);
 }
 
 void snapcell_result_free(struct snapcell_result *res)
@@ -1220,7 +1032,7 @@ void snapcell_result_free(struct snapcell_result *res)
 	if (res->pending)
 		free(res->pending->arguments);
 	free(res->pending);
-	decisions_free(res->decisions, res->n_decisions);
+	sc__decisions_free(res->decisions, res->n_decisions);
 	sc__artifacts_free(res);
 	sc__net_events_free(res);
 	free(res);

@@ -18,6 +18,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -630,6 +631,11 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	sb->cgroup.dir_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	pthread_cond_init(&sb->paused_cond, NULL);
+	pthread_condattr_t monotonic;
+	pthread_condattr_init(&monotonic);
+	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	pthread_cond_init(&sb->reaper_wake, &monotonic);
+	pthread_condattr_destroy(&monotonic);
 	int rc = sc__config_copy(cfg, &sb->cfg);
 	if (rc < 0)
 		sc__err(err, rc, "copy config");
@@ -715,6 +721,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	sc__ids_release(&sb->ids);
 	pthread_mutex_destroy(&sb->lock);
 	pthread_cond_destroy(&sb->paused_cond);
+	pthread_cond_destroy(&sb->reaper_wake);
 	snapcell_config_free(sb->cfg);
 	free(sb);
 }

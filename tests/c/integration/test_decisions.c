@@ -247,6 +247,24 @@ Test(decisions, an_unanswered_run_expires_and_never_runs_the_tool)
 	snapcell_sandbox_free(sb);
 }
 
+Test(decisions, an_expired_run_frees_its_cell_without_waiting_for_the_caller)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 300, 0);
+	struct snapcell_result *res = test_run(sb, "__import__('ctypes').CDLL(None).prctl(15, "
+						   "b'sc-expiring', 0, 0, 0)\n"
+						   "call_tool('refund', order='x', amount=1)\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	cr_expect_eq(test_count_host_processes("sc-expiring"), 1);
+	/* Nothing is asked of the sandbox meanwhile: its reaper ends the run. */
+	cr_expect_eq(test_wait_host_processes_gone("sc-expiring", 3000), 0);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_EXPIRED);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
 Test(decisions, past_the_bound_the_call_gets_tool_error_and_the_run_goes_on)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 1);
