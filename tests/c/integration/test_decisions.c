@@ -461,6 +461,15 @@ Test(decisions, the_mark_needs_a_registered_tool_and_is_not_program_approval)
 	cr_expect(snapcell_config_tool_needs_decision(cfg, "refund"));
 	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", false, NULL), 0);
 	cr_expect_not(snapcell_config_tool_needs_decision(cfg, "refund"));
+	char *text = NULL;
+	cr_assert_eq(snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &text, NULL), 0);
+	cr_expect_null(strstr(text, "approval"), "%s", text);
+	free(text);
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", true, NULL), 0);
+	cr_assert_eq(snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &text, NULL), 0);
+	cr_expect(strstr(text, "- refund: again\n    Each call waits for a person's approval"),
+		  "%s", text);
+	free(text);
 	cr_expect_str_eq(snapcell_verdict_name(SNAPCELL_VERDICT_VALUE), "value");
 	cr_expect_null(snapcell_verdict_name((enum snapcell_verdict)99));
 	snapcell_config_free(cfg);
