@@ -193,6 +193,7 @@ void sc__paused_sweep(struct snapcell_sandbox *sb)
 		int rc = sc__run_end_paused(sb, r, SNAPCELL_VERDICT_EXPIRED, &res, &e);
 		pthread_mutex_lock(&sb->lock);
 		p->ending = false;
+		p->ctx = NULL; /* the owner may go; the result needs nothing of it */
 		if (rc == 0) {
 			p->ended = res;
 			trim_ended(sb);
