@@ -171,8 +171,6 @@ class Result:
     peak_rss: int = 0
     pending: PendingCall | None = None
     decisions: tuple[Decision, ...] = ()
-    # The Sandbox or Session whose run this is: only it resumes a paused one.
-    _owner: Any = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -181,10 +179,9 @@ class Result:
     @classmethod
     def _from_native(cls, r: dict[str, Any], owner: Any = None) -> Result:
         p = r["pending"]
-        return cls(
+        res = cls(
             pending=PendingCall(p[0], p[1], json.loads(p[2])) if p else None,
             decisions=tuple(map(_decision_from_native, r["decisions"])),
-            _owner=owner,
             status=r["status"],
             exit_code=r["exit_code"],
             stdout=r["stdout"],
@@ -207,6 +204,10 @@ class Result:
                                  for e in r["network_events"]),
             network_limits_hit=frozenset(r["network_limits_hit"]),
         )
+        # The Sandbox or Session whose run this is (only it resumes a paused one): an
+        # attribute, not a field, so asdict, copies and comparisons never see it.
+        object.__setattr__(res, "_owner", owner)
+        return res
 
 
 def _mounts(mounts: Any) -> list[tuple[str, str]]:
@@ -441,9 +442,9 @@ def _resume_args(owner: Any, result: Any, approve: Any, reason: Any, value: Any,
         raise TypeError(f"decided_by must be a str, not {type(decided_by).__name__}")
     if result.status != "paused" or result.pending is None:
         raise ValueError(f"the result is not paused (its status is {result.status!r})")
-    if result._owner is not owner and not (
-        isinstance(owner, Sandbox) and isinstance(result._owner, Session)
-        and result._owner._sandbox is owner
+    origin = getattr(result, "_owner", None)
+    if origin is not owner and not (
+        isinstance(owner, Sandbox) and isinstance(origin, Session) and origin._sandbox is owner
     ):
         raise ValueError("the result is from another sandbox or session")
     return result.pending.id, verdict, text, decided_by

@@ -2,6 +2,7 @@
 sessions, async callers, expiry, the audit."""
 
 import asyncio
+import dataclasses
 import threading
 import time
 
@@ -118,6 +119,13 @@ def test_results_that_are_not_paused_or_not_ours_are_refused():
             other.resume(r, approve=True)
         with pytest.raises(TypeError):
             sb.resume("a result", approve=True)
+        # A copy of a paused result made without its run (asdict, a rebuilt Result) is not
+        # resumable; asdict itself works as for any result.
+        fields = dataclasses.asdict(r)
+        assert fields["pending"]["name"] == "refund"
+        with pytest.raises(ValueError, match="another sandbox"):
+            sb.resume(snapcell.Result(**{**fields, "pending": r.pending, "decisions": ()}),
+                      approve=True)
         assert sb.resume(r, approve=True).ok
     assert refunds == [("A-17", 12.5)]
 
