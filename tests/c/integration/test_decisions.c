@@ -475,6 +475,43 @@ Test(decisions, the_mark_needs_a_registered_tool_and_is_not_program_approval)
 	snapcell_config_free(cfg);
 }
 
+/* Calls wait in the order they were made: a thread already waiting goes before the main
+ * thread's next call, which a plain lock would let jump ahead (its caller is awake and running
+ * when the turn is given back). */
+Test(decisions, waiting_calls_are_decided_in_call_order)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(
+		sb, "import threading, time\n"
+		    "def other(o):\n"
+		    "    call_tool('refund', order=o, amount=1)\n"
+		    "ts = [threading.Thread(target=other, args=(o,)) for o in ('t1', 't2')]\n"
+		    "def later():\n"
+		    "    time.sleep(0.2); ts[0].start(); time.sleep(0.2); ts[1].start()\n"
+		    "threading.Thread(target=later).start()\n"
+		    "call_tool('refund', order='main1', amount=1)\n"
+		    "call_tool('refund', order='main2', amount=1)\n"
+		    "[t.join() for t in ts]\n");
+	const char *want[] = {"main1", "t1", "t2", "main2"};
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "call %zu: %s", i,
+			     res->stderr_buf);
+		char needle[32];
+		snprintf(needle, sizeof(needle), "\"order\": \"%s\"", want[i]);
+		cr_expect(strstr(res->pending->arguments, needle), "call %zu: %s, want %s", i,
+			  res->pending->arguments, want[i]);
+		if (i == 0)
+			usleep(700 * 1000); /* both threads are waiting by now */
+		struct snapcell_result *next =
+			resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+		snapcell_result_free(res);
+		res = next;
+	}
+	expect_ok(res);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
 /* Attacks: code cannot skip, forge or replay a decision. */
 
 Test(decisions, the_bridge_itself_still_waits_for_the_decision)
