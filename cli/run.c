@@ -73,6 +73,9 @@ static void print_plain(const struct snapcell_result *res, const struct snapcell
 			snapcell_status_name(res->status));
 	else if (res->status == SNAPCELL_STATUS_KILLED)
 		fprintf(stderr, "snapcell: run killed by signal %d\n", res->term_signal);
+	else if (res->status == SNAPCELL_STATUS_EXPIRED)
+		fprintf(stderr, "snapcell: run ended: a call waited for its decision longer than "
+				"the pause limit (status expired)\n");
 	(void)cfg;
 }
 

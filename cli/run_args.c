@@ -36,6 +36,9 @@ static const char usage[] =
 	"                          decision asked on the terminal (/dev/tty): y approves,\n"
 	"                          anything else rejects (the code gets ToolError); with no\n"
 	"                          terminal the call is refused (repeatable)\n"
+	"  --approval-timeout SECONDS\n"
+	"                          how long a call waits for its decision before the run ends\n"
+	"                          as expired (default 600)\n"
 	"  --workspace DIR         copy DIR's files (not its links) to /input, read-only\n"
 	"  --input PATH[:MOUNT]    copy a file or directory to /input/MOUNT (default: PATH);\n"
 	"                          later ones win (repeatable)\n"
@@ -151,7 +154,8 @@ enum opt {
 	OPT_MAP_HOST,
 	OPT_UPSTREAM_CA,
 	OPT_UID_RANGE,
-	OPT_APPROVE
+	OPT_APPROVE,
+	OPT_APPROVAL_TIMEOUT
 };
 
 static const struct option options[] = {
@@ -184,6 +188,7 @@ static const struct option options[] = {
 	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
 	{"uid-range", required_argument, NULL, OPT_UID_RANGE},
 	{"approve", required_argument, NULL, OPT_APPROVE},
+	{"approval-timeout", required_argument, NULL, OPT_APPROVAL_TIMEOUT},
 	{"help", no_argument, NULL, 'h'},
 	{0},
 };
@@ -348,6 +353,7 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		{OPT_TMP, SNAPCELL_LIMIT_TMP_BYTES, 1},
 		{OPT_STDOUT, SNAPCELL_LIMIT_STDOUT_BYTES, 1},
 		{OPT_STDERR, SNAPCELL_LIMIT_STDERR_BYTES, 1},
+		{OPT_APPROVAL_TIMEOUT, SNAPCELL_LIMIT_PAUSE_MS, 0},
 	};
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
 		if (limits[i].opt != opt)

@@ -53,7 +53,8 @@ def run_on_pty(snapcell_paths, args, code, answers, timeout=60):
             except OSError:
                 break
         if shown.count(b"[y/N] ") > asked:
-            os.write(master, answers[asked])
+            answer = answers[asked]
+            os.write(master, answer(shown) if callable(answer) else answer)
             asked += 1
     p.wait(timeout=max(deadline - time.monotonic(), 1))
     out, err = p.stdout.read(), p.stderr.read()
@@ -123,6 +124,20 @@ def test_the_code_cannot_write_to_the_terminal_through_the_arguments(snapcell_pa
     assert b"\x1b" not in question and b"\x07" not in question and b"\x7f" not in question
     assert "\u202e".encode() not in question and "\x9b".encode() not in question
     assert b"\\u001b[2j" in question.lower() and b"\\u202e" in question.lower()
+    assert not marker.exists()
+
+
+def test_an_answer_after_the_approval_timeout_finds_the_run_expired(snapcell_paths, tmp_path):
+    args, marker = tool_args(tmp_path)
+
+    def late(shown_so_far):
+        time.sleep(1.5)
+        return b"y\n"
+
+    r, _ = run_on_pty(snapcell_paths, [*args, "--approval-timeout", "0.5"], CODE, [late])
+    assert r.returncode == 3
+    assert r.stdout == b"before\n"
+    assert b"a call waited for its decision longer than the pause limit (status expired)" in r.stderr
     assert not marker.exists()
 
 
