@@ -12,6 +12,9 @@
 
 /* A new config with the helper from $SNAPCELL_HELPER when set (the build tree's, say), else
  * the library's built-in default; NULL after a message. */
+/* Prints why a sandbox did not start; a missing helper in a CLI user's words (the path, the
+ * reason, what to install or set), anything else as the library's message. */
+void cli_print_start_error(int rc, const char *message);
 struct snapcell_config *cli_config_new(void);
 
 int cli_run(int argc, char **argv);
@@ -29,8 +32,9 @@ struct cli_run_args {
 	const char *output_dir; /* --output DIR */
 	const char *source;	/* FILE or "-"; NULL with --describe or --instructions alone */
 };
-/* Applies `snapcell run`'s options (argv[0] is "run") to cfg without running anything: 0, or
- * CLI_EXIT_USAGE after a message on stderr naming the option. */
+/* Applies `snapcell run`'s options (argv[0] is "run") to cfg without running anything but
+ * --python's interpreter (asked what it is): 0, or CLI_EXIT_USAGE after a message on stderr
+ * naming the option. */
 int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli_run_args *args);
 int cli_doctor(int argc, char **argv);
 int cli_bench(int argc, char **argv);
@@ -43,10 +47,31 @@ int cli_set_tool_schema(struct snapcell_config *cfg, const char *spec);
 /* Forgets the --tool specs seen so far: a new argument vector starts without them. */
 void cli_command_tools_forget(void);
 
-/* A snapcell_tool_fn that runs the command user_data names (a NULL-terminated argv, argv[0]
- * looked up on PATH; it must outlive every sandbox), as --tool runs its commands: arguments
- * on stdin, JSON result on stdout, killed with its process group at the run's deadline. */
-int cli_argv_tool(void *argv, const char *args_json, char **result);
+/* --tool-env NAME: --tool commands also get our NAME (see cli_child_env). -1 after a message. */
+int cli_add_tool_env(const char *name);
+
+/* A command tool of the MCP config: argv (argv[0] looked up on PATH) and the names of our
+ * variables it also gets (inherit_env), both NULL-terminated. */
+struct cli_tool_command {
+	char **argv, **inherit;
+};
+/* A snapcell_tool_fn that runs the command user_data names (a struct cli_tool_command; it
+ * must outlive every sandbox), as --tool runs its commands: arguments on stdin, JSON result on
+ * stdout, killed with its process group at the run's deadline. */
+int cli_argv_tool(void *tool, const char *args_json, char **result);
+
+/* child_env.c: the environment of a child we start on the host (a command tool, a stdio
+ * downstream MCP server): PATH, HOME, LANG, LANGUAGE and LC_* from ours, then our variables
+ * inherit names (NULL-terminated; unset ones skipped), then set's NAME=VALUE entries over
+ * them. Never SNAPCELL_MCP_TOKEN or a variable a header reads, unless set gives it a value.
+ * Malloc'd and NULL-terminated; NULL when out of memory. */
+char **cli_child_env(char *const *inherit, char *const *set);
+void cli_child_env_free(char **env);
+/* Notes the variables "${env:NAME}" in text reads (an allow-list header's value): no child
+ * is given them. Call before any child starts. 0, or -1 when out of memory. */
+int cli_env_note_secrets(const char *text);
+/* Why our variable name must not be given to a child, or NULL when it may be. */
+const char *cli_env_withheld(const char *name);
 
 /* mcp/: `snapcell mcp`, the MCP server. */
 int cli_mcp(int argc, char **argv);
@@ -59,6 +84,15 @@ json_t *cli_mcp_servers(void);
  * saying so). */
 enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, char *reason,
 				       size_t reason_len);
+/* interpreter.c: the interpreter cfg runs. check: 0, or -1 after "<who>: <why>" on stderr
+ * (a version newer than snapcell knows is 0: print and json carry the warning). print:
+ * lines on f, each after prefix: the file, its version and why it; what cells see; a
+ * warning; or why there is none.
+ * json: {"executable", "chosen_by", "version", "cells": {"sys_executable", "version"},
+ * "warning"?}, or {"error"}. */
+int cli_python_check(const struct snapcell_config *cfg, const char *who);
+void cli_python_print(FILE *f, const struct snapcell_config *cfg, const char *prefix);
+json_t *cli_python_json(const struct snapcell_config *cfg);
 
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */
 void cli_print_artifacts(const struct snapcell_result *res, FILE *f);
@@ -69,6 +103,8 @@ int cli_parse_size(const char *s, uint64_t *out);
 
 /* The whole result as a JSON object; text fields made valid UTF-8 (U+FFFD for bad bytes). */
 json_t *cli_result_json(const struct snapcell_result *res);
+/* The same, the artifacts' bytes (their "base64") only when with_base64. */
+json_t *cli_result_record(const struct snapcell_result *res, bool with_base64);
 
 /* CLOCK_MONOTONIC microseconds: the clock of every deadline and idle time in cli/ and mcp/. */
 static inline uint64_t cli_now_us(void)

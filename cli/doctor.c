@@ -11,8 +11,12 @@
 #include "cli.h"
 
 static const char usage[] =
-	"usage: snapcell doctor [--json] [--python-path DIR]... [--preload MODULE]...\n"
+	"usage: snapcell doctor [--json] [--python PATH] [--venv DIR] [--python-path DIR]...\n"
+	"                       [--preload MODULE]...\n"
 	"  --json              print the report as one JSON object\n"
+	"  --python PATH       the interpreter to check and measure (default: the --venv's,\n"
+	"                      else python3 on PATH, else /usr/bin/python3)\n"
+	"  --venv DIR          a virtual environment for the measured sandboxes\n"
 	"  --python-path DIR   a directory on the measured sandboxes' sys.path (repeatable)\n"
 	"  --preload MODULE    measure what preloading MODULE costs: the template's extra\n"
 	"                      private memory and cold start against a sandbox without it\n"
@@ -59,20 +63,45 @@ static json_t *read_hardening(void)
 struct measure_opts {
 	const char **python_paths;
 	size_t n_python_paths;
+	const char *python; /* --python, or NULL */
+	const char *venv;   /* --venv, or NULL */
 };
+
+/* A config with the options' interpreter, venv and python paths; NULL with why. */
+static struct snapcell_config *measured_config(const struct measure_opts *o, char *why,
+					       size_t why_len)
+{
+	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_error err = {0};
+	int rc = cfg ? 0 : -1;
+	if (rc == 0 && o->venv && (rc = snapcell_config_set_venv(cfg, o->venv, &err)) < 0)
+		snprintf(why, why_len, "--venv: %s", err.message);
+	if (rc == 0 && o->python && (rc = snapcell_config_set_python(cfg, o->python, &err)) < 0)
+		snprintf(why, why_len, "--python: %s", err.message);
+	for (size_t i = 0; rc == 0 && i < o->n_python_paths; i++)
+		if ((rc = snapcell_config_add_python_path(cfg, o->python_paths[i], &err)) < 0)
+			snprintf(why, why_len, "--python-path: %s", err.message);
+	if (rc < 0 && !cfg)
+		snprintf(why, why_len, "out of memory");
+	if (rc < 0) {
+		snapcell_config_free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
 
 /* A sandbox (with one preload, or none) made, measured and run once: cold start to a ready
  * template, its private memory and one fresh run; NULL members when it fails. */
 static json_t *measure(const struct measure_opts *o, const char *preload, char *why, size_t why_len)
 {
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = measured_config(o, why, why_len);
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_result *res = NULL;
 	struct snapcell_sandbox_stats st = {0};
 	struct snapcell_error err = {0};
-	int rc = cfg ? 0 : -1;
-	for (size_t i = 0; rc == 0 && i < o->n_python_paths; i++)
-		rc = snapcell_config_add_python_path(cfg, o->python_paths[i], &err);
+	if (!cfg)
+		return NULL;
+	int rc = 0;
 	if (rc == 0 && preload)
 		rc = snapcell_config_add_preload(cfg, preload, &err);
 	uint64_t t0 = cli_now_us(), cold = 0;
@@ -84,7 +113,7 @@ static json_t *measure(const struct measure_opts *o, const char *preload, char *
 		rc = snapcell_sandbox_run(sb, "print(6 * 7)", (size_t)-1, NULL, &res, &err);
 	json_t *j = NULL;
 	if (rc < 0)
-		snprintf(why, why_len, "%s", cfg ? err.message : "out of memory");
+		snprintf(why, why_len, "%s", err.message);
 	else if (res->status != SNAPCELL_STATUS_OK || strcmp(res->stdout_buf, "42\n"))
 		snprintf(why, why_len, "test run ended '%s': %s", snapcell_status_name(res->status),
 			 res->stderr_buf);
@@ -139,6 +168,16 @@ static const char *advice(const struct snapcell_probe *p, const char **mech)
 			return p->mech[m].detail;
 		}
 	return NULL;
+}
+
+/* The interpreter the options choose, on its own lines: the file, why and its version, what
+ * cells see, a warning; or why none can run. */
+static void print_python(const struct snapcell_config *cfg, const char *why)
+{
+	if (cfg)
+		cli_python_print(stdout, cfg, "");
+	else
+		printf("python:    FAILED: %s\n", why);
 }
 
 static void print_text(const struct snapcell_probe *p, json_t *hard, json_t *sandbox,
@@ -230,11 +269,18 @@ int cli_doctor(int argc, char **argv)
 		{"json", no_argument, NULL, 'j'},
 		{"python-path", required_argument, NULL, 'p'},
 		{"preload", required_argument, NULL, 'l'},
+		{"python", required_argument, NULL, 'P'},
+		{"venv", required_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
+		/* --python-path's abbreviations from before --python existed (run_args.c). */
+		{"py", required_argument, NULL, 'p'},
+		{"pyt", required_argument, NULL, 'p'},
+		{"pyth", required_argument, NULL, 'p'},
+		{"pytho", required_argument, NULL, 'p'},
 		{0},
 	};
 	const char *paths[64], *modules[64];
-	struct measure_opts o = {paths, 0};
+	struct measure_opts o = {paths, 0, NULL, NULL};
 	size_t n_modules = 0;
 	bool as_json = false;
 	optind = 1;
@@ -245,6 +291,10 @@ int cli_doctor(int argc, char **argv)
 			paths[o.n_python_paths++] = optarg;
 		else if (c == 'l' && n_modules < 64)
 			modules[n_modules++] = optarg;
+		else if (c == 'P')
+			o.python = optarg;
+		else if (c == 'v')
+			o.venv = optarg;
 		else {
 			fputs(usage, c == 'h' ? stdout : stderr);
 			return c == 'h' ? 0 : 2;
@@ -260,11 +310,14 @@ int cli_doctor(int argc, char **argv)
 		fprintf(stderr, "snapcell: %s\n", err.message);
 		return 3;
 	}
-	char why[SNAPCELL_ERROR_MESSAGE_LEN + 64] = "";
+	char why[SNAPCELL_ERROR_MESSAGE_LEN + 64] = "", py_why[sizeof(why)] = "";
+	struct snapcell_config *py_cfg = measured_config(&o, py_why, sizeof(py_why));
+	json_t *python = py_cfg ? cli_python_json(py_cfg) : json_pack("{s:s}", "error", py_why);
 	json_t *hard = read_hardening(), *sandbox = measure(&o, NULL, why, sizeof(why));
 	json_t *preloads =
 		sandbox ? measure_preloads(&o, modules, n_modules, sandbox) : json_array();
-	bool failed = !sandbox || p.level == SNAPCELL_ISOLATION_NONE;
+	bool failed =
+		!sandbox || p.level == SNAPCELL_ISOLATION_NONE || json_object_get(python, "error");
 	size_t i;
 	json_t *m;
 	json_array_foreach(preloads, i, m) failed |= json_object_get(m, "error") != NULL;
@@ -277,8 +330,9 @@ int cli_doctor(int argc, char **argv)
 						 "available", p.mech[k].available, "used",
 						 p.mech[k].used, "detail", p.mech[k].detail));
 		json_t *j =
-			json_pack("{s:o, s:s, s:o, s:o, s:o, s:O}", "mechanisms", mechs, "level",
-				  snapcell_isolation_name(p.level), "hardening", hard, "sandbox",
+			json_pack("{s:o, s:s, s:O, s:o, s:o, s:o, s:O}", "mechanisms", mechs,
+				  "level", snapcell_isolation_name(p.level), "python", python,
+				  "hardening", hard, "sandbox",
 				  sandbox ? json_incref(sandbox) : json_pack("{s:s}", "error", why),
 				  "preloads", json_incref(preloads), "mcp_servers", servers);
 		const char *mech = NULL, *fix = advice(&p, &mech);
@@ -292,11 +346,14 @@ int cli_doctor(int argc, char **argv)
 		json_decref(j);
 	} else {
 		print_text(&p, hard, sandbox, why, preloads);
+		print_python(py_cfg, py_why);
 		print_servers(servers);
 		json_decref(hard);
 	}
 	json_decref(servers);
 	json_decref(sandbox);
 	json_decref(preloads);
+	json_decref(python);
+	snapcell_config_free(py_cfg);
 	return failed ? 1 : 0;
 }

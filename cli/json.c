@@ -75,8 +75,9 @@ static json_t *base64(const uint8_t *data, uint64_t len)
 	return s;
 }
 
-/* The artifacts, skipped entries and tool calls of a result. */
-static json_t *files_json(const struct snapcell_result *res)
+/* The artifacts (with their bytes in base64 when with_base64), skipped entries and tool calls
+ * of a result. */
+static json_t *files_json(const struct snapcell_result *res, bool with_base64)
 {
 	json_t *artifacts = json_array(), *skipped = json_array(), *calls = json_array();
 	for (size_t i = 0; i < res->n_artifacts; i++) {
@@ -86,10 +87,11 @@ static json_t *files_json(const struct snapcell_result *res)
 				    ? json_null()
 				    : lossy_string(path, strlen(path));
 		free(path);
-		json_array_append_new(artifacts,
-				      json_pack("{s:o, s:s, s:I, s:o}", "path", p, "media_type",
-						a->media_type, "size", (json_int_t)a->size,
-						"base64", base64(a->data, a->size)));
+		json_t *o = json_pack("{s:o, s:s, s:I}", "path", p, "media_type", a->media_type,
+				      "size", (json_int_t)a->size);
+		if (with_base64)
+			json_object_set_new(o, "base64", base64(a->data, a->size));
+		json_array_append_new(artifacts, o);
 	}
 	for (size_t i = 0; i < res->n_skipped_listed; i++)
 		json_array_append_new(skipped, json_pack("{s:o, s:s}", "path",
@@ -128,14 +130,17 @@ static json_t *network_json(const struct snapcell_result *res)
 	for (size_t i = 0; i < res->n_net_events; i++) {
 		const struct snapcell_net_event *e = &res->net_events[i];
 		json_t *o = json_pack(
-			"{s:s, s:b, s:o, s:o, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:I, s:I}",
+			"{s:s, s:b, s:o, s:o, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:I, s:I, "
+			"s:b, "
+			"s:I}",
 			"kind", (unsigned)e->kind < 3 ? kinds[e->kind] : "?", "allowed", e->allowed,
 			"target", opt_string(e->target), "address", opt_string(e->address), "port",
 			e->port, "method", opt_string(e->method), "path", opt_string(e->path),
 			"http_status", e->http_status, "header_added", e->header_added, "rule",
 			opt_string(e->rule), "bytes_out", (json_int_t)e->bytes_out, "bytes_in",
 			(json_int_t)e->bytes_in, "started_us", (json_int_t)e->started_us,
-			"duration_us", (json_int_t)e->duration_us);
+			"duration_us", (json_int_t)e->duration_us, "upstream_tls", e->upstream_tls,
+			"count", (json_int_t)e->count);
 		json_array_append_new(events, o);
 	}
 	for (size_t i = 0; i < sizeof(hits) / sizeof(hits[0]); i++)
@@ -173,6 +178,11 @@ static json_t *decisions_json(const struct snapcell_result *res)
 
 json_t *cli_result_json(const struct snapcell_result *res)
 {
+	return cli_result_record(res, true);
+}
+
+json_t *cli_result_record(const struct snapcell_result *res, bool with_base64)
+{
 	static const struct {
 		unsigned flag;
 		const char *name;
@@ -199,7 +209,7 @@ json_t *cli_result_json(const struct snapcell_result *res)
 	/* Resident peak of one process, not what the host was charged (peak_memory_bytes). */
 	json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)res->peak_rss_bytes));
 	json_object_set_new(j, "decisions", decisions_json(res));
-	json_t *files = files_json(res), *net = network_json(res);
+	json_t *files = files_json(res, with_base64), *net = network_json(res);
 	json_object_update(j, files);
 	json_object_update(j, net);
 	json_decref(files);

@@ -29,21 +29,61 @@ struct snapcell_config *cli_config_new(void)
 	const char *helper = getenv("SNAPCELL_HELPER");
 	struct snapcell_error err = {0};
 	if (helper && *helper && snapcell_config_set_helper(cfg, helper, &err) < 0) {
-		fprintf(stderr, "snapcell: SNAPCELL_HELPER: %s\n", err.message);
+		/* The library's message names its function; the user set a variable. */
+		const char *why = err.message;
+		size_t n = strlen("set_helper ") + strlen(helper);
+		if (!strncmp(why, "set_helper ", 11) &&
+		    !strncmp(why + 11, helper, strlen(helper)) && !strncmp(why + n, ": ", 2))
+			why += n + 2;
+		fprintf(stderr,
+			"snapcell: SNAPCELL_HELPER=%s: %s\n"
+			"snapcell: set SNAPCELL_HELPER to the snapcell-cell executable (in a build "
+			"tree: build/snapcell-cell), or unset it to use the installed one\n",
+			helper, why);
 		snapcell_config_free(cfg);
 		return NULL;
 	}
 	return cfg;
 }
 
+void cli_print_start_error(int rc, const char *message)
+{
+	static const char prefix[] = "sandbox helper ";
+	if (strncmp(message, prefix, sizeof(prefix) - 1) != 0 || rc >= 0) {
+		fprintf(stderr, "snapcell: %s\n", message);
+		return;
+	}
+	/* "sandbox helper PATH, where ..." or "sandbox helper PATH (set by ...)": the library
+	 * speaks to programs; a CLI user needs the path, the reason and what to do. */
+	const char *path = message + sizeof(prefix) - 1, *end = strstr(path, ", where ");
+	const char *set = strstr(path, " (set by ");
+	if (!end || (set && set < end))
+		end = set;
+	int len = end ? (int)(end - path) : (int)strlen(path);
+	fprintf(stderr,
+		"snapcell: cannot start the sandbox helper %.*s: %s\n"
+		"snapcell: install snapcell (meson install -C build), or set SNAPCELL_HELPER to "
+		"the snapcell-cell executable (in a build tree: build/snapcell-cell)\n",
+		len, path, snapcell_strerror(rc));
+}
+
 int main(int argc, char **argv)
 {
 	/* A --tool command that exits without reading its input must not kill us. */
 	signal(SIGPIPE, SIG_IGN);
-	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
-	    !strcmp(argv[1], "help")) {
-		fputs(usage, argc < 2 ? stderr : stdout);
-		return argc < 2 ? 2 : 0;
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+		fputs(usage, stdout);
+		struct snapcell_config *cfg = cli_config_new();
+		if (cfg) {
+			puts("\ninterpreter (snapcell run --python PATH chooses another):");
+			cli_python_print(stdout, cfg, "  ");
+		}
+		snapcell_config_free(cfg);
+		return 0;
 	}
 	if (!strcmp(argv[1], "run"))
 		return cli_run(argc - 1, argv + 1);

@@ -142,6 +142,13 @@ int cli_run(int argc, char **argv)
 		return EXIT_SNAPCELL;
 	struct cli_run_args a;
 	int st = cli_run_parse(argc, argv, cfg, &a);
+	if (st == 0 && a.help) {
+		fputs("\ninterpreter (as these options choose it):\n", stdout);
+		cli_python_print(stdout, cfg, "  ");
+	}
+	/* A refused interpreter is a usage error, named before anything starts. */
+	if (st == 0 && !a.help && cli_python_check(cfg, "snapcell") < 0)
+		st = EXIT_USAGE;
 	if (st == 0 && !a.help && !a.source)
 		st = print_model_text(cfg, a.describe, a.instructions);
 	if (st != 0 || a.help || !a.source) {
@@ -160,6 +167,7 @@ int cli_run(int argc, char **argv)
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_result *res = NULL;
 	int rc = snapcell_sandbox_new(cfg, &sb, &err);
+	bool started = rc == 0;
 	if (rc == 0)
 		rc = snapcell_sandbox_run(sb, code, len, NULL, &res, &err);
 	while (rc == 0 && res->status == SNAPCELL_STATUS_PAUSED) {
@@ -174,10 +182,9 @@ int cli_run(int argc, char **argv)
 	free(code);
 	int status = EXIT_SNAPCELL;
 	if (rc < 0) {
-		fprintf(stderr, "snapcell: %s\n", err.message);
-		if (!strncmp(err.message, "sandbox helper ", 15))
-			fputs("snapcell: set SNAPCELL_HELPER to the snapcell-cell to use\n",
-			      stderr);
+		cli_print_start_error(rc, err.message);
+		if (!started)
+			cli_python_print(stderr, cfg, "snapcell: ");
 	} else {
 		if (as_json) {
 			json_t *j = cli_result_json(res);

@@ -1,6 +1,7 @@
 /* `snapcell run`'s arguments: the options that shape the sandbox's config, parsed without
- * running anything (fuzz/cli_fuzz.c feeds it arbitrary argument vectors). cli/run.c runs what
- * they ask for. */
+ * running anything but --python's interpreter, which snapcell_config_set_python asks what it
+ * is (fuzz/cli_fuzz.c feeds it arbitrary argument vectors without --python). cli/run.c runs
+ * what they ask for. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -39,15 +41,20 @@ static const char usage[] =
 	"  --approval-timeout SECONDS\n"
 	"                          how long a call waits for its decision before the run ends\n"
 	"                          as expired (default 600)\n"
+	"  --tool-env NAME         --tool commands also get this variable of ours; they start\n"
+	"                          with PATH, HOME and the locale only (repeatable)\n"
 	"  --workspace DIR         copy DIR's files (not its links) to /input, read-only\n"
 	"  --input PATH[:MOUNT]    copy a file or directory to /input/MOUNT (default: PATH);\n"
 	"                          later ones win (repeatable)\n"
 	"  --output DIR            write the files the code left in /output under DIR\n"
 	"  --python-path DIR       expose DIR read-only on sys.path (repeatable), e.g.\n"
 	"                          /usr/lib/python3/dist-packages for Debian's numpy\n"
-	"  --venv DIR              use the virtual environment DIR (made with /usr/bin/python3\n"
-	"                          -m venv: snapcell embeds Debian's Python 3.11), read-only,\n"
-	"                          .pth files processed\n"
+	"  --python PATH           the CPython (3.10 or newer) that runs the code: a file, or a\n"
+	"                          name looked up in PATH (default: the --venv's interpreter,\n"
+	"                          else python3 on PATH, else /usr/bin/python3)\n"
+	"  --venv DIR              use the virtual environment DIR (of CPython 3.10 or newer;\n"
+	"                          with --python, one made with it), read-only, .pth files\n"
+	"                          processed\n"
 	"  --preload MODULE        import MODULE before cells are parked, so runs that use it\n"
 	"                          pay nothing for the import, e.g. pandas (repeatable)\n"
 	"  --warmup CODE           run CODE once after the preloads, before cells are parked,\n"
@@ -66,7 +73,8 @@ static const char usage[] =
 	"                          enforced by the egress gate (repeatable)\n"
 	"  --allow-header 'TARGET=NAME: VALUE'\n"
 	"                          the host adds header NAME to the requests it lets\n"
-	"                          through for an --allow'ed TARGET (given before); in VALUE,\n"
+	"                          through for an --allow'ed TARGET (given before), over\n"
+	"                          verified TLS only (not for an http:// TARGET); in VALUE,\n"
 	"                          ${env:VAR} and ${file:PATH} are read now, $$ is '$'; the\n"
 	"                          value is never printed (repeatable)\n"
 	"  --map-host NAME=ADDR    resolve NAME to ADDR (an IP literal) instead of asking DNS;\n"
@@ -143,6 +151,7 @@ enum opt {
 	OPT_INPUT,
 	OPT_OUTPUT,
 	OPT_TOOL_SCHEMA,
+	OPT_TOOL_ENV,
 	OPT_ALLOW,
 	OPT_DESCRIBE,
 	OPT_INSTRUCTIONS,
@@ -155,7 +164,8 @@ enum opt {
 	OPT_UPSTREAM_CA,
 	OPT_UID_RANGE,
 	OPT_APPROVE,
-	OPT_APPROVAL_TIMEOUT
+	OPT_APPROVAL_TIMEOUT,
+	OPT_PYTHON
 };
 
 static const struct option options[] = {
@@ -176,6 +186,7 @@ static const struct option options[] = {
 	{"input", required_argument, NULL, OPT_INPUT},
 	{"output", required_argument, NULL, OPT_OUTPUT},
 	{"tool-schema", required_argument, NULL, OPT_TOOL_SCHEMA},
+	{"tool-env", required_argument, NULL, OPT_TOOL_ENV},
 	{"allow", required_argument, NULL, OPT_ALLOW},
 	{"describe", optional_argument, NULL, OPT_DESCRIBE},
 	{"instructions", no_argument, NULL, OPT_INSTRUCTIONS},
@@ -189,7 +200,14 @@ static const struct option options[] = {
 	{"uid-range", required_argument, NULL, OPT_UID_RANGE},
 	{"approve", required_argument, NULL, OPT_APPROVE},
 	{"approval-timeout", required_argument, NULL, OPT_APPROVAL_TIMEOUT},
+	{"python", required_argument, NULL, OPT_PYTHON},
 	{"help", no_argument, NULL, 'h'},
+	/* Before --python existed, getopt_long took these abbreviations of --python-path for
+	 * it; exact entries keep them meaning that (they would be ambiguous now). */
+	{"py", required_argument, NULL, OPT_PYPATH},
+	{"pyt", required_argument, NULL, OPT_PYPATH},
+	{"pyth", required_argument, NULL, OPT_PYPATH},
+	{"pytho", required_argument, NULL, OPT_PYPATH},
 	{0},
 };
 
@@ -236,6 +254,19 @@ static int set_warmup(struct snapcell_config *cfg, const char *path, const char 
 			  snapcell_config_set_warmup(cfg, code, &err), &err);
 	free(buf);
 	return rc;
+}
+
+/* --python PATH. Before it existed, --python was an abbreviation of --python-path: a
+ * directory given to it is likely meant for that, so the refusal says so. */
+static int set_python(struct snapcell_config *cfg, const char *path)
+{
+	struct snapcell_error err = {0};
+	if (reported(OPT_PYTHON, snapcell_config_set_python(cfg, path, &err), &err) == 0)
+		return 0;
+	struct stat st;
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		fprintf(stderr, "snapcell: --python-path DIR puts a directory on sys.path\n");
+	return -1;
 }
 
 static int isolation_level(const char *name)
@@ -302,7 +333,8 @@ static int add_allowed_header(struct snapcell_config *cfg, const char *arg)
 	char *name = strndup(eq + 1, (size_t)(colon - eq - 1));
 	char *value = strndup(v, (size_t)(end - v));
 	struct snapcell_error err = {0};
-	int rc = target && name && value
+	/* Its ${env:NAME} variables hold a credential: no child we start gets them. */
+	int rc = target && name && value && cli_env_note_secrets(value) == 0
 			 ? snapcell_config_allow_header(cfg, target, name, value, &err)
 			 : -ENOMEM;
 	if (rc < 0)
@@ -396,6 +428,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 			fprintf(stderr, "snapcell: --approve: %s\n", err.message);
 		return rc < 0 ? -1 : 0;
 	}
+	if (opt == OPT_TOOL_ENV)
+		return cli_add_tool_env(arg);
 	if (opt == OPT_ALLOW)
 		return add_allowed(cfg, arg);
 	if (opt == OPT_ALLOW_HEADER)
@@ -425,6 +459,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 				  opt == OPT_WARMUP ? arg : NULL);
 	if (opt == OPT_VENV)
 		return reported(opt, snapcell_config_set_venv(cfg, arg, &err), &err);
+	if (opt == OPT_PYTHON)
+		return set_python(cfg, arg);
 	if (opt == OPT_PRELOAD)
 		return reported(opt, snapcell_config_add_preload(cfg, arg, &err), &err);
 	if (opt == OPT_PYPATH) {

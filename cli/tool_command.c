@@ -1,7 +1,8 @@
 /* Host tools implemented by a command (`snapcell run --tool NAME=COMMAND`): the command runs
  * under /bin/sh with the tool's arguments (a JSON object) on stdin and prints its JSON result
  * on stdout; a non-zero exit is a tool error whose message is the command's stderr. The
- * command is the user's own and runs on the host, unsandboxed. */
+ * command is the user's own and runs on the host, unsandboxed, with an explicit environment
+ * (child_env.c), not ours. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -18,8 +19,6 @@
 #include "cli.h"
 
 #define OUTPUT_CAP (16u << 20)
-
-extern char **environ;
 
 struct capture {
 	char *buf;
@@ -107,11 +106,18 @@ static char *trimmed(const struct capture *c)
 
 /* The command runs in a process group of its own, so at the run's deadline it is killed with
  * whatever it started: a run ends at its deadline, however the command behaves. */
-static int spawn_tool(char *const argv[], const char *args_json, char **result)
+static int spawn_tool(char *const argv[], char *const inherit[], const char *args_json,
+		      char **result)
 {
 	uint64_t deadline_us = snapcell_tool_deadline_us();
 	int in[2], out[2], err[2];
+	char **envp = cli_child_env(inherit, NULL);
+	if (!envp) {
+		*result = strdup("out of memory for the tool command's environment");
+		return 1;
+	}
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+		cli_child_env_free(envp);
 		*result = strdup("cannot create pipes for the tool command");
 		return 1;
 	}
@@ -125,9 +131,10 @@ static int spawn_tool(char *const argv[], const char *args_json, char **result)
 	posix_spawnattr_setpgroup(&attr, 0);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
 	pid_t pid;
-	int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
+	int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
+	cli_child_env_free(envp);
 	close(in[0]), close(out[1]), close(err[1]);
 	struct capture o = {NULL, 0, true}, e = {NULL, 0, true};
 	bool in_time = true;
@@ -165,15 +172,39 @@ static int spawn_tool(char *const argv[], const char *args_json, char **result)
 	return 1;
 }
 
+/* The --tool-env names given so far (pointers into argv), NULL-terminated. */
+static char **tool_env;
+static size_t n_tool_env;
+
 static int command_tool(void *user, const char *args_json, char **result)
 {
 	char *argv[] = {"/bin/sh", "-c", user, NULL};
-	return spawn_tool(argv, args_json, result);
+	return spawn_tool(argv, tool_env, args_json, result);
 }
 
-int cli_argv_tool(void *argv, const char *args_json, char **result)
+int cli_argv_tool(void *tool, const char *args_json, char **result)
 {
-	return spawn_tool(argv, args_json, result);
+	const struct cli_tool_command *t = tool;
+	return spawn_tool(t->argv, t->inherit, args_json, result);
+}
+
+int cli_add_tool_env(const char *name)
+{
+	const char *why = cli_env_withheld(name);
+	if (!*name || strchr(name, '=') || why) {
+		fprintf(stderr, "snapcell: --tool-env %s: %s\n", name,
+			why ? why : "wants a variable's name");
+		return -1;
+	}
+	char **grown = realloc(tool_env, (n_tool_env + 2) * sizeof(*grown));
+	if (!grown) {
+		fprintf(stderr, "snapcell: --tool-env: out of memory\n");
+		return -1;
+	}
+	tool_env = grown;
+	tool_env[n_tool_env++] = (char *)name;
+	tool_env[n_tool_env] = NULL;
+	return 0;
 }
 
 /* Registers (or re-registers, with a schema) the tool that spec "NAME=COMMAND" describes.
@@ -208,6 +239,9 @@ void cli_command_tools_forget(void)
 	free(tool_specs);
 	tool_specs = NULL;
 	n_tool_specs = 0;
+	free(tool_env);
+	tool_env = NULL;
+	n_tool_env = 0;
 }
 
 int cli_add_command_tool(struct snapcell_config *cfg, const char *spec)

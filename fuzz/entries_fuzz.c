@@ -1,11 +1,12 @@
 /* libFuzzer target for network allow-list entries: a target, then (after a NUL) fields each
  * ended by a NUL: methods, or for matching a method and a path. Whatever comes in is refused,
  * or becomes an entry in the one canonical form (which parses to itself, with the same kind,
- * host, ports and path), that matches its own host and port and allows a request to its own
- * path, in a list kept sorted with the same target replaced and copied deeply with its
- * headers. The reference's host form (snapcell_normalize_domain) normalises to itself too,
- * and the address rules take the input's first bytes as an IPv4 and an IPv6 address. Input "t"
- * means methods NULL; "t\0" an empty methods array. */
+ * host, ports and path, and with a path rule the same scheme), that matches its own host and
+ * port and allows a request to its own path, in a list kept sorted with the same target
+ * replaced and copied deeply with its headers (never on an http:// entry). The reference's
+ * host form (snapcell_normalize_domain) normalises to itself too (a '*' only as a leading
+ * "*." label), and the address rules take the input's first bytes as an IPv4 and an IPv6
+ * address. Input "t" means methods NULL; "t\0" an empty methods array. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdbool.h>
@@ -26,7 +27,8 @@ static void check_host_form(const char *in)
 	if (snapcell_normalize_domain(in, once, sizeof(once), NULL))
 		return;
 	size_t n = strlen(once);
-	if (n == 0 || strpbrk(once, "/?#@ *\\") || once[n - 1] == '.' ||
+	size_t wildcard = strncmp(once, "*.", 2) ? 0 : 2; /* a leading "*." is the one '*' kept */
+	if (n == wildcard || strpbrk(once + wildcard, "/?#@ *\\") || once[n - 1] == '.' ||
 	    snapcell_normalize_domain(once, again, sizeof(again), NULL) || strcmp(again, once))
 		abort();
 	for (size_t i = 0; i < n; i++)
@@ -48,7 +50,8 @@ static void check_target(const struct sc_net_entry *e)
 	if (sc__net_entry_parse(t, NULL, 0, &again, NULL) || strcmp(again.target, t) ||
 	    again.kind != e->kind || strcmp(again.host, e->host) || again.n_ports != e->n_ports ||
 	    memcmp(again.ports, e->ports, sizeof(e->ports)) || memcmp(again.addr, e->addr, 16) ||
-	    !again.path != !e->path || (e->path && strcmp(again.path, e->path)))
+	    !again.path != !e->path || (e->path && strcmp(again.path, e->path)) ||
+	    (e->path && again.scheme != e->scheme))
 		abort();
 	sc__net_entry_clear(&again);
 	if (e->path && (e->path[0] != '/' || strstr(e->path, "//") || strstr(e->path, "/../") ||
@@ -141,6 +144,26 @@ static void check_list(const struct sc_net_entry *e, const char *hname, const ch
 	sc__net_list_free(&copy);
 }
 
+/* The entry parsed from the input itself (a canonical target without a path does not show
+ * its scheme) never takes a header when it was written http://: credentials never travel
+ * in cleartext. */
+static void check_scheme_header(const char *in, const char *hname, const char *hvalue)
+{
+	struct sc_net_list l = {0};
+	struct sc_net_entry x;
+	if (sc__net_entry_parse(in, NULL, 0, &x, NULL))
+		abort();
+	enum sc_net_scheme scheme = x.scheme;
+	char *target = strdup(x.target);
+	if (!target || sc__net_list_put(&l, &x, NULL))
+		abort();
+	if (sc__net_list_add_header(&l, target, hname, hvalue, NULL) == 0 &&
+	    scheme == SC_NET_SCHEME_HTTP)
+		abort();
+	free(target);
+	sc__net_list_free(&l);
+}
+
 static void check_addr(const uint8_t *data, size_t size)
 {
 	struct sockaddr_in in = {.sin_family = AF_INET};
@@ -179,6 +202,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		check_target(&e);
 		check_methods(&e, n);
 		check_list(&e, n > 0 ? fields[0] : "X-A", n > 1 ? fields[1] : "/");
+		check_scheme_header(in, n > 0 ? fields[0] : "X-A", n > 1 ? fields[1] : "v");
 		sc__net_entry_clear(&e);
 	} else if (err.code != SNAPCELL_E_INVAL || !err.message[0]) {
 		abort();

@@ -20,6 +20,9 @@ static void check_request(const struct sc_http_request *r)
 		abort();
 	if (r->chunked && sc__http_field(r, "content-length"))
 		abort();
+	if ((!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD")) &&
+	    (r->chunked || r->content_length))
+		abort();
 	for (const char *p = r->target; *p; p++)
 		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
 			abort();

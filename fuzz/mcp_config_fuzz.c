@@ -18,8 +18,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	json_t *root = json_loadb((const char *)data, size, JSON_REJECT_DUPLICATES, NULL);
 	/* "mcp_servers" starts the commands it names and connects to its URLs while the file is
-	 * applied: a fuzzer must not run what it makes up (tests/mcp covers that key). */
-	if (json_object_get(root, "mcp_servers")) {
+	 * applied, and "python" runs the file it names to ask what it is: a fuzzer must not run
+	 * what it makes up (tests/mcp and tests/c cover those keys). */
+	if (json_object_get(root, "mcp_servers") || json_object_get(root, "python")) {
 		json_decref(root);
 		return 0;
 	}

@@ -1,27 +1,41 @@
-/* The sandbox helper: the template process that owns the warm interpreter (template.c), the
- * cells it forks (cell.c), and the embedded CPython (python.c). Runs only inside the
- * sandbox's namespaces; never linked into the host library. */
+/* The guest: the helper (helper.c), which builds the root and execs the chosen interpreter,
+ * and the guest module it imports there (module.c), an abi3 extension that becomes the
+ * template (template.c) owning the warm interpreter (python.c) and forking the cells (cell.c).
+ * Runs only inside the sandbox's namespaces; never linked into the host library. */
 #ifndef SC_GUEST_H
 #define SC_GUEST_H
 
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
-
 #include "isolate/guest.h"
 #include "rpc/frame.h"
+#include "rpc/setup.h"
 #include "snapcell.h"
 
+/* What the helper hands the template across its exec of the interpreter. The module is a
+ * template only with SC_GUEST_ENV=SC_GUEST_MARK in its environment and the sealed setup memfd
+ * at SC_GUEST_SETUP_FD; anywhere else its import fails and touches nothing. */
+#define SC_GUEST_MODULE	     "_snapcell_guest"
+#define SC_GUEST_ENV	     "SNAPCELL_GUEST"
+#define SC_GUEST_MARK	     "template"
+#define SC_GUEST_SETUP_FD    4 /* a sealed memfd: the setup message as the host sent it */
+#define SC_GUEST_PIDNS_FD    5 /* the namespaces level: the template's pid namespace */
+#define SC_GUEST_NETNS_FD    6 /* ... and its network namespace (network entries only) */
+#define SC_GUEST_CGROUP_FD   7 /* the sandbox's memory cgroup directory (O_PATH), if any */
+#define SC_GUEST_MODULE_FD   8 /* the rlimits level: the module's file (O_PATH) */
+#define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+
 struct sc_guest_config {
+	struct sc_setup s; /* as decoded; the fields below borrow from it */
 	char *root_base;
 	char *out_dir;
 	char *input_dir;	/* staged by the host; bound read-only at /input */
-	char **python_paths;	/* inside the root: SC_PYTHON_PATH_BASE/<index> */
-	int *python_path_fds;	/* opened for us by the spawn child; bound at python_paths */
+	char **python_paths;	/* sys.path entries (a venv's: its site directory) */
 	bool *python_path_site; /* a venv's: its .pth files are processed */
-	char **python_binds;	/* where the fds are bound: SC_PYTHON_PATH_BASE/<index> */
+	char **python_binds;	/* where each is: SC_PYTHON_PATH_BASE/<index>, or the host path */
 	size_t n_python_paths;
 	char **preloads; /* modules imported before cells are parked */
 	size_t n_preloads;
@@ -31,7 +45,6 @@ struct sc_guest_config {
 	uint64_t output_bytes; /* size of each cell's /output tmpfs */
 	size_t frame_cap;
 	struct sc_rlimits limits;
-	json_t *env;	   /* the code's environment, set after the pivot */
 	char **tool_names; /* for the guest's `tools` module */
 	char **tool_attrs; /* each name's attribute path there (sc_tool.attr) */
 	char **tool_docs;
@@ -45,9 +58,7 @@ struct sc_guest_config {
 	bool net_v6;	  /* listen on IPv6 too (an entry is an IPv6 literal) */
 	char **net_addrs; /* the entries' IP literals, put on loopback */
 	size_t n_net_addrs;
-	char *net_hosts; /* /etc/hosts lines: the names the host answers for */
-	char *net_ca;	 /* the sandbox's certificate authority (PEM), trusted by cells */
-	/* Cells may exec SC_INTERP_PATH (Landlock is available): sys.executable names it. */
+	/* Cells may exec the interpreter (Landlock is available): sys.executable names it. */
 	bool exec;
 	/* The rlimits level (plain.c): no namespaces, so no root of the cells' own; each cell
 	 * sees the host's filesystem through its Landlock domain, its /tmp and /output are
@@ -57,6 +68,9 @@ struct sc_guest_config {
 	bool own_uid; /* the cells' uid is the caller's (seccomp: no attributes by path) */
 	char *cgroup; /* the sandbox's memory cgroup directory on the host, or NULL for none */
 };
+
+/* The value of name in the code's configured environment, or NULL. */
+const char *sc_guest_env(const struct sc_guest_config *cfg, const char *name);
 
 /* What a cell needs from the template, fixed before the fork. */
 struct sc_prefault_range; /* rpc/control.h */
@@ -120,12 +134,9 @@ void sc_plain_cell_environ(const struct sc_cell_plan *plan);
 /* The cell's /tmp, its SC_TMP_LIVE directory and working directory; static storage. */
 const char *sc_plain_cell_tmp(const struct sc_cell_plan *plan);
 
-/* interp.c: the helper's copy in a root runs as the cell's python3. */
-#define SC_INTERP_MARK_LEN 48
-bool sc_interp_is_copy(void);
-/* The mark bytes as the host's helper holds them, and what its copy holds instead. */
-void sc_interp_marks(const void **mark, const void **patch);
-int sc_interp_main(int argc, char **argv);
+/* template.c: the template's life, from the module's main() (module.c) until the host closes
+ * the control socket; returns the process's exit code. */
+int sc_template_main(void);
 
 /* bridge.c */
 struct _object *sc_bridge_init(void); /* PyObject *: keeps Python.h out of this header */
@@ -145,6 +156,8 @@ bool sc_py_warm_template(void);
 void sc_py_warm(void);
 /* Runs code as __main__; fills done and returns the process exit code. */
 int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payload *done);
+/* setenv, through os.environ so that Python sees it too; -1 with errno on failure. */
+int sc_py_setenv(const char *name, const char *value, bool overwrite);
 void sc_py_before_fork(void);
 void sc_py_after_fork_parent(void);
 void sc_py_after_fork_child(void);

@@ -4,7 +4,7 @@
  * directories of its own for /tmp and /output under the work directory, named in its
  * environment, and the template as subreaper, killing whatever a dead cell left behind (a
  * pid namespace's death did that). */
-#define _GNU_SOURCE
+#define _GNU_SOURCE 1 /* as pyconfig.h has it, which may define it unguarded */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
@@ -65,7 +65,7 @@ int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_f
 	 * namespaces level gives them a scratch /tmp, this one a directory beside the cells'. */
 	char home[PATH_MAX];
 	snprintf(home, sizeof(home), "%s/template", cfg->tmp_dir);
-	if (mkdir(home, 0700) < 0 || setenv("HOME", home, 1) < 0)
+	if (mkdir(home, 0700) < 0 || sc_py_setenv("HOME", home, true) < 0)
 		return sc__err(err, -errno, "make %s", home);
 	/* RLIMIT_NPROC counts every task of the real uid: as the caller's own uid, the caller's
 	 * other processes count too, so the cells' limit starts above what runs now. */
@@ -158,7 +158,7 @@ int sc_plain_cell_restrict(const struct sc_cell_plan *plan, int *tmp_root,
 			   struct snapcell_error *err)
 {
 	const struct sc_guest_config *c = plan->cfg;
-	const char *read[4 + 16 + SC_PASS_FD_MAX];
+	const char *read[4 + 16 + 2 * SC_PASS_FD_MAX];
 	char out[PATH_MAX];
 	size_t n = 0, n_data;
 	const char *const *data = sc__rootfs_data_paths(&n_data);
@@ -172,9 +172,9 @@ int sc_plain_cell_restrict(const struct sc_cell_plan *plan, int *tmp_root,
 		close(fd);
 	if (*tmp_root < 0)
 		return sc__err(err, -errno, "open %s", out);
-	read[n++] = SC_PY_STDLIB;
-	read[n++] = SC_PY_LIBDIR;
 	read[n++] = c->input_dir;
+	for (size_t i = 0; i < c->s.python.n_dirs && i < SC_PASS_FD_MAX; i++)
+		read[n++] = c->s.python.dirs[i].host;
 	for (size_t i = 0; i < n_data && i < 16; i++)
 		read[n++] = data[i];
 	for (size_t i = 0; i < c->n_python_paths && i < SC_PASS_FD_MAX; i++)
@@ -207,7 +207,7 @@ void sc_plain_cell_environ(const struct sc_cell_plan *plan)
 		set_environ(environ, "SNAPCELL_OUTPUT", out);
 		set_environ(environ, "SNAPCELL_TMP", tmp);
 		set_environ(environ, "TMPDIR", tmp);
-		if (!json_object_get(plan->cfg->env, "HOME")) /* the caller's, or the cell's own */
+		if (!sc_guest_env(plan->cfg, "HOME")) /* the caller's, or the cell's own */
 			set_environ(environ, "HOME", tmp);
 	}
 	/* tempfile caches the directory it chose (the template's warm-up may have asked). */

@@ -252,10 +252,18 @@ def _warmup_error(exc, source):
 
 def add_site_dirs(dirs):
     """In the template: a venv's site-packages, already on sys.path, has its .pth files
-    processed as site.addsitedir does (paths added, import lines run)."""
-    import site
-    for d in dirs:
-        site.addsitedir(d)
+    processed as site.addsitedir does (paths added, import lines run); then `sitecustomize`
+    is imported where sys.path has one, as site.main would (the interpreter runs without
+    site), once, for every cell."""
+    if dirs:
+        import site
+        for d in dirs:
+            site.addsitedir(d)
+    try:
+        import sitecustomize  # noqa: F401
+    except ImportError as exc:
+        if exc.name != "sitecustomize":
+            raise
 
 
 def preload_error(exc):
@@ -526,7 +534,7 @@ def _gate_network():
 
 
 def configure(tools, network_notice, network):
-    """Installs call_tool and ToolError as builtins and a `tools` module whose attributes
+    """Installs call_tool, ToolError and a `tools` module as builtins; the module's attributes
     call the registered tools: tools.compute(a=1, b=2), and tools.docs.search_v2(q="x") for
     "docs.search-v2" (the host gives each tool's attribute path and has refused clashes);
     and the network's guard (no entries) or its gate's wording (entries)."""
@@ -562,3 +570,6 @@ def configure(tools, network_notice, network):
     module.ToolError = ToolError
     module.call_tool = call_tool
     sys.modules["tools"] = module
+    # The description says tools.name(...) is the same call as call_tool: so `tools` needs no
+    # import, as call_tool does not (`import tools` finds the same module).
+    builtins.tools = module

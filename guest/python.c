@@ -1,10 +1,10 @@
-/* The embedded CPython: initialised once in the template from the read-only root, with the
- * common standard library imported and frozen out of the garbage collector's reach, so each
- * forked cell shares it copy-on-write. The run logic itself is Python (prelude.py). */
-#define _GNU_SOURCE
+/* The template's CPython (the interpreter the helper exec'd, started in isolated mode): set up
+ * once in the read-only root, with the common standard library imported and frozen out of the
+ * garbage collector's reach, so each forked cell shares it copy-on-write. The run logic itself
+ * is Python (prelude.py). Limited API (abi3) only: one module serves every CPython >= 3.10. */
+#define _GNU_SOURCE 1 /* as pyconfig.h has it, which may define it unguarded */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <marshal.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,58 +41,54 @@ static const char *const thread_vars[] = {
 	"NUMEXPR_NUM_THREADS",	"BLIS_NUM_THREADS", "GOTO_NUM_THREADS",
 };
 
-static int config_paths(PyConfig *c, const struct sc_guest_config *cfg)
+/* The template's interpreter as cells see it: the tool bridge importable as _snapcell, the
+ * configured Python paths after the interpreter's own, sys.executable the interpreter only
+ * where cells may exec it (Landlock), and an empty sys.argv[0] as for an interactive run. */
+static int set_up_interpreter(const struct sc_guest_config *cfg)
 {
-	static const char *const stdlib[] = {SC_PY_STDLIB, SC_PY_DYNLOAD};
-	c->module_search_paths_set = 1;
-	for (size_t i = 0; i < SC_ARRAY_LEN(stdlib) + cfg->n_python_paths; i++) {
-		const char *p = i < SC_ARRAY_LEN(stdlib)
-					? stdlib[i]
-					: cfg->python_paths[i - SC_ARRAY_LEN(stdlib)];
-		wchar_t *w = Py_DecodeLocale(p, NULL);
-		if (!w)
-			return -ENOMEM;
-		PyStatus st = PyWideStringList_Append(&c->module_search_paths, w);
-		PyMem_RawFree(w);
-		if (PyStatus_Exception(st))
-			return -ENOMEM;
+	PyObject *bridge = sc_bridge_init();
+	int rc = bridge ? PyDict_SetItemString(PyImport_GetModuleDict(), "_snapcell", bridge) : -1;
+	Py_XDECREF(bridge);
+	sc_bridge_set_cap(cfg->frame_cap);
+	PyObject *path = PySys_GetObject("path"); /* borrowed */
+	for (size_t i = 0; rc == 0 && i < cfg->n_python_paths; i++) {
+		PyObject *p = PyUnicode_DecodeFSDefault(cfg->python_paths[i]);
+		rc = p && path ? PyList_Append(path, p) : -1;
+		Py_XDECREF(p);
 	}
-	return 0;
+	/* With Python paths, the root's venv over the interpreter (guest/helper.c), as a venv's
+	 * python names itself on a host. */
+	const char *executable = !cfg->exec				? ""
+				 : cfg->n_python_paths && !cfg->rlimits ? SC_VENV_DIR "/bin/python3"
+									: cfg->s.python.executable;
+	PyObject *exe = PyUnicode_DecodeFSDefault(executable);
+	PyObject *argv = Py_BuildValue("[s]", "");
+	if (rc == 0 && (!exe || !argv || PySys_SetObject("executable", exe) < 0 ||
+			PySys_SetObject("argv", argv) < 0))
+		rc = -1;
+	Py_XDECREF(exe);
+	Py_XDECREF(argv);
+	return rc;
 }
 
-static int init_interpreter(const struct sc_guest_config *cfg, struct snapcell_error *err)
+int sc_py_setenv(const char *name, const char *value, bool overwrite)
 {
-	/* UTF-8 mode: the cell has no locale, and model-written code prints non-ASCII text. */
-	PyPreConfig pre;
-	PyPreConfig_InitIsolatedConfig(&pre);
-	pre.utf8_mode = 1;
-	PyStatus pst = Py_PreInitialize(&pre);
-	if (PyStatus_Exception(pst))
-		return sc__err(err, SNAPCELL_E_HELPER, "pre-initialise Python: %s",
-			       pst.err_msg ? pst.err_msg : "failed");
-	PyConfig c;
-	PyConfig_InitIsolatedConfig(&c);
-	c.site_import = 0;
-	c.write_bytecode = 0;
-	c.user_site_directory = 0;
-	c.install_signal_handlers = 1; /* SIGXFSZ ignored: a too-large write raises OSError */
-	if (PyImport_AppendInittab("_snapcell", sc_bridge_init) < 0)
-		return sc__err(err, -ENOMEM, "register _snapcell");
-	sc_bridge_set_cap(cfg->frame_cap);
-	PyStatus st = PyConfig_SetString(&c, &c.program_name, L"python3");
-	/* The root's copy of this helper, which runs as a plain Python (interp.c); without
-	 * Landlock there is none and sys.executable stays empty. */
-	if (!PyStatus_Exception(st) && cfg->exec)
-		st = PyConfig_SetString(&c, &c.executable, L"" SC_INTERP_PATH);
-	if (!PyStatus_Exception(st) && config_paths(&c, cfg) < 0)
-		st = PyStatus_NoMemory();
-	if (!PyStatus_Exception(st))
-		st = Py_InitializeFromConfig(&c);
-	PyConfig_Clear(&c);
-	if (PyStatus_Exception(st))
-		return sc__err(err, SNAPCELL_E_HELPER, "initialise Python: %s",
-			       st.err_msg ? st.err_msg : "failed");
-	return 0;
+	if (!overwrite && getenv(name))
+		return 0;
+	/* os.environ sets the process's environment too (putenv). */
+	PyObject *os = PyImport_ImportModule("os");
+	PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
+	PyObject *k = PyUnicode_DecodeFSDefault(name), *v = PyUnicode_DecodeFSDefault(value);
+	int rc = environ && k && v ? PyObject_SetItem(environ, k, v) : -1;
+	Py_XDECREF(k);
+	Py_XDECREF(v);
+	Py_XDECREF(environ);
+	Py_XDECREF(os);
+	if (rc < 0) {
+		PyErr_Clear();
+		errno = ENOMEM;
+	}
+	return rc;
 }
 
 static int py_fail(struct snapcell_error *err, const char *what)
@@ -100,7 +96,7 @@ static int py_fail(struct snapcell_error *err, const char *what)
 	PyObject *type, *value, *tb;
 	PyErr_Fetch(&type, &value, &tb);
 	PyObject *s = value ? PyObject_Str(value) : NULL;
-	const char *msg = s ? PyUnicode_AsUTF8(s) : NULL;
+	const char *msg = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
 	sc__err(err, SNAPCELL_E_HELPER, "%s: %s", what, msg ? msg : "unknown error");
 	Py_XDECREF(s);
 	Py_XDECREF(type);
@@ -140,7 +136,7 @@ static int preload_failed(PyObject *prelude, const char *name, struct snapcell_e
 	if (value && tb)
 		PyException_SetTraceback(value, tb);
 	PyObject *s = value ? PyObject_CallMethod(prelude, "preload_error", "(O)", value) : NULL;
-	const char *msg = s ? PyUnicode_AsUTF8(s) : NULL;
+	const char *msg = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
 	sc__err(err, SNAPCELL_E_HELPER, "preload %s: %s", name, msg ? msg : "import failed");
 	Py_XDECREF(s);
 	Py_XDECREF(type);
@@ -211,7 +207,7 @@ static int warm_up(PyObject *prelude, const char *code, struct snapcell_error *e
 	int rc = 0;
 	if (r != Py_None)
 		rc = sc__err(err, SNAPCELL_E_HELPER, "warm-up: %s",
-			     PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : "failed");
+			     PyUnicode_Check(r) ? PyUnicode_AsUTF8AndSize(r, NULL) : "failed");
 	Py_DECREF(r);
 	if (rc < 0)
 		return rc;
@@ -302,7 +298,7 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 	return rc;
 }
 
-/* A venv's site-packages: .pth files processed as site.addsitedir does. */
+/* A venv's site-packages: .pth files processed as site.addsitedir does; then sitecustomize. */
 static int add_site_dirs(PyObject *prelude, const struct sc_guest_config *cfg,
 			 struct snapcell_error *err)
 {
@@ -314,12 +310,10 @@ static int add_site_dirs(PyObject *prelude, const struct sc_guest_config *cfg,
 			Py_CLEAR(dirs);
 		Py_XDECREF(s);
 	}
-	PyObject *r = dirs && PyList_GET_SIZE(dirs)
-			      ? PyObject_CallMethod(prelude, "add_site_dirs", "(O)", dirs)
-			      : (dirs ? Py_NewRef(Py_None) : NULL);
+	PyObject *r = dirs ? PyObject_CallMethod(prelude, "add_site_dirs", "(O)", dirs) : NULL;
 	Py_XDECREF(dirs);
 	if (!r)
-		return py_fail(err, "venv site-packages");
+		return py_fail(err, "venv site-packages and sitecustomize");
 	Py_DECREF(r);
 	return 0;
 }
@@ -335,56 +329,42 @@ static PyObject *tool_list(const struct sc_guest_config *cfg)
 			Py_CLEAR(list);
 			break;
 		}
-		PyList_SET_ITEM(list, (Py_ssize_t)i, t);
+		if (PyList_SetItem(list, (Py_ssize_t)i, t) < 0) { /* steals t */
+			Py_CLEAR(list);
+			break;
+		}
 	}
 	return list;
 }
 
-/* The prelude as the build compiled it (embed_py.py), which saves compiling it at each start
- * (2-3 ms), or compiled here when this libpython's bytecode differs from the build's. */
-static PyObject *prelude_code(void)
-{
-	if (PyImport_GetMagicNumber() == sc_prelude_py_magic) {
-		PyObject *code = PyMarshal_ReadObjectFromString(sc_prelude_py_code,
-								sizeof(sc_prelude_py_code));
-		if (code && PyCode_Check(code))
-			return code;
-		Py_XDECREF(code);
-		PyErr_Clear();
-	}
-	return Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
-}
-
-/* prelude._compile: compile(source, filename, "exec") as builtins.compile does it for a str or
- * bytes source (the coding cookie honoured in bytes only), without its check for an AST
- * object, which creates the ast module's ~120 types on a process's first call. */
+/* prelude._compile: compile(source, filename, "exec") for a str or bytes source, without
+ * builtins.compile's check for an AST object, which creates the ast module's ~120 types on a
+ * process's first call. Py_CompileString (the stable ABI's) honours a coding cookie, in a str
+ * source too, where builtins.compile ignores it. */
 static PyObject *compile_exec(PyObject *self, PyObject *args)
 {
 	(void)self;
-	PyObject *source, *filename;
+	PyObject *source, *filename, *bytes = NULL;
 	if (!PyArg_ParseTuple(args, "OU:_compile", &source, &filename))
 		return NULL;
-	PyCompilerFlags cf = {.cf_flags = PyCF_SOURCE_IS_UTF8,
-			      .cf_feature_version = PY_MINOR_VERSION};
-	const char *text;
-	Py_ssize_t len;
-	if (PyUnicode_Check(source)) {
-		text = PyUnicode_AsUTF8AndSize(source, &len);
-		cf.cf_flags |= PyCF_IGNORE_COOKIE;
-	} else if (PyBytes_Check(source)) {
-		text = PyBytes_AS_STRING(source);
-		len = PyBytes_GET_SIZE(source);
-	} else {
-		return PyErr_Format(PyExc_TypeError, "_compile() needs str or bytes, not %.80s",
-				    Py_TYPE(source)->tp_name);
-	}
-	if (!text)
+	char *text = NULL;
+	Py_ssize_t len = 0;
+	const char *name = PyUnicode_AsUTF8AndSize(filename, NULL);
+	if (PyUnicode_Check(source))
+		source = bytes = PyUnicode_AsUTF8String(source);
+	else if (!PyBytes_Check(source))
+		return PyErr_Format(PyExc_TypeError, "_compile() needs str or bytes");
+	if (!name || !source || PyBytes_AsStringAndSize(source, &text, &len) < 0) {
+		Py_XDECREF(bytes);
 		return NULL;
-	if (strlen(text) != (size_t)len) {
+	}
+	PyObject *code = NULL;
+	if (strlen(text) != (size_t)len)
 		PyErr_SetString(PyExc_ValueError, "source code string cannot contain null bytes");
-		return NULL;
-	}
-	return Py_CompileStringObject(text, filename, Py_file_input, &cf, -1);
+	else
+		code = Py_CompileString(text, name, Py_file_input);
+	Py_XDECREF(bytes);
+	return code;
 }
 
 static PyMethodDef compile_def = {"_compile", compile_exec, METH_VARARGS, NULL};
@@ -401,42 +381,49 @@ static int freeze_heap(void)
 	return r ? 0 : -1;
 }
 
-int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
+/* The prelude, compiled from its source (the interpreter's own bytecode), with _compile and
+ * the tools, network and bridge configured; a new reference, or NULL with the error set. */
+static PyObject *load_prelude(const struct sc_guest_config *cfg)
 {
-	int rc = init_interpreter(cfg, err);
-	if (rc < 0)
-		return rc;
-	PyObject *code = prelude_code();
+	PyObject *code = Py_CompileString(sc_prelude_py, "<snapcell>", Py_file_input);
 	PyObject *mod = code ? PyImport_ExecCodeModule("_snapcell_prelude", code) : NULL;
 	Py_XDECREF(code);
 	if (!mod)
-		return py_fail(err, "prelude");
+		return NULL;
 	prelude_run = PyObject_GetAttrString(mod, "run");
 	prelude_warm = PyObject_GetAttrString(mod, "warm");
 	prelude_prepare = PyObject_GetAttrString(mod, "prepare");
 	PyObject *compile = PyCFunction_New(&compile_def, NULL);
-	if (!compile || PyObject_SetAttrString(mod, "_compile", compile) < 0) {
-		Py_XDECREF(compile);
-		Py_DECREF(mod);
-		return py_fail(err, "prelude");
-	}
-	Py_DECREF(compile);
 	PyObject *tools = tool_list(cfg);
 	PyObject *r =
-		tools ? PyObject_CallMethod(mod, "configure", "(OsO)", tools, cfg->network_notice,
-					    cfg->network ? Py_True : Py_False)
-		      : NULL;
+		compile && tools && PyObject_SetAttrString(mod, "_compile", compile) == 0
+			? PyObject_CallMethod(mod, "configure", "(OsO)", tools, cfg->network_notice,
+					      cfg->network ? Py_True : Py_False)
+			: NULL;
+	Py_XDECREF(compile);
 	Py_XDECREF(tools);
-	if (!r) {
-		Py_DECREF(mod);
+	Py_XDECREF(r);
+	if (!r || !prelude_run || !prelude_warm || !prelude_prepare)
+		Py_CLEAR(mod);
+	return mod;
+}
+
+int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
+{
+	if (set_up_interpreter(cfg) < 0)
+		return py_fail(err, "set up the interpreter");
+	PyObject *mod = load_prelude(cfg);
+	if (!mod)
 		return py_fail(err, "prelude");
-	}
-	Py_DECREF(r);
-	rc = add_site_dirs(mod, cfg, err);
+	int rc = add_site_dirs(mod, cfg, err);
+	if (rc == 0 && !single_threaded())
+		rc = sc__err(err, SNAPCELL_E_HELPER,
+			     "venv site-packages: its .pth files or sitecustomize leave threads "
+			     "running; the template must be single-threaded when it forks cells");
 	if (rc == 0)
 		rc = preload(mod, cfg, err);
 	Py_DECREF(mod);
-	if (rc == 0 && (!prelude_run || !prelude_warm || !prelude_prepare || freeze_heap() < 0))
+	if (rc == 0 && freeze_heap() < 0)
 		rc = py_fail(err, "prelude");
 	return rc;
 }
@@ -476,10 +463,10 @@ int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payl
 		    : NULL;
 	Py_XDECREF(src);
 	long status = SNAPCELL_STATUS_ERROR, exit_code = 1, flags = 0;
-	if (r && PyTuple_Check(r) && PyTuple_GET_SIZE(r) == 3) {
-		status = PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
-		exit_code = PyLong_AsLong(PyTuple_GET_ITEM(r, 1));
-		flags = PyLong_AsLong(PyTuple_GET_ITEM(r, 2));
+	if (r && PyTuple_Check(r) && PyTuple_Size(r) == 3) {
+		status = PyLong_AsLong(PyTuple_GetItem(r, 0));
+		exit_code = PyLong_AsLong(PyTuple_GetItem(r, 1));
+		flags = PyLong_AsLong(PyTuple_GetItem(r, 2));
 	} else {
 		/* The code replaced our run function or broke the interpreter. */
 		PyErr_Print();

@@ -1,16 +1,16 @@
-/* The template: the helper's main process. It greets the host with its protocol version,
- * reads its setup from the control socket, builds
- * the root, warms CPython, compiles the seccomp policy, then keeps a few cells parked for the
- * host and reaps them, reporting each exit status on the cell's own exit pipe. It never runs
+/* The template: the interpreter the helper exec'd in the root it built (guest/helper.c),
+ * running the guest module (module.c). It decodes the setup message the helper handed over,
+ * warms CPython, compiles the seccomp policy, then keeps a few cells parked for the host and
+ * reaps them, reporting each exit status on the cell's own exit pipe. It never runs
  * untrusted code itself; the host's closing of the control socket ends it, and with it (as pid
  * 1 of the sandbox's pid namespace) every cell. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <netinet/in.h>
-#include <jansson.h>
 #include <linux/filter.h>
 #include <poll.h>
 #include <sched.h>
@@ -81,217 +81,115 @@ static void report_ready(int status, const char *message)
 	sc__ctl_send(CTL, &m, NULL, 0);
 }
 
-static uint64_t get_u64(json_t *obj, const char *key)
+/* The ports, addresses and names of a sandbox with network entries. */
+static int config_net(struct sc_guest_config *c, const struct sc_setup_net *net)
 {
-	json_t *v = json_object_get(obj, key);
-	return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v)
-							       : 0;
-}
-
-static char *dup_str(json_t *obj, const char *key)
-{
-	const char *s = json_string_value(json_object_get(obj, key));
-	return s ? strdup(s) : NULL;
-}
-
-static char *dup_str_at(json_t *array, size_t i)
-{
-	const char *s = json_string_value(json_array_get(array, i));
-	return s ? strdup(s) : NULL;
-}
-
-/* {"ports": [443, ...], "v6": bool, "addrs": ["1.2.3.4", ...], "hosts": "...", "ca": "PEM"},
- * present only for a sandbox with network entries. */
-static int parse_net(struct sc_guest_config *c, json_t *net)
-{
-	if (!net)
-		return 0;
-	json_t *ports = json_object_get(net, "ports"), *addrs = json_object_get(net, "addrs");
 	c->network = true;
-	c->net_v6 = json_is_true(json_object_get(net, "v6"));
-	c->net_hosts = dup_str(net, "hosts");
-	c->net_ca = dup_str(net, "ca");
-	c->net_ports = calloc(json_array_size(ports) + 1, sizeof(uint16_t));
-	c->net_addrs = calloc(json_array_size(addrs) + 1, sizeof(char *));
-	if (!c->net_hosts || !c->net_ca || !c->net_ports || !c->net_addrs ||
-	    json_array_size(ports) * (c->net_v6 ? 2 : 1) + 1 > SC_CELL_NET_MAX)
+	c->net_v6 = net->v6;
+	c->net_addrs = net->addrs;
+	c->n_net_addrs = net->n_addrs;
+	c->net_ports = calloc(net->n_ports + 1, sizeof(uint16_t));
+	if (!c->net_ports || net->n_ports * (net->v6 ? 2 : 1) + 1 > SC_CELL_NET_MAX)
 		return -1;
-	for (size_t i = 0; i < json_array_size(ports); i++) {
-		json_int_t p = json_integer_value(json_array_get(ports, i));
-		if (p < 1 || p > 65535)
+	for (size_t i = 0; i < net->n_ports; i++) {
+		if (net->ports[i] < 1 || net->ports[i] > 65535)
 			return -1;
-		c->net_ports[c->n_net_ports++] = (uint16_t)p;
+		c->net_ports[c->n_net_ports++] = (uint16_t)net->ports[i];
 	}
-	for (size_t i = 0; i < json_array_size(addrs); i++)
-		if (!(c->net_addrs[c->n_net_addrs++] = dup_str_at(addrs, i)))
-			return -1;
 	return 0;
 }
 
-static int parse_setup(const char *buf, size_t len, struct snapcell_error *err)
+/* The Python paths as sys.path sees them: bound at SC_PYTHON_PATH_BASE/<i> (not at the host
+ * path: that may lie under /tmp, which each cell remounts), or at the rlimits level where
+ * they are; a venv's is its site directory inside. */
+static int config_paths(struct sc_guest_config *c)
 {
-	json_error_t jerr;
-	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
-	if (!json_is_object(root)) {
-		json_decref(root);
-		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: %s", jerr.text);
-	}
-	struct sc_guest_config *c = &T.cfg;
-	c->root_base = dup_str(root, "root");
-	c->out_dir = dup_str(root, "out");
-	c->input_dir = dup_str(root, "input");
-	c->spares = (unsigned)get_u64(root, "spares");
-	c->tmp_bytes = get_u64(root, "tmp_bytes");
-	c->frame_cap = (size_t)get_u64(root, "frame_cap");
-	c->limits.memory_bytes = get_u64(root, "memory_bytes");
-	c->limits.cpu_ms = get_u64(root, "cpu_ms");
-	c->limits.processes = get_u64(root, "processes");
-	c->limits.file_bytes = get_u64(root, "file_bytes");
-	c->limits.open_files = get_u64(root, "open_files");
-	c->output_bytes = get_u64(root, "output_bytes");
-	json_t *paths = json_object_get(root, "python_paths");
-	size_t n_paths = json_array_size(paths);
-	c->n_python_paths = n_paths;
-	c->python_paths = calloc(c->n_python_paths + 1, sizeof(char *));
-	c->python_path_fds = calloc(c->n_python_paths + 1, sizeof(int));
-	c->python_path_site = calloc(c->n_python_paths + 1, sizeof(bool));
-	c->python_binds = calloc(c->n_python_paths + 1, sizeof(char *));
-	for (size_t i = 0; c->python_paths && c->python_path_fds && c->python_path_site &&
-			   c->python_binds && i < c->n_python_paths;
-	     i++) {
-		json_t *entry = json_array_get(paths, i);
-		const char *site = json_string_value(json_object_get(entry, "site"));
-		const char *host = json_string_value(json_object_get(entry, "host"));
-		c->python_path_fds[i] = (int)get_u64(entry, "fd");
+	size_t n = c->s.n_python_paths;
+	c->python_paths = calloc(n + 1, sizeof(char *));
+	c->python_path_site = calloc(n + 1, sizeof(bool));
+	c->python_binds = calloc(n + 1, sizeof(char *));
+	if (!c->python_paths || !c->python_path_site || !c->python_binds)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const struct sc_setup_path *p = &c->s.python_paths[i];
+		const char *site = p->site;
+		if (c->rlimits ? !p->host || !(c->python_binds[i] = strdup(p->host))
+			       : asprintf(&c->python_binds[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
+			return -1;
+		if (site && (strstr(site, "..") || site[0] == '/'))
+			return -1;
+		if (asprintf(&c->python_paths[i], "%s%s%s", c->python_binds[i],
+			     site && *site ? "/" : "", site ? site : "") < 0)
+			return -1;
 		c->python_path_site[i] = site != NULL;
-		/* Not at the host path: that may lie under /tmp, which each cell remounts. At the
-		 * rlimits level nothing is bound: the host path it is. */
-		if (host ? !(c->python_binds[i] = strdup(host))
-			 : asprintf(&c->python_binds[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
-			c->python_binds[i] = NULL;
-		else if (!site)
-			c->python_paths[i] = strdup(c->python_binds[i]);
-		else if (strstr(site, "..") || site[0] == '/' ||
-			 asprintf(&c->python_paths[i], "%s%s%s", c->python_binds[i],
-				  *site ? "/" : "", site) < 0)
-			c->python_paths[i] = NULL;
-		if (!c->python_binds[i] || !c->python_paths[i] ||
-		    c->python_path_fds[i] < SC_PASS_FD_FIRST)
-			c->n_python_paths = i;
+		c->n_python_paths = i + 1;
 	}
-	json_t *preload = json_object_get(root, "preload");
-	c->preloads = calloc(json_array_size(preload) + 1, sizeof(char *));
-	for (size_t i = 0; c->preloads && i < json_array_size(preload); i++) {
-		const char *name = json_string_value(json_array_get(preload, i));
-		if (!name || !(c->preloads[i] = strdup(name)))
-			break;
-		c->n_preloads = i + 1;
-	}
-	if (!c->preloads || c->n_preloads != json_array_size(preload)) {
-		json_decref(root);
-		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad preload list");
-	}
-	c->warmup = dup_str(root, "warmup");
-	c->network_notice = dup_str(root, "network_notice");
-	c->rlimits = get_u64(root, "level") == SNAPCELL_ISOLATION_RLIMITS;
-	c->tmp_dir = dup_str(root, "tmp");
-	c->own_uid = json_is_true(json_object_get(root, "own_uid"));
-	c->cgroup = dup_str(root, "cgroup");
-	if (parse_net(c, json_object_get(root, "net")) < 0) {
-		json_decref(root);
-		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad network section");
-	}
-	c->env = json_incref(json_object_get(root, "env"));
-	json_t *tools = json_object_get(root, "tools");
-	size_t n_tools = json_array_size(tools);
-	c->tool_names = calloc(n_tools + 1, sizeof(char *));
-	c->tool_attrs = calloc(n_tools + 1, sizeof(char *));
-	c->tool_docs = calloc(n_tools + 1, sizeof(char *));
-	for (size_t i = 0; c->tool_names && c->tool_attrs && c->tool_docs && i < n_tools; i++) {
-		json_t *t = json_array_get(tools, i);
-		c->tool_names[i] = dup_str(t, "name");
-		c->tool_attrs[i] = dup_str(t, "attr");
-		c->tool_docs[i] = dup_str(t, "description");
-		if (!c->tool_names[i] || !c->tool_attrs[i] || !c->tool_docs[i])
-			break;
+	return 0;
+}
+
+/* The template's view of the setup message, most of it borrowed from T.cfg.s. */
+static int config_from_setup(struct sc_guest_config *c, struct snapcell_error *err)
+{
+	const struct sc_setup *s = &c->s;
+	c->root_base = s->root, c->out_dir = s->out, c->input_dir = s->input;
+	c->spares = (unsigned)s->spares;
+	c->tmp_bytes = s->tmp_bytes, c->output_bytes = s->output_bytes;
+	c->frame_cap = (size_t)s->frame_cap;
+	c->limits = (struct sc_rlimits){s->memory_bytes, s->cpu_ms, s->processes, s->file_bytes,
+					s->open_files};
+	c->preloads = s->preloads, c->n_preloads = s->n_preloads, c->warmup = s->warmup;
+	c->network_notice = s->network_notice;
+	c->rlimits = s->level == SNAPCELL_ISOLATION_RLIMITS;
+	c->tmp_dir = s->tmp, c->own_uid = s->own_uid, c->cgroup = s->cgroup;
+	c->tool_names = calloc(s->n_tools + 1, sizeof(char *));
+	c->tool_attrs = calloc(s->n_tools + 1, sizeof(char *));
+	c->tool_docs = calloc(s->n_tools + 1, sizeof(char *));
+	for (size_t i = 0; c->tool_names && c->tool_attrs && c->tool_docs && i < s->n_tools; i++) {
+		c->tool_names[i] = s->tools[i].name;
+		c->tool_attrs[i] = s->tools[i].attr;
+		c->tool_docs[i] = s->tools[i].description;
 		c->n_tools = i + 1;
 	}
-	json_decref(root);
-	if (c->n_tools != n_tools)
-		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad tool list");
-	if (!c->root_base || !c->out_dir || !c->input_dir || !c->spares || !c->tmp_bytes ||
-	    !c->frame_cap || !c->limits.memory_bytes || !c->output_bytes || !c->python_paths ||
-	    !c->python_path_fds || c->n_python_paths != n_paths || !c->network_notice ||
-	    (c->rlimits && (!c->tmp_dir || c->network)))
-		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing fields");
+	if (c->n_tools != s->n_tools || config_paths(c) < 0)
+		return sc__err(err, SNAPCELL_E_PROTOCOL,
+			       "setup message: bad tools or python paths");
+	if (s->net && config_net(c, s->net) < 0)
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad network section");
+	if (!c->spares || !c->tmp_bytes || !c->frame_cap || !c->limits.memory_bytes ||
+	    !c->output_bytes || (c->rlimits && (!c->tmp_dir || c->network)))
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing values");
 	return 0;
 }
 
+/* The setup message the helper read, from its sealed memfd (closed here). */
 static int read_setup(struct snapcell_error *err)
 {
-	char *buf = malloc(SC_SETUP_MAX);
-	if (!buf)
-		return sc__err(err, -ENOMEM, "setup buffer");
-	ssize_t n;
-	do
-		n = recv(CTL, buf, SC_SETUP_MAX, MSG_TRUNC);
-	while (n < 0 && errno == EINTR);
-	int rc = n < 0 ? sc__err(err, -errno, "read setup")
-		 : n == 0 || n > (ssize_t)SC_SETUP_MAX
-			 ? sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: %zd bytes", n)
-			 : parse_setup(buf, (size_t)n, err);
+	struct stat st;
+	char *buf = NULL;
+	int rc = fstat(SC_GUEST_SETUP_FD, &st) < 0 ? -errno : 0;
+	if (rc == 0 && (st.st_size <= 0 || (size_t)st.st_size > SC_SETUP_MAX))
+		rc = -EPROTO;
+	if (rc == 0 && !(buf = malloc((size_t)st.st_size)))
+		rc = -ENOMEM;
+	if (rc == 0 && pread(SC_GUEST_SETUP_FD, buf, (size_t)st.st_size, 0) != st.st_size)
+		rc = -EIO;
+	close(SC_GUEST_SETUP_FD);
+	if (rc < 0) {
+		free(buf);
+		return sc__err(err, rc, "read the setup message");
+	}
+	rc = sc__setup_decode(buf, (size_t)st.st_size, &T.cfg.s, err);
+	explicit_bzero(buf, (size_t)st.st_size); /* it names the host's work directory */
 	free(buf);
-	return rc;
+	return rc < 0 ? rc : config_from_setup(&T.cfg, err);
 }
 
-/* SC_PYTHON_CONF: the search path and site directories of the template's interpreter, for
- * the python3 a cell execs. */
-static char *python_conf(void)
+const char *sc_guest_env(const struct sc_guest_config *cfg, const char *name)
 {
-	size_t len = 1;
-	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
-		len += strlen(T.cfg.python_paths[i]) + 6;
-	char *text = calloc(1, len), *at = text;
-	for (size_t i = 0; text && i < T.cfg.n_python_paths; i++)
-		at += sprintf(at, "%s %s\n", T.cfg.python_path_site[i] ? "site" : "path",
-			      T.cfg.python_paths[i]);
-	return text;
-}
-
-static int build_root(struct snapcell_error *err)
-{
-	struct sc_bind binds[3 + SC_PASS_FD_MAX];
-	char fd_paths[SC_PASS_FD_MAX][32];
-	size_t n = 0;
-	binds[n++] = (struct sc_bind){SC_PY_STDLIB, SC_PY_STDLIB};
-	binds[n++] = (struct sc_bind){SC_PY_LIBDIR, SC_PY_LIBDIR};
-	binds[n++] = (struct sc_bind){T.cfg.input_dir, "/input"};
-	for (size_t i = 0; i < T.cfg.n_python_paths && i < SC_PASS_FD_MAX; i++) {
-		snprintf(fd_paths[i], sizeof(fd_paths[i]), "/proc/self/fd/%d",
-			 T.cfg.python_path_fds[i]);
-		binds[n++] = (struct sc_bind){fd_paths[i], T.cfg.python_binds[i]};
-	}
-	struct sc_rootfs fs = {.base = T.cfg.root_base,
-			       .out_dir = T.cfg.out_dir,
-			       .ro_binds = binds,
-			       .n_ro_binds = n,
-			       .lib_dir = SC_PY_LIBDIR,
-			       .hosts = T.cfg.net_hosts,
-			       .extra_ca = T.cfg.net_ca};
-	char *conf = NULL;
-	if (T.cfg.exec) {
-		if (!(conf = python_conf()))
-			return sc__err(err, -ENOMEM, "python.conf");
-		fs.interp_path = SC_INTERP_PATH;
-		fs.python_conf = conf;
-		fs.interp_mark_len = SC_INTERP_MARK_LEN;
-		sc_interp_marks(&fs.interp_mark, &fs.interp_patch);
-	}
-	int rc = sc__rootfs_build(&fs, err);
-	free(conf);
-	for (size_t i = 0; i < T.cfg.n_python_paths; i++)
-		close(T.cfg.python_path_fds[i]);
-	return rc;
+	for (size_t i = 0; i < cfg->s.n_env; i++)
+		if (strcmp(cfg->s.env_names[i], name) == 0)
+			return cfg->s.env_values[i];
+	return NULL;
 }
 
 /* What building the root left on the stack below the caller's frame: its path buffers. */
@@ -306,13 +204,14 @@ static __attribute__((noinline)) void scrub_stack(void)
  * would otherwise carry it in its memory (tests/c/integration/test_isolation.c). */
 static void forget_host_paths(void)
 {
-	char **paths[] = {&T.cfg.root_base, &T.cfg.out_dir, &T.cfg.input_dir};
+	char **paths[] = {&T.cfg.s.root, &T.cfg.s.out, &T.cfg.s.input};
 	for (size_t i = 0; i < SC_ARRAY_LEN(paths); i++) {
 		if (*paths[i])
 			explicit_bzero(*paths[i], strlen(*paths[i]));
 		free(*paths[i]);
 		*paths[i] = NULL;
 	}
+	T.cfg.root_base = T.cfg.out_dir = T.cfg.input_dir = NULL;
 	scrub_stack();
 }
 
@@ -404,17 +303,15 @@ static int seccomp_compile_join(struct snapcell_error *err)
 	return sc__seccomp_compile(&T.seccomp, seccomp_flags(), err);
 }
 
-/* The namespaces level: the cells' pid and network namespaces to come back to, and the root
- * (with the exec ruleset when Landlock offers one). */
+/* The namespaces level: the cells' pid and network namespaces to come back to (opened by the
+ * helper before the pivot), the root it built, and the exec ruleset when Landlock offers one. */
 static int setup_namespaces(struct snapcell_error *err)
 {
-	int rc;
-	T.self_pidns = open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC);
-	if (T.self_pidns < 0)
-		return sc__err(err, -errno, "open /proc/self/ns/pid");
-	T.self_netns = T.cfg.network ? open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC) : -1;
-	if (T.cfg.network && T.self_netns < 0)
-		return sc__err(err, -errno, "open /proc/self/ns/net");
+	T.self_pidns = SC_GUEST_PIDNS_FD;
+	T.self_netns = T.cfg.network ? SC_GUEST_NETNS_FD : -1;
+	if (fcntl(T.self_pidns, F_SETFD, FD_CLOEXEC) < 0 ||
+	    (T.cfg.network && fcntl(T.self_netns, F_SETFD, FD_CLOEXEC) < 0))
+		return sc__err(err, -errno, "the helper's namespace descriptors");
 	/* Landlock is what confines execve to the cell's interpreter; without it cells exec
 	 * nothing (seccomp) and sys.executable stays empty. */
 	int abi = sc__landlock_abi();
@@ -428,12 +325,15 @@ static int setup_namespaces(struct snapcell_error *err)
 	T.unix_sockets = !T.cfg.network && abi >= SC_LANDLOCK_ABI_UNIX &&
 			 (abi >= SC_LANDLOCK_ABI_UNIX_PATH || T.cfg.n_python_paths == 0);
 	seccomp_compile_start(); /* what seccomp_flags() reads is known */
-	if ((rc = build_root(err)) < 0)
-		return rc;
 	forget_host_paths();
+	/* Loaded: the cells need not see the module's file. */
+	char module[PATH_MAX];
+	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", T.cfg.s.guest.file);
+	if (umount2(module, MNT_DETACH) < 0)
+		return sc__err(err, -errno, "detach %s", module);
 	T.landlock_fd = -1;
 	if (T.cfg.exec) {
-		const char *exe[] = {SC_INTERP_PATH, sc__rootfs_own_loader()};
+		const char *exe[] = {T.cfg.s.python.executable, sc__rootfs_own_loader()};
 		if ((T.landlock_fd = sc__landlock_exec_ruleset(exe, SC_ARRAY_LEN(exe),
 							       T.unix_sockets, err)) < 0)
 			return T.landlock_fd;
@@ -451,63 +351,58 @@ static int setup_namespaces(struct snapcell_error *err)
 static int setup_plain(struct snapcell_error *err)
 {
 	T.self_pidns = T.self_netns = T.landlock_fd = -1;
+	close(SC_GUEST_MODULE_FD); /* the module is loaded */
 	return sc_plain_template_setup(&T.cfg, &T.out_fd, &T.tmp_fd, err);
+}
+
+/* The code's environment, set through os.environ (the interpreter started with none), and
+ * the defaults it overrides. */
+static int set_environment(struct snapcell_error *err)
+{
+	for (size_t i = 0; i < T.cfg.s.n_env; i++)
+		if (sc_py_setenv(T.cfg.s.env_names[i], T.cfg.s.env_values[i], true) < 0)
+			return sc__err(err, -errno, "setenv %s", T.cfg.s.env_names[i]);
+	/* Defaults the code's own environment overrides: the CA bundle for ssl, and matplotlib's
+	 * file backend (no display; it would otherwise probe for GUI toolkits). */
+	bool bundle = access(SC_CA_BUNDLE, R_OK) == 0;
+	/* requests reads certifi's file unless REQUESTS_CA_BUNDLE names another: the same. */
+	if ((bundle && (sc_py_setenv("SSL_CERT_FILE", SC_CA_BUNDLE, false) < 0 ||
+			sc_py_setenv("REQUESTS_CA_BUNDLE", getenv("SSL_CERT_FILE"), false) < 0)) ||
+	    sc_py_setenv("MPLBACKEND", "Agg", false) < 0)
+		return sc__err(err, -errno, "setenv defaults");
+	/* Where the code finds its files, at every level (the rlimits level's cells set their
+	 * own, plain.c). */
+	if (!T.cfg.rlimits && (sc_py_setenv("SNAPCELL_INPUT", "/input", true) < 0 ||
+			       sc_py_setenv("SNAPCELL_OUTPUT", "/output", true) < 0 ||
+			       sc_py_setenv("SNAPCELL_TMP", "/tmp", true) < 0))
+		return sc__err(err, -errno, "setenv SNAPCELL_*");
+	return 0;
 }
 
 static int setup(struct snapcell_error *err)
 {
 	T.cgroup_fd = -1;
-	/* Into the sandbox's memory cgroup before anything sizeable is allocated: nearly all the
-	 * template will ever use is charged there, and the cgroup is never empty while it lives.
-	 * Without the descriptor (no cgroup) this fails with EBADF. */
-	int moved = sc__cgroup_cell_enter(SC_CGROUP_FD);
 	int rc = read_setup(err);
 	if (rc < 0)
 		return rc;
-	if (T.cfg.cgroup && moved < 0)
-		return sc__err(err, moved, "move into memory cgroup %s", T.cfg.cgroup);
-	/* Before the pivot, while the host's cgroup mount is in this mount namespace. */
-	if (T.cfg.cgroup &&
-	    (T.cgroup_fd = open(T.cfg.cgroup, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
-		return sc__err(err, -errno, "open memory cgroup %s", T.cfg.cgroup);
-	if (setsid() < 0)
-		return sc__err(err, -errno, "setsid");
-	if (T.cfg.rlimits)
-		rc = setup_plain(err);
-	else
-		rc = setup_namespaces(err);
-	if (rc < 0)
-		return rc;
-	const char *name;
-	json_t *value;
-	json_object_foreach(T.cfg.env, name, value)
-	{
-		if (json_is_string(value) && setenv(name, json_string_value(value), 1) < 0)
-			return sc__err(err, -errno, "setenv %s", name);
-	}
-	/* Defaults the code's own environment overrides: the CA bundle for ssl, and matplotlib's
-	 * file backend (no display; it would otherwise probe for GUI toolkits). */
-	bool bundle = access(SC_CA_BUNDLE, R_OK) == 0;
-	/* requests reads certifi's file unless REQUESTS_CA_BUNDLE names another: the same. */
-	if ((bundle && (setenv("SSL_CERT_FILE", SC_CA_BUNDLE, 0) < 0 ||
-			setenv("REQUESTS_CA_BUNDLE", getenv("SSL_CERT_FILE"), 0) < 0)) ||
-	    setenv("MPLBACKEND", "Agg", 0) < 0)
-		return sc__err(err, -errno, "setenv defaults");
-	/* Where the code finds its files, at every level (the rlimits level's cells set their
-	 * own, plain.c). */
-	if (!T.cfg.rlimits &&
-	    (setenv("SNAPCELL_INPUT", "/input", 1) < 0 ||
-	     setenv("SNAPCELL_OUTPUT", "/output", 1) < 0 || setenv("SNAPCELL_TMP", "/tmp", 1) < 0))
-		return sc__err(err, -errno, "setenv SNAPCELL_*");
-	if (T.cfg.rlimits)
+	if (T.cfg.cgroup)
+		T.cgroup_fd = SC_GUEST_CGROUP_FD;
+	if (T.cfg.cgroup && fcntl(T.cgroup_fd, F_SETFD, FD_CLOEXEC) < 0)
+		return sc__err(err, -errno, "the memory cgroup's descriptor");
+	rc = T.cfg.rlimits ? setup_plain(err) : setup_namespaces(err);
+	if (rc == 0)
+		rc = set_environment(err);
+	if (rc == 0 && T.cfg.rlimits)
 		seccomp_compile_start();
-	if ((rc = set_up_slots_init(err)) < 0)
-		return rc;
-	if ((rc = sc__caps_lock(err)) < 0)
-		return rc;
-	if ((rc = init_python(err)) < 0)
-		return rc;
-	if ((rc = seccomp_compile_join(err)) < 0)
+	if (rc == 0)
+		rc = set_up_slots_init(err);
+	if (rc == 0)
+		rc = sc__caps_lock(err);
+	if (rc == 0)
+		rc = init_python(err);
+	if (rc == 0)
+		rc = seccomp_compile_join(err);
+	if (rc < 0)
 		return rc;
 	sigset_t chld;
 	sigemptyset(&chld);
@@ -961,16 +856,10 @@ static void serve(void)
 	}
 }
 
-int main(int argc, char **argv)
+int sc_template_main(void)
 {
-	/* The copy in a cell's root is a Python and nothing else, whatever its argv or fds. */
-	if (sc_interp_is_copy())
-		return sc_interp_main(argc, argv);
 	struct snapcell_error err = {0};
 	signal(SIGPIPE, SIG_IGN);
-	/* First, before reading anything: the host checks the protocol before it sends setup. */
-	if (sc__hello_send(CTL) < 0)
-		return 1;
 	if (setup(&err) < 0) {
 		report_ready(err.code, err.message);
 		return 1;

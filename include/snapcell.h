@@ -189,13 +189,50 @@ SNAPCELL_API int snapcell_config_add_python_path(struct snapcell_config *cfg, co
  * to sys.path after the python paths, and its .pth files are processed as site.addsitedir
  * does (once, in the template; lines that import run there too, and must not reach outside
  * the root: an editable install's host source tree is not exposed). With
- * include-system-site-packages, Debian's /usr/lib/python3/dist-packages follows it. The
- * venv must have been made for the embedded interpreter's version (Debian's Python 3.11,
- * /usr/bin/python3 -m venv DIR): another version in its pyvenv.cfg is SNAPCELL_E_INVAL
- * naming both. Resolved and checked now; NULL removes it. Counts against the 64 paths of
- * snapcell_config_add_python_path. */
+ * include-system-site-packages in a venv of Debian's /usr/bin/python3, Debian's
+ * /usr/lib/python3/dist-packages follows it. A venv made by any CPython 3.10 or newer is
+ * accepted; with no snapcell_config_set_python, the interpreter it was made from runs the
+ * cells. Its X.Y must be the running interpreter's, and with snapcell_config_set_python the
+ * venv must have been made from that interpreter: else SNAPCELL_E_INVAL naming both (checked
+ * now when both are set, and again when a sandbox is created). Resolved and checked now;
+ * NULL removes it. Counts against the 64 paths of snapcell_config_add_python_path. */
 SNAPCELL_API int snapcell_config_set_venv(struct snapcell_config *cfg, const char *dir,
 					  struct snapcell_error *err);
+
+/* The Python interpreter that runs the cells: path is an executable (absolute, or a name
+ * looked up in $PATH now), asked once what it is (a short run of it with -I -S; answers are
+ * cached per file, inode and mtime for the process's life) so that a pyenv shim or a symbolic
+ * link resolves to the real binary. SNAPCELL_E_INVAL, with a message naming the file and the
+ * cause, when it is not found or not executable, is not CPython, is older than 3.10, is a
+ * free-threaded build, or lies under /tmp, /input, /output, /dev or /proc (which cells mount
+ * over). A newer version than 3.14 is accepted (snapcell_config_python_info warns). NULL
+ * restores the default: the venv's interpreter (snapcell_config_set_venv), else `python3` in
+ * $PATH when the sandbox is created, else /usr/bin/python3. */
+SNAPCELL_API int snapcell_config_set_python(struct snapcell_config *cfg, const char *path,
+					    struct snapcell_error *err);
+
+#define SNAPCELL_PYTHON_PATH_LEN 4096
+
+/* The interpreter sandboxes made from cfg would run. */
+struct snapcell_python_info {
+	/* The file that runs, links and shims resolved; cells see it as sys.executable. */
+	char executable[SNAPCELL_PYTHON_PATH_LEN];
+	/* Why it: "snapcell_config_set_python", "the venv's interpreter", "python3 on PATH",
+	 * "/usr/bin/python3". */
+	char chosen_by[64];
+	char version[32]; /* "3.12.1", the cells' sys.version_info */
+	unsigned major, minor;
+	char warning[160];    /* "", or why it may not work (newer than snapcell is tested with) */
+	uint64_t reserved[4]; /* zeroed (ABI growth) */
+};
+
+/* Resolves cfg's interpreter as snapcell_sandbox_new does (running it at most once per
+ * process, see snapcell_config_set_python) and fills out; the refusals of
+ * snapcell_config_set_python and snapcell_config_set_venv, checked again, are
+ * SNAPCELL_E_INVAL with the message sandbox creation would give. */
+SNAPCELL_API int snapcell_config_python_info(const struct snapcell_config *cfg,
+					     struct snapcell_python_info *out,
+					     struct snapcell_error *err);
 
 /* Adds a module the template imports before it parks cells (after the python paths and the
  * venv are set up), so a run that uses it pays nothing for the import: "numpy", "pandas",
@@ -301,6 +338,14 @@ SNAPCELL_API int snapcell_normalize_mount_path(const char *in, char *out, size_t
 SNAPCELL_API int snapcell_tree_signature(const char *path, char out[SNAPCELL_SIGNATURE_LEN],
 					 struct snapcell_error *err);
 
+/* The nesting depth of a JSON text and an upper bound on the number of values it holds
+ * (containers, keys and scalars), counted in one pass without parsing it, strings skipped: a
+ * caller reading JSON from an untrusted peer refuses a text past its bounds before a parser
+ * builds the tree (jansson spends ~150 bytes on an empty object, 80 times its text). The
+ * bound holds for any text a parser accepts. Never fails; text need not be NUL-terminated. */
+SNAPCELL_API void snapcell_json_measure(const char *text, size_t len, unsigned *depth,
+					size_t *values);
+
 /* ---- network allow-list ----
  *
  * Entries are stored, copied with the config, listed, shown to the model by
@@ -336,10 +381,11 @@ SNAPCELL_API int snapcell_tree_signature(const char *path, char out[SNAPCELL_SIG
  * (the Agent Framework adapter lists this form and allows it): surrounding whitespace
  * stripped, lower-cased, a scheme ("https://"), path, query, fragment and trailing '/'
  * dropped ("https://API.example.com/v1" -> "api.example.com", "127.0.0.1:8080" stays,
- * "[::1]:8080" stays bracketed). SNAPCELL_E_INVAL (the reason in err) for an empty target,
- * whitespace or control bytes inside, non-ASCII text (give an IDN in its xn-- form),
- * credentials (user@host), a wildcard, a bad port (1-65535), an unbracketed IPv6 address, or
- * out_len too small (SNAPCELL_TARGET_MAX always suffices). */
+ * "[::1]:8080" stays bracketed, "*.Example.org" -> "*.example.org", a wildcard being a
+ * leading "*." as snapcell_config_allow takes it). SNAPCELL_E_INVAL (the reason in err) for
+ * an empty target, whitespace or control bytes inside, non-ASCII text (give an IDN in its
+ * xn-- form), credentials (user@host), a '*' anywhere else, a bad port (1-65535), an
+ * unbracketed IPv6 address, or out_len too small (SNAPCELL_TARGET_MAX always suffices). */
 SNAPCELL_API int snapcell_normalize_domain(const char *in, char *out, size_t out_len,
 					   struct snapcell_error *err);
 
@@ -354,7 +400,10 @@ SNAPCELL_API int snapcell_config_allow(struct snapcell_config *cfg, const char *
 				       struct snapcell_error *err);
 /* A header the host adds to every request it lets through for target's entry (which must
  * exist: -ENOENT otherwise; target is normalised first), e.g. "Authorization". The value is
- * never listed, described, logged or shown to a cell. In value, "${env:NAME}" is the host's
+ * never listed, described, logged or shown to a cell, and never travels in cleartext: the
+ * host adds it only to requests it makes over TLS it verified, and refuses (403, naming the
+ * entry) a request the code makes to the entry in plain HTTP; an entry allowed as
+ * "http://..." takes no header (SNAPCELL_E_INVAL). In value, "${env:NAME}" is the host's
  * environment variable NAME (an error if unset), "${file:PATH}" the whole file (one trailing
  * newline dropped; an error if it is missing or larger than 8 KiB) and "$$" a '$', all read
  * now. SNAPCELL_E_INVAL for a name that is not an HTTP token, a header the host owns (Host,
@@ -484,10 +533,14 @@ SNAPCELL_API int snapcell_config_tool_info(const struct snapcell_config *cfg, si
 enum snapcell_describe_format {
 	SNAPCELL_DESCRIBE_COMPACT, /* one line per parameter; JSON Schema only where needed */
 	SNAPCELL_DESCRIBE_JSON,	   /* each tool's parameters as its JSON Schema */
+	/* OR'd into either format: the tool keeps one interpreter between its calls (a session),
+	 * and the text says that state persists */
+	SNAPCELL_DESCRIBE_STATEFUL = 1 << 8,
 };
 
-/* The execute_code tool description: how to call tools from the code (call_tool with keyword
- * arguments, tools.<name>, ToolError), each registered tool with its description and
+/* The execute_code tool description: how to call tools from the code (`call_tool(name,
+ * **kwargs)` and `tools.<name>(**kwargs)`, both built-ins, ToolError, and one example call of
+ * a registered tool), each registered tool with its description and
  * parameters (compact: type, required or optional, default, per parameter; a tool with a
  * parameter that is not a scalar or an array of scalars, optionally "or null" (an object,
  * an array of objects, a wider union, a $ref), is shown as its JSON Schema instead), the
@@ -498,12 +551,34 @@ SNAPCELL_API int snapcell_config_describe(const struct snapcell_config *cfg,
 					  enum snapcell_describe_format format, char **out,
 					  struct snapcell_error *err);
 
+/* Describes the registered tool `name` in this format whatever format describe is given (the
+ * reference integration's per-tool tool_description_format); until the tool is registered
+ * again. -ENOENT when no tool has that name. */
+SNAPCELL_API int snapcell_config_set_tool_describe_format(struct snapcell_config *cfg,
+							  const char *name,
+							  enum snapcell_describe_format format,
+							  struct snapcell_error *err);
+
 /* The provider instructions (system-prompt text): execute_code is the primary tool, the code
- * must print its answer, and, with files configured, large results go to /output/<file>.
+ * must print its answer, with files configured large results go to /output/<file>, and
+ * with registered tools that they are called from the code.
  * They name no other tool and leave tools, files and network to the description. *out is
  * malloc'd (free()). */
 SNAPCELL_API int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
 					      struct snapcell_error *err);
+
+enum snapcell_instructions_flag {
+	/* the front end also offers the model some of the registered tools directly (not
+	 * only through execute_code): the text asks to prefer execute_code to combine them */
+	SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE = 1u << 0,
+};
+
+/* snapcell_config_instructions with SNAPCELL_INSTRUCTIONS_* flags (0: the same text). With
+ * registered tools, the text says whether they are also offered directly. SNAPCELL_E_INVAL
+ * for an unknown flag. */
+SNAPCELL_API int snapcell_config_instructions_with(const struct snapcell_config *cfg,
+						   unsigned flags, char **out,
+						   struct snapcell_error *err);
 
 /* The approval execute_code needs: ALWAYS when base is ALWAYS or any registered tool requires
  * approval, else NEVER. */
@@ -608,7 +683,10 @@ struct snapcell_result {
 	size_t n_skipped_listed, n_skipped;
 	uint32_t output_limits_hit; /* SNAPCELL_OUTPUT_HIT_* */
 	/* Every network attempt of the run (a name asked, a connection, an HTTP request), in
-	 * order; the list keeps at most 10,000. */
+	 * order. Room for 10,000 allowed events is kept whatever is refused (traffic past them
+	 * is refused, never unrecorded); refusals keep 1,000 events of their own, and a refusal
+	 * or lookup like one listed adds to its count. n_net_events_dropped counts the
+	 * refusals past that share. */
 	struct snapcell_net_event *net_events;
 	size_t n_net_events, n_net_events_dropped;
 	uint32_t net_limits_hit; /* SNAPCELL_NET_HIT_* */
@@ -648,14 +726,22 @@ struct snapcell_net_event {
 	uint64_t bytes_in;
 	uint64_t started_us; /* from the run's start; the list is in this order */
 	uint64_t duration_us;
+	/* SNAPCELL_NET_REQUEST: the host made (or tried to make) the request upstream over TLS
+	 * it verifies, so nothing of it crossed in cleartext; false when it was refused before
+	 * going upstream or went as plain HTTP. SNAPCELL_NET_CONNECT: the stream passed through
+	 * began with a TLS ClientHello (end to end; the cell verifies). */
+	bool upstream_tls;
+	/* The attempts this event stands for: 1, or more for a refusal repeated with the same
+	 * kind, target, port and rule (coalesced so refusals cannot crowd out the record). */
+	uint64_t count;
 };
 
 /* Network limits a run hit (their attempts are in the list, refused). */
 enum snapcell_net_hit {
 	SNAPCELL_NET_HIT_CONNECTIONS = 1u << 0, /* more open connections than the cap */
-	SNAPCELL_NET_HIT_BYTES = 1u << 1,	/* the run's byte budget */
+	SNAPCELL_NET_HIT_BYTES = 1u << 1,	/* the run's byte budget (charged as bytes move) */
 	SNAPCELL_NET_HIT_NAMES = 1u << 2,	/* more distinct names than the cap (256) */
-	SNAPCELL_NET_HIT_EVENTS = 1u << 3,	/* the list's cap */
+	SNAPCELL_NET_HIT_EVENTS = 1u << 3,	/* the list's caps (allowed or refused) */
 };
 
 /* A file the code wrote under /output. path is relative to /output, as raw bytes (any byte
@@ -804,6 +890,15 @@ SNAPCELL_API int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *c
 				      struct snapcell_result **out, struct snapcell_error *err);
 
 SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
+
+/* How the run ended, in the words every front end gives the model (the MCP server's content,
+ * the Python integration's last item): the status and its cause. For an uncaught exception,
+ * its type and message and the last lines of its traceback (from stderr); for a limit, the
+ * limit by name ("the wall-clock time limit", "the memory limit"); for a non-zero exit,
+ * "exited with status N" and the last stderr line; for a signal, its number and name. An ok
+ * run gives one sentence saying so. At most a few KiB; *out is malloc'd (free()). */
+SNAPCELL_API int snapcell_result_summary(const struct snapcell_result *res, char **out,
+					 struct snapcell_error *err);
 
 /* ---- sessions and snapshots ----
  *

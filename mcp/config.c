@@ -265,6 +265,18 @@ static int venv(const struct ctx *c, const char *path, json_t *v)
 		       : 0;
 }
 
+/* "python": the interpreter that runs the cells (asked what it is now: a refusal stops the
+ * server before it starts). */
+static int python(const struct ctx *c, const char *path, json_t *v)
+{
+	struct snapcell_error err = {0};
+	if (!json_is_string(v))
+		return fail(c, path, "must be a string (an interpreter: a path or a name on PATH)");
+	return snapcell_config_set_python(c->cfg, json_string_value(v), &err) < 0
+		       ? lib_fail(c, path, &err)
+		       : 0;
+}
+
 static int one_preload(const struct ctx *c, const char *at, json_t *m)
 {
 	struct snapcell_error err = {0};
@@ -344,11 +356,14 @@ static void free_argv(char **argv)
 
 void mcp_options_clear(struct mcp_options *opts)
 {
-	for (size_t i = 0; i < opts->n_tool_argv; i++)
-		free_argv(opts->tool_argv[i]);
-	free(opts->tool_argv);
-	opts->tool_argv = NULL;
-	opts->n_tool_argv = 0;
+	for (size_t i = 0; i < opts->n_tool_commands; i++) {
+		free_argv(opts->tool_commands[i]->argv);
+		free_argv(opts->tool_commands[i]->inherit);
+		free(opts->tool_commands[i]);
+	}
+	free(opts->tool_commands);
+	opts->tool_commands = NULL;
+	opts->n_tool_commands = 0;
 	mcp_downstreams_free(opts->downstreams);
 	opts->downstreams = NULL;
 }
@@ -362,28 +377,68 @@ bool mcp_config_has_tool(const struct snapcell_config *cfg, const char *name)
 	return false;
 }
 
-/* A command tool's argv, owned by opts (see struct mcp_options). */
-static char **copy_argv(struct mcp_options *opts, json_t *v)
+/* A NULL-terminated copy of array v's strings (checked by the caller), or NULL. */
+static char **copy_strings(json_t *v)
 {
 	size_t n = json_array_size(v);
-	char ***grown = realloc(opts->tool_argv, (opts->n_tool_argv + 1) * sizeof(*grown));
+	char **out = calloc(n + 1, sizeof(*out));
+	for (size_t i = 0; out && i < n; i++)
+		if (!(out[i] = strdup(json_string_value(json_array_get(v, i))))) {
+			free_argv(out);
+			return NULL;
+		}
+	return out;
+}
+
+/* A command tool, owned by opts (see struct mcp_options); inherit may be NULL (none). */
+static struct cli_tool_command *copy_command(struct mcp_options *opts, json_t *argv,
+					     json_t *inherit)
+{
+	struct cli_tool_command **grown =
+		realloc(opts->tool_commands, (opts->n_tool_commands + 1) * sizeof(*grown));
 	if (!grown)
 		return NULL;
-	opts->tool_argv = grown;
-	char **argv = calloc(n + 1, sizeof(*argv));
-	if (!argv)
+	opts->tool_commands = grown;
+	struct cli_tool_command *t = calloc(1, sizeof(*t));
+	if (!t)
 		return NULL;
-	opts->tool_argv[opts->n_tool_argv++] = argv;
-	for (size_t i = 0; i < n; i++)
-		if (!(argv[i] = strdup(json_string_value(json_array_get(v, i)))))
-			return NULL;
-	return argv;
+	opts->tool_commands[opts->n_tool_commands++] = t;
+	t->argv = copy_strings(argv);
+	t->inherit = copy_strings(inherit);
+	return t->argv && t->inherit ? t : NULL;
+}
+
+/* "inherit_env": names of our variables a child also gets (child_env.c), never one that
+ * holds the token or a header's credential. */
+static int inherit_env_ok(const struct ctx *c, const char *at, json_t *v)
+{
+	size_t i;
+	json_t *e;
+	if (v && (!json_is_array(v) || json_array_size(v) > 256))
+		return fail(c, at,
+			    "\"inherit_env\" must be an array of at most 256 variable names");
+	json_array_foreach(v, i, e)
+	{
+		const char *name = json_string_value(e);
+		if (!name || !*name || strchr(name, '='))
+			return fail(c, at, "\"inherit_env\" must hold variable names (no '=')");
+		const char *why = cli_env_withheld(name);
+		if (why) {
+			char text[160];
+			snprintf(text, sizeof(text), "\"inherit_env\": %s is never passed on: %s",
+				 name, why);
+			return fail(c, at, text);
+		}
+	}
+	return 0;
 }
 
 static int one_tool(const struct ctx *c, const char *at, json_t *t)
 {
-	static const char *const keys[] = {"name", "argv", "description", "schema", NULL};
-	if (only_keys(c, at, t, keys) < 0)
+	static const char *const keys[] = {"name",   "argv",	    "description",
+					   "schema", "inherit_env", NULL};
+	if (only_keys(c, at, t, keys) < 0 ||
+	    inherit_env_ok(c, at, json_object_get(t, "inherit_env")) < 0)
 		return -1;
 	const char *name = json_string_value(json_object_get(t, "name"));
 	const char *description = json_string_value(json_object_get(t, "description"));
@@ -405,7 +460,8 @@ static int one_tool(const struct ctx *c, const char *at, json_t *t)
 	if (mcp_config_has_tool(c->cfg, name))
 		return fail(c, at, "a tool of that name is already declared");
 	char *schema_text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
-	char **args = copy_argv(c->opts, argv);
+	struct cli_tool_command *args =
+		copy_command(c->opts, argv, json_object_get(t, "inherit_env"));
 	struct snapcell_error err = {0};
 	int rc = args ? snapcell_config_add_tool(c->cfg, name, description, schema_text,
 						 SNAPCELL_APPROVAL_NEVER, cli_argv_tool, args, &err)
@@ -483,9 +539,10 @@ static bool server_name_ok(const char *name)
  * start, answer or list its tools stops snapcell mcp before it serves. */
 static int one_server(const struct ctx *c, const char *at, const char *name, json_t *s)
 {
-	static const char *const keys[] = {"command", "args",	 "env",	       "cwd",
+	static const char *const keys[] = {"command", "args",	 "env",	       "inherit_env", "cwd",
 					   "url",     "headers", "timeout_ms", NULL};
-	if (only_keys(c, at, s, keys) < 0)
+	json_t *inherit = json_object_get(s, "inherit_env");
+	if (only_keys(c, at, s, keys) < 0 || inherit_env_ok(c, at, inherit) < 0)
 		return -1;
 	if (!server_name_ok(name))
 		return fail(c, at, "a server name is 1 to 64 characters of [A-Za-z0-9_-]");
@@ -500,8 +557,10 @@ static int one_server(const struct ctx *c, const char *at, const char *name, jso
 	const char *u = json_string_value(url);
 	if (url && (!u || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))))
 		return fail(c, at, "\"url\" must be an http:// or https:// URL");
-	if (url && (args || env || cwd))
-		return fail(c, at, "\"args\", \"env\" and \"cwd\" are for \"command\" servers");
+	if (url && (args || env || inherit || cwd))
+		return fail(c, at,
+			    "\"args\", \"env\", \"inherit_env\" and \"cwd\" are for \"command\" "
+			    "servers");
 	if (command && headers)
 		return fail(c, at, "\"headers\" are for \"url\" servers");
 	if (args && !json_is_array(args))
@@ -534,9 +593,10 @@ static int one_server(const struct ctx *c, const char *at, const char *name, jso
 		.timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 30000,
 	};
 	const char *bad = NULL;
-	char **argv = NULL, **envv = NULL, **hdrs = NULL;
+	char **argv = NULL, **envv = NULL, **hdrs = NULL, **inherited = NULL;
 	json_t *full = NULL;
 	if (command) {
+		inherited = copy_strings(inherit);
 		full = json_array();
 		json_array_append(full, command);
 		if (args)
@@ -549,17 +609,19 @@ static int one_server(const struct ctx *c, const char *at, const char *name, jso
 	json_decref(full);
 	spec.argv = argv;
 	spec.env = envv;
+	spec.inherit = inherited;
 	spec.headers = hdrs;
 	int rc = 0;
 	char why[768];
 	if (bad)
 		rc = fail(c, at, "\"args\" and \"env\" must hold strings");
-	else if (command ? !argv || !envv : !hdrs)
+	else if (command ? !argv || !envv || !inherited : !hdrs)
 		rc = fail(c, at, "out of memory");
 	else if (mcp_downstreams_add(&c->opts->downstreams, c->cfg, &spec, why, sizeof(why)) < 0)
 		rc = fail(c, at, why);
 	free_argv(argv);
 	free_argv(envv);
+	free_argv(inherited);
 	free_argv(hdrs);
 	return rc;
 }
@@ -595,11 +657,47 @@ static int max_queued(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+static int max_per_client(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > MCP_QUEUED_MAX + 4096)
+		return fail(c, path, "must be an integer from 1 to 20480");
+	c->opts->max_per_client = (unsigned)json_integer_value(v);
+	return 0;
+}
+
+static int queue_wait(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+	    json_integer_value(v) > MCP_QUEUE_WAIT_S_MAX)
+		return fail(c, path, "must be an integer from 0 to 600");
+	c->opts->queue_wait_s = (unsigned)json_integer_value(v);
+	c->opts->queue_wait_set = true;
+	return 0;
+}
+
+static int result_memory(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < (json_int_t)MCP_RESULT_MEMORY_MIN ||
+	    json_integer_value(v) > (json_int_t)MCP_RESULT_MEMORY_MAX)
+		return fail(c, path, "must be an integer from 16777216 to 1099511627776");
+	c->opts->result_memory = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
 static int structured(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_boolean(v))
 		return fail(c, path, "must be true or false");
 	c->opts->structured_content = json_is_true(v);
+	return 0;
+}
+
+static int code_errors(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_boolean(v))
+		return fail(c, path, "must be true or false");
+	c->opts->code_errors_as_results = json_is_true(v);
 	return 0;
 }
 
@@ -692,6 +790,7 @@ static const struct {
 	{"host_map", host_map},
 	{"upstream_ca", upstream_ca},
 	{"venv", venv},
+	{"python", python},
 	{"preload", preload},
 	{"warmup", warmup},
 	{"env", env},
@@ -700,18 +799,43 @@ static const struct {
 	{"downstream_calls_per_run", downstream_calls},
 	{"max_concurrent_runs", max_runs},
 	{"max_queued_calls", max_queued},
+	{"max_calls_per_client", max_per_client},
+	{"queue_wait_s", queue_wait},
+	{"result_memory_bytes", result_memory},
 	{"structured_content", structured},
+	{"code_errors_as_results", code_errors},
 	{"require_isolation", isolation},
 	{"uid_range", uid_range},
 	{"sessions", sessions},
 	{"replica", replica},
 };
 
+/* Notes the variables the allow-list headers read before anything starts a child: a
+ * downstream server listed before "allow" must not get them either. */
+static int note_header_secrets(json_t *root)
+{
+	size_t i;
+	json_t *entry, *value;
+	const char *name;
+	json_array_foreach(json_object_get(root, "allow"), i, entry)
+	{
+		json_object_foreach(json_object_get(entry, "headers"), name, value)
+		{
+			if (json_is_string(value) &&
+			    cli_env_note_secrets(json_string_value(value)) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
 int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg,
 		     struct mcp_options *opts)
 {
 	struct ctx c = {file, cfg, opts};
 	int rc = json_is_object(root) ? 0 : fail(&c, "(top level)", "must be an object");
+	if (rc == 0 && note_header_secrets(root) < 0)
+		rc = fail(&c, "allow", "out of memory");
 	const char *key;
 	json_t *val;
 	json_object_foreach(root, key, val)

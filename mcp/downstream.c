@@ -25,8 +25,6 @@
 #include "downstream.h"
 #include "mcp.h"
 
-extern char **environ;
-
 struct mcp_downstream {
 	char *name;
 	uint64_t timeout_ms;
@@ -85,35 +83,6 @@ static void free_strv(char **v)
 	for (size_t i = 0; v && v[i]; i++)
 		free(v[i]);
 	free(v);
-}
-
-/* Our environment with the spec's NAME=VALUE entries put over it. */
-static char **merged_env(char *const *extra)
-{
-	size_t n = 0, k = 0;
-	while (environ[n])
-		n++;
-	while (extra && extra[k])
-		k++;
-	char **out = calloc(n + k + 1, sizeof(*out)), **o = out;
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		size_t name_len = strcspn(environ[i], "=");
-		bool replaced = false;
-		for (size_t j = 0; j < k && !replaced; j++)
-			replaced = !strncmp(extra[j], environ[i], name_len) &&
-				   extra[j][name_len] == '=';
-		if (!replaced && !(*o++ = strdup(environ[i])))
-			goto oom;
-	}
-	for (size_t j = 0; j < k; j++)
-		if (!(*o++ = strdup(extra[j])))
-			goto oom;
-	return out;
-oom:
-	free_strv(out);
-	return NULL;
 }
 
 /* ---- stdio: the child process ---- */
@@ -331,7 +300,7 @@ static int stdio_await(struct mcp_downstream *ds, const json_t *want, uint64_t d
 		char *line = stdio_read_line(ds, deadline_us, timed_out, why, size);
 		if (!line)
 			return -1;
-		json_t *msg = json_loads(line, JSON_REJECT_DUPLICATES, NULL);
+		json_t *msg = mcp_downstream_parse(line, strlen(line));
 		bool blank = strspn(line, " \t\r") == strlen(line);
 		free(line);
 		if (blank)
@@ -486,7 +455,7 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 		ok = ok && ds->url && ds->headers;
 	} else {
 		ds->argv = copy_strv(spec->argv);
-		ds->envp = merged_env(spec->env);
+		ds->envp = cli_child_env(spec->inherit, spec->env);
 		ds->cwd = spec->cwd ? strdup(spec->cwd) : NULL;
 		ok = ok && ds->argv && ds->envp && (!spec->cwd || ds->cwd);
 	}

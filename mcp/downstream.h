@@ -22,7 +22,8 @@
 struct mcp_downstream_spec {
 	const char *name;
 	char **argv;	     /* stdio: the command, NULL-terminated */
-	char **env;	     /* stdio: NAME=VALUE entries added to ours, NULL-terminated */
+	char **env;	     /* stdio: NAME=VALUE entries, NULL-terminated */
+	char **inherit;	     /* stdio: names of our variables it also gets, NULL-terminated */
 	const char *cwd;     /* stdio: working directory (NULL: ours) */
 	const char *url;     /* HTTP: the endpoint */
 	char **headers;	     /* HTTP: "Name: value" lines sent with every request */

@@ -82,7 +82,7 @@ static void sse_event(struct answer *a, char *event, size_t len)
 		}
 		line += n + 1;
 	}
-	json_t *msg = d ? json_loadb(data, d, JSON_REJECT_DUPLICATES, NULL) : NULL;
+	json_t *msg = d ? mcp_downstream_parse(data, d) : NULL;
 	free(data);
 	if (msg && !json_object_get(msg, "method") &&
 	    json_equal(json_object_get(msg, "id"), a->want) && !a->response)
@@ -229,7 +229,7 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 	} else if (*status < 200 || *status > 299) {
 		rc = mcp_say(why, size, "HTTP status %ld", *status);
 	} else if (want_id && !a.sse) {
-		json_t *m = a.len ? json_loadb(a.buf, a.len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+		json_t *m = a.len ? mcp_downstream_parse(a.buf, a.len) : NULL;
 		if (json_is_object(m) && json_equal(json_object_get(m, "id"), want_id))
 			a.response = m;
 		else

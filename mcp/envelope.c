@@ -107,12 +107,44 @@ static int classify(struct mcp_message *msg, const char **why)
 	return 0;
 }
 
+size_t mcp_envelope_cost(const char *buf, size_t len)
+{
+	unsigned depth;
+	size_t values;
+	snapcell_json_measure(buf, len, &depth, &values);
+	if (depth > MCP_DEPTH_MAX || values > MCP_VALUES_MAX)
+		return 0; /* refused before any tree is built */
+	return values * MCP_BYTES_PER_VALUE + len;
+}
+
+json_t *mcp_downstream_parse(const char *buf, size_t len)
+{
+	unsigned depth;
+	size_t values;
+	snapcell_json_measure(buf, len, &depth, &values);
+	if (values > MCP_DOWNSTREAM_VALUES_MAX)
+		return NULL;
+	return json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+}
+
 int mcp_envelope_parse(const char *buf, size_t len, struct mcp_message *msg, json_t **error)
 {
 	memset(msg, 0, sizeof(*msg));
 	*error = NULL;
 	if (len > MCP_MESSAGE_MAX) {
 		*error = mcp_error(NULL, MCP_INVALID_REQUEST, "Invalid Request: message too large");
+		return -1;
+	}
+	unsigned depth;
+	size_t values;
+	snapcell_json_measure(buf, len, &depth, &values);
+	if (depth > MCP_DEPTH_MAX || values > MCP_VALUES_MAX) {
+		char why[96];
+		snprintf(why, sizeof(why),
+			 depth > MCP_DEPTH_MAX ? "Invalid Request: nested deeper than %u levels"
+					       : "Invalid Request: more than %u JSON values",
+			 depth > MCP_DEPTH_MAX ? MCP_DEPTH_MAX : MCP_VALUES_MAX);
+		*error = mcp_error(NULL, MCP_INVALID_REQUEST, why);
 		return -1;
 	}
 	json_error_t jerr;

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_limits.h"
 #include "mcp.h"
 
-#define MAX_CONNECTIONS 256
 /* Seconds a connection may stay silent (no byte read or written) before it is closed, so idle
  * or stalled connections cannot hold every slot. A run in progress does not count: its thread
  * is in our handler, not waiting on the socket. */
@@ -29,6 +29,7 @@
 /* An SSE stream with nothing to say sends a comment this often: a client that went away is
  * noticed by the failed write (its run is cancelled), and proxies do not time it out. */
 #define KEEPALIVE_S 1
+#define HEALTH_PATH "/healthz"
 
 struct http {
 	struct mcp_server *srv;
@@ -37,6 +38,7 @@ struct http {
 	char host[256]; /* the host --http named, also accepted in Host and Origin */
 	const char *const *allow_hosts; /* --allow-host: names a balancer's clients use */
 	size_t n_allow_hosts;
+	struct mcp_http_limits *limits;
 };
 
 /* A tools/call answered as an SSE stream: the run's progress, then its answer. The worker
@@ -51,32 +53,49 @@ struct sse {
 	char *pending; /* events not yet written */
 	size_t len, off;
 	bool answered, closed;
-	bool notified; /* a notification was queued: the stream has begun */
-	json_t *early; /* the answer, kept while no notification came before it */
+	bool notified;		/* a notification was queued: the stream has begun */
+	json_int_t answer_code; /* the answer's error code, 0 for none */
 	int refs;
 };
 
-/* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. */
+/* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. Its
+ * buffer, and then the tree parsed from it, are charged to the request budget until the
+ * request ends; past the budget the rest is dropped too (over_budget). */
 struct upload {
 	char *buf;
 	size_t len, cap;
-	bool too_big;
+	bool too_big, over_budget;
+	size_t charged;
 };
 
-/* Collects the one answer a request gets; progress notifications have no stream to go to. */
+/* Collects the one answer a request gets, as text (written where the run's result is bound,
+ * mcp_message_text); progress notifications have no stream to go to. */
 struct http_sink {
 	struct mcp_sink sink;
-	json_t *answer;
+	char *text;
+	size_t len;
+	json_int_t code;   /* the error's code, 0 for none */
+	bool answered, ok; /* ok: a result, not an error */
 };
+
+#define SSE_PREFIX "event: message\ndata: "
+#define SSE_SUFFIX "\n\n"
+
+static json_int_t error_code(const json_t *msg)
+{
+	return json_integer_value(json_object_get(json_object_get(msg, "error"), "code"));
+}
 
 static int http_send(struct mcp_sink *sink, json_t *msg)
 {
 	struct http_sink *s = (struct http_sink *)sink;
-	if (json_object_get(msg, "method") || s->answer) {
-		json_decref(msg);
-		return 0;
+	if (!json_object_get(msg, "method") && !s->answered) {
+		s->answered = true;
+		s->code = error_code(msg);
+		s->ok = json_object_get(msg, "result") != NULL;
+		s->text = mcp_message_text(msg, NULL, NULL, &s->len);
 	}
-	s->answer = msg;
+	json_decref(msg);
 	return 0;
 }
 
@@ -89,37 +108,50 @@ static void sse_unref(struct sse *s)
 		return;
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->ready);
-	json_decref(s->early);
 	free(s->pending);
+	mcp_server_release(s->srv, s->sink.result_bytes);
 	free(s);
 }
 
-static void sse_queue(struct sse *s, const char *text)
+/* Appends an event (text, n bytes, stolen) to what is pending; with nothing pending the text
+ * becomes the buffer, so a large answer is never copied. With s->lock held. */
+static void sse_queue(struct sse *s, char *text, size_t n)
 {
-	size_t n = strlen(text) + sizeof("event: message\ndata: \n\n");
-	char *grown = realloc(s->pending, s->len + n);
-	if (!grown)
+	if (s->off == s->len) {
+		free(s->pending);
+		s->pending = text;
+		s->off = 0;
+		s->len = n;
 		return;
-	s->pending = grown;
-	s->len += (size_t)snprintf(s->pending + s->len, n, "event: message\ndata: %s\n\n", text);
+	}
+	char *grown = realloc(s->pending, s->len + n);
+	if (grown) {
+		s->pending = grown;
+		memcpy(s->pending + s->len, text, n);
+		s->len += n;
+	}
+	free(text);
 }
 
 static int sse_send(struct mcp_sink *sink, json_t *msg)
 {
 	struct sse *s = (struct sse *)sink;
 	bool answer = !json_object_get(msg, "method");
-	char *text = json_dumps(msg, JSON_COMPACT);
+	json_int_t code = error_code(msg);
+	size_t n = 0;
+	char *text = mcp_message_text(msg, SSE_PREFIX, SSE_SUFFIX, &n);
+	json_decref(msg);
 	pthread_mutex_lock(&s->lock);
+	if (answer)
+		s->answer_code = code;
 	if (text && !s->closed)
-		sse_queue(s, text);
+		sse_queue(s, text, n);
+	else
+		free(text);
 	s->notified |= !answer;
-	if (answer && !s->notified)
-		s->early = json_incref(msg);
 	s->answered |= answer;
 	pthread_cond_signal(&s->ready);
 	pthread_mutex_unlock(&s->lock);
-	json_decref(msg);
-	free(text);
 	if (answer)
 		sse_unref(s);
 	return 0;
@@ -182,18 +214,60 @@ static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *m
 }
 
 static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body);
-static enum MHD_Result respond_session(struct MHD_Connection *con, unsigned status, json_t *body,
-				       const char *session);
+static enum MHD_Result refuse(struct MHD_Connection *con, unsigned status, int code,
+			      const char *why);
 
-/* The HTTP status of an answer: the stateless revision gives errors their own (400 for a
- * malformed or mismatched request or an unsupported version, 404 for an unknown method);
- * the handshake era answers every request with 200. */
-static unsigned answer_status(const json_t *answer, enum mcp_era era)
+/* A JSON body: len bytes at text + off, text (malloc'd) stolen; the result memory charged
+ * for it (mcp_server_release) is given back once libmicrohttpd has sent and freed it. */
+struct owned_body {
+	char *text;
+	struct mcp_server *srv;
+	size_t charged;
+};
+
+static void owned_body_free(void *cls)
 {
-	json_t *code = json_object_get(json_object_get(answer, "error"), "code");
+	struct owned_body *b = cls;
+	free(b->text);
+	if (b->srv)
+		mcp_server_release(b->srv, b->charged);
+	free(b);
+}
+
+static enum MHD_Result respond_owned(struct MHD_Connection *con, unsigned status, char *text,
+				     size_t off, size_t len, const char *session,
+				     struct mcp_server *srv, size_t charged)
+{
+	struct owned_body *b = calloc(1, sizeof(*b));
+	struct MHD_Response *r = NULL;
+	if (b) {
+		*b = (struct owned_body){text, srv, charged};
+		r = MHD_create_response_from_buffer_with_free_callback_cls(len, text + off,
+									   owned_body_free, b);
+	}
+	if (!r) {
+		free(b);
+		free(text);
+		if (srv)
+			mcp_server_release(srv, charged);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	if (session)
+		MHD_add_response_header(r, "Mcp-Session-Id", session);
+	enum MHD_Result rc = MHD_queue_response(con, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* The HTTP status of an answer with this error code (0: none): the stateless revision gives
+ * errors their own (400 for a malformed or mismatched request or an unsupported version, 404
+ * for an unknown method); the handshake era answers every request with 200. */
+static unsigned answer_status(json_int_t code, enum mcp_era era)
+{
 	if (era != MCP_ERA_MODERN || !code)
 		return MHD_HTTP_OK;
-	switch (json_integer_value(code)) {
+	switch (code) {
 	case MCP_METHOD_NOT_FOUND:
 		return MHD_HTTP_NOT_FOUND;
 	case MCP_PARSE_ERROR:
@@ -215,7 +289,7 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){.sink = {sse_send, true, scope, NULL},
+	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true, true, 0},
 			  .srv = h->srv,
 			  .lock = PTHREAD_MUTEX_INITIALIZER,
 			  .ready = PTHREAD_COND_INITIALIZER,
@@ -223,13 +297,30 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 	enum mcp_era era = msg->era;
 	mcp_server_handle(h->srv, msg, &s->sink, false);
 	mcp_message_clear(msg);
-	/* Answered at once (bad params, busy): a plain response, with its own status. */
+	/* Answered before the stream began (bad params, busy, a quick run): a plain response
+	 * with its own status, the event's text without its framing, and its charge. */
 	pthread_mutex_lock(&s->lock);
-	json_t *early = s->answered && !s->notified ? json_incref(s->early) : NULL;
+	bool early = s->answered && !s->notified;
+	char *text = early ? s->pending : NULL;
+	size_t len = early ? s->len : 0, charged = early ? s->sink.result_bytes : 0;
+	json_int_t code = s->answer_code;
+	if (early) {
+		s->pending = NULL;
+		s->off = s->len = 0;
+		s->sink.result_bytes = 0;
+	}
 	pthread_mutex_unlock(&s->lock);
 	if (early) {
 		sse_unref(s);
-		return respond(con, answer_status(early, era), early);
+		size_t frame = strlen(SSE_PREFIX) + strlen(SSE_SUFFIX);
+		if (!text || len < frame) {
+			free(text);
+			mcp_server_release(h->srv, charged);
+			return refuse(con, MHD_HTTP_INTERNAL_SERVER_ERROR, MCP_INTERNAL_ERROR,
+				      "Internal error: out of memory for the answer");
+		}
+		return respond_owned(con, answer_status(code, era), text, strlen(SSE_PREFIX),
+				     len - frame, NULL, h->srv, charged);
 	}
 	struct MHD_Response *r =
 		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, sse_read, s, sse_free);
@@ -359,16 +450,33 @@ static bool token_ok(const struct http *h, struct MHD_Connection *con)
 	return mcp_secret_equal(auth + 7, h->token, n);
 }
 
-static void keep(struct upload *u, const char *data, size_t n)
+/* Takes n more bytes of the request budget for u. */
+static bool charge(struct http *h, struct upload *u, size_t n)
 {
-	if (u->too_big || u->len + n > MCP_MESSAGE_MAX) {
-		u->too_big = true;
+	if (!mcp_http_limits_charge(h->limits, n))
+		return false;
+	u->charged += n;
+	return true;
+}
+
+static void keep(struct http *h, struct upload *u, const char *data, size_t n)
+{
+	if (u->too_big || u->over_budget || u->len + n > MCP_MESSAGE_MAX) {
+		u->too_big |= !u->over_budget;
 		return;
 	}
 	if (u->len + n + 1 > u->cap) {
-		size_t cap = u->cap ? u->cap : 65536;
+		/* A declared length was charged whole: one buffer of exactly that size. */
+		size_t cap = u->charged >= u->len + n + 1 ? u->charged : u->cap ? u->cap : 65536;
 		while (cap < u->len + n + 1)
 			cap *= 2;
+		if (cap > u->charged && !charge(h, u, cap - u->charged)) {
+			u->over_budget = true;
+			free(u->buf);
+			u->buf = NULL;
+			u->len = u->cap = 0;
+			return;
+		}
 		char *grown = realloc(u->buf, cap);
 		if (!grown) {
 			u->too_big = true;
@@ -444,8 +552,10 @@ static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const 
 }
 
 /* A notification is accepted (202) unless its version header names no revision we speak or,
- * in the handshake era, it names no live session; 2026-07-28 defines no client notifications
- * over HTTP, so it needs no other check. */
+ * in the handshake era, it names no live session. 2026-07-28 defines no client notifications
+ * over HTTP, so a stateless one is accepted and dropped: its requests share scope 0 and carry
+ * ids any client can guess, so a notifications/cancelled from one would stop another's run
+ * (closing the stream is how that revision cancels). */
 static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
 			      const struct mcp_headers *hdr)
 {
@@ -458,9 +568,10 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 		rc = respond(con, MHD_HTTP_BAD_REQUEST,
 			     mcp_error_data(NULL, MCP_UNSUPPORTED_VERSION,
 					    "Unsupported protocol version", data));
-	} else if ((v && !strcmp(v, MCP_MODERN_VERSION)) ||
-		   (scope = session_scope(h, con, NULL, &rc))) {
-		struct mcp_sink scoped = {NULL, false, scope, NULL};
+	} else if (v && !strcmp(v, MCP_MODERN_VERSION)) {
+		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
+	} else if ((scope = session_scope(h, con, NULL, &rc))) {
+		struct mcp_sink scoped = {NULL, false, scope, NULL, false, false, 0};
 		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
@@ -468,25 +579,59 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 	return rc;
 }
 
+/* The answer a request's sink collected, with its status (and the result memory it was
+ * charged, given back once it is sent); session: initialize's new Mcp-Session-Id. */
+static enum MHD_Result answer(struct http *h, struct MHD_Connection *con, struct http_sink *sink,
+			      enum mcp_era era, const char *session)
+{
+	if (!sink->text) {
+		mcp_server_release(h->srv, sink->sink.result_bytes);
+		return refuse(con, MHD_HTTP_INTERNAL_SERVER_ERROR, MCP_INTERNAL_ERROR,
+			      sink->answered ? "Internal error: out of memory for the answer"
+					     : "Internal error: no answer");
+	}
+	return respond_owned(con, answer_status(sink->code, era), sink->text, 0, sink->len, session,
+			     h->srv, sink->sink.result_bytes);
+}
+
 /* initialize in the handshake era: answered with a new session's id. */
 static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 				  struct mcp_message *msg)
 {
-	struct http_sink sink = {{http_send, true, 0, NULL}, NULL};
+	struct http_sink sink = {{http_send, true, 0, NULL, false, true, 0}, NULL, 0, 0, 0, 0};
 	mcp_server_handle(h->srv, msg, &sink.sink, true);
 	char id[MCP_SESSION_ID_LEN + 1];
 	uint64_t scope;
-	if (!sink.answer)
-		sink.answer = mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: no answer");
-	if (!json_object_get(sink.answer, "result"))
-		return respond(con, MHD_HTTP_OK, sink.answer);
+	if (!sink.ok)
+		return answer(h, con, &sink, MCP_ERA_LEGACY, NULL);
 	if (mcp_http_session_open(h->sessions, id, &scope) < 0) {
-		json_decref(sink.answer);
+		free(sink.text);
 		return respond(con, MHD_HTTP_INTERNAL_SERVER_ERROR,
 			       mcp_error(msg->id, MCP_INTERNAL_ERROR,
 					 "Internal error: no random bytes for a session id"));
 	}
-	return respond_session(con, MHD_HTTP_OK, sink.answer, id);
+	return answer(h, con, &sink, MCP_ERA_LEGACY, id);
+}
+
+/* 503 with Retry-After: the request budget is taken by other messages in flight. */
+static enum MHD_Result over_budget(struct http *h, struct MHD_Connection *con)
+{
+	char why[200];
+	snprintf(why, sizeof(why),
+		 "Service Unavailable: messages in flight hold the server's request memory "
+		 "(%zu MiB, --http-request-memory); try again",
+		 mcp_http_limits_budget(h->limits) >> 20);
+	json_t *body = mcp_error(NULL, MCP_INTERNAL_ERROR, why);
+	char *text = json_dumps(body, JSON_COMPACT);
+	json_decref(body);
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		text ? strlen(text) : 0, text ? text : "",
+		text ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	MHD_add_response_header(r, "Retry-After", "1");
+	enum MHD_Result rc = MHD_queue_response(con, MHD_HTTP_SERVICE_UNAVAILABLE, r);
+	MHD_destroy_response(r);
+	return rc;
 }
 
 static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, struct upload *u)
@@ -494,6 +639,10 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	if (u->too_big)
 		return refuse(con, MHD_HTTP_CONTENT_TOO_LARGE, MCP_INVALID_REQUEST,
 			      "Invalid Request: message too large");
+	/* The tree is charged before it is built, and stays charged while this thread serves
+	 * the message (a tools/call's run included). */
+	if (u->over_budget || !charge(h, u, mcp_envelope_cost(u->buf ? u->buf : "", u->len)))
+		return over_budget(h, con);
 	struct mcp_headers hdr = routing_headers(con);
 	struct mcp_message msg;
 	json_t *error;
@@ -520,12 +669,10 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	if (wants_stream(con, &msg))
 		return stream(h, con, &msg, scope);
 	enum mcp_era era = msg.era;
-	struct http_sink sink = {{http_send, true, scope, NULL}, NULL};
+	struct http_sink sink = {{http_send, true, scope, NULL, true, true, 0}, NULL, 0, 0, 0, 0};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
-	if (!sink.answer)
-		sink.answer = mcp_error(NULL, MCP_INTERNAL_ERROR, "Internal error: no answer");
-	return respond(con, answer_status(sink.answer, era), sink.answer);
+	return answer(h, con, &sink, era, NULL);
 }
 
 /* DELETE with an Mcp-Session-Id: the client is done with the session; its runs are
@@ -542,6 +689,46 @@ static enum MHD_Result end_session(struct http *h, struct MHD_Connection *con)
 	return respond(con, MHD_HTTP_NO_CONTENT, NULL);
 }
 
+/* GET /healthz, for probes: no token, no Host check (a probe names the pod's address), and
+ * nothing about the server but whether it can take a request: 200 while a connection slot is
+ * left besides the probe's own, else 503. */
+static enum MHD_Result health(struct http *h, struct MHD_Connection *con, const char *method)
+{
+	bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+	bool ok = get && mcp_http_limits_slot_free(h->limits);
+	const char *text = !get ? "" : ok ? "ok\n" : "no free connection slot\n";
+	unsigned status = !get ? MHD_HTTP_METHOD_NOT_ALLOWED
+			  : ok ? MHD_HTTP_OK
+			       : MHD_HTTP_SERVICE_UNAVAILABLE;
+	struct MHD_Response *r =
+		MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+	MHD_add_response_header(r, "Content-Type", "text/plain");
+	MHD_add_response_header(r, "Cache-Control", "no-store");
+	if (!get)
+		MHD_add_response_header(r, "Allow", "GET, HEAD");
+	enum MHD_Result rc = MHD_queue_response(con, status, r);
+	MHD_destroy_response(r);
+	return rc;
+}
+
+/* A POST's state. A declared Content-Length is charged to the request budget at once, so a
+ * body that cannot fit is refused before it is read (503). */
+static enum MHD_Result start_upload(struct http *h, struct MHD_Connection *con, void **state)
+{
+	struct upload *u = calloc(1, sizeof(*u));
+	if (!u)
+		return MHD_NO;
+	const char *length = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Content-Length");
+	char *end;
+	unsigned long long n = length ? strtoull(length, &end, 10) : 0;
+	if (n && n <= MCP_MESSAGE_MAX && !charge(h, u, (size_t)n + 1)) {
+		free(u);
+		return over_budget(h, con);
+	}
+	*state = u;
+	return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const char *url,
 				  const char *method, const char *version, const char *data,
 				  size_t *data_size, void **state)
@@ -550,6 +737,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 	/* The headers are checked on the first call, before any of the body is kept: a client
 	 * without the token or from another origin costs no buffer. */
 	if (!*state) {
+		mcp_http_limits_head_done(h->limits, con);
+		if (!strcmp(url, HEALTH_PATH))
+			return health(h, con, method);
 		if (strcmp(url, "/mcp"))
 			return refuse(con, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
 				      "Not Found: use /mcp");
@@ -563,12 +753,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 			return end_session(h, con);
 		if (strcmp(method, "POST"))
 			return respond(con, MHD_HTTP_METHOD_NOT_ALLOWED, NULL);
-		*state = calloc(1, sizeof(struct upload));
-		return *state ? MHD_YES : MHD_NO;
+		return start_upload(h, con, state);
 	}
 	struct upload *u = *state;
 	if (*data_size) {
-		keep(u, data, *data_size);
+		keep(h, u, data, *data_size);
 		*data_size = 0;
 		return MHD_YES;
 	}
@@ -578,11 +767,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 static void on_done(void *cls, struct MHD_Connection *con, void **state,
 		    enum MHD_RequestTerminationCode why)
 {
+	struct http *h = cls;
 	struct upload *u = *state;
-	if (u)
+	if (u) {
 		free(u->buf);
+		mcp_http_limits_uncharge(h->limits, u->charged);
+	}
 	free(u);
 	*state = NULL;
+	mcp_http_limits_request_done(h->limits, con);
 }
 
 /* "HOST:PORT", "[V6]:PORT", ":PORT" or "PORT" (host 127.0.0.1) to an address to bind. */
@@ -628,7 +821,7 @@ static int wait_for_signal(void)
 int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts)
 {
 	const char *listen = opts->listen;
-	struct http h = {srv, opts->token, NULL, "", opts->allow_hosts, opts->n_allow_hosts};
+	struct http h = {srv, opts->token, NULL, "", opts->allow_hosts, opts->n_allow_hosts, NULL};
 	struct addrinfo *ai = NULL;
 	if (resolve(listen, &h, &ai) < 0) {
 		fprintf(stderr, "snapcell mcp: --http %s: want HOST:PORT\n", listen);
@@ -643,14 +836,22 @@ int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts)
 	}
 	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
 			 MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-	struct MHD_Daemon *d = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, &h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT, MHD_OPTION_NOTIFY_COMPLETED,
-		on_done, NULL, MHD_OPTION_END);
+	h.limits = mcp_http_limits_new(opts->head_timeout_s, opts->max_connections,
+				       opts->request_memory);
+	struct MHD_Daemon *d =
+		!h.limits ? NULL
+			  : MHD_start_daemon(flags, 0, NULL, NULL, on_request, &h,
+					     MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+					     MHD_OPTION_CONNECTION_LIMIT, opts->max_connections,
+					     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT,
+					     MHD_OPTION_NOTIFY_COMPLETED, on_done, &h,
+					     MHD_OPTION_NOTIFY_CONNECTION, mcp_http_limits_track,
+					     h.limits, MHD_OPTION_END);
 	freeaddrinfo(ai);
 	if (!d) {
-		fprintf(stderr, "snapcell mcp: cannot listen on %s\n", listen);
+		if (h.limits)
+			fprintf(stderr, "snapcell mcp: cannot listen on %s\n", listen);
+		mcp_http_limits_free(h.limits);
 		mcp_http_sessions_free(h.sessions);
 		return 3;
 	}
@@ -662,6 +863,7 @@ int mcp_serve_http(struct mcp_server *srv, const struct mcp_http_options *opts)
 	/* Kill the runs first, so the connection threads return and stopping does not wait. */
 	mcp_server_drain(srv);
 	MHD_stop_daemon(d);
+	mcp_http_limits_free(h.limits);
 	mcp_http_sessions_free(h.sessions);
 	return 0;
 }

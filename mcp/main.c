@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../cli/cli.h"
+#include "http_limits.h"
 #include "mcp.h"
 
 static const char usage[] =
@@ -32,10 +33,27 @@ static const char usage[] =
 	"                          before the least recently used one ends (default 1024)\n"
 	"  --http-session-idle S   with --http: a session unused for S seconds ends\n"
 	"                          (default 3600)\n"
+	"  --http-head-timeout S   with --http: a request's head must arrive within S seconds\n"
+	"                          of the connection (or of its previous answer), else the\n"
+	"                          connection is closed (default 10; 1 while every slot\n"
+	"                          is taken)\n"
+	"  --http-max-connections N  with --http: open connections (default 256); /healthz\n"
+	"                          answers 503 when none is left\n"
+	"  --http-request-memory SIZE  with --http: request bodies and their parsed form held at\n"
+	"                          once; past it a message gets 503 (default 256M)\n"
 	"  --max-runs N            concurrent runs (default: twice the cores)\n"
 	"  --max-queued N          calls that wait for a run to end before more get a busy\n"
 	"                          error (0 to 16384; default: four times --max-runs)\n"
+	"  --max-per-client N      calls one HTTP session may have running or waiting\n"
+	"                          (default: half of --max-runs plus --max-queued)\n"
+	"  --queue-wait S          with --http: a call that finds the queue full waits up to\n"
+	"                          S seconds for room before it is busy (0 to 600; default 10)\n"
+	"  --result-memory SIZE    memory all results may hold until sent; a result past\n"
+	"                          what is left gets an error instead (default 768M)\n"
 	"  --structured-content    also give each run's record as structuredContent\n"
+	"  --code-errors-as-results\n"
+	"                          answer a run that failed through its code (exception,\n"
+	"                          limit) with isError false; the text says why either way\n"
 	"  --replica NAME          this server's name in session handles, for routing\n"
 	"                          (default: the host name)\n";
 
@@ -44,7 +62,8 @@ static const char usage[] =
 struct args {
 	const char *config, *http, *token;
 	struct mcp_options opts;
-	unsigned long http_sessions, session_idle_s;
+	unsigned long http_sessions, session_idle_s, head_timeout_s, max_connections;
+	uint64_t request_memory;
 	const char *allow_hosts[MAX_ALLOW_HOSTS];
 	size_t n_allow_hosts;
 };
@@ -88,7 +107,14 @@ static int parse(int argc, char **argv, struct args *a)
 		{"allow-host", required_argument, NULL, 'A'},
 		{"http-session-idle", required_argument, NULL, 'I'},
 		{"structured-content", no_argument, NULL, 's'},
+		{"code-errors-as-results", no_argument, NULL, 'E'},
 		{"replica", required_argument, NULL, 'r'},
+		{"http-head-timeout", required_argument, NULL, 'T'},
+		{"max-per-client", required_argument, NULL, 'P'},
+		{"queue-wait", required_argument, NULL, 'W'},
+		{"result-memory", required_argument, NULL, 'R'},
+		{"http-max-connections", required_argument, NULL, 'C'},
+		{"http-request-memory", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -129,6 +155,9 @@ static int parse(int argc, char **argv, struct args *a)
 		case 's':
 			a->opts.structured_content = true;
 			break;
+		case 'E':
+			a->opts.code_errors_as_results = true;
+			break;
 		case 'r':
 			if (!mcp_replica_valid(optarg)) {
 				fprintf(stderr, "snapcell mcp: --replica wants 1 to 63 of the "
@@ -159,6 +188,55 @@ static int parse(int argc, char **argv, struct args *a)
 			if (!a->session_idle_s)
 				return 2;
 			break;
+		case 'P':
+			a->opts.max_per_client = (unsigned)positive("--max-per-client", optarg,
+								    MCP_QUEUED_MAX + 4096);
+			if (!a->opts.max_per_client)
+				return 2;
+			break;
+		case 'W':
+			errno = 0;
+			a->opts.queue_wait_s = (unsigned)strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || optarg[0] == '-' ||
+			    a->opts.queue_wait_s > MCP_QUEUE_WAIT_S_MAX) {
+				fprintf(stderr,
+					"snapcell mcp: --queue-wait wants a whole number from 0 "
+					"to %u\n",
+					MCP_QUEUE_WAIT_S_MAX);
+				return 2;
+			}
+			a->opts.queue_wait_set = true;
+			break;
+		case 'R':
+			if (cli_parse_size(optarg, &a->opts.result_memory) < 0 ||
+			    a->opts.result_memory < MCP_RESULT_MEMORY_MIN ||
+			    a->opts.result_memory > MCP_RESULT_MEMORY_MAX) {
+				fprintf(stderr, "snapcell mcp: --result-memory wants a size from "
+						"16M to 1T\n");
+				return 2;
+			}
+			break;
+		case 'T':
+			a->head_timeout_s =
+				positive("--http-head-timeout", optarg, MCP_HEAD_TIMEOUT_S_MAX);
+			if (!a->head_timeout_s)
+				return 2;
+			break;
+		case 'C':
+			a->max_connections =
+				positive("--http-max-connections", optarg, MCP_MAX_CONNECTIONS_MAX);
+			if (!a->max_connections)
+				return 2;
+			break;
+		case 'M':
+			/* A message up to 16 MiB must fit, with its tree. */
+			if (cli_parse_size(optarg, &a->request_memory) < 0 ||
+			    a->request_memory < (64u << 20) || a->request_memory > (1ull << 40)) {
+				fprintf(stderr, "snapcell mcp: --http-request-memory wants a size "
+						"from 64M to 1T\n");
+				return 2;
+			}
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -172,9 +250,10 @@ static int parse(int argc, char **argv, struct args *a)
 		fprintf(stderr, "snapcell mcp: --token wants a non-empty token\n");
 		return 2;
 	}
-	if (!a->http && (a->http_sessions || a->session_idle_s || a->n_allow_hosts)) {
-		fprintf(stderr, "snapcell mcp: --allow-host, --http-sessions and "
-				"--http-session-idle need --http\n");
+	if (!a->http && (a->http_sessions || a->session_idle_s || a->n_allow_hosts ||
+			 a->head_timeout_s || a->max_connections || a->request_memory)) {
+		fprintf(stderr, "snapcell mcp: --allow-host and the --http-* options need "
+				"--http\n");
 		return 2;
 	}
 	if (optind < argc) {
@@ -197,6 +276,7 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if (snapcell_sandbox_new(cfg, &sb, &err) < 0) {
 		fprintf(stderr, "snapcell mcp: cannot start the sandbox: %s\n", err.message);
+		cli_python_print(stderr, cfg, "snapcell mcp: ");
 		return 3;
 	}
 	struct mcp_options opts = a->opts;
@@ -214,7 +294,12 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 			a->http_sessions ? (unsigned)a->http_sessions : 1024,
 			a->session_idle_s ? (unsigned)a->session_idle_s : 3600,
 			a->allow_hosts,
-			a->n_allow_hosts};
+			a->n_allow_hosts,
+			a->head_timeout_s ? (unsigned)a->head_timeout_s
+					  : MCP_HEAD_TIMEOUT_S_DEFAULT,
+			a->max_connections ? (unsigned)a->max_connections
+					   : MCP_MAX_CONNECTIONS_DEFAULT,
+			a->request_memory ? (size_t)a->request_memory : MCP_REQUEST_MEMORY_DEFAULT};
 		rc = mcp_serve_http(srv, &http);
 	} else if (srv) {
 		rc = mcp_serve_stdio(srv);
@@ -239,13 +324,29 @@ int cli_mcp(int argc, char **argv)
 		mcp_options_clear(&file_opts);
 		return 2;
 	}
+	/* The interpreter, chosen by the file or by default, is checked before anything starts. */
+	if (cli_python_check(cfg, "snapcell mcp") < 0) {
+		snapcell_config_free(cfg);
+		mcp_options_clear(&file_opts);
+		return 2;
+	}
 	if (!a.opts.max_runs)
 		a.opts.max_runs = file_opts.max_runs;
 	if (!a.opts.max_queued_set) {
 		a.opts.max_queued = file_opts.max_queued;
 		a.opts.max_queued_set = file_opts.max_queued_set;
 	}
+	if (!a.opts.result_memory)
+		a.opts.result_memory = file_opts.result_memory;
+	if (!a.opts.max_per_client)
+		a.opts.max_per_client = file_opts.max_per_client;
+	if (!a.opts.queue_wait_set) {
+		a.opts.queue_wait_s = file_opts.queue_wait_s;
+		a.opts.queue_wait_set = file_opts.queue_wait_set;
+	}
 	a.opts.structured_content |= file_opts.structured_content;
+	a.opts.code_errors_as_results |= file_opts.code_errors_as_results;
+	mcp_result_set_code_errors_as_results(a.opts.code_errors_as_results);
 	a.opts.sessions = file_opts.sessions;
 	if (!a.opts.replica[0])
 		memcpy(a.opts.replica, file_opts.replica, sizeof(a.opts.replica));

@@ -17,6 +17,16 @@
 
 /* Longest message accepted on any transport; longer lines are skipped, never buffered. */
 #define MCP_MESSAGE_MAX (16u << 20)
+/* What a message may hold, counted before it is parsed (snapcell_json_measure): jansson
+ * spends ~150 bytes on an empty object, so 16 MiB of "{}," took the server to 1.26 GiB. No
+ * method this server answers needs more than a few dozen values; 2^16 bound a message's tree
+ * to ~10 MiB. The depth cap keeps jansson's recursion shallow. */
+#define MCP_VALUES_MAX	    65536u
+#define MCP_DEPTH_MAX	    64u
+#define MCP_BYTES_PER_VALUE 160u
+/* What a downstream MCP server's message may hold: its tools/list pages and results are
+ * larger than a client's requests, but 16 MiB of "{}," from it cost as much (~40 MiB here). */
+#define MCP_DOWNSTREAM_VALUES_MAX 262144u
 
 #define MCP_PARSE_ERROR	     -32700
 #define MCP_INVALID_REQUEST  -32600
@@ -57,9 +67,16 @@ struct mcp_headers {
 	bool repeated;
 };
 
-/* envelope.c: parses one JSON-RPC 2.0 message (no batches: MCP dropped them in 2025-06-18).
- * 0 and *msg filled, or -1 and *error set to the error response to send (owned). */
+/* envelope.c: parses one JSON-RPC 2.0 message (no batches: MCP dropped them in 2025-06-18),
+ * refusing one past MCP_VALUES_MAX or MCP_DEPTH_MAX before building it. 0 and *msg filled, or
+ * -1 and *error set to the error response to send (owned). */
 int mcp_envelope_parse(const char *buf, size_t len, struct mcp_message *msg, json_t **error);
+/* The memory parsing buf would take (its tree and strings, over-estimated): what a transport
+ * charges to its budget of messages in flight. 0 for a text the parse refuses unbuilt. */
+size_t mcp_envelope_cost(const char *buf, size_t len);
+/* A downstream server's message (len bytes at buf) parsed, or NULL: not JSON, or past
+ * MCP_DOWNSTREAM_VALUES_MAX values or jansson's depth, refused before any tree is built. */
+json_t *mcp_downstream_parse(const char *buf, size_t len);
 void mcp_message_clear(struct mcp_message *msg);
 /* An error response; id is copied (NULL gives a null id). */
 json_t *mcp_error(const json_t *id, int code, const char *message);
@@ -92,6 +109,14 @@ struct mcp_sink {
 	 * transport has freed that thread to run the call (it keeps reading on another), so no
 	 * worker needs waking. NULL: the call goes to a worker. */
 	bool (*run_here)(struct mcp_sink *sink);
+	/* The handling thread may block while a tools/call waits for room in a full queue (an
+	 * HTTP connection's thread, which waits for its answer anyway); stdio's reader may not. */
+	bool may_wait;
+	/* The transport keeps an answer's text after send returned (an HTTP response not yet
+	 * written): the server then sets result_bytes before sending a result, and the
+	 * transport gives them back with mcp_server_release() once the text is freed. */
+	bool keeps_answer;
+	size_t result_bytes;
 };
 
 /* Stateful sessions (sessions.c); zero members mean the defaults. */
@@ -108,16 +133,37 @@ struct mcp_session_options {
 /* Longest replica name (the part of a handle before '~'). */
 #define MCP_REPLICA_MAX 63
 
+#define MCP_RESULT_MEMORY_DEFAULT (768ull << 20)
+#define MCP_RESULT_MEMORY_MIN	  (16ull << 20)
+#define MCP_RESULT_MEMORY_MAX	  (1ull << 40)
+
+/* Longest wait for room in a full queue (--queue-wait, queue_wait_s). */
+#define MCP_QUEUE_WAIT_S_DEFAULT 10u
+#define MCP_QUEUE_WAIT_S_MAX	 600u
+
 struct mcp_options {
 	unsigned max_runs;   /* concurrent tools/call runs; 0 = twice the cores */
 	unsigned max_queued; /* calls waiting past max_runs; unless set, 4 * max_runs */
 	bool max_queued_set;
+	/* Calls one client identity (an HTTP session) may have running or queued at once;
+	 * 0 = half of max_runs + max_queued, at least 1. */
+	unsigned max_per_client;
+	/* Seconds a call that finds the queue full may wait for room before it is busy, where
+	 * the transport lets it wait (HTTP); unless set, MCP_QUEUE_WAIT_S_DEFAULT. */
+	unsigned queue_wait_s;
+	bool queue_wait_set;
+	/* Memory all results may hold at once until sent (--result-memory,
+	 * result_memory_bytes); 0 = MCP_RESULT_MEMORY_DEFAULT. */
+	uint64_t result_memory;
 	bool structured_content; /* also give the run as structuredContent */
+	/* a run that failed through its code (error, timeout, memory, output limit, killed)
+	 * answers isError: false; setup failures and cancellations stay errors */
+	bool code_errors_as_results;
 	bool require_initialize; /* stdio: refuse requests before initialize */
-	/* The argv of each config file command tool: every sandbox made from the config may
-	 * call them, so they live until mcp_options_clear(), after the sandbox is freed. */
-	char ***tool_argv;
-	size_t n_tool_argv;
+	/* The config file's command tools: every sandbox made from the config may call them,
+	 * so they live until mcp_options_clear(), after the sandbox is freed. */
+	struct cli_tool_command **tool_commands;
+	size_t n_tool_commands;
 	struct mcp_session_options sessions;
 	char replica[MCP_REPLICA_MAX + 1]; /* "" = the host name */
 	const char *listen;		   /* --http address; NULL for stdio (shown by doctor) */
@@ -145,12 +191,29 @@ void mcp_server_drain(struct mcp_server *srv);
 void mcp_server_listening(struct mcp_server *srv, const char *url);
 /* Cancels the runs answering through sink (its client went away). */
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
+/* Gives back the result memory a transport held for an answer (sink->result_bytes). */
+void mcp_server_release(struct mcp_server *srv, size_t bytes);
 /* Cancels the runs started with this scope (their HTTP session ended). */
 void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope);
 void mcp_server_free(struct mcp_server *srv);
 
-/* result.c: a CallToolResult for a finished run. */
+/* result.c: a CallToolResult for a finished run. Its binary files are markers, expanded only
+ * by mcp_message_text() on a thread bound to res (mcp_result_bind), so res must outlive the
+ * message's sending. */
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured);
+/* The memory a result of res costs the server until its message is sent, at most: the files,
+ * their base64 or text, stdout and stderr. */
+size_t mcp_result_cost(const struct snapcell_result *res);
+/* The result whose files this thread's mcp_message_text() writes in place of their markers
+ * (NULL: none). */
+void mcp_result_bind(const struct snapcell_result *res);
+/* A message as one line of compact JSON between prefix and suffix (either may be NULL), a
+ * bound result's files written as base64 straight into it: malloc'd, NUL-terminated, *len
+ * bytes; NULL when out of memory. */
+char *mcp_message_text(const json_t *msg, const char *prefix, const char *suffix, size_t *len);
+/* Sets, once before any call is served, whether mcp_call_result answers failures of the
+ * code as results (isError: false) rather than errors (the default). */
+void mcp_result_set_code_errors_as_results(bool on);
 /* A CallToolResult with isError and one text. */
 json_t *mcp_error_result(const char *status, const char *text);
 
@@ -165,9 +228,11 @@ void mcp_sessions_free(struct mcp_sessions *reg);
  * sessions are enabled), or execute_code with a session argument. */
 bool mcp_sessions_claims(const struct mcp_sessions *reg, const json_t *params);
 /* Answers such a call (blocking for a run); cancel kills a run in progress. A new
- * CallToolResult. */
+ * CallToolResult; *res is the run's result when there was one (the caller's, to free after
+ * the answer is sent: see mcp_call_result), else NULL. */
 json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
-			  struct snapcell_cancel *cancel, bool structured);
+			  struct snapcell_cancel *cancel, bool structured,
+			  struct snapcell_result **res);
 /* Adds the session argument and tools to a tools/list result, when sessions are enabled. */
 void mcp_sessions_list_tools(const struct mcp_sessions *reg, json_t *list);
 /* The transport doctor shows, once the HTTP transport knows its URL. */
@@ -221,6 +286,9 @@ struct mcp_http_options {
 	/* More names Host and Origin may give besides loopback and the bound host. */
 	const char *const *allow_hosts;
 	size_t n_allow_hosts;
+	unsigned head_timeout_s;  /* a request head must be complete this long after accept */
+	unsigned max_connections; /* open connections, /healthz's slots */
+	size_t request_memory;	  /* bytes of request bodies and their trees in flight */
 };
 
 /* stdio.c, http.c: serve until the client goes (stdio: end of input) or a signal. */

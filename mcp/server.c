@@ -69,6 +69,9 @@ struct mcp_server {
 	struct worker *idle; /* waiting workers, the most recent first */
 	unsigned n_workers;
 	bool stopping;
+	bool draining;	     /* no call is admitted any more, and none waits for room */
+	size_t result_bytes; /* what results hold until sent (mcp_result_cost), at most
+			      * opts.result_memory */
 	pthread_t ticker;
 	struct mcp_sessions *sessions;
 };
@@ -122,6 +125,14 @@ struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snap
 	}
 	if (!srv->opts.max_queued_set)
 		srv->opts.max_queued = srv->opts.max_runs * 4;
+	if (!srv->opts.max_per_client) {
+		unsigned half = (srv->opts.max_runs + srv->opts.max_queued) / 2;
+		srv->opts.max_per_client = half ? half : 1;
+	}
+	if (!srv->opts.queue_wait_set)
+		srv->opts.queue_wait_s = MCP_QUEUE_WAIT_S_DEFAULT;
+	if (!srv->opts.result_memory)
+		srv->opts.result_memory = MCP_RESULT_MEMORY_DEFAULT;
 	if (snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &srv->description, &err) < 0 ||
 	    snapcell_config_instructions(cfg, &srv->instructions, &err) < 0) {
 		fprintf(stderr, "snapcell mcp: describe: %s\n", err.message);
@@ -146,6 +157,8 @@ struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snap
 void mcp_server_drain(struct mcp_server *srv)
 {
 	pthread_mutex_lock(&srv->lock);
+	srv->draining = true;
+	pthread_cond_broadcast(&srv->changed); /* a call waiting for room gives up */
 	for (struct call *c = srv->calls; c; c = c->next) {
 		c->cancelled = true;
 		snapcell_cancel_fire(c->cancel);
@@ -265,10 +278,61 @@ static bool wait_turn(struct call *c)
 		srv->n_queued--;
 		srv->n_running++;
 		c->queued = false;
+		pthread_cond_broadcast(&srv->changed); /* the queue has room: a waiter may enter */
 	}
 	bool run = !c->cancelled;
 	pthread_mutex_unlock(&srv->lock);
 	return run;
+}
+
+void mcp_server_release(struct mcp_server *srv, size_t bytes)
+{
+	if (!bytes)
+		return;
+	pthread_mutex_lock(&srv->lock);
+	srv->result_bytes -= bytes;
+	pthread_mutex_unlock(&srv->lock);
+}
+
+/* Takes what a run's result costs until sent from the result budget: 0 and *cost, or an
+ * error result saying why not (the run's files are then dropped, never an OOM kill). */
+static json_t *charge_result(struct mcp_server *srv, const struct snapcell_result *res,
+			     size_t *cost)
+{
+	*cost = mcp_result_cost(res);
+	pthread_mutex_lock(&srv->lock);
+	size_t budget = srv->opts.result_memory, held = srv->result_bytes;
+	bool fits = *cost <= budget - held;
+	if (fits)
+		srv->result_bytes += *cost;
+	pthread_mutex_unlock(&srv->lock);
+	if (fits)
+		return NULL;
+	char text[400];
+	bool never = *cost > budget;
+	snprintf(text, sizeof(text),
+		 "the run finished (status %s) but its result is too large for this server to "
+		 "send %s: with its %zu files it needs %zu MiB of the %zu MiB the server keeps "
+		 "for results (--result-memory, result_memory_bytes)%s; leave less in /output",
+		 snapcell_status_name(res->status), never ? "at all" : "now", res->n_artifacts,
+		 *cost >> 20, budget >> 20,
+		 never ? "" : ", and answers in flight hold the rest: try again");
+	*cost = 0;
+	return mcp_error_result(never ? "result-too-large" : "busy", text);
+}
+
+/* A call the sessions answer; a run's result is charged like any other (its answer, built
+ * first, is replaced by the refusal when it does not fit). */
+static json_t *session_call(struct mcp_server *srv, struct call *c, struct snapcell_result **res,
+			    size_t *cost)
+{
+	json_t *result = mcp_sessions_call(srv->sessions, c->session_params, c->cancel,
+					   srv->opts.structured_content, res);
+	json_t *refused = *res ? charge_result(srv, *res, cost) : NULL;
+	if (!refused)
+		return result;
+	json_decref(result);
+	return refused;
 }
 
 static void run_call(struct call *c)
@@ -278,17 +342,16 @@ static void run_call(struct call *c)
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	json_t *result;
+	size_t cost = 0;
 	if (!wait_turn(c))
 		result = mcp_error_result("cancelled", "the call was cancelled while it waited "
 						       "for a run to end; nothing was run");
 	else if (c->session_params)
-		result = mcp_sessions_call(srv->sessions, c->session_params, c->cancel,
-					   srv->opts.structured_content);
-	else if (snapcell_sandbox_run(srv->sb, c->code, c->code_len, &opts, &res, &err) == 0)
-		result = mcp_call_result(res, srv->opts.structured_content);
-	else
+		result = session_call(srv, c, &res, &cost);
+	else if (snapcell_sandbox_run(srv->sb, c->code, c->code_len, &opts, &res, &err) < 0)
 		result = mcp_error_result("setup-failure", err.message);
-	snapcell_result_free(res);
+	else if (!(result = charge_result(srv, res, &cost)))
+		result = mcp_call_result(res, srv->opts.structured_content);
 	pthread_mutex_lock(&srv->lock);
 	struct call **p = &srv->calls;
 	while (*p != c)
@@ -301,13 +364,23 @@ static void run_call(struct call *c)
 	pthread_cond_broadcast(&srv->changed);
 	pthread_mutex_unlock(&srv->lock);
 	/* The client gave up on a cancelled request: the spec says not to answer it, except
-	 * that an HTTP response must say something. */
+	 * that an HTTP response must say something. The result's files are written into the
+	 * message's text by this thread, from res (mcp_result_bind). */
+	bool kept = !cancelled && c->sink->keeps_answer; /* the sink may be gone after reply */
+	if (c->sink->keeps_answer) /* its own: stdio's one sink is shared by every call */
+		c->sink->result_bytes = kept ? cost : 0;
+	mcp_result_bind(res);
 	if (!cancelled)
 		reply(c->sink, mcp_response(c->id, complete(result, c->modern)));
 	else if (c->sink->must_answer)
 		reply(c->sink, mcp_error(c->id, MCP_REQUEST_CANCELLED, "Request cancelled"));
+	mcp_result_bind(NULL);
 	if (cancelled)
 		json_decref(result);
+	snapcell_result_free(res);
+	/* Held by the transport until its text is freed, or given back now. */
+	if (!kept)
+		mcp_server_release(srv, cost);
 	call_free(c);
 }
 
@@ -450,24 +523,57 @@ static struct call *call_new(struct mcp_server *srv, const struct mcp_message *m
 	return c;
 }
 
+/* Why a call was not admitted. */
+enum refusal { ADMITTED, FULL, OVER_SHARE };
+
+/* With srv->lock held: the calls of the client identity scope names (an HTTP session's;
+ * 0, stdio's one client and stateless requests, has no share to keep). */
+static unsigned calls_of(const struct mcp_server *srv, uint64_t scope)
+{
+	unsigned n = 0;
+	for (const struct call *k = srv->calls; k; k = k->next)
+		n += k->sink->scope == scope;
+	return n;
+}
+
 /* Puts c on the list to run now, or queued (it runs when a run ends) while the queue has
- * room; false when the cap and the queue are both full. */
-static bool admit(struct mcp_server *srv, struct call *c)
+ * room. A client identity gets at most its share of both, so one client holding every slot
+ * cannot make every other call busy at once. A call that finds both full waits for room up
+ * to queue_wait_s where its transport lets it (stateless requests have no identity to share
+ * by: waiting is what keeps them fair), else it is refused. */
+static enum refusal admit(struct mcp_server *srv, struct call *c)
 {
 	pthread_mutex_lock(&srv->lock);
-	bool room = srv->n_running < srv->opts.max_runs && !srv->stopping;
-	c->queued = !room && srv->n_queued < srv->opts.max_queued && !srv->stopping;
-	if (room || c->queued) {
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += c->sink->may_wait ? srv->opts.queue_wait_s : 0;
+	bool room, queued;
+	for (;;) {
+		/* Checked again after every wait: the client's other calls may have got in
+		 * meanwhile (calls waiting here are not on the list). */
+		if (c->sink->scope && calls_of(srv, c->sink->scope) >= srv->opts.max_per_client) {
+			pthread_mutex_unlock(&srv->lock);
+			return OVER_SHARE;
+		}
+		/* Not past calls already queued: they were first. */
+		room = srv->n_running < srv->opts.max_runs && !srv->n_queued && !srv->draining;
+		queued = !room && srv->n_queued < srv->opts.max_queued && !srv->draining;
+		if (room || queued || srv->draining || !c->sink->may_wait ||
+		    pthread_cond_timedwait(&srv->changed, &srv->lock, &until) == ETIMEDOUT)
+			break;
+	}
+	c->queued = queued;
+	if (room || queued) {
 		c->next = srv->calls;
 		srv->calls = c;
 		srv->n_calls++;
-		if (c->queued)
+		if (queued)
 			srv->n_queued++;
 		else
 			srv->n_running++;
 	}
 	pthread_mutex_unlock(&srv->lock);
-	return room || c->queued;
+	return room || queued ? ADMITTED : FULL;
 }
 
 static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
@@ -496,12 +602,20 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 		      mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: out of memory"));
 		return;
 	}
-	if (!admit(srv, c)) {
-		char text[160];
-		snprintf(text, sizeof(text),
-			 "snapcell is busy: %u runs are in progress and %u calls wait, the most "
-			 "this server allows; try again when one has finished",
-			 srv->opts.max_runs, srv->opts.max_queued);
+	enum refusal refused = admit(srv, c);
+	if (refused != ADMITTED) {
+		char text[240];
+		if (refused == OVER_SHARE)
+			snprintf(text, sizeof(text),
+				 "snapcell is busy for this client: its session has %u calls "
+				 "running or waiting, its share of this server; try again when "
+				 "one has finished",
+				 srv->opts.max_per_client);
+		else
+			snprintf(text, sizeof(text),
+				 "snapcell is busy: %u runs are in progress and %u calls wait, the "
+				 "most this server allows; try again when one has finished",
+				 srv->opts.max_runs, srv->opts.max_queued);
 		reply(sink,
 		      mcp_response(msg->id, complete(mcp_error_result("busy", text), c->modern)));
 		call_free(c);

@@ -493,7 +493,8 @@ static void note_ended(json_t *result, const char *h)
 }
 
 static json_t *session_run(struct mcp_sessions *reg, const char *h, const json_t *args,
-			   struct snapcell_cancel *cancel, bool structured)
+			   struct snapcell_cancel *cancel, bool structured,
+			   struct snapcell_result **kept)
 {
 	json_t *code = json_object_get(args, "code"), *error = NULL;
 	if (!json_is_string(code))
@@ -519,7 +520,7 @@ static json_t *session_run(struct mcp_sessions *reg, const char *h, const json_t
 						json_string_length(code), &o, &res, &err) == 0;
 		result = ran ? mcp_call_result(res, structured)
 			     : tool_error(STATUS_SETUP, "session %s: %s", h, err.message);
-		snapcell_result_free(res);
+		*kept = res; /* its files are written into the answer's text from it */
 		if (ran && !snapcell_session_alive(e->s))
 			note_ended(result, h);
 	}
@@ -669,8 +670,10 @@ bool mcp_sessions_claims(const struct mcp_sessions *reg, const json_t *params)
 }
 
 json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
-			  struct snapcell_cancel *cancel, bool structured)
+			  struct snapcell_cancel *cancel, bool structured,
+			  struct snapcell_result **res)
 {
+	*res = NULL;
 	const char *name = json_string_value(json_object_get(params, "name"));
 	json_t *args = json_object_get(params, "arguments");
 	if (!reg->opts.enabled)
@@ -688,7 +691,7 @@ json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
 		return tool_error(STATUS_INVALID, "%s needs the argument %s, a handle string", name,
 				  key);
 	if (!strcmp(name, "execute_code"))
-		return session_run(reg, h, args, cancel, structured);
+		return session_run(reg, h, args, cancel, structured, res);
 	if (!strcmp(name, "session_snapshot"))
 		return session_snapshot(reg, h, structured);
 	if (!strcmp(name, "session_restore"))

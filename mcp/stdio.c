@@ -85,11 +85,11 @@ static int write_line(int fd, const char *text, size_t len)
 static int stdio_send(struct mcp_sink *sink, json_t *msg)
 {
 	struct stdio_sink *s = (struct stdio_sink *)sink;
-	/* Compact output escapes every newline inside strings: one message, one line. */
-	char *text = json_dumps(msg, JSON_COMPACT);
+	size_t len = 0;
+	char *text = mcp_message_text(msg, NULL, NULL, &len);
 	json_decref(msg);
 	pthread_mutex_lock(&s->lock);
-	if (!s->gone && (!text || write_line(s->fd, text, strlen(text)) < 0))
+	if (!s->gone && (!text || write_line(s->fd, text, len) < 0))
 		s->gone = true;
 	int rc = s->gone ? -1 : 0;
 	pthread_mutex_unlock(&s->lock);
@@ -294,7 +294,7 @@ int mcp_serve_stdio(struct mcp_server *srv)
 		fprintf(stderr, "snapcell mcp: out of memory\n");
 		return 1;
 	}
-	s->sink = (struct mcp_sink){stdio_send, false, 0, run_here};
+	s->sink = (struct mcp_sink){stdio_send, false, 0, run_here, false, false, 0};
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->role_lock, NULL);
 	pthread_cond_init(&s->turn, NULL);

@@ -138,7 +138,7 @@ static PyObject *opt_text(const char *s)
 }
 
 /* [(kind, allowed, target, address, port, method, path, http_status, header_added, rule,
- *   bytes_out, bytes_in, started_us, duration_us)] */
+ *   bytes_out, bytes_in, started_us, duration_us, upstream_tls, count)] */
 static PyObject *net_events(const struct snapcell_result *r)
 {
 	static const char *const kinds[] = {"resolve", "connect", "request"};
@@ -146,12 +146,13 @@ static PyObject *net_events(const struct snapcell_result *r)
 	for (size_t i = 0; list && i < r->n_net_events; i++) {
 		const struct snapcell_net_event *e = &r->net_events[i];
 		PyObject *item = Py_BuildValue(
-			"(sNNNiNNiNNKKKK)", (unsigned)e->kind < 3 ? kinds[e->kind] : "?",
+			"(sNNNiNNiNNKKKKNK)", (unsigned)e->kind < 3 ? kinds[e->kind] : "?",
 			PyBool_FromLong(e->allowed), opt_text(e->target), opt_text(e->address),
 			(int)e->port, opt_text(e->method), opt_text(e->path), e->http_status,
 			PyBool_FromLong(e->header_added), opt_text(e->rule),
 			(unsigned long long)e->bytes_out, (unsigned long long)e->bytes_in,
-			(unsigned long long)e->started_us, (unsigned long long)e->duration_us);
+			(unsigned long long)e->started_us, (unsigned long long)e->duration_us,
+			PyBool_FromLong(e->upstream_tls), (unsigned long long)e->count);
 		if (append(list, item) < 0)
 			Py_CLEAR(list);
 	}
@@ -238,6 +239,19 @@ static PyObject *decisions(const struct snapcell_result *r)
 	return list;
 }
 
+/* How the run ended in the library's words (snapcell_result_summary). */
+static PyObject *summary(const struct snapcell_result *r)
+{
+	char *text = NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_result_summary(r, &text, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "result summary", NULL, false);
+	PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+	free(text);
+	return s;
+}
+
 PyObject *sc__py_result(const struct snapcell_result *r)
 {
 	PyObject *d = PyDict_New();
@@ -258,7 +272,7 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	    put(d, "peak_memory_bytes", PyLong_FromUnsignedLongLong(r->peak_memory_bytes)) < 0 ||
 	    put(d, "peak_rss_bytes", PyLong_FromUnsignedLongLong(r->peak_rss_bytes)) < 0 ||
 	    put(d, "isolation", PyUnicode_FromString(level ? level : "unknown")) < 0 ||
-	    put(d, "tool_calls", tool_calls(r)) < 0 ||
+	    put(d, "summary", summary(r)) < 0 || put(d, "tool_calls", tool_calls(r)) < 0 ||
 	    put(d, "tool_calls_dropped", PyLong_FromSize_t(r->n_tool_calls_dropped)) < 0 ||
 	    put(d, "artifacts", artifacts(r)) < 0 || put(d, "skipped", skipped(r)) < 0 ||
 	    put(d, "skipped_count", PyLong_FromSize_t(r->n_skipped)) < 0 ||

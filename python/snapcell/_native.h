@@ -35,7 +35,8 @@ PyObject *sc__py_config_set_upstream_ca(ConfigObject *self, PyObject *arg);
 PyObject *sc__py_config_remove_allowed(ConfigObject *self, PyObject *arg);
 PyObject *sc__py_config_allowed(ConfigObject *self, PyObject *unused);
 PyObject *sc__py_config_describe(ConfigObject *self, PyObject *args, PyObject *kwds);
-PyObject *sc__py_config_instructions(ConfigObject *self, PyObject *unused);
+PyObject *sc__py_config_instructions(ConfigObject *self, PyObject *args, PyObject *kwds);
+PyObject *sc__py_config_set_tool_describe_format(ConfigObject *self, PyObject *args);
 PyObject *sc__py_config_approval(ConfigObject *self, PyObject *arg);
 
 /* Raise and return NULL (see _native.c). */

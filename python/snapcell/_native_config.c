@@ -251,6 +251,41 @@ static PyObject *config_set_venv(ConfigObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+static PyObject *config_set_python(ConfigObject *self, PyObject *args)
+{
+	PyObject *path;
+	if (sc__py_config_writable(self) < 0 ||
+	    !PyArg_ParseTuple(args, "O&:set_python", PyUnicode_FSConverter, &path))
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_python(self->cfg, PyBytes_AsString(path), &err);
+	if (rc < 0)
+		sc__py_fail(rc, &err, "set_python", NULL, false);
+	Py_DECREF(path);
+	if (rc < 0)
+		return NULL;
+	Py_RETURN_NONE;
+}
+
+static PyObject *config_python_info(ConfigObject *self, PyObject *unused)
+{
+	struct snapcell_python_info info;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_python_info(self->cfg, &info, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "python_info", NULL, false);
+	PyObject *d = PyDict_New();
+	if (!d || put(d, "executable", fs_text(info.executable)) < 0 ||
+	    put(d, "chosen_by", PyUnicode_FromString(info.chosen_by)) < 0 ||
+	    put(d, "version", PyUnicode_FromString(info.version)) < 0 ||
+	    put(d, "version_info", Py_BuildValue("(II)", info.major, info.minor)) < 0 ||
+	    put(d, "warning", PyUnicode_FromString(info.warning)) < 0) {
+		Py_XDECREF(d);
+		return NULL;
+	}
+	return d;
+}
+
 static PyObject *config_add_preload(ConfigObject *self, PyObject *args)
 {
 	const char *module;
@@ -516,8 +551,15 @@ static PyMethodDef config_methods[] = {
 	 "set_env(name, value): an environment variable of the code."},
 	{"add_python_path", (PyCFunction)config_add_python_path, METH_VARARGS,
 	 "add_python_path(dir): a host directory appended (read-only) to sys.path."},
+	{"set_python", (PyCFunction)config_set_python, METH_VARARGS,
+	 "set_python(path): the interpreter executable sandboxes run (absolute, or a name on "
+	 "PATH)."},
+	{"python_info", (PyCFunction)config_python_info, METH_NOARGS,
+	 "python_info() -> {executable, chosen_by, version, version_info, warning}: the "
+	 "interpreter sandboxes made from this config would run."},
 	{"set_venv", (PyCFunction)config_set_venv, METH_VARARGS,
-	 "set_venv(dir): a virtual environment made with /usr/bin/python3 -m venv, read-only."},
+	 "set_venv(dir): a virtual environment of CPython 3.10 or newer, read-only; its "
+	 "interpreter runs."},
 	{"add_preload", (PyCFunction)config_add_preload, METH_VARARGS,
 	 "add_preload(module): a module the template imports before it parks cells."},
 	{"set_warmup", (PyCFunction)config_set_warmup, METH_O,
@@ -569,9 +611,13 @@ static PyMethodDef config_methods[] = {
 	{"allowed", (PyCFunction)sc__py_config_allowed, METH_NOARGS,
 	 "allowed() -> [(target, (methods...) or None)] sorted by target."},
 	{"describe", (PyCFunction)(void (*)(void))sc__py_config_describe,
-	 METH_VARARGS | METH_KEYWORDS, "describe(json=False) -> the execute_code description."},
-	{"instructions", (PyCFunction)sc__py_config_instructions, METH_NOARGS,
-	 "instructions() -> the provider instructions."},
+	 METH_VARARGS | METH_KEYWORDS,
+	 "describe(json=False, stateful=False) -> the execute_code description."},
+	{"instructions", (PyCFunction)(void (*)(void))sc__py_config_instructions,
+	 METH_VARARGS | METH_KEYWORDS,
+	 "instructions(tools_visible=False) -> the provider instructions."},
+	{"set_tool_describe_format", (PyCFunction)sc__py_config_set_tool_describe_format,
+	 METH_VARARGS, "set_tool_describe_format(name, json) -> None: that tool's own format."},
 	{"approval", (PyCFunction)sc__py_config_approval, METH_O,
 	 "approval(base_requires) -> whether running code needs approval."},
 	{NULL, NULL, 0, NULL},

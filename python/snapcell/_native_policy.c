@@ -208,23 +208,46 @@ static PyObject *owned_text(int rc, char *s, const struct snapcell_error *err, c
 
 PyObject *sc__py_config_describe(ConfigObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = {"json", NULL};
-	int as_json = 0;
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:describe", kwlist, &as_json))
+	static char *kwlist[] = {"json", "stateful", NULL};
+	int as_json = 0, stateful = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pp:describe", kwlist, &as_json, &stateful))
 		return NULL;
 	struct snapcell_error err = {0};
 	char *s = NULL;
-	int rc = snapcell_config_describe(
-		self->cfg, as_json ? SNAPCELL_DESCRIBE_JSON : SNAPCELL_DESCRIBE_COMPACT, &s, &err);
+	unsigned format = as_json ? SNAPCELL_DESCRIBE_JSON : SNAPCELL_DESCRIBE_COMPACT;
+	if (stateful)
+		format |= SNAPCELL_DESCRIBE_STATEFUL;
+	int rc = snapcell_config_describe(self->cfg, (enum snapcell_describe_format)format, &s,
+					  &err);
 	return owned_text(rc, s, &err, "describe");
 }
 
-PyObject *sc__py_config_instructions(ConfigObject *self, PyObject *unused)
+PyObject *sc__py_config_instructions(ConfigObject *self, PyObject *args, PyObject *kwds)
 {
+	static char *kwlist[] = {"tools_visible", NULL};
+	int visible = 0;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "|p:instructions", kwlist, &visible))
+		return NULL;
 	struct snapcell_error err = {0};
 	char *s = NULL;
-	int rc = snapcell_config_instructions(self->cfg, &s, &err);
+	int rc = snapcell_config_instructions_with(
+		self->cfg, visible ? SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE : 0, &s, &err);
 	return owned_text(rc, s, &err, "instructions");
+}
+
+PyObject *sc__py_config_set_tool_describe_format(ConfigObject *self, PyObject *args)
+{
+	const char *name;
+	int as_json;
+	if (!PyArg_ParseTuple(args, "sp:set_tool_describe_format", &name, &as_json))
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_tool_describe_format(
+		self->cfg, name, as_json ? SNAPCELL_DESCRIBE_JSON : SNAPCELL_DESCRIBE_COMPACT,
+		&err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "set_tool_describe_format", NULL, false);
+	Py_RETURN_NONE;
 }
 
 PyObject *sc__py_config_approval(ConfigObject *self, PyObject *arg)

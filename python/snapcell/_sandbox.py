@@ -10,6 +10,7 @@ import atexit
 import concurrent.futures
 import contextvars
 import json
+import functools
 import math
 import os
 import threading
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _native
+from . import _interpreter, _native
 from ._tools import Tool, _run_state, as_tool
 
 # keyword -> (C limit name, multiplier from the keyword's unit to the C unit)
@@ -99,6 +100,8 @@ class NetworkEvent:
     bytes_in: int
     started: float  # seconds from the run's start; the list is in this order
     duration: float  # seconds
+    upstream_tls: bool = False  # went upstream over verified TLS (a stream: began with TLS)
+    count: int = 1  # attempts this event stands for (repeated refusals and lookups join)
 
 
 @dataclass(frozen=True)
@@ -147,7 +150,9 @@ class Result:
     one. ``peak_memory`` is the
     memory the host was charged for the cell (its memory cgroup's peak, page tables and kernel
     memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
-    of one cell process: resident peak, not the memory charged to the host."""
+    of one cell process: resident peak, not the memory charged to the host. ``summary`` says
+    how the run ended in the words the model is told (the library's): the status and its
+    cause, e.g. the exception with the end of its traceback, or the limit that stopped it."""
 
     status: str
     exit_code: int
@@ -171,6 +176,7 @@ class Result:
     peak_rss: int = 0
     pending: PendingCall | None = None
     decisions: tuple[Decision, ...] = ()
+    summary: str = ""
 
     @property
     def ok(self) -> bool:
@@ -200,9 +206,10 @@ class Result:
             skipped_outputs=tuple(map(tuple, r["skipped"])),
             skipped_output_count=r["skipped_count"],
             output_limits_hit=frozenset(r["output_limits_hit"]),
-            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6, e[13] / 1e6)
+            network_events=tuple(NetworkEvent(*e[:12], e[12] / 1e6, e[13] / 1e6, *e[14:16])
                                  for e in r["network_events"]),
             network_limits_hit=frozenset(r["network_limits_hit"]),
+            summary=r["summary"],
         )
         # The Sandbox or Session whose run this is (only it resumes a paused one): an
         # attribute, not a field, so asdict, copies and comparisons never see it.
@@ -303,16 +310,19 @@ def build_config(
     allowed_domains: Any = None,
     require_isolation: str | None = None,
     reject_links: bool = False,
+    python: str | os.PathLike[str] | None = None,
     venv: str | os.PathLike[str] | None = None,
     preload: Sequence[str] | None = None,
     warmup: str | None = None,
     host_map: Mapping[str, str] | None = None,
     upstream_ca: str | os.PathLike[str] | None = None,
     uid_range: tuple[int, int] | None = None,
+    include_detailed_errors: bool = True,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
-    process starts."""
+    process starts. The interpreter is python=, else venv='s own, else this process's base
+    interpreter (_interpreter.choose)."""
     unknown = sorted(set(limits) - set(_LIMITS))
     if unknown:
         raise TypeError(f"unknown keyword argument(s): {', '.join(unknown)}")
@@ -325,6 +335,9 @@ def build_config(
         cfg.set_env(k, v)
     for p in python_paths or ():
         cfg.add_python_path(os.path.abspath(os.path.expanduser(os.fspath(p))))
+    interpreter = _interpreter.choose(python, venv)
+    if interpreter is not None:
+        cfg.set_python(interpreter)
     if venv is not None:
         cfg.set_venv(os.path.abspath(os.path.expanduser(os.fspath(venv))))
     if isinstance(preload, str):
@@ -352,7 +365,8 @@ def build_config(
             tools = [tools]
         for t in tools:
             t = as_tool(t)
-            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, t.call_json)
+            call = t.call_json if include_detailed_errors else functools.partial(t.call_json, detailed=False)
+            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, call)
             registered[t.name] = t
     if require_isolation is not None:
         cfg.require_isolation(require_isolation)
@@ -469,13 +483,24 @@ class Sandbox:
     :class:`snapcell.Tool`; ``workspace`` and ``mounts`` fill ``/input``;
     ``allowed_domains`` are network entries, enforced by the host's egress gate (``host_map``
     answers names without DNS, for tests and private names; ``upstream_ca`` is the CA bundle
-    the host verifies servers with when it makes requests itself); ``env``, ``python_paths``, ``venv`` (made with
-    ``/usr/bin/python3 -m venv``) and ``preload`` (modules imported before runs) and ``warmup`` (trusted code the template runs
-    once after them, so their first-time work is shared by every run) shape the interpreter; ``reject_links=True`` makes a link in the inputs an error instead of being
-    left out; ``uid_range=(first, count)`` is where a root process's sandboxes take their own
-    outside uids. ``approval_required`` is a set of tool names whose every call waits for a
-    decision (:meth:`resume`), for at most ``approval_timeout`` seconds (600), with at most
-    ``max_paused_runs`` (16) runs waiting at once. Creating one starts its template (tens of milliseconds)."""
+    the host verifies servers with when it makes requests itself).
+
+    The cells run this process's base interpreter (never its venv's), so they have its
+    ``sys.version_info``; ``python`` (an interpreter executable) picks another, ``venv`` (a
+    virtual environment of CPython 3.10 or newer, e.g. ``sys.prefix``) runs that venv's own
+    interpreter with its site-packages read-only; given both, ``python`` must be the venv's
+    base interpreter. A process that is not a CPython interpreter (an application embedding
+    Python) must give one of them (``ValueError`` otherwise). ``env``, ``python_paths``,
+    ``preload`` (modules imported before runs) and ``warmup`` (trusted code the template runs
+    once after them, so their first-time work is shared by every run) shape the interpreter;
+    ``reject_links=True`` makes a link in the inputs an error instead of being left out;
+    ``uid_range=(first, count)`` is where a root process's sandboxes take their own outside
+    uids; ``include_detailed_errors=False`` gives the code only "Host tool execution failed."
+    when a tool raises (default True: the exception's message; arguments that do not validate
+    are explained either way). ``approval_required`` is a set of tool names whose every call
+    waits for a decision (:meth:`resume`), for at most ``approval_timeout`` seconds (600), with
+    at most ``max_paused_runs`` (16) runs waiting at once. Creating one starts its template
+    (tens of milliseconds)."""
 
     def __init__(self, *, approval_required: Iterable[str] | None = None, **kwargs: Any) -> None:
         cfg, tools = build_config(**kwargs)
@@ -509,6 +534,12 @@ class Sandbox:
     @property
     def isolation(self) -> str:
         return self._native.isolation
+
+    def python_info(self) -> dict[str, Any]:
+        """The interpreter the cells run: ``executable`` (its real file, the cells'
+        ``sys.executable``), ``chosen_by`` (why that one), ``version`` ("3.12.1"),
+        ``version_info`` ((3, 12)) and ``warning`` ("" or why it may not work)."""
+        return self._cfg.python_info()
 
     def describe(self, format: str = "compact") -> str:
         """The execute_code description a model is given for this sandbox ("compact" or "json")."""

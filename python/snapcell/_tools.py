@@ -18,6 +18,10 @@ from typing import Any
 
 _JSON_SCALARS = (int, float, str, bool, type(None))
 
+# What the code's ToolError says when a tool fails and detailed errors are off (the reference's
+# wording): its exception's text may hold what the model should not see.
+HOST_TOOL_FAILED = "Host tool execution failed."
+
 # The event loop of the run_async that owns the current thread's run, if any: async tools are
 # awaited there so they share the caller's loop, clients and context variables.
 _run_state = threading.local()
@@ -107,6 +111,12 @@ def run_on_thread_loop(coroutine: Any) -> Any:
     return loop.run_until_complete(coroutine)
 
 
+class ArgumentError(Exception):
+    """The tool's arguments did not validate (raised by a wrapper that checks them itself, as
+    the Agent Framework adapter's does): its message reaches the code even when detailed
+    errors are off."""
+
+
 class Tool:
     """A host function that sandboxed code calls as ``call_tool(name, **kwargs)``.
 
@@ -143,12 +153,24 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
 
-    def call_json(self, args_json: str) -> str:
-        """Runs the tool on already-validated JSON arguments; returns the result's JSON."""
+    def call_json(self, args_json: str, detailed: bool = True) -> str:
+        """Runs the tool on already-validated JSON arguments; returns the result's JSON. An
+        exception the tool raises becomes, unless detailed, one that says only
+        HOST_TOOL_FAILED; a conversion of the arguments that fails keeps its message."""
         kwargs = json.loads(args_json)
         if self._model is not None:
             model = self._model.model_validate(kwargs)
             kwargs = {field: getattr(model, field) for field in kwargs}
+        if detailed:
+            return self._call(kwargs)
+        try:
+            return self._call(kwargs)
+        except ArgumentError:
+            raise
+        except Exception:
+            raise RuntimeError(HOST_TOOL_FAILED) from None
+
+    def _call(self, kwargs: dict[str, Any]) -> str:
         result = self.func(**kwargs)
         if inspect.isawaitable(result):
             result = await_in_owner_loop(result)

@@ -69,7 +69,10 @@ void snapcell_config_free(struct snapcell_config *cfg)
 	for (size_t i = 0; i < cfg->n_python_paths; i++)
 		free(cfg->python_paths[i]);
 	free(cfg->python_paths);
+	free(cfg->python);
 	free(cfg->venv);
+	free(cfg->venv_site);
+	free(cfg->venv_base);
 	for (size_t i = 0; i < cfg->n_preloads; i++)
 		free(cfg->preloads[i]);
 	free(cfg->preloads);
@@ -365,8 +368,13 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 		rc = snapcell_config_set_env(c, src->env[i].name, src->env[i].value, NULL);
 	for (size_t i = 0; rc == 0 && i < src->n_python_paths; i++)
 		rc = snapcell_config_add_python_path(c, src->python_paths[i], NULL);
-	if (rc == 0 && src->venv && !(c->venv = strdup(src->venv)))
+	if (rc == 0 && src->python && !(c->python = strdup(src->python)))
 		rc = -ENOMEM;
+	if (rc == 0 && src->venv &&
+	    (!(c->venv = strdup(src->venv)) || !(c->venv_site = strdup(src->venv_site)) ||
+	     !(c->venv_base = strdup(src->venv_base))))
+		rc = -ENOMEM;
+	c->venv_minor = src->venv_minor;
 	c->venv_system = src->venv_system;
 	for (size_t i = 0; rc == 0 && i < src->n_preloads; i++)
 		rc = snapcell_config_add_preload(c, src->preloads[i], NULL);

@@ -26,6 +26,7 @@ struct sc_tool {
 	struct sc_schema *schema;
 	enum snapcell_approval approval;
 	bool needs_decision; /* each call waits for one (snapcell_config_set_tool_decision) */
+	int describe_format; /* enum snapcell_describe_format, or -1: the one describe is given */
 	snapcell_tool_fn fn;
 	void *user;
 };
@@ -47,9 +48,13 @@ struct snapcell_config {
 	size_t n_env;
 	char **python_paths;
 	size_t n_python_paths;
-	char *venv;	  /* resolved venv directory, or NULL */
-	bool venv_system; /* include-system-site-packages = true */
-	char **preloads;  /* module names, in import order */
+	char *python;	     /* snapcell_config_set_python's interpreter (absolute), or NULL */
+	char *venv;	     /* resolved venv directory, or NULL */
+	char *venv_site;     /* its "lib/pythonX.Y/site-packages" */
+	char *venv_base;     /* the interpreter it was made from (python_env.c's guess) */
+	unsigned venv_minor; /* its pyvenv.cfg's 3.Y */
+	bool venv_system;    /* include-system-site-packages = true */
+	char **preloads;     /* module names, in import order */
 	size_t n_preloads;
 	char *warmup; /* Python the template runs once after the preloads, or NULL */
 	enum snapcell_isolation required;
@@ -68,12 +73,48 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 
 /* python_env.c: the directories the helper binds for Python, in sys.path order: the python
  * paths, then the venv (whole: .pth files may name paths beside site-packages) and, with
- * include-system-site-packages, Debian's dist-packages. site[i] is NULL for a plain path, or
- * the subdirectory of dirs[i] that goes on sys.path with site.addsitedir's .pth processing
- * ("" for the directory itself). SNAPCELL_E_INVAL past SC_PASS_FD_MAX in all. */
-#define SC_VENV_SITE "lib/python" SC_PY_VERSION "/site-packages"
+ * include-system-site-packages of a Debian-python venv, Debian's dist-packages. site[i] is
+ * NULL for a plain path, or the subdirectory of dirs[i] that goes on sys.path with
+ * site.addsitedir's .pth processing ("" for the directory itself). SNAPCELL_E_INVAL past
+ * SC_PASS_FD_MAX in all. */
 int sc__python_dirs(const struct snapcell_config *cfg, const char *dirs[SC_PASS_FD_MAX],
 		    const char *site[SC_PASS_FD_MAX], size_t *n, struct snapcell_error *err);
+
+/* The interpreter a sandbox runs, resolved on the host by asking the interpreter itself. */
+struct sc_python {
+	char *executable; /* the real file (realpath of what the interpreter reports as
+			   * sys.executable, so a pyenv bash shim resolves to its binary) */
+	char *chosen_by;  /* why: "snapcell_config_set_python", "the venv's interpreter",
+			   * "python3 on PATH", "/usr/bin/python3" */
+	char *version;	  /* "3.12.1" */
+	unsigned major, minor;
+	char **dirs; /* host directories the interpreter loads from, each bound read-only
+		      * at the SAME path in the cell's root: sys.base_prefix's stdlib and
+		      * platstdlib, lib-dynload, the shared libpython's directory when
+		      * Py_ENABLE_SHARED, and the system library directories its libraries
+		      * load from (multiarch lib dirs). None lies under /tmp, /input,
+		      * /output, /dev, /proc or /.snapcell (refused at resolve). */
+	size_t n_dirs;
+};
+/* Resolves cfg's interpreter (snapcell_config_set_python's, else the venv's base interpreter,
+ * else `python3` on PATH, else /usr/bin/python3), probing it once per (path, inode, mtime) per
+ * process (a cache, so sandbox creation after the first pays nothing). Refuses (SNAPCELL_E_INVAL,
+ * message naming the file and the cause): not CPython, < 3.10, free-threaded. */
+int sc__python_resolve(const struct snapcell_config *cfg, struct sc_python *out,
+		       struct snapcell_error *err);
+void sc__python_clear(struct sc_python *py);
+
+/* python_probe.c: what an interpreter says of itself when run with -I -S (py.chosen_by is
+ * NULL). Answers are cached per (file, device, inode, mtime) for the process's life;
+ * thread-safe. SNAPCELL_E_INVAL naming path when it is missing, not executable, or gives no
+ * answer within a few seconds. */
+struct sc_python_probe {
+	char *implementation; /* sys.implementation.name: "cpython", "pypy" */
+	bool gil_disabled;    /* a free-threaded build (Py_GIL_DISABLED) */
+	struct sc_python py;
+};
+int sc__python_probe(const char *path, struct sc_python_probe *out, struct snapcell_error *err);
+void sc__python_probe_clear(struct sc_python_probe *p);
 
 /* describe.c: what code that tries to connect or resolve is told (the guest raises it),
  * malloc'd; NULL on allocation failure. */
@@ -149,7 +190,9 @@ struct snapcell_sandbox {
 	struct sc_outside_ids ids; /* what the sandbox runs as outside, and its uid's lock */
 	struct sc_cgroup cgroup;   /* its memory cgroup (dir_fd -1: none, level namespaces) */
 	enum snapcell_isolation level;
-	struct sc_gate *gate; /* with network entries: net/gate.h */
+	struct sc_gate *gate;	 /* with network entries: net/gate.h */
+	struct sc_python python; /* the interpreter its template execs */
+	char *setup;		 /* the setup message, from the helper's start until it is sent */
 
 	pthread_mutex_t lock; /* guards the fields below and reads of ctl */
 	struct sc_cell *ready;

@@ -309,6 +309,8 @@ static void describe_tool(struct text *t, const struct sc_tool *tool,
 	else
 		put(t, "(no description)");
 	put(t, "\n");
+	if (tool->describe_format >= 0)
+		format = (enum snapcell_describe_format)tool->describe_format;
 	if (tool->needs_decision)
 		put(t, "    Each call waits for a person's approval (minutes, possibly); a refusal "
 		       "raises ToolError with their reason.\n");
@@ -322,6 +324,109 @@ static void describe_tool(struct text *t, const struct sc_tool *tool,
 	put(t, "\n");
 }
 
+/* Example arguments for a required parameter: a value of its type, or false when it has none
+ * that is obvious (an object, an array, a union). */
+static bool example_value(struct text *t, const json_t *s)
+{
+	const json_t *en = json_object_get(s, "enum");
+	const char *type = json_string_value(json_object_get(s, "type"));
+	if (json_array_size(en) > 0 && !json_is_object(json_array_get(en, 0)) &&
+	    !json_is_array(json_array_get(en, 0))) {
+		const json_t *v = json_array_get(en, 0);
+		if (json_is_string(v))
+			put(t, "\"%s\"",
+			    json_string_value(v)); /* JSON's quoting is Python's here */
+		else if (json_is_boolean(v))
+			put(t, "%s", json_is_true(v) ? "True" : "False");
+		else if (json_is_null(v))
+			put(t, "None");
+		else
+			put_json(t, v);
+		return !json_is_string(v) || !strpbrk(json_string_value(v), "\"\\`\n");
+	}
+	if (!type)
+		return false;
+	if (!strcmp(type, "integer") || !strcmp(type, "number"))
+		put(t, "1");
+	else if (!strcmp(type, "string"))
+		put(t, "\"text\"");
+	else if (!strcmp(type, "boolean"))
+		put(t, "True");
+	else
+		return false;
+	return true;
+}
+
+/* A name that can be a keyword argument: an identifier that is no Python keyword. */
+static bool is_python_name(const char *s)
+{
+	static const char *const keywords[] = {
+		"False",  "None",   "True",    "and",	   "as",       "assert", "async",
+		"await",  "break",  "class",   "continue", "def",      "del",	 "elif",
+		"else",	  "except", "finally", "for",	   "from",     "global", "if",
+		"import", "in",	    "is",      "lambda",   "nonlocal", "not",	 "or",
+		"pass",	  "raise",  "return",  "try",	   "while",    "with",	 "yield"};
+	for (const char *c = s; *c; c++)
+		if (!(*c == '_' || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (c > s && *c >= '0' && *c <= '9')))
+			return false;
+	for (size_t i = 0; i < SC_ARRAY_LEN(keywords); i++)
+		if (!strcmp(s, keywords[i]))
+			return false;
+	return *s != 0;
+}
+
+/* "a=1, b=1": the required parameters with example values; false when one has none. */
+static bool example_args(struct text *t, const json_t *schema)
+{
+	const char *key;
+	json_t *v;
+	bool first = true;
+	json_object_foreach((json_t *)json_object_get(schema, "properties"), key, v)
+	{
+		if (!is_required(schema, key))
+			continue;
+		if (!is_python_name(key))
+			return false;
+		put(t, "%s%s=", first ? "" : ", ", key);
+		first = false;
+		if (!example_value(t, v))
+			return false;
+	}
+	return true;
+}
+
+/* One concrete call of the first tool whose required arguments have obvious example values,
+ * both ways: the model sees the form the text describes, and tests run it. */
+static void describe_example(struct text *t, const struct snapcell_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n_tools && !t->rc; i++) {
+		const struct sc_tool *tool = &cfg->tools[i];
+		if (strpbrk(tool->name, "\"\\`"))
+			continue;
+		size_t mark = t->len;
+		put(t, "For example: `call_tool(\"%s\"", tool->name);
+		size_t args = t->len;
+		put(t, ", ");
+		size_t inner = t->len;
+		if (!example_args(t, tool->schema->root)) {
+			if (!t->rc)
+				t->len = mark;
+			continue;
+		}
+		if (t->len == inner)
+			t->len = args; /* no required arguments: call_tool("name") */
+		char *shown = strndup(t->buf + inner, t->len - inner);
+		if (!shown) {
+			t->rc = -ENOMEM;
+			return;
+		}
+		put(t, ")` and `tools.%s(%s)`.\n", tool->attr, shown);
+		free(shown);
+		return;
+	}
+}
+
 static void describe_tools(struct text *t, const struct snapcell_config *cfg,
 			   enum snapcell_describe_format format)
 {
@@ -329,12 +434,16 @@ static void describe_tools(struct text *t, const struct snapcell_config *cfg,
 		put(t, "Host tools: none in this sandbox.\n");
 		return;
 	}
-	put(t,
-	    "Host tools: in the code, call_tool(\"name\", key=value, ...) calls one with keyword "
-	    "arguments only (a positional argument or a dict is a TypeError) and returns its "
-	    "result as Python values (dicts, lists, numbers, strings); tools.name(key=value, "
-	    "...) is the same call. A tool that fails or refuses its arguments raises "
-	    "ToolError with its message; catch it to recover.\n");
+	put(t, "Host tools: inside the code, `call_tool(name, **kwargs)` is available as a "
+	       "built-in: it calls the registered host tool `name` with keyword arguments only (a "
+	       "dict or any other positional argument after the name is a TypeError) and returns "
+	       "its result as Python values (dicts, lists, numbers, strings). `tools` is a "
+	       "built-in too (no import needed): `tools.<name>(**kwargs)` is the same call. A "
+	       "tool that fails or refuses its arguments raises ToolError with its message; catch "
+	       "it to recover.\n");
+	describe_example(t, cfg);
+	put(t, "Prefer `execute_code` when you need to combine one or more `call_tool(...)` calls "
+	       "with Python control flow, loops, or post-processing.\n");
 	bool dotted = false;
 	for (size_t i = 0; i < cfg->n_tools; i++)
 		dotted |= strchr(cfg->tools[i].name, '.') != NULL;
@@ -424,22 +533,45 @@ static int finish(struct text *t, char **out, struct snapcell_error *err, const 
 	return 0;
 }
 
+/* "Python 3.12": the X.Y of the interpreter cells run, so the model writes code for it; just
+ * "Python 3" when it cannot be resolved now (creating a sandbox says why). */
+static void python_name(const struct snapcell_config *cfg, char *out, size_t len)
+{
+	struct sc_python py;
+	if (sc__python_resolve(cfg, &py, NULL) < 0) {
+		snprintf(out, len, "Python 3");
+		return;
+	}
+	snprintf(out, len, "Python %u.%u", py.major, py.minor);
+	sc__python_clear(&py);
+}
+
 int snapcell_config_describe(const struct snapcell_config *cfg,
 			     enum snapcell_describe_format format, char **out,
 			     struct snapcell_error *err)
 {
 	if (!cfg || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "describe: NULL argument");
+	bool stateful = (unsigned)format & SNAPCELL_DESCRIBE_STATEFUL;
+	format = (enum snapcell_describe_format)((unsigned)format & ~SNAPCELL_DESCRIBE_STATEFUL);
 	if (format != SNAPCELL_DESCRIBE_COMPACT && format != SNAPCELL_DESCRIBE_JSON)
 		return sc__err(err, SNAPCELL_E_INVAL, "describe: unknown format %d", (int)format);
 	struct text t = {0};
 	uint64_t wall_ms = cfg->limits[SNAPCELL_LIMIT_WALL_MS];
+	bool packages = cfg->n_python_paths || cfg->venv;
+	char python[32];
+	python_name(cfg, python, sizeof(python));
 	put(&t,
-	    "Runs Python 3 code in an isolated sandbox and returns what it printed (stdout, "
-	    "then stderr). The standard library%s is available; packages cannot be installed. "
-	    "A run is stopped after %g s.\n\n",
-	    cfg->n_python_paths || cfg->venv ? " and the host's Python packages" : "",
+	    "Runs %s code in an isolated sandbox and returns what it printed (stdout, "
+	    "then stderr). The standard library%s %s available; packages cannot be installed. "
+	    "A run is stopped after %g s.\n",
+	    python, packages ? " and the host's Python packages" : "", packages ? "are" : "is",
 	    (double)wall_ms / 1000.0);
+	if (stateful)
+		put(&t, "State persists between calls: each call runs in the same interpreter as "
+			"the calls before it, so variables, functions, imports and files in /tmp "
+			"from earlier calls are still there.\n");
+	put(&t, "\n");
 	describe_tools(&t, cfg, format);
 	put(&t, "\n");
 	describe_files(&t, cfg);
@@ -451,18 +583,38 @@ int snapcell_config_describe(const struct snapcell_config *cfg,
 int snapcell_config_instructions(const struct snapcell_config *cfg, char **out,
 				 struct snapcell_error *err)
 {
+	return snapcell_config_instructions_with(cfg, 0, out, err);
+}
+
+int snapcell_config_instructions_with(const struct snapcell_config *cfg, unsigned flags, char **out,
+				      struct snapcell_error *err)
+{
 	if (!cfg || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "instructions: NULL argument");
+	if (flags & ~(unsigned)SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE)
+		return sc__err(err, SNAPCELL_E_INVAL, "instructions: unknown flags %#x", flags);
 	struct text t = {0};
-	put(&t, "Use execute_code as your primary tool for multi-step work: write one Python "
-		"program that does the whole job (the calls, loops and arithmetic) instead of "
-		"many small steps, and rely on its description for what the sandbox offers.\n"
-		"Only printed output comes back: end the code with print(...) of the answer; the "
+	char python[32];
+	python_name(cfg, python, sizeof(python));
+	put(&t,
+	    "Use execute_code as your primary tool for multi-step work: write one %s "
+	    "program that does the whole job (the calls, loops and arithmetic) instead of "
+	    "many small steps, and rely on its description for what the sandbox offers.\n",
+	    python);
+	put(&t, "Only printed output comes back: end the code with print(...) of the answer; the "
 		"value of the last expression is not returned.\n");
 	if (cfg->workspace || cfg->n_mounts)
 		put(&t,
 		    "Write large results (tables, reports, data) to a file, /output/<file>, and "
 		    "print a short summary instead of the whole content.\n");
+	if (cfg->n_tools && (flags & SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE))
+		put(&t,
+		    "Some of the sandbox's tools may also be offered to you directly, but prefer "
+		    "execute_code whenever you need to combine their calls with Python control "
+		    "flow.\n");
+	else if (cfg->n_tools)
+		put(&t, "The sandbox's tools are not offered to you separately: call them from the "
+			"code you give execute_code.\n");
 	return finish(&t, out, err, "instructions");
 }
 

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +24,7 @@
 #include "isolate/host.h"
 #include "net/gate.h"
 #include "rpc/frame.h"
+#include "rpc/setup.h"
 #include "stage/stage.h"
 #include "util/util.h"
 
@@ -275,18 +275,26 @@ static int make_cgroup(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		       why.message);
 }
 
-/* What the template needs to give each cell its network namespace and trust the gate. */
-static json_t *net_setup(const struct sc_gate *g)
+/* What the template needs to give each cell its network namespace and trust the gate
+ * (borrowed from the gate, but for the two arrays, which the caller frees). */
+static int net_setup(const struct sc_gate *g, struct sc_setup_net *net)
 {
 	const uint16_t *ports;
 	const char *const *addrs;
-	json_t *jp = json_array(), *ja = json_array();
-	for (size_t i = 0, n = sc__gate_ports(g, &ports); i < n; i++)
-		json_array_append_new(jp, json_integer(ports[i]));
-	for (size_t i = 0, n = sc__gate_addresses(g, &addrs); i < n; i++)
-		json_array_append_new(ja, json_string(addrs[i]));
-	return json_pack("{s:o, s:o, s:b, s:s, s:s}", "ports", jp, "addrs", ja, "v6",
-			 sc__gate_v6(g), "hosts", sc__gate_hosts(g), "ca", sc__gate_ca_pem(g));
+	net->n_ports = sc__gate_ports(g, &ports);
+	net->n_addrs = sc__gate_addresses(g, &addrs);
+	net->ports = calloc(net->n_ports + 1, sizeof(int));
+	net->addrs = calloc(net->n_addrs + 1, sizeof(char *));
+	if (!net->ports || !net->addrs)
+		return -ENOMEM;
+	for (size_t i = 0; i < net->n_ports; i++)
+		net->ports[i] = ports[i];
+	for (size_t i = 0; i < net->n_addrs; i++)
+		net->addrs[i] = (char *)addrs[i];
+	net->v6 = sc__gate_v6(g);
+	net->hosts = (char *)sc__gate_hosts(g);
+	net->ca = (char *)sc__gate_ca_pem(g);
+	return 0;
 }
 
 /* A sandbox with entries runs the egress gate for its cells. */
@@ -309,103 +317,184 @@ static int start_gate(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return sc__gate_new(&o, &sb->gate, err);
 }
 
-/* The rlimits level's part of the setup: the level, where the cells' /tmp directories go,
- * and whether cells run as the caller's own uid (a caller that is not root, or root with no
- * other id mapped), which makes seccomp refuse path-based chmod, chown and utimes: Landlock
- * does not cover them, and the caller's files are that uid's. */
-static int rlimits_setup(const struct snapcell_sandbox *sb, json_t *msg)
+/* What the spawn child opens for the helper, as fds SC_PASS_FD_FIRST + index: the Python
+ * paths and venv directories (sc__python_dirs), the interpreter's directories, the
+ * interpreter's own directory (the helper copies the executable from it), and last the
+ * guest module beside the helper, a file (opened itself: its directory may be private). */
+struct pass_list {
+	const char *dirs[SC_PASS_FD_MAX], *site[SC_PASS_FD_MAX];
+	size_t n_paths, n; /* the Python paths are dirs[0, n_paths) */
+	char exe_dir[PATH_MAX], module[PATH_MAX];
+};
+
+#define GUEST_MODULE_FILE "_snapcell_guest.abi3.so"
+
+static int list_pass_dirs(const struct snapcell_sandbox *sb, struct pass_list *l,
+			  struct snapcell_error *err)
 {
-	char tmp[PATH_MAX];
-	snprintf(tmp, sizeof(tmp), "%s/tmp", sb->workdir);
-	return json_object_set_new(msg, "level", json_integer(SNAPCELL_ISOLATION_RLIMITS)) < 0 ||
-			       json_object_set_new(msg, "tmp", json_string(tmp)) < 0 ||
-			       json_object_set_new(msg, "own_uid",
-						   json_boolean(sb->ids.uid == geteuid())) < 0
-		       ? -1
-		       : 0;
+	const struct sc_python *py = &sb->python;
+	int rc = sc__python_dirs(sb->cfg, l->dirs, l->site, &l->n_paths, err);
+	if (rc < 0)
+		return rc;
+	if (l->n_paths + py->n_dirs + 2 > SC_PASS_FD_MAX)
+		return sc__err(
+			err, SNAPCELL_E_INVAL,
+			"%zu python paths and %zu interpreter directories: at most %d in all",
+			l->n_paths, py->n_dirs, SC_PASS_FD_MAX - 2);
+	l->n = l->n_paths;
+	for (size_t i = 0; i < py->n_dirs; i++)
+		l->dirs[l->n] = py->dirs[i], l->site[l->n++] = NULL;
+	snprintf(l->exe_dir, sizeof(l->exe_dir), "%s", py->executable);
+	*strrchr(l->exe_dir, '/') = 0;
+	const char *helper = helper_path(sb), *slash = strrchr(helper, '/');
+	int dir_len = slash ? (int)(slash - helper) + 1 : 0;
+	if (snprintf(l->module, sizeof(l->module), "%.*s" GUEST_MODULE_FILE, dir_len, helper) >=
+	    (int)sizeof(l->module))
+		return sc__err(err, -ENAMETOOLONG, "guest module beside %s", helper);
+	l->dirs[l->n] = *l->exe_dir ? l->exe_dir : "/", l->site[l->n++] = NULL;
+	l->dirs[l->n] = l->module, l->site[l->n++] = NULL;
+	return 0;
 }
 
-static char *setup_message(const struct snapcell_sandbox *sb)
+/* The Python paths (at the rlimits level the cells read them where they are; otherwise their
+ * host path stays the host's) and the interpreter's directories, from l. */
+static int setup_paths(const struct snapcell_sandbox *sb, const struct pass_list *l,
+		       struct sc_setup *s)
+{
+	bool plain = sb->level == SNAPCELL_ISOLATION_RLIMITS;
+	size_t n_py = l->n - l->n_paths - 2;
+	s->python_paths = calloc(l->n_paths + 1, sizeof(*s->python_paths));
+	s->python.dirs = calloc(n_py + 1, sizeof(*s->python.dirs));
+	if (!s->python_paths || !s->python.dirs)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n_paths; i++)
+		s->python_paths[i] =
+			(struct sc_setup_path){SC_PASS_FD_FIRST + (int)i, (char *)l->site[i],
+					       plain ? (char *)l->dirs[i] : NULL};
+	for (size_t i = 0; i < n_py; i++) {
+		size_t k = l->n_paths + i;
+		s->python.dirs[i] =
+			(struct sc_setup_path){SC_PASS_FD_FIRST + (int)k, NULL, (char *)l->dirs[k]};
+	}
+	s->n_python_paths = l->n_paths;
+	s->python.n_dirs = n_py;
+	s->python.executable = sb->python.executable;
+	s->python.version = sb->python.version;
+	s->python.exe_dir_fd = SC_PASS_FD_FIRST + (int)l->n - 2;
+	s->guest = (struct sc_setup_guest){SC_PASS_FD_FIRST + (int)l->n - 1, GUEST_MODULE_FILE};
+	return 0;
+}
+
+/* The limits and sizes: the template itself and its parked cells count against RLIMIT_NPROC
+ * too; /output has room for the collection cap and a little more, so a cap hit can be
+ * reported. */
+static void setup_limits(const struct snapcell_sandbox *sb, struct sc_setup *s)
 {
 	const uint64_t *l = sb->cfg->limits;
-	const char *dirs[SC_PASS_FD_MAX], *site[SC_PASS_FD_MAX];
-	size_t n_dirs = 0;
-	json_t *paths = json_array();
-	if (sc__python_dirs(sb->cfg, dirs, site, &n_dirs, NULL) < 0)
-		n_dirs = 0; /* checked before the helper started */
-	for (size_t i = 0; i < n_dirs; i++) {
-		json_t *entry = json_pack("{s:i}", "fd", SC_PASS_FD_FIRST + (int)i);
-		if (entry && site[i])
-			json_object_set_new(entry, "site", json_string(site[i]));
-		/* At the rlimits level the cells read it where it is (nothing is bound). */
-		if (entry && sb->level == SNAPCELL_ISOLATION_RLIMITS)
-			json_object_set_new(entry, "host", json_string(dirs[i]));
-		json_array_append_new(paths, entry);
-	}
-	json_t *preload = json_array();
-	for (size_t i = 0; i < sb->cfg->n_preloads; i++)
-		json_array_append_new(preload, json_string(sb->cfg->preloads[i]));
-	json_t *tools = json_array();
-	for (size_t i = 0; i < sb->cfg->n_tools; i++)
-		json_array_append_new(tools,
-				      json_pack("{s:s, s:s, s:s}", "name", sb->cfg->tools[i].name,
-						"attr", sb->cfg->tools[i].attr, "description",
-						sb->cfg->tools[i].description));
-	char root[PATH_MAX], out[PATH_MAX], input[PATH_MAX];
+	s->spares = SPARE_CELLS;
+	s->tmp_bytes = l[SNAPCELL_LIMIT_TMP_BYTES];
+	s->frame_cap = SC_FRAME_DEFAULT_CAP;
+	s->output_bytes = l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] + (1u << 20);
+	s->memory_bytes = l[SNAPCELL_LIMIT_MEMORY_BYTES];
+	s->cpu_ms = l[SNAPCELL_LIMIT_CPU_MS];
+	s->processes = l[SNAPCELL_LIMIT_PROCESSES] + SPARE_CELLS + 1;
+	s->file_bytes = l[SNAPCELL_LIMIT_FILE_BYTES];
+	s->open_files = l[SNAPCELL_LIMIT_OPEN_FILES];
+}
+
+/* The code's environment, tools and preloads, borrowed from the config. */
+static int setup_code(const struct snapcell_config *c, struct sc_setup *s)
+{
+	s->env_names = calloc(c->n_env + 1, sizeof(char *));
+	s->env_values = calloc(c->n_env + 1, sizeof(char *));
+	s->tools = calloc(c->n_tools + 1, sizeof(*s->tools));
+	if (!s->env_names || !s->env_values || !s->tools)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->n_env; i++)
+		s->env_names[i] = c->env[i].name, s->env_values[i] = c->env[i].value;
+	s->n_env = c->n_env;
+	for (size_t i = 0; i < c->n_tools; i++)
+		s->tools[i] = (struct sc_setup_tool){c->tools[i].name, c->tools[i].attr,
+						     c->tools[i].description};
+	s->n_tools = c->n_tools;
+	s->preloads = c->preloads;
+	s->n_preloads = c->n_preloads;
+	s->warmup = c->warmup;
+	return 0;
+}
+
+static void setup_free(struct sc_setup *s, struct sc_setup_net *net)
+{
+	free(s->python_paths);
+	free(s->python.dirs);
+	free(s->env_names);
+	free(s->env_values);
+	free(s->tools);
+	free(s->network_notice);
+	free(net->ports);
+	free(net->addrs);
+}
+
+/* The setup message (rpc/setup.h): the work directory's parts, the level (at the rlimits
+ * level: where the cells' /tmp directories go, and whether cells run as the caller's own uid,
+ * which makes seccomp refuse path-based chmod, chown and utimes: Landlock does not cover them,
+ * and the caller's files are that uid's), and what setup_* fill in. */
+static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_list *l)
+{
+	char root[PATH_MAX], out[PATH_MAX], input[PATH_MAX], tmp[PATH_MAX];
 	snprintf(root, sizeof(root), "%s/root", sb->workdir);
 	snprintf(out, sizeof(out), "%s/out", sb->workdir);
 	snprintf(input, sizeof(input), "%s/input", sb->workdir);
-	/* The template itself and its parked cells count against RLIMIT_NPROC too. */
-	uint64_t procs = l[SNAPCELL_LIMIT_PROCESSES] + SPARE_CELLS + 1;
-	json_t *msg =
-		json_pack("{s:s, s:s, s:o, s:i, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "root", root,
-			  "out", out, "python_paths", paths, "spares", SPARE_CELLS, "tmp_bytes",
-			  (json_int_t)l[SNAPCELL_LIMIT_TMP_BYTES], "frame_cap",
-			  (json_int_t)SC_FRAME_DEFAULT_CAP, "memory_bytes",
-			  (json_int_t)l[SNAPCELL_LIMIT_MEMORY_BYTES], "cpu_ms",
-			  (json_int_t)l[SNAPCELL_LIMIT_CPU_MS], "processes", (json_int_t)procs,
-			  "file_bytes", (json_int_t)l[SNAPCELL_LIMIT_FILE_BYTES], "open_files",
-			  (json_int_t)l[SNAPCELL_LIMIT_OPEN_FILES]);
-	json_t *env = json_object();
-	for (size_t i = 0; i < sb->cfg->n_env; i++)
-		json_object_set_new(env, sb->cfg->env[i].name, json_string(sb->cfg->env[i].value));
-	if (msg && json_object_set_new(msg, "env", env) < 0)
-		json_decref(msg), msg = NULL;
-	/* Room for the collection cap and a little more, so a cap hit can be reported. */
-	uint64_t output_bytes = l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] + (1u << 20);
-	if (msg &&
-	    json_object_set_new(msg, "output_bytes", json_integer((json_int_t)output_bytes)) < 0)
-		json_decref(msg), msg = NULL;
-	if (msg && json_object_set_new(msg, "input", json_string(input)) < 0)
-		json_decref(msg), msg = NULL;
-	if (msg && sb->level == SNAPCELL_ISOLATION_RLIMITS && rlimits_setup(sb, msg) < 0)
-		json_decref(msg), msg = NULL;
-	if (msg && sb->cgroup.dir_fd >= 0 &&
-	    json_object_set_new(msg, "cgroup", json_string(sb->cgroup.path)) < 0)
-		json_decref(msg), msg = NULL;
-	if (msg && json_object_set_new(msg, "tools", tools) < 0)
-		json_decref(msg), msg = NULL;
-	if (msg && json_object_set_new(msg, "preload", preload) < 0)
-		json_decref(msg), msg = NULL;
-	if (msg && sb->cfg->warmup &&
-	    json_object_set_new(msg, "warmup", json_string(sb->cfg->warmup)) < 0)
-		json_decref(msg), msg = NULL;
-	if (msg && sb->gate && json_object_set_new(msg, "net", net_setup(sb->gate)) < 0)
-		json_decref(msg), msg = NULL;
-	char *notice = sc__network_notice(sb->cfg);
-	if (msg && (!notice || json_object_set_new(msg, "network_notice", json_string(notice)) < 0))
-		json_decref(msg), msg = NULL;
-	free(notice);
-	char *s = msg ? json_dumps(msg, JSON_COMPACT) : NULL;
-	json_decref(msg);
-	return s;
+	snprintf(tmp, sizeof(tmp), "%s/tmp", sb->workdir);
+	bool plain = sb->level == SNAPCELL_ISOLATION_RLIMITS;
+	struct sc_setup_net net = {0};
+	struct sc_setup s = {.root = root,
+			     .out = out,
+			     .input = input,
+			     .level = (int)sb->level,
+			     .tmp = plain ? tmp : NULL,
+			     .own_uid = plain && sb->ids.uid == geteuid(),
+			     .cgroup = sb->cgroup.dir_fd >= 0 ? (char *)sb->cgroup.path : NULL,
+			     .net = sb->gate ? &net : NULL,
+			     .network_notice = sc__network_notice(sb->cfg)};
+	setup_limits(sb, &s);
+	char *text = NULL;
+	if (s.network_notice && setup_paths(sb, l, &s) == 0 && setup_code(sb->cfg, &s) == 0 &&
+	    (!sb->gate || net_setup(sb->gate, &net) == 0))
+		text = sc__setup_encode(&s);
+	setup_free(&s, &net);
+	return text;
 }
 
-static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
+/* The helper starts with no environment at all: the configured variables travel in the
+ * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends) never
+ * sees them while the host filesystem is still visible. */
+static int spawn(struct snapcell_sandbox *sb, int helper_fd, int control_fd, int cgroup_fd,
+		 int stderr_fd, const struct pass_list *l, struct snapcell_error *err)
 {
-	int rc = 0, sp[2];
+	char *envp[] = {NULL};
+	char *argv[] = {HELPER_NAME, NULL};
+	struct sc_spawn spec = {.helper_fd = helper_fd,
+				.argv = argv,
+				.envp = envp,
+				.control_fd = control_fd,
+				.cgroup_fd = cgroup_fd,
+				.stderr_fd = stderr_fd,
+				.pass_dirs = l->dirs,
+				.n_pass_dirs = l->n,
+				.n_pass_files = 1,
+				.outside_uid = sb->ids.uid,
+				.outside_gid = sb->ids.gid,
+				.namespaces = sb->level != SNAPCELL_ISOLATION_RLIMITS};
+	return sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
+}
+
+/* The control socket: sb->ctl, and the helper's end, returned (-1 on failure, with rc). */
+static int control_pair(struct snapcell_sandbox *sb, int *rc, struct snapcell_error *err)
+{
+	int sp[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp) < 0) {
-		rc = sc__err(err, -errno, "control socketpair");
+		*rc = sc__err(err, -errno, "control socketpair");
 		sp[0] = sp[1] = -1;
 	}
 	/* Keep the helper's end clear of 0-3, which the spawn child overwrites. */
@@ -413,21 +502,24 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	if (sp[1] >= 0)
 		close(sp[1]);
 	sb->ctl = sp[0];
+	return child_end;
+}
+
+static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
+{
+	int rc = 0;
+	int child_end = control_pair(sb, &rc, err);
 	int helper_fd = open_helper(sb, err);
 	/* At level cgroups the template moves itself into the sandbox's cgroup (cgroup.c). */
 	int cgroup_fd = -1;
 	if (rc == 0 && helper_fd >= 0 && sb->cgroup.dir_fd >= 0 &&
 	    (cgroup_fd = sc__cgroup_tasks_open(&sb->cgroup, err)) < 0)
 		rc = cgroup_fd;
-	/* The helper starts with no environment at all: the configured variables travel in the
-	 * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends)
-	 * never sees them while the host filesystem is still visible. */
-	char *envp[] = {NULL};
-	char *argv[] = {HELPER_NAME, NULL};
-	const char *dirs[SC_PASS_FD_MAX], *site[SC_PASS_FD_MAX];
-	size_t n_dirs = 0;
+	struct pass_list *l = calloc(1, sizeof(*l));
+	if (rc == 0 && !l)
+		rc = sc__err(err, -ENOMEM, "helper");
 	if (rc == 0 && helper_fd >= 0)
-		rc = sc__python_dirs(sb->cfg, dirs, site, &n_dirs, err);
+		rc = list_pass_dirs(sb, l, err);
 	if (rc == 0 && child_end < 0)
 		rc = sc__err(err, -EMFILE, "control socket");
 	if (rc == 0 && helper_fd < 0)
@@ -435,20 +527,8 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	int stderr_end = -1;
 	if (rc == 0 && (rc = sc__helper_stderr_new(&sb->helper_stderr, &stderr_end)) < 0)
 		sc__err(err, rc, "helper stderr pipe");
-	if (rc == 0) {
-		struct sc_spawn spec = {.helper_fd = helper_fd,
-					.argv = argv,
-					.envp = envp,
-					.control_fd = child_end,
-					.cgroup_fd = cgroup_fd,
-					.stderr_fd = stderr_end,
-					.pass_dirs = dirs,
-					.n_pass_dirs = n_dirs};
-		spec.outside_uid = sb->ids.uid;
-		spec.outside_gid = sb->ids.gid;
-		spec.namespaces = sb->level != SNAPCELL_ISOLATION_RLIMITS;
-		rc = sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
-	}
+	if (rc == 0)
+		rc = spawn(sb, helper_fd, child_end, cgroup_fd, stderr_end, l, err);
 	if (helper_fd >= 0)
 		close(helper_fd);
 	if (cgroup_fd >= 0)
@@ -457,6 +537,9 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		close(child_end);
 	if (stderr_end >= 0)
 		close(stderr_end);
+	if (rc == 0 && !(sb->setup = setup_message(sb, l)))
+		rc = sc__err(err, -ENOMEM, "setup message");
+	free(l);
 	return rc;
 }
 
@@ -540,11 +623,9 @@ static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	int rc = greet(sb, err);
 	if (rc < 0)
 		return rc;
-	char *msg = setup_message(sb);
-	if (!msg)
-		return sc__err(err, -ENOMEM, "setup message");
-	ssize_t n = send(sb->ctl, msg, strlen(msg), MSG_NOSIGNAL);
-	free(msg);
+	ssize_t n = send(sb->ctl, sb->setup, strlen(sb->setup), MSG_NOSIGNAL);
+	free(sb->setup);
+	sb->setup = NULL;
 	if (n < 0 && errno != EPIPE && errno != ECONNRESET)
 		return sc__err(err, -errno, "send setup");
 	rc = n < 0 ? -EPIPE
@@ -653,6 +734,8 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	if (rc == 0)
 		rc = start_gate(sb, err);
 	if (rc == 0)
+		rc = sc__python_resolve(sb->cfg, &sb->python, err);
+	if (rc == 0)
 		rc = start_helper(sb, err);
 	if (rc == 0 && (rc = sc__ids_bind(&sb->ids, sb->helper_pid)) < 0)
 		sc__err(err, rc, "record the template in the lock of uid %u",
@@ -722,6 +805,8 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	pthread_mutex_destroy(&sb->lock);
 	pthread_cond_destroy(&sb->paused_cond);
 	pthread_cond_destroy(&sb->reaper_wake);
+	sc__python_clear(&sb->python);
+	free(sb->setup);
 	snapcell_config_free(sb->cfg);
 	free(sb);
 }

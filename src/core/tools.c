@@ -160,6 +160,7 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 			    .schema_text = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS),
 			    .schema = schema,
 			    .approval = approval,
+			    .describe_format = -1,
 			    .fn = fn,
 			    .user = user_data};
 	json_decref(root);
@@ -263,27 +264,40 @@ int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *ds
 		if (rc < 0)
 			return rc;
 		dst->tools[dst->n_tools - 1].needs_decision = t->needs_decision;
+		dst->tools[dst->n_tools - 1].describe_format = t->describe_format;
 	}
 	return 0;
 }
 
-/* Nesting depth and an upper bound on the number of values of a JSON text, counted before
- * jansson sees it (its own depth limit is 2048 and recursive; it has no count limit).
- * Strings are skipped so brackets inside them do not count. Every value but the first of a
- * container follows a ',' and every key a ':', so containers + commas + colons + 1 bounds
- * the values from above for any text jansson would accept. */
-struct json_shape {
-	unsigned depth;
-	size_t nodes;
-};
-
-static struct json_shape json_shape(const char *s, size_t len)
+int snapcell_config_set_tool_describe_format(struct snapcell_config *cfg, const char *name,
+					     enum snapcell_describe_format format,
+					     struct snapcell_error *err)
 {
-	unsigned depth = 0;
-	struct json_shape shape = {0, 1};
+	if (!cfg || !name)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_tool_describe_format: NULL argument");
+	if (format != SNAPCELL_DESCRIBE_COMPACT && format != SNAPCELL_DESCRIBE_JSON)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "set_tool_describe_format %s: unknown format %d", name, (int)format);
+	for (size_t i = 0; i < cfg->n_tools; i++) {
+		if (!strcmp(cfg->tools[i].name, name)) {
+			cfg->tools[i].describe_format = (int)format;
+			return 0;
+		}
+	}
+	return sc__err(err, -ENOENT, "set_tool_describe_format %s", name);
+}
+
+/* Every value but the first of a container follows a ',' and every key a ':', so containers +
+ * commas + colons + 1 bounds the values from above for any text jansson would accept (its own
+ * depth limit is 2048 and recursive; it has no count limit). Strings are skipped so brackets
+ * inside them do not count. */
+void snapcell_json_measure(const char *text, size_t len, unsigned *depth_out, size_t *values_out)
+{
+	unsigned depth = 0, deepest = 0;
+	size_t values = 1;
 	bool in_string = false;
 	for (size_t i = 0; i < len; i++) {
-		char c = s[i];
+		char c = text[i];
 		if (in_string) {
 			if (c == '\\')
 				i++;
@@ -292,16 +306,17 @@ static struct json_shape json_shape(const char *s, size_t len)
 		} else if (c == '"') {
 			in_string = true;
 		} else if (c == '[' || c == '{') {
-			shape.nodes++;
-			if (++depth > shape.depth)
-				shape.depth = depth;
+			values++;
+			if (++depth > deepest)
+				deepest = depth;
 		} else if ((c == ']' || c == '}') && depth > 0) {
 			depth--;
 		} else if (c == ',' || c == ':') {
-			shape.nodes++;
+			values++;
 		}
 	}
-	return shape;
+	*depth_out = deepest;
+	*values_out = values;
 }
 
 static char *known_tools(const struct snapcell_config *cfg)
@@ -344,11 +359,13 @@ static char *check_args(const struct sc_tool *t, const char *args, size_t len, c
 	if (memchr(args, 0, len))
 		return sc__message("invalid arguments for tool '%s': a NUL byte in the JSON text",
 				   t->name);
-	struct json_shape shape = json_shape(args, len);
-	if (shape.depth > MAX_ARG_DEPTH)
+	unsigned depth;
+	size_t values;
+	snapcell_json_measure(args, len, &depth, &values);
+	if (depth > MAX_ARG_DEPTH)
 		return sc__message("invalid arguments for tool '%s': nested deeper than %d levels",
 				   t->name, MAX_ARG_DEPTH);
-	if (shape.nodes > MAX_ARG_NODES)
+	if (values > MAX_ARG_NODES)
 		return sc__message("invalid arguments for tool '%s': more than %u values", t->name,
 				   MAX_ARG_NODES);
 	json_error_t jerr;

@@ -19,10 +19,15 @@
 #define SC_PYTHON_PATH_BASE "/.snapcell/python" /* python_paths[i] appear at BASE/i */
 /* The public CA bundle, at its Debian path; SSL_CERT_FILE names it in the cell. */
 #define SC_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
-/* The interpreter a cell may exec (docs/architecture.md, "The root"), and the search path it
- * reads at start: lines "path DIR" and "site DIR" (a venv's, whose .pth files count). */
-#define SC_INTERP_PATH "/usr/bin/python3"
-#define SC_PYTHON_CONF "/.snapcell/python.conf"
+#define SC_GUEST_DIR "/.snapcell/guest" /* the guest module's directory, bound */
+/* With Python paths: a venv over the interpreter, for the interpreter a cell execs. */
+#define SC_VENV_DIR "/.snapcell/venv"
+/* A file (content) or symbolic link (link) the root gets, at an absolute path. */
+struct sc_root_file {
+	const char *path;
+	const char *content;
+	const char *link;
+};
 
 /* A read-only bind: src is a host path or /proc/self/fd/N of a descriptor the host opened
  * (so the sandbox uid need not be able to walk to it); dst is the path inside the root. */
@@ -36,22 +41,21 @@ struct sc_rootfs {
 	const char *out_dir; /* host directory bound at SC_OUT_BASE */
 	const struct sc_bind *ro_binds;
 	size_t n_ro_binds;
-	/* The bound shared-library directory: /etc/alternatives links into it are copied. */
-	const char *lib_dir;
+	/* The bound shared-library directories: /etc/alternatives links into them are copied. */
+	const char *const *lib_dirs;
+	size_t n_lib_dirs;
 	const char *hosts; /* lines for /etc/hosts after localhost's, or NULL */
 	/* A certificate (PEM) the cells trust beyond the public bundle: SC_CA_BUNDLE is then a
 	 * copy of the host's with this appended, not a bind. NULL for none. */
 	const char *extra_ca;
-	/* The cell's interpreter, or NULL for none: the running helper copied to interp_path
-	 * (with a link `python` beside it) and its ELF loader copied to the loader's own path,
-	 * both mode 0111, so the cell can execute them but not read them (an exec of an
-	 * unreadable file leaves the process non-dumpable). In the helper's copy the bytes
-	 * interp_mark (found exactly once) become interp_patch, so that copy can only ever run
-	 * as Python. python_conf is written to SC_PYTHON_CONF. */
+	/* The interpreter, or NULL for none: the file interp_src (a path the helper can read)
+	 * copied to interp_path and its ELF loader copied to the loader's own path, both mode
+	 * 0111, so a cell can execute them but not read them (an exec of an unreadable file
+	 * leaves the process non-dumpable). */
+	const char *interp_src;
 	const char *interp_path;
-	const void *interp_mark, *interp_patch;
-	size_t interp_mark_len;
-	const char *python_conf;
+	const struct sc_root_file *files; /* made after the interpreter, before the pivot */
+	size_t n_files;
 };
 
 /* Builds the minimal root and pivots into it; afterwards the host filesystem is gone from

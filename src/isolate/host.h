@@ -50,9 +50,11 @@ struct sc_spawn {
 	int stderr_fd;	/* becomes fd 2 in the helper, or -1 for /dev/null (as are 0 and 1) */
 	/* Directories opened (O_PATH) as fds 4, 5, ... by the child while it still has the
 	 * host's uid, so the sandbox uid need not be able to walk to them; they are in the
-	 * helper's mount namespace, so it can bind them. All other fds but 0-3 are closed. */
+	 * helper's mount namespace, so it can bind them. All other fds but 0-3 are closed. The
+	 * last n_pass_files of them are files, not directories (the guest module), /dev/null
+	 * where they cannot be opened. */
 	const char *const *pass_dirs;
-	size_t n_pass_dirs;
+	size_t n_pass_dirs, n_pass_files;
 	uid_t outside_uid;
 	gid_t outside_gid;
 	/* false: the rlimits level. The helper is forked and exec'd in the caller's namespaces,

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/auxv.h>
 #include <sys/statvfs.h>
@@ -59,6 +60,23 @@ static int mkdir_p(const char *path)
 	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
 		return -errno;
 	return 0;
+}
+
+/* mkdir_p of a path relative to the root directory rootfd. */
+static int mkdir_p_at(int rootfd, const char *rel)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", rel) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf; *p; p++) {
+		if (*p != '/' || p == buf)
+			continue;
+		*p = 0;
+		if (mkdirat(rootfd, buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		*p = '/';
+	}
+	return mkdirat(rootfd, buf, 0755) < 0 && errno != EEXIST ? -errno : 0;
 }
 
 /* A bind remount must repeat the flags the kernel locked on the source (nosuid, nodev,
@@ -139,17 +157,27 @@ static void copy_top_links(int rootfd)
 }
 
 /* Debian's alternatives choose numpy's BLAS and LAPACK. Only the links named for a shared
- * library ("libblas.so.3-x86_64-linux-gnu") that resolve to one inside the bound library
+ * library ("libblas.so.3-x86_64-linux-gnu") that resolve to one inside a bound library
  * directory are recreated, so the root does not list the host's other software (editors,
  * compilers, ...); the name test spares reading the other links (~400 on a desktop Debian,
  * 1-2 ms of each sandbox's start). */
-static int copy_alternatives(int rootfd, const char *lib_dir, struct snapcell_error *err)
+static bool inside_lib_dir(const struct sc_rootfs *fs, const char *target)
+{
+	for (size_t i = 0; i < fs->n_lib_dirs; i++) {
+		size_t len = strlen(fs->lib_dirs[i]);
+		if (strncmp(target, fs->lib_dirs[i], len) == 0 && target[len] == '/' &&
+		    !strstr(target, "/../") && strstr(target + len, ".so"))
+			return true;
+	}
+	return false;
+}
+
+static int copy_alternatives(int rootfd, const struct sc_rootfs *fs, struct snapcell_error *err)
 {
 	DIR *d = opendir("/etc/alternatives");
 	if (!d)
 		return 0;
 	int rc = 0, out = -1;
-	size_t lib_len = strlen(lib_dir);
 	if (mkdirat(rootfd, "etc/alternatives", 0755) < 0 ||
 	    (out = openat(rootfd, "etc/alternatives", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
 		rc = sc__err(err, -errno, "mkdir /etc/alternatives");
@@ -161,8 +189,7 @@ static int copy_alternatives(int rootfd, const char *lib_dir, struct snapcell_er
 		if (n <= 0)
 			continue;
 		target[n] = 0;
-		if (strncmp(target, lib_dir, lib_len) != 0 || target[lib_len] != '/' ||
-		    strstr(target, "/../") || !strstr(target + lib_len, ".so"))
+		if (!inside_lib_dir(fs, target))
 			continue;
 		if (symlinkat(target, out, e->d_name) < 0)
 			rc = sc__err(err, -errno, "link /etc/alternatives/%s", e->d_name);
@@ -231,24 +258,6 @@ const char *sc__rootfs_own_loader(void)
 	return interp;
 }
 
-/* A whole host file, at most 64 MiB (the helper and its loader are a few hundred KiB). */
-static int slurp(int fd, char **buf, size_t *len)
-{
-	enum { MAX = 64 << 20 };
-	struct stat st;
-	if (fstat(fd, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > MAX)
-		return -EINVAL;
-	*len = (size_t)st.st_size;
-	if (!(*buf = malloc(*len)))
-		return -ENOMEM;
-	int rc = sc__read_all(fd, *buf, *len);
-	if (rc < 0)
-		free(*buf);
-	return rc;
-}
-
 /* Where path lands in the root: its directory may be one of the top links copy_top_links
  * made (merged /usr: /lib64 -> usr/lib64); the file goes where that link points, which must
  * stay inside the root (relative, no ".."). */
@@ -269,9 +278,25 @@ static int root_dir_of(const char *base, const char *path, char *dir, size_t len
 	return snprintf(dir, len, "/%s", target) < (int)len ? 0 : -ENAMETOOLONG;
 }
 
-/* Copies a host file into the root as mode 0111: executable, not readable without the
- * capabilities a cell lacks. */
-static int put_exec_copy(const char *base, const char *path, const char *buf, size_t len,
+/* Sends all of the regular file src_fd (at most 256 MiB) to fd, in the kernel. */
+static int send_file(int fd, int src_fd)
+{
+	struct stat st;
+	if (fstat(src_fd, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > (256 << 20))
+		return -EINVAL;
+	for (off_t at = 0; at < st.st_size;) {
+		ssize_t n = sendfile(fd, src_fd, &at, (size_t)(st.st_size - at));
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+/* Copies the host file src into the root at path as mode 0111: executable, not readable
+ * without the capabilities a cell lacks. */
+static int put_exec_copy(const char *base, const char *path, const char *src,
 			 struct snapcell_error *err)
 {
 	char dir[PATH_MAX], dst[PATH_MAX];
@@ -282,60 +307,88 @@ static int put_exec_copy(const char *base, const char *path, const char *buf, si
 	if ((rc = mkdir_p(dst)) < 0)
 		return sc__err(err, rc, "mkdir %s", dir);
 	snprintf(dst, sizeof(dst), "%s%s%s", base, dir, strrchr(path, '/'));
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return sc__err(err, -errno, "read %s", src);
 	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
-	rc = fd < 0 ? -errno : sc__write_all(fd, buf, len);
+	rc = fd < 0 ? -errno : send_file(fd, in);
 	if (rc == 0 && fchmod(fd, 0111) < 0)
 		rc = -errno;
 	if (fd >= 0)
 		close(fd);
+	close(in);
 	return rc < 0 ? sc__err(err, rc, "copy %s into the root", path) : 0;
 }
 
-static int copy_file(const char *src, const char *base, const char *path, const void *mark,
-		     const void *patch, size_t mark_len, struct snapcell_error *err)
+/* The ELF interpreter (PT_INTERP) a program image in buf names, or NULL (a static program, or
+ * not a 64-bit ELF file we can read). Points into buf. */
+static const char *image_loader(const char *buf, size_t len)
 {
-	char *buf = NULL;
-	size_t len = 0;
-	int fd = open(src, O_RDONLY | O_CLOEXEC);
-	int rc = fd < 0 ? -errno : slurp(fd, &buf, &len);
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0)
-		return sc__err(err, rc, "read %s", src);
-	if (mark) {
-		char *at = memmem(buf, len, mark, mark_len);
-		if (!at || memmem(at + 1, len - (size_t)(at + 1 - buf), mark, mark_len)) {
-			free(buf);
-			return sc__err(err, -EINVAL, "%s: no single mode mark", src);
-		}
-		memcpy(at, patch, mark_len);
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)(const void *)buf;
+	if (len < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_phentsize != sizeof(ElfW(Phdr)) ||
+	    eh->e_phoff > len || eh->e_phnum > (len - eh->e_phoff) / sizeof(ElfW(Phdr)))
+		return NULL;
+	for (size_t i = 0; i < eh->e_phnum; i++) {
+		ElfW(Phdr) ph;
+		memcpy(&ph, buf + eh->e_phoff + i * sizeof(ph), sizeof(ph));
+		if (ph.p_type != PT_INTERP || ph.p_offset >= len || ph.p_filesz == 0 ||
+		    ph.p_filesz > PATH_MAX || ph.p_filesz > len - ph.p_offset ||
+		    buf[ph.p_offset + ph.p_filesz - 1] != 0)
+			continue;
+		return buf + ph.p_offset;
 	}
-	rc = put_exec_copy(base, path, buf, len, err);
-	free(buf);
-	return rc;
+	return NULL;
 }
 
-/* The cell's interpreter: this very helper (its mode mark patched) and its loader. */
-static int put_interpreter(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
+/* The first bytes of src, where an ELF file keeps its program headers and PT_INTERP. */
+static int read_head(const char *src, char *buf, size_t size, size_t *len,
+		     struct snapcell_error *err)
 {
-	const char *loader = sc__rootfs_own_loader();
-	char link[PATH_MAX];
-	if (!loader)
-		return sc__err(err, -ENOEXEC, "the helper names no ELF loader");
-	int rc = copy_file("/proc/self/exe", fs->base, fs->interp_path, fs->interp_mark,
-			   fs->interp_patch, fs->interp_mark_len, err);
-	if (rc == 0)
-		rc = copy_file(loader, fs->base, loader, NULL, NULL, 0, err);
+	int fd = open(src, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : pread(fd, buf, size, 0);
+	int rc = n < 0 ? -errno : 0;
+	if (fd >= 0)
+		close(fd);
+	*len = n < 0 ? 0 : (size_t)n;
+	return rc < 0 ? sc__err(err, rc, "read %s", src) : 0;
+}
+
+/* The caller's extra files and links (parents made as needed); a path that exists already
+ * (a link to the interpreter where it is the interpreter) is left alone. */
+static int put_files(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
+{
+	char dir[PATH_MAX];
+	for (size_t i = 0; i < fs->n_files; i++) {
+		const struct sc_root_file *f = &fs->files[i];
+		snprintf(dir, sizeof(dir), "%s", f->path + 1);
+		char *slash = strrchr(dir, '/');
+		int rc = slash ? (*slash = 0, mkdir_p_at(rootfd, dir)) : 0;
+		if (rc == 0 && f->link && symlinkat(f->link, rootfd, f->path + 1) < 0 &&
+		    errno != EEXIST)
+			rc = -errno;
+		if (rc == 0 && !f->link)
+			rc = sc__write_file_at(rootfd, f->path + 1, f->content, 0644);
+		if (rc < 0)
+			return sc__err(err, rc, "make %s", f->path);
+	}
+	return 0;
+}
+
+/* The cell's interpreter: the chosen one's executable and its ELF loader, copied. */
+static int put_interpreter(const struct sc_rootfs *fs, struct snapcell_error *err)
+{
+	static char head[64 << 10];
+	size_t len = 0;
+	int rc = read_head(fs->interp_src, head, sizeof(head), &len, err);
 	if (rc < 0)
 		return rc;
-	snprintf(link, sizeof(link), "%s", fs->interp_path + 1);
-	snprintf(strrchr(link, '/'), sizeof(link) - (size_t)(strrchr(link, '/') - link), "/python");
-	if (symlinkat(strrchr(fs->interp_path, '/') + 1, rootfd, link) < 0 && errno != EEXIST)
-		return sc__err(err, -errno, "link /%s", link);
-	if (fs->python_conf &&
-	    (rc = sc__write_file_at(rootfd, SC_PYTHON_CONF + 1, fs->python_conf, 0644)) < 0)
-		return sc__err(err, rc, "write " SC_PYTHON_CONF);
-	return 0;
+	const char *loader = image_loader(head, len);
+	if (!loader)
+		return sc__err(err, -ENOEXEC, "%s names no ELF loader", fs->interp_path);
+	if ((rc = put_exec_copy(fs->base, loader, loader, err)) < 0)
+		return rc;
+	return put_exec_copy(fs->base, fs->interp_path, fs->interp_src, err);
 }
 
 static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
@@ -366,7 +419,7 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 		    (rc = bind_under(fs->base, data_binds[i], data_binds[i],
 				     MS_RDONLY | MS_NODEV | MS_NOEXEC, err)) < 0)
 			return rc;
-	if (fs->lib_dir && (rc = copy_alternatives(rootfd, fs->lib_dir, err)) < 0)
+	if (fs->n_lib_dirs && (rc = copy_alternatives(rootfd, fs, err)) < 0)
 		return rc;
 	if ((rc = sc__write_file_at(rootfd, "etc/passwd",
 				    "root:x:0:0:sandbox:/tmp:/nonexistent\n"
@@ -381,7 +434,9 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 		return sc__err(err, rc, "write /etc");
 	if (fs->extra_ca && (rc = write_ca_bundle(fs, err)) < 0)
 		return rc;
-	if (fs->interp_path && (rc = put_interpreter(fs, rootfd, err)) < 0)
+	if (fs->interp_path && (rc = put_interpreter(fs, err)) < 0)
+		return rc;
+	if ((rc = put_files(fs, rootfd, err)) < 0)
 		return rc;
 	snprintf(path, sizeof(path), "%s" SC_OUT_BASE, fs->base);
 	return bind(fs->out_dir, path, MS_NODEV | MS_NOEXEC, err);
@@ -392,7 +447,14 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err)
 	/* Nothing we mount may propagate back to the host's namespace. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return sc__err(err, -errno, "make / private");
-	if (mount("tmpfs", fs->base, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") < 0)
+	/* 4 MiB for /etc and the mount points, and room for the interpreter's copies. */
+	struct stat st = {0};
+	if (fs->interp_src && stat(fs->interp_src, &st) < 0)
+		return sc__err(err, -errno, "stat %s", fs->interp_path);
+	char opts[64];
+	snprintf(opts, sizeof(opts), "mode=0755,size=%llu",
+		 (unsigned long long)(8u << 20) + (unsigned long long)st.st_size);
+	if (mount("tmpfs", fs->base, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return sc__err(err, -errno, "mount root tmpfs on %s", fs->base);
 	int rootfd = open(fs->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)

@@ -78,7 +78,12 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 		child_fail(fail_fd, STEP_FDS, errno);
 	/* Opened high, then moved into place: nothing can clobber what is still to move. */
 	for (size_t i = 0; i < spec->n_pass_dirs; i++) {
-		int fd = open(spec->pass_dirs[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		int kind = i + spec->n_pass_files < spec->n_pass_dirs ? O_DIRECTORY : 0;
+		int fd = open(spec->pass_dirs[i], O_PATH | kind | O_CLOEXEC);
+		/* A missing file is the helper's to report (a program that is no helper, or one of
+		 * another protocol, must still get to greet): it gets /dev/null instead. */
+		if (fd < 0 && !kind)
+			fd = dup(null);
 		if (fd < 0 || dup2(fd, PASS_HIGH + (int)i) < 0) {
 			struct child_failure f = {STEP_DIRS, errno, (int32_t)i};
 			(void)!write(fail_fd, &f, sizeof(f));
@@ -163,7 +168,7 @@ static int await_exec(pid_t pid, int fail_fd, const struct sc_spawn *spec,
 	if (n != (ssize_t)sizeof(f) || f.step < 0 || f.step > STEP_EXEC)
 		return sc__err(err, SNAPCELL_E_HELPER, "helper start: no report from child");
 	if (f.step == STEP_DIRS && f.index >= 0 && (size_t)f.index < spec->n_pass_dirs)
-		return sc__err(err, f.err > 0 ? -f.err : SNAPCELL_E_HELPER, "python path %s",
+		return sc__err(err, f.err > 0 ? -f.err : SNAPCELL_E_HELPER, "open %s",
 			       spec->pass_dirs[f.index]);
 	return sc__err(err, f.err > 0 ? -f.err : SNAPCELL_E_HELPER, "helper %s",
 		       step_names[f.step]);

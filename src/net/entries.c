@@ -105,7 +105,7 @@ static int check_name(const char *h, size_t *n, struct snapcell_error *err)
 		(*n)--;
 	if (h[0] == '*')
 		return sc__err(err, SNAPCELL_E_INVAL,
-			       "allow '%.*s': wildcards are not supported; list each host",
+			       "allow '%.*s': a wildcard is only a leading '*.' (*.example.com)",
 			       SHOWN(*n), h);
 	size_t label = 0;
 	for (size_t i = 0; i < *n; i++) {
@@ -207,17 +207,26 @@ int snapcell_normalize_domain(const char *in, char *out, size_t out_len, struct 
 	int rc = trim(in, &s, &n, "target", false, err);
 	if (rc == 0)
 		rc = authority(s, n, &a, &a_len, err);
+	/* "*.example.org" as snapcell_config_allow takes it: the wildcard label kept, the domain
+	 * after it checked and normalised like any host (the reference lists such entries). */
+	bool wildcard = rc == 0 && a_len > 2 && a[0] == '*' && a[1] == '.';
+	if (wildcard) {
+		a += 2;
+		a_len -= 2;
+	}
 	if (rc == 0)
 		rc = host_port(a, a_len, &host_len, &port, err);
 	if (rc < 0)
 		return rc;
-	if (host_len + (port ? 6 : 0) >= out_len)
+	size_t pre = wildcard ? 2 : 0;
+	if (pre + host_len + (port ? 6 : 0) >= out_len)
 		return sc__err(err, SNAPCELL_E_INVAL, "allow: output buffer too small");
+	memcpy(out, "*.", pre);
 	for (size_t i = 0; i < host_len; i++)
-		out[i] = lower(a[i]);
-	out[host_len] = 0;
+		out[pre + i] = lower(a[i]);
+	out[pre + host_len] = 0;
 	if (port)
-		snprintf(out + host_len, out_len - host_len, ":%u", port);
+		snprintf(out + pre + host_len, out_len - pre - host_len, ":%u", port);
 	return 0;
 }
 

@@ -23,13 +23,13 @@
 
 #include "gate.h"
 #include "http.h"
+#include "record.h"
 #include "rpc/frame.h"
 #include "util/util.h"
 
 #define EXACT_BASE   0x7f4d0000u /* 127.77.0.0/16: the sandbox's exact names */
 #define DYNAMIC_BASE 0x7f4e0000u /* 127.78.0.0/16: names a cell asked for (wildcards) */
 #define MAX_NAMES    256	 /* distinct names one cell may resolve */
-#define MAX_EVENTS   10000
 #define QUESTION_MAX 1024
 #define PEEK_MAX     (5 + (1u << 14)) /* one TLS record */
 #define SPLICE_BUF   (64u << 10)
@@ -84,8 +84,7 @@ struct sc_gate_cell {
 	struct conn **conns;
 	size_t n_conns, cap_conns, open;
 	uint64_t bytes;
-	struct snapcell_net_event *events;
-	size_t n_events, cap_events, n_dropped;
+	struct sc_net_record record;
 	uint32_t hits;
 };
 
@@ -211,60 +210,29 @@ size_t sc__gate_cell_fds(const struct sc_gate *g)
 	return 1 + g->n_ports * (g->v6 ? 2 : 1);
 }
 
-/* ---- events ---- */
+/* ---- the record ---- */
 
-static char *dup_or_null(const char *s)
+/* Lock held. */
+static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e, bool reserved)
 {
-	return s ? strdup(s) : NULL;
-}
-
-/* Lock held. Strings are copied. */
-static void record(struct sc_gate_cell *c, const struct snapcell_net_event *e)
-{
-	if (c->n_events == MAX_EVENTS) {
-		c->n_dropped++;
+	if (!sc__net_record_add(&c->record, e, reserved))
 		c->hits |= SNAPCELL_NET_HIT_EVENTS;
-		return;
-	}
-	if (c->n_events == c->cap_events) {
-		size_t cap = c->cap_events ? c->cap_events * 2 : 16;
-		struct snapcell_net_event *grown = realloc(c->events, cap * sizeof(*grown));
-		if (!grown) {
-			c->n_dropped++;
-			return;
-		}
-		c->events = grown;
-		c->cap_events = cap;
-	}
-	struct snapcell_net_event *d = &c->events[c->n_events++];
-	*d = *e;
-	uint64_t now = sc__now_us();
-	d->started_us =
-		now - e->duration_us > c->started_us ? now - e->duration_us - c->started_us : 0;
-	d->target = dup_or_null(e->target);
-	d->address = dup_or_null(e->address);
-	d->method = dup_or_null(e->method);
-	d->path = dup_or_null(e->path);
-	d->rule = dup_or_null(e->rule);
 }
 
-static void record_locked(struct sc_gate_cell *c, const struct snapcell_net_event *e)
+/* Lock held. */
+static bool reserve(struct sc_gate_cell *c)
+{
+	if (sc__net_record_reserve(&c->record))
+		return true;
+	c->hits |= SNAPCELL_NET_HIT_EVENTS;
+	return false;
+}
+
+static void record_locked(struct sc_gate_cell *c, const struct snapcell_net_event *e, bool reserved)
 {
 	pthread_mutex_lock(&c->lock);
-	record(c, e);
+	record(c, e, reserved);
 	pthread_mutex_unlock(&c->lock);
-}
-
-void sc__net_events_free(struct snapcell_result *res)
-{
-	for (size_t i = 0; i < res->n_net_events; i++) {
-		struct snapcell_net_event *e = &res->net_events[i];
-		free((char *)e->target), free((char *)e->address), free((char *)e->method);
-		free((char *)e->path), free((char *)e->rule);
-	}
-	free(res->net_events);
-	res->net_events = NULL;
-	res->n_net_events = 0;
 }
 
 /* ---- names ---- */
@@ -585,11 +553,14 @@ static void ask_name(struct sc_gate_cell *c, const char *name)
 	uint64_t t0 = sc__now_us();
 	const struct sc_net_entry *entry = valid_name(name) ? name_entry(c->g, name) : NULL;
 	struct pin *p = NULL;
+	bool reserved = false;
 	if (!entry)
 		snprintf(why, sizeof(why), "%.*s is not on this sandbox's allow list", 200, name);
 	else if ((p = pin_name(c, name, why))) {
 		pthread_mutex_lock(&c->lock);
-		if (p->ok) {
+		if (p->ok && !(reserved = reserve(c))) {
+			snprintf(why, sizeof(why), SC_NET_RECORD_FULL, SC_NET_RECORD_ALLOWED);
+		} else if (p->ok) {
 			e.allowed = true;
 			snprintf(text, sizeof(text), "127.%u.%u.%u", (p->synthetic >> 16) & 255,
 				 (p->synthetic >> 8) & 255, p->synthetic & 255);
@@ -607,7 +578,7 @@ static void ask_name(struct sc_gate_cell *c, const char *name)
 		e.rule = why;
 	}
 	e.duration_us = sc__now_us() - t0;
-	record_locked(c, &e);
+	record_locked(c, &e, reserved);
 	answer(c, e.allowed, e.allowed ? text : why);
 }
 
@@ -632,7 +603,7 @@ static void ask_connect(struct sc_gate_cell *c, const char *address, const char 
 					       .target = d.host,
 					       .port = (uint16_t)port,
 					       .rule = d.why};
-		record_locked(c, &e);
+		record_locked(c, &e, false);
 	}
 	answer(c, d.ok, d.ok ? d.address : d.why);
 }
@@ -724,7 +695,8 @@ static int connect_upstream(struct sc_gate_cell *c, const struct decision *d, ch
 	return fd;
 }
 
-/* Charges n bytes to the run's budget; false once it is spent. */
+/* Charges n bytes to the run's budget as they move; false once it is spent (the caller
+ * stops moving them). */
 static bool charge(struct sc_gate_cell *c, uint64_t n)
 {
 	pthread_mutex_lock(&c->lock);
@@ -734,6 +706,24 @@ static bool charge(struct sc_gate_cell *c, uint64_t n)
 		c->hits |= SNAPCELL_NET_HIT_BYTES;
 	pthread_mutex_unlock(&c->lock);
 	return ok;
+}
+
+#define BUDGET_SPENT "the run's network byte budget (net_bytes, %llu bytes) is spent"
+
+/* Lock held. Whether new traffic may start: the byte budget has room and an allowed event
+ * can be recorded (reserved when it can; record(..., true) takes it). why when not. */
+static bool admit(struct sc_gate_cell *c, char *why, size_t why_len)
+{
+	if (c->bytes >= c->g->o.max_bytes) {
+		c->hits |= SNAPCELL_NET_HIT_BYTES;
+		snprintf(why, why_len, BUDGET_SPENT, (unsigned long long)c->g->o.max_bytes);
+		return false;
+	}
+	if (!reserve(c)) {
+		snprintf(why, why_len, SC_NET_RECORD_FULL, SC_NET_RECORD_ALLOWED);
+		return false;
+	}
+	return true;
 }
 
 struct pipe_dir {
@@ -753,14 +743,20 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, const
 	struct pipe_dir dir[2] = {
 		{cell_fd, up_fd, mem, 0, 0, false, false, 0},
 		{up_fd, cell_fd, mem ? mem + SPLICE_BUF : NULL, 0, 0, false, false, 0}};
-	if (!mem)
+	bool spent = false;
+	if (!mem) {
 		snprintf(why, WHY_LEN, "out of memory");
-	else if (prefix_len) { /* what the cell sent before the gate decided (PEEK_MAX) */
+	} else if (prefix_len) { /* what the cell sent before the gate decided (PEEK_MAX) */
+		/* Charged like any other bytes: a ClientHello can carry 16 KiB of the cell's
+		 * choosing (an attack pass on issue 21 moved 1 MB under 256 KiB in hellos). */
+		spent = !charge(c, prefix_len);
 		memcpy(dir[0].buf, prefix, prefix_len);
-		dir[0].len = prefix_len;
+		dir[0].len = spent ? 0 : prefix_len;
 		dir[0].bytes = prefix_len;
+		if (spent)
+			snprintf(why, WHY_LEN, BUDGET_SPENT, (unsigned long long)c->g->o.max_bytes);
 	}
-	while (mem && !(dir[0].shut && dir[1].shut)) {
+	while (mem && !spent && !(dir[0].shut && dir[1].shut)) {
 		struct pollfd p[3] = {{c->stop_fd, POLLIN, 0}, {cell_fd, 0, 0}, {up_fd, 0, 0}};
 		for (int i = 0; i < 2; i++) {
 			struct pollfd *src = &p[dir[i].from == cell_fd ? 1 : 2];
@@ -804,10 +800,11 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, const
 					d->len = (size_t)r, d->off = 0;
 					d->bytes += (uint64_t)r;
 					if (!charge(c, (uint64_t)r)) {
-						snprintf(why, WHY_LEN,
-							 "the run's network byte budget "
-							 "is spent");
+						/* The bytes that crossed the budget stay here. */
+						snprintf(why, WHY_LEN, BUDGET_SPENT,
+							 (unsigned long long)c->g->o.max_bytes);
 						failed = true;
+						break;
 					}
 				} else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
 					d->eof = true;
@@ -910,9 +907,25 @@ static void on_request(void *ctx, const struct sc_http_record *r)
 				       .rule = r->rule,
 				       .bytes_out = r->bytes_out,
 				       .bytes_in = r->bytes_in,
-				       .duration_us = r->duration_us};
-	charge(s->c, r->bytes_out + r->bytes_in);
-	record_locked(s->c, &e);
+				       .duration_us = r->duration_us,
+				       .upstream_tls = r->upstream_tls};
+	/* The HTTP gate marks a request allowed only after on_admit held its room. */
+	record_locked(s->c, &e, r->allowed);
+}
+
+static bool on_admit(void *ctx, char *why, size_t why_len)
+{
+	struct request_sink *s = ctx;
+	pthread_mutex_lock(&s->c->lock);
+	bool ok = admit(s->c, why, why_len);
+	pthread_mutex_unlock(&s->c->lock);
+	return ok;
+}
+
+static bool on_charge(void *ctx, uint64_t n)
+{
+	struct request_sink *s = ctx;
+	return charge(s->c, n);
 }
 
 static bool any_http(const struct decision *d)
@@ -950,15 +963,21 @@ static void serve(struct sc_gate_cell *c, int fd)
 				       .address = d.ok ? d.address : NULL,
 				       .port = port};
 	char why[WHY_LEN] = "", sni[SC_NET_HOST_MAX + 2];
-	struct hello *h = d.ok && d.named && !any_http(&d) ? malloc(sizeof(*h)) : NULL;
+	bool reserved = false;
+	/* A stream passed through is read up to its ClientHello when it goes to a name (the
+	 * SNI must name it) or to an IP-literal https:// entry (a whole ClientHello, any name:
+	 * a first byte of 0x16 let plain HTTP through, recorded as TLS). */
+	bool pass = d.ok && !any_http(&d);
+	bool ip_tls = pass && !d.named && d.cands[0]->scheme == SC_NET_SCHEME_HTTPS;
+	struct hello *h = pass && (d.named || ip_tls) ? malloc(sizeof(*h)) : NULL;
 	int hello = h ? read_hello(c, fd, h, sni, sizeof(sni), why) : 0;
-	if (d.ok && d.named && !any_http(&d) && !h)
+	if (pass && (d.named || ip_tls) && !h)
 		hello = -1, snprintf(why, sizeof(why), "out of memory");
 	if (!d.ok) {
 		e.rule = d.why;
 	} else if (hello < 0) {
 		e.rule = why;
-	} else if (hello == 1 && strcmp(sni, d.host) != 0) {
+	} else if (d.named && hello == 1 && strcmp(sni, d.host) != 0) {
 		snprintf(why, sizeof(why), "TLS for %.100s on a connection to %.100s",
 			 sni[0] ? sni : "(no name)", d.host);
 		e.rule = why;
@@ -975,12 +994,23 @@ static void serve(struct sc_gate_cell *c, int fd)
 					  .deadline_us = c->deadline_us,
 					  .stop_fd = c->stop_fd,
 					  .audit = on_request,
+					  .admit = on_admit,
+					  .charge = on_charge,
 					  .audit_ctx = &sink};
 		free(h);
 		sc__http_serve(c->g->http, &hc);
 		return;
+	} else if (ip_tls && hello != 1) {
+		snprintf(why, sizeof(why),
+			 "%.150s was allowed as https://: a stream that does not start TLS is "
+			 "refused",
+			 d.cands[0]->target);
+		e.rule = why;
 	} else {
-		int up = connect_upstream(c, &d, why);
+		pthread_mutex_lock(&c->lock);
+		reserved = admit(c, why, sizeof(why));
+		pthread_mutex_unlock(&c->lock);
+		int up = reserved ? connect_upstream(c, &d, why) : -1;
 		if (up >= 0) {
 			e.allowed = true;
 			e.rule = d.cands[0]->target;
@@ -993,8 +1023,9 @@ static void serve(struct sc_gate_cell *c, int fd)
 		}
 	}
 	free(h);
+	e.upstream_tls = e.allowed && hello == 1;
 	e.duration_us = sc__now_us() - t0;
-	record_locked(c, &e);
+	record_locked(c, &e, reserved);
 	if (e.allowed)
 		close(fd);
 	else
@@ -1059,7 +1090,7 @@ static void accept_all(struct sc_gate_cell *c, int listener)
 			struct snapcell_net_event e = {.kind = SNAPCELL_NET_CONNECT,
 						       .target = "?",
 						       .rule = "too many open connections"};
-			record(c, &e);
+			record(c, &e, false);
 		} else if (c->n_conns < c->cap_conns || grow_conns(c)) {
 			k = calloc(1, sizeof(*k));
 		}
@@ -1107,34 +1138,6 @@ static void *cell_main(void *arg)
 	return NULL;
 }
 
-struct ordered {
-	struct snapcell_net_event e;
-	size_t seq;
-};
-
-static int by_start(const void *a, const void *b)
-{
-	const struct ordered *x = a, *y = b;
-	if (x->e.started_us != y->e.started_us)
-		return x->e.started_us < y->e.started_us ? -1 : 1;
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
-}
-
-/* Recorded as they end; listed as they started (equal starts keep their order). Left as
- * recorded when there is no memory to sort. */
-static void sort_events(struct sc_gate_cell *c)
-{
-	struct ordered *o = c->n_events ? malloc(c->n_events * sizeof(*o)) : NULL;
-	if (!o)
-		return;
-	for (size_t i = 0; i < c->n_events; i++)
-		o[i] = (struct ordered){c->events[i], i};
-	qsort(o, c->n_events, sizeof(*o), by_start);
-	for (size_t i = 0; i < c->n_events; i++)
-		c->events[i] = o[i].e;
-	free(o);
-}
-
 int sc__gate_cell_start(struct sc_gate *g, const int *fds, size_t n_fds, uint64_t deadline_us,
 			struct sc_gate_cell **out, struct snapcell_error *err)
 {
@@ -1148,6 +1151,7 @@ int sc__gate_cell_start(struct sc_gate *g, const int *fds, size_t n_fds, uint64_
 	c->listeners = fds + 1;
 	c->n_listeners = n_fds - 1;
 	c->started_us = sc__now_us();
+	c->record.started_us = c->started_us;
 	c->deadline_us = deadline_us;
 	sc__frame_reader_init(&c->reader, QUESTION_MAX);
 	pthread_mutex_init(&c->lock, NULL);
@@ -1172,16 +1176,9 @@ void sc__gate_cell_stop(struct sc_gate_cell *c, struct snapcell_result *res)
 	(void)!write(c->stop_fd, &one, sizeof(one));
 	pthread_join(c->thread, NULL);
 	join_conns(c, true);
-	sort_events(c);
-	if (res) {
-		res->net_events = c->events;
-		res->n_net_events = c->n_events;
-		res->n_net_events_dropped = c->n_dropped;
+	sc__net_record_take(&c->record, res);
+	if (res)
 		res->net_limits_hit = c->hits;
-	} else {
-		struct snapcell_result tmp = {.net_events = c->events, .n_net_events = c->n_events};
-		sc__net_events_free(&tmp);
-	}
 	for (size_t i = 0; i < c->n_pins; i++)
 		free(c->pins[i].name);
 	free(c->conns);

@@ -226,7 +226,25 @@ static ssize_t io_read(struct sc_http_io *io, void *buf, size_t len)
 	}
 }
 
+bool sc__http_charge(struct sc_http_io *io, uint64_t n)
+{
+	if (io->c->charge && !io->c->charge(io->c->audit_ctx, n))
+		io->spent = true;
+	return !io->spent;
+}
+
+static int write_uncharged(struct sc_http_io *io, const void *buf, size_t len);
+
 int sc__http_io_write(struct sc_http_io *io, const void *buf, size_t len)
+{
+	if (!sc__http_charge(io, len)) {
+		io->why = "the run's network byte budget is spent";
+		return -EDQUOT;
+	}
+	return write_uncharged(io, buf, len);
+}
+
+static int write_uncharged(struct sc_http_io *io, const void *buf, size_t len)
 {
 	if (!io->tls)
 		return raw_write(io, buf, len);
@@ -343,7 +361,8 @@ static const char *reason_phrase(int status)
 	return "Error";
 }
 
-/* The gate's own answer: a short plain-text body the cell's code can show. */
+/* The gate's own answer: a short plain-text body the cell's code can show. Charged, but
+ * written even when the budget is spent, so the code learns why. */
 static void respond_error(struct sc_http_io *io, int status, const char *why, bool keep)
 {
 	char body[512], head[256];
@@ -355,8 +374,9 @@ static void respond_error(struct sc_http_io *io, int status, const char *why, bo
 			 "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\n"
 			 "Content-Length: %d\r\n%s\r\n",
 			 status, reason_phrase(status), blen, keep ? "" : "Connection: close\r\n");
-	if (sc__http_io_write(io, head, (size_t)hlen) == 0 &&
-	    sc__http_io_write(io, body, (size_t)blen) == 0)
+	sc__http_charge(io, (uint64_t)hlen + (uint64_t)blen);
+	if (write_uncharged(io, head, (size_t)hlen) == 0 &&
+	    write_uncharged(io, body, (size_t)blen) == 0)
 		io->bytes_in += (uint64_t)hlen + (uint64_t)blen;
 }
 
@@ -371,8 +391,10 @@ static ssize_t fill(struct sc_http_io *io)
 	return n;
 }
 
+/* Every byte from the cell is consumed once, here, and charged as it is. */
 static void consume(struct sc_http_io *io, size_t n)
 {
+	sc__http_charge(io, n);
 	memmove(io->in, io->in + n, io->in_len - n);
 	io->in_len -= n;
 }
@@ -426,6 +448,10 @@ static int read_body(struct sc_http_io *io, const struct sc_http_request *r, cha
 		}
 		*n_raw += used;
 		consume(io, used);
+		if (io->spent) {
+			free(buf);
+			return -EDQUOT;
+		}
 	}
 	if (out)
 		*out = buf;
@@ -500,6 +526,8 @@ ssize_t sc__http_body_read(struct sc_http_io *io, struct sc_http_body *b, char *
 		consume(io, used);
 		if (!b->err && (b->got += out) > cap)
 			b->err = -E2BIG;
+		if (!b->err && io->spent)
+			b->err = -EDQUOT;
 		/* curl stops asking once it has the length it announced. */
 		if (!r->chunked && b->got == r->content_length)
 			b->done = true;
@@ -513,6 +541,7 @@ static const char *body_why(int err)
 {
 	return err == -E2BIG	? "request body over the gate's cap"
 	       : err == -EINVAL ? "malformed chunked body"
+	       : err == -EDQUOT ? "the run's network byte budget is spent"
 				: "request body cut short";
 }
 
@@ -526,16 +555,25 @@ static void serve_allowed(struct sc_http_io *io, const struct sc_http_request *r
 		respond_error(io, 413, o->rule, false);
 		return;
 	}
+	if (io->c->admit && !io->c->admit(io->c->audit_ctx, o->rule, sizeof(o->rule))) {
+		refuse_request(io, r, 403, o);
+		return;
+	}
+	o->rec.allowed = true; /* from here it is recorded so, in the room admit held */
 	if (has_body && r->expect_continue) {
 		static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-		if (sc__http_io_write(io, cont, sizeof(cont) - 1))
+		if (sc__http_io_write(io, cont, sizeof(cont) - 1)) {
+			snprintf(o->rule, sizeof(o->rule), "%s: %s", e->target,
+				 io->why ? io->why : "write to the cell failed");
 			return;
+		}
 		io->bytes_in += sizeof(cont) - 1;
 	}
 	struct sc_http_upstream_result res = {0};
-	sc__http_upstream(io, r, e, has_body ? &body : NULL, &res);
-	o->rec.allowed = true;
+	bool tls = io->tls || e->scheme == SC_NET_SCHEME_HTTPS;
+	sc__http_upstream(io, r, e, tls, has_body ? &body : NULL, &res);
 	o->rec.header_added = e->n_headers > 0;
+	o->rec.upstream_tls = tls;
 	o->rec.status = res.status;
 	/* A body curl did not take to its end leaves the connection mid-request. */
 	bool in_step = !has_body || body.done;
@@ -548,12 +586,36 @@ static void serve_allowed(struct sc_http_io *io, const struct sc_http_request *r
 	}
 	snprintf(o->rule, sizeof(o->rule), "%s: %s", e->target, res.why);
 	if (!res.head_sent) {
-		int status = body.err == -E2BIG ? 413 : body.err == -EINVAL ? 400 : 502;
+		int status = body.err == -E2BIG	   ? 413
+			     : body.err == -EINVAL ? 400
+			     : io->spent	   ? 403
+						   : 502;
 		o->rec.status = 0;
-		o->keep = r->keep_alive && in_step;
+		o->keep = r->keep_alive && in_step && !io->spent;
 		if (body.err != -EPIPE)
 			respond_error(io, status, o->rule, o->keep);
 	}
+}
+
+/* Credentials never cross in cleartext: an https:// entry is reached over TLS only (a cell
+ * speaking plain HTTP to its port 443, or following a redirect to http://, is refused
+ * rather than have the host make the request in the clear), and an entry that adds headers
+ * adds them over TLS only (http:// entries cannot have headers: list.c). True, with the
+ * rule, when a plain-HTTP request to e must be refused. */
+static bool cleartext_refused(const struct sc_net_entry *e, char *why, size_t why_len)
+{
+	if (e->scheme == SC_NET_SCHEME_HTTPS)
+		snprintf(why, why_len,
+			 "%s was allowed as https://: plain HTTP to it is refused (use https://)",
+			 e->target);
+	else if (e->n_headers)
+		snprintf(why, why_len,
+			 "%s adds headers, which go over TLS only: plain HTTP to it is refused "
+			 "(use https://)",
+			 e->target);
+	else
+		return false;
+	return true;
 }
 
 /* Checks one parsed request and answers it. */
@@ -578,6 +640,10 @@ static void serve_request(struct sc_http_io *io, const struct sc_http_request *r
 							     r->method, o->path, why, sizeof(why));
 	if (!e) {
 		snprintf(o->rule, sizeof(o->rule), "%s", why);
+		refuse_request(io, r, 403, o);
+		return;
+	}
+	if (!io->tls && cleartext_refused(e, o->rule, sizeof(o->rule))) {
 		refuse_request(io, r, 403, o);
 		return;
 	}

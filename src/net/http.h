@@ -44,6 +44,7 @@ struct sc_http_record {
 	bool allowed;
 	const char *rule;   /* the matching entry's target, or why it was refused */
 	bool header_added;  /* the entry's headers were sent (their values never appear) */
+	bool upstream_tls;  /* made (or tried) upstream over verified TLS, never in cleartext */
 	uint64_t bytes_out; /* request bytes from the cell (head and body) */
 	uint64_t bytes_in;  /* response bytes to the cell */
 	uint64_t duration_us;
@@ -60,7 +61,14 @@ struct sc_http_conn {
 	uint64_t deadline_us; /* sc__now_us() clock; the connection ends there */
 	int stop_fd;	      /* readable: end the connection now (run over or cancelled) */
 	void (*audit)(void *ctx, const struct sc_http_record *r);
-	void *audit_ctx;
+	/* Before a request goes upstream: false (why filled) refuses it, e.g. the run's byte
+	 * budget is spent or its record is full. A request admitted is audited as allowed.
+	 * NULL admits all. */
+	bool (*admit)(void *ctx, char *why, size_t why_len);
+	/* Bytes of requests and responses as they move (heads, bodies, the gate's answers):
+	 * false when the run's byte budget is spent, which ends the connection. NULL: none. */
+	bool (*charge)(void *ctx, uint64_t n);
+	void *audit_ctx; /* the context of all three */
 };
 
 /* Serves one connection until the cell closes it, an error, the deadline or stop_fd.

@@ -29,12 +29,16 @@ struct sc_http_io {
 	uint64_t deadline_us; /* c->deadline_us, 0 meaning none */
 	const char *why;      /* why I/O ended: "idle timeout", "deadline", "stopped", ... */
 	uint64_t bytes_in;    /* written to the cell for the current request */
+	bool spent;	      /* the run's byte budget ran out: no more bytes move */
 	size_t in_len;
 	char in[SC_HTTP_HEAD_MAX];   /* bytes read from the cell, not yet consumed */
 	char head[SC_HTTP_HEAD_MAX]; /* the current request's head, parsed in place */
 };
 
-/* Writes all of buf to the cell: 0, or -errno with io->why set. */
+/* Charges n bytes that moved to the run's byte budget; false (io->spent) once it is spent. */
+bool sc__http_charge(struct sc_http_io *io, uint64_t n);
+/* Writes all of buf to the cell, charged: 0, or -errno with io->why set (-EDQUOT once the
+ * byte budget is spent). */
 int sc__http_io_write(struct sc_http_io *io, const void *buf, size_t len);
 /* True when the connection must end now (stop_fd, the gate freed, the deadline). */
 bool sc__http_io_stopped(struct sc_http_io *io);
@@ -45,8 +49,9 @@ struct sc_http_body {
 	struct sc_http_chunked st;
 	uint64_t got;	 /* decoded bytes so far */
 	uint64_t *n_raw; /* the record's bytes from the cell */
-	int err;	 /* 0, -E2BIG past body_max_bytes, -EINVAL malformed, -EPIPE cut short */
-	bool done;	 /* all of it read: the connection is at the next request */
+	int err;   /* 0, -E2BIG past body_max_bytes, -EINVAL malformed, -EPIPE cut short, -EDQUOT
+		      the byte budget spent */
+	bool done; /* all of it read: the connection is at the next request */
 };
 
 /* Up to len more bytes of the body: >0, 0 at its end, <0 (also in b->err). */
@@ -63,7 +68,7 @@ struct sc_http_upstream_result {
 /* Makes the request upstream with libcurl, the body (NULL for none) streamed from the cell,
  * and streams the response to the cell. */
 void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
-		       const struct sc_net_entry *e, struct sc_http_body *body,
+		       const struct sc_net_entry *e, bool tls, struct sc_http_body *body,
 		       struct sc_http_upstream_result *res);
 /* Once per process, before any request. */
 int sc__http_upstream_init(struct snapcell_error *err);

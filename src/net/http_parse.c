@@ -238,6 +238,11 @@ static int check_fields(struct sc_http_request *r, struct sc_http_refusal *ref)
 	r->chunked = te != NULL;
 	if (cl && parse_length(cl, &r->content_length))
 		return refuse(ref, 400, "bad Content-Length");
+	/* A body on GET or HEAD means nothing, and an upstream that ignores its length (or a
+	 * proxy before it) would read the body as the next request (CL.0 desync). */
+	if ((r->chunked || r->content_length) &&
+	    (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD")))
+		return refuse(ref, 400, "a GET or HEAD request with a body is refused");
 	if (has_token(conn, "upgrade"))
 		return refuse(ref, 403, "protocol upgrades are not allowed");
 	r->keep_alive = r->minor ? !has_token(conn, "close") : has_token(conn, "keep-alive");

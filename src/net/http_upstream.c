@@ -21,6 +21,7 @@ struct upstream {
 	const struct sc_http_request *req;
 	struct sc_http_body *body; /* NULL: no body */
 	struct sc_http_upstream_result *res;
+	bool tls;		     /* the request goes upstream as https:// */
 	char head[SC_HTTP_HEAD_MAX]; /* the response head being built for the cell */
 	size_t head_len;
 	bool has_length, chunked_out, close_delimited, no_body, failed;
@@ -365,6 +366,10 @@ static int set_method(CURL *h, struct upstream *u)
 	int rc = 0;
 	if (has_body) {
 		curl_off_t len = r->chunked ? -1 : (curl_off_t)r->content_length;
+		/* An upstream that ignores this body (CL.0) would read it as the start of the
+		 * next request on the connection, which the next request, its entry's headers
+		 * included, would complete: such a connection is never reused. */
+		rc |= curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
 		rc |= curl_easy_setopt(h, CURLOPT_POST, 1L);
 		rc |= curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, len);
 		rc |= curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
@@ -415,7 +420,7 @@ static int set_request(CURL *h, struct upstream *u, struct curl_slist *headers, 
 	struct sc_http_io *io = u->io;
 	const char *host = io->c->host;
 	bool v6 = strchr(host, ':') != NULL;
-	if (asprintf(url, "%s://%s%s%s:%u%s", io->tls ? "https" : "http", v6 ? "[" : "", host,
+	if (asprintf(url, "%s://%s%s%s:%u%s", u->tls ? "https" : "http", v6 ? "[" : "", host,
 		     v6 ? "]" : "", io->c->port, u->req->target) < 0) {
 		*url = NULL;
 		return -ENOMEM;
@@ -447,7 +452,7 @@ static struct curl_slist *resolve_list(const struct sc_http_conn *c)
 }
 
 void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
-		       const struct sc_net_entry *e, struct sc_http_body *body,
+		       const struct sc_net_entry *e, bool tls, struct sc_http_body *body,
 		       struct sc_http_upstream_result *res)
 {
 	char errbuf[CURL_ERROR_SIZE] = "", *url = NULL;
@@ -458,7 +463,7 @@ void sc__http_upstream(struct sc_http_io *io, const struct sc_http_request *req,
 		curl_slist_free_all(resolve);
 		return;
 	}
-	up->io = io, up->req = req, up->res = res, up->body = body;
+	up->io = io, up->req = req, up->res = res, up->body = body, up->tls = tls;
 	if (!io->curl)
 		io->curl = curl_easy_init();
 	CURL *h = io->curl;

@@ -42,6 +42,10 @@ static inline bool sc__net_is_tchar(char c)
 	return false;
 }
 
+/* Why a path (n bytes, before any '?') cannot be compared with a prefix without guessing
+ * (match.c), NULL when it can: what sc__net_match_request refuses under a path rule. */
+const char *sc__net_path_ambiguous(const char *p, size_t n);
+
 /* Fills e's target, kind, host, addr, ports and path from a user's target (target.c);
  * on failure e holds whatever was allocated (sc__net_entry_clear frees it). */
 int sc__net_target_parse(const char *in, struct sc_net_entry *e, struct snapcell_error *err);

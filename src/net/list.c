@@ -233,6 +233,12 @@ int sc__net_list_add_header(struct sc_net_list *l, const char *target, const cha
 	if (rc < 0)
 		return rc;
 	struct sc_net_entry *e = &l->entries[i];
+	if (e->scheme == SC_NET_SCHEME_HTTP)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "allow header %s: the entry was allowed as http://, and its headers "
+			       "would travel in cleartext; allow it as https:// (or without a "
+			       "scheme: headers then go over TLS only)",
+			       target);
 	size_t h = 0;
 	while (h < e->n_headers && strcasecmp(e->headers[h].name, name))
 		h++;

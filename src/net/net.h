@@ -33,6 +33,14 @@ enum sc_net_kind {
 	SC_NET_IPV6,	 /* host is the address without brackets, RFC 5952 form; addr holds it */
 };
 
+/* How a target was written: an https:// entry is reached over verified TLS only (a request
+ * the cell makes to it in cleartext is refused); an http:// entry never carries headers. */
+enum sc_net_scheme {
+	SC_NET_SCHEME_NONE,  /* "host", "host:port", "host/path": what the cell speaks */
+	SC_NET_SCHEME_HTTP,  /* "http://..." */
+	SC_NET_SCHEME_HTTPS, /* "https://..." */
+};
+
 struct sc_net_header {
 	char *name;  /* an HTTP token, as given */
 	char *value; /* never logged, described or sent to a cell */
@@ -46,6 +54,7 @@ struct sc_net_entry {
 	 * a port). A scheme without a path only sets the port: "https://h" is "h:443". */
 	char *target;
 	enum sc_net_kind kind;
+	enum sc_net_scheme scheme; /* kept beside the target, whose text may not show it */
 	char *host;
 	uint8_t addr[16]; /* IP literals, network order (IPv4 in the first 4 bytes) */
 	uint16_t ports[2];
@@ -92,8 +101,8 @@ void sc__net_list_free(struct sc_net_list *l);
  * hop-by-hop or framing header (Host, Connection, Content-Length, Transfer-Encoding,
  * Upgrade, TE, Trailer, Keep-Alive, Proxy-*) or a method override (X-HTTP-Method-Override,
  * X-HTTP-Method, X-Method-Override), an empty value or a control byte in it other than tab
- * (CR, LF, NUL). The same name (case-insensitive) replaces; SNAPCELL_E_TOO_BIG past
- * SC_NET_MAX_HEADERS. */
+ * (CR, LF, NUL), or an entry written "http://..." (its headers would travel in cleartext).
+ * The same name (case-insensitive) replaces; SNAPCELL_E_TOO_BIG past SC_NET_MAX_HEADERS. */
 int sc__net_list_add_header(struct sc_net_list *l, const char *target, const char *name,
 			    const char *value, struct snapcell_error *err);
 /* A header value as a user writes it made into the text to send: "${env:NAME}" is the host
@@ -120,8 +129,11 @@ size_t sc__net_match_host(const struct sc_net_list *l, const char *host, uint16_
  * the prefix or continuing it at a '/' boundary ("/v1" allows "/v1" and "/v1/x", not
  * "/v10"; bytewise, so case-sensitive; "%xx" hex digits compared case-insensitively).
  * Entries with a path refuse, rather than guess at, a path that is not origin-form or has
- * "%2f", "%2e", "%5c", "%25" or "%00", a "." or ".." segment (";params" ignored), "//", a
- * backslash, '#', a space, a control or non-ASCII byte, or a bad "%". NULL if none allows;
+ * "%2f", "%2e", "%5c", "%25", "%3b" or "%00", a ';', a "." or ".." segment, "//", a
+ * backslash, '#', a space, a control or non-ASCII byte, a bad "%", percent-encoded bytes
+ * that are not strict UTF-8 (overlong forms included), or a percent-encoded character that
+ * servers fold into '.', '/', '\', ';', '?', '#' or '%' (U+FF0E, U+2024, U+2215, ...:
+ * match.c, docs/security.md). NULL if none allows;
  * why (why_len bytes, always terminated) then says which rule refused ("POST is not allowed
  * for api.example.com (GET)"), naming the candidate that came closest. */
 const struct sc_net_entry *sc__net_match_request(const struct sc_net_entry *const *cands, size_t n,

@@ -217,6 +217,12 @@ static int path_rule(const struct parts *p, char **out, struct snapcell_error *e
 			return fail(err, p, "'.' or '..' segment in the path");
 		i = j;
 	}
+	/* What the gate refuses in a request it must refuse in a prefix too, or the entry
+	 * would allow nothing. */
+	const char *bad = sc__net_path_ambiguous(s, n);
+	if (bad)
+		return sc__err(err, SNAPCELL_E_INVAL, "allow '%.*s': the path has %s",
+			       SHOWN(p->all_len), p->all, bad);
 	if (!(*out = strndup(s, n)))
 		return sc__err(err, -ENOMEM, "allow");
 	for (char *c = *out; *c; c++)
@@ -413,6 +419,9 @@ int sc__net_target_parse(const char *in, struct sc_net_entry *e, struct snapcell
 		rc = path_rule(&p, &e->path, err);
 	if (rc < 0)
 		return rc;
+	e->scheme = p.scheme_port == 443  ? SC_NET_SCHEME_HTTPS
+		    : p.scheme_port == 80 ? SC_NET_SCHEME_HTTP
+					  : SC_NET_SCHEME_NONE;
 	unsigned port = p.port ? p.port : p.scheme_port;
 	if (port) {
 		e->ports[0] = (uint16_t)port;

@@ -1,6 +1,7 @@
 /* The control channel between the host library and its template: fixed-size records on a
  * SOCK_SEQPACKET socket, some carrying file descriptors. The setup message is the only
- * variable-size one (JSON, capped). Not used by cells, which never see this socket. */
+ * variable-size one (JSON, capped; its codec is setup.h). Not used by cells, which never see this
+ * socket. */
 #ifndef SC_RPC_CONTROL_H
 #define SC_RPC_CONTROL_H
 
@@ -22,7 +23,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 5
+#define SC_PROTOCOL_VERSION 6
 #endif
 
 /* The directory of a cell's /tmp tmpfs that is bound at /tmp: a session family's host side

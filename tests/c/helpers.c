@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "helpers.h"
 
 #include <dirent.h>
@@ -195,4 +196,29 @@ void test_remove_tree(const char *dir)
 	char cmd[600];
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	cr_assert_eq(system(cmd), 0);
+}
+
+char *test_fake_python(const char *dir, const char *name, const char *json)
+{
+	char *path, body[2048];
+	cr_assert(asprintf(&path, "%s/%s", dir, name) > 0);
+	snprintf(body, sizeof(body), "#!/bin/sh\necho run >> '%s/runs'\ncat <<'EOF'\n%s\nEOF\n",
+		 dir, json);
+	test_write_file(dir, name, body);
+	cr_assert_eq(chmod(path, 0755), 0);
+	return path;
+}
+
+char *test_python_answer(const char *impl, int major, int minor, int micro, bool free_threaded,
+			 const char *exe)
+{
+	char *json;
+	cr_assert(asprintf(&json,
+			   "{\"implementation\": \"%s\", \"version\": [%d, %d, %d], "
+			   "\"executable\": \"%s\", \"base_prefix\": \"/usr\", \"stdlib\": "
+			   "\"/usr/lib\", "
+			   "\"platstdlib\": \"/usr/lib\", \"dynload\": \"\", \"gil_disabled\": %s, "
+			   "\"shared\": false, \"libdir\": \"\", \"libs\": []}",
+			   impl, major, minor, micro, exe, free_threaded ? "true" : "false") > 0);
+	return json;
 }

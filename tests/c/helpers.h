@@ -42,6 +42,16 @@ char *test_make_tree(void);
 void test_write_file(const char *dir, const char *rel, const char *content);
 void test_remove_tree(const char *dir);
 
+/* An interpreter that cannot be installed here, simulated: writes dir/name, a script that
+ * prints json (what such an interpreter answers snapcell's probe) and appends a line to
+ * dir/runs each time it runs; returns its malloc'd path. */
+char *test_fake_python(const char *dir, const char *name, const char *json);
+/* Such an answer: implementation ("cpython", "pypy"), version, whether free-threaded, and the
+ * executable it reports (it must exist: an ordinary program such as /bin/sh stands in);
+ * malloc'd. */
+char *test_python_answer(const char *impl, int major, int minor, int micro, bool free_threaded,
+			 const char *exe);
+
 /* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
 int test_count_host_processes(const char *name);
 /* Waits up to timeout_ms for no such process to be left; how many are left. */

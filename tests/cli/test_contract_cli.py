@@ -52,8 +52,9 @@ def test_bad_tool_name_message_comes_from_the_library(snapcell):
 def test_snapcell_helper_chooses_the_helper_and_a_missing_one_is_named(snapcell):
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": "/nonexistent/cell"})
     assert r.returncode == 3
-    assert r.stderr == (b"snapcell: SNAPCELL_HELPER: set_helper /nonexistent/cell: "
-                        b"No such file or directory\n")
+    assert r.stderr == (b"snapcell: SNAPCELL_HELPER=/nonexistent/cell: No such file or directory\n"
+                        b"snapcell: set SNAPCELL_HELPER to the snapcell-cell executable (in a "
+                        b"build tree: build/snapcell-cell), or unset it to use the installed one\n")
 
 
 def test_a_helper_of_another_protocol_is_a_clear_error(snapcell, snapcell_paths):
@@ -61,7 +62,7 @@ def test_a_helper_of_another_protocol_is_a_clear_error(snapcell, snapcell_paths)
     other = pathlib.Path(snapcell_paths[1]).parent / "tests" / "snapcell-cell-protocol-999"
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(other)}, timeout=20)
     assert r.returncode == 3
-    assert b"speaks protocol 999, this library (0.2.0) speaks protocol 5" in r.stderr
+    assert b"speaks protocol 999, this library (0.2.0) speaks protocol 6" in r.stderr
 
 
 def test_a_helper_that_cannot_start_is_reported_with_its_own_words(snapcell, snapcell_paths):
@@ -70,16 +71,17 @@ def test_a_helper_that_cannot_start_is_reported_with_its_own_words(snapcell, sna
     loader = tests / "dying-helper-loader"  # says what ld.so says and exits 127
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(loader)}, timeout=20)
     assert r.returncode == 3
-    assert r.stderr == (f"snapcell: helper {loader} exited with status 127 before its greeting: "
-                        "snapcell-cell: error while loading shared libraries: "
-                        "libpython3.11.so.1.0: cannot open shared object file: "
-                        "No such file or directory\n").encode()
+    # Then the lines naming the interpreter (cli/interpreter.c).
+    assert r.stderr.startswith((f"snapcell: helper {loader} exited with status 127 before its greeting: "
+                                "snapcell-cell: error while loading shared libraries: "
+                                "libpython3.11.so.1.0: cannot open shared object file: "
+                                "No such file or directory\nsnapcell: python: ").encode()), r.stderr
     # Its control bytes reach the terminal escaped, its lines as lines.
     control = tests / "dying-helper-control"
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(control)}, timeout=20)
     assert r.returncode == 3
-    assert r.stderr.endswith(b"bad \\x1b[31mred\\x1b[0m\\x09and\\x0d\\x7f \\xff\\xfe end: "
-                             b"caf\xc3\xa9\nsecond line\n"), r.stderr
+    assert (b"bad \\x1b[31mred\\x1b[0m\\x09and\\x0d\\x7f \\xff\\xfe end: "
+            b"caf\xc3\xa9\nsecond line\nsnapcell: python: ") in r.stderr, r.stderr
     assert b"\x1b" not in r.stderr
 
 

@@ -18,3 +18,28 @@ def test_hostile_tool_names_stay_in_the_json_log(snapcell):
     calls = json.loads(r.stdout)["tool_calls"]
     assert [(c["name"], c["ok"]) for c in calls] == [("\\xff\\xfeecho", False),
                                                      ("echo\\x00forged", False)]
+
+
+PRINT_ENV = "python3 -c 'import json, os, sys; sys.stdin.read(); print(json.dumps(dict(os.environ)))'"
+
+
+def test_tool_commands_start_with_an_explicit_environment(snapcell):
+    # Issue 21: command tools inherited the MCP token and the variables an --allow-header reads.
+    secrets = {"SNAPCELL_MCP_TOKEN": "t0ken-s3cret", "API_KEY": "k3y-s3cret",
+               "UNLISTED": "not-for-children", "KEEP": "passed-on", "LANG": "C.UTF-8"}
+    code = b"import json\nprint(json.dumps(call_tool('printenv')))\n"
+    r = snapcell("run", "--tool", f"printenv={PRINT_ENV}", "--tool-env", "KEEP",
+                 "--allow", "https://api.example.com",
+                 "--allow-header", "https://api.example.com=Authorization: Bearer ${env:API_KEY}",
+                 "-", stdin=code, env=secrets)
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout)
+    assert "SNAPCELL_MCP_TOKEN" not in seen and "API_KEY" not in seen and "UNLISTED" not in seen
+    assert not any("s3cret" in v for v in seen.values())
+    assert seen["KEEP"] == "passed-on" and seen["LANG"] == "C.UTF-8" and seen["PATH"]
+
+
+def test_tool_env_never_names_the_token(snapcell):
+    r = snapcell("run", "--tool-env", "SNAPCELL_MCP_TOKEN", "-", stdin=b"print(1)\n")
+    assert r.returncode == 2
+    assert b"--tool-env SNAPCELL_MCP_TOKEN: it holds the MCP server's token" in r.stderr

@@ -21,16 +21,16 @@ def test_allow_forms_and_headers_in_json_output(snapcell, tmp_path, monkeypatch)
     token.write_text("file-s3cret\n")
     monkeypatch.setenv("SC_CLI_TOKEN", "env-s3cret")
     r = snapcell("run", "--allow", "*.Example.com:8443", "--allow", "[::1]:8080",
-                 "--allow", "http://b\u00fccher.de/a=GET",
-                 "--allow-header", "http://xn--bcher-kva.de/a=Authorization:  Bearer ${env:SC_CLI_TOKEN} ",
-                 "--allow-header", f"http://xn--bcher-kva.de/a=X-Key: ${{file:{token}}}",
+                 "--allow", "https://b\u00fccher.de/a=GET",
+                 "--allow-header", "https://xn--bcher-kva.de/a=Authorization:  Bearer ${env:SC_CLI_TOKEN} ",
+                 "--allow-header", f"https://xn--bcher-kva.de/a=X-Key: ${{file:{token}}}",
                  "--allow-header", "[::1]:8080=X-Cost: $$5",
                  "--describe")
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
     assert "- *.example.com:8443: all methods\n" in text
     assert "- [::1]:8080: all methods (the host adds the X-Cost header)\n" in text
-    assert ("- http://xn--bcher-kva.de/a: GET (the host adds the Authorization and X-Key "
+    assert ("- https://xn--bcher-kva.de/a: GET (the host adds the Authorization and X-Key "
             "headers)\n") in text
     assert b"s3cret" not in r.stdout and b"$5" not in r.stdout
     r = snapcell("run", "--json", "--allow", "[::1]:8080", "--allow-header",
@@ -40,6 +40,24 @@ def test_allow_forms_and_headers_in_json_output(snapcell, tmp_path, monkeypatch)
         {"target": "[::1]:8080", "methods": None, "path": None, "headers": ["Authorization"]},
     ]
     assert b"s3cret" not in r.stdout and b"s3cret" not in r.stderr
+
+
+def test_headers_on_an_http_entry_are_refused(snapcell, monkeypatch):
+    # Issue 21, finding 1: credentials never travel in cleartext, so an entry written
+    # http:// takes no headers (a bare host does: the gate adds them over TLS only).
+    monkeypatch.setenv("SC_CLI_TOKEN", "env-s3cret")
+    for target in ("http://api.example.com", "http://api.example.com/v1"):
+        r = snapcell("run", "--allow", target, "--allow-header",
+                     f"{target}=Authorization: Bearer ${{env:SC_CLI_TOKEN}}", "-",
+                     stdin=b"print(1)")
+        assert r.returncode == 2, target
+        assert b"allowed as http://" in r.stderr and b"cleartext" in r.stderr, r.stderr
+        assert b"s3cret" not in r.stderr
+    for target in ("api.example.com", "api.example.com:80", "https://api.example.com/v1"):
+        r = snapcell("run", "--allow", target, "--allow-header",
+                     f"{target}=Authorization: Bearer ${{env:SC_CLI_TOKEN}}", "-",
+                     stdin=b"print(1)")
+        assert r.returncode == 0, (target, r.stderr)
 
 
 def test_bad_allow_headers_are_usage_errors(snapcell, tmp_path, monkeypatch):
@@ -89,7 +107,7 @@ def test_describe_lists_tools_files_and_network(snapcell, tmp_path):
                  "--allow", "https://api.example.com/v1=post,get", "--describe")
     assert r.returncode == 0, r.stderr
     text = r.stdout.decode()
-    assert "call_tool(\"name\", key=value, ...)" in text
+    assert "`call_tool(name, **kwargs)`" in text
     assert "- fx_rate: A command on the host.\n    (any keyword arguments)\n" in text
     assert "- Mounted paths:\n  - /input/sales.csv\n" in text
     assert "- https://api.example.com/v1: GET, POST\n" in text

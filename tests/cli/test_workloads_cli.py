@@ -52,8 +52,9 @@ def test_stdlib_works_in_a_fresh_cell(snapcell):
 
 def test_root_holds_system_data_and_nothing_else_of_the_host(snapcell):
     got = run_json(snapcell, """
-import json, os
+import json, os, sys
 print(json.dumps({
+    "base_prefix": sys.base_prefix, "python3": os.path.realpath("/usr/bin/python3"),
     "root": sorted(os.listdir("/")),
     "etc": sorted(os.listdir("/etc")),
     "alternatives": sorted(os.listdir("/etc/alternatives")),
@@ -66,7 +67,9 @@ print(json.dumps({
     "usr_bin": sorted(os.listdir("/usr/bin")) if os.path.exists("/usr/bin") else None,
 }))""")
     # /lib32 and /libx32 are links into /usr where the host has them (merged /usr).
-    assert set(got["root"]) - {"lib32", "libx32"} == {
+    # The interpreter's prefix where it is not under /usr (a pyenv build in /root).
+    top = {got["base_prefix"].split("/")[1]} - {"usr"}
+    assert set(got["root"]) - {"lib32", "libx32"} - top == {
         ".snapcell", "bin", "dev", "etc", "input", "lib", "lib64", "output", "sbin", "tmp", "usr"}
     assert set(got["etc"]) <= {"alternatives", "group", "hostname", "ld.so.cache",
                                "matplotlibrc", "mime.types", "passwd", "ssl", "hosts",
@@ -79,8 +82,9 @@ print(json.dumps({
     assert got["paris"] and got["tzdata_zi"]
     assert set(got["usr_share"]) <= {"zoneinfo", "fonts", "matplotlib"}
     assert not got["proc"] and not got["sh"]
-    # The cell's own python3 (a copy of the helper) where Landlock confines exec to it.
-    assert got["usr_bin"] == (["python", "python3"] if landlock_abi() else None)
+    # Links to the interpreter, and its copy where it lives in /usr/bin (Debian's).
+    exe = got["python3"].split("/")[-1] if got["python3"].startswith("/usr/bin/") else None
+    assert set(got["usr_bin"]) == {"python", "python3"} | ({exe} if exe else set())
 
 
 def test_system_data_is_read_only(snapcell):
@@ -268,14 +272,59 @@ except OSError as e:
     assert r.stdout.splitlines() == [b"venv src ran", b"PermissionError"]
 
 
-def test_a_venv_of_another_python_is_refused(snapcell, tmp_path):
+def test_a_pth_file_that_leaves_a_thread_is_refused(snapcell, tmp_path):
+    venv = tmp_path / "venv"
+    site = make_venv(venv)
+    (site / "spin.pth").write_text(
+        "import threading, time; threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n")
+    r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
+    assert r.returncode == 3, r.stderr
+    assert b".pth files or sitecustomize leave threads running" in r.stderr, r.stderr
+
+
+def test_sitecustomize_runs_once_in_the_template(snapcell, tmp_path):
+    venv = tmp_path / "venv"
+    site = make_venv(venv)
+    # It records the seccomp mode it ran under (prctl PR_GET_SECCOMP): 0 in the template, 2 in
+    # a cell, which the code reads back.
+    (site / "sitecustomize.py").write_text(
+        "import ctypes, os\nos.environ['SC_CUSTOM'] = str(ctypes.CDLL(None).prctl(21, 0, 0, 0, 0))\n")
+    code = b"import ctypes, os; print(os.environ['SC_CUSTOM'], ctypes.CDLL(None).prctl(21, 0, 0, 0, 0))"
+    r = snapcell("run", "--venv", venv, "-", stdin=code)
+    assert (r.returncode, r.stdout) == (0, b"0 2\n"), r.stderr
+    # A broken one fails the sandbox's creation with its error.
+    (site / "sitecustomize.py").write_text("raise RuntimeError('custom broke')\n")
+    r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
+    assert r.returncode == 3 and b"custom broke" in r.stderr, r.stderr
+
+
+@needs_landlock
+def test_an_exec_of_sys_executable_sees_the_venv_and_python_paths(snapcell, tmp_path):
+    venv = tmp_path / "venv"
+    make_venv(venv)
+    make_tree(tmp_path / "m", {"pmod.py": "WHERE = 'path'\n"})
+    got = run_json(snapcell, """
+import json, subprocess, sys
+child = "import vmod, srcmod, pmod; print(vmod.WHERE, srcmod.WHERE, pmod.WHERE)"
+r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True)
+print(json.dumps([r.stdout, r.stderr]))
+""", "--python-path", tmp_path / "m", "--venv", venv)
+    assert got == ["venv src path\n", ""]
+
+
+def test_a_venv_of_an_old_python_or_without_its_interpreter_is_refused(snapcell, tmp_path):
+    venv = tmp_path / "v39"
+    (venv / "lib" / "python3.9" / "site-packages").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /opt/python3.9/bin\nversion = 3.9.18\n")
+    r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
+    assert r.returncode == 2
+    assert b"made by Python 3.9.18: snapcell runs CPython 3.10 or newer" in r.stderr, r.stderr
     venv = tmp_path / "v312"
     (venv / "lib" / "python3.12" / "site-packages").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("home = /opt/python3.12/bin\nversion = 3.12.4\n")
     r = snapcell("run", "--venv", venv, "-", stdin=b"print(1)")
     assert r.returncode == 2
-    assert b"made for Python 3.12.4, but snapcell embeds Python 3.11" in r.stderr, r.stderr
-    assert b"/usr/bin/python3 -m venv" in r.stderr
+    assert b"the interpreter it was made from is gone" in r.stderr, r.stderr
 
 
 @pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason="Debian's pandas not installed")
@@ -309,7 +358,8 @@ m = subprocess.run(["python3", "-m", "json.tool", "--sort-keys", "--compact", "/
                    capture_output=True, text=True)
 print(json.dumps({"exe": sys.executable, "c": r.stdout, "m": m.stdout, "err": r.stderr + m.stderr}))
 """, "--workspace", tmp_path)
-    assert got == {"exe": "/usr/bin/python3", "c": "42\n", "m": '{"a":[1,2],"b":1}\n', "err": ""}
+    assert got == {"exe": got["exe"], "c": "42\n", "m": '{"a":[1,2],"b":1}\n', "err": ""}
+    assert got["exe"].startswith("/") and "/python3" in got["exe"], got
 
 
 @needs_landlock

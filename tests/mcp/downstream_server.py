@@ -11,7 +11,7 @@ garbage (writes a line that is not JSON-RPC to stdout), chatter (a flood of noti
 before its answer), and search-v2 (a name that needs
 sanitising in the code's tools namespace). $NOTES_VARIANT adds a tool snapcell must refuse at
 startup: "clash" (search_v2, the same attribute as search-v2) or "bad_schema" (a schema
-keyword outside the C subset)."""
+keyword outside the C subset); "environ" adds environ (the process's environment)."""
 import fcntl
 import os
 import socket
@@ -84,6 +84,14 @@ def flood() -> str:
     return "written"
 
 
+@server.tool(description="Writes a 15 MiB notification of empty objects to stdout.",
+             structured_output=False)
+def bomb() -> str:
+    os.write(WIRE, b'{"jsonrpc":"2.0","method":"notifications/message","params":{"data":['
+             + b"{}," * (5 << 20) + b"{}]}}\n")
+    return "written"
+
+
 @server.tool(description="Floods notifications (yes(1) on the wire) for a while, then answers.",
              structured_output=False)
 def chatter(seconds: float) -> str:
@@ -108,6 +116,11 @@ if os.environ.get("NOTES_VARIANT") == "clash":
     @server.tool(name="search_v2", description="Clashes with search-v2 in tools.notes.")
     def search_again(word: str) -> list[str]:
         return []
+
+if os.environ.get("NOTES_VARIANT") == "environ":
+    @server.tool(description="The environment this server was started with.")
+    def environ() -> dict[str, str]:
+        return dict(os.environ)
 
 if os.environ.get("NOTES_VARIANT") == "bad_schema":
     @server.tool(description="Its schema uses 'if', which snapcell does not check.")

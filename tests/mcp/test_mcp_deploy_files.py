@@ -4,7 +4,7 @@ them: the Kubernetes manifests parse and keep the properties docs/deploy.md prom
 snapcell option they and the Dockerfile pass exists, the image's config loads, haproxy
 accepts both configs, and the Kubernetes haproxy keeps the affinity test_mcp_scaleout.py
 tests on deploy/haproxy/haproxy.cfg. The Dockerfile's build packages are a subset of what
-scripts/install-deps installs (the build this repository tests)."""
+scripts/install-deps installs (what building needs, without the test tools)."""
 import json
 import os
 import pathlib
@@ -41,7 +41,9 @@ def test_deployment_properties():
     (c,) = spec["containers"]
     assert dep["spec"]["replicas"] >= 2
     assert c["readinessProbe"]["exec"]["command"] == ["snapcell", "doctor"]
-    assert c["livenessProbe"]
+    # The liveness probe asks for /healthz: a TCP connect succeeds into the listen queue of a
+    # server whose connection slots are all held.
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "mcp"}
     assert c["resources"]["requests"] and c["resources"]["limits"]
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert c["securityContext"]["privileged"] is False
@@ -58,7 +60,9 @@ def test_deployment_properties():
 
 def test_dockerfile():
     text = (DEPLOY / "Dockerfile").read_text()
-    assert re.search(r'^HEALTHCHECK .*CMD \["snapcell", "doctor"\]', text, re.M)
+    check = json.loads(re.search(r"^HEALTHCHECK .*?CMD (.*)$", text, re.M).group(1))
+    assert check[:2] == ["sh", "-c"] and check[2].startswith("snapcell doctor")
+    assert "http://127.0.0.1:8765/healthz" in check[2]
     assert "FROM debian:12" in text and "--privileged" not in text
     entry = json.loads(re.search(r"^ENTRYPOINT (.*)$", text, re.M).group(1))
     assert entry[:2] == ["snapcell", "mcp"]

@@ -41,7 +41,7 @@ def accepting(port):
 @pytest.fixture(scope="module")
 def balanced():
     if not os.access(HAPROXY, os.X_OK):
-        pytest.fail("haproxy is not installed (scripts/install-deps installs it)")
+        pytest.fail("haproxy is not installed (scripts/install-test-deps installs it)")
     with tempfile.TemporaryDirectory(prefix="snapcell-scaleout-") as tmp:
         replicas = {}
         try:

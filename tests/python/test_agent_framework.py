@@ -6,6 +6,8 @@ import base64
 import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import warnings
 from pathlib import Path
@@ -19,6 +21,7 @@ from agent_framework import (
 
 from conftest import descendants
 from scripted_chat import ScriptedChatClient
+from snapcell import _interpreter
 from snapcell.agent_framework import AllowedDomain, CodeActProvider, ExecuteCodeTool, FileMount
 
 
@@ -256,12 +259,12 @@ def test_item11_description(tmp_path):
 
 def test_item12_instructions_name_no_tool(tmp_path):
     t = ExecuteCodeTool(tools=[compute, lookup])
-    plain = t.build_instructions()
+    plain = t.build_instructions(tools_visible_to_model=False)
     assert "execute_code" in plain and "print" in plain
     assert "compute" not in plain and "lookup" not in plain
     assert "/output" not in plain
     t.add_file_mounts((str(tmp_path), "data"))
-    with_fs = t.build_instructions()
+    with_fs = t.build_instructions(tools_visible_to_model=False)
     assert "/output/" in with_fs and "/input/data" not in with_fs
 
 
@@ -303,12 +306,15 @@ print('warn', file=sys.stderr)
 def test_item13_failures_are_error_items_naming_the_status(code, status, detail):
     with ExecuteCodeTool(timeout=1, memory_limit=256 * 1024 * 1024) as t:
         out = invoke(t, code)
-    err = out[-1]
+    err, summary = out[-2], out[-1]
     assert err.type == "error" and err.error_code == status
     assert {"error": "error", "timeout": "time limit", "memory": "memory", "killed": "killed"}[status] in err.message
     assert detail in (err.error_details or "")
+    # the cause again as the last item, text: chat clients send the model text items only
+    assert summary.type == "text" and summary.text.startswith("Execution ")
     if status == "error":
-        assert texts(out) == ["before\n"] and "Traceback" in err.error_details
+        assert texts(out) == ["before\n", summary.text] and "Traceback" in err.error_details
+        assert "ZeroDivisionError: division by zero" in summary.text
 
 
 def test_item13_output_caps_are_error_items_naming_cap_and_file():
@@ -343,7 +349,7 @@ def test_item15_invoke_code_keyword_and_tool_values():
         raise ValueError(f"cannot: {why}")
 
     parsed = FunctionTool(name="parsed", func=lambda: {"k": 1}, description="x", result_parser=lambda v: "PARSED")
-    with ExecuteCodeTool(tools=[record, explode, parsed]) as t:
+    with ExecuteCodeTool(tools=[record, explode, parsed], include_detailed_errors=True) as t:
         code = """
 v = call_tool('record', payload={'a': [1, 2]}, n=3)
 print(type(v).__name__, v)
@@ -477,7 +483,7 @@ def test_item18_close_after_a_timeout_leaves_nothing(work_tmp):
     ctx = _Context()
     asyncio.run(provider.before_run(agent=None, session=None, context=ctx, state={}))
     out = invoke(ctx.tools[0], "while True: pass")
-    assert out[-1].error_code == "timeout"
+    assert out[-2].error_code == "timeout" and "time limit" in out[-1].text
     provider.close()
     assert descendants() == set()
     assert list(work_tmp.iterdir()) == []
@@ -492,14 +498,16 @@ def test_item19_setup_errors_raise_and_failed_runs_do_not():
         ExecuteCodeTool(memory_limit=1)  # below the floor the C library sets
     with ExecuteCodeTool() as t:
         out = invoke(t, "raise SystemExit(3)")
-        assert out[-1].type == "error"
+        assert out[-2].type == "error" and "exited with status 3" in out[-1].text
 
 
 def test_reference_only_keywords_warn_and_are_ignored():
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        t = ExecuteCodeTool(backend="wasm", module="python_guest.path")
-    assert any("backend" in str(x.message) and "module" in str(x.message) for x in w)
+        t = ExecuteCodeTool(backend="wasm", module="python_guest.path")  # the reference's defaults
+        assert w == []
+        t = ExecuteCodeTool(backend="hyperlight", module="my_guest", module_path="/opt/guest")
+    assert any("backend, module, module_path" in str(x.message) for x in w)
     t.close()
 
 
@@ -516,8 +524,10 @@ def test_item7_reject_links_is_the_strict_option(tmp_path):
 
 
 def test_our_keywords_python_environment_and_preload():
-    # Debian's numpy (scripts/install-deps), exposed read-only and imported in the template.
-    with ExecuteCodeTool(python_paths=["/usr/lib/python3/dist-packages"], preload=["numpy"], memory_limit=1 << 30) as t:
+    # Debian's numpy (scripts/install-test-deps), exposed read-only and imported in the template:
+    # built for Debian's interpreter, so that one runs (the default is the caller's own).
+    with ExecuteCodeTool(python="/usr/bin/python3", python_paths=["/usr/lib/python3/dist-packages"],
+                         preload=["numpy"], memory_limit=1 << 30) as t:
         out = invoke(t, "import sys, numpy\nprint('numpy' in sys.modules, int(numpy.arange(5).sum()))")
     assert texts(out) == ["True 10\n"]
     with pytest.raises(Exception, match="no_such_module"):
@@ -525,3 +535,45 @@ def test_our_keywords_python_environment_and_preload():
             invoke(t, "pass")
     with ExecuteCodeTool(warmup="import json\njson.primed = 7") as t:
         assert texts(invoke(t, "import json; print(json.primed)")) == ["7\n"]
+
+
+def test_the_interpreter_is_in_the_state_and_the_cache_key():
+    """The cells run the caller's base interpreter unless python= or venv= names another; the
+    serializable state names it, and two configurations differing only in it share nothing."""
+    base = _interpreter.default_python()
+    t = ExecuteCodeTool()
+    state = t.build_serializable_state()
+    assert (state["python"], state["venv"]) == (base, None)
+    debian = ExecuteCodeTool(python="/usr/bin/python3")
+    assert debian.build_serializable_state()["python"] == os.path.realpath("/usr/bin/python3")
+    assert debian._settings.key() != t._settings.key()
+    assert debian.create_run_tool()._settings.key() == debian._settings.key()
+    outs = [texts(invoke(x, "import sys; print(list(sys.version_info[:3]))")) for x in (t, debian)]
+    assert outs[0] == [f"{list(sys.version_info[:3])}\n"]
+    debian_version = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(list(sys.version_info[:3]))"],
+                                    check=True, capture_output=True, text=True).stdout
+    assert outs[1] == [debian_version]
+    t.close()
+    debian.close()
+
+
+def test_the_interpreter_of_a_venv_and_of_a_provider(tmp_path, monkeypatch):
+    venv = tmp_path / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    (venv / "lib" / "python3.11" / "site-packages" / "venv_marker.py").write_text("WHERE = 'venv'\n")
+    for p in [tmp_path, *tmp_path.rglob("*")]:
+        if not p.is_symlink():  # a root caller's sandbox runs as a uid of its own
+            p.chmod(0o755 if p.is_dir() else 0o644)
+    with ExecuteCodeTool(venv=venv) as t:
+        state = t.build_serializable_state()
+        assert (state["python"], state["venv"]) == (os.path.realpath("/usr/bin/python3"), str(venv))
+        assert texts(invoke(t, "import venv_marker; print(venv_marker.WHERE)")) == ["venv\n"]
+    # An application embedding Python names the interpreter; without one the provider refuses.
+    monkeypatch.setattr(sys, "executable", "")
+    with pytest.raises(ValueError, match="pass python="):
+        CodeActProvider()
+    provider = CodeActProvider(python="/usr/bin/python3")
+    ctx, run_state = _Context(), {}
+    asyncio.run(provider.before_run(agent=None, session=None, context=ctx, state=run_state))
+    assert run_state["snapcell_codeact"]["python"] == os.path.realpath("/usr/bin/python3")
+    provider.close()

@@ -44,8 +44,9 @@ def _config(work_tmp):
     return config
 
 
-def _stdio_tool(config, cells):
-    return MCPStdioTool(name="snapcell", command=str(CLI), args=["mcp", "--config", str(config)],
+def _stdio_tool(config, cells, *extra):
+    return MCPStdioTool(name="snapcell", command=str(CLI),
+                        args=["mcp", "--config", str(config), *extra],
                         env={"SNAPCELL_HELPER": str(HELPER), "TMPDIR": str(cells)})
 
 
@@ -136,3 +137,40 @@ def test_mcp_http_agent_with_token_gets_42_from_call_tool(work_tmp):
         proc.wait(timeout=30)
     assert proc.returncode == 0
     assert list(cells.iterdir()) == []
+
+
+@pytest.mark.parametrize("detailed", [True, False])
+def test_mcp_failed_run_tells_the_cause_only_with_detailed_errors(work_tmp, detailed):
+    # docs/mcp.md: Agent Framework turns an isError result into "Error: Function failed.";
+    # only include_detailed_errors=True passes the server's text, with its summary, on.
+    cells = work_tmp / "cells"
+    cells.mkdir(mode=0o711)
+    client = ScriptedChatClient("print('before')\n1/0")
+    client.function_invocation_configuration["include_detailed_errors"] = detailed
+
+    async def main():
+        async with _stdio_tool(_config(work_tmp), cells) as snapcell:
+            agent = Agent(client, instructions="Use execute_code.", tools=snapcell)
+            return await agent.run("Divide.")
+
+    response = asyncio.run(main())
+    if detailed:
+        assert "uncaught exception: ZeroDivisionError: division by zero" in response.text
+        assert "before" in response.text
+    else:
+        assert response.text.strip() == "Error: Function failed."
+
+
+def test_mcp_code_errors_as_results_reach_the_model_without_detailed_errors(work_tmp):
+    cells = work_tmp / "cells"
+    cells.mkdir(mode=0o711)
+    client = ScriptedChatClient("print('before')\n1/0")
+
+    async def main():
+        async with _stdio_tool(_config(work_tmp), cells, "--code-errors-as-results") as snapcell:
+            agent = Agent(client, instructions="Use execute_code.", tools=snapcell)
+            return await agent.run("Divide.")
+
+    response = asyncio.run(main())
+    assert "uncaught exception: ZeroDivisionError: division by zero" in response.text
+    assert "Function failed" not in response.text

@@ -26,7 +26,7 @@ RESULT_KEYS = {
     "status", "exit_code", "term_signal", "limits_hit", "stdout", "stderr", "stdout_truncated",
     "stderr_truncated", "wall_us", "cpu_us", "peak_memory_bytes", "peak_rss_bytes", "isolation",
     "tool_calls", "tool_calls_dropped", "artifacts", "skipped", "skipped_count", "output_limits_hit",
-    "network_events", "network_limits_hit", "pending", "decisions",
+    "network_events", "network_limits_hit", "summary", "pending", "decisions",
 }
 
 
@@ -391,11 +391,16 @@ def test_stats(sandbox):
 
 
 def test_the_helper_is_the_packages_own(sandbox):
-    # The Python layer points every config at the snapcell-cell shipped beside the extension.
+    # The Python layer points every config at the snapcell-cell shipped beside the extension,
+    # and the guest module beside it is what the interpreter the helper execs runs.
+    from snapcell import _sandbox
     helper = os.path.join(os.path.dirname(native.__file__), "snapcell-cell")
-    assert os.access(helper, os.X_OK)
+    assert os.access(helper, os.X_OK) and _sandbox._HELPER == helper
+    assert os.path.isfile(os.path.join(os.path.dirname(helper), "_snapcell_guest.abi3.so"))
     pid = sandbox().stats()["template_pid"]
-    assert os.readlink(f"/proc/{pid}/exe") == helper
+    argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    assert argv[1:6] == [b"-I", b"-S", b"-B", b"-X", b"utf8"], argv
+    assert b"/.snapcell/guest/_snapcell_guest.abi3.so" in argv[7], argv
 
 
 def test_cancel_from_another_thread_kills_the_cell(sandbox):

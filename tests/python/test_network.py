@@ -49,6 +49,8 @@ def test_an_allowed_target_is_reached_and_every_attempt_listed(server):
     kinds = [(e.kind, e.allowed, e.target) for e in r.network_events]
     assert kinds == [("connect", True, "127.0.0.1"), ("resolve", False, "elsewhere.example")]
     assert r.network_events[0].bytes_in > 5 and r.network_events[0].duration > 0
+    # Plain bytes to a literal: nothing went upstream over TLS; each event is one attempt.
+    assert [(e.upstream_tls, e.count) for e in r.network_events] == [(False, 1), (False, 1)]
 
 
 def test_a_method_rule_is_checked_per_request(server):
@@ -164,3 +166,17 @@ def test_the_reference_forms_reach_the_network_through_agent_framework(server):
         out = asyncio.run(t.invoke(arguments={"code": code}))
     assert [c.text for c in out if c.type == "text"] == ["b'HTTP/1.1 200'\n403\n"]
     assert [p for p, _ in hits] == ["/raw"]
+
+
+def test_repeated_refusals_are_one_event_with_a_count(server):
+    port, _ = server
+    code = ("import socket\n"
+            "for i in range(3):\n"
+            "    try:\n"
+            "        socket.getaddrinfo('elsewhere.example', 80)\n"
+            "    except socket.gaierror:\n"
+            "        pass\n")
+    with snapcell.Sandbox(allowed_domains=[f"127.0.0.1:{port}"]) as sb:
+        r = sb.run(code)
+    assert r.ok, r.stderr
+    assert [(e.kind, e.allowed, e.count) for e in r.network_events] == [("resolve", False, 3)]

@@ -16,6 +16,9 @@
 set -eu
 build=$(cd "${1:?usage: no-userns-test.sh BUILD_DIR}" && pwd)
 export SNAPCELL_HELPER="$build/snapcell-cell"
+# At level rlimits a root caller's sandbox runs as a uid of its own with no root of its own:
+# the interpreter must be one that uid can reach (Debian's, not a pyenv build under /root).
+[ -x /usr/bin/python3 ] && PATH="/usr/bin:$PATH"
 unset SNAPCELL_REQUIRE_ALL
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT

@@ -8,6 +8,7 @@ Moving from ``agent_framework_hyperlight``: change the import and the two class 
 (``HyperlightCodeActProvider`` -> ``CodeActProvider``, ``HyperlightExecuteCodeTool`` ->
 ``ExecuteCodeTool``). See docs/python.md."""
 
+from .. import __version__
 from ._provider import CodeActProvider
 from ._tool import (
     DEFAULT_MAX_OUTPUT_FILE_BYTES,
@@ -27,4 +28,5 @@ __all__ = [
     "ExecuteCodeTool",
     "FileMount",
     "FileMountInput",
+    "__version__",
 ]

@@ -3,26 +3,90 @@ run-scoped copy of its execute_code tool, leaving the agent's own tools alone.""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 from agent_framework import ContextProvider, FunctionTool
 
-from ._tool import ExecuteCodeTool
+from ._registry import SandboxRegistry
+from ._tool import (
+    _REFERENCE_BACKEND,
+    _REFERENCE_MODULE,
+    DEFAULT_MAX_OUTPUT_FILE_BYTES,
+    DEFAULT_MAX_OUTPUT_FILES,
+    DEFAULT_MAX_OUTPUT_TOTAL_BYTES,
+    ExecuteCodeTool,
+    ToolDescriptionFormat,
+)
 from ._types import AllowedDomain, AllowedDomainInput, FileMount, FileMountInput
 
 
 class CodeActProvider(ContextProvider):
     """Adds one instructions entry and one ``execute_code`` tool to every run's context.
 
-    Takes the keyword arguments of :class:`ExecuteCodeTool`. The run tool it hands out is a
-    snapshot: changing the provider later does not change a run already under way."""
+    Takes the keyword arguments of :class:`ExecuteCodeTool`, which they mean the same there.
+    The run tool it hands out is a snapshot: changing the provider later does not change a run
+    already under way."""
 
     DEFAULT_SOURCE_ID = "snapcell_codeact"
 
-    def __init__(self, source_id: str = DEFAULT_SOURCE_ID, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        source_id: str = DEFAULT_SOURCE_ID,
+        *,
+        tools: Any = None,
+        tool_description_format: ToolDescriptionFormat = "compact",
+        approval_mode: str | None = None,
+        workspace_root: str | os.PathLike[str] | None = None,
+        file_mounts: FileMountInput | Sequence[FileMountInput] | None = None,
+        allowed_domains: AllowedDomainInput | Sequence[AllowedDomainInput] | None = None,
+        max_output_files: int = DEFAULT_MAX_OUTPUT_FILES,
+        max_output_file_bytes: int = DEFAULT_MAX_OUTPUT_FILE_BYTES,
+        max_output_total_bytes: int = DEFAULT_MAX_OUTPUT_TOTAL_BYTES,
+        backend: str = _REFERENCE_BACKEND,
+        module: str | None = _REFERENCE_MODULE,
+        module_path: str | None = None,
+        execution_timeout_seconds: float | None = None,
+        include_detailed_errors: bool = False,
+        timeout: float | None = None,
+        memory_limit: int | None = None,
+        python_paths: Sequence[str | os.PathLike[str]] | None = None,
+        env: dict[str, str] | None = None,
+        stateful: bool = False,
+        reject_links: bool = False,
+        venv: str | os.PathLike[str] | None = None,
+        preload: Sequence[str] = (),
+        warmup: str | None = None,
+        _registry: SandboxRegistry | None = None,
+    ) -> None:
         super().__init__(source_id)
-        self._execute_code_tool = ExecuteCodeTool(**kwargs)
+        self._execute_code_tool = ExecuteCodeTool(
+            tools=tools,
+            tool_description_format=tool_description_format,
+            approval_mode=approval_mode,
+            workspace_root=workspace_root,
+            file_mounts=file_mounts,
+            allowed_domains=allowed_domains,
+            max_output_files=max_output_files,
+            max_output_file_bytes=max_output_file_bytes,
+            max_output_total_bytes=max_output_total_bytes,
+            backend=backend,
+            module=module,
+            module_path=module_path,
+            execution_timeout_seconds=execution_timeout_seconds,
+            include_detailed_errors=include_detailed_errors,
+            timeout=timeout,
+            memory_limit=memory_limit,
+            python_paths=python_paths,
+            env=env,
+            stateful=stateful,
+            reject_links=reject_links,
+            venv=venv,
+            preload=preload,
+            warmup=warmup,
+            _registry=_registry,
+        )
 
     def add_tools(self, tools: Any) -> None:
         self._execute_code_tool.add_tools(tools)
@@ -63,7 +127,7 @@ class CodeActProvider(ContextProvider):
     async def before_run(self, *, agent: Any, session: Any, context: Any, state: dict[str, Any]) -> None:
         run_tool = self._execute_code_tool.create_run_tool()
         state[self.source_id] = run_tool.build_serializable_state()
-        context.extend_instructions(self.source_id, run_tool.build_instructions())
+        context.extend_instructions(self.source_id, run_tool.build_instructions(tools_visible_to_model=False))
         context.extend_tools(self.source_id, [run_tool])
 
     def close(self) -> None:

@@ -13,15 +13,15 @@ import inspect
 import os
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union
 
 from agent_framework import Content, FunctionTool, normalize_tools
 
-from .. import _native
+from .. import _interpreter, _native
 from .._sandbox import Result, Sandbox, _run_async, build_config
-from .._tools import Tool, run_on_thread_loop
+from .._tools import ArgumentError, Tool, run_on_thread_loop
 from ._registry import SandboxRegistry
 from ._types import (
     AllowedDomain,
@@ -40,11 +40,24 @@ DEFAULT_MAX_OUTPUT_FILES = 20
 DEFAULT_MAX_OUTPUT_FILE_BYTES = 5 * 1024 * 1024
 DEFAULT_MAX_OUTPUT_TOTAL_BYTES = 20 * 1024 * 1024
 
-_INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"code": {"type": "string", "description": "Python code to run in a fresh sandbox."}},
-    "required": ["code"],
-}
+# The reference's defaults for its VM settings, which snapcell accepts and ignores.
+_REFERENCE_BACKEND = "wasm"
+_REFERENCE_MODULE = "python_guest.path"
+
+DescriptionFormat = Literal["compact", "json"]
+# One format for every tool, or one per tool name (others "compact"), as the reference takes.
+ToolDescriptionFormat = Union[DescriptionFormat, Mapping[str, DescriptionFormat]]
+
+
+def _input_schema(stateful: bool) -> dict[str, Any]:
+    what = (
+        "Python code to run; state persists: variables, imports and /tmp files from this tool's "
+        "earlier calls are still there."
+        if stateful
+        else "Python code to run in a fresh sandbox."
+    )
+    return {"type": "object", "properties": {"code": {"type": "string", "description": what}}, "required": ["code"]}
+
 
 # How each way a run can fail is named to the model (error item message).
 _STATUS_MESSAGES = {
@@ -94,8 +107,18 @@ def _sandbox_tool(tool: FunctionTool) -> Tool:
         getattr(func, "__call__", None)
     )
 
+    async def checked(coroutine: Any) -> Any:
+        try:
+            return await coroutine
+        except TypeError as exc:
+            # Agent Framework's own argument check (a TypeError subclass): keep its words
+            # even when detailed errors are off, as the reference does.
+            if type(exc).__name__ == "_FunctionArgumentValidationError":
+                raise ArgumentError(str(exc)) from None
+            raise
+
     def invoke(**kwargs: Any) -> Any:
-        coroutine = tool.invoke(arguments=kwargs, skip_parsing=True)
+        coroutine = checked(tool.invoke(arguments=kwargs, skip_parsing=True))
         return coroutine if is_async else run_on_thread_loop(coroutine)
 
     return Tool(
@@ -119,14 +142,17 @@ class _Settings:
         self.env: dict[str, str] = {}
         self.python_paths: tuple[str, ...] = ()
         self.reject_links = False
+        self.python: str | None = None  # the interpreter chosen; None: the venv's own
         self.venv: str | None = None
         self.preload: tuple[str, ...] = ()
         self.warmup: str | None = None
+        self.include_detailed_errors = False
+        self.tool_formats: dict[str, str] = {}  # per tool name; the rest as the base format
 
     def copy(self) -> _Settings:
         s = copy.copy(self)
         s.tools, s.mounts, s.domains = dict(self.tools), dict(self.mounts), dict(self.domains)
-        s.limits, s.env = dict(self.limits), dict(self.env)
+        s.limits, s.env, s.tool_formats = dict(self.limits), dict(self.env), dict(self.tool_formats)
         return s
 
     def _keywords(self) -> dict[str, Any]:
@@ -139,9 +165,11 @@ class _Settings:
             mounts=tuple((str(m.host_path), m.mount_path) for m in self.mounts.values()),
             allowed_domains=tuple(sorted(self.domains.values())),
             reject_links=self.reject_links,
+            python=self.python,
             venv=self.venv,
             preload=self.preload,
             warmup=self.warmup,
+            include_detailed_errors=self.include_detailed_errors,
             **self.limits,
         )
 
@@ -149,6 +177,9 @@ class _Settings:
         keywords = self._keywords()
         keywords["env"] = dict(keywords["env"])
         cfg, _ = build_config(tools=[_sandbox_tool(t) for t in self.tools.values()], **keywords)
+        for name, fmt in self.tool_formats.items():
+            if name in self.tools:
+                cfg.set_tool_describe_format(name, fmt == "json")
         return cfg
 
     def key(self) -> tuple[Any, ...]:
@@ -166,21 +197,26 @@ class ExecuteCodeTool(FunctionTool):
     """Runs Python in a fresh snapcell cell; sandbox tools are reached with ``call_tool``.
 
     Keyword arguments as the reference integration's (``tools``, ``approval_mode``,
-    ``workspace_root``, ``file_mounts``, ``allowed_domains``, ``tool_description_format``,
-    ``max_output_files``, ``max_output_file_bytes``, ``max_output_total_bytes``), plus
-    ``timeout`` (seconds), ``memory_limit`` (bytes), ``python_paths`` or ``venv`` (a virtual
-    environment made with ``/usr/bin/python3 -m venv``), ``preload`` (modules imported before
-    runs), ``warmup`` (trusted code run once after them), ``env`` and ``stateful``
-    (interpreter state kept between calls of this tool) and ``reject_links`` (a link in the
-    workspace or a mount is a ValueError from invoke, as in newer reference releases, instead of
-    being left out). ``backend``, ``module`` and
-    ``module_path`` are accepted for old code and ignored."""
+    ``workspace_root``, ``file_mounts``, ``allowed_domains``, ``tool_description_format`` (one
+    format, or a mapping of tool name to format), ``max_output_files``,
+    ``max_output_file_bytes``, ``max_output_total_bytes``, and from its newest source
+    ``execution_timeout_seconds`` and ``include_detailed_errors``: when false, the default, a
+    failing host tool reaches the code as ``ToolError("Host tool execution failed.")``), plus
+    ``timeout`` (seconds, the same as ``execution_timeout_seconds``), ``memory_limit``
+    (bytes), ``python`` (the interpreter the cells run; default: this process's base
+    interpreter), ``python_paths`` or ``venv`` (a virtual environment, e.g. ``sys.prefix``,
+    whose own interpreter then runs), ``preload`` (modules imported before runs), ``warmup``
+    (trusted code run once after them), ``env`` and ``stateful`` (interpreter state kept
+    between calls of this tool) and ``reject_links`` (a link in the workspace or a mount is a
+    ValueError from invoke, as in newer reference releases, instead of being left out).
+    ``backend``, ``module`` and ``module_path`` are accepted for old code and ignored (a value
+    other than the reference's default warns)."""
 
     def __init__(
         self,
         *,
         tools: Any = None,
-        tool_description_format: str = "compact",
+        tool_description_format: ToolDescriptionFormat = "compact",
         approval_mode: str | None = None,
         workspace_root: str | os.PathLike[str] | None = None,
         file_mounts: FileMountInput | Sequence[FileMountInput] | None = None,
@@ -188,39 +224,56 @@ class ExecuteCodeTool(FunctionTool):
         max_output_files: int = DEFAULT_MAX_OUTPUT_FILES,
         max_output_file_bytes: int = DEFAULT_MAX_OUTPUT_FILE_BYTES,
         max_output_total_bytes: int = DEFAULT_MAX_OUTPUT_TOTAL_BYTES,
+        backend: str = _REFERENCE_BACKEND,
+        module: str | None = _REFERENCE_MODULE,
+        module_path: str | None = None,
+        execution_timeout_seconds: float | None = None,
+        include_detailed_errors: bool = False,
         timeout: float | None = None,
         memory_limit: int | None = None,
         python_paths: Sequence[str | os.PathLike[str]] | None = None,
         env: dict[str, str] | None = None,
         stateful: bool = False,
         reject_links: bool = False,
+        python: str | os.PathLike[str] | None = None,
         venv: str | os.PathLike[str] | None = None,
         preload: Sequence[str] = (),
         warmup: str | None = None,
-        backend: str | None = None,
-        module: str | None = None,
-        module_path: str | None = None,
         _registry: SandboxRegistry | None = None,
         _settings: _Settings | None = None,
     ) -> None:
-        if tool_description_format not in ("compact", "json"):
-            raise ValueError('tool_description_format must be "compact" or "json".')
+        base_format, tool_formats = _description_formats(tool_description_format)
         if approval_mode not in (None, "never_require", "always_require"):
             raise ValueError('approval_mode must be "never_require" or "always_require".')
-        ignored = [n for n, v in (("backend", backend), ("module", module), ("module_path", module_path)) if v is not None]
+        ignored = [
+            n
+            for n, v, default in (
+                ("backend", backend, _REFERENCE_BACKEND),
+                ("module", module, _REFERENCE_MODULE),
+                ("module_path", module_path, None),
+            )
+            if v is not None and v != default
+        ]
         if ignored:
             warnings.warn(
                 f"snapcell ignores {', '.join(ignored)} (Hyperlight-only settings).", UserWarning, stacklevel=2
             )
+        if timeout is not None and execution_timeout_seconds is not None and timeout != execution_timeout_seconds:
+            raise ValueError(
+                "timeout and execution_timeout_seconds are the same setting; give one of them (or equal values)."
+            )
+        if timeout is None:
+            timeout = execution_timeout_seconds
         super().__init__(
             name="execute_code",
             description="",
             approval_mode="never_require",
             func=self._run_code,
-            input_model=_INPUT_SCHEMA,
+            input_model=_input_schema(bool(stateful)),
         )
         self._lock = threading.RLock()
-        self._format = tool_description_format
+        self._format = base_format
+        self._reference_settings = {"backend": backend, "module": module, "module_path": module_path}
         self._default_approval = approval_mode or "never_require"
         self._stateful = bool(stateful)
         self._registry = _registry or SandboxRegistry()
@@ -239,8 +292,12 @@ class ExecuteCodeTool(FunctionTool):
             if memory_limit is not None:
                 s.limits["memory_limit"] = memory_limit
             s.env = dict(env or {})
+            s.tool_formats = tool_formats
+            s.include_detailed_errors = bool(include_detailed_errors)
             s.reject_links = bool(reject_links)
             s.venv = os.path.abspath(os.path.expanduser(os.fspath(venv))) if venv is not None else None
+            # Resolved now, so the cache key and the state name the file that runs.
+            s.python = _interpreter.choose(python, s.venv)
             s.preload = (preload,) if isinstance(preload, str) else tuple(preload)
             s.warmup = warmup
             s.python_paths = tuple(os.path.abspath(os.path.expanduser(os.fspath(p))) for p in python_paths or ())
@@ -261,15 +318,16 @@ class ExecuteCodeTool(FunctionTool):
         cfg = self.__dict__.get("_cfg")
         if cfg is None:  # during FunctionTool.__init__
             return self.__dict__.get("_plain_description", "")
-        return cfg.describe(self._format == "json")
+        return cfg.describe(self._format == "json", self._stateful)
 
     @description.setter
     def description(self, value: str) -> None:
         self.__dict__["_plain_description"] = value
 
-    def build_instructions(self) -> str:
-        """The provider instructions for this surface (from the C library)."""
-        return self._cfg.instructions()
+    def build_instructions(self, *, tools_visible_to_model: bool) -> str:
+        """The provider instructions for this surface (from the C library); with
+        tools_visible_to_model, the model also sees some of the sandbox's tools directly."""
+        return self._cfg.instructions(tools_visible=bool(tools_visible_to_model))
 
     def _refresh(self) -> None:
         """Rebuilds the C config (checking every tool's schema) and the approval mode."""
@@ -380,6 +438,7 @@ class ExecuteCodeTool(FunctionTool):
                 _registry=self._registry,
                 _settings=self._settings.copy(),
             )
+            run_tool._reference_settings = dict(self._reference_settings)
             run_tool._session_lock = self._session_lock
             return run_tool
 
@@ -387,9 +446,10 @@ class ExecuteCodeTool(FunctionTool):
         with self._lock:
             s = self._settings
             return {
+                **self._reference_settings,
                 "tool_names": list(s.tools),
                 "approval_mode": self.approval_mode,
-                "tool_description_format": self._format,
+                "tool_description_format": dict(s.tool_formats) if s.tool_formats else self._format,
                 "filesystem_enabled": s.workspace is not None or bool(s.mounts),
                 "workspace_root": str(s.workspace) if s.workspace else None,
                 "file_mounts": [{"host_path": str(m.host_path), "mount_path": m.mount_path} for m in s.mounts.values()],
@@ -402,7 +462,11 @@ class ExecuteCodeTool(FunctionTool):
                 "max_output_file_bytes": s.limits["max_output_file_bytes"],
                 "max_output_total_bytes": s.limits["max_output_total_bytes"],
                 "timeout": s.limits.get("timeout"),
+                "execution_timeout_seconds": s.limits.get("timeout"),
+                "include_detailed_errors": s.include_detailed_errors,
                 "memory_limit": s.limits.get("memory_limit"),
+                "python": self._cfg.python_info()["executable"],
+                "venv": s.venv,
                 "stateful": self._stateful,
             }
 
@@ -450,15 +514,38 @@ class ExecuteCodeTool(FunctionTool):
         self.close()
 
 
+def _description_formats(value: Any) -> tuple[str, dict[str, str]]:
+    """The base format and the per-tool ones from tool_description_format."""
+    if isinstance(value, str):
+        if value not in ("compact", "json"):
+            raise ValueError('tool_description_format must be "compact" or "json", or a mapping of tool names to them.')
+        return value, {}
+    if isinstance(value, Mapping):
+        formats = dict(value)
+        for name, fmt in formats.items():
+            if not isinstance(name, str) or fmt not in ("compact", "json"):
+                raise ValueError(
+                    f'tool_description_format maps tool names to "compact" or "json", not {name!r}: {fmt!r}.'
+                )
+        return "compact", formats
+    raise TypeError("tool_description_format must be a string or a mapping of tool names to formats.")
+
+
 def _workspace(path: str | os.PathLike[str]) -> Path:
+    """The resolved workspace root: an existing directory (anything else is a ValueError, as
+    the reference raises)."""
     cfg = _native.Config()
-    cfg.set_workspace(os.path.expanduser(os.fspath(path)))
+    try:
+        cfg.set_workspace(os.path.expanduser(os.fspath(path)))
+    except OSError as exc:
+        raise ValueError(f"workspace_root must point to an existing directory: {exc}") from None
     return Path(cfg.workspace)
 
 
 def _contents(result: Result) -> list[Content]:
     """stdout, one data item per artifact, then stderr / a no-output note on success, or an
-    error item naming the status (and, separately, any output cap that was hit)."""
+    error item naming the status (and, separately, any output cap that was hit) followed by a
+    text item with the status and its cause (Result.summary)."""
     out: list[Content] = []
     if result.stdout:
         out.append(Content.from_text(result.stdout))
@@ -489,5 +576,8 @@ def _contents(result: Result) -> list[Content]:
     out.append(
         Content.from_error(message=message, error_code=result.status, error_details=result.stderr or message)
     )
+    # Chat clients send the model text items only (an error item is dropped), so the cause
+    # goes last as text too, in the library's words.
+    out.append(Content.from_text(result.summary))
     return out
 

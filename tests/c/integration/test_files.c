@@ -47,7 +47,9 @@ Test(files, workspace_and_mounts_staged_in_order_read_only)
 	free(ws), free(other);
 }
 
-Test(files, links_in_inputs_never_leak)
+/* It reads every file of the root: the interpreter's whole library directory (a pyenv
+ * prefix's lib/ with its test suite and libpython) takes a while on a loaded machine. */
+Test(files, links_in_inputs_never_leak, .timeout = 90)
 {
 	char *ws = test_make_tree(), *secret = test_make_tree();
 	test_write_file(secret, "secret.txt", "TOP-SECRET-CONTENT");

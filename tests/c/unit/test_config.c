@@ -117,7 +117,7 @@ static void write_venv(const char *dir, const char *cfg_text, const char *lib)
 	fclose(f);
 }
 
-Test(config, a_venv_of_another_python_is_refused_naming_both_versions)
+Test(config, a_venv_without_its_site_packages_or_its_interpreter_is_refused)
 {
 	char dir[] = "/tmp/snapcell-venv-test-XXXXXX";
 	cr_assert(mkdtemp(dir));
@@ -131,8 +131,8 @@ Test(config, a_venv_of_another_python_is_refused_naming_both_versions)
 	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_error err = {0};
 	cr_expect_eq(snapcell_config_set_venv(cfg, other, &err), SNAPCELL_E_INVAL);
-	cr_expect(strstr(err.message, "Python 3.12.1") && strstr(err.message, "Python 3.11"), "%s",
-		  err.message);
+	cr_expect(strstr(err.message, other) && strstr(err.message, "interpreter it was made from"),
+		  "%s", err.message);
 	cr_expect_eq(snapcell_config_set_venv(cfg, none, &err), -ENOENT);
 	cr_expect(strstr(err.message, "lib/python3.11/site-packages"), "%s", err.message);
 	cr_expect_eq(snapcell_config_set_venv(cfg, dir, &err), -ENOENT); /* no pyvenv.cfg */

@@ -59,22 +59,31 @@ Test(describe, example_config_compact)
 	cr_assert_eq(snapcell_config_allow_header(cfg, "https://api.example.com/v1",
 						  "Authorization", "Bearer s3cret-token", NULL),
 		     0);
+	/* The model is told the interpreter's X.Y: one that says it is 3.12. */
+	char *dir = test_make_tree(),
+	     *json = test_python_answer("cpython", 3, 12, 1, false, "/bin/sh");
+	char *python = test_fake_python(dir, "python3", json);
+	cr_assert_eq(snapcell_config_set_python(cfg, python, NULL), 0);
+	free(python), free(json);
 	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
 	cr_expect_str_eq(
 		text,
-		"Runs Python 3 code in an isolated sandbox and returns what it printed (stdout, "
+		"Runs Python 3.12 code in an isolated sandbox and returns what it printed (stdout, "
 		"then "
 		"stderr). The standard library is available; packages cannot be installed. A run "
 		"is "
 		"stopped after 30 s.\n"
 		"\n"
-		"Host tools: in the code, call_tool(\"name\", key=value, ...) calls one with "
-		"keyword "
-		"arguments only (a positional argument or a dict is a TypeError) and returns its "
-		"result as Python values (dicts, lists, numbers, strings); tools.name(key=value, "
-		"...) is the same call. A tool that fails or refuses its arguments raises "
-		"ToolError "
-		"with its message; catch it to recover.\n"
+		"Host tools: inside the code, `call_tool(name, **kwargs)` is available as a "
+		"built-in: it calls the registered host tool `name` with keyword arguments only "
+		"(a dict or any other positional argument after the name is a TypeError) and "
+		"returns its result as Python values (dicts, lists, numbers, strings). `tools` is "
+		"a built-in too (no import needed): `tools.<name>(**kwargs)` is the same call. A "
+		"tool that fails or refuses its arguments raises ToolError with its message; "
+		"catch it to recover.\n"
+		"For example: `call_tool(\"compute\", a=1)` and `tools.compute(a=1)`.\n"
+		"Prefer `execute_code` when you need to combine one or more `call_tool(...)` "
+		"calls with Python control flow, loops, or post-processing.\n"
 		"\n"
 		"Tools:\n"
 		"- compute: Adds two integers.\n"
@@ -113,6 +122,8 @@ Test(describe, example_config_compact)
 	free(again);
 	free(text);
 	snapcell_config_free(cfg);
+	test_remove_tree(dir);
+	free(dir);
 }
 
 Test(describe, json_format_gives_every_schema)
@@ -313,4 +324,133 @@ Test(describe, approval_is_always_when_the_base_or_any_tool_needs_it)
 	snapcell_config_free(cfg);
 	cr_expect_eq(snapcell_config_approval(NULL, SNAPCELL_APPROVAL_NEVER),
 		     SNAPCELL_APPROVAL_NEVER);
+}
+
+/* The example call: the first tool whose required arguments have obvious values, both ways. */
+Test(describe, example_call_and_stateful_and_packages)
+{
+	struct snapcell_config *cfg = test_config_new();
+	add_tool(cfg, "lookup", "Finds a customer.", lookup_schema, SNAPCELL_APPROVAL_NEVER);
+	add_tool(cfg, "kw", "",
+		 "{\"type\":\"object\",\"properties\":{\"from\":{\"type\":\"string\"}},"
+		 "\"required\":[\"from\"]}",
+		 SNAPCELL_APPROVAL_NEVER);
+	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "For example: `call_tool(\"lookup\", id=1)` and `tools.lookup(id=1)`.\n");
+	expect_lacks(text, "State persists");
+	expect_has(text, "The standard library is available;");
+	free(text);
+	snapcell_config_remove_tool(cfg, "lookup", NULL);
+	add_tool(cfg, "docs.pick", "",
+		 "{\"type\":\"object\",\"properties\":{\"mode\":{\"enum\":["
+		 "\"fast\",\"slow\"]},\"n\":{\"type\":\"number\"},"
+		 "\"on\":{\"type\":\"boolean\"}},\"required\":[\"mode\",\"n\",\"on\"]}",
+		 SNAPCELL_APPROVAL_NEVER);
+	cr_assert_eq(snapcell_config_add_python_path(cfg, "/usr/lib/python3/dist-packages", NULL),
+		     0);
+	text = describe(cfg, SNAPCELL_DESCRIBE_JSON | SNAPCELL_DESCRIBE_STATEFUL);
+	expect_has(text, "`call_tool(\"docs.pick\", mode=\"fast\", n=1, on=True)` and "
+			 "`tools.docs.pick(mode=\"fast\", n=1, on=True)`");
+	expect_has(text, "State persists between calls");
+	expect_has(text, "the host's Python packages are available;");
+	free(text);
+	struct snapcell_config *bare = test_config_new();
+	add_tool(bare, "ping", "", "{\"type\":\"object\",\"properties\":{}}",
+		 SNAPCELL_APPROVAL_NEVER);
+	text = describe(bare, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "For example: `call_tool(\"ping\")` and `tools.ping()`.\n");
+	free(text);
+	snapcell_config_free(bare);
+	snapcell_config_free(cfg);
+}
+
+/* Whether the model also sees the tools directly changes one sentence; an unknown flag fails. */
+Test(describe, instructions_say_whether_tools_are_offered_directly)
+{
+	struct snapcell_config *cfg = test_config_new();
+	char *text = NULL;
+	cr_assert_eq(snapcell_config_instructions_with(cfg, SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE,
+						       &text, NULL),
+		     0);
+	expect_lacks(text, "offered");
+	free(text);
+	add_tool(cfg, "compute", "Adds two integers.", compute_schema, SNAPCELL_APPROVAL_NEVER);
+	cr_assert_eq(snapcell_config_instructions_with(cfg, SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE,
+						       &text, NULL),
+		     0);
+	expect_has(text, "may also be offered to you directly, but prefer execute_code");
+	free(text);
+	cr_assert_eq(snapcell_config_instructions_with(cfg, 0, &text, NULL), 0);
+	expect_has(text, "not offered to you separately");
+	char *plain = instructions(cfg);
+	cr_expect_str_eq(plain, text);
+	free(plain);
+	free(text);
+	cr_expect_eq(snapcell_config_instructions_with(cfg, 1u << 5, &text, NULL),
+		     SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
+
+/* A tool's own format wins over the one describe is given. */
+Test(describe, per_tool_format)
+{
+	struct snapcell_config *cfg = test_config_new();
+	add_tool(cfg, "compute", "Adds two integers.", compute_schema, SNAPCELL_APPROVAL_NEVER);
+	add_tool(cfg, "other", "", compute_schema, SNAPCELL_APPROVAL_NEVER);
+	cr_assert_eq(snapcell_config_set_tool_describe_format(cfg, "compute",
+							      SNAPCELL_DESCRIBE_JSON, NULL),
+		     0);
+	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "- compute: Adds two integers.\n    parameters (JSON Schema): ");
+	expect_has(text, "- other: (no description)\n    a (integer, required)");
+	free(text);
+	cr_expect_eq(snapcell_config_set_tool_describe_format(cfg, "missing",
+							      SNAPCELL_DESCRIBE_JSON, NULL),
+		     -ENOENT);
+	cr_expect_eq(snapcell_config_set_tool_describe_format(cfg, "compute", 7, NULL),
+		     SNAPCELL_E_INVAL);
+	snapcell_config_free(cfg);
+}
+
+Test(describe, the_model_is_told_the_interpreters_version)
+{
+	struct snapcell_config *cfg = test_config_new();
+	char *dir = test_make_tree(),
+	     *json = test_python_answer("cpython", 3, 13, 0, false, "/bin/sh");
+	char *python = test_fake_python(dir, "python3.13", json);
+	cr_assert_eq(snapcell_config_set_python(cfg, python, NULL), 0);
+	char *text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "Runs Python 3.13 code");
+	free(text);
+	text = instructions(cfg);
+	expect_has(text, "write one Python 3.13 program");
+	free(text);
+	/* The default interpreter's, whatever this machine has. */
+	struct snapcell_python_info info;
+	char want[64];
+	cr_assert_eq(snapcell_config_set_python(cfg, NULL, NULL), 0);
+	if (snapcell_config_python_info(cfg, &info, NULL) == 0) {
+		snprintf(want, sizeof(want), "Runs Python 3.%u code", info.minor);
+		text = describe(cfg, SNAPCELL_DESCRIBE_JSON);
+		expect_has(text, want);
+		free(text);
+	}
+	/* None resolvable now (a venv whose interpreter went away): just "Python 3". */
+	char cfg_text[1200], rel[64];
+	snprintf(cfg_text, sizeof(cfg_text), "home = /nowhere\nversion = 3.13.0\nexecutable = %s\n",
+		 python);
+	test_write_file(dir, "venv/pyvenv.cfg", cfg_text);
+	snprintf(rel, sizeof(rel), "venv/lib/python3.13/site-packages/.keep");
+	test_write_file(dir, rel, "");
+	char venv[600];
+	snprintf(venv, sizeof(venv), "%s/venv", dir);
+	cr_assert_eq(snapcell_config_set_venv(cfg, venv, NULL), 0);
+	cr_assert_eq(unlink(python), 0);
+	text = describe(cfg, SNAPCELL_DESCRIBE_COMPACT);
+	expect_has(text, "Runs Python 3 code");
+	free(text);
+	snapcell_config_free(cfg);
+	free(python), free(json);
+	test_remove_tree(dir);
+	free(dir);
 }

@@ -273,7 +273,7 @@ static int up_count(struct upstream *u)
 struct rec {
 	char method[32], path[256], rule[512];
 	int status;
-	bool allowed, header_added;
+	bool allowed, header_added, upstream_tls;
 	uint64_t bytes_out, bytes_in;
 };
 
@@ -299,6 +299,7 @@ static void on_audit(void *ctx, const struct sc_http_record *r)
 		snprintf(d->path, sizeof(d->path), "%s", r->path);
 		snprintf(d->rule, sizeof(d->rule), "%s", r->rule);
 		d->status = r->status, d->allowed = r->allowed, d->header_added = r->header_added;
+		d->upstream_tls = r->upstream_tls;
 		d->bytes_out = r->bytes_out, d->bytes_in = r->bytes_in;
 	}
 	pthread_mutex_unlock(&s->lock);
@@ -332,7 +333,14 @@ static struct sc_net_entry e_auth = {.target = "https://" HOST "/auth",
 				     .path = "/auth",
 				     .headers = auth_header,
 				     .n_headers = 1};
-static const struct sc_net_entry *all_entries[] = {&e_get, &e_post, &e_auth};
+static struct sc_net_entry e_open = {
+	.target = HOST "/open", .kind = SC_NET_NAME, .host = HOST, .path = "/open"};
+static struct sc_net_entry e_secure = {.target = "https://" HOST "/secure",
+				       .kind = SC_NET_NAME,
+				       .scheme = SC_NET_SCHEME_HTTPS,
+				       .host = HOST,
+				       .path = "/secure"};
+static const struct sc_net_entry *all_entries[] = {&e_get, &e_post, &e_auth, &e_open, &e_secure};
 
 struct opts {
 	bool trust_upstream;
@@ -361,7 +369,7 @@ static void serve_start(struct served *s, struct upstream *u, struct opts o)
 				     .upstream = (struct sockaddr *)&u->addr,
 				     .upstream_len = u->addr_len,
 				     .entries = all_entries,
-				     .n_entries = 3,
+				     .n_entries = SC_ARRAY_LEN(all_entries),
 				     .deadline_us =
 					     o.deadline_ms ? sc__deadline_ms(o.deadline_ms) : 0,
 				     .stop_fd = s->stop[0],
@@ -690,15 +698,19 @@ Test(http_gate, the_entry_header_reaches_the_upstream_and_replaces_the_cells)
 {
 	struct upstream u;
 	struct served s;
+	struct cell c;
 	struct resp r;
-	upstream_start(&u, false);
-	plain_exchange(&u,
-		       fmt("GET /auth/me HTTP/1.1\r\nHost: %s\r\nauthorization: Bearer mine\r\n"
-			   "Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\n"
-			   "X-Keep: yes\r\n\r\n",
-			   hh(&u)),
-		       &r, &s);
-	cr_expect_eq(r.status, 200);
+	upstream_start(&u, true);
+	serve_start(&s, &u, (struct opts){.trust_upstream = true});
+	cr_assert_eq(cell_tls(&c, &s, HOST), 0);
+	cell_send(&c, fmt("GET /auth/me HTTP/1.1\r\nHost: %s\r\nauthorization: Bearer mine\r\n"
+			  "Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\n"
+			  "X-Keep: yes\r\n\r\n",
+			  hh(&u)));
+	cell_recv(&c, &r);
+	cell_close(&c);
+	serve_join(&s);
+	cr_expect_eq(r.status, 200, "%s%s", r.head, r.body);
 	cr_expect(strstr(u.seen, "Authorization: Bearer sekrit\r\n"), "%s", u.seen);
 	cr_expect(!strstr(u.seen, "mine"), "%s", u.seen);
 	cr_expect(!strcasestr(u.seen, "x-hop"), "%s", u.seen);
@@ -706,7 +718,64 @@ Test(http_gate, the_entry_header_reaches_the_upstream_and_replaces_the_cells)
 	cr_expect(strstr(u.seen, "X-Keep: yes"), "%s", u.seen);
 	cr_assert_eq(s.n_recs, 1);
 	cr_expect(s.recs[0].header_added);
+	cr_expect(s.recs[0].upstream_tls);
 	cr_expect(!strstr(s.recs[0].rule, "sekrit"));
+	upstream_stop(&u);
+}
+
+/* Issue 21, finding 1: the upstream's scheme followed the cell's, so plain HTTP to port 443
+ * of an https:// entry (or to any entry with headers) had the host send the credential in
+ * cleartext. Now such a request is refused with the rule, and nothing goes upstream. */
+Test(http_gate, credentials_never_go_upstream_in_cleartext)
+{
+	struct upstream u;
+	struct served s;
+	struct cell c;
+	struct resp r;
+	upstream_start(&u, false);
+	serve_start(&s, &u, (struct opts){0});
+	cell_plain(&c, &s);
+	cell_send(&c, fmt("GET /auth/me HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)));
+	cell_recv(&c, &r);
+	cr_expect_eq(r.status, 403, "%s%s", r.head, r.body);
+	cr_expect(strstr(r.body, "over TLS only") && strstr(r.body, e_auth.target), "%s", r.body);
+	cell_send(&c, fmt("GET /secure/x HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)));
+	cell_recv(&c, &r);
+	cr_expect_eq(r.status, 403, "%s%s", r.head, r.body);
+	cr_expect(strstr(r.body, "allowed as https://") && strstr(r.body, e_secure.target), "%s",
+		  r.body);
+	/* An entry without headers or a scheme still follows the cell: plain, recorded so. */
+	cell_send(&c, fmt("GET /open/x HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)));
+	cell_recv(&c, &r);
+	cr_expect_eq(r.status, 200, "%s%s", r.head, r.body);
+	cell_close(&c);
+	serve_join(&s);
+	cr_expect_eq(up_count(&u), 1);
+	cr_expect(!strstr(u.seen, "sekrit"), "%s", u.seen);
+	cr_assert_eq(s.n_recs, 3);
+	cr_expect(!s.recs[0].allowed && !s.recs[0].header_added && !s.recs[0].upstream_tls);
+	cr_expect(!s.recs[1].allowed && !s.recs[1].upstream_tls);
+	cr_expect(s.recs[2].allowed && !s.recs[2].upstream_tls);
+	upstream_stop(&u);
+}
+
+/* Over TLS an https:// entry goes upstream over verified TLS. */
+Test(http_gate, an_https_entry_goes_upstream_over_verified_tls)
+{
+	struct upstream u;
+	struct served s;
+	struct cell c;
+	struct resp r;
+	upstream_start(&u, true);
+	serve_start(&s, &u, (struct opts){.trust_upstream = true});
+	cr_assert_eq(cell_tls(&c, &s, HOST), 0);
+	cell_send(&c, fmt("GET /secure/x HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)));
+	cell_recv(&c, &r);
+	cell_close(&c);
+	serve_join(&s);
+	cr_expect_eq(r.status, 200, "%s%s", r.head, r.body);
+	cr_assert_eq(s.n_recs, 1);
+	cr_expect(s.recs[0].allowed && s.recs[0].upstream_tls);
 	upstream_stop(&u);
 }
 
@@ -769,7 +838,7 @@ Test(http_gate, the_cell_gets_the_gates_framing_not_the_upstreams)
 	plain_exchange(&u, fmt("GET /v1/chunky HTTP/1.0\r\nHost: %s\r\n\r\n", hh(&u)), &r, &s);
 	cr_expect_eq(r.status, 200);
 	cr_expect(strstr(r.head, "Connection: close"), "%s", r.head);
-	plain_exchange(&u, fmt("HEAD /auth/x HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)), &r, &s);
+	plain_exchange(&u, fmt("HEAD /open/x HTTP/1.1\r\nHost: %s\r\n\r\n", hh(&u)), &r, &s);
 	cr_expect_eq(r.status, 200, "%s | %s", r.head, s.n_recs ? s.recs[0].rule : "");
 	upstream_stop(&u);
 }
@@ -929,6 +998,39 @@ Test(http_gate, smuggling_forms_are_refused)
 		cr_expect(s.n_recs == 1 && !s.recs[0].allowed, "%s", copy);
 	}
 	cr_expect_eq(up_count(&u), 0);
+	upstream_stop(&u);
+}
+
+/* Issue 21, finding 9: a body on GET or HEAD, which an upstream that ignores it would read
+ * as the next request (CL.0). */
+Test(http_gate, a_body_on_get_or_head_is_refused)
+{
+	struct upstream u;
+	struct served s;
+	struct resp r;
+	upstream_start(&u, false);
+	const char *h = hh(&u);
+	const char *reqs[] = {
+		fmt("GET /v1/a HTTP/1.1\r\nHost: %s\r\nContent-Length: 38\r\n\r\n"
+		    "GET /admin HTTP/1.1\r\nHost: x\r\n\r\n",
+		    h),
+		fmt("HEAD /open/a HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "5\r\nhello\r\n0\r\n\r\n",
+		    h),
+		fmt("GET /v1/a HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n"
+		    "0\r\n\r\n",
+		    h)};
+	for (size_t i = 0; i < SC_ARRAY_LEN(reqs); i++) {
+		plain_exchange(&u, reqs[i], &r, &s);
+		cr_expect_eq(r.status, 400, "%zu: %s", i, r.head);
+		cr_expect(strstr(r.body, "GET or HEAD request with a body"), "%s", r.body);
+		cr_expect(s.n_recs == 1 && !s.recs[0].allowed);
+	}
+	/* An empty body said so is no body. */
+	plain_exchange(&u, fmt("GET /v1/a HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\n\r\n", h),
+		       &r, &s);
+	cr_expect_eq(r.status, 200, "%s", r.head);
+	cr_expect_eq(up_count(&u), 1);
 	upstream_stop(&u);
 }
 

@@ -8,6 +8,7 @@
 #include "core/core.h"
 #include "helpers.h"
 #include "net/net.h"
+#include "util/util.h"
 
 static const char *cfg_entry_value(const struct snapcell_config *cfg)
 {
@@ -119,7 +120,7 @@ Test(net_rules, paths_match_on_segment_boundaries)
 	expect_request(&l, h, 443, "GET", "/v1/%zz", "two hex digits");
 	expect_request(&l, h, 443, "GET", "/v1/../x", "'..' segment");
 	expect_request(&l, h, 443, "GET", "/v1/./x", "'..' segment");
-	expect_request(&l, h, 443, "GET", "/v1/..;/x", "'..' segment");
+	expect_request(&l, h, 443, "GET", "/v1/..;/x", "';'");
 	expect_request(&l, h, 443, "GET", "/v1/..", "'..' segment");
 	expect_request(&l, h, 443, "GET", "/v1//x", "empty segment");
 	expect_request(&l, h, 443, "GET", "/v1\\x", "backslash");
@@ -138,6 +139,87 @@ Test(net_rules, paths_match_on_segment_boundaries)
 	expect_request(&l, "x.example.test", 443, "GET", "/a%2A", "not under");
 	expect_request(&l, "x.example.test", 80, "GET", "/b/c", NULL);
 	expect_request(&l, "x.example.test", 443, "GET", "/b", NULL);
+	sc__net_list_free(&l);
+}
+
+/* Issue 21, finding 9: what a server behind the gate may decode or fold into a separator
+ * after the gate compared the path. */
+Test(net_rules, paths_that_decode_or_fold_into_separators_are_refused)
+{
+	const char *t[] = {"https://api.example.test/v1", NULL};
+	struct sc_net_list l = list_of(t, NULL);
+	const char *h = "api.example.test";
+	static const char *const utf8_ok[] = {
+		"/v1/caf%C3%A9", "/v1/caf%c3%a9", "/v1/%E2%82%AC",    "/v1/%F0%9F%98%80/x",
+		"/v1/%EF%BF%BD", "/v1/%C2%80",	  "/v1/%F4%8F%BF%BF", "/v1/a%20b"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(utf8_ok); i++)
+		expect_request(&l, h, 443, "GET", utf8_ok[i], NULL);
+	static const char *const not_utf8[] = {"/v1/%C0%AE%C0%AE/admin", /* overlong '.' */
+					       "/v1/%C0%AF",		 /* overlong '/' */
+					       "/v1/%E0%80%AE",	   /* overlong '.', three bytes */
+					       "/v1/%F0%80%80%AF", /* overlong '/', four bytes */
+					       "/v1/%C1%9C",	   /* overlong '\' */
+					       "/v1/%80",	   /* a stray continuation byte */
+					       "/v1/%C3",	   /* cut short */
+					       "/v1/%C3x",	   /* cut short by a literal */
+					       "/v1/%E2%82",	   /* cut short */
+					       "/v1/%ED%A0%80",	   /* a surrogate */
+					       "/v1/%F4%90%80%80", /* past U+10FFFF */
+					       "/v1/%F5%80%80%80", /* no such lead byte */
+					       "/v1/%FF"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(not_utf8); i++)
+		expect_request(&l, h, 443, "GET", not_utf8[i], "not UTF-8");
+	static const char *const folding[] = {
+		"/v1/%EF%BC%8E%EF%BC%8E/admin", /* U+FF0E FULLWIDTH FULL STOP */
+		"/v1/%E2%80%A4%E2%80%A4/admin", /* U+2024 ONE DOT LEADER */
+		"/v1/%E2%80%A5/admin",		/* U+2025 TWO DOT LEADER */
+		"/v1/%E2%80%A6",		/* U+2026 HORIZONTAL ELLIPSIS */
+		"/v1%EF%BC%8Fadmin",		/* U+FF0F FULLWIDTH SOLIDUS */
+		"/v1%E2%88%95admin",		/* U+2215 DIVISION SLASH */
+		"/v1%E2%81%84admin",		/* U+2044 FRACTION SLASH */
+		"/v1%E2%A7%B8admin",		/* U+29F8 BIG SOLIDUS */
+		"/v1%EF%BC%BCadmin",		/* U+FF3C FULLWIDTH REVERSE SOLIDUS */
+		"/v1/%EF%B9%92%EF%B9%92/admin", /* U+FE52 SMALL FULL STOP */
+		"/v1/%EF%B9%9Fx",		/* U+FE5F SMALL NUMBER SIGN */
+		"/v1/%E3%80%82%E3%80%82/admin", /* U+3002 IDEOGRAPHIC FULL STOP */
+		"/v1/%EF%BD%A1",		/* U+FF61 HALFWIDTH IDEOGRAPHIC FULL STOP */
+		"/v1/%E2%84%80",		/* U+2100 ACCOUNT OF: "a/c" */
+		"/v1/%E2%92%88",		/* U+2488 DIGIT ONE FULL STOP: "1." */
+		"/v1/%F0%9F%84%80",		/* U+1F100 DIGIT ZERO FULL STOP */
+		"/v1/%CD%BE",			/* U+037E GREEK QUESTION MARK: ';' */
+		"/v1/%EF%BC%9Fx",		/* U+FF1F FULLWIDTH QUESTION MARK */
+		"/v1/%EF%BC%85x",		/* U+FF05 FULLWIDTH PERCENT SIGN */
+		"/v1/%ef%bc%8e"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(folding); i++)
+		expect_request(&l, h, 443, "GET", folding[i], "folds to");
+	/* The rest of what NFKC folds to those characters (an attack pass on issue 21 found
+	 * U+FE30, "..", missing): every one Python's unicodedata finds. */
+	static const char *const vertical[] = {
+		"/v1/%EF%B8%B0/admin", /* U+FE30 VERTICAL TWO DOT LEADER: ".." */
+		"/v1/%EF%B8%99",       /* U+FE19 VERTICAL HORIZONTAL ELLIPSIS: "..." */
+		"/v1/%EF%B8%94x",      /* U+FE14 VERTICAL SEMICOLON: ';' */
+		"/v1/%EF%B8%96x",      /* U+FE16 VERTICAL QUESTION MARK: '?' */
+		"/v1/%E2%81%87x",      /* U+2047 DOUBLE QUESTION MARK: "??" */
+		"/v1/%E2%81%88x",      /* U+2048 QUESTION EXCLAMATION MARK: "?!" */
+		"/v1/%E2%81%89x",      /* U+2049 EXCLAMATION QUESTION MARK: "!?" */
+		"/v1/%E3%8F%82",       /* U+33C2 SQUARE AM: "a.m." */
+		"/v1/%E3%8F%87",       /* U+33C7 SQUARE CO: "Co." */
+		"/v1/%E3%8F%98",       /* U+33D8 SQUARE PM: "p.m." */
+	};
+	for (size_t i = 0; i < SC_ARRAY_LEN(vertical); i++)
+		expect_request(&l, h, 443, "GET", vertical[i], "folds to");
+	expect_request(&l, h, 443, "GET", "/v1/a;b", "';'");
+	expect_request(&l, h, 443, "GET", "/v1;/admin", "';'");
+	expect_request(&l, h, 443, "GET", "/v1/x;jsessionid=1", "';'");
+	expect_request(&l, h, 443, "GET", "/v1/..%3b/admin", "';'");
+	expect_request(&l, h, 443, "GET", "/v1/a%3Bb", "';'");
+	/* The query is not the path: these stay the origin's. */
+	expect_request(&l, h, 443, "GET", "/v1/x?a;b=%EF%BC%8E", NULL);
+	sc__net_list_free(&l);
+	/* An entry without a path rule passes the path on unjudged. */
+	const char *t2[] = {"https://api.example.test", NULL};
+	l = list_of(t2, NULL);
+	expect_request(&l, h, 443, "GET", "/v1/%C0%AE;x", NULL);
 	sc__net_list_free(&l);
 }
 
@@ -328,6 +410,20 @@ Test(net_rules, allow_header_expands_in_c_and_needs_the_entry)
 	cr_expect_eq(snapcell_config_allow_header(cfg, "bad target@", "X-A", "v", &err),
 		     SNAPCELL_E_INVAL);
 	cr_expect_eq(snapcell_config_allow_header(NULL, "x", "X-A", "v", &err), SNAPCELL_E_INVAL);
+	/* Issue 21, finding 1: no header on an entry allowed as http://, with or without a
+	 * path; "host:80" (no scheme) takes one, which the gate adds over TLS only. */
+	const char *http_targets[] = {"http://api.example.test/v1", "http://api.example.test"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(http_targets); i++) {
+		cr_assert_eq(snapcell_config_allow(cfg, http_targets[i], NULL, 0, &err), 0);
+		cr_expect_eq(snapcell_config_allow_header(cfg, http_targets[i], "Authorization",
+							  "Bearer x", &err),
+			     SNAPCELL_E_INVAL, "%s", http_targets[i]);
+		cr_expect(strstr(err.message, "cleartext"), "%s", err.message);
+	}
+	cr_assert_eq(snapcell_config_allow(cfg, "api.example.test:8080", NULL, 0, &err), 0);
+	cr_expect_eq(snapcell_config_allow_header(cfg, "api.example.test:8080", "Authorization",
+						  "Bearer x", &err),
+		     0, "%s", err.message);
 	snapcell_config_free(cfg);
 }
 

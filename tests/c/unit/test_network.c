@@ -40,6 +40,8 @@ Test(network, targets_normalise_as_the_reference_does)
 	expect_norm("example.com:08080", "example.com:8080");
 	expect_norm("my_host-1.internal", "my_host-1.internal");
 	expect_norm("git+ssh://Host.example", "host.example");
+	expect_norm("*.Example.org", "*.example.org");
+	expect_norm("https://*.example.org:8443/v1", "*.example.org:8443");
 }
 
 Test(network, unclear_targets_are_refused_with_a_reason)
@@ -63,7 +65,9 @@ Test(network, unclear_targets_are_refused_with_a_reason)
 	expect_refused("[::1", "unclosed");
 	expect_refused("[::1]x", "after ']'");
 	expect_refused("[example.com]", "IPv6");
-	expect_refused("*.example.com", "wildcards");
+	expect_refused("a.*.example.com", "character '*' is not allowed");
+	expect_refused("*.*.example.com", "a wildcard is only a leading '*.'");
+	expect_refused("*example.com", "a wildcard is only a leading '*.'");
 	expect_refused("a..b", "empty label");
 	expect_refused(".", "empty label");
 	expect_refused("exa%2ample.com", "character '%'");
@@ -413,6 +417,10 @@ Test(network, path_rules_are_strict)
 	expect_entry_refused("https://x.example/a/./b", "'..' segment");
 	expect_entry_refused("https://x.example/a/..", "'..' segment");
 	expect_entry_refused("https://x.example/a/..;x/b", "'..' segment");
+	expect_entry_refused("https://x.example/a;b", "';'");
+	expect_entry_refused("https://x.example/a%3bb", "';'");
+	expect_entry_refused("https://x.example/a%C0%AE", "not UTF-8");
+	expect_entry_refused("https://x.example/a%EF%BC%8F", "folds to");
 	expect_entry_refused("https://x.example//a", "empty path segment");
 	expect_entry_refused("https://x.example/a//b", "empty path segment");
 	expect_entry_refused("https://x.example/a b", "whitespace");

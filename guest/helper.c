@@ -1,0 +1,343 @@
+/* The helper, snapcell-cell: the program the host starts in the sandbox's namespaces. It greets
+ * the host, reads the setup message, builds the read-only root and pivots into it, then execs
+ * the chosen interpreter in isolated mode to import the guest module (guest/module.c), which
+ * becomes the template. It links no Python: which CPython runs is the setup message's word.
+ * Not the template: it parks no cell and runs no Python. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "guest.h"
+#include "rpc/control.h"
+#include "util/util.h"
+
+#define CTL SC_CONTROL_FD
+
+/* What the interpreter runs: the guest module loaded from its file, never from a sys.path
+ * entry (the cells' sys.path stays the interpreter's own), with no name left in __main__. */
+#define GUEST_IMPORT                                                                               \
+	"(lambda m: (lambda l: l.create_module(m.ModuleSpec(l.name, l, origin=l.path)))"           \
+	"(m.ExtensionFileLoader('" SC_GUEST_MODULE "', '%s')))"                                    \
+	"(__import__('importlib.machinery').machinery).main()"
+
+static void report_failure(const struct snapcell_error *err)
+{
+	struct sc_ctl_msg m = {.type = SC_CTL_READY, .status = err->code};
+	snprintf(m.message, sizeof(m.message), "%.*s", (int)sizeof(m.message) - 1, err->message);
+	sc__ctl_send(CTL, &m, NULL, 0);
+}
+
+/* The message as it came (the template decodes it again from SC_GUEST_SETUP_FD) and s. */
+static int read_setup(char **raw, size_t *len, struct sc_setup *s, struct snapcell_error *err)
+{
+	char *buf = malloc(SC_SETUP_MAX);
+	if (!buf)
+		return sc__err(err, -ENOMEM, "setup buffer");
+	ssize_t n;
+	do
+		n = recv(CTL, buf, SC_SETUP_MAX, MSG_TRUNC);
+	while (n < 0 && errno == EINTR);
+	int rc = n < 0 ? sc__err(err, -errno, "read setup")
+		 : n == 0 || n > (ssize_t)SC_SETUP_MAX
+			 ? sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: %zd bytes", n)
+			 : sc__setup_decode(buf, (size_t)n, s, err);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	*raw = buf;
+	*len = (size_t)n;
+	return 0;
+}
+
+/* fd moved above the pass descriptors (which close_pass_fds closes); -1 stays -1. */
+static int high(int fd)
+{
+	if (fd < 0)
+		return fd;
+	int moved = fcntl(fd, F_DUPFD_CLOEXEC, SC_CGROUP_FD + 1);
+	close(fd);
+	if (moved < 0)
+		errno = EMFILE;
+	return moved;
+}
+
+/* A sealed memfd holding the setup message, for the template. */
+static int setup_memfd(const char *raw, size_t len, struct snapcell_error *err)
+{
+	int fd = high(memfd_create("snapcell-setup", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+	int rc = fd < 0 ? -errno : sc__write_all(fd, raw, len);
+	if (rc == 0 && fcntl(fd, F_ADD_SEALS, SC_GUEST_SETUP_SEALS) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		if (fd >= 0)
+			close(fd);
+		return sc__err(err, rc, "setup memfd");
+	}
+	return fd;
+}
+
+/* Where fd's directory is reachable whatever the sandbox uid may walk. */
+static void fd_path(char *buf, size_t len, int fd, const char *file)
+{
+	snprintf(buf, len, "/proc/self/fd/%d%s%s", fd, file ? "/" : "", file ? file : "");
+}
+
+#define MAX_BINDS (2 + 2 * SC_PASS_FD_MAX)
+
+/* The read-only binds: /input, the Python paths at SC_PYTHON_PATH_BASE/<i> (the host path may
+ * lie under /tmp, which each cell remounts), the interpreter's directories at their own paths,
+ * and the guest module (the file alone: its directory may be a whole build tree) in
+ * SC_GUEST_DIR. */
+static size_t list_binds(const struct sc_setup *s, struct sc_bind *binds, char (*src)[32],
+			 char (*dst)[48])
+{
+	size_t n = 0;
+	binds[n++] = (struct sc_bind){s->input, "/input"};
+	for (size_t i = 0; i < s->n_python_paths && n < MAX_BINDS; i++, n++) {
+		fd_path(src[n], sizeof(src[n]), s->python_paths[i].fd, NULL);
+		snprintf(dst[n], sizeof(dst[n]), SC_PYTHON_PATH_BASE "/%zu", i);
+		binds[n] = (struct sc_bind){src[n], dst[n]};
+	}
+	for (size_t i = 0; i < s->python.n_dirs && n < MAX_BINDS; i++, n++) {
+		fd_path(src[n], sizeof(src[n]), s->python.dirs[i].fd, NULL);
+		binds[n] = (struct sc_bind){src[n], s->python.dirs[i].host};
+	}
+	static char module_src[PATH_MAX], module_dst[PATH_MAX];
+	fd_path(module_src, sizeof(module_src), s->guest.fd, NULL);
+	snprintf(module_dst, sizeof(module_dst), SC_GUEST_DIR "/%s", s->guest.file);
+	binds[n] = (struct sc_bind){module_src, module_dst};
+	return n + 1;
+}
+
+/* The Python paths for an interpreter a cell execs: a .pth line each, the plain ones as
+ * directories, the site ones (a venv's) through site.addsitedir, as the template added them. */
+static char *paths_pth(const struct sc_setup *s)
+{
+	size_t len = 1;
+	for (size_t i = 0; i < s->n_python_paths; i++)
+		len += 80 + strlen(SC_PYTHON_PATH_BASE) + 2 * PATH_MAX;
+	char *text = calloc(1, len), *at = text;
+	for (size_t i = 0; text && i < s->n_python_paths; i++) {
+		const char *site = s->python_paths[i].site;
+		if (!site)
+			at += sprintf(at, SC_PYTHON_PATH_BASE "/%zu\n", i);
+		else if (!strchr(site, '\'') && !strchr(site, '\\') && !strchr(site, '\n'))
+			at += sprintf(at,
+				      "import site; site.addsitedir('" SC_PYTHON_PATH_BASE
+				      "/%zu%s%s')\n",
+				      i, *site ? "/" : "", site);
+	}
+	return text;
+}
+
+/* What the root links to the interpreter: /usr/bin/python3 and python, and with Python paths
+ * a venv (SC_VENV_DIR) whose site-packages names them in a .pth file, so an interpreter a cell
+ * execs sees what the cell sees; without, the links point at the interpreter itself. */
+static size_t root_files(const struct sc_setup *s, struct sc_root_file *f, char *pth)
+{
+	static char cfg[PATH_MAX + 128], site[PATH_MAX];
+	static const char *python = SC_VENV_DIR "/bin/python3";
+	unsigned major = 3, minor = 0;
+	sscanf(s->python.version, "%u.%u", &major, &minor);
+	const char *target = pth ? python : s->python.executable;
+	size_t n = 0;
+	f[n++] = (struct sc_root_file){"/usr/bin/python3", NULL, target};
+	f[n++] = (struct sc_root_file){"/usr/bin/python", NULL, target};
+	if (!pth)
+		return n;
+	snprintf(cfg, sizeof(cfg),
+		 "home = %.*s\ninclude-system-site-packages = false\nversion = %s\n",
+		 (int)(strrchr(s->python.executable, '/') - s->python.executable),
+		 s->python.executable, s->python.version);
+	snprintf(site, sizeof(site), SC_VENV_DIR "/lib/python%u.%u/site-packages/_snapcell.pth",
+		 major, minor);
+	f[n++] = (struct sc_root_file){SC_VENV_DIR "/pyvenv.cfg", cfg, NULL};
+	f[n++] = (struct sc_root_file){python, NULL, s->python.executable};
+	f[n++] = (struct sc_root_file){SC_VENV_DIR "/bin/python", NULL, "python3"};
+	f[n++] = (struct sc_root_file){site, pth, NULL};
+	return n;
+}
+
+static int build_root(const struct sc_setup *s, struct snapcell_error *err)
+{
+	static struct sc_bind binds[MAX_BINDS + 1];
+	static char src[MAX_BINDS + 1][32], dst[MAX_BINDS + 1][48], exe[PATH_MAX];
+	const char *lib_dirs[SC_PASS_FD_MAX];
+	struct sc_root_file files[6];
+	char *pth = s->n_python_paths ? paths_pth(s) : NULL;
+	if (s->n_python_paths && !pth)
+		return sc__err(err, -ENOMEM, "python paths");
+	for (size_t i = 0; i < s->python.n_dirs && i < SC_PASS_FD_MAX; i++)
+		lib_dirs[i] = s->python.dirs[i].host;
+	fd_path(exe, sizeof(exe), s->python.exe_dir_fd, strrchr(s->python.executable, '/') + 1);
+	struct sc_rootfs fs = {.base = s->root,
+			       .out_dir = s->out,
+			       .ro_binds = binds,
+			       .n_ro_binds = list_binds(s, binds, src, dst),
+			       .lib_dirs = lib_dirs,
+			       .n_lib_dirs = s->python.n_dirs,
+			       .hosts = s->net ? s->net->hosts : NULL,
+			       .extra_ca = s->net ? s->net->ca : NULL,
+			       .interp_src = exe,
+			       .interp_path = s->python.executable,
+			       .files = files,
+			       .n_files = root_files(s, files, pth)};
+	int rc = sc__rootfs_build(&fs, err);
+	free(pth);
+	return rc;
+}
+
+/* Whether path is absolute, has no "..", and base is a plain file name. */
+static bool sane_paths(const struct sc_setup *s)
+{
+	const char *exe = s->python.executable, *slash = strrchr(exe, '/');
+	const char *file = s->guest.file;
+	return exe[0] == '/' && !strstr(exe, "/..") && slash && slash[1] && file[0] &&
+	       strspn(file, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+		       strlen(file) &&
+	       file[0] != '.';
+}
+
+/* Moves fd to target (without CLOEXEC, so it crosses the exec); -1 stays absent. */
+static int hand_over(int fd, int target)
+{
+	if (fd < 0 || fd == target)
+		return fd < 0 ? 0 : (fcntl(fd, F_SETFD, 0) < 0 ? -errno : 0);
+	int rc = dup2(fd, target) < 0 ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/* Descriptors the template needs and the helper must open before the pivot (/proc goes). */
+struct handoff {
+	int setup, pidns, netns, cgroup, guest_module;
+};
+
+static int open_namespaces(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
+{
+	h->pidns = high(open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC));
+	if (h->pidns < 0)
+		return sc__err(err, -errno, "open /proc/self/ns/pid");
+	h->netns = s->net ? high(open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) : -1;
+	if (s->net && h->netns < 0)
+		return sc__err(err, -errno, "open /proc/self/ns/net");
+	return 0;
+}
+
+/* The pass descriptors (SC_PASS_FD_FIRST and up) are done with once the root is built (the
+ * rlimits level keeps a copy of the guest module's directory: it loads the module through
+ * it). */
+static void close_pass_fds(void)
+{
+	for (int fd = SC_PASS_FD_FIRST; fd < SC_PASS_FD_FIRST + SC_PASS_FD_MAX; fd++)
+		close(fd);
+}
+
+/* The module's descriptor (O_PATH, or /dev/null for a file the spawn could not open) names a
+ * regular file the sandbox uid may read. */
+static bool module_readable(int fd)
+{
+	char path[32];
+	struct stat st;
+	fd_path(path, sizeof(path), fd, NULL);
+	int readable = open(path, O_RDONLY | O_CLOEXEC);
+	bool ok = readable >= 0 && fstat(readable, &st) == 0 && S_ISREG(st.st_mode);
+	if (readable >= 0)
+		close(readable);
+	return ok;
+}
+
+static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
+{
+	int moved = sc__cgroup_cell_enter(SC_CGROUP_FD);
+	if (s->cgroup && moved < 0)
+		return sc__err(err, moved, "move into memory cgroup %s", s->cgroup);
+	/* Before the pivot, while the host's cgroup mount is in this mount namespace. */
+	if (s->cgroup && (h->cgroup = high(open(s->cgroup, O_PATH | O_DIRECTORY | O_CLOEXEC))) < 0)
+		return sc__err(err, -errno, "open memory cgroup %s", s->cgroup);
+	if (setsid() < 0)
+		return sc__err(err, -errno, "setsid");
+	if (!sane_paths(s))
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad interpreter or guest");
+	if (!module_readable(s->guest.fd))
+		return sc__err(err, -ENOENT,
+			       "the guest module %s beside the helper: missing or unreadable",
+			       s->guest.file);
+	int rc = 0;
+	if (s->level == SNAPCELL_ISOLATION_RLIMITS)
+		h->guest_module = fcntl(s->guest.fd, F_DUPFD_CLOEXEC, SC_CGROUP_FD + 1);
+	else if ((rc = open_namespaces(s, h, err)) == 0)
+		rc = build_root(s, err);
+	close_pass_fds();
+	return rc;
+}
+
+/* Execs the interpreter with the descriptors at their SC_GUEST_* numbers. Returns only on
+ * failure. */
+static int exec_guest(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
+{
+	char code[PATH_MAX + 512], module[PATH_MAX];
+	/* At the rlimits level there is no root: the module is read through its descriptor. */
+	if (s->level == SNAPCELL_ISOLATION_RLIMITS)
+		fd_path(module, sizeof(module), SC_GUEST_MODULE_FD, NULL);
+	else
+		snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", s->guest.file);
+	snprintf(code, sizeof(code), GUEST_IMPORT, module);
+	int rc = hand_over(h->setup, SC_GUEST_SETUP_FD);
+	if (rc == 0)
+		rc = hand_over(h->pidns, SC_GUEST_PIDNS_FD);
+	if (rc == 0)
+		rc = hand_over(h->netns, SC_GUEST_NETNS_FD);
+	if (rc == 0)
+		rc = hand_over(h->cgroup, SC_GUEST_CGROUP_FD);
+	if (rc == 0)
+		rc = hand_over(h->guest_module, SC_GUEST_MODULE_FD);
+	if (rc < 0)
+		return sc__err(err, rc, "hand over descriptors");
+	/* Isolated (no environment variables, no user site, no script directory), no site
+	 * module (the template adds site directories itself), UTF-8 whatever the locale (the
+	 * root has only C.UTF-8), and no bytecode written (the root is read-only). */
+	char *argv[] = {s->python.executable, "-I", "-S", "-B", "-X", "utf8", "-c", code, NULL};
+	char *envp[] = {SC_GUEST_ENV "=" SC_GUEST_MARK, NULL};
+	execve(s->python.executable, argv, envp);
+	if (errno == EACCES && s->level == SNAPCELL_ISOLATION_RLIMITS)
+		return sc__err(
+			err, -errno,
+			"execute %s: at level rlimits the sandbox's uid (%u) runs it where it "
+			"is, and cannot reach it",
+			s->python.executable, (unsigned)getuid());
+	return sc__err(err, -errno, "execute %s", s->python.executable);
+}
+
+int main(void)
+{
+	struct snapcell_error err = {0};
+	struct sc_setup s;
+	struct handoff h = {-1, -1, -1, -1, -1};
+	char *raw = NULL;
+	size_t len = 0;
+	signal(SIGPIPE, SIG_IGN);
+	/* First, before reading anything: the host checks the protocol before it sends setup. */
+	if (sc__hello_send(CTL) < 0)
+		return 1;
+	int rc = read_setup(&raw, &len, &s, &err);
+	if (rc == 0 && (h.setup = setup_memfd(raw, len, &err)) < 0)
+		rc = h.setup;
+	free(raw);
+	if (rc == 0)
+		rc = prepare(&s, &h, &err);
+	if (rc == 0)
+		exec_guest(&s, &h, &err);
+	report_failure(&err);
+	return 1;
+}

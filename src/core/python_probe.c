@@ -1,0 +1,391 @@
+/* Asking an interpreter what it is: runs it once with a short script and reads the answer, as
+ * nginx unit takes its paths from the interpreter's own sys.path. Judging the answer (which
+ * interpreters snapcell runs) is python_env.c's; this file only asks, parses and remembers. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "util/util.h"
+
+#define PROBE_TIMEOUT_MS 5000
+#define ANSWER_MAX	 (64u << 10)
+#define STDERR_KEEP	 160
+#define CACHE_MAX	 64
+#define DIRS_MAX	 32
+
+extern char **environ;
+
+/* Run with -I -S: no site, no user or environment paths, so what it reports is the
+ * interpreter's own. The extension modules are imported only so their shared libraries are
+ * mapped: the system directories they load from are what a cell needs bound. A pyenv
+ * `python3` is a bash shim; sys.executable names the binary it finally ran. */
+static const char PROBE[] =
+	"import sys, os, json, sysconfig\n"
+	"for m in ('_ssl', '_ctypes', 'zlib', '_hashlib', '_bz2', '_lzma', '_sqlite3',\n"
+	"          'pyexpat', '_decimal', '_uuid', 'readline', '_curses'):\n"
+	"    try:\n"
+	"        __import__(m)\n"
+	"    except Exception:\n"
+	"        pass\n"
+	"libs = set()\n"
+	"try:\n"
+	"    with open('/proc/self/maps') as f:\n"
+	"        for line in f:\n"
+	"            f5 = line.split(None, 5)\n"
+	"            p = f5[5].strip() if len(f5) == 6 else ''\n"
+	"            if p.startswith('/') and '.so' in os.path.basename(p) \\\n"
+	"                    and not p.endswith(' (deleted)'):\n"
+	"                libs.add(os.path.dirname(os.path.realpath(p)))\n"
+	"except OSError:\n"
+	"    pass\n"
+	"v = sysconfig.get_config_var\n"
+	"dyn = [p for p in sys.path if os.path.basename(p) == 'lib-dynload']\n"
+	"exe = getattr(sys, '_base_executable', '') or sys.executable\n"
+	"real = lambda p: os.path.realpath(p) if p else ''\n"
+	"print(json.dumps({'implementation': sys.implementation.name,\n"
+	"    'version': list(sys.version_info[:3]), 'executable': real(exe),\n"
+	"    'base_prefix': real(sys.base_prefix), 'stdlib': real(sysconfig.get_path('stdlib')),\n"
+	"    'platstdlib': real(sysconfig.get_path('platstdlib')),\n"
+	"    'dynload': real(dyn[0] if dyn else v('DESTSHARED')),\n"
+	"    'gil_disabled': bool(v('Py_GIL_DISABLED')), 'shared': bool(v('Py_ENABLE_SHARED')),\n"
+	"    'libdir': real(v('LIBDIR')), 'libs': sorted(libs)}))\n";
+
+/* The answers so far, by the file asked (after links) and its identity: a file replaced or
+ * rebuilt is asked again. Entries stay for the process's life (at most CACHE_MAX). */
+struct answer {
+	char *path;
+	dev_t dev;
+	ino_t ino;
+	struct timespec mtime;
+	struct sc_python_probe probe;
+};
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct answer cache[CACHE_MAX];
+static size_t n_cache;
+
+static void clear_probe(struct sc_python_probe *p)
+{
+	free(p->implementation);
+	p->implementation = NULL;
+	sc__python_clear(&p->py);
+}
+
+/* Reads the child's stdout (capped) and keeps the start of its stderr until both close or
+ * the deadline passes; -ETIMEDOUT or -E2BIG then. */
+static int collect(int out_fd, int err_fd, char *answer, size_t *answer_len, char *why,
+		   size_t why_len)
+{
+	uint64_t deadline = sc__deadline_ms(PROBE_TIMEOUT_MS);
+	size_t n_why = 0;
+	*answer_len = 0;
+	while (out_fd >= 0 || err_fd >= 0) {
+		struct pollfd p[2] = {{.fd = out_fd, .events = POLLIN},
+				      {.fd = err_fd, .events = POLLIN}};
+		uint64_t now = sc__now_us();
+		if (now >= deadline)
+			return -ETIMEDOUT;
+		int r = poll(p, 2, (int)((deadline - now + 999) / 1000));
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		char junk[512];
+		if (out_fd >= 0 && p[0].revents) {
+			ssize_t n = read(out_fd, answer + *answer_len, ANSWER_MAX - *answer_len);
+			if (n > 0 && (*answer_len += (size_t)n) == ANSWER_MAX)
+				return -E2BIG;
+			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+				out_fd = -1;
+		}
+		if (err_fd >= 0 && p[1].revents) {
+			ssize_t n = read(err_fd, junk, sizeof(junk));
+			/* It goes into a message: no control bytes. */
+			for (ssize_t i = 0; i < n && n_why + 1 < why_len; i++)
+				why[n_why++] = junk[i] == '\n'		       ? ' '
+					       : (unsigned char)junk[i] < 0x20 ? '?'
+									       : junk[i];
+			why[n_why] = 0;
+			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+				err_fd = -1;
+		}
+	}
+	return 0;
+}
+
+/* Runs path -I -S -c PROBE with the caller's environment (a pyenv shim reads PYENV_*), stdin
+ * /dev/null, for at most PROBE_TIMEOUT_MS; *answer is its stdout, NUL-terminated, malloc'd.
+ * why gets the start of its stderr, or what went wrong. */
+static int run(const char *path, char **answer, char *why, size_t why_len)
+{
+	int out[2] = {-1, -1}, errp[2] = {-1, -1};
+	char *buf = malloc(ANSWER_MAX + 1);
+	why[0] = 0;
+	if (!buf)
+		return -ENOMEM;
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+		int e = -errno;
+		if (out[0] >= 0)
+			close(out[0]), close(out[1]);
+		free(buf);
+		return e;
+	}
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	/* Its own process group, so a shim's children die with it at the deadline. */
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF |
+						POSIX_SPAWN_SETPGROUP);
+	char *argv[] = {(char *)path, "-I", "-S", "-c", (char *)PROBE, NULL};
+	pid_t pid;
+	int rc = -posix_spawn(&pid, path, &fa, &attr, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(out[1]);
+	close(errp[1]);
+	size_t len = 0;
+	if (rc == 0) {
+		rc = collect(out[0], errp[0], buf, &len, why, why_len);
+		if (rc < 0)
+			kill(-pid, SIGKILL);
+		/* 0 when it cannot be known (a caller that ignores SIGCHLD has it reaped). */
+		int status = 0;
+		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0) && !why[0])
+			snprintf(why, why_len, "it exited with status %d",
+				 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+	}
+	close(out[0]);
+	close(errp[0]);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	buf[len] = 0;
+	*answer = buf;
+	return 0;
+}
+
+/* Whether dir is already covered: the same directory or one beneath a listed one. */
+static bool covered(char **dirs, size_t n, const char *dir)
+{
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(dirs[i]);
+		if (strncmp(dir, dirs[i], len) == 0 &&
+		    (dir[len] == 0 || dir[len] == '/' || (len == 1 && dirs[i][0] == '/')))
+			return true;
+	}
+	return false;
+}
+
+/* Adds dir (absolute, existing, not yet covered) to py->dirs; drops listed dirs it covers. */
+static int add_dir(struct sc_python *py, const char *dir)
+{
+	struct stat st;
+	if (!dir || dir[0] != '/' || stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    covered(py->dirs, py->n_dirs, dir))
+		return 0;
+	size_t k = 0, len = strlen(dir);
+	for (size_t i = 0; i < py->n_dirs; i++) {
+		bool inside = strncmp(py->dirs[i], dir, len) == 0 && py->dirs[i][len] == '/';
+		if (inside)
+			free(py->dirs[i]);
+		else
+			py->dirs[k++] = py->dirs[i];
+	}
+	py->n_dirs = k;
+	if (py->n_dirs == DIRS_MAX)
+		return -E2BIG;
+	char **grown = realloc(py->dirs, (py->n_dirs + 1) * sizeof(*grown));
+	if (!grown)
+		return -ENOMEM;
+	py->dirs = grown;
+	if (!(grown[py->n_dirs] = strdup(dir)))
+		return -ENOMEM;
+	py->n_dirs++;
+	return 0;
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* Fills out from the probe's JSON; -EPROTO when it is not an answer to our question. */
+static int parse(const char *text, struct sc_python_probe *out)
+{
+	json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
+	json_t *v = json_object_get(o, "version"), *libs = json_object_get(o, "libs");
+	int rc = 0;
+	if (!json_is_object(o) || !str(o, "implementation") || !str(o, "executable") ||
+	    json_array_size(v) != 3 || !json_is_integer(json_array_get(v, 0)) ||
+	    !json_is_integer(json_array_get(v, 1)) || !json_is_integer(json_array_get(v, 2)) ||
+	    (libs && !json_is_array(libs)))
+		rc = -EPROTO;
+	json_int_t ver[3] = {0};
+	for (int i = 0; rc == 0 && i < 3; i++)
+		if ((ver[i] = json_integer_value(json_array_get(v, i))) < 0 || ver[i] > 999)
+			rc = -EPROTO;
+	struct sc_python *py = &out->py;
+	if (rc == 0) {
+		py->major = (unsigned)ver[0], py->minor = (unsigned)ver[1];
+		out->gil_disabled = json_is_true(json_object_get(o, "gil_disabled"));
+		out->implementation = strdup(str(o, "implementation"));
+		py->executable = strdup(str(o, "executable"));
+		if (asprintf(&py->version, "%u.%u.%u", py->major, py->minor, (unsigned)ver[2]) < 0)
+			py->version = NULL;
+		if (!out->implementation || !py->executable || !py->version)
+			rc = -ENOMEM;
+	}
+	static const char *const keys[] = {"stdlib", "platstdlib", "dynload"};
+	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(keys); i++)
+		rc = add_dir(py, str(o, keys[i]));
+	for (size_t i = 0; rc == 0 && i < json_array_size(libs); i++)
+		rc = add_dir(py, json_string_value(json_array_get(libs, i)));
+	json_decref(o);
+	if (rc < 0)
+		clear_probe(out);
+	return rc;
+}
+
+static int copy_probe(const struct sc_python_probe *src, struct sc_python_probe *dst)
+{
+	*dst = (struct sc_python_probe){.gil_disabled = src->gil_disabled};
+	dst->py.major = src->py.major, dst->py.minor = src->py.minor;
+	dst->implementation = strdup(src->implementation);
+	dst->py.executable = strdup(src->py.executable);
+	dst->py.version = strdup(src->py.version);
+	dst->py.dirs = calloc(src->py.n_dirs + 1, sizeof(char *));
+	bool ok = dst->implementation && dst->py.executable && dst->py.version && dst->py.dirs;
+	for (size_t i = 0; ok && i < src->py.n_dirs; i++, dst->py.n_dirs++)
+		ok = (dst->py.dirs[i] = strdup(src->py.dirs[i])) != NULL;
+	if (!ok)
+		clear_probe(dst);
+	return ok ? 0 : -ENOMEM;
+}
+
+static struct answer *cached(const char *real, const struct stat *st)
+{
+	for (size_t i = 0; i < n_cache; i++)
+		if (!strcmp(cache[i].path, real) && cache[i].dev == st->st_dev &&
+		    cache[i].ino == st->st_ino && cache[i].mtime.tv_sec == st->st_mtim.tv_sec &&
+		    cache[i].mtime.tv_nsec == st->st_mtim.tv_nsec)
+			return &cache[i];
+	return NULL;
+}
+
+static void remember(const char *real, const struct stat *st, const struct sc_python_probe *p)
+{
+	if (n_cache == CACHE_MAX)
+		return;
+	struct answer *a = &cache[n_cache];
+	*a = (struct answer){.dev = st->st_dev, .ino = st->st_ino, .mtime = st->st_mtim};
+	if (!(a->path = strdup(real)) || copy_probe(p, &a->probe) < 0) {
+		free(a->path);
+		return;
+	}
+	n_cache++;
+}
+
+/* Asks the interpreter at path (absolute) under the cache's lock. */
+static int ask(const char *path, const char *real, const struct stat *st,
+	       struct sc_python_probe *out, struct snapcell_error *err)
+{
+	struct answer *hit = cached(real, st);
+	if (hit)
+		return copy_probe(&hit->probe, out) < 0 ? sc__err(err, -ENOMEM, "python %s", path)
+							: 0;
+	char *answer = NULL, why[STDERR_KEEP];
+	int rc = run(path, &answer, why, sizeof(why));
+	if (rc == -ETIMEDOUT)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "python %s: no answer within %d s to snapcell's query (is it a "
+			       "Python interpreter?)",
+			       path, PROBE_TIMEOUT_MS / 1000);
+	if (rc == -ENOEXEC || rc == -EACCES)
+		return sc__err(err, SNAPCELL_E_INVAL, "python %s: not an executable program", path);
+	if (rc == -E2BIG)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "python %s: not a CPython 3 interpreter (its answer to snapcell's "
+			       "query passed %u KiB)",
+			       path, ANSWER_MAX >> 10);
+	if (rc < 0)
+		return sc__err(err, rc, "python %s: running it", path);
+	rc = parse(answer, out);
+	free(answer);
+	if (rc == -E2BIG)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "python %s: it loads from more than %d directories", path, DIRS_MAX);
+	if (rc == -ENOMEM)
+		return sc__err(err, rc, "python %s", path);
+	if (rc < 0)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "python %s: not a CPython 3 interpreter (it did not answer "
+			       "snapcell's query%s%.120s)",
+			       path, why[0] ? ": " : "", why);
+	remember(real, st, out);
+	return 0;
+}
+
+int sc__python_probe(const char *path, struct sc_python_probe *out, struct snapcell_error *err)
+{
+	*out = (struct sc_python_probe){0};
+	struct stat st;
+	char *real = realpath(path, NULL);
+	if (!real || stat(real, &st) < 0) {
+		int e = errno;
+		free(real);
+		return sc__err(err, SNAPCELL_E_INVAL, "python %s: %s", path, strerror(e));
+	}
+	int rc;
+	if (S_ISDIR(st.st_mode))
+		rc = sc__err(err, SNAPCELL_E_INVAL, "python %s: a directory, not an interpreter",
+			     path);
+	else if (!S_ISREG(st.st_mode) || access(real, X_OK) < 0)
+		rc = sc__err(err, SNAPCELL_E_INVAL, "python %s: not an executable file", path);
+	else {
+		pthread_mutex_lock(&cache_lock);
+		rc = ask(path, real, &st, out, err);
+		pthread_mutex_unlock(&cache_lock);
+	}
+	free(real);
+	return rc;
+}
+
+void sc__python_probe_clear(struct sc_python_probe *p)
+{
+	clear_probe(p);
+}
+
+void sc__python_clear(struct sc_python *py)
+{
+	if (!py)
+		return;
+	free(py->executable);
+	free(py->chosen_by);
+	free(py->version);
+	for (size_t i = 0; i < py->n_dirs; i++)
+		free(py->dirs[i]);
+	free(py->dirs);
+	*py = (struct sc_python){0};
+}
