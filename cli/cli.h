@@ -85,6 +85,11 @@ int cli_mcp(int argc, char **argv);
  * state files (files of dead processes are removed): a JSON array. */
 json_t *cli_mcp_servers(void);
 
+/* approve.c: asks on the controlling terminal (/dev/tty) whether the pending call may run:
+ * APPROVED for "y", else REJECTED with the reason in reason (also when there is no terminal,
+ * saying so). */
+enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, char *reason,
+				       size_t reason_len);
 /* interpreter.c: the interpreter cfg runs. check: 0, or -1 after "<who>: <why>" on stderr
  * (a version newer than snapcell knows is 0: print and json carry the warning). print:
  * lines on f, each after prefix: the file, its version and why it; what cells see; a

@@ -150,6 +150,32 @@ static json_t *network_json(const struct snapcell_result *res)
 			 (json_int_t)res->n_net_events_dropped, "network_limits_hit", limits);
 }
 
+/* Each decision on a call that needed one: the audit of who decided what, when. */
+static json_t *decisions_json(const struct snapcell_result *res)
+{
+	json_t *list = json_array();
+	for (size_t i = 0; i < res->n_decisions; i++) {
+		const struct snapcell_decision *d = &res->decisions[i];
+		json_t *args = json_loads(d->arguments, JSON_DECODE_ANY, NULL);
+		json_t *o = json_pack(
+			"{s:I, s:s, s:o, s:s, s:o, s:I, s:I}", "id", (json_int_t)d->pending_id,
+			"name", d->name, "arguments", args ? args : json_null(), "verdict",
+			snapcell_verdict_name(d->verdict), "decided_by", opt_string(d->decided_by),
+			"decided_at_ms", (json_int_t)d->decided_at_ms, "waited_us",
+			(json_int_t)d->waited_us);
+		if (d->verdict == SNAPCELL_VERDICT_REJECTED)
+			json_object_set_new(o, "reason", opt_string(d->text));
+		if (d->verdict == SNAPCELL_VERDICT_VALUE)
+			json_object_set_new(o, "value", json_loads(d->text, JSON_DECODE_ANY, NULL));
+		json_object_set_new(o, "call_index",
+				    d->call_index == SIZE_MAX
+					    ? json_null()
+					    : json_integer((json_int_t)d->call_index));
+		json_array_append_new(list, o);
+	}
+	return list;
+}
+
 json_t *cli_result_json(const struct snapcell_result *res)
 {
 	return cli_result_record(res, true);
@@ -182,6 +208,7 @@ json_t *cli_result_record(const struct snapcell_result *res, bool with_base64)
 			      snapcell_isolation_name(res->isolation));
 	/* Resident peak of one process, not what the host was charged (peak_memory_bytes). */
 	json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)res->peak_rss_bytes));
+	json_object_set_new(j, "decisions", decisions_json(res));
 	json_t *files = files_json(res, with_base64), *net = network_json(res);
 	json_object_update(j, files);
 	json_object_update(j, net);

@@ -73,6 +73,9 @@ static void print_plain(const struct snapcell_result *res, const struct snapcell
 			snapcell_status_name(res->status));
 	else if (res->status == SNAPCELL_STATUS_KILLED)
 		fprintf(stderr, "snapcell: run killed by signal %d\n", res->term_signal);
+	else if (res->status == SNAPCELL_STATUS_EXPIRED)
+		fprintf(stderr, "snapcell: run ended: a call waited for its decision longer than "
+				"the pause limit (status expired)\n");
 	(void)cfg;
 }
 
@@ -167,6 +170,15 @@ int cli_run(int argc, char **argv)
 	bool started = rc == 0;
 	if (rc == 0)
 		rc = snapcell_sandbox_run(sb, code, len, NULL, &res, &err);
+	while (rc == 0 && res->status == SNAPCELL_STATUS_PAUSED) {
+		char reason[160];
+		enum snapcell_verdict v = cli_ask_terminal(res->pending, reason, sizeof(reason));
+		struct snapcell_result *next = NULL;
+		rc = snapcell_sandbox_resume(sb, res->pending->id, v, reason, "terminal", NULL,
+					     &next, &err);
+		snapcell_result_free(res);
+		res = next;
+	}
 	free(code);
 	int status = EXIT_SNAPCELL;
 	if (rc < 0) {

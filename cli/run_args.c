@@ -34,6 +34,13 @@ static const char usage[] =
 	"                          a non-zero exit raises ToolError with its stderr (repeatable)\n"
 	"  --tool-schema NAME=JSON check the arguments of the --tool NAME given before it\n"
 	"                          against a JSON Schema (repeatable)\n"
+	"  --approve NAME          each call of the --tool NAME given before it waits for a\n"
+	"                          decision asked on the terminal (/dev/tty): y approves,\n"
+	"                          anything else rejects (the code gets ToolError); with no\n"
+	"                          terminal the call is refused (repeatable)\n"
+	"  --approval-timeout SECONDS\n"
+	"                          how long a call waits for its decision before the run ends\n"
+	"                          as expired (default 600)\n"
 	"  --tool-env NAME         --tool commands also get this variable of ours; they start\n"
 	"                          with PATH, HOME and the locale only (repeatable)\n"
 	"  --workspace DIR         copy DIR's files (not its links) to /input, read-only\n"
@@ -156,6 +163,8 @@ enum opt {
 	OPT_MAP_HOST,
 	OPT_UPSTREAM_CA,
 	OPT_UID_RANGE,
+	OPT_APPROVE,
+	OPT_APPROVAL_TIMEOUT,
 	OPT_PYTHON
 };
 
@@ -189,6 +198,8 @@ static const struct option options[] = {
 	{"map-host", required_argument, NULL, OPT_MAP_HOST},
 	{"upstream-ca", required_argument, NULL, OPT_UPSTREAM_CA},
 	{"uid-range", required_argument, NULL, OPT_UID_RANGE},
+	{"approve", required_argument, NULL, OPT_APPROVE},
+	{"approval-timeout", required_argument, NULL, OPT_APPROVAL_TIMEOUT},
 	{"python", required_argument, NULL, OPT_PYTHON},
 	{"help", no_argument, NULL, 'h'},
 	/* Before --python existed, getopt_long took these abbreviations of --python-path for
@@ -374,6 +385,7 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		{OPT_TMP, SNAPCELL_LIMIT_TMP_BYTES, 1},
 		{OPT_STDOUT, SNAPCELL_LIMIT_STDOUT_BYTES, 1},
 		{OPT_STDERR, SNAPCELL_LIMIT_STDERR_BYTES, 1},
+		{OPT_APPROVAL_TIMEOUT, SNAPCELL_LIMIT_PAUSE_MS, 0},
 	};
 	for (size_t i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
 		if (limits[i].opt != opt)
@@ -407,6 +419,15 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return cli_add_command_tool(cfg, arg);
 	if (opt == OPT_TOOL_SCHEMA)
 		return cli_set_tool_schema(cfg, arg);
+	if (opt == OPT_APPROVE) {
+		int rc = snapcell_config_set_tool_decision(cfg, arg, true, &err);
+		if (rc == -ENOENT)
+			fprintf(stderr, "snapcell: --approve %s: no --tool %s=COMMAND before it\n",
+				arg, arg);
+		else if (rc < 0)
+			fprintf(stderr, "snapcell: --approve: %s\n", err.message);
+		return rc < 0 ? -1 : 0;
+	}
 	if (opt == OPT_TOOL_ENV)
 		return cli_add_tool_env(arg);
 	if (opt == OPT_ALLOW)

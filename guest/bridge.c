@@ -18,8 +18,30 @@
 #define CALL_SPIN_US 50
 #endif
 
+/* Calls take turns in the order they were made (a ticket lock: a plain mutex lets a thread
+ * that just had its answer call again ahead of one already waiting), so calls that wait for a
+ * host's decision are asked about one at a time, in call order. */
 static pthread_mutex_t call_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct sc_spin call_spin = {.window_us = CALL_SPIN_US}; /* under call_lock */
+static pthread_cond_t call_turn = PTHREAD_COND_INITIALIZER;
+static unsigned long call_next, call_serving;		       /* under call_lock */
+static struct sc_spin call_spin = {.window_us = CALL_SPIN_US}; /* the turn's holder's */
+
+static void turn_take(void)
+{
+	pthread_mutex_lock(&call_lock);
+	unsigned long mine = call_next++;
+	while (mine != call_serving)
+		pthread_cond_wait(&call_turn, &call_lock);
+	pthread_mutex_unlock(&call_lock);
+}
+
+static void turn_give(void)
+{
+	pthread_mutex_lock(&call_lock);
+	call_serving++;
+	pthread_cond_broadcast(&call_turn);
+	pthread_mutex_unlock(&call_lock);
+}
 static size_t frame_cap = SC_FRAME_DEFAULT_CAP;
 /* The process running a run's code (cell.c sets it before each run); 0 until then, so the
  * template (its warm-up) has no tool or network channel: its fd 3 is the control socket. */
@@ -46,13 +68,13 @@ static int exchange(const char *name, Py_ssize_t name_len, const char *args, Py_
 	memcpy(payload, name, (size_t)name_len);
 	payload[name_len] = 0;
 	memcpy(payload + name_len + 1, args, (size_t)args_len);
-	pthread_mutex_lock(&call_lock);
+	turn_take();
 	int rc = sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_CALL, payload, len);
 	uint8_t type = 0;
 	if (rc == 0)
 		rc = sc__frame_read_reply(SC_CELL_RPC_FD, frame_cap, &call_spin, &type, answer,
 					  answer_len);
-	pthread_mutex_unlock(&call_lock);
+	turn_give();
 	free(payload);
 	if (rc == 0 && (type != SC_FRAME_RESULT || *answer_len == 0)) {
 		free(*answer);

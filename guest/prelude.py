@@ -344,6 +344,9 @@ def call_tool(name, /, *args, **kwargs):
     if args:
         raise TypeError(f"call_tool() takes keyword arguments only: "
                         f"call_tool({name!r}, a=1, b=2), not {len(args)} positional")
+    # What the code printed so far reaches the host before the call: a call that waits for a
+    # decision returns a result with all of it.
+    _flush()
     try:
         ok, answer = _exchange(name, _tool_json(name, kwargs))
     except ValueError as e:  # the bridge's checks: name, size

@@ -137,6 +137,10 @@ enum snapcell_limit {
 	SNAPCELL_LIMIT_NET_BYTES,	   /* bytes both ways per run (default 1 GiB) */
 	SNAPCELL_LIMIT_NET_CONNECT_MS,	   /* resolving and connecting upstream (10,000) */
 	SNAPCELL_LIMIT_NET_IDLE_MS,	   /* a connection with no byte either way (30,000) */
+	/* Runs of one sandbox waiting for a decision at once (default 16); past it the call gets
+	 * ToolError naming this bound and the run goes on. Apart from any limit on runs. */
+	SNAPCELL_LIMIT_PAUSED_RUNS,
+	SNAPCELL_LIMIT_PAUSE_MS, /* how long a run waits for a decision (default 600,000) */
 	SNAPCELL_LIMIT__COUNT
 };
 
@@ -636,13 +640,17 @@ enum snapcell_status {
 	SNAPCELL_STATUS_OUTPUT_LIMIT,  /* stdout or stderr exceeded its limit */
 	SNAPCELL_STATUS_SETUP_FAILURE, /* the cell could not be set up; the code did not run */
 	SNAPCELL_STATUS_CANCELLED,     /* the run's cancellation token fired (see below) */
+	SNAPCELL_STATUS_PAUSED,	       /* waiting for a decision on result->pending ("decisions") */
+	SNAPCELL_STATUS_EXPIRED,       /* no decision came within SNAPCELL_LIMIT_PAUSE_MS */
 };
 
 /* "ok", "error", "timeout", "memory", "killed", "output-limit", "setup-failure",
- * "cancelled"; NULL for an unknown value. */
+ * "cancelled", "paused", "expired"; NULL for an unknown value. */
 SNAPCELL_API const char *snapcell_status_name(enum snapcell_status status);
 
 struct snapcell_tool_call;
+struct snapcell_pending_call;
+struct snapcell_decision;
 
 struct snapcell_result {
 	enum snapcell_status status;
@@ -687,6 +695,11 @@ struct snapcell_result {
 	 * host (page tables, kernel memory and the sum over processes are not in it), and the
 	 * code's to understate when it ended the run itself. */
 	uint64_t peak_rss_bytes;
+	/* SNAPCELL_STATUS_PAUSED: the call waiting for a decision; NULL otherwise. */
+	struct snapcell_pending_call *pending;
+	/* Every decision of the run so far, in order (see "decisions"). */
+	struct snapcell_decision *decisions;
+	size_t n_decisions;
 };
 
 /* One network attempt, as the host's egress gate saw it. */
@@ -767,6 +780,84 @@ struct snapcell_tool_call {
 	uint64_t duration_us;
 	bool ok; /* false: unknown tool, invalid arguments or the tool failed */
 };
+
+/* ---- decisions ----
+ *
+ * A tool can need a decision on each call (snapcell_config_set_tool_decision). When code calls
+ * it and the arguments pass the schema, the run pauses: the cell stays blocked in the call,
+ * the wall-clock limit stops counting (it counts only running time) and the run returns a
+ * result with status SNAPCELL_STATUS_PAUSED, the output so far (stdout and stderr from the
+ * start, the tool calls so far; artifacts come with the final result only) and result->pending.
+ * snapcell_sandbox_resume, from any thread, gives the decision: approve (the tool runs, once,
+ * on the resuming thread), reject (the code gets ToolError with the reason) or a value (the
+ * tool does not run; the code gets the value). The run then goes on and may pause again. Calls
+ * from several threads of the code wait for each other (the cell serialises them in call
+ * order), so each is its own pause, one at a time, in that order; a frame the code writes on its
+ * socket while its call waits gets the cell killed at the resume, and nothing it asked for runs. At
+ * most SNAPCELL_LIMIT_PAUSED_RUNS runs of a sandbox wait at once (past it the call gets ToolError
+ * naming the bound); one that waits past SNAPCELL_LIMIT_PAUSE_MS ends as SNAPCELL_STATUS_EXPIRED
+ * and its cell is killed (by a thread the sandbox starts at its first pause, which only does that);
+ * freeing the sandbox ends every paused run. A session's run pauses the same way and keeps its
+ * family's turn: while it waits, another run, snapshot or restore of any session of the family
+ * fails with -EBUSY (instead of waiting for minutes), and freeing the session ends the run; one
+ * that expires ends the session's process (as a timeout does). The egress gate's deadline is not
+ * moved by pauses: a run with network entries cannot connect once SNAPCELL_LIMIT_WALL_MS has passed
+ * since its start, pauses included. */
+
+struct snapcell_run_options;
+
+struct snapcell_pending_call {
+	uint64_t id; /* unique in the process; names the run to snapcell_sandbox_resume */
+	char name[SNAPCELL_TOOL_NAME_MAX + 1];
+	char *arguments; /* the validated arguments, a JSON object (as the tool would get them) */
+};
+
+enum snapcell_verdict {
+	SNAPCELL_VERDICT_APPROVED, /* the tool ran */
+	SNAPCELL_VERDICT_REJECTED, /* the code got ToolError */
+	SNAPCELL_VERDICT_VALUE,	   /* the code got a value the host supplied */
+	SNAPCELL_VERDICT_EXPIRED,  /* no decision in time: the run ended */
+	SNAPCELL_VERDICT_CLOSED,   /* the sandbox ended while the run waited */
+};
+
+/* "approved", "rejected", "value", "expired", "closed"; NULL for an unknown value. */
+SNAPCELL_API const char *snapcell_verdict_name(enum snapcell_verdict verdict);
+
+/* One decision, in a result's decisions. */
+struct snapcell_decision {
+	uint64_t pending_id;
+	char name[SNAPCELL_TOOL_NAME_MAX + 1];
+	char *arguments; /* as in the pending call */
+	enum snapcell_verdict verdict;
+	char *text;		/* the reason (rejected) or the value's JSON (value); else NULL */
+	char *decided_by;	/* the caller's word ("alice", "terminal"), or NULL */
+	uint64_t decided_at_ms; /* CLOCK_REALTIME, milliseconds since the epoch */
+	uint64_t waited_us;	/* from the pause to the decision */
+	size_t call_index;	/* its entry in tool_calls; SIZE_MAX when it has none */
+};
+
+/* Marks tool name (registered: -ENOENT otherwise) as needing a decision on each call, or not.
+ * Apart from its snapcell_approval: a tool that needs a decision per call does not make
+ * execute_code need approval (snapcell_config_approval) unless its approval says so. Adding the
+ * tool again keeps the mark. */
+SNAPCELL_API int snapcell_config_set_tool_decision(struct snapcell_config *cfg, const char *name,
+						   bool needed, struct snapcell_error *err);
+SNAPCELL_API bool snapcell_config_tool_needs_decision(const struct snapcell_config *cfg,
+						      const char *name);
+
+/* Gives the decision on the paused run whose pending call has id pending_id. text: for
+ * REJECTED the reason (NULL for a stock one), for VALUE a JSON text (any value; required);
+ * else ignored. decided_by (may be NULL) is recorded as is. opts as for a run (a cancellation
+ * token for what follows). Returns 0 and the run's next result (paused again, or final; one
+ * that expired before the decision is final with status SNAPCELL_STATUS_EXPIRED and the tool
+ * never ran). -ENOENT when no run of this sandbox waits with that id (already resumed, by
+ * another thread too: exactly one caller wins; or never this sandbox's), SNAPCELL_E_INVAL
+ * for a bad verdict or value; both change nothing. */
+SNAPCELL_API int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
+					 enum snapcell_verdict verdict, const char *text,
+					 const char *decided_by,
+					 const struct snapcell_run_options *opts,
+					 struct snapcell_result **out, struct snapcell_error *err);
 
 /* ---- cancellation ----
  *

@@ -15,8 +15,8 @@ Hyperlight CodeAct integration)."""
 from ._native import SetupError, SnapcellError
 from ._native import probe as _probe
 from ._native import version as _version
-from ._sandbox import (AllowedTarget, Artifact, NetworkEvent, Result, Sandbox, Session, Snapshot,
-                       ToolCall)
+from ._sandbox import (AllowedTarget, Artifact, Decision, NetworkEvent, PendingCall, Result,
+                       Sandbox, Session, Snapshot, ToolCall)
 from ._tools import Tool
 
 __version__ = _version()
@@ -24,7 +24,9 @@ __version__ = _version()
 __all__ = [
     "AllowedTarget",
     "Artifact",
+    "Decision",
     "NetworkEvent",
+    "PendingCall",
     "Result",
     "Sandbox",
     "Session",

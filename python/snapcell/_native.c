@@ -205,6 +205,40 @@ static PyObject *skipped(const struct snapcell_result *r)
 	return list;
 }
 
+/* None, or (id, name, arguments JSON) of the call a paused run waits on. */
+static PyObject *pending(const struct snapcell_result *r)
+{
+	const struct snapcell_pending_call *p = r->pending;
+	if (!p)
+		Py_RETURN_NONE;
+	return Py_BuildValue("(Kss)", (unsigned long long)p->id, p->name, p->arguments);
+}
+
+/* [(id, name, arguments, verdict, text, decided_by, decided_at_ms, waited_us, call_index)] */
+static PyObject *decisions(const struct snapcell_result *r)
+{
+	PyObject *list = PyList_New((Py_ssize_t)r->n_decisions);
+	for (size_t i = 0; list && i < r->n_decisions; i++) {
+		const struct snapcell_decision *d = &r->decisions[i];
+		const char *verdict = snapcell_verdict_name(d->verdict);
+		PyObject *index = d->call_index == SIZE_MAX ? Py_NewRef(Py_None)
+							    : PyLong_FromSize_t(d->call_index);
+		PyObject *item =
+			index ? Py_BuildValue("(KssszzKKN)", (unsigned long long)d->pending_id,
+					      d->name, d->arguments, verdict ? verdict : "unknown",
+					      d->text, d->decided_by,
+					      (unsigned long long)d->decided_at_ms,
+					      (unsigned long long)d->waited_us, index)
+			      : NULL;
+		if (!item) {
+			Py_CLEAR(list);
+			break;
+		}
+		PyList_SetItem(list, (Py_ssize_t)i, item);
+	}
+	return list;
+}
+
 /* How the run ended in the library's words (snapcell_result_summary). */
 static PyObject *summary(const struct snapcell_result *r)
 {
@@ -245,6 +279,7 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	    put(d, "output_limits_hit",
 		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) <
 		    0 ||
+	    put(d, "pending", pending(r)) < 0 || put(d, "decisions", decisions(r)) < 0 ||
 	    put(d, "network_events", net_events(r)) < 0 ||
 	    put(d, "network_limits_hit",
 		flag_list(r->net_limits_hit, net_hit_names, ARRAY_LEN(net_hit_names))) < 0)

@@ -24,6 +24,8 @@ static const char *const limit_names[SNAPCELL_LIMIT__COUNT] = {
 	[SNAPCELL_LIMIT_NET_BYTES] = "net_bytes",
 	[SNAPCELL_LIMIT_NET_CONNECT_MS] = "net_connect_ms",
 	[SNAPCELL_LIMIT_NET_IDLE_MS] = "net_idle_ms",
+	[SNAPCELL_LIMIT_PAUSED_RUNS] = "paused_runs",
+	[SNAPCELL_LIMIT_PAUSE_MS] = "pause_ms",
 };
 
 /* The limit named name, or -1 with ValueError listing the valid names. */
@@ -430,6 +432,24 @@ static PyObject *config_add_tool(ConfigObject *self, PyObject *args)
 	Py_RETURN_NONE;
 }
 
+static PyObject *config_set_tool_decision(ConfigObject *self, PyObject *args)
+{
+	const char *name;
+	int needed;
+	if (!PyArg_ParseTuple(args, "sp:set_tool_decision", &name, &needed) ||
+	    sc__py_config_writable(self) < 0)
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_tool_decision(self->cfg, name, needed, &err);
+	if (rc == -ENOENT)
+		return PyErr_Format(PyExc_ValueError,
+				    "approval_required names %R, which is not a registered tool",
+				    PyTuple_GetItem(args, 0));
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "set_tool_decision", NULL, false);
+	Py_RETURN_NONE;
+}
+
 static PyObject *config_remove_tool(ConfigObject *self, PyObject *arg)
 {
 	Py_ssize_t n;
@@ -556,6 +576,9 @@ static PyMethodDef config_methods[] = {
 	 "add_tool(name, description, schema_json, requires_approval, callback): "
 	 "callback(args_json) "
 	 "returns a JSON text; what it raises reaches the code as ToolError."},
+	{"set_tool_decision", (PyCFunction)config_set_tool_decision, METH_VARARGS,
+	 "set_tool_decision(name, needed): each call of the tool waits for a decision "
+	 "(ValueError when no tool has that name)."},
 	{"remove_tool", (PyCFunction)config_remove_tool, METH_O,
 	 "remove_tool(name): KeyError when no tool has that name."},
 	{"tools", (PyCFunction)config_tools, METH_NOARGS,

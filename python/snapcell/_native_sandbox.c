@@ -215,6 +215,52 @@ static PyObject *sandbox_run(SandboxObject *self, PyObject *args, PyObject *kwds
 	return d;
 }
 
+/* The verdict named name, or -1 with ValueError. */
+static int verdict_from_name(const char *name)
+{
+	static const enum snapcell_verdict given[] = {
+		SNAPCELL_VERDICT_APPROVED, SNAPCELL_VERDICT_REJECTED, SNAPCELL_VERDICT_VALUE};
+	for (size_t i = 0; i < sizeof(given) / sizeof(given[0]); i++)
+		if (!strcmp(name, snapcell_verdict_name(given[i])))
+			return (int)given[i];
+	PyErr_Format(PyExc_ValueError, "resume: unknown verdict %s", name);
+	return -1;
+}
+
+static PyObject *sandbox_resume(SandboxObject *self, PyObject *args, PyObject *kwds)
+{
+	static char *kwlist[] = {"pending_id", "verdict", "text", "decided_by", "cancel", NULL};
+	unsigned long long id;
+	const char *verdict_name, *text = NULL, *decided_by = NULL;
+	PyObject *cancel = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "Ks|zzO:resume", kwlist, &id, &verdict_name,
+					 &text, &decided_by, &cancel))
+		return NULL;
+	int verdict = verdict_from_name(verdict_name);
+	struct snapcell_run_options opts;
+	if (verdict < 0 || sc__py_run_options(cancel, &opts) < 0)
+		return NULL;
+	if (sandbox_enter(self) < 0)
+		return NULL;
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	int rc;
+	Py_BEGIN_ALLOW_THREADS;
+	rc = snapcell_sandbox_resume(self->sb, id, (enum snapcell_verdict)verdict, text, decided_by,
+				     &opts, &res, &err);
+	Py_END_ALLOW_THREADS;
+	sandbox_leave(self);
+	if (rc == -ENOENT)
+		return PyErr_Format(PyExc_ValueError,
+				    "this result's run is not waiting for a decision any more (it "
+				    "was resumed already)");
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "resume", NULL, false);
+	PyObject *d = sc__py_result(res);
+	snapcell_result_free(res);
+	return d;
+}
+
 static PyObject *sandbox_stats(SandboxObject *self, PyObject *unused)
 {
 	if (sandbox_enter(self) < 0)
@@ -391,6 +437,8 @@ static PyObject *session_run(SessionObject *self, PyObject *args, PyObject *kwds
 	Py_END_ALLOW_THREADS;
 	sandbox_leave(self->sandbox);
 	self->busy = false;
+	if (rc == -EBUSY)
+		return PyErr_Format(PyExc_RuntimeError, "session is busy: %s", err.message);
 	if (rc < 0)
 		return sc__py_fail(rc, &err, "session run", NULL, false);
 	PyObject *d = sc__py_result(res);
@@ -509,6 +557,10 @@ static PyMethodDef sandbox_methods[] = {
 	{"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS,
 	 "run(code, cancel=None) -> dict: the code in a fresh cell; any number of threads at "
 	 "once."},
+	{"resume", (PyCFunction)(void (*)(void))sandbox_resume, METH_VARARGS | METH_KEYWORDS,
+	 "resume(pending_id, verdict, text=None, decided_by=None, cancel=None) -> dict: the "
+	 "decision on a paused run (verdict 'approved', 'rejected' or 'value'; text the reason "
+	 "or the value's JSON); ValueError when no run waits with that id."},
 	{"session", (PyCFunction)sandbox_session, METH_NOARGS,
 	 "session() -> Session: a cell that keeps its state between runs."},
 	{"stats", (PyCFunction)sandbox_stats, METH_NOARGS,

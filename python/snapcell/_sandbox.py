@@ -9,6 +9,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextvars
+import json
 import functools
 import math
 import os
@@ -39,8 +40,10 @@ _LIMITS: dict[str, tuple[str, int]] = {
     "max_network_bytes": ("net_bytes", 1),
     "connect_timeout": ("net_connect_ms", 1000),
     "idle_timeout": ("net_idle_ms", 1000),
+    "approval_timeout": ("pause_ms", 1000),
+    "max_paused_runs": ("paused_runs", 1),
 }
-_SECONDS = {"timeout", "cpu_time", "connect_timeout", "idle_timeout"}
+_SECONDS = {"timeout", "cpu_time", "connect_timeout", "idle_timeout", "approval_timeout"}
 
 # The helper this package ships, beside the extension.
 _HELPER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "snapcell-cell")
@@ -102,9 +105,49 @@ class NetworkEvent:
 
 
 @dataclass(frozen=True)
+class PendingCall:
+    """The tool call a paused run waits on: ``arguments`` as the tool would get them (checked
+    against its schema)."""
+
+    id: int
+    name: str
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision on a call that needed one, in the run's audit. ``verdict`` is "approved",
+    "rejected", "value", "expired" or "closed"; ``reason`` the rejection's, ``value`` the value
+    the host supplied; ``decided_at`` seconds since the epoch; ``waited`` seconds from the pause;
+    ``call_index`` the call's entry in ``tool_calls`` (None when it has none)."""
+
+    id: int
+    name: str
+    arguments: dict[str, Any]
+    verdict: str
+    decided_by: str | None
+    decided_at: float
+    waited: float
+    call_index: int | None
+    reason: str | None = None
+    value: Any = None
+
+
+def _decision_from_native(d: tuple) -> Decision:
+    pid, name, args, verdict, text, by, at_ms, waited_us, index = d
+    return Decision(pid, name, json.loads(args), verdict, by, at_ms / 1e3, waited_us / 1e6, index,
+                    reason=text if verdict == "rejected" else None,
+                    value=json.loads(text) if verdict == "value" else None)
+
+
+@dataclass(frozen=True)
 class Result:
     """How one run ended and what it left. ``status`` is one of "ok", "error", "timeout",
-    "memory", "killed", "output-limit", "setup-failure", "cancelled". ``peak_memory`` is the
+    "memory", "killed", "output-limit", "setup-failure", "cancelled", "paused" (the run waits
+    for a decision on ``pending``: see :meth:`Sandbox.resume`) or "expired" (it waited too
+    long). Every result of a run, paused or final, holds its whole output so far (``stdout``,
+    ``stderr``, ``tool_calls`` and ``decisions`` from the start); artifacts come with the final
+    one. ``peak_memory`` is the
     memory the host was charged for the cell (its memory cgroup's peak, page tables and kernel
     memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
     of one cell process: resident peak, not the memory charged to the host. ``summary`` says
@@ -131,6 +174,8 @@ class Result:
     network_events: tuple[NetworkEvent, ...] = ()
     network_limits_hit: frozenset[str] = field(default_factory=frozenset)
     peak_rss: int = 0
+    pending: PendingCall | None = None
+    decisions: tuple[Decision, ...] = ()
     summary: str = ""
 
     @property
@@ -138,8 +183,11 @@ class Result:
         return self.status == "ok"
 
     @classmethod
-    def _from_native(cls, r: dict[str, Any]) -> Result:
-        return cls(
+    def _from_native(cls, r: dict[str, Any], owner: Any = None) -> Result:
+        p = r["pending"]
+        res = cls(
+            pending=PendingCall(p[0], p[1], json.loads(p[2])) if p else None,
+            decisions=tuple(map(_decision_from_native, r["decisions"])),
             status=r["status"],
             exit_code=r["exit_code"],
             stdout=r["stdout"],
@@ -163,6 +211,10 @@ class Result:
             network_limits_hit=frozenset(r["network_limits_hit"]),
             summary=r["summary"],
         )
+        # The Sandbox or Session whose run this is (only it resumes a paused one): an
+        # attribute, not a field, so asdict, copies and comparisons never see it.
+        object.__setattr__(res, "_owner", owner)
+        return res
 
 
 def _mounts(mounts: Any) -> list[tuple[str, str]]:
@@ -346,22 +398,23 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
         return _executor
 
 
-def _in_thread(run: Callable[..., dict], loop: asyncio.AbstractEventLoop, code: str, cancel: Any):
+def _in_thread(run: Callable[..., dict], loop: asyncio.AbstractEventLoop, args: tuple, cancel: Any):
     _run_state.loop = loop
     try:
-        return run(code, cancel)
+        return run(*args, cancel)
     finally:
         _run_state.loop = None
 
 
-async def _run_async(run: Callable[..., dict], code: str) -> Result:
-    """Runs a native run on a pool thread; cancelling the awaiting task kills the cell."""
+async def _run_async(run: Callable[..., dict], *args: Any, owner: Any = None) -> Result:
+    """Runs a native run (or resume) on a pool thread; cancelling the awaiting task kills the
+    cell."""
     loop = asyncio.get_running_loop()
     cancel = _native.Cancel()
     ctx = contextvars.copy_context()
-    inner = loop.run_in_executor(_pool(), ctx.run, _in_thread, run, loop, code, cancel)
+    inner = loop.run_in_executor(_pool(), ctx.run, _in_thread, run, loop, args, cancel)
     try:
-        return Result._from_native(await asyncio.shield(inner))
+        return Result._from_native(await asyncio.shield(inner), owner)
     except asyncio.CancelledError:
         cancel.fire()
         try:
@@ -369,6 +422,46 @@ async def _run_async(run: Callable[..., dict], code: str) -> Result:
         except BaseException:  # noqa: BLE001 - the run is being abandoned either way
             pass
         raise
+
+
+_UNSET: Any = object()
+
+
+def _verdict(approve: Any, reason: Any, value: Any) -> tuple[str, str | None]:
+    """The C verdict and its text from resume's keywords; ValueError or TypeError before
+    anything changes."""
+    if (approve is not None) + (value is not _UNSET) != 1:
+        raise ValueError("resume takes exactly one of approve=True, approve=False or value=...")
+    if approve is not None and not isinstance(approve, bool):
+        raise TypeError(f"approve must be True or False, not {approve!r}")
+    if reason is not None and approve is not False:
+        raise ValueError("reason= goes with approve=False")
+    if reason is not None and not isinstance(reason, str):
+        raise TypeError(f"reason must be a str, not {type(reason).__name__}")
+    if value is not _UNSET:
+        try:
+            return "value", json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"value must be JSON-representable: {e}") from None
+    return ("approved", None) if approve else ("rejected", reason)
+
+
+def _resume_args(owner: Any, result: Any, approve: Any, reason: Any, value: Any,
+                 decided_by: Any) -> tuple:
+    """The native resume's arguments, once result, keywords and owner are checked."""
+    if not isinstance(result, Result):
+        raise TypeError(f"resume takes a Result, not {type(result).__name__}")
+    verdict, text = _verdict(approve, reason, value)
+    if decided_by is not None and not isinstance(decided_by, str):
+        raise TypeError(f"decided_by must be a str, not {type(decided_by).__name__}")
+    if result.status != "paused" or result.pending is None:
+        raise ValueError(f"the result is not paused (its status is {result.status!r})")
+    origin = getattr(result, "_owner", None)
+    if origin is not owner and not (
+        isinstance(owner, Sandbox) and isinstance(origin, Session) and origin._sandbox is owner
+    ):
+        raise ValueError("the result is from another sandbox or session")
+    return result.pending.id, verdict, text, decided_by
 
 
 _live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
@@ -404,10 +497,22 @@ class Sandbox:
     ``uid_range=(first, count)`` is where a root process's sandboxes take their own outside
     uids; ``include_detailed_errors=False`` gives the code only "Host tool execution failed."
     when a tool raises (default True: the exception's message; arguments that do not validate
-    are explained either way). Creating one starts its template (tens of milliseconds)."""
+    are explained either way). ``approval_required`` is a set of tool names whose every call
+    waits for a decision (:meth:`resume`), for at most ``approval_timeout`` seconds (600), with
+    at most ``max_paused_runs`` (16) runs waiting at once. Creating one starts its template
+    (tens of milliseconds)."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, approval_required: Iterable[str] | None = None, **kwargs: Any) -> None:
         cfg, tools = build_config(**kwargs)
+        if isinstance(approval_required, str) or (
+            approval_required is not None and not isinstance(approval_required, Iterable)
+        ):
+            raise TypeError("approval_required is a set of tool names, "
+                            f"not {type(approval_required).__name__}")
+        for name in approval_required or ():
+            if not isinstance(name, str):
+                raise TypeError(f"approval_required holds tool names, not {name!r}")
+            cfg.set_tool_decision(name, True)
         self._start(cfg, tools)
 
     @classmethod
@@ -446,13 +551,33 @@ class Sandbox:
         return self._cfg.instructions()
 
     def run(self, code: str) -> Result:
-        """Runs code in a fresh cell; blocks this thread (not the GIL) until it ends."""
-        return Result._from_native(self._native.run(code, None))
+        """Runs code in a fresh cell; blocks this thread (not the GIL) until it ends, or
+        until it pauses at a call that needs a decision (status "paused")."""
+        return Result._from_native(self._native.run(code, None), self)
 
     async def run_async(self, code: str) -> Result:
         """Runs code in a fresh cell without blocking the event loop; async tools are awaited
         on this loop. Cancelling the task kills the cell."""
-        return await _run_async(self._native.run, code)
+        return await _run_async(self._native.run, code, owner=self)
+
+    def resume(self, result: Result, *, approve: bool | None = None, reason: str | None = None,
+               value: Any = _UNSET, decided_by: str | None = None) -> Result:
+        """Decides the call a paused run waits on and goes on with the run, returning its next
+        Result (which may pause again): ``approve=True`` runs the tool (once, on this thread),
+        ``approve=False`` (with an optional ``reason``) makes the call raise ToolError in the
+        code, ``value=`` gives the code that value (JSON-representable) and never runs the tool.
+        ``decided_by`` is recorded in the audit. ValueError for a result that is not paused,
+        already resumed (one of racing resumes wins), or another sandbox's; a run that waited
+        past its expiry returns its final Result with status "expired"."""
+        args = _resume_args(self, result, approve, reason, value, decided_by)
+        return Result._from_native(self._native.resume(*args, None), result._owner)
+
+    async def resume_async(self, result: Result, *, approve: bool | None = None,
+                           reason: str | None = None, value: Any = _UNSET,
+                           decided_by: str | None = None) -> Result:
+        """resume() without blocking the event loop; cancelling the task kills the cell."""
+        args = _resume_args(self, result, approve, reason, value, decided_by)
+        return await _run_async(self._native.resume, *args, owner=result._owner)
 
     def session(self) -> Session:
         """A session: interpreter state (variables, imports) survives between its runs."""
@@ -477,12 +602,29 @@ class Session:
     def __init__(self, native: Any, owner: Any) -> None:
         self._native = native
         self._owner = owner
+        while not isinstance(owner, Sandbox):  # a snapshot's session: up to its sandbox
+            owner = owner._owner
+        self._sandbox = owner
 
     def run(self, code: str) -> Result:
-        return Result._from_native(self._native.run(code, None))
+        """Runs code in the session; while a run of the session (or of its family: sessions
+        of its snapshots) waits for a decision, another is refused with RuntimeError."""
+        return Result._from_native(self._native.run(code, None), self)
 
     async def run_async(self, code: str) -> Result:
-        return await _run_async(self._native.run, code)
+        return await _run_async(self._native.run, code, owner=self)
+
+    def resume(self, result: Result, *, approve: bool | None = None, reason: str | None = None,
+               value: Any = _UNSET, decided_by: str | None = None) -> Result:
+        """As :meth:`Sandbox.resume`, for this session's paused run."""
+        args = _resume_args(self, result, approve, reason, value, decided_by)
+        return Result._from_native(self._sandbox._native.resume(*args, None), self)
+
+    async def resume_async(self, result: Result, *, approve: bool | None = None,
+                           reason: str | None = None, value: Any = _UNSET,
+                           decided_by: str | None = None) -> Result:
+        args = _resume_args(self, result, approve, reason, value, decided_by)
+        return await _run_async(self._sandbox._native.resume, *args, owner=self)
 
     def snapshot(self) -> Snapshot:
         """Freezes the session's current state; restore it or branch new sessions from it."""

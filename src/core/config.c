@@ -40,6 +40,8 @@ static const struct {
 	[SNAPCELL_LIMIT_NET_BYTES] = {"net_bytes", 1 * GIB, 1, 1024 * GIB},
 	[SNAPCELL_LIMIT_NET_CONNECT_MS] = {"net_connect_ms", 10000, 1, 600000},
 	[SNAPCELL_LIMIT_NET_IDLE_MS] = {"net_idle_ms", 30000, 1, 24ull * 3600 * 1000},
+	[SNAPCELL_LIMIT_PAUSED_RUNS] = {"paused_runs", 16, 1, 4096},
+	[SNAPCELL_LIMIT_PAUSE_MS] = {"pause_ms", 600000, 1, 7ull * 24 * 3600 * 1000},
 };
 
 struct snapcell_config *snapcell_config_new(void)

@@ -25,6 +25,7 @@ struct sc_tool {
 	char *schema_text; /* normalised: compact, sorted keys */
 	struct sc_schema *schema;
 	enum snapcell_approval approval;
+	bool needs_decision; /* each call waits for one (snapcell_config_set_tool_decision) */
 	int describe_format; /* enum snapcell_describe_format, or -1: the one describe is given */
 	snapcell_tool_fn fn;
 	void *user;
@@ -126,6 +127,8 @@ void sc__python_probe_clear(struct sc_python_probe *p);
 char *sc__network_notice(const struct snapcell_config *cfg);
 
 /* tools.c */
+/* A malloc'd formatted message, or NULL when out of memory. */
+char *sc__message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void sc__tools_free(struct snapcell_config *cfg);
 int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *dst);
 const struct sc_tool *sc__tool_find(const struct snapcell_config *cfg, const char *name);
@@ -135,6 +138,9 @@ struct sc_call_outcome {
 	bool ok;
 	char *text; /* JSON result when ok, else the error message; malloc'd */
 	struct snapcell_tool_call log;
+	/* A call held for a decision (text NULL): its tool and checked arguments (malloc'd). */
+	const struct sc_tool *held;
+	char *held_args;
 };
 
 /* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
@@ -142,6 +148,11 @@ struct sc_call_outcome {
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
 		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out);
+/* Answers a held call by the verdict: runs the tool (APPROVED), the value's text (VALUE), or a
+ * message (REJECTED with text as the reason, or EXPIRED); fills out's text, ok, duration. */
+int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
+		     const char *text, size_t result_cap, uint64_t deadline_us,
+		     struct sc_call_outcome *out);
 
 /* schema.c: registering a parameter schema (the subset is listed in snapcell.h). */
 struct sc_schema;
@@ -195,6 +206,13 @@ struct snapcell_sandbox {
 	bool broken;
 	char broken_msg[SNAPCELL_ERROR_MESSAGE_LEN];
 	struct sc_family *families; /* live session families (session.c's lock, not this one) */
+	unsigned n_paused_slots;    /* runs holding a call for a decision (run.c) */
+	struct sc_paused *paused;   /* paused fresh runs, and expired ones with their result */
+	pthread_cond_t paused_cond; /* an expiring entry of paused ended */
+	/* pause.c's reaper: ends runs whose pause expired (reaper_wake: CLOCK_MONOTONIC). */
+	pthread_t reaper;
+	bool reaper_started, reaper_stop;
+	pthread_cond_t reaper_wake;
 	struct sc_dying {
 		int pidfd;
 		uint32_t id;
@@ -267,13 +285,23 @@ struct sc_run_target {
 	/* Level rlimits: the cell whose /tmp and /output the run's files are in (a session's
 	 * family shares its anchor's); NULL: the target's own. */
 	const struct sc_cell *files;
+	/* Before a paused run is listed (so before anyone can resume it); NULL for nothing. */
+	void (*pausing)(const struct sc_run_target *t);
 };
 
-/* Runs code in the target; *alive says whether it is still there to run more (a session's
- * worker). */
-int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
-		 const struct sc_run_request *req, struct snapcell_result **out, bool *alive,
-		 struct snapcell_error *err);
+/* What the owner of a run does when it ended (rc 0 and its result res, or a failure): alive
+ * says whether the target is still there to run more (a session's worker). */
+typedef void (*sc_run_finish)(struct snapcell_sandbox *sb, void *ctx, int rc, bool alive,
+			      struct snapcell_result *res);
+
+/* Runs code in the target (copied; its cell must outlive the run). When the run ends, finish
+ * is called (on the thread that ended it) before this or the resume returns; when it pauses
+ * at a call needing a decision, this returns the paused result and the run waits on the
+ * sandbox's list for snapcell_sandbox_resume, which goes on with it (and calls finish at its
+ * end). finish is called on every path, failures included. */
+int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
+		  const struct sc_run_request *req, sc_run_finish finish, void *ctx,
+		  struct snapcell_result **out, struct snapcell_error *err);
 
 /* Checks code and options and fills req; 1 (with *out a cancelled result) when the token had
  * fired already, so the run must not start; 0 to go on; or a negative code. */
@@ -291,6 +319,29 @@ int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
  * readdir), and collecting it into res under the sandbox's caps. */
 bool sc__output_pending(int out_fd);
 void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res);
+
+/* pause.c: the sandbox's runs paused for a decision (struct sc_run is run.c's). add: lists
+ * r, waiting with pending id id until expires_us (sc__now_us clock), owned by ctx; -ENOMEM.
+ * take: the run waiting with id, off the list (*r), or the final result of one that expired
+ * (*ended, *r NULL); -ENOENT when there is neither. sweep: ends the runs whose time is up,
+ * keeping their results for their resumes. end_all: ends every one, and the reaper, for a
+ * sandbox being freed (before its template goes). end_ctx: ends (as closed) those owned by
+ * ctx, a session being freed. decisions_copy/free: a result's decisions, deep. */
+struct sc_run;
+int sc__paused_add(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t id, uint64_t expires_us,
+		   void *ctx);
+int sc__paused_take(struct snapcell_sandbox *sb, uint64_t id, struct sc_run **r,
+		    struct snapcell_result **ended);
+void sc__paused_sweep(struct snapcell_sandbox *sb);
+void sc__paused_end_all(struct snapcell_sandbox *sb);
+void sc__paused_end_ctx(struct snapcell_sandbox *sb, void *ctx);
+int sc__decisions_copy(const struct snapcell_decision *src, size_t n,
+		       struct snapcell_decision **out);
+void sc__decisions_free(struct snapcell_decision *d, size_t n);
+/* run.c: ends a paused run without a decision (EXPIRED or CLOSED): its cell is killed, the
+ * result final; frees r. */
+int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapcell_verdict why,
+		       struct snapcell_result **out, struct snapcell_error *err);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

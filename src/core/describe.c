@@ -311,6 +311,9 @@ static void describe_tool(struct text *t, const struct sc_tool *tool,
 	put(t, "\n");
 	if (tool->describe_format >= 0)
 		format = (enum snapcell_describe_format)tool->describe_format;
+	if (tool->needs_decision)
+		put(t, "    Each call waits for a person's approval (minutes, possibly); a refusal "
+		       "raises ToolError with their reason.\n");
 	size_t mark = t->len;
 	if (format == SNAPCELL_DESCRIBE_COMPACT && compact_params(t, tool->schema->root))
 		return;

@@ -57,8 +57,15 @@ const char *snapcell_error_name(int code)
 const char *snapcell_status_name(enum snapcell_status status)
 {
 	static const char *const names[] = {"ok",     "error",	      "timeout",       "memory",
-					    "killed", "output-limit", "setup-failure", "cancelled"};
+					    "killed", "output-limit", "setup-failure", "cancelled",
+					    "paused", "expired"};
 	return (unsigned)status < sizeof(names) / sizeof(names[0]) ? names[status] : NULL;
+}
+
+const char *snapcell_verdict_name(enum snapcell_verdict verdict)
+{
+	static const char *const names[] = {"approved", "rejected", "value", "expired", "closed"};
+	return (unsigned)verdict < sizeof(names) / sizeof(names[0]) ? names[verdict] : NULL;
 }
 
 const char *snapcell_isolation_name(enum snapcell_isolation level)

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -47,7 +49,8 @@ enum forced {
 	FORCED_OUTPUT,
 	FORCED_PROTOCOL,
 	FORCED_CANCEL,
-	FORCED_FILES
+	FORCED_FILES,
+	FORCED_EXPIRED, /* no decision came in time */
 };
 
 /* Level rlimits has no tmpfs per cell: its /tmp and /output are directories on the work
@@ -59,6 +62,9 @@ enum forced {
 #define FILES_WATCH_US	  20000
 #define FILES_MAX_ENTRIES 131072
 #define FILES_MAX_DEPTH	  64
+
+/* What loop() returns besides 0 (the run ended) and a negative code. */
+#define RUN_PAUSED 1
 
 struct stream {
 	char *buf;
@@ -75,7 +81,7 @@ struct outbuf {
 /* The tool-call log keeps this many entries; later calls are only counted. */
 #define MAX_LOGGED_CALLS 100000
 
-struct run {
+struct sc_run {
 	const struct sc_run_target *target;
 	struct sc_cell *cell; /* the target's; the loop closes its socket when the cell hangs up */
 	int cancel_fd;	      /* -1 for none */
@@ -98,9 +104,25 @@ struct run {
 	uint64_t spin_until_us; /* after answering a call: poll without sleeping until then */
 	uint64_t
 		files_watch_us; /* level rlimits: when to measure /tmp and /output next; 0: never */
+	/* A call held for a decision: the cell waits in it while the run is paused. held_slot:
+	 * it holds one of the sandbox's paused-run slots (until the decision or the end). */
+	const struct sc_tool *held;
+	char *held_args;
+	struct snapcell_tool_call held_log;
+	uint64_t held_id;
+	bool held_slot;
+	uint64_t paused_us, paused_total_us; /* when the pause began; all pauses' time */
+	struct snapcell_decision *decisions;
+	size_t n_decisions;
+	/* Its own copy of the target, and what its owner does at its end. */
+	struct sc_run_target t;
+	sc_run_finish finish;
+	void *ctx;
 };
 
-static void kill_cell(struct run *r, enum forced why)
+static _Atomic uint64_t next_pending_id = 1;
+
+static void kill_cell(struct sc_run *r, enum forced why)
 {
 	if (r->forced == NOT_FORCED) {
 		r->forced = why;
@@ -110,7 +132,7 @@ static void kill_cell(struct run *r, enum forced why)
 }
 
 /* Reads once; returns the bytes read, 0 at EOF or when nothing is pending. */
-static ssize_t read_stream(struct run *r, int fd, struct stream *s)
+static ssize_t read_stream(struct sc_run *r, int fd, struct stream *s)
 {
 	char scratch[READ_CHUNK];
 	ssize_t n = read(fd, scratch, sizeof(scratch));
@@ -136,7 +158,7 @@ static ssize_t read_stream(struct run *r, int fd, struct stream *s)
 }
 
 /* After DONE the cell has flushed: what it wrote is already in the pipes. */
-static void drain(struct run *r)
+static void drain(struct sc_run *r)
 {
 	while (!r->out.eof && read_stream(r, r->cell->fds[SC_CELL_STDOUT], &r->out) > 0)
 		;
@@ -163,14 +185,14 @@ static int queue_frame(struct outbuf *o, uint8_t type, const void *head, size_t 
 	return 0;
 }
 
-static void violation(struct run *r, const char *why)
+static void violation(struct sc_run *r, const char *why)
 {
 	snprintf(r->note, sizeof(r->note),
 		 "snapcell: the cell broke the frame protocol (%s) and was killed\n", why);
 	kill_cell(r, FORCED_PROTOCOL);
 }
 
-static void log_call(struct run *r, const struct snapcell_tool_call *entry)
+static void log_call(struct sc_run *r, const struct snapcell_tool_call *entry)
 {
 	if (r->n_calls == MAX_LOGGED_CALLS) {
 		r->n_calls_dropped++;
@@ -192,7 +214,7 @@ static void log_call(struct run *r, const struct snapcell_tool_call *entry)
 }
 
 /* Runs the tool on this thread (the caller's) and queues its answer. */
-static void send_pending(struct run *r)
+static void send_pending(struct sc_run *r)
 {
 	struct outbuf *o = &r->send;
 	ssize_t n = send(r->cell->fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
@@ -203,7 +225,36 @@ static void send_pending(struct run *r)
 		o->off = o->len; /* the cell is gone; its exit says why */
 }
 
-static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
+static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *out);
+
+/* A call that needs a decision: pauses the run when it may and the sandbox has a slot free,
+ * else answers it with the reason. */
+static void hold_call(struct sc_run *r, struct snapcell_sandbox *sb, struct sc_call_outcome *out)
+{
+	const struct sc_tool *t = out->held;
+	unsigned bound = (unsigned)sb->cfg->limits[SNAPCELL_LIMIT_PAUSED_RUNS];
+	pthread_mutex_lock(&sb->lock);
+	bool slot = sb->n_paused_slots < bound;
+	sb->n_paused_slots += slot;
+	pthread_mutex_unlock(&sb->lock);
+	if (slot) {
+		r->held = t;
+		r->held_args = out->held_args;
+		r->held_log = out->log;
+		r->held_id = next_pending_id++;
+		r->held_slot = true;
+		r->paused_us = sc__now_us();
+		return;
+	}
+	free(out->held_args);
+	out->held = NULL;
+	out->text = sc__message("tool '%s' needs a decision, and %u runs of this sandbox already "
+				"wait for one (the paused_runs bound); the call was not made",
+				t->name, bound);
+	answer_call(r, out->text ? 0 : -ENOMEM, out);
+}
+
+static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	struct sc_call_outcome out;
 	int rc = sc__tool_serve(sb->cfg, r->reader.payload, r->reader.payload_len,
@@ -212,6 +263,17 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 		violation(r, "malformed tool call");
 		return;
 	}
+	if (out.held) {
+		hold_call(r, sb, &out);
+		return;
+	}
+	answer_call(r, rc, &out);
+}
+
+/* Answers a served (or decided) call, unless the run is out of time. */
+static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *o)
+{
+	struct sc_call_outcome out = *o;
 	if (sc__now_us() >= r->deadline_us) {
 		/* The tool outlived the run: its answer must not reach code that is out of time. */
 		log_call(r, &out.log);
@@ -230,13 +292,16 @@ static void serve_call(struct run *r, const struct snapcell_sandbox *sb)
 	r->spin_until_us = sc__spin_start(&r->spin);
 }
 
-static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
+static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t type = sc__frame_type(&r->reader);
 	if (r->forced != NOT_FORCED)
 		return; /* being killed: nothing more is served */
 	if (r->have_done)
 		violation(r, "frame after DONE");
+	else if (r->held)
+		/* call_tool waits for its answer: nothing else can come while a call is held. */
+		violation(r, "a frame while a call waited for its decision");
 	else if (type == SC_FRAME_CALL && r->send.off < r->send.len)
 		/* call_tool waits for each answer: a second call before it is read is a flood. */
 		violation(r, "tool call before the previous answer was read");
@@ -255,13 +320,13 @@ static void on_frame(struct run *r, const struct snapcell_sandbox *sb)
 		violation(r, "unexpected frame");
 }
 
-static void end_spin(struct run *r, bool caught)
+static void end_spin(struct sc_run *r, bool caught)
 {
 	sc__spin_end(&r->spin, caught);
 	r->spin_until_us = 0;
 }
 
-static void read_frames(struct run *r, const struct snapcell_sandbox *sb)
+static void read_frames(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t buf[65536];
 	ssize_t n = recv(r->cell->fds[SC_CELL_RPC], buf, sizeof(buf), MSG_DONTWAIT);
@@ -288,7 +353,7 @@ static void read_frames(struct run *r, const struct snapcell_sandbox *sb)
 	}
 }
 
-static void read_exit(struct run *r)
+static void read_exit(struct sc_run *r)
 {
 	ssize_t n = read(r->cell->fds[SC_CELL_EXIT], (char *)&r->exit + r->exit_got,
 			 sizeof(r->exit) - r->exit_got);
@@ -302,7 +367,7 @@ static void read_exit(struct run *r)
 
 /* A run ends at the cell's DONE report, or, when it never came, at the template's report of
  * the cell's death with both pipes closed. */
-static bool finished(const struct run *r, uint64_t now)
+static bool finished(const struct sc_run *r, uint64_t now)
 {
 	/* A setup failure is the template's to confirm (its exit record), never the cell's
 	 * claim: code can write a DONE frame of its own. The cell exits right after reporting
@@ -359,7 +424,7 @@ static bool tree_over(int dir, unsigned depth, struct usage *u)
 
 /* Level rlimits: whether the cell's /tmp and /output (out/<id> and tmp/<id> in the work
  * directory; a session's family shares its anchor's) are over their sizes together. */
-static bool files_over(const struct run *r, const struct snapcell_sandbox *sb)
+static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb)
 {
 	const struct sc_cell *c = r->target->files ? r->target->files : r->cell;
 	const uint64_t *l = sb->cfg->limits;
@@ -374,7 +439,7 @@ static bool files_over(const struct run *r, const struct snapcell_sandbox *sb)
 	return over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
 }
 
-static void watch_files(struct run *r, const struct snapcell_sandbox *sb, uint64_t now)
+static void watch_files(struct sc_run *r, const struct snapcell_sandbox *sb, uint64_t now)
 {
 	if (!r->files_watch_us || now < r->files_watch_us || r->forced != NOT_FORCED)
 		return;
@@ -393,15 +458,34 @@ static void watch_files(struct run *r, const struct snapcell_sandbox *sb, uint64
 	r->files_watch_us = after + FILES_WATCH_US + 10 * (after - now);
 }
 
-/* Returns 0 when the cell is gone and reaped, or SNAPCELL_E_TEMPLATE. */
-static int loop(struct run *r, const struct snapcell_sandbox *sb)
+/* Lets go of a held call without a decision (the run is being killed). */
+static void drop_held(struct sc_run *r, struct snapcell_sandbox *sb)
 {
-	uint64_t wall_us = sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS] * 1000;
-	r->deadline_us = r->start_us + wall_us;
-	if (sb->level == SNAPCELL_ISOLATION_RLIMITS)
-		r->files_watch_us = r->start_us + FILES_WATCH_US;
+	free(r->held_args);
+	r->held_args = NULL;
+	r->held = NULL;
+	if (r->held_slot) {
+		pthread_mutex_lock(&sb->lock);
+		sb->n_paused_slots--;
+		pthread_mutex_unlock(&sb->lock);
+		r->held_slot = false;
+	}
+}
+
+/* Returns 0 when the cell is gone and reaped, RUN_PAUSED when a call waits for a decision
+ * (the cell blocked in it), or SNAPCELL_E_TEMPLATE. */
+static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
+{
 	for (;;) {
 		uint64_t now = sc__now_us();
+		if (r->held && r->forced != NOT_FORCED)
+			drop_held(r, sb);
+		if (r->held) {
+			/* What the code wrote before the call is in the pipes (call_tool flushes
+			 * first), so the paused result has all of it. */
+			drain(r);
+			return RUN_PAUSED;
+		}
 		if (finished(r, now))
 			return 0;
 		watch_files(r, sb, now);
@@ -458,7 +542,7 @@ static int loop(struct run *r, const struct snapcell_sandbox *sb)
 	}
 }
 
-static enum snapcell_status guest_status(const struct run *r, int exit_code)
+static enum snapcell_status guest_status(const struct sc_run *r, int exit_code)
 {
 	/* Only the template knows that a cell never got as far as running code. */
 	if (r->have_exit && (r->exit.flags & SC_EXIT_NOT_SET_UP))
@@ -475,7 +559,7 @@ static enum snapcell_status guest_status(const struct run *r, int exit_code)
 	}
 }
 
-static void derive_result(const struct run *r, const struct snapcell_sandbox *sb,
+static void derive_result(const struct sc_run *r, const struct snapcell_sandbox *sb,
 			  struct snapcell_result *res)
 {
 	const uint32_t guest_flags = SNAPCELL_HIT_MEMORY | SNAPCELL_HIT_PROCESSES |
@@ -508,6 +592,8 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
 		res->status = SNAPCELL_STATUS_KILLED;
 	else if (r->forced == FORCED_CANCEL)
 		res->status = SNAPCELL_STATUS_CANCELLED;
+	else if (r->forced == FORCED_EXPIRED)
+		res->status = SNAPCELL_STATUS_EXPIRED;
 	else if (res->term_signal == SIGXCPU ||
 		 (res->term_signal == SIGKILL && res->cpu_us >= cpu_limit_us)) {
 		res->status = SNAPCELL_STATUS_TIMEOUT;
@@ -527,7 +613,7 @@ static void derive_result(const struct run *r, const struct snapcell_sandbox *sb
  * template reads them into the exit record and removes the cgroup when it reaps the cell; a
  * run that ended at DONE, before that record, reads the cgroup itself, or, when the template
  * has already removed it, waits for the record (written right after). */
-static void cgroup_result(struct run *r, const struct snapcell_sandbox *sb,
+static void cgroup_result(struct sc_run *r, const struct snapcell_sandbox *sb,
 			  struct snapcell_result *res)
 {
 	struct sc_cgroup_usage u;
@@ -568,7 +654,8 @@ static void append_note(struct stream *s, const char *note)
 	s->len += n;
 }
 
-static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char *code, size_t len)
+static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const char *code,
+		   size_t len)
 {
 	const uint64_t *l = sb->cfg->limits;
 	if (stream_init(&r->out, l[SNAPCELL_LIMIT_STDOUT_BYTES], SNAPCELL_HIT_STDOUT) < 0 ||
@@ -579,16 +666,18 @@ static int prepare(struct run *r, const struct snapcell_sandbox *sb, const char 
 			   0);
 }
 
-static void release(struct run *r)
+static void release(struct sc_run *r)
 {
 	free(r->out.buf);
 	free(r->err.buf);
 	free(r->send.buf);
 	free(r->calls);
+	free(r->held_args);
+	sc__decisions_free(r->decisions, r->n_decisions);
 	sc__frame_reader_reset(&r->reader);
 }
 
-static void hand_over(struct run *r, struct snapcell_result *res)
+static void hand_over(struct sc_run *r, struct snapcell_result *res)
 {
 	if (r->note[0])
 		append_note(&r->err, r->note);
@@ -602,49 +691,56 @@ static void hand_over(struct run *r, struct snapcell_result *res)
 	res->n_tool_calls = r->n_calls;
 	res->n_tool_calls_dropped = r->n_calls_dropped;
 	r->calls = NULL;
+	res->decisions = r->decisions;
+	res->n_decisions = r->n_decisions;
+	r->decisions = NULL;
+	r->n_decisions = 0;
 }
 
-int sc__run_code(struct snapcell_sandbox *sb, const struct sc_run_target *t,
-		 const struct sc_run_request *req, struct snapcell_result **out, bool *alive,
-		 struct snapcell_error *err)
+/* Starts a run's clock and queues its code. */
+static int run_start(struct sc_run *r, const struct snapcell_sandbox *sb,
+		     const struct sc_run_request *req)
 {
-	struct run r = {.target = t,
-			.cell = t->cell,
-			.cancel_fd = req->cancel_fd,
-			.learn = req->learn,
-			.spin = {.window_us = CALL_SPIN_US}};
-	struct snapcell_result *res = calloc(1, sizeof(*res));
-	int rc = !res ? -ENOMEM : prepare(&r, sb, req->code, req->code_len);
-	if (rc == 0) {
-		r.start_us = sc__now_us();
-		rc = loop(&r, sb);
-		res->wall_us = sc__now_us() - r.start_us;
-	}
-	*alive = rc == 0 && r.have_done && r.forced == NOT_FORCED;
-	if (rc == 0) {
-		derive_result(&r, sb, res);
-		cgroup_result(&r, sb, res);
-		if (t->reports_exit && !r.have_exit && !r.have_done && r.forced == NOT_FORCED) {
-			/* The exit pipe closed with no record: the template died, and its cells
-			 * with it (they are in its pid namespace). Not an exit status of 0. */
-			snprintf(r.note, sizeof(r.note),
-				 "snapcell: the sandbox's template exited during the run; the cell "
-				 "was killed with it\n");
-			res->status = SNAPCELL_STATUS_KILLED;
-			res->term_signal = SIGKILL;
-			res->exit_code = 128 + SIGKILL;
-		}
-		hand_over(&r, res);
-		if (!t->reports_exit && !r.have_done && r.forced == NOT_FORCED)
-			res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
-		*out = res;
-	} else {
-		kill_cell(&r, FORCED_TIMEOUT);
-		sc__err(err, rc, "run: the template did not report the cell's exit");
-		free(res);
-	}
-	release(&r);
+	int rc = prepare(r, sb, req->code, req->code_len);
+	r->start_us = sc__now_us();
+	r->deadline_us = r->start_us + sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS] * 1000;
+	if (sb->level == SNAPCELL_ISOLATION_RLIMITS)
+		r->files_watch_us = r->start_us + FILES_WATCH_US;
 	return rc;
+}
+
+/* The result of a run whose loop returned rc (not RUN_PAUSED), or the error. */
+static int run_end(struct sc_run *r, struct snapcell_sandbox *sb, int rc,
+		   struct snapcell_result **out, bool *alive, struct snapcell_error *err)
+{
+	struct snapcell_result *res = rc == 0 ? calloc(1, sizeof(*res)) : NULL;
+	if (rc == 0 && !res)
+		rc = -ENOMEM;
+	*alive = rc == 0 && r->have_done && r->forced == NOT_FORCED;
+	if (rc < 0) {
+		kill_cell(r, FORCED_TIMEOUT);
+		return rc == -ENOMEM ? sc__err(err, rc, "run: result")
+				     : sc__err(err, rc,
+					       "run: the template did not report the cell's exit");
+	}
+	res->wall_us = sc__now_us() - r->start_us - r->paused_total_us;
+	derive_result(r, sb, res);
+	cgroup_result(r, sb, res);
+	if (r->target->reports_exit && !r->have_exit && !r->have_done && r->forced == NOT_FORCED) {
+		/* The exit pipe closed with no record: the template died, and its cells with it
+		 * (they are in its pid namespace). Not an exit status of 0. */
+		snprintf(r->note, sizeof(r->note),
+			 "snapcell: the sandbox's template exited during the run; the cell was "
+			 "killed with it\n");
+		res->status = SNAPCELL_STATUS_KILLED;
+		res->term_signal = SIGKILL;
+		res->exit_code = 128 + SIGKILL;
+	}
+	hand_over(r, res);
+	if (!r->target->reports_exit && !r->have_done && r->forced == NOT_FORCED)
+		res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
+	*out = res;
+	return 0;
 }
 
 static bool dir_is_empty(int dfd)
@@ -733,6 +829,172 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 	return 1;
 }
 
+/* A fresh cell's owner: the cell, its network, whether its pages are learned from. */
+struct fresh {
+	struct sc_cell cell;
+	struct sc_run_target t;
+	struct sc_gate_cell *gate;
+	bool learn;
+};
+
+static char *copy_bytes(const char *src, size_t len)
+{
+	char *dst = malloc(len + 1);
+	if (dst) {
+		memcpy(dst, src, len);
+		dst[len] = 0;
+	}
+	return dst;
+}
+
+static char *copy_text(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+/* A paused run's result: copies of everything so far, and the pending call. */
+static int paused_result(const struct sc_run *r, const struct snapcell_sandbox *sb,
+			 struct snapcell_result **out)
+{
+	struct snapcell_result *res = calloc(1, sizeof(*res));
+	struct snapcell_pending_call *pc = calloc(1, sizeof(*pc));
+	if (!res || !pc) {
+		free(res);
+		free(pc);
+		return -ENOMEM;
+	}
+	res->pending = pc;
+	res->status = SNAPCELL_STATUS_PAUSED;
+	res->isolation = sb->level;
+	res->limits_hit = r->hit;
+	res->wall_us = r->paused_us - r->start_us - r->paused_total_us;
+	res->stdout_buf = copy_bytes(r->out.buf, r->out.len);
+	res->stdout_len = r->out.len;
+	res->stdout_truncated = r->out.truncated;
+	res->stderr_buf = copy_bytes(r->err.buf, r->err.len);
+	res->stderr_len = r->err.len;
+	res->stderr_truncated = r->err.truncated;
+	if (r->n_calls && (res->tool_calls = malloc(r->n_calls * sizeof(*r->calls)))) {
+		memcpy(res->tool_calls, r->calls, r->n_calls * sizeof(*r->calls));
+		res->n_tool_calls = r->n_calls;
+	}
+	res->n_tool_calls_dropped = r->n_calls_dropped;
+	int rc = sc__decisions_copy(r->decisions, r->n_decisions, &res->decisions);
+	res->n_decisions = res->decisions ? r->n_decisions : 0;
+	pc->id = r->held_id;
+	memcpy(pc->name, r->held_log.name, sizeof(pc->name));
+	pc->arguments = strdup(r->held_args);
+	if (rc < 0 || !res->stdout_buf || !res->stderr_buf || !pc->arguments ||
+	    (r->n_calls && !res->tool_calls)) {
+		snapcell_result_free(res);
+		return -ENOMEM;
+	}
+	*out = res;
+	return 0;
+}
+
+/* Records the decision on the held call; call_index is the entry its answer will get. */
+static void record_decision(struct sc_run *r, enum snapcell_verdict verdict, const char *text,
+			    const char *decided_by, size_t call_index)
+{
+	struct snapcell_decision *grown =
+		realloc(r->decisions, (r->n_decisions + 1) * sizeof(*grown));
+	if (!grown)
+		return;
+	r->decisions = grown;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	struct snapcell_decision *d = &r->decisions[r->n_decisions];
+	*d = (struct snapcell_decision){
+		.pending_id = r->held_id,
+		.arguments = copy_text(r->held_args),
+		.verdict = verdict,
+		.text = copy_text(text),
+		.decided_by = copy_text(decided_by),
+		.decided_at_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000,
+		.waited_us = sc__now_us() - r->paused_us,
+		.call_index = call_index,
+	};
+	memcpy(d->name, r->held_log.name, sizeof(d->name));
+	if (d->arguments)
+		r->n_decisions++;
+}
+
+/* Drives a run (rc: 0 to go on, or its start's failure) until it ends, handing it to its
+ * owner and freeing r, or pauses, listing r. */
+static int drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
+		 struct snapcell_result **out, struct snapcell_error *err)
+{
+	if (rc == 0)
+		rc = loop(r, sb);
+	if (rc == RUN_PAUSED && paused_result(r, sb, out) == 0) {
+		r->cancel_fd = -1; /* the caller may free its token once the run returned */
+		if (r->t.pausing)
+			r->t.pausing(&r->t);
+		uint64_t expires = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
+		if (sc__paused_add(sb, r, r->held_id, expires, r->ctx) == 0)
+			return 0;
+		snapcell_result_free(*out);
+		*out = NULL;
+	}
+	if (rc == RUN_PAUSED) {
+		violation(r, "no memory to pause the run");
+		rc = loop(r, sb);
+	}
+	bool alive;
+	rc = run_end(r, sb, rc, out, &alive, err);
+	r->finish(sb, r->ctx, rc, alive, rc == 0 ? *out : NULL);
+	release(r);
+	free(r);
+	return rc;
+}
+
+int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
+		  const struct sc_run_request *req, sc_run_finish finish, void *ctx,
+		  struct snapcell_result **out, struct snapcell_error *err)
+{
+	struct sc_run *r = calloc(1, sizeof(*r));
+	if (!r) {
+		finish(sb, ctx, -ENOMEM, false, NULL);
+		return sc__err(err, -ENOMEM, "run");
+	}
+	*r = (struct sc_run){.t = *t,
+			     .finish = finish,
+			     .ctx = ctx,
+			     .cell = t->cell,
+			     .cancel_fd = req->cancel_fd,
+			     .learn = req->learn,
+			     .spin = {.window_us = CALL_SPIN_US}};
+	r->target = &r->t;
+	return drive(sb, r, run_start(r, sb, req), out, err);
+}
+
+int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapcell_verdict why,
+		       struct snapcell_result **out, struct snapcell_error *err)
+{
+	uint64_t waited = sc__now_us() - r->paused_us;
+	r->paused_total_us += waited;
+	r->deadline_us += waited;
+	record_decision(r, why, NULL, NULL, SIZE_MAX);
+	kill_cell(r, FORCED_EXPIRED);
+	return drive(sb, r, 0, out, err);
+}
+
+/* The end of a fresh cell's run: its network, its /output, its cell. */
+static void fresh_finish(struct snapcell_sandbox *sb, void *ctx, int rc, bool alive,
+			 struct snapcell_result *res)
+{
+	struct fresh *f = ctx;
+	sc__gate_cell_stop(f->gate, rc == 0 ? res : NULL);
+	if (rc == 0)
+		f->t.collect(&f->t, sb, res);
+	if (rc == 0 && alive && f->learn)
+		sc__prefault_learn(sb, &f->cell); /* retires it when done */
+	else
+		sc__sandbox_retire_cell(sb, &f->cell);
+	free(f);
+}
+
 int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t code_len,
 			 const struct snapcell_run_options *opts, struct snapcell_result **out,
 			 struct snapcell_error *err)
@@ -743,30 +1005,117 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	int rc = sc__run_prepare(sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0;
-	struct sc_cell cell;
-	rc = sc__sandbox_take_cell(sb, &cell, err);
-	if (rc < 0)
-		return rc;
-	struct sc_run_target t = {&cell, true, fresh_kill, fresh_collect, NULL, NULL};
-	req.learn = sc__prefault_wants(sb, cell.id);
-	struct sc_gate_cell *gate = NULL;
-	if (cell.n_net &&
-	    (rc = sc__gate_cell_start(sb->gate, cell.net, cell.n_net,
-				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),
-				      &gate, err)) < 0) {
-		sc__sandbox_retire_cell(sb, &cell);
+	sc__paused_sweep(sb);
+	struct fresh *f = calloc(1, sizeof(*f));
+	if (!f)
+		return sc__err(err, -ENOMEM, "run");
+	rc = sc__sandbox_take_cell(sb, &f->cell, err);
+	if (rc < 0) {
+		free(f);
 		return rc;
 	}
-	bool alive;
-	rc = sc__run_code(sb, &t, &req, out, &alive, err);
-	sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
+	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect, NULL, NULL, NULL};
+	req.learn = f->learn = sc__prefault_wants(sb, f->cell.id);
+	if (f->cell.n_net &&
+	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,
+				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),
+				      &f->gate, err)) < 0) {
+		sc__sandbox_retire_cell(sb, &f->cell);
+		free(f);
+		return rc;
+	}
+	return sc__run_start(sb, &f->t, &req, fresh_finish, f, out, err);
+}
+
+/* Checks a decision's verdict and text before anything changes. */
+static int check_verdict(enum snapcell_verdict verdict, const char *text,
+			 struct snapcell_error *err)
+{
+	if (verdict != SNAPCELL_VERDICT_APPROVED && verdict != SNAPCELL_VERDICT_REJECTED &&
+	    verdict != SNAPCELL_VERDICT_VALUE)
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "resume: the verdict must be approved, rejected or value, not %d",
+			       (int)verdict);
+	if (text && strlen(text) > SC_FRAME_DEFAULT_CAP / 2)
+		return sc__err(err, SNAPCELL_E_TOO_BIG,
+			       "resume: the %s is %zu bytes; the cap is %u",
+			       verdict == SNAPCELL_VERDICT_VALUE ? "value" : "reason", strlen(text),
+			       SC_FRAME_DEFAULT_CAP / 2);
+	if (verdict != SNAPCELL_VERDICT_VALUE)
+		return 0;
+	if (!text)
+		return sc__err(err, SNAPCELL_E_INVAL, "resume: a value verdict needs the value");
+	json_error_t jerr;
+	json_t *v = json_loads(text, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+	if (!v)
+		return sc__err(err, SNAPCELL_E_INVAL, "resume: the value is not JSON: %s",
+			       jerr.text);
+	json_decref(v);
+	return 0;
+}
+
+/* Whether the cell sent anything on its frame socket (which a cell waiting in its call never
+ * does). */
+static bool frame_waiting(const struct sc_run *r)
+{
+	char c;
+	int fd = r->cell->fds[SC_CELL_RPC];
+	return fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+}
+
+int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
+			    enum snapcell_verdict verdict, const char *text, const char *decided_by,
+			    const struct snapcell_run_options *opts, struct snapcell_result **out,
+			    struct snapcell_error *err)
+{
+	if (!sb || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "resume: NULL argument");
+	int cancel_fd;
+	int rc = check_verdict(verdict, text, err);
 	if (rc == 0)
-		t.collect(&t, sb, *out);
-	if (rc == 0 && alive && req.learn)
-		sc__prefault_learn(sb, &cell); /* retires it when done */
-	else
-		sc__sandbox_retire_cell(sb, &cell);
-	return rc;
+		rc = sc__run_options(opts, &cancel_fd, err);
+	if (rc < 0)
+		return rc;
+	sc__paused_sweep(sb);
+	struct sc_run *r;
+	struct snapcell_result *ended;
+	if (sc__paused_take(sb, pending_id, &r, &ended) < 0)
+		return sc__err(err, -ENOENT,
+			       "resume: no run of this sandbox waits with pending id %" PRIu64
+			       " (resumed already, or never paused here)",
+			       pending_id);
+	if (ended) {
+		*out = ended;
+		return 0;
+	}
+	uint64_t now = sc__now_us();
+	if (now >= r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000)
+		return sc__run_end_paused(sb, r, SNAPCELL_VERDICT_EXPIRED, out, err);
+	r->paused_total_us += now - r->paused_us;
+	r->deadline_us += now - r->paused_us;
+	r->cancel_fd = cancel_fd;
+	pthread_mutex_lock(&sb->lock);
+	sb->n_paused_slots--;
+	pthread_mutex_unlock(&sb->lock);
+	r->held_slot = false;
+	if (frame_waiting(r)) {
+		/* The code wrote on its frame socket while its call waited (around the bridge,
+		 * which lets no call through before the answer): a broken protocol, and nothing
+		 * it asked for runs, the held call included. */
+		record_decision(r, verdict, text, decided_by, SIZE_MAX);
+		violation(r, "a frame while a call waited for its decision");
+		return drive(sb, r, 0, out, err);
+	}
+	struct sc_call_outcome o = {.log = r->held_log};
+	rc = sc__tool_decided(r->held, r->held_args, verdict, text, SC_FRAME_DEFAULT_CAP - 1,
+			      r->deadline_us, &o);
+	record_decision(r, verdict, text, decided_by,
+			r->n_calls < MAX_LOGGED_CALLS ? r->n_calls : SIZE_MAX);
+	free(r->held_args);
+	r->held_args = NULL;
+	r->held = NULL;
+	answer_call(r, rc, &o);
+	return drive(sb, r, 0, out, err);
 }
 
 void snapcell_result_free(struct snapcell_result *res)
@@ -776,6 +1125,10 @@ void snapcell_result_free(struct snapcell_result *res)
 	free(res->stdout_buf);
 	free(res->stderr_buf);
 	free(res->tool_calls);
+	if (res->pending)
+		free(res->pending->arguments);
+	free(res->pending);
+	sc__decisions_free(res->decisions, res->n_decisions);
 	sc__artifacts_free(res);
 	sc__net_events_free(res);
 	free(res);

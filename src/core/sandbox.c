@@ -17,6 +17,7 @@
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -713,6 +714,12 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	sb->ctl = sb->helper_pidfd = sb->out_fd = sb->lock_fd = sb->ids.lock_fd = -1;
 	sb->cgroup.dir_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
+	pthread_cond_init(&sb->paused_cond, NULL);
+	pthread_condattr_t monotonic;
+	pthread_condattr_init(&monotonic);
+	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	pthread_cond_init(&sb->reaper_wake, &monotonic);
+	pthread_condattr_destroy(&monotonic);
 	int rc = sc__config_copy(cfg, &sb->cfg);
 	if (rc < 0)
 		sc__err(err, rc, "copy config");
@@ -769,6 +776,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 {
 	if (!sb)
 		return;
+	sc__paused_end_all(sb);
 	sc__sessions_orphan(sb);
 	sc__prefault_free(sb); /* its learner may hold a cell to retire */
 	stop_helper(sb);
@@ -798,6 +806,8 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	 * processes are, so nothing runs as the uid any more when the next sandbox takes it. */
 	sc__ids_release(&sb->ids);
 	pthread_mutex_destroy(&sb->lock);
+	pthread_cond_destroy(&sb->paused_cond);
+	pthread_cond_destroy(&sb->reaper_wake);
 	sc__python_clear(&sb->python);
 	free(sb->setup);
 	snapcell_config_free(sb->cfg);

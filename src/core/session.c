@@ -35,10 +35,15 @@ struct sc_family {
 	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed; families_lock */
 	struct sc_cell anchor;
 	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
-	/* Held while the family runs: runs, snapshots and branchings of its sessions take
+	/* Taken while the family runs: runs, snapshots and branchings of its sessions take
 	 * turns, each with its own /tmp in place and the rest of the family stopped (so the
-	 * network namespace and socket they share carry one run's events at a time). */
-	pthread_mutex_t run_lock;
+	 * network namespace and socket they share carry one run's events at a time). A turn,
+	 * not a mutex: a run paused for a decision keeps it, and the thread that resumes the
+	 * run (any thread) gives it back. */
+	pthread_mutex_t turn_lock;
+	pthread_cond_t turn_free;
+	bool turn_taken;
+	bool turn_paused; /* by a run waiting for a decision: others are refused, not kept */
 	unsigned refs;
 	uint32_t next_tmp_id; /* for the next /tmp tree (lock); the first session's is 1 */
 	/* Each session's and snapshot's /tmp: the root of the family's /tmp tmpfs, whose
@@ -57,6 +62,10 @@ struct snapcell_session {
 	int32_t pid;	       /* in the family's namespace; from the anchor or a snapshot */
 	uint32_t tmp_id;       /* its /tmp tree */
 	bool alive;
+	/* A run is in progress or paused for a decision: another run, a snapshot or a restore of
+	 * this session is refused (-EBUSY) rather than waiting on itself. */
+	_Atomic bool busy;
+	struct sc_gate_cell *gate; /* the run's, while busy */
 };
 
 struct snapcell_snapshot {
@@ -127,7 +136,8 @@ static void family_put(struct sc_family *f)
 	pthread_mutex_unlock(&families_lock);
 	sc__cell_close(&f->anchor);
 	pthread_mutex_destroy(&f->lock);
-	pthread_mutex_destroy(&f->run_lock);
+	pthread_mutex_destroy(&f->turn_lock);
+	pthread_cond_destroy(&f->turn_free);
 	pthread_mutex_destroy(&f->tmp_lock);
 	if (f->tmp_root >= 0)
 		close(f->tmp_root);
@@ -207,7 +217,7 @@ static int read_pid_reply(int fd, uint8_t want, int32_t *pid)
 }
 
 /* The family runs only while the host needs it to: during a run of one of its sessions, or
- * while a worker forks a snapshot or a snapshot a branch, one at a time (run_lock). Between,
+ * while a worker forks a snapshot or a snapshot a branch, one at a time (its turn). Between,
  * the anchor keeps every other process of the family stopped, so nothing changes /output or
  * /tmp while the host reads, moves or copies them, or while no run is in progress. A failed
  * exchange with the anchor (it is trusted; only a dead or stuck one fails) ends the family
@@ -245,6 +255,37 @@ static void family_thaw(struct sc_family *f, int32_t pid)
 		family_end(f);
 }
 
+/* Waits for the family's turn; -EBUSY while a run of the family waits for a decision (which
+ * may take minutes). */
+static int turn_take(struct sc_family *f)
+{
+	pthread_mutex_lock(&f->turn_lock);
+	while (f->turn_taken && !f->turn_paused)
+		pthread_cond_wait(&f->turn_free, &f->turn_lock);
+	int rc = f->turn_taken ? -EBUSY : 0;
+	f->turn_taken = true;
+	pthread_mutex_unlock(&f->turn_lock);
+	return rc;
+}
+
+static void turn_pause(struct sc_family *f)
+{
+	pthread_mutex_lock(&f->turn_lock);
+	f->turn_paused = true;
+	pthread_cond_broadcast(&f->turn_free);
+	pthread_mutex_unlock(&f->turn_lock);
+}
+
+static void turn_give(struct sc_family *f)
+{
+	pthread_mutex_lock(&f->turn_lock);
+	f->turn_taken = f->turn_paused = false;
+	pthread_cond_broadcast(&f->turn_free);
+	pthread_mutex_unlock(&f->turn_lock);
+}
+
+#define PAUSED_FAMILY "a run of another session of this family waits for a decision"
+
 /* Ends a turn: stops the family, runs during() on it stopped (with what stopping returned),
  * and lets the next turn begin. */
 static int family_leave(struct sc_family *f, int (*during)(int frozen, void *ctx), void *ctx)
@@ -252,7 +293,7 @@ static int family_leave(struct sc_family *f, int (*during)(int frozen, void *ctx
 	int rc = family_freeze(f);
 	if (during)
 		rc = during(rc, ctx);
-	pthread_mutex_unlock(&f->run_lock);
+	turn_give(f);
 	return rc;
 }
 
@@ -494,7 +535,8 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 		return rc;
 	}
 	pthread_mutex_init(&f->lock, NULL);
-	pthread_mutex_init(&f->run_lock, NULL);
+	pthread_mutex_init(&f->turn_lock, NULL);
+	pthread_cond_init(&f->turn_free, NULL);
 	pthread_mutex_init(&f->tmp_lock, NULL);
 	f->sb = sb;
 	f->refs = 1;
@@ -537,6 +579,12 @@ static void worker_kill(const struct sc_run_target *t)
 	family_kill(s->family, s->pid);
 }
 
+static void worker_pausing(const struct sc_run_target *t)
+{
+	const struct snapcell_session *s = t->ctx;
+	turn_pause(s->family);
+}
+
 /* What a session run collects once its family is stopped. */
 struct collect_ctx {
 	struct sc_family *family;
@@ -560,6 +608,23 @@ static int collect_stopped(int frozen, void *ctx)
 	return sc__empty_dir(out_fd, sc__deadline_ms(EMPTY_OUTPUT_MS));
 }
 
+/* The end of a session's run (on the thread that ended it, maybe a resuming one): its
+ * network, its /output, the family's turn. */
+static void session_finish(struct snapcell_sandbox *sb, void *ctx, int rc, bool alive,
+			   struct snapcell_result *res)
+{
+	struct snapcell_session *s = ctx;
+	struct sc_family *f = s->family;
+	s->alive = alive;
+	if (s->gate)
+		sc__gate_cell_stop(s->gate, rc == 0 ? res : NULL);
+	s->gate = NULL;
+	struct collect_ctx c = {f, sb, rc == 0 ? res : NULL};
+	if (family_leave(f, collect_stopped, &c) < 0)
+		end_worker(s); /* its /output could not be emptied: the next run would see it */
+	s->busy = false;
+}
+
 int snapcell_session_run(struct snapcell_session *s, const char *code, size_t code_len,
 			 const struct snapcell_run_options *opts, struct snapcell_result **out,
 			 struct snapcell_error *err)
@@ -577,31 +642,34 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
-	struct sc_run_target t = {&s->worker, false, worker_kill, NULL, s, &s->family->anchor};
+	struct sc_run_target t = {&s->worker,	      false,	     worker_kill, NULL, s,
+				  &s->family->anchor, worker_pausing};
 	struct sc_family *f = s->family;
-	struct sc_gate_cell *gate = NULL;
-	pthread_mutex_lock(&f->run_lock);
+	if (s->busy)
+		return sc__err(
+			err, -EBUSY,
+			"session_run: the session's run waits for a decision; resume it first");
+	if (turn_take(f) < 0)
+		return sc__err(err, -EBUSY, "session_run: " PAUSED_FAMILY);
+	s->busy = true;
+	s->gate = NULL;
 	if ((rc = tmp_switch(f, s->tmp_id)) < 0) {
-		pthread_mutex_unlock(&f->run_lock);
+		turn_give(f);
+		s->busy = false;
 		return sc__err(err, rc, "session_run: put the session's /tmp in place");
 	}
 	family_thaw(f, s->pid);
 	if (f->anchor.n_net) {
 		rc = sc__gate_cell_start(
 			f->sb->gate, f->anchor.net, f->anchor.n_net,
-			sc__deadline_ms(f->sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]), &gate, err);
+			sc__deadline_ms(f->sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]), &s->gate, err);
 		if (rc < 0) {
 			family_leave(f, NULL, NULL);
+			s->busy = false;
 			return rc;
 		}
 	}
-	rc = sc__run_code(f->sb, &t, &req, out, &s->alive, err);
-	if (gate)
-		sc__gate_cell_stop(gate, rc == 0 ? *out : NULL);
-	struct collect_ctx c = {f, f->sb, rc == 0 ? *out : NULL};
-	if (family_leave(f, collect_stopped, &c) < 0)
-		end_worker(s); /* its /output could not be emptied: the next run would see it */
-	return rc;
+	return sc__run_start(f->sb, &t, &req, session_finish, s, out, err);
 }
 
 static int tmp_copy_error(int rc, struct snapcell_error *err, const char *what)
@@ -646,13 +714,18 @@ int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapsh
 		return rc;
 	if (!s->alive)
 		return sc__err(err, SNAPCELL_E_TEMPLATE, "snapshot: the session's process ended");
+	if (s->busy)
+		return sc__err(err, -EBUSY, "snapshot: the session's run waits for a decision");
 	struct snapcell_snapshot *snap = calloc(1, sizeof(*snap));
 	if (!snap)
 		return sc__err(err, -ENOMEM, "snapshot");
 	struct sc_family *f = s->family;
 	snap->family = f;
+	if (turn_take(f) < 0) {
+		free(snap);
+		return sc__err(err, -EBUSY, "snapshot: " PAUSED_FAMILY);
+	}
 	snap->tmp_id = family_new_tmp_id(f);
-	pthread_mutex_lock(&f->run_lock);
 	/* /tmp first, copied while the family is stopped, then the interpreter. */
 	int tmp_rc = tmp_copy(f, s->tmp_id, snap->tmp_id);
 	rc = tmp_rc < 0 ? 0 : fork_snapshot(s, snap);
@@ -683,8 +756,14 @@ static int branch(const struct snapcell_snapshot *snap, struct snapcell_session 
 	int rc = sc__channels_new(mine, theirs);
 	if (rc < 0)
 		return sc__err(err, rc, "%s", what);
+	if (turn_take(f) < 0) {
+		for (int i = 0; i < 3; i++) {
+			close(mine[i]);
+			close(theirs[i]);
+		}
+		return sc__err(err, -EBUSY, "%s: " PAUSED_FAMILY, what);
+	}
 	uint32_t tmp_id = family_new_tmp_id(f);
-	pthread_mutex_lock(&f->run_lock);
 	int tmp_rc = tmp_copy(f, snap->tmp_id, tmp_id);
 	if (tmp_rc == 0 && (rc = tmp_switch(f, tmp_id)) == 0) {
 		family_thaw(f, snap->pid);
@@ -724,6 +803,8 @@ int snapcell_session_restore(struct snapcell_session *s, const struct snapcell_s
 	if (s->family != snap->family)
 		return sc__err(err, SNAPCELL_E_INVAL,
 			       "restore: the snapshot belongs to another session family");
+	if (s->busy)
+		return sc__err(err, -EBUSY, "restore: the session's run waits for a decision");
 	int rc = orphaned(s->family, err);
 	return rc < 0 ? rc : branch(snap, s, err, "restore");
 }
@@ -761,6 +842,13 @@ void snapcell_session_free(struct snapcell_session *s)
 {
 	if (!s)
 		return;
+	/* A run paused for a decision ends with the session (its sandbox ended it already when
+	 * the family is orphaned). */
+	pthread_mutex_lock(&families_lock);
+	struct snapcell_sandbox *sb = s->busy ? s->family->sb : NULL;
+	pthread_mutex_unlock(&families_lock);
+	if (sb)
+		sc__paused_end_ctx(sb, s);
 	if (s->alive && !family_orphaned(s->family))
 		family_kill(s->family, s->pid);
 	if (s->tmp_id)

@@ -181,6 +181,7 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 	}
 	for (size_t i = 0; i < cfg->n_tools; i++) {
 		if (!strcmp(cfg->tools[i].name, name)) {
+			t.needs_decision = cfg->tools[i].needs_decision;
 			tool_clear(&cfg->tools[i]);
 			cfg->tools[i] = t;
 			return 0;
@@ -213,6 +214,26 @@ int snapcell_config_remove_tool(struct snapcell_config *cfg, const char *name,
 	return sc__err(err, -ENOENT, "remove_tool %s", name);
 }
 
+int snapcell_config_set_tool_decision(struct snapcell_config *cfg, const char *name, bool needed,
+				      struct snapcell_error *err)
+{
+	if (!cfg || !name)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_tool_decision: NULL argument");
+	for (size_t i = 0; i < cfg->n_tools; i++) {
+		if (!strcmp(cfg->tools[i].name, name)) {
+			cfg->tools[i].needs_decision = needed;
+			return 0;
+		}
+	}
+	return sc__err(err, -ENOENT, "set_tool_decision %s: no tool has that name", name);
+}
+
+bool snapcell_config_tool_needs_decision(const struct snapcell_config *cfg, const char *name)
+{
+	const struct sc_tool *t = cfg && name ? sc__tool_find(cfg, name) : NULL;
+	return t && t->needs_decision;
+}
+
 size_t snapcell_config_tool_count(const struct snapcell_config *cfg)
 {
 	return cfg ? cfg->n_tools : 0;
@@ -242,6 +263,7 @@ int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *ds
 						  t->approval, t->fn, t->user, NULL);
 		if (rc < 0)
 			return rc;
+		dst->tools[dst->n_tools - 1].needs_decision = t->needs_decision;
 		dst->tools[dst->n_tools - 1].describe_format = t->describe_format;
 	}
 	return 0;
@@ -316,8 +338,7 @@ static char *known_tools(const struct snapcell_config *cfg)
 	return s;
 }
 
-static char *message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static char *message(const char *fmt, ...)
+char *sc__message(const char *fmt, ...)
 {
 	char *s = NULL;
 	va_list ap;
@@ -336,31 +357,32 @@ static char *check_args(const struct sc_tool *t, const char *args, size_t len, c
 	/* The callback gets a C string: a raw NUL would cut what it sees short of what was
 	 * checked (JSON itself can only carry one escaped). */
 	if (memchr(args, 0, len))
-		return message("invalid arguments for tool '%s': a NUL byte in the JSON text",
-			       t->name);
+		return sc__message("invalid arguments for tool '%s': a NUL byte in the JSON text",
+				   t->name);
 	unsigned depth;
 	size_t values;
 	snapcell_json_measure(args, len, &depth, &values);
 	if (depth > MAX_ARG_DEPTH)
-		return message("invalid arguments for tool '%s': nested deeper than %d levels",
-			       t->name, MAX_ARG_DEPTH);
+		return sc__message("invalid arguments for tool '%s': nested deeper than %d levels",
+				   t->name, MAX_ARG_DEPTH);
 	if (values > MAX_ARG_NODES)
-		return message("invalid arguments for tool '%s': more than %u values", t->name,
-			       MAX_ARG_NODES);
+		return sc__message("invalid arguments for tool '%s': more than %u values", t->name,
+				   MAX_ARG_NODES);
 	json_error_t jerr;
 	json_t *v = json_loadb(args, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!v)
-		return message("invalid arguments for tool '%s': %s", t->name,
-			       strstr(jerr.text, "too big integer") ? "integers must fit in 64 bits"
-								    : jerr.text);
+		return sc__message("invalid arguments for tool '%s': %s", t->name,
+				   strstr(jerr.text, "too big integer")
+					   ? "integers must fit in 64 bits"
+					   : jerr.text);
 	char why[256];
 	char *err = NULL;
 	if (!json_is_object(v))
-		err = message("invalid arguments for tool '%s': not a JSON object", t->name);
+		err = sc__message("invalid arguments for tool '%s': not a JSON object", t->name);
 	else if (sc__schema_check(t->schema, v, why, sizeof(why)) < 0)
-		err = message("invalid arguments for tool '%s': %s", t->name, why);
+		err = sc__message("invalid arguments for tool '%s': %s", t->name, why);
 	else if (!(*exact = sc__json_exact_numbers(args, len)))
-		err = message("tool '%s': out of memory", t->name);
+		err = sc__message("tool '%s': out of memory", t->name);
 	json_decref(v);
 	return err;
 }
@@ -396,6 +418,30 @@ static void escape_name(const char *name, size_t len, char *out, size_t size)
 	out[o] = 0;
 }
 
+/* Runs t's callback with the checked arguments and frames its answer into out. */
+static void invoke(const struct sc_tool *t, const char *exact, size_t result_cap,
+		   uint64_t deadline_us, struct sc_call_outcome *out)
+{
+	char *text = NULL;
+	uint64_t outer = callback_deadline_us; /* a callback may run code itself */
+	callback_deadline_us = deadline_us;
+	int rc = t->fn(t->user, exact, &text);
+	callback_deadline_us = outer;
+	out->log.ok = rc == 0 && text;
+	if (!text)
+		text = sc__message("tool '%s' returned no %s", t->name,
+				   rc == 0 ? "result" : "message");
+	else if (strlen(text) > result_cap) { /* a message too: any answer is one frame */
+		size_t n = strlen(text);
+		free(text);
+		out->log.ok = false;
+		text = sc__message("tool '%s' %s %zu bytes; the limit is %zu", t->name,
+				   rc == 0 ? "returned" : "failed with a message of", n,
+				   result_cap);
+	}
+	out->text = text;
+}
+
 int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
 		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out)
 {
@@ -415,35 +461,49 @@ int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t l
 	const struct sc_tool *t = name_len <= SNAPCELL_TOOL_NAME_MAX && !memchr(name, 0, name_len)
 					  ? sc__tool_find(cfg, name)
 					  : NULL;
-	char *text = NULL, *exact = NULL;
+	char *exact = NULL;
 	if (name_len > SNAPCELL_TOOL_NAME_MAX) {
-		text = message("unknown tool '%s': a name of %zu bytes; the limit is %d",
-			       out->log.name, name_len, SNAPCELL_TOOL_NAME_MAX);
+		out->text = sc__message("unknown tool '%s': a name of %zu bytes; the limit is %d",
+					out->log.name, name_len, SNAPCELL_TOOL_NAME_MAX);
 	} else if (!t) {
 		char *known = known_tools(cfg);
-		text = message("unknown tool '%s'; %s", out->log.name, known ? known : "");
+		out->text = sc__message("unknown tool '%s'; %s", out->log.name, known ? known : "");
 		free(known);
-	} else if (!(text = check_args(t, args, args_len, &exact))) {
-		uint64_t outer = callback_deadline_us; /* a callback may run code itself */
-		callback_deadline_us = deadline_us;
-		int rc = t->fn(t->user, exact, &text);
-		callback_deadline_us = outer;
-		free(exact);
-		out->log.ok = rc == 0 && text;
-		if (!text)
-			text = message("tool '%s' returned no %s", name,
-				       rc == 0 ? "result" : "message");
-		else if (strlen(text) > result_cap) { /* a message too: any answer is one frame */
-			size_t n = strlen(text);
-			free(text);
-			out->log.ok = false;
-			text = message("tool '%s' %s %zu bytes; the limit is %zu", name,
-				       rc == 0 ? "returned" : "failed with a message of", n,
-				       result_cap);
+	} else if (!(out->text = check_args(t, args, args_len, &exact))) {
+		if (t->needs_decision) {
+			/* Held for a decision: the caller pauses, or answers with
+			 * sc__tool_decided. */
+			out->held = t;
+			out->held_args = exact;
+			return 0;
 		}
+		invoke(t, exact, result_cap, deadline_us, out);
+		free(exact);
 	}
 	out->log.duration_us = sc__now_us() - start;
 	out->ok = out->log.ok;
-	out->text = text;
-	return text ? 0 : -ENOMEM;
+	return out->text ? 0 : -ENOMEM;
+}
+
+int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
+		     const char *text, size_t result_cap, uint64_t deadline_us,
+		     struct sc_call_outcome *out)
+{
+	uint64_t start = sc__now_us();
+	out->text = NULL;
+	out->log.ok = false;
+	if (verdict == SNAPCELL_VERDICT_APPROVED) {
+		invoke(t, args, result_cap, deadline_us, out);
+	} else if (verdict == SNAPCELL_VERDICT_VALUE) {
+		out->log.ok = true;
+		out->text = strdup(text);
+	} else if (verdict == SNAPCELL_VERDICT_REJECTED) {
+		out->text = sc__message("the call to tool '%s' was rejected%s%s", t->name,
+					text ? ": " : "", text ? text : "");
+	} else {
+		out->text = sc__message("the call to tool '%s' got no decision in time", t->name);
+	}
+	out->log.duration_us = sc__now_us() - start;
+	out->ok = out->log.ok;
+	return out->text ? 0 : -ENOMEM;
 }

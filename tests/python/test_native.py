@@ -26,7 +26,7 @@ RESULT_KEYS = {
     "status", "exit_code", "term_signal", "limits_hit", "stdout", "stderr", "stdout_truncated",
     "stderr_truncated", "wall_us", "cpu_us", "peak_memory_bytes", "peak_rss_bytes", "isolation",
     "tool_calls", "tool_calls_dropped", "artifacts", "skipped", "skipped_count", "output_limits_hit",
-    "network_events", "network_limits_hit", "summary",
+    "network_events", "network_limits_hit", "summary", "pending", "decisions",
 }
 
 

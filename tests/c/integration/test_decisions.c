@@ -1,0 +1,621 @@
+#define _GNU_SOURCE
+/* Decisions: a tool that needs one pauses the run at its call; resume approves, rejects or
+ * supplies a value; the wall clock stops while paused; the bound, the expiry, the sandbox's end;
+ * the output and the audit every result carries; and code that tries to skip a decision. */
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "helpers.h"
+
+static atomic_int refunds;
+
+static int refund(void *user, const char *args, char **result)
+{
+	atomic_fetch_add(&refunds, 1);
+	return asprintf(result, "{\"refunded\": %s}", args) < 0;
+}
+
+static int lookup(void *user, const char *args, char **result)
+{
+	*result = strdup("\"found\"");
+	return 0;
+}
+
+static const char refund_schema[] =
+	"{\"type\": \"object\", \"properties\": {\"order\": {\"type\": \"string\"},"
+	" \"amount\": {\"type\": \"number\"}}, \"required\": [\"order\", \"amount\"],"
+	" \"additionalProperties\": false}";
+
+static struct snapcell_sandbox *decision_sandbox(uint64_t wall_ms, uint64_t pause_ms,
+						 uint64_t paused_runs)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "refund", "Refunds an order.", refund_schema,
+					      SNAPCELL_APPROVAL_NEVER, refund, NULL, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_add_tool(cfg, "lookup", "Looks up.", NULL,
+					      SNAPCELL_APPROVAL_NEVER, lookup, NULL, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", true, NULL), 0);
+	if (wall_ms)
+		cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, wall_ms, NULL),
+			     0);
+	if (pause_ms)
+		cr_assert_eq(
+			snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_PAUSE_MS, pause_ms, NULL), 0);
+	if (paused_runs)
+		cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_PAUSED_RUNS, paused_runs,
+						       NULL),
+			     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	return sb;
+}
+
+static const char refund_code[] = "print('before')\n"
+				  "import sys; print('warn', file=sys.stderr)\n"
+				  "print(lookup_result := call_tool('lookup'))\n"
+				  "try:\n"
+				  "    r = call_tool('refund', order='A-17', amount=12.5)\n"
+				  "    print('got', r)\n"
+				  "except ToolError as e:\n"
+				  "    print('refused:', e)\n";
+
+static struct snapcell_result *resume(struct snapcell_sandbox *sb, struct snapcell_result *res,
+				      enum snapcell_verdict v, const char *text, const char *by)
+{
+	struct snapcell_error err = {0};
+	struct snapcell_result *next = NULL;
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	int rc = snapcell_sandbox_resume(sb, res->pending->id, v, text, by, NULL, &next, &err);
+	cr_assert_eq(rc, 0, "resume: %s", err.message);
+	return next;
+}
+
+Test(decisions, approve_runs_the_tool_once_and_keeps_all_output)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, refund_code);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	cr_assert_str_eq(snapcell_status_name(res->status), "paused");
+	cr_assert_not_null(res->pending);
+	cr_expect_str_eq(res->pending->name, "refund");
+	cr_expect_str_eq(res->pending->arguments, "{\"order\": \"A-17\", \"amount\": 12.5}");
+	cr_expect_str_eq(res->stdout_buf, "before\nfound\n");
+	cr_expect_str_eq(res->stderr_buf, "warn\n");
+	cr_expect_eq(res->n_tool_calls, 1);
+	cr_expect_eq(atomic_load(&refunds), 0, "the tool ran before its decision");
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, "alice");
+	expect_ok(fin);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	cr_expect_str_eq(fin->stdout_buf, "before\nfound\ngot {'refunded': {'order': 'A-17', "
+					  "'amount': 12.5}}\n");
+	cr_expect_str_eq(fin->stderr_buf, "warn\n");
+	cr_assert_eq(fin->n_tool_calls, 2);
+	cr_expect_str_eq(fin->tool_calls[1].name, "refund");
+	cr_expect(fin->tool_calls[1].ok);
+	cr_assert_eq(fin->n_decisions, 1);
+	const struct snapcell_decision *d = &fin->decisions[0];
+	cr_expect_eq(d->verdict, SNAPCELL_VERDICT_APPROVED);
+	cr_expect_str_eq(d->decided_by, "alice");
+	cr_expect_str_eq(d->name, "refund");
+	cr_expect_str_eq(d->arguments, res->pending->arguments);
+	cr_expect_eq(d->pending_id, res->pending->id);
+	cr_expect_eq(d->call_index, 1);
+	cr_expect_gt(d->decided_at_ms, (uint64_t)time(NULL) * 1000 - 60000);
+	/* A second resume of the same pending call: nothing waits with that id any more. */
+	struct snapcell_result *again = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
+					     NULL, NULL, &again, &err),
+		     -ENOENT);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, reject_raises_tool_error_with_the_reason)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, refund_code);
+	struct snapcell_result *fin =
+		resume(sb, res, SNAPCELL_VERDICT_REJECTED, "over the limit", NULL);
+	expect_ok(fin);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	cr_expect(strstr(fin->stdout_buf, "refused: the call to tool 'refund' was rejected: over "
+					  "the limit\n"),
+		  "%s", fin->stdout_buf);
+	cr_assert_eq(fin->n_decisions, 1);
+	cr_expect_eq(fin->decisions[0].verdict, SNAPCELL_VERDICT_REJECTED);
+	cr_expect_str_eq(fin->decisions[0].text, "over the limit");
+	cr_expect_null(fin->decisions[0].decided_by);
+	cr_expect_not(fin->tool_calls[1].ok);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, a_value_reaches_the_code_and_the_tool_never_runs)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, refund_code);
+	struct snapcell_result *next = NULL;
+	struct snapcell_error err = {0};
+	/* A value that is not JSON, or none, changes nothing. */
+	cr_expect_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_VALUE, "{nope",
+					     NULL, NULL, &next, &err),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_VALUE, NULL,
+					     NULL, NULL, &next, &err),
+		     SNAPCELL_E_INVAL);
+	cr_expect_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_EXPIRED, NULL,
+					     NULL, NULL, &next, &err),
+		     SNAPCELL_E_INVAL);
+	struct snapcell_result *fin =
+		resume(sb, res, SNAPCELL_VERDICT_VALUE, "{\"refunded\": \"by hand\"}", "bob");
+	expect_ok(fin);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	cr_expect(strstr(fin->stdout_buf, "got {'refunded': 'by hand'}\n"), "%s", fin->stdout_buf);
+	cr_expect_eq(fin->decisions[0].verdict, SNAPCELL_VERDICT_VALUE);
+	cr_expect_str_eq(fin->decisions[0].text, "{\"refunded\": \"by hand\"}");
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, many_pauses_in_one_run_and_threads_take_turns)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res =
+		test_run(sb, "import threading\n"
+			     "out = []\n"
+			     "def go(o):\n"
+			     "    out.append(call_tool('refund', order=o, amount=1))\n"
+			     "ts = [threading.Thread(target=go, args=(o,)) for o in 'ABC']\n"
+			     "[t.start() for t in ts]; [t.join() for t in ts]\n"
+			     "print(sorted(r['refunded']['order'] for r in out))\n");
+	int pauses = 0;
+	char seen[4] = {0};
+	while (res->status == SNAPCELL_STATUS_PAUSED) {
+		cr_assert_lt(pauses, 3);
+		const char *o = strstr(res->pending->arguments, "\"order\": \"");
+		cr_assert_not_null(o);
+		seen[pauses++] = o[10];
+		struct snapcell_result *next =
+			resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+		cr_expect_eq(next->n_decisions, (size_t)pauses);
+		snapcell_result_free(res);
+		res = next;
+	}
+	expect_ok(res);
+	cr_expect_eq(pauses, 3);
+	cr_expect(strchr(seen, 'A') && strchr(seen, 'B') && strchr(seen, 'C'), "%s", seen);
+	cr_expect_str_eq(res->stdout_buf, "['A', 'B', 'C']\n");
+	cr_expect_eq(atomic_load(&refunds), 3);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, the_wall_clock_stops_while_paused)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(1500, 0, 0);
+	struct snapcell_result *res = test_run(sb, "import time\n"
+						   "time.sleep(0.5)\n"
+						   "call_tool('refund', order='x', amount=1)\n"
+						   "time.sleep(0.5)\n"
+						   "print('done')\n");
+	usleep(2000 * 1000); /* longer than the whole wall limit */
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	expect_ok(fin);
+	cr_expect_str_eq(fin->stdout_buf, "done\n");
+	cr_expect_lt(fin->wall_us, 1500 * 1000);
+	cr_expect_gt(fin->decisions[0].waited_us, 1900 * 1000);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, an_unanswered_run_expires_and_never_runs_the_tool)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 300, 0);
+	struct snapcell_result *res = test_run(sb, refund_code);
+	usleep(500 * 1000);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_EXPIRED, "%s", snapcell_status_name(fin->status));
+	cr_expect_str_eq(snapcell_status_name(fin->status), "expired");
+	cr_expect_eq(atomic_load(&refunds), 0);
+	cr_expect_str_eq(fin->stdout_buf, "before\nfound\n");
+	cr_assert_eq(fin->n_decisions, 1);
+	cr_expect_eq(fin->decisions[0].verdict, SNAPCELL_VERDICT_EXPIRED);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+
+	/* Expired while another run goes: the sweep ends it and keeps its result. */
+	res = test_run(sb, refund_code);
+	usleep(500 * 1000);
+	struct snapcell_result *other = test_run(sb, "print(1)");
+	expect_ok(other);
+	fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_EXPIRED);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(other);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, an_expired_run_frees_its_cell_without_waiting_for_the_caller)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 300, 0);
+	struct snapcell_result *res = test_run(sb, "__import__('ctypes').CDLL(None).prctl(15, "
+						   "b'sc-expiring', 0, 0, 0)\n"
+						   "call_tool('refund', order='x', amount=1)\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	cr_expect_eq(test_count_host_processes("sc-expiring"), 1);
+	/* Nothing is asked of the sandbox meanwhile: its reaper ends the run. */
+	cr_expect_eq(test_wait_host_processes_gone("sc-expiring", 3000), 0);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_EXPIRED);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, past_the_bound_the_call_gets_tool_error_and_the_run_goes_on)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 1);
+	struct snapcell_result *first = test_run(sb, refund_code);
+	cr_assert_eq(first->status, SNAPCELL_STATUS_PAUSED);
+	struct snapcell_result *second = test_run(sb, refund_code);
+	expect_ok(second);
+	cr_expect(strstr(second->stdout_buf, "paused_runs bound"), "%s", second->stdout_buf);
+	struct snapcell_result *fin = resume(sb, first, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	expect_ok(fin);
+	/* The slot is free again. */
+	struct snapcell_result *third = test_run(sb, refund_code);
+	cr_expect_eq(third->status, SNAPCELL_STATUS_PAUSED);
+	snapcell_result_free(first);
+	snapcell_result_free(second);
+	snapcell_result_free(fin);
+	snapcell_result_free(third);
+	snapcell_sandbox_free(sb); /* ends the third, paused */
+}
+
+Test(decisions, freeing_the_sandbox_ends_paused_runs)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, "import os\n"
+						   "__import__('ctypes').CDLL(None).prctl(15, "
+						   "b'sc-paused-cell', 0, 0, 0)\n"
+						   "call_tool('refund', order='x', amount=1)\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	cr_expect_eq(test_count_host_processes("sc-paused-cell"), 1);
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(test_wait_host_processes_gone("sc-paused-cell", 5000), 0);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(res);
+}
+
+struct racer {
+	struct snapcell_sandbox *sb;
+	uint64_t id;
+	int rc;
+	struct snapcell_result *res;
+};
+
+static void *race(void *arg)
+{
+	struct racer *r = arg;
+	r->rc = snapcell_sandbox_resume(r->sb, r->id, SNAPCELL_VERDICT_APPROVED, NULL, NULL, NULL,
+					&r->res, NULL);
+	return NULL;
+}
+
+Test(decisions, racing_resumes_have_exactly_one_winner)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	for (int round = 0; round < 5; round++) {
+		struct snapcell_result *res = test_run(sb, refund_code);
+		cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+		struct racer r[4];
+		pthread_t th[4];
+		for (int i = 0; i < 4; i++) {
+			r[i] = (struct racer){sb, res->pending->id, 0, NULL};
+			pthread_create(&th[i], NULL, race, &r[i]);
+		}
+		int winners = 0;
+		for (int i = 0; i < 4; i++) {
+			pthread_join(th[i], NULL);
+			if (r[i].rc == 0) {
+				winners++;
+				expect_ok(r[i].res);
+				snapcell_result_free(r[i].res);
+			} else {
+				cr_expect_eq(r[i].rc, -ENOENT);
+			}
+		}
+		cr_expect_eq(winners, 1);
+		snapcell_result_free(res);
+	}
+	cr_expect_eq(atomic_load(&refunds), 5);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, a_session_run_pauses_keeps_its_state_and_is_busy_meanwhile)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_session *s = NULL, *sibling = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, NULL), 0);
+	struct snapcell_result *res = NULL, *other = NULL;
+	cr_assert_eq(snapcell_session_run(s, "x = 41", SIZE_MAX, NULL, &res, NULL), 0);
+	expect_ok(res);
+	snapcell_result_free(res);
+	cr_assert_eq(snapcell_session_run(s,
+					  "print('x is', x)\n"
+					  "r = call_tool('refund', order='s', amount=2)\n"
+					  "x += 1\n",
+					  SIZE_MAX, NULL, &res, NULL),
+		     0);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	cr_expect_str_eq(res->stdout_buf, "x is 41\n");
+	/* The same session, and the rest of its family, are refused while it waits. */
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_session_run(s, "1", SIZE_MAX, NULL, &other, &err), -EBUSY);
+	struct snapcell_snapshot *snap = NULL;
+	cr_expect_eq(snapcell_session_snapshot(s, &snap, &err), -EBUSY);
+	/* A session of another family runs meanwhile. */
+	cr_assert_eq(snapcell_session_new(sb, &sibling, NULL), 0);
+	cr_assert_eq(snapcell_session_run(sibling, "print(2)", SIZE_MAX, NULL, &other, NULL), 0);
+	expect_ok(other);
+	snapcell_result_free(other);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	expect_ok(fin);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	snapcell_result_free(fin);
+	cr_assert_eq(snapcell_session_run(s, "print(x, r['refunded']['order'])", SIZE_MAX, NULL,
+					  &other, NULL),
+		     0);
+	expect_ok(other);
+	cr_expect_str_eq(other->stdout_buf, "42 s\n");
+	snapcell_result_free(other);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, NULL), 0);
+	struct snapcell_session *branch = NULL;
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &branch, NULL), 0);
+	/* A run of the branch pauses; freeing the branch ends it, and the family runs again. */
+	cr_assert_eq(snapcell_session_run(branch, "call_tool('refund', order='b', amount=3)",
+					  SIZE_MAX, NULL, &res, NULL),
+		     0);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	snapcell_result_free(res);
+	snapcell_session_free(branch); /* ends its paused run */
+	cr_assert_eq(snapcell_session_run(s, "print(x)", SIZE_MAX, NULL, &other, NULL), 0);
+	expect_ok(other);
+	snapcell_result_free(other);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(sibling);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, a_paused_session_run_refuses_its_family)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_session *s = NULL, *branch = NULL;
+	struct snapcell_snapshot *snap = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, NULL), 0);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, NULL), 0);
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &branch, NULL), 0);
+	struct snapcell_result *res = NULL, *other = NULL;
+	cr_assert_eq(snapcell_session_run(s,
+					  "call_tool('refund', order='f', amount=1)\nprint('on')",
+					  SIZE_MAX, NULL, &res, NULL),
+		     0);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_session_run(branch, "1", SIZE_MAX, NULL, &other, &err), -EBUSY);
+	cr_expect(strstr(err.message, "waits for a decision"), "%s", err.message);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_REJECTED, "no", "carol");
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_ERROR); /* the ToolError was not caught */
+	cr_expect(strstr(fin->stderr_buf, "ToolError"), "%s", fin->stderr_buf);
+	cr_assert_eq(snapcell_session_run(branch, "print(3)", SIZE_MAX, NULL, &other, NULL), 0);
+	expect_ok(other);
+	snapcell_result_free(other);
+	snapcell_result_free(fin);
+	snapcell_result_free(res);
+	/* Freed while paused: the sandbox's end ends the run too. */
+	cr_assert_eq(snapcell_session_run(s, "call_tool('refund', order='g', amount=1)", SIZE_MAX,
+					  NULL, &res, NULL),
+		     0);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(snapcell_session_run(s, "1", SIZE_MAX, NULL, &other, &err),
+		     SNAPCELL_E_TEMPLATE);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	snapcell_result_free(res);
+	snapcell_session_free(branch);
+	snapcell_session_free(s);
+	snapcell_snapshot_free(snap);
+}
+
+Test(decisions, the_mark_needs_a_registered_tool_and_is_not_program_approval)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "refund", "", NULL, SNAPCELL_APPROVAL_NEVER,
+					      refund, NULL, NULL),
+		     0);
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_config_set_tool_decision(cfg, "nope", true, &err), -ENOENT);
+	cr_expect(strstr(err.message, "nope"));
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", true, NULL), 0);
+	cr_expect(snapcell_config_tool_needs_decision(cfg, "refund"));
+	cr_expect_eq(snapcell_config_approval(cfg, SNAPCELL_APPROVAL_NEVER),
+		     SNAPCELL_APPROVAL_NEVER);
+	/* Registering it again keeps the mark. */
+	cr_assert_eq(snapcell_config_add_tool(cfg, "refund", "again", NULL, SNAPCELL_APPROVAL_NEVER,
+					      refund, NULL, NULL),
+		     0);
+	cr_expect(snapcell_config_tool_needs_decision(cfg, "refund"));
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", false, NULL), 0);
+	cr_expect_not(snapcell_config_tool_needs_decision(cfg, "refund"));
+	char *text = NULL;
+	cr_assert_eq(snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &text, NULL), 0);
+	cr_expect_null(strstr(text, "approval"), "%s", text);
+	free(text);
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "refund", true, NULL), 0);
+	cr_assert_eq(snapcell_config_describe(cfg, SNAPCELL_DESCRIBE_COMPACT, &text, NULL), 0);
+	cr_expect(strstr(text, "- refund: again\n    Each call waits for a person's approval"),
+		  "%s", text);
+	free(text);
+	cr_expect_str_eq(snapcell_verdict_name(SNAPCELL_VERDICT_VALUE), "value");
+	cr_expect_null(snapcell_verdict_name((enum snapcell_verdict)99));
+	snapcell_config_free(cfg);
+}
+
+/* Calls wait in the order they were made: a thread already waiting goes before the main
+ * thread's next call, which a plain lock would let jump ahead (its caller is awake and running
+ * when the turn is given back). */
+Test(decisions, waiting_calls_are_decided_in_call_order)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(
+		sb, "import threading, time\n"
+		    "def other(o):\n"
+		    "    call_tool('refund', order=o, amount=1)\n"
+		    "ts = [threading.Thread(target=other, args=(o,)) for o in ('t1', 't2')]\n"
+		    "def later():\n"
+		    "    time.sleep(0.2); ts[0].start(); time.sleep(0.2); ts[1].start()\n"
+		    "threading.Thread(target=later).start()\n"
+		    "call_tool('refund', order='main1', amount=1)\n"
+		    "call_tool('refund', order='main2', amount=1)\n"
+		    "[t.join() for t in ts]\n");
+	const char *want[] = {"main1", "t1", "t2", "main2"};
+	for (size_t i = 0; i < 4; i++) {
+		cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "call %zu: %s", i,
+			     res->stderr_buf);
+		char needle[32];
+		snprintf(needle, sizeof(needle), "\"order\": \"%s\"", want[i]);
+		cr_expect(strstr(res->pending->arguments, needle), "call %zu: %s, want %s", i,
+			  res->pending->arguments, want[i]);
+		if (i == 0)
+			usleep(700 * 1000); /* both threads are waiting by now */
+		struct snapcell_result *next =
+			resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+		snapcell_result_free(res);
+		res = next;
+	}
+	expect_ok(res);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+/* Attacks: code cannot skip, forge or replay a decision. */
+
+Test(decisions, the_bridge_itself_still_waits_for_the_decision)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(
+		sb, "import _snapcell\n"
+		    "print(_snapcell.call('refund', b'{\"order\": \"x\", \"amount\": 1}'))\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_REJECTED, NULL, NULL);
+	cr_expect_eq(atomic_load(&refunds), 0);
+	cr_expect(strstr(fin->stdout_buf, "(False, b\"the call to tool 'refund' was rejected\")"),
+		  "%s", fin->stdout_buf);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+/* A raw CALL frame written on the frame socket while a call waits (a thread going around the
+ * bridge's lock) cannot be served: the cell is killed and the held tool never runs. */
+Test(decisions, a_frame_written_while_a_call_waits_kills_the_cell)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res =
+		test_run(sb, "import os, struct, threading, time\n"
+			     "def forge():\n"
+			     "    time.sleep(0.3)\n"
+			     "    p = b'refund\\0{\"order\": \"forged\", \"amount\": 9}'\n"
+			     "    os.write(3, struct.pack('<I', 1 + len(p)) + b'C' + p)\n"
+			     "threading.Thread(target=forge).start()\n"
+			     "call_tool('refund', order='real', amount=1)\n"
+			     "print('approved')\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	usleep(800 * 1000); /* the forged frame is in the socket by now */
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_KILLED, "%s", snapcell_status_name(fin->status));
+	cr_expect(strstr(fin->stderr_buf, "frame protocol"), "%s", fin->stderr_buf);
+	cr_expect_null(strstr(fin->stdout_buf, "approved"));
+	cr_expect_eq(atomic_load(&refunds), 0, "a tool ran for a killed cell");
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	expect_output(sb, "print(1)", "1\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* The same call again (same tool, same arguments) is a new decision: an approval is for one
+ * call, and the old pending id is spent. */
+Test(decisions, an_approval_is_for_one_call_and_its_id_is_spent)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(
+		sb, "for _ in range(2):\n"
+		    "    print(call_tool('refund', order='same', amount=1)['refunded'])\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	uint64_t first = res->pending->id;
+	struct snapcell_result *second = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_assert_eq(second->status, SNAPCELL_STATUS_PAUSED, "%s", second->stderr_buf);
+	cr_expect_neq(second->pending->id, first);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	struct snapcell_result *none = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_resume(sb, first, SNAPCELL_VERDICT_APPROVED, NULL, NULL, NULL,
+					     &none, &err),
+		     -ENOENT);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	struct snapcell_result *fin = resume(sb, second, SNAPCELL_VERDICT_REJECTED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_ERROR);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	cr_expect_eq(fin->n_decisions, 2);
+	snapcell_result_free(res);
+	snapcell_result_free(second);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+/* While the main thread waits for its decision, another thread's call (even of a tool that
+ * needs none) is not served: calls take turns, so nothing slips past the one waiting. */
+Test(decisions, a_thread_calling_while_the_main_thread_waits_is_not_served)
+{
+	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
+	struct snapcell_result *res = test_run(sb, "import threading, time\n"
+						   "seen = []\n"
+						   "def other():\n"
+						   "    time.sleep(0.2)\n"
+						   "    seen.append(call_tool('lookup'))\n"
+						   "    seen.append(time.monotonic())\n"
+						   "t = threading.Thread(target=other); t.start()\n"
+						   "call_tool('refund', order='m', amount=1)\n"
+						   "back = time.monotonic()\n"
+						   "t.join()\n"
+						   "print(seen[0], seen[1] >= back - 0.05)\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
+	usleep(600 * 1000);
+	struct snapcell_result *again = NULL;
+	cr_expect_eq(res->n_tool_calls, 0);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	expect_ok(fin);
+	cr_expect_str_eq(fin->stdout_buf, "found True\n");
+	cr_assert_eq(fin->n_tool_calls, 2);
+	cr_expect_str_eq(fin->tool_calls[0].name, "refund");
+	cr_expect_str_eq(fin->tool_calls[1].name, "lookup");
+	(void)again;
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
