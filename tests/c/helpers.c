@@ -86,6 +86,33 @@ void test_skip_or_fail(const char *reason)
 	criterion_skip_test("%s", reason);
 }
 
+struct snapcell_python_info test_guest_python(void)
+{
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_python_info info;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_config_python_info(cfg, &info, &err), 0, "%s", err.message);
+	snapcell_config_free(cfg);
+	return info;
+}
+
+void test_skip_unless_guest_runs_debian_packages(void)
+{
+	struct snapcell_python_info guest = test_guest_python(), debian;
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	if (snapcell_config_set_python(cfg, "/usr/bin/python3", &err) < 0 ||
+	    snapcell_config_python_info(cfg, &debian, &err) < 0) {
+		snapcell_config_free(cfg);
+		criterion_skip_test("no Debian /usr/bin/python3: %s", err.message);
+	}
+	snapcell_config_free(cfg);
+	if (guest.major != debian.major || guest.minor != debian.minor)
+		criterion_skip_test("the guest Python %s cannot load Debian's packages, built for "
+				    "Debian's Python %s",
+				    guest.version, debian.version);
+}
+
 /* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
 int test_count_host_processes(const char *name)
 {

@@ -52,6 +52,14 @@ char *test_fake_python(const char *dir, const char *name, const char *json);
 char *test_python_answer(const char *impl, int major, int minor, int micro, bool free_threaded,
 			 const char *exe);
 
+/* The interpreter test_config_new()'s sandboxes run: the library's default, `python3` on PATH,
+ * then /usr/bin/python3 (scripts/test's guest matrix puts each interpreter first on PATH). */
+struct snapcell_python_info test_guest_python(void);
+/* Whether cells can load Debian's python3-* packages: the guest is of /usr/bin/python3's X.Y
+ * (their extension modules are built for it). Otherwise skips the test with the reason, under
+ * SNAPCELL_REQUIRE_ALL=1 too: a guest of another version is a choice, not a missing feature. */
+void test_skip_unless_guest_runs_debian_packages(void);
+
 /* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
 int test_count_host_processes(const char *name);
 /* Waits up to timeout_ms for no such process to be left; how many are left. */

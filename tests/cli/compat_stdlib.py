@@ -1,4 +1,4 @@
-import asyncio, bz2, concurrent.futures, csv, ctypes, decimal, email.message, email.parser, gzip, io, locale, lzma, multiprocessing, os, sqlite3, ssl, tempfile, tomllib, xml.etree.ElementTree as ET, zoneinfo, datetime, hashlib, json, mimetypes, subprocess, sys
+import asyncio, bz2, concurrent.futures, csv, ctypes, decimal, email.message, email.parser, gzip, io, locale, lzma, multiprocessing, os, sqlite3, ssl, tempfile, xml.etree.ElementTree as ET, zoneinfo, datetime, hashlib, json, mimetypes, subprocess, sys
 def sq(x): return x * x
 checks = {}
 checks["zoneinfo"] = str(datetime.datetime(2024, 1, 1, tzinfo=zoneinfo.ZoneInfo("America/New_York")).utcoffset())
@@ -18,7 +18,9 @@ checks["compress"] = all(m.decompress(m.compress(b"abc" * 100)) == b"abc" * 100 
 checks["xml"] = ET.fromstring("<a><b>1</b></a>").find("b").text
 m = email.message.EmailMessage(); m["Subject"] = "hi"; m.set_content("body")
 checks["email"] = email.parser.Parser().parsestr(m.as_string())["Subject"]
-checks["tomllib"] = tomllib.loads('a = 1')["a"]
+if sys.version_info >= (3, 11):  # tomllib is new in 3.11
+    import tomllib
+    checks["tomllib"] = tomllib.loads('a = 1')["a"]
 checks["ctypes"] = ctypes.CDLL("libc.so.6").abs(-3)
 CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int); checks["ctypes_cb"] = CB(lambda x: x + 1)(1)
 with multiprocessing.get_context("fork").Pool(2) as p: checks["mp_fork"] = sum(p.map(sq, range(4)))

@@ -4,6 +4,7 @@ C.UTF-8, fonts), and Debian's python3-* packages (numpy, pandas with time zones,
 PIL, scipy) through --python-path. docs/workloads.md is the table of what works and what is
 deliberately absent."""
 import json
+import os
 import pathlib
 import subprocess
 
@@ -15,10 +16,47 @@ DIST = "/usr/lib/python3/dist-packages"
 BIG = ("--memory", "2G", "--python-path", DIST)
 
 
+def guest_version():
+    """The X.Y of the Python the CLI under test runs in cells by default (`python3` on PATH,
+    then /usr/bin/python3: scripts/test's guest matrix puts each interpreter first on PATH),
+    as `snapcell doctor --json` reports it."""
+    root = pathlib.Path(__file__).resolve().parents[2]
+    path = os.environ.get("SNAPCELL_BIN", str(root / "build" / "cli" / "snapcell"))
+    helper = os.environ.get("SNAPCELL_HELPER",
+                            str(pathlib.Path(path).resolve().parents[1] / "snapcell-cell"))
+    r = subprocess.run([path, "doctor", "--json"], capture_output=True,
+                       env={**os.environ, "SNAPCELL_HELPER": helper})
+    if r.returncode != 0:
+        raise RuntimeError(f"{path} doctor --json failed: {r.stderr.decode()}")
+    return tuple(map(int, json.loads(r.stdout)["python"]["version"].split(".")[:2]))
+
+
+def debian_python_version():
+    r = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(*sys.version_info[:2])"],
+                       capture_output=True, text=True)
+    return tuple(map(int, r.stdout.split())) if r.returncode == 0 else None
+
+
+GUEST = guest_version()
+DEBIAN = debian_python_version()
+# Debian's python3-* packages hold extension modules built for Debian's X.Y only.
+GUEST_RUNS_DEBIAN_PACKAGES = GUEST == DEBIAN
+
+
 def debian_has(*modules):
-    """Whether Debian's interpreter (the one snapcell embeds) imports these."""
+    """Whether Debian's interpreter imports these and the guest is of its X.Y."""
+    if not GUEST_RUNS_DEBIAN_PACKAGES:
+        return False
     code = "; ".join(f"import {m}" for m in modules)
     return subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True).returncode == 0
+
+
+def debian_reason(what):
+    if not GUEST_RUNS_DEBIAN_PACKAGES:
+        guest = ".".join(map(str, GUEST))
+        debian = ".".join(map(str, DEBIAN)) if DEBIAN else "(none: no /usr/bin/python3)"
+        return f"the guest Python {guest} cannot load Debian's {what}, built for Python {debian}"
+    return f"Debian's {what} not installed"
 
 
 def landlock_abi():
@@ -41,11 +79,13 @@ def run_json(snapcell, code, *args):
 
 def test_stdlib_works_in_a_fresh_cell(snapcell):
     got = run_json(snapcell, (HERE / "compat_stdlib.py").read_text())
-    assert got == {
+    # tomllib is new in Python 3.11.
+    tomllib = {"tomllib": 1} if GUEST >= (3, 11) else {}
+    assert got == {**tomllib,
         "asyncio": 6, "compress": True, "csv": "a,1\r\n", "ctypes": 3, "ctypes_cb": 2,
         "decimal": "0.3", "email": "hi", "hashlib": "e3b0c442", "locale": "C.UTF-8",
         "mimetypes": "text/csv", "mp_fork": 14, "sqlite3": 3, "ssl": True,
-        "tempfile": ["f"], "threads": 30, "tomllib": 1, "xml": "1",
+        "tempfile": ["f"], "threads": 30, "xml": "1",
         "zoneinfo": "-1 day, 19:00:00",
     }
 
@@ -97,7 +137,7 @@ print(json.dumps([bool(os.statvfs(p).f_flag & os.ST_RDONLY) and
     assert got == [True] * 4
 
 
-@pytest.mark.skipif(not debian_has("pandas", "pytz"), reason="Debian's python3-pandas not installed")
+@pytest.mark.skipif(not debian_has("pandas", "pytz"), reason=debian_reason("python3-pandas"))
 def test_debian_pandas_with_time_zones(snapcell):
     got = run_json(snapcell, """
 import json, pandas as pd, pytz
@@ -109,7 +149,7 @@ print(json.dumps({"ts": str(ts), "ny": str(pytz.timezone("America/New_York")),
                    "offsets": ["1:00:00", "1:00:00", "2:00:00"]}
 
 
-@pytest.mark.skipif(not debian_has("matplotlib", "PIL"), reason="Debian's matplotlib/PIL not installed")
+@pytest.mark.skipif(not debian_has("matplotlib", "PIL"), reason=debian_reason("matplotlib/PIL"))
 def test_debian_matplotlib_saves_a_png_that_pil_reads(snapcell, tmp_path):
     got = run_json(snapcell, """
 import json, matplotlib, matplotlib.pyplot as plt, PIL.Image
@@ -124,7 +164,7 @@ print(json.dumps({"backend": matplotlib.get_backend(), "size": PIL.Image.open("/
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.skipif(not debian_has("numpy", "scipy"), reason="Debian's numpy/scipy not installed")
+@pytest.mark.skipif(not debian_has("numpy", "scipy"), reason=debian_reason("numpy/scipy"))
 def test_debian_numpy_and_scipy(snapcell):
     got = run_json(snapcell, """
 import json, numpy as np, scipy.stats, scipy.optimize, scipy.fft
@@ -215,7 +255,7 @@ def test_a_warmup_primes_every_fresh_cell_and_is_checked(snapcell, tmp_path):
     assert r.returncode == 2 and b"a NUL byte in the code" in r.stderr
 
 
-@pytest.mark.skipif(not debian_has("numpy"), reason="Debian's numpy not installed")
+@pytest.mark.skipif(not debian_has("numpy"), reason=debian_reason("numpy"))
 def test_preloaded_numpy_keeps_the_template_single_threaded(snapcell):
     # OpenBLAS starts a thread per CPU at import unless pinned; the user's value comes back
     # for the code's environment.
@@ -225,7 +265,7 @@ def test_preloaded_numpy_keeps_the_template_single_threaded(snapcell):
     assert (r.returncode, r.stdout) == (0, b"4 3.0\n"), r.stderr
 
 
-@pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason="Debian's pandas not installed")
+@pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason=debian_reason("pandas"))
 def test_preloaded_pandas_and_pyplot(snapcell, tmp_path):
     r = snapcell("run", *BIG, "--preload", "pandas", "--preload", "matplotlib.pyplot",
                  "--output", tmp_path, "-", stdin=b"""
@@ -327,7 +367,7 @@ def test_a_venv_of_an_old_python_or_without_its_interpreter_is_refused(snapcell,
     assert b"the interpreter it was made from is gone" in r.stderr, r.stderr
 
 
-@pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason="Debian's pandas not installed")
+@pytest.mark.skipif(not debian_has("pandas", "matplotlib"), reason=debian_reason("pandas"))
 def test_the_analysis_example_leaves_a_chart_and_a_csv(snapcell, tmp_path):
     examples = HERE.parents[1] / "examples"
     r = snapcell("run", "--python-path", DIST, "--preload", "pandas", "--preload",

@@ -19,17 +19,22 @@ def _run(*cmd):
 
 
 def _ca(dir, name, sans):
-    """A CA and a leaf it signed for sans; returns (ca.pem, leaf.pem, leaf.key)."""
+    """A CA and a leaf it signed for sans; returns (ca.pem, leaf.pem, leaf.key). Both carry
+    what Python 3.13's default context (VERIFY_X509_STRICT) requires: the CA's key usage, the
+    leaf's key identifiers."""
     ca_key, ca_pem = dir / f"{name}-ca.key", dir / f"{name}-ca.pem"
     key, csr, pem = dir / f"{name}.key", dir / f"{name}.csr", dir / f"{name}.pem"
     ext = dir / f"{name}.ext"
     _run("openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
          "-nodes", "-keyout", ca_key, "-out", ca_pem, "-days", "2", "-subj",
-         f"/CN=snapcell test {name} CA")
+         f"/CN=snapcell test {name} CA", "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign,cRLSign")
     _run("openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
          "-keyout", key, "-out", csr, "-subj", "/CN=example.test")
     ext.write_text("subjectAltName=" + ",".join(sans) + "\n"
-                   "extendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n")
+                   "extendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"
+                   "keyUsage=critical,digitalSignature\nsubjectKeyIdentifier=hash\n"
+                   "authorityKeyIdentifier=keyid,issuer\n")
     _run("openssl", "x509", "-req", "-in", csr, "-CA", ca_pem, "-CAkey", ca_key,
          "-CAcreateserial", "-out", pem, "-days", "2", "-extfile", ext)
     return ca_pem, pem, key

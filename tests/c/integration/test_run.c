@@ -56,9 +56,12 @@ static void wait_for_warm_cells(struct snapcell_sandbox *sb)
  * after the template's warm-up start with it loaded. */
 Test(run, the_first_cell_imports_what_it_uses_and_later_cells_start_warmed)
 {
+	/* CPython 3.13 imports linecache itself at startup, before any of snapcell's code. */
+	struct snapcell_python_info guest = test_guest_python();
+	bool startup_linecache = guest.major == 3 && guest.minor >= 13;
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	expect_output(sb, "import sys\nprint('json' in sys.modules, 'linecache' in sys.modules)",
-		      "False False\n");
+		      startup_linecache ? "False True\n" : "False False\n");
 	expect_output(sb, "import json\nprint(json.dumps({'a': [1]}))", "{\"a\": [1]}\n");
 	wait_for_warm_cells(sb);
 	expect_output(sb, "import sys\nprint('json' in sys.modules, 'linecache' in sys.modules)",
@@ -231,6 +234,7 @@ Test(run, debian_numpy_imports_from_an_exposed_python_path)
 	const char *dist = "/usr/lib/python3/dist-packages";
 	if (access("/usr/lib/python3/dist-packages/numpy", F_OK) != 0)
 		test_skip_or_fail("python3-numpy is not installed");
+	test_skip_unless_guest_runs_debian_packages();
 	struct snapcell_config *cfg = test_config_new();
 	cr_assert_eq(snapcell_config_add_python_path(cfg, dist, NULL), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
