@@ -448,10 +448,6 @@ static int read_body(struct sc_http_io *io, const struct sc_http_request *r, cha
 		}
 		*n_raw += used;
 		consume(io, used);
-		if (io->spent) {
-			free(buf);
-			return -EDQUOT;
-		}
 	}
 	if (out)
 		*out = buf;
@@ -486,7 +482,8 @@ static void refuse_request(struct sc_http_io *io, const struct sc_http_request *
 			   struct outcome *o)
 {
 	uint64_t len;
-	/* Read even when the connection ends: closing with the cell's bytes unread would reset
+	/* Read even when the connection ends, and once the byte budget is spent (dropped bytes
+	 * go nowhere; they are still counted): closing with the cell's bytes unread would reset
 	 * it, and the cell would lose the answer. */
 	bool read = !r->expect_continue &&
 		    read_body(io, r, NULL, &len, io->g->o.body_max_bytes, &o->rec.bytes_out) == 0;

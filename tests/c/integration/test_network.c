@@ -312,7 +312,7 @@ static void expect_budget_holds(bool upload)
 	char got[512];
 	snprintf(got, sizeof(got), "%.*s\n%%s%s", (int)(second - res->stdout_buf), res->stdout_buf,
 		 strchr(second + 1, '\n'));
-	cr_expect_str_eq(got, want, "stderr: %s", res->stderr_buf);
+	cr_expect_str_eq(got, want, "stdout: %s\nstderr: %s", res->stdout_buf, res->stderr_buf);
 	cr_expect(res->net_limits_hit & SNAPCELL_NET_HIT_BYTES);
 	/* What went through (a refused request's body is read and dropped, never sent on). */
 	uint64_t moved = 0;
