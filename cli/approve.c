@@ -21,7 +21,7 @@
  * here, and a long text is cut with its length said. malloc'd, or NULL. */
 static char *printable(const char *arguments)
 {
-	json_t *v = json_loads(arguments, JSON_DECODE_ANY, NULL);
+	json_t *v = json_loads(arguments, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL); /* as the host */
 	char *text = v ? json_dumps(v, JSON_ENSURE_ASCII | JSON_PRESERVE_ORDER | JSON_COMPACT |
 					       JSON_ENCODE_ANY)
 		       : NULL;
@@ -78,9 +78,17 @@ enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, ch
 		fprintf(stderr, "snapcell: a call of %s was refused: %s\n", p->name, reason);
 		return SNAPCELL_VERDICT_REJECTED;
 	}
+	/* Nobody is asked about arguments they cannot see. */
 	char *shown = printable(p->arguments);
+	if (!shown) {
+		close(fd);
+		snprintf(reason, reason_len,
+			 "approval was not possible: the arguments could not be shown");
+		fprintf(stderr, "snapcell: a call of %s was refused: %s\n", p->name, reason);
+		return SNAPCELL_VERDICT_REJECTED;
+	}
 	dprintf(fd, "snapcell: the code calls tool %s with %s\nsnapcell: allow this call? [y/N] ",
-		p->name, shown ? shown : "(arguments not shown: out of memory)");
+		p->name, shown);
 	free(shown);
 	char line[64];
 	bool answered = read_line(fd, line, sizeof(line));

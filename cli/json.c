@@ -156,7 +156,7 @@ static json_t *decisions_json(const struct snapcell_result *res)
 	json_t *list = json_array();
 	for (size_t i = 0; i < res->n_decisions; i++) {
 		const struct snapcell_decision *d = &res->decisions[i];
-		json_t *args = json_loads(d->arguments, JSON_DECODE_ANY, NULL);
+		json_t *args = json_loads(d->arguments, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 		json_t *o = json_pack(
 			"{s:I, s:s, s:o, s:s, s:o, s:I, s:I}", "id", (json_int_t)d->pending_id,
 			"name", d->name, "arguments", args ? args : json_null(), "verdict",

@@ -796,13 +796,14 @@ struct snapcell_tool_call {
  * socket while its call waits gets the cell killed at the resume, and nothing it asked for runs. At
  * most SNAPCELL_LIMIT_PAUSED_RUNS runs of a sandbox wait at once (past it the call gets ToolError
  * naming the bound); one that waits past SNAPCELL_LIMIT_PAUSE_MS ends as SNAPCELL_STATUS_EXPIRED
- * and its cell is killed (by a thread the sandbox starts at its first pause, which only does that);
- * freeing the sandbox ends every paused run. A session's run pauses the same way and keeps its
- * family's turn: while it waits, another run, snapshot or restore of any session of the family
- * fails with -EBUSY (instead of waiting for minutes), and freeing the session ends the run; one
- * that expires ends the session's process (as a timeout does). The egress gate's deadline is not
- * moved by pauses: a run with network entries cannot connect once SNAPCELL_LIMIT_WALL_MS has passed
- * since its start, pauses included. */
+ * and its cell is killed (by a thread the sandbox starts at its first pause, which only does that
+ * and, at level rlimits, measures paused runs' /tmp and /output); freeing the sandbox ends every
+ * paused run. A session's run pauses the same way and keeps its family's turn: while it waits,
+ * another run, snapshot or restore of any session of the family fails with -EBUSY (instead of
+ * waiting for minutes), and freeing the session ends the run; one that expires ends the session's
+ * process (as a timeout does). The egress gate's deadline is not moved by pauses: a run with
+ * network entries cannot connect once SNAPCELL_LIMIT_WALL_MS has passed since its start, pauses
+ * included. */
 
 struct snapcell_run_options;
 

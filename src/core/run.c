@@ -439,11 +439,12 @@ static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb
 	return over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
 }
 
-static void watch_files(struct sc_run *r, const struct snapcell_sandbox *sb, uint64_t now)
+/* Measures the cell's /tmp and /output now, killing it when they are over; sets when to look
+ * again. True when it was killed. */
+static bool files_check(struct sc_run *r, const struct snapcell_sandbox *sb, uint64_t now)
 {
-	if (!r->files_watch_us || now < r->files_watch_us || r->forced != NOT_FORCED)
-		return;
-	if (files_over(r, sb)) {
+	bool over = files_over(r, sb);
+	if (over) {
 		r->hit |= SNAPCELL_HIT_TMP;
 		snprintf(r->note, sizeof(r->note),
 			 "snapcell: /tmp and /output passed their size limit (%llu bytes together, "
@@ -456,6 +457,13 @@ static void watch_files(struct sc_run *r, const struct snapcell_sandbox *sb, uin
 	}
 	uint64_t after = sc__now_us();
 	r->files_watch_us = after + FILES_WATCH_US + 10 * (after - now);
+	return over;
+}
+
+static void watch_files(struct sc_run *r, const struct snapcell_sandbox *sb, uint64_t now)
+{
+	if (r->files_watch_us && now >= r->files_watch_us && r->forced == NOT_FORCED)
+		files_check(r, sb, now);
 }
 
 /* Lets go of a held call without a decision (the run is being killed). */
@@ -932,7 +940,8 @@ static int drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
 		if (r->t.pausing)
 			r->t.pausing(&r->t);
 		uint64_t expires = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
-		if (sc__paused_add(sb, r, r->held_id, expires, r->ctx) == 0)
+		uint64_t watch = r->files_watch_us ? r->files_watch_us : UINT64_MAX;
+		if (sc__paused_add(sb, r, r->held_id, expires, watch, r->ctx) == 0)
 			return 0;
 		snapcell_result_free(*out);
 		*out = NULL;
@@ -977,6 +986,19 @@ int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapc
 	r->deadline_us += waited;
 	record_decision(r, why, NULL, NULL, SIZE_MAX);
 	kill_cell(r, FORCED_EXPIRED);
+	return drive(sb, r, 0, out, err);
+}
+
+int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t *next,
+			 struct snapcell_result **out, struct snapcell_error *err)
+{
+	if (!files_check(r, sb, sc__now_us())) {
+		*next = r->files_watch_us;
+		return 1;
+	}
+	uint64_t waited = sc__now_us() - r->paused_us;
+	r->paused_total_us += waited;
+	r->deadline_us += waited;
 	return drive(sb, r, 0, out, err);
 }
 

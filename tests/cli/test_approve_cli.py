@@ -127,6 +127,21 @@ def test_the_code_cannot_write_to_the_terminal_through_the_arguments(snapcell_pa
     assert not marker.exists()
 
 
+def test_a_nul_in_the_arguments_does_not_hide_them(snapcell_paths, tmp_path):
+    # The host takes a string with \u0000 in it; the question showed "(arguments not shown:
+    # out of memory)" for it, so the person approved what they were not shown.
+    args, marker = tool_args(tmp_path)
+    code = b"call_tool('refund', order='A-17\\x00', amount=99999)"
+    r, shown = run_on_pty(snapcell_paths, [*args, "--json"], code, [b"n\n"])
+    question = shown[shown.index(b"the code calls"):]
+    assert b"not shown" not in question
+    assert b'"order":"A-17\\u0000"' in question and b'"amount":99999' in question
+    assert not marker.exists()
+    # The audit keeps them too.
+    decision = json.loads(r.stdout)["decisions"][0]
+    assert decision["arguments"] == {"order": "A-17\x00", "amount": 99999}
+
+
 def test_an_answer_after_the_approval_timeout_finds_the_run_expired(snapcell_paths, tmp_path):
     args, marker = tool_args(tmp_path)
 

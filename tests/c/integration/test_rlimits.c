@@ -577,3 +577,60 @@ Test(rlimits, tmp_and_output_are_bounded_together, .timeout = 90)
 		      "within\n");
 	snapcell_sandbox_free(sb);
 }
+
+static int count_call(void *user, const char *args, char **result)
+{
+	(*(int *)user)++;
+	*result = strdup("true");
+	return 0;
+}
+
+/* While a call waits for a decision its other threads go on: the watch goes on too, so a
+ * thread filling /tmp during a pause (ten minutes by default) is stopped, and the run ends
+ * killed, the call never made. */
+Test(rlimits, tmp_is_bounded_while_a_call_waits, .timeout = 90)
+{
+	struct snapcell_config *cfg = test_config_new();
+	int calls = 0;
+	cr_assert_eq(snapcell_config_add_tool(cfg, "pay", "Pays.", NULL, SNAPCELL_APPROVAL_NEVER,
+					      count_call, &calls, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "pay", true, NULL), 0);
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_TMP_BYTES, 8 << 20, NULL);
+	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, 8 << 20, NULL);
+	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
+	snapcell_config_free(cfg);
+	/* The thread fills 64 MiB once the call waits, and removes it before the resume, so
+	 * only a watch during the pause sees it. */
+	struct snapcell_result *res =
+		test_run(sb, "import os, threading, time\n"
+			     "t = os.environ['SNAPCELL_TMP']\n"
+			     "def fill():\n"
+			     "    time.sleep(0.3)\n"
+			     "    for n in range(64):\n"
+			     "        with open(os.path.join(t, f'f{n}'), 'wb') as f:\n"
+			     "            f.write(b'x' * (1 << 20))\n"
+			     "    time.sleep(1.5)\n"
+			     "    for n in range(64):\n"
+			     "        os.unlink(os.path.join(t, f'f{n}'))\n"
+			     "threading.Thread(target=fill, daemon=True).start()\n"
+			     "call_tool('pay')\n"
+			     "print('paid')\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	uint64_t id = res->pending->id;
+	snapcell_result_free(res);
+	usleep(2500 * 1000);
+	struct snapcell_error err = {0};
+	res = NULL;
+	cr_assert_eq(snapcell_sandbox_resume(sb, id, SNAPCELL_VERDICT_APPROVED, NULL, NULL, NULL,
+					     &res, &err),
+		     0, "resume: %s", err.message);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED, "status %s: %s",
+		     snapcell_status_name(res->status), res->stdout_buf);
+	cr_expect(res->limits_hit & SNAPCELL_HIT_TMP, "hit %#x", res->limits_hit);
+	cr_expect(strstr(res->stderr_buf, "size limit"), "%s", res->stderr_buf);
+	cr_expect_eq(calls, 0, "the tool ran %d times", calls);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
