@@ -18,9 +18,10 @@ static const char usage[] =
 	"\n"
 	"environment:\n"
 	"  SNAPCELL_HELPER  the snapcell-cell executable to run (default: the installed one)\n"
-	"  SNAPCELL_PYTHON  the interpreter cells run unless --python or a config's \"python\"\n"
-	"                   names one (default: python3 on PATH, then /usr/bin/python3; the\n"
-	"                   wheel's snapcell command sets it to the Python that runs it)\n";
+	"  SNAPCELL_PYTHON  the interpreter cells run unless --python, a config's \"python\" or\n"
+	"                   a venv (which runs its own) says otherwise (default: python3 on\n"
+	"                   PATH, then /usr/bin/python3; the wheel's snapcell command sets it\n"
+	"                   to the Python that runs it)\n";
 
 struct snapcell_config *cli_config_new(void)
 {
