@@ -504,6 +504,18 @@ static uint64_t sink_stop(struct sink *k)
 
 #define PASS_BUDGET (256u << 10)
 
+/* A sandbox allowed target under a PASS_BUDGET byte budget. */
+static struct snapcell_sandbox *budget_sandbox(const char *target)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_allow(cfg, target, NULL, 0, NULL), 0);
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_NET_BYTES, PASS_BUDGET, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	return sb;
+}
+
 /* Sixteen connections upload at once through a pass-through entry under a 256 KiB budget:
  * the chunk that crossed the budget used to go on anyway, one per connection. */
 Test(network, the_byte_budget_holds_for_racing_pass_through_uploads)
@@ -512,12 +524,7 @@ Test(network, the_byte_budget_holds_for_racing_pass_through_uploads)
 	sink_start(&k, "127.0.0.1", 0);
 	char target[32], code[1024];
 	snprintf(target, sizeof(target), "127.0.0.1:%u", k.port);
-	struct snapcell_config *cfg = test_config_new();
-	cr_assert_eq(snapcell_config_allow(cfg, target, NULL, 0, NULL), 0);
-	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_NET_BYTES, PASS_BUDGET, NULL),
-		     0);
-	struct snapcell_sandbox *sb = test_sandbox(cfg);
-	snapcell_config_free(cfg);
+	struct snapcell_sandbox *sb = budget_sandbox(target);
 	snprintf(code, sizeof(code),
 		 "import select, socket\n"
 		 "socks = [socket.create_connection(('127.0.0.1', %u)) for _ in range(16)]\n"
@@ -612,12 +619,7 @@ Test(network, the_byte_budget_holds_for_racing_uploads_through_http_rules)
 	sink_start(&k, "127.0.0.1", 0);
 	char target[48], code[2048];
 	snprintf(target, sizeof(target), "http://127.0.0.1:%u/up", k.port);
-	struct snapcell_config *cfg = test_config_new();
-	cr_assert_eq(snapcell_config_allow(cfg, target, NULL, 0, NULL), 0);
-	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_NET_BYTES, PASS_BUDGET, NULL),
-		     0);
-	struct snapcell_sandbox *sb = test_sandbox(cfg);
-	snapcell_config_free(cfg);
+	struct snapcell_sandbox *sb = budget_sandbox(target);
 	snprintf(code, sizeof(code),
 		 "import select, socket\n"
 		 "head = (b'POST /up/x HTTP/1.1\\r\\nHost: 127.0.0.1:%u\\r\\n'\n"
