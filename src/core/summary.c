@@ -192,6 +192,17 @@ static void put_summary(FILE *f, const struct snapcell_result *res)
 	case SNAPCELL_STATUS_CANCELLED:
 		fputs("Execution cancelled: the run was stopped from outside before it ended.", f);
 		break;
+	case SNAPCELL_STATUS_PAUSED:
+		fprintf(f,
+			"Execution paused: the code waits for a decision on its call to tool '%s'.",
+			res->pending ? res->pending->name : "?");
+		break;
+	case SNAPCELL_STATUS_EXPIRED:
+		fprintf(f,
+			"Execution expired: no decision on its call to tool '%s' came within the "
+			"approval timeout; the tool did not run and the run was ended.",
+			res->n_decisions ? res->decisions[res->n_decisions - 1].name : "?");
+		break;
 	default:
 		fprintf(f, "Execution ended with status %d.", (int)res->status);
 		break;
