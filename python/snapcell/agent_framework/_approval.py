@@ -5,7 +5,7 @@ for how long, and what resuming does are the C library's (docs/approval.md).
 
 Agent Framework answers an approved request by invoking the tool the request names, from the
 run's tool list; it never hands the answer back to the tool that raised the request. So the run
-that carries the answer gets a stand-in of that name (``stand_ins``), whose only job is to resume
+that carries the answer gets a stand-in of that name (``respond``), whose only job is to resume
 the paused run: the real tool runs inside it, once, and never as an agent-level call. A rejection
 is answered by Agent Framework itself (the model reads "rejected by user" as execute_code's
 result); ``reject`` gives it to the paused code as ToolError."""
