@@ -5,10 +5,11 @@ approval request naming that tool and its arguments; the next run, carrying the 
 with the same paused run, and the tool runs once, inside it, never as an agent-level call."""
 
 import asyncio
+import json
 import time
 
 import pytest
-from agent_framework import Agent, AgentSession, Message, tool
+from agent_framework import Agent, AgentSession, ChatResponse, ChatResponseUpdate, Content, Message, tool
 
 from scripted_chat import ScriptedChatClient
 from snapcell.agent_framework import CodeActProvider, ExecuteCodeTool
@@ -289,5 +290,72 @@ def test_closing_the_provider_ends_a_paused_run():
         results = [c for m in r2.messages for c in m.contents if c.type == "function_result"]
         assert "its sandbox was closed" in results[0].result
         assert calls == []
+
+    asyncio.run(main())
+
+
+class StreamingClient(ScriptedChatClient):
+    """The scripted model, answering streamed requests too."""
+
+    def _inner_get_response(self, *, messages, stream, options, **kwargs):
+        turn = super()._inner_get_response(messages=messages, stream=False, options=options, **kwargs)
+        if not stream:
+            return turn
+
+        async def updates():
+            for m in (await turn).messages:
+                yield ChatResponseUpdate(role=m.role, contents=m.contents)
+
+        return self._build_response_stream(updates())
+
+
+def test_a_streamed_agent_run_pauses_and_resumes_the_same_way():
+    async def main():
+        with CodeActProvider(tools=[refund], approval="per_call") as provider:
+            agent = Agent(StreamingClient("print(call_tool('refund', order='S', amount=2.0))"),
+                          context_providers=[provider])
+            session = agent.create_session()
+            r1 = await agent.run("Refund S.", session=session, stream=True).get_final_response()
+            (req,) = requests(r1)
+            assert req.function_call.parse_arguments() == {"order": "S", "amount": 2.0}
+            r2 = await agent.run(answer(req, True), session=session, stream=True).get_final_response()
+            assert r2.text == "{'refunded': 'S', 'amount': 2.0}\n"
+            assert calls == [("refund", "S", 2.0)]
+
+    asyncio.run(main())
+
+
+class TwoCallsClient(ScriptedChatClient):
+    """A model that asks for two execute_code calls in one turn."""
+
+    async def _inner_get_response(self, *, messages, stream, options, **kwargs):
+        self.requests.append((list(messages), dict(options)))
+        results = [c for m in messages for c in m.contents if c.type == "function_result"]
+        if results:
+            text = " | ".join(str(r.result).strip() for r in results)
+            return ChatResponse(messages=[Message(role="assistant", contents=[Content.from_text(text)])])
+        code = "print(call_tool('refund', order={!r}, amount=1.0)['refunded'])"
+        return ChatResponse(messages=[Message(role="assistant", contents=[
+            Content.from_function_call(call_id=f"call-{o}", name="execute_code",
+                                       arguments=json.dumps({"code": code.format(o)}))
+            for o in ("A", "B")
+        ])])
+
+
+def test_two_execute_code_calls_of_one_turn_pause_and_resume_together():
+    async def main():
+        with CodeActProvider(tools=[refund], approval="per_call") as provider:
+            client = TwoCallsClient("")
+            agent = Agent(client, context_providers=[provider])
+            session = agent.create_session()
+            r1 = await agent.run("Refund A and B.", session=session)
+            reqs = requests(r1)
+            assert sorted((q.function_call.call_id, q.function_call.parse_arguments()["order"]) for q in reqs) == [
+                ("call-A", "A"), ("call-B", "B")]
+            r2 = await agent.run(
+                Message(role="user", contents=[q.to_function_approval_response(True) for q in reqs]), session=session)
+            assert r2.text == "A | B"
+            assert sorted(calls) == [("refund", "A", 1.0), ("refund", "B", 1.0)]
+            assert tools_seen(client) == [["execute_code"], ["execute_code"]]
 
     asyncio.run(main())
