@@ -94,13 +94,13 @@ static void add_tree(struct held *h, pid_t cell)
 	}
 }
 
-/* Unlinked regular files on the work directory's filesystem that pid holds open: their
- * blocks as st_blocks says (seccomp refuses O_TMPFILE there; these came from unlink). */
-static void add_descriptors(struct held *h, pid_t pid)
+/* Unlinked regular files on the work directory's filesystem in one descriptor table (path:
+ * a task's fd directory): their blocks as st_blocks says (seccomp refuses O_TMPFILE there;
+ * these came from unlink). */
+static void add_table(struct held *h, const char *path)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
 	DIR *d = opendir(path);
+	/* Gone meanwhile is nothing held; unreadable is not known (no CAP_SYS_PTRACE). */
 	if (!d && errno != ENOENT)
 		h->unreadable = true;
 	for (struct dirent *e; d && (e = readdir(d)) && !h->over;) {
@@ -114,6 +114,25 @@ static void add_descriptors(struct held *h, pid_t pid)
 	}
 	if (d)
 		closedir(d);
+}
+
+/* Every task's table, not only the process's: a thread made without CLONE_FILES, or one that
+ * called unshare(CLONE_FILES), has its own, which /proc/PID/fd (the leader's) does not list.
+ * Shared tables are read once per task; the inode check counts each file once. */
+static void add_descriptors(struct held *h, pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *tasks = opendir(path);
+	for (struct dirent *t; tasks && !h->over && !h->unreadable && (t = readdir(tasks));) {
+		char fds[384];
+		if (t->d_name[0] < '0' || t->d_name[0] > '9')
+			continue;
+		snprintf(fds, sizeof(fds), "%s/%s/fd", path, t->d_name);
+		add_table(h, fds);
+	}
+	if (tasks)
+		closedir(tasks);
 }
 
 /* Unlinked files on that filesystem that pid maps but holds no descriptor of (mmap, close,
@@ -146,10 +165,11 @@ static void add_mappings(struct held *h, pid_t pid)
 uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes)
 {
 	/* Runs of several threads are watched at once: each measurement has its own. */
-	struct held *h = malloc(sizeof(*h));
+	struct held *h = calloc(1, sizeof(*h)); /* 112 KiB: never on a caller's thread stack */
 	if (!h)
 		return 0;
-	*h = (struct held){.dev = dev, .mapped_bytes = file_bytes};
+	h->dev = dev;
+	h->mapped_bytes = file_bytes;
 	add_tree(h, cell);
 	for (size_t i = 0; i < h->n_procs && !h->over && !h->unreadable; i++)
 		add_descriptors(h, h->procs[i]);

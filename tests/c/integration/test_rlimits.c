@@ -654,8 +654,9 @@ static void skip_unless_ptrace_capable(void)
 /* Issue 21 item 10: a file opened, filled and unlinked kept its blocks on the work
  * directory's filesystem where the walk of names never saw them: 200 of 4 MiB (800 MiB)
  * passed the default 321 MiB bound and the run ended ok. The watch counts the unlinked files
- * the cell's processes hold open, and those they only map (counted at the file-size limit
- * each: /proc gives no size); a file held open and mapped counts once, at its size. */
+ * the cell's processes and threads hold open, and those they only map (counted at the
+ * file-size limit each: /proc gives no size); a file held open and mapped counts once, at its
+ * size. */
 Test(rlimits, unlinked_files_count_against_tmp, .timeout = 90)
 {
 	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
@@ -697,9 +698,30 @@ Test(rlimits, unlinked_files_count_against_tmp, .timeout = 90)
 		"    assert libc.mmap(None, 4096, 1, 1, fd, 0) != ctypes.c_void_p(-1).value\n"
 		"    os.close(fd)\n"
 		"    os.unlink(p)\n",
+		/* threads made without CLONE_FILES keep copies of the descriptor table, which
+		 * /proc/PID/fd (the leader's) does not list; the process closes its own */
+		"import ctypes\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int,\n"
+		"                       ctypes.c_void_p]\n"
+		"fn = ctypes.cast(libc.pause, ctypes.c_void_p)\n"
+		"stacks = []\n"
+		"for batch in range(8):\n"
+		"    fds = []\n"
+		"    for n in range(25):\n"
+		"        p = os.path.join(t, f'u{batch}-{n}')\n"
+		"        fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o600)\n"
+		"        os.write(fd, b'x' * (4 << 20))\n"
+		"        os.unlink(p)\n"
+		"        fds.append(fd)\n"
+		"    stacks.append(ctypes.create_string_buffer(1 << 16))\n"
+		"    top = ctypes.addressof(stacks[-1]) + (1 << 16) - 64\n"
+		"    assert libc.clone(fn, top, 0x100 | 0x800 | 0x10000, None) > 0\n"
+		"    for fd in fds:\n"
+		"        os.close(fd)\n",
 	};
 	for (size_t i = 0; i < sizeof(attacks) / sizeof(attacks[0]); i++) {
-		char code[2048];
+		char code[4096];
 		snprintf(code, sizeof(code),
 			 "import os, time\n"
 			 "t = os.environ['SNAPCELL_TMP']\n"
