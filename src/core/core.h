@@ -236,6 +236,13 @@ void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell);
 /* The pid behind a pidfd in this process's namespace, or -1 (sandbox.c). */
 int sc__pidfd_pid(int pidfd);
 
+/* held.c, level rlimits: bytes that the process tree of cell holds on the filesystem dev in
+ * regular files no name shows (opened and unlinked: their st_blocks; mapped with no descriptor
+ * left: file_bytes each, their size bound, as /proc/PID/maps gives no size), UINT64_MAX past
+ * 4,096 processes or files, 0 when this process cannot read the cell's /proc (it needs
+ * CAP_SYS_PTRACE). */
+uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes);
+
 /* helper_stderr.c: the last SC_HELPER_STDERR_MAX bytes the helper wrote to its stderr (a
  * pipe) before READY, for the error when it dies first. new: the host's end (CLOEXEC,
  * non-blocking) in *out and the helper's (CLOEXEC) in *write_end, 0 or -errno. drain: reads

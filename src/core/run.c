@@ -433,7 +433,14 @@ static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/tmp/%u", sb->workdir, c->id);
 	int tmp = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	bool over = tmp >= 0 && tree_over(tmp, 0, &u);
+	/* What no name shows: files the cell's processes opened or mapped, then unlinked. */
+	struct stat wd;
+	int pid = sc__pidfd_pid(c->fds[SC_CELL_PIDFD]);
+	if (pid > 0 && fstat(sb->out_fd, &wd) == 0) {
+		uint64_t held = sc__held_bytes(pid, wd.st_dev, l[SNAPCELL_LIMIT_FILE_BYTES]);
+		u.bytes = held > u.max_bytes ? u.max_bytes + 1 : held;
+	}
+	bool over = u.bytes > u.max_bytes || (tmp >= 0 && tree_over(tmp, 0, &u));
 	if (tmp >= 0)
 		close(tmp);
 	return over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));

@@ -23,9 +23,13 @@
 
 #include "util/util.h"
 
+/* The empty directory of the root tmpfs that tops every read-only overlay (overlay()). */
+#define EMPTY_LAYER "/.snapcell/empty"
+
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
-static const char *const root_dirs[] = {"usr",	 "etc",	   "dev",	"tmp",
-					"input", "output", ".snapcell", ".snapcell/out"};
+static const char *const root_dirs[] = {"usr",	     "etc",	      "dev",
+					"tmp",	     "input",	      "output",
+					".snapcell", ".snapcell/out", EMPTY_LAYER + 1};
 /* System data a Python program expects, bound read-only (and noexec) when the host has it:
  * the loader's cache (extension modules' shared libraries), the time-zone database (zoneinfo,
  * pytz, pandas), the CA bundle (ssl; SC_CA_BUNDLE), MIME types (mimetypes), the C.UTF-8
@@ -112,7 +116,43 @@ static int bind(const char *src, const char *dst, unsigned long extra, struct sn
 	return 0;
 }
 
-/* Binds a host file or directory (src) at path under base. */
+/* Appends s to the mount option text at *at (end end), a backslash before each character the
+ * overlay's option parser splits on (',' between options, ':' between layers). */
+static bool put_escaped(char **at, const char *end, const char *s)
+{
+	for (; *s; s++) {
+		if ((*s == ',' || *s == ':' || *s == '\\') && *at < end)
+			*(*at)++ = '\\';
+		if (*at >= end)
+			return false;
+		*(*at)++ = *s;
+	}
+	return true;
+}
+
+/* The host directory src read-only at dst as an overlay of two lower layers: the root's empty
+ * directory above src. statfs of an overlay reports its topmost layer's filesystem
+ * (fs/overlayfs/super.c, ovl_statfs), so a cell's statvfs of the standard library, a venv or
+ * /input sees the root tmpfs's size and free space, not the host disk's. A lower-only overlay
+ * is read-only whatever the flags; it opens files on the layer's own mount (reads and mmap go
+ * there, so the page cache stays the host's). Since Linux 5.11 a user namespace may mount one. */
+static int overlay(const char *base, const char *src, const char *dst, unsigned long flags)
+{
+	char opts[4096], *at = opts, *end = opts + sizeof(opts) - 1;
+	memcpy(at, "lowerdir=", 9);
+	at += 9;
+	if (!put_escaped(&at, end, base) || !put_escaped(&at, end, EMPTY_LAYER) || at >= end)
+		return -ENAMETOOLONG;
+	*at++ = ':';
+	if (!put_escaped(&at, end, src))
+		return -ENAMETOOLONG;
+	*at = 0;
+	return mount("overlay", dst, "overlay", flags | MS_NOSUID, opts) < 0 ? -errno : 0;
+}
+
+/* Binds a host file or directory (src) at path under base; a read-only directory goes behind
+ * an overlay (above), or a plain bind where the kernel refuses one (no overlayfs; src already
+ * two overlays deep, FILESYSTEM_MAX_STACK_DEPTH; mounts locked under src). */
 static int bind_under(const char *base, const char *src, const char *path, unsigned long extra,
 		      struct snapcell_error *err)
 {
@@ -138,6 +178,8 @@ static int bind_under(const char *base, const char *src, const char *path, unsig
 	}
 	if (rc < 0)
 		return sc__err(err, rc, "create mount point %s", dst);
+	if (S_ISDIR(st.st_mode) && (extra & MS_RDONLY) && overlay(base, src, dst, extra) == 0)
+		return 0;
 	return bind(src, dst, extra, err);
 }
 
@@ -391,6 +433,38 @@ static int put_interpreter(const struct sc_rootfs *fs, struct snapcell_error *er
 	return put_exec_copy(fs->base, fs->interp_path, fs->interp_src, err);
 }
 
+/* A system data file of at most DATA_COPY_MAX bytes is copied into the root (a bind's statfs
+ * would report the host disk's figures, and a file cannot be an overlay); a directory, or a
+ * bigger file, is bound. Read-only and noexec either way. */
+static int put_data(const char *base, const char *path, struct snapcell_error *err)
+{
+	enum { DATA_COPY_MAX = 1 << 20 };
+	char dst[PATH_MAX];
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return sc__err(err, -errno, "stat %s", path);
+	if (!S_ISREG(st.st_mode) || st.st_size <= 0 || st.st_size > DATA_COPY_MAX)
+		return bind_under(base, path, path, MS_RDONLY | MS_NODEV | MS_NOEXEC, err);
+	snprintf(dst, sizeof(dst), "%s%s", base, path);
+	char *slash = strrchr(dst, '/');
+	*slash = 0;
+	int rc = mkdir_p(dst);
+	*slash = '/';
+	int in = rc < 0 ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+	int fd =
+		in < 0 ? -1 : open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (rc == 0)
+		rc = fd < 0 ? -errno : send_file(fd, in);
+	if (fd >= 0)
+		close(fd);
+	if (in >= 0)
+		close(in);
+	if (rc < 0)
+		return sc__err(err, rc, "copy %s into the root", path);
+	/* Bound onto itself: read-only and noexec as the binds are, the root tmpfs's figures. */
+	return bind(dst, dst, MS_RDONLY | MS_NODEV | MS_NOEXEC, err);
+}
+
 static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_error *err)
 {
 	char path[PATH_MAX];
@@ -416,8 +490,7 @@ static int populate(const struct sc_rootfs *fs, int rootfd, struct snapcell_erro
 	for (size_t i = 0; i < SC_ARRAY_LEN(data_binds); i++)
 		if ((!fs->extra_ca || strcmp(data_binds[i], SC_CA_BUNDLE) != 0) &&
 		    access(data_binds[i], R_OK) == 0 &&
-		    (rc = bind_under(fs->base, data_binds[i], data_binds[i],
-				     MS_RDONLY | MS_NODEV | MS_NOEXEC, err)) < 0)
+		    (rc = put_data(fs->base, data_binds[i], err)) < 0)
 			return rc;
 	if (fs->n_lib_dirs && (rc = copy_alternatives(rootfd, fs, err)) < 0)
 		return rc;

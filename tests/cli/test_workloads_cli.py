@@ -305,11 +305,11 @@ assert sys.path.index(os.path.dirname(pmod.__file__)) < sys.path.index(os.path.d
 print(vmod.WHERE, srcmod.WHERE, os.environ.get("PTH"))
 try:
     open(vmod.__file__, "a")
-except OSError as e:
-    print(type(e).__name__)
+except OSError as e:  # EROFS from the read-only overlay; EACCES where it is a plain bind
+    print("refused" if e.errno in (13, 30) else e)
 """)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [b"venv src ran", b"PermissionError"]
+    assert r.stdout.splitlines() == [b"venv src ran", b"refused"]
 
 
 def test_a_pth_file_that_leaves_a_thread_is_refused(snapcell, tmp_path):
