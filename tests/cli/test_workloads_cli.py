@@ -7,6 +7,7 @@ guest is Debian's X.Y), and PyPI's wheels in a venv of the guest interpreter thr
 interpreter of the guest matrix). A package workload that cannot run is skipped with the
 reason, or fails with SNAPCELL_REQUIRE_ALL=1. docs/workloads.md is the table of what works and
 what is deliberately absent."""
+import functools
 import json
 import os
 import pathlib
@@ -47,6 +48,7 @@ DEBIAN = debian_python_version()
 GUEST_RUNS_DEBIAN_PACKAGES = GUEST == DEBIAN
 
 
+@functools.lru_cache(maxsize=None)
 def imports(python, *modules):
     code = "; ".join(f"import {m}" for m in modules)
     return subprocess.run([python, "-c", code], capture_output=True).returncode == 0
