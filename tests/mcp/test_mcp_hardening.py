@@ -546,12 +546,12 @@ def _raw_call(url, code, n=1):
     return post(url, body, session(url))
 
 
-@pytest.mark.parametrize("answer", ["json", "sse"])
+@pytest.mark.parametrize("answer", ["json", "stateless"])
 def test_a_large_result_costs_the_server_its_base64_once(answer):
     # 40 MiB left in /output cost the server 160 MiB more (the base64 built, copied into the
     # tree, copied with the record, copied into the text): now the file and its base64,
-    # written once into the answer's text, 94 MiB. A handshake-era call is answered as JSON,
-    # a stateless one as an SSE stream.
+    # written once into the answer's text, 94 MiB. Both eras' calls without a progressToken
+    # are answered as one JSON body.
     server = HttpServer(env=_measurable())
     big = WRITE_FILES.format(files=[("big.bin", 40 << 20)])
     try:
