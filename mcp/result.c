@@ -215,13 +215,25 @@ static bool is_text_type(const char *type)
 	       !strcmp(type, "application/xml");
 }
 
+/* A file's path as a JSON string: as it is, or percent-encoded when it is not UTF-8. */
+static json_t *path_string(const char *path)
+{
+	json_t *s = json_string(path);
+	if (s)
+		return s;
+	char *enc = encoded_uri("", path);
+	s = json_string(enc ? enc : "?");
+	free(enc);
+	return s;
+}
+
 /* Artifact i: an image, a text resource, or a blob resource (its data a marker). */
 static json_t *artifact_content(const struct snapcell_artifact *a, size_t i)
 {
 	if (!strncmp(a->media_type, "image/", 6))
-		return json_pack("{s:s, s:o, s:s, s:{s:s}}", "type", "image", "data",
+		return json_pack("{s:s, s:o, s:s, s:{s:o}}", "type", "image", "data",
 				 artifact_marker(i), "mimeType", a->media_type, "_meta", PATH_KEY,
-				 a->path);
+				 path_string(a->path));
 	char *uri = output_uri(a->path);
 	json_t *resource = json_pack("{s:s, s:s}", "uri", uri ? uri : "file:///output/", "mimeType",
 				     a->media_type);
@@ -230,8 +242,37 @@ static json_t *artifact_content(const struct snapcell_artifact *a, size_t i)
 			       ? json_stringn((const char *)a->data, a->size)
 			       : NULL;
 	json_object_set_new(resource, text ? "text" : "blob", text ? text : artifact_marker(i));
-	return json_pack("{s:s, s:o, s:{s:s}}", "type", "resource", "resource", resource, "_meta",
-			 PATH_KEY, a->path);
+	return json_pack("{s:s, s:o, s:{s:o}}", "type", "resource", "resource", resource, "_meta",
+			 PATH_KEY, path_string(a->path));
+}
+
+/* Most files the names item lists one by one. */
+#define NAMES_MAX 64
+
+/* One text naming the files, before their items: a client that shows a file's text or image
+ * without its URI (Agent Framework shows a text resource as bare text) still tells the model
+ * which file is which. */
+static void add_file_names(json_t *content, const struct snapcell_result *res)
+{
+	if (!res->n_artifacts)
+		return;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return;
+	fputs("files in /output:", f);
+	for (size_t i = 0; i < res->n_artifacts && i < NAMES_MAX; i++) {
+		json_t *name = path_string(res->artifacts[i].path);
+		fprintf(f, "%s %s (%zu bytes, %s)", i ? "," : "", json_string_value(name),
+			res->artifacts[i].size, res->artifacts[i].media_type);
+		json_decref(name);
+	}
+	if (res->n_artifacts > NAMES_MAX)
+		fprintf(f, " and %zu more", res->n_artifacts - NAMES_MAX);
+	if (fclose(f) == 0)
+		add_text(content, text);
+	free(text);
 }
 
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
@@ -255,6 +296,7 @@ json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 	if (res->status != SNAPCELL_STATUS_OK && snapcell_result_summary(res, &why, NULL) == 0)
 		add_text(content, why);
 	free(why);
+	add_file_names(content, res);
 	for (size_t i = 0; i < res->n_artifacts; i++)
 		json_array_append_new(content, artifact_content(&res->artifacts[i], i));
 	if (!json_array_size(content))
@@ -324,11 +366,15 @@ static enum item_kind item_of(const json_t *item, const struct snapcell_result *
 	}
 	if (!path || (strcmp(type, "image") && (strcmp(type, "resource") || !resource)))
 		return ITEM_NONE;
-	for (size_t i = 0; i < res->n_artifacts; i++)
-		if (!strcmp(res->artifacts[i].path, path)) {
+	for (size_t i = 0; i < res->n_artifacts; i++) {
+		json_t *name = path_string(res->artifacts[i].path);
+		bool same = !strcmp(json_string_value(name), path);
+		json_decref(name);
+		if (same) {
 			*file = i;
 			return ITEM_FILE;
 		}
+	}
 	return ITEM_NONE;
 }
 
@@ -338,12 +384,15 @@ static json_t *link_item(const struct snapcell_result *res, enum item_kind kind,
 			 const char *base)
 {
 	const struct snapcell_artifact *a = kind == ITEM_FILE ? &res->artifacts[file] : NULL;
-	const char *name = a ? a->path : kind == ITEM_STDOUT ? "stdout" : "stderr";
+	json_t *path = a ? path_string(a->path) : NULL;
+	const char *name = a ? json_string_value(path) : kind == ITEM_STDOUT ? "stdout" : "stderr";
 	size_t size = a ? a->size : kind == ITEM_STDOUT ? res->stdout_len : res->stderr_len;
 	char *uri = NULL, *prefix = NULL;
-	if (asprintf(&prefix, "%s%s", base, a ? "output/" : "") < 0)
+	if (asprintf(&prefix, "%s%s", base, a ? "output/" : "") < 0) {
+		json_decref(path);
 		return NULL;
-	uri = encoded_uri(prefix, name);
+	}
+	uri = encoded_uri(prefix, a ? a->path : name);
 	free(prefix);
 	char description[200];
 	snprintf(description, sizeof(description),
@@ -354,7 +403,8 @@ static json_t *link_item(const struct snapcell_result *res, enum item_kind kind,
 			  uri ? uri : base, "name", name, "description", description, "mimeType",
 			  a ? a->media_type : "text/plain", "size", (json_int_t)size);
 	if (a)
-		json_object_set_new(link, "_meta", json_pack("{s:s}", PATH_KEY, a->path));
+		json_object_set_new(link, "_meta", json_pack("{s:O}", PATH_KEY, path));
+	json_decref(path);
 	free(uri);
 	return link;
 }

@@ -250,3 +250,27 @@ def test_resources_list_names_no_links(server):
                     (await client.list_resource_templates()).resource_templates)
 
     assert run(go()) == ([], [])
+
+
+def test_agent_framework_gets_a_big_result_with_its_file_names(server):
+    # Agent Framework's MCPStreamableHTTPTool (agent-framework-core, requirements-dev.txt) with
+    # the scripted chat client of tests/python: a result past 1 MiB (a 2 MiB file) reaches the
+    # agent (as an SSE event it ended the SDK's session). It shows a text file as its bare
+    # text, without the URI: the "files in /output" text tells the model which file is which.
+    import sys
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    from agent_framework import Agent, MCPStreamableHTTPTool
+    from scripted_chat import ScriptedChatClient
+    client = ScriptedChatClient("import os\nopen('/output/report.txt', 'w').write('all good')\n"
+                                "open('/output/big.bin', 'wb').write(os.urandom(2 << 20))\n"
+                                "print('done')")
+
+    async def go():
+        async with MCPStreamableHTTPTool(name="snapcell", url=server.url) as snapcell:
+            agent = Agent(client, instructions="Use execute_code.", tools=snapcell)
+            return await agent.run("Write a report.")
+
+    text = run(go()).text
+    assert "done" in text and "all good" in text
+    assert "report.txt (8 bytes, text/plain)" in text and "big.bin (2097152 bytes" in text

@@ -562,7 +562,7 @@ def test_a_large_result_costs_the_server_its_base64_once(answer):
             assert status == 200 and len(raw) > 40 << 20
         else:
             result = _stateless_call(server.url, 2, big)
-            assert result["isError"] is False and len(result["content"]) == 2
+            assert result["isError"] is False and len(result["content"]) == 3  # stdout, names, file
         grew = _vm_hwm(server.proc.pid) - before
         assert grew < int(2.6 * (40 << 20)), grew >> 20
     finally:
@@ -582,7 +582,7 @@ def test_a_result_past_the_result_memory_is_a_clear_error():
         status, raw = _raw_call(server.url, WRITE_FILES.format(files=[("small.bin", 4 << 20)]),
                                 n=2)
         result = json.loads(raw)["result"]
-        assert result["isError"] is False and len(result["content"]) == 2
+        assert result["isError"] is False and len(result["content"]) == 3  # stdout, names, file
     finally:
         server.stop()
 
