@@ -338,16 +338,20 @@ size_t mcp_result_held(const struct snapcell_result *res)
 /* What an item of a result is: stdout, stderr, file i, or none a link can replace. */
 enum item_kind { ITEM_NONE, ITEM_STDOUT, ITEM_STDERR, ITEM_FILE };
 
-static bool string_is(const json_t *s, const char *prefix, const char *text, size_t n)
+/* Whether s is prefix followed by the string text (stdout or stderr as the record has them:
+ * bytes that are not UTF-8 replaced). */
+static bool string_is(const json_t *s, const char *prefix, const json_t *text)
 {
-	size_t pre = strlen(prefix);
-	return json_is_string(s) && json_string_length(s) == pre + n &&
+	size_t pre = strlen(prefix), n = json_string_length(text);
+	return n && json_is_string(s) && json_string_length(s) == pre + n &&
 	       !memcmp(json_string_value(s), prefix, pre) &&
-	       !memcmp(json_string_value(s) + pre, text, n);
+	       !memcmp(json_string_value(s) + pre, json_string_value(text), n);
 }
 
-/* Which of res's items a content item of its CallToolResult is (mcp_call_result's shapes). */
-static enum item_kind item_of(const json_t *item, const struct snapcell_result *res, size_t *file)
+/* Which of res's items a content item of its CallToolResult is (mcp_call_result's shapes);
+ * record is the run's (cli_result_record), whose stdout and stderr the text items carry. */
+static enum item_kind item_of(const json_t *item, const struct snapcell_result *res,
+			      const json_t *record, size_t *file)
 {
 	const char *type = json_string_value(json_object_get(item, "type"));
 	json_t *resource = json_object_get(item, "resource");
@@ -357,10 +361,9 @@ static enum item_kind item_of(const json_t *item, const struct snapcell_result *
 		return ITEM_NONE;
 	if (!strcmp(type, "text")) {
 		json_t *text = json_object_get(item, "text");
-		if (res->stdout_len && string_is(text, "", res->stdout_buf, res->stdout_len))
+		if (string_is(text, "", json_object_get(record, "stdout")))
 			return ITEM_STDOUT;
-		if (res->stderr_len &&
-		    string_is(text, "stderr:\n", res->stderr_buf, res->stderr_len))
+		if (string_is(text, "stderr:\n", json_object_get(record, "stderr")))
 			return ITEM_STDERR;
 		return ITEM_NONE;
 	}
@@ -445,9 +448,10 @@ bool mcp_result_link(json_t *result, const struct snapcell_result *res, const ch
 		free(cand);
 		return total <= max;
 	}
+	json_t *record = cli_result_record(res, false);
 	for (size_t i = 0; i < n; i++) {
 		struct candidate *c = &cand[n_cand];
-		c->kind = item_of(json_array_get(content, i), res, &c->file);
+		c->kind = item_of(json_array_get(content, i), res, record, &c->file);
 		if (c->kind == ITEM_NONE)
 			continue;
 		c->index = i;
@@ -465,6 +469,7 @@ bool mcp_result_link(json_t *result, const struct snapcell_result *res, const ch
 		json_array_set_new(content, cand[k].index, link);
 		total = mcp_message_size(result);
 	}
+	json_decref(record);
 	free(cand);
 	return total <= max;
 }
@@ -486,16 +491,19 @@ static const struct snapcell_artifact *named_file(const struct snapcell_result *
 json_t *mcp_result_item(const struct snapcell_result *res, const char *item, const char *uri,
 			size_t *cost)
 {
-	const char *text = NULL;
-	size_t len = 0;
-	if (!strcmp(item, "stdout"))
-		text = res->stdout_buf, len = res->stdout_len;
-	else if (!strcmp(item, "stderr"))
-		text = res->stderr_buf, len = res->stderr_len;
-	if (text) {
-		*cost = 65536 + 2 * escaped_len(text, len);
-		return json_pack("{s:s, s:s, s:s%}", "uri", uri, "mimeType", "text/plain", "text",
-				 text ? text : "", len);
+	if (!strcmp(item, "stdout") || !strcmp(item, "stderr")) {
+		/* As the answer had it: the record's text, bytes that are not UTF-8 replaced. */
+		json_t *record = cli_result_record(res, false);
+		json_t *text = json_object_get(record, item);
+		json_t *entry = json_string_length(text)
+					? json_pack("{s:s, s:s, s:O}", "uri", uri, "mimeType",
+						    "text/plain", "text", text)
+					: NULL;
+		size_t n = json_string_length(text);
+		/* The record's copy, the message's tree and its escaped text. */
+		*cost = 65536 + n + 2 * escaped_len(json_string_value(text), n);
+		json_decref(record);
+		return entry;
 	}
 	const struct snapcell_artifact *a =
 		!strncmp(item, "output/", 7) ? named_file(res, item + 7) : NULL;
