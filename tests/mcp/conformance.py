@@ -23,15 +23,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 FIXTURE = "calls the suite's fixture tools (test_*), which a server whose one tool is execute_code does not have"
 NO_PROMPTS = "no prompts capability"
-FIXTURE_RESOURCES = ("reads or subscribes to the suite's fixture resources (test://...); snapcell's only "
+FIXTURE_RESOURCES = ("reads the suite's fixture resources (test://static-text, ...); snapcell's only "
                      "resources are results' links (resource_link items of a streamed call), "
-                     "listed nowhere and tested in tests/mcp/test_mcp_big_results.py")
+                     "tested in tests/mcp/test_mcp_big_results.py")
+NO_SUBSCRIBE = "no resources subscribe capability (a link never changes)"
 
 ERAS = {
     "handshake": {
         "args": [],
         "applies": {"server-initialize", "ping", "tools-list", "dns-rebinding-protection",
-                    "server-sse-multiple-streams"},
+                    "server-sse-multiple-streams", "resources-list"},
         "exempt": {},
         "not_applicable": {
             "logging-set-level": "no logging capability (logs go to stderr)",
@@ -42,7 +43,9 @@ ERAS = {
                 "simple-text", "image", "audio", "embedded-resource", "mixed-content",
                 "with-logging", "error", "with-progress", "sampling", "elicitation")},
             **{f"resources-{n}": FIXTURE_RESOURCES for n in (
-                "list", "read-text", "read-binary", "templates-read", "subscribe", "unsubscribe")},
+                "read-text", "read-binary", "templates-read")},
+            "resources-subscribe": NO_SUBSCRIBE,
+            "resources-unsubscribe": NO_SUBSCRIBE,
             **{f"prompts-{n}": NO_PROMPTS for n in (
                 "list", "get-simple", "get-with-args", "get-embedded-resource", "get-with-image")},
         },
@@ -51,7 +54,7 @@ ERAS = {
         "args": ["--requirements", "2026-07-28"],
         "applies": {"server-stateless", "tools-list", "dns-rebinding-protection",
                     "server-sse-multiple-streams", "http-header-validation", "caching",
-                    "sep-2164-resource-not-found"},
+                    "sep-2164-resource-not-found", "resources-list"},
         "exempt": {
             "sep-2575-server-rejects-undeclared-capability":
                 "needs the fixture tool test_missing_capability; execute_code requires no client capability, so -32021 never arises",
@@ -70,7 +73,7 @@ ERAS = {
                 "simple-text", "image", "audio", "embedded-resource", "mixed-content", "error",
                 "with-progress")},
             **{f"resources-{n}": FIXTURE_RESOURCES for n in (
-                "list", "read-text", "read-binary", "templates-read")},
+                "read-text", "read-binary", "templates-read")},
             **{f"prompts-{n}": NO_PROMPTS for n in (
                 "list", "get-simple", "get-with-args", "get-embedded-resource", "get-with-image")},
         },
