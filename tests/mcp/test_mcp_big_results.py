@@ -274,3 +274,30 @@ def test_agent_framework_gets_a_big_result_with_its_file_names(server):
     text = run(go()).text
     assert "done" in text and "all good" in text
     assert "report.txt (8 bytes, text/plain)" in text and "big.bin (2097152 bytes" in text
+
+
+def test_a_session_runs_big_files_go_as_links(tmp_path):
+    # A session's run is answered like a fresh one's: streamed with progress, its big file is
+    # a link the same session reads back.
+    config = tmp_path / "snapcell.json"
+    config.write_text(json.dumps({"sessions": {"enabled": True}}))
+    s = HttpServer("--config", str(config), env={"XDG_RUNTIME_DIR": str(tmp_path)})
+    code = ("import hashlib, os, time\ntime.sleep(1.2)\nd = os.urandom(3 << 20)\n"
+            "open('/output/d.bin', 'wb').write(d)\nprint(hashlib.sha256(d).hexdigest())\n")
+
+    async def go():
+        async def on_progress(*args):
+            pass
+        async with Client(s.url, mode="legacy") as client:
+            handle = (await client.call_tool("session_new", {})).meta["snapcell/session"]["session"]
+            result = await client.call_tool("execute_code", {"code": code, "session": handle},
+                                            progress_callback=on_progress)
+            (link,) = [c for c in result.content if c.type == "resource_link"]
+            _, data = await read_link(client, str(link.uri))
+            return result.content[0].text.strip(), hashlib.sha256(data).hexdigest()
+
+    try:
+        want, got = run(go())
+        assert got == want
+    finally:
+        s.stop()
