@@ -438,12 +438,12 @@ static void run_call(struct call *c)
 	srv->n_running--;
 	pthread_cond_broadcast(&srv->changed);
 	pthread_mutex_unlock(&srv->lock);
-	/* The client gave up on a cancelled request: the spec says not to answer it, except
-	 * that an HTTP response must say something. The result's files are written into the
-	 * message's text by this thread, from res (mcp_result_bind). */
 	struct mcp_kept *held = NULL;
 	if (!cancelled && res && c->sink->event_max)
 		result = fit_event(srv, c, result, res, &cost, &held);
+	/* The client gave up on a cancelled request: the spec says not to answer it, except
+	 * that an HTTP response must say something. The result's files are written into the
+	 * message's text by this thread, from res (mcp_result_bind). */
 	bool kept = !cancelled && c->sink->keeps_answer; /* the sink may be gone after reply */
 	if (c->sink->keeps_answer) /* its own: stdio's one sink is shared by every call */
 		c->sink->result_bytes = kept ? cost : 0;
