@@ -573,7 +573,7 @@ static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const 
  * in the handshake era, it names no live session. 2026-07-28 defines no client notifications
  * over HTTP, so a stateless one is accepted and dropped: its requests share scope 0 and carry
  * ids any client can guess, so a notifications/cancelled from one would stop another's run
- * (closing the stream is how that revision cancels). */
+ * (closing the request's connection or stream is how that revision cancels). */
 static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
 			      const struct mcp_headers *hdr)
 {
