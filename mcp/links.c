@@ -87,6 +87,24 @@ size_t mcp_links_sweep(struct mcp_links *l)
 	return freed;
 }
 
+size_t mcp_links_forget(struct mcp_links *l, uint64_t scope)
+{
+	size_t freed = 0;
+	pthread_mutex_lock(&l->lock);
+	for (struct mcp_kept **p = &l->list; *p;) {
+		struct mcp_kept *k = *p;
+		if (!scope || k->scope != scope) {
+			p = &k->next;
+			continue;
+		}
+		*p = k->next;
+		freed += k->charged;
+		unref(k);
+	}
+	pthread_mutex_unlock(&l->lock);
+	return freed;
+}
+
 int mcp_links_base(char base[MCP_LINK_BASE_MAX])
 {
 	char secret[MCP_SECRET_HEX + 1];

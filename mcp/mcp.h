@@ -210,7 +210,7 @@ void mcp_server_listening(struct mcp_server *srv, const char *url);
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
 /* Gives back the result memory a transport held for an answer (sink->result_bytes). */
 void mcp_server_release(struct mcp_server *srv, size_t bytes);
-/* Cancels the runs started with this scope (their HTTP session ended). */
+/* Cancels the runs started with this scope (their HTTP session ended) and ends its links. */
 void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope);
 void mcp_server_free(struct mcp_server *srv);
 
@@ -315,6 +315,8 @@ struct mcp_kept *mcp_links_keep(struct mcp_links *l, struct snapcell_result *res
 				size_t charged, const char *base);
 /* Ends the expired: the bytes they had charged, for the caller to give back. */
 size_t mcp_links_sweep(struct mcp_links *l);
+/* Ends those of scope (not 0: its HTTP session ended), the same way. */
+size_t mcp_links_forget(struct mcp_links *l, uint64_t scope);
 /* The live result uri names that scope may read, referenced, with *item pointing to the rest
  * of uri; NULL for none (never issued, expired, or another session's). */
 struct mcp_kept *mcp_links_find(struct mcp_links *l, const char *uri, uint64_t scope,

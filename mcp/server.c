@@ -753,6 +753,8 @@ void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope)
 		}
 	pthread_cond_broadcast(&srv->changed); /* a queued call waits on it */
 	pthread_mutex_unlock(&srv->lock);
+	/* Its links die with it: nobody else may read them, and they hold result memory. */
+	mcp_server_release(srv, mcp_links_forget(srv->links, scope));
 }
 
 static void notification(struct mcp_server *srv, const struct mcp_message *msg,

@@ -301,3 +301,24 @@ def test_a_session_runs_big_files_go_as_links(tmp_path):
         assert got == want
     finally:
         s.stop()
+
+
+def test_ending_a_session_ends_its_links():
+    # DELETE of a session frees what its links held at once, not when they expire.
+    import urllib.request
+    s = HttpServer("--result-memory", "16M")
+    code = ("import os, time\ntime.sleep(1.2)\n"
+            "open('/output/big.bin', 'wb').write(os.urandom(6 << 20))\nprint('done')\n")
+    try:
+        mine, other = session(s.url), session(s.url)
+        _, answer = raw_stream(s.url, mine, code)
+        assert any(c["type"] == "resource_link" for c in answer["result"]["content"])
+        _, busy = raw_stream(s.url, other, code, token="q")
+        assert busy["result"]["_meta"]["snapcell/run"]["status"] == "busy", busy
+        req = urllib.request.Request(s.url, method="DELETE", headers=mine)
+        with urllib.request.urlopen(req, timeout=30) as r:
+            assert r.status == 204
+        _, fits = raw_stream(s.url, other, code, token="r")
+        assert fits["result"]["isError"] is False, fits
+    finally:
+        s.stop()
