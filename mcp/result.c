@@ -1,8 +1,10 @@
 /* A finished run as an MCP CallToolResult: stdout and stderr as text, /output files as images
- * or embedded resources, isError and the library's summary of its cause for a run that did
- * not end ok, and the run's record (status, timings, limits, tool-call log) under _meta. No
- * structuredContent unless asked: clients that prefer it (Agent Framework's default) would
- * then show the model nothing else.
+ * or embedded resources (each named in its _meta, all in one text), isError and the library's
+ * summary of its cause for a run that did not end ok, and the run's record (status, timings,
+ * limits, tool-call log) under _meta. No structuredContent unless asked: clients that prefer
+ * it (Agent Framework's default) would then show the model nothing else. An answer that must
+ * fit one SSE event has its largest items replaced by resource links (mcp_result_link);
+ * mcp_result_item gives resources/read what a link names. Where links are kept: links.c.
  *
  * A binary file's base64 is never built in the tree: a marker string holds its place and
  * mcp_message_text() writes the base64 straight from the run's bytes into the message's text,
