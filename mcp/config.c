@@ -687,6 +687,15 @@ static int result_memory(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+static int link_ttl(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > MCP_LINK_TTL_S_MAX)
+		return fail(c, path, "must be an integer from 1 to 86400");
+	c->opts->link_ttl_s = (unsigned)json_integer_value(v);
+	return 0;
+}
+
 static int structured(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_boolean(v))
@@ -804,6 +813,7 @@ static const struct {
 	{"max_calls_per_client", max_per_client},
 	{"queue_wait_s", queue_wait},
 	{"result_memory_bytes", result_memory},
+	{"result_link_ttl_s", link_ttl},
 	{"structured_content", structured},
 	{"code_errors_as_results", code_errors},
 	{"require_isolation", isolation},

@@ -1,6 +1,6 @@
 /* The Streamable HTTP transport (libmicrohttpd): one endpoint, /mcp, one POST per message,
  * 202 for notifications, JSON responses for requests and an SSE stream for a tools/call that
- * asked for progress or came in the stateless era (closing it cancels the run). Host and
+ * asked for progress (closing either cancels the run). Host and
  * Origin are checked against DNS rebinding (403), a bearer token is optional; stateless
  * requests have their MCP-Protocol-Version, Mcp-Method and Mcp-Name headers checked against
  * the body, and their errors carry the revision's HTTP statuses. The handshake era has
@@ -13,6 +13,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,6 +77,7 @@ struct http_sink {
 	size_t len;
 	json_int_t code;   /* the error's code, 0 for none */
 	bool answered, ok; /* ok: a result, not an error */
+	int fd;		   /* the connection's socket, for http_gone; -1 when unknown */
 };
 
 #define SSE_PREFIX "event: message\ndata: "
@@ -97,6 +99,22 @@ static int http_send(struct mcp_sink *sink, json_t *msg)
 	}
 	json_decref(msg);
 	return 0;
+}
+
+/* The client closed its connection (or it broke) while its request runs: the thread-per-
+ * connection model leaves the socket unread until the answer, so a hang-up shows as RDHUP. */
+static bool http_gone(struct mcp_sink *sink)
+{
+	struct http_sink *s = (struct http_sink *)sink;
+	struct pollfd p = {s->fd, POLLRDHUP, 0};
+	return s->fd >= 0 && poll(&p, 1, 0) == 1 && p.revents & (POLLRDHUP | POLLHUP | POLLERR);
+}
+
+static int connection_fd(struct MHD_Connection *con)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
 }
 
 static void sse_unref(struct sse *s)
@@ -201,16 +219,16 @@ static void sse_free(void *cls)
 }
 
 /* A stream only for a tools/call from a client that accepts one, and only where it carries
- * something: progress, or in the stateless era the cancellation (the revision has no
- * notifications/cancelled over HTTP: closing the stream is the signal, noticed through the
- * keep-alives). */
+ * something: progress. Everything else is one JSON body, of any size: SSE clients cap an event
+ * (the official SDKs at 1 MiB), a body they read whole. A stateless client cancels by closing
+ * its connection (the revision has no notifications/cancelled over HTTP), which the server
+ * notices through http_gone while the run goes on. */
 static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg)
 {
 	const char *accept = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Accept");
 	return accept && strstr(accept, "text/event-stream") &&
 	       !strcmp(msg->method, "tools/call") &&
-	       (msg->era == MCP_ERA_MODERN ||
-		json_object_get(json_object_get(msg->params, "_meta"), "progressToken"));
+	       json_object_get(json_object_get(msg->params, "_meta"), "progressToken");
 }
 
 static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body);
@@ -289,7 +307,7 @@ static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true, true, 0},
+	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true, true, 0, NULL, MCP_EVENT_MAX},
 			  .srv = h->srv,
 			  .lock = PTHREAD_MUTEX_INITIALIZER,
 			  .ready = PTHREAD_COND_INITIALIZER,
@@ -555,7 +573,7 @@ static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const 
  * in the handshake era, it names no live session. 2026-07-28 defines no client notifications
  * over HTTP, so a stateless one is accepted and dropped: its requests share scope 0 and carry
  * ids any client can guess, so a notifications/cancelled from one would stop another's run
- * (closing the stream is how that revision cancels). */
+ * (closing the request's connection or stream is how that revision cancels). */
 static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
 			      const struct mcp_headers *hdr)
 {
@@ -571,7 +589,7 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 	} else if (v && !strcmp(v, MCP_MODERN_VERSION)) {
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	} else if ((scope = session_scope(h, con, NULL, &rc))) {
-		struct mcp_sink scoped = {NULL, false, scope, NULL, false, false, 0};
+		struct mcp_sink scoped = {NULL, false, scope, NULL, false, false, 0, NULL, 0};
 		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
@@ -598,7 +616,8 @@ static enum MHD_Result answer(struct http *h, struct MHD_Connection *con, struct
 static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 				  struct mcp_message *msg)
 {
-	struct http_sink sink = {{http_send, true, 0, NULL, false, true, 0}, NULL, 0, 0, 0, 0};
+	struct http_sink sink = {
+		{http_send, true, 0, NULL, false, true, 0, NULL, 0}, NULL, 0, 0, 0, 0, -1};
 	mcp_server_handle(h->srv, msg, &sink.sink, true);
 	char id[MCP_SESSION_ID_LEN + 1];
 	uint64_t scope;
@@ -669,7 +688,13 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	if (wants_stream(con, &msg))
 		return stream(h, con, &msg, scope);
 	enum mcp_era era = msg.era;
-	struct http_sink sink = {{http_send, true, scope, NULL, true, true, 0}, NULL, 0, 0, 0, 0};
+	struct http_sink sink = {{http_send, true, scope, NULL, true, true, 0, http_gone, 0},
+				 NULL,
+				 0,
+				 0,
+				 0,
+				 0,
+				 connection_fd(con)};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	return answer(h, con, &sink, era, NULL);

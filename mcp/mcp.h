@@ -17,6 +17,9 @@
 
 /* Longest message accepted on any transport; longer lines are skipped, never buffered. */
 #define MCP_MESSAGE_MAX (16u << 20)
+/* The most an SSE event may hold, its field lines counted ("event: message", "data: ..."): the
+ * official SDKs' readers refuse a larger one and end the session. */
+#define MCP_EVENT_MAX (1u << 20)
 /* What a message may hold, counted before it is parsed (snapcell_json_measure): jansson
  * spends ~150 bytes on an empty object, so 16 MiB of "{}," took the server to 1.26 GiB. No
  * method this server answers needs more than a few dozen values; 2^16 bound a message's tree
@@ -117,6 +120,14 @@ struct mcp_sink {
 	 * transport gives them back with mcp_server_release() once the text is freed. */
 	bool keeps_answer;
 	size_t result_bytes;
+	/* Optional: whether the client is gone (its connection closed) while its call runs; the
+	 * server asks about every call in flight a few times a second and cancels the calls of a
+	 * sink that says so. An HTTP response that is not a stream has no write to fail. */
+	bool (*gone)(struct mcp_sink *sink);
+	/* The longest message the transport delivers to its client as one piece, 0 for no limit:
+	 * an SSE event's (MCP_EVENT_MAX). A larger result goes out with its big items as
+	 * resource links (links.c). */
+	size_t event_max;
 };
 
 /* Stateful sessions (sessions.c); zero members mean the defaults. */
@@ -155,6 +166,9 @@ struct mcp_options {
 	/* Memory all results may hold at once until sent (--result-memory,
 	 * result_memory_bytes); 0 = MCP_RESULT_MEMORY_DEFAULT. */
 	uint64_t result_memory;
+	/* Seconds a result's resource links stay readable (--link-ttl, result_link_ttl_s);
+	 * 0 = MCP_LINK_TTL_S_DEFAULT. */
+	unsigned link_ttl_s;
 	bool structured_content; /* also give the run as structuredContent */
 	/* a run that failed through its code (error, timeout, memory, output limit, killed)
 	 * answers isError: false; setup failures and cancellations stay errors */
@@ -187,13 +201,16 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		       bool sync);
 /* Cancels every run (the cells are killed) and waits for their workers. */
 void mcp_server_drain(struct mcp_server *srv);
+/* Waits up to ms milliseconds for every call in flight to be answered: true when none is
+ * left. Nothing is cancelled (stdio's end of input answers the calls still running). */
+bool mcp_server_wait_calls(struct mcp_server *srv, unsigned ms);
 /* Records the address the HTTP transport bound (the port chosen for :0), for doctor. */
 void mcp_server_listening(struct mcp_server *srv, const char *url);
 /* Cancels the runs answering through sink (its client went away). */
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
 /* Gives back the result memory a transport held for an answer (sink->result_bytes). */
 void mcp_server_release(struct mcp_server *srv, size_t bytes);
-/* Cancels the runs started with this scope (their HTTP session ended). */
+/* Cancels the runs started with this scope (their HTTP session ended) and ends its links. */
 void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope);
 void mcp_server_free(struct mcp_server *srv);
 
@@ -216,6 +233,23 @@ char *mcp_message_text(const json_t *msg, const char *prefix, const char *suffix
 void mcp_result_set_code_errors_as_results(bool on);
 /* A CallToolResult with isError and one text. */
 json_t *mcp_error_result(const char *status, const char *text);
+
+/* The same result with the items that make its message longer than max bytes of text
+ * (bound result expanded) replaced, largest first, by resource links named base + "stdout",
+ * "stderr" or "output/<path>" (links.c); with res bound (mcp_result_bind). In place; false
+ * when even with every item linked the message is longer. */
+bool mcp_result_link(json_t *result, const struct snapcell_result *res, const char *base,
+		     size_t max);
+/* The length of msg's text as mcp_message_text() writes it (a bound result expanded). */
+size_t mcp_message_size(const json_t *msg);
+/* What res holds (its output and files): what its links keep charged while they live. */
+size_t mcp_result_held(const struct snapcell_result *res);
+/* The one entry of a ReadResourceResult's contents for the item a link names (the part of its
+ * URI after the base: "stdout", "stderr", "output/<path>"), uri its URI; NULL when res has no
+ * such item. A binary file is a marker, written by mcp_message_text() with res bound. *cost:
+ * what the message costs the server until sent, at most. */
+json_t *mcp_result_item(const struct snapcell_result *res, const char *item, const char *uri,
+			size_t *cost);
 
 /* sessions.c: the session tools (session_new, session_snapshot, session_restore,
  * session_close) and execute_code's session argument. Thread-safe; one per server. */
@@ -261,6 +295,35 @@ int mcp_secret_new(char out[MCP_SECRET_HEX + 1]);
 /* Whether the first n bytes of a and b agree, compared in full whatever differs first: a
  * caller probing ids, handles or tokens learns nothing from how long a refusal took. */
 bool mcp_secret_equal(const char *a, const char *b, size_t n);
+
+/* links.c: results kept for resources/read behind capability URIs. Thread-safe. */
+#define MCP_LINK_TTL_S_DEFAULT 600u
+#define MCP_LINK_TTL_S_MAX     86400u
+/* "snapcell://result/" + MCP_SECRET_HEX + "/" and its NUL. */
+#define MCP_LINK_BASE_MAX (sizeof("snapcell://result/") + MCP_SECRET_HEX + 1)
+struct mcp_links;
+struct mcp_kept;
+/* Kept results live ttl_s seconds (0: MCP_LINK_TTL_S_DEFAULT). NULL when out of memory. */
+struct mcp_links *mcp_links_new(unsigned ttl_s);
+void mcp_links_free(struct mcp_links *l);
+unsigned mcp_links_ttl(const struct mcp_links *l);
+/* A new capability, "snapcell://result/<secret>/", into base; 0 or -1 (no random bytes). */
+int mcp_links_base(char base[MCP_LINK_BASE_MAX]);
+/* Keeps res (stolen) under base for scope, charged bytes of the result memory: a reference
+ * for the caller (mcp_links_drop), or NULL (res is still the caller's). */
+struct mcp_kept *mcp_links_keep(struct mcp_links *l, struct snapcell_result *res, uint64_t scope,
+				size_t charged, const char *base);
+/* Ends the expired: the bytes they had charged, for the caller to give back. */
+size_t mcp_links_sweep(struct mcp_links *l);
+/* Ends those of scope (not 0: its HTTP session ended), the same way. */
+size_t mcp_links_forget(struct mcp_links *l, uint64_t scope);
+/* The live result uri names that scope may read, referenced, with *item pointing to the rest
+ * of uri; NULL for none (never issued, expired, or another session's). */
+struct mcp_kept *mcp_links_find(struct mcp_links *l, const char *uri, uint64_t scope,
+				const char **item);
+const struct snapcell_result *mcp_kept_result(const struct mcp_kept *k);
+/* Drops a reference from mcp_links_keep or mcp_links_find (NULL: none). */
+void mcp_links_drop(struct mcp_links *l, struct mcp_kept *k);
 
 /* http_session.c: the handshake era's HTTP sessions (Mcp-Session-Id), a bounded table. */
 #define MCP_SESSION_ID_LEN    36    /* visible ASCII: 4 hex digits of slot, 32 of secret */

@@ -74,6 +74,7 @@ struct mcp_server {
 			      * opts.result_memory */
 	pthread_t ticker;
 	struct mcp_sessions *sessions;
+	struct mcp_links *links; /* results kept for resources/read (links.c) */
 };
 
 /* Called with srv->lock held, so a run's progress never follows its answer. */
@@ -88,6 +89,19 @@ static void send_progress(struct call *c, uint64_t now)
 	if (n)
 		c->sink->send(c->sink, n);
 	c->next_progress_us = now + PROGRESS_EVERY_US;
+}
+
+/* With srv->lock held: cancels the calls whose client went away (mcp_sink.gone). */
+static void cancel_gone(struct mcp_server *srv)
+{
+	bool any = false;
+	for (struct call *c = srv->calls; c; c = c->next)
+		if (!c->cancelled && c->sink->gone && c->sink->gone(c->sink)) {
+			c->cancelled = any = true;
+			snapcell_cancel_fire(c->cancel);
+		}
+	if (any)
+		pthread_cond_broadcast(&srv->changed); /* a queued call waits on it */
 }
 
 static void *ticker_main(void *arg)
@@ -105,6 +119,7 @@ static void *ticker_main(void *arg)
 		for (struct call *c = srv->calls; c; c = c->next)
 			if (c->progress_token && !c->cancelled && now >= c->next_progress_us)
 				send_progress(c, now);
+		cancel_gone(srv);
 	}
 	pthread_mutex_unlock(&srv->lock);
 	return NULL;
@@ -139,7 +154,8 @@ struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snap
 		mcp_server_free(srv);
 		return NULL;
 	}
-	if (!(srv->sessions = mcp_sessions_new(sb, opts))) {
+	if (!(srv->sessions = mcp_sessions_new(sb, opts)) ||
+	    !(srv->links = mcp_links_new(opts->link_ttl_s))) {
 		mcp_server_free(srv);
 		return NULL;
 	}
@@ -168,6 +184,23 @@ void mcp_server_drain(struct mcp_server *srv)
 	pthread_mutex_unlock(&srv->lock);
 }
 
+bool mcp_server_wait_calls(struct mcp_server *srv, unsigned ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L)
+		until.tv_sec++, until.tv_nsec -= 1000000000L;
+	pthread_mutex_lock(&srv->lock);
+	while (srv->n_calls &&
+	       pthread_cond_timedwait(&srv->changed, &srv->lock, &until) != ETIMEDOUT)
+		;
+	bool idle = srv->n_calls == 0;
+	pthread_mutex_unlock(&srv->lock);
+	return idle;
+}
+
 void mcp_server_free(struct mcp_server *srv)
 {
 	if (!srv)
@@ -187,6 +220,7 @@ void mcp_server_free(struct mcp_server *srv)
 		pthread_cond_destroy(&srv->changed);
 	}
 	mcp_sessions_free(srv->sessions); /* after the drain: no run uses a session now */
+	mcp_links_free(srv->links);
 	free(srv->description);
 	free(srv->instructions);
 	free(srv);
@@ -214,10 +248,10 @@ static json_t *initialize_result(struct mcp_server *srv, const json_t *params)
 {
 	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
 	const char *version = mcp_version_negotiate(asked);
-	return json_pack("{s:s, s:{s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
-			 "capabilities", "tools", "serverInfo", "name", "snapcell", "title",
-			 "snapcell", "version", snapcell_version(), "instructions",
-			 srv->instructions);
+	return json_pack("{s:s, s:{s:{}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
+			 version, "capabilities", "tools", "resources", "serverInfo", "name",
+			 "snapcell", "title", "snapcell", "version", snapcell_version(),
+			 "instructions", srv->instructions);
 }
 
 /* A stateless-era result: resultType, and the server's identity in _meta (the revision has
@@ -251,8 +285,9 @@ static json_t *cacheable(json_t *result)
  * whose stateless versions are not ours still learns it can fall back. */
 static json_t *discover_result(const struct mcp_server *srv)
 {
-	return cacheable(json_pack("{s:o, s:{s:{}}, s:s}", "supportedVersions", mcp_versions_json(),
-				   "capabilities", "tools", "instructions", srv->instructions));
+	return cacheable(json_pack("{s:o, s:{s:{}, s:{}}, s:s}", "supportedVersions",
+				   mcp_versions_json(), "capabilities", "tools", "resources",
+				   "instructions", srv->instructions));
 }
 
 static void call_free(struct call *c)
@@ -294,19 +329,27 @@ void mcp_server_release(struct mcp_server *srv, size_t bytes)
 	pthread_mutex_unlock(&srv->lock);
 }
 
+/* Takes bytes from the result budget for an answer; false when they do not fit now. */
+static bool charge(struct mcp_server *srv, size_t bytes)
+{
+	size_t expired = mcp_links_sweep(srv->links);
+	pthread_mutex_lock(&srv->lock);
+	srv->result_bytes -= expired;
+	bool fits = bytes <= srv->opts.result_memory - srv->result_bytes;
+	if (fits)
+		srv->result_bytes += bytes;
+	pthread_mutex_unlock(&srv->lock);
+	return fits;
+}
+
 /* Takes what a run's result costs until sent from the result budget: 0 and *cost, or an
  * error result saying why not (the run's files are then dropped, never an OOM kill). */
 static json_t *charge_result(struct mcp_server *srv, const struct snapcell_result *res,
 			     size_t *cost)
 {
 	*cost = mcp_result_cost(res);
-	pthread_mutex_lock(&srv->lock);
-	size_t budget = srv->opts.result_memory, held = srv->result_bytes;
-	bool fits = *cost <= budget - held;
-	if (fits)
-		srv->result_bytes += *cost;
-	pthread_mutex_unlock(&srv->lock);
-	if (fits)
+	size_t budget = srv->opts.result_memory;
+	if (charge(srv, *cost))
 		return NULL;
 	char text[400];
 	bool never = *cost > budget;
@@ -333,6 +376,38 @@ static json_t *session_call(struct mcp_server *srv, struct call *c, struct snapc
 		return result;
 	json_decref(result);
 	return refused;
+}
+
+/* An answer that goes out as one SSE event (sink->event_max) must fit in one: its largest
+ * items become resource links to the result, which is kept for resources/read (links.c) with
+ * what it holds still charged. *res then belongs to the links and *held is a reference to it,
+ * for the caller to drop once the answer is sent. */
+static json_t *fit_event(struct mcp_server *srv, const struct call *c, json_t *result,
+			 struct snapcell_result *res, size_t *cost, struct mcp_kept **held)
+{
+	/* Room for the framing, the envelope and the stateless revision's fields. */
+	size_t max = c->sink->event_max - 4096;
+	char base[MCP_LINK_BASE_MAX];
+	mcp_result_bind(res);
+	bool fits = mcp_message_size(result) <= max;
+	bool linked = !fits && mcp_links_base(base) == 0 && mcp_result_link(result, res, base, max);
+	mcp_result_bind(NULL);
+	if (fits)
+		return result;
+	size_t keep = mcp_result_held(res);
+	if (linked && keep <= *cost &&
+	    (*held = mcp_links_keep(srv->links, res, c->sink->scope, keep, base))) {
+		*cost -= keep;
+		return result;
+	}
+	json_decref(result);
+	char text[300];
+	snprintf(text, sizeof(text),
+		 "the run finished (status %s) but its result does not fit in one server-sent "
+		 "event (%u KiB) even with its output and files as resource links; call without "
+		 "a progressToken to have it as one JSON response",
+		 snapcell_status_name(res->status), MCP_EVENT_MAX >> 10);
+	return mcp_error_result("result-too-large", text);
 }
 
 static void run_call(struct call *c)
@@ -363,6 +438,9 @@ static void run_call(struct call *c)
 	srv->n_running--;
 	pthread_cond_broadcast(&srv->changed);
 	pthread_mutex_unlock(&srv->lock);
+	struct mcp_kept *held = NULL;
+	if (!cancelled && res && c->sink->event_max)
+		result = fit_event(srv, c, result, res, &cost, &held);
 	/* The client gave up on a cancelled request: the spec says not to answer it, except
 	 * that an HTTP response must say something. The result's files are written into the
 	 * message's text by this thread, from res (mcp_result_bind). */
@@ -377,7 +455,10 @@ static void run_call(struct call *c)
 	mcp_result_bind(NULL);
 	if (cancelled)
 		json_decref(result);
-	snapcell_result_free(res);
+	if (held)
+		mcp_links_drop(srv->links, held); /* the links keep res */
+	else
+		snapcell_result_free(res);
 	/* Held by the transport until its text is freed, or given back now. */
 	if (!kept)
 		mcp_server_release(srv, cost);
@@ -672,6 +753,8 @@ void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope)
 		}
 	pthread_cond_broadcast(&srv->changed); /* a queued call waits on it */
 	pthread_mutex_unlock(&srv->lock);
+	/* Its links die with it: nobody else may read them, and they hold result memory. */
+	mcp_server_release(srv, mcp_links_forget(srv->links, scope));
 }
 
 static void notification(struct mcp_server *srv, const struct mcp_message *msg,
@@ -686,7 +769,8 @@ static void notification(struct mcp_server *srv, const struct mcp_message *msg,
 static bool needs_session(const struct mcp_server *srv, const char *method)
 {
 	return srv->opts.require_initialize && !srv->initialized &&
-	       (!strcmp(method, "tools/list") || !strcmp(method, "tools/call"));
+	       (!strcmp(method, "tools/list") || !strcmp(method, "tools/call") ||
+		!strncmp(method, "resources/", 10));
 }
 
 static void tools_list(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink)
@@ -701,6 +785,75 @@ static void tools_list(struct mcp_server *srv, struct mcp_message *msg, struct m
 	reply(sink, mcp_response(msg->id, msg->era == MCP_ERA_MODERN ? cacheable(list) : list));
 }
 
+/* resources/list and resources/templates/list (key: the list's member) name nothing: the
+ * only resources are results' links, each its own session's, reached from the result that
+ * gave it (the spec does not ask for links to be listed). */
+static void resources_list(struct mcp_message *msg, struct mcp_sink *sink, const char *key)
+{
+	json_t *list = json_pack("{s:[]}", key);
+	reply(sink, mcp_response(msg->id, msg->era == MCP_ERA_MODERN ? cacheable(list) : list));
+}
+
+/* resources/read of a result's link: always one message, never split (an HTTP answer to it
+ * is one JSON body, never an SSE event), charged to the result budget until sent. A URI that
+ * was never issued, expired, or is another session's gets the same -32602. */
+static void resources_read(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink)
+{
+	const char *uri = json_string_value(json_object_get(msg->params, "uri"));
+	const char *item = NULL;
+	struct mcp_kept *k = uri ? mcp_links_find(srv->links, uri, sink->scope, &item) : NULL;
+	size_t cost = 0;
+	json_t *entry = k ? mcp_result_item(mcp_kept_result(k), item, uri, &cost) : NULL;
+	char why[300];
+	if (!uri) {
+		reply(sink, mcp_error(msg->id, MCP_INVALID_PARAMS,
+				      "Invalid params: resources/read needs uri, a string"));
+		return;
+	}
+	if (!entry || !charge(srv, cost)) {
+		if (entry)
+			snprintf(why, sizeof(why),
+				 "snapcell is busy: answers in flight hold the result memory this "
+				 "read needs (%zu MiB of %zu MiB, --result-memory); try again",
+				 cost >> 20, (size_t)srv->opts.result_memory >> 20);
+		else
+			snprintf(why, sizeof(why),
+				 "Resource not found: no result this client may read has that URI "
+				 "(a result's links are readable for %u s after its call, from the "
+				 "session that made the call)",
+				 mcp_links_ttl(srv->links));
+		reply(sink, mcp_error_data(msg->id, entry ? MCP_INTERNAL_ERROR : MCP_INVALID_PARAMS,
+					   why, json_pack("{s:s}", "uri", uri)));
+		json_decref(entry);
+		mcp_links_drop(srv->links, k);
+		return;
+	}
+	bool keeps = sink->keeps_answer; /* a sink of its own: it holds the text until sent */
+	if (keeps)
+		sink->result_bytes = cost;
+	mcp_result_bind(mcp_kept_result(k));
+	reply(sink, mcp_response(msg->id, complete(json_pack("{s:[o]}", "contents", entry),
+						   msg->era == MCP_ERA_MODERN)));
+	mcp_result_bind(NULL);
+	mcp_links_drop(srv->links, k);
+	if (!keeps)
+		mcp_server_release(srv, cost);
+}
+
+/* The resources methods, in both eras; false for another method. */
+static bool resources(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink)
+{
+	if (!strcmp(msg->method, "resources/read"))
+		resources_read(srv, msg, sink);
+	else if (!strcmp(msg->method, "resources/list"))
+		resources_list(msg, sink, "resources");
+	else if (!strcmp(msg->method, "resources/templates/list"))
+		resources_list(msg, sink, "resourceTemplates");
+	else
+		return false;
+	return true;
+}
+
 /* The stateless revision: no initialize or ping (removed), no session to wait for. */
 static void handle_modern(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
 			  bool sync)
@@ -712,7 +865,7 @@ static void handle_modern(struct mcp_server *srv, struct mcp_message *msg, struc
 		tools_list(srv, msg, sink);
 	else if (!strcmp(m, "tools/call"))
 		tools_call(srv, msg, sink, sync);
-	else
+	else if (!resources(srv, msg, sink))
 		reply(sink, mcp_error(msg->id, MCP_METHOD_NOT_FOUND, "Method not found"));
 }
 
@@ -744,7 +897,7 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		tools_list(srv, msg, sink);
 	} else if (!strcmp(m, "tools/call")) {
 		tools_call(srv, msg, sink, sync);
-	} else {
+	} else if (!resources(srv, msg, sink)) {
 		reply(sink, mcp_error(msg->id, MCP_METHOD_NOT_FOUND, "Method not found"));
 	}
 }

@@ -87,6 +87,12 @@ def test_artifacts(transport, mode):
     assert len(resources) == 1
     assert str(resources[0].resource.uri) == "file:///output/report.txt"
     assert resources[0].resource.text == "all good"
+    # Each file's item names it, images too; one text names them all for clients that show
+    # a file's text or image without its URI.
+    assert images[0].meta == {"snapcell/path": "dot.png"}
+    assert resources[0].meta == {"snapcell/path": "report.txt"}
+    assert texts(result) == [f"files in /output: dot.png ({len(PNG)} bytes, image/png), "
+                             "report.txt (8 bytes, text/plain)"]
 
 
 def test_error_is_error(transport, mode):
