@@ -201,15 +201,17 @@ static void sse_free(void *cls)
 }
 
 /* A stream only for a tools/call from a client that accepts one, and only where it carries
- * something: progress, or in the stateless era the cancellation (the revision has no
+ * something: progress, an elicitation/create asking to approve a call the code makes (asks:
+ * the session's client elicits and some tool needs approval), or in the stateless era the
+ * cancellation (the revision has no
  * notifications/cancelled over HTTP: closing the stream is the signal, noticed through the
  * keep-alives). */
-static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg)
+static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg, bool asks)
 {
 	const char *accept = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Accept");
 	return accept && strstr(accept, "text/event-stream") &&
 	       !strcmp(msg->method, "tools/call") &&
-	       (msg->era == MCP_ERA_MODERN ||
+	       (msg->era == MCP_ERA_MODERN || asks ||
 		json_object_get(json_object_get(msg->params, "_meta"), "progressToken"));
 }
 
@@ -282,14 +284,14 @@ static unsigned answer_status(json_int_t code, enum mcp_era era)
 }
 
 static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
-			      uint64_t scope)
+			      uint64_t scope, bool elicits)
 {
 	struct sse *s = calloc(1, sizeof(*s));
 	if (!s) {
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true, true, 0},
+	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true, true, 0, elicits},
 			  .srv = h->srv,
 			  .lock = PTHREAD_MUTEX_INITIALIZER,
 			  .ready = PTHREAD_COND_INITIALIZER,
@@ -531,7 +533,7 @@ static struct mcp_headers routing_headers(struct MHD_Connection *con)
  * refusal in *rc (400 without the header or with two, 404 for one unknown, ended or
  * expired, which tells the client to initialize again, as 2025-11-25 says). */
 static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const json_t *id,
-			      enum MHD_Result *rc)
+			      enum MHD_Result *rc, bool *elicits)
 {
 	const char *sid = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Mcp-Session-Id");
 	if (!sid || header_count(con, "Mcp-Session-Id") > 1) {
@@ -542,7 +544,7 @@ static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const 
 					      "initialize first and use the id it returned"));
 		return 0;
 	}
-	uint64_t scope = mcp_http_session_find(h->sessions, sid);
+	uint64_t scope = mcp_http_session_find(h->sessions, sid, elicits);
 	if (!scope)
 		*rc = respond(con, MHD_HTTP_NOT_FOUND,
 			      mcp_error(id, MCP_INVALID_REQUEST,
@@ -570,8 +572,8 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 					    "Unsupported protocol version", data));
 	} else if (v && !strcmp(v, MCP_MODERN_VERSION)) {
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
-	} else if ((scope = session_scope(h, con, NULL, &rc))) {
-		struct mcp_sink scoped = {NULL, false, scope, NULL, false, false, 0};
+	} else if ((scope = session_scope(h, con, NULL, &rc, NULL))) {
+		struct mcp_sink scoped = {NULL, false, scope, NULL, false, false, 0, false};
 		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
@@ -598,13 +600,14 @@ static enum MHD_Result answer(struct http *h, struct MHD_Connection *con, struct
 static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 				  struct mcp_message *msg)
 {
-	struct http_sink sink = {{http_send, true, 0, NULL, false, true, 0}, NULL, 0, 0, 0, 0};
+	struct http_sink sink = {
+		{http_send, true, 0, NULL, false, true, 0, false}, NULL, 0, 0, 0, 0};
 	mcp_server_handle(h->srv, msg, &sink.sink, true);
 	char id[MCP_SESSION_ID_LEN + 1];
 	uint64_t scope;
 	if (!sink.ok)
 		return answer(h, con, &sink, MCP_ERA_LEGACY, NULL);
-	if (mcp_http_session_open(h->sessions, id, &scope) < 0) {
+	if (mcp_http_session_open(h->sessions, id, &scope, sink.sink.elicits) < 0) {
 		free(sink.text);
 		return respond(con, MHD_HTTP_INTERNAL_SERVER_ERROR,
 			       mcp_error(msg->id, MCP_INTERNAL_ERROR,
@@ -657,19 +660,21 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	}
 	enum MHD_Result rc = MHD_NO;
 	uint64_t scope = 0;
+	bool elicits = false;
 	if (msg.era == MCP_ERA_LEGACY && !strcmp(msg.method, "initialize")) {
 		rc = initialize(h, con, &msg);
 		mcp_message_clear(&msg);
 		return rc;
 	}
-	if (msg.era == MCP_ERA_LEGACY && !(scope = session_scope(h, con, msg.id, &rc))) {
+	if (msg.era == MCP_ERA_LEGACY && !(scope = session_scope(h, con, msg.id, &rc, &elicits))) {
 		mcp_message_clear(&msg);
 		return rc;
 	}
-	if (wants_stream(con, &msg))
-		return stream(h, con, &msg, scope);
+	if (wants_stream(con, &msg, elicits && mcp_server_asks(h->srv)))
+		return stream(h, con, &msg, scope, elicits);
 	enum mcp_era era = msg.era;
-	struct http_sink sink = {{http_send, true, scope, NULL, true, true, 0}, NULL, 0, 0, 0, 0};
+	struct http_sink sink = {
+		{http_send, true, scope, NULL, true, true, 0, elicits}, NULL, 0, 0, 0, 0};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	return answer(h, con, &sink, era, NULL);
@@ -680,7 +685,7 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 static enum MHD_Result end_session(struct http *h, struct MHD_Connection *con)
 {
 	enum MHD_Result rc = MHD_NO;
-	uint64_t scope = session_scope(h, con, NULL, &rc);
+	uint64_t scope = session_scope(h, con, NULL, &rc, NULL);
 	if (!scope)
 		return rc;
 	const char *sid = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Mcp-Session-Id");

@@ -117,6 +117,9 @@ struct mcp_sink {
 	 * transport gives them back with mcp_server_release() once the text is freed. */
 	bool keeps_answer;
 	size_t result_bytes;
+	/* The handshake-era client declared form elicitation (initialize's capabilities), so a
+	 * call that needs approval may be asked about with elicitation/create through send. */
+	bool elicits;
 };
 
 /* Stateful sessions (sessions.c); zero members mean the defaults. */
@@ -195,6 +198,9 @@ void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)
 void mcp_server_release(struct mcp_server *srv, size_t bytes);
 /* Cancels the runs started with this scope (their HTTP session ended). */
 void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope);
+/* Whether some tool needs a decision on each call (the config's "approve"): a handshake-era
+ * call from a client that elicits may then send a request while it runs. */
+bool mcp_server_asks(const struct mcp_server *srv);
 void mcp_server_free(struct mcp_server *srv);
 
 /* result.c: a CallToolResult for a finished run. Its binary files are markers, expanded only
@@ -217,6 +223,39 @@ void mcp_result_set_code_errors_as_results(bool on);
 /* A CallToolResult with isError and one text. */
 json_t *mcp_error_result(const char *status, const char *text);
 
+/* approval.c: per-call approval (docs/approval.md, "MCP"). What the audit records as the
+ * decider, and the _meta key of the question naming the tool and its arguments. */
+#define MCP_DECIDED_BY	  "mcp-client"
+#define MCP_APPROVAL_META "snapcell/approval"
+/* The inputRequests key of the stateless era's question. */
+#define MCP_APPROVAL_KEY "approval"
+/* Whether capabilities (a client's) declare form elicitation. */
+bool mcp_client_elicits(const json_t *capabilities);
+/* elicitation/create's params asking about p: a form with one boolean, approve. NULL when
+ * out of memory. */
+json_t *mcp_approval_question(const struct snapcell_pending_call *p);
+/* The verdict an ElicitResult gives: approved only for action accept with approve true;
+ * decline, cancel and anything else reject, with *reason saying which. -1 when answer is not
+ * an ElicitResult. */
+int mcp_approval_verdict(const json_t *answer, enum snapcell_verdict *verdict, char *reason,
+			 size_t reason_len);
+/* The stateless era's runs waiting for a retry. Thread-safe; one per server. */
+struct mcp_approvals;
+struct mcp_approvals *mcp_approvals_new(const char *replica, uint64_t pause_ms);
+void mcp_approvals_free(struct mcp_approvals *a);
+/* Keeps the paused run whose pending call is pending_id for a retry of the call with this
+ * code: its requestState ("REPLICA~approval-HEX", malloc'd), or NULL (no memory, or too
+ * many waiting). */
+char *mcp_approvals_park(struct mcp_approvals *a, uint64_t pending_id, const char *code,
+			 size_t code_len, const json_t *question);
+/* The run a retry's requestState names, when the retry carries the same code: 0, its pending
+ * id and a copy of its question; else -1 and why (a -32602 message). Leaves it parked. */
+int mcp_approvals_find(struct mcp_approvals *a, const char *state, const char *code,
+		       size_t code_len, uint64_t *pending_id, json_t **question, char *why,
+		       size_t why_len);
+/* Takes the run off the table for its resume: true for exactly one caller. */
+bool mcp_approvals_take(struct mcp_approvals *a, const char *state, uint64_t pending_id);
+
 /* sessions.c: the session tools (session_new, session_snapshot, session_restore,
  * session_close) and execute_code's session argument. Thread-safe; one per server. */
 struct mcp_sessions;
@@ -227,12 +266,18 @@ void mcp_sessions_free(struct mcp_sessions *reg);
 /* Whether a tools/call with these params is the sessions' to answer: a session tool (when
  * sessions are enabled), or execute_code with a session argument. */
 bool mcp_sessions_claims(const struct mcp_sessions *reg, const json_t *params);
-/* Answers such a call (blocking for a run); cancel kills a run in progress. A new
+/* Decides each call a paused run waits on until it ends: takes res, gives the run's last
+ * result (NULL when a resume failed). */
+typedef struct snapcell_result *(*mcp_settle_fn)(void *ctx, struct snapcell_result *res);
+/* Answers such a call (blocking for a run; settle decides the calls a paused run waits on,
+ * with ctx); cancel kills a run in progress. A new
  * CallToolResult; *res is the run's result when there was one (the caller's, to free after
  * the answer is sent: see mcp_call_result), else NULL. */
 json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
 			  struct snapcell_cancel *cancel, bool structured,
-			  struct snapcell_result **res);
+			  struct snapcell_result **res, mcp_settle_fn settle, void *ctx);
+/* The server's replica name (the config's or --replica, else the host name). */
+const char *mcp_sessions_replica(const struct mcp_sessions *reg);
 /* Adds the session argument and tools to a tools/list result, when sessions are enabled. */
 void mcp_sessions_list_tools(const struct mcp_sessions *reg, json_t *list);
 /* The transport doctor shows, once the HTTP transport knows its URL. */
@@ -269,13 +314,14 @@ struct mcp_http_sessions;
 /* At most max live sessions; one unused for idle_s seconds is gone. */
 struct mcp_http_sessions *mcp_http_sessions_new(unsigned max, unsigned idle_s);
 void mcp_http_sessions_free(struct mcp_http_sessions *s);
-/* Mints a session: its id (NUL-terminated) and its scope (never 0). When the table is full
- * the least recently used session ends (logged). -1 when no random bytes could be had. */
+/* Mints a session: its id (NUL-terminated) and its scope (never 0); elicits: its client
+ * declared elicitation. When the table is full the least recently used session ends
+ * (logged). -1 when no random bytes could be had. */
 int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LEN + 1],
-			  uint64_t *scope);
-/* The scope of the live session id names, its idle time restarted; 0 when there is none
- * (unknown, ended or expired). */
-uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id);
+			  uint64_t *scope, bool elicits);
+/* The scope of the live session id names, its idle time restarted, and (elicits, when not
+ * NULL) whether its client elicits; 0 when there is none (unknown, ended or expired). */
+uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id, bool *elicits);
 /* Ends the session id names: its scope, or 0 when there was none live. */
 uint64_t mcp_http_session_close(struct mcp_http_sessions *s, const char *id);
 
