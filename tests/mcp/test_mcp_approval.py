@@ -13,10 +13,14 @@ import subprocess
 import sys
 import time
 
+import urllib.request
+
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters, types
 
-from conftest import HttpServer, snapcell_env
+from conftest import HttpServer, big_cells, snapcell_env, wait_for
+from test_mcp_protocol import post
 
 TOOL = """import json, os, sys
 a = json.load(sys.stdin)
@@ -335,3 +339,89 @@ def test_config_approve_is_checked(tmp_path, approve, why):
     p = subprocess.run([path, "mcp", "--config", str(cfg)], stdin=subprocess.DEVNULL,
                        capture_output=True, text=True, env=env, timeout=60)
     assert p.returncode == 2 and why in p.stderr, p.stderr
+
+
+def test_cancelled_while_asking_ends_the_run(setup):
+    """Handshake era: the client cancels the call while its user is being asked; the paused
+    cell is killed, the tool never runs, and the server goes on answering."""
+    code = "blob = b'x' * (150 << 20)\n" + ONE
+    asked = anyio.Event()
+
+    async def callback(context, params):
+        asked.set()
+        await anyio.sleep(3600)
+
+    async def go():
+        async with Client(setup.target, mode="legacy", elicitation_callback=callback) as client:
+            async with anyio.create_task_group() as tg:
+                scope = anyio.CancelScope()
+
+                async def call():
+                    with scope:
+                        await client.call_tool("execute_code", {"code": code})
+
+                tg.start_soon(call)
+                with anyio.fail_after(30):
+                    await asked.wait()
+                assert big_cells()
+                scope.cancel()
+            assert await anyio.to_thread.run_sync(lambda: wait_for(lambda: not big_cells(), 10))
+            await anyio.sleep(0.3)
+            again = await client.call_tool("execute_code", {"code": "print('still here')"})
+            assert texts(again) == "still here\n"
+
+    run(go())
+    assert setup.refunds() == []
+
+
+def sse_events(response):
+    data = []
+    for raw in response:
+        line = raw.decode().rstrip("\r\n")
+        if line.startswith("data: "):
+            data.append(line[6:])
+        elif not line and data:
+            yield json.loads("".join(data))
+            data = []
+
+
+def test_only_the_asking_session_can_answer(tmp_path):
+    """Over HTTP the question goes out on the call's SSE stream; an answer from another
+    handshake-era session (a guessed id) is ignored, the asked session's answer counts."""
+    s = Setup(tmp_path, "http")
+
+    def session():
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "t", "version": "1"}}}
+        req = urllib.request.Request(s.target, data=json.dumps(init).encode(), method="POST", headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            hdr = {"Mcp-Session-Id": r.headers["Mcp-Session-Id"]}
+        assert post(s.target, {"jsonrpc": "2.0", "method": "notifications/initialized"}, hdr)[0] == 202
+        return hdr
+
+    try:
+        ha, hb = session(), session()
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "execute_code", "arguments": {"code": TRY}}}
+        req = urllib.request.Request(s.target, data=json.dumps(body).encode(), method="POST", headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **ha})
+        with urllib.request.urlopen(req, timeout=60) as stream:
+            assert stream.headers["Content-Type"].startswith("text/event-stream")
+            events = sse_events(stream)
+            question = next(events)
+            assert question["method"] == "elicitation/create"
+            approve = {"jsonrpc": "2.0", "id": question["id"],
+                       "result": {"action": "accept", "content": {"approve": True}}}
+            assert post(s.target, approve, hb)[0] == 202
+            time.sleep(0.5)
+            assert s.refunds() == []
+            decline = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}
+            assert post(s.target, decline, ha)[0] == 202
+            answer = next(events)
+        assert answer["id"] == 1
+        assert "declined it" in answer["result"]["content"][0]["text"]
+        assert s.refunds() == []
+    finally:
+        s.stop()
