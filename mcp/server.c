@@ -422,8 +422,17 @@ static enum snapcell_verdict ask_client(struct call *c, const struct snapcell_pe
 	json_decref(question);
 	bool sent = request && c->sink->send(c->sink, request) == 0;
 	pthread_mutex_lock(&srv->lock);
-	if (sent)
+	if (sent) {
+		/* A run waiting for a person holds no run slot (the library bounds paused runs
+		 * apart): a client that never answers cannot make the server busy. It takes
+		 * one again, or waits for one, before it goes on. */
+		srv->n_running--;
+		pthread_cond_broadcast(&srv->changed);
 		await_answer(c, &a);
+		while (srv->n_running >= srv->opts.max_runs && !c->cancelled && !srv->draining)
+			pthread_cond_wait(&srv->changed, &srv->lock);
+		srv->n_running++;
+	}
 	struct ask **pp = &srv->asks;
 	while (*pp != &a)
 		pp = &(*pp)->next;

@@ -425,3 +425,36 @@ def test_only_the_asking_session_can_answer(tmp_path):
         assert s.refunds() == []
     finally:
         s.stop()
+
+
+def test_a_call_waiting_for_its_user_holds_no_run_slot(tmp_path):
+    """With one run slot, a call that waits for its user's answer lets another call run
+    meanwhile (the library bounds paused runs apart), then goes on once answered."""
+    s = Setup(tmp_path, "stdio", extra={"max_concurrent_runs": 1, "max_queued_calls": 0})
+    asked, other_done = anyio.Event(), anyio.Event()
+
+    async def callback(context, params):
+        asked.set()
+        await other_done.wait()
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def go():
+        async with Client(s.target, mode="legacy", elicitation_callback=callback) as client:
+            results = {}
+
+            async def first():
+                results["first"] = await client.call_tool("execute_code", {"code": ONE})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first)
+                with anyio.fail_after(30):
+                    await asked.wait()
+                other = await client.call_tool("execute_code", {"code": "print('other')"})
+                results["other"] = other
+                other_done.set()
+            return results
+
+    results = run(go())
+    assert texts(results["other"]) == "other\n"
+    assert texts(results["first"]) == "before\ngot A-17 12.5\n"
+    assert s.refunds() == [{"order": "A-17", "amount": 12.5}]
