@@ -4,6 +4,7 @@
  * the requestState the input_required result carried. It decides nothing itself: the library
  * pauses and resumes the runs (docs/approval.md); server.c asks and resumes. */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,37 @@ int mcp_approval_verdict(const json_t *answer, enum snapcell_verdict *verdict, c
 		return -1;
 	}
 	return 0;
+}
+
+enum snapcell_verdict mcp_approval_answer(const json_t *response, char *reason, size_t len)
+{
+	json_t *error = json_object_get(response, "error");
+	const char *message = json_string_value(json_object_get(error, "message"));
+	enum snapcell_verdict v = SNAPCELL_VERDICT_REJECTED;
+	if (error)
+		snprintf(reason, len,
+			 "approval was not possible: the MCP client answered the question with "
+			 "error %" JSON_INTEGER_FORMAT " (%.120s)",
+			 json_integer_value(json_object_get(error, "code")),
+			 message ? message : "");
+	else if (mcp_approval_verdict(json_object_get(response, "result"), &v, reason, len) < 0)
+		snprintf(reason, len,
+			 "approval was not possible: the MCP client's answer was not an "
+			 "ElicitResult");
+	return v;
+}
+
+json_t *mcp_approval_input_required(const json_t *question, const char *state,
+				    const struct snapcell_result *res)
+{
+	json_t *r = json_pack("{s:s, s:{s:{s:s, s:O}}, s:s}", "resultType", "input_required",
+			      "inputRequests", MCP_APPROVAL_KEY, "method", "elicitation/create",
+			      "params", question, "requestState", state);
+	json_t *full = r && res ? mcp_call_result(res, false) : NULL;
+	if (full)
+		json_object_set(r, "_meta", json_object_get(full, "_meta"));
+	json_decref(full);
+	return r;
 }
 
 /* A run waiting for a stateless client's retry. */
@@ -240,9 +272,10 @@ static struct parked *lookup(struct mcp_approvals *a, const char *secret)
 	return found;
 }
 
-int mcp_approvals_find(struct mcp_approvals *a, const char *state, const char *code,
-		       size_t code_len, uint64_t *pending_id, json_t **question, char *why,
-		       size_t why_len)
+/* The run a retry's requestState names, when the retry carries the same code: 0, its pending
+ * id and a copy of its question; else -1 and why (a -32602 message). Leaves it parked. */
+static int find(struct mcp_approvals *a, const char *state, const char *code, size_t code_len,
+		uint64_t *pending_id, json_t **question, char *why, size_t why_len)
 {
 	const char *secret = state_secret(a, state, why, why_len);
 	if (!secret)
@@ -289,4 +322,74 @@ bool mcp_approvals_take(struct mcp_approvals *a, const char *state, uint64_t pen
 	if (taken)
 		parked_free(p);
 	return taken;
+}
+
+int mcp_approvals_retry(struct mcp_approvals *a, const json_t *params, const char *code,
+			size_t code_len, struct mcp_retry *out)
+{
+	const char *state = json_string_value(json_object_get(params, "requestState"));
+	json_t *responses = json_object_get(params, "inputResponses");
+	json_t *question = NULL;
+	if (!state) {
+		snprintf(out->why, sizeof(out->why),
+			 "Invalid params: requestState must be a string");
+		return 0;
+	}
+	if (responses && !json_is_null(responses) && !json_is_object(responses)) {
+		snprintf(out->why, sizeof(out->why),
+			 "Invalid params: inputResponses must be an object");
+		return 0;
+	}
+	if (find(a, state, code, code_len, &out->pending_id, &question, out->why,
+		 sizeof(out->why)) < 0)
+		return 0;
+	json_t *answer = json_object_get(responses, MCP_APPROVAL_KEY);
+	if (!answer) { /* the revision's advice: ask again for what is missing */
+		out->again = mcp_approval_input_required(question, state, NULL);
+		json_decref(question);
+		if (!out->again)
+			snprintf(out->why, sizeof(out->why), "Internal error: out of memory");
+		return 0;
+	}
+	json_decref(question);
+	if (mcp_approval_verdict(answer, &out->verdict, out->reason, sizeof(out->reason)) == 0)
+		return 1;
+	snprintf(out->why, sizeof(out->why),
+		 "Invalid params: inputResponses.%s must be an ElicitResult: {\"action\": "
+		 "\"accept\", \"content\": {\"approve\": true}} approves; action \"decline\" "
+		 "or \"cancel\" rejects",
+		 MCP_APPROVAL_KEY);
+	return 0;
+}
+
+json_t *mcp_approvals_ask(struct mcp_approvals *a, const struct snapcell_result *res,
+			  const char *code, size_t code_len)
+{
+	json_t *question = mcp_approval_question(res->pending);
+	char *state =
+		question ? mcp_approvals_park(a, res->pending->id, code, code_len, question) : NULL;
+	json_t *r = state ? mcp_approval_input_required(question, state, res) : NULL;
+	if (state && !r) /* never to be answered: the run expires */
+		mcp_approvals_take(a, state, res->pending->id);
+	free(state);
+	json_decref(question);
+	return r;
+}
+
+void mcp_approval_refusal(const struct snapcell_pending_call *p, bool modern, bool elicits,
+			  bool in_session, char *reason, size_t len)
+{
+	if (elicits)
+		snprintf(reason, len, "approval was not possible: %s",
+			 in_session ? "a run in a session cannot wait for a stateless "
+				      "(2026-07-28) retry; call it from a handshake-era client, or "
+				      "without session"
+				    : "the paused run could not be kept for the retry (too many "
+				      "wait)");
+	else
+		snprintf(reason, len,
+			 "approval was not possible: the MCP client did not declare the "
+			 "elicitation capability (%s), so it could not be asked about this call "
+			 "of %s",
+			 modern ? "in its request's clientCapabilities" : "in initialize", p->name);
 }

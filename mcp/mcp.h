@@ -239,6 +239,14 @@ json_t *mcp_approval_question(const struct snapcell_pending_call *p);
  * an ElicitResult. */
 int mcp_approval_verdict(const json_t *answer, enum snapcell_verdict *verdict, char *reason,
 			 size_t reason_len);
+/* The verdict a client's response message to elicitation/create gives: as above for a
+ * result; an error response, or a result that is no ElicitResult, rejects (*reason says so). */
+enum snapcell_verdict mcp_approval_answer(const json_t *response, char *reason, size_t len);
+/* The stateless era's answer for a run that waits: the question as an elicitation/create
+ * input request, the requestState a retry brings back, and res's record in _meta (res may be
+ * NULL). NULL when out of memory. */
+json_t *mcp_approval_input_required(const json_t *question, const char *state,
+				    const struct snapcell_result *res);
 /* The stateless era's runs waiting for a retry. Thread-safe; one per server. */
 struct mcp_approvals;
 struct mcp_approvals *mcp_approvals_new(const char *replica, uint64_t pause_ms);
@@ -248,11 +256,28 @@ void mcp_approvals_free(struct mcp_approvals *a);
  * many waiting). */
 char *mcp_approvals_park(struct mcp_approvals *a, uint64_t pending_id, const char *code,
 			 size_t code_len, const json_t *question);
-/* The run a retry's requestState names, when the retry carries the same code: 0, its pending
- * id and a copy of its question; else -1 and why (a -32602 message). Leaves it parked. */
-int mcp_approvals_find(struct mcp_approvals *a, const char *state, const char *code,
-		       size_t code_len, uint64_t *pending_id, json_t **question, char *why,
-		       size_t why_len);
+/* What a stateless retry (params with requestState and inputResponses) asks for. */
+struct mcp_retry {
+	uint64_t pending_id; /* to resume, with verdict and reason */
+	enum snapcell_verdict verdict;
+	char reason[256];
+	json_t *again; /* no answer in it: the same input_required result again (owned) */
+	char why[512]; /* else a refusal: the -32602 message */
+};
+/* Checks a retry of the call with this code against the parked runs: 1 to resume
+ * (out->pending_id, verdict, reason; the run stays parked until mcp_approvals_take), 0 when
+ * out->again or out->why is the answer. */
+int mcp_approvals_retry(struct mcp_approvals *a, const json_t *params, const char *code,
+			size_t code_len, struct mcp_retry *out);
+/* Parks the paused run res for a retry of the call with this code: its input_required result
+ * (the question, the requestState, res's record), or NULL (it could not be kept). */
+json_t *mcp_approvals_ask(struct mcp_approvals *a, const struct snapcell_result *res,
+			  const char *code, size_t code_len);
+/* Why a call of p was refused when the client could not be asked here: it declared no
+ * elicitation (in initialize, or in the stateless request's capabilities), or, stateless,
+ * the run is a session's or could not be kept. */
+void mcp_approval_refusal(const struct snapcell_pending_call *p, bool modern, bool elicits,
+			  bool in_session, char *reason, size_t len);
 /* Takes the run off the table for its resume: true for exactly one caller. */
 bool mcp_approvals_take(struct mcp_approvals *a, const char *state, uint64_t pending_id);
 

@@ -380,26 +380,6 @@ static void await_answer(struct call *c, struct ask *a)
 			break;
 }
 
-/* The verdict a handshake-era client's response to elicitation/create gives. */
-static enum snapcell_verdict answer_verdict(const json_t *answer, char *reason, size_t len)
-{
-	json_t *error = json_object_get(answer, "error");
-	enum snapcell_verdict v = SNAPCELL_VERDICT_REJECTED;
-	if (error)
-		snprintf(reason, len,
-			 "approval was not possible: the MCP client answered the question with "
-			 "error %" JSON_INTEGER_FORMAT " (%.120s)",
-			 json_integer_value(json_object_get(error, "code")),
-			 json_string_value(json_object_get(error, "message"))
-				 ? json_string_value(json_object_get(error, "message"))
-				 : "");
-	else if (mcp_approval_verdict(json_object_get(answer, "result"), &v, reason, len) < 0)
-		snprintf(reason, len,
-			 "approval was not possible: the MCP client's answer was not an "
-			 "ElicitResult");
-	return v;
-}
-
 /* Asks the handshake-era client about p (elicitation/create on the call's sink: stdout, or
  * the call's SSE stream) and waits for its answer. */
 static enum snapcell_verdict ask_client(struct call *c, const struct snapcell_pending_call *p,
@@ -449,7 +429,7 @@ static enum snapcell_verdict ask_client(struct call *c, const struct snapcell_pe
 	else if (!a.answer)
 		snprintf(reason, len, "no answer came from the MCP client in time");
 	else
-		v = answer_verdict(a.answer, reason, len);
+		v = mcp_approval_answer(a.answer, reason, len);
 	json_decref(a.answer);
 	json_decref(a.id);
 	return v;
@@ -476,20 +456,7 @@ static enum snapcell_verdict decide(struct call *c, const struct snapcell_pendin
 {
 	if (c->elicits && !c->modern)
 		return ask_client(c, p, reason, len);
-	if (c->elicits)
-		snprintf(reason, len, "approval was not possible: %s",
-			 c->session_params ? "a run in a session cannot wait for a stateless "
-					     "(2026-07-28) retry; call it from a handshake-era "
-					     "client, or without session"
-					   : "the paused run could not be kept for the retry (too "
-					     "many wait)");
-	else
-		snprintf(reason, len,
-			 "approval was not possible: the MCP client did not declare the "
-			 "elicitation capability (%s), so it could not be asked about this call "
-			 "of %s",
-			 c->modern ? "in its request's clientCapabilities" : "in initialize",
-			 p->name);
+	mcp_approval_refusal(p, c->modern, c->elicits, c->session_params != NULL, reason, len);
 	return SNAPCELL_VERDICT_REJECTED;
 }
 
@@ -511,44 +478,14 @@ static struct snapcell_result *resume(struct call *c, struct snapcell_result *re
 	return next;
 }
 
-/* The stateless era's answer for a run that waits: the question, and the requestState a
- * retry brings back; res (NULL: none) gives _meta its record so far. */
-static json_t *input_required(const json_t *question, const char *state,
-			      const struct snapcell_result *res)
-{
-	json_t *r = json_pack("{s:s, s:{s:{s:s, s:O}}, s:s}", "resultType", "input_required",
-			      "inputRequests", MCP_APPROVAL_KEY, "method", "elicitation/create",
-			      "params", question, "requestState", state);
-	json_t *full = r && res ? mcp_call_result(res, false) : NULL;
-	if (full)
-		json_object_set(r, "_meta", json_object_get(full, "_meta"));
-	json_decref(full);
-	return r;
-}
-
-/* Keeps the paused run for the stateless client's retry: its input_required result, or NULL
- * (it could not be kept). */
-static json_t *park(struct call *c, const struct snapcell_result *res)
-{
-	json_t *question = mcp_approval_question(res->pending);
-	char *state = question ? mcp_approvals_park(c->srv->approvals, res->pending->id, c->code,
-						    c->code_len, question)
-			       : NULL;
-	json_t *r = state ? input_required(question, state, res) : NULL;
-	if (state && !r) /* never answered: the run expires */
-		mcp_approvals_take(c->srv->approvals, state, res->pending->id);
-	free(state);
-	json_decref(question);
-	return r;
-}
-
 /* mcp_settle_fn: decides each call the run waits on until it ends, or, in the stateless era
  * (not in a session), parks it and leaves c->asked set. */
 static struct snapcell_result *settle(void *ctx, struct snapcell_result *res)
 {
 	struct call *c = ctx;
 	while (res && res->status == SNAPCELL_STATUS_PAUSED) {
-		if (c->modern && c->elicits && !c->session_params && (c->asked = park(c, res)))
+		if (c->modern && c->elicits && !c->session_params &&
+		    (c->asked = mcp_approvals_ask(c->srv->approvals, res, c->code, c->code_len)))
 			return res;
 		char reason[512];
 		enum snapcell_verdict v = decide(c, res->pending, reason, sizeof(reason));
@@ -843,41 +780,25 @@ static enum refusal admit(struct mcp_server *srv, struct call *c)
 	return room || queued ? ADMITTED : FULL;
 }
 
-/* A stateless retry (params.requestState): false after answering it here (a bad or unknown
- * state, a bad answer: -32602; no answer yet: the same question again), true with c set to
- * resume the parked run. */
+/* A stateless retry (params.requestState): false after answering it here (refused, or the
+ * same question again), true with c set to resume the parked run. */
 static bool take_retry(struct mcp_server *srv, const struct mcp_message *msg, struct mcp_sink *sink,
 		       struct call *c)
 {
+	struct mcp_retry r = {0};
+	int rc = mcp_approvals_retry(srv->approvals, msg->params, c->code, c->code_len, &r);
 	const char *state = json_string_value(json_object_get(msg->params, "requestState"));
-	json_t *responses = json_object_get(msg->params, "inputResponses");
-	json_t *question = NULL;
-	char why[512];
-	if (!state) {
-		snprintf(why, sizeof(why), "Invalid params: requestState must be a string");
-	} else if (responses && !json_is_null(responses) && !json_is_object(responses)) {
-		snprintf(why, sizeof(why), "Invalid params: inputResponses must be an object");
-	} else if (mcp_approvals_find(srv->approvals, state, c->code, c->code_len, &c->resume_id,
-				      &question, why, sizeof(why)) == 0) {
-		json_t *answer = json_object_get(responses, MCP_APPROVAL_KEY);
-		if (!answer) { /* the spec's advice: ask again for what is missing */
-			reply(sink,
-			      mcp_response(msg->id,
-					   complete(input_required(question, state, NULL), true)));
-			json_decref(question);
-			return false;
-		}
-		json_decref(question);
-		if (mcp_approval_verdict(answer, &c->verdict, c->reason, sizeof(c->reason)) == 0 &&
-		    (c->state = strdup(state)))
-			return true;
-		snprintf(why, sizeof(why),
-			 "Invalid params: inputResponses.%s must be an ElicitResult: {\"action\": "
-			 "\"accept\", \"content\": {\"approve\": true}} approves; action "
-			 "\"decline\" or \"cancel\" rejects",
-			 MCP_APPROVAL_KEY);
+	if (rc == 1 && (c->state = strdup(state))) {
+		c->resume_id = r.pending_id;
+		c->verdict = r.verdict;
+		snprintf(c->reason, sizeof(c->reason), "%s", r.reason);
+		return true;
 	}
-	reply(sink, mcp_error(msg->id, MCP_INVALID_PARAMS, why));
+	if (r.again)
+		reply(sink, mcp_response(msg->id, complete(r.again, true)));
+	else
+		reply(sink, mcp_error(msg->id, rc == 1 ? MCP_INTERNAL_ERROR : MCP_INVALID_PARAMS,
+				      rc == 1 ? "Internal error: out of memory" : r.why));
 	return false;
 }
 
