@@ -391,5 +391,8 @@ void mcp_approval_refusal(const struct snapcell_pending_call *p, bool modern, bo
 			 "approval was not possible: the MCP client did not declare the "
 			 "elicitation capability (%s), so it could not be asked about this call "
 			 "of %s",
-			 modern ? "in its request's clientCapabilities" : "in initialize", p->name);
+			 modern ? "in its request's clientCapabilities"
+				: "in initialize; over HTTP its request must also accept "
+				  "text/event-stream, the stream that carries the question",
+			 p->name);
 }

@@ -673,8 +673,10 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	if (wants_stream(con, &msg, elicits && mcp_server_asks(h->srv)))
 		return stream(h, con, &msg, scope, elicits);
 	enum mcp_era era = msg.era;
+	/* A JSON answer cannot carry a question (a client that does not accept a stream): its
+	 * calls needing approval are refused, never left waiting for an answer it never saw. */
 	struct http_sink sink = {
-		{http_send, true, scope, NULL, true, true, 0, elicits}, NULL, 0, 0, 0, 0};
+		{http_send, true, scope, NULL, true, true, 0, false}, NULL, 0, 0, 0, 0};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	return answer(h, con, &sink, era, NULL);

@@ -458,3 +458,42 @@ def test_a_call_waiting_for_its_user_holds_no_run_slot(tmp_path):
     assert texts(results["other"]) == "other\n"
     assert texts(results["first"]) == "before\ngot A-17 12.5\n"
     assert s.refunds() == [{"order": "A-17", "amount": 12.5}]
+
+
+def test_a_json_only_http_request_is_refused_not_left_waiting(tmp_path):
+    """A handshake-era session that declared elicitation but whose call does not accept an SSE
+    stream has no way to receive the question: the call is refused at once, with the reason."""
+    s = Setup(tmp_path, "http")
+    try:
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "t", "version": "1"}}}
+        req = urllib.request.Request(s.target, data=json.dumps(init).encode(), method="POST", headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            hdr = {"Mcp-Session-Id": r.headers["Mcp-Session-Id"], "Accept": "application/json"}
+        start = time.monotonic()
+        status, body = post(s.target, {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "execute_code", "arguments": {"code": TRY}}}, hdr)
+        assert status == 200 and time.monotonic() - start < 20
+        text = json.loads(body)["result"]["content"][0]["text"]
+        assert "approval was not possible" in text and "text/event-stream" in text
+        assert text.endswith("went on\n") and s.refunds() == []
+    finally:
+        s.stop()
+
+
+def test_approve_may_come_before_the_tools_it_names(tmp_path):
+    cfg = write_config(tmp_path)
+    obj = json.loads(cfg.read_text())
+    cfg.write_text(json.dumps({"approve": obj.pop("approve"), **obj}))
+    assert cfg.read_text().startswith('{"approve"')
+    path, env = snapcell_env()
+    p = subprocess.Popen([path, "mcp", "--config", str(cfg)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, env=env)
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "execute_code", "arguments": {"code": ONE}, "_meta": MODERN_META}}) + "\n")
+    p.stdin.flush()
+    assert json.loads(p.stdout.readline())["result"]["resultType"] == "input_required"
+    p.stdin.close()
+    assert p.wait(timeout=30) == 0
