@@ -394,6 +394,11 @@ static enum snapcell_verdict ask_client(struct call *c, const struct snapcell_pe
 	a.id = json_string(id);
 	a.next = srv->asks;
 	srv->asks = &a; /* before sending: the answer may come before send returns */
+	/* A run waiting for a person holds no run slot (the library bounds paused runs apart): a
+	 * client that never answers cannot make the server busy. Given back before the question
+	 * leaves, so the client's next call finds it; taken again (or waited for) to go on. */
+	srv->n_running--;
+	pthread_cond_broadcast(&srv->changed);
 	pthread_mutex_unlock(&srv->lock);
 	json_t *request = question && a.id
 				  ? json_pack("{s:s, s:O, s:s, s:O}", "jsonrpc", "2.0", "id", a.id,
@@ -402,17 +407,11 @@ static enum snapcell_verdict ask_client(struct call *c, const struct snapcell_pe
 	json_decref(question);
 	bool sent = request && c->sink->send(c->sink, request) == 0;
 	pthread_mutex_lock(&srv->lock);
-	if (sent) {
-		/* A run waiting for a person holds no run slot (the library bounds paused runs
-		 * apart): a client that never answers cannot make the server busy. It takes
-		 * one again, or waits for one, before it goes on. */
-		srv->n_running--;
-		pthread_cond_broadcast(&srv->changed);
+	if (sent)
 		await_answer(c, &a);
-		while (srv->n_running >= srv->opts.max_runs && !c->cancelled && !srv->draining)
-			pthread_cond_wait(&srv->changed, &srv->lock);
-		srv->n_running++;
-	}
+	while (srv->n_running >= srv->opts.max_runs && !c->cancelled && !srv->draining)
+		pthread_cond_wait(&srv->changed, &srv->lock);
+	srv->n_running++;
 	struct ask **pp = &srv->asks;
 	while (*pp != &a)
 		pp = &(*pp)->next;

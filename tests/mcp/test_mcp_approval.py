@@ -76,6 +76,7 @@ class Setup:
     def stop(self):
         if self.http:
             self.http.stop()
+            assert self.http.proc.returncode == 0  # under ASan: no leak at exit
 
 
 @pytest.fixture(params=["stdio", "http"])
