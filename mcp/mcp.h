@@ -128,6 +128,9 @@ struct mcp_sink {
 	 * an SSE event's (MCP_EVENT_MAX). A larger result goes out with its big items as
 	 * resource links (links.c). */
 	size_t event_max;
+	/* The handshake-era client declared form elicitation (initialize's capabilities), so a
+	 * call that needs approval may be asked about with elicitation/create through send. */
+	bool elicits;
 };
 
 /* Stateful sessions (sessions.c); zero members mean the defaults. */
@@ -212,6 +215,9 @@ void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink)
 void mcp_server_release(struct mcp_server *srv, size_t bytes);
 /* Cancels the runs started with this scope (their HTTP session ended) and ends its links. */
 void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope);
+/* Whether some tool needs a decision on each call (the config's "approve"): a handshake-era
+ * call from a client that elicits may then send a request while it runs. */
+bool mcp_server_asks(const struct mcp_server *srv);
 void mcp_server_free(struct mcp_server *srv);
 
 /* result.c: a CallToolResult for a finished run. Its binary files are markers, expanded only
@@ -250,6 +256,63 @@ size_t mcp_result_held(const struct snapcell_result *res);
  * what the message costs the server until sent, at most. */
 json_t *mcp_result_item(const struct snapcell_result *res, const char *item, const char *uri,
 			size_t *cost);
+/* approval.c: per-call approval (docs/approval.md, "MCP"). What the audit records as the
+ * decider, and the _meta key of the question naming the tool and its arguments. */
+#define MCP_DECIDED_BY	  "mcp-client"
+#define MCP_APPROVAL_META "snapcell/approval"
+/* The inputRequests key of the stateless era's question. */
+#define MCP_APPROVAL_KEY "approval"
+/* Whether capabilities (a client's) declare form elicitation. */
+bool mcp_client_elicits(const json_t *capabilities);
+/* elicitation/create's params asking about p: a form with one boolean, approve. NULL when
+ * out of memory. */
+json_t *mcp_approval_question(const struct snapcell_pending_call *p);
+/* The verdict an ElicitResult gives: approved only for action accept with approve true;
+ * decline, cancel and anything else reject, with *reason saying which. -1 when answer is not
+ * an ElicitResult. */
+int mcp_approval_verdict(const json_t *answer, enum snapcell_verdict *verdict, char *reason,
+			 size_t reason_len);
+/* The verdict a client's response message to elicitation/create gives: as above for a
+ * result; an error response, or a result that is no ElicitResult, rejects (*reason says so). */
+enum snapcell_verdict mcp_approval_answer(const json_t *response, char *reason, size_t len);
+/* The stateless era's answer for a run that waits: the question as an elicitation/create
+ * input request, the requestState a retry brings back, and res's record in _meta (res may be
+ * NULL). NULL when out of memory. */
+json_t *mcp_approval_input_required(const json_t *question, const char *state,
+				    const struct snapcell_result *res);
+/* The stateless era's runs waiting for a retry. Thread-safe; one per server. */
+struct mcp_approvals;
+struct mcp_approvals *mcp_approvals_new(const char *replica, uint64_t pause_ms);
+void mcp_approvals_free(struct mcp_approvals *a);
+/* Keeps the paused run whose pending call is pending_id for a retry of the call with this
+ * code: its requestState ("REPLICA~approval-HEX", malloc'd), or NULL (no memory, or too
+ * many waiting). */
+char *mcp_approvals_park(struct mcp_approvals *a, uint64_t pending_id, const char *code,
+			 size_t code_len, const json_t *question);
+/* What a stateless retry (params with requestState and inputResponses) asks for. */
+struct mcp_retry {
+	uint64_t pending_id; /* to resume, with verdict and reason */
+	enum snapcell_verdict verdict;
+	char reason[256];
+	json_t *again; /* no answer in it: the same input_required result again (owned) */
+	char why[512]; /* else a refusal: the -32602 message */
+};
+/* Checks a retry of the call with this code against the parked runs: 1 to resume
+ * (out->pending_id, verdict, reason; the run stays parked until mcp_approvals_take), 0 when
+ * out->again or out->why is the answer. */
+int mcp_approvals_retry(struct mcp_approvals *a, const json_t *params, const char *code,
+			size_t code_len, struct mcp_retry *out);
+/* Parks the paused run res for a retry of the call with this code: its input_required result
+ * (the question, the requestState, res's record), or NULL (it could not be kept). */
+json_t *mcp_approvals_ask(struct mcp_approvals *a, const struct snapcell_result *res,
+			  const char *code, size_t code_len);
+/* Why a call of p was refused when the client could not be asked here: it declared no
+ * elicitation (in initialize, or in the stateless request's capabilities), or, stateless,
+ * the run is a session's or could not be kept. */
+void mcp_approval_refusal(const struct snapcell_pending_call *p, bool modern, bool elicits,
+			  bool in_session, char *reason, size_t len);
+/* Takes the run off the table for its resume: true for exactly one caller. */
+bool mcp_approvals_take(struct mcp_approvals *a, const char *state, uint64_t pending_id);
 
 /* sessions.c: the session tools (session_new, session_snapshot, session_restore,
  * session_close) and execute_code's session argument. Thread-safe; one per server. */
@@ -261,12 +324,18 @@ void mcp_sessions_free(struct mcp_sessions *reg);
 /* Whether a tools/call with these params is the sessions' to answer: a session tool (when
  * sessions are enabled), or execute_code with a session argument. */
 bool mcp_sessions_claims(const struct mcp_sessions *reg, const json_t *params);
-/* Answers such a call (blocking for a run); cancel kills a run in progress. A new
+/* Decides each call a paused run waits on until it ends: takes res, gives the run's last
+ * result (NULL when a resume failed). */
+typedef struct snapcell_result *(*mcp_settle_fn)(void *ctx, struct snapcell_result *res);
+/* Answers such a call (blocking for a run; settle decides the calls a paused run waits on,
+ * with ctx); cancel kills a run in progress. A new
  * CallToolResult; *res is the run's result when there was one (the caller's, to free after
  * the answer is sent: see mcp_call_result), else NULL. */
 json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
 			  struct snapcell_cancel *cancel, bool structured,
-			  struct snapcell_result **res);
+			  struct snapcell_result **res, mcp_settle_fn settle, void *ctx);
+/* The server's replica name (the config's or --replica, else the host name). */
+const char *mcp_sessions_replica(const struct mcp_sessions *reg);
 /* Adds the session argument and tools to a tools/list result, when sessions are enabled. */
 void mcp_sessions_list_tools(const struct mcp_sessions *reg, json_t *list);
 /* The transport doctor shows, once the HTTP transport knows its URL. */
@@ -332,13 +401,14 @@ struct mcp_http_sessions;
 /* At most max live sessions; one unused for idle_s seconds is gone. */
 struct mcp_http_sessions *mcp_http_sessions_new(unsigned max, unsigned idle_s);
 void mcp_http_sessions_free(struct mcp_http_sessions *s);
-/* Mints a session: its id (NUL-terminated) and its scope (never 0). When the table is full
- * the least recently used session ends (logged). -1 when no random bytes could be had. */
+/* Mints a session: its id (NUL-terminated) and its scope (never 0); elicits: its client
+ * declared elicitation. When the table is full the least recently used session ends
+ * (logged). -1 when no random bytes could be had. */
 int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LEN + 1],
-			  uint64_t *scope);
-/* The scope of the live session id names, its idle time restarted; 0 when there is none
- * (unknown, ended or expired). */
-uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id);
+			  uint64_t *scope, bool elicits);
+/* The scope of the live session id names, its idle time restarted, and (elicits, when not
+ * NULL) whether its client elicits; 0 when there is none (unknown, ended or expired). */
+uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id, bool *elicits);
 /* Ends the session id names: its scope, or 0 when there was none live. */
 uint64_t mcp_http_session_close(struct mcp_http_sessions *s, const char *id);
 

@@ -317,7 +317,8 @@ int mcp_serve_stdio(struct mcp_server *srv)
 		fprintf(stderr, "snapcell mcp: out of memory\n");
 		return 1;
 	}
-	s->sink = (struct mcp_sink){stdio_send, false, 0, run_here, false, false, 0, NULL, 0};
+	s->sink =
+		(struct mcp_sink){stdio_send, false, 0, run_here, false, false, 0, NULL, 0, false};
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->role_lock, NULL);
 	pthread_cond_init(&s->turn, NULL);

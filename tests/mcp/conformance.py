@@ -37,6 +37,8 @@ ERAS = {
         "not_applicable": {
             "logging-set-level": "no logging capability (logs go to stderr)",
             "completion-complete": "no prompts or resource templates, so nothing to complete",
+            # snapcell's own elicitation/create (per-call approval) is tested in
+            # test_mcp_approval.py with the SDK client; these ask from the suite's fixture tools.
             "elicitation-sep1034-defaults": "server-initiated elicitation from a fixture tool",
             "elicitation-sep1330-enums": "server-initiated elicitation from a fixture tool",
             **{f"tools-call-{n}": FIXTURE for n in (
@@ -54,13 +56,14 @@ ERAS = {
         "args": ["--requirements", "2026-07-28"],
         "applies": {"server-stateless", "tools-list", "dns-rebinding-protection",
                     "server-sse-multiple-streams", "http-header-validation", "caching",
-                    "sep-2164-resource-not-found", "resources-list"},
+                    "sep-2164-resource-not-found", "resources-list",
+                    "input-required-result-unsupported-methods"},
         "exempt": {
             "sep-2575-server-rejects-undeclared-capability":
                 "needs the fixture tool test_missing_capability; execute_code requires no client capability, so -32021 never arises",
             "sep-2575-missing-capability-http-400": "the same fixture tool",
             "sep-2575-http-server-no-independent-requests-on-stream":
-                "needs the fixture tool test_streaming_elicitation; snapcell sends no requests at all",
+                "needs the fixture tool test_streaming_elicitation; snapcell sends no requests in this era (it asks with input_required results)",
             "sep-2575-server-no-log-without-loglevel":
                 "needs the fixture tool test_logging_tool; snapcell never sends notifications/message",
             "sep-2549-prompts-list-caching-hints": NO_PROMPTS,
@@ -77,10 +80,12 @@ ERAS = {
             **{f"prompts-{n}": NO_PROMPTS for n in (
                 "list", "get-simple", "get-with-args", "get-embedded-resource", "get-with-image")},
         },
-        # Multi round-trip requests from fixture tools (snapcell never needs client input) and
-        # the tasks extension (not advertised); several pass without their fixtures.
+        # Multi round-trip requests from fixture tools (snapcell's own input_required, per-call
+        # approval, is tested in test_mcp_approval.py: shape, re-asking, tampered, replayed and
+        # foreign requestStates) and the tasks extension (not advertised); several pass without
+        # their fixtures.
         "not_applicable_prefixes": {
-            "input-required-result-": "multi round-trip requests from fixture tools; snapcell never asks the client for input",
+            "input-required-result-": "multi round-trip requests from fixture tools (test_input_required_result_*), which a server whose one tool is execute_code does not have",
             "tasks-": "the tasks extension, which snapcell does not advertise",
         },
     },
