@@ -116,10 +116,16 @@ int sc_cell_run(const uint8_t *code, size_t len, bool session)
 	pid_t owner = getpid();
 	sc_bridge_set_owner(owner);
 	struct sc_done_payload done;
-	int exit_code = sc_py_run(code, len, session, &done);
+	uint8_t *value;
+	size_t value_len;
+	int exit_code = sc_py_run(code, len, session, &done, &value, &value_len);
 	/* A fork of this process that ran off the end of the code leaves without reporting. */
 	if (getpid() != owner)
 		_exit(exit_code);
+	/* The last expression's value (or why there is none) goes just before DONE. */
+	if (value)
+		sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_VALUE, value, value_len);
+	free(value);
 	struct rusage self, kids;
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);

@@ -143,6 +143,11 @@ struct sc_call_outcome {
 	char *held_args;
 };
 
+/* value.c: a VALUE frame's payload checked: *json (malloc'd) when it holds a value that is
+ * JSON within the cap, else NULL with *state saying why. -EPROTO for a malformed payload. */
+int sc__value_read(const uint8_t *payload, size_t len, char **json,
+		   enum snapcell_value_state *state);
+
 /* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
  * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us().
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */

@@ -92,6 +92,9 @@ struct sc_run {
 	struct sc_frame_reader reader;
 	bool have_done, have_exit, exit_eof;
 	struct sc_done_payload done;
+	bool have_value; /* the VALUE frame came (one, before DONE) */
+	enum snapcell_value_state value_state;
+	char *value_json;
 	struct sc_exit_record exit;
 	size_t exit_got;
 	enum forced forced;
@@ -292,6 +295,18 @@ static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *o)
 	r->spin_until_us = sc__spin_start(&r->spin);
 }
 
+/* The code's own frames could forge a value: it is believed only as the cell's word on its
+ * own result, like its stdout, and only once. */
+static void read_value(struct sc_run *r)
+{
+	int rc = r->have_value ? -EPROTO
+			       : sc__value_read(r->reader.payload, r->reader.payload_len,
+						&r->value_json, &r->value_state);
+	r->have_value = true;
+	if (rc < 0)
+		violation(r, rc == -ENOMEM ? "out of memory reading the value" : "malformed value");
+}
+
 static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t type = sc__frame_type(&r->reader);
@@ -307,6 +322,8 @@ static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 		violation(r, "tool call before the previous answer was read");
 	else if (type == SC_FRAME_CALL)
 		serve_call(r, sb);
+	else if (type == SC_FRAME_VALUE)
+		read_value(r);
 	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {
 		memcpy(&r->done, r->reader.payload, sizeof(r->done));
 		r->have_done = true;
@@ -682,6 +699,7 @@ static void release(struct sc_run *r)
 	free(r->send.buf);
 	free(r->calls);
 	free(r->held_args);
+	free(r->value_json);
 	sc__decisions_free(r->decisions, r->n_decisions);
 	sc__frame_reader_reset(&r->reader);
 }
@@ -748,6 +766,12 @@ static int run_end(struct sc_run *r, struct snapcell_sandbox *sb, int rc,
 	hand_over(r, res);
 	if (!r->target->reports_exit && !r->have_done && r->forced == NOT_FORCED)
 		res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
+	/* Only a run that ended ok has a value: one that ended otherwise never got past it. */
+	if (res->status == SNAPCELL_STATUS_OK && r->have_value && r->have_done) {
+		res->value_state = r->value_state;
+		res->value_json = r->value_json;
+		r->value_json = NULL;
+	}
 	*out = res;
 	return 0;
 }
@@ -1148,6 +1172,7 @@ void snapcell_result_free(struct snapcell_result *res)
 	free(res->stdout_buf);
 	free(res->stderr_buf);
 	free(res->tool_calls);
+	free(res->value_json);
 	if (res->pending)
 		free(res->pending->arguments);
 	free(res->pending);
