@@ -152,7 +152,18 @@ class Result:
     memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
     of one cell process: resident peak, not the memory charged to the host. ``summary`` says
     how the run ended in the words the model is told (the library's): the status and its
-    cause, e.g. the exception with the end of its traceback, or the limit that stopped it."""
+    cause, e.g. the exception with the end of its traceback, or the limit that stopped it.
+
+    ``value`` is the value of the code's last statement when that is an expression (as an
+    interactive interpreter shows it, but never printed), as parsed JSON: ``1+1`` gives ``2``,
+    a tuple a list. It is ``None`` when there is none, and ``value_absent`` then says why:
+    ``"no_expression"`` (the last statement is not an expression), ``"none"`` (its value is
+    ``None``), ``"not_json"`` (not representable as JSON: an object, NaN, a cycle, nesting past
+    64 levels), ``"too_large"`` (its JSON is over 256 KiB, ``snapcell.VALUE_MAX_BYTES``) or
+    ``"not_evaluated"`` (the run did not end ok, or is paused); ``value_absent`` is ``None``
+    when there is a value. ``value_text`` is what the model is told of it after the run's
+    other output (the library's words: ``"value: 2"``, or why a value is not shown), else
+    ``None``."""
 
     status: str
     exit_code: int
@@ -177,6 +188,9 @@ class Result:
     pending: PendingCall | None = None
     decisions: tuple[Decision, ...] = ()
     summary: str = ""
+    value: Any = None
+    value_absent: str | None = "not_evaluated"
+    value_text: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -210,6 +224,9 @@ class Result:
                                  for e in r["network_events"]),
             network_limits_hit=frozenset(r["network_limits_hit"]),
             summary=r["summary"],
+            value=None if r["value_json"] is None else json.loads(r["value_json"]),
+            value_absent=None if r["value_json"] is not None else r["value_state"],
+            value_text=r["value_text"],
         )
         # The Sandbox or Session whose run this is (only it resumes a paused one): an
         # attribute, not a field, so asdict, copies and comparisons never see it.

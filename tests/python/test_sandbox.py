@@ -1,6 +1,7 @@
 """snapcell.Sandbox: the framework-neutral Python API over real sandboxes."""
 
 import asyncio
+import json
 import os
 import pathlib
 import subprocess
@@ -32,6 +33,37 @@ def test_run_with_a_tool_and_an_artifact():
     assert r.isolation in ("namespaces", "cgroups", "rlimits")
     assert r.wall_time > 0 and r.peak_rss > 0
     assert (r.peak_memory > 0) == (r.isolation == "cgroups")
+
+
+def test_result_value_is_the_last_expression_and_says_why_it_is_absent():
+    cases = [
+        ("1+1", "ok", 2, None),
+        ("print('hi')\n{'a': (1, 2.5), 'b': [None, True]}", "ok", {"a": [1, 2.5], "b": [None, True]}, None),
+        ("2**100", "ok", 2**100, None),
+        ("x = 3", "ok", None, "no_expression"),
+        ("None", "ok", None, "none"),
+        ("object()", "ok", None, "not_json"),
+        ("list(range(100000))", "ok", None, "too_large"),
+        ("print('before')\n1/0", "error", None, "not_evaluated"),
+    ]
+    with snapcell.Sandbox(timeout=10) as sb:
+        for code, status, value, absent in cases:
+            r = sb.run(code)
+            assert (r.status, r.value, r.value_absent) == (status, value, absent), (code, r)
+            if absent is None:
+                assert r.value_text == "value: " + json.dumps(value)
+            elif absent in ("not_json", "too_large"):
+                assert r.value_text.startswith("value: not shown") and "JSON" in r.value_text
+            else:
+                assert r.value_text is None
+        r = sb.run("print('hi')\n'x' * 10")
+        assert r.stdout == "hi\n" and r.value == "x" * 10
+        assert sb.run(f"'x' * {snapcell.VALUE_MAX_BYTES - 2}").value_absent is None
+        assert sb.run(f"'x' * {snapcell.VALUE_MAX_BYTES - 1}").value_absent == "too_large"
+        with sb.session() as s:
+            assert s.run("y = 40").value_absent == "no_expression"
+            assert s.run("y + 2").value == 42
+    assert snapcell.VALUE_MAX_BYTES == 262144
 
 
 def test_limits_are_keywords_and_name_the_cause():
