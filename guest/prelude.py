@@ -257,17 +257,21 @@ def _value(value):
     return VALUE_PRESENT, text
 
 
-def run(source, session=False):
-    """Runs source as __main__; returns (status, exit code, limit flags, value state, value's
-    JSON or None). When the last statement is an expression its value is kept, as an
-    interactive interpreter shows it, but never printed: the host gets its JSON. A session
-    keeps the interpreter going afterwards: no thread shutdown, no atexit, just flushed
-    output."""
+def run(source, session=False, run_tools=None):
+    """Runs source as __main__, with the run's own tools (run_tools: the host's JSON list of
+    [name, attribute path, description], or None) in `tools` for this run; returns (status,
+    exit code, limit flags, value state, value's JSON or None). When the last statement is
+    an expression its value is kept, as an interactive interpreter shows it, but never
+    printed: the host gets its JSON. A session keeps the interpreter going afterwards: no
+    thread shutdown, no atexit, just flushed output, and the run's tools gone again."""
     main = sys.modules["__main__"].__dict__
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     _remember_lines(text)
     status, code, flags = OK, 0, 0
     value = (0, None)  # not evaluated
+    if run_tools and _loads is None:
+        _make_codec()
+    added = _add_tools(_loads(run_tools)) if run_tools else ()
     try:
         body, last = _split_last(source if isinstance(source, bytes) else source.encode())
         exec(body, main)
@@ -288,6 +292,7 @@ def run(source, session=False):
             print(f"{type(e).__name__}: (traceback unavailable)", file=sys.stderr)
     if session:
         _flush()
+        _remove_tools(added)
     else:
         _finish()
     return status, code, flags, value[0], value[1]
@@ -649,6 +654,38 @@ def _gate_network():
     _socket.NetworkDeniedError = NetworkDeniedError
 
 
+_tools_module = _bind = None  # the `tools` module and its function maker, set by configure
+
+
+def _add_tools(tools):
+    """Puts (name, attribute path, description) tools into the `tools` module; returns what it
+    added, (object, attribute) pairs, innermost last, for _remove_tools. The host has refused
+    paths that clash with the module's own tools."""
+    import types
+    added = []
+    for tool_name, attr, doc in tools:
+        *spaces, leaf = attr.split(".")
+        where = _tools_module
+        for space in spaces:
+            if not hasattr(where, space):
+                setattr(where, space, types.SimpleNamespace())
+                added.append((where, space))
+            where = getattr(where, space)
+        setattr(where, leaf, _bind(tool_name, doc))
+        added.append((where, leaf))
+    return added
+
+
+def _remove_tools(added):
+    """Takes a session run's own tools out of `tools` again (what the code did to the module
+    meanwhile is its own)."""
+    for where, name in reversed(added):
+        try:
+            delattr(where, name)
+        except AttributeError:
+            pass
+
+
 def configure(tools, network_notice, network):
     """Installs call_tool, ToolError and a `tools` module as builtins; the module's attributes
     call the registered tools: tools.compute(a=1, b=2), and tools.docs.search_v2(q="x") for
@@ -675,14 +712,9 @@ def configure(tools, network_notice, network):
         tool.__doc__ = doc
         return tool
 
-    for tool_name, attr, doc in tools:
-        *spaces, leaf = attr.split(".")
-        where = module
-        for space in spaces:
-            if not hasattr(where, space):
-                setattr(where, space, types.SimpleNamespace())
-            where = getattr(where, space)
-        setattr(where, leaf, bind(tool_name, doc))
+    global _tools_module, _bind
+    _tools_module, _bind = module, bind
+    _add_tools(tools)
     module.ToolError = ToolError
     module.call_tool = call_tool
     sys.modules["tools"] = module

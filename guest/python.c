@@ -508,17 +508,22 @@ static uint8_t *value_payload(PyObject *state, PyObject *text, size_t *len)
 	return p;
 }
 
-int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payload *done,
-	      uint8_t **value, size_t *value_len)
+int sc_py_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tools_len, bool session,
+	      struct sc_done_payload *done, uint8_t **value, size_t *value_len)
 {
 	memset(done, 0, sizeof(*done));
 	*value = NULL;
 	*value_len = 0;
 	PyObject *src = PyBytes_FromStringAndSize((const char *)code, (Py_ssize_t)len);
-	PyObject *r =
-		src ? PyObject_CallFunction(prelude_run, "(OO)", src, session ? Py_True : Py_False)
-		    : NULL;
+	PyObject *run_tools =
+		tools ? PyBytes_FromStringAndSize((const char *)tools, (Py_ssize_t)tools_len)
+		      : Py_NewRef(Py_None);
+	PyObject *r = src && run_tools
+			      ? PyObject_CallFunction(prelude_run, "(OOO)", src,
+						      session ? Py_True : Py_False, run_tools)
+			      : NULL;
 	Py_XDECREF(src);
+	Py_XDECREF(run_tools);
 	long status = SNAPCELL_STATUS_ERROR, exit_code = 1, flags = 0;
 	if (r && PyTuple_Check(r) && PyTuple_Size(r) == 5) {
 		status = PyLong_AsLong(PyTuple_GetItem(r, 0));

@@ -908,6 +908,15 @@ SNAPCELL_API void snapcell_cancel_free(struct snapcell_cancel *c);
 struct snapcell_run_options {
 	size_t size;			/* sizeof(struct snapcell_run_options) */
 	struct snapcell_cancel *cancel; /* NULL for none */
+	/* Tools for this run only, added to the sandbox's: a config's tools, with their schemas
+	 * and decision marks (snapcell_config_add_tool, snapcell_config_set_tool_decision; its
+	 * other settings are not used). NULL for none. Copied when the run starts (a paused run
+	 * keeps its copy; snapcell_sandbox_resume takes none). The code calls them like the
+	 * sandbox's, and `tools` has them for this run only (a session's later runs do not).
+	 * A name, or tools.<attr> path, that clashes with one of the sandbox's tools fails the
+	 * run before it starts with SNAPCELL_E_INVAL naming both. No new template or cell
+	 * setup: the cell learns them with the code. */
+	const struct snapcell_config *tools;
 };
 
 /* Runs code in a fresh cell of the template. code_len may be SIZE_MAX for a NUL-terminated

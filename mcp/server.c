@@ -338,7 +338,7 @@ static json_t *session_call(struct mcp_server *srv, struct call *c, struct snapc
 static void run_call(struct call *c)
 {
 	struct mcp_server *srv = c->srv;
-	struct snapcell_run_options opts = {sizeof(opts), c->cancel};
+	struct snapcell_run_options opts = {.size = sizeof(opts), .cancel = c->cancel};
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	json_t *result;

@@ -92,7 +92,8 @@ struct sc_run {
 	struct sc_frame_reader reader;
 	bool have_done, have_exit, exit_eof;
 	struct sc_done_payload done;
-	bool have_value; /* the VALUE frame came (one, before DONE) */
+	struct snapcell_config *tools; /* the run's own tools (a copy), or NULL */
+	bool have_value;	       /* the VALUE frame came (one, before DONE) */
 	enum snapcell_value_state value_state;
 	char *value_json;
 	struct sc_exit_record exit;
@@ -260,7 +261,7 @@ static void hold_call(struct sc_run *r, struct snapcell_sandbox *sb, struct sc_c
 static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	struct sc_call_outcome out;
-	int rc = sc__tool_serve(sb->cfg, r->reader.payload, r->reader.payload_len,
+	int rc = sc__tool_serve(sb->cfg, r->tools, r->reader.payload, r->reader.payload_len,
 				SC_FRAME_DEFAULT_CAP - 1, r->deadline_us, &out);
 	if (rc == -EPROTO) {
 		violation(r, "malformed tool call");
@@ -680,6 +681,18 @@ static void append_note(struct stream *s, const char *note)
 	s->len += n;
 }
 
+/* The run's own tools, for the cell's `tools` module: a TOOLS frame before the code. */
+static int queue_tools(struct sc_run *r)
+{
+	if (!r->tools || !r->tools->n_tools)
+		return 0;
+	char *list = sc__tools_guest_json(r->tools); /* bounded by sc__tools_check_run */
+	int rc =
+		list ? queue_frame(&r->send, SC_FRAME_TOOLS, list, strlen(list), NULL, 0) : -ENOMEM;
+	free(list);
+	return rc;
+}
+
 static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const char *code,
 		   size_t len)
 {
@@ -688,6 +701,9 @@ static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const ch
 	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
 		return -ENOMEM;
 	sc__frame_reader_init(&r->reader, SC_FRAME_DEFAULT_CAP);
+	int rc = queue_tools(r);
+	if (rc < 0)
+		return rc;
 	return queue_frame(&r->send, r->learn ? SC_FRAME_RUN_LEARN : SC_FRAME_RUN, code, len, NULL,
 			   0);
 }
@@ -700,6 +716,10 @@ static void release(struct sc_run *r)
 	free(r->calls);
 	free(r->held_args);
 	free(r->value_json);
+	if (r->tools) {
+		sc__tools_free(r->tools);
+		free(r->tools);
+	}
 	sc__decisions_free(r->decisions, r->n_decisions);
 	sc__frame_reader_reset(&r->reader);
 }
@@ -843,8 +863,10 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 	if (code_len > SC_FRAME_DEFAULT_CAP)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
 			       code_len, SC_FRAME_DEFAULT_CAP);
-	*req = (struct sc_run_request){code, code_len, -1, false};
-	int rc = sc__run_options(opts, &req->cancel_fd, err);
+	*req = (struct sc_run_request){code, code_len, -1, NULL, false};
+	int rc = sc__run_options(opts, &req->cancel_fd, &req->tools, err);
+	if (rc == 0)
+		rc = sc__tools_check_run(sb->cfg, req->tools, err);
 	if (rc < 0 || !sc__cancel_fired(req->cancel_fd))
 		return rc;
 	struct snapcell_result *res = calloc(1, sizeof(*res));
@@ -1000,6 +1022,12 @@ int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 			     .learn = req->learn,
 			     .spin = {.window_us = CALL_SPIN_US}};
 	r->target = &r->t;
+	if (req->tools && !(r->tools = sc__tools_dup(req->tools))) {
+		finish(sb, ctx, -ENOMEM, false, NULL);
+		release(r);
+		free(r);
+		return sc__err(err, -ENOMEM, "run: its tools");
+	}
 	return drive(sb, r, run_start(r, sb, req), out, err);
 }
 
@@ -1118,9 +1146,13 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	if (!sb || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "resume: NULL argument");
 	int cancel_fd;
+	const struct snapcell_config *tools;
 	int rc = check_verdict(verdict, text, err);
 	if (rc == 0)
-		rc = sc__run_options(opts, &cancel_fd, err);
+		rc = sc__run_options(opts, &cancel_fd, &tools, err);
+	if (rc == 0 && tools)
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "resume: a run's tools are given when it starts, not at a resume");
 	if (rc < 0)
 		return rc;
 	sc__paused_sweep(sb);
