@@ -1,10 +1,11 @@
 /* A finished run as an MCP CallToolResult: stdout and stderr as text, /output files as images
  * or embedded resources (each named in its _meta, all in one text), isError and the library's
- * summary of its cause for a run that did not end ok, and the run's record (status, timings,
- * limits, tool-call log) under _meta. No structuredContent unless asked: clients that prefer
- * it (Agent Framework's default) would then show the model nothing else. An answer that must
- * fit one SSE event has its largest items replaced by resource links (mcp_result_link);
- * mcp_result_item gives resources/read what a link names. Where links are kept: links.c.
+ * summary of its cause for a run that did not end ok, the last expression's value as a last
+ * text item, and the run's record (status, timings, limits, tool-call log) under _meta. No
+ * structuredContent unless asked: clients that prefer it (Agent Framework's default) would
+ * then show the model nothing else. An answer that must fit one SSE event has its largest
+ * items replaced by resource links (mcp_result_link); mcp_result_item gives resources/read
+ * what a link names. Where links are kept: links.c.
  *
  * A binary file's base64 is never built in the tree: a marker string holds its place and
  * mcp_message_text() writes the base64 straight from the run's bytes into the message's text,
@@ -66,6 +67,9 @@ size_t mcp_result_cost(const struct snapcell_result *res)
 {
 	size_t cost = 65536 + 2 * escaped_len(res->stdout_buf, res->stdout_len) +
 		      2 * escaped_len(res->stderr_buf, res->stderr_len);
+	/* The value: its text item, and its tree and text in the record. */
+	if (res->value_json)
+		cost += 3 * escaped_len(res->value_json, strlen(res->value_json));
 	for (size_t i = 0; i < res->n_artifacts; i++) {
 		const struct snapcell_artifact *a = &res->artifacts[i];
 		/* The file itself, its text twice (tree and message) or its base64 once. */
@@ -301,8 +305,14 @@ json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 	add_file_names(content, res);
 	for (size_t i = 0; i < res->n_artifacts; i++)
 		json_array_append_new(content, artifact_content(&res->artifacts[i], i));
+	/* The last expression's value (or why it is not shown) after everything else, in the
+	 * library's words; a run with nothing else to show does not say "(no output)" then. */
+	char *value = NULL;
+	if (snapcell_result_value_text(res, &value, NULL) == 0 && value)
+		add_text(content, value);
 	if (!json_array_size(content))
 		add_text(content, "(no output)");
+	free(value);
 	/* A shallow copy: the record's members are shared, not copied. */
 	json_t *meta = json_copy(record);
 	json_object_del(meta, "stdout");

@@ -507,7 +507,7 @@ static enum snapcell_verdict decide(struct call *c, const struct snapcell_pendin
 static struct snapcell_result *resume(struct call *c, struct snapcell_result *res, uint64_t id,
 				      enum snapcell_verdict v, const char *reason)
 {
-	struct snapcell_run_options o = {sizeof(o), c->cancel};
+	struct snapcell_run_options o = {.size = sizeof(o), .cancel = c->cancel};
 	struct snapcell_result *next = NULL;
 	struct snapcell_error err = {0};
 	if (snapcell_sandbox_resume(c->srv->sb, id, v,
@@ -602,7 +602,7 @@ static json_t *fit_event(struct mcp_server *srv, const struct call *c, json_t *r
 static void run_call(struct call *c)
 {
 	struct mcp_server *srv = c->srv;
-	struct snapcell_run_options opts = {sizeof(opts), c->cancel};
+	struct snapcell_run_options opts = {.size = sizeof(opts), .cancel = c->cancel};
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	json_t *result = NULL;

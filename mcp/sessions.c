@@ -513,7 +513,7 @@ static json_t *session_run(struct mcp_sessions *reg, const char *h, const json_t
 			"one of its snapshots, or session_close it and start a new one",
 			h);
 	} else {
-		struct snapcell_run_options o = {sizeof(o), cancel};
+		struct snapcell_run_options o = {.size = sizeof(o), .cancel = cancel};
 		struct snapcell_result *res = NULL;
 		struct snapcell_error err = {0};
 		bool ran = snapcell_session_run(e->s, json_string_value(code),

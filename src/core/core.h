@@ -143,11 +143,27 @@ struct sc_call_outcome {
 	char *held_args;
 };
 
+/* value.c: a VALUE frame's payload checked: *json (malloc'd) when it holds a value that is
+ * JSON within the cap, else NULL with *state saying why. -EPROTO for a malformed payload. */
+int sc__value_read(const uint8_t *payload, size_t len, char **json,
+		   enum snapcell_value_state *state);
+
 /* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
  * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us().
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
-int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
-		   size_t result_cap, uint64_t deadline_us, struct sc_call_outcome *out);
+int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
+		   uint8_t *payload, size_t len, size_t result_cap, uint64_t deadline_us,
+		   struct sc_call_outcome *out);
+/* A run's own tools (run_tools, may be NULL) beside the sandbox's (cfg): SNAPCELL_E_INVAL
+ * naming both when a name or tools.<attr> path clashes, SNAPCELL_E_TOO_BIG past 4 MiB of
+ * names and descriptions. */
+int sc__tools_check_run(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
+			struct snapcell_error *err);
+/* A copy of cfg's tools alone, in a config of its own (sc__tools_free, then free), or NULL. */
+struct snapcell_config *sc__tools_dup(const struct snapcell_config *cfg);
+/* What the cell's `tools` module needs of cfg's tools: [[name, attr, description], ...]
+ * (malloc'd JSON text), or NULL when out of memory. */
+char *sc__tools_guest_json(const struct snapcell_config *cfg);
 /* Answers a held call by the verdict: runs the tool (APPROVED), the value's text (VALUE), or a
  * message (REJECTED with text as the reason, or EXPIRED); fills out's text, ok, duration. */
 int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
@@ -269,6 +285,8 @@ struct sc_run_request {
 	const char *code;
 	size_t code_len;
 	int cancel_fd; /* a snapcell_cancel's eventfd, or -1 */
+	/* The run's own tools (the caller's; sc__run_start copies them), or NULL. */
+	const struct snapcell_config *tools;
 	/* A fresh cell whose pages the sandbox reads after DONE (prefault.c): sent RUN_LEARN,
 	 * it lingers instead of exiting. */
 	bool learn;
@@ -316,11 +334,11 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 		    const struct snapcell_run_options *opts, struct sc_run_request *req,
 		    struct snapcell_result **out, struct snapcell_error *err);
 
-/* cancel.c: whether the token behind fd fired; the cancel fd of opts (-1 for none), after
- * checking opts' size and unknown fields. */
+/* cancel.c: whether the token behind fd fired; the cancel fd of opts (-1 for none) and its
+ * run tools (NULL for none), after checking opts' size and unknown fields. */
 bool sc__cancel_fired(int fd);
 int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
-		    struct snapcell_error *err);
+		    const struct snapcell_config **tools, struct snapcell_error *err);
 
 /* /output, for the targets' collect: whether out_fd holds anything (an empty one costs one
  * readdir), and collecting it into res under the sandbox's caps. */

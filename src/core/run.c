@@ -92,6 +92,10 @@ struct sc_run {
 	struct sc_frame_reader reader;
 	bool have_done, have_exit, exit_eof;
 	struct sc_done_payload done;
+	struct snapcell_config *tools; /* the run's own tools (a copy), or NULL */
+	bool have_value;	       /* the VALUE frame came (one, before DONE) */
+	enum snapcell_value_state value_state;
+	char *value_json;
 	struct sc_exit_record exit;
 	size_t exit_got;
 	enum forced forced;
@@ -257,7 +261,7 @@ static void hold_call(struct sc_run *r, struct snapcell_sandbox *sb, struct sc_c
 static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	struct sc_call_outcome out;
-	int rc = sc__tool_serve(sb->cfg, r->reader.payload, r->reader.payload_len,
+	int rc = sc__tool_serve(sb->cfg, r->tools, r->reader.payload, r->reader.payload_len,
 				SC_FRAME_DEFAULT_CAP - 1, r->deadline_us, &out);
 	if (rc == -EPROTO) {
 		violation(r, "malformed tool call");
@@ -292,6 +296,18 @@ static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *o)
 	r->spin_until_us = sc__spin_start(&r->spin);
 }
 
+/* The code's own frames could forge a value: it is believed only as the cell's word on its
+ * own result, like its stdout, and only once. */
+static void read_value(struct sc_run *r)
+{
+	int rc = r->have_value ? -EPROTO
+			       : sc__value_read(r->reader.payload, r->reader.payload_len,
+						&r->value_json, &r->value_state);
+	r->have_value = true;
+	if (rc < 0)
+		violation(r, rc == -ENOMEM ? "out of memory reading the value" : "malformed value");
+}
+
 static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t type = sc__frame_type(&r->reader);
@@ -307,6 +323,8 @@ static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 		violation(r, "tool call before the previous answer was read");
 	else if (type == SC_FRAME_CALL)
 		serve_call(r, sb);
+	else if (type == SC_FRAME_VALUE)
+		read_value(r);
 	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {
 		memcpy(&r->done, r->reader.payload, sizeof(r->done));
 		r->have_done = true;
@@ -670,6 +688,18 @@ static void append_note(struct stream *s, const char *note)
 	s->len += n;
 }
 
+/* The run's own tools, for the cell's `tools` module: a TOOLS frame before the code. */
+static int queue_tools(struct sc_run *r)
+{
+	if (!r->tools || !r->tools->n_tools)
+		return 0;
+	char *list = sc__tools_guest_json(r->tools); /* bounded by sc__tools_check_run */
+	int rc =
+		list ? queue_frame(&r->send, SC_FRAME_TOOLS, list, strlen(list), NULL, 0) : -ENOMEM;
+	free(list);
+	return rc;
+}
+
 static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const char *code,
 		   size_t len)
 {
@@ -678,6 +708,9 @@ static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const ch
 	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
 		return -ENOMEM;
 	sc__frame_reader_init(&r->reader, SC_FRAME_DEFAULT_CAP);
+	int rc = queue_tools(r);
+	if (rc < 0)
+		return rc;
 	return queue_frame(&r->send, r->learn ? SC_FRAME_RUN_LEARN : SC_FRAME_RUN, code, len, NULL,
 			   0);
 }
@@ -689,6 +722,11 @@ static void release(struct sc_run *r)
 	free(r->send.buf);
 	free(r->calls);
 	free(r->held_args);
+	free(r->value_json);
+	if (r->tools) {
+		sc__tools_free(r->tools);
+		free(r->tools);
+	}
 	sc__decisions_free(r->decisions, r->n_decisions);
 	sc__frame_reader_reset(&r->reader);
 }
@@ -755,6 +793,12 @@ static int run_end(struct sc_run *r, struct snapcell_sandbox *sb, int rc,
 	hand_over(r, res);
 	if (!r->target->reports_exit && !r->have_done && r->forced == NOT_FORCED)
 		res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
+	/* Only a run that ended ok has a value: one that ended otherwise never got past it. */
+	if (res->status == SNAPCELL_STATUS_OK && r->have_value && r->have_done) {
+		res->value_state = r->value_state;
+		res->value_json = r->value_json;
+		r->value_json = NULL;
+	}
 	*out = res;
 	return 0;
 }
@@ -826,8 +870,10 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 	if (code_len > SC_FRAME_DEFAULT_CAP)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
 			       code_len, SC_FRAME_DEFAULT_CAP);
-	*req = (struct sc_run_request){code, code_len, -1, false};
-	int rc = sc__run_options(opts, &req->cancel_fd, err);
+	*req = (struct sc_run_request){code, code_len, -1, NULL, false};
+	int rc = sc__run_options(opts, &req->cancel_fd, &req->tools, err);
+	if (rc == 0)
+		rc = sc__tools_check_run(sb->cfg, req->tools, err);
 	if (rc < 0 || !sc__cancel_fired(req->cancel_fd))
 		return rc;
 	struct snapcell_result *res = calloc(1, sizeof(*res));
@@ -983,6 +1029,12 @@ int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 			     .learn = req->learn,
 			     .spin = {.window_us = CALL_SPIN_US}};
 	r->target = &r->t;
+	if (req->tools && !(r->tools = sc__tools_dup(req->tools))) {
+		finish(sb, ctx, -ENOMEM, false, NULL);
+		release(r);
+		free(r);
+		return sc__err(err, -ENOMEM, "run: its tools");
+	}
 	return drive(sb, r, run_start(r, sb, req), out, err);
 }
 
@@ -1101,9 +1153,13 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	if (!sb || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "resume: NULL argument");
 	int cancel_fd;
+	const struct snapcell_config *tools;
 	int rc = check_verdict(verdict, text, err);
 	if (rc == 0)
-		rc = sc__run_options(opts, &cancel_fd, err);
+		rc = sc__run_options(opts, &cancel_fd, &tools, err);
+	if (rc == 0 && tools)
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "resume: a run's tools are given when it starts, not at a resume");
 	if (rc < 0)
 		return rc;
 	sc__paused_sweep(sb);
@@ -1155,6 +1211,7 @@ void snapcell_result_free(struct snapcell_result *res)
 	free(res->stdout_buf);
 	free(res->stderr_buf);
 	free(res->tool_calls);
+	free(res->value_json);
 	if (res->pending)
 		free(res->pending->arguments);
 	free(res->pending);

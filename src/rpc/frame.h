@@ -17,7 +17,13 @@ enum sc_frame_type {
 	/* host -> cell: the same, and after DONE the cell stays until the host shuts its end
 	 * of the socket (it reads which pages the run touched: core/prefault.c) */
 	SC_FRAME_RUN_LEARN = 'L',
-	SC_FRAME_DONE = 'D',   /* cell -> host: struct sc_done_payload */
+	/* host -> cell, just before RUN or RUN_LEARN: the run's own tools for its `tools`
+	 * module, a JSON array of [name, attribute path, description] */
+	SC_FRAME_TOOLS = 'U',
+	SC_FRAME_DONE = 'D', /* cell -> host: struct sc_done_payload */
+	/* cell -> host, just before DONE: a byte of enum snapcell_value_state, then the last
+	 * expression's JSON text when it is SNAPCELL_VALUE_PRESENT */
+	SC_FRAME_VALUE = 'V',
 	SC_FRAME_CALL = 'C',   /* cell -> host: tool name, NUL, arguments as a JSON object */
 	SC_FRAME_RESULT = 'A', /* host -> cell: 1 byte ok, then the JSON result or a message */
 	/* Sessions (guest/session.c, src/core/session.c): */

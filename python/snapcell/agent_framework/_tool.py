@@ -641,7 +641,8 @@ def _contents(result: Result) -> list[Content]:
 
 
 def _items(result: Result) -> list[Content]:
-    """stdout, one data item per artifact, then stderr / a no-output note on success, or an
+    """stdout, one data item per artifact, then stderr, the value of the last expression (when
+    there is one to tell) / a no-output note on success, or an
     error item naming the status (and, separately, any output cap that was hit) followed by a
     text item with the status and its cause (Result.summary)."""
     out: list[Content] = []
@@ -665,6 +666,10 @@ def _items(result: Result) -> list[Content]:
     if result.ok:
         if result.stderr:
             out.append(Content.from_text(result.stderr))
+        # The last expression's value (or why it is not shown) goes last, in the library's
+        # words; with it, there is output to show.
+        if result.value_text:
+            out.append(Content.from_text(result.value_text))
         if not out:
             out.append(Content.from_text("Code executed without output."))
         return out
