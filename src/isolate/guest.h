@@ -49,9 +49,10 @@ struct sc_rootfs {
 	 * copy of the host's with this appended, not a bind. NULL for none. */
 	const char *extra_ca;
 	/* The interpreter, or NULL for none: the file interp_src (a path the helper can read)
-	 * copied to interp_path and its ELF loader copied to the loader's own path, both mode
-	 * 0111, so a cell can execute them but not read them (an exec of an unreadable file
-	 * leaves the process non-dumpable). */
+	 * bound read-only at interp_path (copied mode 0111 when not everyone may execute it),
+	 * and its ELF loader copied to the loader's own path mode 0111, so a cell can execute
+	 * the loader but not read it (an exec whose program or loader is unreadable leaves the
+	 * process non-dumpable). */
 	const char *interp_src;
 	const char *interp_path;
 	const struct sc_root_file *files; /* made after the interpreter, before the pivot */
