@@ -18,17 +18,15 @@
 /* What the helper hands the template across its exec of the interpreter. The module is a
  * template only with SC_GUEST_ENV=SC_GUEST_MARK in its environment and the sealed setup memfd
  * at SC_GUEST_SETUP_FD; anywhere else its import fails and touches nothing. */
-#define SC_GUEST_MODULE	   "_snapcell_guest"
-#define SC_GUEST_ENV	   "SNAPCELL_GUEST"
-#define SC_GUEST_MARK	   "template"
-#define SC_GUEST_SETUP_FD  4 /* a sealed memfd: the setup message as the host sent it */
-#define SC_GUEST_PIDNS_FD  5 /* the namespaces level: the template's pid namespace */
-#define SC_GUEST_NETNS_FD  6 /* ... and its network namespace (network entries only) */
-#define SC_GUEST_CGROUP_FD 7 /* the sandbox's memory cgroup directory (O_PATH), if any */
-#define SC_GUEST_MODULE_FD 8 /* the rlimits level: the module's file (O_PATH) */
-/* The namespaces level: the pipe from the helper's child compiling the cells' seccomp policy
- * (sc__seccomp_compile_to), when the helper could start one. */
-#define SC_GUEST_SECCOMP_FD  9
+#define SC_GUEST_MODULE	     "_snapcell_guest"
+#define SC_GUEST_ENV	     "SNAPCELL_GUEST"
+#define SC_GUEST_MARK	     "template"
+#define SC_GUEST_SETUP_FD    4 /* a sealed memfd: the setup message as the host sent it */
+#define SC_GUEST_PIDNS_FD    5 /* the namespaces level: the template's pid namespace */
+#define SC_GUEST_NETNS_FD    6 /* ... and its network namespace (network entries only) */
+#define SC_GUEST_CGROUP_FD   7 /* the sandbox's memory cgroup directory (O_PATH), if any */
+#define SC_GUEST_MODULE_FD   8 /* the rlimits level: the module's file (O_PATH) */
+#define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's pipe */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
 struct sc_guest_config {
