@@ -386,7 +386,7 @@ static int freeze_heap(void)
 	return r ? 0 : -1;
 }
 
-/* The prelude's code as the host's probe of this interpreter compiled it (marshal, hex), or
+/* The prelude's code as the host's probe of this interpreter compiled it (marshal), or
  * NULL without an error set when there is none for this interpreter and this prelude. The
  * setup message it comes in is the host's (a sealed memfd nothing in the sandbox wrote). */
 static PyObject *compiled_prelude(const struct sc_setup_python *py)
@@ -401,7 +401,7 @@ static PyObject *compiled_prelude(const struct sc_setup_python *py)
 	}
 	PyObject *marshal = PyImport_ImportModule("marshal");
 	PyObject *data =
-		PyObject_CallMethod((PyObject *)&PyBytes_Type, "fromhex", "s", py->prelude);
+		PyBytes_FromStringAndSize((const char *)py->prelude, (Py_ssize_t)py->prelude_bytes);
 	PyObject *code =
 		marshal && data ? PyObject_CallMethod(marshal, "loads", "(O)", data) : NULL;
 	Py_XDECREF(marshal);

@@ -95,10 +95,12 @@ struct sc_python {
 		      * load from (multiarch lib dirs). None lies under /tmp, /input,
 		      * /output, /dev, /proc or /.snapcell (refused at resolve). */
 	size_t n_dirs;
-	/* The prelude (guest/prelude.py) as this interpreter compiled it, marshalled, in hex,
-	 * or NULL; with sys.version and the hash of the source it was compiled from, which the
-	 * template checks before loading it instead of compiling the prelude itself. */
-	char *prelude_code;
+	/* The prelude (guest/prelude.py) as this interpreter compiled it, marshalled
+	 * (prelude_len bytes), or NULL; with sys.version and the hash of the source it was
+	 * compiled from, which the template checks before loading it instead of compiling the
+	 * prelude itself. */
+	uint8_t *prelude_code;
+	size_t prelude_len;
 	char *sys_version;
 	uint64_t prelude_hash;
 };
@@ -215,6 +217,7 @@ struct snapcell_sandbox {
 	struct sc_gate *gate;	 /* with network entries: net/gate.h */
 	struct sc_python python; /* the interpreter its template execs */
 	char *setup;		 /* the setup message, from the helper's start until it is sent */
+	size_t setup_len;	 /* its bytes (JSON, and the compiled prelude after a NUL) */
 
 	pthread_mutex_t lock; /* guards the fields below and reads of ctl */
 	struct sc_cell *ready;

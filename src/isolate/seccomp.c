@@ -470,8 +470,8 @@ static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
 /* The rlimits level: open and openat without O_TMPFILE. A cell's /tmp there is a directory
  * on the work directory's filesystem, and a file with no name holds its blocks where the
  * host's walk of the names cannot see them; "not supported by this filesystem" makes
- * tempfile.TemporaryFile fall back to mkstemp and unlink, whose open file the template counts
- * (guest/plain_held.c). openat2, whose flags are in a struct, is refused whole (absent). */
+ * tempfile.TemporaryFile fall back to mkstemp and unlink, whose open file the host's watch counts
+ * (src/core/held.c). openat2, whose flags are in a struct, is refused whole (absent). */
 static int add_no_tmpfile_rules(scmp_filter_ctx ctx)
 {
 	const scmp_datum_t tmpfile = O_TMPFILE & ~O_DIRECTORY;
@@ -485,6 +485,15 @@ static int add_no_tmpfile_rules(scmp_filter_ctx ctx)
 					      SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, tmpfile, tmpfile));
 	}
 	return rc;
+}
+
+unsigned sc__seccomp_namespaces_flags(bool network, size_t n_python_paths, int landlock_abi)
+{
+	bool exec = landlock_abi >= 1;
+	bool unix_sockets = !network && landlock_abi >= SC_LANDLOCK_ABI_UNIX &&
+			    (landlock_abi >= SC_LANDLOCK_ABI_UNIX_PATH || n_python_paths == 0);
+	return (network ? SC_SECCOMP_NETWORK : 0) | (exec ? SC_SECCOMP_EXEC : 0) |
+	       (unix_sockets ? SC_SECCOMP_UNIX : 0);
 }
 
 /* The rlimits level: kill(-1) refused where signals are not scoped (pid_t is 32 bits),
@@ -578,6 +587,19 @@ int sc__seccomp_compile(struct sc_bpf *out, unsigned flags, struct snapcell_erro
 	memcpy(out->filter, buf, (size_t)n);
 	out->len = (unsigned short)(n / sizeof(struct sock_filter));
 	return 0;
+}
+
+int sc__seccomp_compile_to(int fd, unsigned flags)
+{
+	pid_t self = getpid();
+	struct sc_bpf bpf = {0};
+	int ok = sc__write_all(fd, &self, sizeof(self)) == 0 &&
+		 sc__write_all(fd, &flags, sizeof(flags)) == 0 &&
+		 sc__seccomp_compile(&bpf, flags, NULL) == 0 &&
+		 sc__write_all(fd, &bpf.len, sizeof(bpf.len)) == 0 &&
+		 sc__write_all(fd, bpf.filter, bpf.len * sizeof(struct sock_filter)) == 0;
+	sc__seccomp_free(&bpf);
+	return ok ? 0 : -1;
 }
 
 int sc__seccomp_install(const struct sc_bpf *bpf)
