@@ -366,6 +366,7 @@ Test(isolation, namespace_and_mount_calls_are_denied)
 			   "print('clone(NEWPID)', sc(56, NEWPID | 17, 0, 0, 0, 0))\n"
 			   "print('clone(NEWNET)', sc(56, NEWNET | 17, 0, 0, 0, 0))\n"
 			   "print('clone(NEWNS)', sc(56, NEWNS | 17, 0, 0, 0, 0))\n"
+			   "print('clone(PARENT)', sc(56, 0x8000 | 17, 0, 0, 0, 0))\n"
 			   "try:\n"
 			   "    os.chroot('/tmp')\n"
 			   "except PermissionError as e:\n"
@@ -373,7 +374,8 @@ Test(isolation, namespace_and_mount_calls_are_denied)
 		"unshare(NEWUSER) -1 EPERM\nunshare(NEWNS) -1 EPERM\nunshare(NEWNET) -1 EPERM\n"
 		"setns -1 EPERM\nmount -1 EPERM\numount2 -1 EPERM\npivot_root -1 EPERM\n"
 		"chroot -1 EPERM\nclone(NEWUSER) -1 EPERM\nclone(NEWPID) -1 EPERM\n"
-		"clone(NEWNET) -1 EPERM\nclone(NEWNS) -1 EPERM\nos.chroot EPERM\n");
+		"clone(NEWNET) -1 EPERM\nclone(NEWNS) -1 EPERM\nclone(PARENT) -1 EPERM\n"
+		"os.chroot EPERM\n");
 	expect_healthy(sb);
 	snapcell_sandbox_free(sb);
 }

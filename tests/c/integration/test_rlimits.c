@@ -719,6 +719,25 @@ Test(rlimits, unlinked_files_count_against_tmp, .timeout = 90)
 		"    assert libc.clone(fn, top, 0x100 | 0x800 | 0x10000, None) > 0\n"
 		"    for fd in fds:\n"
 		"        os.close(fd)\n",
+		/* a sibling (clone with CLONE_PARENT) is the template's child, outside the cell's
+		 * tree: it held 16 GiB unlinked while the run ended ok. Refused now, so the cell
+		 * holds them itself */
+		"import ctypes\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"libc.syscall.restype = ctypes.c_long\n"
+		"r = libc.syscall(56, ctypes.c_ulong(0x8000 | 17), 0, 0, 0, 0)\n"
+		"if r <= 0:\n"
+		"    fs = []\n"
+		"    for n in range(200):\n"
+		"        p = os.path.join(t, f's{n}')\n"
+		"        f = open(p, 'wb')\n"
+		"        f.write(b'x' * (4 << 20))\n"
+		"        f.flush()\n"
+		"        os.unlink(p)\n"
+		"        fs.append(f)\n"
+		"if r == 0:\n"
+		"    time.sleep(30)\n"
+		"    os._exit(0)\n",
 	};
 	for (size_t i = 0; i < sizeof(attacks) / sizeof(attacks[0]); i++) {
 		char code[4096];
@@ -757,6 +776,31 @@ Test(rlimits, unlinked_files_count_against_tmp, .timeout = 90)
 		      "    time.sleep(0.5)\n"
 		      "print('within', m[:1])\n",
 		      "within b'x'\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* clone(CLONE_PARENT) made a process whose parent is the cell's, the template: outside the
+ * cell's tree, which the /tmp watch reads (unlinked_files_count_against_tmp above), and
+ * killed only at the template's next reap. Refused (EPERM) at every level. */
+Test(rlimits, a_process_cannot_leave_the_cells_tree)
+{
+#ifndef __x86_64__
+	criterion_skip_test("the system call numbers in this test are x86_64's");
+#endif
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	expect_output(sb,
+		      "import ctypes, errno, os\n"
+		      "libc = ctypes.CDLL(None, use_errno=True)\n"
+		      "libc.syscall.restype = ctypes.c_long\n"
+		      "r = libc.syscall(56, ctypes.c_ulong(0x8000 | 17), 0, 0, 0, 0)\n"
+		      "if r == 0:\n"
+		      "    os._exit(0)\n"
+		      "print('clone(PARENT)', r, errno.errorcode.get(ctypes.get_errno()))\n"
+		      "pid = os.fork()\n"
+		      "if pid == 0:\n"
+		      "    os._exit(7)\n"
+		      "print('fork', os.waitpid(pid, 0)[1] >> 8)\n",
+		      "clone(PARENT) -1 EPERM\nfork 7\n");
 	snapcell_sandbox_free(sb);
 }
 
