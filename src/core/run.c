@@ -406,8 +406,19 @@ struct usage {
 	uint64_t bytes, entries, max_bytes;
 };
 
-/* Adds what dir holds to u; true once u is over its bounds (the walk stops there). Nothing is
- * followed through a link, and a hard-linked file counts once per name. */
+/* Whether a failed open or stat in the walk hides what a directory holds: the host may not
+ * read it. A caller that is not root runs the cells as its own uid, without CAP_DAC_OVERRIDE,
+ * and code can fchmod a directory of its own to 000 (chmod by path is refused): twelve such
+ * directories held 768 MiB past the 321 MiB bound before this counted as over. A name gone
+ * meanwhile, or swapped for a link or a file, hides nothing. */
+static bool unreadable(void)
+{
+	return errno == EACCES || errno == EPERM;
+}
+
+/* Adds what dir holds to u; true once u is over its bounds (the walk stops there), or when a
+ * directory in it cannot be read. Nothing is followed through a link, and a hard-linked file
+ * counts once per name. */
 static bool tree_over(int dir, unsigned depth, struct usage *u)
 {
 	/* Its own open file: a dup would share (and move) the offset of the caller's. */
@@ -415,16 +426,20 @@ static bool tree_over(int dir, unsigned depth, struct usage *u)
 		depth > FILES_MAX_DEPTH ? -1 : openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d) {
+		bool over = depth > FILES_MAX_DEPTH || unreadable();
 		if (fd >= 0)
 			close(fd);
-		return depth > FILES_MAX_DEPTH;
+		return over;
 	}
 	bool over = false;
 	for (struct dirent *e; !over && (e = readdir(d));) {
 		struct stat st;
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			over = unreadable();
+			continue;
+		}
 		u->bytes += (uint64_t)st.st_blocks * 512;
 		over = u->bytes > u->max_bytes || ++u->entries > FILES_MAX_ENTRIES;
 		if (!over && S_ISDIR(st.st_mode)) {
@@ -433,6 +448,8 @@ static bool tree_over(int dir, unsigned depth, struct usage *u)
 			if (sub >= 0) {
 				over = tree_over(sub, depth + 1, u);
 				close(sub);
+			} else {
+				over = unreadable();
 			}
 		}
 	}

@@ -380,9 +380,13 @@ static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets, b
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(prctl_ok); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
 				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)prctl_ok[i]));
-	if (rc == 0) /* fork and threads, never new namespaces */
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS, 0));
+	/* Fork and threads, never new namespaces, nor a process whose parent is the caller's
+	 * (CLONE_PARENT): at the rlimits level a cell's sibling is the template's child, outside
+	 * the cell's tree, which the host's /tmp watch reads (src/core/held.c). */
+	if (rc == 0)
+		rc = seccomp_rule_add(
+			ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+			SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS | CLONE_PARENT, 0));
 	if (rc == 0 && !host) /* asyncio's self-pipe needs AF_UNIX pairs */
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -366,6 +367,7 @@ Test(isolation, namespace_and_mount_calls_are_denied)
 			   "print('clone(NEWPID)', sc(56, NEWPID | 17, 0, 0, 0, 0))\n"
 			   "print('clone(NEWNET)', sc(56, NEWNET | 17, 0, 0, 0, 0))\n"
 			   "print('clone(NEWNS)', sc(56, NEWNS | 17, 0, 0, 0, 0))\n"
+			   "print('clone(PARENT)', sc(56, 0x8000 | 17, 0, 0, 0, 0))\n"
 			   "try:\n"
 			   "    os.chroot('/tmp')\n"
 			   "except PermissionError as e:\n"
@@ -373,7 +375,8 @@ Test(isolation, namespace_and_mount_calls_are_denied)
 		"unshare(NEWUSER) -1 EPERM\nunshare(NEWNS) -1 EPERM\nunshare(NEWNET) -1 EPERM\n"
 		"setns -1 EPERM\nmount -1 EPERM\numount2 -1 EPERM\npivot_root -1 EPERM\n"
 		"chroot -1 EPERM\nclone(NEWUSER) -1 EPERM\nclone(NEWPID) -1 EPERM\n"
-		"clone(NEWNET) -1 EPERM\nclone(NEWNS) -1 EPERM\nos.chroot EPERM\n");
+		"clone(NEWNET) -1 EPERM\nclone(NEWNS) -1 EPERM\nclone(PARENT) -1 EPERM\n"
+		"os.chroot EPERM\n");
 	expect_healthy(sb);
 	snapcell_sandbox_free(sb);
 }
@@ -940,6 +943,50 @@ Test(isolation, statvfs_reports_no_host_disk)
 	test_remove_tree(pp);
 	free(ws);
 	free(pp);
+}
+
+/* The host's side of locks_on_the_stdlib_stay_in_its_overlay: whether the host may lock the
+ * file the call names ({"path": "/..."}) while the cell holds it locked. */
+static int try_host_lock(void *user, const char *args, char **result)
+{
+	(void)user;
+	char path[1024] = "";
+	const char *at = strstr(args, "\"path\"");
+	at = at ? strchr(at + 6, '/') : NULL;
+	size_t len = at ? strcspn(at, "\"") : 0;
+	if (len == 0 || len >= sizeof(path)) {
+		*result = strdup("bad arguments");
+		return -1;
+	}
+	memcpy(path, at, len);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool free_ = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+	if (fd >= 0)
+		close(fd);
+	*result = strdup(fd < 0 ? "\"unopened\"" : free_ ? "\"free\"" : "\"held\"");
+	return 0;
+}
+
+/* Issue 21 item 11: a cell's flock on a file of the stdlib (the host's, bound read-only) kept
+ * the host's processes from locking it for the run's length. The stdlib is an overlay now, and
+ * a lock taken through it belongs to the overlay's inode: the host, asked while the cell holds
+ * the lock, takes it at once. */
+Test(isolation, locks_on_the_stdlib_stay_in_its_overlay)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "host_lock", "Locks a host file.", NULL,
+					      SNAPCELL_APPROVAL_NEVER, try_host_lock, NULL, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	expect_output(sb,
+		      "import fcntl, json, os\n"
+		      "path = json.__file__\n"
+		      "fd = os.open(path, os.O_RDONLY)\n"
+		      "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+		      "print(call_tool('host_lock', path=path))\n",
+		      "free\n");
+	snapcell_sandbox_free(sb);
 }
 
 /* Issue 21 item 10: sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is

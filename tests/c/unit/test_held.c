@@ -97,3 +97,54 @@ Test(held, unlinked_files_of_a_process_tree_count_once_each)
 	test_remove_tree(dir);
 	free(dir);
 }
+
+/* A process with 60 MB of /proc/PID/maps text: one page of a file 60 directories of 250
+ * characters down (a 15 KB path), mapped 4,000 times apart. */
+static void map_deep(const char *dir, int ready)
+{
+	char name[251];
+	if (chdir(dir) < 0)
+		_exit(2);
+	for (int i = 0; i < 60; i++) {
+		memset(name, 'a' + i % 26, 250);
+		name[250] = 0;
+		if (mkdir(name, 0700) < 0 || chdir(name) < 0)
+			_exit(2);
+	}
+	uint64_t blocks;
+	int fd = make_file(".", "f", 8192, &blocks);
+	enum { MAPS = 4000 };
+	char *base = mmap(NULL, (size_t)MAPS * 8192, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (base == MAP_FAILED)
+		_exit(2);
+	for (size_t i = 0; i < MAPS; i++)
+		if (mmap(base + i * 8192, 4096, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0) ==
+		    MAP_FAILED)
+			_exit(2);
+	if (write(ready, "x", 1) < 0)
+		_exit(2);
+	pause();
+	_exit(0);
+}
+
+/* Reading /proc/PID/maps costs what the code chose, and the watch waits ten times a
+ * measurement before the next: past 32 MiB of it in one measurement, the count is over. */
+Test(held, a_bloated_maps_text_counts_as_over)
+{
+	char *dir = test_make_tree();
+	int ready[2];
+	cr_assert_eq(pipe(ready), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		map_deep(dir, ready[1]);
+	char c;
+	cr_assert_eq(read(ready[0], &c, 1), 1);
+	struct stat st;
+	cr_assert_eq(stat(dir, &st), 0);
+	cr_expect_eq(sc__held_bytes(pid, st.st_dev, MAP_FILE_BYTES), UINT64_MAX);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	test_remove_tree(dir);
+	free(dir);
+}
