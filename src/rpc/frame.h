@@ -38,7 +38,7 @@ enum sc_frame_type {
 	SC_FRAME_FREEZE = 'Z',	 /* host -> anchor: stop the family's other processes */
 	SC_FRAME_FROZEN = 'z',	 /* anchor -> host: they are stopped (SIGSTOP sent to all) */
 	SC_FRAME_THAW = 'T',	 /* host -> anchor: int32 pid of the one to continue (no answer) */
-	/* The egress gate, on a cell's network socket (src/net/gate.c): */
+	/* The egress gate, on a cell's network socket (src/net/gate_resolve.c): */
 	SC_FRAME_NET = 'N',	   /* cell -> host: "R name" or "C address port" */
 	SC_FRAME_NET_ANSWER = 'n', /* host -> cell: '1' and the address, or '0' and why */
 };
