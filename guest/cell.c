@@ -1,5 +1,5 @@
 /* One cell: the forked copy of the template that runs one piece of untrusted code. It sets
- * itself up in the order of ../shared/docs/security-notes.md §3.5 (session, mounts, fds,
+ * itself up in this order (session, mounts, fds,
  * rlimits, capabilities, no_new_privs, seccomp last), warms up, then parks until the host
  * sends code. Everything after the code starts is untrusted: the host believes only the exit
  * status the template reports. */

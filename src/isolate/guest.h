@@ -165,7 +165,6 @@ int sc__seccomp_install(const struct sc_bpf *bpf);
  * length (unsigned short) and instructions. 0, or -1 once something failed (the reader then
  * compiles the policy itself). */
 int sc__seccomp_compile_to(int fd, unsigned flags);
-void sc__seccomp_free(struct sc_bpf *bpf);
 
 /* ---- rlimits.c ---- */
 

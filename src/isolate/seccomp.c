@@ -1,4 +1,4 @@
-/* The cell's system-call policy, fitted to CPython (../shared/docs/security-notes.md §3):
+/* The cell's system-call policy, fitted to CPython:
  * allow what the interpreter and its standard library use, answer "feature absent" (ENOSYS)
  * where libc or Python fall back, deny the rest with EPERM so code can recover, and kill the
  * process on exploit-only calls. Compiled once in the template, installed in each cell. Not a
@@ -602,7 +602,7 @@ int sc__seccomp_compile_to(int fd, unsigned flags)
 		 sc__seccomp_compile(&bpf, flags, NULL) == 0 &&
 		 sc__write_all(fd, &bpf.len, sizeof(bpf.len)) == 0 &&
 		 sc__write_all(fd, bpf.filter, bpf.len * sizeof(struct sock_filter)) == 0;
-	sc__seccomp_free(&bpf);
+	free(bpf.filter);
 	return ok ? 0 : -1;
 }
 
@@ -612,11 +612,4 @@ int sc__seccomp_install(const struct sc_bpf *bpf)
 	if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) < 0)
 		return -errno;
 	return 0;
-}
-
-void sc__seccomp_free(struct sc_bpf *bpf)
-{
-	free(bpf->filter);
-	bpf->filter = NULL;
-	bpf->len = 0;
 }

@@ -1,5 +1,5 @@
 """snapcell.agent_framework against the real agent-framework-core 1.23 and real sandboxes.
-Test names carry the item of ../shared/spec/codeact-parity.md they check."""
+Test names start with the number of the drop-in parity item they check, and say what it is."""
 
 import asyncio
 import base64
