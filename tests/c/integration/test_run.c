@@ -1,6 +1,7 @@
 /* Running code: output capture, exit statuses, tracebacks, fresh state per run. */
 #include "helpers.h"
 
+#include <limits.h>
 #include <pthread.h>
 
 Test(run, captures_stdout_and_stderr_separately)
@@ -259,15 +260,18 @@ Test(run, debian_numpy_imports_from_an_exposed_python_path)
 struct par {
 	struct snapcell_sandbox *sb;
 	int index;
-	char out[64];
+	char out[128];
 	int status;
 };
 
 static void *par_run(void *arg)
 {
 	struct par *p = arg;
-	char code[128];
-	snprintf(code, sizeof(code), "import time, os\ntime.sleep(0.3)\nprint(%d, os.getpid())",
+	char code[192];
+	/* The wall clock is the host's in every cell: when the code started and ended. */
+	snprintf(code, sizeof(code),
+		 "import time, os\nt0 = time.time_ns()\ntime.sleep(1.5)\n"
+		 "print(%d, os.getpid(), t0, time.time_ns())",
 		 p->index);
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err;
@@ -281,6 +285,9 @@ static void *par_run(void *arg)
 	return NULL;
 }
 
+/* Four runs at once: each in its own cell (pid 1 of its own namespace), and all four running
+ * at the same time (every run starts before any ends), which runs taken one after the other
+ * would not. */
 Test(run, concurrent_runs_are_separate_cells, .timeout = 30)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
@@ -290,13 +297,22 @@ Test(run, concurrent_runs_are_separate_cells, .timeout = 30)
 		p[i] = (struct par){.sb = sb, .index = i};
 		pthread_create(&t[i], NULL, par_run, &p[i]);
 	}
+	long long last_start = 0, first_end = LLONG_MAX;
 	for (int i = 0; i < 4; i++) {
 		pthread_join(t[i], NULL);
-		char want[64];
-		snprintf(want, sizeof(want), "%d 1\n", i); /* each is pid 1 of its own namespace */
+		int index = -1, pid = 0;
+		long long start = 0, end = 0;
 		cr_expect_eq(p[i].status, SNAPCELL_STATUS_OK);
-		cr_expect_str_eq(p[i].out, want);
+		cr_assert_eq(sscanf(p[i].out, "%d %d %lld %lld", &index, &pid, &start, &end), 4,
+			     "%s", p[i].out);
+		cr_expect_eq(index, i);
+		cr_expect_eq(pid, 1, "run %d: pid %d", i, pid);
+		last_start = start > last_start ? start : last_start;
+		first_end = end < first_end ? end : first_end;
 	}
+	cr_expect_lt(last_start, first_end,
+		     "the runs did not overlap: the last started %lld ms after the first ended",
+		     (last_start - first_end) / 1000000);
 	snapcell_sandbox_free(sb);
 }
 
