@@ -181,13 +181,18 @@ Test(session, freeing_the_sandbox_ends_sessions_and_snapshots)
 	snapcell_session_free(s);
 }
 
+/* The refusal leaves both sessions as they were: each still runs, with its own state. */
 Test(session, snapshot_from_another_family_is_refused)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	struct snapcell_session *s1 = new_session(sb), *s2 = new_session(sb);
+	expect_session_out(s1, "x = 1", "");
+	expect_session_out(s2, "x = 2", "");
 	struct snapcell_snapshot *snap = snapshot(s1);
 	struct snapcell_error err = {0};
 	cr_expect_eq(snapcell_session_restore(s2, snap, &err), SNAPCELL_E_INVAL);
+	expect_session_out(s2, "print(x)", "2\n");
+	expect_session_out(s1, "print(x)", "1\n");
 	snapcell_snapshot_free(snap);
 	snapcell_session_free(s1);
 	snapcell_session_free(s2);
