@@ -440,6 +440,8 @@ struct sink {
 	uint16_t port;
 	pthread_t thread;
 	pthread_mutex_t lock;
+	pthread_cond_t gone; /* signalled when a connection's thread ends */
+	int n_live;	     /* connection threads not yet ended */
 	uint64_t received;
 };
 
@@ -455,6 +457,10 @@ static void *sink_conn(void *arg)
 		pthread_mutex_unlock(&k->lock);
 	}
 	close(c);
+	pthread_mutex_lock(&k->lock);
+	k->n_live--;
+	pthread_cond_signal(&k->gone);
+	pthread_mutex_unlock(&k->lock);
 	return NULL;
 }
 
@@ -465,10 +471,17 @@ static void *sink_main(void *arg)
 		void **a = malloc(2 * sizeof(void *));
 		pthread_t t;
 		a[0] = k, a[1] = (void *)(intptr_t)c;
-		if (pthread_create(&t, NULL, sink_conn, a) == 0)
+		pthread_mutex_lock(&k->lock);
+		k->n_live++;
+		pthread_mutex_unlock(&k->lock);
+		if (pthread_create(&t, NULL, sink_conn, a) == 0) {
 			pthread_detach(t);
-		else
-			close(c), free(a);
+			continue;
+		}
+		close(c), free(a);
+		pthread_mutex_lock(&k->lock);
+		k->n_live--;
+		pthread_mutex_unlock(&k->lock);
 	}
 	return NULL;
 }
@@ -477,6 +490,7 @@ static void sink_start(struct sink *k, const char *address, uint16_t port)
 {
 	memset(k, 0, sizeof(*k));
 	pthread_mutex_init(&k->lock, NULL);
+	pthread_cond_init(&k->gone, NULL);
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
 	socklen_t len = sizeof(a);
 	cr_assert_eq(inet_pton(AF_INET, address, &a.sin_addr), 1);
@@ -489,16 +503,19 @@ static void sink_start(struct sink *k, const char *address, uint16_t port)
 	pthread_create(&k->thread, NULL, sink_main, k);
 }
 
-/* What the sink took, once the gate has closed every connection (the run is over). */
+/* What the sink took, once the gate has closed every connection (the run is over) and each
+ * connection's thread has read to its end. */
 static uint64_t sink_stop(struct sink *k)
 {
 	shutdown(k->fd, SHUT_RDWR);
 	pthread_join(k->thread, NULL);
 	close(k->fd);
-	test_pause_ms(200); /* the connection threads read to their EOF */
 	pthread_mutex_lock(&k->lock);
+	while (k->n_live > 0)
+		pthread_cond_wait(&k->gone, &k->lock);
 	uint64_t got = k->received;
 	pthread_mutex_unlock(&k->lock);
+	pthread_cond_destroy(&k->gone);
 	return got;
 }
 
