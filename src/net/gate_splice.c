@@ -124,7 +124,7 @@ static void splice_streams(struct sc_gate_cell *c, int cell_fd, int up_fd, const
 		snprintf(why, WHY_LEN, "out of memory");
 	} else if (prefix_len) { /* what the cell sent before the gate decided (PEEK_MAX) */
 		/* Charged like any other bytes: a ClientHello can carry 16 KiB of the cell's
-		 * choosing (an attack pass on issue 21 moved 1 MB under 256 KiB in hellos). */
+		 * choosing (an attack moved 1 MB under a 256 KiB budget in hellos). */
 		spent = !charge(c, prefix_len);
 		memcpy(dir[0].buf, prefix, prefix_len);
 		dir[0].len = spent ? 0 : prefix_len;

@@ -1,4 +1,4 @@
-"""Issue 19's attacks on the interpreter a cell runs, as the CLI shows them: what the host asks
+"""Attacks on the interpreter a cell runs, as the CLI shows them: what the host asks
 the interpreter (`python -I -S -c`, src/core/python_probe.c) decides which host directories
 cells see, so neither the caller's loader environment nor a lying answer may widen it. Each
 check runs at the host's level and, where tests/simhost is built, at level rlimits (a

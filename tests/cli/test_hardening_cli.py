@@ -1,4 +1,4 @@
-"""Issue 9's findings as the CLI shows them: hostile tool names in the JSON call log."""
+"""Adversarial findings as the CLI shows them: hostile tool names in the JSON call log."""
 import json
 
 RAW_CALL = (b"import os, struct\n"
@@ -24,7 +24,7 @@ PRINT_ENV = "python3 -c 'import json, os, sys; sys.stdin.read(); print(json.dump
 
 
 def test_tool_commands_start_with_an_explicit_environment(snapcell):
-    # Issue 21: command tools inherited the MCP token and the variables an --allow-header reads.
+    # Command tools inherited the MCP token and the variables an --allow-header reads.
     secrets = {"SNAPCELL_MCP_TOKEN": "t0ken-s3cret", "API_KEY": "k3y-s3cret",
                "UNLISTED": "not-for-children", "KEEP": "passed-on", "LANG": "C.UTF-8"}
     code = b"import json\nprint(json.dumps(call_tool('printenv')))\n"
@@ -69,7 +69,7 @@ print(*(mem.count(b''.join(parts)) for parts in NEEDLES))
 
 
 def test_no_tool_command_or_host_path_in_cell_memory(snapcell, tmp_path):
-    # Issue 21 item 10: no tool command line, work directory or cgroup path may be readable
+    # No tool command line, work directory or cgroup path may be readable
     # in a cell's memory. The control is a string the code puts on its own heap.
     command = "cat >/dev/null; echo sc-toolcmd-marker-31337"
     needles = [[command[:10].encode(), command[10:].encode()],

@@ -1,4 +1,4 @@
-"""What the model is told, through the CLI (issue 20): each usage example that --describe
+"""What the model is told, through the CLI: each usage example that --describe
 gives runs in a real cell, `tools` needs no import, and a missing helper is explained in a CLI
 user's words (no C function names)."""
 import os

@@ -58,7 +58,7 @@ def test_half_a_client_hello_does_not_spin_the_gate(run):
     assert lines(r) == ["held 4"]
     assert r["cpu_s"] < 1.5, r["cpu_s"]
     connects = [e for e in r["network_events"] if e["kind"] == "connect"]
-    # Identical refusals are one event with a count (issue 21, finding 7).
+    # Identical refusals are one event with a count.
     assert sum(e["count"] for e in connects) == 4 and not any(e["allowed"] for e in connects)
 
 
@@ -153,7 +153,7 @@ print(body.decode().strip())
 
 
 def test_plain_http_to_an_https_entry_never_carries_its_credential(run_gate, net):
-    # Issue 21, finding 1: plain HTTP to port 443 of an https:// entry had the host make the
+    # Plain HTTP to port 443 of an https:// entry had the host make the
     # request in plain HTTP, the entry's credential added, with no certificate check.
     before = len(seen(net))
     r = run_gate(PLAIN_TO_443, "--allow", "https://api.example.test/v1=GET",
@@ -225,7 +225,7 @@ def test_a_bare_hosts_headers_go_over_tls_only(run_gate, net):
 
 def test_plain_bytes_to_an_https_ip_entry_are_refused(run, net):
     # An IP-literal https:// entry passes its stream through unread: it must start with a
-    # TLS ClientHello. The attack pass on issue 21 found one byte enough: 0x16 and then plain
+    # TLS ClientHello. An attack pass found one byte enough: 0x16 and then plain
     # HTTP went through, recorded as upstream_tls.
     code = ("import socket, ssl\n"
             "for first in (b'GET / HTTP/1.0\\r\\n\\r\\n', b'\\x16GET / HTTP/1.0\\r\\n\\r\\n'):\n"
@@ -267,7 +267,7 @@ print(s.recv(4096).split(b"\\r\\n")[0].decode())
 
 
 def test_paths_that_fold_into_separators_and_bodies_on_get_are_refused(run, net):
-    # Issue 21, finding 9: defence in depth for what a server behind the gate decodes or
+    # Defence in depth for what a server behind the gate decodes or
     # normalises after the gate compared the path, and for a CL.0 desync upstream.
     before = len(seen(net))
     r = run(PATHS, "--allow", "http://api.example.test/v1")
@@ -280,7 +280,7 @@ def test_paths_that_fold_into_separators_and_bodies_on_get_are_refused(run, net)
 
 
 def test_repeated_lookups_are_one_event_with_a_count(run):
-    # Issue 21, finding 7: repeats add to one event's count, so they cannot fill the record.
+    # Repeats add to one event's count, so they cannot fill the record.
     r = run("import socket\n"
             "for i in range(50):\n"
             "    socket.getaddrinfo('a.example.test', 443)\n"
@@ -324,7 +324,7 @@ print("tls pipeline", *first_line(443, pipe, tls=True))
 
 
 def test_no_host_form_or_pipeline_takes_an_https_credential_into_cleartext(run_gate, net):
-    # The attack pass on issue 21's finding 1: every Host spelling on plain HTTP to port 443
+    # Cleartext credentials, attacked: every Host spelling on plain HTTP to port 443
     # is refused before anything goes upstream, and over TLS a pipelined request is checked
     # on its own (only the first, allowed, request reaches the server, with the credential).
     before = len(seen(net))
@@ -411,7 +411,7 @@ def cl0_server(net):
 
 
 def test_a_body_an_upstream_ignores_cannot_take_the_next_requests_credential(run_gate, cl0_server):
-    # Found by the attack pass on issue 21's finding 9: refusing bodies on GET and HEAD left
+    # Found by an attack pass on the CL.0 fix: refusing bodies on GET and HEAD left
     # CL.0 open for every method that carries one. The body of an allowed POST the upstream
     # ignores became the head of a request outside the path rule, and curl's next request on
     # the kept-alive upstream connection completed it, credential included: the cell read

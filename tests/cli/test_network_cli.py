@@ -1,4 +1,4 @@
-"""The egress gate end to end through the CLI (issue #10's list): test hosts in a network
+"""The egress gate end to end through the CLI: test hosts in a network
 namespace of the test's own (tests/net/testnet.py), names mapped to them with --map-host,
 never DNS. Needs root (CI runs as root)."""
 import http.server

@@ -43,7 +43,7 @@ def test_allow_forms_and_headers_in_json_output(snapcell, tmp_path, monkeypatch)
 
 
 def test_headers_on_an_http_entry_are_refused(snapcell, monkeypatch):
-    # Issue 21, finding 1: credentials never travel in cleartext, so an entry written
+    # Credentials never travel in cleartext, so an entry written
     # http:// takes no headers (a bare host does: the gate adds them over TLS only).
     monkeypatch.setenv("SC_CLI_TOKEN", "env-s3cret")
     for target in ("http://api.example.com", "http://api.example.com/v1"):

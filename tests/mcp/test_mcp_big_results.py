@@ -1,5 +1,5 @@
 """Results of any size up to the caps reach the official SDK client (mcp==2.3.0) over Streamable
-HTTP, in mode="legacy" and mode="auto", with and without progress (issue 20, item 6). Its SSE
+HTTP, in mode="legacy" and mode="auto", with and without progress. Its SSE
 reader refuses an event past 1 MiB and ends the session, so: an answer without a progressToken
 is one JSON body; an answer streamed with progress gives its big items as resource_link
 items, capability URIs that resources/read serves (one JSON body each). The links are

@@ -1,4 +1,4 @@
-"""Attacks on the MCP server by clients that share it (issue 21): a stateless client cancelling
+"""Attacks on the MCP server by clients that share it: a stateless client cancelling
 another's run, messages that cost the server far more than their size, connections that hold
 every slot before authentication, results that would take the server's memory, one client
 holding every run and queue slot, and secrets reaching the children the server starts. The

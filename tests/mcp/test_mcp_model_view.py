@@ -1,4 +1,4 @@
-"""What the model sees through snapcell mcp (issue 20): a failed run stays isError and its
+"""What the model sees through snapcell mcp: a failed run stays isError and its
 content ends with the library's summary of the cause; `tools` needs no import; each usage
 example of the description runs in a real cell."""
 import json

@@ -1,4 +1,4 @@
-"""approval="per_call" on the Agent Framework surface (issue 22, item 3): a real Agent with a
+"""approval="per_call" on the Agent Framework surface: a real Agent with a
 scripted chat client, real agent-framework-core and real sandboxes. A call the code makes to a
 tool whose approval_mode is "always_require" ends the agent run with Agent Framework's own
 approval request naming that tool and its arguments; the next run, carrying the answer, goes on

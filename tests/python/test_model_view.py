@@ -1,4 +1,4 @@
-"""What the model sees (issue 20, items 1 and 2): after a failed run the model is told the
+"""What the model sees: after a failed run the model is told the
 status and its cause, through agent-framework-openai's real Chat Completions and Responses
 clients talking to a local HTTP server; `tools` needs no import; every usage sentence of the
 description holds in a real cell."""

@@ -1,4 +1,4 @@
-"""Drop-in parity with the reference integration (issue 20, item 3): the public signatures of
+"""Drop-in parity with the reference integration: the public signatures of
 agent-framework-hyperlight, as pinned in requirements-dev.txt, against snapcell.agent_framework's,
 every difference listed with its reason in docs/python.md; and the differences found closed."""
 

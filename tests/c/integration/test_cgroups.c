@@ -173,7 +173,7 @@ static void *sample_page_tables(void *arg)
 	return NULL;
 }
 
-/* Issue 9, item 6: one-page mappings 1 GiB apart cost about 8 KiB of page tables per 4 KiB
+/* Page tables: one-page mappings 1 GiB apart cost about 8 KiB of page tables per 4 KiB
  * page, which RLIMIT_AS does not count: under a 512 MiB limit they took the host's page
  * tables from 1 MB to 963 MB while the result said 11 MiB. The cell's memory cgroup charges
  * the page tables, so the cell is killed at its limit, the host's page tables stay well below

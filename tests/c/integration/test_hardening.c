@@ -1,4 +1,4 @@
-/* Issue 9's adversarial findings: code in a cell hurting the host or other sandboxes (core
+/* Adversarial findings: code in a cell hurting the host or other sandboxes (core
  * dumps, per-user kernel quotas, host memory through tool calls, forged reports, tool names).
  * Each test failed before its fix. */
 #define _GNU_SOURCE

@@ -775,7 +775,7 @@ Test(isolation, out_of_band_data_is_refused)
 
 /* Item 11: the host's work-directory path (here under a $TMPDIR named for the test) reached
  * the template in its setup message and stayed in the memory of every cell forked from it.
- * Issue 21 item 10: so did the memory cgroup's path (at level cgroups), and the helper's. */
+ * So did the memory cgroup's path (at level cgroups), and the helper's. */
 Test(isolation, cell_memory_does_not_hold_the_host_work_directory_path, .timeout = 60)
 {
 	char parent[] = "/tmp/sc-leakmark-XXXXXX";
@@ -866,7 +866,7 @@ static void expect_not_host_figures(const char *name, unsigned long long blocks,
 		  "%s: the figures are %s's", name, host_path);
 }
 
-/* Issue 21 item 10: statfs of the root's read-only binds (the standard library, a Python path,
+/* statfs of the root's read-only binds (the standard library, a Python path,
  * /input, the loader's cache) gave the host disk's size, free space and id. The directories
  * are overlays topped by the root tmpfs, the small files copies in it: no figure of the host's
  * is seen, the binds stay read-only, and /tmp still reports its own size. */
@@ -967,7 +967,7 @@ static int try_host_lock(void *user, const char *args, char **result)
 	return 0;
 }
 
-/* Issue 21 item 11: a cell's flock on a file of the stdlib (the host's, bound read-only) kept
+/* A cell's flock on a file of the stdlib (the host's, bound read-only) kept
  * the host's processes from locking it for the run's length. The stdlib is an overlay now, and
  * a lock taken through it belongs to the overlay's inode: the host, asked while the cell holds
  * the lock, takes it at once. */
@@ -989,7 +989,7 @@ Test(isolation, locks_on_the_stdlib_stay_in_its_overlay)
 	snapcell_sandbox_free(sb);
 }
 
-/* Issue 21 item 10: sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
+/* sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
  * refused as absent (ENOSYS), and what calls it through libc goes on. */
 Test(isolation, sysinfo_reports_nothing_of_the_host)
 {

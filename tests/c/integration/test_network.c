@@ -328,7 +328,7 @@ static void expect_budget_holds(bool upload)
 		     (unsigned long long)(upload ? o.received : o.sent));
 }
 
-/* Issue 21, finding 4: the budget was charged when a request ended, and never checked in
+/* The budget was charged when a request ended, and never checked in
  * the HTTP gate: 9.4 MB moved under 1 MiB. */
 Test(network, the_byte_budget_holds_through_http_rules_for_downloads)
 {
@@ -340,7 +340,7 @@ Test(network, the_byte_budget_holds_through_http_rules_for_uploads)
 	expect_budget_holds(true);
 }
 
-/* Issue 21, finding 7: 10,050 refused lookups filled the 10,000-event record and the upload
+/* 10,050 refused lookups filled the 10,000-event record and the upload
  * that followed left no trace. Refusals repeat into one event's count, have a share of
  * their own, and allowed traffic always has room. */
 Test(network, refusals_cannot_push_allowed_traffic_out_of_the_record)

@@ -534,7 +534,7 @@ Test(rlimits, a_warmup_reaches_no_network)
 	}
 }
 
-/* Issue 21 item 10: this level has no tmpfs per cell, and a cell filled the work directory's
+/* This level has no tmpfs per cell, and a cell filled the work directory's
  * filesystem (/dev/shm) at ~2.5 GiB/s with files each under the file-size limit. The host
  * measures /tmp and /output while the cell runs and kills it past their sizes together; a
  * cell writing within them is left alone. */
@@ -654,7 +654,7 @@ static void skip_unless_ptrace_capable(void)
 				    "count unlinked files (docs/security.md)");
 }
 
-/* Issue 21 item 10: a file opened, filled and unlinked kept its blocks on the work
+/* A file opened, filled and unlinked kept its blocks on the work
  * directory's filesystem where the walk of names never saw them: 200 of 4 MiB (800 MiB)
  * passed the default 321 MiB bound and the run ended ok. The watch counts the unlinked files
  * the cell's processes and threads hold open, and those they only map (counted at the

@@ -231,7 +231,7 @@ Test(session, a_kill_takes_the_workers_children_and_spares_its_branches, .timeou
 }
 
 /* Item 7: a process left from an earlier run wrote into /output (and /tmp) between runs, so
- * the next run collected files no run of it made. Issue 21 item 10: it then went on writing
+ * the next run collected files no run of it made. It then went on writing
  * during the next run, which reported files it never wrote. Between runs the whole family is
  * stopped (whatever process group or session its processes moved to), and a turn continues
  * only the process it is for: what a run left never runs again. */
@@ -268,7 +268,7 @@ Test(session, a_process_a_run_left_never_runs_again, .timeout = 60)
 	snapcell_sandbox_free(sb);
 }
 
-/* Issue 21 item 10: a process a branch left kept rewriting its sibling's /tmp while the
+/* A process a branch left kept rewriting its sibling's /tmp while the
  * sibling ran (2 of 4 tries). The race is run many times. */
 Test(session, a_branchs_leftover_never_writes_its_siblings_tmp, .timeout = 120)
 {
@@ -447,7 +447,7 @@ Test(session, a_tmp_out_of_inodes_does_not_end_the_family, .timeout = 60)
 	snapcell_sandbox_free(sb);
 }
 
-/* Issue 21 item 10: the host makes a branch's frame socket, so SO_PEERPIDFD on it (or
+/* The host makes a branch's frame socket, so SO_PEERPIDFD on it (or
  * SO_PASSPIDFD, then a frame from the host) gave the code a live pidfd for the host process.
  * Every socket the code holds is tried, in a first session and in a branch. */
 Test(session, no_socket_gives_a_pidfd_of_its_peer)

@@ -723,7 +723,7 @@ Test(http_gate, the_entry_header_reaches_the_upstream_and_replaces_the_cells)
 	upstream_stop(&u);
 }
 
-/* Issue 21, finding 1: the upstream's scheme followed the cell's, so plain HTTP to port 443
+/* The upstream's scheme followed the cell's, so plain HTTP to port 443
  * of an https:// entry (or to any entry with headers) had the host send the credential in
  * cleartext. Now such a request is refused with the rule, and nothing goes upstream. */
 Test(http_gate, credentials_never_go_upstream_in_cleartext)
@@ -1001,7 +1001,7 @@ Test(http_gate, smuggling_forms_are_refused)
 	upstream_stop(&u);
 }
 
-/* Issue 21, finding 9: a body on GET or HEAD, which an upstream that ignores it would read
+/* A body on GET or HEAD, which an upstream that ignores it would read
  * as the next request (CL.0). */
 Test(http_gate, a_body_on_get_or_head_is_refused)
 {

@@ -142,7 +142,7 @@ Test(net_rules, paths_match_on_segment_boundaries)
 	sc__net_list_free(&l);
 }
 
-/* Issue 21, finding 9: what a server behind the gate may decode or fold into a separator
+/* What a server behind the gate may decode or fold into a separator
  * after the gate compared the path. */
 Test(net_rules, paths_that_decode_or_fold_into_separators_are_refused)
 {
@@ -192,7 +192,7 @@ Test(net_rules, paths_that_decode_or_fold_into_separators_are_refused)
 		"/v1/%ef%bc%8e"};
 	for (size_t i = 0; i < SC_ARRAY_LEN(folding); i++)
 		expect_request(&l, h, 443, "GET", folding[i], "folds to");
-	/* The rest of what NFKC folds to those characters (an attack pass on issue 21 found
+	/* The rest of what NFKC folds to those characters (an attack pass found
 	 * U+FE30, "..", missing): every one Python's unicodedata finds. */
 	static const char *const vertical[] = {
 		"/v1/%EF%B8%B0/admin", /* U+FE30 VERTICAL TWO DOT LEADER: ".." */
@@ -410,7 +410,7 @@ Test(net_rules, allow_header_expands_in_c_and_needs_the_entry)
 	cr_expect_eq(snapcell_config_allow_header(cfg, "bad target@", "X-A", "v", &err),
 		     SNAPCELL_E_INVAL);
 	cr_expect_eq(snapcell_config_allow_header(NULL, "x", "X-A", "v", &err), SNAPCELL_E_INVAL);
-	/* Issue 21, finding 1: no header on an entry allowed as http://, with or without a
+	/* No header on an entry allowed as http://, with or without a
 	 * path; "host:80" (no scheme) takes one, which the gate adds over TLS only. */
 	const char *http_targets[] = {"http://api.example.test/v1", "http://api.example.test"};
 	for (size_t i = 0; i < SC_ARRAY_LEN(http_targets); i++) {
