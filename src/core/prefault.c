@@ -220,9 +220,10 @@ static void send_list(struct snapcell_sandbox *sb, const uint64_t *pages, size_t
 		return;
 	struct sc_ctl_msg m = {.type = SC_CTL_PREFAULT};
 	pthread_mutex_lock(&sb->lock);
-	if (!sb->broken)
-		sc__ctl_send(sb->ctl, &m, &fd, 1);
+	bool broken = sb->broken;
 	pthread_mutex_unlock(&sb->lock);
+	if (!broken) /* without the lock: a template that reads slowly may block the send */
+		sc__ctl_send(sb->ctl, &m, &fd, 1);
 	close(fd);
 }
 
