@@ -23,6 +23,7 @@
 
 #include "core.h"
 #include "rpc/control.h"
+#include "util/util.h"
 
 #define PAGE 4096u
 /* Learn from the first runs, then from one in this many (a workload that changes). */
@@ -284,7 +285,7 @@ void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell)
 	struct sc_prefault *pf = sb->prefault;
 	pthread_mutex_lock(&pf->lock);
 	if (!pf->busy && !pf->stop &&
-	    (pf->started || pthread_create(&pf->thread, NULL, learner, sb) == 0)) {
+	    (pf->started || sc__thread_start(&pf->thread, NULL, learner, sb) == 0)) {
 		pf->started = true;
 		pf->cell = *cell;
 		pf->busy = true;
