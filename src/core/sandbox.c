@@ -549,14 +549,18 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 /* How the helper ended, "exited with status 127" or "was killed by signal 11", into buf, left
  * as it is when the helper has not ended within a second (a closed control socket and its
  * exit are not quite simultaneous); true when a signal ended it. It stays a zombie for
- * stop_helper to reap. */
+ * stop_helper to reap, unless this process ignores SIGCHLD (the kernel reaps it) or a handler
+ * of the caller's reaped it with waitpid(-1): then its status is gone, and buf says so. */
 static bool helper_end(struct snapcell_sandbox *sb, char *buf, size_t len)
 {
 	siginfo_t si = {0};
-	if (sc__wait_fd(sb->helper_pidfd, POLLIN, sc__deadline_ms(1000)) < 0 ||
-	    waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED | WNOHANG | WNOWAIT) <
-		    0 ||
-	    si.si_pid == 0)
+	if (sc__wait_fd(sb->helper_pidfd, POLLIN, sc__deadline_ms(1000)) < 0)
+		return false;
+	int rc =
+		waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED | WNOHANG | WNOWAIT);
+	if (rc < 0 && errno == ECHILD)
+		snprintf(buf, len, "ended (status unknown: SIGCHLD ignored or reaped)");
+	if (rc < 0 || si.si_pid == 0)
 		return false;
 	if (si.si_code == CLD_EXITED)
 		snprintf(buf, len, "exited with status %d", si.si_status);
