@@ -213,17 +213,17 @@ static int ranges_memfd(const uint64_t *pages, size_t n)
 	return fd;
 }
 
-/* Tells the template; a failure only leaves cells without the newest list. */
-static void send_list(struct snapcell_sandbox *sb, const uint64_t *pages, size_t n)
+/* Tells the template the list in fd (ranges_memfd's), with no lock held: a template that reads
+ * slowly may block the send. A failure only leaves cells without the newest list. */
+static void send_list(struct snapcell_sandbox *sb, int fd)
 {
-	int fd = ranges_memfd(pages, n);
 	if (fd < 0)
 		return;
 	struct sc_ctl_msg m = {.type = SC_CTL_PREFAULT};
 	pthread_mutex_lock(&sb->lock);
 	bool broken = sb->broken;
 	pthread_mutex_unlock(&sb->lock);
-	if (!broken) /* without the lock: a template that reads slowly may block the send */
+	if (!broken)
 		sc__ctl_send(sb->ctl, &m, &fd, 1);
 	close(fd);
 }
@@ -247,14 +247,16 @@ static void learn(struct snapcell_sandbox *sb, const struct sc_cell *cell)
 		n_write += all[i] & 1;
 	bool grew = all && n != pf->n_pages && n_write <= MAX_WRITE_PAGES &&
 		    n - n_write <= MAX_READ_PAGES;
+	int list = -1;
 	if (grew) {
 		free(pf->pages);
 		pf->pages = all, pf->n_pages = n;
-		send_list(sb, all, n);
+		list = ranges_memfd(all, n);
 	} else {
 		free(all);
 	}
 	pthread_mutex_unlock(&pf->lock);
+	send_list(sb, list);
 	free(seen.v);
 }
 
@@ -269,8 +271,9 @@ static void *learner(void *arg)
 		if (!pf->busy)
 			break;
 		struct sc_cell cell = pf->cell;
+		bool stop = pf->stop; /* read under the lock: sc__prefault_free sets it */
 		pthread_mutex_unlock(&pf->lock);
-		if (!pf->stop)
+		if (!stop)
 			learn(sb, &cell);
 		sc__sandbox_retire_cell(sb, &cell);
 		pthread_mutex_lock(&pf->lock);
