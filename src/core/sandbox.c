@@ -719,10 +719,10 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	sb->cgroup.dir_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	pthread_cond_init(&sb->paused_cond, NULL);
-	pthread_cond_init(&sb->received, NULL);
 	pthread_condattr_t monotonic;
 	pthread_condattr_init(&monotonic);
 	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	pthread_cond_init(&sb->received, &monotonic);
 	pthread_cond_init(&sb->reaper_wake, &monotonic);
 	pthread_condattr_destroy(&monotonic);
 	int rc = sc__config_copy(cfg, &sb->cfg);
@@ -832,6 +832,12 @@ static int mark_broken(struct snapcell_sandbox *sb, const char *why, struct snap
 	return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", why);
 }
 
+static int no_cell(struct snapcell_error *err)
+{
+	return sc__err(err, SNAPCELL_E_TEMPLATE, "no cell from the template in %d ms",
+		       TAKE_TIMEOUT_MS);
+}
+
 /* Reads one CELL message from the control socket; called without the lock, by the one thread
  * that is receiving. *why, when the template is gone or broke its protocol: the sandbox is then
  * broken, and the caller marks it so under the lock. */
@@ -840,8 +846,7 @@ static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, const ch
 {
 	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(TAKE_TIMEOUT_MS));
 	if (rc == -ETIMEDOUT)
-		return sc__err(err, SNAPCELL_E_TEMPLATE, "no cell from the template in %d ms",
-			       TAKE_TIMEOUT_MS);
+		return no_cell(err);
 	struct sc_ctl_msg m;
 	int fds[SC_CTL_MAX_FDS];
 	size_t n_fds = 0, want = SC_CELL_NFDS + (sb->gate ? sc__gate_cell_fds(sb->gate) : 0);
@@ -895,11 +900,15 @@ static int queue_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, struct 
  * run that retires its cell, pauses or resumes meanwhile. */
 static int await_cells(struct snapcell_sandbox *sb, size_t want, struct snapcell_error *err)
 {
+	uint64_t deadline = sc__deadline_ms(TAKE_TIMEOUT_MS); /* a waiter's: as long as a read */
+	struct timespec at = {(time_t)(deadline / 1000000), (long)(deadline % 1000000) * 1000};
 	while (sb->n_ready < want) {
 		if (sb->broken)
 			return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 		if (sb->receiving) {
-			pthread_cond_wait(&sb->received, &sb->lock);
+			if (pthread_cond_timedwait(&sb->received, &sb->lock, &at) == ETIMEDOUT &&
+			    sb->n_ready < want && !sb->broken)
+				return no_cell(err);
 			continue;
 		}
 		sb->receiving = true;
