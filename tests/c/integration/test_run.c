@@ -393,6 +393,32 @@ Test(run, a_run_ends_while_other_threads_wait_for_a_slow_template, .timeout = 12
 	snapcell_sandbox_free(sb);
 }
 
+/* With the template stopped and no cell parked, a thread reading the control socket and one
+ * waiting for its read each give up after 20 s of their own, not one after the other. */
+Test(run, threads_waiting_for_a_stopped_template_each_give_up_after_20_s, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
+	expect_output(sb, "print(1)", "1\n");
+	expect_output(sb, "print(2)", "2\n");
+	uint64_t start = test_now_ms();
+	struct waiter run = {.sb = sb}, stats = {.sb = sb, .stats = true};
+	waiter_start(&run);
+	waiter_start(&stats);
+	pthread_join(run.thread, NULL);
+	pthread_join(stats.thread, NULL);
+	uint64_t took = test_now_ms() - start;
+	cr_expect_eq(run.rc, SNAPCELL_E_TEMPLATE);
+	cr_expect_eq(stats.rc, SNAPCELL_E_TEMPLATE);
+	cr_expect_geq(took, 19000);
+	cr_expect_lt(took, 30000, "the two gave up after %llu ms", (unsigned long long)took);
+	cr_assert_eq(kill(st.template_pid, SIGCONT), 0);
+	expect_output(sb, "print(3)", "3\n"); /* the sandbox works again */
+	snapcell_sandbox_free(sb);
+}
+
 Test(run, rejects_bad_arguments)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
