@@ -29,7 +29,49 @@
  *
  * Threads: a config is not thread-safe. A sandbox may be used from any number of threads at
  * once; each run gets its own cell. The library never exits, aborts or installs signal handlers
- * in the calling process; it ignores nothing and writes with MSG_NOSIGNAL.
+ * in the calling process; it ignores nothing and writes with MSG_NOSIGNAL. Tool callbacks run on
+ * the thread whose call runs the code (snapcell_sandbox_run, snapcell_session_run, or the
+ * snapcell_sandbox_resume that goes on with a paused run). A run or new session that needs a
+ * parked cell when none is ready waits for the template to park one (SNAPCELL_E_TEMPLATE after
+ * 20 s without), and snapcell_sandbox_stats waits for the two it keeps; no lock of the sandbox
+ * is held meanwhile, so runs that have their cells, resumes and session runs go on. The
+ * library starts these threads, each with every signal blocked (a signal sent to the process
+ * reaches only the caller's threads), and joins them itself:
+ * - a sandbox's reaper, at its first run that pauses for a decision, until snapcell_sandbox_free:
+ *   it ends paused runs whose SNAPCELL_LIMIT_PAUSE_MS ran out (killing their cells) and, at
+ *   level rlimits, measures paused runs' /tmp and /output;
+ * - a sandbox's pre-fault learner, at the first fresh run it learns from (usually the sandbox's
+ *   second), until snapcell_sandbox_free: it reads such a run's cell's page map, sends the
+ *   template the pages its cells should fault in ahead of a run, and retires the cell;
+ * - with network entries (snapcell_config_allow), for each run while it lasts (pauses
+ *   included): one that answers the cell's name lookups and accepts its connections, and one
+ *   per open connection (at most SNAPCELL_LIMIT_NET_CONNECTIONS); resolving an upstream name
+ *   uses glibc's getaddrinfo_a, whose own helper threads glibc starts and ends.
+ *
+ * Child processes: snapcell_sandbox_new starts the sandbox's template (snapcell-cell, which
+ * becomes the interpreter) as a child of the calling process, for the sandbox's life; cells and
+ * session processes are the template's children, never the caller's. Creating a sandbox,
+ * snapcell_probe_host and the calls that ask an interpreter what it is (once per interpreter
+ * file and process: snapcell_config_set_python, snapcell_config_python_info, ...) also run
+ * short-lived children, each waited for before the call returns. The library waits for each
+ * child by its pid or pidfd, never with waitpid(-1), so it reaps none of the caller's; the
+ * caller gets SIGCHLD when the template ends (at snapcell_sandbox_free, or if it dies) and when
+ * a short-lived child does. A SIGCHLD handler that reaps with waitpid(-1) may take their
+ * statuses, which the library needs only for its error messages (how a helper that failed to
+ * start ended: "ended (status unknown: ...)" then); a run after the template died fails with
+ * SNAPCELL_E_TEMPLATE either way. A loop that waits for every child (wait() until ECHILD) also
+ * waits for each live sandbox's template, so until the sandbox is freed.
+ * signal(SIGCHLD, SIG_IGN) and SA_NOCLDWAIT are fine: the kernel reaps the children, sandboxes
+ * and sessions work and snapcell_sandbox_free returns; only those statuses are lost.
+ *
+ * File-system ids: session operations (snapcell_session_new, _run, _snapshot, _restore, _free,
+ * snapcell_snapshot_new_session) move and copy the sessions' /tmp trees on the calling thread
+ * with the file-system ids of the sandbox's user (setfsuid and setfsgid, which change that
+ * thread only), and give the thread back the ids it had, whatever they were, before they
+ * return. Both changes are checked: a thread the kernel refuses them (a root caller's thread
+ * without CAP_SETUID or CAP_SETGID in effect) gets -EPERM, with its ids unchanged. Meanwhile a
+ * root thread's file capabilities (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, ...) are out of
+ * effect; the kernel puts them back from the permitted set when its fsuid returns to 0.
  *
  * The helper: sandboxes run an executable, snapcell-cell, installed with the library (in
  * libexecdir/snapcell). Its path is fixed at build time; snapcell_config_set_helper() points a
