@@ -579,11 +579,12 @@ class Sandbox:
         ``version_info`` ((3, 12)) and ``warning`` ("" or why it may not work)."""
         return self._cfg.python_info()
 
-    def describe(self, format: str = "compact") -> str:
-        """The execute_code description a model is given for this sandbox ("compact" or "json")."""
+    def describe(self, format: str = "compact", *, stateful: bool = False) -> str:
+        """The execute_code description a model is given for this sandbox ("compact" or "json");
+        ``stateful=True``: the one for a tool whose runs share a session (it says state persists)."""
         if format not in ("compact", "json"):
             raise ValueError(f'format must be "compact" or "json", not {format!r}')
-        return self._cfg.describe(format == "json")
+        return self._cfg.describe(format == "json", bool(stateful))
 
     def instructions(self) -> str:
         return self._cfg.instructions()
