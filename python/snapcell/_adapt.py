@@ -1,6 +1,6 @@
-"""What the framework adapters (snapcell.pydantic_ai, snapcell.langgraph, ...) share: one text of
-a run in the library's words, and a runner that sends a tool's runs to a fresh cell or to one
-session. Nothing here decides or words anything: the texts are the Result's own."""
+"""What the framework adapters (snapcell.pydantic_ai, snapcell.langgraph, ...) share: a runner
+that sends a tool's runs to a fresh cell or to one session. Nothing here decides or words
+anything: what the model is told is the Result's own (Result.model_text)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,7 @@ import asyncio
 import threading
 from typing import Any
 
-from ._sandbox import Result, Sandbox, Session
-
-
-def model_text(result: Result) -> str:
-    """A run as one text for the model: what it printed (stdout, then stderr) and the value of
-    its last expression when it ended ok, else what it printed and how it ended (the exception
-    with the end of its traceback, the limit that stopped it); a run ok with nothing to show
-    is the library's summary of it."""
-    parts = [result.stdout]
-    if result.ok:
-        parts += [result.stderr, result.value_text or ""]
-    else:
-        parts.append(result.summary)
-    text = "".join(p if p.endswith("\n") else p + "\n" for p in parts if p)
-    return text or result.summary
+from ._sandbox import Sandbox, Session
 
 
 class Runner:

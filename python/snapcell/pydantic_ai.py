@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic_ai import ModelRetry, Tool
 
-from ._adapt import Runner, model_text
+from ._adapt import Runner
 from ._sandbox import Sandbox
 
 __all__ = ["execute_code_tool"]
@@ -44,8 +44,8 @@ def execute_code_tool(sandbox: Sandbox, *, stateful: bool = False, name: str = "
     async def execute_code(code: str) -> str:
         result = await runner.run_async(code)
         if not result.ok:
-            raise ModelRetry(model_text(result))
-        return model_text(result)
+            raise ModelRetry(result.model_text)
+        return result.model_text
 
     tool = Tool.from_schema(execute_code, name=name,
                             description=sandbox.describe(stateful=runner.stateful),
