@@ -53,6 +53,10 @@ class Runner:
         if self._session is not None:
             self._check(self.run(code, tools=tools))
 
+    async def setup_async(self, code: str, *, tools: Any = None) -> None:
+        if self._session is not None:
+            self._check(await self.run_async(code, tools=tools))
+
     def run(self, code: str, *, tools: Any = None) -> Result:
         if not self.stateful:
             return self.sandbox.run(code, tools=tools)
