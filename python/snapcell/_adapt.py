@@ -4,6 +4,7 @@ anything: what the model is told is the Result's own (Result.model_text)."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import threading
 from collections.abc import Callable, Sequence
@@ -105,3 +106,33 @@ class Runner:
         """Ends the session (the sandbox is the caller's)."""
         with self._lock:
             self._drop()
+
+
+def shape(code: str) -> str:
+    """"plain" (valid Python as it is), "function" (await or return at its top level, valid only
+    in a function) or "broken" (a syntax error the cell will report)."""
+    try:
+        compile(code, "<cell>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        msg = exc.msg or ""
+        return "function" if "outside" in msg and "function" in msg else "broken"
+    return "plain"
+
+
+_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor,
+             ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.Match,
+             *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
+
+
+def with_prelude(prelude: str, code: str) -> str:
+    """The code of one run: the adapter's setup code (the prelude), then the model's code. The
+    prelude shares the code's first line when that line is a simple statement, so the model's
+    line numbers stay its own (else they are one more); code that does not compile runs alone,
+    failing before anything runs at its own line numbers."""
+    if shape(code) != "plain":
+        return code
+    first = ast.parse(code).body[:1]
+    setup = f"exec({prelude!r})"
+    if not first:
+        return setup
+    return setup + ("\n" if isinstance(first[0], _COMPOUND) else "; ") + code

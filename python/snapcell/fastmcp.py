@@ -24,7 +24,7 @@ from typing import Any
 
 from fastmcp.exceptions import ToolError
 
-from ._adapt import Runner
+from ._adapt import Runner, shape, with_prelude
 from ._sandbox import Sandbox
 from ._tools import Tool
 
@@ -57,17 +57,6 @@ def _params(func: Callable[..., Any]) -> list[str]:
         return []
 
 
-def _shape(code: str) -> str:
-    """"plain" (valid Python as it is), "function" (await or return at its top level, valid only
-    in a function) or "broken" (a syntax error the cell will report)."""
-    try:
-        compile(code, "<cell>", "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        msg = exc.msg or ""
-        return "function" if "outside" in msg and "function" in msg else "broken"
-    return "plain"
-
-
 def _as_function(code: str) -> str:
     """The code as the body of an async function run by asyncio.run, whose value is the run's
     last expression: the code's return value, or its last expression's."""
@@ -77,26 +66,6 @@ def _as_function(code: str) -> str:
     module = ast.parse(f"async def {_MAIN}():\n    pass\n__import__('asyncio').run({_MAIN}())")
     module.body[0].body = body
     return ast.unparse(ast.fix_missing_locations(module))
-
-
-def _source(code: str, prelude: str) -> str:
-    """The run's code: the prelude, then the code. The prelude shares the code's first line
-    when that line is a simple statement, so the model's line numbers stay its own."""
-    shape = _shape(code)
-    if shape == "broken":
-        return code  # it fails to compile before anything runs, at its own line numbers
-    if shape == "function":
-        return prelude + "\n" + _as_function(code)
-    first = ast.parse(code).body[:1]
-    setup = f"exec({prelude!r})"
-    if first and isinstance(first[0], _COMPOUND):
-        return setup + "\n" + code
-    return setup + "; " + code if first else setup
-
-
-_COMPOUND = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.AsyncFor,
-             ast.While, ast.If, ast.With, ast.AsyncWith, ast.Try, ast.Match,
-             *((ast.TryStar,) if hasattr(ast, "TryStar") else ()))
 
 
 class SnapcellSandboxProvider:
@@ -123,7 +92,11 @@ class SnapcellSandboxProvider:
         prelude.append("del _snapcell_bind")
         if inputs:
             prelude.append(f"globals().update(__import__('json').loads({json.dumps(inputs)!r}))")
-        source = _source(code, "\n".join(prelude))
+        prelude_text = "\n".join(prelude)
+        if shape(code) == "function":  # await or return at its top level
+            source = prelude_text + "\n" + _as_function(code)
+        else:
+            source = with_prelude(prelude_text, code)
         result = await self._runner.run_async(source, tools=tools or None)
         if not result.ok:
             raise ToolError(result.model_text)
