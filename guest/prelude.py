@@ -406,6 +406,7 @@ def prepare():
     _make_codec()
     # The last expression's path: the split (its AST way too, whose types are then built
     # here, once) and the value's encoding.
+    _split_last(b"x = [1]\nx\n")
     _split_last(b"x = [1]\nx;x\n")
     _value({"a": [1, 2.5, "x", None, True]})
     gc.collect()
