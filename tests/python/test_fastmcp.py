@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-fastmcp = pytest.importorskip("fastmcp")
+import fastmcp  # noqa: E402,F401
 
 from fastmcp import Client, FastMCP  # noqa: E402
 from fastmcp.exceptions import ToolError  # noqa: E402

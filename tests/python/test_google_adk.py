@@ -4,10 +4,12 @@ execution flow runs them through SnapcellCodeExecutor, and the next request's co
 what the model was told. Input files and execution ids go straight to execute_code too."""
 
 import asyncio
+import sys
 
 import pytest
 
-pytest.importorskip("google.adk", reason="google-adk needs Python 3.11 or newer")
+if sys.version_info < (3, 11):
+    pytest.skip("google-adk needs Python 3.11 or newer", allow_module_level=True)
 
 from google.adk.agents import LlmAgent  # noqa: E402
 from google.adk.code_executors.code_execution_utils import CodeExecutionInput, File  # noqa: E402

@@ -8,7 +8,6 @@ import os
 
 import pytest
 
-langgraph_codeact = pytest.importorskip("langgraph_codeact")
 
 from langchain_core.language_models.fake_chat_models import FakeListChatModel  # noqa: E402
 from langgraph.checkpoint.memory import MemorySaver  # noqa: E402

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-agents = pytest.importorskip("agents")
+import agents  # noqa: E402
 
 from agents import Agent, Runner  # noqa: E402
 from agents.items import ModelResponse  # noqa: E402

@@ -2,9 +2,14 @@
 requirements-dev.txt): an Agent whose model is PydanticAI's own FunctionModel, scripted turn by
 turn, calls execute_code; what the next turn's request holds is what the model was told."""
 
+import sys
+
 import pytest
 
-pydantic_ai = pytest.importorskip("pydantic_ai")
+if sys.version_info < (3, 11):
+    pytest.skip("pydantic-ai-slim needs Python 3.11 or newer", allow_module_level=True)
+
+import pydantic_ai  # noqa: E402
 
 from pydantic_ai import Agent  # noqa: E402
 from pydantic_ai.messages import (ModelResponse, RetryPromptPart, TextPart,  # noqa: E402

@@ -7,7 +7,6 @@ import os
 
 import pytest
 
-smolagents = pytest.importorskip("smolagents")
 
 from smolagents import CodeAgent, tool  # noqa: E402
 from smolagents.models import ChatMessage, MessageRole, Model  # noqa: E402
