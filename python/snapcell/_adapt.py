@@ -34,6 +34,15 @@ class Runner:
         self._alock: asyncio.Lock | None = None
 
     @staticmethod
+    def _done(result: Result) -> Result:
+        if result.status == "paused":
+            raise RuntimeError(
+                f"a run paused at a call of {result.pending.name!r}, which needs approval: "
+                "framework adapters do not resume paused runs; give them a Sandbox without "
+                "approval_required (the run waits until its approval_timeout)")
+        return result
+
+    @staticmethod
     def _check(result: Result) -> None:
         if not result.ok:
             raise RuntimeError(f"the adapter's setup of a new session failed: {result.model_text}")
@@ -60,7 +69,7 @@ class Runner:
 
     def run(self, code: str, *, tools: Any = None) -> Result:
         if not self.stateful:
-            return self.sandbox.run(code, tools=tools)
+            return self._done(self.sandbox.run(code, tools=tools))
         with self._lock:
             for retry in (False, True):
                 fresh = self._session is None
@@ -76,12 +85,12 @@ class Runner:
                     self._drop()
                     continue
                 self._used = True
-                return result
+                return self._done(result)
         raise AssertionError("unreachable")
 
     async def run_async(self, code: str, *, tools: Any = None) -> Result:
         if not self.stateful:
-            return await self.sandbox.run_async(code, tools=tools)
+            return self._done(await self.sandbox.run_async(code, tools=tools))
         if self._alock is None:
             self._alock = asyncio.Lock()
         async with self._alock:
@@ -99,7 +108,7 @@ class Runner:
                     self._drop()
                     continue
                 self._used = True
-                return result
+                return self._done(result)
         raise AssertionError("unreachable")
 
     def close(self) -> None:

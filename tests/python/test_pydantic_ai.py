@@ -129,3 +129,11 @@ def test_a_run_with_nothing_to_show_says_it_ran():
 def test_a_sandbox_is_required():
     with pytest.raises(TypeError, match="snapcell.Sandbox"):
         execute_code_tool(object())
+
+
+def test_a_run_paused_for_approval_is_an_error_not_a_retry():
+    with snapcell.Sandbox(tools=[add], approval_required={"add"}, approval_timeout=1) as sb:
+        model = scripted("tools.add(a=1, b=2)")
+        agent = Agent(model, tools=[execute_code_tool(sb)])
+        with pytest.raises(RuntimeError, match="paused at a call of 'add'.*approval_required"):
+            agent.run_sync("go")
