@@ -9,14 +9,12 @@ import os
 
 import pytest
 
-import fastmcp  # noqa: E402,F401
+from fastmcp import Client, FastMCP
+from fastmcp.exceptions import ToolError
+from fastmcp.experimental.transforms.code_mode import CodeMode
 
-from fastmcp import Client, FastMCP  # noqa: E402
-from fastmcp.exceptions import ToolError  # noqa: E402
-from fastmcp.experimental.transforms.code_mode import CodeMode  # noqa: E402
-
-import snapcell  # noqa: E402
-from snapcell.fastmcp import SnapcellSandboxProvider  # noqa: E402
+import snapcell
+from snapcell.fastmcp import SnapcellSandboxProvider
 
 HOST_PID = os.getpid()
 

@@ -11,15 +11,15 @@ import pytest
 if sys.version_info < (3, 11):
     pytest.skip("google-adk needs Python 3.11 or newer", allow_module_level=True)
 
-from google.adk.agents import LlmAgent  # noqa: E402
-from google.adk.code_executors.code_execution_utils import CodeExecutionInput, File  # noqa: E402
-from google.adk.models.base_llm import BaseLlm  # noqa: E402
-from google.adk.models.llm_response import LlmResponse  # noqa: E402
-from google.adk.runners import InMemoryRunner  # noqa: E402
-from google.genai import types  # noqa: E402
+from google.adk.agents import LlmAgent
+from google.adk.code_executors.code_execution_utils import CodeExecutionInput, File
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import InMemoryRunner
+from google.genai import types
 
-import snapcell  # noqa: E402
-from snapcell.google_adk import SnapcellCodeExecutor  # noqa: E402
+import snapcell
+from snapcell.google_adk import SnapcellCodeExecutor
 
 
 class Scripted(BaseLlm):

@@ -8,13 +8,12 @@ import os
 
 import pytest
 
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+from langgraph.checkpoint.memory import MemorySaver
+from langgraph_codeact import create_codeact
 
-from langchain_core.language_models.fake_chat_models import FakeListChatModel  # noqa: E402
-from langgraph.checkpoint.memory import MemorySaver  # noqa: E402
-from langgraph_codeact import create_codeact  # noqa: E402
-
-import snapcell  # noqa: E402
-from snapcell.langgraph import SESSION_KEY, CodeActSandbox  # noqa: E402
+import snapcell
+from snapcell.langgraph import SESSION_KEY, CodeActSandbox
 
 HOST_PID = os.getpid()
 calls = []

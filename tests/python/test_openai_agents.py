@@ -2,21 +2,19 @@
 (openai-agents, pinned in requirements-dev.txt): an Agent whose model is a scripted Model
 subclass calls execute_code; the next turn's input holds what the model was told."""
 
+import json
 import pathlib
 import re
 
 import pytest
 
-import agents  # noqa: E402
-
-from agents import Agent, Runner  # noqa: E402
-from agents.items import ModelResponse  # noqa: E402
-from agents.models.interface import Model  # noqa: E402
-from agents.usage import Usage  # noqa: E402
-from openai.types.responses import (ResponseFunctionToolCall, ResponseOutputMessage,  # noqa: E402
+import agents
+from agents import Agent, Runner
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.usage import Usage
+from openai.types.responses import (ResponseFunctionToolCall, ResponseOutputMessage,
                                     ResponseOutputText)
-
-import snapcell  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -48,7 +46,7 @@ class Scripted(Model):
         i = len(self.inputs) - 1
         if i < len(self.codes):
             call = ResponseFunctionToolCall(type="function_call", call_id=f"c{i}", name="execute_code",
-                                            arguments=__import__("json").dumps({"code": self.codes[i]}))
+                                            arguments=json.dumps({"code": self.codes[i]}))
             return ModelResponse(output=[call], usage=Usage(), response_id=None)
         text = ResponseOutputText(type="output_text", text="done", annotations=[])
         message = ResponseOutputMessage(id="m", type="message", role="assistant", status="completed",

@@ -9,15 +9,14 @@ import pytest
 if sys.version_info < (3, 11):
     pytest.skip("pydantic-ai-slim needs Python 3.11 or newer", allow_module_level=True)
 
-import pydantic_ai  # noqa: E402
-
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.messages import (ModelResponse, RetryPromptPart, TextPart,  # noqa: E402
+import pydantic_ai
+from pydantic_ai import Agent
+from pydantic_ai.messages import (ModelResponse, RetryPromptPart, TextPart,
                                   ToolCallPart, ToolReturnPart)
-from pydantic_ai.models.function import FunctionModel  # noqa: E402
+from pydantic_ai.models.function import FunctionModel
 
-import snapcell  # noqa: E402
-from snapcell.pydantic_ai import execute_code_tool  # noqa: E402
+import snapcell
+from snapcell.pydantic_ai import execute_code_tool
 
 
 def add(a: int, b: int) -> int:

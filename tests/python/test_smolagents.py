@@ -7,12 +7,11 @@ import os
 
 import pytest
 
+from smolagents import CodeAgent, tool
+from smolagents.models import ChatMessage, MessageRole, Model
 
-from smolagents import CodeAgent, tool  # noqa: E402
-from smolagents.models import ChatMessage, MessageRole, Model  # noqa: E402
-
-import snapcell  # noqa: E402
-from snapcell.smolagents import SnapcellExecutor  # noqa: E402
+import snapcell
+from snapcell.smolagents import SnapcellExecutor
 
 HOST_PID = os.getpid()
 calls = []
