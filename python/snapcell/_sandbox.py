@@ -196,6 +196,16 @@ class Result:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def model_text(self) -> str:
+        """The run as one text for a model, in the library's words: what it printed (stdout,
+        then stderr) and ``value_text`` when it ended ok, else what it printed to stdout and
+        ``summary`` (how it ended and why); a run ok with nothing to show is its ``summary``.
+        What the framework adapters (snapcell.pydantic_ai, ...) return."""
+        parts = [self.stdout] + ([self.stderr, self.value_text or ""] if self.ok else [self.summary])
+        text = "".join(p if p.endswith("\n") else p + "\n" for p in parts if p)
+        return text or self.summary
+
     @classmethod
     def _from_native(cls, r: dict[str, Any], owner: Any = None) -> Result:
         p = r["pending"]
@@ -579,11 +589,12 @@ class Sandbox:
         ``version_info`` ((3, 12)) and ``warning`` ("" or why it may not work)."""
         return self._cfg.python_info()
 
-    def describe(self, format: str = "compact") -> str:
-        """The execute_code description a model is given for this sandbox ("compact" or "json")."""
+    def describe(self, format: str = "compact", *, stateful: bool = False) -> str:
+        """The execute_code description a model is given for this sandbox ("compact" or "json");
+        ``stateful=True``: the one for a tool whose runs share a session (it says state persists)."""
         if format not in ("compact", "json"):
             raise ValueError(f'format must be "compact" or "json", not {format!r}')
-        return self._cfg.describe(format == "json")
+        return self._cfg.describe(format == "json", bool(stateful))
 
     def instructions(self) -> str:
         return self._cfg.instructions()
