@@ -107,11 +107,6 @@ int cli_save_artifacts(const struct snapcell_result *res, const char *dir);
 /* Parses "512M", "1.5G", "64k" or plain bytes; 0 on success. */
 int cli_parse_size(const char *s, uint64_t *out);
 
-/* The whole result as a JSON object; text fields made valid UTF-8 (U+FFFD for bad bytes). */
-json_t *cli_result_json(const struct snapcell_result *res);
-/* The same, the artifacts' bytes (their "base64") only when with_base64. */
-json_t *cli_result_record(const struct snapcell_result *res, bool with_base64);
-
 /* CLOCK_MONOTONIC microseconds: the clock of every deadline and idle time in cli/ and mcp/. */
 static inline uint64_t cli_now_us(void)
 {

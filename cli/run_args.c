@@ -269,14 +269,6 @@ static int set_python(struct snapcell_config *cfg, const char *path)
 	return -1;
 }
 
-static int isolation_level(const char *name)
-{
-	for (int l = SNAPCELL_ISOLATION_NONE; l <= SNAPCELL_ISOLATION_CGROUPS; l++)
-		if (!strcmp(name, snapcell_isolation_name((enum snapcell_isolation)l)))
-			return l;
-	return -1;
-}
-
 /* --input PATH[:MOUNT]: the last colon splits, so host paths may contain colons. */
 static int add_input(struct snapcell_config *cfg, const char *arg, struct snapcell_error *err)
 {
@@ -477,8 +469,9 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		free(real);
 		return rc < 0 ? -1 : 0;
 	}
-	int level = isolation_level(arg);
-	if (level < 0 || snapcell_config_require_isolation(cfg, level, NULL) < 0) {
+	enum snapcell_isolation level;
+	if (snapcell_isolation_from_name(arg, &level) < 0 ||
+	    snapcell_config_require_isolation(cfg, level, NULL) < 0) {
 		fprintf(stderr, "snapcell: unknown isolation level '%s'\n", arg);
 		return -1;
 	}

@@ -12,32 +12,6 @@
 #include "downstream.h"
 #include "mcp.h"
 
-static const struct {
-	const char *key;
-	enum snapcell_limit limit;
-} limit_keys[] = {
-	{"wall_ms", SNAPCELL_LIMIT_WALL_MS},
-	{"cpu_ms", SNAPCELL_LIMIT_CPU_MS},
-	{"memory_bytes", SNAPCELL_LIMIT_MEMORY_BYTES},
-	{"processes", SNAPCELL_LIMIT_PROCESSES},
-	{"file_bytes", SNAPCELL_LIMIT_FILE_BYTES},
-	{"tmp_bytes", SNAPCELL_LIMIT_TMP_BYTES},
-	{"stdout_bytes", SNAPCELL_LIMIT_STDOUT_BYTES},
-	{"stderr_bytes", SNAPCELL_LIMIT_STDERR_BYTES},
-	{"open_files", SNAPCELL_LIMIT_OPEN_FILES},
-	{"output_files", SNAPCELL_LIMIT_OUTPUT_FILES},
-	{"output_file_bytes", SNAPCELL_LIMIT_OUTPUT_FILE_BYTES},
-	{"output_total_bytes", SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES},
-	{"output_depth", SNAPCELL_LIMIT_OUTPUT_DEPTH},
-	{"output_path_bytes", SNAPCELL_LIMIT_OUTPUT_PATH_BYTES},
-	{"net_connections", SNAPCELL_LIMIT_NET_CONNECTIONS},
-	{"net_bytes", SNAPCELL_LIMIT_NET_BYTES},
-	{"net_connect_ms", SNAPCELL_LIMIT_NET_CONNECT_MS},
-	{"net_idle_ms", SNAPCELL_LIMIT_NET_IDLE_MS},
-	{"paused_runs", SNAPCELL_LIMIT_PAUSED_RUNS},
-	{"pause_ms", SNAPCELL_LIMIT_PAUSE_MS},
-};
-
 struct ctx {
 	const char *file;
 	struct snapcell_config *cfg;
@@ -76,16 +50,13 @@ static int each_member(const struct ctx *c, const char *path, json_t *v, const c
 
 static int one_limit(const struct ctx *c, const char *at, const char *key, json_t *val)
 {
-	size_t i = 0, n = sizeof(limit_keys) / sizeof(limit_keys[0]);
-	while (i < n && strcmp(limit_keys[i].key, key))
-		i++;
-	if (i == n)
+	enum snapcell_limit limit;
+	if (snapcell_limit_from_name(key, &limit, NULL) < 0)
 		return fail(c, at, "unknown key");
 	if (!json_is_integer(val) || json_integer_value(val) <= 0)
 		return fail(c, at, "must be a positive integer");
 	struct snapcell_error err = {0};
-	if (snapcell_config_set_limit(c->cfg, limit_keys[i].limit,
-				      (uint64_t)json_integer_value(val), &err) < 0)
+	if (snapcell_config_set_limit(c->cfg, limit, (uint64_t)json_integer_value(val), &err) < 0)
 		return lib_fail(c, at, &err);
 	return 0;
 }
@@ -717,16 +688,19 @@ static int code_errors(const struct ctx *c, const char *path, json_t *v)
 
 static int isolation(const struct ctx *c, const char *path, json_t *v)
 {
-	const char *want = json_string_value(v);
-	for (int level = SNAPCELL_ISOLATION_RLIMITS; want && level <= SNAPCELL_ISOLATION_CGROUPS;
-	     level++)
-		if (!strcmp(want, snapcell_isolation_name(level))) {
-			struct snapcell_error err = {0};
-			return snapcell_config_require_isolation(c->cfg, level, &err) < 0
-				       ? lib_fail(c, path, &err)
-				       : 0;
-		}
-	return fail(c, path, "must be \"rlimits\", \"namespaces\" or \"cgroups\"");
+	enum snapcell_isolation level;
+	if (!json_is_string(v) || snapcell_isolation_from_name(json_string_value(v), &level) < 0 ||
+	    level == SNAPCELL_ISOLATION_NONE) {
+		char why[128];
+		snprintf(why, sizeof(why), "must be \"%s\", \"%s\" or \"%s\"",
+			 snapcell_isolation_name(SNAPCELL_ISOLATION_RLIMITS),
+			 snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES),
+			 snapcell_isolation_name(SNAPCELL_ISOLATION_CGROUPS));
+		return fail(c, path, why);
+	}
+	struct snapcell_error err = {0};
+	return snapcell_config_require_isolation(c->cfg, level, &err) < 0 ? lib_fail(c, path, &err)
+									  : 0;
 }
 
 /* "uid_range": [first, count], as snapcell run --uid-range FIRST:COUNT. */

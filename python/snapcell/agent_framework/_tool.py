@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import copy
 import inspect
+import json
 import os
 import threading
 import warnings
@@ -61,13 +62,7 @@ ToolDescriptionFormat = Union[DescriptionFormat, Mapping[str, DescriptionFormat]
 
 
 def _input_schema(stateful: bool) -> dict[str, Any]:
-    what = (
-        "Python code to run; state persists: variables, imports and /tmp files from this tool's "
-        "earlier calls are still there."
-        if stateful
-        else "Python code to run in a fresh sandbox."
-    )
-    return {"type": "object", "properties": {"code": {"type": "string", "description": what}}, "required": ["code"]}
+    return json.loads(_native.execute_code_schema(stateful))
 
 
 # How each way a run can fail is named to the model (error item message).
