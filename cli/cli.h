@@ -79,6 +79,11 @@ int cli_env_note_secrets(const char *text);
 /* Why our variable name must not be given to a child, or NULL when it may be. */
 const char *cli_env_withheld(const char *name);
 
+/* mcp/config.c: `snapcell run --config FILE`: the `snapcell mcp --config` file format applied
+ * to cfg, the server's own keys refused (one message names them all). 0, or -1 after a
+ * message. The file's command tools live until the next call. */
+int cli_run_config_load(const char *file, struct snapcell_config *cfg);
+
 /* mcp/: `snapcell mcp`, the MCP server. */
 int cli_mcp(int argc, char **argv);
 /* mcp/state.c: the running `snapcell mcp` servers of this user and their sessions, from their

@@ -85,6 +85,9 @@ static const char usage[] =
 	"  --describe[=json]       print the execute_code tool description a model would get\n"
 	"                          for these options, and exit (json: schemas as JSON)\n"
 	"  --instructions          print the provider instructions for these options, and exit\n"
+	"  --config FILE           apply the JSON file `snapcell mcp --config` reads (limits,\n"
+	"                          files, paths, network, tools, ...; the server's own keys\n"
+	"                          are refused), where it stands: later options win\n"
 	"  --json                  print the whole result as JSON on stdout\n"
 	"\n"
 	"SIZE takes a k, M or G suffix (powers of 1024).\n";
@@ -165,7 +168,8 @@ enum opt {
 	OPT_UID_RANGE,
 	OPT_APPROVE,
 	OPT_APPROVAL_TIMEOUT,
-	OPT_PYTHON
+	OPT_PYTHON,
+	OPT_CONFIG
 };
 
 static const struct option options[] = {
@@ -201,6 +205,7 @@ static const struct option options[] = {
 	{"approve", required_argument, NULL, OPT_APPROVE},
 	{"approval-timeout", required_argument, NULL, OPT_APPROVAL_TIMEOUT},
 	{"python", required_argument, NULL, OPT_PYTHON},
+	{"config", required_argument, NULL, OPT_CONFIG},
 	{"help", no_argument, NULL, 'h'},
 	/* Before --python existed, getopt_long took these abbreviations of --python-path for
 	 * it; exact entries keep them meaning that (they would be ambiguous now). */
@@ -409,6 +414,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 	}
 	if (opt == OPT_TOOL)
 		return cli_add_command_tool(cfg, arg);
+	if (opt == OPT_CONFIG)
+		return cli_run_config_load(arg, cfg);
 	if (opt == OPT_TOOL_SCHEMA)
 		return cli_set_tool_schema(cfg, arg);
 	if (opt == OPT_APPROVE) {
