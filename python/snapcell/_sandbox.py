@@ -142,10 +142,9 @@ def _decision_from_native(d: tuple) -> Decision:
 
 @dataclass(frozen=True)
 class Result:
-    """How one run ended and what it left. ``status`` is one of "ok", "error", "timeout",
-    "memory", "killed", "output-limit", "setup-failure", "cancelled", "paused" (the run waits
-    for a decision on ``pending``: see :meth:`Sandbox.resume`) or "expired" (it waited too
-    long). Every result of a run, paused or final, holds its whole output so far (``stdout``,
+    """How one run ended and what it left. ``status`` is the library's name for how it ended
+    (``snapcell_status_name``); a paused run waits for a decision on ``pending`` (see
+    :meth:`Sandbox.resume`). Every result of a run, paused or final, holds its whole output so far (``stdout``,
     ``stderr``, ``tool_calls`` and ``decisions`` from the start); artifacts come with the final
     one. ``peak_memory`` is the
     memory the host was charged for the cell (its memory cgroup's peak, page tables and kernel
@@ -165,7 +164,7 @@ class Result:
     peak_memory: int
     limits_hit: frozenset[str]
     isolation: str
-    term_signal: int = 0
+    signal: int = 0  # the signal that ended the cell, or 0: the record's name for it
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     skipped_outputs: tuple[tuple[str, str], ...] = ()
@@ -181,6 +180,11 @@ class Result:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @property
+    def term_signal(self) -> int:
+        """The old name of ``signal``, kept for the 0.2 releases (NEWS)."""
+        return self.signal
 
     @classmethod
     def _from_native(cls, r: dict[str, Any], owner: Any = None) -> Result:
@@ -200,7 +204,7 @@ class Result:
             peak_rss=r["peak_rss_bytes"],
             limits_hit=frozenset(r["limits_hit"]),
             isolation=r["isolation"],
-            term_signal=r["term_signal"],
+            signal=r["term_signal"],
             stdout_truncated=r["stdout_truncated"],
             stderr_truncated=r["stderr_truncated"],
             skipped_outputs=tuple(map(tuple, r["skipped"])),
