@@ -13,6 +13,7 @@
 
 #include "cli.h"
 
+/* A format: its one %s is the list of isolation levels (print_usage). */
 static const char usage[] =
 	"usage: snapcell run [options] FILE|-\n"
 	"\n"
@@ -21,8 +22,8 @@ static const char usage[] =
 	"options:\n"
 	"  --timeout SECONDS       wall-clock limit (default 30)\n"
 	"  --cpu SECONDS           CPU time limit (default 60)\n"
-	"  --memory SIZE           address space per process and, at level cgroups, all the\n"
-	"                          memory a cell costs the host (default 512M)\n"
+	"  --memory SIZE           address space per process and, with a memory cgroup per\n"
+	"                          cell, all the memory a cell costs the host (default 512M)\n"
 	"  --processes N           processes and threads per sandbox (default 64)\n"
 	"  --file-size SIZE        largest file the code may write (default 64M)\n"
 	"  --tmp-size SIZE         size of /tmp (default 64M)\n"
@@ -61,8 +62,8 @@ static const char usage[] =
 	"                          so their first-time work is shared, e.g. 'import pandas as\n"
 	"                          pd; pd.DataFrame({\"x\": [1]}).sum()' (trusted code only)\n"
 	"  --warmup-file PATH      the same, with the code read from PATH\n"
-	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
-	"                          cgroups)\n"
+	"  --require-isolation L   fail unless the host gives level L, one of:\n"
+	"                          %s\n"
 	"  --uid-range FIRST:COUNT as root, run the sandbox as an outside uid of FIRST ..\n"
 	"                          FIRST+COUNT-1 that no other live sandbox holds (default\n"
 	"                          2000000000:65536); COUNT 0 runs it as FIRST, unreserved\n"
@@ -91,6 +92,17 @@ static const char usage[] =
 	"  --json                  print the whole result as JSON on stdout\n"
 	"\n"
 	"SIZE takes a k, M or G suffix (powers of 1024).\n";
+
+/* The usage, with the levels --require-isolation takes in the library's names. */
+static void print_usage(FILE *f)
+{
+	char levels[64];
+	snprintf(levels, sizeof(levels), "%s, %s, %s",
+		 snapcell_isolation_name(SNAPCELL_ISOLATION_RLIMITS),
+		 snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES),
+		 snapcell_isolation_name(SNAPCELL_ISOLATION_CGROUPS));
+	fprintf(f, usage, levels);
+}
 
 int cli_parse_size(const char *s, uint64_t *out)
 {
@@ -493,7 +505,7 @@ int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli
 	optind = 0; /* GNU getopt: a full restart, whatever an earlier parse left */
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
 		if (opt == 'h') {
-			fputs(usage, stdout);
+			print_usage(stdout);
 			args->help = true;
 			return 0;
 		}
@@ -514,7 +526,7 @@ int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli
 	if ((args->describe || args->instructions) && optind == argc)
 		return 0;
 	if (optind != argc - 1) {
-		fputs(usage, stderr);
+		print_usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
 	args->source = argv[optind];
