@@ -363,7 +363,7 @@ static bool string_is(const json_t *s, const char *prefix, const json_t *text)
 }
 
 /* Which of res's items a content item of its CallToolResult is (mcp_call_result's shapes);
- * record is the run's (cli_result_record), whose stdout and stderr the text items carry. */
+ * record is the run's (run_record), whose stdout and stderr the text items carry. */
 static enum item_kind item_of(const json_t *item, const struct snapcell_result *res,
 			      const json_t *record, size_t *file)
 {
