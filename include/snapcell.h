@@ -921,6 +921,11 @@ SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
 SNAPCELL_API int snapcell_result_summary(const struct snapcell_result *res, char **out,
 					 struct snapcell_error *err);
 
+/* A short title for how a run with this status ended, in the words of the summary above
+ * ("Execution stopped: time limit reached"), for a front end that shows a title beside it
+ * (the Agent Framework tool's error item). Static; NULL for an unknown value. */
+SNAPCELL_API const char *snapcell_status_headline(enum snapcell_status status);
+
 /* Flags of snapcell_result_to_json. */
 enum snapcell_json_flag {
 	/* Each artifact's bytes as "base64" (`snapcell run --json`); without it, only its path,

@@ -365,9 +365,23 @@ static PyObject *mod_limit_names(PyObject *self, PyObject *unused)
 	return names;
 }
 
+/* status_headline(name): the library's headline for the status it names, or None. */
+static PyObject *mod_status_headline(PyObject *self, PyObject *name)
+{
+	const char *want = PyUnicode_AsUTF8AndSize(name, NULL);
+	if (!want)
+		return NULL;
+	for (int st = 0; snapcell_status_name((enum snapcell_status)st); st++)
+		if (!strcmp(want, snapcell_status_name((enum snapcell_status)st)))
+			return text(snapcell_status_headline((enum snapcell_status)st));
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
 	{"execute_code_schema", mod_execute_code_schema, METH_O,
 	 "execute_code_schema(stateful) -> str: the execute_code tool's input schema (JSON)."},
+	{"status_headline", mod_status_headline, METH_O,
+	 "status_headline(status) -> str | None: the library's short title for how a run ended."},
 	{"limit_names", mod_limit_names, METH_NOARGS,
 	 "limit_names() -> tuple[str, ...]: the library's limit names, in its order."},
 	{"version", mod_version, METH_NOARGS, "version() -> str: the library's version."},
