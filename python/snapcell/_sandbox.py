@@ -144,11 +144,11 @@ def _decision_from_native(d: tuple) -> Decision:
 class Result:
     """How one run ended and what it left. ``status`` is the library's name for how it ended
     (``snapcell_status_name``); a paused run waits for a decision on ``pending`` (see
-    :meth:`Sandbox.resume`). Every result of a run, paused or final, holds its whole output so far (``stdout``,
-    ``stderr``, ``tool_calls`` and ``decisions`` from the start); artifacts come with the final
-    one. ``peak_memory`` is the
-    memory the host was charged for the cell (its memory cgroup's peak, page tables and kernel
-    memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
+    :meth:`Sandbox.resume`). Every result of a run, paused or final, holds its whole output so
+    far (``stdout``, ``stderr``, ``tool_calls`` and ``decisions`` from the start); artifacts
+    come with the final one. ``peak_memory`` is the memory the host was charged for the cell
+    (its memory cgroup's peak, page tables and kernel memory included) where a memory cgroup
+    per cell measured it, else 0; ``peak_rss`` is the largest resident set
     of one cell process: resident peak, not the memory charged to the host. ``summary`` says
     how the run ended in the words the model is told (the library's): the status and its
     cause, e.g. the exception with the end of its traceback, or the limit that stopped it."""
