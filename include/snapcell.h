@@ -716,11 +716,10 @@ struct snapcell_result {
 /* The names the result's record (snapcell_result_to_json) and every front end give a single
  * flag of a result's sets, static; NULL for a value that is not exactly one known flag:
  * limits_hit ("wall", "cpu", "memory", ...), output_limits_hit ("files", "file_bytes", ...),
- * net_limits_hit ("connections", ...), and a network event's kind ("resolve", ...). */
+ * net_limits_hit ("connections", ...); snapcell_net_kind_name (below) names an event's kind. */
 SNAPCELL_API const char *snapcell_limit_flag_name(uint32_t flag);
 SNAPCELL_API const char *snapcell_output_limit_flag_name(uint32_t flag);
 SNAPCELL_API const char *snapcell_net_hit_name(uint32_t flag);
-SNAPCELL_API const char *snapcell_net_kind_name(int kind);
 
 /* One network attempt, as the host's egress gate saw it. */
 enum snapcell_net_kind {
@@ -728,6 +727,9 @@ enum snapcell_net_kind {
 	SNAPCELL_NET_CONNECT, /* a TCP stream, passed through (TLS stays end to end) */
 	SNAPCELL_NET_REQUEST, /* one HTTP request through an entry with HTTP rules */
 };
+
+/* "resolve", "connect", "request" (the record's "kind"); NULL for an unknown value. */
+SNAPCELL_API const char *snapcell_net_kind_name(enum snapcell_net_kind kind);
 
 struct snapcell_net_event {
 	enum snapcell_net_kind kind;

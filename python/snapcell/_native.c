@@ -118,7 +118,7 @@ static PyObject *net_events(const struct snapcell_result *r)
 	PyObject *list = PyList_New(0);
 	for (size_t i = 0; list && i < r->n_net_events; i++) {
 		const struct snapcell_net_event *e = &r->net_events[i];
-		const char *kind = snapcell_net_kind_name((int)e->kind);
+		const char *kind = snapcell_net_kind_name(e->kind);
 		PyObject *item = Py_BuildValue(
 			"(sNNNiNNiNNKKKKNK)", kind ? kind : "?", PyBool_FromLong(e->allowed),
 			opt_text(e->target), opt_text(e->address), (int)e->port,

@@ -116,7 +116,7 @@ const char *snapcell_net_hit_name(uint32_t flag)
 	return BIT_NAME(flag, names);
 }
 
-const char *snapcell_net_kind_name(int kind)
+const char *snapcell_net_kind_name(enum snapcell_net_kind kind)
 {
 	static const char *const names[] = {"resolve", "connect", "request"};
 	return (unsigned)kind < sizeof(names) / sizeof(names[0]) ? names[kind] : NULL;

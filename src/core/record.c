@@ -135,7 +135,7 @@ static json_t *network_json(const struct snapcell_result *res)
 	json_t *events = json_array(), *limits = json_array();
 	for (size_t i = 0; i < res->n_net_events; i++) {
 		const struct snapcell_net_event *e = &res->net_events[i];
-		const char *kind = snapcell_net_kind_name((int)e->kind);
+		const char *kind = snapcell_net_kind_name(e->kind);
 		json_t *o = json_pack(
 			"{s:s, s:b, s:o, s:o, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:I, s:I, "
 			"s:b, "

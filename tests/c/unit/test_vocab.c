@@ -50,7 +50,7 @@ Test(vocab, flag_names_name_single_known_flags_only)
 	cr_expect_str_eq(snapcell_net_kind_name(SNAPCELL_NET_RESOLVE), "resolve");
 	cr_expect_str_eq(snapcell_net_kind_name(SNAPCELL_NET_REQUEST), "request");
 	cr_expect_null(snapcell_net_kind_name(SNAPCELL_NET_REQUEST + 1));
-	cr_expect_null(snapcell_net_kind_name(-1));
+	cr_expect_null(snapcell_net_kind_name((enum snapcell_net_kind) - 1));
 }
 
 Test(vocab, isolation_levels_round_trip)
