@@ -482,19 +482,19 @@ static PyObject *config_require_isolation(ConfigObject *self, PyObject *args)
 	if (!PyArg_ParseTuple(args, "s:require_isolation", &name) ||
 	    sc__py_config_writable(self) < 0)
 		return NULL;
-	for (int level = SNAPCELL_ISOLATION_NONE; level <= SNAPCELL_ISOLATION_CGROUPS; level++) {
-		if (strcmp(name, snapcell_isolation_name((enum snapcell_isolation)level)))
-			continue;
+	enum snapcell_isolation level;
+	if (snapcell_isolation_from_name(name, &level) == 0) {
 		struct snapcell_error err = {0};
-		int rc = snapcell_config_require_isolation(self->cfg,
-							   (enum snapcell_isolation)level, &err);
+		int rc = snapcell_config_require_isolation(self->cfg, level, &err);
 		if (rc < 0)
 			return sc__py_fail(rc, &err, "require_isolation", NULL, false);
 		Py_RETURN_NONE;
 	}
-	return PyErr_Format(
-		PyExc_ValueError,
-		"unknown isolation level '%s'; valid: none, rlimits, namespaces, cgroups", name);
+	return PyErr_Format(PyExc_ValueError, "unknown isolation level '%s'; valid: %s, %s, %s, %s",
+			    name, snapcell_isolation_name(SNAPCELL_ISOLATION_NONE),
+			    snapcell_isolation_name(SNAPCELL_ISOLATION_RLIMITS),
+			    snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES),
+			    snapcell_isolation_name(SNAPCELL_ISOLATION_CGROUPS));
 }
 
 /* Both numbers must fit a uid: OverflowError otherwise, as for any C unsigned. */

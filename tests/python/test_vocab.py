@@ -29,3 +29,13 @@ def test_execute_code_schema_comes_from_the_library():
         schema = json.loads(_native.execute_code_schema(stateful))
         assert schema["required"] == ["code"] and schema["additionalProperties"] is False
         assert ("persist" if stateful else "fresh") in schema["properties"]["code"]["description"]
+
+
+def test_an_unknown_level_is_refused_with_the_library_names():
+    cfg = _native.Config()
+    try:
+        cfg.require_isolation("namespace")
+    except ValueError as e:
+        assert "'namespace'" in str(e) and "none, rlimits, namespaces, cgroups" in str(e)
+    else:
+        raise AssertionError("an unknown level was accepted")
