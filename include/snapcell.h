@@ -155,6 +155,9 @@ enum snapcell_isolation {
 
 /* "none", "rlimits", "namespaces", "cgroups"; NULL for an unknown value. */
 SNAPCELL_API const char *snapcell_isolation_name(enum snapcell_isolation level);
+/* The level a name spells (one snapcell_isolation_name gives): 0 and *out set, or
+ * SNAPCELL_E_INVAL. */
+SNAPCELL_API int snapcell_isolation_from_name(const char *name, enum snapcell_isolation *out);
 
 /* Limits. Each is set with snapcell_config_set_limit(); 0 is not a valid value for any. */
 enum snapcell_limit {
@@ -211,6 +214,14 @@ SNAPCELL_API int snapcell_config_set_limit(struct snapcell_config *cfg, enum sna
 					   uint64_t value, struct snapcell_error *err);
 SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg,
 						enum snapcell_limit limit);
+
+/* The vocabulary every front end spells limits in (config files' "limits" keys, the Python
+ * binding, messages): the limit's name ("wall_ms", "memory_bytes", ...), static; NULL for an
+ * unknown value. Iterate from 0 to SNAPCELL_LIMIT__COUNT for the whole list. */
+SNAPCELL_API const char *snapcell_limit_name(enum snapcell_limit limit);
+/* The limit a name spells: 0 and *out set, or SNAPCELL_E_INVAL naming the unknown name. */
+SNAPCELL_API int snapcell_limit_from_name(const char *name, enum snapcell_limit *out,
+					  struct snapcell_error *err);
 
 /* Passes an environment variable to the code (visible as os.environ[name]); name and value
  * must be UTF-8 (SNAPCELL_E_INVAL otherwise). The cell starts with no other variables but two
@@ -772,12 +783,23 @@ struct snapcell_result {
 	enum snapcell_value_state value_state;
 };
 
+/* The names the result's record (snapcell_result_to_json) and every front end give a single
+ * flag of a result's sets, static; NULL for a value that is not exactly one known flag:
+ * limits_hit ("wall", "cpu", "memory", ...), output_limits_hit ("files", "file_bytes", ...),
+ * net_limits_hit ("connections", ...); snapcell_net_kind_name (below) names an event's kind. */
+SNAPCELL_API const char *snapcell_limit_flag_name(uint32_t flag);
+SNAPCELL_API const char *snapcell_output_limit_flag_name(uint32_t flag);
+SNAPCELL_API const char *snapcell_net_hit_name(uint32_t flag);
+
 /* One network attempt, as the host's egress gate saw it. */
 enum snapcell_net_kind {
 	SNAPCELL_NET_RESOLVE, /* the code asked for a name */
 	SNAPCELL_NET_CONNECT, /* a TCP stream, passed through (TLS stays end to end) */
 	SNAPCELL_NET_REQUEST, /* one HTTP request through an entry with HTTP rules */
 };
+
+/* "resolve", "connect", "request" (the record's "kind"); NULL for an unknown value. */
+SNAPCELL_API const char *snapcell_net_kind_name(enum snapcell_net_kind kind);
 
 struct snapcell_net_event {
 	enum snapcell_net_kind kind;
@@ -989,6 +1011,41 @@ SNAPCELL_API const char *snapcell_result_value_json(const struct snapcell_result
  * did not end ok: nothing to say). *out is malloc'd (free()). */
 SNAPCELL_API int snapcell_result_value_text(const struct snapcell_result *res, char **out,
 					    struct snapcell_error *err);
+/* A short title for how a run with this status ended, in the words of the summary above
+ * ("Execution stopped: time limit reached"), for a front end that shows a title beside it
+ * (the Agent Framework tool's error item). Static; NULL for an unknown value. */
+SNAPCELL_API const char *snapcell_status_headline(enum snapcell_status status);
+
+/* Flags of snapcell_result_to_json. */
+enum snapcell_json_flag {
+	/* Each artifact's bytes as "base64" (`snapcell run --json`); without it, only its path,
+	 * media type and size. */
+	SNAPCELL_JSON_ARTIFACT_DATA = 1u << 0,
+};
+
+/* The run's record as one compact JSON object, the one every front end gives (`snapcell run
+ * --json`, the MCP server's _meta["snapcell/run"], structuredContent): "status",
+ * "exit_code", "signal", "limits_hit", "stdout" and "stderr" (bytes that are not UTF-8 as
+ * U+FFFD) with their "_truncated" flags, timings and memory figures, "isolation",
+ * "decisions", the artifacts, skipped outputs and tool calls, and the network events with
+ * their limits. Names come from the functions above (snapcell_status_name,
+ * snapcell_limit_flag_name, ...). flags: SNAPCELL_JSON_*. *out is malloc'd (free()),
+ * NUL-terminated, without a raw NUL (a NUL in the output is escaped). */
+SNAPCELL_API int snapcell_result_to_json(const struct snapcell_result *res, unsigned flags,
+					 char **out, struct snapcell_error *err);
+
+/* Flags of snapcell_execute_code_schema. */
+enum snapcell_schema_flag {
+	/* The code's state persists between calls (a stateful tool): its description says so. */
+	SNAPCELL_SCHEMA_STATEFUL = 1u << 0,
+	/* An optional "session" property: a session's handle to run in (the MCP server's). */
+	SNAPCELL_SCHEMA_SESSION = 1u << 1,
+};
+
+/* The JSON Schema of an execute_code tool's arguments: an object with the required string
+ * "code" and, with SNAPCELL_SCHEMA_SESSION, the optional string "session"; no other
+ * property. Static, compact JSON; NULL for unknown flags. */
+SNAPCELL_API const char *snapcell_execute_code_schema(unsigned flags);
 
 /* ---- sessions and snapshots ----
  *
