@@ -150,6 +150,8 @@ Test(vocab, result_json_names_fields_and_flags_as_the_front_ends_did)
 		"isolation",
 		"peak_rss_bytes",
 		"decisions",
+		"value",
+		"value_absent",
 		"artifacts",
 		"skipped",
 		"skipped_count",
