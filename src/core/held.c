@@ -18,8 +18,8 @@
 
 #include "core.h"
 
-/* Bounds on one measurement: processes of the tree and distinct unlinked files. Past either,
- * the figure is reported as over every limit (the code made that many on purpose). */
+/* Bounds on one measurement: processes of the cell's uid met and distinct unlinked files. Past
+ * either, the figure is reported as over every limit (the code made that many on purpose). */
 #define HELD_MAX_PROCS 4096
 #define HELD_MAX_FILES 4096
 /* And on the /proc/PID/maps text read in one: its cost is the code's to choose (65,530
@@ -420,7 +420,7 @@ uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes)
 		return 0;
 	close(fd);
 	/* Runs of several threads are watched at once: each measurement has its own. */
-	struct held *h = calloc(1, sizeof(*h)); /* 130 KiB: never on a caller's thread stack */
+	struct held *h = calloc(1, sizeof(*h)); /* 116 KiB: never on a caller's thread stack */
 	pid_t ppid;
 	if (!h)
 		return 0;
