@@ -264,7 +264,7 @@ int sc__pidfd_pid(int pidfd);
 /* held.c, level rlimits: bytes that the process tree of cell holds on the filesystem dev in
  * regular files no name shows (opened and unlinked: their st_blocks; mapped with no descriptor
  * left: file_bytes each, their size bound, as /proc/PID/maps gives no size), UINT64_MAX past
- * 4,096 processes or files, 0 when this process cannot read the cell's /proc (it needs
+ * 4,096 processes of its uid or files, 0 when this process cannot read the cell's /proc (it needs
  * CAP_SYS_PTRACE). */
 uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes);
 
