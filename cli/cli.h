@@ -79,6 +79,11 @@ int cli_env_note_secrets(const char *text);
 /* Why our variable name must not be given to a child, or NULL when it may be. */
 const char *cli_env_withheld(const char *name);
 
+/* mcp/config.c: `snapcell run --config FILE`: the `snapcell mcp --config` file format applied
+ * to cfg, the server's own keys refused (one message names them all). 0, or -1 after a
+ * message. The file's command tools live until the next call. */
+int cli_run_config_load(const char *file, struct snapcell_config *cfg);
+
 /* mcp/: `snapcell mcp`, the MCP server. */
 int cli_mcp(int argc, char **argv);
 /* mcp/state.c: the running `snapcell mcp` servers of this user and their sessions, from their
@@ -106,11 +111,6 @@ int cli_save_artifacts(const struct snapcell_result *res, const char *dir);
 
 /* Parses "512M", "1.5G", "64k" or plain bytes; 0 on success. */
 int cli_parse_size(const char *s, uint64_t *out);
-
-/* The whole result as a JSON object; text fields made valid UTF-8 (U+FFFD for bad bytes). */
-json_t *cli_result_json(const struct snapcell_result *res);
-/* The same, the artifacts' bytes (their "base64") only when with_base64. */
-json_t *cli_result_record(const struct snapcell_result *res, bool with_base64);
 
 /* CLOCK_MONOTONIC microseconds: the clock of every deadline and idle time in cli/ and mcp/. */
 static inline uint64_t cli_now_us(void)

@@ -103,6 +103,27 @@ static json_t *allowed_json(const struct snapcell_config *cfg)
 	return list;
 }
 
+/* --json: the library's record of the run with the allow-list added. -1 after a message. */
+static int print_json(const struct snapcell_result *res, const struct snapcell_config *cfg)
+{
+	char *text = NULL;
+	struct snapcell_error err = {0};
+	json_t *j = snapcell_result_to_json(res, SNAPCELL_JSON_ARTIFACT_DATA, &text, &err) == 0
+			    ? json_loads(text, JSON_ALLOW_NUL, NULL)
+			    : NULL;
+	free(text);
+	if (!j) {
+		fprintf(stderr, "snapcell: --json: %s\n",
+			err.message[0] ? err.message : "out of memory");
+		return -1;
+	}
+	json_object_set_new(j, "network", allowed_json(cfg));
+	json_dumpf(j, stdout, JSON_INDENT(2));
+	putchar('\n');
+	json_decref(j);
+	return 0;
+}
+
 /* --describe and --instructions: what a model would be told about this configuration. */
 static int print_model_text(const struct snapcell_config *cfg, const char *describe,
 			    bool instructions)
@@ -186,17 +207,14 @@ int cli_run(int argc, char **argv)
 		if (!started)
 			cli_python_print(stderr, cfg, "snapcell: ");
 	} else {
+		bool printed = true;
 		if (as_json) {
-			json_t *j = cli_result_json(res);
-			json_object_set_new(j, "network", allowed_json(cfg));
-			json_dumpf(j, stdout, JSON_INDENT(2));
-			putchar('\n');
-			json_decref(j);
+			printed = print_json(res, cfg) == 0;
 		} else {
 			print_plain(res, cfg);
 			cli_print_artifacts(res, stderr);
 		}
-		status = exit_status(res);
+		status = printed ? exit_status(res) : EXIT_SNAPCELL;
 		if (output_dir && cli_save_artifacts(res, output_dir) < 0 && status == 0)
 			status = EXIT_SNAPCELL;
 	}

@@ -13,6 +13,7 @@
 
 #include "cli.h"
 
+/* A format: its one %s is the list of isolation levels (print_usage). */
 static const char usage[] =
 	"usage: snapcell run [options] FILE|-\n"
 	"\n"
@@ -21,8 +22,8 @@ static const char usage[] =
 	"options:\n"
 	"  --timeout SECONDS       wall-clock limit (default 30)\n"
 	"  --cpu SECONDS           CPU time limit (default 60)\n"
-	"  --memory SIZE           address space per process and, at level cgroups, all the\n"
-	"                          memory a cell costs the host (default 512M)\n"
+	"  --memory SIZE           address space per process and, with a memory cgroup per\n"
+	"                          cell, all the memory a cell costs the host (default 512M)\n"
 	"  --processes N           processes and threads per sandbox (default 64)\n"
 	"  --file-size SIZE        largest file the code may write (default 64M)\n"
 	"  --tmp-size SIZE         size of /tmp (default 64M)\n"
@@ -61,8 +62,8 @@ static const char usage[] =
 	"                          so their first-time work is shared, e.g. 'import pandas as\n"
 	"                          pd; pd.DataFrame({\"x\": [1]}).sum()' (trusted code only)\n"
 	"  --warmup-file PATH      the same, with the code read from PATH\n"
-	"  --require-isolation L   fail unless the host gives level L (rlimits, namespaces,\n"
-	"                          cgroups)\n"
+	"  --require-isolation L   fail unless the host gives level L, one of:\n"
+	"                          %s\n"
 	"  --uid-range FIRST:COUNT as root, run the sandbox as an outside uid of FIRST ..\n"
 	"                          FIRST+COUNT-1 that no other live sandbox holds (default\n"
 	"                          2000000000:65536); COUNT 0 runs it as FIRST, unreserved\n"
@@ -85,9 +86,23 @@ static const char usage[] =
 	"  --describe[=json]       print the execute_code tool description a model would get\n"
 	"                          for these options, and exit (json: schemas as JSON)\n"
 	"  --instructions          print the provider instructions for these options, and exit\n"
+	"  --config FILE           apply the JSON file `snapcell mcp --config` reads (limits,\n"
+	"                          files, paths, network, tools, ...; the server's own keys\n"
+	"                          are refused), where it stands: later options win\n"
 	"  --json                  print the whole result as JSON on stdout\n"
 	"\n"
 	"SIZE takes a k, M or G suffix (powers of 1024).\n";
+
+/* The usage, with the levels --require-isolation takes in the library's names. */
+static void print_usage(FILE *f)
+{
+	char levels[64];
+	snprintf(levels, sizeof(levels), "%s, %s, %s",
+		 snapcell_isolation_name(SNAPCELL_ISOLATION_RLIMITS),
+		 snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES),
+		 snapcell_isolation_name(SNAPCELL_ISOLATION_CGROUPS));
+	fprintf(f, usage, levels);
+}
 
 int cli_parse_size(const char *s, uint64_t *out)
 {
@@ -165,7 +180,8 @@ enum opt {
 	OPT_UID_RANGE,
 	OPT_APPROVE,
 	OPT_APPROVAL_TIMEOUT,
-	OPT_PYTHON
+	OPT_PYTHON,
+	OPT_CONFIG
 };
 
 static const struct option options[] = {
@@ -201,6 +217,7 @@ static const struct option options[] = {
 	{"approve", required_argument, NULL, OPT_APPROVE},
 	{"approval-timeout", required_argument, NULL, OPT_APPROVAL_TIMEOUT},
 	{"python", required_argument, NULL, OPT_PYTHON},
+	{"config", required_argument, NULL, OPT_CONFIG},
 	{"help", no_argument, NULL, 'h'},
 	/* Before --python existed, getopt_long took these abbreviations of --python-path for
 	 * it; exact entries keep them meaning that (they would be ambiguous now). */
@@ -266,14 +283,6 @@ static int set_python(struct snapcell_config *cfg, const char *path)
 	struct stat st;
 	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
 		fprintf(stderr, "snapcell: --python-path DIR puts a directory on sys.path\n");
-	return -1;
-}
-
-static int isolation_level(const char *name)
-{
-	for (int l = SNAPCELL_ISOLATION_NONE; l <= SNAPCELL_ISOLATION_CGROUPS; l++)
-		if (!strcmp(name, snapcell_isolation_name((enum snapcell_isolation)l)))
-			return l;
 	return -1;
 }
 
@@ -417,6 +426,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 	}
 	if (opt == OPT_TOOL)
 		return cli_add_command_tool(cfg, arg);
+	if (opt == OPT_CONFIG)
+		return cli_run_config_load(arg, cfg);
 	if (opt == OPT_TOOL_SCHEMA)
 		return cli_set_tool_schema(cfg, arg);
 	if (opt == OPT_APPROVE) {
@@ -477,8 +488,9 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		free(real);
 		return rc < 0 ? -1 : 0;
 	}
-	int level = isolation_level(arg);
-	if (level < 0 || snapcell_config_require_isolation(cfg, level, NULL) < 0) {
+	enum snapcell_isolation level;
+	if (snapcell_isolation_from_name(arg, &level) < 0 ||
+	    snapcell_config_require_isolation(cfg, level, NULL) < 0) {
 		fprintf(stderr, "snapcell: unknown isolation level '%s'\n", arg);
 		return -1;
 	}
@@ -493,7 +505,7 @@ int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli
 	optind = 0; /* GNU getopt: a full restart, whatever an earlier parse left */
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
 		if (opt == 'h') {
-			fputs(usage, stdout);
+			print_usage(stdout);
 			args->help = true;
 			return 0;
 		}
@@ -514,7 +526,7 @@ int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli
 	if ((args->describe || args->instructions) && optind == argc)
 		return 0;
 	if (optind != argc - 1) {
-		fputs(usage, stderr);
+		print_usage(stderr);
 		return CLI_EXIT_USAGE;
 	}
 	args->source = argv[optind];

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,11 +16,16 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "guest.h"
 #include "rpc/control.h"
 #include "util/util.h"
+
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080 /* Linux 5.6; older headers lack it */
+#endif
 
 #define CTL SC_CONTROL_FD
 
@@ -284,6 +290,29 @@ static bool module_readable(int fd)
 	return ok;
 }
 
+/* Cells count CLOCK_MONOTONIC and CLOCK_BOOTTIME (and /proc/uptime) from about their
+ * sandbox's start, not from the host's boot, which gave the host's uptime away: a time
+ * namespace for this process's children (and for the interpreter it execs, where the kernel
+ * moves an exec into it), its offsets written before any process enters it (the kernel
+ * refuses them after) and while the host's /proc is still here. No time point crosses between
+ * the host and the template or cells (the frames carry durations). Best effort: a kernel
+ * without time namespaces (before 5.6, or CONFIG_TIME_NS off) leaves the host's clocks. */
+static void time_namespace(void)
+{
+	struct timespec mono, boot;
+	char offsets[96];
+	if (unshare(CLONE_NEWTIME) < 0 || clock_gettime(CLOCK_MONOTONIC, &mono) < 0 ||
+	    clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+		return;
+	int len = snprintf(offsets, sizeof(offsets), "monotonic %lld 0\nboottime %lld 0\n",
+			   -(long long)mono.tv_sec, -(long long)boot.tv_sec);
+	int fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)!write(fd, offsets, (size_t)len);
+		close(fd);
+	}
+}
+
 static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
 {
 	int moved = sc__cgroup_cell_enter(SC_CGROUP_FD);
@@ -305,6 +334,7 @@ static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_
 		h->guest_module = fcntl(s->guest.fd, F_DUPFD_CLOEXEC, SC_CGROUP_FD + 1);
 	else if ((rc = open_namespaces(s, h, err)) == 0) {
 		h->seccomp = start_compiler(s);
+		time_namespace();
 		rc = build_root(s, err);
 	}
 	close_pass_fds();

@@ -29,7 +29,49 @@
  *
  * Threads: a config is not thread-safe. A sandbox may be used from any number of threads at
  * once; each run gets its own cell. The library never exits, aborts or installs signal handlers
- * in the calling process; it ignores nothing and writes with MSG_NOSIGNAL.
+ * in the calling process; it ignores nothing and writes with MSG_NOSIGNAL. Tool callbacks run on
+ * the thread whose call runs the code (snapcell_sandbox_run, snapcell_session_run, or the
+ * snapcell_sandbox_resume that goes on with a paused run). A run or new session that needs a
+ * parked cell when none is ready waits for the template to park one (SNAPCELL_E_TEMPLATE after
+ * 20 s without), and snapcell_sandbox_stats waits for the two it keeps; no lock of the sandbox
+ * is held meanwhile, so runs that have their cells, resumes and session runs go on. The
+ * library starts these threads, each with every signal blocked (a signal sent to the process
+ * reaches only the caller's threads), and joins them itself:
+ * - a sandbox's reaper, at its first run that pauses for a decision, until snapcell_sandbox_free:
+ *   it ends paused runs whose SNAPCELL_LIMIT_PAUSE_MS ran out (killing their cells) and, at
+ *   level rlimits, measures paused runs' /tmp and /output;
+ * - a sandbox's pre-fault learner, at the first fresh run it learns from (usually the sandbox's
+ *   second), until snapcell_sandbox_free: it reads such a run's cell's page map, sends the
+ *   template the pages its cells should fault in ahead of a run, and retires the cell;
+ * - with network entries (snapcell_config_allow), for each run while it lasts (pauses
+ *   included): one that answers the cell's name lookups and accepts its connections, and one
+ *   per open connection (at most SNAPCELL_LIMIT_NET_CONNECTIONS); resolving an upstream name
+ *   uses glibc's getaddrinfo_a, whose own helper threads glibc starts and ends.
+ *
+ * Child processes: snapcell_sandbox_new starts the sandbox's template (snapcell-cell, which
+ * becomes the interpreter) as a child of the calling process, for the sandbox's life; cells and
+ * session processes are the template's children, never the caller's. Creating a sandbox,
+ * snapcell_probe_host and the calls that ask an interpreter what it is (once per interpreter
+ * file and process: snapcell_config_set_python, snapcell_config_python_info, ...) also run
+ * short-lived children, each waited for before the call returns. The library waits for each
+ * child by its pid or pidfd, never with waitpid(-1), so it reaps none of the caller's; the
+ * caller gets SIGCHLD when the template ends (at snapcell_sandbox_free, or if it dies) and when
+ * a short-lived child does. A SIGCHLD handler that reaps with waitpid(-1) may take their
+ * statuses, which the library needs only for its error messages (how a helper that failed to
+ * start ended: "ended (status unknown: ...)" then); a run after the template died fails with
+ * SNAPCELL_E_TEMPLATE either way. A loop that waits for every child (wait() until ECHILD) also
+ * waits for each live sandbox's template, so until the sandbox is freed.
+ * signal(SIGCHLD, SIG_IGN) and SA_NOCLDWAIT are fine: the kernel reaps the children, sandboxes
+ * and sessions work and snapcell_sandbox_free returns; only those statuses are lost.
+ *
+ * File-system ids: session operations (snapcell_session_new, _run, _snapshot, _restore, _free,
+ * snapcell_snapshot_new_session) move and copy the sessions' /tmp trees on the calling thread
+ * with the file-system ids of the sandbox's user (setfsuid and setfsgid, which change that
+ * thread only), and give the thread back the ids it had, whatever they were, before they
+ * return. Both changes are checked: a thread the kernel refuses them (a root caller's thread
+ * without CAP_SETUID or CAP_SETGID in effect) gets -EPERM, with its ids unchanged. Meanwhile a
+ * root thread's file capabilities (CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER, ...) are out of
+ * effect; the kernel puts them back from the permitted set when its fsuid returns to 0.
  *
  * The helper: sandboxes run an executable, snapcell-cell, installed with the library (in
  * libexecdir/snapcell). Its path is fixed at build time; snapcell_config_set_helper() points a
@@ -113,6 +155,9 @@ enum snapcell_isolation {
 
 /* "none", "rlimits", "namespaces", "cgroups"; NULL for an unknown value. */
 SNAPCELL_API const char *snapcell_isolation_name(enum snapcell_isolation level);
+/* The level a name spells (one snapcell_isolation_name gives): 0 and *out set, or
+ * SNAPCELL_E_INVAL. */
+SNAPCELL_API int snapcell_isolation_from_name(const char *name, enum snapcell_isolation *out);
 
 /* Limits. Each is set with snapcell_config_set_limit(); 0 is not a valid value for any. */
 enum snapcell_limit {
@@ -169,6 +214,14 @@ SNAPCELL_API int snapcell_config_set_limit(struct snapcell_config *cfg, enum sna
 					   uint64_t value, struct snapcell_error *err);
 SNAPCELL_API uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg,
 						enum snapcell_limit limit);
+
+/* The vocabulary every front end spells limits in (config files' "limits" keys, the Python
+ * binding, messages): the limit's name ("wall_ms", "memory_bytes", ...), static; NULL for an
+ * unknown value. Iterate from 0 to SNAPCELL_LIMIT__COUNT for the whole list. */
+SNAPCELL_API const char *snapcell_limit_name(enum snapcell_limit limit);
+/* The limit a name spells: 0 and *out set, or SNAPCELL_E_INVAL naming the unknown name. */
+SNAPCELL_API int snapcell_limit_from_name(const char *name, enum snapcell_limit *out,
+					  struct snapcell_error *err);
 
 /* Passes an environment variable to the code (visible as os.environ[name]); name and value
  * must be UTF-8 (SNAPCELL_E_INVAL otherwise). The cell starts with no other variables but two
@@ -730,12 +783,23 @@ struct snapcell_result {
 	enum snapcell_value_state value_state;
 };
 
+/* The names the result's record (snapcell_result_to_json) and every front end give a single
+ * flag of a result's sets, static; NULL for a value that is not exactly one known flag:
+ * limits_hit ("wall", "cpu", "memory", ...), output_limits_hit ("files", "file_bytes", ...),
+ * net_limits_hit ("connections", ...); snapcell_net_kind_name (below) names an event's kind. */
+SNAPCELL_API const char *snapcell_limit_flag_name(uint32_t flag);
+SNAPCELL_API const char *snapcell_output_limit_flag_name(uint32_t flag);
+SNAPCELL_API const char *snapcell_net_hit_name(uint32_t flag);
+
 /* One network attempt, as the host's egress gate saw it. */
 enum snapcell_net_kind {
 	SNAPCELL_NET_RESOLVE, /* the code asked for a name */
 	SNAPCELL_NET_CONNECT, /* a TCP stream, passed through (TLS stays end to end) */
 	SNAPCELL_NET_REQUEST, /* one HTTP request through an entry with HTTP rules */
 };
+
+/* "resolve", "connect", "request" (the record's "kind"); NULL for an unknown value. */
+SNAPCELL_API const char *snapcell_net_kind_name(enum snapcell_net_kind kind);
 
 struct snapcell_net_event {
 	enum snapcell_net_kind kind;
@@ -947,6 +1011,41 @@ SNAPCELL_API const char *snapcell_result_value_json(const struct snapcell_result
  * did not end ok: nothing to say). *out is malloc'd (free()). */
 SNAPCELL_API int snapcell_result_value_text(const struct snapcell_result *res, char **out,
 					    struct snapcell_error *err);
+/* A short title for how a run with this status ended, in the words of the summary above
+ * ("Execution stopped: time limit reached"), for a front end that shows a title beside it
+ * (the Agent Framework tool's error item). Static; NULL for an unknown value. */
+SNAPCELL_API const char *snapcell_status_headline(enum snapcell_status status);
+
+/* Flags of snapcell_result_to_json. */
+enum snapcell_json_flag {
+	/* Each artifact's bytes as "base64" (`snapcell run --json`); without it, only its path,
+	 * media type and size. */
+	SNAPCELL_JSON_ARTIFACT_DATA = 1u << 0,
+};
+
+/* The run's record as one compact JSON object, the one every front end gives (`snapcell run
+ * --json`, the MCP server's _meta["snapcell/run"], structuredContent): "status",
+ * "exit_code", "signal", "limits_hit", "stdout" and "stderr" (bytes that are not UTF-8 as
+ * U+FFFD) with their "_truncated" flags, timings and memory figures, "isolation",
+ * "decisions", the artifacts, skipped outputs and tool calls, and the network events with
+ * their limits. Names come from the functions above (snapcell_status_name,
+ * snapcell_limit_flag_name, ...). flags: SNAPCELL_JSON_*. *out is malloc'd (free()),
+ * NUL-terminated, without a raw NUL (a NUL in the output is escaped). */
+SNAPCELL_API int snapcell_result_to_json(const struct snapcell_result *res, unsigned flags,
+					 char **out, struct snapcell_error *err);
+
+/* Flags of snapcell_execute_code_schema. */
+enum snapcell_schema_flag {
+	/* The code's state persists between calls (a stateful tool): its description says so. */
+	SNAPCELL_SCHEMA_STATEFUL = 1u << 0,
+	/* An optional "session" property: a session's handle to run in (the MCP server's). */
+	SNAPCELL_SCHEMA_SESSION = 1u << 1,
+};
+
+/* The JSON Schema of an execute_code tool's arguments: an object with the required string
+ * "code" and, with SNAPCELL_SCHEMA_SESSION, the optional string "session"; no other
+ * property. Static, compact JSON; NULL for unknown flags. */
+SNAPCELL_API const char *snapcell_execute_code_schema(unsigned flags);
 
 /* ---- sessions and snapshots ----
  *

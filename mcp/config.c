@@ -1,5 +1,6 @@
 /* `snapcell mcp --config FILE`: a JSON file declaring what every run gets (limits, files,
  * Python paths, network entries, environment, command tools) and how the server behaves.
+ * `snapcell run --config FILE` reads the same file, refusing the server's own keys.
  * Every key is checked; an unknown one is refused with its path, so a typo never silently
  * means a default. It does not watch the file: changes need a restart. */
 #define _GNU_SOURCE
@@ -12,41 +13,16 @@
 #include "downstream.h"
 #include "mcp.h"
 
-static const struct {
-	const char *key;
-	enum snapcell_limit limit;
-} limit_keys[] = {
-	{"wall_ms", SNAPCELL_LIMIT_WALL_MS},
-	{"cpu_ms", SNAPCELL_LIMIT_CPU_MS},
-	{"memory_bytes", SNAPCELL_LIMIT_MEMORY_BYTES},
-	{"processes", SNAPCELL_LIMIT_PROCESSES},
-	{"file_bytes", SNAPCELL_LIMIT_FILE_BYTES},
-	{"tmp_bytes", SNAPCELL_LIMIT_TMP_BYTES},
-	{"stdout_bytes", SNAPCELL_LIMIT_STDOUT_BYTES},
-	{"stderr_bytes", SNAPCELL_LIMIT_STDERR_BYTES},
-	{"open_files", SNAPCELL_LIMIT_OPEN_FILES},
-	{"output_files", SNAPCELL_LIMIT_OUTPUT_FILES},
-	{"output_file_bytes", SNAPCELL_LIMIT_OUTPUT_FILE_BYTES},
-	{"output_total_bytes", SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES},
-	{"output_depth", SNAPCELL_LIMIT_OUTPUT_DEPTH},
-	{"output_path_bytes", SNAPCELL_LIMIT_OUTPUT_PATH_BYTES},
-	{"net_connections", SNAPCELL_LIMIT_NET_CONNECTIONS},
-	{"net_bytes", SNAPCELL_LIMIT_NET_BYTES},
-	{"net_connect_ms", SNAPCELL_LIMIT_NET_CONNECT_MS},
-	{"net_idle_ms", SNAPCELL_LIMIT_NET_IDLE_MS},
-	{"paused_runs", SNAPCELL_LIMIT_PAUSED_RUNS},
-	{"pause_ms", SNAPCELL_LIMIT_PAUSE_MS},
-};
-
 struct ctx {
 	const char *file;
 	struct snapcell_config *cfg;
 	struct mcp_options *opts;
+	const char *command; /* "mcp" or "run": whose --config the messages name */
 };
 
 static int fail(const struct ctx *c, const char *path, const char *why)
 {
-	fprintf(stderr, "snapcell mcp: --config %s: %s: %s\n", c->file, path, why);
+	fprintf(stderr, "snapcell %s: --config %s: %s: %s\n", c->command, c->file, path, why);
 	return -1;
 }
 
@@ -76,16 +52,13 @@ static int each_member(const struct ctx *c, const char *path, json_t *v, const c
 
 static int one_limit(const struct ctx *c, const char *at, const char *key, json_t *val)
 {
-	size_t i = 0, n = sizeof(limit_keys) / sizeof(limit_keys[0]);
-	while (i < n && strcmp(limit_keys[i].key, key))
-		i++;
-	if (i == n)
+	enum snapcell_limit limit;
+	if (snapcell_limit_from_name(key, &limit, NULL) < 0)
 		return fail(c, at, "unknown key");
 	if (!json_is_integer(val) || json_integer_value(val) <= 0)
 		return fail(c, at, "must be a positive integer");
 	struct snapcell_error err = {0};
-	if (snapcell_config_set_limit(c->cfg, limit_keys[i].limit,
-				      (uint64_t)json_integer_value(val), &err) < 0)
+	if (snapcell_config_set_limit(c->cfg, limit, (uint64_t)json_integer_value(val), &err) < 0)
 		return lib_fail(c, at, &err);
 	return 0;
 }
@@ -717,16 +690,19 @@ static int code_errors(const struct ctx *c, const char *path, json_t *v)
 
 static int isolation(const struct ctx *c, const char *path, json_t *v)
 {
-	const char *want = json_string_value(v);
-	for (int level = SNAPCELL_ISOLATION_RLIMITS; want && level <= SNAPCELL_ISOLATION_CGROUPS;
-	     level++)
-		if (!strcmp(want, snapcell_isolation_name(level))) {
-			struct snapcell_error err = {0};
-			return snapcell_config_require_isolation(c->cfg, level, &err) < 0
-				       ? lib_fail(c, path, &err)
-				       : 0;
-		}
-	return fail(c, path, "must be \"rlimits\", \"namespaces\" or \"cgroups\"");
+	enum snapcell_isolation level;
+	if (!json_is_string(v) || snapcell_isolation_from_name(json_string_value(v), &level) < 0 ||
+	    level == SNAPCELL_ISOLATION_NONE) {
+		char why[128];
+		snprintf(why, sizeof(why), "must be \"%s\", \"%s\" or \"%s\"",
+			 snapcell_isolation_name(SNAPCELL_ISOLATION_RLIMITS),
+			 snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES),
+			 snapcell_isolation_name(SNAPCELL_ISOLATION_CGROUPS));
+		return fail(c, path, why);
+	}
+	struct snapcell_error err = {0};
+	return snapcell_config_require_isolation(c->cfg, level, &err) < 0 ? lib_fail(c, path, &err)
+									  : 0;
 }
 
 /* "uid_range": [first, count], as snapcell run --uid-range FIRST:COUNT. */
@@ -833,39 +809,76 @@ static int approve_apply(const struct ctx *c, json_t *v)
 	return 0;
 }
 
+/* The file's sections; the server's own (mcp_only) mean nothing to `snapcell run`, which
+ * refuses them rather than ignore them. */
 static const struct {
 	const char *key;
 	int (*load)(const struct ctx *c, const char *path, json_t *v);
+	bool mcp_only;
 } sections[] = {
-	{"limits", limits},
-	{"workspace", workspace},
-	{"mounts", mounts},
-	{"python_paths", python_paths},
-	{"allow", allow},
-	{"host_map", host_map},
-	{"upstream_ca", upstream_ca},
-	{"venv", venv},
-	{"python", python},
-	{"preload", preload},
-	{"warmup", warmup},
-	{"env", env},
-	{"tools", tools},
-	{"mcp_servers", mcp_servers},
-	{"downstream_calls_per_run", downstream_calls},
-	{"max_concurrent_runs", max_runs},
-	{"max_queued_calls", max_queued},
-	{"max_calls_per_client", max_per_client},
-	{"queue_wait_s", queue_wait},
-	{"result_memory_bytes", result_memory},
-	{"result_link_ttl_s", link_ttl},
-	{"structured_content", structured},
-	{"code_errors_as_results", code_errors},
-	{"require_isolation", isolation},
-	{"uid_range", uid_range},
-	{"sessions", sessions},
-	{"replica", replica},
-	{"approve", approve_names},
+	{"limits", limits, false},
+	{"workspace", workspace, false},
+	{"mounts", mounts, false},
+	{"python_paths", python_paths, false},
+	{"allow", allow, false},
+	{"host_map", host_map, false},
+	{"upstream_ca", upstream_ca, false},
+	{"venv", venv, false},
+	{"python", python, false},
+	{"preload", preload, false},
+	{"warmup", warmup, false},
+	{"env", env, false},
+	{"tools", tools, false},
+	{"mcp_servers", mcp_servers, true},
+	{"downstream_calls_per_run", downstream_calls, true},
+	{"max_concurrent_runs", max_runs, true},
+	{"max_queued_calls", max_queued, true},
+	{"max_calls_per_client", max_per_client, true},
+	{"queue_wait_s", queue_wait, true},
+	{"result_memory_bytes", result_memory, true},
+	{"result_link_ttl_s", link_ttl, true},
+	{"structured_content", structured, true},
+	{"code_errors_as_results", code_errors, true},
+	{"require_isolation", isolation, false},
+	{"uid_range", uid_range, false},
+	{"sessions", sessions, true},
+	{"replica", replica, true},
+	{"approve", approve_names, false},
 };
+
+#define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))
+
+static size_t section_index(const char *key)
+{
+	size_t i = 0;
+	while (i < N_SECTIONS && strcmp(sections[i].key, key))
+		i++;
+	return i;
+}
+
+/* For `snapcell run`: -1 after one message naming every key of root only the server reads. */
+static int refuse_server_keys(const struct ctx *c, json_t *root)
+{
+	char names[512] = "";
+	size_t off = 0, n = 0;
+	const char *key;
+	json_t *val;
+	json_object_foreach(root, key, val)
+	{
+		size_t i = section_index(key);
+		if (i == N_SECTIONS || !sections[i].mcp_only || off >= sizeof(names))
+			continue;
+		off += (size_t)snprintf(names + off, sizeof(names) - off, "%s%s", n++ ? ", " : "",
+					key);
+	}
+	if (n == 0)
+		return 0;
+	fprintf(stderr,
+		"snapcell run: --config %s: %s: %s `snapcell mcp` only; leave %s out for `run`\n",
+		c->file, names, n == 1 ? "this key is for" : "these keys are for",
+		n == 1 ? "it" : "them");
+	return -1;
+}
 
 /* Notes the variables the allow-list headers read before anything starts a child: a
  * downstream server listed before "allow" must not get them either. */
@@ -886,39 +899,62 @@ static int note_header_secrets(json_t *root)
 	return 0;
 }
 
-int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg,
-		     struct mcp_options *opts)
+static int apply(const struct ctx *c, json_t *root)
 {
-	struct ctx c = {file, cfg, opts};
-	int rc = json_is_object(root) ? 0 : fail(&c, "(top level)", "must be an object");
+	int rc = json_is_object(root) ? 0 : fail(c, "(top level)", "must be an object");
 	if (rc == 0 && note_header_secrets(root) < 0)
-		rc = fail(&c, "allow", "out of memory");
+		rc = fail(c, "allow", "out of memory");
+	if (rc == 0 && !strcmp(c->command, "run"))
+		rc = refuse_server_keys(c, root);
 	const char *key;
 	json_t *val;
 	json_object_foreach(root, key, val)
 	{
-		size_t i = 0, n = sizeof(sections) / sizeof(sections[0]);
-		while (i < n && strcmp(sections[i].key, key))
-			i++;
+		size_t i = section_index(key);
 		if (rc == 0)
-			rc = i == n ? fail(&c, key, "unknown key") : sections[i].load(&c, key, val);
+			rc = i == N_SECTIONS ? fail(c, key, "unknown key")
+					     : sections[i].load(c, key, val);
 	}
 	json_t *approve = json_object_get(root, "approve");
 	if (rc == 0 && approve)
-		rc = approve_apply(&c, approve);
+		rc = approve_apply(c, approve);
+	return rc;
+}
+
+int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg,
+		     struct mcp_options *opts)
+{
+	struct ctx c = {file, cfg, opts, "mcp"};
+	return apply(&c, root);
+}
+
+static int load(const struct ctx *c)
+{
+	json_error_t jerr;
+	json_t *root = json_load_file(c->file, JSON_REJECT_DUPLICATES, &jerr);
+	if (!root) {
+		fprintf(stderr, "snapcell %s: --config %s: line %d: %s\n", c->command, c->file,
+			jerr.line, jerr.text);
+		return -1;
+	}
+	int rc = apply(c, root);
+	json_decref(root);
 	return rc;
 }
 
 int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_options *opts)
 {
-	json_error_t jerr;
-	json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
-	if (!root) {
-		fprintf(stderr, "snapcell mcp: --config %s: line %d: %s\n", file, jerr.line,
-			jerr.text);
-		return -1;
-	}
-	int rc = mcp_config_apply(file, root, cfg, opts);
-	json_decref(root);
-	return rc;
+	struct ctx c = {file, cfg, opts, "mcp"};
+	return load(&c);
+}
+
+/* What `snapcell run --config` loaded last: its command tools must outlive the sandbox, which
+ * lives until the process ends; a new parse (cli_run_parse) starts it over. */
+static struct mcp_options run_opts;
+
+int cli_run_config_load(const char *file, struct snapcell_config *cfg)
+{
+	mcp_options_clear(&run_opts);
+	struct ctx c = {file, cfg, &run_opts, "run"};
+	return load(&c);
 }

@@ -252,6 +252,18 @@ static json_t *artifact_content(const struct snapcell_artifact *a, size_t i)
 			 PATH_KEY, path_string(a->path));
 }
 
+/* The run's record (snapcell_result_to_json, without the files' bytes) as a tree; an empty
+ * object when out of memory. */
+static json_t *run_record(const struct snapcell_result *res)
+{
+	char *text = NULL;
+	json_t *record = snapcell_result_to_json(res, 0, &text, NULL) == 0
+				 ? json_loads(text, JSON_ALLOW_NUL, NULL)
+				 : NULL;
+	free(text);
+	return record ? record : json_object();
+}
+
 /* Most files the names item lists one by one. */
 #define NAMES_MAX 64
 
@@ -283,7 +295,7 @@ static void add_file_names(json_t *content, const struct snapcell_result *res)
 
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 {
-	json_t *record = cli_result_record(res, false);
+	json_t *record = run_record(res);
 	json_t *content = json_array();
 	json_t *stdout_text = json_object_get(record, "stdout");
 	json_t *stderr_text = json_object_get(record, "stderr");
@@ -361,7 +373,7 @@ static bool string_is(const json_t *s, const char *prefix, const json_t *text)
 }
 
 /* Which of res's items a content item of its CallToolResult is (mcp_call_result's shapes);
- * record is the run's (cli_result_record), whose stdout and stderr the text items carry. */
+ * record is the run's (run_record), whose stdout and stderr the text items carry. */
 static enum item_kind item_of(const json_t *item, const struct snapcell_result *res,
 			      const json_t *record, size_t *file)
 {
@@ -460,7 +472,7 @@ bool mcp_result_link(json_t *result, const struct snapcell_result *res, const ch
 		free(cand);
 		return total <= max;
 	}
-	json_t *record = cli_result_record(res, false);
+	json_t *record = run_record(res);
 	for (size_t i = 0; i < n; i++) {
 		struct candidate *c = &cand[n_cand];
 		c->kind = item_of(json_array_get(content, i), res, record, &c->file);
@@ -505,7 +517,7 @@ json_t *mcp_result_item(const struct snapcell_result *res, const char *item, con
 {
 	if (!strcmp(item, "stdout") || !strcmp(item, "stderr")) {
 		/* As the answer had it: the record's text, bytes that are not UTF-8 replaced. */
-		json_t *record = cli_result_record(res, false);
+		json_t *record = run_record(res);
 		json_t *text = json_object_get(record, item);
 		json_t *entry = json_string_length(text)
 					? json_pack("{s:s, s:s, s:O}", "uri", uri, "mimeType",

@@ -272,12 +272,10 @@ static void reply(struct mcp_sink *sink, json_t *msg)
 
 static json_t *tool_list(const struct mcp_server *srv)
 {
-	json_t *list =
-		json_pack("{s:[{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}}]}", "tools",
-			  "name", "execute_code", "title", "Execute Python code", "description",
-			  srv->description, "inputSchema", "type", "object", "properties", "code",
-			  "type", "string", "description", "Python source code to run", "required",
-			  "code", "additionalProperties", 0);
+	json_t *schema = json_loads(snapcell_execute_code_schema(0), 0, NULL);
+	json_t *list = json_pack("{s:[{s:s, s:s, s:s, s:o}]}", "tools", "name", "execute_code",
+				 "title", "Execute Python code", "description", srv->description,
+				 "inputSchema", schema ? schema : json_object());
 	mcp_sessions_list_tools(srv->sessions, list);
 	return list;
 }

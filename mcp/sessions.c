@@ -727,14 +727,10 @@ void mcp_sessions_list_tools(const struct mcp_sessions *reg, json_t *list)
 	json_t *tools = json_object_get(list, "tools");
 	if (!reg->opts.enabled || !json_is_array(tools))
 		return;
-	json_t *exec_props = json_object_get(
-		json_object_get(json_array_get(tools, 0), "inputSchema"), "properties");
-	json_object_set_new(
-		exec_props, "session",
-		json_pack("{s:s, s:s}", "type", "string", "description",
-			  "A session handle from session_new: the code runs in that session, "
-			  "where variables, imports and functions from its earlier calls still "
-			  "exist. Omit it to run in a fresh, empty cell."));
+	json_t *exec_schema =
+		json_loads(snapcell_execute_code_schema(SNAPCELL_SCHEMA_SESSION), 0, NULL);
+	if (exec_schema)
+		json_object_set_new(json_array_get(tools, 0), "inputSchema", exec_schema);
 	char text[3][640];
 	snprintf(text[0], sizeof(text[0]),
 		 "Start a Python session that keeps its state (variables, imports, functions) "

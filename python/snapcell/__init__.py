@@ -10,7 +10,9 @@
         print(result.status, result.stdout)   # ok 42
 
 ``snapcell.agent_framework`` adapts this to Microsoft Agent Framework (a drop-in for its
-Hyperlight CodeAct integration)."""
+Hyperlight CodeAct integration); ``snapcell.pydantic_ai``, ``snapcell.langgraph``,
+``snapcell.fastmcp``, ``snapcell.smolagents`` and ``snapcell.google_adk`` fill other
+frameworks' code-execution seams (docs/python.md)."""
 
 from ._native import VALUE_MAX_BYTES, SetupError, SnapcellError
 from ._native import probe as _probe

@@ -93,42 +93,16 @@ PyObject *sc__py_closed(const char *what)
 
 /* ---- results ---- */
 
-struct flag_name {
-	uint32_t flag;
-	const char *name;
-};
-
-static PyObject *flag_list(uint32_t mask, const struct flag_name *names, size_t n)
+/* The names of the flags set in mask, in bit order (the library's names). */
+static PyObject *flag_list(uint32_t mask, const char *(*name)(uint32_t))
 {
 	PyObject *list = PyList_New(0);
-	for (size_t i = 0; list && i < n; i++)
-		if ((mask & names[i].flag) && append(list, PyUnicode_FromString(names[i].name)) < 0)
+	for (unsigned bit = 0; list && bit < 32; bit++)
+		if ((mask & (1u << bit)) && name(1u << bit) &&
+		    append(list, PyUnicode_FromString(name(1u << bit))) < 0)
 			Py_CLEAR(list);
 	return list;
 }
-
-static const struct flag_name hit_names[] = {
-	{SNAPCELL_HIT_WALL, "wall"},	       {SNAPCELL_HIT_CPU, "cpu"},
-	{SNAPCELL_HIT_MEMORY, "memory"},       {SNAPCELL_HIT_PROCESSES, "processes"},
-	{SNAPCELL_HIT_FILE_SIZE, "file_size"}, {SNAPCELL_HIT_TMP, "tmp"},
-	{SNAPCELL_HIT_STDOUT, "stdout"},       {SNAPCELL_HIT_STDERR, "stderr"},
-};
-
-static const struct flag_name output_hit_names[] = {
-	{SNAPCELL_OUTPUT_HIT_FILES, "files"},
-	{SNAPCELL_OUTPUT_HIT_FILE_BYTES, "file_bytes"},
-	{SNAPCELL_OUTPUT_HIT_TOTAL_BYTES, "total_bytes"},
-	{SNAPCELL_OUTPUT_HIT_DEPTH, "depth"},
-	{SNAPCELL_OUTPUT_HIT_NAME, "name"},
-	{SNAPCELL_OUTPUT_HIT_WALK, "walk"},
-};
-
-static const struct flag_name net_hit_names[] = {
-	{SNAPCELL_NET_HIT_CONNECTIONS, "connections"},
-	{SNAPCELL_NET_HIT_BYTES, "bytes"},
-	{SNAPCELL_NET_HIT_NAMES, "names"},
-	{SNAPCELL_NET_HIT_EVENTS, "events"},
-};
 
 static PyObject *opt_text(const char *s)
 {
@@ -141,14 +115,14 @@ static PyObject *opt_text(const char *s)
  *   bytes_out, bytes_in, started_us, duration_us, upstream_tls, count)] */
 static PyObject *net_events(const struct snapcell_result *r)
 {
-	static const char *const kinds[] = {"resolve", "connect", "request"};
 	PyObject *list = PyList_New(0);
 	for (size_t i = 0; list && i < r->n_net_events; i++) {
 		const struct snapcell_net_event *e = &r->net_events[i];
+		const char *kind = snapcell_net_kind_name(e->kind);
 		PyObject *item = Py_BuildValue(
-			"(sNNNiNNiNNKKKKNK)", (unsigned)e->kind < 3 ? kinds[e->kind] : "?",
-			PyBool_FromLong(e->allowed), opt_text(e->target), opt_text(e->address),
-			(int)e->port, opt_text(e->method), opt_text(e->path), e->http_status,
+			"(sNNNiNNiNNKKKKNK)", kind ? kind : "?", PyBool_FromLong(e->allowed),
+			opt_text(e->target), opt_text(e->address), (int)e->port,
+			opt_text(e->method), opt_text(e->path), e->http_status,
 			PyBool_FromLong(e->header_added), opt_text(e->rule),
 			(unsigned long long)e->bytes_out, (unsigned long long)e->bytes_in,
 			(unsigned long long)e->started_us, (unsigned long long)e->duration_us,
@@ -285,7 +259,7 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	if (!d || put(d, "status", PyUnicode_FromString(status ? status : "unknown")) < 0 ||
 	    put(d, "exit_code", PyLong_FromLong(r->exit_code)) < 0 ||
 	    put(d, "term_signal", PyLong_FromLong(r->term_signal)) < 0 ||
-	    put(d, "limits_hit", flag_list(r->limits_hit, hit_names, ARRAY_LEN(hit_names))) < 0 ||
+	    put(d, "limits_hit", flag_list(r->limits_hit, snapcell_limit_flag_name)) < 0 ||
 	    put(d, "stdout",
 		PyUnicode_DecodeUTF8(r->stdout_buf, (Py_ssize_t)r->stdout_len, "replace")) < 0 ||
 	    put(d, "stderr",
@@ -302,14 +276,12 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 	    put(d, "artifacts", artifacts(r)) < 0 || put(d, "skipped", skipped(r)) < 0 ||
 	    put(d, "skipped_count", PyLong_FromSize_t(r->n_skipped)) < 0 ||
 	    put(d, "output_limits_hit",
-		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) <
-		    0 ||
+		flag_list(r->output_limits_hit, snapcell_output_limit_flag_name)) < 0 ||
 	    put(d, "pending", pending(r)) < 0 || put(d, "decisions", decisions(r)) < 0 ||
 	    put(d, "value_json", value_json(r)) < 0 || put(d, "value_text", value_text(r)) < 0 ||
 	    put(d, "value_state", PyUnicode_FromString(state ? state : "unknown")) < 0 ||
 	    put(d, "network_events", net_events(r)) < 0 ||
-	    put(d, "network_limits_hit",
-		flag_list(r->net_limits_hit, net_hit_names, ARRAY_LEN(net_hit_names))) < 0)
+	    put(d, "network_limits_hit", flag_list(r->net_limits_hit, snapcell_net_hit_name)) < 0)
 		Py_CLEAR(d);
 	return d;
 }
@@ -401,7 +373,44 @@ static PyObject *mod_probe(PyObject *mod, PyObject *unused)
 	return d;
 }
 
+static PyObject *mod_execute_code_schema(PyObject *self, PyObject *stateful)
+{
+	int on = PyObject_IsTrue(stateful);
+	if (on < 0)
+		return NULL;
+	return text(snapcell_execute_code_schema(on ? SNAPCELL_SCHEMA_STATEFUL : 0));
+}
+
+static PyObject *mod_limit_names(PyObject *self, PyObject *unused)
+{
+	PyObject *names = PyTuple_New(SNAPCELL_LIMIT__COUNT);
+	for (int i = 0; names && i < SNAPCELL_LIMIT__COUNT; i++) {
+		PyObject *name = text(snapcell_limit_name((enum snapcell_limit)i));
+		if (!name || PyTuple_SetItem(names, i, name) < 0)
+			Py_CLEAR(names);
+	}
+	return names;
+}
+
+/* status_headline(name): the library's headline for the status it names, or None. */
+static PyObject *mod_status_headline(PyObject *self, PyObject *name)
+{
+	const char *want = PyUnicode_AsUTF8AndSize(name, NULL);
+	if (!want)
+		return NULL;
+	for (int st = 0; snapcell_status_name((enum snapcell_status)st); st++)
+		if (!strcmp(want, snapcell_status_name((enum snapcell_status)st)))
+			return text(snapcell_status_headline((enum snapcell_status)st));
+	Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+	{"execute_code_schema", mod_execute_code_schema, METH_O,
+	 "execute_code_schema(stateful) -> str: the execute_code tool's input schema (JSON)."},
+	{"status_headline", mod_status_headline, METH_O,
+	 "status_headline(status) -> str | None: the library's short title for how a run ended."},
+	{"limit_names", mod_limit_names, METH_NOARGS,
+	 "limit_names() -> tuple[str, ...]: the library's limit names, in its order."},
 	{"version", mod_version, METH_NOARGS, "version() -> str: the library's version."},
 	{"normalize_mount_path", mod_normalize_mount_path, METH_O,
 	 "normalize_mount_path(path) -> '/input/...'; ValueError for '..' or /input itself."},

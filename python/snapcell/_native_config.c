@@ -5,40 +5,17 @@
 #include "snapcell.h"
 #include "_native.h"
 
-static const char *const limit_names[SNAPCELL_LIMIT__COUNT] = {
-	[SNAPCELL_LIMIT_WALL_MS] = "wall_ms",
-	[SNAPCELL_LIMIT_CPU_MS] = "cpu_ms",
-	[SNAPCELL_LIMIT_MEMORY_BYTES] = "memory_bytes",
-	[SNAPCELL_LIMIT_PROCESSES] = "processes",
-	[SNAPCELL_LIMIT_FILE_BYTES] = "file_bytes",
-	[SNAPCELL_LIMIT_TMP_BYTES] = "tmp_bytes",
-	[SNAPCELL_LIMIT_STDOUT_BYTES] = "stdout_bytes",
-	[SNAPCELL_LIMIT_STDERR_BYTES] = "stderr_bytes",
-	[SNAPCELL_LIMIT_OPEN_FILES] = "open_files",
-	[SNAPCELL_LIMIT_OUTPUT_FILES] = "output_files",
-	[SNAPCELL_LIMIT_OUTPUT_FILE_BYTES] = "output_file_bytes",
-	[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] = "output_total_bytes",
-	[SNAPCELL_LIMIT_OUTPUT_DEPTH] = "output_depth",
-	[SNAPCELL_LIMIT_OUTPUT_PATH_BYTES] = "output_path_bytes",
-	[SNAPCELL_LIMIT_NET_CONNECTIONS] = "net_connections",
-	[SNAPCELL_LIMIT_NET_BYTES] = "net_bytes",
-	[SNAPCELL_LIMIT_NET_CONNECT_MS] = "net_connect_ms",
-	[SNAPCELL_LIMIT_NET_IDLE_MS] = "net_idle_ms",
-	[SNAPCELL_LIMIT_PAUSED_RUNS] = "paused_runs",
-	[SNAPCELL_LIMIT_PAUSE_MS] = "pause_ms",
-};
-
 /* The limit named name, or -1 with ValueError listing the valid names. */
 static int limit_from_name(const char *name)
 {
-	for (int i = 0; i < SNAPCELL_LIMIT__COUNT; i++)
-		if (!strcmp(name, limit_names[i]))
-			return i;
+	enum snapcell_limit limit;
+	if (snapcell_limit_from_name(name, &limit, NULL) == 0)
+		return (int)limit;
 	char valid[512] = "";
 	size_t off = 0;
 	for (int i = 0; i < SNAPCELL_LIMIT__COUNT && off < sizeof(valid); i++)
 		off += (size_t)PyOS_snprintf(valid + off, sizeof(valid) - off, "%s%s",
-					     i ? ", " : "", limit_names[i]);
+					     i ? ", " : "", snapcell_limit_name(i));
 	PyErr_Format(PyExc_ValueError, "unknown limit '%s'; valid: %s", name, valid);
 	return -1;
 }
@@ -505,19 +482,19 @@ static PyObject *config_require_isolation(ConfigObject *self, PyObject *args)
 	if (!PyArg_ParseTuple(args, "s:require_isolation", &name) ||
 	    sc__py_config_writable(self) < 0)
 		return NULL;
-	for (int level = SNAPCELL_ISOLATION_NONE; level <= SNAPCELL_ISOLATION_CGROUPS; level++) {
-		if (strcmp(name, snapcell_isolation_name((enum snapcell_isolation)level)))
-			continue;
+	enum snapcell_isolation level;
+	if (snapcell_isolation_from_name(name, &level) == 0) {
 		struct snapcell_error err = {0};
-		int rc = snapcell_config_require_isolation(self->cfg,
-							   (enum snapcell_isolation)level, &err);
+		int rc = snapcell_config_require_isolation(self->cfg, level, &err);
 		if (rc < 0)
 			return sc__py_fail(rc, &err, "require_isolation", NULL, false);
 		Py_RETURN_NONE;
 	}
-	return PyErr_Format(
-		PyExc_ValueError,
-		"unknown isolation level '%s'; valid: none, rlimits, namespaces, cgroups", name);
+	return PyErr_Format(PyExc_ValueError, "unknown isolation level '%s'; valid: %s, %s, %s, %s",
+			    name, snapcell_isolation_name(SNAPCELL_ISOLATION_NONE),
+			    snapcell_isolation_name(SNAPCELL_ISOLATION_RLIMITS),
+			    snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES),
+			    snapcell_isolation_name(SNAPCELL_ISOLATION_CGROUPS));
 }
 
 /* Both numbers must fit a uid: OverflowError otherwise, as for any C unsigned. */

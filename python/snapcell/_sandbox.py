@@ -142,14 +142,13 @@ def _decision_from_native(d: tuple) -> Decision:
 
 @dataclass(frozen=True)
 class Result:
-    """How one run ended and what it left. ``status`` is one of "ok", "error", "timeout",
-    "memory", "killed", "output-limit", "setup-failure", "cancelled", "paused" (the run waits
-    for a decision on ``pending``: see :meth:`Sandbox.resume`) or "expired" (it waited too
-    long). Every result of a run, paused or final, holds its whole output so far (``stdout``,
-    ``stderr``, ``tool_calls`` and ``decisions`` from the start); artifacts come with the final
-    one. ``peak_memory`` is the
-    memory the host was charged for the cell (its memory cgroup's peak, page tables and kernel
-    memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
+    """How one run ended and what it left. ``status`` is the library's name for how it ended
+    (``snapcell_status_name``); a paused run waits for a decision on ``pending`` (see
+    :meth:`Sandbox.resume`). Every result of a run, paused or final, holds its whole output so
+    far (``stdout``, ``stderr``, ``tool_calls`` and ``decisions`` from the start); artifacts
+    come with the final one. ``peak_memory`` is the memory the host was charged for the cell
+    (its memory cgroup's peak, page tables and kernel memory included) where a memory cgroup
+    per cell measured it, else 0; ``peak_rss`` is the largest resident set
     of one cell process: resident peak, not the memory charged to the host. ``summary`` says
     how the run ended in the words the model is told (the library's): the status and its
     cause, e.g. the exception with the end of its traceback, or the limit that stopped it.
@@ -176,7 +175,7 @@ class Result:
     peak_memory: int
     limits_hit: frozenset[str]
     isolation: str
-    term_signal: int = 0
+    signal: int = 0  # the signal that ended the cell, or 0: the record's name for it
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     skipped_outputs: tuple[tuple[str, str], ...] = ()
@@ -196,6 +195,21 @@ class Result:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def model_text(self) -> str:
+        """The run as one text for a model, in the library's words: what it printed (stdout,
+        then stderr) and ``value_text`` when it ended ok, else what it printed to stdout and
+        ``summary`` (how it ended and why); a run ok with nothing to show is its ``summary``.
+        What the framework adapters (snapcell.pydantic_ai, ...) return."""
+        parts = [self.stdout] + ([self.stderr, self.value_text or ""] if self.ok else [self.summary])
+        text = "".join(p if p.endswith("\n") else p + "\n" for p in parts if p)
+        return text or self.summary
+
+    @property
+    def term_signal(self) -> int:
+        """The old name of ``signal``, kept for the 0.2 releases (NEWS)."""
+        return self.signal
+
     @classmethod
     def _from_native(cls, r: dict[str, Any], owner: Any = None) -> Result:
         p = r["pending"]
@@ -214,7 +228,7 @@ class Result:
             peak_rss=r["peak_rss_bytes"],
             limits_hit=frozenset(r["limits_hit"]),
             isolation=r["isolation"],
-            term_signal=r["term_signal"],
+            signal=r["term_signal"],
             stdout_truncated=r["stdout_truncated"],
             stderr_truncated=r["stderr_truncated"],
             skipped_outputs=tuple(map(tuple, r["skipped"])),
@@ -579,11 +593,12 @@ class Sandbox:
         ``version_info`` ((3, 12)) and ``warning`` ("" or why it may not work)."""
         return self._cfg.python_info()
 
-    def describe(self, format: str = "compact") -> str:
-        """The execute_code description a model is given for this sandbox ("compact" or "json")."""
+    def describe(self, format: str = "compact", *, stateful: bool = False) -> str:
+        """The execute_code description a model is given for this sandbox ("compact" or "json");
+        ``stateful=True``: the one for a tool whose runs share a session (it says state persists)."""
         if format not in ("compact", "json"):
             raise ValueError(f'format must be "compact" or "json", not {format!r}')
-        return self._cfg.describe(format == "json")
+        return self._cfg.describe(format == "json", bool(stateful))
 
     def instructions(self) -> str:
         return self._cfg.instructions()

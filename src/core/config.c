@@ -18,7 +18,7 @@
 #define GIB (1024ull * MIB)
 
 static const struct {
-	const char *name; /* for messages */
+	const char *name; /* the public name (snapcell_limit_name) */
 	uint64_t def, min, max;
 } limit_table[SNAPCELL_LIMIT__COUNT] = {
 	[SNAPCELL_LIMIT_WALL_MS] = {"wall_ms", 30000, 1, 24ull * 3600 * 1000},
@@ -115,6 +115,23 @@ int snapcell_config_set_limit(struct snapcell_config *cfg, enum snapcell_limit l
 uint64_t snapcell_config_get_limit(const struct snapcell_config *cfg, enum snapcell_limit limit)
 {
 	return cfg && (unsigned)limit < SNAPCELL_LIMIT__COUNT ? cfg->limits[limit] : 0;
+}
+
+const char *snapcell_limit_name(enum snapcell_limit limit)
+{
+	return (unsigned)limit < SNAPCELL_LIMIT__COUNT ? limit_table[limit].name : NULL;
+}
+
+int snapcell_limit_from_name(const char *name, enum snapcell_limit *out, struct snapcell_error *err)
+{
+	if (!name || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "limit name: NULL argument");
+	for (int i = 0; i < SNAPCELL_LIMIT__COUNT; i++)
+		if (!strcmp(name, limit_table[i].name)) {
+			*out = (enum snapcell_limit)i;
+			return 0;
+		}
+	return sc__err(err, SNAPCELL_E_INVAL, "unknown limit '%.64s'", name);
 }
 
 /* The environment travels to the sandbox as JSON, which carries only UTF-8. */

@@ -219,9 +219,15 @@ struct snapcell_sandbox {
 	char *setup;		 /* the setup message, from the helper's start until it is sent */
 	size_t setup_len;	 /* its bytes (JSON, and the compiled prelude after a NUL) */
 
-	pthread_mutex_t lock; /* guards the fields below and reads of ctl */
+	/* Guards the fields below; never held across a wait for the template (or a cell, or the
+	 * caller's code), so no run queues behind a slow one. */
+	pthread_mutex_t lock;
 	struct sc_cell *ready;
 	size_t n_ready, cap_ready;
+	/* One thread at a time reads the control socket for cells, without the lock (receiving
+	 * set); the others wait on received, signalled when its read ends either way. */
+	bool receiving;
+	pthread_cond_t received;
 	bool broken;
 	char broken_msg[SNAPCELL_ERROR_MESSAGE_LEN];
 	struct sc_family *families; /* live session families (session.c's lock, not this one) */
@@ -258,7 +264,7 @@ int sc__pidfd_pid(int pidfd);
 /* held.c, level rlimits: bytes that the process tree of cell holds on the filesystem dev in
  * regular files no name shows (opened and unlinked: their st_blocks; mapped with no descriptor
  * left: file_bytes each, their size bound, as /proc/PID/maps gives no size), UINT64_MAX past
- * 4,096 processes or files, 0 when this process cannot read the cell's /proc (it needs
+ * 4,096 processes of its uid or files, 0 when this process cannot read the cell's /proc (it needs
  * CAP_SYS_PTRACE). */
 uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes);
 
@@ -381,8 +387,8 @@ int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);
 
-/* Takes a parked cell (waiting for one if none is ready) and tells the template to park a
- * replacement. */
+/* Takes a parked cell (waiting for one if none is ready, without the sandbox's lock) and tells
+ * the template to park a replacement. */
 int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 			  struct snapcell_error *err);
 

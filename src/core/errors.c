@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
-/* Names for codes, statuses and levels, and the library's version: the one table each, shared
- * by every front end. Messages are built elsewhere (util's sc__err); this file only names. */
+/* Names for codes, statuses, levels and the flags of a result, and the library's version: the
+ * one table each, shared by every front end. Messages are built elsewhere (util's sc__err); this
+ * file only names. */
 #include <string.h>
 
 #include "snapcell.h"
@@ -79,6 +80,53 @@ const char *snapcell_isolation_name(enum snapcell_isolation level)
 {
 	static const char *const names[] = {"none", "rlimits", "namespaces", "cgroups"};
 	return (unsigned)level < sizeof(names) / sizeof(names[0]) ? names[level] : NULL;
+}
+
+int snapcell_isolation_from_name(const char *name, enum snapcell_isolation *out)
+{
+	for (int l = SNAPCELL_ISOLATION_NONE; name && out && l <= SNAPCELL_ISOLATION_CGROUPS; l++)
+		if (!strcmp(name, snapcell_isolation_name((enum snapcell_isolation)l))) {
+			*out = (enum snapcell_isolation)l;
+			return 0;
+		}
+	return SNAPCELL_E_INVAL;
+}
+
+/* The name of flag in names (indexed by bit number), when flag is exactly one bit. */
+static const char *bit_name(uint32_t flag, const char *const *names, size_t n)
+{
+	if (flag == 0 || (flag & (flag - 1)) != 0)
+		return NULL;
+	unsigned bit = (unsigned)__builtin_ctz(flag);
+	return bit < n ? names[bit] : NULL;
+}
+
+#define BIT_NAME(flag, names) bit_name(flag, names, sizeof(names) / sizeof(names[0]))
+
+const char *snapcell_limit_flag_name(uint32_t flag)
+{
+	static const char *const names[] = {"wall",	 "cpu", "memory", "processes",
+					    "file_size", "tmp", "stdout", "stderr"};
+	return BIT_NAME(flag, names);
+}
+
+const char *snapcell_output_limit_flag_name(uint32_t flag)
+{
+	static const char *const names[] = {"files", "file_bytes", "total_bytes",
+					    "depth", "name",	   "walk"};
+	return BIT_NAME(flag, names);
+}
+
+const char *snapcell_net_hit_name(uint32_t flag)
+{
+	static const char *const names[] = {"connections", "bytes", "names", "events"};
+	return BIT_NAME(flag, names);
+}
+
+const char *snapcell_net_kind_name(enum snapcell_net_kind kind)
+{
+	static const char *const names[] = {"resolve", "connect", "request"};
+	return (unsigned)kind < sizeof(names) / sizeof(names[0]) ? names[kind] : NULL;
 }
 
 const char *snapcell_version(void)

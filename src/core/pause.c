@@ -151,7 +151,7 @@ int sc__paused_add(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t id, u
 	/* Without its thread (none could be made) expiry still happens, at the sandbox's next
 	 * run or resume. */
 	if (!sb->reaper_started && !sb->reaper_stop)
-		sb->reaper_started = pthread_create(&sb->reaper, NULL, reaper, sb) == 0;
+		sb->reaper_started = sc__thread_start(&sb->reaper, NULL, reaper, sb) == 0;
 	pthread_cond_signal(&sb->reaper_wake);
 	pthread_mutex_unlock(&sb->lock);
 	return 0;

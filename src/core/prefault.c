@@ -23,6 +23,7 @@
 
 #include "core.h"
 #include "rpc/control.h"
+#include "util/util.h"
 
 #define PAGE 4096u
 /* Learn from the first runs, then from one in this many (a workload that changes). */
@@ -212,17 +213,18 @@ static int ranges_memfd(const uint64_t *pages, size_t n)
 	return fd;
 }
 
-/* Tells the template; a failure only leaves cells without the newest list. */
-static void send_list(struct snapcell_sandbox *sb, const uint64_t *pages, size_t n)
+/* Tells the template the list in fd (ranges_memfd's), with no lock held: a template that reads
+ * slowly may block the send. A failure only leaves cells without the newest list. */
+static void send_list(struct snapcell_sandbox *sb, int fd)
 {
-	int fd = ranges_memfd(pages, n);
 	if (fd < 0)
 		return;
 	struct sc_ctl_msg m = {.type = SC_CTL_PREFAULT};
 	pthread_mutex_lock(&sb->lock);
-	if (!sb->broken)
-		sc__ctl_send(sb->ctl, &m, &fd, 1);
+	bool broken = sb->broken;
 	pthread_mutex_unlock(&sb->lock);
+	if (!broken)
+		sc__ctl_send(sb->ctl, &m, &fd, 1);
 	close(fd);
 }
 
@@ -245,14 +247,16 @@ static void learn(struct snapcell_sandbox *sb, const struct sc_cell *cell)
 		n_write += all[i] & 1;
 	bool grew = all && n != pf->n_pages && n_write <= MAX_WRITE_PAGES &&
 		    n - n_write <= MAX_READ_PAGES;
+	int list = -1;
 	if (grew) {
 		free(pf->pages);
 		pf->pages = all, pf->n_pages = n;
-		send_list(sb, all, n);
+		list = ranges_memfd(all, n);
 	} else {
 		free(all);
 	}
 	pthread_mutex_unlock(&pf->lock);
+	send_list(sb, list);
 	free(seen.v);
 }
 
@@ -267,8 +271,9 @@ static void *learner(void *arg)
 		if (!pf->busy)
 			break;
 		struct sc_cell cell = pf->cell;
+		bool stop = pf->stop; /* read under the lock: sc__prefault_free sets it */
 		pthread_mutex_unlock(&pf->lock);
-		if (!pf->stop)
+		if (!stop)
 			learn(sb, &cell);
 		sc__sandbox_retire_cell(sb, &cell);
 		pthread_mutex_lock(&pf->lock);
@@ -283,7 +288,7 @@ void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell)
 	struct sc_prefault *pf = sb->prefault;
 	pthread_mutex_lock(&pf->lock);
 	if (!pf->busy && !pf->stop &&
-	    (pf->started || pthread_create(&pf->thread, NULL, learner, sb) == 0)) {
+	    (pf->started || sc__thread_start(&pf->thread, NULL, learner, sb) == 0)) {
 		pf->started = true;
 		pf->cell = *cell;
 		pf->busy = true;

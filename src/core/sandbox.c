@@ -551,14 +551,18 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 /* How the helper ended, "exited with status 127" or "was killed by signal 11", into buf, left
  * as it is when the helper has not ended within a second (a closed control socket and its
  * exit are not quite simultaneous); true when a signal ended it. It stays a zombie for
- * stop_helper to reap. */
+ * stop_helper to reap, unless this process ignores SIGCHLD (the kernel reaps it) or a handler
+ * of the caller's reaped it with waitpid(-1): then its status is gone, and buf says so. */
 static bool helper_end(struct snapcell_sandbox *sb, char *buf, size_t len)
 {
 	siginfo_t si = {0};
-	if (sc__wait_fd(sb->helper_pidfd, POLLIN, sc__deadline_ms(1000)) < 0 ||
-	    waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED | WNOHANG | WNOWAIT) <
-		    0 ||
-	    si.si_pid == 0)
+	if (sc__wait_fd(sb->helper_pidfd, POLLIN, sc__deadline_ms(1000)) < 0)
+		return false;
+	int rc =
+		waitid((idtype_t)P_PIDFD, (id_t)sb->helper_pidfd, &si, WEXITED | WNOHANG | WNOWAIT);
+	if (rc < 0 && errno == ECHILD)
+		snprintf(buf, len, "ended (status unknown: SIGCHLD ignored or reaped)");
+	if (rc < 0 || si.si_pid == 0)
 		return false;
 	if (si.si_code == CLD_EXITED)
 		snprintf(buf, len, "exited with status %d", si.si_status);
@@ -720,6 +724,7 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	pthread_condattr_t monotonic;
 	pthread_condattr_init(&monotonic);
 	pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+	pthread_cond_init(&sb->received, &monotonic);
 	pthread_cond_init(&sb->reaper_wake, &monotonic);
 	pthread_condattr_destroy(&monotonic);
 	int rc = sc__config_copy(cfg, &sb->cfg);
@@ -809,6 +814,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	sc__ids_release(&sb->ids);
 	pthread_mutex_destroy(&sb->lock);
 	pthread_cond_destroy(&sb->paused_cond);
+	pthread_cond_destroy(&sb->received);
 	pthread_cond_destroy(&sb->reaper_wake);
 	sc__python_clear(&sb->python);
 	free(sb->setup);
@@ -828,15 +834,22 @@ static int mark_broken(struct snapcell_sandbox *sb, const char *why, struct snap
 	return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", why);
 }
 
-/* Reads CELL messages until one arrives; the lock is held. */
-static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
+static int no_cell(struct snapcell_error *err)
+{
+	return sc__err(err, SNAPCELL_E_TEMPLATE, "no cell from the template in %d ms",
+		       TAKE_TIMEOUT_MS);
+}
+
+/* Reads one CELL message from the control socket; called without the lock, by the one thread
+ * that is receiving. *why, when the template is gone or broke its protocol: the sandbox is then
+ * broken, and the caller marks it so under the lock. */
+static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, const char **why,
+		     struct snapcell_error *err)
 {
 	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(TAKE_TIMEOUT_MS));
 	if (rc == -ETIMEDOUT)
-		return sc__err(err, SNAPCELL_E_TEMPLATE, "no cell from the template in %d ms",
-			       TAKE_TIMEOUT_MS);
+		return no_cell(err);
 	struct sc_ctl_msg m;
-	struct sc_cell cell = {.n_net = 0};
 	int fds[SC_CTL_MAX_FDS];
 	size_t n_fds = 0, want = SC_CELL_NFDS + (sb->gate ? sc__gate_cell_fds(sb->gate) : 0);
 	if (rc == 0)
@@ -847,32 +860,74 @@ static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		 * a replacement, and the sandbox lives on for when descriptors are free again. */
 		struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
 		if (sc__ctl_send(sb->ctl, &take, NULL, 0) < 0)
-			return mark_broken(sb, "control socket failed", err);
+			*why = "control socket failed";
 		return sc__err(err, -EMFILE, "receive a cell from the template");
 	}
-	if (rc < 0)
-		return mark_broken(
-			sb, rc == -EPIPE ? "the template exited" : "control socket failed", err);
+	if (rc < 0) {
+		*why = rc == -EPIPE ? "the template exited" : "control socket failed";
+		return SNAPCELL_E_TEMPLATE;
+	}
 	if (m.type != SC_CTL_CELL || n_fds != want) {
 		for (size_t i = 0; i < n_fds; i++)
 			close(fds[i]);
-		return mark_broken(sb, "the template sent a malformed cell message", err);
+		*why = "the template sent a malformed cell message";
+		return SNAPCELL_E_TEMPLATE;
 	}
-	cell.id = m.cell_id;
-	memcpy(cell.fds, fds, sizeof(cell.fds));
-	cell.n_net = n_fds - SC_CELL_NFDS;
-	memcpy(cell.net, fds + SC_CELL_NFDS, cell.n_net * sizeof(int));
+	*cell = (struct sc_cell){.id = m.cell_id, .n_net = n_fds - SC_CELL_NFDS};
+	memcpy(cell->fds, fds, sizeof(cell->fds));
+	memcpy(cell->net, fds + SC_CELL_NFDS, cell->n_net * sizeof(int));
+	return 0;
+}
+
+/* Queues a received cell; the lock is held. */
+static int queue_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, struct snapcell_error *err)
+{
 	if (sb->n_ready == sb->cap_ready) {
 		size_t cap = sb->cap_ready ? sb->cap_ready * 2 : 4;
 		struct sc_cell *grown = realloc(sb->ready, cap * sizeof(*grown));
 		if (!grown) {
-			sc__cell_close(&cell);
+			sc__cell_close(cell);
 			return sc__err(err, -ENOMEM, "cell queue");
 		}
 		sb->ready = grown;
 		sb->cap_ready = cap;
 	}
-	sb->ready[sb->n_ready++] = cell;
+	sb->ready[sb->n_ready++] = *cell;
+	return 0;
+}
+
+/* Until want cells are parked (or the sandbox is broken). Called and returns with the lock
+ * held, which it lets go while it waits: one thread reads the control socket, the others wait
+ * on received, so a slow template delays only the threads that need a cell from it, never a
+ * run that retires its cell, pauses or resumes meanwhile. */
+static int await_cells(struct snapcell_sandbox *sb, size_t want, struct snapcell_error *err)
+{
+	uint64_t deadline = sc__deadline_ms(TAKE_TIMEOUT_MS); /* a waiter's: as long as a read */
+	struct timespec at = {(time_t)(deadline / 1000000), (long)(deadline % 1000000) * 1000};
+	while (sb->n_ready < want) {
+		if (sb->broken)
+			return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+		if (sb->receiving) {
+			if (pthread_cond_timedwait(&sb->received, &sb->lock, &at) == ETIMEDOUT &&
+			    sb->n_ready < want && !sb->broken)
+				return no_cell(err);
+			continue;
+		}
+		sb->receiving = true;
+		pthread_mutex_unlock(&sb->lock);
+		struct sc_cell cell;
+		const char *why = NULL;
+		int rc = read_cell(sb, &cell, &why, err);
+		pthread_mutex_lock(&sb->lock);
+		sb->receiving = false;
+		pthread_cond_broadcast(&sb->received);
+		if (why)
+			rc = mark_broken(sb, why, err);
+		if (rc == 0)
+			rc = queue_cell(sb, &cell, err);
+		if (rc < 0)
+			return rc;
+	}
 	return 0;
 }
 
@@ -888,16 +943,20 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 	if (rc == 0 && poll(&gone, 1, 0) == 1)
 		rc = mark_broken(sb, "the template exited", err);
 	sweep(sb, false);
-	while (rc == 0 && sb->n_ready == 0)
-		rc = receive_cell(sb, err);
+	if (rc == 0)
+		rc = await_cells(sb, 1, err);
 	if (rc == 0) {
 		*out = sb->ready[0];
 		memmove(sb->ready, sb->ready + 1, --sb->n_ready * sizeof(*sb->ready));
-		struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
-		if (sc__ctl_send(sb->ctl, &take, NULL, 0) < 0)
-			mark_broken(sb, "the template exited", NULL);
 	}
 	pthread_mutex_unlock(&sb->lock);
+	/* Sent without the lock: a template that reads slowly may block it. */
+	struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
+	if (rc == 0 && sc__ctl_send(sb->ctl, &take, NULL, 0) < 0) {
+		pthread_mutex_lock(&sb->lock);
+		mark_broken(sb, "the template exited", NULL);
+		pthread_mutex_unlock(&sb->lock);
+	}
 	return rc;
 }
 
@@ -932,30 +991,44 @@ int sc__pidfd_pid(int pidfd)
 	return pid;
 }
 
+/* A parked cell's private memory, counted once its process is known to have lived through the
+ * read (its pid was not reused meanwhile). */
+static bool parked_bytes(int pidfd, uint64_t *sum)
+{
+	int pid = sc__pidfd_pid(pidfd);
+	uint64_t bytes = pid > 0 ? private_bytes(pid) : 0;
+	struct pollfd alive = {pidfd, POLLIN, 0};
+	if (pid <= 0 || poll(&alive, 1, 0) != 0)
+		return false;
+	*sum += bytes;
+	return true;
+}
+
 int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_stats *out,
 			   struct snapcell_error *err)
 {
 	if (!sb || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "stats: NULL argument");
 	memset(out, 0, sizeof(*out));
-	int rc = 0;
+	int pidfds[SPARE_CELLS];
+	size_t n = 0;
 	pthread_mutex_lock(&sb->lock);
-	if (sb->broken)
-		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "stats: %s", sb->broken_msg);
-	while (rc == 0 && sb->n_ready < SPARE_CELLS)
-		if ((rc = receive_cell(sb, err)) < 0)
-			sc__err_wrap(err, rc, "stats");
+	int rc = sb->broken ? sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg)
+			    : await_cells(sb, SPARE_CELLS, err);
+	if (rc < 0)
+		sc__err_wrap(err, rc, "stats");
+	/* Measured without the lock, through copies of the pidfds: a run may take the cells. */
+	for (size_t i = 0; rc == 0 && i < sb->n_ready && n < SPARE_CELLS; i++)
+		if ((pidfds[n] = fcntl(sb->ready[i].fds[SC_CELL_PIDFD], F_DUPFD_CLOEXEC, 0)) >= 0)
+			n++;
+	pthread_mutex_unlock(&sb->lock);
 	out->template_pid = sc__pidfd_pid(sb->helper_pidfd);
 	out->template_private_bytes = private_bytes(out->template_pid);
 	uint64_t sum = 0;
-	for (size_t i = 0; rc == 0 && i < sb->n_ready; i++) {
-		int pid = sc__pidfd_pid(sb->ready[i].fds[SC_CELL_PIDFD]);
-		if (pid > 0) {
-			sum += private_bytes(pid);
-			out->parked_cells++;
-		}
+	for (size_t i = 0; i < n; i++) {
+		out->parked_cells += parked_bytes(pidfds[i], &sum);
+		close(pidfds[i]);
 	}
-	pthread_mutex_unlock(&sb->lock);
 	if (out->parked_cells)
 		out->parked_cell_private_bytes = sum / out->parked_cells;
 	return rc;

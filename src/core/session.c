@@ -336,26 +336,58 @@ static int tree_open(struct sc_family *f, uint32_t id)
 /* What this thread makes or renames in the trees must belong to the sandbox user (the
  * kernel refuses to make a name there for an id the sandbox's user namespace does not map):
  * it works with that user's file-system ids, which setfsuid changes for the calling thread
- * only (and, from root, with its file capabilities dropped until they are set back).
- * Removals keep the caller's own ids, so a root host can remove what the code made
+ * only (and, from root, with its file capabilities dropped until they are set back), and then
+ * sets back the ids the thread had, whatever they were: the caller's thread may have chosen
+ * its own. Removals keep the caller's ids, so a root host can remove what the code made
  * read-only. */
-static void as_sandbox_user(const struct sc_family *f, bool on)
+struct fs_ids {
+	uid_t uid;
+	gid_t gid;
+};
+
+/* setfsuid and setfsgid return the previous id whether or not they changed it; an id no user
+ * namespace maps ((uid_t)-1), which they always refuse, reads the current one. */
+static bool fsuid_is(uid_t uid)
 {
-	if (on) {
-		setfsgid(f->gid);
-		setfsuid(f->uid);
-	} else {
-		setfsuid(geteuid());
-		setfsgid(getegid());
-	}
+	return (uid_t)setfsuid((uid_t)-1) == uid;
+}
+
+static bool fsgid_is(gid_t gid)
+{
+	return (gid_t)setfsgid((gid_t)-1) == gid;
+}
+
+/* -EPERM, with the thread's ids unchanged, when the kernel refuses the switch (a caller
+ * without CAP_SETUID or CAP_SETGID): nothing is then made with the caller's own ids. */
+static int become_sandbox_user(const struct sc_family *f, struct fs_ids *saved)
+{
+	saved->gid = (gid_t)setfsgid(f->gid);
+	if (!fsgid_is(f->gid))
+		return -EPERM;
+	saved->uid = (uid_t)setfsuid(f->uid);
+	if (fsuid_is(f->uid))
+		return 0;
+	setfsgid(saved->gid);
+	return -EPERM;
+}
+
+/* 0, or -EPERM when the thread's ids could not be set back. */
+static int restore_ids(const struct fs_ids *saved)
+{
+	setfsuid(saved->uid);
+	setfsgid(saved->gid);
+	return fsuid_is(saved->uid) && fsgid_is(saved->gid) ? 0 : -EPERM;
 }
 
 static int move_entries(const struct sc_family *f, int from, int to)
 {
-	as_sandbox_user(f, true);
-	int rc = sc__tree_move_entries(from, to);
-	as_sandbox_user(f, false);
-	return rc;
+	struct fs_ids saved;
+	int rc = become_sandbox_user(f, &saved);
+	if (rc < 0)
+		return rc;
+	rc = sc__tree_move_entries(from, to);
+	int back = restore_ids(&saved);
+	return rc < 0 ? rc : back;
 }
 
 /* A new empty tree for id (which owns nothing) beside SC_TMP_LIVE. */
@@ -363,10 +395,14 @@ static int tree_make(struct sc_family *f, uint32_t id)
 {
 	char name[16];
 	tree_name(name, id);
-	as_sandbox_user(f, true);
-	int rc = mkdirat(f->tmp_root, name, 0700) < 0 ? -errno : open_at(f, name);
-	as_sandbox_user(f, false);
-	return rc;
+	struct fs_ids saved;
+	int rc = become_sandbox_user(f, &saved);
+	if (rc < 0)
+		return rc;
+	int fd = mkdirat(f->tmp_root, name, 0700) < 0 ? -errno : open_at(f, name);
+	if ((rc = restore_ids(&saved)) < 0 && fd >= 0)
+		close(fd);
+	return rc < 0 ? rc : fd;
 }
 
 /* Removes id's tree; the owner's entries are renamed aside first (into its kept directory),
@@ -451,10 +487,11 @@ static int tmp_copy(struct sc_family *f, uint32_t from, uint32_t to)
 	int src = tree_open(f, from);
 	int dst = tree_make(f, to);
 	int rc = dst < 0 ? dst : src == -ENOENT ? 0 : src;
-	if (src >= 0 && dst >= 0) {
-		as_sandbox_user(f, true);
+	struct fs_ids saved;
+	if (src >= 0 && dst >= 0 && (rc = become_sandbox_user(f, &saved)) == 0) {
 		rc = sc__tree_copy(src, dst);
-		as_sandbox_user(f, false);
+		int back = restore_ids(&saved);
+		rc = rc < 0 ? rc : back;
 	}
 	if (src >= 0)
 		close(src);
@@ -550,14 +587,17 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 	rc = sc__frame_write(f->anchor.fds[SC_CELL_RPC], SC_FRAME_SESSION, NULL, 0);
 	if (rc == 0)
 		rc = receive_first_worker(f->anchor.fds[SC_CELL_RPC], s);
+	const char *step = "start session";
 	if (rc == 0) { /* the first tree's directory, kept while it is in place (switch_trees) */
 		int fd = tree_make(f, s->tmp_id);
 		rc = fd < 0 ? fd : close(fd);
+		if (rc == -EPERM)
+			step = "start session: its /tmp, with the sandbox's file-system ids";
 	}
 	if (rc == 0) /* stopped whenever no turn is in progress, from the start */
 		rc = family_freeze(f);
 	if (rc < 0) {
-		sc__err(err, rc, "start session");
+		sc__err(err, rc, "%s", step);
 		f->sb = NULL; /* not listed yet */
 		sc__sandbox_retire_cell(sb, &f->anchor);
 		family_put(f);

@@ -1,7 +1,8 @@
-/* How a run ended, in the words every front end gives the model after a failed run: the status
- * and its cause (an uncaught exception with the end of its traceback, the limit that stopped
- * the run, the exit status, the signal), and the last expression's value as the model is told
- * it. It reads the result only; it changes nothing. */
+/* How a run ended, in the words every front end gives the model after a failed run: a short
+ * headline per status, and the summary: the status and its cause (an uncaught exception with
+ * the end of its traceback, the limit that stopped the run, the exit status, the signal), and
+ * the last expression's value as the model is told it. It reads the result only; it changes
+ * nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -213,6 +214,25 @@ static void put_summary(FILE *f, const struct snapcell_result *res)
 		put_limits(f, hits);
 		fputs(".", f);
 	}
+}
+
+const char *snapcell_status_headline(enum snapcell_status status)
+{
+	static const char *const headlines[] = {
+		[SNAPCELL_STATUS_OK] = "Execution succeeded",
+		[SNAPCELL_STATUS_ERROR] = "Execution failed with an error",
+		[SNAPCELL_STATUS_TIMEOUT] = "Execution stopped: time limit reached",
+		[SNAPCELL_STATUS_MEMORY] = "Execution stopped: memory limit reached",
+		[SNAPCELL_STATUS_KILLED] = "Execution killed",
+		[SNAPCELL_STATUS_OUTPUT_LIMIT] = "Execution stopped: output limit reached",
+		[SNAPCELL_STATUS_SETUP_FAILURE] = "The sandbox could not set up the run",
+		[SNAPCELL_STATUS_CANCELLED] = "Execution cancelled",
+		[SNAPCELL_STATUS_PAUSED] = "Execution paused: a call waits for a decision",
+		[SNAPCELL_STATUS_EXPIRED] =
+			"Execution expired: no decision came within the approval "
+			"timeout",
+	};
+	return (unsigned)status < SC_ARRAY_LEN(headlines) ? headlines[status] : NULL;
 }
 
 int snapcell_result_summary(const struct snapcell_result *res, char **out,

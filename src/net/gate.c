@@ -227,7 +227,7 @@ static void accept_all(struct sc_gate_cell *c, int listener)
 		pthread_attr_setstacksize(&attr, CONN_STACK);
 		if (k) {
 			*k = (struct conn){.c = c, .fd = fd};
-			if (pthread_create(&k->thread, &attr, conn_main, k) == 0) {
+			if (sc__thread_start(&k->thread, &attr, conn_main, k) == 0) {
 				c->conns[c->n_conns++] = k;
 				c->open++;
 			} else {
@@ -284,7 +284,7 @@ int sc__gate_cell_start(struct sc_gate *g, const int *fds, size_t n_fds, uint64_
 	sc__frame_reader_init(&c->reader, QUESTION_MAX);
 	pthread_mutex_init(&c->lock, NULL);
 	c->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	int rc = c->stop_fd < 0 ? -errno : -pthread_create(&c->thread, NULL, cell_main, c);
+	int rc = c->stop_fd < 0 ? -errno : -sc__thread_start(&c->thread, NULL, cell_main, c);
 	if (rc < 0) {
 		if (c->stop_fd >= 0)
 			close(c->stop_fd);

@@ -3,6 +3,8 @@
 #ifndef SC_UTIL_H
 #define SC_UTIL_H
 
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +25,20 @@ int sc__err_wrap(struct snapcell_error *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 uint64_t sc__now_us(void);
+
+/* pthread_create with every signal blocked in the new thread (glibc keeps its own two), so a
+ * signal sent to the process goes to one of the caller's threads, never to one the library
+ * started; the calling thread's mask is unchanged. */
+static inline int sc__thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *),
+				   void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(t, attr, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
 
 /* Waits until fd has one of events or the deadline (sc__now_us clock) passes; a deadline
  * already past still checks once. 0, -ETIMEDOUT or -errno; EINTR is retried. */

@@ -1,6 +1,9 @@
 /* Frees a session (and a snapshot of it) on one thread while another frees their sandbox,
  * released together by a barrier, many times over. Run under TSan (scripts/test's TSan build)
  * it reports the race on a family's sandbox pointer; under ASan, the use of a freed sandbox.
+ * Each round then has several threads take cells of one sandbox at once (fresh runs, stats
+ * and a session), so TSan also watches the cell queue, filled by one thread at a time without
+ * the sandbox's lock.
  * A plain program rather than a Criterion test, so the TSan build needs nothing but the
  * library, the helper and this. Usage: race-session-free HELPER [ITERATIONS]. Exits 77 (a
  * skip) with the reason when the host cannot make a sandbox, unless SNAPCELL_REQUIRE_ALL=1. */
@@ -46,6 +49,67 @@ static int skip_or_fail(const char *why)
 	return 77;
 }
 
+#define TAKERS 4
+
+struct takers {
+	pthread_barrier_t start;
+	struct snapcell_sandbox *sb;
+	_Atomic int failed;
+};
+
+/* Thread i: fresh runs, stats (thread 0) or a session (thread 1). */
+struct taker {
+	struct takers *all;
+	int i;
+};
+
+static void *take(void *arg)
+{
+	struct taker *t = arg;
+	struct snapcell_sandbox *sb = t->all->sb;
+	pthread_barrier_wait(&t->all->start);
+	for (int k = 0; k < 3; k++) {
+		struct snapcell_result *res = NULL;
+		struct snapcell_sandbox_stats st;
+		struct snapcell_session *s = NULL;
+		int rc = t->i == 0 ? snapcell_sandbox_stats(sb, &st, NULL)
+			 : t->i == 1
+				 ? snapcell_session_new(sb, &s, NULL)
+				 : snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, NULL);
+		if (rc == 0 && s)
+			rc = snapcell_session_run(s, "x = 1", SIZE_MAX, NULL, &res, NULL);
+		if (rc < 0 || (res && res->status != SNAPCELL_STATUS_OK))
+			t->all->failed = 1;
+		snapcell_result_free(res);
+		snapcell_session_free(s);
+	}
+	return NULL;
+}
+
+static int take_round(struct snapcell_config *cfg, struct snapcell_error *err)
+{
+	struct takers all = {0};
+	int rc = snapcell_sandbox_new(cfg, &all.sb, err);
+	if (rc < 0)
+		return rc;
+	pthread_t th[TAKERS];
+	struct taker t[TAKERS];
+	pthread_barrier_init(&all.start, NULL, TAKERS);
+	for (int i = 0; i < TAKERS; i++) {
+		t[i] = (struct taker){&all, i};
+		pthread_create(&th[i], NULL, take, &t[i]);
+	}
+	for (int i = 0; i < TAKERS; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&all.start);
+	snapcell_sandbox_free(all.sb);
+	if (!all.failed)
+		return 0;
+	snprintf(err->message, sizeof(err->message),
+		 "a run, stats or session taken at once failed");
+	return err->code = SNAPCELL_E_TEMPLATE;
+}
+
 /* 0 or a negative code with err set. */
 static int one_round(struct snapcell_config *cfg, struct snapcell_error *err)
 {
@@ -83,7 +147,8 @@ int main(int argc, char **argv)
 	}
 	int rc = 0;
 	for (int i = 0; i < rounds && rc == 0; i++)
-		rc = one_round(cfg, &err);
+		if ((rc = one_round(cfg, &err)) == 0)
+			rc = take_round(cfg, &err);
 	snapcell_config_free(cfg);
 	/* Asked only after a failure: the probe unshares in a forked child, which TSan's
 	 * runtime makes multi-threaded (EINVAL), while the sandbox's own clone works. */

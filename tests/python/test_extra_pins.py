@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 def pinned(name):
     text = (ROOT / "requirements-dev.txt").read_text()
-    m = re.search(rf"^{re.escape(name)}==(\S+)$", text, re.M)
+    m = re.search(rf"^{re.escape(name)}==([^\s;]+)(?:;.*)?$", text, re.M)
     assert m, f"requirements-dev.txt pins no {name}"
     return m.group(1)
 
@@ -31,3 +31,26 @@ def test_the_extra_allows_the_tested_version_and_the_docs_name_it():
     assert not requirement.specifier.contains(f"{major}.{int(minor) + 1}.0")
     for doc in ("docs/python.md", "docs/mcp.md"):
         assert f"tested: {tested}" in (ROOT / doc).read_text(), doc
+
+
+# Each adapter's extra: the package its module needs.
+ADAPTER_EXTRAS = {
+    "pydantic-ai": "pydantic-ai-slim",
+    "langgraph": "langgraph-codeact",
+    "fastmcp": "fastmcp",
+    "smolagents": "smolagents",
+    "google-adk": "google-adk",
+}
+
+
+@pytest.mark.parametrize("extra", sorted(ADAPTER_EXTRAS))
+def test_each_adapter_extra_allows_the_tested_version_and_the_docs_name_it(extra):
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    (requirement,) = [Requirement(r) for r in extras[extra]]
+    assert requirement.name == ADAPTER_EXTRAS[extra]
+    tested = pinned(requirement.name)
+    assert requirement.specifier.contains(tested), (str(requirement.specifier), tested)
+    major, minor = tested.split(".")[:2]
+    assert not requirement.specifier.contains(f"{major}.{int(minor) + 1}.0")
+    docs = (ROOT / "docs/python.md").read_text()
+    assert re.search(rf"tested: [^)]*\b{re.escape(requirement.name)} {re.escape(tested)}\b", docs), extra

@@ -32,8 +32,8 @@ sed -i '0,/#include "cli.h"/s//#include "cli.h"\n#include "core\/core.h"/' "$tmp
 expect_fail "cli/run.c including core/core.h" "cli/run.c:.*core/core.h"
 
 fresh
-sed -i '0,/#include "cli.h"/s//#include "cli.h"\n#include "..\/src\/util\/util.h"/' "$tmp/src-tree/cli/json.c"
-expect_fail "cli/json.c including ../src/util/util.h" "cli/json.c:.*internal header"
+sed -i '0,/#include "cli.h"/s//#include "cli.h"\n#include "..\/src\/util\/util.h"/' "$tmp/src-tree/cli/artifacts.c"
+expect_fail "cli/artifacts.c including ../src/util/util.h" "cli/artifacts.c:.*internal header"
 
 fresh
 sed -i 's|#include "stage.h"|#include "stage.h"\n#include "core/core.h"|' "$tmp/src-tree/src/stage/stage.c"

@@ -11,6 +11,7 @@ import asyncio
 import contextvars
 import copy
 import inspect
+import json
 import os
 import threading
 import warnings
@@ -61,26 +62,10 @@ ToolDescriptionFormat = Union[DescriptionFormat, Mapping[str, DescriptionFormat]
 
 
 def _input_schema(stateful: bool) -> dict[str, Any]:
-    what = (
-        "Python code to run; state persists: variables, imports and /tmp files from this tool's "
-        "earlier calls are still there."
-        if stateful
-        else "Python code to run in a fresh sandbox."
-    )
-    return {"type": "object", "properties": {"code": {"type": "string", "description": what}}, "required": ["code"]}
+    return json.loads(_native.execute_code_schema(stateful))
 
 
-# How each way a run can fail is named to the model (error item message).
-_STATUS_MESSAGES = {
-    "error": "Execution failed with an error",
-    "timeout": "Execution stopped: time limit reached",
-    "memory": "Execution stopped: memory limit reached",
-    "killed": "Execution killed",
-    "output-limit": "Execution stopped: output limit reached",
-    "setup-failure": "The sandbox could not set up the run",
-    "cancelled": "Execution cancelled",
-    "expired": "Execution expired: no decision came within approval_timeout",
-}
+# The library's names of the output caps (Result.output_limits_hit) -> what sets each here.
 _OUTPUT_CAPS = {
     "files": "max_output_files",
     "file_bytes": "max_output_file_bytes",
@@ -673,7 +658,7 @@ def _items(result: Result) -> list[Content]:
         if not out:
             out.append(Content.from_text("Code executed without output."))
         return out
-    message = _STATUS_MESSAGES.get(result.status, f"Execution ended: {result.status}")
+    message = _native.status_headline(result.status) or f"Execution ended: {result.status}"
     if result.limits_hit:
         message += f" ({', '.join(sorted(result.limits_hit))})"
     out.append(

@@ -989,7 +989,43 @@ Test(isolation, locks_on_the_stdlib_stay_in_its_overlay)
 	snapcell_sandbox_free(sb);
 }
 
-/* sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
+/* Issue 21: CLOCK_BOOTTIME and CLOCK_MONOTONIC counted from the host's boot, so a cell read
+ * the host's uptime (14,160 s). Each sandbox's cells have a time namespace whose clocks start
+ * near 0 at its creation; the wall clock stays the host's. */
+Test(isolation, clocks_count_from_the_sandbox_not_the_host_boot)
+{
+	struct timespec boot;
+	cr_assert_eq(clock_gettime(CLOCK_BOOTTIME, &boot), 0);
+	if (boot.tv_sec < 600)
+		criterion_skip_test("the host booted less than 10 minutes ago: its uptime and the "
+				    "sandbox's cannot be told apart");
+	if (access("/proc/self/timens_offsets", F_OK) != 0)
+		criterion_skip_test(
+			"this kernel has no time namespaces (Linux 5.6, CONFIG_TIME_NS)");
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(
+		sb, "import os, time\n"
+		    "print(int(time.monotonic()), int(time.clock_gettime(time.CLOCK_BOOTTIME)))\n"
+		    "try:\n"
+		    "    print(int(float(open('/proc/uptime').read().split()[0])))\n"
+		    "except OSError:\n"
+		    "    print(0)\n"
+		    "print(int(time.time()))\n");
+	expect_ok(res);
+	long long mono = -1, booted = -1, uptime = -1, wall = 0;
+	cr_assert_eq(
+		sscanf(res->stdout_buf, "%lld %lld\n%lld\n%lld", &mono, &booted, &uptime, &wall), 4,
+		"%s", res->stdout_buf);
+	cr_expect(mono >= 0 && mono < 600, "monotonic %lld (host boot time %lld)", mono,
+		  (long long)boot.tv_sec);
+	cr_expect(booted >= 0 && booted < 600, "boottime %lld", booted);
+	cr_expect(uptime >= 0 && uptime < 600, "/proc/uptime %lld", uptime);
+	cr_expect(llabs(wall - (long long)time(NULL)) < 60, "wall clock %lld", wall);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+/* Issue 21 item 10: sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
  * refused as absent (ENOSYS), and what calls it through libc goes on. */
 Test(isolation, sysinfo_reports_nothing_of_the_host)
 {

@@ -3,6 +3,9 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 
 Test(run, captures_stdout_and_stderr_separately)
 {
@@ -313,6 +316,122 @@ Test(run, concurrent_runs_are_separate_cells, .timeout = 30)
 	cr_expect_lt(last_start, first_end,
 		     "the runs did not overlap: the last started %lld ms after the first ended",
 		     (last_start - first_end) / 1000000);
+	snapcell_sandbox_free(sb);
+}
+
+/* A thread that needs a cell from the template (a run, or stats, which waits for both spares). */
+struct waiter {
+	struct snapcell_sandbox *sb;
+	bool stats;
+	_Atomic int tid;
+	_Atomic bool done;
+	int rc;
+	struct snapcell_result *res;
+	struct snapcell_sandbox_stats st;
+	pthread_t thread;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	w->tid = (int)syscall(SYS_gettid);
+	w->rc = w->stats ? snapcell_sandbox_stats(w->sb, &w->st, NULL)
+			 : snapcell_sandbox_run(w->sb, "print('a')", SIZE_MAX, NULL, &w->res, NULL);
+	w->done = true;
+	return NULL;
+}
+
+/* Whether thread tid of this process is asleep (state S): blocked, here in the library. */
+static bool thread_asleep(int tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	const char *end = strrchr(buf, ')'); /* the name may hold spaces */
+	return end && end[1] == ' ' && end[2] == 'S';
+}
+
+static void waiter_start(struct waiter *w)
+{
+	cr_assert_eq(pthread_create(&w->thread, NULL, waiter_main, w), 0);
+	uint64_t give_up = test_now_ms() + 10000;
+	while (!(w->tid && thread_asleep(w->tid)) && !w->done && test_now_ms() < give_up)
+		test_pause_ms(2);
+	cr_assert(!w->done, "the %s did not wait for the stopped template",
+		  w->stats ? "stats" : "run");
+	cr_assert(thread_asleep(w->tid), "the %s never blocked", w->stats ? "stats" : "run");
+}
+
+/* The sandbox's lock is never held while a thread waits for the template: with the template
+ * stopped and no cell parked, a run and a stats call wait for one, and a run that already has
+ * its cell ends (and retires the cell) meanwhile instead of queueing behind them. */
+Test(run, a_run_ends_while_other_threads_wait_for_a_slow_template, .timeout = 120)
+{
+	struct snapcell_config *cfg = test_config_new();
+	struct test_gate g;
+	test_gate_add(cfg, &g, true);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	cr_assert_eq(st.parked_cells, 2);
+	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
+	struct test_bg_run b;
+	test_bg_start(&b, sb, "tools.gate()\nprint('b')");
+	test_gate_wait(&g);		      /* b has the first parked cell */
+	expect_output(sb, "print(2)", "2\n"); /* and this run the second */
+	struct waiter run = {.sb = sb}, stats = {.sb = sb, .stats = true};
+	waiter_start(&run);
+	waiter_start(&stats);
+	uint64_t released = test_now_ms();
+	sem_post(&g.open);
+	struct snapcell_result *res = test_bg_join(&b);
+	uint64_t took = test_now_ms() - released;
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "b\n");
+	snapcell_result_free(res);
+	cr_expect_lt(took, 5000, "the run took %llu ms to end behind the waiting threads",
+		     (unsigned long long)took);
+	cr_expect(!run.done && !stats.done, "a cell came from a stopped template");
+	cr_assert_eq(kill(st.template_pid, SIGCONT), 0);
+	pthread_join(run.thread, NULL);
+	pthread_join(stats.thread, NULL);
+	cr_assert_eq(run.rc, 0);
+	expect_ok(run.res);
+	cr_expect_str_eq(run.res->stdout_buf, "a\n");
+	snapcell_result_free(run.res);
+	cr_expect_eq(stats.rc, 0);
+	cr_expect_eq(stats.st.parked_cells, 2);
+	snapcell_sandbox_free(sb);
+}
+
+/* With the template stopped and no cell parked, a thread reading the control socket and one
+ * waiting for its read each give up after 20 s of their own, not one after the other. */
+Test(run, threads_waiting_for_a_stopped_template_each_give_up_after_20_s, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
+	expect_output(sb, "print(1)", "1\n");
+	expect_output(sb, "print(2)", "2\n");
+	uint64_t start = test_now_ms();
+	struct waiter run = {.sb = sb}, stats = {.sb = sb, .stats = true};
+	waiter_start(&run);
+	waiter_start(&stats);
+	pthread_join(run.thread, NULL);
+	pthread_join(stats.thread, NULL);
+	uint64_t took = test_now_ms() - start;
+	cr_expect_eq(run.rc, SNAPCELL_E_TEMPLATE);
+	cr_expect_eq(stats.rc, SNAPCELL_E_TEMPLATE);
+	cr_expect_geq(took, 19000);
+	cr_expect_lt(took, 30000, "the two gave up after %llu ms", (unsigned long long)took);
+	cr_assert_eq(kill(st.template_pid, SIGCONT), 0);
+	expect_output(sb, "print(3)", "3\n"); /* the sandbox works again */
 	snapcell_sandbox_free(sb);
 }
 

@@ -1,6 +1,10 @@
 /* Sessions and snapshots: state kept between runs, snapshot/restore, branching, failures. */
 #include "helpers.h"
 
+#include <linux/capability.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
+
 static struct snapcell_session *new_session(struct snapcell_sandbox *sb)
 {
 	struct snapcell_session *s = NULL;
@@ -482,6 +486,89 @@ Test(session, no_socket_gives_a_pidfd_of_its_peer)
 	expect_session_out(s, probe, "[] {1}\n");
 	snapcell_session_free(b);
 	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* The calling thread's file-system ids: setfsuid answers with the current one when asked for an
+ * id it refuses. */
+static unsigned fsuid_now(void)
+{
+	return (unsigned)setfsuid((uid_t)-1);
+}
+
+static unsigned fsgid_now(void)
+{
+	return (unsigned)setfsgid((gid_t)-1);
+}
+
+#define expect_fs_ids(uid, gid, when)                                                              \
+	do {                                                                                       \
+		cr_expect_eq(fsuid_now(), (uid), "fsuid %u after %s", fsuid_now(), (when));        \
+		cr_expect_eq(fsgid_now(), (gid), "fsgid %u after %s", fsgid_now(), (when));        \
+	} while (0)
+
+/* Session operations move /tmp trees with the sandbox user's file-system ids, then give the
+ * calling thread back the ones it had: here ids of its own choosing, not its effective ones
+ * (first both, then only the gid: copying a snapshot's tree needs root's fsuid to read it). */
+Test(session, operations_give_the_thread_back_its_own_file_system_ids, .timeout = 60)
+{
+	if (geteuid() != 0)
+		criterion_skip_test("choosing other file-system ids needs root");
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	setfsgid(4242);
+	setfsuid(4242);
+	expect_fs_ids(4242u, 4242u, "setfsuid");
+	struct snapcell_session *s = new_session(sb);
+	expect_fs_ids(4242u, 4242u, "session_new");
+	expect_session_out(s, "open('/tmp/a', 'w').write('1'); print('ok')", "ok\n");
+	struct snapcell_snapshot *snap = snapshot(s);
+	expect_fs_ids(4242u, 4242u, "snapshot");
+	setfsuid(0);
+	struct snapcell_session *b = branch(snap);
+	expect_fs_ids(0u, 4242u, "snapshot_new_session");
+	expect_session_out(b, "print(open('/tmp/a').read())", "1\n");
+	expect_session_out(s, "print(open('/tmp/a').read())", "1\n"); /* switches the trees */
+	expect_fs_ids(0u, 4242u, "session_run");
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_session_restore(s, snap, &err), 0, "%s", err.message);
+	expect_fs_ids(0u, 4242u, "session_restore");
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	expect_fs_ids(0u, 4242u, "session_free");
+	setfsgid(0);
+	snapcell_sandbox_free(sb);
+}
+
+/* This thread's effective capabilities, with setuid and setgid on or off (they stay
+ * permitted). */
+static void thread_can_set_ids(bool on)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[2];
+	cr_assert_eq(syscall(SYS_capget, &h, d), 0, "%s", strerror(errno));
+	uint32_t bits = 1u << CAP_SETUID | 1u << CAP_SETGID;
+	d[0].effective = on ? d[0].effective | bits : d[0].effective & ~bits;
+	cr_assert_eq(syscall(SYS_capset, &h, d), 0, "%s", strerror(errno));
+}
+
+/* A thread that may not take the sandbox user's ids gets a clear error, and its ids as they
+ * were, instead of /tmp trees made as itself. */
+Test(session, a_thread_that_cannot_take_the_sandbox_users_ids_is_refused, .timeout = 60)
+{
+	if (geteuid() != 0)
+		criterion_skip_test("a caller that is not root runs sessions as its own ids");
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	thread_can_set_ids(false);
+	struct snapcell_session *s = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_session_new(sb, &s, &err), -EPERM, "%s", err.message);
+	cr_expect(strstr(err.message, "file-system ids"), "%s", err.message);
+	expect_fs_ids(0u, 0u, "a refused session_new");
+	thread_can_set_ids(true);
+	s = new_session(sb);
+	expect_session_out(s, "print('ok')", "ok\n");
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }

@@ -155,3 +155,16 @@ Test(summary, nul_bytes_and_a_cut_message_stay_text)
 	free(out);
 	cr_expect_eq(snapcell_result_summary(NULL, &out, NULL), SNAPCELL_E_INVAL);
 }
+
+Test(summary, every_status_has_a_headline_in_the_summary_s_words)
+{
+	for (int st = SNAPCELL_STATUS_OK; st <= SNAPCELL_STATUS_EXPIRED; st++) {
+		const char *h = snapcell_status_headline((enum snapcell_status)st);
+		cr_assert_not_null(h, "status %d", st);
+		cr_expect(!strncmp(h, "Execution ", 10) || st == SNAPCELL_STATUS_SETUP_FAILURE,
+			  "%s", h);
+	}
+	cr_expect_str_eq(snapcell_status_headline(SNAPCELL_STATUS_TIMEOUT),
+			 "Execution stopped: time limit reached");
+	cr_expect_null(snapcell_status_headline(SNAPCELL_STATUS_EXPIRED + 1));
+}

@@ -1,10 +1,16 @@
-/* Result serialisation shared by `run --json` and the tests' expectations. */
+/* A run's record as JSON (snapcell_result_to_json): the one serialisation `snapcell run
+ * --json`, the MCP server's _meta and structuredContent give. It reads the result only, and
+ * names flags and statuses through the names table (errors.c); it builds no wording for the
+ * model (summary.c does). */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "core.h"
+#include "util/util.h"
 
 static size_t utf8_seq_len(const unsigned char *s, size_t left)
 {
@@ -110,6 +116,14 @@ static json_t *files_json(const struct snapcell_result *res, bool with_base64)
 			 res->output_limits_hit != 0, "tool_calls", calls);
 }
 
+/* The names of the flags set in mask, in bit order, appended to list. */
+static void flag_names(json_t *list, uint32_t mask, const char *(*name)(uint32_t))
+{
+	for (unsigned bit = 0; bit < 32; bit++)
+		if ((mask & (1u << bit)) && name(1u << bit))
+			json_array_append_new(list, json_string(name(1u << bit)));
+}
+
 static json_t *opt_string(const char *s)
 {
 	return s ? lossy_string(s, strlen(s)) : json_null();
@@ -118,34 +132,25 @@ static json_t *opt_string(const char *s)
 /* The run's network attempts, as the egress gate recorded them. */
 static json_t *network_json(const struct snapcell_result *res)
 {
-	static const char *const kinds[] = {"resolve", "connect", "request"};
-	static const struct {
-		unsigned flag;
-		const char *name;
-	} hits[] = {{SNAPCELL_NET_HIT_CONNECTIONS, "connections"},
-		    {SNAPCELL_NET_HIT_BYTES, "bytes"},
-		    {SNAPCELL_NET_HIT_NAMES, "names"},
-		    {SNAPCELL_NET_HIT_EVENTS, "events"}};
 	json_t *events = json_array(), *limits = json_array();
 	for (size_t i = 0; i < res->n_net_events; i++) {
 		const struct snapcell_net_event *e = &res->net_events[i];
+		const char *kind = snapcell_net_kind_name(e->kind);
 		json_t *o = json_pack(
 			"{s:s, s:b, s:o, s:o, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:I, s:I, "
 			"s:b, "
 			"s:I}",
-			"kind", (unsigned)e->kind < 3 ? kinds[e->kind] : "?", "allowed", e->allowed,
-			"target", opt_string(e->target), "address", opt_string(e->address), "port",
-			e->port, "method", opt_string(e->method), "path", opt_string(e->path),
-			"http_status", e->http_status, "header_added", e->header_added, "rule",
+			"kind", kind ? kind : "?", "allowed", e->allowed, "target",
+			opt_string(e->target), "address", opt_string(e->address), "port", e->port,
+			"method", opt_string(e->method), "path", opt_string(e->path), "http_status",
+			e->http_status, "header_added", e->header_added, "rule",
 			opt_string(e->rule), "bytes_out", (json_int_t)e->bytes_out, "bytes_in",
 			(json_int_t)e->bytes_in, "started_us", (json_int_t)e->started_us,
 			"duration_us", (json_int_t)e->duration_us, "upstream_tls", e->upstream_tls,
 			"count", (json_int_t)e->count);
 		json_array_append_new(events, o);
 	}
-	for (size_t i = 0; i < sizeof(hits) / sizeof(hits[0]); i++)
-		if (res->net_limits_hit & hits[i].flag)
-			json_array_append_new(limits, json_string(hits[i].name));
+	flag_names(limits, res->net_limits_hit, snapcell_net_hit_name);
 	return json_pack("{s:o, s:I, s:o}", "network_events", events, "network_events_dropped",
 			 (json_int_t)res->n_net_events_dropped, "network_limits_hit", limits);
 }
@@ -176,11 +181,6 @@ static json_t *decisions_json(const struct snapcell_result *res)
 	return list;
 }
 
-json_t *cli_result_json(const struct snapcell_result *res)
-{
-	return cli_result_record(res, true);
-}
-
 /* "value": the last expression's value (the library checked its JSON), else null, and
  * "value_absent": why it is null ("no_expression", "none", "not_json", "too_large",
  * "not_evaluated"), null when there is a value. */
@@ -198,21 +198,10 @@ static void value_json(json_t *j, const struct snapcell_result *res)
 				 : json_string(snapcell_value_state_name(res->value_state)));
 }
 
-json_t *cli_result_record(const struct snapcell_result *res, bool with_base64)
+static json_t *record(const struct snapcell_result *res, bool with_base64)
 {
-	static const struct {
-		unsigned flag;
-		const char *name;
-	} hits[] = {
-		{SNAPCELL_HIT_WALL, "wall"},	       {SNAPCELL_HIT_CPU, "cpu"},
-		{SNAPCELL_HIT_MEMORY, "memory"},       {SNAPCELL_HIT_PROCESSES, "processes"},
-		{SNAPCELL_HIT_FILE_SIZE, "file_size"}, {SNAPCELL_HIT_TMP, "tmp"},
-		{SNAPCELL_HIT_STDOUT, "stdout"},       {SNAPCELL_HIT_STDERR, "stderr"},
-	};
 	json_t *limits = json_array();
-	for (size_t i = 0; i < sizeof(hits) / sizeof(hits[0]); i++)
-		if (res->limits_hit & hits[i].flag)
-			json_array_append_new(limits, json_string(hits[i].name));
+	flag_names(limits, res->limits_hit, snapcell_limit_flag_name);
 	json_t *j = json_pack("{s:s, s:i, s:i, s:o, s:o, s:b, s:o, s:b, s:I, s:I, s:I, s:s}",
 			      "status", snapcell_status_name(res->status), "exit_code",
 			      res->exit_code, "signal", res->term_signal, "limits_hit", limits,
@@ -233,4 +222,17 @@ json_t *cli_result_record(const struct snapcell_result *res, bool with_base64)
 	json_decref(files);
 	json_decref(net);
 	return j;
+}
+
+int snapcell_result_to_json(const struct snapcell_result *res, unsigned flags, char **out,
+			    struct snapcell_error *err)
+{
+	if (!res || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "result to JSON: NULL argument");
+	if (flags & ~(unsigned)SNAPCELL_JSON_ARTIFACT_DATA)
+		return sc__err(err, SNAPCELL_E_INVAL, "result to JSON: unknown flags %#x", flags);
+	json_t *j = record(res, flags & SNAPCELL_JSON_ARTIFACT_DATA);
+	*out = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	return *out ? 0 : sc__err(err, -ENOMEM, "result to JSON");
 }
