@@ -387,7 +387,7 @@ static void chase(struct held *h, long last, long pid_max)
 }
 
 /* Meets every process of the cell's tree, reading its tables as met. Reading the tree first
- * and the tables after lost a child that forked and exited every 2 ms (issue 21): the
+ * and the tables after lost a child that forked and exited every 2 ms: the
  * successor holding the files was made after the children lists were read. A process hands
  * its descriptors and mappings on only by forking (SCM_RIGHTS aside: docs/security.md), so a
  * child has them from its start. One listing of /proc meets the processes that last through

@@ -989,7 +989,7 @@ Test(isolation, locks_on_the_stdlib_stay_in_its_overlay)
 	snapcell_sandbox_free(sb);
 }
 
-/* Issue 21: CLOCK_BOOTTIME and CLOCK_MONOTONIC counted from the host's boot, so a cell read
+/* CLOCK_BOOTTIME and CLOCK_MONOTONIC counted from the host's boot, so a cell read
  * the host's uptime (14,160 s). Each sandbox's cells have a time namespace whose clocks start
  * near 0 at its creation; the wall clock stays the host's. */
 Test(isolation, clocks_count_from_the_sandbox_not_the_host_boot)
@@ -1025,7 +1025,7 @@ Test(isolation, clocks_count_from_the_sandbox_not_the_host_boot)
 	snapcell_sandbox_free(sb);
 }
 
-/* Issue 21 item 10: sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
+/* sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
  * refused as absent (ENOSYS), and what calls it through libc goes on. */
 Test(isolation, sysinfo_reports_nothing_of_the_host)
 {

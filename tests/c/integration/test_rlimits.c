@@ -804,7 +804,7 @@ Test(rlimits, unlinked_files_count_against_tmp, .timeout = 90)
 	snapcell_sandbox_free(sb);
 }
 
-/* Issue 21: the watch read the cell's tree first and the tables after, so a child holding
+/* The watch read the cell's tree first and the tables after, so a child holding
  * six unlinked 64 MiB files (384 MiB, the bound being 321 MiB) that forked and exited every
  * 2 ms handed them on to a successor the measurement had not listed; 40 threads and 200
  * descriptors of ballast in the parent slowed each measurement. The run ended ok 4 times of
