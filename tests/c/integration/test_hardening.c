@@ -321,6 +321,24 @@ static int open_fds(void)
 	return n - 3;
 }
 
+/* Waits until a process has exited: a zombie or gone. The template is the init of its cells'
+ * pid namespace, and the kernel makes it a zombie only once every cell of it is gone too. */
+static void wait_exited(pid_t pid)
+{
+	for (int i = 0; i < 1000; i++, test_pause_ms(5)) {
+		char path[64], line[512];
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			return;
+		char *end = fgets(line, sizeof(line), f) ? strrchr(line, ')') : NULL;
+		fclose(f);
+		if (end && (end[2] == 'Z' || end[2] == 'X'))
+			return;
+	}
+	cr_assert_fail("process %d has not exited in 5 s", (int)pid);
+}
+
 Test(faults, the_template_killed_mid_run_is_a_clear_error_and_a_new_sandbox_works, .timeout = 60)
 {
 	struct test_gate g;
@@ -333,7 +351,7 @@ Test(faults, the_template_killed_mid_run_is_a_clear_error_and_a_new_sandbox_work
 	test_bg_start(&run, sb, "call_tool('gate')\nprint('after')\n");
 	test_gate_wait(&g);
 	cr_assert_eq(kill(st.template_pid, SIGKILL), 0);
-	test_pause_ms(50);
+	wait_exited(st.template_pid); /* and its cells with it, before the tool answers */
 	sem_post(&g.open);
 	pthread_join(run.thread, NULL);
 	/* The cell died with its template (it is in the template's pid namespace): killed, with
