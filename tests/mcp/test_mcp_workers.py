@@ -38,11 +38,16 @@ def test_sequential_calls_reuse_threads(snapcell_bin):
 def test_concurrent_calls_each_get_a_worker(snapcell_bin):
     s = Stdio(snapcell_bin, "--max-runs", "3", "--max-queued", "0")
     s.initialize()
+    # Each run says when it started and ended (the wall clock is the host's in every cell):
+    # all three run at once, every one starting before any ends, which one after the other
+    # would not.
+    timed = "import time; t0 = time.time_ns(); time.sleep(2); print(t0, time.time_ns())"
     for n in (2, 3, 4):
-        s.send(call(n, "import time; time.sleep(2); print('done')"))
+        s.send(call(n, timed))
     replies = [s.recv() for _ in range(3)]
     assert sorted(r["id"] for r in replies) == [2, 3, 4]
-    assert all(r["result"]["content"][0]["text"] == "done\n" for r in replies)
+    windows = [tuple(map(int, r["result"]["content"][0]["text"].split())) for r in replies]
+    assert max(start for start, _ in windows) < min(end for _, end in windows), windows
     # Three workers are idle now; the cap still holds: a fourth call is refused while three
     # run, and the three are answered.
     s.send(call(5, "import time; time.sleep(2)"))
