@@ -340,6 +340,7 @@ static int copy_probe(const struct sc_python_probe *src, struct sc_python_probe 
 	dst->py.version = strdup(src->py.version);
 	dst->py.dirs = calloc(src->py.n_dirs + 1, sizeof(char *));
 	dst->py.prelude_hash = src->py.prelude_hash;
+	dst->py.probe_cache = src->py.probe_cache;
 	bool ok = dst->implementation && dst->py.executable && dst->py.version && dst->py.dirs;
 	if (ok && src->py.prelude_code) {
 		dst->py.prelude_code = malloc(src->py.prelude_len);
@@ -379,16 +380,11 @@ static void remember(const char *real, const struct stat *st, const struct sc_py
 	n_cache++;
 }
 
-/* Asks the interpreter at path (absolute) under the cache's lock. */
-static int ask(const char *path, const char *real, const struct stat *st,
-	       struct sc_python_probe *out, struct snapcell_error *err)
+/* Runs the interpreter at path; *answer is its stdout (malloc'd). */
+static int run_probe(const char *path, char **answer, char *why, size_t why_len,
+		     struct snapcell_error *err)
 {
-	struct answer *hit = cached(real, st);
-	if (hit)
-		return copy_probe(&hit->probe, out) < 0 ? sc__err(err, -ENOMEM, "python %s", path)
-							: 0;
-	char *answer = NULL, why[STDERR_KEEP];
-	int rc = run(path, &answer, why, sizeof(why));
+	int rc = run(path, answer, why, why_len);
 	if (rc == -ETIMEDOUT)
 		return sc__err(err, SNAPCELL_E_INVAL,
 			       "python %s: no answer within %d s to snapcell's query (is it a "
@@ -403,18 +399,65 @@ static int ask(const char *path, const char *real, const struct stat *st,
 			       path, ANSWER_MAX >> 10);
 	if (rc < 0)
 		return sc__err(err, rc, "python %s: running it", path);
-	rc = parse(answer, out);
+	return 0;
+}
+
+/* The answer cached for the file real, parsed as a fresh one would be, when it is the
+ * interpreter's own (its executable is real itself: never a shim's, see probe_cache.c). */
+static bool from_cache(const char *real, const struct stat *st, struct sc_python_probe *out,
+		       const char **state)
+{
+	char *answer = sc__probe_cache_load(real, st, sc__prelude_hash(PROBE), state);
+	if (!answer)
+		return false;
+	int rc = parse(answer, out);
 	free(answer);
-	if (rc == -E2BIG)
-		return sc__err(err, SNAPCELL_E_INVAL,
-			       "python %s: it loads from more than %d directories", path, DIRS_MAX);
-	if (rc == -ENOMEM)
-		return sc__err(err, rc, "python %s", path);
+	if (rc == 0 && strcmp(out->py.executable, real) == 0)
+		return true;
+	if (rc == 0)
+		clear_probe(out);
+	*state = "stale";
+	return false;
+}
+
+/* Asks the interpreter at path (absolute) under the cache's lock: the process's answers, then
+ * the user's cache, then the interpreter itself. */
+static int ask(const char *path, const char *real, const struct stat *st,
+	       struct sc_python_probe *out, struct snapcell_error *err)
+{
+	struct answer *hit = cached(real, st);
+	if (hit)
+		return copy_probe(&hit->probe, out) < 0 ? sc__err(err, -ENOMEM, "python %s", path)
+							: 0;
+	const char *state = NULL;
+	if (from_cache(real, st, out, &state)) {
+		out->py.probe_cache = state;
+		remember(real, st, out);
+		return 0;
+	}
+	char *answer = NULL, why[STDERR_KEEP];
+	int rc = run_probe(path, &answer, why, sizeof(why), err);
 	if (rc < 0)
-		return sc__err(err, SNAPCELL_E_INVAL,
-			       "python %s: not a CPython 3 interpreter (it did not answer "
-			       "snapcell's query%s%.120s)",
-			       path, why[0] ? ": " : "", why);
+		return rc;
+	rc = parse(answer, out);
+	if (rc == -E2BIG)
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "python %s: it loads from more than %d directories", path, DIRS_MAX);
+	else if (rc == -ENOMEM)
+		rc = sc__err(err, rc, "python %s", path);
+	else if (rc < 0)
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "python %s: not a CPython 3 interpreter (it did not answer "
+			     "snapcell's query%s%.120s)",
+			     path, why[0] ? ": " : "", why);
+	if (rc == 0 && strcmp(out->py.executable, real) == 0)
+		sc__probe_cache_store(real, st, sc__prelude_hash(PROBE), answer, &state);
+	else if (rc == 0)
+		state = "not used (a launcher or shim: its answer depends on more than its file)";
+	free(answer);
+	if (rc < 0)
+		return rc;
+	out->py.probe_cache = state;
 	remember(real, st, out);
 	return 0;
 }
