@@ -222,8 +222,15 @@ struct snapcell_python_info {
 	char chosen_by[64];
 	char version[32]; /* "3.12.1", the cells' sys.version_info */
 	unsigned major, minor;
-	char warning[160];    /* "", or why it may not work (newer than snapcell is tested with) */
-	uint64_t reserved[4]; /* zeroed (ABI growth) */
+	char warning[160]; /* "", or why it may not work (newer than snapcell is tested with) */
+	/* What the per-user cache of the interpreter's answers (docs/security.md, "The probe
+	 * cache") did when this process first resolved it: "used" (read from it, the
+	 * interpreter did not run), "stored" (it ran; its answer is kept), "launcher" (a shim or
+	 * launcher script ran: never cached), "off" (SNAPCELL_PROBE_CACHE=0), "no-dir" (no
+	 * HOME or XDG_CACHE_HOME to keep it in), "untrusted-dir" (the directory is not the
+	 * user's own, mode 0700), "not-stored" (it could not be written). */
+	char probe_cache[16];
+	uint64_t reserved[2]; /* zeroed (ABI growth) */
 };
 
 /* Resolves cfg's interpreter as snapcell_sandbox_new does (running it at most once per

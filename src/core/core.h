@@ -103,8 +103,8 @@ struct sc_python {
 	size_t prelude_len;
 	char *sys_version;
 	uint64_t prelude_hash;
-	/* The per-user probe cache when this process first asked (a static string): "used",
-	 * "stored", "off (SNAPCELL_PROBE_CACHE)", "none (why)", "not used (why)"... */
+	/* What the per-user probe cache did when this process first asked (a static string,
+	 * snapcell_python_info's probe_cache). */
 	const char *probe_cache;
 };
 /* Resolves cfg's interpreter (snapcell_config_set_python's, else the venv's base interpreter,

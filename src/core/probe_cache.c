@@ -27,7 +27,7 @@ static int open_dir(const char **why)
 {
 	const char *off = getenv("SNAPCELL_PROBE_CACHE");
 	if (off && (!strcmp(off, "0") || !strcmp(off, "off"))) {
-		*why = "off (SNAPCELL_PROBE_CACHE)";
+		*why = "off";
 		return -1;
 	}
 	/* secure_getenv: a set-id program is given no cache rather than one a caller names. */
@@ -43,24 +43,24 @@ static int open_dir(const char **why)
 			mkdir(dir, 0700);
 		n = snprintf(dir, sizeof(dir), "%s/.cache/snapcell", home);
 	} else {
-		*why = "none (no usable HOME or XDG_CACHE_HOME)";
+		*why = "no-dir";
 		return -1;
 	}
 	if (n < 0 || (size_t)n >= sizeof(dir)) {
-		*why = "none (its path is too long)";
+		*why = "no-dir";
 		return -1;
 	}
 	mkdir(dir, 0700);
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		*why = "none (its directory cannot be made or opened)";
+		*why = "no-dir";
 		if (fd >= 0)
 			close(fd);
 		return -1;
 	}
 	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
-		*why = "none (its directory is not the user's own, mode 0700)";
+		*why = "untrusted-dir";
 		close(fd);
 		return -1;
 	}
@@ -110,7 +110,7 @@ char *sc__probe_cache_load(const char *real, const struct stat *st, uint64_t pro
 	size_t head = strlen(MAGIC) + strlen(key);
 	if (fstat(fd, &fst) < 0 || !S_ISREG(fst.st_mode) || fst.st_uid != geteuid() ||
 	    (fst.st_mode & 022)) {
-		*why = "ignored (its entry is not the user's own regular file)";
+		*why = "untrusted";
 		close(fd);
 		return NULL;
 	}
@@ -155,6 +155,6 @@ void sc__probe_cache_store(const char *real, const struct stat *st, uint64_t pro
 		unlinkat(dfd, tmp, 0);
 		ok = false;
 	}
-	*why = ok ? "stored" : "not stored (its directory cannot be written)";
+	*why = ok ? "stored" : "not-stored";
 	close(dfd);
 }

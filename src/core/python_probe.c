@@ -453,7 +453,7 @@ static int ask(const char *path, const char *real, const struct stat *st,
 	if (rc == 0 && strcmp(out->py.executable, real) == 0)
 		sc__probe_cache_store(real, st, sc__prelude_hash(PROBE), answer, &state);
 	else if (rc == 0)
-		state = "not used (a launcher or shim: its answer depends on more than its file)";
+		state = "launcher";
 	free(answer);
 	if (rc < 0)
 		return rc;
