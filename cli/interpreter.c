@@ -60,6 +60,10 @@ static const char *cache_sentence(const char *state)
 		{"used", "answered from the per-user cache (the interpreter did not run)"},
 		{"stored", "the interpreter ran; its answer is now in the per-user cache"},
 		{"launcher", "a launcher or shim ran (its answer is never cached)"},
+		{"launcher-used", "a launcher or shim ran to name its interpreter, whose answer "
+				  "came from the per-user cache"},
+		{"launcher-stored", "a launcher or shim named its interpreter, which ran; its "
+				    "answer is now in the per-user cache"},
 		{"off", "the interpreter ran (the cache is off: SNAPCELL_PROBE_CACHE=0)"},
 		{"no-dir", "the interpreter ran (no cache: no usable HOME or XDG_CACHE_HOME)"},
 		{"untrusted-dir", "the interpreter ran (no cache: its directory is not the "

@@ -225,10 +225,12 @@ struct snapcell_python_info {
 	char warning[160]; /* "", or why it may not work (newer than snapcell is tested with) */
 	/* What the per-user cache of the interpreter's answers (docs/security.md, "The probe
 	 * cache") did when this process first resolved it: "used" (read from it, the
-	 * interpreter did not run), "stored" (it ran; its answer is kept), "launcher" (a shim or
-	 * launcher script ran: never cached), "off" (SNAPCELL_PROBE_CACHE=0), "no-dir" (no
-	 * HOME or XDG_CACHE_HOME to keep it in), "untrusted-dir" (the directory is not the
-	 * user's own, mode 0700), "not-stored" (it could not be written). */
+	 * interpreter did not run), "stored" (it ran; its answer is kept), "launcher-used" and
+	 * "launcher-stored" (the same for the binary a shim such as pyenv's named; the shim
+	 * itself ran), "launcher" (a launcher ran that named no binary: never cached), "off"
+	 * (SNAPCELL_PROBE_CACHE=0), "no-dir" (no HOME or XDG_CACHE_HOME to keep it in),
+	 * "untrusted-dir" (the directory is not the user's own, mode 0700), "not-stored" (it could
+	 * not be written). */
 	char probe_cache[16];
 	uint64_t reserved[2]; /* zeroed (ABI growth) */
 };

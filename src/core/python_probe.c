@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,9 +33,17 @@ extern char **environ;
 /* Run with -I -S: no site, no user or environment paths, so what it reports is the
  * interpreter's own. The extension modules are imported only so their shared libraries are
  * mapped: the system directories they load from are what a cell needs bound. A pyenv
- * `python3` is a bash shim; sys.executable names the binary it finally ran. */
+ * `python3` is a bash shim; sys.executable names the binary it finally ran. It first names
+ * that binary alone and reads whether to go on ("more"): for a shim, whose own start is most
+ * of the cost (~150 ms of bash), the host then takes the binary's answer from the cache or
+ * from the binary itself, so the shim runs once and never twice. */
 static const char PROBE[] =
 	"import sys, os, json, sysconfig\n"
+	"exe = getattr(sys, '_base_executable', '') or sys.executable\n"
+	"real = lambda p: os.path.realpath(p) if p else ''\n"
+	"print(json.dumps({'executable_first': real(exe)}), flush=True)\n"
+	"if sys.stdin.readline() != 'more\\n':\n"
+	"    sys.exit(0)\n"
 	"for m in ('_ssl', '_ctypes', 'zlib', '_hashlib', '_bz2', '_lzma', '_sqlite3',\n"
 	"          'pyexpat', '_decimal', '_uuid', 'readline', '_curses'):\n"
 	"    try:\n"
@@ -60,8 +69,6 @@ static const char PROBE[] =
 	"        return None\n"
 	"v = sysconfig.get_config_var\n"
 	"dyn = [p for p in sys.path if os.path.basename(p) == 'lib-dynload']\n"
-	"exe = getattr(sys, '_base_executable', '') or sys.executable\n"
-	"real = lambda p: os.path.realpath(p) if p else ''\n"
 	"print(json.dumps({'implementation': sys.implementation.name,\n"
 	"    'version': list(sys.version_info[:3]), 'executable': real(exe),\n"
 	"    'base_prefix': real(sys.base_prefix), 'stdlib': real(sysconfig.get_path('stdlib')),\n"
@@ -91,10 +98,47 @@ static void clear_probe(struct sc_python_probe *p)
 	sc__python_clear(&p->py);
 }
 
-/* Reads the child's stdout (capped) and keeps the start of its stderr until both close or
- * the deadline passes; -ETIMEDOUT or -E2BIG then. */
-static int collect(int out_fd, int err_fd, char *answer, size_t *answer_len, char *why,
-		   size_t why_len)
+/* The probe's first line, and the host's reply. */
+struct talk {
+	int in_fd;	      /* the child's stdin: a socket, so a reply to a child gone raises
+			       * no SIGPIPE in the caller */
+	const char *real;     /* the file run (after links) */
+	bool always_more;     /* reply "more" whatever it names */
+	char named[PATH_MAX]; /* the binary the first line named, "" when none (not our probe) */
+	bool replied;
+};
+
+/* Once the answer has a first line: when it names a binary, "more" when that is the file run
+ * (its cache entry was already missed), else "enough" (the caller takes the binary's answer
+ * from the cache or the binary itself); the line is taken out of the answer. Anything else,
+ * or stdout closing first, gets the end of stdin. */
+static void reply(struct talk *t, char *answer, size_t *answer_len, bool closed)
+{
+	static const char KEY[] = "{\"executable_first\": ";
+	char *nl = memchr(answer, '\n', *answer_len);
+	if (t->replied || (!nl && !closed))
+		return;
+	t->replied = true;
+	json_t *line = nl && !strncmp(answer, KEY, strlen(KEY))
+			       ? json_loadb(answer, (size_t)(nl - answer), 0, NULL)
+			       : NULL;
+	const char *named = json_string_value(json_object_get(line, "executable_first"));
+	if (named && named[0] == '/' && strlen(named) < sizeof(t->named)) {
+		snprintf(t->named, sizeof(t->named), "%s", named);
+		const char *word =
+			t->always_more || strcmp(named, t->real) == 0 ? "more\n" : "enough\n";
+		(void)!send(t->in_fd, word, strlen(word), MSG_NOSIGNAL);
+		*answer_len -= (size_t)(nl + 1 - answer);
+		memmove(answer, nl + 1, *answer_len);
+	}
+	json_decref(line);
+	shutdown(t->in_fd, SHUT_WR);
+}
+
+/* Reads the child's stdout (capped), replying to its first line, and keeps the start of its
+ * stderr until both close or the deadline passes; -ETIMEDOUT or -E2BIG then. */
+static int collect(int out_fd, int err_fd, struct talk *t, char *answer, size_t *answer_len,
+		   char *why, size_t why_len)
 {
 	uint64_t deadline = sc__deadline_ms(PROBE_TIMEOUT_MS);
 	size_t n_why = 0;
@@ -115,6 +159,7 @@ static int collect(int out_fd, int err_fd, char *answer, size_t *answer_len, cha
 				return -E2BIG;
 			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
 				out_fd = -1;
+			reply(t, answer, answer_len, out_fd < 0);
 		}
 		if (err_fd >= 0 && p[1].revents) {
 			ssize_t n = read(err_fd, junk, sizeof(junk));
@@ -148,11 +193,12 @@ static char **loader_free_environment(void)
 }
 
 /* Runs path -I -S -c PROBE with the caller's environment (a pyenv shim reads PYENV_*) but the
- * loader's variables, stdin /dev/null, for at most PROBE_TIMEOUT_MS; *answer is its stdout,
- * NUL-terminated, malloc'd. why gets the start of its stderr, or what went wrong. */
-static int run(const char *path, char **answer, char *why, size_t why_len)
+ * loader's variables, for at most PROBE_TIMEOUT_MS; *answer is its stdout after the first line,
+ * NUL-terminated, malloc'd. t->real is path after links; t->named gets the binary the first
+ * line names. why gets the start of its stderr, or what went wrong. */
+static int run(const char *path, struct talk *t, char **answer, char *why, size_t why_len)
 {
-	int out[2] = {-1, -1}, errp[2] = {-1, -1};
+	int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1};
 	char *buf = malloc(ANSWER_MAX + 1);
 	char **env = loader_free_environment();
 	why[0] = 0;
@@ -161,17 +207,20 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 		free(env);
 		return -ENOMEM;
 	}
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) {
 		int e = -errno;
 		if (out[0] >= 0)
 			close(out[0]), close(out[1]);
+		if (errp[0] >= 0)
+			close(errp[0]), close(errp[1]);
 		free(buf);
 		free(env);
 		return e;
 	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, in[1], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
 	posix_spawnattr_t attr;
@@ -195,9 +244,11 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 	posix_spawnattr_destroy(&attr);
 	close(out[1]);
 	close(errp[1]);
+	close(in[1]);
+	*t = (struct talk){.in_fd = in[0], .real = t->real, .always_more = t->always_more};
 	size_t len = 0;
 	if (rc == 0) {
-		rc = collect(out[0], errp[0], buf, &len, why, why_len);
+		rc = collect(out[0], errp[0], t, buf, &len, why, why_len);
 		if (rc < 0)
 			kill(-pid, SIGKILL);
 		/* 0 when it cannot be known (a caller that ignores SIGCHLD has it reaped). */
@@ -210,6 +261,7 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 	}
 	close(out[0]);
 	close(errp[0]);
+	close(in[0]);
 	if (rc < 0) {
 		free(buf);
 		return rc;
@@ -381,10 +433,10 @@ static void remember(const char *real, const struct stat *st, const struct sc_py
 }
 
 /* Runs the interpreter at path; *answer is its stdout (malloc'd). */
-static int run_probe(const char *path, char **answer, char *why, size_t why_len,
-		     struct snapcell_error *err)
+static int run_probe(const char *path, const char *file, struct talk *t, char **answer, char *why,
+		     size_t why_len, struct snapcell_error *err)
 {
-	int rc = run(path, answer, why, why_len);
+	int rc = run(file, t, answer, why, why_len);
 	if (rc == -ETIMEDOUT)
 		return sc__err(err, SNAPCELL_E_INVAL,
 			       "python %s: no answer within %d s to snapcell's query (is it a "
@@ -420,25 +472,46 @@ static bool from_cache(const char *real, const struct stat *st, struct sc_python
 	return false;
 }
 
-/* Asks the interpreter at path (absolute) under the cache's lock: the process's answers, then
- * the user's cache, then the interpreter itself. */
-static int ask(const char *path, const char *real, const struct stat *st,
-	       struct sc_python_probe *out, struct snapcell_error *err)
+static int answer_of(const char *path, const char *file, const char *real, const struct stat *st,
+		     bool nested, struct sc_python_probe *out, const char **state,
+		     struct snapcell_error *err);
+
+/* The answer of the binary that the launcher at path named: from the cache, else from the
+ * binary itself (what cells run is that binary, not the launcher). */
+static int ask_named(const char *path, const char *named, struct sc_python_probe *out,
+		     const char **state, struct snapcell_error *err)
 {
-	struct answer *hit = cached(real, st);
-	if (hit)
-		return copy_probe(&hit->probe, out) < 0 ? sc__err(err, -ENOMEM, "python %s", path)
-							: 0;
-	const char *state = NULL;
-	if (from_cache(real, st, out, &state)) {
-		out->py.probe_cache = state;
-		remember(real, st, out);
-		return 0;
-	}
+	struct stat st;
+	char *real = realpath(named, NULL);
+	int rc = 0;
+	if (!real || stat(real, &st) < 0 || !S_ISREG(st.st_mode))
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "python %s: the interpreter it runs (%s) is not an executable file",
+			     path, named);
+	else if (from_cache(real, &st, out, state))
+		*state = "launcher-used";
+	else if ((rc = answer_of(path, real, real, &st, true, out, state, err)) == 0)
+		*state = strcmp(*state, "stored") == 0 ? "launcher-stored" : "launcher";
+	free(real);
+	return rc;
+}
+
+/* Runs file (path as the caller named it, real after links) and parses its answer, keeping
+ * it in the cache when it is the binary's own; a launcher's first line sends it to the binary
+ * it names (ask_named) unless nested. */
+static int answer_of(const char *path, const char *file, const char *real, const struct stat *st,
+		     bool nested, struct sc_python_probe *out, const char **state,
+		     struct snapcell_error *err)
+{
 	char *answer = NULL, why[STDERR_KEEP];
-	int rc = run_probe(path, &answer, why, sizeof(why), err);
+	struct talk t = {.real = real, .always_more = nested};
+	int rc = run_probe(path, file, &t, &answer, why, sizeof(why), err);
 	if (rc < 0)
 		return rc;
+	if (!nested && t.named[0] && strcmp(t.named, real) != 0) {
+		free(answer);
+		return ask_named(path, t.named, out, state, err);
+	}
 	rc = parse(answer, out);
 	if (rc == -E2BIG)
 		rc = sc__err(err, SNAPCELL_E_INVAL,
@@ -451,12 +524,28 @@ static int ask(const char *path, const char *real, const struct stat *st,
 			     "snapcell's query%s%.120s)",
 			     path, why[0] ? ": " : "", why);
 	if (rc == 0 && strcmp(out->py.executable, real) == 0)
-		sc__probe_cache_store(real, st, sc__prelude_hash(PROBE), answer, &state);
+		sc__probe_cache_store(real, st, sc__prelude_hash(PROBE), answer, state);
 	else if (rc == 0)
-		state = "launcher";
+		*state = "launcher";
 	free(answer);
-	if (rc < 0)
-		return rc;
+	return rc;
+}
+
+/* Asks the interpreter at path (absolute) under the cache's lock: the process's answers, then
+ * the user's cache, then the interpreter itself. */
+static int ask(const char *path, const char *real, const struct stat *st,
+	       struct sc_python_probe *out, struct snapcell_error *err)
+{
+	struct answer *hit = cached(real, st);
+	if (hit)
+		return copy_probe(&hit->probe, out) < 0 ? sc__err(err, -ENOMEM, "python %s", path)
+							: 0;
+	const char *state = NULL;
+	if (!from_cache(real, st, out, &state)) {
+		int rc = answer_of(path, path, real, st, false, out, &state, err);
+		if (rc < 0)
+			return rc;
+	}
 	out->py.probe_cache = state;
 	remember(real, st, out);
 	return 0;
