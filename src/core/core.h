@@ -122,6 +122,7 @@ void sc__python_clear(struct sc_python *py);
 struct sc_python_probe {
 	char *implementation; /* sys.implementation.name: "cpython", "pypy" */
 	bool gil_disabled;    /* a free-threaded build (Py_GIL_DISABLED) */
+	bool loader_env;      /* LD_ variables reached it (a launcher set them): not cached */
 	struct sc_python py;
 };
 int sc__python_probe(const char *path, struct sc_python_probe *out, struct snapcell_error *err);

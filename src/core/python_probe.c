@@ -76,6 +76,7 @@ static const char PROBE[] =
 	"    'dynload': real(dyn[0] if dyn else v('DESTSHARED')),\n"
 	"    'gil_disabled': bool(v('Py_GIL_DISABLED')), 'shared': bool(v('Py_ENABLE_SHARED')),\n"
 	"    'libdir': real(v('LIBDIR')), 'libs': sorted(libs), 'sys_version': sys.version,\n"
+	"    'loader_env': any(k.startswith('LD_') for k in os.environ),\n"
 	"    'prelude': prelude()}))\n";
 
 /* The answers so far, by the file asked (after links) and its identity: a file replaced or
@@ -103,15 +104,23 @@ struct talk {
 	int in_fd;	      /* the child's stdin: a socket, so a reply to a child gone raises
 			       * no SIGPIPE in the caller */
 	const char *real;     /* the file run (after links) */
-	bool always_more;     /* reply "more" whatever it names */
 	char named[PATH_MAX]; /* the binary the first line named, "" when none (not our probe) */
 	bool replied;
+	/* A launcher's binary (named is not real): its identity, and its answer when the cache
+	 * had it ("enough" then, else "more": the launcher's run answers for it). */
+	struct stat named_st;
+	struct sc_python_probe *out;
+	const char *state;
+	bool hit;
 };
 
+static bool from_cache(const char *real, const struct stat *st, struct sc_python_probe *out,
+		       const char **state);
+
 /* Once the answer has a first line: when it names a binary, "more" when that is the file run
- * (its cache entry was already missed), else "enough" (the caller takes the binary's answer
- * from the cache or the binary itself); the line is taken out of the answer. Anything else,
- * or stdout closing first, gets the end of stdin. */
+ * (its cache entry was already missed) or a binary the cache has no answer for, "enough" when
+ * it has; the line is taken out of the answer. Anything else, or stdout closing first, gets
+ * the end of stdin. */
 static void reply(struct talk *t, char *answer, size_t *answer_len, bool closed)
 {
 	static const char KEY[] = "{\"executable_first\": ";
@@ -125,8 +134,10 @@ static void reply(struct talk *t, char *answer, size_t *answer_len, bool closed)
 	const char *named = json_string_value(json_object_get(line, "executable_first"));
 	if (named && named[0] == '/' && strlen(named) < sizeof(t->named)) {
 		snprintf(t->named, sizeof(t->named), "%s", named);
-		const char *word =
-			t->always_more || strcmp(named, t->real) == 0 ? "more\n" : "enough\n";
+		t->hit = strcmp(named, t->real) != 0 && stat(named, &t->named_st) == 0 &&
+			 S_ISREG(t->named_st.st_mode) &&
+			 from_cache(named, &t->named_st, t->out, &t->state);
+		const char *word = t->hit ? "enough\n" : "more\n";
 		(void)!send(t->in_fd, word, strlen(word), MSG_NOSIGNAL);
 		*answer_len -= (size_t)(nl + 1 - answer);
 		memmove(answer, nl + 1, *answer_len);
@@ -245,7 +256,7 @@ static int run(const char *path, struct talk *t, char **answer, char *why, size_
 	close(out[1]);
 	close(errp[1]);
 	close(in[1]);
-	*t = (struct talk){.in_fd = in[0], .real = t->real, .always_more = t->always_more};
+	*t = (struct talk){.in_fd = in[0], .real = t->real, .out = t->out};
 	size_t len = 0;
 	if (rc == 0) {
 		rc = collect(out[0], errp[0], t, buf, &len, why, why_len);
@@ -357,6 +368,7 @@ static int parse(const char *text, struct sc_python_probe *out)
 	if (rc == 0) {
 		py->major = (unsigned)ver[0], py->minor = (unsigned)ver[1];
 		out->gil_disabled = json_is_true(json_object_get(o, "gil_disabled"));
+		out->loader_env = !json_is_false(json_object_get(o, "loader_env"));
 		out->implementation = strdup(str(o, "implementation"));
 		py->executable = strdup(str(o, "executable"));
 		if (asprintf(&py->version, "%u.%u.%u", py->major, py->minor, (unsigned)ver[2]) < 0)
@@ -472,45 +484,22 @@ static bool from_cache(const char *real, const struct stat *st, struct sc_python
 	return false;
 }
 
+/* Runs file (path as the caller named it, real after links) and parses its answer. The answer
+ * is kept in the cache for the binary it is of (real itself, or the binary a launcher named)
+ * when it depends on that binary alone: its executable is that binary and no LD_ variable
+ * reached it (a launcher may set them; -I makes the interpreter ignore the rest). */
 static int answer_of(const char *path, const char *file, const char *real, const struct stat *st,
-		     bool nested, struct sc_python_probe *out, const char **state,
-		     struct snapcell_error *err);
-
-/* The answer of the binary that the launcher at path named: from the cache, else from the
- * binary itself (what cells run is that binary, not the launcher). */
-static int ask_named(const char *path, const char *named, struct sc_python_probe *out,
-		     const char **state, struct snapcell_error *err)
-{
-	struct stat st;
-	char *real = realpath(named, NULL);
-	int rc = 0;
-	if (!real || stat(real, &st) < 0 || !S_ISREG(st.st_mode))
-		rc = sc__err(err, SNAPCELL_E_INVAL,
-			     "python %s: the interpreter it runs (%s) is not an executable file",
-			     path, named);
-	else if (from_cache(real, &st, out, state))
-		*state = "launcher-used";
-	else if ((rc = answer_of(path, real, real, &st, true, out, state, err)) == 0)
-		*state = strcmp(*state, "stored") == 0 ? "launcher-stored" : "launcher";
-	free(real);
-	return rc;
-}
-
-/* Runs file (path as the caller named it, real after links) and parses its answer, keeping
- * it in the cache when it is the binary's own; a launcher's first line sends it to the binary
- * it names (ask_named) unless nested. */
-static int answer_of(const char *path, const char *file, const char *real, const struct stat *st,
-		     bool nested, struct sc_python_probe *out, const char **state,
-		     struct snapcell_error *err)
+		     struct sc_python_probe *out, const char **state, struct snapcell_error *err)
 {
 	char *answer = NULL, why[STDERR_KEEP];
-	struct talk t = {.real = real, .always_more = nested};
+	struct talk t = {.real = real, .out = out};
 	int rc = run_probe(path, file, &t, &answer, why, sizeof(why), err);
 	if (rc < 0)
 		return rc;
-	if (!nested && t.named[0] && strcmp(t.named, real) != 0) {
+	if (t.hit) {
 		free(answer);
-		return ask_named(path, t.named, out, state, err);
+		*state = "launcher-used";
+		return 0;
 	}
 	rc = parse(answer, out);
 	if (rc == -E2BIG)
@@ -523,10 +512,16 @@ static int answer_of(const char *path, const char *file, const char *real, const
 			     "python %s: not a CPython 3 interpreter (it did not answer "
 			     "snapcell's query%s%.120s)",
 			     path, why[0] ? ": " : "", why);
-	if (rc == 0 && strcmp(out->py.executable, real) == 0)
-		sc__probe_cache_store(real, st, sc__prelude_hash(PROBE), answer, state);
-	else if (rc == 0)
-		*state = "launcher";
+	bool launched = t.named[0] && strcmp(t.named, real) != 0;
+	const char *binary = launched ? t.named : real;
+	*state = "launcher";
+	if (rc == 0 && !out->loader_env && strcmp(out->py.executable, binary) == 0 &&
+	    (!launched || S_ISREG(t.named_st.st_mode))) {
+		sc__probe_cache_store(binary, launched ? &t.named_st : st, sc__prelude_hash(PROBE),
+				      answer, state);
+		if (launched && strcmp(*state, "stored") == 0)
+			*state = "launcher-stored";
+	}
 	free(answer);
 	return rc;
 }
@@ -542,7 +537,7 @@ static int ask(const char *path, const char *real, const struct stat *st,
 							: 0;
 	const char *state = NULL;
 	if (!from_cache(real, st, out, &state)) {
-		int rc = answer_of(path, path, real, st, false, out, &state, err);
+		int rc = answer_of(path, path, real, st, out, &state, err);
 		if (rc < 0)
 			return rc;
 	}

@@ -327,3 +327,94 @@ Test(probe_cache, a_launcher_s_answer_is_never_cached)
 	cr_expect_str_eq(entry, "", "a launcher's answer was stored: %s", entry);
 	fixture_free(&f);
 }
+
+/* Resolves python in a new process; exe gets the executable it resolved to. */
+static void resolve_exe_in_child(const char *python, char state[300], char exe[300])
+{
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct snapcell_config *cfg = snapcell_config_new();
+		struct snapcell_python_info info;
+		struct snapcell_error err = {0};
+		char out[600] = {0};
+		if (snapcell_config_set_python(cfg, python, &err) < 0 ||
+		    snapcell_config_python_info(cfg, &info, &err) < 0)
+			snprintf(out, 300, "refused: %.280s", err.message);
+		else {
+			snprintf(out, 300, "%s", info.probe_cache);
+			snprintf(out + 300, 300, "%.290s", info.executable);
+		}
+		(void)!write(p[1], out, sizeof(out));
+		_exit(0);
+	}
+	close(p[1]);
+	char in[600] = {0};
+	(void)!read(p[0], in, sizeof(in));
+	close(p[0]);
+	waitpid(pid, NULL, 0);
+	memcpy(state, in, 300), memcpy(exe, in + 300, 300);
+	state[299] = exe[299] = 0;
+}
+
+/* Two real interpreters of the machine (Debian's and a pyenv build), resolved; or skip. */
+static void two_pythons(char a[300], char b[300])
+{
+	static const char *const candidates[] = {"/usr/bin/python3",
+						 "/root/.pyenv/versions/3.12.1/bin/python3.12",
+						 "/root/.pyenv/versions/3.13.0/bin/python3.13"};
+	int n = 0;
+	for (size_t i = 0; i < sizeof(candidates) / sizeof(candidates[0]) && n < 2; i++) {
+		char *real = realpath(candidates[i], NULL);
+		if (real && access(real, X_OK) == 0)
+			snprintf(n++ ? b : a, 300, "%s", real);
+		free(real);
+	}
+	if (n < 2)
+		cr_skip_test("needs two CPython interpreters (Debian's, pyenv's 3.12 or 3.13)");
+}
+
+Test(probe_cache, a_shim_runs_each_time_and_the_binary_it_names_is_cached)
+{
+	struct fixture f;
+	fixture_make(&f);
+	char a[300], b[300], shim[200], body[400], state[300], exe[300];
+	two_pythons(a, b);
+	/* A pyenv-like shim: which binary it runs depends on the environment. */
+	snprintf(shim, sizeof(shim), "%s/shim", f.dir);
+	snprintf(body, sizeof(body),
+		 "#!/bin/sh\necho run >> '%s/runs'\n"
+		 "[ -n \"$SC_LD\" ] && export LD_LIBRARY_PATH=$SC_LD\nexec \"$SC_WHICH\" \"$@\"\n",
+		 f.dir);
+	write_text(shim, body);
+	cr_assert_eq(chmod(shim, 0755), 0);
+	setenv("SC_WHICH", a, 1);
+	resolve_exe_in_child(shim, state, exe);
+	cr_expect_str_eq(state, "launcher-stored");
+	cr_expect_str_eq(exe, a);
+	resolve_exe_in_child(shim, state, exe);
+	cr_expect_str_eq(state, "launcher-used");
+	cr_expect_str_eq(exe, a);
+	cr_expect_eq(count_runs(&f), 2, "the shim did not run each time");
+	/* The same shim choosing another binary answers for that one, not from a's entry. */
+	setenv("SC_WHICH", b, 1);
+	resolve_exe_in_child(shim, state, exe);
+	cr_expect_str_eq(exe, b);
+	cr_expect_str_eq(state, "launcher-stored");
+	/* The binary itself, asked directly, reads the entry the shim's run left. */
+	resolve_exe_in_child(b, state, exe);
+	cr_expect_str_eq(state, "used");
+	/* A launcher that sets the loader's variables: its answer is not kept. */
+	char entry_cmd[300];
+	snprintf(entry_cmd, sizeof(entry_cmd), "rm -f '%s'/probe-*.json", f.entry_dir);
+	cr_assert_eq(system(entry_cmd), 0);
+	setenv("SC_LD", "/nonexistent", 1);
+	resolve_exe_in_child(shim, state, exe);
+	cr_expect_str_eq(state, "launcher");
+	char entry[300];
+	entry_path(&f, entry, sizeof(entry));
+	cr_expect_str_eq(entry, "", "an answer the loader's variables reached was kept");
+	fixture_free(&f);
+}
