@@ -201,8 +201,10 @@ SNAPCELL_API int snapcell_config_set_venv(struct snapcell_config *cfg, const cha
 
 /* The Python interpreter that runs the cells: path is an executable (absolute, or a name
  * looked up in $PATH now), asked once what it is (a short run of it with -I -S; answers are
- * cached per file, inode and mtime for the process's life) so that a pyenv shim or a symbolic
- * link resolves to the real binary. SNAPCELL_E_INVAL, with a message naming the file and the
+ * cached per file, inode and mtime for the process's life, and a binary's also across
+ * processes in the user's own cache directory unless SNAPCELL_PROBE_CACHE=0: see
+ * snapcell_python_info's probe_cache) so that a pyenv shim or a symbolic link resolves to the
+ * real binary. SNAPCELL_E_INVAL, with a message naming the file and the
  * cause, when it is not found or not executable, is not CPython, is older than 3.10, is a
  * free-threaded build, or lies under /tmp, /input, /output, /dev or /proc (which cells mount
  * over). A newer version than 3.14 is accepted (snapcell_config_python_info warns). NULL

@@ -116,9 +116,9 @@ int sc__python_resolve(const struct snapcell_config *cfg, struct sc_python *out,
 void sc__python_clear(struct sc_python *py);
 
 /* python_probe.c: what an interpreter says of itself when run with -I -S (py.chosen_by is
- * NULL). Answers are cached per (file, device, inode, mtime) for the process's life;
- * thread-safe. SNAPCELL_E_INVAL naming path when it is missing, not executable, or gives no
- * answer within a few seconds. */
+ * NULL). Answers are cached per (file, device, inode, mtime) for the process's life, and a
+ * binary's in the user's probe cache (probe_cache.c); thread-safe. SNAPCELL_E_INVAL naming path
+ * when it is missing, not executable, or gives no answer within a few seconds. */
 struct sc_python_probe {
 	char *implementation; /* sys.implementation.name: "cpython", "pypy" */
 	bool gil_disabled;    /* a free-threaded build (Py_GIL_DISABLED) */
