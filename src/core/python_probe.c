@@ -494,6 +494,8 @@ static int answer_of(const char *path, const char *file, const char *real, const
 	char *answer = NULL, why[STDERR_KEEP];
 	struct talk t = {.real = real, .out = out};
 	int rc = run_probe(path, file, &t, &answer, why, sizeof(why), err);
+	if (rc < 0 && t.hit)
+		clear_probe(out);
 	if (rc < 0)
 		return rc;
 	if (t.hit) {
