@@ -34,9 +34,9 @@ extern char **environ;
  * interpreter's own. The extension modules are imported only so their shared libraries are
  * mapped: the system directories they load from are what a cell needs bound. A pyenv
  * `python3` is a bash shim; sys.executable names the binary it finally ran. It first names
- * that binary alone and reads whether to go on ("more"): for a shim, whose own start is most
- * of the cost (~150 ms of bash), the host then takes the binary's answer from the cache or
- * from the binary itself, so the shim runs once and never twice. */
+ * that binary alone and reads whether to go on ("more"): when the per-user cache has that
+ * binary's answer, the host says "enough" and takes it, so a shim (whose own start, ~150 ms of
+ * bash, cannot be cached: see probe_cache.c) costs only itself. */
 static const char PROBE[] =
 	"import sys, os, json, sysconfig\n"
 	"exe = getattr(sys, '_base_executable', '') or sys.executable\n"
@@ -444,7 +444,8 @@ static void remember(const char *real, const struct stat *st, const struct sc_py
 	n_cache++;
 }
 
-/* Runs the interpreter at path; *answer is its stdout (malloc'd). */
+/* Runs file, naming path (as the caller gave it) in errors; *answer is its stdout after the
+ * first line (malloc'd). */
 static int run_probe(const char *path, const char *file, struct talk *t, char **answer, char *why,
 		     size_t why_len, struct snapcell_error *err)
 {
