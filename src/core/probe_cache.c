@@ -1,8 +1,9 @@
 /* The per-user cache of interpreters' answers to the probe (python_probe.c), so a process that
  * resolves an interpreter the user already ran pays no interpreter start and no prelude compile.
  * It keeps the answer's text only: python_probe.c parses and judges a cached answer exactly as a
- * fresh one (its directories resolved and checked again). It is not a cache of what a shim or
- * any launcher script answers: that depends on more than one file (see docs/security.md). */
+ * fresh one (its directories resolved and checked again). Entries are keyed by the binary an
+ * answer is of, never by a shim or launcher script: which binary those run depends on more
+ * than their file (see docs/security.md, "The probe cache"). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
