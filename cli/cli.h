@@ -103,6 +103,9 @@ enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, ch
  * "warning"?}, or {"error"}. */
 int cli_python_check(const struct snapcell_config *cfg, const char *who);
 void cli_python_print(FILE *f, const struct snapcell_config *cfg, const char *prefix);
+/* A line saying how the interpreter's answers were had: from the per-user probe cache, or by
+ * running it (and why not cached), for doctor. */
+void cli_python_print_probe(FILE *f, const struct snapcell_config *cfg, const char *prefix);
 json_t *cli_python_json(const struct snapcell_config *cfg);
 
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */

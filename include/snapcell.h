@@ -254,8 +254,10 @@ SNAPCELL_API int snapcell_config_set_venv(struct snapcell_config *cfg, const cha
 
 /* The Python interpreter that runs the cells: path is an executable (absolute, or a name
  * looked up in $PATH now), asked once what it is (a short run of it with -I -S; answers are
- * cached per file, inode and mtime for the process's life) so that a pyenv shim or a symbolic
- * link resolves to the real binary. SNAPCELL_E_INVAL, with a message naming the file and the
+ * cached per file, inode and mtime for the process's life, and a binary's also across
+ * processes in the user's own cache directory unless SNAPCELL_PROBE_CACHE=0: see
+ * snapcell_python_info's probe_cache) so that a pyenv shim or a symbolic link resolves to the
+ * real binary. SNAPCELL_E_INVAL, with a message naming the file and the
  * cause, when it is not found or not executable, is not CPython, is older than 3.10, is a
  * free-threaded build, or lies under /tmp, /input, /output, /dev or /proc (which cells mount
  * over). A newer version than 3.14 is accepted (snapcell_config_python_info warns). NULL
@@ -275,8 +277,17 @@ struct snapcell_python_info {
 	char chosen_by[64];
 	char version[32]; /* "3.12.1", the cells' sys.version_info */
 	unsigned major, minor;
-	char warning[160];    /* "", or why it may not work (newer than snapcell is tested with) */
-	uint64_t reserved[4]; /* zeroed (ABI growth) */
+	char warning[160]; /* "", or why it may not work (newer than snapcell is tested with) */
+	/* What the per-user cache of the interpreter's answers (docs/security.md, "The probe
+	 * cache") did when this process first resolved it: "used" (read from it, the
+	 * interpreter did not run), "stored" (it ran; its answer is kept), "launcher-used" and
+	 * "launcher-stored" (the same for the binary a shim such as pyenv's named; the shim
+	 * itself ran), "launcher" (a launcher ran that named no binary: never cached), "off"
+	 * (SNAPCELL_PROBE_CACHE=0), "no-dir" (no HOME or XDG_CACHE_HOME to keep it in),
+	 * "untrusted-dir" (the directory is not the user's own, mode 0700), "not-stored" (it could
+	 * not be written). */
+	char probe_cache[16];
+	uint64_t reserved[2]; /* zeroed (ABI growth) */
 };
 
 /* Resolves cfg's interpreter as snapcell_sandbox_new does (running it at most once per

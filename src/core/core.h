@@ -103,6 +103,9 @@ struct sc_python {
 	size_t prelude_len;
 	char *sys_version;
 	uint64_t prelude_hash;
+	/* What the per-user probe cache did when this process first asked (a static string,
+	 * snapcell_python_info's probe_cache). */
+	const char *probe_cache;
 };
 /* Resolves cfg's interpreter (snapcell_config_set_python's, else the venv's base interpreter,
  * else `python3` on PATH, else /usr/bin/python3), probing it once per (path, inode, mtime) per
@@ -113,16 +116,28 @@ int sc__python_resolve(const struct snapcell_config *cfg, struct sc_python *out,
 void sc__python_clear(struct sc_python *py);
 
 /* python_probe.c: what an interpreter says of itself when run with -I -S (py.chosen_by is
- * NULL). Answers are cached per (file, device, inode, mtime) for the process's life;
- * thread-safe. SNAPCELL_E_INVAL naming path when it is missing, not executable, or gives no
- * answer within a few seconds. */
+ * NULL). Answers are cached per (file, device, inode, mtime) for the process's life, and a
+ * binary's in the user's probe cache (probe_cache.c); thread-safe. SNAPCELL_E_INVAL naming path
+ * when it is missing, not executable, or gives no answer within a few seconds. */
 struct sc_python_probe {
 	char *implementation; /* sys.implementation.name: "cpython", "pypy" */
 	bool gil_disabled;    /* a free-threaded build (Py_GIL_DISABLED) */
+	bool loader_env;      /* LD_ variables reached it (a launcher set them): not cached */
 	struct sc_python py;
 };
 int sc__python_probe(const char *path, struct sc_python_probe *out, struct snapcell_error *err);
 void sc__python_probe_clear(struct sc_python_probe *p);
+
+struct stat;
+/* probe_cache.c: the per-user cache of the probe's answers for the interpreter file real (its
+ * identity st), under $XDG_CACHE_HOME/snapcell or ~/.cache/snapcell, trusted only when the
+ * effective user owns it and no one else may write it; SNAPCELL_PROBE_CACHE=0 turns it off.
+ * probe_hash is the probe script's. load returns the answer (malloc'd) or NULL; both set *why
+ * (a static string) to what happened. */
+char *sc__probe_cache_load(const char *real, const struct stat *st, uint64_t probe_hash,
+			   const char **why);
+void sc__probe_cache_store(const char *real, const struct stat *st, uint64_t probe_hash,
+			   const char *answer, const char **why);
 
 /* describe.c: what code that tries to connect or resolve is told (the guest raises it),
  * malloc'd; NULL on allocation failure. */
