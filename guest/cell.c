@@ -120,6 +120,8 @@ int sc_cell_run(const uint8_t *code, size_t len, bool session)
 	/* A fork of this process that ran off the end of the code leaves without reporting. */
 	if (getpid() != owner)
 		_exit(exit_code);
+	if (session)
+		sc_bridge_end_run();
 	struct rusage self, kids;
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);

@@ -153,6 +153,33 @@ def _remember_lines(text):
         sys.meta_path.insert(0, _LinecacheFinder)
 
 
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE
+PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+def _compile_run(source):
+    """The code object of a run: compiled as a module, or, when that is a SyntaxError, again
+    allowing `await`, `async for` and `async with` at the top level (the fast path first: the
+    builtin compile's first call creates the ast module's types). A code object made the second
+    way is a coroutine's, which run() runs on an event loop of its own."""
+    try:
+        return _compile(source, FILENAME)
+    except SyntaxError as first:
+        try:
+            return compile(source, FILENAME, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT,
+                           dont_inherit=True)
+        except SyntaxError:
+            raise first from None
+
+
+def _exec_run(code, main):
+    if code.co_flags & CO_COROUTINE:
+        import asyncio
+        asyncio.run(eval(code, main))
+    else:
+        exec(code, main)
+
+
 def run(source, session=False):
     """Runs source as __main__; returns (status, exit code, limit flags). A session keeps the
     interpreter going afterwards: no thread shutdown, no atexit, just flushed output."""
@@ -161,7 +188,7 @@ def run(source, session=False):
     _remember_lines(text)
     status, code, flags = OK, 0, 0
     try:
-        exec(_compile(source, FILENAME), main)
+        _exec_run(_compile_run(source), main)
     except SystemExit as e:
         code = _exit_code(e)
         status = OK if code == 0 else ERROR
@@ -336,9 +363,19 @@ def _tool_json(name, kwargs):
         raise ToolError(f"arguments for tool {name!r} are not valid Unicode: {e}") from None
 
 
+def _running_loop():
+    """The event loop running in this thread, if any (asyncio is not imported before the code
+    imports it, and then no loop can run)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio.events._get_running_loop() if asyncio is not None else None
+
+
 def call_tool(name, /, *args, **kwargs):
     """Calls the host tool `name` with keyword arguments and returns its result as Python
-    values. Raises ToolError when the tool fails, is unknown or rejects the arguments."""
+    values. Raises ToolError when the tool fails, is unknown or rejects the arguments. Inside a
+    running event loop (asyncio.run(main()), or a run with top-level await) it returns an
+    awaitable of the same instead: the call is sent at once, so calls gathered or awaited later
+    run at the same time on the host."""
     if not isinstance(name, str):
         raise TypeError(f"call_tool() needs the tool name as a string, not {type(name).__name__}")
     if args:
@@ -347,11 +384,23 @@ def call_tool(name, /, *args, **kwargs):
     # What the code printed so far reaches the host before the call: a call that waits for a
     # decision returns a result with all of it.
     _flush()
+    loop = _running_loop()
+    if loop is not None:
+        return _awaited(_start_call(loop, name, kwargs))
     try:
         ok, answer = _exchange(name, _tool_json(name, kwargs))
     except ValueError as e:  # the bridge's checks: name, size
-        shown = name if len(name) <= 64 else name[:64] + "..."
-        raise ToolError(f"tool {shown!r}: {e}") from None
+        raise _refused(name, e) from None
+    return _result(name, ok, answer)
+
+
+def _refused(name, e):
+    shown = name if len(name) <= 64 else name[:64] + "..."
+    return ToolError(f"tool {shown!r}: {e}")
+
+
+def _result(name, ok, answer):
+    """The Python value of a call's answer, or its ToolError raised."""
     if not ok:
         raise ToolError(answer.decode("utf-8", "replace"))
     try:
@@ -363,6 +412,84 @@ def call_tool(name, /, *args, **kwargs):
         return _loads(answer)
     except ValueError as e:
         raise ToolError(f"tool {name!r} returned invalid JSON: {e}") from None
+
+
+# Awaited calls: id -> (loop, name, future), for every loop in the process (a loop's collect can
+# read answers of another thread's loop, and hands them over). Answers read before their call
+# was listed (the bridge lets go of the GIL while it sends) wait in _early.
+_awaited_calls = {}
+_early = {}
+_watching = {}  # loop -> the descriptors it watches for answers
+
+
+def _start_call(loop, name, kwargs):
+    """Sends an awaited call; the future its answer settles."""
+    import _snapcell
+    future = loop.create_future()
+    try:
+        call_id = _snapcell.start(name, _tool_json(name, kwargs))
+    except ValueError as e:  # the bridge's checks: name, size, calls in flight
+        future.set_exception(_refused(name, e))
+        return future
+    except BaseException as e:
+        future.set_exception(e)
+        return future
+    _awaited_calls[call_id] = (loop, name, future)
+    if loop not in _watching:
+        fds = _watching[loop] = _snapcell.fds()
+        for fd in fds:
+            loop.add_reader(fd, _collect)
+    early = _early.pop(call_id, None)
+    if early is not None:
+        _settle(call_id, *early)
+    return future
+
+
+async def _awaited(future):
+    return await future
+
+
+def _collect():
+    """A loop's reader: settles the awaited calls answered so far; a loop no call waits for
+    stops watching."""
+    import _snapcell
+    for call_id, ok, answer in _snapcell.collect():
+        if call_id in _awaited_calls:
+            _settle(call_id, ok, answer)
+        else:
+            _early[call_id] = (ok, answer)
+    busy = {entry[0] for entry in _awaited_calls.values()}
+    for loop in [loop for loop in _watching if loop not in busy]:
+        fds = _watching.pop(loop)
+        if not loop.is_closed():
+            for fd in fds:
+                loop.remove_reader(fd)
+
+
+def _settle(call_id, ok, answer):
+    loop, name, future = _awaited_calls.pop(call_id)
+    if ok is None:
+        outcome = (False, OSError(answer, os.strerror(answer)))
+    else:
+        try:
+            outcome = (True, _result(name, ok, answer))
+        except ToolError as e:
+            outcome = (False, e)
+    try:
+        if _running_loop() is loop:
+            _resolve(future, outcome)
+        else:
+            loop.call_soon_threadsafe(_resolve, future, outcome)
+    except RuntimeError:  # that loop is closed: nothing awaits the call any more
+        pass
+
+
+def _resolve(future, outcome):
+    if not future.done():
+        if outcome[0]:
+            future.set_result(outcome[1])
+        else:
+            future.set_exception(outcome[1])
 
 
 def _warm_tool_path():

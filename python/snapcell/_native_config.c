@@ -26,6 +26,7 @@ static const char *const limit_names[SNAPCELL_LIMIT__COUNT] = {
 	[SNAPCELL_LIMIT_NET_IDLE_MS] = "net_idle_ms",
 	[SNAPCELL_LIMIT_PAUSED_RUNS] = "paused_runs",
 	[SNAPCELL_LIMIT_PAUSE_MS] = "pause_ms",
+	[SNAPCELL_LIMIT_TOOL_CALLS] = "tool_calls",
 };
 
 /* The limit named name, or -1 with ValueError listing the valid names. */
