@@ -10,7 +10,6 @@ import atexit
 import concurrent.futures
 import contextvars
 import json
-import functools
 import math
 import os
 import threading
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _interpreter, _native
-from ._tools import Tool, _run_state, as_tool
+from ._tools import DEFAULT_TOOL_THREADS, Tool, ToolEntry, _run_state, as_tool, in_run
 
 # keyword -> (C limit name, multiplier from the keyword's unit to the C unit)
 _LIMITS: dict[str, tuple[str, int]] = {
@@ -42,6 +41,7 @@ _LIMITS: dict[str, tuple[str, int]] = {
     "idle_timeout": ("net_idle_ms", 1000),
     "approval_timeout": ("pause_ms", 1000),
     "max_paused_runs": ("paused_runs", 1),
+    "max_concurrent_tool_calls": ("tool_calls", 1),
 }
 _SECONDS = {"timeout", "cpu_time", "connect_timeout", "idle_timeout", "approval_timeout"}
 
@@ -318,6 +318,7 @@ def build_config(
     upstream_ca: str | os.PathLike[str] | None = None,
     uid_range: tuple[int, int] | None = None,
     include_detailed_errors: bool = True,
+    tool_threads: int = DEFAULT_TOOL_THREADS,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
@@ -326,6 +327,8 @@ def build_config(
     unknown = sorted(set(limits) - set(_LIMITS))
     if unknown:
         raise TypeError(f"unknown keyword argument(s): {', '.join(unknown)}")
+    if isinstance(tool_threads, bool) or not isinstance(tool_threads, int) or tool_threads < 1:
+        raise ValueError(f"tool_threads must be a positive int, not {tool_threads!r}")
     cfg = _native.Config()
     cfg.set_helper(_HELPER)
     for name, value in limits.items():
@@ -365,8 +368,9 @@ def build_config(
             tools = [tools]
         for t in tools:
             t = as_tool(t)
-            call = t.call_json if include_detailed_errors else functools.partial(t.call_json, detailed=False)
-            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, call)
+            entry = ToolEntry(t, include_detailed_errors, tool_threads)
+            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, entry)
+            cfg.set_tool_async(t.name)
             registered[t.name] = t
     if require_isolation is not None:
         cfg.require_isolation(require_isolation)
@@ -401,7 +405,7 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 def _in_thread(run: Callable[..., dict], loop: asyncio.AbstractEventLoop, args: tuple, cancel: Any):
     _run_state.loop = loop
     try:
-        return run(*args, cancel)
+        return in_run(run, *args, cancel, loop=loop)
     finally:
         _run_state.loop = None
 
@@ -497,7 +501,11 @@ class Sandbox:
     ``uid_range=(first, count)`` is where a root process's sandboxes take their own outside
     uids; ``include_detailed_errors=False`` gives the code only "Host tool execution failed."
     when a tool raises (default True: the exception's message; arguments that do not validate
-    are explained either way). ``approval_required`` is a set of tool names whose every call
+    are explained either way). Calls the code awaits (``await tools.x(...)``,
+    ``asyncio.gather``) run at once: async tools as tasks on the caller's loop
+    (:meth:`run_async`), others on a pool of ``tool_threads`` (4) threads per run, so such tools
+    must be thread-safe; ``max_concurrent_tool_calls`` (16) bounds a run's calls in flight.
+    ``approval_required`` is a set of tool names whose every call
     waits for a decision (:meth:`resume`), for at most ``approval_timeout`` seconds (600), with
     at most ``max_paused_runs`` (16) runs waiting at once. Creating one starts its template
     (tens of milliseconds)."""
@@ -553,7 +561,7 @@ class Sandbox:
     def run(self, code: str) -> Result:
         """Runs code in a fresh cell; blocks this thread (not the GIL) until it ends, or
         until it pauses at a call that needs a decision (status "paused")."""
-        return Result._from_native(self._native.run(code, None), self)
+        return Result._from_native(in_run(self._native.run, code, None), self)
 
     async def run_async(self, code: str) -> Result:
         """Runs code in a fresh cell without blocking the event loop; async tools are awaited
@@ -570,7 +578,7 @@ class Sandbox:
         already resumed (one of racing resumes wins), or another sandbox's; a run that waited
         past its expiry returns its final Result with status "expired"."""
         args = _resume_args(self, result, approve, reason, value, decided_by)
-        return Result._from_native(self._native.resume(*args, None), result._owner)
+        return Result._from_native(in_run(self._native.resume, *args, None), result._owner)
 
     async def resume_async(self, result: Result, *, approve: bool | None = None,
                            reason: str | None = None, value: Any = _UNSET,
@@ -609,7 +617,7 @@ class Session:
     def run(self, code: str) -> Result:
         """Runs code in the session; while a run of the session (or of its family: sessions
         of its snapshots) waits for a decision, another is refused with RuntimeError."""
-        return Result._from_native(self._native.run(code, None), self)
+        return Result._from_native(in_run(self._native.run, code, None), self)
 
     async def run_async(self, code: str) -> Result:
         return await _run_async(self._native.run, code, owner=self)
@@ -618,7 +626,7 @@ class Session:
                value: Any = _UNSET, decided_by: str | None = None) -> Result:
         """As :meth:`Sandbox.resume`, for this session's paused run."""
         args = _resume_args(self, result, approve, reason, value, decided_by)
-        return Result._from_native(self._sandbox._native.resume(*args, None), self)
+        return Result._from_native(in_run(self._sandbox._native.resume, *args, None), self)
 
     async def resume_async(self, result: Result, *, approve: bool | None = None,
                            reason: str | None = None, value: Any = _UNSET,
