@@ -185,14 +185,11 @@ static void unlink_call(struct call *c)
 	n_calls--;
 }
 
-/* Registers a call and writes its frame (GIL released); the call, or NULL with *rc set. */
-static struct call *call_send(const char *name, Py_ssize_t name_len, const char *args,
-			      Py_ssize_t args_len, bool awaited, int *rc)
+/* Lists a new call; the call, or NULL with *rc set. */
+static struct call *call_register(bool awaited, int *rc)
 {
-	size_t len = SC_CALL_HEAD_LEN + (size_t)name_len + 1 + (size_t)args_len;
-	uint8_t *payload = malloc(len);
 	struct call *c = calloc(1, sizeof(*c));
-	*rc = payload && c ? 0 : -ENOMEM;
+	*rc = c ? 0 : -ENOMEM;
 	pthread_mutex_lock(&mu);
 	if (*rc == 0 && broken)
 		*rc = broken;
@@ -207,29 +204,40 @@ static struct call *call_send(const char *name, Py_ssize_t name_len, const char 
 	}
 	pthread_mutex_unlock(&mu);
 	if (*rc < 0) {
-		free(payload);
-		free(c);
-		return NULL;
-	}
-	sc__put_le32(payload, c->id);
-	payload[4] = awaited ? SC_CALL_AWAITED : 0;
-	memcpy(payload + SC_CALL_HEAD_LEN, name, (size_t)name_len);
-	payload[SC_CALL_HEAD_LEN + name_len] = 0;
-	memcpy(payload + SC_CALL_HEAD_LEN + name_len + 1, args, (size_t)args_len);
-	turn_take();
-	*rc = sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_CALL, payload, len);
-	turn_give();
-	free(payload);
-	if (*rc < 0) {
-		pthread_mutex_lock(&mu);
-		unlink_call(c);
-		if (!broken)
-			broken = *rc;
-		pthread_mutex_unlock(&mu);
 		free(c);
 		return NULL;
 	}
 	return c;
+}
+
+/* Writes a listed call's frame (GIL released); 0, or -errno with the call unlisted and freed
+ * and the channel broken. */
+static int call_write(struct call *c, const char *name, Py_ssize_t name_len, const char *args,
+		      Py_ssize_t args_len)
+{
+	size_t len = SC_CALL_HEAD_LEN + (size_t)name_len + 1 + (size_t)args_len;
+	uint8_t *payload = malloc(len);
+	int rc = -ENOMEM;
+	if (payload) {
+		sc__put_le32(payload, c->id);
+		payload[4] = c->awaited ? SC_CALL_AWAITED : 0;
+		memcpy(payload + SC_CALL_HEAD_LEN, name, (size_t)name_len);
+		payload[SC_CALL_HEAD_LEN + name_len] = 0;
+		memcpy(payload + SC_CALL_HEAD_LEN + name_len + 1, args, (size_t)args_len);
+		turn_take();
+		rc = sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_CALL, payload, len);
+		turn_give();
+		free(payload);
+	}
+	if (rc < 0) {
+		pthread_mutex_lock(&mu);
+		unlink_call(c);
+		if (!broken && rc != -ENOMEM)
+			broken = rc;
+		pthread_mutex_unlock(&mu);
+		free(c);
+	}
+	return rc;
 }
 
 /* Waits for c's answer, reading the socket when no other thread does; 0 or -errno. */
@@ -318,28 +326,49 @@ static PyObject *bridge_call(PyObject *self, PyObject *args)
 	size_t answer_len = 0;
 	int rc;
 	PyThreadState *ts = PyEval_SaveThread();
-	struct call *c = call_send(name, name_len, body, body_len, false, &rc);
-	if (c)
+	struct call *c = call_register(false, &rc);
+	if (c && (rc = call_write(c, name, name_len, body, body_len)) == 0)
 		rc = call_wait(c, &answer, &answer_len);
 	PyEval_RestoreThread(ts);
 	return rc < 0 ? channel_error(rc) : answer_tuple(answer, answer_len);
 }
 
-/* start(name, args_json) -> id: sends an awaited call; its answer comes from collect(). */
+/* start(name, args_json, table, value) -> id: sends an awaited call, its answer for collect();
+ * table[id] = value is set before the call can be answered (another thread's collect may read
+ * the answer while this one writes the frame), and removed again when it cannot be sent. */
 static PyObject *bridge_start(PyObject *self, PyObject *args)
 {
 	const char *name, *body;
 	Py_ssize_t name_len, body_len;
-	if (!PyArg_ParseTuple(args, "s#y#:start", &name, &name_len, &body, &body_len))
+	PyObject *table, *value;
+	if (!PyArg_ParseTuple(args, "s#y#O!O:start", &name, &name_len, &body, &body_len,
+			      &PyDict_Type, &table, &value))
 		return NULL;
 	if (call_check(name, name_len, body_len) < 0)
 		return NULL;
 	int rc;
+	struct call *c = call_register(true, &rc);
+	if (!c)
+		return channel_error(rc);
+	PyObject *id = PyLong_FromUnsignedLong(c->id);
+	if (!id || PyDict_SetItem(table, id, value) < 0) {
+		pthread_mutex_lock(&mu);
+		unlink_call(c);
+		pthread_mutex_unlock(&mu);
+		free(c);
+		Py_XDECREF(id);
+		return NULL;
+	}
 	PyThreadState *ts = PyEval_SaveThread();
-	struct call *c = call_send(name, name_len, body, body_len, true, &rc);
-	uint32_t id = c ? c->id : 0;
+	rc = call_write(c, name, name_len, body, body_len);
 	PyEval_RestoreThread(ts);
-	return c ? PyLong_FromUnsignedLong(id) : channel_error(rc);
+	if (rc < 0) {
+		if (PyDict_DelItem(table, id) < 0)
+			PyErr_Clear();
+		Py_DECREF(id);
+		return channel_error(rc);
+	}
+	return id;
 }
 
 /* collect() -> [(id, ok, answer)]: the awaited calls answered so far, reading what the socket
@@ -410,8 +439,20 @@ void sc_bridge_end_run(void)
 {
 	/* A session's worker reads its next request from this socket: a RESULT the reader has
 	 * only begun (its call's code gave up on it) is read to its end, so that request starts
-	 * on a frame boundary. Answers the host sent whole are skipped there. */
+	 * on a frame boundary. Answers the host sent whole are skipped there. Awaited calls the
+	 * code left behind are forgotten: the host answers nothing after the run. */
 	pthread_mutex_lock(&mu);
+	for (struct call **p = &calls; *p;) {
+		struct call *c = *p;
+		if (c->awaited) {
+			*p = c->next;
+			n_calls--;
+			free(c->answer);
+			free(c);
+		} else {
+			p = &c->next;
+		}
+	}
 	bool mine = reader_take();
 	pthread_mutex_unlock(&mu);
 	if (!mine)

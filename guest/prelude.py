@@ -415,10 +415,9 @@ def _result(name, ok, answer):
 
 
 # Awaited calls: id -> (loop, name, future), for every loop in the process (a loop's collect can
-# read answers of another thread's loop, and hands them over). Answers read before their call
-# was listed (the bridge lets go of the GIL while it sends) wait in _early.
+# read answers of another thread's loop, and hands them over). The bridge lists a call here
+# before it sends it, so no answer comes for a call not listed.
 _awaited_calls = {}
-_early = {}
 _watching = {}  # loop -> the descriptors it watches for answers
 
 
@@ -427,21 +426,15 @@ def _start_call(loop, name, kwargs):
     import _snapcell
     future = loop.create_future()
     try:
-        call_id = _snapcell.start(name, _tool_json(name, kwargs))
+        if loop not in _watching:
+            fds = _watching[loop] = _snapcell.fds()
+            for fd in fds:
+                loop.add_reader(fd, _collect)
+        _snapcell.start(name, _tool_json(name, kwargs), _awaited_calls, (loop, name, future))
     except ValueError as e:  # the bridge's checks: name, size, calls in flight
         future.set_exception(_refused(name, e))
-        return future
     except BaseException as e:
         future.set_exception(e)
-        return future
-    _awaited_calls[call_id] = (loop, name, future)
-    if loop not in _watching:
-        fds = _watching[loop] = _snapcell.fds()
-        for fd in fds:
-            loop.add_reader(fd, _collect)
-    early = _early.pop(call_id, None)
-    if early is not None:
-        _settle(call_id, *early)
     return future
 
 
@@ -454,16 +447,16 @@ def _collect():
     stops watching."""
     import _snapcell
     for call_id, ok, answer in _snapcell.collect():
-        if call_id in _awaited_calls:
+        if call_id in _awaited_calls:  # else a call whose loop ended, forgotten
             _settle(call_id, ok, answer)
-        else:
-            _early[call_id] = (ok, answer)
-    busy = {entry[0] for entry in _awaited_calls.values()}
-    for loop in [loop for loop in _watching if loop not in busy]:
-        fds = _watching.pop(loop)
-        if not loop.is_closed():
-            for fd in fds:
-                loop.remove_reader(fd)
+    for call_id in [i for i, entry in _awaited_calls.items() if entry[0].is_closed()]:
+        del _awaited_calls[call_id]  # a loop that ended (a session's earlier run) waits no more
+    for ended in [loop for loop in _watching if loop.is_closed()]:
+        del _watching[ended]
+    loop = _running_loop()
+    if loop in _watching and all(entry[0] is not loop for entry in _awaited_calls.values()):
+        for fd in _watching.pop(loop):
+            loop.remove_reader(fd)
 
 
 def _settle(call_id, ok, answer):

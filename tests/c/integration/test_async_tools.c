@@ -210,6 +210,21 @@ Test(async_tools, calls_from_threads_get_their_own_answers, .timeout = 60)
 		      "    return sum(r)\n"
 		      "print(asyncio.run(main()), out)\n",
 		      "190 [19900]\n");
+	/* An event loop in each of four threads: a loop may read another's answers, and hands
+	 * them over. */
+	expect_output(sb,
+		      "import asyncio, threading\n"
+		      "out = {}\n"
+		      "async def many(k):\n"
+		      "    rs = await asyncio.gather(*(tools.echo(k=k, i=i) for i in range(100)))\n"
+		      "    return all(r == {'k': k, 'i': i} for i, r in enumerate(rs))\n"
+		      "def work(k):\n"
+		      "    out[k] = all(asyncio.run(many(k)) for _ in range(5))\n"
+		      "ts = [threading.Thread(target=work, args=(k,)) for k in range(4)]\n"
+		      "[t.start() for t in ts]\n"
+		      "[t.join() for t in ts]\n"
+		      "print(sorted(out.items()))\n",
+		      "[(0, True), (1, True), (2, True), (3, True)]\n");
 	snapcell_sandbox_free(sb);
 }
 
@@ -267,6 +282,24 @@ Test(async_tools, a_session_goes_on_after_calls_left_in_flight, .timeout = 60)
 		cr_assert_eq(snapcell_session_run(s, code, SIZE_MAX, NULL, &res, NULL), 0);
 		expect_ok(res);
 		cr_expect_str_eq(res->stdout_buf, "4 300000\n");
+		snapcell_result_free(res);
+	}
+	/* More calls left behind over the session's runs than a cell may have in flight: each
+	 * run's are forgotten at its end. */
+	delay_ms = 100;
+	for (int i = 0; i < 5; i++) {
+		struct snapcell_result *res = NULL;
+		const char *code = "import asyncio\n"
+				   "async def main():\n"
+				   "    for i in range(300):\n"
+				   "        tools.add(a=i, b=0)\n"
+				   "asyncio.run(main())\n"
+				   "print('left')\n";
+		cr_assert_eq(snapcell_session_run(s, i < 4 ? code : "print(tools.add(a=2, b=2))",
+						  SIZE_MAX, NULL, &res, NULL),
+			     0);
+		expect_ok(res);
+		cr_expect_str_eq(res->stdout_buf, i < 4 ? "left\n" : "4\n");
 		snapcell_result_free(res);
 	}
 	snapcell_session_free(s);
