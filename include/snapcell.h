@@ -480,9 +480,11 @@ struct snapcell_call;
 typedef void (*snapcell_tool_start_fn)(void *user_data, struct snapcell_call *call,
 				       const char *args_json);
 /* Asks a started call to end early: its run is ending (the code finished, timed out, was
- * cancelled or killed). Called on the run's thread, at most once per call, possibly after
- * (racing with) its answer; the call must still be answered, and the run returns only once
- * every started call was. */
+ * cancelled or killed). Called on the run's thread, at most once per call and only while it is
+ * unanswered: an answer from another thread waits until the cancel returned (one from the
+ * cancel itself does not), so the cancel may use what the answering side frees after it
+ * answered. The call must still be answered, and the run returns only once every started call
+ * was. */
 typedef void (*snapcell_tool_cancel_fn)(void *user_data, struct snapcell_call *call);
 
 /* Gives the registered tool `name` an asynchronous face (start; cancel may be NULL), called

@@ -28,16 +28,20 @@ static void call_dealloc(CallObject *self)
 	Py_DECREF(type);
 }
 
-/* Answers once; later answers are ignored. GIL held. */
+/* Answers once; later answers are ignored. GIL held on entry and exit; released while the
+ * library takes the answer, which waits for a cancel of the call in progress on the run's
+ * thread (and that cancel needs the GIL). */
 static void answer(CallObject *self, bool ok, const char *text)
 {
 	struct snapcell_call *call = self->call;
 	if (!call)
 		return;
 	self->call = NULL;
-	snapcell_call_set_data(call, NULL);
-	snapcell_call_answer(call, ok, text); /* a lock held for microseconds: keeps the GIL */
-	Py_DECREF(self);		      /* the call's reference */
+	snapcell_call_set_data(call, NULL); /* a cancel that gets the GIL now does nothing */
+	PyThreadState *ts = PyEval_SaveThread();
+	snapcell_call_answer(call, ok, text);
+	PyEval_RestoreThread(ts);
+	Py_DECREF(self); /* the call's reference */
 }
 
 static PyObject *call_answer(CallObject *self, PyObject *args)

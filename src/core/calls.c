@@ -20,6 +20,7 @@ struct snapcell_call {
 	uint64_t deadline_us, start_us;
 	struct snapcell_tool_call log;
 	bool answered, cancelled, ok; /* under owner->mu */
+	bool cancelling;	      /* its cancel runs (under owner->mu) */
 	char *text;
 	void *data;
 	struct snapcell_call *next; /* on owner->running, then on owner->answered */
@@ -64,6 +65,10 @@ void snapcell_call_answer(struct snapcell_call *call, bool ok, const char *text)
 			  : sc__message("tool '%s' %s", call->tool->name,
 					ok ? "returned no result" : "failed with no message");
 	pthread_mutex_lock(&c->mu);
+	/* An answer from another thread waits for a cancel in progress: the tool's cancel may
+	 * use what the answering thread frees once it answered. */
+	while (call->cancelling && !pthread_equal(c->canceller, pthread_self()))
+		pthread_cond_wait(&c->cancel_done, &c->mu);
 	if (call->answered) {
 		pthread_mutex_unlock(&c->mu);
 		free(copy);
@@ -156,13 +161,20 @@ void sc__calls_cancel(struct sc_calls *c)
 		struct snapcell_call *call = c->running;
 		while (call && call->cancelled)
 			call = call->next;
-		if (call)
+		if (call) {
 			call->cancelled = true;
+			call->cancelling = true;
+			c->canceller = pthread_self();
+		}
 		pthread_mutex_unlock(&c->mu);
 		if (!call)
 			return;
 		if (call->tool->cancel)
 			call->tool->cancel(call->tool->user, call);
+		pthread_mutex_lock(&c->mu);
+		call->cancelling = false; /* still listed: only this thread frees calls */
+		pthread_cond_broadcast(&c->cancel_done);
+		pthread_mutex_unlock(&c->mu);
 	}
 }
 
@@ -178,6 +190,7 @@ void sc__calls_init(struct sc_calls *c)
 {
 	memset(c, 0, sizeof(*c));
 	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cancel_done, NULL);
 	c->event_fd = -1;
 }
 
@@ -186,5 +199,6 @@ void sc__calls_destroy(struct sc_calls *c)
 	if (c->event_fd >= 0)
 		close(c->event_fd);
 	c->event_fd = -1;
+	pthread_cond_destroy(&c->cancel_done);
 	pthread_mutex_destroy(&c->mu);
 }

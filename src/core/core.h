@@ -169,6 +169,8 @@ struct sc_calls {
 	struct snapcell_call *running;	/* started, not answered (under mu) */
 	struct snapcell_call *answered; /* answered, not taken, newest first (under mu) */
 	unsigned n_flight;		/* started and not taken (under mu) */
+	pthread_cond_t cancel_done;	/* a tool's cancel returned */
+	pthread_t canceller;		/* the thread in a tool's cancel (under mu) */
 };
 void sc__calls_init(struct sc_calls *c);
 void sc__calls_destroy(struct sc_calls *c);
