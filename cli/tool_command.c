@@ -335,11 +335,11 @@ static int register_tool(struct snapcell_config *cfg, const char *spec, const ch
 		rc = snapcell_config_add_tool(cfg, name, description, schema,
 					      SNAPCELL_APPROVAL_NEVER, command_tool,
 					      (void *)(eq + 1), err);
+	else
+		snprintf(err->message, sizeof(err->message), "out of memory");
 	if (rc == 0)
 		rc = snapcell_config_set_tool_async(cfg, name, command_tool_start,
 						    cli_command_tool_cancel, err);
-	else
-		snprintf(err->message, sizeof(err->message), "out of memory");
 	free(name);
 	free(description);
 	return rc;
