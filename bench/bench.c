@@ -1,11 +1,12 @@
 /* `snapcell bench`: measures cold start, fresh-run latency, parallel throughput, idle memory,
- * host tool calls and sessions of a sandbox against a plain `python3 -c` spawn, all in one
- * run, as key=value lines. It uses only the public API and checks only that each run printed
+ * host tool calls and sessions of a sandbox against a plain `-c` spawn of its interpreter, all
+ * in one run, as key=value lines. It uses only the public API and checks only that each run printed
  * or returned what it should. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <glob.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -32,13 +33,12 @@
 #define PANDAS_PACE_NS 20000000L
 #define MAX_RUNS       10000000UL
 #define MAX_THREADS    64
-#define PYTHON	       "/usr/bin/python3"
 #define PROBE_CODE     "print(1)"
 /* The floor's forking process holds about what a template holds in anonymous memory (9.6 MB in
  * docs/performance.md), which fork copies the page tables of and exit tears down. */
 #define FLOOR_FORK_MIB 10
-/* The pandas series (when Debian's pandas is installed): a fresh run that imports it, without
- * and with the template preloading it. */
+/* The pandas series (when Debian's pandas is installed for the interpreter's X.Y): a fresh run
+ * that imports it, without and with the template preloading it. */
 #define DIST_PACKAGES "/usr/lib/python3/dist-packages"
 #define PANDAS_CODE   "import pandas as pd; print(int(pd.DataFrame({'a': [1, 2]}).sum().a))"
 /* The primed series' warm-up (snapcell_config_set_warmup): a small frame of its own built and
@@ -74,16 +74,20 @@ static const char tool_first_code[] = "import time\n"
 				      "print(t1 - t0)\n";
 
 static const char usage[] =
-	"usage: snapcell bench [--runs N] [--quick]\n"
+	"usage: snapcell bench [--runs N] [--quick] [--python PATH]\n"
 	"\n"
-	"Measures one sandbox against spawning " PYTHON " and prints key=value lines on\n"
-	"stdout (progress on stderr). Exit 3 when a run fails.\n"
+	"Measures one sandbox against spawning its interpreter and prints key=value lines\n"
+	"on stdout (progress on stderr). The pandas series run when Debian's pandas is\n"
+	"installed for the interpreter's version (else pandas=skipped). Exit 2 for bad\n"
+	"options or an interpreter snapcell refuses, 3 when a run fails.\n"
 	"\n"
 	"options:\n"
-	"  --runs N   sequential fresh runs per series (default 1000)\n"
-	"  --quick    smoke mode: 200 runs, 1 s of parallel runs, 10 python spawns,\n"
-	"             2,000 tool calls, 100 session runs, 20 first calls and snapshots\n"
-	"  --help     show this help\n";
+	"  --runs N       sequential fresh runs per series (default 1000)\n"
+	"  --quick        smoke mode: 200 runs, 1 s of parallel runs, 10 python spawns,\n"
+	"                 2,000 tool calls, 100 session runs, 20 first calls and snapshots\n"
+	"  --python PATH  the CPython the sandbox runs (default: $SNAPCELL_PYTHON, else\n"
+	"                 python3 on PATH, else /usr/bin/python3)\n"
+	"  --help         show this help\n";
 
 struct bench_opts {
 	unsigned long runs;
@@ -92,6 +96,7 @@ struct bench_opts {
 	unsigned first_calls;  /* fresh runs, each timing its first tool call */
 	unsigned session_runs; /* `x += 1` runs on one session */
 	unsigned snapshots;    /* snapshots taken, and restores done */
+	const char *python;    /* --python, or NULL */
 };
 
 /* A series of n timed samples taken by one(ctx, &ns), pace_ns apart. */
@@ -120,6 +125,7 @@ struct bench_results {
 	struct series floor_fork, floor_echo, floor_echo_spin;
 	double floor_fork_cpu_us;
 	struct bench_python_fork python_fork;
+	struct snapcell_python_info python; /* what the sandboxes run, and the spawns too */
 };
 
 /* What the session samplers work on. */
@@ -415,8 +421,9 @@ static int measure_session(struct snapcell_sandbox *sb, struct bench_results *r)
 	return ok ? 0 : -1;
 }
 
-/* fork + exec of python3 -c 'print(1)' with stdout to a pipe, read to EOF and waited for. */
-static int spawn_one(void *unused, uint64_t *elapsed_ns)
+/* fork + exec of the interpreter (ctx, its path) -c 'print(1)' with stdout to a pipe, read to
+ * EOF and waited for. */
+static int spawn_one(void *python, uint64_t *elapsed_ns)
 {
 	char *const args[] = {(char *)"python3", (char *)"-c", (char *)PROBE_CODE, NULL};
 	int p[2];
@@ -427,7 +434,7 @@ static int spawn_one(void *unused, uint64_t *elapsed_ns)
 	if (pid == 0) {
 		/* Only async-signal-safe calls here. dup2 leaves the new stdout inheritable. */
 		if (dup2(p[1], STDOUT_FILENO) >= 0)
-			execv(PYTHON, args);
+			execv(python, args);
 		_exit(127);
 	}
 	close(p[1]);
@@ -446,7 +453,8 @@ static int spawn_one(void *unused, uint64_t *elapsed_ns)
 	bool good = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 && len == 2 &&
 		    !memcmp(out, "1\n", 2);
 	if (!good)
-		fprintf(stderr, "snapcell bench: %s -c '%s' failed\n", PYTHON, PROBE_CODE);
+		fprintf(stderr, "snapcell bench: %s -c '%s' failed\n", (const char *)python,
+			PROBE_CODE);
 	return good ? 0 : -1;
 }
 
@@ -481,17 +489,19 @@ static int measure_sandbox(const struct snapcell_config *cfg, const struct bench
 	return ok ? 0 : -1;
 }
 
-/* The pandas series on a sandbox of their own: Debian's dist-packages, room for pandas' address
- * space, and pandas preloaded or not, with a warm-up or none; then, on the same sandbox, the
- * paced one (NULL: none). */
-static int measure_pandas_series(struct series *s, struct series *paced, bool preload,
-				 const char *prime)
+/* The pandas series on a sandbox of their own: the interpreter the others ran, Debian's
+ * dist-packages, room for pandas' address space, and pandas preloaded or not, with a warm-up
+ * or none; then, on the same sandbox, the paced one (NULL: none). */
+static int measure_pandas_series(const char *python, struct series *s, struct series *paced,
+				 bool preload, const char *prime)
 {
 	if (s->n == 0)
 		return 0;
 	struct snapcell_config *cfg = cli_config_new();
 	struct snapcell_error err = {0};
 	int rc = cfg ? 0 : -1;
+	if (rc == 0)
+		rc = snapcell_config_set_python(cfg, python, &err);
 	if (rc == 0)
 		rc = snapcell_config_add_python_path(cfg, DIST_PACKAGES, &err);
 	if (rc == 0)
@@ -542,8 +552,9 @@ static int measure_floor(const struct bench_opts *o, struct bench_results *r)
 		rc = sample(s);
 		bench_echo_stop(&echo);
 	}
-	fprintf(stderr, "measuring %s forking itself (%u)...\n", PYTHON, o->spawns * 10);
-	return rc == 0 ? bench_python_fork(PYTHON, o->spawns * 10, &r->python_fork) : -1;
+	const char *python = r->python.executable;
+	fprintf(stderr, "measuring %s forking itself (%u)...\n", python, o->spawns * 10);
+	return rc == 0 ? bench_python_fork(python, o->spawns * 10, &r->python_fork) : -1;
 }
 
 static void print_floor(const struct bench_results *r)
@@ -575,6 +586,7 @@ static void print_pandas(const char *setting, const struct series *fresh,
 static void print_results(const struct bench_opts *o, const struct bench_results *r)
 {
 	printf("isolation=%s\nruns=%lu\n", snapcell_isolation_name(r->isolation), o->runs);
+	printf("python=%s\npython_version=%s\n", r->python.executable, r->python.version);
 	printf("cold_start_ms=%.2f\n", r->cold.p50_us / 1e3);
 	printf("fresh_p50_us=%.1f\nfresh_p99_us=%.1f\n", r->fresh.p50_us, r->fresh.p99_us);
 	printf("fresh_paced_p50_us=%.1f\nfresh_paced_p99_us=%.1f\n", r->paced.p50_us,
@@ -603,6 +615,7 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 	printf("spawn_over_paced_p50=%.1f\n", r->spawn.p50_us / r->paced.p50_us);
 	printf("spawn_over_cold_start=%.2f\n", r->spawn.p50_us / r->cold.p50_us);
 	print_floor(r);
+	printf("pandas=%s\n", r->pandas.n ? "measured" : "skipped");
 	if (r->pandas.n) {
 		printf("pandas_fresh_p50_us=%.1f\n", r->pandas.p50_us);
 		print_pandas("preloaded", &r->pandas_preloaded, &r->pandas_preloaded_paced, r);
@@ -616,15 +629,19 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	static const struct option longopts[] = {
 		{"runs", required_argument, NULL, 'r'},
 		{"quick", no_argument, NULL, 'q'},
+		{"python", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	bool quick = false;
 	unsigned long runs = 0;
+	const char *python = NULL;
 	for (int c; (c = getopt_long(argc, argv, "h", longopts, NULL)) != -1;) {
 		char *end;
 		if (c == 'q') {
 			quick = true;
+		} else if (c == 'p') {
+			python = optarg;
 		} else if (c == 'h') {
 			fputs(usage, stdout);
 			return 1;
@@ -642,9 +659,51 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 			usage);
 		return -1;
 	}
-	*o = quick ? (struct bench_opts){200, 1000, 10, 2000, 20, 100, 20}
-		   : (struct bench_opts){1000, 3000, 50, 10000, 50, 500, 50};
+	*o = quick ? (struct bench_opts){200, 1000, 10, 2000, 20, 100, 20, NULL}
+		   : (struct bench_opts){1000, 3000, 50, 10000, 50, 500, 50, NULL};
 	o->runs = runs ? runs : o->runs;
+	o->python = python;
+	return 0;
+}
+
+/* Whether Debian's pandas is installed for the interpreter's X.Y (its compiled modules are
+ * built for one CPython: another version cannot import them). */
+static bool have_pandas(const struct snapcell_python_info *python)
+{
+	char pattern[128];
+	glob_t g;
+	snprintf(pattern, sizeof(pattern), DIST_PACKAGES "/pandas/_libs/lib.cpython-%u%u-*.so",
+		 python->major, python->minor);
+	bool found = glob(pattern, 0, NULL, &g) == 0 && g.gl_pathc > 0;
+	globfree(&g);
+	if (!found)
+		fprintf(stderr,
+			"snapcell bench: no pandas for CPython %u.%u in " DIST_PACKAGES
+			": the pandas series are skipped\n",
+			python->major, python->minor);
+	return found;
+}
+
+/* The interpreter: --python's, else the config's default; what snapcell refuses is a usage
+ * error, as in `snapcell run`. */
+static int choose_python(struct snapcell_config *cfg, const struct bench_opts *o,
+			 struct snapcell_python_info *info)
+{
+	struct snapcell_error err = {0};
+	if (o->python) {
+		cli_python_chosen();
+		if (snapcell_config_set_python(cfg, o->python, &err) < 0) {
+			fprintf(stderr, "snapcell bench: --python %s: %s\n", o->python,
+				err.message);
+			return -1;
+		}
+	}
+	if (snapcell_config_python_info(cfg, info, &err) < 0) {
+		fprintf(stderr, "snapcell bench: %s\n", err.message);
+		return -1;
+	}
+	fprintf(stderr, "python: %s, CPython %s (%s)\n", info->executable, info->version,
+		info->chosen_by);
 	return 0;
 }
 
@@ -672,7 +731,10 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 	r->snapshot_tmp.what = "snapshots with 16 MiB in /tmp";
 	r->restore_tmp = r->restore;
 	r->restore_tmp.what = "restores with 16 MiB in /tmp";
-	r->spawn = (struct series){.what = PYTHON " spawns", .n = o->spawns, .one = spawn_one};
+	r->spawn = (struct series){.what = "python spawns",
+				   .n = o->spawns,
+				   .one = spawn_one,
+				   .ctx = r->python.executable};
 	r->floor_fork = (struct series){.what = "the floor: forks of a template-sized process",
 					.n = o->runs,
 					.one = bench_fork_exit_one};
@@ -682,16 +744,16 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 	r->floor_echo_spin = r->floor_echo;
 	r->floor_echo_spin.what = "the floor: round trips to a process, both ends spinning";
 	/* A fresh pandas import costs about half a second: few of those, more preloaded. */
-	bool have_pandas = access(DIST_PACKAGES "/pandas/__init__.py", R_OK) == 0;
+	bool pandas = have_pandas(&r->python);
 	r->pandas = (struct series){.what = "fresh pandas runs",
-				    .n = have_pandas ? (o->runs >= 1000 ? 20 : 5) : 0,
+				    .n = pandas ? (o->runs >= 1000 ? 20 : 5) : 0,
 				    .one = pandas_one};
 	r->pandas_preloaded = (struct series){.what = "fresh pandas runs, pandas preloaded",
-					      .n = have_pandas ? o->runs / 5 + 1 : 0,
+					      .n = pandas ? o->runs / 5 + 1 : 0,
 					      .one = pandas_one};
 	r->pandas_preloaded_paced =
 		(struct series){.what = "fresh pandas runs, pandas preloaded, 20 ms apart",
-				.n = have_pandas ? o->runs / 20 + 1 : 0,
+				.n = pandas ? o->runs / 20 + 1 : 0,
 				.pace_ns = PANDAS_PACE_NS,
 				.one = pandas_one};
 	r->pandas_primed = r->pandas_preloaded;
@@ -710,19 +772,24 @@ int cli_bench(int argc, char **argv)
 	if (!cfg)
 		return EXIT_FAILED;
 	struct bench_results r = {0};
+	if (choose_python(cfg, &o, &r.python) < 0) {
+		snapcell_config_free(cfg);
+		return EXIT_USAGE;
+	}
 	plan_series(&o, cfg, &r);
 	struct snapcell_error err = {0};
 	rc = snapcell_config_add_tool(cfg, "echo", "Returns " TOOL_ANSWER ".", NULL,
 				      SNAPCELL_APPROVAL_NEVER, echo_tool, NULL, &err);
 	if (rc < 0)
 		fprintf(stderr, "snapcell bench: %s\n", err.message);
+	const char *python = r.python.executable;
 	/* The floor first, while this process is small: fork copies all of it. */
 	bool ok = rc == 0 && measure_floor(&o, &r) == 0 && sample(&r.cold) == 0 &&
 		  measure_sandbox(cfg, &o, &r) == 0 &&
-		  measure_pandas_series(&r.pandas, NULL, false, NULL) == 0 &&
-		  measure_pandas_series(&r.pandas_preloaded, &r.pandas_preloaded_paced, true,
-					NULL) == 0 &&
-		  measure_pandas_series(&r.pandas_primed, &r.pandas_primed_paced, true,
+		  measure_pandas_series(python, &r.pandas, NULL, false, NULL) == 0 &&
+		  measure_pandas_series(python, &r.pandas_preloaded, &r.pandas_preloaded_paced,
+					true, NULL) == 0 &&
+		  measure_pandas_series(python, &r.pandas_primed, &r.pandas_primed_paced, true,
 					PANDAS_WARMUP) == 0;
 	snapcell_config_free(cfg);
 	if (!ok || sample(&r.spawn) < 0) {

@@ -181,6 +181,23 @@ json_t *cli_result_json(const struct snapcell_result *res)
 	return cli_result_record(res, true);
 }
 
+/* "value": the last expression's value (the library checked its JSON), else null, and
+ * "value_absent": why it is null ("no_expression", "none", "not_json", "too_large",
+ * "not_evaluated"), null when there is a value. */
+static void value_json(json_t *j, const struct snapcell_result *res)
+{
+	const char *text = snapcell_result_value_json(res);
+	/* Integers past int64 are JSON too: jansson reads those as reals. */
+	json_t *v = text ? json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL) : NULL;
+	if (text && !v)
+		v = json_loads(text, JSON_DECODE_ANY | JSON_ALLOW_NUL | JSON_DECODE_INT_AS_REAL,
+			       NULL);
+	json_object_set_new(j, "value", v ? v : json_null());
+	json_object_set_new(j, "value_absent",
+			    text ? json_null()
+				 : json_string(snapcell_value_state_name(res->value_state)));
+}
+
 json_t *cli_result_record(const struct snapcell_result *res, bool with_base64)
 {
 	static const struct {
@@ -209,6 +226,7 @@ json_t *cli_result_record(const struct snapcell_result *res, bool with_base64)
 	/* Resident peak of one process, not what the host was charged (peak_memory_bytes). */
 	json_object_set_new(j, "peak_rss_bytes", json_integer((json_int_t)res->peak_rss_bytes));
 	json_object_set_new(j, "decisions", decisions_json(res));
+	value_json(j, res);
 	json_t *files = files_json(res, with_base64), *net = network_json(res);
 	json_object_update(j, files);
 	json_object_update(j, net);

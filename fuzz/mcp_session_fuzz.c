@@ -20,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!table) {
 		table = mcp_http_sessions_new(4, 3600);
 		for (int i = 0; i < LIVE; i++)
-			if (!table || mcp_http_session_open(table, ids[i], &scopes[i]) < 0)
+			if (!table || mcp_http_session_open(table, ids[i], &scopes[i], false) < 0)
 				abort();
 	}
 	char *value = malloc(size + 1);
@@ -32,13 +32,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < LIVE; i++)
 		if (!strcmp(value, ids[i]))
 			match = i;
-	uint64_t found = mcp_http_session_find(table, value);
+	uint64_t found = mcp_http_session_find(table, value, NULL);
 	if (found != (match >= 0 ? scopes[match] : 0))
 		abort();
 	if (match < 0 && mcp_http_session_close(table, value))
 		abort();
 	for (int i = 0; i < LIVE; i++)
-		if (mcp_http_session_find(table, ids[i]) != scopes[i])
+		if (mcp_http_session_find(table, ids[i], NULL) != scopes[i])
 			abort();
 	free(value);
 	return 0;

@@ -29,11 +29,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sc__setup_clear(&s);
 		return 0;
 	}
-	char *text = sc__setup_encode(&s);
+	size_t len = 0, len2 = 0;
+	char *text = sc__setup_encode(&s, &len);
 	CHECK(text);
-	CHECK(sc__setup_decode(text, strlen(text), &again, &err) == 0);
-	char *text2 = sc__setup_encode(&again);
-	CHECK(text2 && strcmp(text, text2) == 0);
+	CHECK(sc__setup_decode(text, len, &again, &err) == 0);
+	char *text2 = sc__setup_encode(&again, &len2);
+	CHECK(text2 && len == len2 && memcmp(text, text2, len) == 0);
 	free(text);
 	free(text2);
 	sc__setup_clear(&s);

@@ -110,18 +110,25 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	return rc;
 }
 
-int sc_cell_run(const uint8_t *code, size_t len, bool session)
+int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tools_len,
+		bool session)
 {
 	static uint64_t cpu_before; /* a session's runs report their own CPU time */
 	pid_t owner = getpid();
 	sc_bridge_set_owner(owner);
 	struct sc_done_payload done;
-	int exit_code = sc_py_run(code, len, session, &done);
+	uint8_t *value;
+	size_t value_len;
+	int exit_code = sc_py_run(code, len, tools, tools_len, session, &done, &value, &value_len);
 	/* A fork of this process that ran off the end of the code leaves without reporting. */
 	if (getpid() != owner)
 		_exit(exit_code);
 	if (session)
 		sc_bridge_end_run();
+	/* The last expression's value (or why there is none) goes just before DONE. */
+	if (value)
+		sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_VALUE, value, value_len);
+	free(value);
 	struct rusage self, kids;
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);
@@ -208,16 +215,23 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	sc_py_warm();
 
 	uint8_t type;
-	uint8_t *code;
-	size_t len;
+	uint8_t *code, *tools = NULL;
+	size_t len, tools_len = 0;
 	int rc = sc__frame_read(SC_CELL_RPC_FD, plan->cfg->frame_cap, &type, &code, &len);
+	if (rc == 0 && type == SC_FRAME_TOOLS) { /* the run's own tools come before its code */
+		tools = code;
+		tools_len = len;
+		rc = sc__frame_read(SC_CELL_RPC_FD, plan->cfg->frame_cap, &type, &code, &len);
+		if (rc == 0 && type != SC_FRAME_RUN && type != SC_FRAME_RUN_LEARN)
+			_exit(124);
+	}
 	if (rc < 0)
 		_exit(rc == -EPIPE ? 0 : 124); /* the host went away */
 	if (type == SC_FRAME_RUN || type == SC_FRAME_RUN_LEARN) {
 		close(SC_CELL_TMP_FD);
 		struct stat socket_before;
 		fstat(SC_CELL_RPC_FD, &socket_before);
-		int exit_code = sc_cell_run(code, len, false);
+		int exit_code = sc_cell_run(code, len, tools, tools_len, false);
 		if (type == SC_FRAME_RUN_LEARN)
 			linger(&socket_before);
 		_exit(exit_code);

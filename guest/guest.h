@@ -26,6 +26,7 @@
 #define SC_GUEST_NETNS_FD    6 /* ... and its network namespace (network entries only) */
 #define SC_GUEST_CGROUP_FD   7 /* the sandbox's memory cgroup directory (O_PATH), if any */
 #define SC_GUEST_MODULE_FD   8 /* the rlimits level: the module's file (O_PATH) */
+#define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's pipe */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
 struct sc_guest_config {
@@ -105,7 +106,8 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan);
 
 /* Runs code as __main__ and reports DONE on the frame socket; returns the exit code. In a
  * session, state stays and SystemExit ends only the run. */
-int sc_cell_run(const uint8_t *code, size_t len, bool session);
+int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tools_len,
+		bool session);
 
 /* session.c: never returns. */
 _Noreturn void sc_session_anchor(size_t frame_cap);
@@ -157,8 +159,12 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err);
 bool sc_py_warm_template(void);
 /* In each parked cell (prelude.warm). */
 void sc_py_warm(void);
-/* Runs code as __main__; fills done and returns the process exit code. */
-int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payload *done);
+/* Runs code as __main__, with the run's own tools (a TOOLS frame's payload, or NULL) in its
+ * `tools` module for that run; fills done and returns the process exit code. *value is the
+ * VALUE frame's payload (malloc'd: the state byte, then the last expression's JSON), or
+ * NULL. */
+int sc_py_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tools_len, bool session,
+	      struct sc_done_payload *done, uint8_t **value, size_t *value_len);
 /* setenv, through os.environ so that Python sees it too; -1 with errno on failure. */
 int sc_py_setenv(const char *name, const char *value, bool overwrite);
 void sc_py_before_fork(void);

@@ -14,6 +14,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -221,8 +222,33 @@ static int hand_over(int fd, int target)
 
 /* Descriptors the template needs and the helper must open before the pivot (/proc goes). */
 struct handoff {
-	int setup, pidns, netns, cgroup, guest_module;
+	int setup, pidns, netns, cgroup, guest_module, seccomp;
 };
+
+/* The cells' seccomp policy, compiled by a child while the helper builds the root and the
+ * interpreter starts (guest/template.c says why here); its pipe's reading end, or -1 (the
+ * template then compiles the policy itself). The child keeps nothing of the helper's but the
+ * pipe. */
+static int start_compiler(const struct sc_setup *s)
+{
+	unsigned flags =
+		sc__seccomp_namespaces_flags(s->net != NULL, s->n_python_paths, sc__landlock_abi());
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		syscall(SYS_close_range, 0, (unsigned)p[1] - 1, 0);
+		syscall(SYS_close_range, (unsigned)p[1] + 1, ~0u, 0);
+		_exit(sc__seccomp_compile_to(p[1], flags) == 0 ? 0 : 1);
+	}
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return -1;
+	}
+	return high(p[0]);
+}
 
 static int open_namespaces(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
 {
@@ -277,8 +303,10 @@ static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_
 	int rc = 0;
 	if (s->level == SNAPCELL_ISOLATION_RLIMITS)
 		h->guest_module = fcntl(s->guest.fd, F_DUPFD_CLOEXEC, SC_CGROUP_FD + 1);
-	else if ((rc = open_namespaces(s, h, err)) == 0)
+	else if ((rc = open_namespaces(s, h, err)) == 0) {
+		h->seccomp = start_compiler(s);
 		rc = build_root(s, err);
+	}
 	close_pass_fds();
 	return rc;
 }
@@ -303,6 +331,8 @@ static int exec_guest(const struct sc_setup *s, struct handoff *h, struct snapce
 		rc = hand_over(h->cgroup, SC_GUEST_CGROUP_FD);
 	if (rc == 0)
 		rc = hand_over(h->guest_module, SC_GUEST_MODULE_FD);
+	if (rc == 0)
+		rc = hand_over(h->seccomp, SC_GUEST_SECCOMP_FD);
 	if (rc < 0)
 		return sc__err(err, rc, "hand over descriptors");
 	/* Isolated (no environment variables, no user site, no script directory), no site
@@ -324,7 +354,7 @@ int main(void)
 {
 	struct snapcell_error err = {0};
 	struct sc_setup s;
-	struct handoff h = {-1, -1, -1, -1, -1};
+	struct handoff h = {-1, -1, -1, -1, -1, -1};
 	char *raw = NULL;
 	size_t len = 0;
 	signal(SIGPIPE, SIG_IGN);

@@ -12,9 +12,12 @@ import io
 import os
 import sys
 
-# enum snapcell_status and SNAPCELL_HIT_* (include/snapcell.h)
+# enum snapcell_status, SNAPCELL_HIT_*, enum snapcell_value_state and SNAPCELL_VALUE_MAX_BYTES
+# (include/snapcell.h)
 OK, ERROR, MEMORY = 0, 1, 3
 HIT_MEMORY, HIT_PROCESSES, HIT_FILE_SIZE, HIT_TMP = 1 << 2, 1 << 3, 1 << 4, 1 << 5
+VALUE_PRESENT, VALUE_NO_EXPRESSION, VALUE_NONE, VALUE_NOT_JSON, VALUE_TOO_LARGE = 1, 2, 3, 4, 5
+VALUE_MAX_BYTES = 262144
 FILENAME = "<cell>"
 
 
@@ -91,11 +94,11 @@ def _hide_own_frames(exc, seen=None):
         exc = exc.__cause__ or exc.__context__
 
 
-def _compile(source, filename):
-    """compile(source, filename, "exec"); guest/python.c replaces it with one that skips the
+def _compile(source, filename, mode="exec"):
+    """compile(source, filename, mode); guest/python.c replaces it with one that skips the
     check for an AST object, whose first call in a process creates the ast module's types
     (1.5-4 ms): in the first cell, forked before prepare() did that in the template."""
-    return compile(source, filename, "exec")
+    return compile(source, filename, mode)
 
 
 # The code's lines for linecache (tracebacks, warnings, inspect), while linecache is not
@@ -157,42 +160,176 @@ CO_COROUTINE = 0x80  # inspect.CO_COROUTINE
 PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
 
 
-def _compile_run(source):
-    """The code object of a run: compiled as a module, or, when that is a SyntaxError, again
-    allowing `await`, `async for` and `async with` at the top level (the fast path first: the
-    builtin compile's first call creates the ast module's types). A code object made the second
-    way is a coroutine's, which run() runs on an event loop of its own."""
+def _split_run(source):
+    """((body, last), awaiting): _split_last's split, or, when the code is a SyntaxError that
+    way, the same from the AST allowing `await`, `async for` and `async with` at the top level
+    (the fast path first: the code's one compile when it has no top-level await). awaiting:
+    the code runs on an event loop of its own (_run_awaiting)."""
     try:
-        return _compile(source, FILENAME)
+        return _split_last(source), False
     except SyntaxError as first:
         try:
-            return compile(source, FILENAME, "exec", flags=PyCF_ALLOW_TOP_LEVEL_AWAIT,
-                           dont_inherit=True)
+            return _split_awaiting(source), True
         except SyntaxError:
             raise first from None
 
 
-def _exec_run(code, main):
-    if code.co_flags & CO_COROUTINE:
-        import asyncio
-        asyncio.run(eval(code, main))
-    else:
-        exec(code, main)
+def _split_awaiting(source):
+    import _ast
+    flags = PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(source, FILENAME, "exec", _ast.PyCF_ONLY_AST | flags, dont_inherit=True)
+    last = None
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        last = compile(_ast.Expression(tree.body.pop().value), FILENAME, "eval", flags,
+                       dont_inherit=True)
+    return compile(tree, FILENAME, "exec", flags, dont_inherit=True), last
 
 
-def run(source, session=False):
-    """Runs source as __main__; returns (status, exit code, limit flags). A session keeps the
-    interpreter going afterwards: no thread shutdown, no atexit, just flushed output."""
+async def _run_awaiting(body, last, main):
+    """A run with top-level await: its whole code inside one event loop (so its tool calls
+    return awaitables); (value state, JSON) of the last expression, awaited when it awaits."""
+    result = eval(body, main)
+    if body.co_flags & CO_COROUTINE:
+        await result
+    if last is None:
+        return VALUE_NO_EXPRESSION, None
+    value = eval(last, main)
+    if last.co_flags & CO_COROUTINE:
+        value = await value
+    return _value(value)
+
+
+# Lines that cannot start a top-level statement: indented, or blank.
+_NOT_A_START = (b" ", b"\t", b"\f", b"\r", b"\n", b"")
+# How many lines at column 0, from the end, _split_last tries before the AST decides.
+_SPLIT_TRIES = 8
+
+
+def _padding(lines, at):
+    """Blank lines in place of lines[:at], so the last statement keeps its line numbers; a
+    comment among the first two (a coding cookie) is kept."""
+    return b"".join(line if i < 2 and line.lstrip()[:1] == b"#" else b"\n"
+                    for i, line in enumerate(lines[:at]))
+
+
+def _split_last(source):
+    """The code compiled for run(): (body, last), where last is its final statement compiled
+    as an expression ("eval") when that statement is an expression, else None, and body is
+    the rest ("exec"). A top-level statement starts at a line at column 0 whose lines before
+    it compile alone; the first such line from the end is the last statement's start. When
+    that takes more than a few tries (a last statement spanning lines at column 0) or the
+    line holds a `;`, the AST decides: its module's types cost the cell that first builds
+    them about 1 ms (the template builds them in prepare). Trials are quiet, and each part
+    is compiled once where it counts, so a SyntaxWarning shows once."""
+    lines = source.splitlines(True)
+    tries = 0
+    for at in range(len(lines) - 1, -1, -1):
+        line = lines[at]
+        if line[:1] in _NOT_A_START or line.lstrip()[:1] in (b"#", b""):
+            continue
+        tries += 1
+        if tries > _SPLIT_TRIES or b";" in line:
+            return _split_by_ast(source)
+        before, rest = b"".join(lines[:at]), _padding(lines, at) + b"".join(lines[at:])
+        try:
+            _compile_quietly(rest, "eval")
+            is_expression = True
+        except SyntaxError:
+            is_expression = False
+        except BaseException:
+            return _split_by_ast(source)
+        try:
+            if is_expression:
+                body = _compile(before, FILENAME)
+                return body, _compile(rest, FILENAME, "eval")
+            _compile_quietly(before)
+        except SyntaxError:
+            continue  # not a statement's start: inside the last statement
+        except BaseException:
+            return _split_by_ast(source)
+        # The last statement starts here and is no expression: compiled whole, so the
+        # body's future imports apply to it.
+        return _compile(source, FILENAME), None
+    return _compile(source, FILENAME), None
+
+
+def _compile_quietly(source, mode="exec"):
+    """_compile with warnings ignored, for a trial whose code never runs: the compile that
+    counts shows them (the warnings module's filters when it is imported, else _warnings',
+    the same list unless the code replaced it)."""
+    import _warnings
+    module = sys.modules.get("warnings")
+    filters = getattr(module, "filters", None) if module is not None else _warnings.filters
+    entry = ("ignore", None, Warning, None, 0)
+    if not isinstance(filters, list):
+        return _compile(source, FILENAME, mode)
+    filters.insert(0, entry)
+    try:
+        return _compile(source, FILENAME, mode)
+    finally:
+        if entry in filters:
+            filters.remove(entry)
+
+
+def _split_by_ast(source):
+    """(body, last) from the AST; its parse is the code's one compile (errors and warnings
+    are the code's own)."""
+    import _ast
+    tree = compile(source, FILENAME, "exec", _ast.PyCF_ONLY_AST)
+    if not tree.body or not isinstance(tree.body[-1], _ast.Expr):
+        return compile(tree, FILENAME, "exec"), None
+    last = tree.body.pop()
+    return (compile(tree, FILENAME, "exec"),
+            compile(_ast.Expression(last.value), FILENAME, "eval"))
+
+
+def _value(value):
+    """(state, JSON bytes or None) for the last expression's value."""
+    if value is None:
+        return VALUE_NONE, None
+    if _encode is None:
+        _make_codec()
+    try:
+        text = _encode(value).encode("utf-8")
+    except MemoryError:
+        return VALUE_TOO_LARGE, None
+    except Exception:  # a type json does not know, NaN, a cycle, a lone surrogate, depth
+        return VALUE_NOT_JSON, None
+    if len(text) > VALUE_MAX_BYTES:
+        return VALUE_TOO_LARGE, None
+    return VALUE_PRESENT, text
+
+
+def run(source, session=False, run_tools=None):
+    """Runs source as __main__, with the run's own tools (run_tools: the host's JSON list of
+    [name, attribute path, description], or None) in `tools` for this run; returns (status,
+    exit code, limit flags, value state, value's JSON or None). When the last statement is
+    an expression its value is kept, as an interactive interpreter shows it, but never
+    printed: the host gets its JSON. A session keeps the interpreter going afterwards: no
+    thread shutdown, no atexit, just flushed output, and the run's tools gone again."""
     main = sys.modules["__main__"].__dict__
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     _remember_lines(text)
     status, code, flags = OK, 0, 0
+    value = (0, None)  # not evaluated
+    if run_tools and _loads is None:
+        _make_codec()
+    added = _add_tools(_loads(run_tools)) if run_tools else ()
     try:
-        _exec_run(_compile_run(source), main)
+        (body, last), awaiting = _split_run(
+            source if isinstance(source, bytes) else source.encode())
+        if awaiting:
+            import asyncio
+            value = asyncio.run(_run_awaiting(body, last, main))
+        else:
+            exec(body, main)
+            value = (VALUE_NO_EXPRESSION, None) if last is None else _value(eval(last, main))
     except SystemExit as e:
         code = _exit_code(e)
         status = OK if code == 0 else ERROR
+        value = (0, None)
     except BaseException as e:
+        value = (0, None)
         flags = _limit_flags(e)
         status, code = (MEMORY if flags & HIT_MEMORY else ERROR), 1
         _hide_own_frames(e)
@@ -203,9 +340,10 @@ def run(source, session=False):
             print(f"{type(e).__name__}: (traceback unavailable)", file=sys.stderr)
     if session:
         _flush()
+        _remove_tools(added)
     else:
         _finish()
-    return status, code, flags
+    return status, code, flags, value[0], value[1]
 
 
 _WARMUP = """
@@ -314,6 +452,11 @@ def prepare():
     except ValueError as e:
         traceback.format_exception(e)
     _make_codec()
+    # The last expression's path: the split (its AST way too, whose types are then built
+    # here, once) and the value's encoding.
+    _split_last(b"x = [1]\nx\n")
+    _split_last(b"x = [1]\nx;x\n")
+    _value({"a": [1, 2.5, "x", None, True]})
     gc.collect()
     gc.freeze()
 
@@ -653,6 +796,38 @@ def _gate_network():
     _socket.NetworkDeniedError = NetworkDeniedError
 
 
+_tools_module = _bind = None  # the `tools` module and its function maker, set by configure
+
+
+def _add_tools(tools):
+    """Puts (name, attribute path, description) tools into the `tools` module; returns what it
+    added, (object, attribute) pairs, innermost last, for _remove_tools. The host has refused
+    paths that clash with the module's own tools."""
+    import types
+    added = []
+    for tool_name, attr, doc in tools:
+        *spaces, leaf = attr.split(".")
+        where = _tools_module
+        for space in spaces:
+            if not hasattr(where, space):
+                setattr(where, space, types.SimpleNamespace())
+                added.append((where, space))
+            where = getattr(where, space)
+        setattr(where, leaf, _bind(tool_name, doc))
+        added.append((where, leaf))
+    return added
+
+
+def _remove_tools(added):
+    """Takes a session run's own tools out of `tools` again (what the code did to the module
+    meanwhile is its own)."""
+    for where, name in reversed(added):
+        try:
+            delattr(where, name)
+        except AttributeError:
+            pass
+
+
 def configure(tools, network_notice, network):
     """Installs call_tool, ToolError and a `tools` module as builtins; the module's attributes
     call the registered tools: tools.compute(a=1, b=2), and tools.docs.search_v2(q="x") for
@@ -679,14 +854,9 @@ def configure(tools, network_notice, network):
         tool.__doc__ = doc
         return tool
 
-    for tool_name, attr, doc in tools:
-        *spaces, leaf = attr.split(".")
-        where = module
-        for space in spaces:
-            if not hasattr(where, space):
-                setattr(where, space, types.SimpleNamespace())
-            where = getattr(where, space)
-        setattr(where, leaf, bind(tool_name, doc))
+    global _tools_module, _bind
+    _tools_module, _bind = module, bind
+    _add_tools(tools)
     module.ToolError = ToolError
     module.call_tool = call_tool
     sys.modules["tools"] = module

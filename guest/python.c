@@ -337,7 +337,8 @@ static PyObject *tool_list(const struct sc_guest_config *cfg)
 	return list;
 }
 
-/* prelude._compile: compile(source, filename, "exec") for a str or bytes source, without
+/* prelude._compile: compile(source, filename, mode) ("exec", or "eval" for the code's last
+ * expression) for a str or bytes source, without
  * builtins.compile's check for an AST object, which creates the ast module's ~120 types on a
  * process's first call. Py_CompileString (the stable ABI's) honours a coding cookie, in a str
  * source too, where builtins.compile ignores it. */
@@ -345,8 +346,12 @@ static PyObject *compile_exec(PyObject *self, PyObject *args)
 {
 	(void)self;
 	PyObject *source, *filename, *bytes = NULL;
-	if (!PyArg_ParseTuple(args, "OU:_compile", &source, &filename))
+	const char *mode = "exec";
+	if (!PyArg_ParseTuple(args, "OU|s:_compile", &source, &filename, &mode))
 		return NULL;
+	int start = !strcmp(mode, "eval") ? Py_eval_input : Py_file_input;
+	if (start == Py_file_input && strcmp(mode, "exec") != 0)
+		return PyErr_Format(PyExc_ValueError, "_compile() mode must be 'exec' or 'eval'");
 	char *text = NULL;
 	Py_ssize_t len = 0;
 	const char *name = PyUnicode_AsUTF8AndSize(filename, NULL);
@@ -362,7 +367,7 @@ static PyObject *compile_exec(PyObject *self, PyObject *args)
 	if (strlen(text) != (size_t)len)
 		PyErr_SetString(PyExc_ValueError, "source code string cannot contain null bytes");
 	else
-		code = Py_CompileString(text, name, Py_file_input);
+		code = Py_CompileString(text, name, start);
 	Py_XDECREF(bytes);
 	return code;
 }
@@ -381,7 +386,7 @@ static int freeze_heap(void)
 	return r ? 0 : -1;
 }
 
-/* The prelude's code as the host's probe of this interpreter compiled it (marshal, hex), or
+/* The prelude's code as the host's probe of this interpreter compiled it (marshal), or
  * NULL without an error set when there is none for this interpreter and this prelude. The
  * setup message it comes in is the host's (a sealed memfd nothing in the sandbox wrote). */
 static PyObject *compiled_prelude(const struct sc_setup_python *py)
@@ -396,7 +401,7 @@ static PyObject *compiled_prelude(const struct sc_setup_python *py)
 	}
 	PyObject *marshal = PyImport_ImportModule("marshal");
 	PyObject *data =
-		PyObject_CallMethod((PyObject *)&PyBytes_Type, "fromhex", "s", py->prelude);
+		PyBytes_FromStringAndSize((const char *)py->prelude, (Py_ssize_t)py->prelude_bytes);
 	PyObject *code =
 		marshal && data ? PyObject_CallMethod(marshal, "loads", "(O)", data) : NULL;
 	Py_XDECREF(marshal);
@@ -481,19 +486,50 @@ void sc_py_warm(void)
 	Py_XDECREF(r);
 }
 
-int sc_py_run(const uint8_t *code, size_t len, bool session, struct sc_done_payload *done)
+/* The VALUE frame's payload from the prelude's (state, JSON bytes or None): the state byte,
+ * then the text; NULL when there is nothing to send (the run did not get to the value) or it
+ * cannot be made: the host then reports the value not evaluated. */
+static uint8_t *value_payload(PyObject *state, PyObject *text, size_t *len)
+{
+	long kind = PyLong_AsLong(state);
+	char *bytes = NULL;
+	Py_ssize_t n = 0;
+	if (kind <= 0 || kind > 255 ||
+	    (text != Py_None &&
+	     (!PyBytes_Check(text) || PyBytes_AsStringAndSize(text, &bytes, &n) < 0)))
+		return NULL;
+	uint8_t *p = malloc(1 + (size_t)n);
+	if (p) {
+		p[0] = (uint8_t)kind;
+		if (n)
+			memcpy(p + 1, bytes, (size_t)n);
+		*len = 1 + (size_t)n;
+	}
+	return p;
+}
+
+int sc_py_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tools_len, bool session,
+	      struct sc_done_payload *done, uint8_t **value, size_t *value_len)
 {
 	memset(done, 0, sizeof(*done));
+	*value = NULL;
+	*value_len = 0;
 	PyObject *src = PyBytes_FromStringAndSize((const char *)code, (Py_ssize_t)len);
-	PyObject *r =
-		src ? PyObject_CallFunction(prelude_run, "(OO)", src, session ? Py_True : Py_False)
-		    : NULL;
+	PyObject *run_tools =
+		tools ? PyBytes_FromStringAndSize((const char *)tools, (Py_ssize_t)tools_len)
+		      : Py_NewRef(Py_None);
+	PyObject *r = src && run_tools
+			      ? PyObject_CallFunction(prelude_run, "(OOO)", src,
+						      session ? Py_True : Py_False, run_tools)
+			      : NULL;
 	Py_XDECREF(src);
+	Py_XDECREF(run_tools);
 	long status = SNAPCELL_STATUS_ERROR, exit_code = 1, flags = 0;
-	if (r && PyTuple_Check(r) && PyTuple_Size(r) == 3) {
+	if (r && PyTuple_Check(r) && PyTuple_Size(r) == 5) {
 		status = PyLong_AsLong(PyTuple_GetItem(r, 0));
 		exit_code = PyLong_AsLong(PyTuple_GetItem(r, 1));
 		flags = PyLong_AsLong(PyTuple_GetItem(r, 2));
+		*value = value_payload(PyTuple_GetItem(r, 3), PyTuple_GetItem(r, 4), value_len);
 	} else {
 		/* The code replaced our run function or broke the interpreter. */
 		PyErr_Print();

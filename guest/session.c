@@ -141,8 +141,17 @@ static _Noreturn void worker_loop(void)
 					    &n_fds);
 		if (rc < 0)
 			_exit(0); /* the host closed the session */
-		if (type == SC_FRAME_RUN && n_fds == 0)
-			sc_cell_run(payload, len, true);
+		if (type == SC_FRAME_TOOLS && n_fds == 0) {
+			/* The run's own tools, then its code. */
+			uint8_t *code;
+			size_t code_len;
+			if (sc__frame_read(SC_CELL_RPC_FD, cap, &type, &code, &code_len) < 0 ||
+			    type != SC_FRAME_RUN)
+				_exit(124);
+			sc_cell_run(code, code_len, payload, len, true);
+			free(code);
+		} else if (type == SC_FRAME_RUN && n_fds == 0)
+			sc_cell_run(payload, len, NULL, 0, true);
 		else if (type == SC_FRAME_SNAPSHOT && n_fds == 1)
 			take_snapshot(ctl);
 		else if (type != SC_FRAME_RESULT || n_fds != 0)

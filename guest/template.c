@@ -254,10 +254,15 @@ static unsigned seccomp_flags(void)
 			: 0);
 }
 
-/* libseccomp takes about 2 ms to compile the policy; a child does it while the template builds
- * the root and starts Python, and sends the program back on a pipe (the template is still
- * single-threaded, so the fork is safe). Where the child cannot be had, or fails, the template
- * compiles it itself, which also gives the error its message. */
+/* libseccomp takes about 2 ms to compile the policy; a child does it meanwhile and sends the
+ * program back on a pipe (sc__seccomp_compile_to). At the namespaces level that child is the
+ * helper's, forked before it built the root (guest/helper.c), so the compile overlaps the root,
+ * the exec and the interpreter's start, and the fork copies a small C program rather than an
+ * initialised interpreter, whose every write while the child lives would be a copy-on-write
+ * fault; the template takes it over at SC_GUEST_SECCOMP_FD. At the rlimits level the template
+ * forks one itself (still single-threaded, so the fork is safe). Where the child cannot be
+ * had, fails, or compiled for other flags than seccomp_flags() says, the template compiles
+ * the policy itself, which also gives the error its message. */
 static struct {
 	pid_t pid;
 	int fd;
@@ -269,13 +274,8 @@ static void seccomp_compile_start(void)
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return;
 	pid_t pid = fork();
-	if (pid == 0) {
-		struct sc_bpf bpf;
-		int ok = sc__seccomp_compile(&bpf, seccomp_flags(), NULL) == 0 &&
-			 sc__write_all(p[1], &bpf.len, sizeof(bpf.len)) == 0 &&
-			 sc__write_all(p[1], bpf.filter, bpf.len * sizeof(struct sock_filter)) == 0;
-		_exit(ok ? 0 : 1);
-	}
+	if (pid == 0)
+		_exit(sc__seccomp_compile_to(p[1], seccomp_flags()) == 0 ? 0 : 1);
 	close(p[1]);
 	if (pid < 0) {
 		close(p[0]);
@@ -285,11 +285,24 @@ static void seccomp_compile_start(void)
 	compiler.fd = p[0];
 }
 
+/* The helper's compiling child, when it left one. */
+static void seccomp_compile_adopt(void)
+{
+	if (fcntl(SC_GUEST_SECCOMP_FD, F_SETFD, FD_CLOEXEC) == 0)
+		compiler.fd = SC_GUEST_SECCOMP_FD;
+}
+
 static int seccomp_compile_join(struct snapcell_error *err)
 {
+	pid_t pid = -1;
+	unsigned flags = 0;
 	unsigned short len = 0;
 	int status = -1;
-	bool got = compiler.fd >= 0 && sc__read_all(compiler.fd, &len, sizeof(len)) == 0 && len;
+	bool got = compiler.fd >= 0 && sc__read_all(compiler.fd, &pid, sizeof(pid)) == 0;
+	if (compiler.pid < 0 && got && pid > 1)
+		compiler.pid = pid;
+	got = got && sc__read_all(compiler.fd, &flags, sizeof(flags)) == 0 &&
+	      sc__read_all(compiler.fd, &len, sizeof(len)) == 0 && len && pid == compiler.pid;
 	size_t bytes = (size_t)len * sizeof(struct sock_filter);
 	void *filter = got ? malloc(bytes) : NULL;
 	got = filter && sc__read_all(compiler.fd, filter, bytes) == 0;
@@ -297,7 +310,7 @@ static int seccomp_compile_join(struct snapcell_error *err)
 		close(compiler.fd);
 	while (compiler.pid > 0 && waitpid(compiler.pid, &status, 0) < 0 && errno == EINTR)
 		;
-	if (got && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+	if (got && WIFEXITED(status) && WEXITSTATUS(status) == 0 && flags == seccomp_flags()) {
 		T.seccomp = (struct sc_bpf){filter, len};
 		return 0;
 	}
@@ -315,18 +328,18 @@ static int setup_namespaces(struct snapcell_error *err)
 	    (T.cfg.network && fcntl(T.self_netns, F_SETFD, FD_CLOEXEC) < 0))
 		return sc__err(err, -errno, "the helper's namespace descriptors");
 	/* Landlock is what confines execve to the cell's interpreter; without it cells exec
-	 * nothing (seccomp) and sys.executable stays empty. */
-	int abi = sc__landlock_abi();
-	T.cfg.exec = abi >= 1;
-	/* AF_UNIX listeners (multiprocessing's forkserver) need the ruleset's scope, and no
-	 * network: with TCP sockets, seccomp could not keep listen and accept to AF_UNIX. And
-	 * no pathname socket of the host in reach: a read-only bind does not stop a connect, so
-	 * before Landlock keeps pathname sockets to the cell's own (ABI 9), only when the root
-	 * binds no directory of the caller's (Python paths, the venv), where its processes may
-	 * listen. */
-	T.unix_sockets = !T.cfg.network && abi >= SC_LANDLOCK_ABI_UNIX &&
-			 (abi >= SC_LANDLOCK_ABI_UNIX_PATH || T.cfg.n_python_paths == 0);
-	seccomp_compile_start(); /* what seccomp_flags() reads is known */
+	 * nothing (seccomp) and sys.executable stays empty. AF_UNIX listeners (multiprocessing's
+	 * forkserver) need the ruleset's scope, and no network: with TCP sockets, seccomp could not
+	 * keep listen and accept to AF_UNIX. And no pathname socket of the host in reach: a
+	 * read-only bind does not stop a connect, so before Landlock keeps pathname sockets to the
+	 * cell's own (ABI 9), only when the root binds no directory of the caller's (Python paths,
+	 * the venv), where its processes may listen (sc__seccomp_namespaces_flags, which the
+	 * helper's compiling child used too). */
+	unsigned flags = sc__seccomp_namespaces_flags(T.cfg.network, T.cfg.n_python_paths,
+						      sc__landlock_abi());
+	T.cfg.exec = flags & SC_SECCOMP_EXEC;
+	T.unix_sockets = flags & SC_SECCOMP_UNIX;
+	seccomp_compile_adopt();
 	forget_host_paths();
 	/* Loaded: the cells need not see the module's file. */
 	char module[PATH_MAX];

@@ -685,6 +685,29 @@ enum snapcell_status {
  * "cancelled", "paused", "expired"; NULL for an unknown value. */
 SNAPCELL_API const char *snapcell_status_name(enum snapcell_status status);
 
+/* The value of the code's last statement, when that statement is an expression (as an
+ * interactive interpreter would show it, but never printed): the cell evaluates it and sends
+ * its JSON (json.dumps with allow_nan=False: tuples become arrays, dict keys strings). Why a
+ * result has none: */
+enum snapcell_value_state {
+	SNAPCELL_VALUE_NOT_EVALUATED, /* the run did not end ok (an exception, sys.exit, a limit,
+				       * a kill, a cancellation) or is paused */
+	SNAPCELL_VALUE_PRESENT,	      /* value_json holds it */
+	SNAPCELL_VALUE_NO_EXPRESSION, /* the last statement is not an expression (x = 3) */
+	SNAPCELL_VALUE_NONE,	      /* its value is None (print(...) too) */
+	/* not representable as JSON: an object json cannot encode, NaN or infinity, a cycle,
+	 * nesting past 64 levels, a string that is not valid Unicode, duplicate keys */
+	SNAPCELL_VALUE_NOT_JSON,
+	SNAPCELL_VALUE_TOO_LARGE, /* its JSON is over SNAPCELL_VALUE_MAX_BYTES */
+};
+
+/* The cap on a value's JSON text, in bytes. */
+#define SNAPCELL_VALUE_MAX_BYTES 262144
+
+/* "not_evaluated", "present", "no_expression", "none", "not_json", "too_large"; NULL for an
+ * unknown value. */
+SNAPCELL_API const char *snapcell_value_state_name(enum snapcell_value_state state);
+
 struct snapcell_tool_call;
 struct snapcell_pending_call;
 struct snapcell_decision;
@@ -737,6 +760,11 @@ struct snapcell_result {
 	/* Every decision of the run so far, in order (see "decisions"). */
 	struct snapcell_decision *decisions;
 	size_t n_decisions;
+	/* The last expression's value as JSON text (one value, valid UTF-8, no duplicate keys,
+	 * at most SNAPCELL_VALUE_MAX_BYTES, NUL-terminated), or NULL; value_state says why it is
+	 * NULL. Only a run that ended ok has one. */
+	char *value_json;
+	enum snapcell_value_state value_state;
 };
 
 /* One network attempt, as the host's egress gate saw it. */
@@ -917,6 +945,15 @@ SNAPCELL_API void snapcell_cancel_free(struct snapcell_cancel *c);
 struct snapcell_run_options {
 	size_t size;			/* sizeof(struct snapcell_run_options) */
 	struct snapcell_cancel *cancel; /* NULL for none */
+	/* Tools for this run only, added to the sandbox's: a config's tools, with their schemas
+	 * and decision marks (snapcell_config_add_tool, snapcell_config_set_tool_decision; its
+	 * other settings are not used). NULL for none. Copied when the run starts (a paused run
+	 * keeps its copy; snapcell_sandbox_resume takes none). The code calls them like the
+	 * sandbox's, and `tools` has them for this run only (a session's later runs do not).
+	 * A name, or tools.<attr> path, that clashes with one of the sandbox's tools fails the
+	 * run before it starts with SNAPCELL_E_INVAL naming both. No new template or cell
+	 * setup: the cell learns them with the code. */
+	const struct snapcell_config *tools;
 };
 
 /* Runs code in a fresh cell of the template. code_len may be SIZE_MAX for a NUL-terminated
@@ -937,6 +974,16 @@ SNAPCELL_API void snapcell_result_free(struct snapcell_result *res);
  * run gives one sentence saying so. At most a few KiB; *out is malloc'd (free()). */
 SNAPCELL_API int snapcell_result_summary(const struct snapcell_result *res, char **out,
 					 struct snapcell_error *err);
+
+/* res->value_json: the last expression's JSON, or NULL (res->value_state says why). */
+SNAPCELL_API const char *snapcell_result_value_json(const struct snapcell_result *res);
+
+/* The value in the words every front end gives the model, after the run's other items:
+ * "value: <json>" when there is one, a sentence saying why it is not shown when the last
+ * expression's value is not JSON or too large, else NULL (no expression, None, a run that
+ * did not end ok: nothing to say). *out is malloc'd (free()). */
+SNAPCELL_API int snapcell_result_value_text(const struct snapcell_result *res, char **out,
+					    struct snapcell_error *err);
 
 /* ---- sessions and snapshots ----
  *

@@ -3,6 +3,7 @@
  * Every key is checked; an unknown one is refused with its path, so a typo never silently
  * means a default. It does not watch the file: changes need a restart. */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,8 @@ static const struct {
 	{"net_bytes", SNAPCELL_LIMIT_NET_BYTES},
 	{"net_connect_ms", SNAPCELL_LIMIT_NET_CONNECT_MS},
 	{"net_idle_ms", SNAPCELL_LIMIT_NET_IDLE_MS},
+	{"paused_runs", SNAPCELL_LIMIT_PAUSED_RUNS},
+	{"pause_ms", SNAPCELL_LIMIT_PAUSE_MS},
 };
 
 struct ctx {
@@ -690,6 +693,15 @@ static int result_memory(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+static int link_ttl(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+	    json_integer_value(v) > MCP_LINK_TTL_S_MAX)
+		return fail(c, path, "must be an integer from 1 to 86400");
+	c->opts->link_ttl_s = (unsigned)json_integer_value(v);
+	return 0;
+}
+
 static int structured(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_boolean(v))
@@ -783,6 +795,47 @@ static int replica(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+/* "approve": names of tools (command tools, downstream servers' "server.tool") that need a
+ * decision on each call the code makes, asked of the MCP client (docs/approval.md), as
+ * `snapcell run --approve NAME`. Checked here, applied once every tool is registered. */
+static int approve_names(const struct ctx *c, const char *path, json_t *v)
+{
+	size_t i;
+	json_t *e;
+	if (!json_is_array(v))
+		return fail(c, path, "must be an array of tool names");
+	json_array_foreach(v, i, e)
+	{
+		if (!json_is_string(e)) {
+			char at[64];
+			snprintf(at, sizeof(at), "%s[%zu]", path, i);
+			return fail(c, at, "must be a tool name (a string)");
+		}
+	}
+	return 0;
+}
+
+static int approve_apply(const struct ctx *c, json_t *v)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(v, i, e)
+	{
+		char at[64];
+		snprintf(at, sizeof(at), "approve[%zu]", i);
+		struct snapcell_error err = {0};
+		int rc =
+			snapcell_config_set_tool_decision(c->cfg, json_string_value(e), true, &err);
+		if (rc == -ENOENT)
+			return fail(c, at,
+				    "no such tool: name one of \"tools\" or a downstream server's "
+				    "\"server.tool\"");
+		if (rc < 0)
+			return lib_fail(c, at, &err);
+	}
+	return 0;
+}
+
 static const struct {
 	const char *key;
 	int (*load)(const struct ctx *c, const char *path, json_t *v);
@@ -807,12 +860,14 @@ static const struct {
 	{"max_calls_per_client", max_per_client},
 	{"queue_wait_s", queue_wait},
 	{"result_memory_bytes", result_memory},
+	{"result_link_ttl_s", link_ttl},
 	{"structured_content", structured},
 	{"code_errors_as_results", code_errors},
 	{"require_isolation", isolation},
 	{"uid_range", uid_range},
 	{"sessions", sessions},
 	{"replica", replica},
+	{"approve", approve_names},
 };
 
 /* Notes the variables the allow-list headers read before anything starts a child: a
@@ -851,6 +906,9 @@ int mcp_config_apply(const char *file, json_t *root, struct snapcell_config *cfg
 		if (rc == 0)
 			rc = i == n ? fail(&c, key, "unknown key") : sections[i].load(&c, key, val);
 	}
+	json_t *approve = json_object_get(root, "approve");
+	if (rc == 0 && approve)
+		rc = approve_apply(&c, approve);
 	return rc;
 }
 

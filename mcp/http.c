@@ -1,6 +1,6 @@
 /* The Streamable HTTP transport (libmicrohttpd): one endpoint, /mcp, one POST per message,
  * 202 for notifications, JSON responses for requests and an SSE stream for a tools/call that
- * asked for progress or came in the stateless era (closing it cancels the run). Host and
+ * asked for progress (closing either cancels the run). Host and
  * Origin are checked against DNS rebinding (403), a bearer token is optional; stateless
  * requests have their MCP-Protocol-Version, Mcp-Method and Mcp-Name headers checked against
  * the body, and their errors carry the revision's HTTP statuses. The handshake era has
@@ -13,6 +13,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -76,6 +77,7 @@ struct http_sink {
 	size_t len;
 	json_int_t code;   /* the error's code, 0 for none */
 	bool answered, ok; /* ok: a result, not an error */
+	int fd;		   /* the connection's socket, for http_gone; -1 when unknown */
 };
 
 #define SSE_PREFIX "event: message\ndata: "
@@ -97,6 +99,22 @@ static int http_send(struct mcp_sink *sink, json_t *msg)
 	}
 	json_decref(msg);
 	return 0;
+}
+
+/* The client closed its connection (or it broke) while its request runs: the thread-per-
+ * connection model leaves the socket unread until the answer, so a hang-up shows as RDHUP. */
+static bool http_gone(struct mcp_sink *sink)
+{
+	struct http_sink *s = (struct http_sink *)sink;
+	struct pollfd p = {s->fd, POLLRDHUP, 0};
+	return s->fd >= 0 && poll(&p, 1, 0) == 1 && p.revents & (POLLRDHUP | POLLHUP | POLLERR);
+}
+
+static int connection_fd(struct MHD_Connection *con)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+	return ci ? ci->connect_fd : -1;
 }
 
 static void sse_unref(struct sse *s)
@@ -201,16 +219,18 @@ static void sse_free(void *cls)
 }
 
 /* A stream only for a tools/call from a client that accepts one, and only where it carries
- * something: progress, or in the stateless era the cancellation (the revision has no
- * notifications/cancelled over HTTP: closing the stream is the signal, noticed through the
- * keep-alives). */
-static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg)
+ * something: progress, or an elicitation/create asking to approve a call the code makes (asks:
+ * the session's client elicits and some tool needs approval). Everything else is one JSON
+ * body, of any size: SSE clients cap an event (the official SDKs at 1 MiB), a body they read
+ * whole. A stateless client cancels by closing its connection (the revision has no
+ * notifications/cancelled over HTTP), which the server notices through http_gone while the
+ * run goes on. */
+static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg, bool asks)
 {
 	const char *accept = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Accept");
 	return accept && strstr(accept, "text/event-stream") &&
 	       !strcmp(msg->method, "tools/call") &&
-	       (msg->era == MCP_ERA_MODERN ||
-		json_object_get(json_object_get(msg->params, "_meta"), "progressToken"));
+	       (asks || json_object_get(json_object_get(msg->params, "_meta"), "progressToken"));
 }
 
 static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body);
@@ -282,18 +302,19 @@ static unsigned answer_status(json_int_t code, enum mcp_era era)
 }
 
 static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
-			      uint64_t scope)
+			      uint64_t scope, bool elicits)
 {
 	struct sse *s = calloc(1, sizeof(*s));
 	if (!s) {
 		mcp_message_clear(msg);
 		return MHD_NO;
 	}
-	*s = (struct sse){.sink = {sse_send, true, scope, NULL, true, true, 0},
-			  .srv = h->srv,
-			  .lock = PTHREAD_MUTEX_INITIALIZER,
-			  .ready = PTHREAD_COND_INITIALIZER,
-			  .refs = 2};
+	*s = (struct sse){
+		.sink = {sse_send, true, scope, NULL, true, true, 0, NULL, MCP_EVENT_MAX, elicits},
+		.srv = h->srv,
+		.lock = PTHREAD_MUTEX_INITIALIZER,
+		.ready = PTHREAD_COND_INITIALIZER,
+		.refs = 2};
 	enum mcp_era era = msg->era;
 	mcp_server_handle(h->srv, msg, &s->sink, false);
 	mcp_message_clear(msg);
@@ -531,7 +552,7 @@ static struct mcp_headers routing_headers(struct MHD_Connection *con)
  * refusal in *rc (400 without the header or with two, 404 for one unknown, ended or
  * expired, which tells the client to initialize again, as 2025-11-25 says). */
 static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const json_t *id,
-			      enum MHD_Result *rc)
+			      enum MHD_Result *rc, bool *elicits)
 {
 	const char *sid = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Mcp-Session-Id");
 	if (!sid || header_count(con, "Mcp-Session-Id") > 1) {
@@ -542,7 +563,7 @@ static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const 
 					      "initialize first and use the id it returned"));
 		return 0;
 	}
-	uint64_t scope = mcp_http_session_find(h->sessions, sid);
+	uint64_t scope = mcp_http_session_find(h->sessions, sid, elicits);
 	if (!scope)
 		*rc = respond(con, MHD_HTTP_NOT_FOUND,
 			      mcp_error(id, MCP_INVALID_REQUEST,
@@ -555,7 +576,7 @@ static uint64_t session_scope(struct http *h, struct MHD_Connection *con, const 
  * in the handshake era, it names no live session. 2026-07-28 defines no client notifications
  * over HTTP, so a stateless one is accepted and dropped: its requests share scope 0 and carry
  * ids any client can guess, so a notifications/cancelled from one would stop another's run
- * (closing the stream is how that revision cancels). */
+ * (closing the request's connection or stream is how that revision cancels). */
 static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
 			      const struct mcp_headers *hdr)
 {
@@ -570,8 +591,9 @@ static enum MHD_Result notify(struct http *h, struct MHD_Connection *con, struct
 					    "Unsupported protocol version", data));
 	} else if (v && !strcmp(v, MCP_MODERN_VERSION)) {
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
-	} else if ((scope = session_scope(h, con, NULL, &rc))) {
-		struct mcp_sink scoped = {NULL, false, scope, NULL, false, false, 0};
+	} else if ((scope = session_scope(h, con, NULL, &rc, NULL))) {
+		struct mcp_sink scoped = {NULL,	 false, scope, NULL, false,
+					  false, 0,	NULL,  0,    false};
 		mcp_server_handle(h->srv, msg, &scoped, true);
 		rc = respond(con, MHD_HTTP_ACCEPTED, NULL);
 	}
@@ -598,13 +620,14 @@ static enum MHD_Result answer(struct http *h, struct MHD_Connection *con, struct
 static enum MHD_Result initialize(struct http *h, struct MHD_Connection *con,
 				  struct mcp_message *msg)
 {
-	struct http_sink sink = {{http_send, true, 0, NULL, false, true, 0}, NULL, 0, 0, 0, 0};
+	struct http_sink sink = {
+		{http_send, true, 0, NULL, false, true, 0, NULL, 0, false}, NULL, 0, 0, 0, 0, -1};
 	mcp_server_handle(h->srv, msg, &sink.sink, true);
 	char id[MCP_SESSION_ID_LEN + 1];
 	uint64_t scope;
 	if (!sink.ok)
 		return answer(h, con, &sink, MCP_ERA_LEGACY, NULL);
-	if (mcp_http_session_open(h->sessions, id, &scope) < 0) {
+	if (mcp_http_session_open(h->sessions, id, &scope, sink.sink.elicits) < 0) {
 		free(sink.text);
 		return respond(con, MHD_HTTP_INTERNAL_SERVER_ERROR,
 			       mcp_error(msg->id, MCP_INTERNAL_ERROR,
@@ -657,19 +680,28 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 	}
 	enum MHD_Result rc = MHD_NO;
 	uint64_t scope = 0;
+	bool elicits = false;
 	if (msg.era == MCP_ERA_LEGACY && !strcmp(msg.method, "initialize")) {
 		rc = initialize(h, con, &msg);
 		mcp_message_clear(&msg);
 		return rc;
 	}
-	if (msg.era == MCP_ERA_LEGACY && !(scope = session_scope(h, con, msg.id, &rc))) {
+	if (msg.era == MCP_ERA_LEGACY && !(scope = session_scope(h, con, msg.id, &rc, &elicits))) {
 		mcp_message_clear(&msg);
 		return rc;
 	}
-	if (wants_stream(con, &msg))
-		return stream(h, con, &msg, scope);
+	if (wants_stream(con, &msg, elicits && mcp_server_asks(h->srv)))
+		return stream(h, con, &msg, scope, elicits);
 	enum mcp_era era = msg.era;
-	struct http_sink sink = {{http_send, true, scope, NULL, true, true, 0}, NULL, 0, 0, 0, 0};
+	/* A JSON answer cannot carry a question (a client that does not accept a stream): its
+	 * calls needing approval are refused, never left waiting for an answer it never saw. */
+	struct http_sink sink = {{http_send, true, scope, NULL, true, true, 0, http_gone, 0, false},
+				 NULL,
+				 0,
+				 0,
+				 0,
+				 0,
+				 connection_fd(con)};
 	mcp_server_handle(h->srv, &msg, &sink.sink, true);
 	mcp_message_clear(&msg);
 	return answer(h, con, &sink, era, NULL);
@@ -680,7 +712,7 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 static enum MHD_Result end_session(struct http *h, struct MHD_Connection *con)
 {
 	enum MHD_Result rc = MHD_NO;
-	uint64_t scope = session_scope(h, con, NULL, &rc);
+	uint64_t scope = session_scope(h, con, NULL, &rc, NULL);
 	if (!scope)
 		return rc;
 	const char *sid = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Mcp-Session-Id");

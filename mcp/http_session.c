@@ -20,6 +20,7 @@ struct slot {
 	char secret[MCP_SECRET_HEX]; /* not NUL-terminated */
 	uint64_t scope;		     /* 0: free */
 	uint64_t last_us;
+	bool elicits; /* the client declared elicitation in its initialize */
 };
 
 struct mcp_http_sessions {
@@ -77,7 +78,7 @@ static unsigned pick_slot(struct mcp_http_sessions *s, uint64_t now, bool *evict
 }
 
 int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LEN + 1],
-			  uint64_t *scope)
+			  uint64_t *scope, bool elicits)
 {
 	char secret[MCP_SECRET_HEX + 1];
 	if (mcp_secret_new(secret) < 0)
@@ -90,6 +91,7 @@ int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LE
 	memcpy(e->secret, secret, MCP_SECRET_HEX);
 	e->scope = s->next_scope++;
 	e->last_us = now;
+	e->elicits = elicits;
 	*scope = e->scope;
 	/* i < max <= MCP_HTTP_SESSIONS_MAX: the modulo only tells the compiler it fits. */
 	snprintf(id, MCP_SESSION_ID_LEN + 1, "%0*x%s", SLOT_HEX, i % MCP_HTTP_SESSIONS_MAX, secret);
@@ -118,7 +120,7 @@ static struct slot *lookup(struct mcp_http_sessions *s, const char *id)
 	return mcp_secret_equal(id + SLOT_HEX, e->secret, MCP_SECRET_HEX) ? e : NULL;
 }
 
-uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id)
+uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id, bool *elicits)
 {
 	pthread_mutex_lock(&s->lock);
 	struct slot *e = lookup(s, id);
@@ -128,6 +130,8 @@ uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id)
 	} else if (e) {
 		e->last_us = now;
 		scope = e->scope;
+		if (elicits)
+			*elicits = e->elicits;
 	}
 	pthread_mutex_unlock(&s->lock);
 	return scope;

@@ -50,6 +50,9 @@ static const char usage[] =
 	"                          S seconds for room before it is busy (0 to 600; default 10)\n"
 	"  --result-memory SIZE    memory all results may hold until sent; a result past\n"
 	"                          what is left gets an error instead (default 768M)\n"
+	"  --link-ttl S            a result's resource links (its big items, when an answer\n"
+	"                          goes out as a server-sent event) stay readable S seconds\n"
+	"                          (1 to 86400; default 600)\n"
 	"  --structured-content    also give each run's record as structuredContent\n"
 	"  --code-errors-as-results\n"
 	"                          answer a run that failed through its code (exception,\n"
@@ -113,6 +116,7 @@ static int parse(int argc, char **argv, struct args *a)
 		{"max-per-client", required_argument, NULL, 'P'},
 		{"queue-wait", required_argument, NULL, 'W'},
 		{"result-memory", required_argument, NULL, 'R'},
+		{"link-ttl", required_argument, NULL, 'L'},
 		{"http-max-connections", required_argument, NULL, 'C'},
 		{"http-request-memory", required_argument, NULL, 'M'},
 		{"help", no_argument, NULL, 'h'},
@@ -215,6 +219,12 @@ static int parse(int argc, char **argv, struct args *a)
 						"16M to 1T\n");
 				return 2;
 			}
+			break;
+		case 'L':
+			a->opts.link_ttl_s =
+				(unsigned)positive("--link-ttl", optarg, MCP_LINK_TTL_S_MAX);
+			if (!a->opts.link_ttl_s)
+				return 2;
 			break;
 		case 'T':
 			a->head_timeout_s =
@@ -338,6 +348,8 @@ int cli_mcp(int argc, char **argv)
 	}
 	if (!a.opts.result_memory)
 		a.opts.result_memory = file_opts.result_memory;
+	if (!a.opts.link_ttl_s)
+		a.opts.link_ttl_s = file_opts.link_ttl_s;
 	if (!a.opts.max_per_client)
 		a.opts.max_per_client = file_opts.max_per_client;
 	if (!a.opts.queue_wait_set) {

@@ -17,6 +17,9 @@
 
 /* Longest message accepted on any transport; longer lines are skipped, never buffered. */
 #define MCP_MESSAGE_MAX (16u << 20)
+/* The most an SSE event may hold, its field lines counted ("event: message", "data: ..."): the
+ * official SDKs' readers refuse a larger one and end the session. */
+#define MCP_EVENT_MAX (1u << 20)
 /* What a message may hold, counted before it is parsed (snapcell_json_measure): jansson
  * spends ~150 bytes on an empty object, so 16 MiB of "{}," took the server to 1.26 GiB. No
  * method this server answers needs more than a few dozen values; 2^16 bound a message's tree
@@ -117,6 +120,17 @@ struct mcp_sink {
 	 * transport gives them back with mcp_server_release() once the text is freed. */
 	bool keeps_answer;
 	size_t result_bytes;
+	/* Optional: whether the client is gone (its connection closed) while its call runs; the
+	 * server asks about every call in flight a few times a second and cancels the calls of a
+	 * sink that says so. An HTTP response that is not a stream has no write to fail. */
+	bool (*gone)(struct mcp_sink *sink);
+	/* The longest message the transport delivers to its client as one piece, 0 for no limit:
+	 * an SSE event's (MCP_EVENT_MAX). A larger result goes out with its big items as
+	 * resource links (links.c). */
+	size_t event_max;
+	/* The handshake-era client declared form elicitation (initialize's capabilities), so a
+	 * call that needs approval may be asked about with elicitation/create through send. */
+	bool elicits;
 };
 
 /* Stateful sessions (sessions.c); zero members mean the defaults. */
@@ -155,6 +169,9 @@ struct mcp_options {
 	/* Memory all results may hold at once until sent (--result-memory,
 	 * result_memory_bytes); 0 = MCP_RESULT_MEMORY_DEFAULT. */
 	uint64_t result_memory;
+	/* Seconds a result's resource links stay readable (--link-ttl, result_link_ttl_s);
+	 * 0 = MCP_LINK_TTL_S_DEFAULT. */
+	unsigned link_ttl_s;
 	bool structured_content; /* also give the run as structuredContent */
 	/* a run that failed through its code (error, timeout, memory, output limit, killed)
 	 * answers isError: false; setup failures and cancellations stay errors */
@@ -187,14 +204,20 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		       bool sync);
 /* Cancels every run (the cells are killed) and waits for their workers. */
 void mcp_server_drain(struct mcp_server *srv);
+/* Waits up to ms milliseconds for every call in flight to be answered: true when none is
+ * left. Nothing is cancelled (stdio's end of input answers the calls still running). */
+bool mcp_server_wait_calls(struct mcp_server *srv, unsigned ms);
 /* Records the address the HTTP transport bound (the port chosen for :0), for doctor. */
 void mcp_server_listening(struct mcp_server *srv, const char *url);
 /* Cancels the runs answering through sink (its client went away). */
 void mcp_server_cancel_sink(struct mcp_server *srv, const struct mcp_sink *sink);
 /* Gives back the result memory a transport held for an answer (sink->result_bytes). */
 void mcp_server_release(struct mcp_server *srv, size_t bytes);
-/* Cancels the runs started with this scope (their HTTP session ended). */
+/* Cancels the runs started with this scope (their HTTP session ended) and ends its links. */
 void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope);
+/* Whether some tool needs a decision on each call (the config's "approve"): a handshake-era
+ * call from a client that elicits may then send a request while it runs. */
+bool mcp_server_asks(const struct mcp_server *srv);
 void mcp_server_free(struct mcp_server *srv);
 
 /* result.c: a CallToolResult for a finished run. Its binary files are markers, expanded only
@@ -217,6 +240,80 @@ void mcp_result_set_code_errors_as_results(bool on);
 /* A CallToolResult with isError and one text. */
 json_t *mcp_error_result(const char *status, const char *text);
 
+/* The same result with the items that make its message longer than max bytes of text
+ * (bound result expanded) replaced, largest first, by resource links named base + "stdout",
+ * "stderr" or "output/<path>" (links.c); with res bound (mcp_result_bind). In place; false
+ * when even with every item linked the message is longer. */
+bool mcp_result_link(json_t *result, const struct snapcell_result *res, const char *base,
+		     size_t max);
+/* The length of msg's text as mcp_message_text() writes it (a bound result expanded). */
+size_t mcp_message_size(const json_t *msg);
+/* What res holds (its output and files): what its links keep charged while they live. */
+size_t mcp_result_held(const struct snapcell_result *res);
+/* The one entry of a ReadResourceResult's contents for the item a link names (the part of its
+ * URI after the base: "stdout", "stderr", "output/<path>"), uri its URI; NULL when res has no
+ * such item. A binary file is a marker, written by mcp_message_text() with res bound. *cost:
+ * what the message costs the server until sent, at most. */
+json_t *mcp_result_item(const struct snapcell_result *res, const char *item, const char *uri,
+			size_t *cost);
+/* approval.c: per-call approval (docs/approval.md, "MCP"). What the audit records as the
+ * decider, and the _meta key of the question naming the tool and its arguments. */
+#define MCP_DECIDED_BY	  "mcp-client"
+#define MCP_APPROVAL_META "snapcell/approval"
+/* The inputRequests key of the stateless era's question. */
+#define MCP_APPROVAL_KEY "approval"
+/* Whether capabilities (a client's) declare form elicitation. */
+bool mcp_client_elicits(const json_t *capabilities);
+/* elicitation/create's params asking about p: a form with one boolean, approve. NULL when
+ * out of memory. */
+json_t *mcp_approval_question(const struct snapcell_pending_call *p);
+/* The verdict an ElicitResult gives: approved only for action accept with approve true;
+ * decline, cancel and anything else reject, with *reason saying which. -1 when answer is not
+ * an ElicitResult. */
+int mcp_approval_verdict(const json_t *answer, enum snapcell_verdict *verdict, char *reason,
+			 size_t reason_len);
+/* The verdict a client's response message to elicitation/create gives: as above for a
+ * result; an error response, or a result that is no ElicitResult, rejects (*reason says so). */
+enum snapcell_verdict mcp_approval_answer(const json_t *response, char *reason, size_t len);
+/* The stateless era's answer for a run that waits: the question as an elicitation/create
+ * input request, the requestState a retry brings back, and res's record in _meta (res may be
+ * NULL). NULL when out of memory. */
+json_t *mcp_approval_input_required(const json_t *question, const char *state,
+				    const struct snapcell_result *res);
+/* The stateless era's runs waiting for a retry. Thread-safe; one per server. */
+struct mcp_approvals;
+struct mcp_approvals *mcp_approvals_new(const char *replica, uint64_t pause_ms);
+void mcp_approvals_free(struct mcp_approvals *a);
+/* Keeps the paused run whose pending call is pending_id for a retry of the call with this
+ * code: its requestState ("REPLICA~approval-HEX", malloc'd), or NULL (no memory, or too
+ * many waiting). */
+char *mcp_approvals_park(struct mcp_approvals *a, uint64_t pending_id, const char *code,
+			 size_t code_len, const json_t *question);
+/* What a stateless retry (params with requestState and inputResponses) asks for. */
+struct mcp_retry {
+	uint64_t pending_id; /* to resume, with verdict and reason */
+	enum snapcell_verdict verdict;
+	char reason[256];
+	json_t *again; /* no answer in it: the same input_required result again (owned) */
+	char why[512]; /* else a refusal: the -32602 message */
+};
+/* Checks a retry of the call with this code against the parked runs: 1 to resume
+ * (out->pending_id, verdict, reason; the run stays parked until mcp_approvals_take), 0 when
+ * out->again or out->why is the answer. */
+int mcp_approvals_retry(struct mcp_approvals *a, const json_t *params, const char *code,
+			size_t code_len, struct mcp_retry *out);
+/* Parks the paused run res for a retry of the call with this code: its input_required result
+ * (the question, the requestState, res's record), or NULL (it could not be kept). */
+json_t *mcp_approvals_ask(struct mcp_approvals *a, const struct snapcell_result *res,
+			  const char *code, size_t code_len);
+/* Why a call of p was refused when the client could not be asked here: it declared no
+ * elicitation (in initialize, or in the stateless request's capabilities), or, stateless,
+ * the run is a session's or could not be kept. */
+void mcp_approval_refusal(const struct snapcell_pending_call *p, bool modern, bool elicits,
+			  bool in_session, char *reason, size_t len);
+/* Takes the run off the table for its resume: true for exactly one caller. */
+bool mcp_approvals_take(struct mcp_approvals *a, const char *state, uint64_t pending_id);
+
 /* sessions.c: the session tools (session_new, session_snapshot, session_restore,
  * session_close) and execute_code's session argument. Thread-safe; one per server. */
 struct mcp_sessions;
@@ -227,12 +324,18 @@ void mcp_sessions_free(struct mcp_sessions *reg);
 /* Whether a tools/call with these params is the sessions' to answer: a session tool (when
  * sessions are enabled), or execute_code with a session argument. */
 bool mcp_sessions_claims(const struct mcp_sessions *reg, const json_t *params);
-/* Answers such a call (blocking for a run); cancel kills a run in progress. A new
+/* Decides each call a paused run waits on until it ends: takes res, gives the run's last
+ * result (NULL when a resume failed). */
+typedef struct snapcell_result *(*mcp_settle_fn)(void *ctx, struct snapcell_result *res);
+/* Answers such a call (blocking for a run; settle decides the calls a paused run waits on,
+ * with ctx); cancel kills a run in progress. A new
  * CallToolResult; *res is the run's result when there was one (the caller's, to free after
  * the answer is sent: see mcp_call_result), else NULL. */
 json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
 			  struct snapcell_cancel *cancel, bool structured,
-			  struct snapcell_result **res);
+			  struct snapcell_result **res, mcp_settle_fn settle, void *ctx);
+/* The server's replica name (the config's or --replica, else the host name). */
+const char *mcp_sessions_replica(const struct mcp_sessions *reg);
 /* Adds the session argument and tools to a tools/list result, when sessions are enabled. */
 void mcp_sessions_list_tools(const struct mcp_sessions *reg, json_t *list);
 /* The transport doctor shows, once the HTTP transport knows its URL. */
@@ -262,6 +365,35 @@ int mcp_secret_new(char out[MCP_SECRET_HEX + 1]);
  * caller probing ids, handles or tokens learns nothing from how long a refusal took. */
 bool mcp_secret_equal(const char *a, const char *b, size_t n);
 
+/* links.c: results kept for resources/read behind capability URIs. Thread-safe. */
+#define MCP_LINK_TTL_S_DEFAULT 600u
+#define MCP_LINK_TTL_S_MAX     86400u
+/* "snapcell://result/" + MCP_SECRET_HEX + "/" and its NUL. */
+#define MCP_LINK_BASE_MAX (sizeof("snapcell://result/") + MCP_SECRET_HEX + 1)
+struct mcp_links;
+struct mcp_kept;
+/* Kept results live ttl_s seconds (0: MCP_LINK_TTL_S_DEFAULT). NULL when out of memory. */
+struct mcp_links *mcp_links_new(unsigned ttl_s);
+void mcp_links_free(struct mcp_links *l);
+unsigned mcp_links_ttl(const struct mcp_links *l);
+/* A new capability, "snapcell://result/<secret>/", into base; 0 or -1 (no random bytes). */
+int mcp_links_base(char base[MCP_LINK_BASE_MAX]);
+/* Keeps res (stolen) under base for scope, charged bytes of the result memory: a reference
+ * for the caller (mcp_links_drop), or NULL (res is still the caller's). */
+struct mcp_kept *mcp_links_keep(struct mcp_links *l, struct snapcell_result *res, uint64_t scope,
+				size_t charged, const char *base);
+/* Ends the expired: the bytes they had charged, for the caller to give back. */
+size_t mcp_links_sweep(struct mcp_links *l);
+/* Ends those of scope (not 0: its HTTP session ended), the same way. */
+size_t mcp_links_forget(struct mcp_links *l, uint64_t scope);
+/* The live result uri names that scope may read, referenced, with *item pointing to the rest
+ * of uri; NULL for none (never issued, expired, or another session's). */
+struct mcp_kept *mcp_links_find(struct mcp_links *l, const char *uri, uint64_t scope,
+				const char **item);
+const struct snapcell_result *mcp_kept_result(const struct mcp_kept *k);
+/* Drops a reference from mcp_links_keep or mcp_links_find (NULL: none). */
+void mcp_links_drop(struct mcp_links *l, struct mcp_kept *k);
+
 /* http_session.c: the handshake era's HTTP sessions (Mcp-Session-Id), a bounded table. */
 #define MCP_SESSION_ID_LEN    36    /* visible ASCII: 4 hex digits of slot, 32 of secret */
 #define MCP_HTTP_SESSIONS_MAX 65536 /* what 4 hex digits number */
@@ -269,13 +401,14 @@ struct mcp_http_sessions;
 /* At most max live sessions; one unused for idle_s seconds is gone. */
 struct mcp_http_sessions *mcp_http_sessions_new(unsigned max, unsigned idle_s);
 void mcp_http_sessions_free(struct mcp_http_sessions *s);
-/* Mints a session: its id (NUL-terminated) and its scope (never 0). When the table is full
- * the least recently used session ends (logged). -1 when no random bytes could be had. */
+/* Mints a session: its id (NUL-terminated) and its scope (never 0); elicits: its client
+ * declared elicitation. When the table is full the least recently used session ends
+ * (logged). -1 when no random bytes could be had. */
 int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LEN + 1],
-			  uint64_t *scope);
-/* The scope of the live session id names, its idle time restarted; 0 when there is none
- * (unknown, ended or expired). */
-uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id);
+			  uint64_t *scope, bool elicits);
+/* The scope of the live session id names, its idle time restarted, and (elicits, when not
+ * NULL) whether its client elicits; 0 when there is none (unknown, ended or expired). */
+uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id, bool *elicits);
 /* Ends the session id names: its scope, or 0 when there was none live. */
 uint64_t mcp_http_session_close(struct mcp_http_sessions *s, const char *id);
 

@@ -1,8 +1,11 @@
 /* A finished run as an MCP CallToolResult: stdout and stderr as text, /output files as images
- * or embedded resources, isError and the library's summary of its cause for a run that did
- * not end ok, and the run's record (status, timings, limits, tool-call log) under _meta. No
+ * or embedded resources (each named in its _meta, all in one text), isError and the library's
+ * summary of its cause for a run that did not end ok, the last expression's value as a last
+ * text item, and the run's record (status, timings, limits, tool-call log) under _meta. No
  * structuredContent unless asked: clients that prefer it (Agent Framework's default) would
- * then show the model nothing else.
+ * then show the model nothing else. An answer that must fit one SSE event has its largest
+ * items replaced by resource links (mcp_result_link); mcp_result_item gives resources/read
+ * what a link names. Where links are kept: links.c.
  *
  * A binary file's base64 is never built in the tree: a marker string holds its place and
  * mcp_message_text() writes the base64 straight from the run's bytes into the message's text,
@@ -19,6 +22,8 @@
 #include "mcp.h"
 
 #define META_KEY "snapcell/run"
+/* Each file's item names it (images too, whose content has no URI): its path under /output. */
+#define PATH_KEY "snapcell/path"
 
 /* "snapcell-artifact-<32 hex digits>-": a secret of this process, so no text the code writes
  * is taken for a marker; the artifact's index follows. (A forged one could only show the
@@ -62,6 +67,9 @@ size_t mcp_result_cost(const struct snapcell_result *res)
 {
 	size_t cost = 65536 + 2 * escaped_len(res->stdout_buf, res->stdout_len) +
 		      2 * escaped_len(res->stderr_buf, res->stderr_len);
+	/* The value: its text item, and its tree and text in the record. */
+	if (res->value_json)
+		cost += 3 * escaped_len(res->value_json, strlen(res->value_json));
 	for (size_t i = 0; i < res->n_artifacts; i++) {
 		const struct snapcell_artifact *a = &res->artifacts[i];
 		/* The file itself, its text twice (tree and message) or its base64 once. */
@@ -177,16 +185,16 @@ static void add_text(json_t *content, const char *text)
 	json_array_append_new(content, json_pack("{s:s, s:s}", "type", "text", "text", text));
 }
 
-/* "file:///output/<path>" with everything but unreserved bytes and '/' percent-encoded, so
- * any name the code chose is a valid URI. */
-static char *output_uri(const char *path)
+/* prefix and path with everything but unreserved bytes and '/' percent-encoded, so any name
+ * the code chose makes a valid URI. */
+static char *encoded_uri(const char *prefix, const char *path)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t n = strlen(path);
-	char *uri = malloc(sizeof("file:///output/") + n * 3);
+	char *uri = malloc(strlen(prefix) + 1 + n * 3);
 	if (!uri)
 		return NULL;
-	char *o = stpcpy(uri, "file:///output/");
+	char *o = stpcpy(uri, prefix);
 	for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
 		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
 		    (*p >= '0' && *p <= '9') || strchr("-._~/", *p)) {
@@ -201,18 +209,37 @@ static char *output_uri(const char *path)
 	return uri;
 }
 
+/* "file:///output/<path>": where an embedded file says it came from. */
+static char *output_uri(const char *path)
+{
+	return encoded_uri("file:///output/", path);
+}
+
 static bool is_text_type(const char *type)
 {
 	return !strncmp(type, "text/", 5) || !strcmp(type, "application/json") ||
 	       !strcmp(type, "application/xml");
 }
 
+/* A file's path as a JSON string: as it is, or percent-encoded when it is not UTF-8. */
+static json_t *path_string(const char *path)
+{
+	json_t *s = json_string(path);
+	if (s)
+		return s;
+	char *enc = encoded_uri("", path);
+	s = json_string(enc ? enc : "?");
+	free(enc);
+	return s;
+}
+
 /* Artifact i: an image, a text resource, or a blob resource (its data a marker). */
 static json_t *artifact_content(const struct snapcell_artifact *a, size_t i)
 {
 	if (!strncmp(a->media_type, "image/", 6))
-		return json_pack("{s:s, s:o, s:s}", "type", "image", "data", artifact_marker(i),
-				 "mimeType", a->media_type);
+		return json_pack("{s:s, s:o, s:s, s:{s:o}}", "type", "image", "data",
+				 artifact_marker(i), "mimeType", a->media_type, "_meta", PATH_KEY,
+				 path_string(a->path));
 	char *uri = output_uri(a->path);
 	json_t *resource = json_pack("{s:s, s:s}", "uri", uri ? uri : "file:///output/", "mimeType",
 				     a->media_type);
@@ -221,7 +248,37 @@ static json_t *artifact_content(const struct snapcell_artifact *a, size_t i)
 			       ? json_stringn((const char *)a->data, a->size)
 			       : NULL;
 	json_object_set_new(resource, text ? "text" : "blob", text ? text : artifact_marker(i));
-	return json_pack("{s:s, s:o}", "type", "resource", "resource", resource);
+	return json_pack("{s:s, s:o, s:{s:o}}", "type", "resource", "resource", resource, "_meta",
+			 PATH_KEY, path_string(a->path));
+}
+
+/* Most files the names item lists one by one. */
+#define NAMES_MAX 64
+
+/* One text naming the files, before their items: a client that shows a file's text or image
+ * without its URI (Agent Framework shows a text resource as bare text) still tells the model
+ * which file is which. */
+static void add_file_names(json_t *content, const struct snapcell_result *res)
+{
+	if (!res->n_artifacts)
+		return;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (!f)
+		return;
+	fputs("files in /output:", f);
+	for (size_t i = 0; i < res->n_artifacts && i < NAMES_MAX; i++) {
+		json_t *name = path_string(res->artifacts[i].path);
+		fprintf(f, "%s %s (%zu bytes, %s)", i ? "," : "", json_string_value(name),
+			res->artifacts[i].size, res->artifacts[i].media_type);
+		json_decref(name);
+	}
+	if (res->n_artifacts > NAMES_MAX)
+		fprintf(f, " and %zu more", res->n_artifacts - NAMES_MAX);
+	if (fclose(f) == 0)
+		add_text(content, text);
+	free(text);
 }
 
 json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
@@ -245,10 +302,17 @@ json_t *mcp_call_result(const struct snapcell_result *res, bool structured)
 	if (res->status != SNAPCELL_STATUS_OK && snapcell_result_summary(res, &why, NULL) == 0)
 		add_text(content, why);
 	free(why);
+	add_file_names(content, res);
 	for (size_t i = 0; i < res->n_artifacts; i++)
 		json_array_append_new(content, artifact_content(&res->artifacts[i], i));
+	/* The last expression's value (or why it is not shown) after everything else, in the
+	 * library's words; a run with nothing else to show does not say "(no output)" then. */
+	char *value = NULL;
+	if (snapcell_result_value_text(res, &value, NULL) == 0 && value)
+		add_text(content, value);
 	if (!json_array_size(content))
 		add_text(content, "(no output)");
+	free(value);
 	/* A shallow copy: the record's members are shared, not copied. */
 	json_t *meta = json_copy(record);
 	json_object_del(meta, "stdout");
@@ -267,4 +331,202 @@ json_t *mcp_error_result(const char *status, const char *text)
 {
 	return json_pack("{s:[{s:s, s:s}], s:b, s:{s:{s:s}}}", "content", "type", "text", "text",
 			 text, "isError", 1, "_meta", META_KEY, "status", status);
+}
+
+size_t mcp_message_size(const json_t *msg)
+{
+	struct text t = {NULL, 0};
+	return json_dump_callback(msg, put, &t, JSON_COMPACT) < 0 ? 0 : t.len;
+}
+
+size_t mcp_result_held(const struct snapcell_result *res)
+{
+	size_t held = 4096 + res->stdout_len + res->stderr_len;
+	for (size_t i = 0; i < res->n_artifacts; i++)
+		held += res->artifacts[i].size;
+	return held;
+}
+
+/* What an item of a result is: stdout, stderr, file i, or none a link can replace. */
+enum item_kind { ITEM_NONE, ITEM_STDOUT, ITEM_STDERR, ITEM_FILE };
+
+/* Whether s is prefix followed by the string text (stdout or stderr as the record has them:
+ * bytes that are not UTF-8 replaced). */
+static bool string_is(const json_t *s, const char *prefix, const json_t *text)
+{
+	size_t pre = strlen(prefix), n = json_string_length(text);
+	return n && json_is_string(s) && json_string_length(s) == pre + n &&
+	       !memcmp(json_string_value(s), prefix, pre) &&
+	       !memcmp(json_string_value(s) + pre, json_string_value(text), n);
+}
+
+/* Which of res's items a content item of its CallToolResult is (mcp_call_result's shapes);
+ * record is the run's (cli_result_record), whose stdout and stderr the text items carry. */
+static enum item_kind item_of(const json_t *item, const struct snapcell_result *res,
+			      const json_t *record, size_t *file)
+{
+	const char *type = json_string_value(json_object_get(item, "type"));
+	json_t *resource = json_object_get(item, "resource");
+	const char *path =
+		json_string_value(json_object_get(json_object_get(item, "_meta"), PATH_KEY));
+	if (!type)
+		return ITEM_NONE;
+	if (!strcmp(type, "text")) {
+		json_t *text = json_object_get(item, "text");
+		if (string_is(text, "", json_object_get(record, "stdout")))
+			return ITEM_STDOUT;
+		if (string_is(text, "stderr:\n", json_object_get(record, "stderr")))
+			return ITEM_STDERR;
+		return ITEM_NONE;
+	}
+	if (!path || (strcmp(type, "image") && (strcmp(type, "resource") || !resource)))
+		return ITEM_NONE;
+	for (size_t i = 0; i < res->n_artifacts; i++) {
+		json_t *name = path_string(res->artifacts[i].path);
+		bool same = !strcmp(json_string_value(name), path);
+		json_decref(name);
+		if (same) {
+			*file = i;
+			return ITEM_FILE;
+		}
+	}
+	return ITEM_NONE;
+}
+
+/* A resource_link to an item: its name (the file's path, or "stdout"), type and size, and
+ * where resources/read finds it. */
+static json_t *link_item(const struct snapcell_result *res, enum item_kind kind, size_t file,
+			 const char *base)
+{
+	const struct snapcell_artifact *a = kind == ITEM_FILE ? &res->artifacts[file] : NULL;
+	json_t *path = a ? path_string(a->path) : NULL;
+	const char *name = a ? json_string_value(path) : kind == ITEM_STDOUT ? "stdout" : "stderr";
+	size_t size = a ? a->size : kind == ITEM_STDOUT ? res->stdout_len : res->stderr_len;
+	char *uri = NULL, *prefix = NULL;
+	if (asprintf(&prefix, "%s%s", base, a ? "output/" : "") < 0) {
+		json_decref(path);
+		return NULL;
+	}
+	uri = encoded_uri(prefix, a ? a->path : name);
+	free(prefix);
+	char description[200];
+	snprintf(description, sizeof(description),
+		 "%s%s (%zu bytes), too large to send with the result: read it with resources/read",
+		 a ? "/output/" : "the run's ", name, size);
+	json_t *link =
+		json_pack("{s:s, s:s, s:s, s:s, s:s, s:I}", "type", "resource_link", "uri",
+			  uri ? uri : base, "name", name, "description", description, "mimeType",
+			  a ? a->media_type : "text/plain", "size", (json_int_t)size);
+	if (a)
+		json_object_set_new(link, "_meta", json_pack("{s:O}", PATH_KEY, path));
+	json_decref(path);
+	free(uri);
+	return link;
+}
+
+struct candidate {
+	size_t index, size, file;
+	enum item_kind kind;
+};
+
+static int larger_first(const void *a, const void *b)
+{
+	size_t x = ((const struct candidate *)a)->size, y = ((const struct candidate *)b)->size;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* structuredContent repeats stdout and stderr: a linked one leaves it, its URI in its place
+ * ("stdout_uri"). */
+static void unstructure(json_t *result, const char *key, const json_t *link)
+{
+	json_t *record = json_object_get(result, "structuredContent");
+	if (!json_is_object(record) || !json_object_get(record, key))
+		return;
+	json_t *copy = json_copy(record);
+	char uri_key[16];
+	snprintf(uri_key, sizeof(uri_key), "%s_uri", key);
+	json_object_del(copy, key);
+	json_object_set(copy, uri_key, json_object_get(link, "uri"));
+	json_object_set_new(result, "structuredContent", copy);
+}
+
+bool mcp_result_link(json_t *result, const struct snapcell_result *res, const char *base,
+		     size_t max)
+{
+	json_t *content = json_object_get(result, "content");
+	size_t n = json_array_size(content), n_cand = 0, total = mcp_message_size(result);
+	struct candidate *cand = n ? calloc(n, sizeof(*cand)) : NULL;
+	if (total <= max || !cand) {
+		free(cand);
+		return total <= max;
+	}
+	json_t *record = cli_result_record(res, false);
+	for (size_t i = 0; i < n; i++) {
+		struct candidate *c = &cand[n_cand];
+		c->kind = item_of(json_array_get(content, i), res, record, &c->file);
+		if (c->kind == ITEM_NONE)
+			continue;
+		c->index = i;
+		c->size = mcp_message_size(json_array_get(content, i));
+		n_cand++;
+	}
+	qsort(cand, n_cand, sizeof(*cand), larger_first);
+	for (size_t k = 0; k < n_cand && total > max; k++) {
+		json_t *link = link_item(res, cand[k].kind, cand[k].file, base);
+		if (!link)
+			break;
+		if (cand[k].kind != ITEM_FILE)
+			unstructure(result, cand[k].kind == ITEM_STDOUT ? "stdout" : "stderr",
+				    link);
+		json_array_set_new(content, cand[k].index, link);
+		total = mcp_message_size(result);
+	}
+	json_decref(record);
+	free(cand);
+	return total <= max;
+}
+
+/* The file an item's name (percent-encoded, as link_item wrote it) names, or NULL. */
+static const struct snapcell_artifact *named_file(const struct snapcell_result *res,
+						  const char *name)
+{
+	for (size_t i = 0; i < res->n_artifacts; i++) {
+		char *enc = encoded_uri("", res->artifacts[i].path);
+		bool same = enc && !strcmp(enc, name);
+		free(enc);
+		if (same)
+			return &res->artifacts[i];
+	}
+	return NULL;
+}
+
+json_t *mcp_result_item(const struct snapcell_result *res, const char *item, const char *uri,
+			size_t *cost)
+{
+	if (!strcmp(item, "stdout") || !strcmp(item, "stderr")) {
+		/* As the answer had it: the record's text, bytes that are not UTF-8 replaced. */
+		json_t *record = cli_result_record(res, false);
+		json_t *text = json_object_get(record, item);
+		json_t *entry = json_string_length(text)
+					? json_pack("{s:s, s:s, s:O}", "uri", uri, "mimeType",
+						    "text/plain", "text", text)
+					: NULL;
+		size_t n = json_string_length(text);
+		/* The record's copy, the message's tree and its escaped text. */
+		*cost = 65536 + n + 2 * escaped_len(json_string_value(text), n);
+		json_decref(record);
+		return entry;
+	}
+	const struct snapcell_artifact *a =
+		!strncmp(item, "output/", 7) ? named_file(res, item + 7) : NULL;
+	if (!a)
+		return NULL;
+	json_t *entry = json_pack("{s:s, s:s}", "uri", uri, "mimeType", a->media_type);
+	bool as_text = is_text_type(a->media_type) && memchr(a->data, 0, a->size) == NULL;
+	*cost = 65536 +
+		(as_text ? 2 * escaped_len((const char *)a->data, a->size) : base64_len(a->size));
+	json_object_set_new(entry, as_text ? "text" : "blob",
+			    as_text ? json_stringn((const char *)a->data, a->size)
+				    : artifact_marker((size_t)(a - res->artifacts)));
+	return entry;
 }

@@ -9,6 +9,7 @@
  * one. A ticker thread sends progress for runs past a second. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,8 +43,27 @@ struct call {
 	bool cancelled;
 	bool queued; /* admitted past the cap: waits for a run to end before it runs */
 	bool modern; /* answer with the stateless revision's result fields */
+	/* The client can be asked to approve a call (handshake era: it declared elicitation in
+	 * initialize; stateless: in this request's clientCapabilities). */
+	bool elicits;
+	/* A stateless retry answering the question of a parked run: its requestState, the run's
+	 * pending id and the answer's verdict. */
+	char *state;
+	uint64_t resume_id;
+	enum snapcell_verdict verdict;
+	char reason[256];
+	json_t *asked; /* the input_required result, once the run was parked */
 	uint64_t next_progress_us, start_us;
 	struct call *next;
+};
+
+/* An elicitation/create sent to a handshake-era client, on the server's list until its answer
+ * came (only from the same scope: another HTTP session cannot answer it). */
+struct ask {
+	json_t *id;
+	uint64_t scope;
+	json_t *answer; /* the client's response message, once it came */
+	struct ask *next;
 };
 
 /* A pool thread. While idle it waits on wake, on the server's idle list, until a call is
@@ -74,6 +94,12 @@ struct mcp_server {
 			      * opts.result_memory */
 	pthread_t ticker;
 	struct mcp_sessions *sessions;
+	struct mcp_links *links; /* results kept for resources/read (links.c) */
+	bool asks_approval;	 /* some tool needs a decision per call (the config's "approve") */
+	uint64_t pause_us; /* how long a run waits for its decision (SNAPCELL_LIMIT_PAUSE_MS) */
+	struct ask *asks;
+	uint64_t n_asks;
+	struct mcp_approvals *approvals;
 };
 
 /* Called with srv->lock held, so a run's progress never follows its answer. */
@@ -88,6 +114,19 @@ static void send_progress(struct call *c, uint64_t now)
 	if (n)
 		c->sink->send(c->sink, n);
 	c->next_progress_us = now + PROGRESS_EVERY_US;
+}
+
+/* With srv->lock held: cancels the calls whose client went away (mcp_sink.gone). */
+static void cancel_gone(struct mcp_server *srv)
+{
+	bool any = false;
+	for (struct call *c = srv->calls; c; c = c->next)
+		if (!c->cancelled && c->sink->gone && c->sink->gone(c->sink)) {
+			c->cancelled = any = true;
+			snapcell_cancel_fire(c->cancel);
+		}
+	if (any)
+		pthread_cond_broadcast(&srv->changed); /* a queued call waits on it */
 }
 
 static void *ticker_main(void *arg)
@@ -105,6 +144,7 @@ static void *ticker_main(void *arg)
 		for (struct call *c = srv->calls; c; c = c->next)
 			if (c->progress_token && !c->cancelled && now >= c->next_progress_us)
 				send_progress(c, now);
+		cancel_gone(srv);
 	}
 	pthread_mutex_unlock(&srv->lock);
 	return NULL;
@@ -139,7 +179,20 @@ struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snap
 		mcp_server_free(srv);
 		return NULL;
 	}
-	if (!(srv->sessions = mcp_sessions_new(sb, opts))) {
+	if (!(srv->sessions = mcp_sessions_new(sb, opts)) ||
+	    !(srv->links = mcp_links_new(opts->link_ttl_s))) {
+		mcp_server_free(srv);
+		return NULL;
+	}
+	struct snapcell_tool_info info;
+	for (size_t i = 0; i < snapcell_config_tool_count(cfg); i++)
+		if (snapcell_config_tool_info(cfg, i, &info, NULL) == 0 &&
+		    snapcell_config_tool_needs_decision(cfg, info.name))
+			srv->asks_approval = true;
+	uint64_t pause_ms = snapcell_config_get_limit(cfg, SNAPCELL_LIMIT_PAUSE_MS);
+	srv->pause_us = pause_ms * 1000;
+	srv->approvals = mcp_approvals_new(mcp_sessions_replica(srv->sessions), pause_ms);
+	if (!srv->approvals) {
 		mcp_server_free(srv);
 		return NULL;
 	}
@@ -168,6 +221,23 @@ void mcp_server_drain(struct mcp_server *srv)
 	pthread_mutex_unlock(&srv->lock);
 }
 
+bool mcp_server_wait_calls(struct mcp_server *srv, unsigned ms)
+{
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L)
+		until.tv_sec++, until.tv_nsec -= 1000000000L;
+	pthread_mutex_lock(&srv->lock);
+	while (srv->n_calls &&
+	       pthread_cond_timedwait(&srv->changed, &srv->lock, &until) != ETIMEDOUT)
+		;
+	bool idle = srv->n_calls == 0;
+	pthread_mutex_unlock(&srv->lock);
+	return idle;
+}
+
 void mcp_server_free(struct mcp_server *srv)
 {
 	if (!srv)
@@ -187,6 +257,8 @@ void mcp_server_free(struct mcp_server *srv)
 		pthread_cond_destroy(&srv->changed);
 	}
 	mcp_sessions_free(srv->sessions); /* after the drain: no run uses a session now */
+	mcp_links_free(srv->links);
+	mcp_approvals_free(srv->approvals);
 	free(srv->description);
 	free(srv->instructions);
 	free(srv);
@@ -214,10 +286,10 @@ static json_t *initialize_result(struct mcp_server *srv, const json_t *params)
 {
 	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
 	const char *version = mcp_version_negotiate(asked);
-	return json_pack("{s:s, s:{s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", version,
-			 "capabilities", "tools", "serverInfo", "name", "snapcell", "title",
-			 "snapcell", "version", snapcell_version(), "instructions",
-			 srv->instructions);
+	return json_pack("{s:s, s:{s:{}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion",
+			 version, "capabilities", "tools", "resources", "serverInfo", "name",
+			 "snapcell", "title", "snapcell", "version", snapcell_version(),
+			 "instructions", srv->instructions);
 }
 
 /* A stateless-era result: resultType, and the server's identity in _meta (the revision has
@@ -226,7 +298,8 @@ static json_t *complete(json_t *result, bool modern)
 {
 	if (!modern || !result)
 		return result;
-	json_object_set_new(result, "resultType", json_string("complete"));
+	if (!json_object_get(result, "resultType")) /* an input_required result keeps its own */
+		json_object_set_new(result, "resultType", json_string("complete"));
 	json_t *meta = json_object_get(result, "_meta");
 	if (!json_is_object(meta)) {
 		meta = json_object();
@@ -251,8 +324,9 @@ static json_t *cacheable(json_t *result)
  * whose stateless versions are not ours still learns it can fall back. */
 static json_t *discover_result(const struct mcp_server *srv)
 {
-	return cacheable(json_pack("{s:o, s:{s:{}}, s:s}", "supportedVersions", mcp_versions_json(),
-				   "capabilities", "tools", "instructions", srv->instructions));
+	return cacheable(json_pack("{s:o, s:{s:{}, s:{}}, s:s}", "supportedVersions",
+				   mcp_versions_json(), "capabilities", "tools", "resources",
+				   "instructions", srv->instructions));
 }
 
 static void call_free(struct call *c)
@@ -260,6 +334,8 @@ static void call_free(struct call *c)
 	json_decref(c->id);
 	json_decref(c->progress_token);
 	json_decref(c->session_params);
+	json_decref(c->asked);
+	free(c->state);
 	free(c->code);
 	snapcell_cancel_free(c->cancel);
 	free(c);
@@ -294,19 +370,27 @@ void mcp_server_release(struct mcp_server *srv, size_t bytes)
 	pthread_mutex_unlock(&srv->lock);
 }
 
+/* Takes bytes from the result budget for an answer; false when they do not fit now. */
+static bool charge(struct mcp_server *srv, size_t bytes)
+{
+	size_t expired = mcp_links_sweep(srv->links);
+	pthread_mutex_lock(&srv->lock);
+	srv->result_bytes -= expired;
+	bool fits = bytes <= srv->opts.result_memory - srv->result_bytes;
+	if (fits)
+		srv->result_bytes += bytes;
+	pthread_mutex_unlock(&srv->lock);
+	return fits;
+}
+
 /* Takes what a run's result costs until sent from the result budget: 0 and *cost, or an
  * error result saying why not (the run's files are then dropped, never an OOM kill). */
 static json_t *charge_result(struct mcp_server *srv, const struct snapcell_result *res,
 			     size_t *cost)
 {
 	*cost = mcp_result_cost(res);
-	pthread_mutex_lock(&srv->lock);
-	size_t budget = srv->opts.result_memory, held = srv->result_bytes;
-	bool fits = *cost <= budget - held;
-	if (fits)
-		srv->result_bytes += *cost;
-	pthread_mutex_unlock(&srv->lock);
-	if (fits)
+	size_t budget = srv->opts.result_memory;
+	if (charge(srv, *cost))
 		return NULL;
 	char text[400];
 	bool never = *cost > budget;
@@ -321,13 +405,161 @@ static json_t *charge_result(struct mcp_server *srv, const struct snapcell_resul
 	return mcp_error_result(never ? "result-too-large" : "busy", text);
 }
 
+bool mcp_server_asks(const struct mcp_server *srv)
+{
+	return srv->asks_approval;
+}
+
+/* Waits, srv->lock held, for a's answer, the call's cancellation or the end of the pause (the
+ * library then expires the run whatever we say). */
+static void await_answer(struct call *c, struct ask *a)
+{
+	struct mcp_server *srv = c->srv;
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += (time_t)(srv->pause_us / 1000000) + 1;
+	while (!a->answer && !c->cancelled)
+		if (pthread_cond_timedwait(&srv->changed, &srv->lock, &until) == ETIMEDOUT)
+			break;
+}
+
+/* Asks the handshake-era client about p (elicitation/create on the call's sink: stdout, or
+ * the call's SSE stream) and waits for its answer. */
+static enum snapcell_verdict ask_client(struct call *c, const struct snapcell_pending_call *p,
+					char *reason, size_t len)
+{
+	struct mcp_server *srv = c->srv;
+	char id[48];
+	struct ask a = {.scope = c->sink->scope};
+	json_t *question = mcp_approval_question(p);
+	pthread_mutex_lock(&srv->lock);
+	snprintf(id, sizeof(id), "snapcell-approval-%" PRIu64, ++srv->n_asks);
+	a.id = json_string(id);
+	a.next = srv->asks;
+	srv->asks = &a; /* before sending: the answer may come before send returns */
+	/* A run waiting for a person holds no run slot (the library bounds paused runs apart): a
+	 * client that never answers cannot make the server busy. Given back before the question
+	 * leaves, so the client's next call finds it; taken again (or waited for) to go on. */
+	srv->n_running--;
+	pthread_cond_broadcast(&srv->changed);
+	pthread_mutex_unlock(&srv->lock);
+	json_t *request = question && a.id
+				  ? json_pack("{s:s, s:O, s:s, s:O}", "jsonrpc", "2.0", "id", a.id,
+					      "method", "elicitation/create", "params", question)
+				  : NULL;
+	json_decref(question);
+	bool sent = request && c->sink->send(c->sink, request) == 0;
+	pthread_mutex_lock(&srv->lock);
+	if (sent)
+		await_answer(c, &a);
+	while (srv->n_running >= srv->opts.max_runs && !c->cancelled && !srv->draining)
+		pthread_cond_wait(&srv->changed, &srv->lock);
+	srv->n_running++;
+	struct ask **pp = &srv->asks;
+	while (*pp != &a)
+		pp = &(*pp)->next;
+	*pp = a.next;
+	bool cancelled = c->cancelled;
+	pthread_mutex_unlock(&srv->lock);
+	enum snapcell_verdict v = SNAPCELL_VERDICT_REJECTED;
+	if (!sent)
+		snprintf(reason, len,
+			 "approval was not possible: the question could not be sent "
+			 "to the MCP client");
+	else if (cancelled)
+		snprintf(reason, len, "the call was cancelled while the MCP client was asked");
+	else if (!a.answer)
+		snprintf(reason, len, "no answer came from the MCP client in time");
+	else
+		v = mcp_approval_answer(a.answer, reason, len);
+	json_decref(a.answer);
+	json_decref(a.id);
+	return v;
+}
+
+/* A handshake-era client's response: the answer to the ask with its id and scope. */
+static void answered(struct mcp_server *srv, const struct mcp_message *msg,
+		     const struct mcp_sink *sink)
+{
+	uint64_t scope = sink ? sink->scope : 0;
+	pthread_mutex_lock(&srv->lock);
+	for (struct ask *a = srv->asks; a; a = a->next)
+		if (!a->answer && a->scope == scope && json_equal(a->id, msg->id)) {
+			a->answer = json_incref(msg->root);
+			pthread_cond_broadcast(&srv->changed);
+			break;
+		}
+	pthread_mutex_unlock(&srv->lock);
+}
+
+/* The verdict on p when the client cannot be asked here. */
+static enum snapcell_verdict decide(struct call *c, const struct snapcell_pending_call *p,
+				    char *reason, size_t len)
+{
+	if (c->elicits && !c->modern)
+		return ask_client(c, p, reason, len);
+	mcp_approval_refusal(p, c->modern, c->elicits, c->session_params != NULL, reason, len);
+	return SNAPCELL_VERDICT_REJECTED;
+}
+
+/* Gives the decision on the paused run with this pending id: its next result, or NULL (the
+ * reason logged). res, the previous one, is freed. */
+static struct snapcell_result *resume(struct call *c, struct snapcell_result *res, uint64_t id,
+				      enum snapcell_verdict v, const char *reason)
+{
+	struct snapcell_run_options o = {.size = sizeof(o), .cancel = c->cancel};
+	struct snapcell_result *next = NULL;
+	struct snapcell_error err = {0};
+	if (snapcell_sandbox_resume(c->srv->sb, id, v,
+				    v == SNAPCELL_VERDICT_REJECTED ? reason : NULL, MCP_DECIDED_BY,
+				    &o, &next, &err) < 0) {
+		fprintf(stderr, "snapcell mcp: resume: %s\n", err.message);
+		next = NULL;
+	}
+	snapcell_result_free(res);
+	return next;
+}
+
+/* mcp_settle_fn: decides each call the run waits on until it ends, or, in the stateless era
+ * (not in a session), parks it and leaves c->asked set. */
+static struct snapcell_result *settle(void *ctx, struct snapcell_result *res)
+{
+	struct call *c = ctx;
+	while (res && res->status == SNAPCELL_STATUS_PAUSED) {
+		if (c->modern && c->elicits && !c->session_params &&
+		    (c->asked = mcp_approvals_ask(c->srv->approvals, res, c->code, c->code_len)))
+			return res;
+		char reason[512];
+		enum snapcell_verdict v = decide(c, res->pending, reason, sizeof(reason));
+		res = resume(c, res, res->pending->id, v, reason);
+	}
+	return res;
+}
+
+/* A stateless retry: resumes the parked run with the client's answer. */
+static struct snapcell_result *resume_parked(struct call *c, json_t **refused)
+{
+	if (!mcp_approvals_take(c->srv->approvals, c->state, c->resume_id)) {
+		*refused = mcp_error_result("invalid-arguments",
+					    "another retry answered this question already; "
+					    "nothing was run");
+		return NULL;
+	}
+	struct snapcell_result *res = resume(c, NULL, c->resume_id, c->verdict, c->reason);
+	if (!res)
+		*refused = mcp_error_result("expired",
+					    "the paused run is gone (it expired, and its result "
+					    "is no longer kept); nothing was run");
+	return res;
+}
+
 /* A call the sessions answer; a run's result is charged like any other (its answer, built
  * first, is replaced by the refusal when it does not fit). */
 static json_t *session_call(struct mcp_server *srv, struct call *c, struct snapcell_result **res,
 			    size_t *cost)
 {
 	json_t *result = mcp_sessions_call(srv->sessions, c->session_params, c->cancel,
-					   srv->opts.structured_content, res);
+					   srv->opts.structured_content, res, settle, c);
 	json_t *refused = *res ? charge_result(srv, *res, cost) : NULL;
 	if (!refused)
 		return result;
@@ -335,22 +567,64 @@ static json_t *session_call(struct mcp_server *srv, struct call *c, struct snapc
 	return refused;
 }
 
+/* An answer that goes out as one SSE event (sink->event_max) must fit in one: its largest
+ * items become resource links to the result, which is kept for resources/read (links.c) with
+ * what it holds still charged. *res then belongs to the links and *held is a reference to it,
+ * for the caller to drop once the answer is sent. */
+static json_t *fit_event(struct mcp_server *srv, const struct call *c, json_t *result,
+			 struct snapcell_result *res, size_t *cost, struct mcp_kept **held)
+{
+	/* Room for the framing, the envelope and the stateless revision's fields. */
+	size_t max = c->sink->event_max - 4096;
+	char base[MCP_LINK_BASE_MAX];
+	mcp_result_bind(res);
+	bool fits = mcp_message_size(result) <= max;
+	bool linked = !fits && mcp_links_base(base) == 0 && mcp_result_link(result, res, base, max);
+	mcp_result_bind(NULL);
+	if (fits)
+		return result;
+	size_t keep = mcp_result_held(res);
+	if (linked && keep <= *cost &&
+	    (*held = mcp_links_keep(srv->links, res, c->sink->scope, keep, base))) {
+		*cost -= keep;
+		return result;
+	}
+	json_decref(result);
+	char text[300];
+	snprintf(text, sizeof(text),
+		 "the run finished (status %s) but its result does not fit in one server-sent "
+		 "event (%u KiB) even with its output and files as resource links; call without "
+		 "a progressToken to have it as one JSON response",
+		 snapcell_status_name(res->status), MCP_EVENT_MAX >> 10);
+	return mcp_error_result("result-too-large", text);
+}
+
 static void run_call(struct call *c)
 {
 	struct mcp_server *srv = c->srv;
-	struct snapcell_run_options opts = {sizeof(opts), c->cancel};
+	struct snapcell_run_options opts = {.size = sizeof(opts), .cancel = c->cancel};
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
-	json_t *result;
+	json_t *result = NULL;
 	size_t cost = 0;
 	if (!wait_turn(c))
 		result = mcp_error_result("cancelled", "the call was cancelled while it waited "
 						       "for a run to end; nothing was run");
 	else if (c->session_params)
 		result = session_call(srv, c, &res, &cost);
+	else if (c->state)
+		res = resume_parked(c, &result);
 	else if (snapcell_sandbox_run(srv->sb, c->code, c->code_len, &opts, &res, &err) < 0)
 		result = mcp_error_result("setup-failure", err.message);
-	else if (!(result = charge_result(srv, res, &cost)))
+	if (!c->session_params && res)
+		res = settle(c, res);
+	if (!result && c->asked)
+		result = json_incref(c->asked);
+	else if (!result && !res)
+		result = mcp_error_result("setup-failure", "a decision on a call the run waited "
+							   "on could not be given (see the "
+							   "server's log); the run ended");
+	else if (!result && !(result = charge_result(srv, res, &cost)))
 		result = mcp_call_result(res, srv->opts.structured_content);
 	pthread_mutex_lock(&srv->lock);
 	struct call **p = &srv->calls;
@@ -363,6 +637,9 @@ static void run_call(struct call *c)
 	srv->n_running--;
 	pthread_cond_broadcast(&srv->changed);
 	pthread_mutex_unlock(&srv->lock);
+	struct mcp_kept *held = NULL;
+	if (!cancelled && res && c->sink->event_max)
+		result = fit_event(srv, c, result, res, &cost, &held);
 	/* The client gave up on a cancelled request: the spec says not to answer it, except
 	 * that an HTTP response must say something. The result's files are written into the
 	 * message's text by this thread, from res (mcp_result_bind). */
@@ -377,7 +654,10 @@ static void run_call(struct call *c)
 	mcp_result_bind(NULL);
 	if (cancelled)
 		json_decref(result);
-	snapcell_result_free(res);
+	if (held)
+		mcp_links_drop(srv->links, held); /* the links keep res */
+	else
+		snapcell_result_free(res);
 	/* Held by the transport until its text is freed, or given back now. */
 	if (!kept)
 		mcp_server_release(srv, cost);
@@ -505,7 +785,11 @@ static struct call *call_new(struct mcp_server *srv, const struct mcp_message *m
 	c->sink = sink;
 	c->id = json_deep_copy(msg->id);
 	c->modern = msg->era == MCP_ERA_MODERN;
-	json_t *token = json_object_get(json_object_get(msg->params, "_meta"), "progressToken");
+	json_t *meta = json_object_get(msg->params, "_meta");
+	c->elicits = c->modern ? mcp_client_elicits(json_object_get(
+					 meta, "io.modelcontextprotocol/clientCapabilities"))
+			       : sink->elicits;
+	json_t *token = json_object_get(meta, "progressToken");
 	if (json_is_string(token) || json_is_integer(token))
 		c->progress_token = json_deep_copy(token);
 	c->code = malloc(len + 1);
@@ -576,6 +860,28 @@ static enum refusal admit(struct mcp_server *srv, struct call *c)
 	return room || queued ? ADMITTED : FULL;
 }
 
+/* A stateless retry (params.requestState): false after answering it here (refused, or the
+ * same question again), true with c set to resume the parked run. */
+static bool take_retry(struct mcp_server *srv, const struct mcp_message *msg, struct mcp_sink *sink,
+		       struct call *c)
+{
+	struct mcp_retry r = {0};
+	int rc = mcp_approvals_retry(srv->approvals, msg->params, c->code, c->code_len, &r);
+	const char *state = json_string_value(json_object_get(msg->params, "requestState"));
+	if (rc == 1 && (c->state = strdup(state))) {
+		c->resume_id = r.pending_id;
+		c->verdict = r.verdict;
+		snprintf(c->reason, sizeof(c->reason), "%s", r.reason);
+		return true;
+	}
+	if (r.again)
+		reply(sink, mcp_response(msg->id, complete(r.again, true)));
+	else
+		reply(sink, mcp_error(msg->id, rc == 1 ? MCP_INTERNAL_ERROR : MCP_INVALID_PARAMS,
+				      rc == 1 ? "Internal error: out of memory" : r.why));
+	return false;
+}
+
 static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
 		       bool sync)
 {
@@ -600,6 +906,11 @@ static void tools_call(struct mcp_server *srv, struct mcp_message *msg, struct m
 	if (!c) {
 		reply(sink,
 		      mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: out of memory"));
+		return;
+	}
+	if (c->modern && !in_session && json_object_get(msg->params, "requestState") &&
+	    !take_retry(srv, msg, sink, c)) {
+		call_free(c);
 		return;
 	}
 	enum refusal refused = admit(srv, c);
@@ -672,6 +983,8 @@ void mcp_server_cancel_scope(struct mcp_server *srv, uint64_t scope)
 		}
 	pthread_cond_broadcast(&srv->changed); /* a queued call waits on it */
 	pthread_mutex_unlock(&srv->lock);
+	/* Its links die with it: nobody else may read them, and they hold result memory. */
+	mcp_server_release(srv, mcp_links_forget(srv->links, scope));
 }
 
 static void notification(struct mcp_server *srv, const struct mcp_message *msg,
@@ -686,7 +999,8 @@ static void notification(struct mcp_server *srv, const struct mcp_message *msg,
 static bool needs_session(const struct mcp_server *srv, const char *method)
 {
 	return srv->opts.require_initialize && !srv->initialized &&
-	       (!strcmp(method, "tools/list") || !strcmp(method, "tools/call"));
+	       (!strcmp(method, "tools/list") || !strcmp(method, "tools/call") ||
+		!strncmp(method, "resources/", 10));
 }
 
 static void tools_list(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink)
@@ -701,6 +1015,75 @@ static void tools_list(struct mcp_server *srv, struct mcp_message *msg, struct m
 	reply(sink, mcp_response(msg->id, msg->era == MCP_ERA_MODERN ? cacheable(list) : list));
 }
 
+/* resources/list and resources/templates/list (key: the list's member) name nothing: the
+ * only resources are results' links, each its own session's, reached from the result that
+ * gave it (the spec does not ask for links to be listed). */
+static void resources_list(struct mcp_message *msg, struct mcp_sink *sink, const char *key)
+{
+	json_t *list = json_pack("{s:[]}", key);
+	reply(sink, mcp_response(msg->id, msg->era == MCP_ERA_MODERN ? cacheable(list) : list));
+}
+
+/* resources/read of a result's link: always one message, never split (an HTTP answer to it
+ * is one JSON body, never an SSE event), charged to the result budget until sent. A URI that
+ * was never issued, expired, or is another session's gets the same -32602. */
+static void resources_read(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink)
+{
+	const char *uri = json_string_value(json_object_get(msg->params, "uri"));
+	const char *item = NULL;
+	struct mcp_kept *k = uri ? mcp_links_find(srv->links, uri, sink->scope, &item) : NULL;
+	size_t cost = 0;
+	json_t *entry = k ? mcp_result_item(mcp_kept_result(k), item, uri, &cost) : NULL;
+	char why[300];
+	if (!uri) {
+		reply(sink, mcp_error(msg->id, MCP_INVALID_PARAMS,
+				      "Invalid params: resources/read needs uri, a string"));
+		return;
+	}
+	if (!entry || !charge(srv, cost)) {
+		if (entry)
+			snprintf(why, sizeof(why),
+				 "snapcell is busy: answers in flight hold the result memory this "
+				 "read needs (%zu MiB of %zu MiB, --result-memory); try again",
+				 cost >> 20, (size_t)srv->opts.result_memory >> 20);
+		else
+			snprintf(why, sizeof(why),
+				 "Resource not found: no result this client may read has that URI "
+				 "(a result's links are readable for %u s after its call, from the "
+				 "session that made the call)",
+				 mcp_links_ttl(srv->links));
+		reply(sink, mcp_error_data(msg->id, entry ? MCP_INTERNAL_ERROR : MCP_INVALID_PARAMS,
+					   why, json_pack("{s:s}", "uri", uri)));
+		json_decref(entry);
+		mcp_links_drop(srv->links, k);
+		return;
+	}
+	bool keeps = sink->keeps_answer; /* a sink of its own: it holds the text until sent */
+	if (keeps)
+		sink->result_bytes = cost;
+	mcp_result_bind(mcp_kept_result(k));
+	reply(sink, mcp_response(msg->id, complete(json_pack("{s:[o]}", "contents", entry),
+						   msg->era == MCP_ERA_MODERN)));
+	mcp_result_bind(NULL);
+	mcp_links_drop(srv->links, k);
+	if (!keeps)
+		mcp_server_release(srv, cost);
+}
+
+/* The resources methods, in both eras; false for another method. */
+static bool resources(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink)
+{
+	if (!strcmp(msg->method, "resources/read"))
+		resources_read(srv, msg, sink);
+	else if (!strcmp(msg->method, "resources/list"))
+		resources_list(msg, sink, "resources");
+	else if (!strcmp(msg->method, "resources/templates/list"))
+		resources_list(msg, sink, "resourceTemplates");
+	else
+		return false;
+	return true;
+}
+
 /* The stateless revision: no initialize or ping (removed), no session to wait for. */
 static void handle_modern(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
 			  bool sync)
@@ -712,15 +1095,17 @@ static void handle_modern(struct mcp_server *srv, struct mcp_message *msg, struc
 		tools_list(srv, msg, sink);
 	else if (!strcmp(m, "tools/call"))
 		tools_call(srv, msg, sink, sync);
-	else
+	else if (!resources(srv, msg, sink))
 		reply(sink, mcp_error(msg->id, MCP_METHOD_NOT_FOUND, "Method not found"));
 }
 
 void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct mcp_sink *sink,
 		       bool sync)
 {
-	if (msg->kind == MCP_RESPONSE)
-		return; /* we send no requests, so there is nothing to match it with */
+	if (msg->kind == MCP_RESPONSE) {
+		answered(srv, msg, sink); /* to elicitation/create, or nothing we asked */
+		return;
+	}
 	if (msg->kind == MCP_NOTIFICATION) {
 		notification(srv, msg, sink);
 		return;
@@ -737,6 +1122,8 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		/* Only stdio has one session to mark; HTTP threads never read the flag. */
 		if (srv->opts.require_initialize)
 			srv->initialized = true;
+		/* stdio's one sink keeps it; HTTP keeps it with the session it mints */
+		sink->elicits = mcp_client_elicits(json_object_get(msg->params, "capabilities"));
 		reply(sink, mcp_response(msg->id, initialize_result(srv, msg->params)));
 	} else if (!strcmp(m, "ping")) {
 		reply(sink, mcp_response(msg->id, json_object()));
@@ -744,7 +1131,7 @@ void mcp_server_handle(struct mcp_server *srv, struct mcp_message *msg, struct m
 		tools_list(srv, msg, sink);
 	} else if (!strcmp(m, "tools/call")) {
 		tools_call(srv, msg, sink, sync);
-	} else {
+	} else if (!resources(srv, msg, sink)) {
 		reply(sink, mcp_error(msg->id, MCP_METHOD_NOT_FOUND, "Method not found"));
 	}
 }

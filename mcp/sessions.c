@@ -494,7 +494,7 @@ static void note_ended(json_t *result, const char *h)
 
 static json_t *session_run(struct mcp_sessions *reg, const char *h, const json_t *args,
 			   struct snapcell_cancel *cancel, bool structured,
-			   struct snapcell_result **kept)
+			   struct snapcell_result **kept, mcp_settle_fn settle, void *ctx)
 {
 	json_t *code = json_object_get(args, "code"), *error = NULL;
 	if (!json_is_string(code))
@@ -513,11 +513,16 @@ static json_t *session_run(struct mcp_sessions *reg, const char *h, const json_t
 			"one of its snapshots, or session_close it and start a new one",
 			h);
 	} else {
-		struct snapcell_run_options o = {sizeof(o), cancel};
+		struct snapcell_run_options o = {.size = sizeof(o), .cancel = cancel};
 		struct snapcell_result *res = NULL;
 		struct snapcell_error err = {0};
 		bool ran = snapcell_session_run(e->s, json_string_value(code),
 						json_string_length(code), &o, &res, &err) == 0;
+		if (ran && res->status == SNAPCELL_STATUS_PAUSED && !(res = settle(ctx, res))) {
+			ran = false;
+			snprintf(err.message, sizeof(err.message),
+				 "the run waited for a decision that could not be given");
+		}
 		result = ran ? mcp_call_result(res, structured)
 			     : tool_error(STATUS_SETUP, "session %s: %s", h, err.message);
 		*kept = res; /* its files are written into the answer's text from it */
@@ -669,9 +674,14 @@ bool mcp_sessions_claims(const struct mcp_sessions *reg, const json_t *params)
 	       json_object_get(args, "session") && !json_is_null(json_object_get(args, "session"));
 }
 
+const char *mcp_sessions_replica(const struct mcp_sessions *reg)
+{
+	return reg->replica;
+}
+
 json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
 			  struct snapcell_cancel *cancel, bool structured,
-			  struct snapcell_result **res)
+			  struct snapcell_result **res, mcp_settle_fn settle, void *ctx)
 {
 	*res = NULL;
 	const char *name = json_string_value(json_object_get(params, "name"));
@@ -691,7 +701,7 @@ json_t *mcp_sessions_call(struct mcp_sessions *reg, const json_t *params,
 		return tool_error(STATUS_INVALID, "%s needs the argument %s, a handle string", name,
 				  key);
 	if (!strcmp(name, "execute_code"))
-		return session_run(reg, h, args, cancel, structured, res);
+		return session_run(reg, h, args, cancel, structured, res, settle, ctx);
 	if (!strcmp(name, "session_snapshot"))
 		return session_snapshot(reg, h, structured);
 	if (!strcmp(name, "session_restore"))

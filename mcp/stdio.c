@@ -7,10 +7,12 @@
  * tools/call, once it is admitted, hands reading to a waiting thread (or a new one) and runs
  * the call itself, so a run starts without waiting for another thread to wake up, while
  * reading goes on for cancellations and more calls. Messages are read and admitted in order
- * by whichever thread holds the role. */
+ * by whichever thread holds the role. At the end of input the calls in flight are answered
+ * before the server returns, as long as someone reads the output. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +239,27 @@ static bool run_here(struct mcp_sink *sink)
 	return ok;
 }
 
+/* Whether nobody reads the answers any more: a write failed, or the pipe's reader closed it
+ * (poll reports POLLERR on a pipe without readers). */
+static bool output_gone(struct stdio_sink *s)
+{
+	struct pollfd p = {s->fd, 0, 0};
+	pthread_mutex_lock(&s->lock);
+	bool gone = s->gone || (poll(&p, 1, 0) == 1 && p.revents & (POLLERR | POLLHUP));
+	pthread_mutex_unlock(&s->lock);
+	return gone;
+}
+
+/* The input ended: the calls in flight run to their end and are answered (`snapcell mcp <
+ * requests.jsonl` gets every answer), unless their answers have no reader left, in which case
+ * the client is gone and its runs are cancelled. */
+static void finish(struct stdio_sink *s)
+{
+	while (!mcp_server_wait_calls(s->srv, 200) && !output_gone(s))
+		;
+	mcp_server_drain(s->srv);
+}
+
 /* Takes the role when it is free and serves lines until it hands the role off with a call
  * (then waits for it again) or the input ends. At most MAX_SPARE threads wait (the first
  * always may); more leave. The thread that sees the end cancels every run (the client is
@@ -263,7 +286,7 @@ static void serve(struct stdio_sink *s, bool first)
 				serve_line(s);
 		} while (more && !handed_off);
 		if (!more)
-			mcp_server_drain(s->srv);
+			finish(s);
 		pthread_mutex_lock(&s->role_lock);
 		if (!more) {
 			s->ended = true;
@@ -294,7 +317,8 @@ int mcp_serve_stdio(struct mcp_server *srv)
 		fprintf(stderr, "snapcell mcp: out of memory\n");
 		return 1;
 	}
-	s->sink = (struct mcp_sink){stdio_send, false, 0, run_here, false, false, 0};
+	s->sink =
+		(struct mcp_sink){stdio_send, false, 0, run_here, false, false, 0, NULL, 0, false};
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->role_lock, NULL);
 	pthread_cond_init(&s->turn, NULL);

@@ -12,7 +12,7 @@
 ``snapcell.agent_framework`` adapts this to Microsoft Agent Framework (a drop-in for its
 Hyperlight CodeAct integration)."""
 
-from ._native import SetupError, SnapcellError
+from ._native import VALUE_MAX_BYTES, SetupError, SnapcellError
 from ._native import probe as _probe
 from ._native import version as _version
 from ._sandbox import (AllowedTarget, Artifact, Decision, NetworkEvent, PendingCall, Result,
@@ -35,6 +35,7 @@ __all__ = [
     "Snapshot",
     "Tool",
     "ToolCall",
+    "VALUE_MAX_BYTES",
     "probe",
 ]
 

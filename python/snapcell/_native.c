@@ -253,11 +253,36 @@ static PyObject *summary(const struct snapcell_result *r)
 	return s;
 }
 
+/* The value as the model is told it (snapcell_result_value_text), or None. */
+static PyObject *value_text(const struct snapcell_result *r)
+{
+	char *text = NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_result_value_text(r, &text, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "result value", NULL, false);
+	if (!text)
+		Py_RETURN_NONE;
+	PyObject *s = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+	free(text);
+	return s;
+}
+
+/* The last expression's JSON text, or None. */
+static PyObject *value_json(const struct snapcell_result *r)
+{
+	const char *text = snapcell_result_value_json(r);
+	if (!text)
+		Py_RETURN_NONE;
+	return PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "strict");
+}
+
 PyObject *sc__py_result(const struct snapcell_result *r)
 {
 	PyObject *d = PyDict_New();
 	const char *status = snapcell_status_name(r->status);
 	const char *level = snapcell_isolation_name(r->isolation);
+	const char *state = snapcell_value_state_name(r->value_state);
 	if (!d || put(d, "status", PyUnicode_FromString(status ? status : "unknown")) < 0 ||
 	    put(d, "exit_code", PyLong_FromLong(r->exit_code)) < 0 ||
 	    put(d, "term_signal", PyLong_FromLong(r->term_signal)) < 0 ||
@@ -281,6 +306,8 @@ PyObject *sc__py_result(const struct snapcell_result *r)
 		flag_list(r->output_limits_hit, output_hit_names, ARRAY_LEN(output_hit_names))) <
 		    0 ||
 	    put(d, "pending", pending(r)) < 0 || put(d, "decisions", decisions(r)) < 0 ||
+	    put(d, "value_json", value_json(r)) < 0 || put(d, "value_text", value_text(r)) < 0 ||
+	    put(d, "value_state", PyUnicode_FromString(state ? state : "unknown")) < 0 ||
 	    put(d, "network_events", net_events(r)) < 0 ||
 	    put(d, "network_limits_hit",
 		flag_list(r->net_limits_hit, net_hit_names, ARRAY_LEN(net_hit_names))) < 0)
@@ -434,6 +461,7 @@ PyMODINIT_FUNC PyInit__native(void)
 	if (!sc__py_in_flight_key || !sc__py_setup_error ||
 	    PyModule_AddObjectRef(mod, "SnapcellError", sc__py_snapcell_error) < 0 ||
 	    PyModule_AddObjectRef(mod, "SetupError", sc__py_setup_error) < 0 ||
+	    PyModule_AddIntConstant(mod, "VALUE_MAX_BYTES", SNAPCELL_VALUE_MAX_BYTES) < 0 ||
 	    add_type(mod, &sc__py_config_spec, &sc__py_config_type) < 0 ||
 	    add_type(mod, &sc__py_sandbox_spec, &sc__py_sandbox_type) < 0 ||
 	    add_type(mod, &sc__py_session_spec, &sc__py_session_type) < 0 ||

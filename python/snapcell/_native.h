@@ -17,7 +17,9 @@ void sc__py_start_tool(void *user, struct snapcell_call *call, const char *args_
 void sc__py_cancel_tool(void *user, struct snapcell_call *call);
 /* The run options for a run's cancel argument (None or a Cancel, which the caller keeps
  * referenced for the run); -1 with TypeError (_native_cancel.c). */
-int sc__py_run_options(PyObject *cancel, struct snapcell_run_options *opts);
+/* Run options from a Cancel (or None) and a Config of the run's own tools (NULL or None for
+ * none; the caller keeps it alive for the run). */
+int sc__py_run_options(PyObject *cancel, PyObject *tools, struct snapcell_run_options *opts);
 /* The key of each thread's list of the sandboxes it is inside (_native_sandbox.c). */
 extern PyObject *sc__py_in_flight_key;
 

@@ -48,9 +48,19 @@ static PyObject *cancel_fire(CancelObject *self, PyObject *unused)
 	Py_RETURN_NONE;
 }
 
-int sc__py_run_options(PyObject *cancel, struct snapcell_run_options *opts)
+int sc__py_run_options(PyObject *cancel, PyObject *tools, struct snapcell_run_options *opts)
 {
 	*opts = (struct snapcell_run_options){.size = sizeof(*opts)};
+	if (tools && tools != Py_None) {
+		if (!PyObject_TypeCheck(tools, sc__py_config_type)) {
+			PyErr_Format(PyExc_TypeError,
+				     "run: tools must be a Config holding the run's tools or None, "
+				     "not %R",
+				     tools);
+			return -1;
+		}
+		opts->tools = ((ConfigObject *)tools)->cfg;
+	}
 	if (cancel == Py_None)
 		return 0;
 	if (!PyObject_TypeCheck(cancel, sc__py_cancel_type)) {

@@ -190,14 +190,15 @@ static PyObject *sandbox_close(SandboxObject *self, PyObject *unused)
 
 static PyObject *sandbox_run(SandboxObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = {"code", "cancel", NULL};
+	static char *kwlist[] = {"code", "cancel", "tools", NULL};
 	const char *code;
 	Py_ssize_t len;
-	PyObject *cancel = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|O:run", kwlist, &code, &len, &cancel))
+	PyObject *cancel = Py_None, *tools = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|OO:run", kwlist, &code, &len, &cancel,
+					 &tools))
 		return NULL;
 	struct snapcell_run_options opts;
-	if (sc__py_run_options(cancel, &opts) < 0)
+	if (sc__py_run_options(cancel, tools, &opts) < 0)
 		return NULL;
 	if (sandbox_enter(self) < 0)
 		return NULL;
@@ -238,7 +239,7 @@ static PyObject *sandbox_resume(SandboxObject *self, PyObject *args, PyObject *k
 		return NULL;
 	int verdict = verdict_from_name(verdict_name);
 	struct snapcell_run_options opts;
-	if (verdict < 0 || sc__py_run_options(cancel, &opts) < 0)
+	if (verdict < 0 || sc__py_run_options(cancel, NULL, &opts) < 0)
 		return NULL;
 	if (sandbox_enter(self) < 0)
 		return NULL;
@@ -414,14 +415,15 @@ static PyObject *session_close(SessionObject *self, PyObject *unused)
 
 static PyObject *session_run(SessionObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = {"code", "cancel", NULL};
+	static char *kwlist[] = {"code", "cancel", "tools", NULL};
 	const char *code;
 	Py_ssize_t len;
-	PyObject *cancel = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|O:run", kwlist, &code, &len, &cancel))
+	PyObject *cancel = Py_None, *tools = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|OO:run", kwlist, &code, &len, &cancel,
+					 &tools))
 		return NULL;
 	struct snapcell_run_options opts;
-	if (sc__py_run_options(cancel, &opts) < 0)
+	if (sc__py_run_options(cancel, tools, &opts) < 0)
 		return NULL;
 	if (claim(&self->busy, self->s, "session") < 0)
 		return NULL;
@@ -555,8 +557,8 @@ static PyObject *snapshot_session(SnapshotObject *self, PyObject *unused)
 
 static PyMethodDef sandbox_methods[] = {
 	{"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS,
-	 "run(code, cancel=None) -> dict: the code in a fresh cell; any number of threads at "
-	 "once."},
+	 "run(code, cancel=None, tools=None) -> dict: the code in a fresh cell, with a Config's "
+	 "tools added for this run; any number of threads at once."},
 	{"resume", (PyCFunction)(void (*)(void))sandbox_resume, METH_VARARGS | METH_KEYWORDS,
 	 "resume(pending_id, verdict, text=None, decided_by=None, cancel=None) -> dict: the "
 	 "decision on a paused run (verdict 'approved', 'rejected' or 'value'; text the reason "
@@ -594,7 +596,8 @@ PyType_Spec sc__py_sandbox_spec = {"snapcell._native.Sandbox", sizeof(SandboxObj
 
 static PyMethodDef session_methods[] = {
 	{"run", (PyCFunction)(void (*)(void))session_run, METH_VARARGS | METH_KEYWORDS,
-	 "run(code, cancel=None) -> dict: the code in this session's interpreter."},
+	 "run(code, cancel=None, tools=None) -> dict: the code in this session's interpreter, "
+	 "with a Config's tools added for this run."},
 	{"snapshot", (PyCFunction)session_snapshot, METH_NOARGS,
 	 "snapshot() -> Snapshot: the session's state, frozen."},
 	{"restore", (PyCFunction)session_restore, METH_O,

@@ -9,6 +9,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextvars
+import functools
 import json
 import math
 import os
@@ -152,7 +153,18 @@ class Result:
     memory included) at isolation "cgroups", else 0; ``peak_rss`` is the largest resident set
     of one cell process: resident peak, not the memory charged to the host. ``summary`` says
     how the run ended in the words the model is told (the library's): the status and its
-    cause, e.g. the exception with the end of its traceback, or the limit that stopped it."""
+    cause, e.g. the exception with the end of its traceback, or the limit that stopped it.
+
+    ``value`` is the value of the code's last statement when that is an expression (as an
+    interactive interpreter shows it, but never printed), as parsed JSON: ``1+1`` gives ``2``,
+    a tuple a list. It is ``None`` when there is none, and ``value_absent`` then says why:
+    ``"no_expression"`` (the last statement is not an expression), ``"none"`` (its value is
+    ``None``), ``"not_json"`` (not representable as JSON: an object, NaN, a cycle, nesting past
+    64 levels), ``"too_large"`` (its JSON is over 256 KiB, ``snapcell.VALUE_MAX_BYTES``) or
+    ``"not_evaluated"`` (the run did not end ok, or is paused); ``value_absent`` is ``None``
+    when there is a value. ``value_text`` is what the model is told of it after the run's
+    other output (the library's words: ``"value: 2"``, or why a value is not shown), else
+    ``None``."""
 
     status: str
     exit_code: int
@@ -177,6 +189,9 @@ class Result:
     pending: PendingCall | None = None
     decisions: tuple[Decision, ...] = ()
     summary: str = ""
+    value: Any = None
+    value_absent: str | None = "not_evaluated"
+    value_text: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -210,6 +225,9 @@ class Result:
                                  for e in r["network_events"]),
             network_limits_hit=frozenset(r["network_limits_hit"]),
             summary=r["summary"],
+            value=None if r["value_json"] is None else json.loads(r["value_json"]),
+            value_absent=None if r["value_json"] is not None else r["value_state"],
+            value_text=r["value_text"],
         )
         # The Sandbox or Session whose run this is (only it resumes a paused one): an
         # attribute, not a field, so asdict, copies and comparisons never see it.
@@ -468,6 +486,28 @@ def _resume_args(owner: Any, result: Any, approve: Any, reason: Any, value: Any,
     return result.pending.id, verdict, text, decided_by
 
 
+def _run_tools(tools: Any, detailed: bool, threads: int) -> Any:
+    """A native Config holding a run's own tools, or None: the C library adds them to the
+    sandbox's for that run (and refuses a clash)."""
+    if tools is None:
+        return None
+    if callable(tools) or isinstance(tools, Tool):
+        tools = [tools]
+    cfg = _native.Config()
+    for t in tools:
+        t = as_tool(t)
+        cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval,
+                     ToolEntry(t, detailed, threads))
+        cfg.set_tool_async(t.name)
+    return cfg
+
+
+def _keep(result: Result, run_tools: Any) -> None:
+    """A paused run calls its own tools at the resume: its result keeps them alive."""
+    if run_tools is not None and result.pending is not None:
+        object.__setattr__(result, "_run_tools", run_tools)
+
+
 _live: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
 
@@ -521,7 +561,8 @@ class Sandbox:
             if not isinstance(name, str):
                 raise TypeError(f"approval_required holds tool names, not {name!r}")
             cfg.set_tool_decision(name, True)
-        self._start(cfg, tools)
+        self._start(cfg, tools, kwargs.get("include_detailed_errors", True),
+                    kwargs.get("tool_threads", DEFAULT_TOOL_THREADS))
 
     @classmethod
     def _from_config(cls, cfg: Any) -> Sandbox:
@@ -530,8 +571,10 @@ class Sandbox:
         sb._start(cfg, {})
         return sb
 
-    def _start(self, cfg: Any, tools: dict[str, Tool]) -> None:
-        self._cfg, self._tools = cfg, tools
+    def _start(self, cfg: Any, tools: dict[str, Tool], detailed: bool = True,
+               tool_threads: int = DEFAULT_TOOL_THREADS) -> None:
+        self._cfg, self._tools, self._detailed = cfg, tools, detailed
+        self._tool_threads = tool_threads
         self._native = _native.Sandbox(cfg)
         _live.add(self)
 
@@ -558,15 +601,25 @@ class Sandbox:
     def instructions(self) -> str:
         return self._cfg.instructions()
 
-    def run(self, code: str) -> Result:
+    def run(self, code: str, *, tools: Any = None) -> Result:
         """Runs code in a fresh cell; blocks this thread (not the GIL) until it ends, or
-        until it pauses at a call that needs a decision (status "paused")."""
-        return Result._from_native(in_run(self._native.run, code, None), self)
+        until it pauses at a call that needs a decision (status "paused"). ``tools`` (a
+        callable, a :class:`snapcell.Tool` or a sequence of them) are added to the sandbox's
+        for this run only: the code calls them as it calls the sandbox's; a name the sandbox
+        has already is a ValueError. No new template starts."""
+        run_tools = _run_tools(tools, self._detailed, self._tool_threads)
+        result = Result._from_native(in_run(self._native.run, code, None, run_tools), self)
+        _keep(result, run_tools)
+        return result
 
-    async def run_async(self, code: str) -> Result:
+    async def run_async(self, code: str, *, tools: Any = None) -> Result:
         """Runs code in a fresh cell without blocking the event loop; async tools are awaited
-        on this loop. Cancelling the task kills the cell."""
-        return await _run_async(self._native.run, code, owner=self)
+        on this loop. Cancelling the task kills the cell. ``tools`` as for :meth:`run`."""
+        run_tools = _run_tools(tools, self._detailed, self._tool_threads)
+        result = await _run_async(functools.partial(self._native.run, tools=run_tools), code,
+                                  owner=self)
+        _keep(result, run_tools)
+        return result
 
     def resume(self, result: Result, *, approve: bool | None = None, reason: str | None = None,
                value: Any = _UNSET, decided_by: str | None = None) -> Result:
@@ -614,13 +667,21 @@ class Session:
             owner = owner._owner
         self._sandbox = owner
 
-    def run(self, code: str) -> Result:
+    def run(self, code: str, *, tools: Any = None) -> Result:
         """Runs code in the session; while a run of the session (or of its family: sessions
-        of its snapshots) waits for a decision, another is refused with RuntimeError."""
-        return Result._from_native(in_run(self._native.run, code, None), self)
+        of its snapshots) waits for a decision, another is refused with RuntimeError.
+        ``tools`` as for :meth:`Sandbox.run`: in `tools` for this run only."""
+        run_tools = _run_tools(tools, self._sandbox._detailed, self._sandbox._tool_threads)
+        result = Result._from_native(in_run(self._native.run, code, None, run_tools), self)
+        _keep(result, run_tools)
+        return result
 
-    async def run_async(self, code: str) -> Result:
-        return await _run_async(self._native.run, code, owner=self)
+    async def run_async(self, code: str, *, tools: Any = None) -> Result:
+        run_tools = _run_tools(tools, self._sandbox._detailed, self._sandbox._tool_threads)
+        result = await _run_async(functools.partial(self._native.run, tools=run_tools), code,
+                                  owner=self)
+        _keep(result, run_tools)
+        return result
 
     def resume(self, result: Result, *, approve: bool | None = None, reason: str | None = None,
                value: Any = _UNSET, decided_by: str | None = None) -> Result:

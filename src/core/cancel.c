@@ -63,10 +63,15 @@ bool sc__cancel_fired(int fd)
 	return fd >= 0 && poll(&pf, 1, 0) == 1;
 }
 
+/* Whether opts, of the size the caller compiled, has the field that ends at end. */
+#define HAS_FIELD(opts, field)                                                                     \
+	((opts)->size >= offsetof(struct snapcell_run_options, field) + sizeof((opts)->field))
+
 int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
-		    struct snapcell_error *err)
+		    const struct snapcell_config **tools, struct snapcell_error *err)
 {
 	*cancel_fd = -1;
+	*tools = NULL;
 	if (!opts)
 		return 0;
 	if (opts->size < OPTIONS_V1_SIZE || opts->size > OPTIONS_MAX_SIZE)
@@ -84,5 +89,7 @@ int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
 				       SNAPCELL_VERSION);
 	if (opts->cancel)
 		*cancel_fd = opts->cancel->fd;
+	if (HAS_FIELD(opts, tools))
+		*tools = opts->tools;
 	return 0;
 }

@@ -97,10 +97,12 @@ struct sc_python {
 		      * load from (multiarch lib dirs). None lies under /tmp, /input,
 		      * /output, /dev, /proc or /.snapcell (refused at resolve). */
 	size_t n_dirs;
-	/* The prelude (guest/prelude.py) as this interpreter compiled it, marshalled, in hex,
-	 * or NULL; with sys.version and the hash of the source it was compiled from, which the
-	 * template checks before loading it instead of compiling the prelude itself. */
-	char *prelude_code;
+	/* The prelude (guest/prelude.py) as this interpreter compiled it, marshalled
+	 * (prelude_len bytes), or NULL; with sys.version and the hash of the source it was
+	 * compiled from, which the template checks before loading it instead of compiling the
+	 * prelude itself. */
+	uint8_t *prelude_code;
+	size_t prelude_len;
 	char *sys_version;
 	uint64_t prelude_hash;
 };
@@ -148,12 +150,27 @@ struct sc_call_outcome {
 	bool start;
 };
 
+/* value.c: a VALUE frame's payload checked: *json (malloc'd) when it holds a value that is
+ * JSON within the cap, else NULL with *state saying why. -EPROTO for a malformed payload. */
+int sc__value_read(const uint8_t *payload, size_t len, char **json,
+		   enum snapcell_value_state *state);
+
 /* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
  * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us().
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
-int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
-		   size_t result_cap, uint64_t deadline_us, bool awaited,
-		   struct sc_call_outcome *out);
+int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
+		   uint8_t *payload, size_t len, size_t result_cap, uint64_t deadline_us,
+		   bool awaited, struct sc_call_outcome *out);
+/* A run's own tools (run_tools, may be NULL) beside the sandbox's (cfg): SNAPCELL_E_INVAL
+ * naming both when a name or tools.<attr> path clashes, SNAPCELL_E_TOO_BIG past 4 MiB of
+ * names and descriptions. */
+int sc__tools_check_run(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
+			struct snapcell_error *err);
+/* A copy of cfg's tools alone, in a config of its own (sc__tools_free, then free), or NULL. */
+struct snapcell_config *sc__tools_dup(const struct snapcell_config *cfg);
+/* What the cell's `tools` module needs of cfg's tools: [[name, attr, description], ...]
+ * (malloc'd JSON text), or NULL when out of memory. */
+char *sc__tools_guest_json(const struct snapcell_config *cfg);
 /* Answers a held call by the verdict: runs the tool (APPROVED), the value's text (VALUE), or a
  * message (REJECTED with text as the reason, or EXPIRED); fills out's text, ok, duration. */
 int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
@@ -230,6 +247,7 @@ struct snapcell_sandbox {
 	struct sc_gate *gate;	 /* with network entries: net/gate.h */
 	struct sc_python python; /* the interpreter its template execs */
 	char *setup;		 /* the setup message, from the helper's start until it is sent */
+	size_t setup_len;	 /* its bytes (JSON, and the compiled prelude after a NUL) */
 
 	pthread_mutex_t lock; /* guards the fields below and reads of ctl */
 	struct sc_cell *ready;
@@ -267,6 +285,13 @@ void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell);
 /* The pid behind a pidfd in this process's namespace, or -1 (sandbox.c). */
 int sc__pidfd_pid(int pidfd);
 
+/* held.c, level rlimits: bytes that the process tree of cell holds on the filesystem dev in
+ * regular files no name shows (opened and unlinked: their st_blocks; mapped with no descriptor
+ * left: file_bytes each, their size bound, as /proc/PID/maps gives no size), UINT64_MAX past
+ * 4,096 processes or files, 0 when this process cannot read the cell's /proc (it needs
+ * CAP_SYS_PTRACE). */
+uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes);
+
 /* helper_stderr.c: the last SC_HELPER_STDERR_MAX bytes the helper wrote to its stderr (a
  * pipe) before READY, for the error when it dies first. new: the host's end (CLOEXEC,
  * non-blocking) in *out and the helper's (CLOEXEC) in *write_end, 0 or -errno. drain: reads
@@ -293,6 +318,8 @@ struct sc_run_request {
 	const char *code;
 	size_t code_len;
 	int cancel_fd; /* a snapcell_cancel's eventfd, or -1 */
+	/* The run's own tools (the caller's; sc__run_start copies them), or NULL. */
+	const struct snapcell_config *tools;
 	/* A fresh cell whose pages the sandbox reads after DONE (prefault.c): sent RUN_LEARN,
 	 * it lingers instead of exiting. */
 	bool learn;
@@ -340,11 +367,11 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 		    const struct snapcell_run_options *opts, struct sc_run_request *req,
 		    struct snapcell_result **out, struct snapcell_error *err);
 
-/* cancel.c: whether the token behind fd fired; the cancel fd of opts (-1 for none), after
- * checking opts' size and unknown fields. */
+/* cancel.c: whether the token behind fd fired; the cancel fd of opts (-1 for none) and its
+ * run tools (NULL for none), after checking opts' size and unknown fields. */
 bool sc__cancel_fired(int fd);
 int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
-		    struct snapcell_error *err);
+		    const struct snapcell_config **tools, struct snapcell_error *err);
 
 /* /output, for the targets' collect: whether out_fd holds anything (an empty one costs one
  * readdir), and collecting it into res under the sandbox's caps. */

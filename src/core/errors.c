@@ -62,6 +62,13 @@ const char *snapcell_status_name(enum snapcell_status status)
 	return (unsigned)status < sizeof(names) / sizeof(names[0]) ? names[status] : NULL;
 }
 
+const char *snapcell_value_state_name(enum snapcell_value_state state)
+{
+	static const char *const names[] = {"not_evaluated", "present",	 "no_expression",
+					    "none",	     "not_json", "too_large"};
+	return (unsigned)state < sizeof(names) / sizeof(names[0]) ? names[state] : NULL;
+}
+
 const char *snapcell_verdict_name(enum snapcell_verdict verdict)
 {
 	static const char *const names[] = {"approved", "rejected", "value", "expired", "closed"};

@@ -267,6 +267,26 @@ static const char *str(json_t *o, const char *key)
 }
 
 /* Fills out from the probe's JSON; -EPROTO when it is not an answer to our question. */
+/* The probe's compiled prelude (hex) as the bytes the setup message carries, decoded once per
+ * interpreter here rather than in every template; text that is not even-length lowercase hex
+ * leaves none (templates then compile the prelude themselves). */
+static int unhex(const char *hex, struct sc_python *py)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t n = strlen(hex);
+	if (n == 0 || n % 2 || strspn(hex, digits) != n)
+		return 0;
+	uint8_t *bytes = malloc(n / 2);
+	if (!bytes)
+		return -ENOMEM;
+	for (size_t i = 0; i < n / 2; i++)
+		bytes[i] = (uint8_t)((strchr(digits, hex[2 * i]) - digits) << 4 |
+				     (strchr(digits, hex[2 * i + 1]) - digits));
+	py->prelude_code = bytes;
+	py->prelude_len = n / 2;
+	return 0;
+}
+
 static int parse(const char *text, struct sc_python_probe *out)
 {
 	json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, NULL);
@@ -294,11 +314,10 @@ static int parse(const char *text, struct sc_python_probe *out)
 	}
 	/* Without either (an interpreter that could not compile it), templates compile it. */
 	const char *code = str(o, "prelude"), *sys_version = str(o, "sys_version");
-	if (rc == 0 && code && sys_version && strspn(code, "0123456789abcdef") == strlen(code)) {
-		py->prelude_code = strdup(code);
+	if (rc == 0 && code && sys_version && (rc = unhex(code, py)) == 0 && py->prelude_code) {
 		py->sys_version = strdup(sys_version);
 		py->prelude_hash = sc__prelude_hash(sc_prelude_py);
-		if (!py->prelude_code || !py->sys_version)
+		if (!py->sys_version)
 			rc = -ENOMEM;
 	}
 	static const char *const keys[] = {"stdlib", "platstdlib", "dynload"};
@@ -323,9 +342,12 @@ static int copy_probe(const struct sc_python_probe *src, struct sc_python_probe 
 	dst->py.prelude_hash = src->py.prelude_hash;
 	bool ok = dst->implementation && dst->py.executable && dst->py.version && dst->py.dirs;
 	if (ok && src->py.prelude_code) {
-		dst->py.prelude_code = strdup(src->py.prelude_code);
+		dst->py.prelude_code = malloc(src->py.prelude_len);
 		dst->py.sys_version = strdup(src->py.sys_version);
 		ok = dst->py.prelude_code && dst->py.sys_version;
+		if (ok)
+			memcpy(dst->py.prelude_code, src->py.prelude_code, src->py.prelude_len);
+		dst->py.prelude_len = ok ? src->py.prelude_len : 0;
 	}
 	for (size_t i = 0; ok && i < src->py.n_dirs; i++, dst->py.n_dirs++)
 		ok = (dst->py.dirs[i] = strdup(src->py.dirs[i])) != NULL;

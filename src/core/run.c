@@ -104,6 +104,10 @@ struct sc_run {
 	struct sc_frame_reader reader;
 	bool have_done, have_exit, exit_eof;
 	struct sc_done_payload done;
+	struct snapcell_config *tools; /* the run's own tools (a copy), or NULL */
+	bool have_value;	       /* the VALUE frame came (one, before DONE) */
+	enum snapcell_value_state value_state;
+	char *value_json;
 	struct sc_exit_record exit;
 	size_t exit_got;
 	enum forced forced;
@@ -284,8 +288,9 @@ static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb, uint8_t *p
 	uint32_t id = sc__le32(payload);
 	bool awaited = payload[4] & SC_CALL_AWAITED;
 	struct sc_call_outcome out;
-	int rc = sc__tool_serve(sb->cfg, payload + SC_CALL_HEAD_LEN, len - SC_CALL_HEAD_LEN,
-				SC_FRAME_DEFAULT_CAP - 1, r->deadline_us, awaited, &out);
+	int rc = sc__tool_serve(sb->cfg, r->tools, payload + SC_CALL_HEAD_LEN,
+				len - SC_CALL_HEAD_LEN, SC_FRAME_DEFAULT_CAP - 1, r->deadline_us,
+				awaited, &out);
 	if (rc == -EPROTO) {
 		violation(r, "malformed tool call");
 		return;
@@ -388,6 +393,18 @@ static void answer_call(struct sc_run *r, uint32_t id, int rc, struct sc_call_ou
 	r->spin_until_us = sc__spin_start(&r->spin);
 }
 
+/* The code's own frames could forge a value: it is believed only as the cell's word on its
+ * own result, like its stdout, and only once. */
+static void read_value(struct sc_run *r)
+{
+	int rc = r->have_value ? -EPROTO
+			       : sc__value_read(r->reader.payload, r->reader.payload_len,
+						&r->value_json, &r->value_state);
+	r->have_value = true;
+	if (rc < 0)
+		violation(r, rc == -ENOMEM ? "out of memory reading the value" : "malformed value");
+}
+
 static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	uint8_t type = sc__frame_type(&r->reader);
@@ -399,6 +416,8 @@ static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 		queue_call(r);
 	else if (type == SC_FRAME_CALL)
 		serve_call(r, sb, r->reader.payload, r->reader.payload_len);
+	else if (type == SC_FRAME_VALUE)
+		read_value(r);
 	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {
 		memcpy(&r->done, r->reader.payload, sizeof(r->done));
 		r->have_done = true;
@@ -484,8 +503,19 @@ struct usage {
 	uint64_t bytes, entries, max_bytes;
 };
 
-/* Adds what dir holds to u; true once u is over its bounds (the walk stops there). Nothing is
- * followed through a link, and a hard-linked file counts once per name. */
+/* Whether a failed open or stat in the walk hides what a directory holds: the host may not
+ * read it. A caller that is not root runs the cells as its own uid, without CAP_DAC_OVERRIDE,
+ * and code can fchmod a directory of its own to 000 (chmod by path is refused): twelve such
+ * directories held 768 MiB past the 321 MiB bound before this counted as over. A name gone
+ * meanwhile, or swapped for a link or a file, hides nothing. */
+static bool unreadable(void)
+{
+	return errno == EACCES || errno == EPERM;
+}
+
+/* Adds what dir holds to u; true once u is over its bounds (the walk stops there), or when a
+ * directory in it cannot be read. Nothing is followed through a link, and a hard-linked file
+ * counts once per name. */
 static bool tree_over(int dir, unsigned depth, struct usage *u)
 {
 	/* Its own open file: a dup would share (and move) the offset of the caller's. */
@@ -493,16 +523,20 @@ static bool tree_over(int dir, unsigned depth, struct usage *u)
 		depth > FILES_MAX_DEPTH ? -1 : openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d) {
+		bool over = depth > FILES_MAX_DEPTH || unreadable();
 		if (fd >= 0)
 			close(fd);
-		return depth > FILES_MAX_DEPTH;
+		return over;
 	}
 	bool over = false;
 	for (struct dirent *e; !over && (e = readdir(d));) {
 		struct stat st;
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
-		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			over = unreadable();
+			continue;
+		}
 		u->bytes += (uint64_t)st.st_blocks * 512;
 		over = u->bytes > u->max_bytes || ++u->entries > FILES_MAX_ENTRIES;
 		if (!over && S_ISDIR(st.st_mode)) {
@@ -511,6 +545,8 @@ static bool tree_over(int dir, unsigned depth, struct usage *u)
 			if (sub >= 0) {
 				over = tree_over(sub, depth + 1, u);
 				close(sub);
+			} else {
+				over = unreadable();
 			}
 		}
 	}
@@ -529,7 +565,14 @@ static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/tmp/%u", sb->workdir, c->id);
 	int tmp = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	bool over = tmp >= 0 && tree_over(tmp, 0, &u);
+	/* What no name shows: files the cell's processes opened or mapped, then unlinked. */
+	struct stat wd;
+	int pid = sc__pidfd_pid(c->fds[SC_CELL_PIDFD]);
+	if (pid > 0 && fstat(sb->out_fd, &wd) == 0) {
+		uint64_t held = sc__held_bytes(pid, wd.st_dev, l[SNAPCELL_LIMIT_FILE_BYTES]);
+		u.bytes = held > u.max_bytes ? u.max_bytes + 1 : held;
+	}
+	bool over = u.bytes > u.max_bytes || (tmp >= 0 && tree_over(tmp, 0, &u));
 	if (tmp >= 0)
 		close(tmp);
 	return over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
@@ -786,6 +829,18 @@ static void append_note(struct stream *s, const char *note)
 	s->len += n;
 }
 
+/* The run's own tools, for the cell's `tools` module: a TOOLS frame before the code. */
+static int queue_tools(struct sc_run *r)
+{
+	if (!r->tools || !r->tools->n_tools)
+		return 0;
+	char *list = sc__tools_guest_json(r->tools); /* bounded by sc__tools_check_run */
+	int rc =
+		list ? queue_frame(&r->send, SC_FRAME_TOOLS, list, strlen(list), NULL, 0) : -ENOMEM;
+	free(list);
+	return rc;
+}
+
 static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const char *code,
 		   size_t len)
 {
@@ -794,6 +849,9 @@ static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const ch
 	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
 		return -ENOMEM;
 	sc__frame_reader_init(&r->reader, SC_FRAME_DEFAULT_CAP);
+	int rc = queue_tools(r);
+	if (rc < 0)
+		return rc;
 	return queue_frame(&r->send, r->learn ? SC_FRAME_RUN_LEARN : SC_FRAME_RUN, code, len, NULL,
 			   0);
 }
@@ -805,6 +863,11 @@ static void release(struct sc_run *r)
 	free(r->send.buf);
 	free(r->calls);
 	free(r->held_args);
+	free(r->value_json);
+	if (r->tools) {
+		sc__tools_free(r->tools);
+		free(r->tools);
+	}
 	sc__decisions_free(r->decisions, r->n_decisions);
 	sc__frame_reader_reset(&r->reader);
 	free_queue(r);
@@ -873,6 +936,12 @@ static int run_end(struct sc_run *r, struct snapcell_sandbox *sb, int rc,
 	hand_over(r, res);
 	if (!r->target->reports_exit && !r->have_done && r->forced == NOT_FORCED)
 		res->status = SNAPCELL_STATUS_KILLED; /* exit code and signal unknown */
+	/* Only a run that ended ok has a value: one that ended otherwise never got past it. */
+	if (res->status == SNAPCELL_STATUS_OK && r->have_value && r->have_done) {
+		res->value_state = r->value_state;
+		res->value_json = r->value_json;
+		r->value_json = NULL;
+	}
 	*out = res;
 	return 0;
 }
@@ -944,8 +1013,10 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 	if (code_len > SC_FRAME_DEFAULT_CAP)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "run: code is %zu bytes, the cap is %u",
 			       code_len, SC_FRAME_DEFAULT_CAP);
-	*req = (struct sc_run_request){code, code_len, -1, false};
-	int rc = sc__run_options(opts, &req->cancel_fd, err);
+	*req = (struct sc_run_request){code, code_len, -1, NULL, false};
+	int rc = sc__run_options(opts, &req->cancel_fd, &req->tools, err);
+	if (rc == 0)
+		rc = sc__tools_check_run(sb->cfg, req->tools, err);
 	if (rc < 0 || !sc__cancel_fired(req->cancel_fd))
 		return rc;
 	struct snapcell_result *res = calloc(1, sizeof(*res));
@@ -1105,6 +1176,12 @@ int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 			     .spin = {.window_us = CALL_SPIN_US}};
 	r->target = &r->t;
 	sc__calls_init(&r->flight);
+	if (req->tools && !(r->tools = sc__tools_dup(req->tools))) {
+		finish(sb, ctx, -ENOMEM, false, NULL);
+		release(r);
+		free(r);
+		return sc__err(err, -ENOMEM, "run: its tools");
+	}
 	return drive(sb, r, run_start(r, sb, req), out, err);
 }
 
@@ -1214,9 +1291,13 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	if (!sb || !out)
 		return sc__err(err, SNAPCELL_E_INVAL, "resume: NULL argument");
 	int cancel_fd;
+	const struct snapcell_config *tools;
 	int rc = check_verdict(verdict, text, err);
 	if (rc == 0)
-		rc = sc__run_options(opts, &cancel_fd, err);
+		rc = sc__run_options(opts, &cancel_fd, &tools, err);
+	if (rc == 0 && tools)
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "resume: a run's tools are given when it starts, not at a resume");
 	if (rc < 0)
 		return rc;
 	sc__paused_sweep(sb);
@@ -1262,6 +1343,7 @@ void snapcell_result_free(struct snapcell_result *res)
 	free(res->stdout_buf);
 	free(res->stderr_buf);
 	free(res->tool_calls);
+	free(res->value_json);
 	if (res->pending)
 		free(res->pending->arguments);
 	free(res->pending);

@@ -381,6 +381,7 @@ static int setup_paths(const struct snapcell_sandbox *sb, const struct pass_list
 	s->python.executable = sb->python.executable;
 	s->python.version = sb->python.version;
 	s->python.prelude = sb->python.prelude_code;
+	s->python.prelude_bytes = sb->python.prelude_code ? sb->python.prelude_len : 0;
 	s->python.sys_version = sb->python.sys_version;
 	s->python.prelude_hash = sb->python.prelude_hash;
 	s->python.exe_dir_fd = SC_PASS_FD_FIRST + (int)l->n - 2;
@@ -442,7 +443,8 @@ static void setup_free(struct sc_setup *s, struct sc_setup_net *net)
  * level: where the cells' /tmp directories go, and whether cells run as the caller's own uid,
  * which makes seccomp refuse path-based chmod, chown and utimes: Landlock does not cover them,
  * and the caller's files are that uid's), and what setup_* fill in. */
-static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_list *l)
+static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_list *l,
+			   size_t *len)
 {
 	char root[PATH_MAX], out[PATH_MAX], input[PATH_MAX], tmp[PATH_MAX];
 	snprintf(root, sizeof(root), "%s/root", sb->workdir);
@@ -464,7 +466,7 @@ static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_
 	char *text = NULL;
 	if (s.network_notice && setup_paths(sb, l, &s) == 0 && setup_code(sb->cfg, &s) == 0 &&
 	    (!sb->gate || net_setup(sb->gate, &net) == 0))
-		text = sc__setup_encode(&s);
+		text = sc__setup_encode(&s, len);
 	setup_free(&s, &net);
 	return text;
 }
@@ -540,7 +542,7 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		close(child_end);
 	if (stderr_end >= 0)
 		close(stderr_end);
-	if (rc == 0 && !(sb->setup = setup_message(sb, l)))
+	if (rc == 0 && !(sb->setup = setup_message(sb, l, &sb->setup_len)))
 		rc = sc__err(err, -ENOMEM, "setup message");
 	free(l);
 	return rc;
@@ -626,7 +628,7 @@ static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	int rc = greet(sb, err);
 	if (rc < 0)
 		return rc;
-	ssize_t n = send(sb->ctl, sb->setup, strlen(sb->setup), MSG_NOSIGNAL);
+	ssize_t n = send(sb->ctl, sb->setup, sb->setup_len, MSG_NOSIGNAL);
 	free(sb->setup);
 	sb->setup = NULL;
 	if (n < 0 && errno != EPIPE && errno != ECONNRESET)

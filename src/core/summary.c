@@ -1,6 +1,7 @@
 /* How a run ended, in the words every front end gives the model after a failed run: the status
  * and its cause (an uncaught exception with the end of its traceback, the limit that stopped
- * the run, the exit status, the signal). It reads the result only; it changes nothing. */
+ * the run, the exit status, the signal), and the last expression's value as the model is told
+ * it. It reads the result only; it changes nothing. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <signal.h>
@@ -192,6 +193,17 @@ static void put_summary(FILE *f, const struct snapcell_result *res)
 	case SNAPCELL_STATUS_CANCELLED:
 		fputs("Execution cancelled: the run was stopped from outside before it ended.", f);
 		break;
+	case SNAPCELL_STATUS_PAUSED:
+		fprintf(f,
+			"Execution paused: the code waits for a decision on its call to tool '%s'.",
+			res->pending ? res->pending->name : "?");
+		break;
+	case SNAPCELL_STATUS_EXPIRED:
+		fprintf(f,
+			"Execution expired: no decision on its call to tool '%s' came within the "
+			"approval timeout; the tool did not run and the run was ended.",
+			res->n_decisions ? res->decisions[res->n_decisions - 1].name : "?");
+		break;
 	default:
 		fprintf(f, "Execution ended with status %d.", (int)res->status);
 		break;
@@ -219,5 +231,34 @@ int snapcell_result_summary(const struct snapcell_result *res, char **out,
 		return sc__err(err, -ENOMEM, "result summary");
 	}
 	*out = buf;
+	return 0;
+}
+
+const char *snapcell_result_value_json(const struct snapcell_result *res)
+{
+	return res ? res->value_json : NULL;
+}
+
+int snapcell_result_value_text(const struct snapcell_result *res, char **out,
+			       struct snapcell_error *err)
+{
+	if (!res || !out)
+		return sc__err(err, SNAPCELL_E_INVAL, "result value: NULL argument");
+	int n = 0;
+	*out = NULL;
+	if (res->value_json)
+		n = asprintf(out, "value: %s", res->value_json);
+	else if (res->value_state == SNAPCELL_VALUE_NOT_JSON)
+		n = asprintf(out, "value: not shown: the last expression's value is not "
+				  "representable as JSON (print it to see it)");
+	else if (res->value_state == SNAPCELL_VALUE_TOO_LARGE)
+		n = asprintf(out,
+			     "value: not shown: the last expression's value is over %d bytes as "
+			     "JSON (print the part you need)",
+			     SNAPCELL_VALUE_MAX_BYTES);
+	if (n < 0) {
+		*out = NULL;
+		return sc__err(err, -ENOMEM, "result value");
+	}
 	return 0;
 }

@@ -337,20 +337,84 @@ void snapcell_json_measure(const char *text, size_t len, unsigned *depth_out, si
 	*values_out = values;
 }
 
-static char *known_tools(const struct snapcell_config *cfg)
+/* What a run's tools may tell the cell (names, paths, descriptions): well within a frame. */
+#define RUN_TOOLS_MAX_BYTES (4u << 20)
+
+int sc__tools_check_run(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
+			struct snapcell_error *err)
 {
-	if (cfg->n_tools == 0)
+	size_t bytes = 0;
+	for (size_t i = 0; run_tools && i < run_tools->n_tools; i++) {
+		const struct sc_tool *t = &run_tools->tools[i];
+		bytes += 2 * strlen(t->name) + 2 * strlen(t->description) + 16;
+		if (bytes > RUN_TOOLS_MAX_BYTES)
+			return sc__err(err, SNAPCELL_E_TOO_BIG,
+				       "run: its tools' names and descriptions are over %u bytes",
+				       RUN_TOOLS_MAX_BYTES);
+		for (size_t k = 0; k < cfg->n_tools; k++) {
+			const struct sc_tool *own = &cfg->tools[k];
+			if (!strcmp(own->name, t->name))
+				return sc__err(
+					err, SNAPCELL_E_INVAL,
+					"run: tool %s is already one of the sandbox's tools; "
+					"a run's own tools add to them, never replace one",
+					t->name);
+			if (attrs_clash(own->attr, t->attr))
+				return sc__err(
+					err, SNAPCELL_E_INVAL,
+					"run: tool %s: the code would call it as tools.%s, "
+					"which clashes with the sandbox's tool %s (tools.%s)",
+					t->name, t->attr, own->name, own->attr);
+		}
+	}
+	return 0;
+}
+
+struct snapcell_config *sc__tools_dup(const struct snapcell_config *cfg)
+{
+	struct snapcell_config *c = calloc(1, sizeof(*c));
+	if (c && sc__tools_copy(cfg, c) < 0) {
+		sc__tools_free(c);
+		free(c);
+		c = NULL;
+	}
+	return c;
+}
+
+char *sc__tools_guest_json(const struct snapcell_config *cfg)
+{
+	json_t *list = json_array();
+	for (size_t i = 0; list && i < cfg->n_tools; i++) {
+		const struct sc_tool *t = &cfg->tools[i];
+		if (json_array_append_new(
+			    list, json_pack("[sss]", t->name, t->attr, t->description)) < 0) {
+			json_decref(list);
+			list = NULL;
+		}
+	}
+	char *text = list ? json_dumps(list, JSON_COMPACT) : NULL;
+	json_decref(list);
+	return text;
+}
+
+static char *known_tools(const struct snapcell_config *cfg, const struct snapcell_config *run_tools)
+{
+	size_t n_run = run_tools ? run_tools->n_tools : 0;
+	if (cfg->n_tools + n_run == 0)
 		return strdup("no tools are registered");
 	size_t len = 32;
 	for (size_t i = 0; i < cfg->n_tools; i++)
 		len += strlen(cfg->tools[i].name) + 2;
+	for (size_t i = 0; i < n_run; i++)
+		len += strlen(run_tools->tools[i].name) + 2;
 	char *s = malloc(len);
 	if (!s)
 		return NULL;
 	strcpy(s, "registered tools: ");
-	for (size_t i = 0; i < cfg->n_tools; i++) {
-		strcat(s, cfg->tools[i].name);
-		if (i + 1 < cfg->n_tools)
+	for (size_t i = 0; i < cfg->n_tools + n_run; i++) {
+		strcat(s, i < cfg->n_tools ? cfg->tools[i].name
+					   : run_tools->tools[i - cfg->n_tools].name);
+		if (i + 1 < cfg->n_tools + n_run)
 			strcat(s, ", ");
 	}
 	return s;
@@ -460,9 +524,9 @@ static void invoke(const struct sc_tool *t, const char *exact, size_t result_cap
 	out->text = text;
 }
 
-int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t len,
-		   size_t result_cap, uint64_t deadline_us, bool awaited,
-		   struct sc_call_outcome *out)
+int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
+		   uint8_t *payload, size_t len, size_t result_cap, uint64_t deadline_us,
+		   bool awaited, struct sc_call_outcome *out)
 {
 	/* name, NUL, arguments: the arguments may hold no raw NUL (they are refused), so the
 	 * last NUL ends the name and "echo\0forged" is one (unknown) name, not echo. */
@@ -480,12 +544,14 @@ int sc__tool_serve(const struct snapcell_config *cfg, uint8_t *payload, size_t l
 	const struct sc_tool *t = name_len <= SNAPCELL_TOOL_NAME_MAX && !memchr(name, 0, name_len)
 					  ? sc__tool_find(cfg, name)
 					  : NULL;
+	if (!t && run_tools && name_len <= SNAPCELL_TOOL_NAME_MAX && !memchr(name, 0, name_len))
+		t = sc__tool_find(run_tools, name);
 	char *exact = NULL;
 	if (name_len > SNAPCELL_TOOL_NAME_MAX) {
 		out->text = sc__message("unknown tool '%s': a name of %zu bytes; the limit is %d",
 					out->log.name, name_len, SNAPCELL_TOOL_NAME_MAX);
 	} else if (!t) {
-		char *known = known_tools(cfg);
+		char *known = known_tools(cfg, run_tools);
 		out->text = sc__message("unknown tool '%s'; %s", out->log.name, known ? known : "");
 		free(known);
 	} else if (!(out->text = check_args(t, args, args_len, &exact))) {

@@ -49,9 +49,10 @@ struct sc_rootfs {
 	 * copy of the host's with this appended, not a bind. NULL for none. */
 	const char *extra_ca;
 	/* The interpreter, or NULL for none: the file interp_src (a path the helper can read)
-	 * copied to interp_path and its ELF loader copied to the loader's own path, both mode
-	 * 0111, so a cell can execute them but not read them (an exec of an unreadable file
-	 * leaves the process non-dumpable). */
+	 * bound read-only at interp_path (copied mode 0111 when not everyone may execute it),
+	 * and its ELF loader copied to the loader's own path mode 0111, so a cell can execute
+	 * the loader but not read it (an exec whose program or loader is unreadable leaves the
+	 * process non-dumpable). */
 	const char *interp_src;
 	const char *interp_path;
 	const struct sc_root_file *files; /* made after the interpreter, before the pivot */
@@ -147,11 +148,23 @@ enum sc_seccomp_flags {
 	SC_SECCOMP_SIGNALS_SCOPED = 1 << 5,
 };
 
-/* Compiles the cell policy once (in the template), so cells only install it. Whatever the
+/* The namespaces level's flags for the cells (NETWORK, EXEC, UNIX): exec where Landlock
+ * (ABI 1) can confine it; AF_UNIX listeners without network, where the ruleset scopes abstract
+ * sockets (ABI 6) and either keeps pathname sockets to the cell's own (ABI 9) or no Python path
+ * or venv binds a host directory a host process may listen in. The helper (which has the
+ * policy compiled meanwhile) and the template decide by it alike. */
+unsigned sc__seccomp_namespaces_flags(bool network, size_t n_python_paths, int landlock_abi);
+
+/* Compiles the cell policy once per sandbox (a child of the helper, else the template), so
+ * cells only install it. Whatever the
  * flags: never bind, listen or accept on TCP (so cells cannot reach each other or serve
  * anything), never UDP, raw, netlink or packet sockets. */
 int sc__seccomp_compile(struct sc_bpf *out, unsigned flags, struct snapcell_error *err);
 int sc__seccomp_install(const struct sc_bpf *bpf);
+/* In a child made to compile the policy: writes its pid and flags to fd, then the program's
+ * length (unsigned short) and instructions. 0, or -1 once something failed (the reader then
+ * compiles the policy itself). */
+int sc__seccomp_compile_to(int fd, unsigned flags);
 void sc__seccomp_free(struct sc_bpf *bpf);
 
 /* ---- rlimits.c ---- */

@@ -380,9 +380,13 @@ static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets, b
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(prctl_ok); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
 				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)prctl_ok[i]));
-	if (rc == 0) /* fork and threads, never new namespaces */
-		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-				      SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS, 0));
+	/* Fork and threads, never new namespaces, nor a process whose parent is the caller's
+	 * (CLONE_PARENT): at the rlimits level a cell's sibling is the template's child, outside
+	 * the cell's tree, which the host's /tmp watch reads (src/core/held.c). */
+	if (rc == 0)
+		rc = seccomp_rule_add(
+			ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+			SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS | CLONE_PARENT, 0));
 	if (rc == 0 && !host) /* asyncio's self-pipe needs AF_UNIX pairs */
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));
@@ -452,7 +456,7 @@ static bool listed(const char *name, const char *const *names, size_t n)
 /* The allowed list, less what the rlimits level argument-checks or refuses. */
 static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
 {
-	static const char *const host_checked[] = {"kill", "utimensat"};
+	static const char *const host_checked[] = {"kill", "utimensat", "open", "openat"};
 	for (size_t i = 0; i < SC_ARRAY_LEN(allowed); i++) {
 		if ((flags & SC_SECCOMP_HOST) &&
 		    listed(allowed[i], host_checked, SC_ARRAY_LEN(host_checked)))
@@ -465,6 +469,35 @@ static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
 			return rc;
 	}
 	return 0;
+}
+
+/* The rlimits level: open and openat without O_TMPFILE. A cell's /tmp there is a directory
+ * on the work directory's filesystem, and a file with no name holds its blocks where the
+ * host's walk of the names cannot see them; "not supported by this filesystem" makes
+ * tempfile.TemporaryFile fall back to mkstemp and unlink, whose open file the host's watch counts
+ * (src/core/held.c). openat2, whose flags are in a struct, is refused whole (absent). */
+static int add_no_tmpfile_rules(scmp_filter_ctx ctx)
+{
+	const scmp_datum_t tmpfile = O_TMPFILE & ~O_DIRECTORY;
+	int rc = 0;
+	for (unsigned arg = 1; rc == 0 && arg <= 2; arg++) {
+		int nr = arg == 1 ? SCMP_SYS(open) : SCMP_SYS(openat);
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1,
+				      SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, tmpfile, 0));
+		if (rc == 0)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EOPNOTSUPP), nr, 1,
+					      SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, tmpfile, tmpfile));
+	}
+	return rc;
+}
+
+unsigned sc__seccomp_namespaces_flags(bool network, size_t n_python_paths, int landlock_abi)
+{
+	bool exec = landlock_abi >= 1;
+	bool unix_sockets = !network && landlock_abi >= SC_LANDLOCK_ABI_UNIX &&
+			    (landlock_abi >= SC_LANDLOCK_ABI_UNIX_PATH || n_python_paths == 0);
+	return (network ? SC_SECCOMP_NETWORK : 0) | (exec ? SC_SECCOMP_EXEC : 0) |
+	       (unix_sockets ? SC_SECCOMP_UNIX : 0);
 }
 
 /* The rlimits level: kill(-1) refused where signals are not scoped (pid_t is 32 bits),
@@ -483,6 +516,8 @@ static int add_host_rules(scmp_filter_ctx ctx, unsigned flags)
 	if (rc == 0)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_NE, AF_UNIX));
+	if (rc == 0)
+		rc = add_no_tmpfile_rules(ctx);
 	if (rc == 0 && (flags & SC_SECCOMP_NO_PATH_ATTRS)) /* futimens: no path */
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(utimensat), 1,
 				      SCMP_A1(SCMP_CMP_EQ, 0));
@@ -556,6 +591,19 @@ int sc__seccomp_compile(struct sc_bpf *out, unsigned flags, struct snapcell_erro
 	memcpy(out->filter, buf, (size_t)n);
 	out->len = (unsigned short)(n / sizeof(struct sock_filter));
 	return 0;
+}
+
+int sc__seccomp_compile_to(int fd, unsigned flags)
+{
+	pid_t self = getpid();
+	struct sc_bpf bpf = {0};
+	int ok = sc__write_all(fd, &self, sizeof(self)) == 0 &&
+		 sc__write_all(fd, &flags, sizeof(flags)) == 0 &&
+		 sc__seccomp_compile(&bpf, flags, NULL) == 0 &&
+		 sc__write_all(fd, &bpf.len, sizeof(bpf.len)) == 0 &&
+		 sc__write_all(fd, bpf.filter, bpf.len * sizeof(struct sock_filter)) == 0;
+	sc__seccomp_free(&bpf);
+	return ok ? 0 : -1;
 }
 
 int sc__seccomp_install(const struct sc_bpf *bpf)

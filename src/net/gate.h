@@ -1,14 +1,15 @@
-/* The egress gate (gate.c): what the host runs for a sandbox with network entries. Each cell
- * of such a sandbox has a network namespace of its own holding only loopback, the entries'
- * IP literals and one listening socket per port, made by the template and held by the host;
- * so every TCP connection a cell makes is accepted here, by the host, which maps the address
- * the cell dialled back to the name it asked for, matches (name, port) against the
- * allow-list, resolves the name itself (once, pinned), applies the address rules, connects
- * upstream and passes the stream through (its TLS SNI or HTTP Host checked against the
- * name) or hands it to the HTTP gate (http.h) for entries with HTTP rules. Names resolve in
- * the cell only through this gate: exact names from the cell's /etc/hosts (addresses fixed
- * per sandbox in 127.77/16), wildcard names through a question on the cell's network socket
- * (addresses of that cell in 127.78/16). */
+/* The egress gate (gate.c, its lifecycle; gate_resolve.c, names and decisions;
+ * gate_splice.c, one connection): what the host runs for a sandbox with network entries.
+ * Each cell of such a sandbox has a network namespace of its own holding only loopback, the
+ * entries' IP literals and one listening socket per port, made by the template and held by
+ * the host; so every TCP connection a cell makes is accepted here, by the host, which maps
+ * the address the cell dialled back to the name it asked for, matches (name, port) against
+ * the allow-list, resolves the name itself (once, pinned), applies the address rules,
+ * connects upstream and passes the stream through (its TLS SNI or HTTP Host checked against
+ * the name) or hands it to the HTTP gate (http.h) for entries with HTTP rules. Names resolve
+ * in the cell only through this gate: exact names from the cell's /etc/hosts (addresses
+ * fixed per sandbox in 127.77/16), wildcard names through a question on the cell's network
+ * socket (addresses of that cell in 127.78/16). */
 #ifndef SC_NET_GATE_H
 #define SC_NET_GATE_H
 

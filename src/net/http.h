@@ -1,5 +1,5 @@
 /* The HTTP gate (http.c): enforces entries with method, path or header rules per request.
- * One per sandbox with such entries. A connection from a cell that the egress gate (gate.c)
+ * One per sandbox with such entries. A connection from a cell that the egress gate (gate.h)
  * has matched to (host, port) and pinned to a checked upstream address is handed over here:
  * its TLS (if the first byte is a TLS handshake) is terminated with a certificate for host
  * issued by the sandbox's own certificate authority (which only this sandbox's cells trust),

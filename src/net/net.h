@@ -1,5 +1,5 @@
 /* The network layer: allow-list entries (entries.c), address rules (addr.c), the egress gate
- * the host runs for each cell of a sandbox with entries (gate.c), and the HTTP gate that
+ * the host runs for each cell of a sandbox with entries (gate.h), and the HTTP gate that
  * enforces method, path and header rules (http.c). Policy is decided here, once; core only
  * wires it to cells and results. */
 #ifndef SC_NET_H

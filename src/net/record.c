@@ -1,7 +1,7 @@
 /* The record of one run's network attempts: see record.h. Allowed events are never crowded
  * out (room is reserved before their traffic moves), refusals are bounded and coalesced
  * (issue 21: 10,050 refused lookups used to fill the record and hide the upload after them).
- * Not the gate's decisions: those are gate.c's. */
+ * Not the gate's decisions: those are gate_resolve.c's. */
 #define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>

@@ -17,7 +17,13 @@ enum sc_frame_type {
 	/* host -> cell: the same, and after DONE the cell stays until the host shuts its end
 	 * of the socket (it reads which pages the run touched: core/prefault.c) */
 	SC_FRAME_RUN_LEARN = 'L',
+	/* host -> cell, just before RUN or RUN_LEARN: the run's own tools for its `tools`
+	 * module, a JSON array of [name, attribute path, description] */
+	SC_FRAME_TOOLS = 'U',
 	SC_FRAME_DONE = 'D', /* cell -> host: struct sc_done_payload */
+	/* cell -> host, just before DONE: a byte of enum snapcell_value_state, then the last
+	 * expression's JSON text when it is SNAPCELL_VALUE_PRESENT */
+	SC_FRAME_VALUE = 'V',
 	/* cell -> host: the call's id (4 bytes) and flags (1), tool name, NUL, arguments as
 	 * a JSON object */
 	SC_FRAME_CALL = 'C',
@@ -35,7 +41,7 @@ enum sc_frame_type {
 	SC_FRAME_FREEZE = 'Z',	 /* host -> anchor: stop the family's other processes */
 	SC_FRAME_FROZEN = 'z',	 /* anchor -> host: they are stopped (SIGSTOP sent to all) */
 	SC_FRAME_THAW = 'T',	 /* host -> anchor: int32 pid of the one to continue (no answer) */
-	/* The egress gate, on a cell's network socket (src/net/gate.c): */
+	/* The egress gate, on a cell's network socket (src/net/gate_resolve.c): */
 	SC_FRAME_NET = 'N',	   /* cell -> host: "R name" or "C address port" */
 	SC_FRAME_NET_ANSWER = 'n', /* host -> cell: '1' and the address, or '0' and why */
 };

@@ -85,7 +85,7 @@ static const struct field python_fields[] = {
 	F(struct sc_setup_python, exe_dir_fd, INT),
 	FS(struct sc_setup_python, dirs, ARRAY, offsetof(struct sc_setup_python, n_dirs),
 	   &path_schema),
-	F(struct sc_setup_python, prelude, NSTR),
+	F(struct sc_setup_python, prelude_bytes, U64),
 	F(struct sc_setup_python, sys_version, NSTR),
 	F(struct sc_setup_python, prelude_hash, U64),
 };
@@ -207,12 +207,21 @@ static json_t *encode_object(const struct schema *sc, const void *base)
 	return o;
 }
 
-char *sc__setup_encode(const struct sc_setup *s)
+char *sc__setup_encode(const struct sc_setup *s, size_t *len)
 {
 	json_t *o = encode_object(&setup_schema, s);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
-	return text;
+	size_t text_len = text ? strlen(text) : 0, tail = s->python.prelude_bytes;
+	char *msg = text && tail ? realloc(text, text_len + 1 + tail) : text;
+	if (!msg) {
+		free(text);
+		return NULL;
+	}
+	if (tail)
+		memcpy(msg + text_len + 1, s->python.prelude, tail); /* after the JSON's NUL */
+	*len = text_len + (tail ? 1 + tail : 0);
+	return msg;
 }
 
 /* ---- decoding ---- */
@@ -385,11 +394,20 @@ int sc__setup_decode(const char *buf, size_t len, struct sc_setup *s, struct sna
 {
 	memset(s, 0, sizeof(*s));
 	json_error_t jerr;
-	json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	size_t text_len = strnlen(buf, len), tail = len - text_len - (text_len < len);
+	json_t *root = json_loadb(buf, text_len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: %s", jerr.text);
 	int rc = decode_object(root, &setup_schema, s, "setup", err);
 	json_decref(root);
+	if (rc == 0 && (tail != s->python.prelude_bytes || (text_len < len && !tail)))
+		rc = sc__err(err, SNAPCELL_E_PROTOCOL,
+			     "setup message: python: prelude_bytes %llu, %zu bytes follow",
+			     (unsigned long long)s->python.prelude_bytes, tail);
+	if (rc == 0 && tail && !(s->python.prelude = malloc(tail)))
+		rc = sc__err(err, -ENOMEM, "setup message: prelude");
+	if (rc == 0 && tail)
+		memcpy(s->python.prelude, buf + text_len + 1, tail);
 	return rc;
 }
 
@@ -460,5 +478,6 @@ static void clear_object(const struct schema *sc, void *base)
 void sc__setup_clear(struct sc_setup *s)
 {
 	clear_object(&setup_schema, s);
+	free(s->python.prelude);
 	memset(s, 0, sizeof(*s));
 }

@@ -1,8 +1,11 @@
 /* The setup message: what the host tells the helper (and the template the helper execs) to
  * build and run. One schema, encoded by the host (src/core/sandbox.c) and decoded by the helper
  * and the guest module (guest/) with the same table, as JSON on the control socket, capped at
- * SC_SETUP_MAX. Every key is always present (an absent value is null): a missing or unknown
- * key is a protocol error, never a silent 0. Not the place for policy: only the fields. */
+ * SC_SETUP_MAX; the compiled prelude's bytes follow the JSON text and a NUL, raw (in the JSON
+ * as hex they made up nearly all of the message, and encoding and decoding them three times
+ * cost ~1.5 ms of CPU per sandbox). Every key is always present (an absent value is null): a
+ * missing or unknown key is a protocol error, never a silent 0. Not the place for policy: only
+ * the fields. */
 #ifndef SC_RPC_SETUP_H
 #define SC_RPC_SETUP_H
 
@@ -46,10 +49,12 @@ struct sc_setup_python {
 	/* Directories it loads from, each bound read-only at its own (host) path. */
 	struct sc_setup_path *dirs;
 	size_t n_dirs;
-	/* The prelude as the host's probe of this interpreter compiled it (marshal, hex), or
-	 * NULL; loaded only when sys.version and the hash of the guest's own prelude source
-	 * (sc__prelude_hash) match. */
-	char *prelude;
+	/* The prelude as the host's probe of this interpreter compiled it (marshal), or NULL;
+	 * loaded only when sys.version and the hash of the guest's own prelude source
+	 * (sc__prelude_hash) match. Its length is the key "prelude_bytes" (0: none); the bytes
+	 * are the message's tail, after the JSON text and a NUL. */
+	uint8_t *prelude;
+	uint64_t prelude_bytes;
 	char *sys_version;
 	uint64_t prelude_hash;
 };
@@ -83,11 +88,12 @@ struct sc_setup {
 	struct sc_setup_guest guest;
 };
 
-/* The message as compact JSON (malloc'd), or NULL when out of memory. Reads s only. */
-char *sc__setup_encode(const struct sc_setup *s);
+/* The message (malloc'd; *len bytes): compact JSON, then, when there is a compiled prelude, a
+ * NUL and its bytes. NULL when out of memory. Reads s only. */
+char *sc__setup_encode(const struct sc_setup *s, size_t *len);
 /* Fills s (zeroed first) from buf; SNAPCELL_E_PROTOCOL naming the key on any mismatch (a key
- * missing, unknown, of the wrong type, a duplicate). sc__setup_clear frees what it made, also
- * after a failure. */
+ * missing, unknown, of the wrong type, a duplicate; a tail of another length than
+ * prelude_bytes). sc__setup_clear frees what it made, also after a failure. */
 int sc__setup_decode(const char *buf, size_t len, struct sc_setup *s, struct snapcell_error *err);
 void sc__setup_clear(struct sc_setup *s);
 

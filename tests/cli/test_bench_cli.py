@@ -1,6 +1,11 @@
 """`snapcell bench`: a short run prints every documented key with a number (never checks what
-the numbers are), including the floor measured in the same run; bad options exit 2."""
+the numbers are), including the floor measured in the same run, with the default interpreter
+and with another one of the matrix (whose missing pandas skips the pandas series); bad options
+exit 2."""
+import glob
 import os
+
+import pytest
 
 KEYS = """runs cold_start_ms fresh_p50_us fresh_p99_us fresh_paced_p50_us fresh_paced_p99_us
 compute_fresh_p50_us compute_fresh_p99_us ready_private_kib
@@ -20,20 +25,60 @@ pandas_primed_over_fresh_p50 pandas_primed_paced_p50_us
 pandas_primed_paced_over_paced_p50""".split()
 
 
-def test_a_short_bench_prints_every_key_with_a_number(snapcell):
-    r = snapcell("bench", "--quick", "--runs", "20", timeout=600)
+PYENV_312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+
+
+def debian_pandas_for(version):
+    """Whether Debian's pandas is built for this X.Y (what bench's pandas series need)."""
+    major, minor = version.split(".")[:2]
+    return bool(glob.glob(f"/usr/lib/python3/dist-packages/pandas/_libs/lib.cpython-{major}{minor}-*.so"))
+
+
+def short_bench(snapcell, *args):
+    r = snapcell("bench", "--quick", "--runs", "20", *args, timeout=600)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     pairs = dict(line.split("=", 1) for line in r.stdout.decode().splitlines())
     assert pairs.pop("isolation") in ("namespaces", "cgroups", "rlimits")
-    want = KEYS + (PANDAS_KEYS if os.path.exists("/usr/lib/python3/dist-packages/pandas") else [])
+    measured = debian_pandas_for(pairs["python_version"])
+    assert pairs.pop("pandas") == ("measured" if measured else "skipped")
+    want = KEYS + (PANDAS_KEYS if measured else [])
     assert set(want) <= set(pairs), sorted(set(want) - set(pairs))
     for key in want:
         assert float(pairs[key]) > 0, (key, pairs[key])
+    if not measured:
+        assert not set(PANDAS_KEYS) & set(pairs), pairs
     assert "measuring the floor: round trips to a process" in r.stderr.decode()
+    return pairs, r.stderr.decode()
+
+
+def test_a_short_bench_prints_every_key_with_a_number(snapcell):
+    short_bench(snapcell)
+
+
+def test_bench_runs_the_interpreter_given_and_skips_pandas_it_cannot_import(snapcell):
+    if not os.access(PYENV_312, os.X_OK):
+        pytest.skip(f"needs pyenv's CPython 3.12 at {PYENV_312}")
+    assert not debian_pandas_for("3.12")
+    pairs, err = short_bench(snapcell, "--python", PYENV_312)
+    assert pairs["python"] == os.path.realpath(PYENV_312), pairs["python"]
+    assert pairs["python_version"].startswith("3.12."), pairs["python_version"]
+    assert "no pandas for CPython 3.12 in /usr/lib/python3/dist-packages" in err, err
+    assert f"measuring {os.path.realpath(PYENV_312)} forking itself" in err, err
 
 
 def test_bad_options_exit_2_with_the_usage(snapcell):
-    for args in (("--runs", "0"), ("--runs", "x"), ("--nope",), ("extra",)):
+    for args in (("--runs", "0"), ("--runs", "x"), ("--nope",), ("extra",), ("--python",)):
         r = snapcell("bench", *args)
         assert r.returncode == 2, args
         assert b"snapcell bench" in r.stderr or b"usage" in r.stderr, args
+
+
+def test_an_interpreter_snapcell_refuses_exits_2_naming_it(snapcell, tmp_path):
+    fake = tmp_path / "python3"
+    fake.write_text("#!/bin/sh\necho not a python\n")
+    fake.chmod(0o755)
+    for path in (str(fake), "/nonexistent/python3"):
+        r = snapcell("bench", "--quick", "--python", path)
+        assert r.returncode == 2, (path, r.returncode, r.stderr)
+        assert f"snapcell bench: --python {path}: ".encode() in r.stderr, r.stderr
+        assert not r.stdout, r.stdout

@@ -101,9 +101,11 @@ OWNED_WRITES = r"""
 import glob, os, sys
 venv = sys.argv[1] if len(sys.argv) > 1 else os.environ["ATTACK_VENV"]
 site = [p for p in sys.path if p.endswith("site-packages")]
-targets = site + [venv, venv + "/bin", sys.base_prefix, os.path.dirname(os.__file__),
-                  "/.snapcell/venv", "/.snapcell/venv/bin"]
+targets = site + [venv, venv + "/bin", sys.base_prefix, sys.base_prefix + "/bin",
+                  os.path.dirname(os.__file__), "/.snapcell/venv", "/.snapcell/venv/bin"]
+targets += glob.glob(sys.base_prefix + "/lib/python3*/lib-dynload")
 targets += glob.glob("/.snapcell/venv/lib/python3*/site-packages")
+targets += glob.glob("/.snapcell/python/*") + glob.glob("/.snapcell/python/*/lib/python3*/site-packages")
 written = []
 for d in targets:
     try:
@@ -113,6 +115,7 @@ for d in targets:
         pass
 files = [venv + "/pyvenv.cfg", venv + "/bin/python3", "/.snapcell/venv/pyvenv.cfg",
          os.__file__] + glob.glob(venv + "/lib/python3*/site-packages/*.pth")
+files += glob.glob(sys.base_prefix + "/bin/python3*")
 for f in files:
     for how in (lambda: os.chmod(f, 0o777), lambda: open(f, "a").close(),
                 lambda: os.rename(f, f + ".x"), lambda: os.utime(f)):
@@ -156,6 +159,100 @@ def test_a_cell_cannot_write_the_venv_its_caller_owns(snapcell_paths):
             assert not r.stdout.decode().strip().endswith(" 0"), (prefix, r.stdout)
     finally:
         shutil.rmtree(home)
+
+
+def guest_interpreter(snapcell_paths):
+    """The interpreter cells run by default (python3 on PATH: scripts/test's guest matrix puts
+    each first) and its prefix, as the host sees them."""
+    import json
+    import subprocess
+    path, helper = snapcell_paths
+    r = subprocess.run([path, "doctor", "--json"], capture_output=True, timeout=120,
+                       env={**os.environ, "SNAPCELL_HELPER": helper})
+    assert r.returncode == 0, r.stderr
+    python = json.loads(r.stdout)["python"]["executable"]
+    prefix = subprocess.run([python, "-I", "-c", "import sys; print(sys.base_prefix)"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    return python, prefix
+
+
+def test_a_cell_cannot_write_the_prefix_or_venv_of_the_interpreter_its_caller_owns(
+        snapcell_paths):
+    """The guest interpreter of the matrix entry (a pyenv build the caller installed under its
+    home, or Debian's, root's as the caller is), and a venv of it the caller made: a cell can
+    plant or change nothing in either, though the caller owns both."""
+    import subprocess
+    python, prefix = guest_interpreter(snapcell_paths)
+    if os.stat(prefix).st_uid != os.geteuid():
+        pytest.skip(f"the caller does not own {prefix}, the prefix of {python}")
+    top = pathlib.Path(tempfile.mkdtemp(prefix="sc-attack-prefix-", dir="/var/tmp"))
+    try:
+        top.chmod(0o755)
+        venv = top / "venv"
+        subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True)
+        for site in venv.glob("lib/python3*/site-packages"):
+            (site / "own.pth").write_text("import sys\n")
+        r = run_at(snapcell_paths, [], OWNED_WRITES, "--venv", str(venv),
+                   "--env", f"ATTACK_VENV={venv}")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().startswith("written [] "), r.stdout
+        assert not r.stdout.decode().strip().endswith(" 0"), r.stdout
+        assert not list(top.rglob("planted.pth")) and not list(top.rglob("*.x"))
+        assert not os.path.exists(os.path.join(prefix, "planted.pth"))
+    finally:
+        shutil.rmtree(top)
+
+
+# Everything of the host a cell can find: the listing of each directory above the interpreter's
+# prefix (a pyenv build in a home: nothing of the home but the way to the prefix), and the
+# whole tree searched for the canary left beside the venv.
+SEEN = r"""
+import json, os, sys
+canary = sys.argv[1] if len(sys.argv) > 1 else os.environ["ATTACK_CANARY"]
+above = {}
+parts = sys.base_prefix.strip("/").split("/")
+for i in range(1, len(parts)):
+    d = "/" + "/".join(parts[:i])
+    above[d] = sorted(os.listdir(d))
+found = []
+for top, dirs, files in os.walk("/"):
+    if top in ("/dev", "/proc", "/sys"):
+        dirs[:] = []
+        continue
+    found += [os.path.join(top, n) for n in dirs + files if canary in n]
+print(json.dumps({"root": sorted(os.listdir("/")), "above": above, "found": found,
+                  "prefix": sys.base_prefix}))
+"""
+
+
+def test_a_cell_sees_no_host_path_outside_what_was_bound(snapcell_paths):
+    """With the guest interpreter of the matrix entry and a venv beside a canary: no directory
+    above the prefix shows more than the way to it (pyenv's other versions, the rest of the
+    home), no /var, /home or /srv, and the canary is nowhere in the cell's tree."""
+    import json
+    import subprocess
+    python, prefix = guest_interpreter(snapcell_paths)
+    top = pathlib.Path(tempfile.mkdtemp(prefix="sc-attack-seen-", dir="/var/tmp"))
+    canary = f"sc-canary-{os.getpid()}"
+    try:
+        top.chmod(0o755)
+        venv = top / "venv"
+        subprocess.run([python, "-m", "venv", "--without-pip", str(venv)], check=True)
+        (top / canary).write_text(SECRET)  # beside the venv, which is bound whole
+        r = run_at(snapcell_paths, [], SEEN, "--venv", str(venv),
+                   "--env", f"ATTACK_CANARY={canary}")
+        assert r.returncode == 0, r.stderr
+        got = json.loads(r.stdout)
+    finally:
+        shutil.rmtree(top)
+    assert got["prefix"] == prefix
+    parts = prefix.strip("/").split("/")
+    for i, (d, listing) in enumerate(sorted(got["above"].items(), key=lambda kv: len(kv[0]))):
+        if d in ("/usr", "/usr/local", "/opt"):
+            continue  # the system's own directories, whose bound content tests/cli lists
+        assert listing == [parts[i + 1]], (d, listing)
+    assert not {"var", "home", "srv", "mnt", "media", "opt", "proc", "sys"} & set(got["root"]), got
+    assert got["found"] == [], got["found"]
 
 
 RECOVER_GUEST = rb"""

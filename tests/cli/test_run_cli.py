@@ -52,6 +52,26 @@ def test_json_prints_the_whole_result(snapcell, host_level):
         assert key in result
 
 
+@pytest.mark.parametrize("code, status, value, absent", [
+    (b"print('hi')\n1+1", "ok", 2, None),
+    (b"[1, (2, 3), {'a': None}]", "ok", [1, [2, 3], {"a": None}], None),
+    (b"x = 3", "ok", None, "no_expression"),
+    (b"None", "ok", None, "none"),
+    (b"object()", "ok", None, "not_json"),
+    (b"list(range(100000))", "ok", None, "too_large"),
+    (b"print('hi')\n1/0", "error", None, "not_evaluated"),
+])
+def test_json_has_the_last_expression_value(snapcell, code, status, value, absent):
+    r = snapcell("run", "--json", "-", stdin=code)
+    result = json.loads(r.stdout)
+    assert (result["status"], result["value"], result["value_absent"]) == (status, value, absent)
+    # never printed: stdout is what the code printed
+    assert result["stdout"] == ("hi\n" if code.startswith(b"print") else "")
+    # without --json, stdout only
+    plain = snapcell("run", "-", stdin=code)
+    assert plain.stdout == result["stdout"].encode()
+
+
 def test_json_keeps_invalid_utf8_as_replacement_characters(snapcell):
     r = snapcell("run", "--json", "-", stdin=b"import sys\nsys.stdout.buffer.write(b'a\\xffb')")
     assert json.loads(r.stdout)["stdout"] == "a\ufffdb"

@@ -3,8 +3,8 @@
 
     python3 tests/mcp/conformance.py --era handshake|stateless --node NODE --suite JS
 
-Every scenario the suite runs is either one that applies to a server with one tool and no
-resources, prompts or logging (it must pass: no FAILURE check except the exempt
+Every scenario the suite runs is either one that applies to a server with one tool, resources
+only as results' links, and no prompts or logging (it must pass: no FAILURE check except the exempt
 ones below) or one listed as not applying, with the reason (docs/mcp.md has the same lists).
 A scenario in neither list fails the run, so a new suite release is looked at, not trusted.
 Passes of scenarios that do not apply are never counted: some pass without the fixture tools
@@ -22,61 +22,70 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 FIXTURE = "calls the suite's fixture tools (test_*), which a server whose one tool is execute_code does not have"
-NO_RESOURCES = "no resources or prompts capability (a tools-only server)"
+NO_PROMPTS = "no prompts capability"
+FIXTURE_RESOURCES = ("reads the suite's fixture resources (test://static-text, ...); snapcell's only "
+                     "resources are results' links (resource_link items of a streamed call), "
+                     "tested in tests/mcp/test_mcp_big_results.py")
+NO_SUBSCRIBE = "no resources subscribe capability (a link never changes)"
 
 ERAS = {
     "handshake": {
         "args": [],
         "applies": {"server-initialize", "ping", "tools-list", "dns-rebinding-protection",
-                    "server-sse-multiple-streams"},
+                    "server-sse-multiple-streams", "resources-list"},
         "exempt": {},
         "not_applicable": {
             "logging-set-level": "no logging capability (logs go to stderr)",
-            "completion-complete": "no prompts or resources, so nothing to complete",
+            "completion-complete": "no prompts or resource templates, so nothing to complete",
+            # snapcell's own elicitation/create (per-call approval) is tested in
+            # test_mcp_approval.py with the SDK client; these ask from the suite's fixture tools.
             "elicitation-sep1034-defaults": "server-initiated elicitation from a fixture tool",
             "elicitation-sep1330-enums": "server-initiated elicitation from a fixture tool",
             **{f"tools-call-{n}": FIXTURE for n in (
                 "simple-text", "image", "audio", "embedded-resource", "mixed-content",
                 "with-logging", "error", "with-progress", "sampling", "elicitation")},
-            **{f"resources-{n}": NO_RESOURCES for n in (
-                "list", "read-text", "read-binary", "templates-read", "subscribe", "unsubscribe")},
-            **{f"prompts-{n}": NO_RESOURCES for n in (
+            **{f"resources-{n}": FIXTURE_RESOURCES for n in (
+                "read-text", "read-binary", "templates-read")},
+            "resources-subscribe": NO_SUBSCRIBE,
+            "resources-unsubscribe": NO_SUBSCRIBE,
+            **{f"prompts-{n}": NO_PROMPTS for n in (
                 "list", "get-simple", "get-with-args", "get-embedded-resource", "get-with-image")},
         },
     },
     "stateless": {
         "args": ["--requirements", "2026-07-28"],
         "applies": {"server-stateless", "tools-list", "dns-rebinding-protection",
-                    "server-sse-multiple-streams", "http-header-validation", "caching"},
+                    "server-sse-multiple-streams", "http-header-validation", "caching",
+                    "sep-2164-resource-not-found", "resources-list",
+                    "input-required-result-unsupported-methods"},
         "exempt": {
             "sep-2575-server-rejects-undeclared-capability":
                 "needs the fixture tool test_missing_capability; execute_code requires no client capability, so -32021 never arises",
             "sep-2575-missing-capability-http-400": "the same fixture tool",
             "sep-2575-http-server-no-independent-requests-on-stream":
-                "needs the fixture tool test_streaming_elicitation; snapcell sends no requests at all",
+                "needs the fixture tool test_streaming_elicitation; snapcell sends no requests in this era (it asks with input_required results)",
             "sep-2575-server-no-log-without-loglevel":
                 "needs the fixture tool test_logging_tool; snapcell never sends notifications/message",
-            "sep-2549-prompts-list-caching-hints": NO_RESOURCES,
-            "sep-2549-resources-list-caching-hints": NO_RESOURCES,
-            "sep-2549-resources-templates-list-caching-hints": NO_RESOURCES,
+            "sep-2549-prompts-list-caching-hints": NO_PROMPTS,
         },
         "not_applicable": {
-            "completion-complete": "no prompts or resources, so nothing to complete",
+            "completion-complete": "no prompts or resource templates, so nothing to complete",
             "json-schema-2020-12": FIXTURE,
             "http-custom-header-server-validation": "needs a tool with x-mcp-header annotations; execute_code has none",
-            "sep-2164-resource-not-found": NO_RESOURCES,
             **{f"tools-call-{n}": FIXTURE for n in (
                 "simple-text", "image", "audio", "embedded-resource", "mixed-content", "error",
                 "with-progress")},
-            **{f"resources-{n}": NO_RESOURCES for n in (
-                "list", "read-text", "read-binary", "templates-read")},
-            **{f"prompts-{n}": NO_RESOURCES for n in (
+            **{f"resources-{n}": FIXTURE_RESOURCES for n in (
+                "read-text", "read-binary", "templates-read")},
+            **{f"prompts-{n}": NO_PROMPTS for n in (
                 "list", "get-simple", "get-with-args", "get-embedded-resource", "get-with-image")},
         },
-        # Multi round-trip requests from fixture tools (snapcell never needs client input) and
-        # the tasks extension (not advertised); several pass without their fixtures.
+        # Multi round-trip requests from fixture tools (snapcell's own input_required, per-call
+        # approval, is tested in test_mcp_approval.py: shape, re-asking, tampered, replayed and
+        # foreign requestStates) and the tasks extension (not advertised); several pass without
+        # their fixtures.
         "not_applicable_prefixes": {
-            "input-required-result-": "multi round-trip requests from fixture tools; snapcell never asks the client for input",
+            "input-required-result-": "multi round-trip requests from fixture tools (test_input_required_result_*), which a server whose one tool is execute_code does not have",
             "tasks-": "the tasks extension, which snapcell does not advertise",
         },
     },

@@ -546,12 +546,12 @@ def _raw_call(url, code, n=1):
     return post(url, body, session(url))
 
 
-@pytest.mark.parametrize("answer", ["json", "sse"])
+@pytest.mark.parametrize("answer", ["json", "stateless"])
 def test_a_large_result_costs_the_server_its_base64_once(answer):
     # 40 MiB left in /output cost the server 160 MiB more (the base64 built, copied into the
     # tree, copied with the record, copied into the text): now the file and its base64,
-    # written once into the answer's text, 94 MiB. A handshake-era call is answered as JSON,
-    # a stateless one as an SSE stream.
+    # written once into the answer's text, 94 MiB. Both eras' calls without a progressToken
+    # are answered as one JSON body.
     server = HttpServer(env=_measurable())
     big = WRITE_FILES.format(files=[("big.bin", 40 << 20)])
     try:
@@ -562,7 +562,7 @@ def test_a_large_result_costs_the_server_its_base64_once(answer):
             assert status == 200 and len(raw) > 40 << 20
         else:
             result = _stateless_call(server.url, 2, big)
-            assert result["isError"] is False and len(result["content"]) == 2
+            assert result["isError"] is False and len(result["content"]) == 3  # stdout, names, file
         grew = _vm_hwm(server.proc.pid) - before
         assert grew < int(2.6 * (40 << 20)), grew >> 20
     finally:
@@ -582,7 +582,7 @@ def test_a_result_past_the_result_memory_is_a_clear_error():
         status, raw = _raw_call(server.url, WRITE_FILES.format(files=[("small.bin", 4 << 20)]),
                                 n=2)
         result = json.loads(raw)["result"]
-        assert result["isError"] is False and len(result["content"]) == 2
+        assert result["isError"] is False and len(result["content"]) == 3  # stdout, names, file
     finally:
         server.stop()
 

@@ -50,3 +50,19 @@ def test_inspector_lists_and_calls(inspector, transport, request):
                  "--tool-args-json", json.dumps({"code": "print(6*7)"}))
     assert called["isError"] is False
     assert [c["text"] for c in called["content"] if c["type"] == "text"] == ["42\n"]
+
+
+def test_inspector_dash_dash_form_passes_server_options(inspector, tmp_path):
+    # `--` ends the Inspector's options: what follows is the server's command line, so
+    # `snapcell mcp --config FILE` keeps its --config (before `--` the Inspector would take it
+    # as its own). docs/mcp.md shows this form.
+    path, env = snapcell_env()
+    config = tmp_path / "snapcell-mcp.json"
+    config.write_text(json.dumps({"structured_content": True}))
+    called = run(inspector, "-e", f"SNAPCELL_HELPER={env['SNAPCELL_HELPER']}",
+                 "--method", "tools/call", "--tool-name", "execute_code",
+                 "--tool-args-json", json.dumps({"code": "print(6*7)"}),
+                 "--", path, "mcp", "--config", str(config))
+    assert called["isError"] is False
+    assert [c["text"] for c in called["content"] if c["type"] == "text"] == ["42\n"]
+    assert called["structuredContent"]["status"] == "ok"  # the config was read

@@ -109,7 +109,7 @@ def test_versions_and_capabilities(stdio):
     old = dict(INIT, params=dict(INIT["params"], protocolVersion="2025-03-26"))
     result = stdio.ask(old)["result"]
     assert result["protocolVersion"] == "2025-03-26"
-    assert result["capabilities"] == {"tools": {}}  # no listChanged: we send no such notification
+    assert result["capabilities"] == {"tools": {}, "resources": {}}  # no listChanged or subscribe: we send no such notification
     unknown = dict(INIT, params=dict(INIT["params"], protocolVersion="1999-01-01"))
     assert stdio.ask(unknown)["result"]["protocolVersion"] == "2025-11-25"
 
@@ -142,8 +142,33 @@ def test_client_disappears_mid_run(snapcell_bin):
     s.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "execute_code", "arguments": {"code": BIG_RUN}}})
     assert wait_for(big_cells, 20)
+    # A client that goes away closes both pipes: with nobody to read its answer, the run is
+    # cancelled. (Only the input ending answers the calls in flight first: test_batch_...)
+    s.proc.stdout.close()
     assert s.close() == 0
     assert wait_for(lambda: not big_cells(), 10)
+
+
+def test_batch_input_is_answered_before_the_server_exits(snapcell_bin, tmp_path):
+    # `snapcell mcp < requests.jsonl`: the input ends while the calls run; each is answered,
+    # then the server exits 0.
+    path, env = snapcell_bin
+    calls = [{"jsonrpc": "2.0", "id": n, "method": "tools/call",
+              "params": {"name": "execute_code",
+                         "arguments": {"code": f"import time\ntime.sleep(1.5)\nprint({n} * 7)"}}}
+             for n in (2, 3)]
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text("\n".join(json.dumps(m) for m in [INIT, *calls]) + "\n")
+    with open(requests) as stdin:
+        proc = subprocess.run([path, "mcp"], stdin=stdin, capture_output=True, env=env,
+                              timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    answers = {m["id"]: m for m in map(json.loads, proc.stdout.decode().splitlines())}
+    assert sorted(answers) == [1, 2, 3]
+    for n in (2, 3):
+        result = answers[n]["result"]
+        assert result["isError"] is False
+        assert result["content"][0]["text"] == f"{n * 7}\n"
 
 
 def test_busy_past_the_cap(snapcell_bin):

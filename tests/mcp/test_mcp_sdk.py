@@ -87,6 +87,12 @@ def test_artifacts(transport, mode):
     assert len(resources) == 1
     assert str(resources[0].resource.uri) == "file:///output/report.txt"
     assert resources[0].resource.text == "all good"
+    # Each file's item names it, images too; one text names them all for clients that show
+    # a file's text or image without its URI.
+    assert images[0].meta == {"snapcell/path": "dot.png"}
+    assert resources[0].meta == {"snapcell/path": "report.txt"}
+    assert texts(result) == [f"files in /output: dot.png ({len(PNG)} bytes, image/png), "
+                             "report.txt (8 bytes, text/plain)"]
 
 
 def test_error_is_error(transport, mode):
@@ -98,6 +104,35 @@ def test_error_is_error(transport, mode):
     assert result.is_error is True
     assert any("ValueError: nope" in t for t in texts(result))
     assert result.meta["snapcell/run"]["status"] == "error"
+
+
+def test_last_expression_value(transport, mode):
+    """The value of the code's last expression is the last text item and in the run's record;
+    when there is none the record says why, and the model is told only what it can use."""
+    codes = ["print('a')\n1+1", "x = 3", "None", "object()", "list(range(100000))",
+             "print('b')\n1/0"]
+
+    async def go():
+        async with Client(transport, mode=mode) as client:
+            return [await client.call_tool("execute_code", {"code": c}) for c in codes]
+
+    value, assignment, none, obj, huge, failed = run(go())
+    assert value.is_error is False
+    assert texts(value) == ["a\n", "value: 2"]
+    run_meta = value.meta["snapcell/run"]
+    assert run_meta["value"] == 2 and run_meta["value_absent"] is None
+    assert texts(assignment) == ["(no output)"]
+    assert assignment.meta["snapcell/run"]["value_absent"] == "no_expression"
+    assert texts(none) == ["(no output)"]
+    assert none.meta["snapcell/run"]["value_absent"] == "none"
+    assert [t.startswith("value: not shown") and "JSON" in t for t in texts(obj)] == [True]
+    assert obj.meta["snapcell/run"]["value_absent"] == "not_json"
+    assert "over 262144 bytes" in texts(huge)[-1]
+    assert huge.meta["snapcell/run"]["value"] is None
+    assert huge.meta["snapcell/run"]["value_absent"] == "too_large"
+    assert failed.is_error is True
+    assert texts(failed)[0] == "b\n" and not any(t.startswith("value:") for t in texts(failed))
+    assert failed.meta["snapcell/run"]["value_absent"] == "not_evaluated"
 
 
 def test_cancellation_kills_the_cell(transport, mode):

@@ -54,7 +54,7 @@ def check_complete(result):
 def check_discover(result):
     check_complete(result)
     assert result["supportedVersions"][0] == V and "2025-11-25" in result["supportedVersions"]
-    assert result["capabilities"] == {"tools": {}}  # no listChanged
+    assert result["capabilities"] == {"tools": {}, "resources": {}}  # no listChanged, no subscribe
     assert "execute_code" in result["instructions"]
     assert result["ttlMs"] > 0 and result["cacheScope"] == "public"
 

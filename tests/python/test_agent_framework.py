@@ -293,6 +293,18 @@ print('warn', file=sys.stderr)
         assert [c.type for c in empty] == ["text"] and "without output" in empty[0].text
 
 
+def test_item13_the_last_expression_value_is_the_last_item():
+    with ExecuteCodeTool() as t:
+        out = invoke(t, "import sys\nprint('out')\nprint('warn', file=sys.stderr)\n{'n': 6 * 7}")
+        assert texts(out) == ["out\n", "warn\n", 'value: {"n": 42}']
+        assert texts(invoke(t, "20 + 22")) == ["value: 42"]
+        assert "without output" in texts(invoke(t, "None"))[0]
+        shown = texts(invoke(t, "object()"))
+        assert len(shown) == 1 and shown[0].startswith("value: not shown") and "JSON" in shown[0]
+        failed = invoke(t, "print('before')\n1/0")
+        assert not any(x.startswith("value") for x in texts(failed))
+
+
 @pytest.mark.parametrize(
     "code, status, detail",
     [

@@ -26,7 +26,8 @@ RESULT_KEYS = {
     "status", "exit_code", "term_signal", "limits_hit", "stdout", "stderr", "stdout_truncated",
     "stderr_truncated", "wall_us", "cpu_us", "peak_memory_bytes", "peak_rss_bytes", "isolation",
     "tool_calls", "tool_calls_dropped", "artifacts", "skipped", "skipped_count", "output_limits_hit",
-    "network_events", "network_limits_hit", "summary", "pending", "decisions",
+    "network_events", "network_limits_hit", "summary", "pending", "decisions", "value_json",
+    "value_state", "value_text",
 }
 
 
@@ -281,6 +282,10 @@ def test_run_result_has_every_field(sandbox):
     assert isinstance(duration_us, int)
     assert r["tool_calls_dropped"] == 0 and r["artifacts"] == [] and r["skipped"] == []
     assert r["skipped_count"] == 0 and r["network_events"] == [] and r["network_limits_hit"] == []
+    # print(...) is the last expression: its value is None
+    assert (r["value_json"], r["value_state"], r["value_text"]) == (None, "none", None)
+    r = sb.run("[20, 22]")
+    assert (r["value_json"], r["value_state"], r["value_text"]) == ("[20, 22]", "present", "value: [20, 22]")
 
 
 def test_statuses_and_limits(sandbox):

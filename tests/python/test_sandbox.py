@@ -1,6 +1,7 @@
 """snapcell.Sandbox: the framework-neutral Python API over real sandboxes."""
 
 import asyncio
+import json
 import os
 import pathlib
 import subprocess
@@ -32,6 +33,97 @@ def test_run_with_a_tool_and_an_artifact():
     assert r.isolation in ("namespaces", "cgroups", "rlimits")
     assert r.wall_time > 0 and r.peak_rss > 0
     assert (r.peak_memory > 0) == (r.isolation == "cgroups")
+
+
+def test_result_value_is_the_last_expression_and_says_why_it_is_absent():
+    cases = [
+        ("1+1", "ok", 2, None),
+        ("print('hi')\n{'a': (1, 2.5), 'b': [None, True]}", "ok", {"a": [1, 2.5], "b": [None, True]}, None),
+        ("2**100", "ok", 2**100, None),
+        ("x = 3", "ok", None, "no_expression"),
+        ("None", "ok", None, "none"),
+        ("object()", "ok", None, "not_json"),
+        ("list(range(100000))", "ok", None, "too_large"),
+        ("print('before')\n1/0", "error", None, "not_evaluated"),
+    ]
+    with snapcell.Sandbox(timeout=10) as sb:
+        for code, status, value, absent in cases:
+            r = sb.run(code)
+            assert (r.status, r.value, r.value_absent) == (status, value, absent), (code, r)
+            if absent is None:
+                assert r.value_text == "value: " + json.dumps(value)
+            elif absent in ("not_json", "too_large"):
+                assert r.value_text.startswith("value: not shown") and "JSON" in r.value_text
+            else:
+                assert r.value_text is None
+        r = sb.run("print('hi')\n'x' * 10")
+        assert r.stdout == "hi\n" and r.value == "x" * 10
+        assert sb.run(f"'x' * {snapcell.VALUE_MAX_BYTES - 2}").value_absent is None
+        assert sb.run(f"'x' * {snapcell.VALUE_MAX_BYTES - 1}").value_absent == "too_large"
+        with sb.session() as s:
+            assert s.run("y = 40").value_absent == "no_expression"
+            assert s.run("y + 2").value == 42
+    assert snapcell.VALUE_MAX_BYTES == 262144
+
+
+def mul(a: int, b: int) -> int:
+    """Multiplies two integers."""
+    return a * b
+
+
+def _template(sb):
+    """The template's pid and start time: the same process, or a new one."""
+    pid = sb._native.stats()["template_pid"]
+    return pid, pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+
+
+def test_run_tools_are_added_for_that_run_only_without_a_new_template():
+    with snapcell.Sandbox(tools=[add], timeout=10) as sb:
+        template = _template(sb)
+        r = sb.run("print(tools.mul(a=6, b=7), call_tool('mul', a=2, b=3), tools.add(a=1, b=2))",
+                   tools=[mul])
+        assert (r.status, r.stdout) == ("ok", "42 6 3\n"), r
+        assert [c.name for c in r.tool_calls] == ["mul", "mul", "add"]
+        # a single tool, and a snapcell.Tool
+        assert sb.run("tools.mul(a=2, b=2)", tools=mul).value == 4
+        assert sb.run("tools.times(a=2, b=5)", tools=snapcell.Tool(mul, name="times")).value == 10
+        # checked like the sandbox's: a string is not an int
+        r = sb.run("tools.mul(a='x', b=2)", tools=[mul])
+        assert r.status == "error" and "ToolError" in r.stderr
+        # gone in the next run
+        r = sb.run("print(hasattr(tools, 'mul'))\ncall_tool('mul', a=1, b=2)")
+        assert r.stdout == "False\n" and "unknown tool 'mul'" in r.stderr
+        with pytest.raises(ValueError, match="tool add is already one of the sandbox's tools"):
+            sb.run("1", tools=[add])
+        assert _template(sb) == template
+
+
+def test_run_tools_async_and_in_a_session():
+    async def amul(a: int, b: int) -> int:
+        await asyncio.sleep(0)
+        return a * b
+
+    async def go(sb):
+        return await sb.run_async("tools.amul(a=3, b=3)", tools=[amul])
+
+    with snapcell.Sandbox(timeout=10) as sb:
+        assert asyncio.run(go(sb)).value == 9
+        with sb.session() as s:
+            assert s.run("x = tools.mul(a=4, b=5)\nx", tools=[mul]).value == 20
+            assert s.run("[x, hasattr(tools, 'mul')]").value == [20, False]
+
+
+def test_run_tools_of_a_paused_run_live_until_the_decision():
+    with snapcell.Sandbox(timeout=10) as sb:
+        run_tools = _sandbox._run_tools([mul], True)
+        run_tools.set_tool_decision("mul", True)
+        r = snapcell.Result._from_native(sb._native.run("tools.mul(a=6, b=7)", None, run_tools), sb)
+        _sandbox._keep(r, run_tools)
+        del run_tools
+        import gc
+        gc.collect()
+        assert r.status == "paused" and r.pending.name == "mul"
+        assert sb.resume(r, approve=True).value == 42
 
 
 def test_limits_are_keywords_and_name_the_cause():

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Tests scripts/check-includes itself: it passes on the tree as it is and fails, naming the
-# file, when a front end includes an internal header or a layer includes one it must not use.
-# Each case works on a copy of the sources, so the tree is never touched.
+# file, when a front end includes an internal header, a layer includes one it must not use, a
+# file of src/ or guest/ is in no layer of src/layers.txt, or the list names a file twice or
+# one that is not there. Each case works on a copy of the sources, so the tree is never touched.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -41,4 +42,28 @@ expect_fail "src/stage/stage.c including core/core.h" "src/stage/stage.c:.*stage
 fresh
 sed -i 's|#include "host.h"|#include "host.h"\n#include "guest.h"|' "$tmp/src-tree/src/isolate/spawn.c"
 expect_fail "src/isolate/spawn.c including guest.h" "src/isolate/spawn.c:.*isolate-host"
+# The isolate files src/meson.build built but the checker once did not know of.
+fresh
+sed -i 's|#include "guest.h"|#include "guest.h"\n#include "host.h"|' "$tmp/src-tree/src/isolate/hostfs.c"
+expect_fail "src/isolate/hostfs.c including host.h" "src/isolate/hostfs.c:.*isolate-guest layer includes host.h"
+
+fresh
+sed -i 's|#include "host.h"|#include "host.h"\n#include "guest.h"|' "$tmp/src-tree/src/isolate/level.c"
+expect_fail "src/isolate/level.c including guest.h" "src/isolate/level.c:.*isolate-host layer includes guest.h"
+
+fresh
+printf '#include "util.h"\n' >"$tmp/src-tree/src/util/stray.c"
+expect_fail "a .c file in no layer" "src/util/stray.c: in no layer"
+
+fresh
+: >"$tmp/src-tree/guest/stray.h"
+expect_fail "a header in no layer" "guest/stray.h: in no layer"
+
+fresh
+echo "core          src/util/util.c" >>"$tmp/src-tree/src/layers.txt"
+expect_fail "a file in two layers" "src/util/util.c is in the util layer already"
+
+fresh
+echo "net           src/net/gone.c" >>"$tmp/src-tree/src/layers.txt"
+expect_fail "a listed file that is not there" "src/net/gone.c does not exist"
 echo "check-includes-test: all passed"

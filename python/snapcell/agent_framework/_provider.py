@@ -9,6 +9,7 @@ from typing import Any
 
 from agent_framework import ContextProvider, FunctionTool
 
+from ._approval import agent_tool_names, respond
 from ._registry import SandboxRegistry
 from ._tool import (
     _REFERENCE_BACKEND,
@@ -16,6 +17,7 @@ from ._tool import (
     DEFAULT_MAX_OUTPUT_FILE_BYTES,
     DEFAULT_MAX_OUTPUT_FILES,
     DEFAULT_MAX_OUTPUT_TOTAL_BYTES,
+    ApprovalKind,
     ExecuteCodeTool,
     ToolDescriptionFormat,
 )
@@ -27,7 +29,8 @@ class CodeActProvider(ContextProvider):
 
     Takes the keyword arguments of :class:`ExecuteCodeTool`, which they mean the same there.
     The run tool it hands out is a snapshot: changing the provider later does not change a run
-    already under way."""
+    already under way. With ``approval="per_call"``, a run whose input answers approval requests
+    of execute_code's paused runs also gets what resumes them (docs/approval.md)."""
 
     DEFAULT_SOURCE_ID = "snapcell_codeact"
 
@@ -59,6 +62,8 @@ class CodeActProvider(ContextProvider):
         venv: str | os.PathLike[str] | None = None,
         preload: Sequence[str] = (),
         warmup: str | None = None,
+        approval: ApprovalKind = "program",
+        approval_timeout: float | None = None,
         _registry: SandboxRegistry | None = None,
     ) -> None:
         super().__init__(source_id)
@@ -87,6 +92,8 @@ class CodeActProvider(ContextProvider):
             venv=venv,
             preload=preload,
             warmup=warmup,
+            approval=approval,
+            approval_timeout=approval_timeout,
             _registry=_registry,
         )
 
@@ -130,7 +137,12 @@ class CodeActProvider(ContextProvider):
         run_tool = self._execute_code_tool.create_run_tool()
         state[self.source_id] = run_tool.build_serializable_state()
         context.extend_instructions(self.source_id, run_tool.build_instructions(tools_visible_to_model=False))
-        context.extend_tools(self.source_id, [run_tool])
+        stand_ins = []
+        if run_tool._settings.approval == "per_call":
+            stand_ins = await respond(
+                self._execute_code_tool._approvals, context.input_messages, agent_tool_names(agent, context)
+            )
+        context.extend_tools(self.source_id, [run_tool, *stand_ins])
 
     def close(self) -> None:
         """Ends every sandbox process this provider started and removes its temporary files."""

@@ -8,6 +8,7 @@ for the configuration; results become Content items."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import copy
 import inspect
 import os
@@ -17,11 +18,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from agent_framework import Content, FunctionTool, normalize_tools
+from agent_framework import Content, ContextProvider, FunctionInvocationContext, FunctionTool, normalize_tools
 
 from .. import _interpreter, _native
 from .._sandbox import Result, Sandbox, _run_async, build_config
 from .._tools import ArgumentError, Tool, run_on_thread_loop
+from ._approval import Approvals, Hold, is_stand_in
 from ._registry import SandboxRegistry
 from ._types import (
     AllowedDomain,
@@ -43,6 +45,15 @@ DEFAULT_MAX_OUTPUT_TOTAL_BYTES = 20 * 1024 * 1024
 # The reference's defaults for its VM settings, which snapcell accepts and ignores.
 _REFERENCE_BACKEND = "wasm"
 _REFERENCE_MODULE = "python_guest.path"
+
+# How a tool whose approval_mode is "always_require" is approved: the whole program before it
+# runs (execute_code needs approval: the reference's behaviour), or each call when it happens.
+ApprovalKind = Literal["program", "per_call"]
+_APPROVALS = ("program", "per_call")
+
+# The id of the execute_code call being invoked (Agent Framework hands it to invoke only), for
+# the approval request of a call made by its code.
+_CALL_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("snapcell_call_id", default=None)
 
 DescriptionFormat = Literal["compact", "json"]
 # One format for every tool, or one per tool name (others "compact"), as the reference takes.
@@ -68,6 +79,7 @@ _STATUS_MESSAGES = {
     "output-limit": "Execution stopped: output limit reached",
     "setup-failure": "The sandbox could not set up the run",
     "cancelled": "Execution cancelled",
+    "expired": "Execution expired: no decision came within approval_timeout",
 }
 _OUTPUT_CAPS = {
     "files": "max_output_files",
@@ -97,11 +109,13 @@ def _collect_tools(*groups: Any) -> dict[str, FunctionTool]:
     return tools
 
 
-def _sandbox_tool(tool: FunctionTool) -> Tool:
+def _sandbox_tool(tool: FunctionTool, per_call: bool = False) -> Tool:
     """A snapcell Tool that invokes an Agent Framework tool with keyword arguments and takes its
     raw return value (its result parser is not applied). An async tool is awaited on the event
     loop that called invoke; a sync one runs on the run's own thread (on a loop private to that
-    thread), so concurrent runs call it concurrently instead of queueing on the caller's loop."""
+    thread), so concurrent runs call it concurrently instead of queueing on the caller's loop.
+    With per_call, its approval_mode no longer makes execute_code need approval (each call
+    waits for a decision instead: _Settings.config)."""
     func = getattr(tool, "func", None)
     is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
         getattr(func, "__call__", None)
@@ -128,7 +142,7 @@ def _sandbox_tool(tool: FunctionTool) -> Tool:
         name=tool.name,
         description=tool.description or "",
         schema=tool.parameters(),
-        requires_approval=tool.approval_mode == "always_require",
+        requires_approval=tool.approval_mode == "always_require" and not per_call,
     )
 
 
@@ -142,6 +156,7 @@ class _Settings:
         self.domains: dict[str, AllowedDomain] = {}
         self.limits: dict[str, Any] = {}
         self.env: dict[str, str] = {}
+        self.approval: str = "program"
         self.python_paths: tuple[str, ...] = ()
         self.reject_links = False
         self.python: str | None = None  # the interpreter chosen; None: the venv's own
@@ -178,7 +193,11 @@ class _Settings:
     def config(self) -> Any:
         keywords = self._keywords()
         keywords["env"] = dict(keywords["env"])
-        cfg, _ = build_config(tools=[_sandbox_tool(t) for t in self.tools.values()], **keywords)
+        per_call = self.approval == "per_call"
+        cfg, _ = build_config(tools=[_sandbox_tool(t, per_call) for t in self.tools.values()], **keywords)
+        for name, t in self.tools.items():
+            if per_call and t.approval_mode == "always_require":
+                cfg.set_tool_decision(name, True)
         for name, fmt in self.tool_formats.items():
             if name in self.tools:
                 cfg.set_tool_describe_format(name, fmt == "json")
@@ -190,6 +209,7 @@ class _Settings:
         trees = ([str(self.workspace)] if self.workspace else []) + [str(m.host_path) for m in self.mounts.values()]
         return (
             tuple((n, id(t), t.approval_mode) for n, t in self.tools.items()),
+            self.approval,
             tuple(sorted(self._keywords().items(), key=lambda kv: kv[0])),
             tuple(_native.tree_signature(t) for t in trees),
         )
@@ -211,6 +231,11 @@ class ExecuteCodeTool(FunctionTool):
     (trusted code run once after them), ``env`` and ``stateful`` (interpreter state kept
     between calls of this tool) and ``reject_links`` (a link in the workspace or a mount is a
     ValueError from invoke, as in newer reference releases, instead of being left out).
+    ``approval`` says how a managed tool whose ``approval_mode`` is "always_require" is
+    approved: "program" (the default, as the reference: execute_code itself then needs
+    approval) or "per_call" (each call the code makes waits, and the agent run ends with Agent
+    Framework's approval request naming that tool and its arguments; see
+    :meth:`approval_provider`), for at most ``approval_timeout`` seconds (600).
     ``backend``, ``module`` and ``module_path`` are accepted for old code and ignored (a value
     other than the reference's default warns)."""
 
@@ -241,12 +266,16 @@ class ExecuteCodeTool(FunctionTool):
         venv: str | os.PathLike[str] | None = None,
         preload: Sequence[str] = (),
         warmup: str | None = None,
+        approval: ApprovalKind = "program",
+        approval_timeout: float | None = None,
         _registry: SandboxRegistry | None = None,
         _settings: _Settings | None = None,
     ) -> None:
         base_format, tool_formats = _description_formats(tool_description_format)
         if approval_mode not in (None, "never_require", "always_require"):
             raise ValueError('approval_mode must be "never_require" or "always_require".')
+        if approval not in _APPROVALS:
+            raise ValueError(f'approval must be "program" or "per_call", not {approval!r}.')
         ignored = [
             n
             for n, v, default in (
@@ -280,6 +309,7 @@ class ExecuteCodeTool(FunctionTool):
         self._stateful = bool(stateful)
         self._registry = _registry or SandboxRegistry()
         self._session_lock = asyncio.Lock() if stateful else None
+        self._approvals = Approvals(self._approval_timeout)  # a run tool shares its maker's
         if _settings is not None:
             self._settings = _settings
         else:
@@ -293,6 +323,9 @@ class ExecuteCodeTool(FunctionTool):
                 s.limits["timeout"] = timeout
             if memory_limit is not None:
                 s.limits["memory_limit"] = memory_limit
+            if approval_timeout is not None:
+                s.limits["approval_timeout"] = approval_timeout
+            s.approval = approval
             s.env = dict(env or {})
             s.tool_formats = tool_formats
             s.include_detailed_errors = bool(include_detailed_errors)
@@ -442,6 +475,7 @@ class ExecuteCodeTool(FunctionTool):
             )
             run_tool._reference_settings = dict(self._reference_settings)
             run_tool._session_lock = self._session_lock
+            run_tool._approvals = self._approvals
             return run_tool
 
     def build_serializable_state(self) -> dict[str, Any]:
@@ -470,34 +504,88 @@ class ExecuteCodeTool(FunctionTool):
                 "python": self._cfg.python_info()["executable"],
                 "venv": s.venv,
                 "stateful": self._stateful,
+                "approval": s.approval,
+                "approval_timeout": s.limits.get("approval_timeout"),
             }
 
     def to_dict(self, *, exclude: set[str] | None = None, exclude_none: bool = True) -> dict[str, Any]:
         self.__dict__["_plain_description"] = self.description
         return super().to_dict(exclude=exclude, exclude_none=exclude_none)
 
-    async def _run_code(self, *, code: str) -> list[Content]:
+    def _approval_timeout(self) -> float:
+        return self._settings.limits.get("approval_timeout") or 600.0
+
+    def approval_provider(self) -> ContextProvider:
+        """With approval="per_call", what an agent that has this tool directly (in its
+        ``tools``) needs in its ``context_providers``: in each agent run it hands Agent
+        Framework what resumes this tool's paused runs with the approvals the run carries
+        (CodeActProvider does this itself)."""
+        from ._approval import ApprovalProvider
+
+        return ApprovalProvider(self._approvals)
+
+    async def invoke(self, *, arguments: Any = None, context: Any = None, tool_call_id: str | None = None,
+                     skip_parsing: bool = False, **kwargs: Any) -> Any:
+        """Agent Framework's invoke; the call's id is kept for the approval request of a call
+        its code makes (approval="per_call")."""
+        token = _CALL_ID.set(tool_call_id)
+        try:
+            return await super().invoke(arguments=arguments, context=context, tool_call_id=tool_call_id,
+                                        skip_parsing=skip_parsing, **kwargs)
+        finally:
+            _CALL_ID.reset(token)
+
+    async def _run_code(self, *, code: str, ctx: FunctionInvocationContext | None = None) -> list[Content]:
         with self._lock:
             settings = self._settings.copy()
             cfg = self._cfg
         registry, stateful = self._registry, self._session_lock is not None
+        paused: list[Any] = []  # the registry entry a paused run keeps until it ends
 
         def run(code: str, cancel: Any) -> dict:
             """On one pool thread: the cached sandbox (built on first use), then the run."""
             entry = registry.acquire(settings.key(), lambda: Sandbox._from_config(cfg))
             try:
                 if not stateful:
-                    return entry.sandbox._native.run(code, cancel)
-                if entry.session is None:
-                    entry.session = entry.sandbox.session()
-                return entry.session._native.run(code, cancel)
-            finally:
+                    r = entry.sandbox._native.run(code, cancel)
+                else:
+                    if entry.session is None:
+                        entry.session = entry.sandbox.session()
+                    r = entry.session._native.run(code, cancel)
+            except BaseException:
                 registry.release(entry)
+                raise
+            if r["status"] == "paused":
+                paused.append(entry)
+            else:
+                registry.release(entry)
+            return r
 
         if not stateful:
-            return _contents(await _run_async(run, code))
-        async with self._session_lock:
-            return _contents(await _run_async(run, code))
+            result = await _run_async(run, code)
+        else:
+            async with self._session_lock:
+                result = await _run_async(run, code)
+        if result.status != "paused":
+            return _contents(result)
+        entry = paused[0]
+        hold = Hold(entry.sandbox._native, lambda: registry.release(entry), self._settle)
+        return await self._settle(result, hold, _CALL_ID.get(), ctx.tools if ctx is not None else None)
+
+    async def _settle(self, result: Result, hold: Hold, call_id: str | None, tools: Any) -> list[Content]:
+        """execute_code's answer for a run that may be paused: a paused run ends the agent run
+        with the approval request for its pending call (UserInputRequiredException)."""
+        while result.status == "paused":
+            name = result.pending.name
+            if any(getattr(t, "name", None) == name and not is_stand_in(t) for t in tools or ()):
+                # Agent Framework would answer an approval by running the agent's own tool of
+                # that name, outside the run: refuse instead of asking.
+                result = await hold.resume(result, "rejected", (
+                    f"approval of each call is not possible here: the agent has a tool of its own "
+                    f"named {name!r}, which Agent Framework would run on approval, outside this program"))
+                continue
+            raise self._approvals.pause(result, hold, call_id)
+        return _contents(result)
 
     def close(self) -> None:
         """Ends every sandbox this tool (and the run tools made from it) started."""
@@ -545,7 +633,18 @@ def _workspace(path: str | os.PathLike[str]) -> Path:
 
 
 def _contents(result: Result) -> list[Content]:
-    """stdout, one data item per artifact, then stderr / a no-output note on success, or an
+    """The items of _items, each with the snapcell Result as its raw_representation (in
+    memory only: Agent Framework neither sends nor stores it), so a caller can read the run's
+    whole record, its approval decisions included."""
+    out = _items(result)
+    for c in out:
+        c.raw_representation = result
+    return out
+
+
+def _items(result: Result) -> list[Content]:
+    """stdout, one data item per artifact, then stderr, the value of the last expression (when
+    there is one to tell) / a no-output note on success, or an
     error item naming the status (and, separately, any output cap that was hit) followed by a
     text item with the status and its cause (Result.summary)."""
     out: list[Content] = []
@@ -569,6 +668,10 @@ def _contents(result: Result) -> list[Content]:
     if result.ok:
         if result.stderr:
             out.append(Content.from_text(result.stderr))
+        # The last expression's value (or why it is not shown) goes last, in the library's
+        # words; with it, there is output to show.
+        if result.value_text:
+            out.append(Content.from_text(result.value_text))
         if not out:
             out.append(Content.from_text("Code executed without output."))
         return out

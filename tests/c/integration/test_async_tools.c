@@ -153,6 +153,19 @@ Test(async_tools, sync_code_and_top_level_await)
 		      "print(r, e)\n",
 		      "2 {'x': [1]}\n");
 	cr_expect_eq(atomic_load(&started), 1);
+	/* With top-level await the last expression's value is awaited when it awaits. */
+	struct snapcell_result *res = test_run(sb, "import asyncio\n"
+						   "x = await tools.add(a=1, b=1)\n"
+						   "await tools.add(a=x, b=40)\n");
+	expect_ok(res);
+	cr_expect_eq(res->value_state, SNAPCELL_VALUE_PRESENT, "%s",
+		     snapcell_value_state_name(res->value_state));
+	cr_expect_str_eq(res->value_json ? res->value_json : "(null)", "42");
+	snapcell_result_free(res);
+	res = test_run(sb, "x = await tools.add(a=1, b=1)\ny = x\n");
+	expect_ok(res);
+	cr_expect_eq(res->value_state, SNAPCELL_VALUE_NO_EXPRESSION);
+	snapcell_result_free(res);
 	/* A tool without an asynchronous face answers awaited calls on the run's thread. */
 	expect_output(sb,
 		      "import asyncio\n"

@@ -64,7 +64,7 @@ Test(exec, nothing_else_can_be_executed)
 		"attempt('O_PATH fd', lambda: os.execve(os.open(lib, os.O_PATH), ['x'], {}))\n"
 		"attempt('proc exe', lambda: os.execv('/proc/self/exe', ['x']))\n"
 		"attempt('memfd', lambda: os.memfd_create('x'))\n"
-		"attempt('read python', lambda: open('/usr/bin/python3', 'rb'))\n"
+		"attempt('read loader', lambda: open('/lib64/ld-linux-x86-64.so.2', 'rb'))\n"
 		"attempt('link python', lambda: os.link('/usr/bin/python3', '/tmp/py'))\n"
 		"r = subprocess.run(['/lib64/ld-linux-x86-64.so.2', '/tmp/prog'], "
 		"capture_output=True)\n"
@@ -74,8 +74,66 @@ Test(exec, nothing_else_can_be_executed)
 		"output file PermissionError EACCES\nlink PermissionError EACCES\n"
 		"fd PermissionError EACCES\nO_PATH fd PermissionError EACCES\n"
 		"proc exe FileNotFoundError ENOENT\nmemfd PermissionError EPERM\n"
-		"read python PermissionError EACCES\nlink python OSError EXDEV\n"
+		"read loader PermissionError EACCES\nlink python OSError EXDEV\n"
 		"loader runs tmp file False\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* The host's fs.suid_dumpable, or -1. */
+static int suid_dumpable(void)
+{
+	FILE *f = fopen("/proc/sys/fs/suid_dumpable", "r");
+	int v = -1;
+	if (f && fscanf(f, "%d", &v) != 1)
+		v = -1;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+/* The root binds the host's executable read-only (no per-sandbox copy): a cell may read it,
+ * but not change, replace or remove it, and a program it execs still starts non-dumpable
+ * because the loader every exec goes through is an unreadable copy (the kernel's would_dump()
+ * of the ELF interpreter): the exec'd process takes fs.suid_dumpable's value, as an exec of
+ * an unreadable program does, where an exec of readable files would make it 1. */
+Test(exec, exec_python_is_not_dumpable_though_its_executable_is_readable)
+{
+	require_landlock(1);
+	int level = suid_dumpable();
+	if (level != 0 && level != 2)
+		test_skip_or_fail("fs.suid_dumpable is 1: every exec is dumpable, nothing to tell");
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	char want[512];
+	snprintf(want, sizeof(want),
+		 "readable True loader 0o111 False\n"
+		 "write python refused\nreplace python refused\nremove python refused\n"
+		 "write loader refused\npython %d\nthrough the loader %d\n",
+		 level, level);
+	/* Which refusal comes first depends on who owns the file (EACCES, else EROFS). */
+	expect_output(
+		sb,
+		"import errno, os, stat, subprocess, sys\n"
+		"def attempt(label, f):\n"
+		"    try:\n"
+		"        f()\n"
+		"        print(label, 'ok')\n"
+		"    except OSError as e:\n"
+		"        no = (errno.EACCES, errno.EROFS, errno.EXDEV, errno.EBUSY)\n"
+		"        print(label, 'refused' if e.errno in no else e)\n"
+		"loader = '/lib64/ld-linux-x86-64.so.2'\n"
+		"print('readable', len(open(sys.executable, 'rb').read(4)) == 4, 'loader',\n"
+		"      oct(stat.S_IMODE(os.stat(loader).st_mode)), os.access(loader, os.R_OK))\n"
+		"attempt('write python', lambda: open(sys.executable, 'r+b'))\n"
+		"open('/tmp/py', 'w').close()\n"
+		"attempt('replace python', lambda: os.rename('/tmp/py', sys.executable))\n"
+		"attempt('remove python', lambda: os.unlink(sys.executable))\n"
+		"attempt('write loader', lambda: open(loader, 'r+b'))\n"
+		"code = 'import ctypes; print(ctypes.CDLL(None).prctl(3, 0, 0, 0, 0))'\n"
+		"for label, argv in (('python', [sys.executable]),\n"
+		"                    ('through the loader', [loader, sys.executable])):\n"
+		"    r = subprocess.run(argv + ['-c', code], capture_output=True, text=True)\n"
+		"    print(label, r.stdout.strip() or r.stderr)\n",
+		want);
 	snapcell_sandbox_free(sb);
 }
 

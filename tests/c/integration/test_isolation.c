@@ -7,7 +7,9 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 
@@ -365,6 +367,7 @@ Test(isolation, namespace_and_mount_calls_are_denied)
 			   "print('clone(NEWPID)', sc(56, NEWPID | 17, 0, 0, 0, 0))\n"
 			   "print('clone(NEWNET)', sc(56, NEWNET | 17, 0, 0, 0, 0))\n"
 			   "print('clone(NEWNS)', sc(56, NEWNS | 17, 0, 0, 0, 0))\n"
+			   "print('clone(PARENT)', sc(56, 0x8000 | 17, 0, 0, 0, 0))\n"
 			   "try:\n"
 			   "    os.chroot('/tmp')\n"
 			   "except PermissionError as e:\n"
@@ -372,7 +375,8 @@ Test(isolation, namespace_and_mount_calls_are_denied)
 		"unshare(NEWUSER) -1 EPERM\nunshare(NEWNS) -1 EPERM\nunshare(NEWNET) -1 EPERM\n"
 		"setns -1 EPERM\nmount -1 EPERM\numount2 -1 EPERM\npivot_root -1 EPERM\n"
 		"chroot -1 EPERM\nclone(NEWUSER) -1 EPERM\nclone(NEWPID) -1 EPERM\n"
-		"clone(NEWNET) -1 EPERM\nclone(NEWNS) -1 EPERM\nos.chroot EPERM\n");
+		"clone(NEWNET) -1 EPERM\nclone(NEWNS) -1 EPERM\nclone(PARENT) -1 EPERM\n"
+		"os.chroot EPERM\n");
 	expect_healthy(sb);
 	snapcell_sandbox_free(sb);
 }
@@ -843,6 +847,145 @@ Test(isolation, branched_session_workers_hold_only_their_four_fds, .timeout = 60
 	snapcell_session_free(branch);
 	snapcell_session_free(s);
 	snapcell_snapshot_free(snap);
+	snapcell_sandbox_free(sb);
+}
+
+/* A cell's statvfs figures of one path, and whether the host's statvfs of host_path gives
+ * the same: blocks or filesystem id alike fail the test. */
+static void expect_not_host_figures(const char *name, unsigned long long blocks,
+				    unsigned long long bfree, unsigned long long fsid,
+				    const char *host_path)
+{
+	struct statvfs hv;
+	cr_assert_eq(statvfs(host_path, &hv), 0, "statvfs %s", host_path);
+	unsigned long long host_fsid = hv.f_fsid;
+	cr_expect_neq(blocks, (unsigned long long)hv.f_blocks, "%s: f_blocks %llu is %s's", name,
+		      blocks, host_path);
+	cr_expect(fsid != host_fsid || fsid == 0, "%s: f_fsid %llx is %s's", name, fsid, host_path);
+	cr_expect(blocks != hv.f_blocks || bfree != hv.f_bfree || fsid != host_fsid,
+		  "%s: the figures are %s's", name, host_path);
+}
+
+/* Issue 21 item 10: statfs of the root's read-only binds (the standard library, a Python path,
+ * /input, the loader's cache) gave the host disk's size, free space and id. The directories
+ * are overlays topped by the root tmpfs, the small files copies in it: no figure of the host's
+ * is seen, the binds stay read-only, and /tmp still reports its own size. */
+Test(isolation, statvfs_reports_no_host_disk)
+{
+	char *ws = test_make_tree(), *pp = test_make_tree();
+	test_write_file(ws, "data.txt", "1\n");
+	test_write_file(pp, "mod_statvfs.py", "X = 1\n");
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_workspace(cfg, ws, NULL), 0);
+	cr_assert_eq(snapcell_config_add_python_path(cfg, pp, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	struct snapcell_result *res = test_run(
+		sb, "import os, shutil, mod_statvfs\n"
+		    "stdlib = os.path.dirname(os.__file__)\n"
+		    "paths = [('input', '/input'), ('stdlib', stdlib),\n"
+		    "         ('pypath', os.path.dirname(mod_statvfs.__file__)), ('root', '/'),\n"
+		    "         ('ldcache', '/etc/ld.so.cache'), ('input_file', '/input/data.txt')]\n"
+		    "for name, p in paths:\n"
+		    "    v = os.statvfs(p)\n"
+		    "    ro = bool(v.f_flag & os.ST_RDONLY)\n"
+		    "    print(name, v.f_blocks, v.f_bfree, v.f_fsid & (2**64 - 1), int(ro))\n"
+		    "for p in ['/input/new.txt', stdlib + '/new.py', '/input/data.txt']:\n"
+		    "    try:\n"
+		    "        open(p, 'a').close()\n"
+		    "        print('wrote', p)\n"
+		    "    except OSError as e:\n"
+		    "        print('write', e.errno == 30)\n"
+		    "print('tmp', shutil.disk_usage('/tmp').total)\n"
+		    "print('stdlib_dir', stdlib)\n");
+	expect_ok(res);
+	char name[32], stdlib[512] = "";
+	unsigned long long blocks, bfree, fsid, tmp_total = 0;
+	int ro, n_figures = 0, n_refused = 0;
+	for (char *line = res->stdout_buf, *next; line && *line; line = next) {
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		if (sscanf(line, "write %31s", name) == 1) {
+			cr_expect_str_eq(name, "True", "a write to a read-only bind: %s", line);
+			n_refused++;
+		} else if (sscanf(line, "tmp %llu", &tmp_total) == 1 ||
+			   sscanf(line, "stdlib_dir %511s", stdlib) == 1) {
+			continue;
+		} else if (sscanf(line, "%31s %llu %llu %llu %d", name, &blocks, &bfree, &fsid,
+				  &ro) == 5) {
+			n_figures++;
+			cr_expect_eq(ro, 1, "%s is not read-only", name);
+			expect_not_host_figures(name, blocks, bfree, fsid, "/");
+			expect_not_host_figures(name, blocks, bfree, fsid, "/tmp");
+			expect_not_host_figures(name, blocks, bfree, fsid, "/dev/shm");
+			expect_not_host_figures(name, blocks, bfree, fsid, ws);
+			expect_not_host_figures(name, blocks, bfree, fsid, pp);
+			expect_not_host_figures(name, blocks, bfree, fsid, "/etc/ld.so.cache");
+		} else {
+			cr_assert_fail("unexpected line: %s", line);
+		}
+	}
+	cr_assert_eq(n_figures, 6, "%s", res->stdout_buf);
+	cr_assert_eq(n_refused, 3, "%s", res->stdout_buf);
+	cr_assert_str_neq(stdlib, "");
+	struct statvfs hv;
+	cr_assert_eq(statvfs(stdlib, &hv), 0, "the host has no %s", stdlib);
+	/* The stdlib's own host filesystem too (a pyenv build may live on another disk). */
+	res = test_run(sb, "import os\n"
+			   "v = os.statvfs(os.path.dirname(os.__file__))\n"
+			   "print(v.f_blocks, v.f_bfree, v.f_fsid & (2**64 - 1))\n");
+	expect_ok(res);
+	cr_assert_eq(sscanf(res->stdout_buf, "%llu %llu %llu", &blocks, &bfree, &fsid), 3);
+	expect_not_host_figures("stdlib", blocks, bfree, fsid, stdlib);
+	cr_expect_eq(tmp_total, 64ULL << 20, "/tmp is not the default 64 MiB tmpfs");
+	snapcell_sandbox_free(sb);
+	test_remove_tree(ws);
+	test_remove_tree(pp);
+	free(ws);
+	free(pp);
+}
+
+/* The host's side of locks_on_the_stdlib_stay_in_its_overlay: whether the host may lock the
+ * file the call names ({"path": "/..."}) while the cell holds it locked. */
+static int try_host_lock(void *user, const char *args, char **result)
+{
+	(void)user;
+	char path[1024] = "";
+	const char *at = strstr(args, "\"path\"");
+	at = at ? strchr(at + 6, '/') : NULL;
+	size_t len = at ? strcspn(at, "\"") : 0;
+	if (len == 0 || len >= sizeof(path)) {
+		*result = strdup("bad arguments");
+		return -1;
+	}
+	memcpy(path, at, len);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	bool free_ = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+	if (fd >= 0)
+		close(fd);
+	*result = strdup(fd < 0 ? "\"unopened\"" : free_ ? "\"free\"" : "\"held\"");
+	return 0;
+}
+
+/* Issue 21 item 11: a cell's flock on a file of the stdlib (the host's, bound read-only) kept
+ * the host's processes from locking it for the run's length. The stdlib is an overlay now, and
+ * a lock taken through it belongs to the overlay's inode: the host, asked while the cell holds
+ * the lock, takes it at once. */
+Test(isolation, locks_on_the_stdlib_stay_in_its_overlay)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "host_lock", "Locks a host file.", NULL,
+					      SNAPCELL_APPROVAL_NEVER, try_host_lock, NULL, NULL),
+		     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	expect_output(sb,
+		      "import fcntl, json, os\n"
+		      "path = json.__file__\n"
+		      "fd = os.open(path, os.O_RDONLY)\n"
+		      "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+		      "print(call_tool('host_lock', path=path))\n",
+		      "free\n");
 	snapcell_sandbox_free(sb);
 }
 

@@ -184,13 +184,12 @@ Test(python, the_probe_brings_the_prelude_compiled_by_the_interpreter)
 	char path[] = "/tmp/snapcell-prelude-XXXXXX";
 	int fd = mkstemp(path);
 	cr_assert(fd >= 0);
-	cr_assert_eq(write(fd, py.prelude_code, strlen(py.prelude_code)),
-		     (ssize_t)strlen(py.prelude_code));
+	cr_assert_eq(write(fd, py.prelude_code, py.prelude_len), (ssize_t)py.prelude_len);
 	close(fd);
 	char cmd[1024], out[512] = {0};
 	snprintf(cmd, sizeof(cmd),
-		 "%s -I -S -c \"import marshal, sys; c = marshal.loads(bytes.fromhex("
-		 "open(sys.argv[1]).read())); print(type(c).__name__, c.co_filename, "
+		 "%s -I -S -c \"import marshal, sys; c = marshal.loads("
+		 "open(sys.argv[1], 'rb').read()); print(type(c).__name__, c.co_filename, "
 		 "sys.version == sys.argv[2])\" %s '%s'",
 		 py.executable, path, py.sys_version);
 	FILE *p = popen(cmd, "r");

@@ -1,11 +1,16 @@
 /* The setup message's codec (rpc/setup.h) on its own: what the host encodes decodes to the same
- * values, and a message with a key missing, unknown, duplicated or of the wrong type is refused
- * naming the key. No sandbox is started. */
+ * values, and a message with a key missing, unknown, duplicated or of the wrong type, or a
+ * compiled prelude of another length than it announces, is refused naming the key. No sandbox
+ * is started. */
 #define _GNU_SOURCE
 #include "helpers.h"
 #include "rpc/setup.h"
 
-static char *sample(void)
+/* Marshal-like bytes, NULs and high bytes included: they travel raw after the JSON. */
+static const uint8_t prelude[] = {0xe3, 0, 0, 0, 0xff, '"', 0x0a};
+
+/* The message (JSON, a NUL and the prelude's bytes), its length in *len. */
+static char *sample_of(size_t *len)
 {
 	static char *env_names[] = {"A", "B"}, *env_values[] = {"1", "two"};
 	static char *preloads[] = {"json"}, *addrs[] = {"10.0.0.1"};
@@ -40,20 +45,30 @@ static char *sample(void)
 			     .warmup = "import json",
 			     .net = &net,
 			     .network_notice = "no network",
-			     .python = {"/usr/bin/python3.11", "3.11.2", 7, dirs, 1, "e3000000",
-					"3.11.2 (main)", (1ull << 62) + 5},
+			     .python = {"/usr/bin/python3.11", "3.11.2", 7, dirs, 1,
+					(uint8_t *)prelude, sizeof(prelude), "3.11.2 (main)",
+					(1ull << 62) + 5},
 			     .guest = {8, "_snapcell_guest.abi3.so"}};
-	char *text = sc__setup_encode(&s);
+	char *text = sc__setup_encode(&s, len);
 	cr_assert(text);
 	return text;
 }
 
+/* The message's JSON text alone (what the edits below change). */
+static char *sample(void)
+{
+	size_t len;
+	return sample_of(&len);
+}
+
 Test(setup, round_trip_keeps_every_value)
 {
-	char *text = sample();
+	size_t len;
+	char *text = sample_of(&len);
+	cr_assert_eq(len, strlen(text) + 1 + sizeof(prelude));
 	struct sc_setup s;
 	struct snapcell_error err = {0};
-	cr_assert_eq(sc__setup_decode(text, strlen(text), &s, &err), 0, "%s", err.message);
+	cr_assert_eq(sc__setup_decode(text, len, &s, &err), 0, "%s", err.message);
 	cr_expect_str_eq(s.root, "/w/root");
 	cr_expect_eq(s.n_python_paths, 2);
 	cr_expect_null(s.python_paths[0].site);
@@ -74,7 +89,8 @@ Test(setup, round_trip_keeps_every_value)
 	cr_expect_str_eq(s.python.executable, "/usr/bin/python3.11");
 	cr_expect_str_eq(s.python.dirs[0].host, "/usr/lib/python3.11");
 	cr_expect_eq(s.python.exe_dir_fd, 7);
-	cr_expect_str_eq(s.python.prelude, "e3000000");
+	cr_expect_eq(s.python.prelude_bytes, sizeof(prelude));
+	cr_expect_arr_eq(s.python.prelude, prelude, sizeof(prelude));
 	cr_expect_str_eq(s.python.sys_version, "3.11.2 (main)");
 	cr_expect_eq(s.python.prelude_hash, (1ull << 62) + 5);
 	cr_expect_str_eq(s.guest.file, "_snapcell_guest.abi3.so");
@@ -117,6 +133,42 @@ Test(setup, an_unknown_or_duplicate_key_is_an_error)
 		       "unknown key cpu_seconds");
 	expect_refused("\"fd\":4,", "\"fd\":4,\"bind\":1,", "python_paths: unknown key bind");
 	expect_refused("\"cpu_ms\":5,", "\"cpu_ms\":5,\"cpu_ms\":6,", "duplicate");
+}
+
+static void expect_tail_refused(const char *msg, size_t len, const char *message)
+{
+	struct sc_setup s;
+	struct snapcell_error err = {0};
+	cr_expect_eq(sc__setup_decode(msg, len, &s, &err), SNAPCELL_E_PROTOCOL, "%zu bytes", len);
+	cr_expect(strstr(err.message, message), "%zu bytes: %s", len, err.message);
+	cr_expect_null(s.python.prelude);
+	sc__setup_clear(&s);
+}
+
+Test(setup, a_prelude_of_another_length_than_announced_is_an_error)
+{
+	size_t len;
+	char *text = sample_of(&len), *json = strdup(text);
+	expect_tail_refused(text, strlen(text), "prelude_bytes 7, 0 bytes follow");
+	expect_tail_refused(text, len - 1, "prelude_bytes 7, 6 bytes follow");
+	char *longer = malloc(len + 1);
+	memcpy(longer, text, len);
+	longer[len] = 'x';
+	expect_tail_refused(longer, len + 1, "prelude_bytes 7, 8 bytes follow");
+	/* None announced: nothing may follow, not even the NUL. */
+	char *none = edited(json, "\"prelude_bytes\":7", "\"prelude_bytes\":0");
+	size_t n = strlen(none);
+	char *with_tail = malloc(n + 2);
+	memcpy(with_tail, none, n + 1);
+	with_tail[n + 1] = 'x';
+	expect_tail_refused(with_tail, n + 2, "prelude_bytes 0, 1 bytes follow");
+	expect_tail_refused(with_tail, n + 1, "prelude_bytes 0, 0 bytes follow");
+	struct sc_setup s;
+	struct snapcell_error err = {0};
+	cr_expect_eq(sc__setup_decode(none, n, &s, &err), 0, "%s", err.message);
+	cr_expect_null(s.python.prelude);
+	sc__setup_clear(&s);
+	free(with_tail), free(none), free(longer), free(json), free(text);
 }
 
 Test(setup, a_value_of_the_wrong_type_is_an_error)

@@ -113,6 +113,28 @@ Test(summary, signal_cancel_setup_and_ok)
 	free(text);
 }
 
+Test(summary, paused_and_expired_name_the_waiting_call)
+{
+	struct snapcell_pending_call pending = {.id = 7, .name = "refund"};
+	struct snapcell_decision expired = {
+		.pending_id = 7, .name = "refund", .verdict = SNAPCELL_VERDICT_EXPIRED};
+	struct snapcell_result res = {.status = SNAPCELL_STATUS_PAUSED, .pending = &pending};
+	char *text = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_result_summary(&res, &text, &err), 0, "%s", err.message);
+	cr_expect_str_eq(text,
+			 "Execution paused: the code waits for a decision on its call to tool "
+			 "'refund'.");
+	free(text);
+	res = (struct snapcell_result){
+		.status = SNAPCELL_STATUS_EXPIRED, .decisions = &expired, .n_decisions = 1};
+	cr_assert_eq(snapcell_result_summary(&res, &text, &err), 0, "%s", err.message);
+	cr_expect_str_eq(text, "Execution expired: no decision on its call to tool 'refund' came "
+			       "within the approval timeout; the tool did not run and the run was "
+			       "ended.");
+	free(text);
+}
+
 Test(summary, nul_bytes_and_a_cut_message_stay_text)
 {
 	char msg[3000] = "Traceback (most recent call last):\n  File \"<cell>\", line 1, in x\n"
