@@ -300,3 +300,21 @@ def test_the_description_states_the_rule():
     with snapcell.Sandbox(tools=[add]) as sb:
         text = sb.describe()
     assert "return awaitables" in text and "`asyncio.gather(...)`" in text
+
+
+def test_a_runs_own_tools_are_awaitable_and_the_last_await_is_the_value():
+    meter = Meter()
+
+    def add(a: int, b: int) -> int:
+        with meter:
+            time.sleep(0.1)
+        return a + b
+
+    with snapcell.Sandbox() as sb:
+        r = sb.run("import asyncio\n"
+                   "rs = await asyncio.gather(*(tools.add(a=i, b=1) for i in range(4)))\n"
+                   "await tools.add(a=sum(rs), b=0)\n", tools=[add])
+        assert r.status == "ok", r.stderr
+        assert r.value == 10
+    assert meter.most == 4
+    assert tool_threads() == []
