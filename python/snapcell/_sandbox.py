@@ -486,7 +486,7 @@ def _resume_args(owner: Any, result: Any, approve: Any, reason: Any, value: Any,
     return result.pending.id, verdict, text, decided_by
 
 
-def _run_tools(tools: Any, detailed: bool, threads: int) -> Any:
+def _run_tools(tools: Any, detailed: bool, threads: int = DEFAULT_TOOL_THREADS) -> Any:
     """A native Config holding a run's own tools, or None: the C library adds them to the
     sandbox's for that run (and refuses a clash)."""
     if tools is None:
