@@ -65,6 +65,11 @@ struct cli_tool_command {
  * must outlive every sandbox), as --tool runs its commands: arguments on stdin, JSON result on
  * stdout, killed with its process group at the run's deadline. */
 int cli_argv_tool(void *tool, const char *args_json, char **result);
+/* Its asynchronous face (snapcell_config_set_tool_async), for calls the code awaits: each runs
+ * on a thread of its own, and cancelling one kills its command's process group. The cancel
+ * serves --tool commands too. */
+void cli_argv_tool_start(void *tool, struct snapcell_call *call, const char *args_json);
+void cli_command_tool_cancel(void *tool, struct snapcell_call *call);
 
 /* child_env.c: the environment of a child we start on the host (a command tool, a stdio
  * downstream MCP server): PATH, HOME, LANG, LANGUAGE and LC_* from ours, then our variables

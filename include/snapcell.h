@@ -186,6 +186,10 @@ enum snapcell_limit {
 	 * ToolError naming this bound and the run goes on. Apart from any limit on runs. */
 	SNAPCELL_LIMIT_PAUSED_RUNS,
 	SNAPCELL_LIMIT_PAUSE_MS, /* how long a run waits for a decision (default 600,000) */
+	/* Awaited calls of one run that run on the host at once (default 16, at most 1,024):
+	 * calls of tools with an asynchronous face (snapcell_config_set_tool_async) started and
+	 * not yet answered; later calls wait their turn in order. */
+	SNAPCELL_LIMIT_TOOL_CALLS,
 	SNAPCELL_LIMIT__COUNT
 };
 
@@ -530,6 +534,39 @@ typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **r
  * not in a tool callback. The run is killed as `timeout` at its deadline and a later answer
  * is dropped, so a callback that may block (a command, a request) should give up by then. */
 SNAPCELL_API uint64_t snapcell_tool_deadline_us(void);
+
+/* An asynchronous face for a tool (snapcell_config_set_tool_async): a call that code awaits
+ * in an event loop (`await tools.x(...)`, asyncio.gather) is started with this, on the run's
+ * thread, and answered later, from any thread, with snapcell_call_answer; up to
+ * SNAPCELL_LIMIT_TOOL_CALLS of a run's calls are in flight at once. Calls made by code that does
+ * not await (plain `tools.x(...)`) still go to the tool's snapcell_tool_fn, one at a time. */
+struct snapcell_call;
+typedef void (*snapcell_tool_start_fn)(void *user_data, struct snapcell_call *call,
+				       const char *args_json);
+/* Asks a started call to end early: its run is ending (the code finished, timed out, was
+ * cancelled or killed). Called on the run's thread, at most once per call and only while it is
+ * unanswered: an answer from another thread waits until the cancel returned (one from the
+ * cancel itself does not), so the cancel may use what the answering side frees after it
+ * answered. The call must still be answered, and the run returns only once every started call
+ * was. */
+typedef void (*snapcell_tool_cancel_fn)(void *user_data, struct snapcell_call *call);
+
+/* Gives the registered tool `name` an asynchronous face (start; cancel may be NULL), called
+ * with the tool's user_data; NULL start removes it. Registering the tool again removes it too.
+ * -ENOENT when no tool has that name. */
+SNAPCELL_API int snapcell_config_set_tool_async(struct snapcell_config *cfg, const char *name,
+						snapcell_tool_start_fn start,
+						snapcell_tool_cancel_fn cancel,
+						struct snapcell_error *err);
+/* Answers a started call, exactly once, from any thread: ok with a JSON text, or not ok with
+ * a UTF-8 message the code receives as ToolError (NULL: a generic one). text is copied. The
+ * call is gone afterwards. */
+SNAPCELL_API void snapcell_call_answer(struct snapcell_call *call, bool ok, const char *text);
+/* The deadline of the call's run (as snapcell_tool_deadline_us gives it). */
+SNAPCELL_API uint64_t snapcell_call_deadline_us(const struct snapcell_call *call);
+/* A pointer of the tool's own, kept with the call until it is answered (NULL at first). */
+SNAPCELL_API void snapcell_call_set_data(struct snapcell_call *call, void *data);
+SNAPCELL_API void *snapcell_call_data(const struct snapcell_call *call);
 
 #define SNAPCELL_TOOL_NAME_MAX 128
 

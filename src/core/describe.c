@@ -442,6 +442,10 @@ static void describe_tools(struct text *t, const struct snapcell_config *cfg,
 	       "tool that fails or refuses its arguments raises ToolError with its message; catch "
 	       "it to recover.\n");
 	describe_example(t, cfg);
+	put(t, "Inside a running event loop (code that uses `await` at the top level, or runs "
+	       "under `asyncio.run(...)`) the same calls return awaitables instead: write `await "
+	       "tools.<name>(...)`; calls awaited together with `asyncio.gather(...)` run at the "
+	       "same time.\n");
 	put(t, "Prefer `execute_code` when you need to combine one or more `call_tool(...)` calls "
 	       "with Python control flow, loops, or post-processing.\n");
 	bool dotted = false;
