@@ -69,10 +69,9 @@ Test(describe, example_config_compact)
 	cr_expect_str_eq(
 		text,
 		"Runs Python 3.12 code in an isolated sandbox and returns what it printed (stdout, "
-		"then "
-		"stderr). The standard library is available; packages cannot be installed. A run "
-		"is "
-		"stopped after 30 s.\n"
+		"then stderr) and the value of its last line when that is an expression. The "
+		"standard library is available; packages cannot be installed. A run is stopped "
+		"after 30 s.\n"
 		"\n"
 		"Host tools: inside the code, `call_tool(name, **kwargs)` is available as a "
 		"built-in: it calls the registered host tool `name` with keyword arguments only "
@@ -287,7 +286,7 @@ Test(describe, instructions_name_no_tool_and_skip_the_description)
 	char *text = instructions(cfg);
 	expect_has(text, "execute_code as your primary tool");
 	expect_has(text, "print(...)");
-	expect_has(text, "last expression is not returned");
+	expect_has(text, "the value of its last line when that is an expression");
 	const char *absent[] = {"compute", "lookup",  "call_tool", "tools.",
 				"/input",  "/output", "Network",   "Mounted"};
 	for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
