@@ -65,6 +65,11 @@ struct cli_tool_command {
  * must outlive every sandbox), as --tool runs its commands: arguments on stdin, JSON result on
  * stdout, killed with its process group at the run's deadline. */
 int cli_argv_tool(void *tool, const char *args_json, char **result);
+/* Its asynchronous face (snapcell_config_set_tool_async), for calls the code awaits: each runs
+ * on a thread of its own, and cancelling one kills its command's process group. The cancel
+ * serves --tool commands too. */
+void cli_argv_tool_start(void *tool, struct snapcell_call *call, const char *args_json);
+void cli_command_tool_cancel(void *tool, struct snapcell_call *call);
 
 /* child_env.c: the environment of a child we start on the host (a command tool, a stdio
  * downstream MCP server): PATH, HOME, LANG, LANGUAGE and LC_* from ours, then our variables
@@ -103,6 +108,9 @@ enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, ch
  * "warning"?}, or {"error"}. */
 int cli_python_check(const struct snapcell_config *cfg, const char *who);
 void cli_python_print(FILE *f, const struct snapcell_config *cfg, const char *prefix);
+/* A line saying how the interpreter's answers were had: from the per-user probe cache, or by
+ * running it (and why not cached), for doctor. */
+void cli_python_print_probe(FILE *f, const struct snapcell_config *cfg, const char *prefix);
 json_t *cli_python_json(const struct snapcell_config *cfg);
 
 /* artifacts.c: list a run's /output on f; write it under dir (0, or -1 after a message). */

@@ -178,9 +178,10 @@ static const char *advice(const struct snapcell_probe *p, const char **mech)
  * cells see, a warning; or why none can run. */
 static void print_python(const struct snapcell_config *cfg, const char *why)
 {
-	if (cfg)
+	if (cfg) {
 		cli_python_print(stdout, cfg, "");
-	else
+		cli_python_print_probe(stdout, cfg, "");
+	} else
 		printf("python:    FAILED: %s\n", why);
 }
 

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -45,7 +46,41 @@ json_t *cli_python_json(const struct snapcell_config *cfg)
 			      "sys_executable", info.executable, "version", info.version);
 	if (j && info.warning[0])
 		json_object_set_new(j, "warning", json_string(info.warning));
+	if (j && info.probe_cache[0])
+		json_object_set_new(j, "probe_cache", json_string(info.probe_cache));
 	return j;
+}
+
+/* What snapcell_python_info's probe_cache says, as a sentence. */
+static const char *cache_sentence(const char *state)
+{
+	static const struct {
+		const char *state, *sentence;
+	} sentences[] = {
+		{"used", "answered from the per-user cache (the interpreter did not run)"},
+		{"stored", "the interpreter ran; its answer is now in the per-user cache"},
+		{"launcher", "a launcher or shim ran (its answer is never cached)"},
+		{"launcher-used", "a launcher or shim ran to name its interpreter, whose answer "
+				  "came from the per-user cache"},
+		{"launcher-stored", "a launcher or shim named its interpreter, which ran; its "
+				    "answer is now in the per-user cache"},
+		{"off", "the interpreter ran (the cache is off: SNAPCELL_PROBE_CACHE=0)"},
+		{"no-dir", "the interpreter ran (no cache: no usable HOME or XDG_CACHE_HOME)"},
+		{"untrusted-dir", "the interpreter ran (no cache: its directory is not the "
+				  "user's own with mode 0700)"},
+		{"not-stored", "the interpreter ran (its answer could not be cached)"},
+	};
+	for (size_t i = 0; i < sizeof(sentences) / sizeof(sentences[0]); i++)
+		if (strcmp(state, sentences[i].state) == 0)
+			return sentences[i].sentence;
+	return state;
+}
+
+void cli_python_print_probe(FILE *f, const struct snapcell_config *cfg, const char *prefix)
+{
+	struct snapcell_python_info info;
+	if (snapcell_config_python_info(cfg, &info, NULL) == 0 && info.probe_cache[0])
+		fprintf(f, "%sprobe:     %s\n", prefix, cache_sentence(info.probe_cache));
 }
 
 /* Whether the config's interpreter is still SNAPCELL_PYTHON's, a default that an explicit

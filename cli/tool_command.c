@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -104,12 +105,38 @@ static char *trimmed(const struct capture *c)
 	return n ? strndup(c->buf, n) : NULL;
 }
 
+/* An awaited call of a command tool, run on a thread of its own (command_start) so that the
+ * calls code gathers run at once; cancelling it kills the command's process group. pid is the
+ * group's leader while it may be signalled (set after the spawn, cleared before the reap, so a
+ * cancel never reaches a recycled id). */
+struct command_job {
+	struct snapcell_call *call;
+	char *shell[4]; /* /bin/sh -c COMMAND for --tool; NULL for an argv tool */
+	char *const *argv, *const *inherit;
+	char *args;
+	uint64_t deadline_us;
+	pthread_mutex_t lock;
+	pid_t pid;
+	bool cancelled;
+};
+
+/* Under job->lock: the command's group may be signalled (pid), or may no longer be (0). */
+static bool job_set_pid(struct command_job *job, pid_t pid)
+{
+	if (!job)
+		return true;
+	pthread_mutex_lock(&job->lock);
+	job->pid = pid;
+	bool go_on = !job->cancelled;
+	pthread_mutex_unlock(&job->lock);
+	return go_on;
+}
+
 /* The command runs in a process group of its own, so at the run's deadline it is killed with
  * whatever it started: a run ends at its deadline, however the command behaves. */
 static int spawn_tool(char *const argv[], char *const inherit[], const char *args_json,
-		      char **result)
+		      uint64_t deadline_us, struct command_job *job, char **result)
 {
-	uint64_t deadline_us = snapcell_tool_deadline_us();
 	int in[2], out[2], err[2];
 	char **envp = cli_child_env(inherit, NULL);
 	if (!envp) {
@@ -138,10 +165,14 @@ static int spawn_tool(char *const argv[], char *const inherit[], const char *arg
 	close(in[0]), close(out[1]), close(err[1]);
 	struct capture o = {NULL, 0, true}, e = {NULL, 0, true};
 	bool in_time = true;
+	if (rc == 0 && !job_set_pid(job, pid))
+		kill(-pid, SIGKILL); /* cancelled before it started */
 	if (rc == 0)
 		in_time = exchange(in[1], out[0], err[0], args_json, deadline_us, &o, &e);
 	else
 		close(in[1]);
+	if (rc == 0)
+		job_set_pid(job, 0);
 	if (!in_time)
 		kill(-pid, SIGKILL);
 	close(out[0]), close(err[0]);
@@ -179,13 +210,95 @@ static size_t n_tool_env;
 static int command_tool(void *user, const char *args_json, char **result)
 {
 	char *argv[] = {"/bin/sh", "-c", user, NULL};
-	return spawn_tool(argv, tool_env, args_json, result);
+	return spawn_tool(argv, tool_env, args_json, snapcell_tool_deadline_us(), NULL, result);
 }
 
 int cli_argv_tool(void *tool, const char *args_json, char **result)
 {
 	const struct cli_tool_command *t = tool;
-	return spawn_tool(t->argv, t->inherit, args_json, result);
+	return spawn_tool(t->argv, t->inherit, args_json, snapcell_tool_deadline_us(), NULL,
+			  result);
+}
+
+/* The job's thread: runs the command and answers; the answer is its last use of the call. */
+static void *command_job_run(void *arg)
+{
+	struct command_job *job = arg;
+	char *result = NULL;
+	int rc = spawn_tool(job->shell[0] ? job->shell : job->argv, job->inherit, job->args,
+			    job->deadline_us, job, &result);
+	snapcell_call_answer(job->call, rc == 0, result);
+	free(result);
+	free(job->args);
+	pthread_mutex_destroy(&job->lock);
+	free(job);
+	return NULL;
+}
+
+static void command_start(struct command_job *job, struct snapcell_call *call,
+			  const char *args_json)
+{
+	const char *why = "out of memory for the tool command";
+	if (job) {
+		job->call = call;
+		job->args = strdup(args_json);
+		job->deadline_us = snapcell_call_deadline_us(call);
+		pthread_mutex_init(&job->lock, NULL);
+		snapcell_call_set_data(call, job);
+	}
+	pthread_attr_t attr;
+	pthread_t thread;
+	if (job && job->args && pthread_attr_init(&attr) == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		int rc = pthread_create(&thread, &attr, command_job_run, job);
+		pthread_attr_destroy(&attr);
+		if (rc == 0)
+			return;
+		why = "cannot start a thread for the tool command";
+	}
+	if (job) {
+		snapcell_call_set_data(call, NULL);
+		free(job->args);
+		pthread_mutex_destroy(&job->lock);
+		free(job);
+	}
+	snapcell_call_answer(call, false, why);
+}
+
+/* snapcell_tool_start_fn of --tool commands (user: the command string). */
+static void command_tool_start(void *user, struct snapcell_call *call, const char *args_json)
+{
+	struct command_job *job = calloc(1, sizeof(*job));
+	if (job) {
+		job->shell[0] = "/bin/sh";
+		job->shell[1] = "-c";
+		job->shell[2] = user;
+		job->inherit = tool_env;
+	}
+	command_start(job, call, args_json);
+}
+
+void cli_argv_tool_start(void *tool, struct snapcell_call *call, const char *args_json)
+{
+	const struct cli_tool_command *t = tool;
+	struct command_job *job = calloc(1, sizeof(*job));
+	if (job) {
+		job->argv = t->argv;
+		job->inherit = t->inherit;
+	}
+	command_start(job, call, args_json);
+}
+
+void cli_command_tool_cancel(void *tool, struct snapcell_call *call)
+{
+	struct command_job *job = snapcell_call_data(call);
+	if (!job)
+		return;
+	pthread_mutex_lock(&job->lock);
+	job->cancelled = true;
+	if (job->pid > 0)
+		kill(-job->pid, SIGKILL);
+	pthread_mutex_unlock(&job->lock);
 }
 
 int cli_add_tool_env(const char *name)
@@ -224,6 +337,9 @@ static int register_tool(struct snapcell_config *cfg, const char *spec, const ch
 					      (void *)(eq + 1), err);
 	else
 		snprintf(err->message, sizeof(err->message), "out of memory");
+	if (rc == 0)
+		rc = snapcell_config_set_tool_async(cfg, name, command_tool_start,
+						    cli_command_tool_cancel, err);
 	free(name);
 	free(description);
 	return rc;

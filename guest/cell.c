@@ -123,6 +123,8 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
 	/* A fork of this process that ran off the end of the code leaves without reporting. */
 	if (getpid() != owner)
 		_exit(exit_code);
+	if (session)
+		sc_bridge_end_run();
 	/* The last expression's value (or why there is none) goes just before DONE. */
 	if (value)
 		sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_VALUE, value, value_len);

@@ -145,6 +145,9 @@ struct _object *sc_bridge_init(void); /* PyObject *: keeps Python.h out of this 
 void sc_bridge_set_cap(size_t cap);
 /* Only this process may call tools or ask the network (its forks share the sockets). */
 void sc_bridge_set_owner(int pid);
+/* After a run's code, before DONE: the socket is left on a frame boundary (a session's
+ * worker reads its next request there). */
+void sc_bridge_end_run(void);
 
 /* python.c */
 /* The interpreter, the prelude, the venv's site directories and the configured preloads:

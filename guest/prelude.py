@@ -156,6 +156,49 @@ def _remember_lines(text):
         sys.meta_path.insert(0, _LinecacheFinder)
 
 
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE
+PyCF_ALLOW_TOP_LEVEL_AWAIT = 0x2000  # ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+def _split_run(source):
+    """((body, last), awaiting): _split_last's split, or, when the code is a SyntaxError that
+    way, the same from the AST allowing `await`, `async for` and `async with` at the top level
+    (the fast path first: the code's one compile when it has no top-level await). awaiting:
+    the code runs on an event loop of its own (_run_awaiting)."""
+    try:
+        return _split_last(source), False
+    except SyntaxError as first:
+        try:
+            return _split_awaiting(source), True
+        except SyntaxError:
+            raise first from None
+
+
+def _split_awaiting(source):
+    import _ast
+    flags = PyCF_ALLOW_TOP_LEVEL_AWAIT
+    tree = compile(source, FILENAME, "exec", _ast.PyCF_ONLY_AST | flags, dont_inherit=True)
+    last = None
+    if tree.body and isinstance(tree.body[-1], _ast.Expr):
+        last = compile(_ast.Expression(tree.body.pop().value), FILENAME, "eval", flags,
+                       dont_inherit=True)
+    return compile(tree, FILENAME, "exec", flags, dont_inherit=True), last
+
+
+async def _run_awaiting(body, last, main):
+    """A run with top-level await: its whole code inside one event loop (so its tool calls
+    return awaitables); (value state, JSON) of the last expression, awaited when it awaits."""
+    result = eval(body, main)
+    if body.co_flags & CO_COROUTINE:
+        await result
+    if last is None:
+        return VALUE_NO_EXPRESSION, None
+    value = eval(last, main)
+    if last.co_flags & CO_COROUTINE:
+        value = await value
+    return _value(value)
+
+
 # Lines that cannot start a top-level statement: indented, or blank.
 _NOT_A_START = (b" ", b"\t", b"\f", b"\r", b"\n", b"")
 # How many lines at column 0, from the end, _split_last tries before the AST decides.
@@ -273,9 +316,14 @@ def run(source, session=False, run_tools=None):
         _make_codec()
     added = _add_tools(_loads(run_tools)) if run_tools else ()
     try:
-        body, last = _split_last(source if isinstance(source, bytes) else source.encode())
-        exec(body, main)
-        value = (VALUE_NO_EXPRESSION, None) if last is None else _value(eval(last, main))
+        (body, last), awaiting = _split_run(
+            source if isinstance(source, bytes) else source.encode())
+        if awaiting:
+            import asyncio
+            value = asyncio.run(_run_awaiting(body, last, main))
+        else:
+            exec(body, main)
+            value = (VALUE_NO_EXPRESSION, None) if last is None else _value(eval(last, main))
     except SystemExit as e:
         code = _exit_code(e)
         status = OK if code == 0 else ERROR
@@ -458,9 +506,19 @@ def _tool_json(name, kwargs):
         raise ToolError(f"arguments for tool {name!r} are not valid Unicode: {e}") from None
 
 
+def _running_loop():
+    """The event loop running in this thread, if any (asyncio is not imported before the code
+    imports it, and then no loop can run)."""
+    asyncio = sys.modules.get("asyncio")
+    return asyncio.events._get_running_loop() if asyncio is not None else None
+
+
 def call_tool(name, /, *args, **kwargs):
     """Calls the host tool `name` with keyword arguments and returns its result as Python
-    values. Raises ToolError when the tool fails, is unknown or rejects the arguments."""
+    values. Raises ToolError when the tool fails, is unknown or rejects the arguments. Inside a
+    running event loop (asyncio.run(main()), or a run with top-level await) it returns an
+    awaitable of the same instead: the call is sent at once, so calls gathered or awaited later
+    run at the same time on the host."""
     if not isinstance(name, str):
         raise TypeError(f"call_tool() needs the tool name as a string, not {type(name).__name__}")
     if args:
@@ -469,11 +527,23 @@ def call_tool(name, /, *args, **kwargs):
     # What the code printed so far reaches the host before the call: a call that waits for a
     # decision returns a result with all of it.
     _flush()
+    loop = _running_loop()
+    if loop is not None:
+        return _awaited(_start_call(loop, name, kwargs))
     try:
         ok, answer = _exchange(name, _tool_json(name, kwargs))
     except ValueError as e:  # the bridge's checks: name, size
-        shown = name if len(name) <= 64 else name[:64] + "..."
-        raise ToolError(f"tool {shown!r}: {e}") from None
+        raise _refused(name, e) from None
+    return _result(name, ok, answer)
+
+
+def _refused(name, e):
+    shown = name if len(name) <= 64 else name[:64] + "..."
+    return ToolError(f"tool {shown!r}: {e}")
+
+
+def _result(name, ok, answer):
+    """The Python value of a call's answer, or its ToolError raised."""
     if not ok:
         raise ToolError(answer.decode("utf-8", "replace"))
     try:
@@ -485,6 +555,77 @@ def call_tool(name, /, *args, **kwargs):
         return _loads(answer)
     except ValueError as e:
         raise ToolError(f"tool {name!r} returned invalid JSON: {e}") from None
+
+
+# Awaited calls: id -> (loop, name, future), for every loop in the process (a loop's collect can
+# read answers of another thread's loop, and hands them over). The bridge lists a call here
+# before it sends it, so no answer comes for a call not listed.
+_awaited_calls = {}
+_watching = {}  # loop -> the descriptors it watches for answers
+
+
+def _start_call(loop, name, kwargs):
+    """Sends an awaited call; the future its answer settles."""
+    import _snapcell
+    future = loop.create_future()
+    try:
+        if loop not in _watching:
+            fds = _watching[loop] = _snapcell.fds()
+            for fd in fds:
+                loop.add_reader(fd, _collect)
+        _snapcell.start(name, _tool_json(name, kwargs), _awaited_calls, (loop, name, future))
+    except ValueError as e:  # the bridge's checks: name, size, calls in flight
+        future.set_exception(_refused(name, e))
+    except BaseException as e:
+        future.set_exception(e)
+    return future
+
+
+async def _awaited(future):
+    return await future
+
+
+def _collect():
+    """A loop's reader: settles the awaited calls answered so far; a loop no call waits for
+    stops watching."""
+    import _snapcell
+    for call_id, ok, answer in _snapcell.collect():
+        if call_id in _awaited_calls:  # else a call whose loop ended, forgotten
+            _settle(call_id, ok, answer)
+    for call_id in [i for i, entry in _awaited_calls.items() if entry[0].is_closed()]:
+        del _awaited_calls[call_id]  # a loop that ended (a session's earlier run) waits no more
+    for ended in [loop for loop in _watching if loop.is_closed()]:
+        del _watching[ended]
+    loop = _running_loop()
+    if loop in _watching and all(entry[0] is not loop for entry in _awaited_calls.values()):
+        for fd in _watching.pop(loop):
+            loop.remove_reader(fd)
+
+
+def _settle(call_id, ok, answer):
+    loop, name, future = _awaited_calls.pop(call_id)
+    if ok is None:
+        outcome = (False, OSError(answer, os.strerror(answer)))
+    else:
+        try:
+            outcome = (True, _result(name, ok, answer))
+        except ToolError as e:
+            outcome = (False, e)
+    try:
+        if _running_loop() is loop:
+            _resolve(future, outcome)
+        else:
+            loop.call_soon_threadsafe(_resolve, future, outcome)
+    except RuntimeError:  # that loop is closed: nothing awaits the call any more
+        pass
+
+
+def _resolve(future, outcome):
+    if not future.done():
+        if outcome[0]:
+            future.set_result(outcome[1])
+        else:
+            future.set_exception(outcome[1])
 
 
 def _warm_tool_path():

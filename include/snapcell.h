@@ -186,6 +186,10 @@ enum snapcell_limit {
 	 * ToolError naming this bound and the run goes on. Apart from any limit on runs. */
 	SNAPCELL_LIMIT_PAUSED_RUNS,
 	SNAPCELL_LIMIT_PAUSE_MS, /* how long a run waits for a decision (default 600,000) */
+	/* Awaited calls of one run that run on the host at once (default 16, at most 1,024):
+	 * calls of tools with an asynchronous face (snapcell_config_set_tool_async) started and
+	 * not yet answered; later calls wait their turn in order. */
+	SNAPCELL_LIMIT_TOOL_CALLS,
 	SNAPCELL_LIMIT__COUNT
 };
 
@@ -254,8 +258,10 @@ SNAPCELL_API int snapcell_config_set_venv(struct snapcell_config *cfg, const cha
 
 /* The Python interpreter that runs the cells: path is an executable (absolute, or a name
  * looked up in $PATH now), asked once what it is (a short run of it with -I -S; answers are
- * cached per file, inode and mtime for the process's life) so that a pyenv shim or a symbolic
- * link resolves to the real binary. SNAPCELL_E_INVAL, with a message naming the file and the
+ * cached per file, inode and mtime for the process's life, and a binary's also across
+ * processes in the user's own cache directory unless SNAPCELL_PROBE_CACHE=0: see
+ * snapcell_python_info's probe_cache) so that a pyenv shim or a symbolic link resolves to the
+ * real binary. SNAPCELL_E_INVAL, with a message naming the file and the
  * cause, when it is not found or not executable, is not CPython, is older than 3.10, is a
  * free-threaded build, or lies under /tmp, /input, /output, /dev or /proc (which cells mount
  * over). A newer version than 3.14 is accepted (snapcell_config_python_info warns). NULL
@@ -275,8 +281,17 @@ struct snapcell_python_info {
 	char chosen_by[64];
 	char version[32]; /* "3.12.1", the cells' sys.version_info */
 	unsigned major, minor;
-	char warning[160];    /* "", or why it may not work (newer than snapcell is tested with) */
-	uint64_t reserved[4]; /* zeroed (ABI growth) */
+	char warning[160]; /* "", or why it may not work (newer than snapcell is tested with) */
+	/* What the per-user cache of the interpreter's answers (docs/security.md, "The probe
+	 * cache") did when this process first resolved it: "used" (read from it, the
+	 * interpreter did not run), "stored" (it ran; its answer is kept), "launcher-used" and
+	 * "launcher-stored" (the same for the binary a shim such as pyenv's named; the shim
+	 * itself ran), "launcher" (a launcher ran that named no binary: never cached), "off"
+	 * (SNAPCELL_PROBE_CACHE=0), "no-dir" (no HOME or XDG_CACHE_HOME to keep it in),
+	 * "untrusted-dir" (the directory is not the user's own, mode 0700), "not-stored" (it could
+	 * not be written). */
+	char probe_cache[16];
+	uint64_t reserved[2]; /* zeroed (ABI growth) */
 };
 
 /* Resolves cfg's interpreter as snapcell_sandbox_new does (running it at most once per
@@ -519,6 +534,39 @@ typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **r
  * not in a tool callback. The run is killed as `timeout` at its deadline and a later answer
  * is dropped, so a callback that may block (a command, a request) should give up by then. */
 SNAPCELL_API uint64_t snapcell_tool_deadline_us(void);
+
+/* An asynchronous face for a tool (snapcell_config_set_tool_async): a call that code awaits
+ * in an event loop (`await tools.x(...)`, asyncio.gather) is started with this, on the run's
+ * thread, and answered later, from any thread, with snapcell_call_answer; up to
+ * SNAPCELL_LIMIT_TOOL_CALLS of a run's calls are in flight at once. Calls made by code that does
+ * not await (plain `tools.x(...)`) still go to the tool's snapcell_tool_fn, one at a time. */
+struct snapcell_call;
+typedef void (*snapcell_tool_start_fn)(void *user_data, struct snapcell_call *call,
+				       const char *args_json);
+/* Asks a started call to end early: its run is ending (the code finished, timed out, was
+ * cancelled or killed). Called on the run's thread, at most once per call and only while it is
+ * unanswered: an answer from another thread waits until the cancel returned (one from the
+ * cancel itself does not), so the cancel may use what the answering side frees after it
+ * answered. The call must still be answered, and the run returns only once every started call
+ * was. */
+typedef void (*snapcell_tool_cancel_fn)(void *user_data, struct snapcell_call *call);
+
+/* Gives the registered tool `name` an asynchronous face (start; cancel may be NULL), called
+ * with the tool's user_data; NULL start removes it. Registering the tool again removes it too.
+ * -ENOENT when no tool has that name. */
+SNAPCELL_API int snapcell_config_set_tool_async(struct snapcell_config *cfg, const char *name,
+						snapcell_tool_start_fn start,
+						snapcell_tool_cancel_fn cancel,
+						struct snapcell_error *err);
+/* Answers a started call, exactly once, from any thread: ok with a JSON text, or not ok with
+ * a UTF-8 message the code receives as ToolError (NULL: a generic one). text is copied. The
+ * call is gone afterwards. */
+SNAPCELL_API void snapcell_call_answer(struct snapcell_call *call, bool ok, const char *text);
+/* The deadline of the call's run (as snapcell_tool_deadline_us gives it). */
+SNAPCELL_API uint64_t snapcell_call_deadline_us(const struct snapcell_call *call);
+/* A pointer of the tool's own, kept with the call until it is answered (NULL at first). */
+SNAPCELL_API void snapcell_call_set_data(struct snapcell_call *call, void *data);
+SNAPCELL_API void *snapcell_call_data(const struct snapcell_call *call);
 
 #define SNAPCELL_TOOL_NAME_MAX 128
 

@@ -444,6 +444,9 @@ static int one_tool(const struct ctx *c, const char *at, json_t *t)
 	int rc = args ? snapcell_config_add_tool(c->cfg, name, description, schema_text,
 						 SNAPCELL_APPROVAL_NEVER, cli_argv_tool, args, &err)
 		      : -1;
+	if (rc == 0)
+		rc = snapcell_config_set_tool_async(c->cfg, name, cli_argv_tool_start,
+						    cli_command_tool_cancel, &err);
 	free(schema_text);
 	if (rc < 0)
 		return args ? lib_fail(c, at, &err) : fail(c, at, "out of memory");

@@ -4,7 +4,8 @@
  * user-facing API on it. Limited API 3.10 only, so one abi3 build serves every CPython since.
  * This file: the module, its functions, error mapping and results; _native_config.c has
  * Config and the tool callbacks, _native_policy.c the Config methods over the policy calls,
- * _native_sandbox.c Sandbox, Session and Snapshot, _native_cancel.c Cancel.
+ * _native_sandbox.c Sandbox, Session and Snapshot, _native_cancel.c Cancel, _native_call.c
+ * Call (tools' asynchronous face).
  *
  * Threads: the GIL is released while a sandbox starts, a cell runs, a session works and a
  * probe forks; tool callbacks take it back. A Sandbox counts the calls that run without the
@@ -474,7 +475,8 @@ PyMODINIT_FUNC PyInit__native(void)
 	    add_type(mod, &sc__py_sandbox_spec, &sc__py_sandbox_type) < 0 ||
 	    add_type(mod, &sc__py_session_spec, &sc__py_session_type) < 0 ||
 	    add_type(mod, &sc__py_snapshot_spec, &sc__py_snapshot_type) < 0 ||
-	    add_type(mod, &sc__py_cancel_spec, &sc__py_cancel_type) < 0) {
+	    add_type(mod, &sc__py_cancel_spec, &sc__py_cancel_type) < 0 ||
+	    add_type(mod, &sc__py_call_spec, &sc__py_call_type) < 0) {
 		Py_DECREF(mod);
 		return NULL;
 	}

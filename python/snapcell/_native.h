@@ -9,6 +9,12 @@ extern PyTypeObject *sc__py_config_type, *sc__py_sandbox_type, *sc__py_session_t
 extern PyType_Spec sc__py_config_spec, sc__py_sandbox_spec, sc__py_session_spec,
 	sc__py_snapshot_spec, sc__py_cancel_spec;
 extern PyTypeObject *sc__py_cancel_type;
+/* _native_call.c: the asynchronous face of Python tools (snapcell_tool_start_fn and
+ * snapcell_tool_cancel_fn over a tool callable's start method) and its Call type. */
+extern PyType_Spec sc__py_call_spec;
+extern PyTypeObject *sc__py_call_type;
+void sc__py_start_tool(void *user, struct snapcell_call *call, const char *args_json);
+void sc__py_cancel_tool(void *user, struct snapcell_call *call);
 /* The run options for a run's cancel argument (None or a Cancel, which the caller keeps
  * referenced for the run); -1 with TypeError (_native_cancel.c). */
 /* Run options from a Cancel (or None) and a Config of the run's own tools (NULL or None for

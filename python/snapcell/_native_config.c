@@ -382,6 +382,21 @@ static PyObject *config_mounts(ConfigObject *self, PyObject *unused)
 	return list;
 }
 
+/* set_tool_async(name): awaited calls of the registered tool go to its callable's
+ * start(args_json, call) (_native_call.c) instead of the callable itself. */
+static PyObject *config_set_tool_async(ConfigObject *self, PyObject *args)
+{
+	const char *name;
+	if (!PyArg_ParseTuple(args, "s:set_tool_async", &name) || sc__py_config_writable(self) < 0)
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_tool_async(self->cfg, name, sc__py_start_tool,
+						sc__py_cancel_tool, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "set_tool_async", NULL, false);
+	Py_RETURN_NONE;
+}
+
 static PyObject *config_add_tool(ConfigObject *self, PyObject *args)
 {
 	const char *name, *description, *schema;
@@ -549,6 +564,9 @@ static PyMethodDef config_methods[] = {
 	 "remove_mount(mount): KeyError when no mount has that path."},
 	{"mounts", (PyCFunction)config_mounts, METH_NOARGS,
 	 "mounts() -> [(host, '/input/...')] in order."},
+	{"set_tool_async", (PyCFunction)config_set_tool_async, METH_VARARGS,
+	 "set_tool_async(name): awaited calls of tool name go to its callback's start(args_json, "
+	 "call), which answers through call (snapcell._native.Call) from any thread."},
 	{"add_tool", (PyCFunction)config_add_tool, METH_VARARGS,
 	 "add_tool(name, description, schema_json, requires_approval, callback): "
 	 "callback(args_json) "

@@ -9,8 +9,8 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextvars
-import json
 import functools
+import json
 import math
 import os
 import threading
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _interpreter, _native
-from ._tools import Tool, _run_state, as_tool
+from ._tools import DEFAULT_TOOL_THREADS, Tool, ToolEntry, _run_state, as_tool, in_run
 
 # keyword -> (C limit name, multiplier from the keyword's unit to the C unit)
 _LIMITS: dict[str, tuple[str, int]] = {
@@ -42,6 +42,7 @@ _LIMITS: dict[str, tuple[str, int]] = {
     "idle_timeout": ("net_idle_ms", 1000),
     "approval_timeout": ("pause_ms", 1000),
     "max_paused_runs": ("paused_runs", 1),
+    "max_concurrent_tool_calls": ("tool_calls", 1),
 }
 _SECONDS = {"timeout", "cpu_time", "connect_timeout", "idle_timeout", "approval_timeout"}
 
@@ -349,6 +350,7 @@ def build_config(
     upstream_ca: str | os.PathLike[str] | None = None,
     uid_range: tuple[int, int] | None = None,
     include_detailed_errors: bool = True,
+    tool_threads: int = DEFAULT_TOOL_THREADS,
     **limits: Any,
 ) -> tuple[Any, dict[str, Tool]]:
     """A C config from keywords; unknown keywords are TypeErrors, bad values raise before any
@@ -357,6 +359,8 @@ def build_config(
     unknown = sorted(set(limits) - set(_LIMITS))
     if unknown:
         raise TypeError(f"unknown keyword argument(s): {', '.join(unknown)}")
+    if isinstance(tool_threads, bool) or not isinstance(tool_threads, int) or tool_threads < 1:
+        raise ValueError(f"tool_threads must be a positive int, not {tool_threads!r}")
     cfg = _native.Config()
     cfg.set_helper(_HELPER)
     for name, value in limits.items():
@@ -396,8 +400,9 @@ def build_config(
             tools = [tools]
         for t in tools:
             t = as_tool(t)
-            call = t.call_json if include_detailed_errors else functools.partial(t.call_json, detailed=False)
-            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, call)
+            entry = ToolEntry(t, include_detailed_errors, tool_threads)
+            cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, entry)
+            cfg.set_tool_async(t.name)
             registered[t.name] = t
     if require_isolation is not None:
         cfg.require_isolation(require_isolation)
@@ -432,7 +437,7 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 def _in_thread(run: Callable[..., dict], loop: asyncio.AbstractEventLoop, args: tuple, cancel: Any):
     _run_state.loop = loop
     try:
-        return run(*args, cancel)
+        return in_run(run, *args, cancel, loop=loop)
     finally:
         _run_state.loop = None
 
@@ -495,7 +500,7 @@ def _resume_args(owner: Any, result: Any, approve: Any, reason: Any, value: Any,
     return result.pending.id, verdict, text, decided_by
 
 
-def _run_tools(tools: Any, detailed: bool) -> Any:
+def _run_tools(tools: Any, detailed: bool, threads: int = DEFAULT_TOOL_THREADS) -> Any:
     """A native Config holding a run's own tools, or None: the C library adds them to the
     sandbox's for that run (and refuses a clash)."""
     if tools is None:
@@ -505,8 +510,9 @@ def _run_tools(tools: Any, detailed: bool) -> Any:
     cfg = _native.Config()
     for t in tools:
         t = as_tool(t)
-        call = t.call_json if detailed else functools.partial(t.call_json, detailed=False)
-        cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval, call)
+        cfg.add_tool(t.name, t.description, _schema_text(t), t.requires_approval,
+                     ToolEntry(t, detailed, threads))
+        cfg.set_tool_async(t.name)
     return cfg
 
 
@@ -549,7 +555,11 @@ class Sandbox:
     ``uid_range=(first, count)`` is where a root process's sandboxes take their own outside
     uids; ``include_detailed_errors=False`` gives the code only "Host tool execution failed."
     when a tool raises (default True: the exception's message; arguments that do not validate
-    are explained either way). ``approval_required`` is a set of tool names whose every call
+    are explained either way). Calls the code awaits (``await tools.x(...)``,
+    ``asyncio.gather``) run at once: async tools as tasks on the caller's loop
+    (:meth:`run_async`), others on a pool of ``tool_threads`` (4) threads per run, so such tools
+    must be thread-safe; ``max_concurrent_tool_calls`` (16) bounds a run's calls in flight.
+    ``approval_required`` is a set of tool names whose every call
     waits for a decision (:meth:`resume`), for at most ``approval_timeout`` seconds (600), with
     at most ``max_paused_runs`` (16) runs waiting at once. Creating one starts its template
     (tens of milliseconds)."""
@@ -565,7 +575,8 @@ class Sandbox:
             if not isinstance(name, str):
                 raise TypeError(f"approval_required holds tool names, not {name!r}")
             cfg.set_tool_decision(name, True)
-        self._start(cfg, tools, kwargs.get("include_detailed_errors", True))
+        self._start(cfg, tools, kwargs.get("include_detailed_errors", True),
+                    kwargs.get("tool_threads", DEFAULT_TOOL_THREADS))
 
     @classmethod
     def _from_config(cls, cfg: Any) -> Sandbox:
@@ -574,8 +585,10 @@ class Sandbox:
         sb._start(cfg, {})
         return sb
 
-    def _start(self, cfg: Any, tools: dict[str, Tool], detailed: bool = True) -> None:
+    def _start(self, cfg: Any, tools: dict[str, Tool], detailed: bool = True,
+               tool_threads: int = DEFAULT_TOOL_THREADS) -> None:
         self._cfg, self._tools, self._detailed = cfg, tools, detailed
+        self._tool_threads = tool_threads
         self._native = _native.Sandbox(cfg)
         _live.add(self)
 
@@ -609,15 +622,15 @@ class Sandbox:
         callable, a :class:`snapcell.Tool` or a sequence of them) are added to the sandbox's
         for this run only: the code calls them as it calls the sandbox's; a name the sandbox
         has already is a ValueError. No new template starts."""
-        run_tools = _run_tools(tools, self._detailed)
-        result = Result._from_native(self._native.run(code, None, run_tools), self)
+        run_tools = _run_tools(tools, self._detailed, self._tool_threads)
+        result = Result._from_native(in_run(self._native.run, code, None, run_tools), self)
         _keep(result, run_tools)
         return result
 
     async def run_async(self, code: str, *, tools: Any = None) -> Result:
         """Runs code in a fresh cell without blocking the event loop; async tools are awaited
         on this loop. Cancelling the task kills the cell. ``tools`` as for :meth:`run`."""
-        run_tools = _run_tools(tools, self._detailed)
+        run_tools = _run_tools(tools, self._detailed, self._tool_threads)
         result = await _run_async(functools.partial(self._native.run, tools=run_tools), code,
                                   owner=self)
         _keep(result, run_tools)
@@ -633,7 +646,7 @@ class Sandbox:
         already resumed (one of racing resumes wins), or another sandbox's; a run that waited
         past its expiry returns its final Result with status "expired"."""
         args = _resume_args(self, result, approve, reason, value, decided_by)
-        return Result._from_native(self._native.resume(*args, None), result._owner)
+        return Result._from_native(in_run(self._native.resume, *args, None), result._owner)
 
     async def resume_async(self, result: Result, *, approve: bool | None = None,
                            reason: str | None = None, value: Any = _UNSET,
@@ -673,13 +686,13 @@ class Session:
         """Runs code in the session; while a run of the session (or of its family: sessions
         of its snapshots) waits for a decision, another is refused with RuntimeError.
         ``tools`` as for :meth:`Sandbox.run`: in `tools` for this run only."""
-        run_tools = _run_tools(tools, self._sandbox._detailed)
-        result = Result._from_native(self._native.run(code, None, run_tools), self)
+        run_tools = _run_tools(tools, self._sandbox._detailed, self._sandbox._tool_threads)
+        result = Result._from_native(in_run(self._native.run, code, None, run_tools), self)
         _keep(result, run_tools)
         return result
 
     async def run_async(self, code: str, *, tools: Any = None) -> Result:
-        run_tools = _run_tools(tools, self._sandbox._detailed)
+        run_tools = _run_tools(tools, self._sandbox._detailed, self._sandbox._tool_threads)
         result = await _run_async(functools.partial(self._native.run, tools=run_tools), code,
                                   owner=self)
         _keep(result, run_tools)
@@ -689,7 +702,7 @@ class Session:
                value: Any = _UNSET, decided_by: str | None = None) -> Result:
         """As :meth:`Sandbox.resume`, for this session's paused run."""
         args = _resume_args(self, result, approve, reason, value, decided_by)
-        return Result._from_native(self._sandbox._native.resume(*args, None), self)
+        return Result._from_native(in_run(self._sandbox._native.resume, *args, None), self)
 
     async def resume_async(self, result: Result, *, approve: bool | None = None,
                            reason: str | None = None, value: Any = _UNSET,

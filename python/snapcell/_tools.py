@@ -8,7 +8,10 @@ more than JSON's own (a model, a datetime, ...)."""
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import dataclasses
+import functools
 import inspect
 import json
 import threading
@@ -23,8 +26,12 @@ _JSON_SCALARS = (int, float, str, bool, type(None))
 HOST_TOOL_FAILED = "Host tool execution failed."
 
 # The event loop of the run_async that owns the current thread's run, if any: async tools are
-# awaited there so they share the caller's loop, clients and context variables.
+# awaited there so they share the caller's loop, clients and context variables. `calls` is the
+# run's RunCalls while a run (or resume) is in progress on this thread.
 _run_state = threading.local()
+
+# Threads per run for synchronous tools that the code awaits (Sandbox(tool_threads=...)).
+DEFAULT_TOOL_THREADS = 4
 
 
 def _is_json_native(annotation: Any) -> bool:
@@ -125,7 +132,7 @@ class Tool:
     models work. A function whose parameters cannot be described is a TypeError here, before
     anything runs."""
 
-    __slots__ = ("name", "description", "schema", "requires_approval", "func", "_model")
+    __slots__ = ("name", "description", "schema", "requires_approval", "func", "is_async", "_model")
 
     def __init__(
         self,
@@ -144,6 +151,14 @@ class Tool:
             raise TypeError("the tool has no name: pass name=...")
         self.description = description if description is not None else inspect.getdoc(func) or ""
         self.requires_approval = bool(requires_approval)
+        # Awaited calls of an async tool run on the caller's event loop; of others, on the
+        # run's pool of threads. A callable that returns awaitables without being a coroutine
+        # function says so with a true __snapcell_async__.
+        self.is_async = bool(
+            inspect.iscoroutinefunction(func)
+            or inspect.iscoroutinefunction(getattr(func, "__call__", None))
+            or getattr(func, "__snapcell_async__", False)
+        )
         self._model = None
         if schema is not None:
             self.schema = dict(schema)
@@ -157,10 +172,7 @@ class Tool:
         """Runs the tool on already-validated JSON arguments; returns the result's JSON. An
         exception the tool raises becomes, unless detailed, one that says only
         HOST_TOOL_FAILED; a conversion of the arguments that fails keeps its message."""
-        kwargs = json.loads(args_json)
-        if self._model is not None:
-            model = self._model.model_validate(kwargs)
-            kwargs = {field: getattr(model, field) for field in kwargs}
+        kwargs = self._kwargs(args_json)
         if detailed:
             return self._call(kwargs)
         try:
@@ -170,11 +182,147 @@ class Tool:
         except Exception:
             raise RuntimeError(HOST_TOOL_FAILED) from None
 
+    async def acall_json(self, args_json: str, detailed: bool = True) -> str:
+        """call_json for an awaited call of an async tool, on the caller's event loop."""
+        kwargs = self._kwargs(args_json)
+        try:
+            result = self.func(**kwargs)
+            if inspect.isawaitable(result):
+                result = await result
+        except ArgumentError:
+            raise
+        except Exception:
+            if detailed:
+                raise
+            raise RuntimeError(HOST_TOOL_FAILED) from None
+        return encode_result(result)
+
+    def _kwargs(self, args_json: str) -> dict[str, Any]:
+        kwargs = json.loads(args_json)
+        if self._model is not None:
+            model = self._model.model_validate(kwargs)
+            kwargs = {field: getattr(model, field) for field in kwargs}
+        return kwargs
+
     def _call(self, kwargs: dict[str, Any]) -> str:
         result = self.func(**kwargs)
         if inspect.isawaitable(result):
             result = await_in_owner_loop(result)
         return encode_result(result)
+
+
+class RunCalls:
+    """Where one run's awaited calls run: async tools on the caller's event loop (run_async;
+    None for a blocking run, whose async tools then answer on the run's thread), synchronous
+    ones on a pool of threads made at the run's first such call and shut down, its threads
+    joined, when the run returns (the C library has every call answered by then)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        self.loop = loop
+        self._pools: dict[int, concurrent.futures.ThreadPoolExecutor] = {}
+        self._lock = threading.Lock()
+
+    def pool(self, threads: int) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            pool = self._pools.get(threads)
+            if pool is None:
+                pool = self._pools[threads] = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=threads, thread_name_prefix="snapcell-tool"
+                )
+            return pool
+
+    def on_pool_thread(self, entry: ToolEntry, args_json: str) -> str:
+        _run_state.loop = self.loop  # a tool that returns an awaitable awaits it there
+        try:
+            return entry(args_json)
+        finally:
+            _run_state.loop = None
+
+    def close(self) -> None:
+        with self._lock:
+            pools, self._pools = list(self._pools.values()), {}
+        for pool in pools:
+            pool.shutdown(wait=True)
+
+
+def in_run(run: Callable[..., Any], *args: Any, loop: asyncio.AbstractEventLoop | None = None) -> Any:
+    """Calls a native run (or resume) with this thread's RunCalls in place, then closes it."""
+    calls = _run_state.calls = RunCalls(loop)
+    try:
+        return run(*args)
+    finally:
+        _run_state.calls = None
+        calls.close()
+
+
+CANCELLED = "the tool call was cancelled: the run ended while it was in flight"
+
+
+def _answer(call: Any, future: Any) -> None:
+    if future.cancelled():
+        call.answer(False, CANCELLED)
+    elif future.exception() is not None:
+        call.fail(future.exception())
+    else:
+        call.answer(True, future.result())
+
+
+class _LoopCall:
+    """An awaited call of an async tool, as a task on the caller's loop. The task is made and
+    cancelled there, in that order (both come through call_soon_threadsafe from the run's
+    thread), and the call is answered when the task is done, so a run returns only once its
+    tasks have finished."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, coroutine: Any, call: Any) -> None:
+        self.loop, self.coroutine, self.call = loop, coroutine, call
+        self.task: asyncio.Task | None = None
+
+    def schedule(self) -> None:
+        self.task = self.loop.create_task(self.coroutine)
+        self.task.add_done_callback(functools.partial(_answer, self.call))
+
+    def cancel(self) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self._cancel)
+        except RuntimeError:  # the loop is closed: nothing runs the task any more
+            self.coroutine.close()
+            self.call.answer(False, CANCELLED)
+
+    def _cancel(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+
+
+class ToolEntry:
+    """What the C library calls for one tool of a config: the entry itself for a call made from
+    synchronous code (on the run's thread, as always), start() for one the code awaits."""
+
+    __slots__ = ("tool", "detailed", "threads")
+
+    def __init__(self, tool: Tool, detailed: bool, threads: int) -> None:
+        self.tool, self.detailed, self.threads = tool, detailed, threads
+
+    def __call__(self, args_json: str) -> str:
+        return self.tool.call_json(args_json, self.detailed)
+
+    def start(self, args_json: str, call: Any) -> None:
+        calls = getattr(_run_state, "calls", None)
+        if calls is None or (self.tool.is_async and calls.loop is None):
+            # Nowhere to run it beside the run: answered here, as a plain call is.
+            try:
+                call.answer(True, self(args_json))
+            except Exception as exc:  # noqa: BLE001 - the code gets it as ToolError
+                call.fail(exc)
+            return
+        context = contextvars.copy_context()
+        if self.tool.is_async:
+            job = _LoopCall(calls.loop, self.tool.acall_json(args_json, self.detailed), call)
+            call.set_cancel(job.cancel)
+            calls.loop.call_soon_threadsafe(job.schedule, context=context)
+            return
+        future = calls.pool(self.threads).submit(context.run, calls.on_pool_thread, self, args_json)
+        call.set_cancel(future.cancel)
+        future.add_done_callback(functools.partial(_answer, call))
 
 
 def _derive(func: Callable[..., Any], name: str) -> tuple[dict[str, Any], Any]:

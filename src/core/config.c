@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "rpc/frame.h"
 #include "util/util.h"
 
 #define KIB 1024ull
@@ -42,6 +43,7 @@ static const struct {
 	[SNAPCELL_LIMIT_NET_IDLE_MS] = {"net_idle_ms", 30000, 1, 24ull * 3600 * 1000},
 	[SNAPCELL_LIMIT_PAUSED_RUNS] = {"paused_runs", 16, 1, 4096},
 	[SNAPCELL_LIMIT_PAUSE_MS] = {"pause_ms", 600000, 1, 7ull * 24 * 3600 * 1000},
+	[SNAPCELL_LIMIT_TOOL_CALLS] = {"tool_calls", 16, 1, SC_CALLS_IN_FLIGHT_MAX},
 };
 
 struct snapcell_config *snapcell_config_new(void)

@@ -28,6 +28,8 @@ struct sc_tool {
 	bool needs_decision; /* each call waits for one (snapcell_config_set_tool_decision) */
 	int describe_format; /* enum snapcell_describe_format, or -1: the one describe is given */
 	snapcell_tool_fn fn;
+	snapcell_tool_start_fn start; /* its asynchronous face, or NULL */
+	snapcell_tool_cancel_fn cancel;
 	void *user;
 };
 
@@ -103,6 +105,9 @@ struct sc_python {
 	size_t prelude_len;
 	char *sys_version;
 	uint64_t prelude_hash;
+	/* What the per-user probe cache did when this process first asked (a static string,
+	 * snapcell_python_info's probe_cache). */
+	const char *probe_cache;
 };
 /* Resolves cfg's interpreter (snapcell_config_set_python's, else the venv's base interpreter,
  * else `python3` on PATH, else /usr/bin/python3), probing it once per (path, inode, mtime) per
@@ -113,16 +118,28 @@ int sc__python_resolve(const struct snapcell_config *cfg, struct sc_python *out,
 void sc__python_clear(struct sc_python *py);
 
 /* python_probe.c: what an interpreter says of itself when run with -I -S (py.chosen_by is
- * NULL). Answers are cached per (file, device, inode, mtime) for the process's life;
- * thread-safe. SNAPCELL_E_INVAL naming path when it is missing, not executable, or gives no
- * answer within a few seconds. */
+ * NULL). Answers are cached per (file, device, inode, mtime) for the process's life, and a
+ * binary's in the user's probe cache (probe_cache.c); thread-safe. SNAPCELL_E_INVAL naming path
+ * when it is missing, not executable, or gives no answer within a few seconds. */
 struct sc_python_probe {
 	char *implementation; /* sys.implementation.name: "cpython", "pypy" */
 	bool gil_disabled;    /* a free-threaded build (Py_GIL_DISABLED) */
+	bool loader_env;      /* LD_ variables reached it (a launcher set them): not cached */
 	struct sc_python py;
 };
 int sc__python_probe(const char *path, struct sc_python_probe *out, struct snapcell_error *err);
 void sc__python_probe_clear(struct sc_python_probe *p);
+
+struct stat;
+/* probe_cache.c: the per-user cache of the probe's answers for the interpreter file real (its
+ * identity st), under $XDG_CACHE_HOME/snapcell or ~/.cache/snapcell, trusted only when the
+ * effective user owns it and no one else may write it; SNAPCELL_PROBE_CACHE=0 turns it off.
+ * probe_hash is the probe script's. load returns the answer (malloc'd) or NULL; both set *why
+ * (a static string) to what happened. */
+char *sc__probe_cache_load(const char *real, const struct stat *st, uint64_t probe_hash,
+			   const char **why);
+void sc__probe_cache_store(const char *real, const struct stat *st, uint64_t probe_hash,
+			   const char *answer, const char **why);
 
 /* describe.c: what code that tries to connect or resolve is told (the guest raises it),
  * malloc'd; NULL on allocation failure. */
@@ -143,6 +160,9 @@ struct sc_call_outcome {
 	/* A call held for a decision (text NULL): its tool and checked arguments (malloc'd). */
 	const struct sc_tool *held;
 	char *held_args;
+	/* An awaited call of a tool with an asynchronous face (text NULL): to be started with
+	 * these checked arguments (malloc'd, in held_args). */
+	bool start;
 };
 
 /* value.c: a VALUE frame's payload checked: *json (malloc'd) when it holds a value that is
@@ -155,7 +175,7 @@ int sc__value_read(const uint8_t *payload, size_t len, char **json,
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
 int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
 		   uint8_t *payload, size_t len, size_t result_cap, uint64_t deadline_us,
-		   struct sc_call_outcome *out);
+		   bool awaited, struct sc_call_outcome *out);
 /* A run's own tools (run_tools, may be NULL) beside the sandbox's (cfg): SNAPCELL_E_INVAL
  * naming both when a name or tools.<attr> path clashes, SNAPCELL_E_TOO_BIG past 4 MiB of
  * names and descriptions. */
@@ -171,6 +191,31 @@ char *sc__tools_guest_json(const struct snapcell_config *cfg);
 int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
 		     const char *text, size_t result_cap, uint64_t deadline_us,
 		     struct sc_call_outcome *out);
+
+/* calls.c: a run's calls in flight to tools with an asynchronous face. The run's thread starts
+ * them and takes their answers; any thread answers. */
+struct snapcell_call;
+struct sc_calls {
+	pthread_mutex_t mu;
+	int event_fd;			/* readable once a call was answered; -1 until the first */
+	struct snapcell_call *running;	/* started, not answered (under mu) */
+	struct snapcell_call *answered; /* answered, not taken, newest first (under mu) */
+	unsigned n_flight;		/* started and not taken (under mu) */
+	pthread_cond_t cancel_done;	/* a tool's cancel returned */
+	pthread_t canceller;		/* the thread in a tool's cancel (under mu) */
+};
+void sc__calls_init(struct sc_calls *c);
+void sc__calls_destroy(struct sc_calls *c);
+/* Starts t's asynchronous face on args (checked; taken over, freed here). 0 or -errno. */
+int sc__calls_start(struct sc_calls *c, const struct sc_tool *t, uint32_t id, char *args,
+		    const struct snapcell_tool_call *log, uint64_t deadline_us);
+/* Hands each answered call to fn (its id, 0 or -ENOMEM, its outcome: fn owns out->text) in
+ * the order they were answered; returns how many. */
+typedef void (*sc_calls_answer_fn)(void *ctx, uint32_t id, int rc, struct sc_call_outcome *out);
+size_t sc__calls_take(struct sc_calls *c, sc_calls_answer_fn fn, void *ctx);
+/* Asks every running call to end (its tool's cancel), once each. */
+void sc__calls_cancel(struct sc_calls *c);
+unsigned sc__calls_in_flight(struct sc_calls *c);
 
 /* schema.c: registering a parameter schema (the subset is listed in snapcell.h). */
 struct sc_schema;

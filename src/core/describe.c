@@ -442,6 +442,10 @@ static void describe_tools(struct text *t, const struct snapcell_config *cfg,
 	       "tool that fails or refuses its arguments raises ToolError with its message; catch "
 	       "it to recover.\n");
 	describe_example(t, cfg);
+	put(t, "Inside a running event loop (code that uses `await` at the top level, or runs "
+	       "under `asyncio.run(...)`) the same calls return awaitables instead: write `await "
+	       "tools.<name>(...)`; calls awaited together with `asyncio.gather(...)` run at the "
+	       "same time.\n");
 	put(t, "Prefer `execute_code` when you need to combine one or more `call_tool(...)` calls "
 	       "with Python control flow, loops, or post-processing.\n");
 	bool dotted = false;
@@ -563,7 +567,8 @@ int snapcell_config_describe(const struct snapcell_config *cfg,
 	python_name(cfg, python, sizeof(python));
 	put(&t,
 	    "Runs %s code in an isolated sandbox and returns what it printed (stdout, "
-	    "then stderr). The standard library%s %s available; packages cannot be installed. "
+	    "then stderr) and the value of its last line when that is an expression. The "
+	    "standard library%s %s available; packages cannot be installed. "
 	    "A run is stopped after %g s.\n",
 	    python, packages ? " and the host's Python packages" : "", packages ? "are" : "is",
 	    (double)wall_ms / 1000.0);
@@ -601,8 +606,9 @@ int snapcell_config_instructions_with(const struct snapcell_config *cfg, unsigne
 	    "program that does the whole job (the calls, loops and arithmetic) instead of "
 	    "many small steps, and rely on its description for what the sandbox offers.\n",
 	    python);
-	put(&t, "Only printed output comes back: end the code with print(...) of the answer; the "
-		"value of the last expression is not returned.\n");
+	put(&t, "What the code prints comes back, and so does the value of its last line when that "
+		"is an expression (as JSON, like a notebook cell's): end the code with the answer "
+		"or with print(...) of it.\n");
 	if (cfg->workspace || cfg->n_mounts)
 		put(&t,
 		    "Write large results (tables, reports, data) to a file, /output/<file>, and "

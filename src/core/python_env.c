@@ -481,6 +481,7 @@ int snapcell_config_python_info(const struct snapcell_config *cfg, struct snapce
 	copy_field(out->executable, sizeof(out->executable), py.executable);
 	copy_field(out->chosen_by, sizeof(out->chosen_by), py.chosen_by);
 	copy_field(out->version, sizeof(out->version), py.version);
+	copy_field(out->probe_cache, sizeof(out->probe_cache), py.probe_cache);
 	out->major = py.major;
 	out->minor = py.minor;
 	if (py.minor > SC_PYTHON_MINOR_MAX)

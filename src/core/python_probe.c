@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,9 +33,17 @@ extern char **environ;
 /* Run with -I -S: no site, no user or environment paths, so what it reports is the
  * interpreter's own. The extension modules are imported only so their shared libraries are
  * mapped: the system directories they load from are what a cell needs bound. A pyenv
- * `python3` is a bash shim; sys.executable names the binary it finally ran. */
+ * `python3` is a bash shim; sys.executable names the binary it finally ran. It first names
+ * that binary alone and reads whether to go on ("more"): when the per-user cache has that
+ * binary's answer, the host says "enough" and takes it, so a shim (whose own start, ~150 ms of
+ * bash, cannot be cached: see probe_cache.c) costs only itself. */
 static const char PROBE[] =
 	"import sys, os, json, sysconfig\n"
+	"exe = getattr(sys, '_base_executable', '') or sys.executable\n"
+	"real = lambda p: os.path.realpath(p) if p else ''\n"
+	"print(json.dumps({'executable_first': real(exe)}), flush=True)\n"
+	"if sys.stdin.readline() != 'more\\n':\n"
+	"    sys.exit(0)\n"
 	"for m in ('_ssl', '_ctypes', 'zlib', '_hashlib', '_bz2', '_lzma', '_sqlite3',\n"
 	"          'pyexpat', '_decimal', '_uuid', 'readline', '_curses'):\n"
 	"    try:\n"
@@ -60,8 +69,6 @@ static const char PROBE[] =
 	"        return None\n"
 	"v = sysconfig.get_config_var\n"
 	"dyn = [p for p in sys.path if os.path.basename(p) == 'lib-dynload']\n"
-	"exe = getattr(sys, '_base_executable', '') or sys.executable\n"
-	"real = lambda p: os.path.realpath(p) if p else ''\n"
 	"print(json.dumps({'implementation': sys.implementation.name,\n"
 	"    'version': list(sys.version_info[:3]), 'executable': real(exe),\n"
 	"    'base_prefix': real(sys.base_prefix), 'stdlib': real(sysconfig.get_path('stdlib')),\n"
@@ -69,6 +76,7 @@ static const char PROBE[] =
 	"    'dynload': real(dyn[0] if dyn else v('DESTSHARED')),\n"
 	"    'gil_disabled': bool(v('Py_GIL_DISABLED')), 'shared': bool(v('Py_ENABLE_SHARED')),\n"
 	"    'libdir': real(v('LIBDIR')), 'libs': sorted(libs), 'sys_version': sys.version,\n"
+	"    'loader_env': any(k.startswith('LD_') for k in os.environ),\n"
 	"    'prelude': prelude()}))\n";
 
 /* The answers so far, by the file asked (after links) and its identity: a file replaced or
@@ -91,10 +99,57 @@ static void clear_probe(struct sc_python_probe *p)
 	sc__python_clear(&p->py);
 }
 
-/* Reads the child's stdout (capped) and keeps the start of its stderr until both close or
- * the deadline passes; -ETIMEDOUT or -E2BIG then. */
-static int collect(int out_fd, int err_fd, char *answer, size_t *answer_len, char *why,
-		   size_t why_len)
+/* The probe's first line, and the host's reply. */
+struct talk {
+	int in_fd;	      /* the child's stdin: a socket, so a reply to a child gone raises
+			       * no SIGPIPE in the caller */
+	const char *real;     /* the file run (after links) */
+	char named[PATH_MAX]; /* the binary the first line named, "" when none (not our probe) */
+	bool replied;
+	/* A launcher's binary (named is not real): its identity, and its answer when the cache
+	 * had it ("enough" then, else "more": the launcher's run answers for it). */
+	struct stat named_st;
+	struct sc_python_probe *out;
+	const char *state;
+	bool hit;
+};
+
+static bool from_cache(const char *real, const struct stat *st, struct sc_python_probe *out,
+		       const char **state);
+
+/* Once the answer has a first line: when it names a binary, "more" when that is the file run
+ * (its cache entry was already missed) or a binary the cache has no answer for, "enough" when
+ * it has; the line is taken out of the answer. Anything else, or stdout closing first, gets
+ * the end of stdin. */
+static void reply(struct talk *t, char *answer, size_t *answer_len, bool closed)
+{
+	static const char KEY[] = "{\"executable_first\": ";
+	char *nl = memchr(answer, '\n', *answer_len);
+	if (t->replied || (!nl && !closed))
+		return;
+	t->replied = true;
+	json_t *line = nl && !strncmp(answer, KEY, strlen(KEY))
+			       ? json_loadb(answer, (size_t)(nl - answer), 0, NULL)
+			       : NULL;
+	const char *named = json_string_value(json_object_get(line, "executable_first"));
+	if (named && named[0] == '/' && strlen(named) < sizeof(t->named)) {
+		snprintf(t->named, sizeof(t->named), "%s", named);
+		t->hit = strcmp(named, t->real) != 0 && stat(named, &t->named_st) == 0 &&
+			 S_ISREG(t->named_st.st_mode) &&
+			 from_cache(named, &t->named_st, t->out, &t->state);
+		const char *word = t->hit ? "enough\n" : "more\n";
+		(void)!send(t->in_fd, word, strlen(word), MSG_NOSIGNAL);
+		*answer_len -= (size_t)(nl + 1 - answer);
+		memmove(answer, nl + 1, *answer_len);
+	}
+	json_decref(line);
+	shutdown(t->in_fd, SHUT_WR);
+}
+
+/* Reads the child's stdout (capped), replying to its first line, and keeps the start of its
+ * stderr until both close or the deadline passes; -ETIMEDOUT or -E2BIG then. */
+static int collect(int out_fd, int err_fd, struct talk *t, char *answer, size_t *answer_len,
+		   char *why, size_t why_len)
 {
 	uint64_t deadline = sc__deadline_ms(PROBE_TIMEOUT_MS);
 	size_t n_why = 0;
@@ -115,6 +170,7 @@ static int collect(int out_fd, int err_fd, char *answer, size_t *answer_len, cha
 				return -E2BIG;
 			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
 				out_fd = -1;
+			reply(t, answer, answer_len, out_fd < 0);
 		}
 		if (err_fd >= 0 && p[1].revents) {
 			ssize_t n = read(err_fd, junk, sizeof(junk));
@@ -148,11 +204,12 @@ static char **loader_free_environment(void)
 }
 
 /* Runs path -I -S -c PROBE with the caller's environment (a pyenv shim reads PYENV_*) but the
- * loader's variables, stdin /dev/null, for at most PROBE_TIMEOUT_MS; *answer is its stdout,
- * NUL-terminated, malloc'd. why gets the start of its stderr, or what went wrong. */
-static int run(const char *path, char **answer, char *why, size_t why_len)
+ * loader's variables, for at most PROBE_TIMEOUT_MS; *answer is its stdout after the first line,
+ * NUL-terminated, malloc'd. t->real is path after links; t->named gets the binary the first
+ * line names. why gets the start of its stderr, or what went wrong. */
+static int run(const char *path, struct talk *t, char **answer, char *why, size_t why_len)
 {
-	int out[2] = {-1, -1}, errp[2] = {-1, -1};
+	int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1};
 	char *buf = malloc(ANSWER_MAX + 1);
 	char **env = loader_free_environment();
 	why[0] = 0;
@@ -161,17 +218,20 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 		free(env);
 		return -ENOMEM;
 	}
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) {
 		int e = -errno;
 		if (out[0] >= 0)
 			close(out[0]), close(out[1]);
+		if (errp[0] >= 0)
+			close(errp[0]), close(errp[1]);
 		free(buf);
 		free(env);
 		return e;
 	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_adddup2(&fa, in[1], 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
 	posix_spawnattr_t attr;
@@ -195,9 +255,11 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 	posix_spawnattr_destroy(&attr);
 	close(out[1]);
 	close(errp[1]);
+	close(in[1]);
+	*t = (struct talk){.in_fd = in[0], .real = t->real, .out = t->out};
 	size_t len = 0;
 	if (rc == 0) {
-		rc = collect(out[0], errp[0], buf, &len, why, why_len);
+		rc = collect(out[0], errp[0], t, buf, &len, why, why_len);
 		if (rc < 0)
 			kill(-pid, SIGKILL);
 		/* 0 when it cannot be known (a caller that ignores SIGCHLD has it reaped). */
@@ -210,6 +272,7 @@ static int run(const char *path, char **answer, char *why, size_t why_len)
 	}
 	close(out[0]);
 	close(errp[0]);
+	close(in[0]);
 	if (rc < 0) {
 		free(buf);
 		return rc;
@@ -305,6 +368,7 @@ static int parse(const char *text, struct sc_python_probe *out)
 	if (rc == 0) {
 		py->major = (unsigned)ver[0], py->minor = (unsigned)ver[1];
 		out->gil_disabled = json_is_true(json_object_get(o, "gil_disabled"));
+		out->loader_env = !json_is_false(json_object_get(o, "loader_env"));
 		out->implementation = strdup(str(o, "implementation"));
 		py->executable = strdup(str(o, "executable"));
 		if (asprintf(&py->version, "%u.%u.%u", py->major, py->minor, (unsigned)ver[2]) < 0)
@@ -340,6 +404,7 @@ static int copy_probe(const struct sc_python_probe *src, struct sc_python_probe 
 	dst->py.version = strdup(src->py.version);
 	dst->py.dirs = calloc(src->py.n_dirs + 1, sizeof(char *));
 	dst->py.prelude_hash = src->py.prelude_hash;
+	dst->py.probe_cache = src->py.probe_cache;
 	bool ok = dst->implementation && dst->py.executable && dst->py.version && dst->py.dirs;
 	if (ok && src->py.prelude_code) {
 		dst->py.prelude_code = malloc(src->py.prelude_len);
@@ -379,16 +444,12 @@ static void remember(const char *real, const struct stat *st, const struct sc_py
 	n_cache++;
 }
 
-/* Asks the interpreter at path (absolute) under the cache's lock. */
-static int ask(const char *path, const char *real, const struct stat *st,
-	       struct sc_python_probe *out, struct snapcell_error *err)
+/* Runs file, naming path (as the caller gave it) in errors; *answer is its stdout after the
+ * first line (malloc'd). */
+static int run_probe(const char *path, const char *file, struct talk *t, char **answer, char *why,
+		     size_t why_len, struct snapcell_error *err)
 {
-	struct answer *hit = cached(real, st);
-	if (hit)
-		return copy_probe(&hit->probe, out) < 0 ? sc__err(err, -ENOMEM, "python %s", path)
-							: 0;
-	char *answer = NULL, why[STDERR_KEEP];
-	int rc = run(path, &answer, why, sizeof(why));
+	int rc = run(file, t, answer, why, why_len);
 	if (rc == -ETIMEDOUT)
 		return sc__err(err, SNAPCELL_E_INVAL,
 			       "python %s: no answer within %d s to snapcell's query (is it a "
@@ -403,18 +464,87 @@ static int ask(const char *path, const char *real, const struct stat *st,
 			       path, ANSWER_MAX >> 10);
 	if (rc < 0)
 		return sc__err(err, rc, "python %s: running it", path);
-	rc = parse(answer, out);
+	return 0;
+}
+
+/* The answer cached for the file real, parsed as a fresh one would be, when it is the
+ * interpreter's own (its executable is real itself: never a shim's, see probe_cache.c). */
+static bool from_cache(const char *real, const struct stat *st, struct sc_python_probe *out,
+		       const char **state)
+{
+	char *answer = sc__probe_cache_load(real, st, sc__prelude_hash(PROBE), state);
+	if (!answer)
+		return false;
+	int rc = parse(answer, out);
 	free(answer);
-	if (rc == -E2BIG)
-		return sc__err(err, SNAPCELL_E_INVAL,
-			       "python %s: it loads from more than %d directories", path, DIRS_MAX);
-	if (rc == -ENOMEM)
-		return sc__err(err, rc, "python %s", path);
+	if (rc == 0 && strcmp(out->py.executable, real) == 0)
+		return true;
+	if (rc == 0)
+		clear_probe(out);
+	*state = "stale";
+	return false;
+}
+
+/* Runs file (path as the caller named it, real after links) and parses its answer. The answer
+ * is kept in the cache for the binary it is of (real itself, or the binary a launcher named)
+ * when it depends on that binary alone: its executable is that binary and no LD_ variable
+ * reached it (a launcher may set them; -I makes the interpreter ignore the rest). */
+static int answer_of(const char *path, const char *file, const char *real, const struct stat *st,
+		     struct sc_python_probe *out, const char **state, struct snapcell_error *err)
+{
+	char *answer = NULL, why[STDERR_KEEP];
+	struct talk t = {.real = real, .out = out};
+	int rc = run_probe(path, file, &t, &answer, why, sizeof(why), err);
+	if (rc < 0 && t.hit)
+		clear_probe(out);
 	if (rc < 0)
-		return sc__err(err, SNAPCELL_E_INVAL,
-			       "python %s: not a CPython 3 interpreter (it did not answer "
-			       "snapcell's query%s%.120s)",
-			       path, why[0] ? ": " : "", why);
+		return rc;
+	if (t.hit) {
+		free(answer);
+		*state = "launcher-used";
+		return 0;
+	}
+	rc = parse(answer, out);
+	if (rc == -E2BIG)
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "python %s: it loads from more than %d directories", path, DIRS_MAX);
+	else if (rc == -ENOMEM)
+		rc = sc__err(err, rc, "python %s", path);
+	else if (rc < 0)
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "python %s: not a CPython 3 interpreter (it did not answer "
+			     "snapcell's query%s%.120s)",
+			     path, why[0] ? ": " : "", why);
+	bool launched = t.named[0] && strcmp(t.named, real) != 0;
+	const char *binary = launched ? t.named : real;
+	*state = "launcher";
+	if (rc == 0 && !out->loader_env && strcmp(out->py.executable, binary) == 0 &&
+	    (!launched || S_ISREG(t.named_st.st_mode))) {
+		sc__probe_cache_store(binary, launched ? &t.named_st : st, sc__prelude_hash(PROBE),
+				      answer, state);
+		if (launched && strcmp(*state, "stored") == 0)
+			*state = "launcher-stored";
+	}
+	free(answer);
+	return rc;
+}
+
+/* Asks the interpreter at path (absolute) under the cache's lock: the process's answers, then
+ * the user's cache, then the interpreter itself. */
+static int ask(const char *path, const char *real, const struct stat *st,
+	       struct sc_python_probe *out, struct snapcell_error *err)
+{
+	struct answer *hit = cached(real, st);
+	if (hit)
+		return copy_probe(&hit->probe, out) < 0 ? sc__err(err, -ENOMEM, "python %s", path)
+							: 0;
+	const char *state = NULL;
+	if (!from_cache(real, st, out, &state)) {
+		int rc = answer_of(path, path, real, st, out, &state, err);
+		if (rc < 0)
+			return rc;
+	}
+	out->py.probe_cache = state;
 	remember(real, st, out);
 	return 0;
 }

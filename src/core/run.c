@@ -80,6 +80,18 @@ struct outbuf {
 
 /* The tool-call log keeps this many entries; later calls are only counted. */
 #define MAX_LOGGED_CALLS 100000
+/* Answers not yet sent and calls not yet served, in bytes: past this the loop stops reading
+ * the cell's frames until they drain (code that sends calls and never reads their answers
+ * then blocks in its own write; nothing on the host grows). */
+#define BACKLOG_MAX_BYTES (64u << 20)
+
+/* A call read while it could not be served (a call waits for a decision, or the run's
+ * awaited calls are at their bound): served in arrival order later. */
+struct queued_call {
+	struct queued_call *next;
+	size_t len;
+	uint8_t payload[]; /* NUL-terminated, as the frame reader's */
+};
 
 struct sc_run {
 	const struct sc_run_target *target;
@@ -114,7 +126,12 @@ struct sc_run {
 	char *held_args;
 	struct snapcell_tool_call held_log;
 	uint64_t held_id;
+	uint32_t held_call; /* the cell's id of the held call */
 	bool held_slot;
+	/* Calls in flight to asynchronous faces (calls.c), and calls waiting to be served. */
+	struct sc_calls flight;
+	struct queued_call *queue, **queue_end;
+	size_t n_queued, queued_bytes;
 	uint64_t paused_us, paused_total_us; /* when the pause began; all pauses' time */
 	struct snapcell_decision *decisions;
 	size_t n_decisions;
@@ -229,11 +246,12 @@ static void send_pending(struct sc_run *r)
 		o->off = o->len; /* the cell is gone; its exit says why */
 }
 
-static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *out);
+static void answer_call(struct sc_run *r, uint32_t id, int rc, struct sc_call_outcome *out);
 
 /* A call that needs a decision: pauses the run when it may and the sandbox has a slot free,
  * else answers it with the reason. */
-static void hold_call(struct sc_run *r, struct snapcell_sandbox *sb, struct sc_call_outcome *out)
+static void hold_call(struct sc_run *r, struct snapcell_sandbox *sb, uint32_t id,
+		      struct sc_call_outcome *out)
 {
 	const struct sc_tool *t = out->held;
 	unsigned bound = (unsigned)sb->cfg->limits[SNAPCELL_LIMIT_PAUSED_RUNS];
@@ -246,6 +264,7 @@ static void hold_call(struct sc_run *r, struct snapcell_sandbox *sb, struct sc_c
 		r->held_args = out->held_args;
 		r->held_log = out->log;
 		r->held_id = next_pending_id++;
+		r->held_call = id;
 		r->held_slot = true;
 		r->paused_us = sc__now_us();
 		return;
@@ -255,29 +274,105 @@ static void hold_call(struct sc_run *r, struct snapcell_sandbox *sb, struct sc_c
 	out->text = sc__message("tool '%s' needs a decision, and %u runs of this sandbox already "
 				"wait for one (the paused_runs bound); the call was not made",
 				t->name, bound);
-	answer_call(r, out->text ? 0 : -ENOMEM, out);
+	answer_call(r, id, out->text ? 0 : -ENOMEM, out);
 }
 
-static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb)
+/* Serves one CALL payload (id, flags, name, NUL, arguments): answers it, holds it
+ * for a decision, or starts it on the tool's asynchronous face. */
+static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb, uint8_t *payload, size_t len)
 {
+	if (len < SC_CALL_HEAD_LEN) {
+		violation(r, "malformed tool call");
+		return;
+	}
+	uint32_t id = sc__le32(payload);
+	bool awaited = payload[4] & SC_CALL_AWAITED;
 	struct sc_call_outcome out;
-	int rc = sc__tool_serve(sb->cfg, r->tools, r->reader.payload, r->reader.payload_len,
-				SC_FRAME_DEFAULT_CAP - 1, r->deadline_us, &out);
+	int rc = sc__tool_serve(sb->cfg, r->tools, payload + SC_CALL_HEAD_LEN,
+				len - SC_CALL_HEAD_LEN, SC_FRAME_DEFAULT_CAP - 1, r->deadline_us,
+				awaited, &out);
 	if (rc == -EPROTO) {
 		violation(r, "malformed tool call");
 		return;
 	}
-	if (out.held) {
-		hold_call(r, sb, &out);
+	if (out.held && out.start) {
+		rc = sc__calls_start(&r->flight, out.held, id, out.held_args, &out.log,
+				     r->deadline_us);
+		if (rc < 0)
+			violation(r, "no resources to start a tool call");
 		return;
 	}
-	answer_call(r, rc, &out);
+	if (out.held) {
+		hold_call(r, sb, id, &out);
+		return;
+	}
+	answer_call(r, id, rc, &out);
 }
 
-/* Answers a served (or decided) call, unless the run is out of time. */
-static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *o)
+static bool queue_call(struct sc_run *r)
+{
+	if (r->n_queued + sc__calls_in_flight(&r->flight) >= SC_CALLS_IN_FLIGHT_MAX) {
+		violation(r, "more tool calls in flight than a cell may have");
+		return false;
+	}
+	struct queued_call *q = malloc(sizeof(*q) + r->reader.payload_len + 1);
+	if (!q) {
+		violation(r, "out of memory queueing a tool call");
+		return false;
+	}
+	q->next = NULL;
+	q->len = r->reader.payload_len;
+	memcpy(q->payload, r->reader.payload, q->len + 1);
+	if (!r->queue)
+		r->queue_end = &r->queue;
+	*r->queue_end = q;
+	r->queue_end = &q->next;
+	r->n_queued++;
+	r->queued_bytes += q->len;
+	return true;
+}
+
+/* Whether a call may be served now: none waits for a decision or in the queue, and the
+ * run's awaited calls are under their bound. */
+static bool may_serve(struct sc_run *r, const struct snapcell_sandbox *sb)
+{
+	return !r->held && sc__calls_in_flight(&r->flight) <
+				   (unsigned)sb->cfg->limits[SNAPCELL_LIMIT_TOOL_CALLS];
+}
+
+/* Serves queued calls while it may, oldest first. */
+static void serve_queue(struct sc_run *r, struct snapcell_sandbox *sb)
+{
+	while (r->queue && may_serve(r, sb) && r->forced == NOT_FORCED && !r->have_done) {
+		struct queued_call *q = r->queue;
+		r->queue = q->next;
+		r->n_queued--;
+		r->queued_bytes -= q->len;
+		serve_call(r, sb, q->payload, q->len);
+		free(q);
+	}
+}
+
+static void free_queue(struct sc_run *r)
+{
+	while (r->queue) {
+		struct queued_call *q = r->queue;
+		r->queue = q->next;
+		free(q);
+	}
+	r->n_queued = r->queued_bytes = 0;
+}
+
+/* Answers a served (or decided) call, unless the run is out of time or over. */
+static void answer_call(struct sc_run *r, uint32_t id, int rc, struct sc_call_outcome *o)
 {
 	struct sc_call_outcome out = *o;
+	if (r->have_done || r->forced != NOT_FORCED) {
+		/* The code ended or is being killed: nothing reads this answer. */
+		log_call(r, &out.log);
+		free(out.text);
+		return;
+	}
 	if (sc__now_us() >= r->deadline_us) {
 		/* The tool outlived the run: its answer must not reach code that is out of time. */
 		log_call(r, &out.log);
@@ -286,9 +381,11 @@ static void answer_call(struct sc_run *r, int rc, struct sc_call_outcome *o)
 		kill_cell(r, FORCED_TIMEOUT);
 		return;
 	}
-	uint8_t ok = out.ok;
-	if (rc < 0 ||
-	    queue_frame(&r->send, SC_FRAME_RESULT, &ok, 1, out.text, strlen(out.text)) < 0)
+	uint8_t head[SC_RESULT_HEAD_LEN];
+	sc__put_le32(head, id);
+	head[4] = out.ok;
+	if (rc < 0 || queue_frame(&r->send, SC_FRAME_RESULT, head, sizeof(head), out.text,
+				  strlen(out.text)) < 0)
 		violation(r, "out of memory answering a tool call");
 	log_call(r, &out.log);
 	free(out.text);
@@ -315,14 +412,10 @@ static void on_frame(struct sc_run *r, struct snapcell_sandbox *sb)
 		return; /* being killed: nothing more is served */
 	if (r->have_done)
 		violation(r, "frame after DONE");
-	else if (r->held)
-		/* call_tool waits for its answer: nothing else can come while a call is held. */
-		violation(r, "a frame while a call waited for its decision");
-	else if (type == SC_FRAME_CALL && r->send.off < r->send.len)
-		/* call_tool waits for each answer: a second call before it is read is a flood. */
-		violation(r, "tool call before the previous answer was read");
+	else if (type == SC_FRAME_CALL && (r->queue || !may_serve(r, sb)))
+		queue_call(r);
 	else if (type == SC_FRAME_CALL)
-		serve_call(r, sb);
+		serve_call(r, sb, r->reader.payload, r->reader.payload_len);
 	else if (type == SC_FRAME_VALUE)
 		read_value(r);
 	else if (type == SC_FRAME_DONE && r->reader.payload_len == sizeof(r->done)) {
@@ -393,7 +486,11 @@ static bool finished(const struct sc_run *r, uint64_t now)
 	bool claims_setup_failure = r->have_done &&
 				    r->done.status == SNAPCELL_STATUS_SETUP_FAILURE &&
 				    r->target->reports_exit;
-	if (r->have_done && r->forced == NOT_FORCED && !claims_setup_failure)
+	/* A session's worker reads its next request after the answers it was sent: the last
+	 * one goes out whole (the worker skips answers its code left behind). */
+	if (r->have_done && r->forced == NOT_FORCED && !claims_setup_failure &&
+	    (r->target->reports_exit || r->send.off == r->send.len ||
+	     r->cell->fds[SC_CELL_RPC] < 0))
 		return true;
 	if (!r->target->reports_exit) /* its socket and pipes closing are its end */
 		return r->cell->fds[SC_CELL_RPC] < 0 && r->out.eof && r->err.eof;
@@ -522,15 +619,36 @@ static void drop_held(struct sc_run *r, struct snapcell_sandbox *sb)
 	}
 }
 
+static void on_answer(void *ctx, uint32_t id, int rc, struct sc_call_outcome *out)
+{
+	answer_call(ctx, id, rc, out);
+}
+
+/* The end of a run with awaited calls in flight: each is asked to end, and the run waits for
+ * every answer (a tool's thread or task must not outlive the run it belongs to). */
+static void end_calls(struct sc_run *r)
+{
+	if (!sc__calls_in_flight(&r->flight))
+		return;
+	sc__calls_cancel(&r->flight);
+	while (sc__calls_in_flight(&r->flight)) {
+		sc__wait_fd(r->flight.event_fd, POLLIN, sc__deadline_ms(1000));
+		sc__calls_take(&r->flight, on_answer, r);
+	}
+}
+
 /* Returns 0 when the cell is gone and reaped, RUN_PAUSED when a call waits for a decision
  * (the cell blocked in it), or SNAPCELL_E_TEMPLATE. */
 static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	for (;;) {
 		uint64_t now = sc__now_us();
-		if (r->held && r->forced != NOT_FORCED)
+		if (r->held && (r->forced != NOT_FORCED || r->have_done))
 			drop_held(r, sb);
-		if (r->held) {
+		serve_queue(r, sb);
+		/* A run pauses once nothing of it runs on the host: awaited calls started before
+		 * the held one are answered first. */
+		if (r->held && !sc__calls_in_flight(&r->flight)) {
 			/* What the code wrote before the call is in the pipes (call_tool flushes
 			 * first), so the paused result has all of it. */
 			drain(r);
@@ -555,13 +673,17 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 		if (reports && r->forced != NOT_FORCED && now > r->killed_us + EXIT_GRACE_US &&
 		    !r->have_exit)
 			return SNAPCELL_E_TEMPLATE;
-		struct pollfd pf[5] = {
+		bool backlog = r->send.len - r->send.off + r->queued_bytes > BACKLOG_MAX_BYTES;
+		struct pollfd pf[6] = {
 			{r->out.eof ? -1 : r->cell->fds[SC_CELL_STDOUT], POLLIN, 0},
 			{r->err.eof ? -1 : r->cell->fds[SC_CELL_STDERR], POLLIN, 0},
 			{r->have_exit || r->exit_eof ? -1 : r->cell->fds[SC_CELL_EXIT], POLLIN, 0},
 			{r->cell->fds[SC_CELL_RPC],
-			 (short)(POLLIN | (r->send.off < r->send.len ? POLLOUT : 0)), 0},
+			 (short)((backlog ? 0 : POLLIN) |
+				 (r->send.off < r->send.len ? POLLOUT : 0)),
+			 0},
 			{r->forced == NOT_FORCED ? r->cancel_fd : -1, POLLIN, 0},
+			{r->flight.event_fd, POLLIN, 0},
 		};
 		uint64_t until = r->deadline_us > now ? r->deadline_us - now : 0;
 		if (r->forced != NOT_FORCED || r->have_exit)
@@ -575,8 +697,10 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 			until = watch < until ? watch : until;
 		}
 		int timeout_ms = (int)((until + 999) / 1000);
-		if (poll(pf, 5, timeout_ms) < 0 && errno != EINTR)
+		if (poll(pf, 6, timeout_ms) < 0 && errno != EINTR)
 			return -errno;
+		if (pf[5].revents)
+			sc__calls_take(&r->flight, on_answer, r);
 		if (pf[4].revents)
 			kill_cell(r, FORCED_CANCEL);
 		if (pf[0].revents)
@@ -587,7 +711,7 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 			read_exit(r);
 		if (pf[3].revents & POLLOUT)
 			send_pending(r);
-		if (pf[3].revents & (POLLIN | POLLHUP | POLLERR))
+		if (pf[3].revents & (POLLIN | POLLHUP | POLLERR) && !backlog)
 			read_frames(r, sb);
 	}
 }
@@ -746,6 +870,8 @@ static void release(struct sc_run *r)
 	}
 	sc__decisions_free(r->decisions, r->n_decisions);
 	sc__frame_reader_reset(&r->reader);
+	free_queue(r);
+	sc__calls_destroy(&r->flight);
 }
 
 static void hand_over(struct sc_run *r, struct snapcell_result *res)
@@ -1006,6 +1132,8 @@ static int drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
 {
 	if (rc == 0)
 		rc = loop(r, sb);
+	if (rc != RUN_PAUSED)
+		end_calls(r);
 	if (rc == RUN_PAUSED && paused_result(r, sb, out) == 0) {
 		r->cancel_fd = -1; /* the caller may free its token once the run returned */
 		if (r->t.pausing)
@@ -1020,6 +1148,7 @@ static int drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
 	if (rc == RUN_PAUSED) {
 		violation(r, "no memory to pause the run");
 		rc = loop(r, sb);
+		end_calls(r);
 	}
 	bool alive;
 	rc = run_end(r, sb, rc, out, &alive, err);
@@ -1046,6 +1175,7 @@ int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 			     .learn = req->learn,
 			     .spin = {.window_us = CALL_SPIN_US}};
 	r->target = &r->t;
+	sc__calls_init(&r->flight);
 	if (req->tools && !(r->tools = sc__tools_dup(req->tools))) {
 		finish(sb, ctx, -ENOMEM, false, NULL);
 		release(r);
@@ -1153,15 +1283,6 @@ static int check_verdict(enum snapcell_verdict verdict, const char *text,
 	return 0;
 }
 
-/* Whether the cell sent anything on its frame socket (which a cell waiting in its call never
- * does). */
-static bool frame_waiting(const struct sc_run *r)
-{
-	char c;
-	int fd = r->cell->fds[SC_CELL_RPC];
-	return fd >= 0 && recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
-}
-
 int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 			    enum snapcell_verdict verdict, const char *text, const char *decided_by,
 			    const struct snapcell_run_options *opts, struct snapcell_result **out,
@@ -1201,14 +1322,8 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	sb->n_paused_slots--;
 	pthread_mutex_unlock(&sb->lock);
 	r->held_slot = false;
-	if (frame_waiting(r)) {
-		/* The code wrote on its frame socket while its call waited (around the bridge,
-		 * which lets no call through before the answer): a broken protocol, and nothing
-		 * it asked for runs, the held call included. */
-		record_decision(r, verdict, text, decided_by, SIZE_MAX);
-		violation(r, "a frame while a call waited for its decision");
-		return drive(sb, r, 0, out, err);
-	}
+	/* Frames the code sent while the call waited (other threads' calls, awaited calls, its
+	 * DONE) are read by the loop as usual once the held call is answered. */
 	struct sc_call_outcome o = {.log = r->held_log};
 	rc = sc__tool_decided(r->held, r->held_args, verdict, text, SC_FRAME_DEFAULT_CAP - 1,
 			      r->deadline_us, &o);
@@ -1217,7 +1332,7 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	free(r->held_args);
 	r->held_args = NULL;
 	r->held = NULL;
-	answer_call(r, rc, &o);
+	answer_call(r, r->held_call, rc, &o);
 	return drive(sb, r, 0, out, err);
 }
 

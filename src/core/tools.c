@@ -228,6 +228,22 @@ int snapcell_config_set_tool_decision(struct snapcell_config *cfg, const char *n
 	return sc__err(err, -ENOENT, "set_tool_decision %s: no tool has that name", name);
 }
 
+int snapcell_config_set_tool_async(struct snapcell_config *cfg, const char *name,
+				   snapcell_tool_start_fn start, snapcell_tool_cancel_fn cancel,
+				   struct snapcell_error *err)
+{
+	if (!cfg || !name)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_tool_async: NULL argument");
+	for (size_t i = 0; i < cfg->n_tools; i++) {
+		if (!strcmp(cfg->tools[i].name, name)) {
+			cfg->tools[i].start = start;
+			cfg->tools[i].cancel = start ? cancel : NULL;
+			return 0;
+		}
+	}
+	return sc__err(err, -ENOENT, "set_tool_async %s: no tool has that name", name);
+}
+
 bool snapcell_config_tool_needs_decision(const struct snapcell_config *cfg, const char *name)
 {
 	const struct sc_tool *t = cfg && name ? sc__tool_find(cfg, name) : NULL;
@@ -265,6 +281,8 @@ int sc__tools_copy(const struct snapcell_config *src, struct snapcell_config *ds
 			return rc;
 		dst->tools[dst->n_tools - 1].needs_decision = t->needs_decision;
 		dst->tools[dst->n_tools - 1].describe_format = t->describe_format;
+		dst->tools[dst->n_tools - 1].start = t->start;
+		dst->tools[dst->n_tools - 1].cancel = t->cancel;
 	}
 	return 0;
 }
@@ -508,7 +526,7 @@ static void invoke(const struct sc_tool *t, const char *exact, size_t result_cap
 
 int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
 		   uint8_t *payload, size_t len, size_t result_cap, uint64_t deadline_us,
-		   struct sc_call_outcome *out)
+		   bool awaited, struct sc_call_outcome *out)
 {
 	/* name, NUL, arguments: the arguments may hold no raw NUL (they are refused), so the
 	 * last NUL ends the name and "echo\0forged" is one (unknown) name, not echo. */
@@ -542,6 +560,13 @@ int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_conf
 			 * sc__tool_decided. */
 			out->held = t;
 			out->held_args = exact;
+			return 0;
+		}
+		if (awaited && t->start) {
+			/* Started by the caller (calls.c), answered later from any thread. */
+			out->held = t;
+			out->held_args = exact;
+			out->start = true;
 			return 0;
 		}
 		invoke(t, exact, result_cap, deadline_us, out);

@@ -24,8 +24,11 @@ enum sc_frame_type {
 	/* cell -> host, just before DONE: a byte of enum snapcell_value_state, then the last
 	 * expression's JSON text when it is SNAPCELL_VALUE_PRESENT */
 	SC_FRAME_VALUE = 'V',
-	SC_FRAME_CALL = 'C',   /* cell -> host: tool name, NUL, arguments as a JSON object */
-	SC_FRAME_RESULT = 'A', /* host -> cell: 1 byte ok, then the JSON result or a message */
+	/* cell -> host: the call's id (4 bytes) and flags (1), tool name, NUL, arguments as
+	 * a JSON object */
+	SC_FRAME_CALL = 'C',
+	/* host -> cell: the call's id (4 bytes), 1 byte ok, then the JSON result or a message */
+	SC_FRAME_RESULT = 'A',
 	/* Sessions (guest/session.c, src/core/session.c): */
 	SC_FRAME_SESSION = 'S', /* host -> parked cell: become a session family's anchor */
 	/* anchor or snapshot -> host: int32 pid; fds: rpc, out, err (and from the anchor, the
@@ -55,6 +58,32 @@ struct sc_done_payload {
 	uint64_t cpu_us;
 	uint64_t maxrss_kib;
 };
+
+/* A CALL starts with this: the id the cell gave the call (its RESULT carries it back, so
+ * several calls can be in flight on one socket and be answered in any order) and flags. */
+#define SC_CALL_HEAD_LEN   5
+#define SC_RESULT_HEAD_LEN 5 /* the id, then the ok byte */
+enum sc_call_flag {
+	/* Made by code awaiting it in an event loop: the host may answer it out of order, and
+	 * runs it beside other such calls when the tool can (snapcell_config_set_tool_async). */
+	SC_CALL_AWAITED = 1u << 0,
+};
+/* A cell never has more calls than this in flight at once (guest/bridge.c refuses more); a
+ * host that reads more unanswered calls kills the cell. */
+#define SC_CALLS_IN_FLIGHT_MAX 1024
+
+static inline uint32_t sc__le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline void sc__put_le32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
 
 /* Incremental decoder for non-blocking readers. */
 struct sc_frame_reader {

@@ -245,7 +245,8 @@ char *test_python_answer(const char *impl, int major, int minor, int micro, bool
 			   "\"executable\": \"%s\", \"base_prefix\": \"/usr\", \"stdlib\": "
 			   "\"/usr/lib\", "
 			   "\"platstdlib\": \"/usr/lib\", \"dynload\": \"\", \"gil_disabled\": %s, "
-			   "\"shared\": false, \"libdir\": \"\", \"libs\": []}",
+			   "\"shared\": false, \"libdir\": \"\", \"libs\": [], "
+			   "\"loader_env\": false}",
 			   impl, major, minor, micro, exe, free_threaded ? "true" : "false") > 0);
 	return json;
 }

@@ -83,3 +83,28 @@ def test_doctor_shows_the_words_of_a_helper_that_cannot_start(snapcell, snapcell
     assert r.returncode == 1, r.stderr
     assert json.loads(r.stdout)["sandbox"] == {
         "error": f"helper {loader} exited with status 127 before its greeting: {words}"}
+
+
+def test_doctor_says_whether_the_probe_cache_answered(snapcell, tmp_path):
+    """The interpreter's answers are kept per user (docs/security.md, "The probe cache"): the
+    first process runs the interpreter and stores its answer, the next reads it, and
+    SNAPCELL_PROBE_CACHE=0 turns the cache off."""
+    import shutil
+    python = shutil.which("python3", path="/usr/bin") or "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
+        import pytest
+        pytest.skip("no /usr/bin/python3")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    states = []
+    for _ in range(2):
+        r = snapcell("doctor", "--json", "--python", python, env=env)
+        assert r.returncode == 0, r.stderr
+        states.append(json.loads(r.stdout)["python"]["probe_cache"])
+    assert states == ["stored", "used"]
+    assert list((tmp_path / "cache" / "snapcell").glob("probe-*.json"))
+    r = snapcell("doctor", "--python", python, env=env)
+    assert ("probe:     answered from the per-user cache (the interpreter did not run)\n"
+            in r.stdout.decode()), r.stdout.decode()
+    r = snapcell("doctor", "--python", python, env={**env, "SNAPCELL_PROBE_CACHE": "0"})
+    assert ("probe:     the interpreter ran (the cache is off: SNAPCELL_PROBE_CACHE=0)\n"
+            in r.stdout.decode()), r.stdout.decode()

@@ -3,6 +3,7 @@ import json
 
 RAW_CALL = (b"import os, struct\n"
             b"def call(payload):\n"
+            b"    payload = struct.pack('<IB', 7, 0) + payload\n"
             b"    os.write(3, struct.pack('<I', 1 + len(payload)) + b'C' + payload)\n"
             b"    n = struct.unpack('<I', os.read(3, 4))[0]\n"
             b"    got = b''\n"

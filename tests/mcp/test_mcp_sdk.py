@@ -91,8 +91,9 @@ def test_artifacts(transport, mode):
     # a file's text or image without its URI.
     assert images[0].meta == {"snapcell/path": "dot.png"}
     assert resources[0].meta == {"snapcell/path": "report.txt"}
+    # The code's last line is an expression (write's count): its value comes last.
     assert texts(result) == [f"files in /output: dot.png ({len(PNG)} bytes, image/png), "
-                             "report.txt (8 bytes, text/plain)"]
+                             "report.txt (8 bytes, text/plain)", "value: 8"]
 
 
 def test_error_is_error(transport, mode):

@@ -118,6 +118,17 @@ def test_each_usage_sentence_example_runs_in_a_real_cell():
             assert [i.text for i in items] == ["2\n"], (example, items)
 
 
+def test_the_last_expression_sentence_is_true():
+    """The description and the instructions say the value of a last line that is an
+    expression comes back: a run ending with one gets it as the last item, unprinted."""
+    with ExecuteCodeTool(tools=[add]) as t:
+        assert "the value of its last line when that is an expression" in t.description
+        instructions = t.build_instructions(tools_visible_to_model=False)
+        assert "the value of its last line when that is an expression" in instructions
+        items = asyncio.run(t.invoke(arguments={"code": "x = 20\ntools.add(a=x, b=22)"}))
+        assert [i.text for i in items] == ["value: 42"], items
+
+
 def test_stateful_tool_says_state_persists():
     with ExecuteCodeTool(stateful=True) as t:
         assert "persist" in t.description

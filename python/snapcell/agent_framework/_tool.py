@@ -120,6 +120,8 @@ def _sandbox_tool(tool: FunctionTool, per_call: bool = False) -> Tool:
         coroutine = checked(tool.invoke(arguments=kwargs, skip_parsing=True))
         return coroutine if is_async else run_on_thread_loop(coroutine)
 
+    invoke.__snapcell_async__ = is_async  # awaited calls: tasks on the caller's loop
+
     return Tool(
         invoke,
         name=tool.name,

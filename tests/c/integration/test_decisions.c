@@ -531,28 +531,35 @@ Test(decisions, the_bridge_itself_still_waits_for_the_decision)
 	snapcell_sandbox_free(sb);
 }
 
-/* A raw CALL frame written on the frame socket while a call waits (a thread going around the
- * bridge's lock) cannot be served: the cell is killed and the held tool never runs. */
-Test(decisions, a_frame_written_while_a_call_waits_kills_the_cell)
+/* A call written while another waits for its decision (a thread going around the bridge) is
+ * not lost and does not run early: it is served after the decision, and waits for its own. */
+Test(decisions, a_call_written_while_a_call_waits_is_served_after_it)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
 	struct snapcell_result *res =
 		test_run(sb, "import os, struct, threading, time\n"
 			     "def forge():\n"
 			     "    time.sleep(0.3)\n"
-			     "    p = b'refund\\0{\"order\": \"forged\", \"amount\": 9}'\n"
+			     "    p = struct.pack('<IB', 999, 0)\n"
+			     "    p += b'refund\\0{\"order\": \"forged\", \"amount\": 9}'\n"
 			     "    os.write(3, struct.pack('<I', 1 + len(p)) + b'C' + p)\n"
 			     "threading.Thread(target=forge).start()\n"
 			     "call_tool('refund', order='real', amount=1)\n"
-			     "print('approved')\n");
+			     "print('approved')\n"
+			     "time.sleep(0.5)\n");
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
 	usleep(800 * 1000); /* the forged frame is in the socket by now */
-	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
-	cr_expect_eq(fin->status, SNAPCELL_STATUS_KILLED, "%s", snapcell_status_name(fin->status));
-	cr_expect(strstr(fin->stderr_buf, "frame protocol"), "%s", fin->stderr_buf);
-	cr_expect_null(strstr(fin->stdout_buf, "approved"));
-	cr_expect_eq(atomic_load(&refunds), 0, "a tool ran for a killed cell");
+	struct snapcell_result *next = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_assert_eq(next->status, SNAPCELL_STATUS_PAUSED, "%s",
+		     snapcell_status_name(next->status));
+	cr_expect(strstr(next->pending->arguments, "forged"), "%s", next->pending->arguments);
+	cr_expect_eq(atomic_load(&refunds), 1);
+	struct snapcell_result *fin = resume(sb, next, SNAPCELL_VERDICT_REJECTED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_OK, "%s", fin->stderr_buf);
+	cr_expect(strstr(fin->stdout_buf, "approved"), "%s", fin->stdout_buf);
+	cr_expect_eq(atomic_load(&refunds), 1, "the rejected call ran");
 	snapcell_result_free(res);
+	snapcell_result_free(next);
 	snapcell_result_free(fin);
 	expect_output(sb, "print(1)", "1\n");
 	snapcell_sandbox_free(sb);

@@ -220,12 +220,13 @@ Test(hardening, hostile_tool_names_raise_and_are_logged_as_sent, .timeout = 60)
 	struct snapcell_result *res = test_run(
 		sb, "import os, struct\n"
 		    "def call(payload):\n"
+		    "    payload = struct.pack('<IB', 7, 0) + payload\n"
 		    "    os.write(3, struct.pack('<I', 1 + len(payload)) + b'C' + payload)\n"
 		    "    n = struct.unpack('<I', os.read(3, 4))[0]\n"
 		    "    got = b''\n"
 		    "    while len(got) < n:\n"
 		    "        got += os.read(3, n - len(got))\n"
-		    "    print(got[1], got[2:].decode('utf-8', 'replace'))\n"
+		    "    print(got[5], got[6:].decode('utf-8', 'replace'))\n"
 		    "call(b'echo\\0forged\\0{}')\n"
 		    "call(b'\\xff\\xfeecho\\0{}')\n"
 		    "call(b'a' * 129 + b'\\0{}')\n");

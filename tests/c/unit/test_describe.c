@@ -69,10 +69,9 @@ Test(describe, example_config_compact)
 	cr_expect_str_eq(
 		text,
 		"Runs Python 3.12 code in an isolated sandbox and returns what it printed (stdout, "
-		"then "
-		"stderr). The standard library is available; packages cannot be installed. A run "
-		"is "
-		"stopped after 30 s.\n"
+		"then stderr) and the value of its last line when that is an expression. The "
+		"standard library is available; packages cannot be installed. A run is stopped "
+		"after 30 s.\n"
 		"\n"
 		"Host tools: inside the code, `call_tool(name, **kwargs)` is available as a "
 		"built-in: it calls the registered host tool `name` with keyword arguments only "
@@ -82,6 +81,10 @@ Test(describe, example_config_compact)
 		"tool that fails or refuses its arguments raises ToolError with its message; "
 		"catch it to recover.\n"
 		"For example: `call_tool(\"compute\", a=1)` and `tools.compute(a=1)`.\n"
+		"Inside a running event loop (code that uses `await` at the top level, or runs "
+		"under `asyncio.run(...)`) the same calls return awaitables instead: write `await "
+		"tools.<name>(...)`; calls awaited together with `asyncio.gather(...)` run at the "
+		"same time.\n"
 		"Prefer `execute_code` when you need to combine one or more `call_tool(...)` "
 		"calls with Python control flow, loops, or post-processing.\n"
 		"\n"
@@ -283,7 +286,7 @@ Test(describe, instructions_name_no_tool_and_skip_the_description)
 	char *text = instructions(cfg);
 	expect_has(text, "execute_code as your primary tool");
 	expect_has(text, "print(...)");
-	expect_has(text, "last expression is not returned");
+	expect_has(text, "the value of its last line when that is an expression");
 	const char *absent[] = {"compute", "lookup",  "call_tool", "tools.",
 				"/input",  "/output", "Network",   "Mounted"};
 	for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)

@@ -18,6 +18,7 @@ Test(vocab, limit_names_round_trip_and_keep_their_spelling)
 		"net_connections",   "net_bytes",
 		"net_connect_ms",    "net_idle_ms",
 		"paused_runs",	     "pause_ms",
+		"tool_calls",
 	};
 	for (int i = 0; i < SNAPCELL_LIMIT__COUNT; i++) {
 		cr_expect_str_eq(snapcell_limit_name((enum snapcell_limit)i), want[i]);
