@@ -1025,6 +1025,34 @@ Test(isolation, clocks_count_from_the_sandbox_not_the_host_boot)
 	snapcell_sandbox_free(sb);
 }
 
+/* Issue 21, second attack pass: a cell cannot give itself other clocks. A time namespace of its
+ * own (unshare, setns, clone3), its namespace's offsets (/proc/self/timens_offsets: no /proc)
+ * and setting or steering the clocks are all refused. */
+Test(isolation, a_cell_cannot_set_its_clocks)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		"import ctypes, errno, os\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"def err(rc):\n"
+		"    return errno.errorcode.get(ctypes.get_errno(), '?') if rc < 0 else 'done'\n"
+		"print(err(libc.unshare(0x80)), err(libc.setns(-1, 0x80)))\n"
+		"args = (ctypes.c_uint64 * 11)(0x80, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0)\n"
+		"print(err(libc.syscall(435, args, 88)))\n"
+		"print(os.path.exists('/proc/self/timens_offsets'))\n"
+		"ts = (ctypes.c_long * 2)(0, 0)\n"
+		"print([err(libc.clock_settime(c, ts)) for c in (0, 1, 7)])\n"
+		"tx = ctypes.create_string_buffer(512)\n"
+		"print(err(libc.adjtimex(tx)), err(libc.syscall(305, 1, tx)))\n",
+		"EPERM EPERM\n"
+		"ENOSYS\n"
+		"False\n"
+		"['EPERM', 'EPERM', 'EPERM']\n"
+		"EPERM EPERM\n");
+	snapcell_sandbox_free(sb);
+}
+
 /* Issue 21 item 10: sysinfo(2) told a cell the host's task count, load, uptime and RAM. It is
  * refused as absent (ENOSYS), and what calls it through libc goes on. */
 Test(isolation, sysinfo_reports_nothing_of_the_host)
