@@ -25,6 +25,8 @@
 
 /* The empty directory of the root tmpfs that tops every read-only overlay (overlay()). */
 #define EMPTY_LAYER "/.snapcell/empty"
+/* Entries the root tmpfs may hold (sc__rootfs_build). */
+#define ROOT_INODES 4096u
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom"};
 static const char *const root_dirs[] = {"usr",	     "etc",	      "dev",
@@ -581,8 +583,12 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err)
 	if (fs->interp_src && stat(fs->interp_src, &st) < 0)
 		return sc__err(err, -errno, "stat %s", fs->interp_path);
 	unsigned long long exe_bytes = exe_bindable(&st) ? 0 : (unsigned long long)st.st_size;
-	char opts[64];
-	snprintf(opts, sizeof(opts), "mode=0755,size=%llu", (8ull << 20) + exe_bytes);
+	/* And a fixed inode cap: tmpfs's default is half the host's pages, which statfs of the
+	 * root (and of every overlay it tops) would tell a cell, the host's RAM to the page. The
+	 * root holds 69 entries with a workspace and a Python path. */
+	char opts[96];
+	snprintf(opts, sizeof(opts), "mode=0755,size=%llu,nr_inodes=%u", (8ull << 20) + exe_bytes,
+		 ROOT_INODES);
 	if (mount("tmpfs", fs->base, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
 		return sc__err(err, -errno, "mount root tmpfs on %s", fs->base);
 	int rootfd = open(fs->base, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -945,6 +945,32 @@ Test(isolation, statvfs_reports_no_host_disk)
 	free(pp);
 }
 
+/* The root tmpfs had tmpfs's default inode cap, half the host's
+ * pages, so statfs of the root and of every overlay it tops told a cell the host's RAM to the
+ * page (3,085,473 inodes: 23.5 GiB). Its cap is fixed now. (/dev's nodes are the host's:
+ * docs/security.md.) */
+Test(isolation, statfs_of_the_root_tells_not_the_host_ram)
+{
+	long pages = sysconf(_SC_PHYS_PAGES);
+	cr_assert_gt(pages, 0);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res =
+		test_run(sb, "import os\n"
+			     "for p in ('/', os.path.dirname(os.__file__), '/etc/ld.so.cache'):\n"
+			     "    print(os.statvfs(p).f_files)\n");
+	expect_ok(res);
+	unsigned long long files[3] = {0};
+	cr_assert_eq(sscanf(res->stdout_buf, "%llu\n%llu\n%llu", &files[0], &files[1], &files[2]),
+		     3, "%s", res->stdout_buf);
+	for (int i = 0; i < 3; i++) {
+		cr_expect_neq(files[i], (unsigned long long)pages / 2, "path %d: %llu inodes", i,
+			      files[i]);
+		cr_expect_leq(files[i], 4096, "path %d: %llu inodes", i, files[i]);
+	}
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
 /* The host's side of locks_on_the_stdlib_stay_in_its_overlay: whether the host may lock the
  * file the call names ({"path": "/..."}) while the cell holds it locked. */
 static int try_host_lock(void *user, const char *args, char **result)
@@ -1022,6 +1048,34 @@ Test(isolation, clocks_count_from_the_sandbox_not_the_host_boot)
 	cr_expect(uptime >= 0 && uptime < 600, "/proc/uptime %lld", uptime);
 	cr_expect(llabs(wall - (long long)time(NULL)) < 60, "wall clock %lld", wall);
 	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+/* A cell cannot give itself other clocks. A time namespace of its own (unshare, setns, clone3),
+ * its namespace's offsets (/proc/self/timens_offsets: no /proc) and setting or steering the
+ * clocks are all refused. */
+Test(isolation, a_cell_cannot_set_its_clocks)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	expect_output(
+		sb,
+		"import ctypes, errno, os\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"def err(rc):\n"
+		"    return errno.errorcode.get(ctypes.get_errno(), '?') if rc < 0 else 'done'\n"
+		"print(err(libc.unshare(0x80)), err(libc.setns(-1, 0x80)))\n"
+		"args = (ctypes.c_uint64 * 11)(0x80, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0)\n"
+		"print(err(libc.syscall(435, args, 88)))\n"
+		"print(os.path.exists('/proc/self/timens_offsets'))\n"
+		"ts = (ctypes.c_long * 2)(0, 0)\n"
+		"print([err(libc.clock_settime(c, ts)) for c in (0, 1, 7)])\n"
+		"tx = ctypes.create_string_buffer(512)\n"
+		"print(err(libc.adjtimex(tx)), err(libc.syscall(305, 1, tx)))\n",
+		"EPERM EPERM\n"
+		"ENOSYS\n"
+		"False\n"
+		"['EPERM', 'EPERM', 'EPERM']\n"
+		"EPERM EPERM\n");
 	snapcell_sandbox_free(sb);
 }
 
