@@ -178,6 +178,27 @@ print(sorted(r["refunded"] for r in out))
     assert sorted(seen) == ["A", "B", "C"] and len(r.decisions) == 3
 
 
+def test_awaited_calls_pause_one_at_a_time_in_call_order():
+    """Calls gathered in the cell's event loop that need a decision pause the run one at a
+    time, in the order the code made them; each runs once, after its own approval."""
+    code = """
+import asyncio
+async def main():
+    return await asyncio.gather(*(tools.refund(order=o, amount=1) for o in "ABC"))
+print([r["refunded"] for r in asyncio.run(main())])
+"""
+    with sandbox() as sb:
+        r = sb.run(code)
+        seen = []
+        while r.status == "paused":
+            seen.append(r.pending.arguments["order"])
+            assert len(refunds) == len(seen) - 1
+            r = sb.resume(r, approve=True)
+    assert r.ok and r.stdout == "['A', 'B', 'C']\n"
+    assert seen == ["A", "B", "C"] and [o for o, _ in refunds] == ["A", "B", "C"]
+    assert len(r.decisions) == 3
+
+
 def test_an_expired_run_returns_its_final_result_and_never_runs_the_tool():
     with sandbox(approval_timeout=0.2) as sb:
         r = sb.run(CODE)
