@@ -826,8 +826,11 @@ static int mark_broken(struct snapcell_sandbox *sb, const char *why, struct snap
 	return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", why);
 }
 
-/* Reads CELL messages until one arrives; the lock is held. */
-static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
+/* Reads one CELL message, queueing its cell; the lock is held. With asked, a RUN_CELL
+ * (the answer to this thread's FILES: the lock is held from the question on) fills *asked
+ * and returns 1 instead. */
+static int receive_cell(struct snapcell_sandbox *sb, struct sc_cell *asked,
+			struct snapcell_error *err)
 {
 	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(TAKE_TIMEOUT_MS));
 	if (rc == -ETIMEDOUT)
@@ -848,10 +851,14 @@ static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 			return mark_broken(sb, "control socket failed", err);
 		return sc__err(err, -EMFILE, "receive a cell from the template");
 	}
+	if (rc == -EMFILE && asked && m.type == SC_CTL_RUN_CELL)
+		return sc__err(err, -EMFILE, "receive the run's cell from the template");
 	if (rc < 0)
 		return mark_broken(
 			sb, rc == -EPIPE ? "the template exited" : "control socket failed", err);
-	if (m.type != SC_CTL_CELL || n_fds != want) {
+	if (asked && m.type == SC_CTL_RUN_CELL && m.status < 0 && n_fds == 0)
+		return sc__err(err, m.status, "the template could not make the run's cell");
+	if ((m.type != SC_CTL_CELL && !(asked && m.type == SC_CTL_RUN_CELL)) || n_fds != want) {
 		for (size_t i = 0; i < n_fds; i++)
 			close(fds[i]);
 		return mark_broken(sb, "the template sent a malformed cell message", err);
@@ -860,6 +867,10 @@ static int receive_cell(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	memcpy(cell.fds, fds, sizeof(cell.fds));
 	cell.n_net = n_fds - SC_CELL_NFDS;
 	memcpy(cell.net, fds + SC_CELL_NFDS, cell.n_net * sizeof(int));
+	if (m.type == SC_CTL_RUN_CELL) {
+		*asked = cell;
+		return 1;
+	}
 	if (sb->n_ready == sb->cap_ready) {
 		size_t cap = sb->cap_ready ? sb->cap_ready * 2 : 4;
 		struct sc_cell *grown = realloc(sb->ready, cap * sizeof(*grown));
@@ -887,7 +898,7 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 		rc = mark_broken(sb, "the template exited", err);
 	sweep(sb, false);
 	while (rc == 0 && sb->n_ready == 0)
-		rc = receive_cell(sb, err);
+		rc = receive_cell(sb, NULL, err);
 	if (rc == 0) {
 		*out = sb->ready[0];
 		memmove(sb->ready, sb->ready + 1, --sb->n_ready * sizeof(*sb->ready));
@@ -897,6 +908,23 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 	}
 	pthread_mutex_unlock(&sb->lock);
 	return rc;
+}
+
+int sc__sandbox_files_cell(struct snapcell_sandbox *sb, uint32_t id, struct sc_cell *out,
+			   struct snapcell_error *err)
+{
+	int rc = 0;
+	pthread_mutex_lock(&sb->lock);
+	if (sb->broken)
+		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	struct sc_ctl_msg ask = {.type = SC_CTL_FILES, .cell_id = id};
+	if (rc == 0 && sc__ctl_send(sb->ctl, &ask, NULL, 0) < 0)
+		rc = mark_broken(sb, "the template exited", err);
+	/* Parked cells that come meanwhile are queued as always. */
+	while (rc == 0)
+		rc = receive_cell(sb, out, err);
+	pthread_mutex_unlock(&sb->lock);
+	return rc < 0 ? rc : 0;
 }
 
 static uint64_t private_bytes(int pid)
@@ -941,7 +969,7 @@ int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_
 	if (sb->broken)
 		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "stats: %s", sb->broken_msg);
 	while (rc == 0 && sb->n_ready < SPARE_CELLS)
-		if ((rc = receive_cell(sb, err)) < 0)
+		if ((rc = receive_cell(sb, NULL, err)) < 0)
 			sc__err_wrap(err, rc, "stats");
 	out->template_pid = sc__pidfd_pid(sb->helper_pidfd);
 	out->template_private_bytes = private_bytes(out->template_pid);
