@@ -202,3 +202,45 @@ Test(run_files, a_session_and_a_resume_refuse_them)
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
+
+static int answer(void *user, const char *args, char **result)
+{
+	*result = strdup("\"approved\"");
+	return 0;
+}
+
+/* A run paused at a call keeps its files until the resume ends it. */
+Test(run_files, a_paused_run_keeps_them_until_it_ends)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_tool(cfg, "ask", NULL, NULL, SNAPCELL_APPROVAL_NEVER,
+					      answer, NULL, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, "ask", true, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	if (snapcell_sandbox_isolation(sb) == SNAPCELL_ISOLATION_RLIMITS)
+		criterion_skip_test("level rlimits: run files are refused there (suite rlimits)");
+	struct snapcell_run_file f = {.name = "kept.txt", .data = "still here", .data_len = 10};
+	struct snapcell_result *res;
+	struct snapcell_error err = {0};
+	cr_assert_eq(
+		run_files(sb, "tools.ask()\nopen('/input/kept.txt').read()", &f, 1, &res, &err), 0,
+		"%s", err.message);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	uint64_t id = res->pending->id;
+	snapcell_result_free(res);
+	/* Another run meanwhile, with files of its own, and one without. */
+	struct snapcell_run_file g = {.name = "other.txt", .data = "other", .data_len = 5};
+	cr_assert_eq(run_files(sb, "import os\nsorted(os.listdir('/input'))", &g, 1, &res, &err), 0,
+		     "%s", err.message);
+	cr_expect_str_eq(res->value_json, "[\"other.txt\"]");
+	snapcell_result_free(res);
+	cr_assert_eq(snapcell_sandbox_resume(sb, id, SNAPCELL_VERDICT_APPROVED, NULL, NULL, NULL,
+					     &res, &err),
+		     0, "%s", err.message);
+	expect_ok(res);
+	cr_expect_str_eq(res->value_json, "\"still here\"");
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
