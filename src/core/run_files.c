@@ -108,26 +108,34 @@ static int workspace_clash(int input, const char *name, struct snapcell_error *e
 	}
 }
 
-/* The parent directories of name in dir (made 0755 whatever the umask). */
-static int make_parents(int dir, const char *name, struct snapcell_error *err)
+/* The directory that will hold name's last part, made as needed under dir (0755 whatever
+ * the umask) and opened part by part with O_NOFOLLOW, so nothing put in the run's directory
+ * meanwhile can lead the writes out of it; *leaf points into name. A descriptor, or a
+ * negative code. */
+static int open_parent(int dir, const char *name, const char **leaf, struct snapcell_error *err)
 {
-	char prefix[NAME_MAX_BYTES + 1];
-	snprintf(prefix, sizeof(prefix), "%s", name);
-	for (char *p = prefix; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		struct stat st;
-		if (mkdirat(dir, prefix, 0755) == 0)
-			fchmodat(dir, prefix, 0755, 0);
-		else if (errno != EEXIST)
-			return sc__err(err, -errno, "run file %s: mkdir %s", name, prefix);
-		else if (fstatat(dir, prefix, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
-			return sc__err(err, SNAPCELL_E_INVAL,
-				       "run file %s: %s is another file of the run", name, prefix);
-		*p = '/';
+	char part[NAME_MAX + 1];
+	int at = fcntl(dir, F_DUPFD_CLOEXEC, 0);
+	if (at < 0)
+		return sc__err(err, -errno, "run file %s", name);
+	const char *p = name, *slash;
+	for (; (slash = strchr(p, '/')); p = slash + 1) {
+		snprintf(part, sizeof(part), "%.*s", (int)(slash - p), p);
+		if (mkdirat(at, part, 0755) == 0)
+			fchmodat(at, part, 0755, 0);
+		int next = openat(at, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		int saved = errno;
+		close(at);
+		if (next < 0)
+			return saved == ENOTDIR || saved == ELOOP
+				       ? sc__err(err, SNAPCELL_E_INVAL,
+						 "run file %s: %s is another file of the run", name,
+						 part)
+				       : sc__err(err, -saved, "run file %s: mkdir %s", name, part);
+		at = next;
 	}
-	return 0;
+	*leaf = p;
+	return at;
 }
 
 /* Copies the regular file at path into fd, at most left bytes (*used gets what it took). */
@@ -170,16 +178,19 @@ static int copy_host_file(int fd, const char *name, const char *path, uint64_t l
 static int write_one(int dir, const struct snapcell_run_file *f, uint64_t *left,
 		     struct snapcell_error *err)
 {
-	int rc = make_parents(dir, f->name, err);
-	if (rc < 0)
-		return rc;
-	int fd = openat(dir, f->name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	const char *leaf = f->name;
+	int parent = open_parent(dir, f->name, &leaf, err);
+	if (parent < 0)
+		return parent;
+	int fd = openat(parent, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	int rc = fd < 0 ? -errno : 0;
+	close(parent);
 	if (fd < 0)
-		return errno == EEXIST ? sc__err(err, SNAPCELL_E_INVAL,
-						 "run file %s: given twice, or as the parent of "
-						 "another",
-						 f->name)
-				       : sc__err(err, -errno, "run file %s: create", f->name);
+		return rc == -EEXIST
+			       ? sc__err(err, SNAPCELL_E_INVAL,
+					 "run file %s: given twice, or as the parent of another",
+					 f->name)
+			       : sc__err(err, rc, "run file %s: create", f->name);
 	uint64_t used = 0;
 	if (f->data) {
 		used = f->data_len;
