@@ -153,7 +153,7 @@ static int copy_host_file(int fd, const char *name, const char *path, uint64_t l
 	if (rc == 0 && !S_ISREG(st.st_mode))
 		rc = sc__err(err, SNAPCELL_E_INVAL, "run file %s: %s is not a regular file", name,
 			     path);
-	char buf[64 << 10];
+	char buf[16 << 10];
 	*used = 0;
 	while (rc == 0) { /* never trusting st_size: the file may grow meanwhile */
 		ssize_t n = read(in, buf, sizeof(buf));

@@ -5,6 +5,7 @@
 #include "helpers.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -242,5 +243,46 @@ Test(run_files, a_paused_run_keeps_them_until_it_ends)
 	expect_ok(res);
 	cr_expect_str_eq(res->value_json, "\"still here\"");
 	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+struct peer {
+	struct snapcell_sandbox *sb;
+	const char *name;
+	char seen[256];
+};
+
+static void *run_peer(void *arg)
+{
+	struct peer *p = arg;
+	struct snapcell_run_file f = {
+		.name = p->name, .data = p->name, .data_len = strlen(p->name)};
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	/* Each looks for the other's files while both cells live, there and where the host
+	 * keeps them. */
+	int rc = run_files(p->sb,
+			   "import os, time\ntime.sleep(0.3)\n"
+			   "print(sorted(os.listdir('/input')), os.listdir('/.snapcell/out'))",
+			   &f, 1, &res, &err);
+	snprintf(p->seen, sizeof(p->seen), "%s", rc == 0 ? res->stdout_buf : err.message);
+	snapcell_result_free(res);
+	return NULL;
+}
+
+/* Two runs at once, each with its own files: neither sees the other's. */
+Test(run_files, concurrent_runs_see_only_their_own)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	if (snapcell_sandbox_isolation(sb) == SNAPCELL_ISOLATION_RLIMITS)
+		criterion_skip_test("level rlimits: run files are refused there (suite rlimits)");
+	struct peer a = {sb, "alpha.txt", ""}, b = {sb, "beta.txt", ""};
+	pthread_t ta, tb;
+	cr_assert_eq(pthread_create(&ta, NULL, run_peer, &a), 0);
+	cr_assert_eq(pthread_create(&tb, NULL, run_peer, &b), 0);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+	cr_expect_str_eq(a.seen, "['alpha.txt'] []\n");
+	cr_expect_str_eq(b.seen, "['beta.txt'] []\n");
 	snapcell_sandbox_free(sb);
 }
