@@ -171,6 +171,13 @@ Test(run_files, clashes_bad_names_and_oversize_are_refused_before_the_run)
 	cr_expect(strstr(err.message, "a symbolic link"), "%s", err.message);
 	cr_expect_eq(run_files(sb, "1", hosts + 1, 1, &res, &err), SNAPCELL_E_INVAL);
 	cr_expect(strstr(err.message, "not a regular file"), "%s", err.message);
+	/* A FIFO no one writes to: refused at once, not waited on. */
+	char fifo[600];
+	snprintf(fifo, sizeof(fifo), "%s/fifo", ws);
+	cr_assert_eq(mkfifo(fifo, 0644), 0);
+	struct snapcell_run_file pipe_file = {.name = "p", .host_path = fifo};
+	cr_expect_eq(run_files(sb, "1", &pipe_file, 1, &res, &err), SNAPCELL_E_INVAL);
+	cr_expect(strstr(err.message, "not a regular file"), "%s", err.message);
 	/* After all that the sandbox runs as before. */
 	res = test_run(sb, "import os\nprint(sorted(os.listdir('/input')))");
 	expect_ok(res);
