@@ -556,8 +556,8 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err)
  * empty directory on top (statfs reports the root tmpfs, as for /input itself), the run's
  * directory, then the /input mount as it is. Read-only like it; the host refused names that
  * clash with the workspace, so nothing of it is shadowed. Overlays stack two deep at most
- * (FILESYSTEM_MAX_STACK_DEPTH): /input is one already, so a work directory on an overlay
- * (a container's /tmp) fails here with EINVAL, and the run with it. */
+ * (FILESYSTEM_MAX_STACK_DEPTH): /input is one above the work directory's filesystem, so
+ * where that is an overlay too (a container's /tmp) this fails with EINVAL, and the run. */
 static int overlay_input(const char *layer, struct snapcell_error *err)
 {
 	char opts[4096], *at = opts, *end = opts + sizeof(opts) - 1;
