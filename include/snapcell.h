@@ -930,12 +930,12 @@ struct snapcell_run_options {
 
 /* One file of a run (snapcell_run_options.files). name is where the code finds it under
  * /input: a relative path of UTF-8 parts, none empty, "." or "..", without control bytes, at
- * most 1,024 bytes and 32 parts ("report.csv", "data/2024.json"); its parent directories are
- * made, and may be directories of the workspace (they then hold both). A name that is a file
- * or directory of the workspace, or has a file of it as a parent, or another file of the run given
- * twice or as a parent, is SNAPCELL_E_INVAL: the run's files add to the workspace, never shadow it.
- * The content is data (data_len bytes, copied when the run starts) or, when data is NULL,
- * the regular file at host_path, opened with O_NOFOLLOW (a link as its last part is refused,
+ * most 1,024 bytes, 32 parts and 255 bytes a part ("report.csv", "data/2024.json"); its parent
+ * directories are made, and may be directories of the workspace (they then hold both). A name that
+ * is a file or directory of the workspace, or has a file of it as a parent, or another file of the
+ * run given twice or as a parent, is SNAPCELL_E_INVAL: the run's files add to the workspace, never
+ * shadow it. The content is data (data_len bytes, copied when the run starts) or, when data is
+ * NULL, the regular file at host_path, opened with O_NOFOLLOW (a link as its last part is refused,
  * as is anything but a regular file) and read when the run starts. The code sees them read-only
  * (mode 0444), in a cell the template forks for that run, whose /input is an overlay of the
  * run's directory over the workspace: no new template, and runs without files keep taking
