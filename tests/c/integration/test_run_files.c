@@ -6,7 +6,10 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* A sandbox whose workspace holds notes.txt and data/a.csv; ws gets its directory. */
@@ -291,5 +294,167 @@ Test(run_files, concurrent_runs_see_only_their_own)
 	pthread_join(tb, NULL);
 	cr_expect_str_eq(a.seen, "['alpha.txt'] []\n");
 	cr_expect_str_eq(b.seen, "['beta.txt'] []\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* A run in a thread of its own, with one file or none, that says when it blocked. */
+struct waiter {
+	struct snapcell_sandbox *sb;
+	const char *code;
+	struct snapcell_run_file file; /* name NULL: no files */
+	_Atomic int tid;
+	_Atomic bool done;
+	int rc;
+	struct snapcell_result *res;
+	struct snapcell_error err;
+	pthread_t thread;
+};
+
+static void *waiter_main(void *arg)
+{
+	struct waiter *w = arg;
+	w->tid = (int)syscall(SYS_gettid);
+	w->rc = run_files(w->sb, w->code, &w->file, w->file.name ? 1 : 0, &w->res, &w->err);
+	w->done = true;
+	return NULL;
+}
+
+/* Whether thread tid of this process is asleep (state S): blocked, here in the library. */
+static bool thread_asleep(int tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	const char *end = strrchr(buf, ')'); /* the name may hold spaces */
+	return end && end[1] == ' ' && end[2] == 'S';
+}
+
+static void waiter_start(struct waiter *w, bool blocks)
+{
+	cr_assert_eq(pthread_create(&w->thread, NULL, waiter_main, w), 0);
+	if (!blocks)
+		return;
+	uint64_t give_up = test_now_ms() + 10000;
+	while (!(w->tid && thread_asleep(w->tid)) && !w->done && test_now_ms() < give_up)
+		test_pause_ms(2);
+	cr_assert(!w->done, "the run did not wait for the stopped template: %s",
+		  w->rc ? w->err.message : "it ran");
+	cr_assert(thread_asleep(w->tid), "the run never blocked");
+}
+
+/* The lock is not held while a run with files waits for the template's answer: with the
+ * template stopped, a run with files and one without wait for a cell, and a run with files
+ * that has its cell ends (and retires it) meanwhile instead of queueing behind them; once the
+ * template goes on, each waiter gets its own cell. */
+Test(run_files, a_run_with_files_ends_while_other_threads_wait_for_a_slow_template, .timeout = 120)
+{
+	struct snapcell_config *cfg = test_config_new();
+	struct test_gate g;
+	test_gate_add(cfg, &g, true);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	if (snapcell_sandbox_isolation(sb) == SNAPCELL_ISOLATION_RLIMITS)
+		criterion_skip_test("level rlimits: run files are refused there (suite rlimits)");
+	struct waiter held = {.sb = sb,
+			      .code = "tools.gate()\nprint(open('/input/held.txt').read())",
+			      .file = {.name = "held.txt", .data = "held", .data_len = 4}};
+	waiter_start(&held, false);
+	test_gate_wait(&g); /* held has the cell forked for it */
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
+	struct waiter spare1 = {.sb = sb, .code = "print(1)"}, spare2 = {.sb = sb, .code = "2"};
+	waiter_start(&spare1, false);
+	waiter_start(&spare2, false);
+	pthread_join(spare1.thread, NULL); /* the spares need no template */
+	pthread_join(spare2.thread, NULL);
+	cr_assert_eq(spare1.rc, 0, "%s", spare1.err.message);
+	cr_assert_eq(spare2.rc, 0, "%s", spare2.err.message);
+	snapcell_result_free(spare1.res);
+	snapcell_result_free(spare2.res);
+	struct waiter with = {.sb = sb,
+			      .code = "import os\nsorted(os.listdir('/input'))",
+			      .file = {.name = "mine.txt", .data = "m", .data_len = 1}};
+	struct waiter without = {.sb = sb, .code = "print('a')"};
+	waiter_start(&with, true);
+	waiter_start(&without, true);
+	uint64_t released = test_now_ms();
+	sem_post(&g.open);
+	pthread_join(held.thread, NULL);
+	uint64_t took = test_now_ms() - released;
+	cr_assert_eq(held.rc, 0, "%s", held.err.message);
+	expect_ok(held.res);
+	cr_expect_str_eq(held.res->stdout_buf, "held\n");
+	snapcell_result_free(held.res);
+	cr_expect_lt(took, 5000, "the run took %llu ms to end behind the waiting threads",
+		     (unsigned long long)took);
+	cr_expect(!with.done && !without.done, "a cell came from a stopped template");
+	cr_assert_eq(kill(st.template_pid, SIGCONT), 0);
+	pthread_join(with.thread, NULL);
+	pthread_join(without.thread, NULL);
+	cr_assert_eq(with.rc, 0, "%s", with.err.message);
+	expect_ok(with.res);
+	cr_expect_str_eq(with.res->value_json, "[\"mine.txt\"]");
+	snapcell_result_free(with.res);
+	cr_assert_eq(without.rc, 0, "%s", without.err.message);
+	expect_ok(without.res);
+	cr_expect_str_eq(without.res->stdout_buf, "a\n");
+	snapcell_result_free(without.res);
+	snapcell_sandbox_free(sb);
+}
+
+/* The template's children: its parked cells, and cells of runs not yet gone. */
+static int template_children(int pid)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	int count = 0;
+	for (char *p = strtok(buf, " \n"); p; p = strtok(NULL, " \n"))
+		count++;
+	return count;
+}
+
+/* A run with files that gave up waiting for its cell (the template stopped for 20 s) leaves
+ * nothing behind: the cell the template forks for it later is killed, and the next run with
+ * files gets its own cell, not that one. */
+Test(run_files, a_run_that_gave_up_on_its_cell_leaves_none_behind, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	if (snapcell_sandbox_isolation(sb) == SNAPCELL_ISOLATION_RLIMITS)
+		criterion_skip_test("level rlimits: run files are refused there (suite rlimits)");
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
+	struct snapcell_run_file a = {.name = "a.txt", .data = "a", .data_len = 1};
+	struct snapcell_result *res;
+	struct snapcell_error err = {0};
+	uint64_t start = test_now_ms();
+	cr_expect_eq(run_files(sb, "print(1)", &a, 1, &res, &err), SNAPCELL_E_TEMPLATE);
+	cr_expect(strstr(err.message, "no cell from the template"), "%s", err.message);
+	cr_expect_geq(test_now_ms() - start, 19000);
+	cr_assert_eq(kill(st.template_pid, SIGCONT), 0);
+	struct snapcell_run_file b = {.name = "b.txt", .data = "b", .data_len = 1};
+	cr_assert_eq(run_files(sb, "import os\nsorted(os.listdir('/input'))", &b, 1, &res, &err), 0,
+		     "%s", err.message);
+	expect_ok(res);
+	cr_expect_str_eq(res->value_json, "[\"b.txt\"]");
+	snapcell_result_free(res);
+	if (template_children(st.template_pid) < 0)
+		criterion_skip_test("no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)");
+	/* Both runs' cells are killed: only the two spares stay. */
+	uint64_t give_up = test_now_ms() + 10000;
+	while (template_children(st.template_pid) > 2 && test_now_ms() < give_up)
+		test_pause_ms(20);
+	cr_expect_eq(template_children(st.template_pid), 2);
 	snapcell_sandbox_free(sb);
 }
