@@ -1035,6 +1035,7 @@ int sc__sandbox_files_cell(struct snapcell_sandbox *sb, uint32_t id, struct sc_c
 	pthread_mutex_lock(&sb->ask_lock);
 	pthread_mutex_lock(&sb->lock);
 	int rc = sb->broken ? sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg) : 0;
+	sweep(sb, false); /* as a take does: runs with files alone must not pile up the dying */
 	if (rc == 0) {
 		*sb->asks_tail = ask;
 		sb->asks_tail = &ask->next;

@@ -407,10 +407,11 @@ Test(run_files, a_run_with_files_ends_while_other_threads_wait_for_a_slow_templa
 	snapcell_sandbox_free(sb);
 }
 
-/* The template's children: its parked cells, and cells of runs not yet gone. */
-static int template_children(int pid)
+/* The processes under pid (the helper: the template, its parked cells, and cells of runs not
+ * yet gone), or -1 without /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN). */
+static int descendants(int pid)
 {
-	char path[64], buf[4096];
+	char path[96], buf[4096];
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", pid, pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
@@ -418,10 +419,28 @@ static int template_children(int pid)
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = 0;
-	int count = 0;
-	for (char *p = strtok(buf, " \n"); p; p = strtok(NULL, " \n"))
-		count++;
+	int count = 0, child;
+	for (char *p = buf; sscanf(p, "%d%n", &child, &(int){0}) == 1;) {
+		int below = descendants(child);
+		count += 1 + (below > 0 ? below : 0);
+		p = strchr(p, ' ');
+		if (!p)
+			break;
+		p++;
+	}
 	return count;
+}
+
+/* This process's open descriptors. */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	cr_assert_not_null(d);
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
 }
 
 /* A run with files that gave up waiting for its cell (the template stopped for 20 s) leaves
@@ -434,6 +453,7 @@ Test(run_files, a_run_that_gave_up_on_its_cell_leaves_none_behind, .timeout = 12
 		criterion_skip_test("level rlimits: run files are refused there (suite rlimits)");
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	int before = descendants(st.template_pid), fds_before = open_fds();
 	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
 	struct snapcell_run_file a = {.name = "a.txt", .data = "a", .data_len = 1};
 	struct snapcell_result *res;
@@ -449,12 +469,20 @@ Test(run_files, a_run_that_gave_up_on_its_cell_leaves_none_behind, .timeout = 12
 	expect_ok(res);
 	cr_expect_str_eq(res->value_json, "[\"b.txt\"]");
 	snapcell_result_free(res);
-	if (template_children(st.template_pid) < 0)
-		criterion_skip_test("no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)");
-	/* Both runs' cells are killed: only the two spares stay. */
+	/* Retired cells keep their pidfd until a later run finds them gone; that run's own
+	 * stays. */
 	uint64_t give_up = test_now_ms() + 10000;
-	while (template_children(st.template_pid) > 2 && test_now_ms() < give_up)
+	do
+		expect_output(sb, "print(3)", "3\n");
+	while (snapcell_sandbox_stats(sb, &st, NULL) == 0 && open_fds() > fds_before + 1 &&
+	       test_now_ms() < give_up && test_pause_ms(20) == 0);
+	cr_expect_eq(open_fds(), fds_before + 1, "the late cell's descriptors were kept");
+	if (before < 0)
+		criterion_skip_test("no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)");
+	/* The runs' cells are killed: as many processes as before them stay. */
+	give_up = test_now_ms() + 10000;
+	while (descendants(st.template_pid) > before && test_now_ms() < give_up)
 		test_pause_ms(20);
-	cr_expect_eq(template_children(st.template_pid), 2);
+	cr_expect_eq(descendants(st.template_pid), before, "a cell outlived its run");
 	snapcell_sandbox_free(sb);
 }
