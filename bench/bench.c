@@ -112,6 +112,7 @@ struct series {
 struct bench_results {
 	enum snapcell_isolation isolation;
 	struct series cold, fresh, paced, compute, first_call, session, snapshot, restore, spawn;
+	struct series files; /* fresh runs with one small file of their own, paced */
 	struct series snapshot_tmp, restore_tmp; /* with TMP_BENCH_MIB MiB in the session's /tmp */
 	/* n == 0: pandas is not installed. The preloaded series run back to back, then paced;
 	 * the primed ones likewise, with PANDAS_WARMUP as the sandbox's warm-up too. */
@@ -237,6 +238,24 @@ static int fresh_one(void *sb, uint64_t *ns)
 static int compute_one(void *sb, uint64_t *ns)
 {
 	return run_code(sb, NULL, BENCH_COMPUTE_CODE, BENCH_COMPUTE_WANT, NULL, ns);
+}
+
+/* A run with one file of its own (snapcell_run_options.files): a cell forked for it. */
+static int files_one(void *sb, uint64_t *ns)
+{
+	struct snapcell_run_file f = {.name = "run.txt", .data = "1", .data_len = 1};
+	struct snapcell_run_options opts = {.size = sizeof(opts), .files = &f, .n_files = 1};
+	const char *code = "print(open('/input/run.txt').read())";
+	struct snapcell_result *res;
+	struct snapcell_error err = {0};
+	uint64_t t0 = now_ns();
+	int rc = snapcell_sandbox_run(sb, code, SIZE_MAX, &opts, &res, &err);
+	*ns = now_ns() - t0;
+	if (rc < 0)
+		return api_failed("run with a file", rc, &err);
+	rc = check(res, code, "1\n");
+	snapcell_result_free(res);
+	return rc;
 }
 
 static int pandas_one(void *sb, uint64_t *ns)
@@ -477,10 +496,11 @@ static int measure_sandbox(const struct snapcell_config *cfg, const struct bench
 	if (new_sandbox(cfg, &sb) < 0)
 		return -1;
 	r->isolation = snapcell_sandbox_isolation(sb);
-	r->fresh.ctx = r->paced.ctx = r->compute.ctx = r->first_call.ctx = sb;
+	r->fresh.ctx = r->paced.ctx = r->compute.ctx = r->first_call.ctx = r->files.ctx = sb;
 	struct series warmup = {
 		.what = "warm-up runs", .n = WARMUP_RUNS, .one = fresh_one, .ctx = sb};
 	bool ok = sample(&warmup) == 0 && sample(&r->fresh) == 0 && sample(&r->paced) == 0 &&
+		  (r->isolation == SNAPCELL_ISOLATION_RLIMITS || sample(&r->files) == 0) &&
 		  sample(&r->compute) == 0 && measure_parallel(sb, o->parallel_ms, r) == 0 &&
 		  measure_stats(sb, &r->stats) == 0 &&
 		  measure_tool_loop(sb, o->tool_calls, r) == 0 && sample(&r->first_call) == 0 &&
@@ -591,6 +611,8 @@ static void print_results(const struct bench_opts *o, const struct bench_results
 	printf("fresh_p50_us=%.1f\nfresh_p99_us=%.1f\n", r->fresh.p50_us, r->fresh.p99_us);
 	printf("fresh_paced_p50_us=%.1f\nfresh_paced_p99_us=%.1f\n", r->paced.p50_us,
 	       r->paced.p99_us);
+	printf("files_fresh_p50_us=%.1f\nfiles_fresh_p99_us=%.1f\n", r->files.p50_us,
+	       r->files.p99_us);
 	printf("compute_fresh_p50_us=%.1f\ncompute_fresh_p99_us=%.1f\n", r->compute.p50_us,
 	       r->compute.p99_us);
 	printf("parallel_threads=%u\nruns_per_s=%.0f\n", r->threads, r->runs_per_s);
@@ -717,6 +739,10 @@ static void plan_series(const struct bench_opts *o, struct snapcell_config *cfg,
 	r->paced = r->fresh;
 	r->paced.what = "paced fresh runs, 2 ms apart";
 	r->paced.pace_ns = PACE_NS;
+	r->files = r->paced;
+	r->files.what = "paced fresh runs with one file of their own, 2 ms apart";
+	r->files.n = o->runs / 2 + 1;
+	r->files.one = files_one;
 	r->compute = (struct series){
 		.what = "fresh json/re/datetime runs", .n = o->runs / 2 + 1, .one = compute_one};
 	r->first_call = (struct series){.what = "first tool calls of fresh runs, 2 ms apart",

@@ -81,9 +81,10 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		return sc__err(err, -errno, "setsid");
 	int tmp_root = -1;
 	snprintf(out_name, sizeof(out_name), "%u", plan->id);
-	int rc = plan->cfg->rlimits ? sc_plain_cell_restrict(plan, &tmp_root, err)
-				    : sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes,
-							    SC_TMP_LIVE, &tmp_root, err);
+	int rc = plan->cfg->rlimits
+			 ? sc_plain_cell_restrict(plan, &tmp_root, err)
+			 : sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, SC_TMP_LIVE,
+						 plan->input_layer, &tmp_root, err);
 	/* After the last mount (a Landlock domain cannot mount), before place_fds closes the
 	 * ruleset: only the root's python3 and its loader may be executed. */
 	if (rc == 0 && plan->landlock_fd >= 0 &&

@@ -92,6 +92,9 @@ struct sc_cell_plan {
 	/* Pages to fault in once warm (rpc/control.h); the template's copy, read-only here. */
 	const struct sc_prefault_range *prefault;
 	size_t n_prefault;
+	/* A cell made for one run's files (SC_CTL_FILES): their directory under SC_OUT_BASE,
+	 * laid over /input; NULL for a parked cell. */
+	const char *input_layer;
 };
 
 #define SC_CELL_RPC_FD 3 /* the cell's frame socket */

@@ -656,7 +656,9 @@ static int net_enter(int *fds, size_t *n)
 	return rc;
 }
 
-static int park_cell(void)
+/* Forks a cell and hands it to the host: a parked one (CELL), or with input_layer, one made
+ * for a run's files (RUN_CELL). */
+static int park_cell(const char *input_layer)
 {
 	if (T.n_cells == MAX_CELLS)
 		return -EAGAIN;
@@ -688,7 +690,8 @@ static int park_cell(void)
 				    .landlock_fd = T.landlock_fd,
 				    .prefault = T.prefault,
 				    .n_prefault = T.n_prefault,
-				    .cgroup_fd = -1};
+				    .cgroup_fd = -1,
+				    .input_layer = input_layer};
 	pid_t pid = -1;
 	if ((host[SC_CELL_OUTPUT] = mount_output(name)) < 0)
 		rc = host[SC_CELL_OUTPUT];
@@ -714,7 +717,8 @@ static int park_cell(void)
 		close(net_cell);
 	if (rc == 0) {
 		host[SC_CELL_PIDFD] = (int)syscall(SYS_pidfd_open, pid, 0);
-		struct sc_ctl_msg m = {.type = SC_CTL_CELL, .cell_id = id};
+		struct sc_ctl_msg m = {.type = input_layer ? SC_CTL_RUN_CELL : SC_CTL_CELL,
+				       .cell_id = id};
 		rc = host[SC_CELL_PIDFD] < 0 ? -errno : sc__ctl_send(CTL, &m, host, n_host);
 	}
 	if (pid > 0) {
@@ -729,6 +733,18 @@ static int park_cell(void)
 		kill(pid, SIGKILL);
 	close_all(host, n_host);
 	return rc;
+}
+
+/* A cell for one run with files of its own (SC_CTL_FILES): forked now, off the parked ones,
+ * its /input showing SC_OUT_BASE/in-<id>. The host waits for the answer either way. */
+static void run_cell(uint32_t files_id)
+{
+	char layer[32];
+	snprintf(layer, sizeof(layer), "in-%u", files_id);
+	int rc = T.cfg.rlimits ? -EOPNOTSUPP : park_cell(layer);
+	struct sc_ctl_msg m = {.type = SC_CTL_RUN_CELL, .status = rc};
+	if (rc < 0) /* park_cell sent nothing: it fails only before its send */
+		sc__ctl_send(CTL, &m, NULL, 0);
 }
 
 /* The rlimits level: what dead cells left (no pid namespace ended it with them). */
@@ -836,7 +852,7 @@ static void serve(void)
 	for (;;) {
 		unsigned want = !warming ? T.cfg.spares : T.next_id == 0 ? 1 : 0;
 		while (T.parked < want) {
-			if (park_cell() < 0) {
+			if (park_cell(NULL) < 0) {
 				retry_ms = 50; /* out of processes or fds: try again soon */
 				break;
 			}
@@ -866,6 +882,8 @@ static void serve(void)
 				T.parked--;
 			if (m.type == SC_CTL_PREFAULT && n_fds == 1)
 				take_prefault(fds[0]);
+			if (m.type == SC_CTL_FILES)
+				run_cell(m.cell_id);
 			close_all(fds, n_fds);
 		}
 	}

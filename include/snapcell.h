@@ -1029,6 +1029,34 @@ struct snapcell_run_options {
 	 * run before it starts with SNAPCELL_E_INVAL naming both. No new template or cell
 	 * setup: the cell learns them with the code. */
 	const struct snapcell_config *tools;
+	/* Files for this run only (snapcell_sandbox_run; a session's run and a resume refuse
+	 * them with SNAPCELL_E_INVAL): n_files entries, read-only at /input/<name> beside the
+	 * workspace's, gone for the next run. See struct snapcell_run_file. */
+	const struct snapcell_run_file *files;
+	size_t n_files;
+};
+
+/* Caps on one run's files: how many, and their bytes in all (SNAPCELL_E_TOO_BIG past them). */
+#define SNAPCELL_RUN_FILES_MAX	     256
+#define SNAPCELL_RUN_FILES_BYTES_MAX (64u << 20)
+
+/* One file of a run (snapcell_run_options.files). name is where the code finds it under
+ * /input: a relative path of UTF-8 parts, none empty, "." or "..", without control bytes, at
+ * most 1,024 bytes, 32 parts and 255 bytes a part ("report.csv", "data/2024.json"); its parent
+ * directories are made, and may be directories of the workspace (they then hold both). A name that
+ * is a file or directory of the workspace, or has a file of it as a parent, or another file of the
+ * run given twice or as a parent, is SNAPCELL_E_INVAL: the run's files add to the workspace, never
+ * shadow it. The content is data (data_len bytes, copied when the run starts) or, when data is
+ * NULL, the regular file at host_path, opened with O_NOFOLLOW (a link as its last part is refused,
+ * as is anything but a regular file) and read when the run starts. The code sees them read-only
+ * (mode 0444), in a cell the template forks for that run, whose /input is an overlay of the
+ * run's directory over the workspace: no new template, and runs without files keep taking
+ * parked cells. Level namespaces and cgroups only (SNAPCELL_E_ISOLATION at rlimits). */
+struct snapcell_run_file {
+	const char *name;
+	const void *data; /* or NULL: host_path */
+	size_t data_len;
+	const char *host_path; /* used when data is NULL */
 };
 
 /* Runs code in a fresh cell of the template. code_len may be SIZE_MAX for a NUL-terminated

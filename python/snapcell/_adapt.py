@@ -67,9 +67,10 @@ class Runner:
         if self._session is not None:
             self._check(await self.run_async(code, tools=tools))
 
-    def run(self, code: str, *, tools: Any = None) -> Result:
+    def run(self, code: str, *, tools: Any = None, files: Any = None) -> Result:
+        """``files`` as for Sandbox.run: a session refuses them (ValueError)."""
         if not self.stateful:
-            return self._done(self.sandbox.run(code, tools=tools))
+            return self._done(self.sandbox.run(code, tools=tools, files=files))
         with self._lock:
             for retry in (False, True):
                 fresh = self._session is None
@@ -78,7 +79,7 @@ class Runner:
                     if fresh:
                         for setup in self._prelude():
                             self._check(session.run(setup, tools=tools))
-                    result = session.run(code, tools=tools)
+                    result = session.run(code, tools=tools, files=files)
                 except SnapcellError:
                     if retry or fresh or not self._used:
                         raise

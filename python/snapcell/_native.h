@@ -20,6 +20,15 @@ void sc__py_cancel_tool(void *user, struct snapcell_call *call);
 /* Run options from a Cancel (or None) and a Config of the run's own tools (NULL or None for
  * none; the caller keeps it alive for the run). */
 int sc__py_run_options(PyObject *cancel, PyObject *tools, struct snapcell_run_options *opts);
+/* A run's files (None, or a sequence of (name: str, data: bytes or None, host path: bytes or
+ * None) tuples, as snapcell._sandbox makes them) into opts; what they borrow stays in *keep
+ * until sc__py_run_files_clear. -1 with TypeError for another shape. */
+struct sc_py_files {
+	PyObject *items; /* a tuple of the given items (immutable, whatever the caller does) */
+	struct snapcell_run_file *list;
+};
+int sc__py_run_files(PyObject *files, struct snapcell_run_options *opts, struct sc_py_files *keep);
+void sc__py_run_files_clear(struct sc_py_files *keep);
 /* The key of each thread's list of the sandboxes it is inside (_native_sandbox.c). */
 extern PyObject *sc__py_in_flight_key;
 

@@ -72,6 +72,77 @@ int sc__py_run_options(PyObject *cancel, PyObject *tools, struct snapcell_run_op
 	return 0;
 }
 
+static int run_file(PyObject *item, struct snapcell_run_file *f)
+{
+	PyObject *name, *data, *path;
+	if (!PyTuple_Check(item) || !PyArg_ParseTuple(item, "UOO", &name, &data, &path) ||
+	    (data != Py_None && !PyBytes_Check(data)) ||
+	    (path != Py_None && !PyBytes_Check(path)) || (data == Py_None) == (path == Py_None)) {
+		PyErr_Clear();
+		PyErr_Format(
+			PyExc_TypeError,
+			"run: a file is (name, bytes, None) or (name, None, host path), not %R",
+			item);
+		return -1;
+	}
+	Py_ssize_t len;
+	const char *utf8 = PyUnicode_AsUTF8AndSize(name, &len);
+	if (!utf8)
+		return -1;
+	if ((size_t)len != strlen(utf8)) {
+		PyErr_Format(PyExc_ValueError, "run file %R: a NUL in the name", name);
+		return -1;
+	}
+	f->name = utf8;
+	char *bytes;
+	Py_ssize_t n;
+	if (PyBytes_AsStringAndSize(data != Py_None ? data : path, &bytes, &n) < 0)
+		return -1;
+	if (data != Py_None) {
+		f->data = bytes;
+		f->data_len = (size_t)n;
+		return 0;
+	}
+	f->host_path = bytes;
+	if ((size_t)n != strlen(bytes)) {
+		PyErr_Format(PyExc_ValueError, "run file %R: a NUL in the host path", name);
+		return -1;
+	}
+	return 0;
+}
+
+int sc__py_run_files(PyObject *files, struct snapcell_run_options *opts, struct sc_py_files *keep)
+{
+	*keep = (struct sc_py_files){NULL, NULL};
+	if (!files || files == Py_None)
+		return 0;
+	if (!(keep->items = PySequence_Tuple(files)))
+		return -1;
+	Py_ssize_t n = PyTuple_Size(keep->items);
+	if (n == 0)
+		return 0;
+	if (!(keep->list = PyMem_Calloc((size_t)n, sizeof(*keep->list)))) {
+		sc__py_run_files_clear(keep);
+		PyErr_NoMemory();
+		return -1;
+	}
+	for (Py_ssize_t i = 0; i < n; i++)
+		if (run_file(PyTuple_GetItem(keep->items, i), &keep->list[i]) < 0) {
+			sc__py_run_files_clear(keep);
+			return -1;
+		}
+	opts->files = keep->list;
+	opts->n_files = (size_t)n;
+	return 0;
+}
+
+void sc__py_run_files_clear(struct sc_py_files *keep)
+{
+	PyMem_Free(keep->list);
+	Py_CLEAR(keep->items);
+	keep->list = NULL;
+}
+
 static PyMethodDef cancel_methods[] = {
 	{"fire", (PyCFunction)cancel_fire, METH_NOARGS,
 	 "fire(): the run using this token ends at once as 'cancelled' (its cell killed); a run "

@@ -190,18 +190,22 @@ static PyObject *sandbox_close(SandboxObject *self, PyObject *unused)
 
 static PyObject *sandbox_run(SandboxObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = {"code", "cancel", "tools", NULL};
+	static char *kwlist[] = {"code", "cancel", "tools", "files", NULL};
 	const char *code;
 	Py_ssize_t len;
-	PyObject *cancel = Py_None, *tools = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|OO:run", kwlist, &code, &len, &cancel,
-					 &tools))
+	PyObject *cancel = Py_None, *tools = Py_None, *files = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|OOO:run", kwlist, &code, &len, &cancel,
+					 &tools, &files))
 		return NULL;
 	struct snapcell_run_options opts;
-	if (sc__py_run_options(cancel, tools, &opts) < 0)
+	struct sc_py_files keep;
+	if (sc__py_run_options(cancel, tools, &opts) < 0 ||
+	    sc__py_run_files(files, &opts, &keep) < 0)
 		return NULL;
-	if (sandbox_enter(self) < 0)
+	if (sandbox_enter(self) < 0) {
+		sc__py_run_files_clear(&keep);
 		return NULL;
+	}
 	struct snapcell_result *res = NULL;
 	struct snapcell_error err = {0};
 	int rc;
@@ -209,6 +213,7 @@ static PyObject *sandbox_run(SandboxObject *self, PyObject *args, PyObject *kwds
 	rc = snapcell_sandbox_run(self->sb, code, (size_t)len, &opts, &res, &err);
 	Py_END_ALLOW_THREADS;
 	sandbox_leave(self);
+	sc__py_run_files_clear(&keep);
 	if (rc < 0)
 		return sc__py_fail(rc, &err, "run", NULL, false);
 	PyObject *d = sc__py_result(res);
@@ -415,20 +420,25 @@ static PyObject *session_close(SessionObject *self, PyObject *unused)
 
 static PyObject *session_run(SessionObject *self, PyObject *args, PyObject *kwds)
 {
-	static char *kwlist[] = {"code", "cancel", "tools", NULL};
+	static char *kwlist[] = {"code", "cancel", "tools", "files", NULL};
 	const char *code;
 	Py_ssize_t len;
-	PyObject *cancel = Py_None, *tools = Py_None;
-	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|OO:run", kwlist, &code, &len, &cancel,
-					 &tools))
+	PyObject *cancel = Py_None, *tools = Py_None, *files = Py_None;
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "s#|OOO:run", kwlist, &code, &len, &cancel,
+					 &tools, &files))
 		return NULL;
 	struct snapcell_run_options opts;
-	if (sc__py_run_options(cancel, tools, &opts) < 0)
+	struct sc_py_files keep;
+	if (sc__py_run_options(cancel, tools, &opts) < 0 ||
+	    sc__py_run_files(files, &opts, &keep) < 0)
 		return NULL;
-	if (claim(&self->busy, self->s, "session") < 0)
+	if (claim(&self->busy, self->s, "session") < 0) {
+		sc__py_run_files_clear(&keep);
 		return NULL;
+	}
 	if (sandbox_enter(self->sandbox) < 0) {
 		self->busy = false;
+		sc__py_run_files_clear(&keep);
 		return NULL;
 	}
 	struct snapcell_result *res = NULL;
@@ -438,6 +448,7 @@ static PyObject *session_run(SessionObject *self, PyObject *args, PyObject *kwds
 	rc = snapcell_session_run(self->s, code, (size_t)len, &opts, &res, &err);
 	Py_END_ALLOW_THREADS;
 	sandbox_leave(self->sandbox);
+	sc__py_run_files_clear(&keep);
 	self->busy = false;
 	if (rc == -EBUSY)
 		return PyErr_Format(PyExc_RuntimeError, "session is busy: %s", err.message);
@@ -557,8 +568,9 @@ static PyObject *snapshot_session(SnapshotObject *self, PyObject *unused)
 
 static PyMethodDef sandbox_methods[] = {
 	{"run", (PyCFunction)(void (*)(void))sandbox_run, METH_VARARGS | METH_KEYWORDS,
-	 "run(code, cancel=None, tools=None) -> dict: the code in a fresh cell, with a Config's "
-	 "tools added for this run; any number of threads at once."},
+	 "run(code, cancel=None, tools=None, files=None) -> dict: the code in a fresh cell, with "
+	 "a Config's tools added for this run, and files ((name, bytes, None) or (name, None, "
+	 "host path) tuples) at /input; any number of threads at once."},
 	{"resume", (PyCFunction)(void (*)(void))sandbox_resume, METH_VARARGS | METH_KEYWORDS,
 	 "resume(pending_id, verdict, text=None, decided_by=None, cancel=None) -> dict: the "
 	 "decision on a paused run (verdict 'approved', 'rejected' or 'value'; text the reason "
@@ -596,8 +608,8 @@ PyType_Spec sc__py_sandbox_spec = {"snapcell._native.Sandbox", sizeof(SandboxObj
 
 static PyMethodDef session_methods[] = {
 	{"run", (PyCFunction)(void (*)(void))session_run, METH_VARARGS | METH_KEYWORDS,
-	 "run(code, cancel=None, tools=None) -> dict: the code in this session's interpreter, "
-	 "with a Config's tools added for this run."},
+	 "run(code, cancel=None, tools=None, files=None) -> dict: the code in this session's "
+	 "interpreter, with a Config's tools added for this run (files are refused)."},
 	{"snapshot", (PyCFunction)session_snapshot, METH_NOARGS,
 	 "snapshot() -> Snapshot: the session's state, frozen."},
 	{"restore", (PyCFunction)session_restore, METH_O,

@@ -516,6 +516,37 @@ def _run_tools(tools: Any, detailed: bool, threads: int = DEFAULT_TOOL_THREADS) 
     return cfg
 
 
+def _run_files(files: Any) -> list[tuple[str, bytes | None, bytes | None]] | None:
+    """A run's files as the native run takes them: a mapping of name -> content, or an
+    iterable of (name, content) pairs; content is bytes (or any buffer), str (its UTF-8
+    text) or an os.PathLike naming a host file (read by the C library, which refuses a link
+    or anything but a regular file). The names' rule and the caps are the C library's."""
+    if files is None:
+        return None
+    if isinstance(files, (str, bytes)):
+        raise TypeError("files is a mapping of name -> content, or (name, content) pairs")
+    pairs = files.items() if isinstance(files, Mapping) else files
+    out = []
+    for pair in pairs:
+        try:
+            name, content = pair
+        except (TypeError, ValueError):
+            raise TypeError(f"files: a (name, content) pair, not {pair!r}") from None
+        if not isinstance(name, str):
+            raise TypeError(f"files: a name is a str, not {name!r}")
+        if isinstance(content, os.PathLike):
+            out.append((name, None, os.fsencode(os.fspath(content))))
+        elif isinstance(content, str):
+            out.append((name, content.encode(), None))
+        else:
+            try:
+                out.append((name, bytes(memoryview(content)), None))
+            except TypeError:
+                raise TypeError(f"files[{name!r}]: bytes, str or a path (os.PathLike), "
+                                f"not {type(content).__name__}") from None
+    return out
+
+
 def _keep(result: Result, run_tools: Any) -> None:
     """A paused run calls its own tools at the resume: its result keeps them alive."""
     if run_tools is not None and result.pending is not None:
@@ -616,23 +647,30 @@ class Sandbox:
     def instructions(self) -> str:
         return self._cfg.instructions()
 
-    def run(self, code: str, *, tools: Any = None) -> Result:
+    def run(self, code: str, *, tools: Any = None, files: Any = None) -> Result:
         """Runs code in a fresh cell; blocks this thread (not the GIL) until it ends, or
         until it pauses at a call that needs a decision (status "paused"). ``tools`` (a
         callable, a :class:`snapcell.Tool` or a sequence of them) are added to the sandbox's
         for this run only: the code calls them as it calls the sandbox's; a name the sandbox
-        has already is a ValueError. No new template starts."""
+        has already is a ValueError. ``files`` (a mapping of name -> bytes, str or a host
+        path as os.PathLike, or (name, content) pairs) are read-only at /input/<name> for
+        this run only, beside the workspace's; a name the workspace has, or a bad name, is a
+        ValueError. No new template starts."""
         run_tools = _run_tools(tools, self._detailed, self._tool_threads)
-        result = Result._from_native(in_run(self._native.run, code, None, run_tools), self)
+        run_files = _run_files(files)
+        result = Result._from_native(in_run(self._native.run, code, None, run_tools, run_files),
+                                     self)
         _keep(result, run_tools)
         return result
 
-    async def run_async(self, code: str, *, tools: Any = None) -> Result:
+    async def run_async(self, code: str, *, tools: Any = None, files: Any = None) -> Result:
         """Runs code in a fresh cell without blocking the event loop; async tools are awaited
-        on this loop. Cancelling the task kills the cell. ``tools`` as for :meth:`run`."""
+        on this loop. Cancelling the task kills the cell. ``tools`` and ``files`` as for
+        :meth:`run`."""
         run_tools = _run_tools(tools, self._detailed, self._tool_threads)
-        result = await _run_async(functools.partial(self._native.run, tools=run_tools), code,
-                                  owner=self)
+        run_files = _run_files(files)
+        result = await _run_async(functools.partial(self._native.run, tools=run_tools,
+                                                    files=run_files), code, owner=self)
         _keep(result, run_tools)
         return result
 
@@ -682,19 +720,21 @@ class Session:
             owner = owner._owner
         self._sandbox = owner
 
-    def run(self, code: str, *, tools: Any = None) -> Result:
+    def run(self, code: str, *, tools: Any = None, files: Any = None) -> Result:
         """Runs code in the session; while a run of the session (or of its family: sessions
         of its snapshots) waits for a decision, another is refused with RuntimeError.
-        ``tools`` as for :meth:`Sandbox.run`: in `tools` for this run only."""
+        ``tools`` as for :meth:`Sandbox.run`: in `tools` for this run only. ``files`` are
+        refused (ValueError): a session's /input is set when it starts."""
         run_tools = _run_tools(tools, self._sandbox._detailed, self._sandbox._tool_threads)
-        result = Result._from_native(in_run(self._native.run, code, None, run_tools), self)
+        result = Result._from_native(
+            in_run(self._native.run, code, None, run_tools, _run_files(files)), self)
         _keep(result, run_tools)
         return result
 
-    async def run_async(self, code: str, *, tools: Any = None) -> Result:
+    async def run_async(self, code: str, *, tools: Any = None, files: Any = None) -> Result:
         run_tools = _run_tools(tools, self._sandbox._detailed, self._sandbox._tool_threads)
-        result = await _run_async(functools.partial(self._native.run, tools=run_tools), code,
-                                  owner=self)
+        result = await _run_async(functools.partial(self._native.run, tools=run_tools,
+                                                    files=_run_files(files)), code, owner=self)
         _keep(result, run_tools)
         return result
 

@@ -24,6 +24,7 @@ from google.adk.code_executors.code_execution_utils import (CodeExecutionInput,
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from ._adapt import Runner, with_prelude
+from ._native import SnapcellError
 from ._sandbox import Result, Sandbox
 
 __all__ = ["SnapcellCodeExecutor"]
@@ -34,8 +35,18 @@ def _content(file: File) -> bytes:
     return file.content if isinstance(file.content, bytes) else base64.b64decode(file.content)
 
 
+def _copy_code(files: list[File]) -> str:
+    """Setup code that copies the run's files (Sandbox.run's files=, at /input) into the cell's
+    working directory, by name."""
+    return ("import shutil as _s\n"
+            f"for _n in {[f.name for f in files]!r}:\n"
+            "    _s.copyfile('/input/' + _n, _n)\n"
+            "del _s, _n\n")
+
+
 def _files_code(files: list[File]) -> str:
-    """Setup code that writes the input files into the cell's working directory, by name."""
+    """Setup code that writes the input files into the cell's working directory, by name: for a
+    session's runs, which take no files of their own, and level rlimits, which has none."""
     pairs = [(f.name, base64.b64encode(_content(f)).decode()) for f in files]
     return ("import base64 as _b\n"
             f"for _n, _d in {pairs!r}:\n"
@@ -48,7 +59,9 @@ class SnapcellCodeExecutor(BaseCodeExecutor):
     """Runs the agent's code in ``sandbox``. ``stateful=True`` keeps a session per execution id
     (variables, imports and /tmp persist in a conversation; a block without an id runs in a
     fresh cell); after a block a limit stopped, that id's next block starts a new session.
-    Input files are written, by name, into the working directory (/tmp) before the block runs.
+    Input files are written, by name, into the working directory (/tmp) before the block runs
+    (a fresh cell gets them as the run's own files, also read-only at /input; a session's
+    block, or one at level rlimits, within its code).
     A block that ends ok gives stdout the run's text (what it printed and the last
     expression's value); one that fails gives stderr what it printed and how it ended (ADK
     shows the model only stderr then, and counts it against ``error_retry_attempts``). Files
@@ -73,10 +86,18 @@ class SnapcellCodeExecutor(BaseCodeExecutor):
     def execute_code(self, invocation_context: Any,
                      code_execution_input: CodeExecutionInput) -> CodeExecutionResult:
         code = code_execution_input.code
-        if code_execution_input.input_files:
-            code = with_prelude(_files_code(code_execution_input.input_files), code)
-        result = self._runner(code_execution_input.execution_id).run(code)
-        return _result(result)
+        files = code_execution_input.input_files
+        runner = self._runner(code_execution_input.execution_id)
+        if files and not runner.stateful:
+            own = [(f.name, _content(f)) for f in files]
+            try:
+                return _result(runner.run(with_prelude(_copy_code(files), code), files=own))
+            except SnapcellError as e:
+                if e.name != "SNAPCELL_E_ISOLATION":  # the level has no run files
+                    raise
+        if files:
+            code = with_prelude(_files_code(files), code)
+        return _result(runner.run(code))
 
     def close(self) -> None:
         """Ends the sessions of every execution id."""

@@ -93,3 +93,13 @@ int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
 		*tools = opts->tools;
 	return 0;
 }
+
+size_t sc__run_options_files(const struct snapcell_run_options *opts,
+			     const struct snapcell_run_file **files)
+{
+	*files = NULL;
+	if (!opts || !HAS_FIELD(opts, n_files) || !opts->n_files)
+		return 0;
+	*files = opts->files;
+	return opts->n_files;
+}

@@ -245,6 +245,16 @@ struct sc_cell {
 
 void sc__cell_close(struct sc_cell *cell);
 
+/* A FILES question to the template (sc__sandbox_files_cell), queued until its RUN_CELL
+ * answer: the asking thread's, or, once abandoned (it gave up waiting), the queue's, whose
+ * reader kills the cell that answers it. */
+struct sc_files_ask {
+	struct sc_files_ask *next;
+	bool answered, abandoned;
+	int status; /* the answer's: 0 (cell is the run's) or -errno */
+	struct sc_cell cell;
+};
+
 /* A session family (session.c); the sandbox lists its live ones. */
 struct sc_family;
 
@@ -273,6 +283,10 @@ struct snapcell_sandbox {
 	 * set); the others wait on received, signalled when its read ends either way. */
 	bool receiving;
 	pthread_cond_t received;
+	/* FILES questions sent and not yet answered, oldest first (the template answers in
+	 * order); ask_lock, taken before lock, keeps a question's queueing and sending together. */
+	struct sc_files_ask *asks, **asks_tail;
+	pthread_mutex_t ask_lock;
 	bool broken;
 	char broken_msg[SNAPCELL_ERROR_MESSAGE_LEN];
 	struct sc_family *families; /* live session families (session.c's lock, not this one) */
@@ -393,6 +407,19 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 bool sc__cancel_fired(int fd);
 int sc__run_options(const struct snapcell_run_options *opts, int *cancel_fd,
 		    const struct snapcell_config **tools, struct snapcell_error *err);
+/* The run's files in opts (checked by sc__run_options first): their count, 0 for none. */
+size_t sc__run_options_files(const struct snapcell_run_options *opts,
+			     const struct snapcell_run_file **files);
+
+/* run_files.c: a run's own files (snapcell_run_options.files) in the work directory's
+ * out/in-<id>, which the template's root sees at SC_OUT_BASE/in-<id>. sc__run_files_stage
+ * checks them against the caps, the name rule and the staged workspace, writes them, and
+ * sets *id (> 0); sc__run_files_remove removes that directory again. */
+int sc__run_files_stage(const struct snapcell_sandbox *sb, const struct snapcell_run_file *files,
+			size_t n, uint32_t *id, struct snapcell_error *err);
+void sc__run_files_remove(const struct snapcell_sandbox *sb, uint32_t id);
+/* The name rule alone: 0, or SNAPCELL_E_INVAL naming what is wrong with name. */
+int sc__run_file_name_check(const char *name, struct snapcell_error *err);
 
 /* /output, for the targets' collect: whether out_fd holds anything (an empty one costs one
  * readdir), and collecting it into res under the sandbox's caps. */
@@ -436,6 +463,10 @@ void sc__sessions_orphan(struct snapcell_sandbox *sb);
  * the template to park a replacement. */
 int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 			  struct snapcell_error *err);
+/* Asks the template for a cell of one run whose /input shows the run's files (out/in-<id>,
+ * sc__run_files_stage) over the workspace, and waits for it; parked cells are not touched. */
+int sc__sandbox_files_cell(struct snapcell_sandbox *sb, uint32_t id, struct sc_cell *out,
+			   struct snapcell_error *err);
 
 /* Kills a finished cell and forgets it: its output directory is removed once its first
  * process is gone (which the kernel allows only after the rest of its namespace is), checked

@@ -1040,6 +1040,7 @@ struct fresh {
 	struct sc_run_target t;
 	struct sc_gate_cell *gate;
 	bool learn;
+	uint32_t files_id; /* the run's files' directory (sc__run_files_stage), or 0 */
 };
 
 static char *copy_bytes(const char *src, size_t len)
@@ -1221,6 +1222,8 @@ static void fresh_finish(struct snapcell_sandbox *sb, void *ctx, int rc, bool al
 		sc__prefault_learn(sb, &f->cell); /* retires it when done */
 	else
 		sc__sandbox_retire_cell(sb, &f->cell);
+	if (f->files_id)
+		sc__run_files_remove(sb, f->files_id);
 	free(f);
 }
 
@@ -1238,18 +1241,29 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	struct fresh *f = calloc(1, sizeof(*f));
 	if (!f)
 		return sc__err(err, -ENOMEM, "run");
-	rc = sc__sandbox_take_cell(sb, &f->cell, err);
+	/* A run with files of its own gets a cell forked for it, whose /input shows them; the
+	 * parked cells stay for the runs without. */
+	const struct snapcell_run_file *files;
+	size_t n_files = sc__run_options_files(opts, &files);
+	rc = n_files ? sc__run_files_stage(sb, files, n_files, &f->files_id, err) : 0;
+	if (rc == 0)
+		rc = f->files_id ? sc__sandbox_files_cell(sb, f->files_id, &f->cell, err)
+				 : sc__sandbox_take_cell(sb, &f->cell, err);
 	if (rc < 0) {
+		if (f->files_id)
+			sc__run_files_remove(sb, f->files_id);
 		free(f);
 		return rc;
 	}
 	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect, NULL, NULL, NULL};
-	req.learn = f->learn = sc__prefault_wants(sb, f->cell.id);
+	req.learn = f->learn = !f->files_id && sc__prefault_wants(sb, f->cell.id);
 	if (f->cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,
 				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),
 				      &f->gate, err)) < 0) {
 		sc__sandbox_retire_cell(sb, &f->cell);
+		if (f->files_id)
+			sc__run_files_remove(sb, f->files_id);
 		free(f);
 		return rc;
 	}
@@ -1298,6 +1312,10 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	if (rc == 0 && tools)
 		rc = sc__err(err, SNAPCELL_E_INVAL,
 			     "resume: a run's tools are given when it starts, not at a resume");
+	const struct snapcell_run_file *files;
+	if (rc == 0 && sc__run_options_files(opts, &files))
+		rc = sc__err(err, SNAPCELL_E_INVAL,
+			     "resume: a run's files are given when it starts, not at a resume");
 	if (rc < 0)
 		return rc;
 	sc__paused_sweep(sb);

@@ -70,13 +70,13 @@ static void sweep(struct snapcell_sandbox *sb, bool wait)
 	sb->n_dying = kept;
 }
 
-void sc__sandbox_retire_cell(struct snapcell_sandbox *sb, struct sc_cell *cell)
+/* Kills a cell and lists it as dying; the lock is held. */
+static void retire_locked(struct snapcell_sandbox *sb, struct sc_cell *cell)
 {
 	int pidfd = cell->fds[SC_CELL_PIDFD];
 	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
 	cell->fds[SC_CELL_PIDFD] = -1;
 	sc__cell_close(cell);
-	pthread_mutex_lock(&sb->lock);
 	if (sb->n_dying == sb->cap_dying) {
 		size_t cap = sb->cap_dying ? sb->cap_dying * 2 : 8;
 		struct sc_dying *grown = realloc(sb->dying, cap * sizeof(*grown));
@@ -89,6 +89,12 @@ void sc__sandbox_retire_cell(struct snapcell_sandbox *sb, struct sc_cell *cell)
 	}
 	if (sb->n_dying < sb->cap_dying)
 		sb->dying[sb->n_dying++] = (struct sc_dying){pidfd, cell->id};
+}
+
+void sc__sandbox_retire_cell(struct snapcell_sandbox *sb, struct sc_cell *cell)
+{
+	pthread_mutex_lock(&sb->lock);
+	retire_locked(sb, cell);
 	pthread_mutex_unlock(&sb->lock);
 }
 
@@ -720,6 +726,8 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	sb->ctl = sb->helper_pidfd = sb->out_fd = sb->lock_fd = sb->ids.lock_fd = -1;
 	sb->cgroup.dir_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
+	pthread_mutex_init(&sb->ask_lock, NULL);
+	sb->asks_tail = &sb->asks;
 	pthread_cond_init(&sb->paused_cond, NULL);
 	pthread_condattr_t monotonic;
 	pthread_condattr_init(&monotonic);
@@ -793,6 +801,11 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	for (size_t i = 0; i < sb->n_ready; i++)
 		sc__cell_close(&sb->ready[i]);
 	free(sb->ready);
+	while (sb->asks) { /* questions abandoned unanswered */
+		struct sc_files_ask *next = sb->asks->next;
+		free(sb->asks);
+		sb->asks = next;
+	}
 	sc__gate_free(sb->gate);
 	if (sb->out_fd >= 0)
 		close(sb->out_fd);
@@ -813,6 +826,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	 * processes are, so nothing runs as the uid any more when the next sandbox takes it. */
 	sc__ids_release(&sb->ids);
 	pthread_mutex_destroy(&sb->lock);
+	pthread_mutex_destroy(&sb->ask_lock);
 	pthread_cond_destroy(&sb->paused_cond);
 	pthread_cond_destroy(&sb->received);
 	pthread_cond_destroy(&sb->reaper_wake);
@@ -840,11 +854,13 @@ static int no_cell(struct snapcell_error *err)
 		       TAKE_TIMEOUT_MS);
 }
 
-/* Reads one CELL message from the control socket; called without the lock, by the one thread
- * that is receiving. *why, when the template is gone or broke its protocol: the sandbox is then
- * broken, and the caller marks it so under the lock. */
-static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, const char **why,
-		     struct snapcell_error *err)
+/* Reads one CELL or RUN_CELL message from the control socket; called without the lock, by the
+ * one thread that is receiving. *type is the message's; a RUN_CELL's *status is its own, 0 or
+ * why the template has no cell for the run (no fds, *cell untouched). *why, when the template
+ * is gone or broke its protocol: the sandbox is then broken, and the caller marks it so under
+ * the lock. */
+static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, uint32_t *type, int *status,
+		     const char **why, struct snapcell_error *err)
 {
 	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(TAKE_TIMEOUT_MS));
 	if (rc == -ETIMEDOUT)
@@ -854,6 +870,8 @@ static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, const ch
 	size_t n_fds = 0, want = SC_CELL_NFDS + (sb->gate ? sc__gate_cell_fds(sb->gate) : 0);
 	if (rc == 0)
 		rc = sc__ctl_recv(sb->ctl, &m, fds, &n_fds);
+	*type = rc == 0 || rc == -EMFILE ? m.type : 0;
+	*status = 0;
 	if (rc == -EMFILE && m.type == SC_CTL_CELL) {
 		/* This process is out of descriptors: the kernel dropped the cell's, so that cell
 		 * reads EOF and exits. The template still counts it parked: a TAKE makes it park
@@ -863,11 +881,20 @@ static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, const ch
 			*why = "control socket failed";
 		return sc__err(err, -EMFILE, "receive a cell from the template");
 	}
+	if (rc == -EMFILE && m.type == SC_CTL_RUN_CELL) {
+		/* The run's cell, forked for it alone, reads EOF and exits likewise. */
+		*status = -EMFILE;
+		return 0;
+	}
 	if (rc < 0) {
 		*why = rc == -EPIPE ? "the template exited" : "control socket failed";
 		return SNAPCELL_E_TEMPLATE;
 	}
-	if (m.type != SC_CTL_CELL || n_fds != want) {
+	if (m.type == SC_CTL_RUN_CELL && m.status < 0 && n_fds == 0) {
+		*status = m.status;
+		return 0;
+	}
+	if ((m.type != SC_CTL_CELL && m.type != SC_CTL_RUN_CELL) || n_fds != want) {
 		for (size_t i = 0; i < n_fds; i++)
 			close(fds[i]);
 		*why = "the template sent a malformed cell message";
@@ -896,39 +923,76 @@ static int queue_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, struct 
 	return 0;
 }
 
-/* Until want cells are parked (or the sandbox is broken). Called and returns with the lock
- * held, which it lets go while it waits: one thread reads the control socket, the others wait
- * on received, so a slow template delays only the threads that need a cell from it, never a
- * run that retires its cell, pauses or resumes meanwhile. */
-static int await_cells(struct snapcell_sandbox *sb, size_t want, struct snapcell_error *err)
+/* Hands a RUN_CELL answer to the oldest FILES question (the template answers them in order);
+ * the lock is held. A question whose thread gave up waiting is freed here, its cell killed. */
+static int answer_files(struct snapcell_sandbox *sb, struct sc_cell *cell, int status)
+{
+	struct sc_files_ask *ask = sb->asks;
+	if (!ask) {
+		if (status == 0)
+			retire_locked(sb, cell);
+		mark_broken(sb, "the template sent a run's cell nobody asked for", NULL);
+		return SNAPCELL_E_TEMPLATE;
+	}
+	sb->asks = ask->next;
+	if (!sb->asks)
+		sb->asks_tail = &sb->asks;
+	if (ask->abandoned) {
+		if (status == 0)
+			retire_locked(sb, cell);
+		free(ask);
+		return 0;
+	}
+	ask->status = status;
+	if (status == 0)
+		ask->cell = *cell;
+	ask->answered = true;
+	return 0;
+}
+
+/* Until want cells are parked, or with ask, until the template answered it (or the sandbox is
+ * broken). Called and returns with the lock held, which it lets go while it waits: one thread
+ * reads the control socket, handing each RUN_CELL to the question it answers, and the others
+ * wait on received, so a slow template delays only the threads that need a cell from it, never
+ * a run that retires its cell, pauses or resumes meanwhile. A question left unanswered is
+ * marked abandoned: its answer is then the reader's to free. */
+static int await_cells(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
+		       struct snapcell_error *err)
 {
 	uint64_t deadline = sc__deadline_ms(TAKE_TIMEOUT_MS); /* a waiter's: as long as a read */
 	struct timespec at = {(time_t)(deadline / 1000000), (long)(deadline % 1000000) * 1000};
-	while (sb->n_ready < want) {
-		if (sb->broken)
-			return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	int rc = 0;
+	while (rc == 0 && (ask ? !ask->answered : sb->n_ready < want)) {
+		if (sb->broken) {
+			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+			break;
+		}
 		if (sb->receiving) {
 			if (pthread_cond_timedwait(&sb->received, &sb->lock, &at) == ETIMEDOUT &&
-			    sb->n_ready < want && !sb->broken)
-				return no_cell(err);
+			    (ask ? !ask->answered : sb->n_ready < want) && !sb->broken)
+				rc = no_cell(err);
 			continue;
 		}
 		sb->receiving = true;
 		pthread_mutex_unlock(&sb->lock);
 		struct sc_cell cell;
+		uint32_t type = 0;
+		int status = 0;
 		const char *why = NULL;
-		int rc = read_cell(sb, &cell, &why, err);
+		rc = read_cell(sb, &cell, &type, &status, &why, err);
 		pthread_mutex_lock(&sb->lock);
 		sb->receiving = false;
 		pthread_cond_broadcast(&sb->received);
 		if (why)
 			rc = mark_broken(sb, why, err);
-		if (rc == 0)
+		else if (rc == 0 && type == SC_CTL_RUN_CELL && answer_files(sb, &cell, status) < 0)
+			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+		else if (rc == 0 && type == SC_CTL_CELL)
 			rc = queue_cell(sb, &cell, err);
-		if (rc < 0)
-			return rc;
 	}
-	return 0;
+	if (rc < 0 && ask && !ask->answered)
+		ask->abandoned = true;
+	return rc;
 }
 
 int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
@@ -944,7 +1008,7 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 		rc = mark_broken(sb, "the template exited", err);
 	sweep(sb, false);
 	if (rc == 0)
-		rc = await_cells(sb, 1, err);
+		rc = await_cells(sb, 1, NULL, err);
 	if (rc == 0) {
 		*out = sb->ready[0];
 		memmove(sb->ready, sb->ready + 1, --sb->n_ready * sizeof(*sb->ready));
@@ -957,6 +1021,52 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 		mark_broken(sb, "the template exited", NULL);
 		pthread_mutex_unlock(&sb->lock);
 	}
+	return rc;
+}
+
+int sc__sandbox_files_cell(struct snapcell_sandbox *sb, uint32_t id, struct sc_cell *out,
+			   struct snapcell_error *err)
+{
+	struct sc_files_ask *ask = calloc(1, sizeof(*ask));
+	if (!ask)
+		return sc__err(err, -ENOMEM, "run files");
+	/* Questions are queued in the order they are sent, which is the order of the answers;
+	 * ask_lock keeps the two together, and sb->lock is not held across the send. */
+	pthread_mutex_lock(&sb->ask_lock);
+	pthread_mutex_lock(&sb->lock);
+	int rc = sb->broken ? sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg) : 0;
+	sweep(sb, false); /* as a take does: runs with files alone must not pile up the dying */
+	if (rc == 0) {
+		*sb->asks_tail = ask;
+		sb->asks_tail = &ask->next;
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (rc < 0) {
+		pthread_mutex_unlock(&sb->ask_lock);
+		free(ask);
+		return rc;
+	}
+	struct sc_ctl_msg m = {.type = SC_CTL_FILES, .cell_id = id};
+	bool sent = sc__ctl_send(sb->ctl, &m, NULL, 0) == 0;
+	pthread_mutex_lock(&sb->lock);
+	pthread_mutex_unlock(&sb->ask_lock);
+	if (!sent) {
+		rc = mark_broken(sb, "the template exited", err);
+		ask->abandoned = true; /* queued: freed with the sandbox */
+	} else {
+		/* Unanswered there, the question is abandoned: the queue's to free. */
+		rc = await_cells(sb, 0, ask, err);
+	}
+	pthread_mutex_unlock(&sb->lock);
+	if (rc < 0)
+		return rc;
+	/* Answered: the question left the queue, and is this thread's again. */
+	rc = ask->status < 0
+		     ? sc__err(err, ask->status, "the template could not make the run's cell")
+		     : 0;
+	if (rc == 0)
+		*out = ask->cell;
+	free(ask);
 	return rc;
 }
 
@@ -1014,7 +1124,7 @@ int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_
 	size_t n = 0;
 	pthread_mutex_lock(&sb->lock);
 	int rc = sb->broken ? sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg)
-			    : await_cells(sb, SPARE_CELLS, err);
+			    : await_cells(sb, SPARE_CELLS, NULL, err);
 	if (rc < 0)
 		sc__err_wrap(err, rc, "stats");
 	/* Measured without the lock, through copies of the pidfds: a run may take the cells. */

@@ -678,6 +678,13 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 		return sc__err(err, SNAPCELL_E_TEMPLATE,
 			       "the session's process ended with an earlier run; restore a "
 			       "snapshot to continue");
+	/* A session's worker has one /input for all its runs: its mount namespace is the
+	 * family's, set up before any run, and no longer able to mount. */
+	const struct snapcell_run_file *files;
+	if (sc__run_options_files(opts, &files))
+		return sc__err(err, SNAPCELL_E_INVAL,
+			       "session_run: a session's runs take no files of their own; give "
+			       "them to snapcell_sandbox_run, or put them in the workspace");
 	struct sc_run_request req;
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)

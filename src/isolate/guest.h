@@ -65,10 +65,11 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err);
 
 /* Per cell, in the cell's own mount namespace: a fresh size-capped tmpfs whose directory
  * tmp_live is bound at /tmp (also at /dev/shm), its root left open as *tmp_root for a
- * session family's host side; SC_OUT_BASE/<name> at /output, and SC_OUT_BASE detached so no
- * other cell's output is reachable. */
+ * session family's host side; SC_OUT_BASE/<name> at /output; with input_layer (a directory
+ * of SC_OUT_BASE: one run's files), /input becomes a read-only overlay of it over the
+ * workspace; then SC_OUT_BASE is detached so no other cell's output or files are reachable. */
 int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, const char *tmp_live,
-			  int *tmp_root, struct snapcell_error *err);
+			  const char *input_layer, int *tmp_root, struct snapcell_error *err);
 
 /* The system data the root binds when the host has it (zoneinfo, the CA bundle, ...). */
 const char *const *sc__rootfs_data_paths(size_t *n);

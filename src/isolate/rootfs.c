@@ -614,8 +614,32 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err)
 	return 0;
 }
 
+/* One run's files over the workspace at /input: an overlay of three lower layers, the root's
+ * empty directory on top (statfs reports the root tmpfs, as for /input itself), the run's
+ * directory, then the /input mount as it is. Read-only like it; the host refused names that
+ * clash with the workspace, so nothing of it is shadowed. Overlays stack two deep at most
+ * (FILESYSTEM_MAX_STACK_DEPTH): /input is one above the work directory's filesystem, so
+ * where that is an overlay too (a container's /tmp) this fails with EINVAL, and the run. */
+static int overlay_input(const char *layer, struct snapcell_error *err)
+{
+	char opts[4096], *at = opts, *end = opts + sizeof(opts) - 1;
+	memcpy(at, "lowerdir=", 9);
+	at += 9;
+	bool fits = put_escaped(&at, end, EMPTY_LAYER) && at < end;
+	if (fits)
+		*at++ = ':';
+	fits = fits && put_escaped(&at, end, SC_OUT_BASE "/") && put_escaped(&at, end, layer) &&
+	       at + 8 < end;
+	if (!fits)
+		return sc__err(err, -ENAMETOOLONG, "overlay /input");
+	memcpy(at, ":/input", 8);
+	if (mount("overlay", "/input", "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts) < 0)
+		return sc__err(err, -errno, "overlay the run's files on /input");
+	return 0;
+}
+
 int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, const char *tmp_live,
-			  int *tmp_root, struct snapcell_error *err)
+			  const char *input_layer, int *tmp_root, struct snapcell_error *err)
 {
 	char opts[96], out[PATH_MAX];
 	snprintf(opts, sizeof(opts), "mode=1777,size=%llu,nr_inodes=%llu",
@@ -641,6 +665,8 @@ int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, const char *
 		return sc__err(err, -errno, "bind %s", live);
 	snprintf(out, sizeof(out), SC_OUT_BASE "/%s", out_name);
 	int rc = bind(out, "/output", MS_NODEV | MS_NOEXEC, err);
+	if (rc == 0 && input_layer)
+		rc = overlay_input(input_layer, err);
 	if (rc < 0)
 		return rc;
 	if (umount2(SC_OUT_BASE, MNT_DETACH) < 0)

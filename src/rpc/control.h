@@ -23,7 +23,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 7
+#define SC_PROTOCOL_VERSION 8
 #endif
 
 /* The directory of a cell's /tmp tmpfs that is bound at /tmp: a session family's host side
@@ -46,6 +46,13 @@ enum sc_ctl_type {
 	/* host -> template: the pages cells should fault in while parked; carries one fd, a
 	 * memfd holding struct sc_prefault_range[] (core/prefault.c, guest/cell.c) */
 	SC_CTL_PREFAULT,
+	/* host -> template: fork a cell for one run whose /input is an overlay of
+	 * SC_OUT_BASE/in-<cell_id> (the run's files, written by the host) over the workspace;
+	 * no fds. Never a parked cell: the template answers with RUN_CELL. */
+	SC_CTL_FILES,
+	/* template -> host: that cell (status 0, SC_CELL_NFDS fds and the network ones, as CELL)
+	 * or why there is none (status -errno, no fds) */
+	SC_CTL_RUN_CELL,
 };
 
 /* Pages of the template's address space that runs were seen to touch: each parked cell faults
@@ -79,7 +86,7 @@ enum sc_cell_fd {
 struct sc_ctl_msg {
 	uint32_t type;
 	int32_t status;	  /* READY: 0 or -errno / SNAPCELL_E_* */
-	uint32_t cell_id; /* CELL */
+	uint32_t cell_id; /* CELL, RUN_CELL; FILES: the run's files directory's id */
 	int32_t level;	  /* READY: enum snapcell_isolation reached */
 	char message[200];
 };

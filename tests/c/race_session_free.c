@@ -1,13 +1,14 @@
 /* Frees a session (and a snapshot of it) on one thread while another frees their sandbox,
  * released together by a barrier, many times over. Run under TSan (scripts/test's TSan build)
  * it reports the race on a family's sandbox pointer; under ASan, the use of a freed sandbox.
- * Each round then has several threads take cells of one sandbox at once (fresh runs, stats
- * and a session), so TSan also watches the cell queue, filled by one thread at a time without
- * the sandbox's lock.
+ * Each round then has several threads take cells of one sandbox at once (fresh runs, runs
+ * with files of their own, stats and a session), so TSan also watches the cell queue and the
+ * questions for run cells, filled by one thread at a time without the sandbox's lock.
  * A plain program rather than a Criterion test, so the TSan build needs nothing but the
  * library, the helper and this. Usage: race-session-free HELPER [ITERATIONS]. Exits 77 (a
  * skip) with the reason when the host cannot make a sandbox, unless SNAPCELL_REQUIRE_ALL=1. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,7 @@ static int skip_or_fail(const char *why)
 	return 77;
 }
 
-#define TAKERS 4
+#define TAKERS 5
 
 struct takers {
 	pthread_barrier_t start;
@@ -57,7 +58,8 @@ struct takers {
 	_Atomic int failed;
 };
 
-/* Thread i: fresh runs, stats (thread 0) or a session (thread 1). */
+/* Thread i: stats (thread 0), a session (thread 1), fresh runs (thread 2) or fresh runs with a
+ * file of their own (threads 3 and 4; plain ones at level rlimits, which has no run files). */
 struct taker {
 	struct takers *all;
 	int i;
@@ -72,10 +74,18 @@ static void *take(void *arg)
 		struct snapcell_result *res = NULL;
 		struct snapcell_sandbox_stats st;
 		struct snapcell_session *s = NULL;
+		struct snapcell_run_file f = {.name = "f", .data = "1", .data_len = 1};
+		struct snapcell_run_options opts = {
+			.size = sizeof(opts), .files = &f, .n_files = 1};
+		bool files =
+			t->i >= 3 && snapcell_sandbox_isolation(sb) != SNAPCELL_ISOLATION_RLIMITS;
 		int rc = t->i == 0 ? snapcell_sandbox_stats(sb, &st, NULL)
 			 : t->i == 1
 				 ? snapcell_session_new(sb, &s, NULL)
-				 : snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, NULL);
+				 : snapcell_sandbox_run(sb,
+							files ? "print(open('/input/f').read())"
+							      : "print(1)",
+							SIZE_MAX, files ? &opts : NULL, &res, NULL);
 		if (rc == 0 && s)
 			rc = snapcell_session_run(s, "x = 1", SIZE_MAX, NULL, &res, NULL);
 		if (rc < 0 || (res && res->status != SNAPCELL_STATUS_OK))

@@ -113,6 +113,25 @@ def test_input_files_are_in_the_working_directory_for_each_call():
         # the model's line numbers are its own
         r = executor.execute_code(None, CodeExecutionInput(code="x = 1\n1/0", input_files=files))
         assert "line 2" in r.stderr
+        # a fresh cell gets them as the run's own files (also at /input), not inside its code:
+        # 13 MiB would be more than the 16 MiB code cap as base64
+        big = File(name="big.bin", content=bytes(13 << 20), mime_type="application/octet-stream")
+        r = executor.execute_code(None, CodeExecutionInput(
+            code="import os\n[os.path.getsize('big.bin'), sorted(os.listdir('/input'))]",
+            input_files=[big, files[0]]))
+        assert r.stdout == 'value: [13631488, ["big.bin", "data.csv"]]\n', r
+
+
+def test_a_sessions_block_gets_its_input_files_in_the_working_directory():
+    with snapcell.Sandbox() as sb:
+        executor = SnapcellCodeExecutor(sandbox=sb, stateful=True)
+        files = [File(name="data.csv", content=b"a,b\n", mime_type="text/csv")]
+        r = executor.execute_code(None, CodeExecutionInput(
+            code="kept = open('data.csv').read()\nkept", input_files=files, execution_id="c"))
+        assert r.stdout == 'value: "a,b\\n"\n', r
+        r = executor.execute_code(None, CodeExecutionInput(code="kept", execution_id="c"))
+        assert r.stdout == 'value: "a,b\\n"\n', r
+        executor.close()
 
 
 def test_files_left_in_output_become_artifacts():

@@ -113,6 +113,50 @@ def test_run_tools_async_and_in_a_session():
             assert s.run("[x, hasattr(tools, 'mul')]").value == [20, False]
 
 
+def test_run_files_are_at_input_for_that_run_only_without_a_new_template(tmp_path, work_tmp):
+    ws = work_tmp / "ws"
+    (ws / "data").mkdir(parents=True)
+    (ws / "data" / "a.csv").write_text("from workspace")
+    host = work_tmp / "host.bin"
+    host.write_bytes(b"\x00from the host")
+    host.chmod(0o644)
+    read = ("import os\nprint(open('/input/q.txt').read(), open('/input/data/b.csv').read(),"
+            " open('/input/data/a.csv').read(), repr(open('/input/h.bin','rb').read()),"
+            " sorted(os.listdir('/input/data')))")
+    with snapcell.Sandbox(workspace=ws, timeout=10) as sb:
+        template = _template(sb)
+        r = sb.run(read, files={"q.txt": "question", "data/b.csv": b"b", "h.bin": host})
+        assert (r.status, r.stdout) == ("ok", "question b from workspace b'\\x00from the host'"
+                                              " ['a.csv', 'b.csv']\n"), r
+        # pairs, and any buffer; read-only
+        r = sb.run("open('/input/m', 'a')", files=[("m", memoryview(b"xy"))])
+        assert r.status == "error" and "Read-only file system" in r.stderr, r
+        # gone in the next run
+        assert sb.run("import os; sorted(os.listdir('/input'))").value == ["data"]
+        # the C library's rules: a clash with the workspace, a bad name, a link
+        with pytest.raises(ValueError, match="/input/data/a.csv is already the workspace's"):
+            sb.run("1", files={"data/a.csv": b""})
+        with pytest.raises(ValueError, match="'..' part"):
+            sb.run("1", files={"../x": b""})
+        link = work_tmp / "link"
+        link.symlink_to(host)
+        with pytest.raises(ValueError, match="a symbolic link"):
+            sb.run("1", files={"l": link})
+        with pytest.raises(FileNotFoundError):
+            sb.run("1", files={"l": work_tmp / "absent"})
+        with pytest.raises(TypeError, match="bytes, str or a path"):
+            sb.run("1", files={"n": 3})
+        assert _template(sb) == template
+
+        async def go():
+            return await sb.run_async("open('/input/x').read()", files={"x": "async"})
+
+        assert asyncio.run(go()).value == "async"
+        with sb.session() as s:
+            with pytest.raises(ValueError, match="a session's runs take no files"):
+                s.run("1", files={"x": b""})
+
+
 def test_run_tools_of_a_paused_run_live_until_the_decision():
     with snapcell.Sandbox(timeout=10) as sb:
         run_tools = _sandbox._run_tools([mul], True)

@@ -1003,3 +1003,22 @@ Test(rlimits, o_tmpfile_is_refused)
 		      "open -1 ENOTSUP\nopenat -1 ENOTSUP\nopenat2 -1 ENOSYS\nb'abc'\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* A run's own files need a mount namespace per cell for their /input: refused, saying so,
+ * and the sandbox runs on. */
+Test(rlimits, run_files_are_refused_clearly)
+{
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	struct snapcell_run_file f = {.name = "a.txt", .data = "x", .data_len = 1};
+	struct snapcell_run_options opts = {.size = sizeof(opts), .files = &f, .n_files = 1};
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	cr_expect_eq(snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, &opts, &res, &err),
+		     SNAPCELL_E_ISOLATION);
+	cr_expect(strstr(err.message, "run files need level 'namespaces'"), "%s", err.message);
+	cr_expect_null(res);
+	res = test_run(sb, "print(1)");
+	expect_ok(res);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
