@@ -250,3 +250,22 @@ char *test_python_answer(const char *impl, int major, int minor, int micro, bool
 			   impl, major, minor, micro, exe, free_threaded ? "true" : "false") > 0);
 	return json;
 }
+
+unsigned long long test_template_identity(struct snapcell_sandbox *sb)
+{
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", st.template_pid);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	unsigned long long start = 0;
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	cr_assert(p && sscanf(p + 1, "%llu", &start) == 1);
+	return (unsigned long long)st.template_pid << 40 ^ start;
+}

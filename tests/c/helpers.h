@@ -111,4 +111,8 @@ int test_pause_ms(long ms);
  * machines known to have every feature) turns the skip into a failure. */
 void test_skip_or_fail(const char *reason);
 
+/* The sandbox's template as one number: its pid and its start time (/proc/PID/stat's 22nd
+ * field), so a test sees whether a run started a new template. */
+unsigned long long test_template_identity(struct snapcell_sandbox *sb);
+
 #endif

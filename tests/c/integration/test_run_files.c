@@ -35,33 +35,13 @@ static int run_files(struct snapcell_sandbox *sb, const char *code,
 	return snapcell_sandbox_run(sb, code, SIZE_MAX, &opts, res, err);
 }
 
-/* The template's pid and its start time (/proc/PID/stat's 22nd field). */
-static unsigned long long template_identity(struct snapcell_sandbox *sb)
-{
-	struct snapcell_sandbox_stats st;
-	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", st.template_pid);
-	FILE *f = fopen(path, "r");
-	cr_assert_not_null(f);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');
-	unsigned long long start = 0;
-	for (int field = 2; p && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	cr_assert(p && sscanf(p + 1, "%llu", &start) == 1);
-	return (unsigned long long)st.template_pid << 40 ^ start;
-}
-
 Test(run_files, are_read_only_at_input_for_that_run_only_without_a_new_template)
 {
 	char *ws, *host = test_make_tree();
 	struct snapcell_sandbox *sb = sandbox_with_workspace(&ws);
 	if (snapcell_sandbox_isolation(sb) == SNAPCELL_ISOLATION_RLIMITS)
 		criterion_skip_test("level rlimits: run files are refused there (suite rlimits)");
-	unsigned long long template = template_identity(sb);
+	unsigned long long template = test_template_identity(sb);
 	test_write_file(host, "big.bin", "from the host");
 	char host_file[128];
 	snprintf(host_file, sizeof(host_file), "%s/big.bin", host);
@@ -96,7 +76,7 @@ Test(run_files, are_read_only_at_input_for_that_run_only_without_a_new_template)
 	expect_ok(res);
 	cr_expect_str_eq(res->stdout_buf, "['data', 'notes.txt'] ['a.csv']\n");
 	snapcell_result_free(res);
-	cr_expect_eq(template_identity(sb), template, "the same template");
+	cr_expect_eq(test_template_identity(sb), template, "the same template");
 	/* The host's copy is gone once the run ended (seen where the template's root is: the
 	 * test runs as root, or as the sandbox's uid). */
 	struct snapcell_sandbox_stats st;

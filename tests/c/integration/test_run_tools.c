@@ -63,30 +63,10 @@ static struct snapcell_result *run_with(struct snapcell_sandbox *sb, const char 
 	return res;
 }
 
-/* The template's pid and its start time (/proc/PID/stat's 22nd field). */
-static unsigned long long template_identity(struct snapcell_sandbox *sb)
-{
-	struct snapcell_sandbox_stats st;
-	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", st.template_pid);
-	FILE *f = fopen(path, "r");
-	cr_assert_not_null(f);
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');
-	unsigned long long start = 0;
-	for (int field = 2; p && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	cr_assert(p && sscanf(p + 1, "%llu", &start) == 1);
-	return (unsigned long long)st.template_pid << 40 ^ start;
-}
-
 Test(run_tools, are_added_for_that_run_only_without_a_new_template)
 {
 	struct snapcell_sandbox *sb = sandbox_with_add();
-	unsigned long long template = template_identity(sb);
+	unsigned long long template = test_template_identity(sb);
 	struct snapcell_config *tools = run_tools("report.send-v2");
 	struct snapcell_result *res =
 		run_with(sb,
@@ -111,7 +91,7 @@ Test(run_tools, are_added_for_that_run_only_without_a_new_template)
 	cr_expect(strstr(res->stdout_buf, "False False\nunknown tool 'mul'"), "%s",
 		  res->stdout_buf);
 	snapcell_result_free(res);
-	cr_expect_eq(template_identity(sb), template, "the same template");
+	cr_expect_eq(test_template_identity(sb), template, "the same template");
 	snapcell_sandbox_free(sb);
 }
 
