@@ -269,3 +269,16 @@ unsigned long long test_template_identity(struct snapcell_sandbox *sb)
 	cr_assert(p && sscanf(p + 1, "%llu", &start) == 1);
 	return (unsigned long long)st.template_pid << 40 ^ start;
 }
+
+bool test_thread_asleep(int tid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	FILE *f = fopen(path, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	const char *end = strrchr(buf, ')'); /* the name may hold spaces */
+	return end && end[1] == ' ' && end[2] == 'S';
+}

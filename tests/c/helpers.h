@@ -114,5 +114,7 @@ void test_skip_or_fail(const char *reason);
 /* The sandbox's template as one number: its pid and its start time (/proc/PID/stat's 22nd
  * field), so a test sees whether a run started a new template. */
 unsigned long long test_template_identity(struct snapcell_sandbox *sb);
+/* Whether thread tid of this process is asleep (state S): blocked, here in the library. */
+bool test_thread_asleep(int tid);
 
 #endif

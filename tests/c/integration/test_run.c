@@ -341,29 +341,15 @@ static void *waiter_main(void *arg)
 	return NULL;
 }
 
-/* Whether thread tid of this process is asleep (state S): blocked, here in the library. */
-static bool thread_asleep(int tid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	FILE *f = fopen(path, "re");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = 0;
-	const char *end = strrchr(buf, ')'); /* the name may hold spaces */
-	return end && end[1] == ' ' && end[2] == 'S';
-}
-
 static void waiter_start(struct waiter *w)
 {
 	cr_assert_eq(pthread_create(&w->thread, NULL, waiter_main, w), 0);
 	uint64_t give_up = test_now_ms() + 10000;
-	while (!(w->tid && thread_asleep(w->tid)) && !w->done && test_now_ms() < give_up)
+	while (!(w->tid && test_thread_asleep(w->tid)) && !w->done && test_now_ms() < give_up)
 		test_pause_ms(2);
 	cr_assert(!w->done, "the %s did not wait for the stopped template",
 		  w->stats ? "stats" : "run");
-	cr_assert(thread_asleep(w->tid), "the %s never blocked", w->stats ? "stats" : "run");
+	cr_assert(test_thread_asleep(w->tid), "the %s never blocked", w->stats ? "stats" : "run");
 }
 
 /* The sandbox's lock is never held while a thread waits for the template: with the template

@@ -299,31 +299,17 @@ static void *waiter_main(void *arg)
 	return NULL;
 }
 
-/* Whether thread tid of this process is asleep (state S): blocked, here in the library. */
-static bool thread_asleep(int tid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
-	FILE *f = fopen(path, "re");
-	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = 0;
-	const char *end = strrchr(buf, ')'); /* the name may hold spaces */
-	return end && end[1] == ' ' && end[2] == 'S';
-}
-
 static void waiter_start(struct waiter *w, bool blocks)
 {
 	cr_assert_eq(pthread_create(&w->thread, NULL, waiter_main, w), 0);
 	if (!blocks)
 		return;
 	uint64_t give_up = test_now_ms() + 10000;
-	while (!(w->tid && thread_asleep(w->tid)) && !w->done && test_now_ms() < give_up)
+	while (!(w->tid && test_thread_asleep(w->tid)) && !w->done && test_now_ms() < give_up)
 		test_pause_ms(2);
 	cr_assert(!w->done, "the run did not wait for the stopped template: %s",
 		  w->rc ? w->err.message : "it ran");
-	cr_assert(thread_asleep(w->tid), "the run never blocked");
+	cr_assert(test_thread_asleep(w->tid), "the run never blocked");
 }
 
 /* The lock is not held while a run with files waits for the template's answer: with the
