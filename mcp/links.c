@@ -68,14 +68,25 @@ unsigned mcp_links_ttl(const struct mcp_links *l)
 	return l->ttl_s;
 }
 
-size_t mcp_links_sweep(struct mcp_links *l)
+static bool expired(const struct mcp_kept *k, uint64_t now_us)
 {
-	uint64_t now = cli_now_us();
+	return now_us >= k->expires_us;
+}
+
+static bool of_scope(const struct mcp_kept *k, uint64_t scope)
+{
+	return scope && k->scope == scope;
+}
+
+/* Ends the links for which ends(link, arg) holds; returns what they had charged. */
+static size_t end_where(struct mcp_links *l, bool (*ends)(const struct mcp_kept *, uint64_t),
+			uint64_t arg)
+{
 	size_t freed = 0;
 	pthread_mutex_lock(&l->lock);
 	for (struct mcp_kept **p = &l->list; *p;) {
 		struct mcp_kept *k = *p;
-		if (now < k->expires_us) {
+		if (!ends(k, arg)) {
 			p = &k->next;
 			continue;
 		}
@@ -87,22 +98,14 @@ size_t mcp_links_sweep(struct mcp_links *l)
 	return freed;
 }
 
+size_t mcp_links_sweep(struct mcp_links *l)
+{
+	return end_where(l, expired, cli_now_us());
+}
+
 size_t mcp_links_forget(struct mcp_links *l, uint64_t scope)
 {
-	size_t freed = 0;
-	pthread_mutex_lock(&l->lock);
-	for (struct mcp_kept **p = &l->list; *p;) {
-		struct mcp_kept *k = *p;
-		if (!scope || k->scope != scope) {
-			p = &k->next;
-			continue;
-		}
-		*p = k->next;
-		freed += k->charged;
-		unref(k);
-	}
-	pthread_mutex_unlock(&l->lock);
-	return freed;
+	return end_where(l, of_scope, scope);
 }
 
 int mcp_links_base(char base[MCP_LINK_BASE_MAX])
