@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "util/util.h"
 
 /* Bounds on one measurement: processes of the cell's uid met and distinct unlinked files. Past
  * either, the figure is reported as over every limit (the code made that many on purpose). */
@@ -111,29 +112,11 @@ static ssize_t find(const struct held *h, pid_t pid)
 	return at < h->n_procs && h->procs[at] == pid ? (ssize_t)at : -1;
 }
 
-/* When pid started (clock ticks after boot, /proc/PID/stat's 22nd field), or 0 when it is
- * gone. The name before it may hold anything, ")" included: the fields follow the last. */
+/* When pid started (sc__proc_start_time) plus one, so never 0; 0 when it is gone. */
 static uint64_t start_of(pid_t pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	char *p = strrchr(buf, ')');
-	unsigned long long start = 0;
-	/* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-	 * cutime cstime priority nice threads itrealvalue starttime */
-	if (!p || sscanf(p + 1,
-			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-			 "%*d %*d %*d %*d %llu",
-			 &start) != 1)
-		return 0;
-	return start + 1; /* never 0 */
+	unsigned long long start;
+	return sc__proc_start_time(pid, &start) < 0 ? 0 : start + 1;
 }
 
 /* Whether pid (of the cell's uid, its parent ppid) is in the cell's tree: its ancestors up to

@@ -102,22 +102,11 @@ static int own_directory(char *dir, size_t len, struct snapcell_error *err)
 	return 0;
 }
 
-/* A process's start time in clock ticks (field 22 of /proc/PID/stat), 0 when it is gone. */
+/* A process's start time in clock ticks (sc__proc_start_time), 0 when it is gone. */
 static unsigned long long start_time(long pid)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	if (sc__read_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
-		return 0;
-	char *p = strrchr(buf, ')');
-	unsigned long long t = 0;
-	/* after ") ": state is field 3, start time field 22 */
-	if (!p || sscanf(p + 2,
-			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
-			 "%*d %*d %*d %llu",
-			 &t) != 1)
-		return 0;
-	return t;
+	unsigned long long t;
+	return sc__proc_start_time((pid_t)pid, &t) < 0 ? 0 : t;
 }
 
 static unsigned long long pid_namespace(void)

@@ -310,6 +310,25 @@ int sc__read_file_at(int dirfd, const char *name, char *buf, size_t size)
 	return rc;
 }
 
+int sc__proc_start_time(pid_t pid, unsigned long long *start)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int rc = sc__read_file_at(AT_FDCWD, path, buf, sizeof(buf));
+	if (rc < 0)
+		return rc;
+	/* The name before the fields may hold anything, ")" included: they follow the last. After
+	 * ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+	 * cutime cstime priority nice threads itrealvalue starttime. */
+	const char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu",
+			 start) != 1)
+		return -EINVAL;
+	return 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);

@@ -68,6 +68,9 @@ int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t m
  * cgroup files are read: at most size - 1 bytes into buf, NUL-terminated even on failure.
  * The length read, or -errno. */
 int sc__read_file_at(int dirfd, const char *name, char *buf, size_t size);
+/* When process pid started: clock ticks after boot, /proc/PID/stat's 22nd field, into *start.
+ * 0, or -errno (-ENOENT once the process is gone; -EINVAL for a line it cannot read). */
+int sc__proc_start_time(pid_t pid, unsigned long long *start);
 
 /* Whether s[0..len) is well-formed UTF-8 (no overlong forms, surrogates or code points past
  * U+10FFFF): text that JSON, and a model, can carry. */
