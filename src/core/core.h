@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "isolate/cell.h"
 #include "isolate/host.h"
 #include "net/net.h"
 #include "rpc/control.h"
@@ -235,16 +236,6 @@ int sc__schema_check(const struct sc_schema *schema, const json_t *value, char *
  * when out of memory. text must be valid JSON. */
 char *sc__json_exact_numbers(const char *text, size_t len);
 
-/* A cell the template parked for us: its id and descriptors (enum sc_cell_fd). */
-struct sc_cell {
-	uint32_t id;
-	int fds[SC_CELL_NFDS];
-	int net[SC_CELL_NET_MAX]; /* a sandbox with entries: network socket, listeners */
-	size_t n_net;
-};
-
-void sc__cell_close(struct sc_cell *cell);
-
 /* A FILES question to the template (sc__sandbox_files_cell), queued until its RUN_CELL
  * answer: the asking thread's, or, once abandoned (it gave up waiting), the queue's, whose
  * reader kills the cell that answers it. */
@@ -267,12 +258,11 @@ struct snapcell_sandbox {
 	int out_fd;  /* workdir/out: one directory per cell, named by its id */
 	int lock_fd; /* workdir/lock, flock'ed while the sandbox lives (stale-directory reaping) */
 	struct sc_outside_ids ids; /* what the sandbox runs as outside, and its uid's lock */
-	struct sc_cgroup cgroup;   /* its memory cgroup (dir_fd -1: none, level namespaces) */
-	enum snapcell_isolation level;
-	struct sc_gate *gate;	 /* with network entries: net/gate.h */
-	struct sc_python python; /* the interpreter its template execs */
-	char *setup;		 /* the setup message, from the helper's start until it is sent */
-	size_t setup_len;	 /* its bytes (JSON, and the compiled prelude after a NUL) */
+	struct sc_cells cells;	   /* the mechanism that makes its cells (isolate/cell.h) */
+	struct sc_gate *gate;	   /* with network entries: net/gate.h */
+	struct sc_python python;   /* the interpreter its template execs */
+	char *setup;		   /* the setup message, from the helper's start until it is sent */
+	size_t setup_len;	   /* its bytes (JSON, and the compiled prelude after a NUL) */
 
 	/* Guards the fields below; never held across a wait for the template (or a cell, or the
 	 * caller's code), so no run queues behind a slow one. */
@@ -317,15 +307,6 @@ int sc__prefault_new(struct snapcell_sandbox *sb);
 void sc__prefault_free(struct snapcell_sandbox *sb);
 bool sc__prefault_wants(struct snapcell_sandbox *sb, uint32_t cell_id);
 void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell);
-/* The pid behind a pidfd in this process's namespace, or -1 (sandbox.c). */
-int sc__pidfd_pid(int pidfd);
-
-/* held.c, level rlimits: bytes that the process tree of cell holds on the filesystem dev in
- * regular files no name shows (opened and unlinked: their st_blocks; mapped with no descriptor
- * left: file_bytes each, their size bound, as /proc/PID/maps gives no size), UINT64_MAX past
- * 4,096 processes of its uid or files, 0 when this process cannot read the cell's /proc (it needs
- * CAP_SYS_PTRACE). */
-uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes);
 
 /* helper_stderr.c: the last SC_HELPER_STDERR_MAX bytes the helper wrote to its stderr (a
  * pipe) before READY, for the error when it dies first. new: the host's end (CLOEXEC,
@@ -375,8 +356,8 @@ struct sc_run_target {
 	int (*collect)(const struct sc_run_target *t, struct snapcell_sandbox *sb,
 		       struct snapcell_result *res);
 	void *ctx; /* the target's own (a session) */
-	/* Level rlimits: the cell whose /tmp and /output the run's files are in (a session's
-	 * family shares its anchor's); NULL: the target's own. */
+	/* For the files watch (sc_cell_ops.files_over): the cell whose /tmp and /output the
+	 * run's files are in (a session's family shares its anchor's); NULL: the target's own. */
 	const struct sc_cell *files;
 	/* Before a paused run is listed (so before anyone can resume it); NULL for nothing. */
 	void (*pausing)(const struct sc_run_target *t);
@@ -449,10 +430,10 @@ void sc__decisions_free(struct snapcell_decision *d, size_t n);
  * result final; frees r. */
 int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapcell_verdict why,
 		       struct snapcell_result **out, struct snapcell_error *err);
-/* run.c, level rlimits: measures a paused run's /tmp and /output (its code's other threads
- * go on writing while its call waits). 1 when they are within bounds (*next: when to look
- * again); else the cell is killed and, as sc__run_end_paused, the result is final and r
- * freed. */
+/* run.c, with a mechanism that has the files watch (sc_cell_ops.files_over): measures a
+ * paused run's /tmp and /output (its code's other threads go on writing while its call
+ * waits). 1 when they are within bounds (*next: when to look again); else the cell is killed
+ * and, as sc__run_end_paused, the result is final and r freed. */
 int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t *next,
 			 struct snapcell_result **out, struct snapcell_error *err);
 

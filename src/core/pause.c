@@ -1,8 +1,9 @@
 /* A sandbox's paused runs: the list of runs waiting for a decision (run.c drives them; this
  * file only keeps them), taking one off for its resume (exactly one caller gets it), their
  * expiry (a reaper thread, started with the first pause, ends each when its time is up, so its
- * cell is freed without waiting for the caller; at level rlimits it also has run.c measure
- * each one's /tmp and /output, which its code's other threads may still fill), and ending
+ * cell is freed without waiting for the caller; where the mechanism has the files watch
+ * (sc_cell_ops.files_over) it also has run.c measure each one's /tmp and /output, which its
+ * code's other threads may still fill), and ending
  * them with their session or sandbox. It never looks inside a run. */
 #define _GNU_SOURCE
 #include <errno.h>

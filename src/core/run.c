@@ -16,7 +16,6 @@
 #include <limits.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,15 +52,14 @@ enum forced {
 	FORCED_EXPIRED, /* no decision came in time */
 };
 
-/* Level rlimits has no tmpfs per cell: its /tmp and /output are directories on the work
- * directory's filesystem (/dev/shm, host memory, by default), which a cell filled at ~2.5
- * GiB/s. The host measures them while the cell runs, every FILES_WATCH_US plus ten times
- * what the last walk took, and kills the cell once they hold more than its /tmp and /output
- * sizes together (what the other levels' tmpfs allow), more than FILES_MAX_ENTRIES entries,
- * or a directory deeper than FILES_MAX_DEPTH. */
+/* A mechanism with the files watch (sc_cell_ops.files_over: level rlimits) has no tmpfs per
+ * cell: its /tmp and /output are directories on the work directory's filesystem (/dev/shm,
+ * host memory, by default), which a cell filled at ~2.5 GiB/s. The host measures them while
+ * the cell runs, every FILES_WATCH_US plus ten times what the last walk took, and kills the
+ * cell once they hold more than its /tmp and /output sizes together (what a tmpfs of each
+ * would allow), more than FILES_MAX_ENTRIES entries, or a directory too deep to walk. */
 #define FILES_WATCH_US	  20000
 #define FILES_MAX_ENTRIES 131072
-#define FILES_MAX_DEPTH	  64
 
 /* What loop() returns besides 0 (the run ended) and a negative code. */
 #define RUN_PAUSED 1
@@ -117,9 +115,8 @@ struct sc_run {
 	uint64_t start_us, deadline_us;
 	uint64_t killed_us; /* when kill_cell fired */
 	struct sc_spin spin;
-	uint64_t spin_until_us; /* after answering a call: poll without sleeping until then */
-	uint64_t
-		files_watch_us; /* level rlimits: when to measure /tmp and /output next; 0: never */
+	uint64_t spin_until_us;	 /* after answering a call: poll without sleeping until then */
+	uint64_t files_watch_us; /* when to measure /tmp and /output next (files_over); 0: never */
 	/* A call held for a decision: the cell waits in it while the run is paused. held_slot:
 	 * it holds one of the sandbox's paused-run slots (until the decision or the end). */
 	const struct sc_tool *held;
@@ -499,83 +496,17 @@ static bool finished(const struct sc_run *r, uint64_t now)
 	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
 }
 
-struct usage {
-	uint64_t bytes, entries, max_bytes;
-};
-
-/* Whether a failed open or stat in the walk hides what a directory holds: the host may not
- * read it. A caller that is not root runs the cells as its own uid, without CAP_DAC_OVERRIDE,
- * and code can fchmod a directory of its own to 000 (chmod by path is refused): twelve such
- * directories held 768 MiB past the 321 MiB bound before this counted as over. A name gone
- * meanwhile, or swapped for a link or a file, hides nothing. */
-static bool unreadable(void)
-{
-	return errno == EACCES || errno == EPERM;
-}
-
-/* Adds what dir holds to u; true once u is over its bounds (the walk stops there), or when a
- * directory in it cannot be read. Nothing is followed through a link, and a hard-linked file
- * counts once per name. */
-static bool tree_over(int dir, unsigned depth, struct usage *u)
-{
-	/* Its own open file: a dup would share (and move) the offset of the caller's. */
-	int fd =
-		depth > FILES_MAX_DEPTH ? -1 : openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (!d) {
-		bool over = depth > FILES_MAX_DEPTH || unreadable();
-		if (fd >= 0)
-			close(fd);
-		return over;
-	}
-	bool over = false;
-	for (struct dirent *e; !over && (e = readdir(d));) {
-		struct stat st;
-		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-			continue;
-		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			over = unreadable();
-			continue;
-		}
-		u->bytes += (uint64_t)st.st_blocks * 512;
-		over = u->bytes > u->max_bytes || ++u->entries > FILES_MAX_ENTRIES;
-		if (!over && S_ISDIR(st.st_mode)) {
-			int sub = openat(dirfd(d), e->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (sub >= 0) {
-				over = tree_over(sub, depth + 1, u);
-				close(sub);
-			} else {
-				over = unreadable();
-			}
-		}
-	}
-	closedir(d);
-	return over;
-}
-
-/* Level rlimits: whether the cell's /tmp and /output (out/<id> and tmp/<id> in the work
- * directory; a session's family shares its anchor's) are over their sizes together. */
+/* Whether the cell's /tmp and /output (a session's family shares its anchor's) are over
+ * their sizes together, as the mechanism measures them. */
 static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb)
 {
 	const struct sc_cell *c = r->target->files ? r->target->files : r->cell;
 	const uint64_t *l = sb->cfg->limits;
-	struct usage u = {.max_bytes = l[SNAPCELL_LIMIT_TMP_BYTES] +
-				       l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] + (1u << 20)};
-	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/tmp/%u", sb->workdir, c->id);
-	int tmp = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	/* What no name shows: files the cell's processes opened or mapped, then unlinked. */
-	struct stat wd;
-	int pid = sc__pidfd_pid(c->fds[SC_CELL_PIDFD]);
-	if (pid > 0 && fstat(sb->out_fd, &wd) == 0) {
-		uint64_t held = sc__held_bytes(pid, wd.st_dev, l[SNAPCELL_LIMIT_FILE_BYTES]);
-		u.bytes = held > u.max_bytes ? u.max_bytes + 1 : held;
-	}
-	bool over = u.bytes > u.max_bytes || (tmp >= 0 && tree_over(tmp, 0, &u));
-	if (tmp >= 0)
-		close(tmp);
-	return over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
+	struct sc_files_bounds b = {.max_bytes = l[SNAPCELL_LIMIT_TMP_BYTES] +
+						 l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] + (1u << 20),
+				    .max_entries = FILES_MAX_ENTRIES,
+				    .file_bytes = l[SNAPCELL_LIMIT_FILE_BYTES]};
+	return sb->cells.ops->files_over(&sb->cells, c, &b);
 }
 
 /* Measures the cell's /tmp and /output now, killing it when they are over; sets when to look
@@ -742,7 +673,7 @@ static void derive_result(const struct sc_run *r, const struct snapcell_sandbox 
 	res->limits_hit = r->hit;
 	res->cpu_us = r->exit.cpu_us;
 	res->peak_rss_bytes = r->exit.maxrss_kib * 1024;
-	res->isolation = sb->level;
+	res->isolation = sb->cells.level;
 	if (r->have_done && !r->have_exit) {
 		res->exit_code = r->done.exit_code & 0xff;
 		res->cpu_us = r->done.cpu_us;
@@ -756,7 +687,7 @@ static void derive_result(const struct sc_run *r, const struct snapcell_sandbox 
 	/* The kernel enforces whole seconds, and the rusage the template reads can come out well
 	 * under what it enforced on a loaded machine (0.79 s for a 1 s limit, seen on a 2-CPU
 	 * host at load 20). Nothing else sends a cell's first process a SIGKILL we did not (it
-	 * ignores its own namespace's; a memory cgroup's kill is told apart by cgroup_result),
+	 * ignores its own namespace's; a memory cgroup's kill is told apart by usage_result),
 	 * so half the limit is proof. */
 	uint64_t cpu_limit_us = (sb->cfg->limits[SNAPCELL_LIMIT_CPU_MS] + 999) / 1000 * 1000000 / 2;
 	if (r->forced == FORCED_TIMEOUT)
@@ -782,19 +713,20 @@ static void derive_result(const struct sc_run *r, const struct snapcell_sandbox 
 	}
 }
 
-/* A fresh cell in a memory cgroup of its own: the kernel's figures, not the cell's. The peak
- * is what the host was charged (pages, page tables, kernel memory); an out-of-memory kill at
- * the cgroup's limit is the memory limit, and when it ended the cell, the run's status. The
- * template reads them into the exit record and removes the cgroup when it reaps the cell; a
- * run that ended at DONE, before that record, reads the cgroup itself, or, when the template
- * has already removed it, waits for the record (written right after). */
-static void cgroup_result(struct sc_run *r, const struct snapcell_sandbox *sb,
-			  struct snapcell_result *res)
+/* A fresh cell whose mechanism has the kernel's memory figures (sc_cell_ops.usage: a memory
+ * cgroup of its own, at level cgroups): those, not the cell's. The peak is what the host was
+ * charged (pages, page tables, kernel memory); an out-of-memory kill at the cgroup's limit is
+ * the memory limit, and when it ended the cell, the run's status. The template reads them
+ * into the exit record and removes the cgroup when it reaps the cell; a run that ended at
+ * DONE, before that record, reads the cgroup itself, or, when the template has already
+ * removed it, waits for the record (written right after). */
+static void usage_result(struct sc_run *r, const struct snapcell_sandbox *sb,
+			 struct snapcell_result *res)
 {
 	struct sc_cgroup_usage u;
-	if (sb->cgroup.dir_fd < 0 || !r->target->reports_exit)
+	if (!sb->cells.ops->usage || !r->target->reports_exit)
 		return;
-	bool read = !r->have_exit && sc__cgroup_cell_usage(&sb->cgroup, r->cell->id, &u) == 0;
+	bool read = !r->have_exit && sb->cells.ops->usage(&sb->cells, r->cell->id, &u) == 0;
 	uint64_t deadline = sc__deadline_ms(EXIT_GRACE_US / 1000);
 	while (!read && !r->have_exit && !r->exit_eof &&
 	       sc__wait_fd(r->cell->fds[SC_CELL_EXIT], POLLIN, deadline) == 0)
@@ -901,7 +833,7 @@ static int run_start(struct sc_run *r, const struct snapcell_sandbox *sb,
 	int rc = prepare(r, sb, req->code, req->code_len);
 	r->start_us = sc__now_us();
 	r->deadline_us = r->start_us + sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS] * 1000;
-	if (sb->level == SNAPCELL_ISOLATION_RLIMITS)
+	if (sb->cells.ops->files_over)
 		r->files_watch_us = r->start_us + FILES_WATCH_US;
 	return rc;
 }
@@ -922,7 +854,7 @@ static int run_end(struct sc_run *r, struct snapcell_sandbox *sb, int rc,
 	}
 	res->wall_us = sc__now_us() - r->start_us - r->paused_total_us;
 	derive_result(r, sb, res);
-	cgroup_result(r, sb, res);
+	usage_result(r, sb, res);
 	if (r->target->reports_exit && !r->have_exit && !r->have_done && r->forced == NOT_FORCED) {
 		/* The exit pipe closed with no record: the template died, and its cells with it
 		 * (they are in its pid namespace). Not an exit status of 0. */
@@ -984,22 +916,33 @@ void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct sn
 	sc__collect(out_fd, &caps, res);
 }
 
-/* A fresh cell: pid 1 of its namespace, so its death (through the pidfd) takes every process
- * of the cell; the template reports its exit. */
+/* A fresh cell's owner: the cell, its network, whether its pages are learned from. */
+struct fresh {
+	struct sc_cell cell;
+	struct sc_run_target t;
+	struct sc_gate_cell *gate;
+	bool learn;
+	uint32_t files_id;	       /* the run's files' directory (sc__run_files_stage), or 0 */
+	const struct sc_cell_ops *ops; /* its sandbox's mechanism */
+};
+
+/* A fresh cell is killed by its mechanism (sc_cell_ops.kill: every process of it goes); the
+ * template reports its exit. */
 static void fresh_kill(const struct sc_run_target *t)
 {
-	syscall(SYS_pidfd_send_signal, t->cell->fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+	const struct fresh *f = t->ctx;
+	f->ops->kill(t->cell);
 }
 
-/* Dead before the walk (its first process exits only after the rest of its namespace), so
- * nothing can change the tree while it is read. */
+/* Gone before the walk (sc_cell_ops.wait_gone), so nothing can change the tree while it is
+ * read. */
 static int fresh_collect(const struct sc_run_target *t, struct snapcell_sandbox *sb,
 			 struct snapcell_result *res)
 {
 	if (!sc__output_pending(t->cell->fds[SC_CELL_OUTPUT]))
 		return 0;
 	fresh_kill(t);
-	sc__wait_fd(t->cell->fds[SC_CELL_PIDFD], POLLIN, sc__deadline_ms(5000));
+	sb->cells.ops->wait_gone(t->cell, sc__deadline_ms(5000));
 	sc__output_collect(sb, t->cell->fds[SC_CELL_OUTPUT], res);
 	return 0;
 }
@@ -1029,19 +972,10 @@ int sc__run_prepare(const struct snapcell_sandbox *sb, const char *code, size_t 
 		return sc__err(err, -ENOMEM, "run: result");
 	}
 	res->status = SNAPCELL_STATUS_CANCELLED;
-	res->isolation = sb->level;
+	res->isolation = sb->cells.level;
 	*out = res;
 	return 1;
 }
-
-/* A fresh cell's owner: the cell, its network, whether its pages are learned from. */
-struct fresh {
-	struct sc_cell cell;
-	struct sc_run_target t;
-	struct sc_gate_cell *gate;
-	bool learn;
-	uint32_t files_id; /* the run's files' directory (sc__run_files_stage), or 0 */
-};
 
 static char *copy_bytes(const char *src, size_t len)
 {
@@ -1071,7 +1005,7 @@ static int paused_result(const struct sc_run *r, const struct snapcell_sandbox *
 	}
 	res->pending = pc;
 	res->status = SNAPCELL_STATUS_PAUSED;
-	res->isolation = sb->level;
+	res->isolation = sb->cells.level;
 	res->limits_hit = r->hit;
 	res->wall_us = r->paused_us - r->start_us - r->paused_total_us;
 	res->stdout_buf = copy_bytes(r->out.buf, r->out.len);
@@ -1255,7 +1189,8 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 		free(f);
 		return rc;
 	}
-	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect, NULL, NULL, NULL};
+	f->ops = sb->cells.ops;
+	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect, f, NULL, NULL};
 	req.learn = f->learn = !f->files_id && sc__prefault_wants(sb, f->cell.id);
 	if (f->cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,

@@ -35,18 +35,6 @@
 /* The helper greets before it reads anything; a few ms normally. Past this it is no helper. */
 #define HELLO_TIMEOUT_MS 10000
 
-void sc__cell_close(struct sc_cell *cell)
-{
-	for (int i = 0; i < SC_CELL_NFDS; i++)
-		if (cell->fds[i] >= 0) {
-			close(cell->fds[i]);
-			cell->fds[i] = -1;
-		}
-	for (size_t i = 0; i < cell->n_net; i++)
-		close(cell->net[i]);
-	cell->n_net = 0;
-}
-
 static void forget_cell(struct snapcell_sandbox *sb, uint32_t id)
 {
 	char name[16];
@@ -74,7 +62,7 @@ static void sweep(struct snapcell_sandbox *sb, bool wait)
 static void retire_locked(struct snapcell_sandbox *sb, struct sc_cell *cell)
 {
 	int pidfd = cell->fds[SC_CELL_PIDFD];
-	syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+	sb->cells.ops->kill(cell);
 	cell->fds[SC_CELL_PIDFD] = -1;
 	sc__cell_close(cell);
 	if (sb->n_dying == sb->cap_dying) {
@@ -237,12 +225,9 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		close(dfd);
 		return rc;
 	}
-	/* At the rlimits level the cells' /tmp directories live here too (tmp/<cell id>). */
-	bool cell_tmp = sb->level == SNAPCELL_ISOLATION_RLIMITS;
 	if (dfd < 0 || fchmod(dfd, 0711) < 0 || mkdirat(dfd, "root", 0755) < 0 ||
 	    mkdirat(dfd, "input", 0755) < 0 || mkdirat(dfd, "out", 0700) < 0 ||
-	    fchownat(dfd, "out", uid, gid, 0) < 0 || (cell_tmp && mkdirat(dfd, "tmp", 0700) < 0) ||
-	    (cell_tmp && fchownat(dfd, "tmp", uid, gid, 0) < 0)) {
+	    fchownat(dfd, "out", uid, gid, 0) < 0) {
 		int rc = sc__err(err, -errno, "prepare work directory %s", path);
 		if (dfd >= 0)
 			close(dfd);
@@ -261,24 +246,18 @@ static int make_workdir(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return rc;
 }
 
-/* A memory cgroup for the sandbox where this process may make one (docs/architecture.md,
- * "Limits"): each cell then gets one below it, bounded and measured by the kernel, and the
- * sandbox runs at level cgroups. Where none can be had it runs at namespaces, unless the
- * config requires cgroups. */
-static int make_cgroup(struct snapcell_sandbox *sb, struct snapcell_error *err)
+/* What the sandbox's mechanism needs in the work directory and beside it (a memory cgroup,
+ * which raises the level to cgroups); it fails when the config requires more. */
+static int prepare_cells(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
-	struct snapcell_error why = {0};
-	if (sb->level == SNAPCELL_ISOLATION_RLIMITS)
-		return 0; /* choose_level refused a requirement above it */
-	if (sc__cgroup_sandbox_new(&sb->cgroup, sb->ids.uid, sb->ids.gid, &why) == 0) {
-		sb->level = SNAPCELL_ISOLATION_CGROUPS;
-		return 0;
-	}
-	if (sb->cfg->required < SNAPCELL_ISOLATION_CGROUPS)
-		return 0;
-	return sc__err(err, SNAPCELL_E_ISOLATION,
-		       "isolation level 'cgroups' required: %s (see `snapcell doctor`)",
-		       why.message);
+	int dfd = open(sb->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return sc__err(err, -errno, "open %s", sb->workdir);
+	sb->cells.uid = sb->ids.uid;
+	sb->cells.gid = sb->ids.gid;
+	int rc = sb->cells.ops->prepare(&sb->cells, dfd, sb->cfg->required, err);
+	close(dfd);
+	return rc;
 }
 
 /* What the template needs to give each cell its network namespace and trust the gate
@@ -362,12 +341,11 @@ static int list_pass_dirs(const struct snapcell_sandbox *sb, struct pass_list *l
 	return 0;
 }
 
-/* The Python paths (at the rlimits level the cells read them where they are; otherwise their
- * host path stays the host's) and the interpreter's directories, from l. */
+/* The Python paths (where the mechanism's cells read them at their host paths, those;
+ * otherwise their host path stays the host's) and the interpreter's directories, from l. */
 static int setup_paths(const struct snapcell_sandbox *sb, const struct pass_list *l,
-		       struct sc_setup *s)
+		       bool host_paths, struct sc_setup *s)
 {
-	bool plain = sb->level == SNAPCELL_ISOLATION_RLIMITS;
 	size_t n_py = l->n - l->n_paths - 2;
 	s->python_paths = calloc(l->n_paths + 1, sizeof(*s->python_paths));
 	s->python.dirs = calloc(n_py + 1, sizeof(*s->python.dirs));
@@ -376,7 +354,7 @@ static int setup_paths(const struct snapcell_sandbox *sb, const struct pass_list
 	for (size_t i = 0; i < l->n_paths; i++)
 		s->python_paths[i] =
 			(struct sc_setup_path){SC_PASS_FD_FIRST + (int)i, (char *)l->site[i],
-					       plain ? (char *)l->dirs[i] : NULL};
+					       host_paths ? (char *)l->dirs[i] : NULL};
 	for (size_t i = 0; i < n_py; i++) {
 		size_t k = l->n_paths + i;
 		s->python.dirs[i] =
@@ -445,10 +423,9 @@ static void setup_free(struct sc_setup *s, struct sc_setup_net *net)
 	free(net->addrs);
 }
 
-/* The setup message (rpc/setup.h): the work directory's parts, the level (at the rlimits
- * level: where the cells' /tmp directories go, and whether cells run as the caller's own uid,
- * which makes seccomp refuse path-based chmod, chown and utimes: Landlock does not cover them,
- * and the caller's files are that uid's), and what setup_* fill in. */
+/* The setup message (rpc/setup.h): the work directory's parts, the mechanism's part (its
+ * level, where the cells' /tmp directories go, whether cells run as the caller's own uid, its
+ * memory cgroup: struct sc_cells_setup), and what setup_* fill in. */
 static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_list *l,
 			   size_t *len)
 {
@@ -457,21 +434,22 @@ static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_
 	snprintf(out, sizeof(out), "%s/out", sb->workdir);
 	snprintf(input, sizeof(input), "%s/input", sb->workdir);
 	snprintf(tmp, sizeof(tmp), "%s/tmp", sb->workdir);
-	bool plain = sb->level == SNAPCELL_ISOLATION_RLIMITS;
+	struct sc_cells_setup m;
+	sb->cells.ops->setup(&sb->cells, &m);
 	struct sc_setup_net net = {0};
 	struct sc_setup s = {.root = root,
 			     .out = out,
 			     .input = input,
-			     .level = (int)sb->level,
-			     .tmp = plain ? tmp : NULL,
-			     .own_uid = plain && sb->ids.uid == geteuid(),
-			     .cgroup = sb->cgroup.dir_fd >= 0 ? (char *)sb->cgroup.path : NULL,
+			     .level = (int)m.level,
+			     .tmp = m.cell_tmp ? tmp : NULL,
+			     .own_uid = m.own_uid,
+			     .cgroup = (char *)m.cgroup,
 			     .net = sb->gate ? &net : NULL,
 			     .network_notice = sc__network_notice(sb->cfg)};
 	setup_limits(sb, &s);
 	char *text = NULL;
-	if (s.network_notice && setup_paths(sb, l, &s) == 0 && setup_code(sb->cfg, &s) == 0 &&
-	    (!sb->gate || net_setup(sb->gate, &net) == 0))
+	if (s.network_notice && setup_paths(sb, l, m.host_paths, &s) == 0 &&
+	    setup_code(sb->cfg, &s) == 0 && (!sb->gate || net_setup(sb->gate, &net) == 0))
 		text = sc__setup_encode(&s, len);
 	setup_free(&s, &net);
 	return text;
@@ -479,9 +457,10 @@ static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_
 
 /* The helper starts with no environment at all: the configured variables travel in the
  * setup message and are set after the pivot, so the loader (LD_PRELOAD and friends) never
- * sees them while the host filesystem is still visible. */
-static int spawn(struct snapcell_sandbox *sb, int helper_fd, int control_fd, int cgroup_fd,
-		 int stderr_fd, const struct pass_list *l, struct snapcell_error *err)
+ * sees them while the host filesystem is still visible. The mechanism starts it (in
+ * namespaces of its own, or not; in the sandbox's memory cgroup, or not). */
+static int spawn(struct snapcell_sandbox *sb, int helper_fd, int control_fd, int stderr_fd,
+		 const struct pass_list *l, struct snapcell_error *err)
 {
 	char *envp[] = {NULL};
 	char *argv[] = {HELPER_NAME, NULL};
@@ -489,15 +468,14 @@ static int spawn(struct snapcell_sandbox *sb, int helper_fd, int control_fd, int
 				.argv = argv,
 				.envp = envp,
 				.control_fd = control_fd,
-				.cgroup_fd = cgroup_fd,
+				.cgroup_fd = -1,
 				.stderr_fd = stderr_fd,
 				.pass_dirs = l->dirs,
 				.n_pass_dirs = l->n,
 				.n_pass_files = 1,
 				.outside_uid = sb->ids.uid,
-				.outside_gid = sb->ids.gid,
-				.namespaces = sb->level != SNAPCELL_ISOLATION_RLIMITS};
-	return sc__spawn_helper(&spec, &sb->helper_pid, &sb->helper_pidfd, err);
+				.outside_gid = sb->ids.gid};
+	return sb->cells.ops->start(&sb->cells, &spec, &sb->helper_pid, &sb->helper_pidfd, err);
 }
 
 /* The control socket: sb->ctl, and the helper's end, returned (-1 on failure, with rc). */
@@ -521,11 +499,6 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	int rc = 0;
 	int child_end = control_pair(sb, &rc, err);
 	int helper_fd = open_helper(sb, err);
-	/* At level cgroups the template moves itself into the sandbox's cgroup (cgroup.c). */
-	int cgroup_fd = -1;
-	if (rc == 0 && helper_fd >= 0 && sb->cgroup.dir_fd >= 0 &&
-	    (cgroup_fd = sc__cgroup_tasks_open(&sb->cgroup, err)) < 0)
-		rc = cgroup_fd;
 	struct pass_list *l = calloc(1, sizeof(*l));
 	if (rc == 0 && !l)
 		rc = sc__err(err, -ENOMEM, "helper");
@@ -539,11 +512,9 @@ static int start_helper(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	if (rc == 0 && (rc = sc__helper_stderr_new(&sb->helper_stderr, &stderr_end)) < 0)
 		sc__err(err, rc, "helper stderr pipe");
 	if (rc == 0)
-		rc = spawn(sb, helper_fd, child_end, cgroup_fd, stderr_end, l, err);
+		rc = spawn(sb, helper_fd, child_end, stderr_end, l, err);
 	if (helper_fd >= 0)
 		close(helper_fd);
-	if (cgroup_fd >= 0)
-		close(cgroup_fd);
 	if (child_end >= 0)
 		close(child_end);
 	if (stderr_end >= 0)
@@ -665,22 +636,24 @@ static int handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		sc__err(err, SNAPCELL_E_HELPER, "template setup: %s", ready.message);
 		return SNAPCELL_E_HELPER;
 	}
-	if (ready.level != (int32_t)sb->level)
+	if (ready.level != (int32_t)sb->cells.level)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: level '%s', not '%s'",
 			       snapcell_isolation_name((enum snapcell_isolation)ready.level),
-			       snapcell_isolation_name(sb->level));
-	if (sb->level < sb->cfg->required)
+			       snapcell_isolation_name(sb->cells.level));
+	if (sb->cells.level < sb->cfg->required)
 		return sc__err(err, SNAPCELL_E_ISOLATION,
 			       "isolation level '%s' required, this host gives '%s'",
 			       snapcell_isolation_name(sb->cfg->required),
-			       snapcell_isolation_name(sb->level));
+			       snapcell_isolation_name(sb->cells.level));
 	return 0;
 }
 
-/* The level this sandbox runs at: namespaces where the host can make them and mount inside,
- * else rlimits (the helper in the caller's namespaces, confined by Landlock, seccomp and
- * rlimits), refused when the config requires namespaces or has network entries (the gate
- * needs each cell's own network namespace: Landlock rules name ports, not addresses). */
+/* The mechanism this sandbox's cells are made by (isolate/cell.h), the one place it is
+ * chosen: namespaces where the host can make them and mount inside (its prepare raises the
+ * level to cgroups where it can make a memory cgroup), else rlimits (the helper in the
+ * caller's namespaces, confined by Landlock, seccomp and rlimits), refused when the config
+ * requires namespaces or has network entries (the gate needs each cell's own network
+ * namespace: Landlock rules name ports, not addresses). */
 static int choose_level(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	static const char *const steps[SC_NS_STEPS] = {
@@ -693,7 +666,7 @@ static int choose_level(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	int rc = sc__ns_check_once(&c);
 	if (rc < 0)
 		return sc__err(err, rc, "check for namespaces in a child process");
-	sb->level = c.ok ? SNAPCELL_ISOLATION_NAMESPACES : SNAPCELL_ISOLATION_RLIMITS;
+	sc__cells_init(&sb->cells, c.ok ? &sc__cells_namespaces : &sc__cells_rlimits);
 	if (c.ok)
 		return 0;
 	const char *step = steps[c.failed];
@@ -724,7 +697,6 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	if (!sb)
 		return sc__err(err, -ENOMEM, "sandbox");
 	sb->ctl = sb->helper_pidfd = sb->out_fd = sb->lock_fd = sb->ids.lock_fd = -1;
-	sb->cgroup.dir_fd = -1;
 	pthread_mutex_init(&sb->lock, NULL);
 	pthread_mutex_init(&sb->ask_lock, NULL);
 	sb->asks_tail = &sb->asks;
@@ -748,7 +720,7 @@ int snapcell_sandbox_new(const struct snapcell_config *cfg, struct snapcell_sand
 	if (rc == 0)
 		rc = make_workdir(sb, err);
 	if (rc == 0)
-		rc = make_cgroup(sb, err);
+		rc = prepare_cells(sb, err);
 	if (rc == 0)
 		rc = start_gate(sb, err);
 	if (rc == 0)
@@ -796,7 +768,8 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	sc__prefault_free(sb); /* its learner may hold a cell to retire */
 	stop_helper(sb);
 	sweep(sb, true);
-	sc__cgroup_sandbox_free(&sb->cgroup); /* the template and its cells are gone */
+	if (sb->cells.ops)
+		sb->cells.ops->free(&sb->cells); /* the template and its cells are gone */
 	free(sb->dying);
 	for (size_t i = 0; i < sb->n_ready; i++)
 		sc__cell_close(&sb->ready[i]);
@@ -838,7 +811,7 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 
 enum snapcell_isolation snapcell_sandbox_isolation(const struct snapcell_sandbox *sb)
 {
-	return sb ? sb->level : SNAPCELL_ISOLATION_NONE;
+	return sb ? sb->cells.level : SNAPCELL_ISOLATION_NONE;
 }
 
 static int mark_broken(struct snapcell_sandbox *sb, const char *why, struct snapcell_error *err)
@@ -1084,21 +1057,6 @@ static uint64_t private_bytes(int pid)
 	if (f)
 		fclose(f);
 	return kib * 1024;
-}
-
-/* The pid behind a pidfd, in our namespace, from /proc/self/fdinfo. */
-int sc__pidfd_pid(int pidfd)
-{
-	char path[64], line[128];
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
-	FILE *f = fopen(path, "re");
-	int pid = -1;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "Pid: %d", &pid) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return pid;
 }
 
 /* A parked cell's private memory, counted once its process is known to have lived through the

@@ -14,7 +14,6 @@
 #include <sys/fsuid.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -34,7 +33,8 @@
 struct sc_family {
 	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed; families_lock */
 	struct sc_cell anchor;
-	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
+	const struct sc_cell_ops *ops; /* its sandbox's mechanism, which made the anchor */
+	pthread_mutex_t lock;	       /* guards writes to the anchor socket and refs */
 	/* Taken while the family runs: runs, snapshots and branchings of its sessions take
 	 * turns, each with its own /tmp in place and the rest of the family stopped (so the
 	 * network namespace and socket they share carry one run's events at a time). A turn,
@@ -92,10 +92,10 @@ static void family_kill(struct sc_family *f, int32_t worker_pid)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* Ends the family: the anchor's death takes everything in its namespace. */
+/* Ends the family: the anchor's death (its mechanism's kill) takes everything of its cell. */
 static void family_end(struct sc_family *f)
 {
-	syscall(SYS_pidfd_send_signal, f->anchor.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+	f->ops->kill(&f->anchor);
 }
 
 /* Guards every family's sb and every sandbox's families list. A family's last put and the
@@ -576,6 +576,7 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 	pthread_cond_init(&f->turn_free, NULL);
 	pthread_mutex_init(&f->tmp_lock, NULL);
 	f->sb = sb;
+	f->ops = sb->cells.ops;
 	f->refs = 1;
 	f->next_tmp_id = 2;
 	f->tmp_root = -1;
