@@ -440,6 +440,19 @@ int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);
 
+/* The cells the template keeps parked (its setup message's spares, and what stats wait for). */
+#define SC_SPARE_CELLS 2
+
+/* workdir.c: makes the sandbox's work directory (sb->workdir, locked in sb->lock_fd, its out/
+ * in sb->out_fd) with the inputs staged, reaping those of dead owners first. */
+int sc__workdir_make(struct snapcell_sandbox *sb, struct snapcell_error *err);
+
+/* template_start.c: start spawns the helper through the mechanism (sc_cell_ops.start) and
+ * prepares the setup message; handshake takes its greeting, sends the setup and waits for
+ * READY, the error naming what the helper wrote to its stderr when it dies first. */
+int sc__template_start(struct snapcell_sandbox *sb, struct snapcell_error *err);
+int sc__template_handshake(struct snapcell_sandbox *sb, struct snapcell_error *err);
+
 /* Takes a parked cell (waiting for one if none is ready, without the sandbox's lock) and tells
  * the template to park a replacement. */
 int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
