@@ -8,7 +8,7 @@
  *
  * Typical use, by the core:
  *
- *	sb->cells = (struct sc_cells){.ops = &sc__cells_namespaces, ...};
+ *	sc__cells_init(&sb->cells, &sc__cells_namespaces);
  *	sb->cells.ops->prepare(&sb->cells, workdir_fd, required, err);	// may become cgroups
  *	sb->cells.ops->start(&sb->cells, &spec, &pid, &pidfd, err);	// the template
  *	... cells arrive on the control socket as struct sc_cell ...
@@ -29,9 +29,11 @@
 /* A cell the template parked for the host (or made for one run): its id and the descriptors
  * the host polls and reads (enum sc_cell_fd): its frame socket, stdout and stderr pipes, the
  * exit pipe (one struct sc_exit_record, then EOF), its /output directory and the pidfd of its
- * first process; with network entries, its network socket and listeners (net). Every
- * implementation hands the host these as descriptors; one whose cells live outside this
- * kernel makes them (socket pairs it feeds) and may leave pidfd -1, since only its ops use it. */
+ * first process, which the core also waits on (readable once the cell is gone) before it
+ * removes a retired cell's out/<id>; with network entries, its network socket and listeners
+ * (net). Every implementation hands the host these as descriptors; one whose cells live
+ * outside this kernel makes them (socket pairs and pipes it feeds, an eventfd it signals for
+ * the pidfd). */
 struct sc_cell {
 	uint32_t id;
 	int fds[SC_CELL_NFDS];
