@@ -1,0 +1,250 @@
+/* The template's cells: each forked with its descriptors, its /output, its memory cgroup and
+ * (with network entries) its network namespace, handed to the host, and reaped, its exit
+ * record written to its exit pipe. Not what a cell does once forked (cell.c). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rpc/fds.h"
+#include "template.h"
+#include "util/util.h"
+
+/* Makes the descriptors of one cell above fd 9, where the cell's dup2 to 0-3 cannot clobber
+ * them. host[] travel to the host; cell[] are the cell's ends; exit_w stays here. */
+static int make_fds(int host[SC_CELL_NFDS], int cell[3], int *exit_w)
+{
+	int h[3], c[3], e[2];
+	host[SC_CELL_PIDFD] = -1;
+	host[SC_CELL_OUTPUT] = -1;
+	int rc = sc__channels_new(h, c);
+	if (rc < 0)
+		return rc;
+	if (pipe2(e, O_CLOEXEC) < 0) {
+		rc = -errno;
+		close_all(h, 3), close_all(c, 3);
+		return rc;
+	}
+	int raw[8] = {h[0], h[1], h[2], e[0], c[1], c[2], c[0], e[1]};
+	int moved[8];
+	for (int i = 0; i < 8; i++) {
+		moved[i] = fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
+		close(raw[i]);
+	}
+	host[SC_CELL_RPC] = moved[0];
+	host[SC_CELL_STDOUT] = moved[1];
+	host[SC_CELL_STDERR] = moved[2];
+	host[SC_CELL_EXIT] = moved[3];
+	cell[0] = moved[4];
+	cell[1] = moved[5];
+	cell[2] = moved[6];
+	*exit_w = moved[7];
+	for (int i = 0; i < 8; i++)
+		if (moved[i] < 0) {
+			close_all(moved, 8);
+			return -EMFILE;
+		}
+	return 0;
+}
+
+/* The cell's network socket: the host's end and the cell's, above fd 9. */
+static int make_net_socket(int *host, int *cell)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return -errno;
+	*host = fcntl(sv[0], F_DUPFD_CLOEXEC, 10);
+	*cell = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+	close(sv[0]), close(sv[1]);
+	if (*host < 0 || *cell < 0) {
+		if (*host >= 0)
+			close(*host);
+		if (*cell >= 0)
+			close(*cell);
+		return -EMFILE;
+	}
+	return 0;
+}
+
+/* The rlimits level: a plain fork (no namespace to make). */
+static pid_t fork_plain_cell(const struct sc_cell_plan *plan)
+{
+	sc_py_before_fork();
+	pid_t pid = fork();
+	if (pid == 0)
+		sc_cell_main(plan);
+	int saved = errno;
+	sc_py_after_fork_parent();
+	return pid < 0 ? -saved : pid;
+}
+
+static pid_t fork_cell(const struct sc_cell_plan *plan)
+{
+	if (T.cfg.rlimits)
+		return fork_plain_cell(plan);
+	/* The next child becomes pid 1 of a new pid namespace; then the template's own
+	 * namespace is made the children's namespace again for the following cell. */
+	if (unshare(CLONE_NEWPID) < 0)
+		return -errno;
+	sc_py_before_fork();
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* Into its memory cgroup before it makes a page or a namespace of its own. */
+		if (plan->cgroup_fd >= 0 && sc__cgroup_cell_enter(plan->cgroup_fd) < 0)
+			_exit(126);
+		if (unshare(CLONE_NEWNS) < 0)
+			_exit(126);
+		sc_cell_main(plan);
+	}
+	int saved = errno;
+	sc_py_after_fork_parent();
+	if (setns(T.self_pidns, CLONE_NEWPID) < 0 && pid > 0) {
+		/* Without this no further cell could be made; end the sandbox loudly. */
+		kill(pid, SIGKILL);
+		exit(3);
+	}
+	return pid < 0 ? -saved : pid;
+}
+
+/* Forks a cell and hands it to the host: a parked one (CELL), or with input_layer, one made
+ * for a run's files (RUN_CELL). */
+int sc_template_park_cell(const char *input_layer)
+{
+	if (T.n_cells == MAX_CELLS)
+		return -EAGAIN;
+	int host[SC_CTL_MAX_FDS], cell[3] = {-1, -1, -1}, exit_w = -1, net_cell = -1;
+	size_t n_host = SC_CELL_NFDS;
+	int rc = make_fds(host, cell, &exit_w);
+	if (rc < 0)
+		return rc;
+	if (T.cfg.network && (rc = make_net_socket(&host[n_host++], &net_cell)) < 0) {
+		n_host--;
+		close_all(host, SC_CELL_NFDS), close_all(cell, 3), close(exit_w);
+		return rc;
+	}
+	uint32_t id = T.next_id++;
+	char name[16];
+	snprintf(name, sizeof(name), "%u", id);
+	unsigned slot = T.free_slots[T.n_free_slots - 1]; /* n_cells < MAX_CELLS: one is free */
+	T.set_up[slot] = 0;
+	struct sc_cell_plan plan = {.cfg = &T.cfg,
+				    .seccomp = &T.seccomp,
+				    .set_up = T.set_up + slot,
+				    .set_up_map = (void *)T.set_up,
+				    .set_up_len = MAX_CELLS,
+				    .id = id,
+				    .stdout_fd = cell[0],
+				    .stderr_fd = cell[1],
+				    .rpc_fd = cell[2],
+				    .net_fd = net_cell,
+				    .landlock_fd = T.landlock_fd,
+				    .prefault = T.prefault,
+				    .n_prefault = T.n_prefault,
+				    .cgroup_fd = -1,
+				    .input_layer = input_layer};
+	pid_t pid = -1;
+	if ((host[SC_CELL_OUTPUT] = sc_template_output_mount(name)) < 0)
+		rc = host[SC_CELL_OUTPUT];
+	if (rc == 0 && T.cgroup_fd >= 0 &&
+	    (plan.cgroup_fd = sc__cgroup_cell_make(T.cgroup_fd, id, T.cfg.limits.memory_bytes)) < 0)
+		rc = plan.cgroup_fd;
+	struct sc_netns ns = {T.cfg.net_addrs, T.cfg.n_net_addrs, T.cfg.net_ports,
+			      T.cfg.n_net_ports, T.cfg.net_v6};
+	if (rc == 0 && T.cfg.network)
+		rc = sc__netns_enter(&ns, host, &n_host);
+	if (rc == 0 && (pid = fork_cell(&plan)) < 0)
+		rc = pid;
+	if (plan.cgroup_fd >= 0)
+		close(plan.cgroup_fd);
+	if (plan.cgroup_fd >= 0 && pid <= 0)
+		sc__cgroup_cell_drop(T.cgroup_fd, id); /* no cell will be removed to take it */
+	if (T.cfg.network && setns(T.self_netns, CLONE_NEWNET) < 0) {
+		/* Every later cell would share this one's namespace; end the sandbox loudly. */
+		if (pid > 0)
+			kill(pid, SIGKILL);
+		exit(3);
+	}
+	close_all(cell, 3);
+	if (net_cell >= 0)
+		close(net_cell);
+	if (rc == 0) {
+		host[SC_CELL_PIDFD] = (int)syscall(SYS_pidfd_open, pid, 0);
+		struct sc_ctl_msg m = {.type = input_layer ? SC_CTL_RUN_CELL : SC_CTL_CELL,
+				       .cell_id = id};
+		rc = host[SC_CELL_PIDFD] < 0 ? -errno : sc__ctl_send(CTL, &m, host, n_host);
+	}
+	if (pid > 0) {
+		T.cells[T.n_cells++] = (struct live_cell){id, pid, exit_w, slot};
+		T.n_free_slots--;
+	} else {
+		close(exit_w);
+		if (host[SC_CELL_OUTPUT] >= 0)
+			sc_template_output_unmount(id); /* no cell will be reaped to do it */
+	}
+	if (rc < 0 && pid > 0)
+		kill(pid, SIGKILL);
+	close_all(host, n_host);
+	return rc;
+}
+
+/* The rlimits level: what dead cells left (no pid namespace ended it with them). */
+static void kill_orphans(void)
+{
+	pid_t live[MAX_CELLS];
+	for (size_t i = 0; i < T.n_cells; i++)
+		live[i] = T.cells[i].pid;
+	sc_plain_kill_orphans(live, T.n_cells);
+}
+
+void sc_template_reap(void)
+{
+	struct signalfd_siginfo si;
+	while (read(T.sig_fd, &si, sizeof(si)) > 0)
+		;
+	for (;;) {
+		int status;
+		struct rusage ru;
+		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
+		if (pid <= 0)
+			return;
+		/* First, before the dead cell's /tmp is removed (up to 2 s): what it left must
+		 * not write there meanwhile, nor outlive a host that stops waiting for us. */
+		if (T.cfg.rlimits)
+			kill_orphans();
+		for (size_t i = 0; i < T.n_cells; i++) {
+			if (T.cells[i].pid != pid)
+				continue;
+			struct sc_exit_record rec = {
+				.wait_status = status,
+				.cpu_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 +
+					  ru.ru_utime.tv_usec +
+					  (uint64_t)ru.ru_stime.tv_sec * 1000000 +
+					  ru.ru_stime.tv_usec,
+				.maxrss_kib = (uint64_t)ru.ru_maxrss};
+			if (!T.set_up[T.cells[i].slot])
+				rec.flags |= SC_EXIT_NOT_SET_UP;
+			/* The cgroup goes here, off the host's path; a host that finds it gone
+			 * waits for this record, which carries its figures. */
+			if (T.cgroup_fd >= 0 &&
+			    sc__cgroup_cell_release(T.cgroup_fd, T.cells[i].id,
+						    &rec.charged_peak_bytes, &rec.oom_kills) == 0)
+				rec.flags |= SC_EXIT_CGROUP;
+			T.free_slots[T.n_free_slots++] = T.cells[i].slot;
+			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
+			close(T.cells[i].exit_fd);
+			sc_template_output_unmount(T.cells[i].id);
+			T.cells[i] = T.cells[--T.n_cells];
+			break;
+		}
+	}
+}
