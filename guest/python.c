@@ -56,11 +56,7 @@ static int set_up_interpreter(const struct sc_guest_config *cfg)
 		rc = p && path ? PyList_Append(path, p) : -1;
 		Py_XDECREF(p);
 	}
-	/* With Python paths, the root's venv over the interpreter (guest/helper.c), as a venv's
-	 * python names itself on a host. */
-	const char *executable = !cfg->exec				? ""
-				 : cfg->n_python_paths && !cfg->rlimits ? SC_VENV_DIR "/bin/python3"
-									: cfg->s.python.executable;
+	const char *executable = cfg->exec ? cfg->ops->executable(cfg) : "";
 	PyObject *exe = PyUnicode_DecodeFSDefault(executable);
 	PyObject *argv = Py_BuildValue("[s]", "");
 	if (rc == 0 && (!exe || !argv || PySys_SetObject("executable", exe) < 0 ||

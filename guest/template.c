@@ -22,10 +22,7 @@ static void report_ready(int status, const char *message)
 {
 	struct sc_ctl_msg m = {.type = SC_CTL_READY,
 			       .status = status,
-			       .level = status		   ? SNAPCELL_ISOLATION_NONE
-					: T.cfg.rlimits	   ? SNAPCELL_ISOLATION_RLIMITS
-					: T.cgroup_fd >= 0 ? SNAPCELL_ISOLATION_CGROUPS
-							   : SNAPCELL_ISOLATION_NAMESPACES};
+			       .level = status ? SNAPCELL_ISOLATION_NONE : T.cfg.ops->level()};
 	snprintf(m.message, sizeof(m.message), "%s", message);
 	sc__ctl_send(CTL, &m, NULL, 0);
 }
@@ -36,9 +33,9 @@ static void run_cell(uint32_t files_id)
 {
 	char layer[32];
 	snprintf(layer, sizeof(layer), "in-%u", files_id);
-	int rc = T.cfg.rlimits ? -EOPNOTSUPP : sc_template_park_cell(layer);
+	int rc = T.cfg.ops->files_cell(layer);
 	struct sc_ctl_msg m = {.type = SC_CTL_RUN_CELL, .status = rc};
-	if (rc < 0) /* park_cell sent nothing: it fails only before its send */
+	if (rc < 0) /* files_cell sent nothing: it fails only before its send */
 		sc__ctl_send(CTL, &m, NULL, 0);
 }
 
@@ -142,7 +139,6 @@ int sc_template_main(void)
 	}
 	report_ready(0, "ready");
 	serve();
-	if (T.cfg.rlimits)
-		sc_plain_kill_all();
+	T.cfg.ops->end();
 	return 0;
 }

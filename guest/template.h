@@ -54,17 +54,12 @@ static inline void close_all(int *fds, size_t n)
 }
 
 /* template_setup.c: the setup message read, the policy compiled, the interpreter started, the
- * mechanism's own part done (template_root.c): what READY reports. */
+ * mechanism's own part done (T.cfg.ops->setup): what READY reports. */
 int sc_template_setup(struct snapcell_error *err);
-/* The helper's seccomp compiling child, when it left one (taken over before the root's
- * descriptors are forgotten). */
+/* The seccomp compiling child: the helper's, taken over (the namespaces level), or one forked
+ * now (the rlimits level); sc_template_setup joins it. */
 void sc_template_compile_adopt(void);
-
-/* template_root.c: the cells' root and their /output, by level. */
-int sc_template_root_namespaces(struct snapcell_error *err);
-int sc_template_root_plain(struct snapcell_error *err);
-int sc_template_output_mount(const char *name);
-void sc_template_output_unmount(uint32_t id);
+void sc_template_compile_start(void);
 
 /* template_park.c: forks a cell and hands it to the host (a parked one, or with input_layer
  * one made for a run's files); reaps dead cells, writing each one's exit record. */

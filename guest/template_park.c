@@ -76,46 +76,6 @@ static int make_net_socket(int *host, int *cell)
 	return 0;
 }
 
-/* The rlimits level: a plain fork (no namespace to make). */
-static pid_t fork_plain_cell(const struct sc_cell_plan *plan)
-{
-	sc_py_before_fork();
-	pid_t pid = fork();
-	if (pid == 0)
-		sc_cell_main(plan);
-	int saved = errno;
-	sc_py_after_fork_parent();
-	return pid < 0 ? -saved : pid;
-}
-
-static pid_t fork_cell(const struct sc_cell_plan *plan)
-{
-	if (T.cfg.rlimits)
-		return fork_plain_cell(plan);
-	/* The next child becomes pid 1 of a new pid namespace; then the template's own
-	 * namespace is made the children's namespace again for the following cell. */
-	if (unshare(CLONE_NEWPID) < 0)
-		return -errno;
-	sc_py_before_fork();
-	pid_t pid = fork();
-	if (pid == 0) {
-		/* Into its memory cgroup before it makes a page or a namespace of its own. */
-		if (plan->cgroup_fd >= 0 && sc__cgroup_cell_enter(plan->cgroup_fd) < 0)
-			_exit(126);
-		if (unshare(CLONE_NEWNS) < 0)
-			_exit(126);
-		sc_cell_main(plan);
-	}
-	int saved = errno;
-	sc_py_after_fork_parent();
-	if (setns(T.self_pidns, CLONE_NEWPID) < 0 && pid > 0) {
-		/* Without this no further cell could be made; end the sandbox loudly. */
-		kill(pid, SIGKILL);
-		exit(3);
-	}
-	return pid < 0 ? -saved : pid;
-}
-
 /* Forks a cell and hands it to the host: a parked one (CELL), or with input_layer, one made
  * for a run's files (RUN_CELL). */
 int sc_template_park_cell(const char *input_layer)
@@ -153,7 +113,7 @@ int sc_template_park_cell(const char *input_layer)
 				    .cgroup_fd = -1,
 				    .input_layer = input_layer};
 	pid_t pid = -1;
-	if ((host[SC_CELL_OUTPUT] = sc_template_output_mount(name)) < 0)
+	if ((host[SC_CELL_OUTPUT] = T.cfg.ops->cell_dirs(name)) < 0)
 		rc = host[SC_CELL_OUTPUT];
 	if (rc == 0 && T.cgroup_fd >= 0 &&
 	    (plan.cgroup_fd = sc__cgroup_cell_make(T.cgroup_fd, id, T.cfg.limits.memory_bytes)) < 0)
@@ -162,7 +122,7 @@ int sc_template_park_cell(const char *input_layer)
 			      T.cfg.n_net_ports, T.cfg.net_v6};
 	if (rc == 0 && T.cfg.network)
 		rc = sc__netns_enter(&ns, host, &n_host);
-	if (rc == 0 && (pid = fork_cell(&plan)) < 0)
+	if (rc == 0 && (pid = T.cfg.ops->fork_cell(&plan)) < 0)
 		rc = pid;
 	if (plan.cgroup_fd >= 0)
 		close(plan.cgroup_fd);
@@ -189,21 +149,12 @@ int sc_template_park_cell(const char *input_layer)
 	} else {
 		close(exit_w);
 		if (host[SC_CELL_OUTPUT] >= 0)
-			sc_template_output_unmount(id); /* no cell will be reaped to do it */
+			T.cfg.ops->cell_forget(id); /* no cell will be reaped to do it */
 	}
 	if (rc < 0 && pid > 0)
 		kill(pid, SIGKILL);
 	close_all(host, n_host);
 	return rc;
-}
-
-/* The rlimits level: what dead cells left (no pid namespace ended it with them). */
-static void kill_orphans(void)
-{
-	pid_t live[MAX_CELLS];
-	for (size_t i = 0; i < T.n_cells; i++)
-		live[i] = T.cells[i].pid;
-	sc_plain_kill_orphans(live, T.n_cells);
 }
 
 void sc_template_reap(void)
@@ -219,8 +170,7 @@ void sc_template_reap(void)
 			return;
 		/* First, before the dead cell's /tmp is removed (up to 2 s): what it left must
 		 * not write there meanwhile, nor outlive a host that stops waiting for us. */
-		if (T.cfg.rlimits)
-			kill_orphans();
+		T.cfg.ops->reaped();
 		for (size_t i = 0; i < T.n_cells; i++) {
 			if (T.cells[i].pid != pid)
 				continue;
@@ -242,7 +192,7 @@ void sc_template_reap(void)
 			T.free_slots[T.n_free_slots++] = T.cells[i].slot;
 			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
 			close(T.cells[i].exit_fd);
-			sc_template_output_unmount(T.cells[i].id);
+			T.cfg.ops->cell_forget(T.cells[i].id);
 			T.cells[i] = T.cells[--T.n_cells];
 			break;
 		}

@@ -38,9 +38,8 @@ static int config_net(struct sc_guest_config *c, const struct sc_setup_net *net)
 	return 0;
 }
 
-/* The Python paths as sys.path sees them: bound at SC_PYTHON_PATH_BASE/<i> (not at the host
- * path: that may lie under /tmp, which each cell remounts), or at the rlimits level where
- * they are; a venv's is its site directory inside. */
+/* The Python paths as sys.path sees them, where the mechanism has them (python_bind); a
+ * venv's is its site directory inside. */
 static int config_paths(struct sc_guest_config *c)
 {
 	size_t n = c->s.n_python_paths;
@@ -52,8 +51,7 @@ static int config_paths(struct sc_guest_config *c)
 	for (size_t i = 0; i < n; i++) {
 		const struct sc_setup_path *p = &c->s.python_paths[i];
 		const char *site = p->site;
-		if (c->rlimits ? !p->host || !(c->python_binds[i] = strdup(p->host))
-			       : asprintf(&c->python_binds[i], SC_PYTHON_PATH_BASE "/%zu", i) < 0)
+		if (c->ops->python_bind(p, i, &c->python_binds[i]) < 0)
 			return -1;
 		if (site && (strstr(site, "..") || site[0] == '/'))
 			return -1;
@@ -78,8 +76,10 @@ static int config_from_setup(struct sc_guest_config *c, struct snapcell_error *e
 					s->open_files};
 	c->preloads = s->preloads, c->n_preloads = s->n_preloads, c->warmup = s->warmup;
 	c->network_notice = s->network_notice;
-	c->rlimits = s->level == SNAPCELL_ISOLATION_RLIMITS;
 	c->tmp_dir = s->tmp, c->own_uid = s->own_uid, c->cgroup = s->cgroup;
+	if (!(c->ops = sc_guest_ops_for(s->level)))
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: unknown level %d",
+			       s->level);
 	c->tool_names = calloc(s->n_tools + 1, sizeof(char *));
 	c->tool_attrs = calloc(s->n_tools + 1, sizeof(char *));
 	c->tool_docs = calloc(s->n_tools + 1, sizeof(char *));
@@ -95,7 +95,7 @@ static int config_from_setup(struct sc_guest_config *c, struct snapcell_error *e
 	if (s->net && config_net(c, s->net) < 0)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: bad network section");
 	if (!c->spares || !c->tmp_bytes || !c->frame_cap || !c->limits.memory_bytes ||
-	    !c->output_bytes || (c->rlimits && (!c->tmp_dir || c->network)))
+	    !c->output_bytes || c->ops->check(c) < 0)
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: missing values");
 	return 0;
 }
@@ -123,27 +123,22 @@ static int read_setup(struct snapcell_error *err)
 	return rc < 0 ? rc : config_from_setup(&T.cfg, err);
 }
 
+const struct sc_guest_ops *sc_guest_ops_for(int level)
+{
+	static const struct sc_guest_ops *const by_level[] = {
+		[SNAPCELL_ISOLATION_RLIMITS] = &sc_plain_ops,
+		[SNAPCELL_ISOLATION_NAMESPACES] = &sc_namespaces_ops,
+		[SNAPCELL_ISOLATION_CGROUPS] = &sc_namespaces_ops,
+	};
+	return level >= 0 && (size_t)level < SC_ARRAY_LEN(by_level) ? by_level[level] : NULL;
+}
+
 const char *sc_guest_env(const struct sc_guest_config *cfg, const char *name)
 {
 	for (size_t i = 0; i < cfg->s.n_env; i++)
 		if (strcmp(cfg->s.env_names[i], name) == 0)
 			return cfg->s.env_values[i];
 	return NULL;
-}
-
-/* Preloaded modules may want a writable directory at import (matplotlib its config and font
- * cache under $HOME, which /etc/passwd says is /tmp). The root is read-only, so they get a
- * small tmpfs of their own, detached once they are in memory; cells mount their own /tmp. */
-static int init_python(struct snapcell_error *err)
-{
-	bool scratch = T.cfg.n_preloads > 0 && !T.cfg.rlimits;
-	if (scratch && mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			     "mode=1777,size=32m,nr_inodes=4096") < 0)
-		return sc__err(err, -errno, "mount /tmp for the preload");
-	int rc = sc_py_init(&T.cfg, err);
-	if (scratch && umount2("/tmp", MNT_DETACH) < 0 && rc == 0)
-		rc = sc__err(err, -errno, "detach the preload's /tmp");
-	return rc;
 }
 
 static int set_up_slots_init(struct snapcell_error *err)
@@ -161,11 +156,7 @@ static int set_up_slots_init(struct snapcell_error *err)
 static unsigned seccomp_flags(void)
 {
 	return (T.cfg.network ? SC_SECCOMP_NETWORK : 0) | (T.cfg.exec ? SC_SECCOMP_EXEC : 0) |
-	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) | (T.cfg.rlimits ? SC_SECCOMP_HOST : 0) |
-	       (T.cfg.rlimits ? SC_SECCOMP_NO_PATH_ATTRS : 0) |
-	       (T.cfg.rlimits && sc__landlock_abi() >= SC_LANDLOCK_ABI_SCOPE
-			? SC_SECCOMP_SIGNALS_SCOPED
-			: 0);
+	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) | T.cfg.ops->seccomp_flags();
 }
 
 /* libseccomp takes about 2 ms to compile the policy; a child does it meanwhile and sends the
@@ -173,8 +164,9 @@ static unsigned seccomp_flags(void)
  * helper's, forked before it built the root (guest/helper.c), so the compile overlaps the root,
  * the exec and the interpreter's start, and the fork copies a small C program rather than an
  * initialised interpreter, whose every write while the child lives would be a copy-on-write
- * fault; the template takes it over at SC_GUEST_SECCOMP_FD. At the rlimits level the template
- * forks one itself (still single-threaded, so the fork is safe). Where the child cannot be
+ * fault; the template takes it over at SC_GUEST_SECCOMP_FD (sc_template_compile_adopt). At the
+ * rlimits level the template forks one itself (sc_template_compile_start, still
+ * single-threaded, so the fork is safe). Where the child cannot be
  * had, fails, or compiled for other flags than seccomp_flags() says, the template compiles
  * the policy itself, which also gives the error its message. */
 static struct {
@@ -182,7 +174,7 @@ static struct {
 	int fd;
 } compiler = {-1, -1};
 
-static void seccomp_compile_start(void)
+void sc_template_compile_start(void)
 {
 	int p[2];
 	if (pipe2(p, O_CLOEXEC) < 0)
@@ -247,13 +239,8 @@ static int set_environment(struct snapcell_error *err)
 			sc_py_setenv("REQUESTS_CA_BUNDLE", getenv("SSL_CERT_FILE"), false) < 0)) ||
 	    sc_py_setenv("MPLBACKEND", "Agg", false) < 0)
 		return sc__err(err, -errno, "setenv defaults");
-	/* Where the code finds its files, at every level (the rlimits level's cells set their
-	 * own, plain.c). */
-	if (!T.cfg.rlimits && (sc_py_setenv("SNAPCELL_INPUT", "/input", true) < 0 ||
-			       sc_py_setenv("SNAPCELL_OUTPUT", "/output", true) < 0 ||
-			       sc_py_setenv("SNAPCELL_TMP", "/tmp", true) < 0))
-		return sc__err(err, -errno, "setenv SNAPCELL_*");
-	return 0;
+	/* Where the code finds its files, over the code's own settings. */
+	return T.cfg.ops->environ(err);
 }
 
 int sc_template_setup(struct snapcell_error *err)
@@ -266,17 +253,15 @@ int sc_template_setup(struct snapcell_error *err)
 		T.cgroup_fd = SC_GUEST_CGROUP_FD;
 	if (T.cfg.cgroup && fcntl(T.cgroup_fd, F_SETFD, FD_CLOEXEC) < 0)
 		return sc__err(err, -errno, "the memory cgroup's descriptor");
-	rc = T.cfg.rlimits ? sc_template_root_plain(err) : sc_template_root_namespaces(err);
+	rc = T.cfg.ops->setup(err);
 	if (rc == 0)
 		rc = set_environment(err);
-	if (rc == 0 && T.cfg.rlimits)
-		seccomp_compile_start();
 	if (rc == 0)
 		rc = set_up_slots_init(err);
 	if (rc == 0)
 		rc = sc__caps_lock(err);
 	if (rc == 0)
-		rc = init_python(err);
+		rc = T.cfg.ops->python_init(err);
 	if (rc == 0)
 		rc = seccomp_compile_join(err);
 	if (rc < 0)
