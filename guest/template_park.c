@@ -76,85 +76,150 @@ static int make_net_socket(int *host, int *cell)
 	return 0;
 }
 
-/* Forks a cell and hands it to the host: a parked one (CELL), or with input_layer, one made
- * for a run's files (RUN_CELL). */
+/* One cell's descriptors while it is made: host[] travel to the host, cell[] and net are the
+ * cell's ends (closed here once it is forked), exit_w stays here while it lives. */
+struct cell_fds {
+	int host[SC_CTL_MAX_FDS];
+	size_t n_host;
+	int cell[3];
+	int net;
+	int exit_w;
+};
+
+static int cell_fds_make(struct cell_fds *f)
+{
+	f->n_host = SC_CELL_NFDS;
+	f->net = -1;
+	int rc = make_fds(f->host, f->cell, &f->exit_w);
+	if (rc < 0 || !T.cfg.network)
+		return rc;
+	if ((rc = make_net_socket(&f->host[f->n_host], &f->net)) < 0) {
+		close_all(f->host, SC_CELL_NFDS), close_all(f->cell, 3), close(f->exit_w);
+		return rc;
+	}
+	f->n_host++;
+	return 0;
+}
+
+/* What cell id needs from the template, fixed before the fork. */
+static struct sc_cell_plan cell_plan(uint32_t id, unsigned slot, const struct cell_fds *f,
+				     const char *input_layer)
+{
+	return (struct sc_cell_plan){.cfg = &T.cfg,
+				     .seccomp = &T.seccomp,
+				     .set_up = T.set_up + slot,
+				     .set_up_map = (void *)T.set_up,
+				     .set_up_len = MAX_CELLS,
+				     .id = id,
+				     .stdout_fd = f->cell[0],
+				     .stderr_fd = f->cell[1],
+				     .rpc_fd = f->cell[2],
+				     .net_fd = f->net,
+				     .landlock_fd = T.landlock_fd,
+				     .prefault = T.prefault,
+				     .n_prefault = T.n_prefault,
+				     .cgroup_fd = -1,
+				     .input_layer = input_layer};
+}
+
+/* The cell's /output, its memory cgroup and its network namespace, then the fork (*pid, left
+ * -1 or negative when there is no cell); the template ends back in its own network namespace. */
+static int fork_cell(struct cell_fds *f, struct sc_cell_plan *plan, pid_t *pid)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "%u", plan->id);
+	int rc = 0;
+	if ((f->host[SC_CELL_OUTPUT] = T.cfg.ops->cell_dirs(name)) < 0)
+		rc = f->host[SC_CELL_OUTPUT];
+	if (rc == 0 && T.cgroup_fd >= 0 &&
+	    (plan->cgroup_fd =
+		     sc__cgroup_cell_make(T.cgroup_fd, plan->id, T.cfg.limits.memory_bytes)) < 0)
+		rc = plan->cgroup_fd;
+	struct sc_netns ns = {T.cfg.net_addrs, T.cfg.n_net_addrs, T.cfg.net_ports,
+			      T.cfg.n_net_ports, T.cfg.net_v6};
+	if (rc == 0 && T.cfg.network)
+		rc = sc__netns_enter(&ns, f->host, &f->n_host);
+	if (rc == 0 && (*pid = T.cfg.ops->fork_cell(plan)) < 0)
+		rc = *pid;
+	if (plan->cgroup_fd >= 0)
+		close(plan->cgroup_fd);
+	if (plan->cgroup_fd >= 0 && *pid <= 0)
+		sc__cgroup_cell_drop(T.cgroup_fd,
+				     plan->id); /* no cell will be removed to take it */
+	if (T.cfg.network && setns(T.self_netns, CLONE_NEWNET) < 0) {
+		/* Every later cell would share this one's namespace; end the sandbox loudly. */
+		if (*pid > 0)
+			kill(*pid, SIGKILL);
+		exit(3);
+	}
+	return rc;
+}
+
+/* The cell's descriptors to the host, with its pidfd: CELL, or RUN_CELL for a run's files. */
+static int send_cell(struct cell_fds *f, pid_t pid, uint32_t id, const char *input_layer)
+{
+	f->host[SC_CELL_PIDFD] = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (f->host[SC_CELL_PIDFD] < 0)
+		return -errno;
+	struct sc_ctl_msg m = {.type = input_layer ? SC_CTL_RUN_CELL : SC_CTL_CELL, .cell_id = id};
+	return sc__ctl_send(CTL, &m, f->host, f->n_host);
+}
+
 int sc_template_park_cell(const char *input_layer)
 {
 	if (T.n_cells == MAX_CELLS)
 		return -EAGAIN;
-	int host[SC_CTL_MAX_FDS], cell[3] = {-1, -1, -1}, exit_w = -1, net_cell = -1;
-	size_t n_host = SC_CELL_NFDS;
-	int rc = make_fds(host, cell, &exit_w);
+	struct cell_fds f;
+	int rc = cell_fds_make(&f);
 	if (rc < 0)
 		return rc;
-	if (T.cfg.network && (rc = make_net_socket(&host[n_host++], &net_cell)) < 0) {
-		n_host--;
-		close_all(host, SC_CELL_NFDS), close_all(cell, 3), close(exit_w);
-		return rc;
-	}
 	uint32_t id = T.next_id++;
-	char name[16];
-	snprintf(name, sizeof(name), "%u", id);
 	unsigned slot = T.free_slots[T.n_free_slots - 1]; /* n_cells < MAX_CELLS: one is free */
 	T.set_up[slot] = 0;
-	struct sc_cell_plan plan = {.cfg = &T.cfg,
-				    .seccomp = &T.seccomp,
-				    .set_up = T.set_up + slot,
-				    .set_up_map = (void *)T.set_up,
-				    .set_up_len = MAX_CELLS,
-				    .id = id,
-				    .stdout_fd = cell[0],
-				    .stderr_fd = cell[1],
-				    .rpc_fd = cell[2],
-				    .net_fd = net_cell,
-				    .landlock_fd = T.landlock_fd,
-				    .prefault = T.prefault,
-				    .n_prefault = T.n_prefault,
-				    .cgroup_fd = -1,
-				    .input_layer = input_layer};
+	struct sc_cell_plan plan = cell_plan(id, slot, &f, input_layer);
 	pid_t pid = -1;
-	if ((host[SC_CELL_OUTPUT] = T.cfg.ops->cell_dirs(name)) < 0)
-		rc = host[SC_CELL_OUTPUT];
-	if (rc == 0 && T.cgroup_fd >= 0 &&
-	    (plan.cgroup_fd = sc__cgroup_cell_make(T.cgroup_fd, id, T.cfg.limits.memory_bytes)) < 0)
-		rc = plan.cgroup_fd;
-	struct sc_netns ns = {T.cfg.net_addrs, T.cfg.n_net_addrs, T.cfg.net_ports,
-			      T.cfg.n_net_ports, T.cfg.net_v6};
-	if (rc == 0 && T.cfg.network)
-		rc = sc__netns_enter(&ns, host, &n_host);
-	if (rc == 0 && (pid = T.cfg.ops->fork_cell(&plan)) < 0)
-		rc = pid;
-	if (plan.cgroup_fd >= 0)
-		close(plan.cgroup_fd);
-	if (plan.cgroup_fd >= 0 && pid <= 0)
-		sc__cgroup_cell_drop(T.cgroup_fd, id); /* no cell will be removed to take it */
-	if (T.cfg.network && setns(T.self_netns, CLONE_NEWNET) < 0) {
-		/* Every later cell would share this one's namespace; end the sandbox loudly. */
-		if (pid > 0)
-			kill(pid, SIGKILL);
-		exit(3);
-	}
-	close_all(cell, 3);
-	if (net_cell >= 0)
-		close(net_cell);
-	if (rc == 0) {
-		host[SC_CELL_PIDFD] = (int)syscall(SYS_pidfd_open, pid, 0);
-		struct sc_ctl_msg m = {.type = input_layer ? SC_CTL_RUN_CELL : SC_CTL_CELL,
-				       .cell_id = id};
-		rc = host[SC_CELL_PIDFD] < 0 ? -errno : sc__ctl_send(CTL, &m, host, n_host);
-	}
+	rc = fork_cell(&f, &plan, &pid);
+	close_all(f.cell, 3);
+	if (f.net >= 0)
+		close(f.net);
+	if (rc == 0)
+		rc = send_cell(&f, pid, id, input_layer);
 	if (pid > 0) {
-		T.cells[T.n_cells++] = (struct live_cell){id, pid, exit_w, slot};
+		T.cells[T.n_cells++] = (struct live_cell){id, pid, f.exit_w, slot};
 		T.n_free_slots--;
 	} else {
-		close(exit_w);
-		if (host[SC_CELL_OUTPUT] >= 0)
+		close(f.exit_w);
+		if (f.host[SC_CELL_OUTPUT] >= 0)
 			T.cfg.ops->cell_forget(id); /* no cell will be reaped to do it */
 	}
 	if (rc < 0 && pid > 0)
 		kill(pid, SIGKILL);
-	close_all(host, n_host);
+	close_all(f.host, f.n_host);
 	return rc;
+}
+
+/* Cell i is dead: its exit record (rusage ru, wait status) to its exit pipe, its slot and
+ * cgroup released, its directories gone, and it off the list. */
+static void cell_ended(size_t i, int status, const struct rusage *ru)
+{
+	struct sc_exit_record rec = {
+		.wait_status = status,
+		.cpu_us = (uint64_t)ru->ru_utime.tv_sec * 1000000 + ru->ru_utime.tv_usec +
+			  (uint64_t)ru->ru_stime.tv_sec * 1000000 + ru->ru_stime.tv_usec,
+		.maxrss_kib = (uint64_t)ru->ru_maxrss};
+	if (!T.set_up[T.cells[i].slot])
+		rec.flags |= SC_EXIT_NOT_SET_UP;
+	/* The cgroup goes here, off the host's path; a host that finds it gone waits for this
+	 * record, which carries its figures. */
+	if (T.cgroup_fd >= 0 &&
+	    sc__cgroup_cell_release(T.cgroup_fd, T.cells[i].id, &rec.charged_peak_bytes,
+				    &rec.oom_kills) == 0)
+		rec.flags |= SC_EXIT_CGROUP;
+	T.free_slots[T.n_free_slots++] = T.cells[i].slot;
+	sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
+	close(T.cells[i].exit_fd);
+	T.cfg.ops->cell_forget(T.cells[i].id);
+	T.cells[i] = T.cells[--T.n_cells];
 }
 
 void sc_template_reap(void)
@@ -171,30 +236,10 @@ void sc_template_reap(void)
 		/* First, before the dead cell's /tmp is removed (up to 2 s): what it left must
 		 * not write there meanwhile, nor outlive a host that stops waiting for us. */
 		T.cfg.ops->reaped();
-		for (size_t i = 0; i < T.n_cells; i++) {
-			if (T.cells[i].pid != pid)
-				continue;
-			struct sc_exit_record rec = {
-				.wait_status = status,
-				.cpu_us = (uint64_t)ru.ru_utime.tv_sec * 1000000 +
-					  ru.ru_utime.tv_usec +
-					  (uint64_t)ru.ru_stime.tv_sec * 1000000 +
-					  ru.ru_stime.tv_usec,
-				.maxrss_kib = (uint64_t)ru.ru_maxrss};
-			if (!T.set_up[T.cells[i].slot])
-				rec.flags |= SC_EXIT_NOT_SET_UP;
-			/* The cgroup goes here, off the host's path; a host that finds it gone
-			 * waits for this record, which carries its figures. */
-			if (T.cgroup_fd >= 0 &&
-			    sc__cgroup_cell_release(T.cgroup_fd, T.cells[i].id,
-						    &rec.charged_peak_bytes, &rec.oom_kills) == 0)
-				rec.flags |= SC_EXIT_CGROUP;
-			T.free_slots[T.n_free_slots++] = T.cells[i].slot;
-			sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
-			close(T.cells[i].exit_fd);
-			T.cfg.ops->cell_forget(T.cells[i].id);
-			T.cells[i] = T.cells[--T.n_cells];
-			break;
-		}
+		for (size_t i = 0; i < T.n_cells; i++)
+			if (T.cells[i].pid == pid) {
+				cell_ended(i, status, &ru);
+				break;
+			}
 	}
 }
