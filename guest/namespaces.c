@@ -19,6 +19,9 @@
 #include "template.h"
 #include "util/util.h"
 
+/* The template's own pid namespace, made the children's again after each cell. */
+static int self_pidns = -1;
+
 /* What building the root left on the stack below the caller's frame: its path buffers. */
 static __attribute__((noinline)) void scrub_stack(void)
 {
@@ -48,9 +51,9 @@ static void forget_host_paths(void)
  * helper before the pivot), the root it built, and the exec ruleset when Landlock offers one. */
 static int setup(struct snapcell_error *err)
 {
-	T.self_pidns = SC_GUEST_PIDNS_FD;
+	self_pidns = SC_GUEST_PIDNS_FD;
 	T.self_netns = T.cfg.network ? SC_GUEST_NETNS_FD : -1;
-	if (fcntl(T.self_pidns, F_SETFD, FD_CLOEXEC) < 0 ||
+	if (fcntl(self_pidns, F_SETFD, FD_CLOEXEC) < 0 ||
 	    (T.cfg.network && fcntl(T.self_netns, F_SETFD, FD_CLOEXEC) < 0))
 		return sc__err(err, -errno, "the helper's namespace descriptors");
 	/* Landlock is what confines execve to the cell's interpreter; without it cells exec
@@ -141,7 +144,7 @@ static pid_t fork_cell(const struct sc_cell_plan *plan)
 	}
 	int saved = errno;
 	sc_py_after_fork_parent();
-	if (setns(T.self_pidns, CLONE_NEWPID) < 0 && pid > 0) {
+	if (setns(self_pidns, CLONE_NEWPID) < 0 && pid > 0) {
 		/* Without this no further cell could be made; end the sandbox loudly. */
 		kill(pid, SIGKILL);
 		exit(3);

@@ -25,6 +25,9 @@
 #include "template.h"
 #include "util/util.h"
 
+/* The parent of the cells' /tmp directories (out_dir's is T.out_fd). */
+static int tmp_parent_fd = -1;
+
 /* Tasks (processes and threads) of uid now: RLIMIT_NPROC counts them all. */
 static uint64_t count_tasks(uid_t uid)
 {
@@ -81,14 +84,14 @@ static int template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_fd,
  * fd 9) or a negative code. */
 static int cell_dirs(const char *name)
 {
-	int out_fd = T.out_fd, tmp_fd = T.tmp_fd;
+	int out_fd = T.out_fd;
 	char live[32];
 	snprintf(live, sizeof(live), "%s/" SC_TMP_LIVE, name);
 	/* tmp/<id> is the cell's /tmp root as at the namespaces level: the code's /tmp is its
 	 * SC_TMP_LIVE, and a session family keeps its other /tmp trees beside that, where the
 	 * cell's Landlock domain (on SC_TMP_LIVE alone) does not reach. */
-	if (mkdirat(out_fd, name, 0700) < 0 || mkdirat(tmp_fd, name, 0700) < 0 ||
-	    mkdirat(tmp_fd, live, 0700) < 0)
+	if (mkdirat(out_fd, name, 0700) < 0 || mkdirat(tmp_parent_fd, name, 0700) < 0 ||
+	    mkdirat(tmp_parent_fd, live, 0700) < 0)
 		return -errno;
 	int fd = openat(out_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -104,7 +107,7 @@ static void cell_forget(uint32_t id)
 {
 	char name[16];
 	snprintf(name, sizeof(name), "%u", id);
-	sc__remove_tree(T.tmp_fd, name, sc__deadline_ms(2000));
+	sc__remove_tree(tmp_parent_fd, name, sc__deadline_ms(2000));
 }
 
 /* Kills every child of the template that is not one of the n cells: what a dead cell left. A
@@ -239,9 +242,9 @@ static void cell_environ(const struct sc_cell_plan *plan)
  * the seccomp compiler is the template's own child. */
 static int setup(struct snapcell_error *err)
 {
-	T.self_pidns = T.self_netns = T.landlock_fd = -1;
+	T.self_netns = T.landlock_fd = -1;
 	close(SC_GUEST_MODULE_FD); /* the module is loaded */
-	int rc = template_setup(&T.cfg, &T.out_fd, &T.tmp_fd, err);
+	int rc = template_setup(&T.cfg, &T.out_fd, &tmp_parent_fd, err);
 	if (rc == 0)
 		sc_template_compile_start();
 	return rc;

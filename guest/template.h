@@ -22,11 +22,9 @@ struct live_cell {
 struct sc_template {
 	struct sc_guest_config cfg;
 	struct sc_bpf seccomp;
-	int self_pidns;	   /* to return pid_ns_for_children after each cell */
 	int self_netns;	   /* to come back after making a cell's network namespace */
 	int out_fd;	   /* SC_OUT_BASE */
 	int landlock_fd;   /* the cells' exec ruleset, or -1 (no exec) */
-	int tmp_fd;	   /* the rlimits level: the parent of the cells' /tmp directories */
 	int cgroup_fd;	   /* the sandbox's memory cgroup, or -1: cells get one each below it */
 	bool unix_sockets; /* cells may listen on AF_UNIX sockets (the ruleset scopes them) */
 	int sig_fd;
