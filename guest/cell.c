@@ -69,7 +69,6 @@ static int place_fds(const struct sc_cell_plan *plan, int tmp_root, struct snapc
 
 static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error *err)
 {
-	char out_name[16];
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
@@ -80,11 +79,7 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	if (setsid() < 0)
 		return sc__err(err, -errno, "setsid");
 	int tmp_root = -1;
-	snprintf(out_name, sizeof(out_name), "%u", plan->id);
-	int rc = plan->cfg->rlimits
-			 ? sc_plain_cell_restrict(plan, &tmp_root, err)
-			 : sc__rootfs_enter_cell(out_name, plan->cfg->tmp_bytes, SC_TMP_LIVE,
-						 plan->input_layer, &tmp_root, err);
+	int rc = plan->cfg->ops->cell_enter(plan, &tmp_root, err);
 	/* After the last mount (a Landlock domain cannot mount), before place_fds closes the
 	 * ruleset: only the root's python3 and its loader may be executed. */
 	if (rc == 0 && plan->landlock_fd >= 0 &&
@@ -92,7 +87,7 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		sc__err(err, rc, "landlock");
 	if (rc == 0)
 		rc = place_fds(plan, tmp_root, err);
-	const char *tmp = plan->cfg->rlimits ? sc_plain_cell_tmp(plan) : "/tmp";
+	const char *tmp = plan->cfg->ops->cell_tmp(plan);
 	if (rc == 0 && chdir(tmp) < 0)
 		rc = sc__err(err, -errno, "chdir %s", tmp);
 	if (rc == 0)
@@ -211,8 +206,7 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	/* First, so the after-fork hooks and the warm-up find most of their pages in place. */
 	prefault(plan);
 	sc_py_after_fork_child();
-	if (plan->cfg->rlimits)
-		sc_plain_cell_environ(plan);
+	plan->cfg->ops->cell_environ(plan);
 	sc_py_warm();
 
 	uint8_t type;

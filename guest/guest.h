@@ -29,6 +29,8 @@
 #define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's pipe */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
+struct sc_guest_ops;
+
 struct sc_guest_config {
 	struct sc_setup s; /* as decoded; the fields below borrow from it */
 	char *root_base;
@@ -61,14 +63,72 @@ struct sc_guest_config {
 	size_t n_net_addrs;
 	/* Cells may exec the interpreter (Landlock is available): sys.executable names it. */
 	bool exec;
-	/* The rlimits level (plain.c): no namespaces, so no root of the cells' own; each cell
-	 * sees the host's filesystem through its Landlock domain, its /tmp and /output are
-	 * tmp_dir/<id> and out_dir/<id>, and its environment says where they are. */
-	bool rlimits;
-	char *tmp_dir;
-	bool own_uid; /* the cells' uid is the caller's (seccomp: no attributes by path) */
-	char *cgroup; /* the sandbox's memory cgroup directory on the host, or NULL for none */
+	/* The isolation mechanism, picked once from the setup message's level. */
+	const struct sc_guest_ops *ops;
+	char *tmp_dir; /* the rlimits level (plain.c): the parent of the cells' /tmp directories */
+	bool own_uid;  /* the cells' uid is the caller's (seccomp: no attributes by path) */
+	char *cgroup;  /* the sandbox's memory cgroup directory on the host, or NULL for none */
 };
+
+struct sc_cell_plan;
+
+/* One isolation mechanism, as the template and its cells use it: what differs between the
+ * levels, and nothing else. The template picks one, once, from the setup message's level
+ * (sc_guest_ops_for); no other code asks for the level. Two implementations: namespaces.c (a
+ * root of the sandbox's own, a pid and mount namespace per cell, and at level cgroups a memory
+ * cgroup per cell) and plain.c (the rlimits level: the host's filesystem through each cell's
+ * Landlock domain, the template as the cells' subreaper). The template's steps see its state
+ * (template.h); the cell's see only the plan. */
+struct sc_guest_ops {
+	/* ---- the template's setup (template_setup.c) ---- */
+	/* The setup message's values the mechanism needs, and none it cannot honour: 0 or -1. */
+	int (*check)(const struct sc_guest_config *cfg);
+	/* Where Python path i (p) is for the cells: *bind, malloc'd. 0 or -1. */
+	int (*python_bind)(const struct sc_setup_path *p, size_t i, char **bind);
+	/* Its part of the template's setup, after the setup message is read: the cells' root or
+	 * their directories, the exec ruleset, the seccomp compiler started or taken over. */
+	int (*setup)(struct snapcell_error *err);
+	/* The code's environment beyond the configured one, set after it. */
+	int (*environ)(struct snapcell_error *err);
+	/* Starts the interpreter (sc_py_init), in what the preloads may write to. */
+	int (*python_init)(struct snapcell_error *err);
+	/* The seccomp flags the mechanism adds to the cells' policy (enum sc_seccomp_flags). */
+	unsigned (*seccomp_flags)(void);
+	/* The level READY reports. */
+	enum snapcell_isolation (*level)(void);
+	/* ---- the template's cells (template_park.c, template.c) ---- */
+	/* A cell's own /output (and /tmp) named name: a descriptor of its /output above fd 9, or
+	 * a negative code. */
+	int (*cell_dirs)(const char *name);
+	/* Forks the cell of plan (which runs sc_cell_main): its pid, or a negative code. */
+	pid_t (*fork_cell)(const struct sc_cell_plan *plan);
+	/* A cell for one run's files (SC_CTL_FILES), parked now with input_layer laid over its
+	 * /input: 0 or a negative code (nothing was sent to the host then). */
+	int (*files_cell)(const char *input_layer);
+	/* After a cell is reaped, before its directories go: what the dead cell left. */
+	void (*reaped)(void);
+	/* Removes what cell_dirs made for cell id, once it is reaped or was never forked. */
+	void (*cell_forget)(uint32_t id);
+	/* When the host closes the control socket, before the template exits. */
+	void (*end)(void);
+	/* ---- in the cell (cell.c, python.c) ---- */
+	/* Its view of the file system, before Landlock and seccomp: *tmp_root gets the root of
+	 * its /tmp (the directory holding SC_TMP_LIVE). */
+	int (*cell_enter)(const struct sc_cell_plan *plan, int *tmp_root,
+			  struct snapcell_error *err);
+	/* Its /tmp (also its working directory), as the code sees it. */
+	const char *(*cell_tmp)(const struct sc_cell_plan *plan);
+	/* Before warming up: the environment names its directories. */
+	void (*cell_environ)(const struct sc_cell_plan *plan);
+	/* sys.executable where cells may exec the interpreter (cfg->exec). */
+	const char *(*executable)(const struct sc_guest_config *cfg);
+};
+
+extern const struct sc_guest_ops sc_namespaces_ops; /* namespaces.c */
+extern const struct sc_guest_ops sc_plain_ops;	    /* plain.c */
+
+/* The mechanism of a setup message's level (enum snapcell_isolation), or NULL for none. */
+const struct sc_guest_ops *sc_guest_ops_for(int level);
 
 /* The value of name in the code's configured environment, or NULL. */
 const char *sc_guest_env(const struct sc_guest_config *cfg, const char *name);
@@ -114,30 +174,6 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
 
 /* session.c: never returns. */
 _Noreturn void sc_session_anchor(size_t frame_cap);
-
-/* plain.c: the rlimits level. In the template: made a subreaper (a dead cell's processes
- * come back to it), the cells' directory parents opened (*out_fd, *tmp_fd), and the process
- * limit raised by what the uid already runs when it is the caller's own. */
-int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_fd,
-			    struct snapcell_error *err);
-/* A cell's fresh /output and /tmp directories; returns a descriptor of its /output (above
- * fd 9) or a negative code. */
-int sc_plain_cell_dirs(int out_fd, int tmp_fd, const char *name);
-/* Removes a reaped cell's /tmp directory (the host removes its /output). */
-void sc_plain_cell_forget(int tmp_fd, const char *name);
-/* Kills every child of the template that is not a live cell: what a dead cell left. */
-void sc_plain_kill_orphans(const pid_t *cells, size_t n);
-/* At the sandbox's end: kills the cells and everything they started, until no child is left. */
-void sc_plain_kill_all(void);
-/* In the cell, instead of its mounts: a subreaper like a namespace's pid 1, and confined by
- * its Landlock domain (hostfs.c); *tmp_root gets its /tmp root (the directory holding
- * SC_TMP_LIVE), as sc__rootfs_enter_cell gives it. */
-int sc_plain_cell_restrict(const struct sc_cell_plan *plan, int *tmp_root,
-			   struct snapcell_error *err);
-/* In the cell, before warming up: the environment names its directories. */
-void sc_plain_cell_environ(const struct sc_cell_plan *plan);
-/* The cell's /tmp, its SC_TMP_LIVE directory and working directory; static storage. */
-const char *sc_plain_cell_tmp(const struct sc_cell_plan *plan);
 
 /* template.c: the template's life, from the module's main() (module.c) until the host closes
  * the control socket; returns the process's exit code. */

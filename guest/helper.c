@@ -232,7 +232,7 @@ struct handoff {
 };
 
 /* The cells' seccomp policy, compiled by a child while the helper builds the root and the
- * interpreter starts (guest/template.c says why here); its pipe's reading end, or -1 (the
+ * interpreter starts (guest/template_setup.c says why); its pipe's reading end, or -1 (the
  * template then compiles the policy itself). The child keeps nothing of the helper's but the
  * pipe. */
 static int start_compiler(const struct sc_setup *s)
@@ -313,7 +313,77 @@ static void time_namespace(void)
 	}
 }
 
-static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
+/* What the helper does differently per isolation mechanism, picked once from the setup
+ * message's level (helper_ops_for), as the template picks its own (struct sc_guest_ops). */
+struct helper_ops {
+	/* After the checks every level makes: what the interpreter is exec'd into. */
+	int (*prepare)(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err);
+	/* Where the interpreter loads the guest module from. */
+	void (*module_path)(const struct sc_setup *s, char *buf, size_t len);
+	/* The exec of the interpreter failed (errno): err says why. */
+	int (*exec_failed)(const struct sc_setup *s, struct snapcell_error *err);
+};
+
+/* The namespaces level: the namespaces to come back to, the seccomp compiler started, the
+ * time namespace, the root built and pivoted into. */
+static int prepare_namespaces(const struct sc_setup *s, struct handoff *h,
+			      struct snapcell_error *err)
+{
+	int rc = open_namespaces(s, h, err);
+	if (rc < 0)
+		return rc;
+	h->seccomp = start_compiler(s);
+	time_namespace();
+	return build_root(s, err);
+}
+
+static void module_in_root(const struct sc_setup *s, char *buf, size_t len)
+{
+	snprintf(buf, len, SC_GUEST_DIR "/%s", s->guest.file);
+}
+
+static int exec_failed(const struct sc_setup *s, struct snapcell_error *err)
+{
+	return sc__err(err, -errno, "execute %s", s->python.executable);
+}
+
+/* The rlimits level: no root to build; the module is read through its descriptor. */
+static int prepare_plain(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
+{
+	h->guest_module = fcntl(s->guest.fd, F_DUPFD_CLOEXEC, SC_CGROUP_FD + 1);
+	return 0;
+}
+
+static void module_by_fd(const struct sc_setup *s, char *buf, size_t len)
+{
+	fd_path(buf, len, SC_GUEST_MODULE_FD, NULL);
+}
+
+static int exec_failed_plain(const struct sc_setup *s, struct snapcell_error *err)
+{
+	if (errno == EACCES)
+		return sc__err(err, -errno,
+			       "execute %s: at level rlimits the sandbox's uid (%u) runs it where "
+			       "it is, and cannot reach it",
+			       s->python.executable, (unsigned)getuid());
+	return exec_failed(s, err);
+}
+
+static const struct helper_ops *helper_ops_for(int level)
+{
+	static const struct helper_ops namespaces = {prepare_namespaces, module_in_root,
+						     exec_failed};
+	static const struct helper_ops plain = {prepare_plain, module_by_fd, exec_failed_plain};
+	static const struct helper_ops *const by_level[] = {
+		[SNAPCELL_ISOLATION_RLIMITS] = &plain,
+		[SNAPCELL_ISOLATION_NAMESPACES] = &namespaces,
+		[SNAPCELL_ISOLATION_CGROUPS] = &namespaces,
+	};
+	return level >= 0 && (size_t)level < SC_ARRAY_LEN(by_level) ? by_level[level] : NULL;
+}
+
+static int prepare(const struct helper_ops *ops, const struct sc_setup *s, struct handoff *h,
+		   struct snapcell_error *err)
 {
 	int moved = sc__cgroup_cell_enter(SC_CGROUP_FD);
 	if (s->cgroup && moved < 0)
@@ -329,28 +399,18 @@ static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_
 		return sc__err(err, -ENOENT,
 			       "the guest module %s beside the helper: missing or unreadable",
 			       s->guest.file);
-	int rc = 0;
-	if (s->level == SNAPCELL_ISOLATION_RLIMITS)
-		h->guest_module = fcntl(s->guest.fd, F_DUPFD_CLOEXEC, SC_CGROUP_FD + 1);
-	else if ((rc = open_namespaces(s, h, err)) == 0) {
-		h->seccomp = start_compiler(s);
-		time_namespace();
-		rc = build_root(s, err);
-	}
+	int rc = ops->prepare(s, h, err);
 	close_pass_fds();
 	return rc;
 }
 
 /* Execs the interpreter with the descriptors at their SC_GUEST_* numbers. Returns only on
  * failure. */
-static int exec_guest(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
+static int exec_guest(const struct helper_ops *ops, const struct sc_setup *s, struct handoff *h,
+		      struct snapcell_error *err)
 {
 	char code[PATH_MAX + 512], module[PATH_MAX];
-	/* At the rlimits level there is no root: the module is read through its descriptor. */
-	if (s->level == SNAPCELL_ISOLATION_RLIMITS)
-		fd_path(module, sizeof(module), SC_GUEST_MODULE_FD, NULL);
-	else
-		snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", s->guest.file);
+	ops->module_path(s, module, sizeof(module));
 	snprintf(code, sizeof(code), GUEST_IMPORT, module);
 	int rc = hand_over(h->setup, SC_GUEST_SETUP_FD);
 	if (rc == 0)
@@ -371,13 +431,7 @@ static int exec_guest(const struct sc_setup *s, struct handoff *h, struct snapce
 	char *argv[] = {s->python.executable, "-I", "-S", "-B", "-X", "utf8", "-c", code, NULL};
 	char *envp[] = {SC_GUEST_ENV "=" SC_GUEST_MARK, NULL};
 	execve(s->python.executable, argv, envp);
-	if (errno == EACCES && s->level == SNAPCELL_ISOLATION_RLIMITS)
-		return sc__err(
-			err, -errno,
-			"execute %s: at level rlimits the sandbox's uid (%u) runs it where it "
-			"is, and cannot reach it",
-			s->python.executable, (unsigned)getuid());
-	return sc__err(err, -errno, "execute %s", s->python.executable);
+	return ops->exec_failed(s, err);
 }
 
 int main(void)
@@ -395,10 +449,13 @@ int main(void)
 	if (rc == 0 && (h.setup = setup_memfd(raw, len, &err)) < 0)
 		rc = h.setup;
 	free(raw);
+	const struct helper_ops *ops = rc == 0 ? helper_ops_for(s.level) : NULL;
+	if (rc == 0 && !ops)
+		rc = sc__err(&err, SNAPCELL_E_PROTOCOL, "setup message: unknown level %d", s.level);
 	if (rc == 0)
-		rc = prepare(&s, &h, &err);
+		rc = prepare(ops, &s, &h, &err);
 	if (rc == 0)
-		exec_guest(&s, &h, &err);
+		exec_guest(ops, &s, &h, &err);
 	report_failure(&err);
 	return 1;
 }

@@ -21,9 +21,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "guest.h"
 #include "rpc/control.h"
+#include "template.h"
 #include "util/util.h"
+
+/* The parent of the cells' /tmp directories (out_dir's is T.out_fd). */
+static int tmp_parent_fd = -1;
 
 /* Tasks (processes and threads) of uid now: RLIMIT_NPROC counts them all. */
 static uint64_t count_tasks(uid_t uid)
@@ -50,8 +53,11 @@ static uint64_t count_tasks(uid_t uid)
 	return n;
 }
 
-int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_fd,
-			    struct snapcell_error *err)
+/* The template made a subreaper (a dead cell's processes come back to it), the cells'
+ * directory parents opened (*out_fd, *tmp_fd), and the process limit raised by what the uid
+ * already runs when it is the caller's own. */
+static int template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_fd,
+			  struct snapcell_error *err)
 {
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) < 0)
 		return sc__err(err, -errno, "become a subreaper");
@@ -74,15 +80,18 @@ int sc_plain_template_setup(struct sc_guest_config *cfg, int *out_fd, int *tmp_f
 	return 0;
 }
 
-int sc_plain_cell_dirs(int out_fd, int tmp_fd, const char *name)
+/* A cell's fresh /output and /tmp directories; returns a descriptor of its /output (above
+ * fd 9) or a negative code. */
+static int cell_dirs(const char *name)
 {
+	int out_fd = T.out_fd;
 	char live[32];
 	snprintf(live, sizeof(live), "%s/" SC_TMP_LIVE, name);
 	/* tmp/<id> is the cell's /tmp root as at the namespaces level: the code's /tmp is its
 	 * SC_TMP_LIVE, and a session family keeps its other /tmp trees beside that, where the
 	 * cell's Landlock domain (on SC_TMP_LIVE alone) does not reach. */
-	if (mkdirat(out_fd, name, 0700) < 0 || mkdirat(tmp_fd, name, 0700) < 0 ||
-	    mkdirat(tmp_fd, live, 0700) < 0)
+	if (mkdirat(out_fd, name, 0700) < 0 || mkdirat(tmp_parent_fd, name, 0700) < 0 ||
+	    mkdirat(tmp_parent_fd, live, 0700) < 0)
 		return -errno;
 	int fd = openat(out_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -92,17 +101,20 @@ int sc_plain_cell_dirs(int out_fd, int tmp_fd, const char *name)
 	return high < 0 ? -EMFILE : high;
 }
 
-void sc_plain_cell_forget(int tmp_fd, const char *name)
+/* Removes a reaped cell's /tmp directory. Not out/<id>: the host may still be collecting it
+ * (it removes it once the cell is retired, sandbox.c's forget_cell). */
+static void cell_forget(uint32_t id)
 {
-	/* Not out/<id>: the host may still be collecting it (it removes it once the cell is
-	 * retired, sandbox.c's forget_cell). */
-	sc__remove_tree(tmp_fd, name, sc__deadline_ms(2000));
+	char name[16];
+	snprintf(name, sizeof(name), "%u", id);
+	sc__remove_tree(tmp_parent_fd, name, sc__deadline_ms(2000));
 }
 
-/* A dead cell's processes are reparented to the template (the subreaper above the cell); each
+/* Kills every child of the template that is not one of the n cells: what a dead cell left. A
+ * dead cell's processes are reparented to the template (the subreaper above the cell); each
  * one killed makes its own children the template's in turn, and its SIGCHLD brings the
  * template back here, so the whole tree goes. */
-void sc_plain_kill_orphans(const pid_t *cells, size_t n)
+static void kill_orphans(const pid_t *cells, size_t n)
 {
 	char path[64], buf[4096];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)getpid());
@@ -133,10 +145,10 @@ void sc_plain_kill_orphans(const pid_t *cells, size_t n)
  * takes only the cell, so what its code started would be reparented to the host's reaper and
  * outlive the sandbox. The template, their subreaper, kills every child it has (cells and
  * what dead ones left) until none is left: each death brings the dead one's children to it. */
-void sc_plain_kill_all(void)
+static void kill_all(void)
 {
 	for (;;) {
-		sc_plain_kill_orphans(NULL, 0);
+		kill_orphans(NULL, 0);
 		if (wait(NULL) < 0 && errno == ECHILD)
 			return;
 	}
@@ -147,15 +159,18 @@ static void cell_path(const struct sc_cell_plan *plan, const char *base, char *o
 	snprintf(out, len, "%s/%u", base, plan->id);
 }
 
-const char *sc_plain_cell_tmp(const struct sc_cell_plan *plan)
+/* The cell's /tmp, its SC_TMP_LIVE directory and working directory; static storage. */
+static const char *cell_tmp(const struct sc_cell_plan *plan)
 {
 	static char tmp[PATH_MAX];
 	snprintf(tmp, sizeof(tmp), "%s/%u/" SC_TMP_LIVE, plan->cfg->tmp_dir, plan->id);
 	return tmp;
 }
 
-int sc_plain_cell_restrict(const struct sc_cell_plan *plan, int *tmp_root,
-			   struct snapcell_error *err)
+/* In the cell, instead of its mounts: a subreaper like a namespace's pid 1, and confined by
+ * its Landlock domain (hostfs.c); *tmp_root gets its /tmp root (the directory holding
+ * SC_TMP_LIVE), as sc__rootfs_enter_cell gives it. */
+static int cell_enter(const struct sc_cell_plan *plan, int *tmp_root, struct snapcell_error *err)
 {
 	const struct sc_guest_config *c = plan->cfg;
 	const char *read[4 + 16 + 2 * SC_PASS_FD_MAX];
@@ -181,7 +196,7 @@ int sc_plain_cell_restrict(const struct sc_cell_plan *plan, int *tmp_root,
 		read[n++] = c->python_binds[i];
 	cell_path(plan, c->out_dir, out, sizeof(out));
 	struct sc_hostfs fs = {
-		.read = read, .n_read = n, .tmp_dir = sc_plain_cell_tmp(plan), .out_dir = out};
+		.read = read, .n_read = n, .tmp_dir = cell_tmp(plan), .out_dir = out};
 	return sc__hostfs_restrict(&fs, err);
 }
 
@@ -194,10 +209,11 @@ static void set_environ(PyObject *environ, const char *name, const char *value)
 	Py_XDECREF(v);
 }
 
-void sc_plain_cell_environ(const struct sc_cell_plan *plan)
+/* In the cell, before warming up: the environment names its directories. */
+static void cell_environ(const struct sc_cell_plan *plan)
 {
 	char out[PATH_MAX];
-	const char *tmp = sc_plain_cell_tmp(plan);
+	const char *tmp = cell_tmp(plan);
 	cell_path(plan, plan->cfg->out_dir, out, sizeof(out));
 	PyObject *os = PyImport_ImportModule("os");
 	PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
@@ -221,3 +237,104 @@ void sc_plain_cell_environ(const struct sc_cell_plan *plan)
 	Py_XDECREF(environ);
 	Py_XDECREF(os);
 }
+
+/* No root to build, no namespace to return to; cells neither exec nor listen (hostfs.c), and
+ * the seccomp compiler is the template's own child. */
+static int setup(struct snapcell_error *err)
+{
+	T.self_netns = T.landlock_fd = -1;
+	close(SC_GUEST_MODULE_FD); /* the module is loaded */
+	int rc = template_setup(&T.cfg, &T.out_fd, &tmp_parent_fd, err);
+	if (rc == 0)
+		sc_template_compile_start();
+	return rc;
+}
+
+/* Each cell reads the Python paths where they are on the host. */
+static int python_bind(const struct sc_setup_path *p, size_t i, char **bind)
+{
+	return p->host && (*bind = strdup(p->host)) ? 0 : -1;
+}
+
+/* The cells' directories' parent, and no network: Landlock rules name ports, not addresses. */
+static int check(const struct sc_guest_config *cfg)
+{
+	return cfg->tmp_dir && !cfg->network ? 0 : -1;
+}
+
+/* The cells set their own (cell_environ). */
+static int template_environ(struct snapcell_error *err)
+{
+	return 0;
+}
+
+/* The preloads' writable home is the template's directory (template_setup). */
+static int python_init(struct snapcell_error *err)
+{
+	return sc_py_init(&T.cfg, err);
+}
+
+/* With no namespaces around the cells, seccomp keeps them off the host's processes and
+ * attributes (enum sc_seccomp_flags). */
+static unsigned seccomp_flags(void)
+{
+	return SC_SECCOMP_HOST | SC_SECCOMP_NO_PATH_ATTRS |
+	       (sc__landlock_abi() >= SC_LANDLOCK_ABI_SCOPE ? SC_SECCOMP_SIGNALS_SCOPED : 0);
+}
+
+static enum snapcell_isolation level(void)
+{
+	return SNAPCELL_ISOLATION_RLIMITS;
+}
+
+/* A plain fork: no namespace to make. */
+static pid_t fork_cell(const struct sc_cell_plan *plan)
+{
+	sc_py_before_fork();
+	pid_t pid = fork();
+	if (pid == 0)
+		sc_cell_main(plan);
+	int saved = errno;
+	sc_py_after_fork_parent();
+	return pid < 0 ? -saved : pid;
+}
+
+/* A run's own files come over /input, a mount this level cannot make. */
+static int files_cell(const char *input_layer)
+{
+	return -EOPNOTSUPP;
+}
+
+/* What dead cells left: no pid namespace ended it with them. */
+static void reaped(void)
+{
+	pid_t live[MAX_CELLS];
+	for (size_t i = 0; i < T.n_cells; i++)
+		live[i] = T.cells[i].pid;
+	kill_orphans(live, T.n_cells);
+}
+
+static const char *executable(const struct sc_guest_config *cfg)
+{
+	return cfg->s.python.executable;
+}
+
+const struct sc_guest_ops sc_plain_ops = {
+	.check = check,
+	.python_bind = python_bind,
+	.setup = setup,
+	.environ = template_environ,
+	.python_init = python_init,
+	.seccomp_flags = seccomp_flags,
+	.level = level,
+	.cell_dirs = cell_dirs,
+	.fork_cell = fork_cell,
+	.files_cell = files_cell,
+	.reaped = reaped,
+	.cell_forget = cell_forget,
+	.end = kill_all,
+	.cell_enter = cell_enter,
+	.cell_tmp = cell_tmp,
+	.cell_environ = cell_environ,
+	.executable = executable,
+};

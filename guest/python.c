@@ -56,11 +56,7 @@ static int set_up_interpreter(const struct sc_guest_config *cfg)
 		rc = p && path ? PyList_Append(path, p) : -1;
 		Py_XDECREF(p);
 	}
-	/* With Python paths, the root's venv over the interpreter (guest/helper.c), as a venv's
-	 * python names itself on a host. */
-	const char *executable = !cfg->exec				? ""
-				 : cfg->n_python_paths && !cfg->rlimits ? SC_VENV_DIR "/bin/python3"
-									: cfg->s.python.executable;
+	const char *executable = cfg->exec ? cfg->ops->executable(cfg) : "";
 	PyObject *exe = PyUnicode_DecodeFSDefault(executable);
 	PyObject *argv = Py_BuildValue("[s]", "");
 	if (rc == 0 && (!exe || !argv || PySys_SetObject("executable", exe) < 0 ||
@@ -249,26 +245,32 @@ static void flush_real_output(void)
 	fflush(NULL);
 }
 
-/* Imports the configured modules in order, each checked to leave no thread behind, then runs
- * the warm-up, with the thread pools pinned; the caller's values of those variables come back
- * afterwards. */
-static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct snapcell_error *err)
+/* The thread pools pinned to one thread (thread_vars), the caller's values kept in saved. */
+static void pin_threads(char *saved[SC_ARRAY_LEN(thread_vars)])
 {
-	char *saved[SC_ARRAY_LEN(thread_vars)];
 	for (size_t i = 0; i < SC_ARRAY_LEN(thread_vars); i++) {
 		const char *v = getenv(thread_vars[i]);
 		saved[i] = v ? strdup(v) : NULL;
 		setenv(thread_vars[i], "1", 1);
 	}
-	/* What they print is dropped: left in sys.stdout's buffer, it would reach every cell's
-	 * output (cells are forks), and kept in a StringIO, every cell's code. */
-	PyObject *sink = PyObject_CallMethod(prelude, "_Discard", NULL);
-	PyObject *out = Py_XNewRef(PySys_GetObject("stdout"));
-	PyObject *errs = Py_XNewRef(PySys_GetObject("stderr"));
-	int rc =
-		sink && PySys_SetObject("stdout", sink) == 0 && PySys_SetObject("stderr", sink) == 0
-			? 0
-			: py_fail(err, "preload output");
+}
+
+static void unpin_threads(char *saved[SC_ARRAY_LEN(thread_vars)])
+{
+	for (size_t i = 0; i < SC_ARRAY_LEN(thread_vars); i++) {
+		if (saved[i])
+			setenv(thread_vars[i], saved[i], 1);
+		else
+			unsetenv(thread_vars[i]);
+		free(saved[i]);
+	}
+}
+
+/* The configured modules in order, each checked to leave no thread behind. */
+static int import_preloads(PyObject *prelude, const struct sc_guest_config *cfg,
+			   struct snapcell_error *err)
+{
+	int rc = 0;
 	for (size_t i = 0; rc == 0 && i < cfg->n_preloads; i++) {
 		PyObject *m = PyImport_ImportModule(cfg->preloads[i]);
 		if (!m)
@@ -280,6 +282,26 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 				     cfg->preloads[i]);
 		Py_XDECREF(m);
 	}
+	return rc;
+}
+
+/* Imports the preloads, then runs the warm-up, with the thread pools pinned; the caller's
+ * values of those variables come back afterwards. */
+static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct snapcell_error *err)
+{
+	char *saved[SC_ARRAY_LEN(thread_vars)];
+	pin_threads(saved);
+	/* What they print is dropped: left in sys.stdout's buffer, it would reach every cell's
+	 * output (cells are forks), and kept in a StringIO, every cell's code. */
+	PyObject *sink = PyObject_CallMethod(prelude, "_Discard", NULL);
+	PyObject *out = Py_XNewRef(PySys_GetObject("stdout"));
+	PyObject *errs = Py_XNewRef(PySys_GetObject("stderr"));
+	int rc =
+		sink && PySys_SetObject("stdout", sink) == 0 && PySys_SetObject("stderr", sink) == 0
+			? 0
+			: py_fail(err, "preload output");
+	if (rc == 0)
+		rc = import_preloads(prelude, cfg, err);
 	if (rc == 0 && cfg->warmup) /* pinned too: it may import what starts a pool */
 		rc = warm_up(prelude, cfg->warmup, err);
 	if ((PySys_SetObject("stdout", out) < 0 || PySys_SetObject("stderr", errs) < 0) && rc == 0)
@@ -288,13 +310,7 @@ static int preload(PyObject *prelude, const struct sc_guest_config *cfg, struct 
 	Py_XDECREF(out);
 	Py_XDECREF(errs);
 	Py_XDECREF(sink);
-	for (size_t i = 0; i < SC_ARRAY_LEN(thread_vars); i++) {
-		if (saved[i])
-			setenv(thread_vars[i], saved[i], 1);
-		else
-			unsetenv(thread_vars[i]);
-		free(saved[i]);
-	}
+	unpin_threads(saved);
 	return rc;
 }
 

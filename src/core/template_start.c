@@ -372,6 +372,28 @@ static int greet(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	return 0;
 }
 
+/* The template's READY: set up, at the level this sandbox chose, one the config accepts. */
+static int check_ready(const struct snapcell_sandbox *sb, const struct sc_ctl_msg *ready,
+		       struct snapcell_error *err)
+{
+	if (ready->type != SC_CTL_READY)
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: unexpected message");
+	if (ready->status != 0) {
+		sc__err(err, SNAPCELL_E_HELPER, "template setup: %s", ready->message);
+		return SNAPCELL_E_HELPER;
+	}
+	if (ready->level != (int32_t)sb->cells.level)
+		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: level '%s', not '%s'",
+			       snapcell_isolation_name((enum snapcell_isolation)ready->level),
+			       snapcell_isolation_name(sb->cells.level));
+	if (sb->cells.level < sb->cfg->required)
+		return sc__err(err, SNAPCELL_E_ISOLATION,
+			       "isolation level '%s' required, this host gives '%s'",
+			       snapcell_isolation_name(sb->cfg->required),
+			       snapcell_isolation_name(sb->cells.level));
+	return 0;
+}
+
 int sc__template_handshake(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	int rc = greet(sb, err);
@@ -398,20 +420,5 @@ int sc__template_handshake(struct snapcell_sandbox *sb, struct snapcell_error *e
 			 rc == -EPIPE ? end : snapcell_strerror(rc));
 		return helper_failed(sb, err, head);
 	}
-	if (ready.type != SC_CTL_READY)
-		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: unexpected message");
-	if (ready.status != 0) {
-		sc__err(err, SNAPCELL_E_HELPER, "template setup: %s", ready.message);
-		return SNAPCELL_E_HELPER;
-	}
-	if (ready.level != (int32_t)sb->cells.level)
-		return sc__err(err, SNAPCELL_E_PROTOCOL, "template setup: level '%s', not '%s'",
-			       snapcell_isolation_name((enum snapcell_isolation)ready.level),
-			       snapcell_isolation_name(sb->cells.level));
-	if (sb->cells.level < sb->cfg->required)
-		return sc__err(err, SNAPCELL_E_ISOLATION,
-			       "isolation level '%s' required, this host gives '%s'",
-			       snapcell_isolation_name(sb->cfg->required),
-			       snapcell_isolation_name(sb->cells.level));
-	return 0;
+	return check_ready(sb, &ready, err);
 }

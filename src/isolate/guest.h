@@ -1,7 +1,8 @@
 /* The isolation mechanisms the helper applies, one per file: the read-only root (rootfs.c),
  * the seccomp policy (seccomp.c), rlimits (rlimits.c), capabilities and no_new_privs
- * (caps.c). They apply mechanisms; the order is the caller's (guest/template.c and
- * guest/cell.c). Linked into the helper only, never into the host library. */
+ * (caps.c), a cell's network namespace (netns.c). They apply mechanisms; the order is the
+ * caller's (guest/template*.c and guest/cell.c). Linked into the helper only, never into the
+ * host library. */
 #ifndef SC_ISOLATE_GUEST_H
 #define SC_ISOLATE_GUEST_H
 
@@ -193,6 +194,24 @@ int sc__cgroup_cell_enter(int tasks_fd);
 int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_t *oom_kills);
 /* In the template, when the cell was not forked after all. */
 void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id);
+
+/* ---- netns.c ---- */
+
+/* What a cell's network namespace holds: the network entries' IP literals on loopback, and
+ * one listener per port, on IPv6 too with v6. */
+struct sc_netns {
+	char *const *addrs;
+	size_t n_addrs;
+	const uint16_t *ports;
+	size_t n_ports;
+	bool v6;
+};
+
+/* Moves the caller into a new network namespace for its next child (the caller comes back
+ * with setns) and makes what the child's connections land on: loopback up, ns's addresses on
+ * it, one listener per port and family (CLOEXEC, above fd 9), appended to fds, which has room
+ * for n_ports * 2 more. 0 or a negative code; listeners made before a failure are in fds. */
+int sc__netns_enter(const struct sc_netns *ns, int *fds, size_t *n);
 
 /* ---- caps.c ---- */
 

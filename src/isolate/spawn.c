@@ -58,44 +58,61 @@ static int above_moves(int fd)
 	return fd < 0 ? fd : fcntl(fd, F_DUPFD, PASS_HIGH + SC_PASS_FD_MAX + 2);
 }
 
-static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int devnull)
+/* The descriptors the child hands on, above every number it moves descriptors to. */
+struct child_fds {
+	int fail;    /* the failure pipe */
+	int helper;  /* PASS_HIGH + SC_PASS_FD_MAX */
+	int cgroup;  /* the one above, when spec->cgroup_fd is one */
+	int control; /* for SC_CONTROL_FD */
+	int null;    /* for 0 and 1 */
+	int err_out; /* for 2 */
+};
+
+static void child_lift(const struct sc_spawn *spec, int fail_fd, int devnull, struct child_fds *f)
 {
-	char byte;
-	if (read(sync_fd, &byte, 1) != 1)
-		child_fail(fail_fd, STEP_SYNC, errno ? errno : EPIPE);
 	int fail = above_moves(fail_fd);
 	fail_fd = fail < 0 ? fail_fd : fail;
+	f->fail = fail_fd;
 	int helper_src = above_moves(spec->helper_fd), cgroup_src = above_moves(spec->cgroup_fd);
-	int control = above_moves(spec->control_fd), null = above_moves(devnull);
-	int err_out = spec->stderr_fd >= 0 ? above_moves(spec->stderr_fd) : null;
-	if (helper_src < 0 || control < 0 || null < 0 || err_out < 0 ||
+	f->control = above_moves(spec->control_fd), f->null = above_moves(devnull);
+	f->err_out = spec->stderr_fd >= 0 ? above_moves(spec->stderr_fd) : f->null;
+	if (helper_src < 0 || f->control < 0 || f->null < 0 || f->err_out < 0 ||
 	    (spec->cgroup_fd >= 0 && cgroup_src < 0))
 		child_fail(fail_fd, STEP_FDS, errno);
 	/* The helper's descriptor may be one of the numbers the python paths move to; park it
 	 * above all of them (CLOEXEC again by the close_range below). */
-	int helper_fd = PASS_HIGH + SC_PASS_FD_MAX, cgroup_fd = helper_fd + 1;
-	if (dup2(helper_src, helper_fd) < 0 || (cgroup_src >= 0 && dup2(cgroup_src, cgroup_fd) < 0))
+	f->helper = PASS_HIGH + SC_PASS_FD_MAX, f->cgroup = f->helper + 1;
+	if (dup2(helper_src, f->helper) < 0 || (cgroup_src >= 0 && dup2(cgroup_src, f->cgroup) < 0))
 		child_fail(fail_fd, STEP_FDS, errno);
-	/* Opened high, then moved into place: nothing can clobber what is still to move. */
+}
+
+/* Opened high, then moved into place (child_place): nothing can clobber what is still to
+ * move. */
+static void child_open_pass(const struct sc_spawn *spec, const struct child_fds *f)
+{
 	for (size_t i = 0; i < spec->n_pass_dirs; i++) {
 		int kind = i + spec->n_pass_files < spec->n_pass_dirs ? O_DIRECTORY : 0;
 		int fd = open(spec->pass_dirs[i], O_PATH | kind | O_CLOEXEC);
 		/* A missing file is the helper's to report (a program that is no helper, or one of
 		 * another protocol, must still get to greet): it gets /dev/null instead. */
 		if (fd < 0 && !kind)
-			fd = dup(null);
+			fd = dup(f->null);
 		if (fd < 0 || dup2(fd, PASS_HIGH + (int)i) < 0) {
-			struct child_failure f = {STEP_DIRS, errno, (int32_t)i};
-			(void)!write(fail_fd, &f, sizeof(f));
+			struct child_failure cf = {STEP_DIRS, errno, (int32_t)i};
+			(void)!write(f->fail, &cf, sizeof(cf));
 			_exit(127);
 		}
 		close(fd);
 	}
-	/* Become root of the new user namespace. When the host is root the map points inside 0
-	 * at another outside uid, so the clone's own uid is unmapped until we switch. Raw calls:
-	 * glibc's setxid would try to signal the host's other threads. At the rlimits level a
-	 * root caller's helper becomes the sandbox's own uid here, with no supplementary group,
-	 * and the exec then leaves it no capability. */
+}
+
+/* Become root of the new user namespace. When the host is root the map points inside 0 at
+ * another outside uid, so the clone's own uid is unmapped until we switch. Raw calls: glibc's
+ * setxid would try to signal the host's other threads. At the rlimits level a root caller's
+ * helper becomes the sandbox's own uid here, with no supplementary group, and the exec then
+ * leaves it no capability. */
+static void child_ids(const struct sc_spawn *spec, int fail_fd)
+{
 	if (spec->namespaces) {
 		if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
 			child_fail(fail_fd, STEP_IDS, errno);
@@ -107,24 +124,40 @@ static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int dev
 			    spec->outside_uid) < 0)) {
 		child_fail(fail_fd, STEP_IDS, errno);
 	}
-	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(err_out, 2) < 0 ||
-	    dup2(control, SC_CONTROL_FD) < 0)
-		child_fail(fail_fd, STEP_FDS, errno);
+}
+
+static void child_place(const struct sc_spawn *spec, const struct child_fds *f)
+{
+	if (dup2(f->null, 0) < 0 || dup2(f->null, 1) < 0 || dup2(f->err_out, 2) < 0 ||
+	    dup2(f->control, SC_CONTROL_FD) < 0)
+		child_fail(f->fail, STEP_FDS, errno);
 	for (size_t i = 0; i < spec->n_pass_dirs; i++)
 		if (dup2(PASS_HIGH + (int)i, SC_PASS_FD_FIRST + (int)i) < 0)
-			child_fail(fail_fd, STEP_FDS, errno);
-	if (spec->cgroup_fd >= 0 && dup2(cgroup_fd, SC_CGROUP_FD) < 0)
-		child_fail(fail_fd, STEP_FDS, errno);
+			child_fail(f->fail, STEP_FDS, errno);
+	if (spec->cgroup_fd >= 0 && dup2(f->cgroup, SC_CGROUP_FD) < 0)
+		child_fail(f->fail, STEP_FDS, errno);
 	/* Everything else, the failure pipe included, goes at execve: no host fd leaks. */
 	unsigned first = SC_PASS_FD_FIRST + (unsigned)spec->n_pass_dirs;
 	if ((first < SC_CGROUP_FD &&
 	     syscall(SYS_close_range, first, SC_CGROUP_FD - 1, CLOSE_RANGE_CLOEXEC) < 0) ||
 	    syscall(SYS_close_range, spec->cgroup_fd >= 0 ? SC_CGROUP_FD + 1 : SC_CGROUP_FD, ~0U,
 		    CLOSE_RANGE_CLOEXEC) < 0)
-		child_fail(fail_fd, STEP_FDS, errno);
+		child_fail(f->fail, STEP_FDS, errno);
+}
+
+static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int devnull)
+{
+	char byte;
+	if (read(sync_fd, &byte, 1) != 1)
+		child_fail(fail_fd, STEP_SYNC, errno ? errno : EPIPE);
+	struct child_fds f;
+	child_lift(spec, fail_fd, devnull, &f);
+	child_open_pass(spec, &f);
+	child_ids(spec, f.fail);
+	child_place(spec, &f);
 	/* By descriptor: the sandbox uid need not be able to walk the path to the helper. */
-	syscall(SYS_execveat, helper_fd, "", spec->argv, spec->envp, AT_EMPTY_PATH);
-	child_fail(fail_fd, STEP_EXEC, errno);
+	syscall(SYS_execveat, f.helper, "", spec->argv, spec->envp, AT_EMPTY_PATH);
+	child_fail(f.fail, STEP_EXEC, errno);
 }
 
 static int write_proc(pid_t pid, const char *file, const char *content)
@@ -174,22 +207,47 @@ static int await_exec(pid_t pid, int fail_fd, const struct sc_spawn *spec,
 		       step_names[f.step]);
 }
 
-int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out,
-		     struct snapcell_error *err)
+/* /dev/null for the child's 0 and 1, the pipe that releases it once the id maps are written,
+ * and the one its failure report comes back on. */
+static int spawn_pipes(int *devnull, int sync[2], int fail[2], struct snapcell_error *err)
 {
-	int sync[2], fail[2];
-	int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (devnull < 0)
+	*devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (*devnull < 0)
 		return sc__err(err, -errno, "open /dev/null");
 	if (pipe2(sync, O_CLOEXEC) < 0) {
-		close(devnull);
+		close(*devnull);
 		return sc__err(err, -errno, "pipe");
 	}
 	if (pipe2(fail, O_CLOEXEC) < 0) {
 		int rc = sc__err(err, -errno, "pipe");
-		close(devnull), close(sync[0]), close(sync[1]);
+		close(*devnull), close(sync[0]), close(sync[1]);
 		return rc;
 	}
+	return 0;
+}
+
+/* The child cloned (pid, or -1 with saved): its id maps written and it released to exec. */
+static int release_child(const struct sc_spawn *spec, long pid, int saved, int sync_fd,
+			 struct snapcell_error *err)
+{
+	int rc = 0;
+	if (pid < 0) {
+		rc = sc__err(err, spec->namespaces ? SNAPCELL_E_ISOLATION : -saved, "clone%s: %s",
+			     spec->namespaces ? " into new namespaces" : "", strerror(saved));
+	} else if (!spec->namespaces || (rc = write_id_maps((pid_t)pid, spec, err)) == 0) {
+		if (write(sync_fd, "g", 1) != 1)
+			rc = sc__err(err, -errno, "release helper");
+	}
+	return rc;
+}
+
+int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out,
+		     struct snapcell_error *err)
+{
+	int sync[2], fail[2], devnull;
+	int rc = spawn_pipes(&devnull, sync, fail, err);
+	if (rc < 0)
+		return rc;
 	int pidfd = -1;
 	/* A raw clone: no atfork handlers run in the child, which only execs. */
 	unsigned long flags = (spec->namespaces ? NS_FLAGS : 0) | CLONE_PIDFD | SIGCHLD;
@@ -201,14 +259,7 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 	}
 	int saved = errno;
 	close(sync[0]), close(fail[1]), close(devnull);
-	int rc = 0;
-	if (pid < 0) {
-		rc = sc__err(err, spec->namespaces ? SNAPCELL_E_ISOLATION : -saved, "clone%s: %s",
-			     spec->namespaces ? " into new namespaces" : "", strerror(saved));
-	} else if (!spec->namespaces || (rc = write_id_maps((pid_t)pid, spec, err)) == 0) {
-		if (write(sync[1], "g", 1) != 1)
-			rc = sc__err(err, -errno, "release helper");
-	}
+	rc = release_child(spec, pid, saved, sync[1], err);
 	close(sync[1]);
 	if (rc == 0 && pid > 0)
 		rc = await_exec((pid_t)pid, fail[0], spec, err);

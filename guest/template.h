@@ -1,0 +1,67 @@
+/* What the template's files share (guest/template.c and its template_*.c): its one state, T
+ * (the template is one process with one thread), and the steps one file lends another. Not for
+ * the cells' files: a cell reads only its plan (struct sc_cell_plan, guest.h). */
+#ifndef SC_GUEST_TEMPLATE_H
+#define SC_GUEST_TEMPLATE_H
+
+#include <unistd.h>
+
+#include "guest.h"
+#include "rpc/control.h"
+
+#define CTL	  SC_CONTROL_FD
+#define MAX_CELLS 4096 /* live cells per sandbox, parked or running */
+
+struct live_cell {
+	uint32_t id;
+	pid_t pid;
+	int exit_fd;   /* write end of the cell's exit pipe */
+	unsigned slot; /* its byte in T.set_up */
+};
+
+struct sc_template {
+	struct sc_guest_config cfg;
+	struct sc_bpf seccomp;
+	int self_netns;	   /* to come back after making a cell's network namespace */
+	int out_fd;	   /* SC_OUT_BASE */
+	int landlock_fd;   /* the cells' exec ruleset, or -1 (no exec) */
+	int cgroup_fd;	   /* the sandbox's memory cgroup, or -1: cells get one each below it */
+	bool unix_sockets; /* cells may listen on AF_UNIX sockets (the ruleset scopes them) */
+	int sig_fd;
+	uint32_t next_id;
+	unsigned parked;
+	struct live_cell cells[MAX_CELLS];
+	size_t n_cells;
+	/* One byte per live cell, shared with the cells (MAP_SHARED): a cell sets its own once
+	 * set up and then unmaps the page, so only the template's reading of it says whether a
+	 * cell's code may have run. free_slots is a stack of unused bytes. */
+	volatile uint8_t *set_up;
+	unsigned free_slots[MAX_CELLS];
+	size_t n_free_slots;
+	struct sc_prefault_range *prefault; /* the host's latest list, for cells parked next */
+	size_t n_prefault;
+};
+
+extern struct sc_template T;
+
+static inline void close_all(int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+}
+
+/* template_setup.c: the setup message read, the policy compiled, the interpreter started, the
+ * mechanism's own part done (T.cfg.ops->setup): what READY reports. */
+int sc_template_setup(struct snapcell_error *err);
+/* The seccomp compiling child: the helper's, taken over (the namespaces level), or one forked
+ * now (the rlimits level); sc_template_setup joins it. */
+void sc_template_compile_adopt(void);
+void sc_template_compile_start(void);
+
+/* template_park.c: forks a cell and hands it to the host (a parked one, or with input_layer
+ * one made for a run's files); reaps dead cells, writing each one's exit record. */
+int sc_template_park_cell(const char *input_layer);
+void sc_template_reap(void);
+
+#endif
