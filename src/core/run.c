@@ -578,7 +578,9 @@ static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb
 	bool over = u.bytes > u.max_bytes || (tmp >= 0 && tree_over(tmp, 0, &u));
 	if (tmp >= 0)
 		close(tmp);
-	return over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
+	over = over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
+	/* And what no table holds: descriptors in flight in a socket's queue. */
+	return over || sc__inflight_over(sb, u.max_bytes - u.bytes, l[SNAPCELL_LIMIT_FILE_BYTES]);
 }
 
 /* Measures the cell's /tmp and /output now, killing it when they are over; sets when to look
