@@ -82,11 +82,15 @@ static int probe(uid_t uid, gid_t gid, rlim_t k)
 	static _Alignas(16) char stack[PROBE_STACK];
 	struct probe p = {.uid = uid, .gid = gid, .k = k};
 	int result = PROBE_FAILED;
+	sigset_t all, was;
+	sigfillset(&all);
 	pthread_mutex_lock(&one);
 	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, p.sock) == 0) {
 		/* No exit signal: only a wait with __WALL reaps it, so no reaper of the
-		 * caller's takes it. */
+		 * caller's takes it. Signals blocked: no handler of the caller's runs in it. */
+		pthread_sigmask(SIG_SETMASK, &all, &was);
 		pid_t pid = clone(probe_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK, &p);
+		pthread_sigmask(SIG_SETMASK, &was, NULL);
 		int status;
 		if (pid > 0 && waitpid(pid, &status, __WALL) == pid && WIFEXITED(status))
 			result = WEXITSTATUS(status);
