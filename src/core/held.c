@@ -30,7 +30,7 @@
  * waited ten times a measurement's time before the next. 30,000 mappings of one file 60
  * directories down made 456 MB of it, read in 2.3 s, and the cell wrote 3 GiB in the 23 s
  * gap under a 321 MiB bound; at 32 MiB, 0.8-1.8 GiB. The wait is capped now (run.c), so the
- * measurement's own time is the gap: 8 MiB reads in ~40 ms here. A process that imports
+ * measurement's own time is the gap: 8 MiB reads in ~60 ms here. A process that imports
  * numpy, pandas, matplotlib and scipy has 160 KB of it. */
 #define HELD_MAX_MAPS_BYTES (8u << 20)
 /* And on the listings of /proc in one: each meets the processes not met before. */
