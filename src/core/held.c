@@ -191,7 +191,8 @@ static void add_table(struct held *h, const char *path)
 }
 
 /* Whether task has the table of one of read[] (kcmp: the same files_struct). Where kcmp is
- * refused or missing, no: the table is read again, and the descriptor bound still holds. */
+ * refused or missing, no: the table is read again, and the descriptor bound still holds.
+ * Docker's default profile allows kcmp with CAP_SYS_PTRACE, which reading tables needs. */
 static bool table_read(pid_t task, const pid_t *read, size_t n)
 {
 	for (size_t i = 0; i < n; i++)

@@ -926,6 +926,21 @@ Test(rlimits, many_descriptors_do_not_stretch_the_watch, .timeout = 120)
 			     written, bound_mib);
 		snapcell_result_free(res);
 	}
+	/* A table shared by threads is read once: 40 threads and 200 descriptors (8,200 reads
+	 * if each thread's were read) are not over. */
+	expect_output(sb,
+		      "import os, threading, time\n"
+		      "t = os.environ['TMPDIR']\n"
+		      "open(t + '/ballast', 'w').close()\n"
+		      "ballast = [os.open(t + '/ballast', os.O_RDONLY) for _ in range(200)]\n"
+		      "threading.stack_size(256 << 10)\n"
+		      "ev = threading.Event()\n"
+		      "ths = [threading.Thread(target=ev.wait) for _ in range(40)]\n"
+		      "for th in ths: th.start()\n"
+		      "time.sleep(1)\n"
+		      "ev.set()\n"
+		      "print('threads')\n",
+		      "threads\n");
 	snapcell_sandbox_free(sb);
 }
 
