@@ -326,6 +326,10 @@ int sc__pidfd_pid(int pidfd);
  * 4,096 processes of its uid or files, 0 when this process cannot read the cell's /proc (it needs
  * CAP_SYS_PTRACE). */
 uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes);
+/* Level rlimits (inflight.c): whether sb's uid has more descriptors in flight in AF_UNIX
+ * queues than room holds at file_bytes each (beyond its template's parked cells'). False when
+ * it cannot tell: a caller that is not root, or a sandbox without a uid of its own. */
+bool sc__inflight_over(const struct snapcell_sandbox *sb, uint64_t room, uint64_t file_bytes);
 
 /* helper_stderr.c: the last SC_HELPER_STDERR_MAX bytes the helper wrote to its stderr (a
  * pipe) before READY, for the error when it dies first. new: the host's end (CLOEXEC,

@@ -56,12 +56,15 @@ enum forced {
 /* Level rlimits has no tmpfs per cell: its /tmp and /output are directories on the work
  * directory's filesystem (/dev/shm, host memory, by default), which a cell filled at ~2.5
  * GiB/s. The host measures them while the cell runs, every FILES_WATCH_US plus ten times
- * what the last walk took, and kills the cell once they hold more than its /tmp and /output
+ * what the last walk took, at most FILES_WATCH_MAX_US more (the walk's cost is the code's to
+ * choose: 4,000 descriptors made it ~30 ms, and ten times that let the cell write 0.5 GiB
+ * past the bound), and kills the cell once they hold more than its /tmp and /output
  * sizes together (what the other levels' tmpfs allow), more than FILES_MAX_ENTRIES entries,
  * or a directory deeper than FILES_MAX_DEPTH. */
-#define FILES_WATCH_US	  20000
-#define FILES_MAX_ENTRIES 131072
-#define FILES_MAX_DEPTH	  64
+#define FILES_WATCH_US	   20000
+#define FILES_WATCH_MAX_US 20000
+#define FILES_MAX_ENTRIES  131072
+#define FILES_MAX_DEPTH	   64
 
 /* What loop() returns besides 0 (the run ended) and a negative code. */
 #define RUN_PAUSED 1
@@ -575,7 +578,9 @@ static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb
 	bool over = u.bytes > u.max_bytes || (tmp >= 0 && tree_over(tmp, 0, &u));
 	if (tmp >= 0)
 		close(tmp);
-	return over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
+	over = over || (c->fds[SC_CELL_OUTPUT] >= 0 && tree_over(c->fds[SC_CELL_OUTPUT], 0, &u));
+	/* And what no table holds: descriptors in flight in a socket's queue. */
+	return over || sc__inflight_over(sb, u.max_bytes - u.bytes, l[SNAPCELL_LIMIT_FILE_BYTES]);
 }
 
 /* Measures the cell's /tmp and /output now, killing it when they are over; sets when to look
@@ -595,7 +600,9 @@ static bool files_check(struct sc_run *r, const struct snapcell_sandbox *sb, uin
 		kill_cell(r, FORCED_FILES);
 	}
 	uint64_t after = sc__now_us();
-	r->files_watch_us = after + FILES_WATCH_US + 10 * (after - now);
+	uint64_t wait = 10 * (after - now);
+	r->files_watch_us =
+		after + FILES_WATCH_US + (wait < FILES_WATCH_MAX_US ? wait : FILES_WATCH_MAX_US);
 	return over;
 }
 
