@@ -24,6 +24,7 @@
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
@@ -316,7 +317,8 @@ static void cell_start(struct cell *c, const char *python)
 
 /* Waits until the child sleeps in the system call it was parked in: after its answer it still
  * runs a few hundred instructions of its loop, and a stop there would not be the parked state.
- * /proc/PID/syscall says "running" until the task is off the CPU, else its call's number. */
+ * /proc/PID/syscall says "running" until the task is off the CPU, else its call's number
+ * (parked_nr -1: any call). */
 static void cell_settle(struct cell *c, long parked_nr)
 {
 	for (;;) {
@@ -327,7 +329,7 @@ static void cell_settle(struct cell *c, long parked_nr)
 		buf[n] = 0;
 		char *end;
 		long nr = strtol(buf, &end, 10);
-		if (end != buf && nr == parked_nr)
+		if (end != buf && (nr == parked_nr || (parked_nr < 0 && nr >= 0)))
 			return;
 		sched_yield();
 	}
@@ -877,6 +879,99 @@ static void measure_row(struct cell *c, const struct parked *p, struct forker *f
 	print_row(r->name, s, &k);
 }
 
+/* ---- ways to stop ---- */
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = write(fd, text, strlen(text));
+	int rc = n == (ssize_t)strlen(text) ? 0 : n < 0 ? -errno : -EIO;
+	close(fd);
+	return rc;
+}
+
+/* Spins until cgroup.events says `frozen` is want. */
+static int wait_frozen(int events_fd, char want)
+{
+	for (;;) {
+		char buf[256];
+		ssize_t n = pread(events_fd, buf, sizeof(buf) - 1, 0);
+		if (n < 0)
+			return -errno;
+		buf[n] = 0;
+		const char *f = strstr(buf, "frozen ");
+		if (f && f[7] == want)
+			return 0;
+		sched_yield();
+	}
+}
+
+/* The cgroup v2 freezer as the stop instead of PTRACE_INTERRUPT: the child moved into a cgroup
+ * of its own under the unified hierarchy, frozen (until cgroup.events says so) and thawed. It
+ * cannot replace the ptrace stop (registers are set only in a ptrace stop) but says what a
+ * design that freezes first would pay. 0, or -errno when the hierarchy is not writable here. */
+static int measure_freeze(struct cell *c, unsigned rounds, uint64_t *freeze, uint64_t *thaw)
+{
+	char dir[128], path[192], pid[16];
+	snprintf(dir, sizeof(dir), "/sys/fs/cgroup/unified/snapcell-reset-probe-%d", (int)getpid());
+	snprintf(pid, sizeof(pid), "%d", (int)c->pid);
+	if (mkdir(dir, 0700) < 0)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/cgroup.procs", dir);
+	int rc = write_file(path, pid);
+	snprintf(path, sizeof(path), "%s/cgroup.events", dir);
+	int events_fd = rc ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+	rc = rc ? rc : events_fd < 0 ? -errno : 0;
+	snprintf(path, sizeof(path), "%s/cgroup.freeze", dir);
+	for (unsigned i = 0; i < rounds && rc == 0; i++) {
+		cell_settle(c, -1);
+		uint64_t t0 = clock_ns();
+		rc = write_file(path, "1");
+		rc = rc ? rc : wait_frozen(events_fd, '1');
+		uint64_t t1 = clock_ns();
+		rc = rc ? rc : write_file(path, "0");
+		rc = rc ? rc : wait_frozen(events_fd, '0');
+		freeze[i] = t1 - t0;
+		thaw[i] = clock_ns() - t1;
+	}
+	if (events_fd >= 0)
+		close(events_fd);
+	write_file("/sys/fs/cgroup/unified/cgroup.procs", pid);
+	rmdir(dir);
+	return rc;
+}
+
+/* The stops alone, on the parked child sleeping in its recv: PTRACE_INTERRUPT with its wait
+ * and PTRACE_CONT, and the freezer. */
+static void measure_stops(struct cell *c, long parked_nr, unsigned rounds, uint64_t *a, uint64_t *b)
+{
+	for (unsigned i = 0; i < rounds; i++) {
+		cell_settle(c, parked_nr);
+		uint64_t t0 = clock_ns();
+		int rc = cell_stop(c);
+		uint64_t t1 = clock_ns();
+		rc = rc ? rc : cell_cont(c);
+		if (rc < 0)
+			fail("stop and continue", -rc);
+		a[i] = t1 - t0;
+		b[i] = clock_ns() - t1;
+	}
+	printf("interrupt_p50_us=%.1f\ninterrupt_p99_us=%.1f\n",
+	       (double)percentile(a, rounds, 50) / 1e3, (double)percentile(a, rounds, 99) / 1e3);
+	printf("interrupt_cont_p50_us=%.1f\n", (double)percentile(b, rounds, 50) / 1e3);
+	int rc = measure_freeze(c, rounds, a, b);
+	if (rc < 0) {
+		printf("freeze=unavailable\n");
+		fprintf(stderr, "reset probe: no cgroup v2 freezer here: %s\n", strerror(-rc));
+		return;
+	}
+	printf("freeze_p50_us=%.1f\nfreeze_p99_us=%.1f\n", (double)percentile(a, rounds, 50) / 1e3,
+	       (double)percentile(a, rounds, 99) / 1e3);
+	printf("thaw_p50_us=%.1f\n", (double)percentile(b, rounds, 50) / 1e3);
+}
+
 static void print_load(const char *key)
 {
 	char buf[64] = "";
@@ -925,6 +1020,7 @@ int main(int argc, char **argv)
 	       p.image_len / 1024);
 	printf("registered_mappings=%u\nwritable_mappings=%zu\nxstate_bytes=%zu\n", c.registered,
 	       p.n_ranges, p.xstate_len);
+	measure_stops(&c, (long)p.regs.orig_rax, rounds, s.v[0], s.v[1]);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		measure_row(&c, &p, &f, &rows[i], rounds, &s);
 	print_load("load_after");
