@@ -72,8 +72,9 @@ static long page_bytes;
  * to 0: every answer must be 1. */
 static const char child_code[] =
 	"import ctypes, os, socket, sys\n"
-	"page, heap_pages, nr, api_req, reg_req, api, features, mode = map(int, sys.argv[1:9])\n"
-	"compute = compile(sys.argv[9], '<compute>', 'exec')\n"
+	"page, heap_pages, nr, flags, api_req, reg_req, api, features, mode = map(int, "
+	"sys.argv[1:10])\n"
+	"compute = compile(sys.argv[10], '<compute>', 'exec')\n"
 	"hello = compile('print(1)', '<run>', 'exec')\n"
 	"sys.stdout = open(os.devnull, 'w')\n"
 	"heap = bytearray(page * heap_pages)\n"
@@ -92,7 +93,7 @@ static const char child_code[] =
 	"libc.syscall.restype = ctypes.c_long\n"
 	"def fail(what):\n"
 	"    sys.exit(f'reset probe child: {what}: {os.strerror(ctypes.get_errno())}')\n"
-	"uffd = libc.syscall(nr, os.O_CLOEXEC | 1)\n"
+	"uffd = libc.syscall(nr, flags)\n"
 	"if uffd < 0:\n"
 	"    fail('userfaultfd')\n"
 	"arg = (ctypes.c_uint64 * 3)(api, features, 0)\n"
@@ -265,31 +266,24 @@ static void cell_start(struct cell *c, const char *python)
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		fail("socketpair", errno);
-	char a[9][32];
-	unsigned long long nums[8] = {(unsigned long long)page_bytes,
-				      HEAP_PAGES,
-				      SYS_userfaultfd,
-				      UFFDIO_API,
-				      UFFDIO_REGISTER,
-				      UFFD_API,
-				      UFFD_FEATURE_WP_ASYNC,
-				      UFFDIO_REGISTER_MODE_WP};
-	for (int i = 0; i < 8; i++)
+	/* The numbers the child's ctypes calls need, from this build's headers. */
+	enum { N_NUMS = 9 };
+	const unsigned long long nums[N_NUMS] = {(unsigned long long)page_bytes,
+						 HEAP_PAGES,
+						 SYS_userfaultfd,
+						 O_CLOEXEC | UFFD_USER_MODE_ONLY,
+						 UFFDIO_API,
+						 UFFDIO_REGISTER,
+						 UFFD_API,
+						 UFFD_FEATURE_WP_ASYNC,
+						 UFFDIO_REGISTER_MODE_WP};
+	char a[N_NUMS][24];
+	char *argv[N_NUMS + 6] = {(char *)python, (char *)"-I", (char *)"-c", (char *)child_code};
+	for (int i = 0; i < N_NUMS; i++) {
 		snprintf(a[i], sizeof(a[i]), "%llu", nums[i]);
-	char *const argv[] = {(char *)python,
-			      (char *)"-I",
-			      (char *)"-c",
-			      (char *)child_code,
-			      a[0],
-			      a[1],
-			      a[2],
-			      a[3],
-			      a[4],
-			      a[5],
-			      a[6],
-			      a[7],
-			      (char *)BENCH_COMPUTE_CODE,
-			      NULL};
+		argv[4 + i] = a[i];
+	}
+	argv[4 + N_NUMS] = (char *)BENCH_COMPUTE_CODE;
 	c->pid = fork();
 	if (c->pid < 0)
 		fail("fork", errno);
@@ -516,8 +510,10 @@ static int read_fds(const struct cell *c, struct text *t)
 /* The lines of /proc/PID/status a run could change and a reset does not restore. */
 static int read_status(const struct cell *c, struct text *t)
 {
-	static const char *const keep[] = {"Sig",     "ShdPnd", "Threads", "NoNewPrivs",
-					   "Seccomp", "Cap",	"Uid",	   "Gid"};
+	/* Not SigQ: it counts the signals queued to the whole real uid, not to this process. */
+	static const char *const keep[] = {"SigPnd", "ShdPnd",	"SigBlk",     "SigIgn",
+					   "SigCgt", "Threads", "NoNewPrivs", "Seccomp",
+					   "Cap",    "Uid",	"Gid"};
 	struct text all;
 	int rc = read_text(c->status_fd, &all);
 	t->len = 0;
