@@ -71,7 +71,7 @@ static long page_bytes;
  * byte into N pages of a 4 MiB heap; it answers with its count of runs, which a reset puts back
  * to 0: every answer must be 1. */
 static const char child_code[] =
-	"import ctypes, os, socket, sys\n"
+	"import ctypes, os, socket, sys, time\n"
 	"page, heap_pages, nr, flags, api_req, reg_req, api, features, mode = map(int, "
 	"sys.argv[1:10])\n"
 	"compute = compile(sys.argv[10], '<compute>', 'exec')\n"
@@ -101,6 +101,7 @@ static const char child_code[] =
 	"    fail('UFFDIO_API')\n"
 	"with open('/proc/self/maps') as f:\n"
 	"    lines = f.read().splitlines()\n"
+	"t0 = time.perf_counter_ns()\n"
 	"registered = 0\n"
 	"for line in lines:\n"
 	"    addrs, perms = line.split()[:2]\n"
@@ -112,7 +113,8 @@ static const char child_code[] =
 	"        fail(line)\n"
 	"    registered += 1\n"
 	"sock = socket.socket(fileno=3)\n"
-	"socket.send_fds(sock, [b'%d' % registered], [uffd])\n"
+	"arm_ns = time.perf_counter_ns() - t0\n"
+	"socket.send_fds(sock, [b'%d %d' % (registered, arm_ns)], [uffd])\n"
 	"os.close(uffd)\n"
 	"runs = 0\n"
 	"while True:\n"
@@ -144,6 +146,7 @@ struct parked {
 	unsigned char xstate[XSTATE_MAX];
 	size_t xstate_len;
 	struct text maps, fds, status;
+	uint64_t protect_ns, image_ns, park_ns; /* the first protection, the copy, all */
 };
 
 struct cell {
@@ -151,6 +154,7 @@ struct cell {
 	int sock, uffd;
 	int pagemap_fd, mem_fd, maps_fd, status_fd, fd_dir_fd, syscall_fd;
 	unsigned registered; /* mappings the child registered */
+	uint64_t arm_ns;     /* its registration of them, timed by itself */
 };
 
 enum step {
@@ -298,7 +302,9 @@ static void cell_start(struct cell *c, const char *python)
 	c->uffd = recv_fd(c->sock, msg, sizeof(msg));
 	if (c->uffd < 0)
 		fail("the child's userfaultfd (see its error above)", -c->uffd);
-	c->registered = (unsigned)strtoul(msg, NULL, 10);
+	char *end;
+	c->registered = (unsigned)strtoul(msg, &end, 10);
+	c->arm_ns = strtoull(end, NULL, 10);
 	if (ptrace(PTRACE_SEIZE, c->pid, 0, PTRACE_O_EXITKILL) < 0)
 		fail("PTRACE_SEIZE", errno);
 	c->pagemap_fd = open_proc(c->pid, "pagemap", O_RDONLY);
@@ -548,6 +554,8 @@ static bool text_equal(const struct text *a, const struct text *b, const char *w
 /* Stops the child where it waits for a run and takes what each reset puts back. */
 static void park(struct cell *c, struct parked *p)
 {
+	cell_settle(c, SYS_recvfrom);
+	uint64_t t0 = clock_ns();
 	int rc = cell_stop(c);
 	if (rc < 0)
 		fail("stop the child to park it", -rc);
@@ -577,9 +585,12 @@ static void park(struct cell *c, struct parked *p)
 	p->span_start = p->ranges[0].start;
 	p->span_end = p->ranges[p->n_ranges - 1].end;
 	/* Everything written so far becomes the parked state: protected, then copied. */
+	uint64_t t1 = clock_ns();
 	if ((rc = (int)scan(c->pagemap_fd, p->span_start, p->span_end, PM_SCAN_WP_MATCHING,
 			    PAGE_IS_WRITTEN, NULL, 0, NULL)) < 0)
 		fail("PAGEMAP_SCAN with PM_SCAN_WP_MATCHING", -rc);
+	uint64_t t2 = clock_ns();
+	p->protect_ns = t2 - t1;
 	p->image = malloc(p->image_len);
 	if (!p->image)
 		fail("the parked image", ENOMEM);
@@ -590,8 +601,10 @@ static void park(struct cell *c, struct parked *p)
 		if (process_vm_readv(c->pid, &local, 1, &remote, 1, 0) != (ssize_t)local.iov_len)
 			fail("process_vm_readv of a parked mapping", errno);
 	}
+	p->image_ns = clock_ns() - t2;
 	if ((rc = read_fds(c, &p->fds)) < 0 || (rc = read_status(c, &p->status)) < 0)
 		fail("the parked fd table or status", -rc);
+	p->park_ns = clock_ns() - t0;
 	if ((rc = cell_cont(c)) < 0)
 		fail("PTRACE_CONT", -rc);
 }
@@ -1016,6 +1029,9 @@ int main(int argc, char **argv)
 	       p.image_len / 1024);
 	printf("registered_mappings=%u\nwritable_mappings=%zu\nxstate_bytes=%zu\n", c.registered,
 	       p.n_ranges, p.xstate_len);
+	printf("arm_us=%.1f\npark_protect_us=%.1f\npark_image_us=%.1f\npark_us=%.1f\n",
+	       (double)c.arm_ns / 1e3, (double)p.protect_ns / 1e3, (double)p.image_ns / 1e3,
+	       (double)p.park_ns / 1e3);
 	measure_stops(&c, (long)p.regs.orig_rax, rounds, s.v[0], s.v[1]);
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++)
 		measure_row(&c, &p, &f, &rows[i], rounds, &s);
