@@ -731,8 +731,11 @@ static void forker_start(struct forker *f, size_t bytes)
 	f->pid = fork();
 	if (f->pid < 0)
 		fail("fork", errno);
-	if (f->pid == 0)
+	if (f->pid == 0) {
+		close(to[1]); /* or its reads never see the end */
+		close(from[0]);
 		forker_serve(to[0], from[1], bytes);
+	}
 	close(to[0]);
 	close(from[1]);
 	f->to = to[1];
