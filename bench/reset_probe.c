@@ -47,6 +47,17 @@ struct pm_scan_arg {
 #define PAGE_IS_WPALLOWED     (1ULL << 0)
 #define PAGE_IS_WRITTEN	      (1ULL << 1)
 #endif
+/* include/uapi/linux/fs.h since 6.11. */
+#ifndef PROCMAP_QUERY
+struct procmap_query {
+	uint64_t size, query_flags, query_addr;
+	uint64_t vma_start, vma_end, vma_flags, vma_page_size, vma_offset, inode;
+	uint32_t dev_major, dev_minor, vma_name_size, build_id_size;
+	uint64_t vma_name_addr, build_id_addr;
+};
+#define PROCMAP_QUERY			   _IOWR('f', 17, struct procmap_query)
+#define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
+#endif
 /* include/uapi/linux/userfaultfd.h since 6.7. */
 #ifndef UFFD_FEATURE_WP_ASYNC
 #define UFFD_FEATURE_WP_ASYNC (1ULL << 15)
@@ -60,6 +71,7 @@ struct pm_scan_arg {
 #define MAX_REGIONS 8192  /* written extents one scan reports */
 #define XSTATE_MAX  16384 /* NT_X86_XSTATE is 2.5-11 KiB */
 #define TEXT_MAX    65536 /* /proc/PID/maps, fd table and status as text */
+#define MAX_VMAS    4096  /* mappings PROCMAP_QUERY lists */
 #define MAX_ROUNDS  100000
 
 static long page_bytes;
@@ -68,21 +80,25 @@ static long page_bytes;
  * the mm of the process that makes them), handing the descriptor to this process and closing its
  * own, so code in a run can neither unregister nor re-protect pages to hide its writes. Then it
  * serves runs: `p` print(1), `j` the json/re/datetime workload of `snapcell bench`, `wN` one
- * byte into N pages of a 4 MiB heap; it answers with its count of runs, which a reset puts back
+ * byte into N pages of a 4 MiB heap, `o` a descriptor and a mapping left open (which only the
+ * checks can see); it answers with its count of runs, which a reset puts back
  * to 0: every answer must be 1. */
 static const char child_code[] =
-	"import ctypes, os, socket, sys, time\n"
+	"import ctypes, mmap, os, socket, sys, time\n"
 	"page, heap_pages, nr, flags, api_req, reg_req, api, features, mode = map(int, "
 	"sys.argv[1:10])\n"
 	"compute = compile(sys.argv[10], '<compute>', 'exec')\n"
 	"hello = compile('print(1)', '<run>', 'exec')\n"
 	"sys.stdout = open(os.devnull, 'w')\n"
 	"heap = bytearray(page * heap_pages)\n"
+	"leaks = []\n"
 	"def run(kind, n):\n"
 	"    if kind == 'p':\n"
 	"        exec(hello, {})\n"
 	"    elif kind == 'j':\n"
 	"        exec(compute, {})\n"
+	"    elif kind == 'o':\n"
+	"        leaks.append((os.open(os.devnull, os.O_RDONLY), mmap.mmap(-1, 65536)))\n"
 	"    else:\n"
 	"        for i in range(n):\n"
 	"            heap[i * heap_pages // n * page] = 1\n"
@@ -135,6 +151,12 @@ struct text {
 	size_t len;
 };
 
+/* One mapping as PROCMAP_QUERY reports it (its name only through the inode). */
+struct vma {
+	uint64_t start, end, flags, offset, inode;
+	uint32_t dev_major, dev_minor;
+};
+
 /* What the child was when parked: what each reset puts back and checks against. */
 struct parked {
 	struct range ranges[MAX_RANGES];
@@ -146,6 +168,8 @@ struct parked {
 	unsigned char xstate[XSTATE_MAX];
 	size_t xstate_len;
 	struct text maps, fds, status;
+	struct vma vmas[MAX_VMAS]; /* the same mappings through PROCMAP_QUERY */
+	size_t n_vmas;
 	uint64_t protect_ns, image_ns, park_ns; /* the first protection, the copy, all */
 };
 
@@ -167,6 +191,7 @@ enum step {
 	STEP_REGS,	   /* PTRACE_GETREGS, the check it is parked, PTRACE_SETREGS */
 	STEP_FPU,	   /* PTRACE_SETREGSET NT_X86_XSTATE */
 	STEP_CHECK_MAPS,   /* /proc/PID/maps equal */
+	STEP_CHECK_QUERY,  /* the same through PROCMAP_QUERY (timed, not in the reset) */
 	STEP_CHECK_FDS,	   /* /proc/PID/fd names and targets equal */
 	STEP_CHECK_STATUS, /* signal, thread and seccomp lines of /proc/PID/status equal */
 	STEP_CONT,	   /* PTRACE_CONT */
@@ -178,9 +203,9 @@ enum step {
 };
 
 static const char *const step_names[N_STEPS] = {
-	"settle",   "stop",	 "find",       "copy_vm",	"copy_mem",	"reprotect",
-	"regs",	    "fpu",	 "check_maps", "check_fds",	"check_status", "cont",
-	"reset_vm", "reset_mem", "fork",       "written_pages",
+	"settle", "stop",     "find",	    "copy_vm",	   "copy_mem",	    "reprotect",
+	"regs",	  "fpu",      "check_maps", "check_query", "check_fds",	    "check_status",
+	"cont",	  "reset_vm", "reset_mem",  "fork",	   "written_pages",
 };
 
 struct series {
@@ -513,6 +538,23 @@ static int read_fds(const struct cell *c, struct text *t)
 	return rc;
 }
 
+/* The mappings one PROCMAP_QUERY at a time on the maps descriptor: no text, one call each. */
+static long query_vmas(const struct cell *c, struct vma *v)
+{
+	size_t n = 0;
+	for (uint64_t at = 0; n < MAX_VMAS; n++) {
+		struct procmap_query q = {.size = sizeof(q),
+					  .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+					  .query_addr = at};
+		if (ioctl(c->maps_fd, PROCMAP_QUERY, &q) < 0)
+			return errno == ENOENT ? (long)n : -errno;
+		v[n] = (struct vma){q.vma_start, q.vma_end,   q.vma_flags, q.vma_offset,
+				    q.inode,	 q.dev_major, q.dev_minor};
+		at = q.vma_end;
+	}
+	return -E2BIG;
+}
+
 /* The lines of /proc/PID/status a run could change and a reset does not restore. */
 static int read_status(const struct cell *c, struct text *t)
 {
@@ -604,6 +646,10 @@ static void park(struct cell *c, struct parked *p)
 	p->image_ns = clock_ns() - t2;
 	if ((rc = read_fds(c, &p->fds)) < 0 || (rc = read_status(c, &p->status)) < 0)
 		fail("the parked fd table or status", -rc);
+	long n_vmas = query_vmas(c, p->vmas);
+	p->n_vmas = n_vmas > 0 ? (size_t)n_vmas : 0;
+	if (n_vmas <= 0)
+		fprintf(stderr, "reset probe: no PROCMAP_QUERY: %s\n", strerror((int)-n_vmas));
 	p->park_ns = clock_ns() - t0;
 	if ((rc = cell_cont(c)) < 0)
 		fail("PTRACE_CONT", -rc);
@@ -620,6 +666,31 @@ static void mark(uint64_t *t, enum step s, uint64_t *at)
 	*at = now;
 }
 
+/* The checks against the parked texts, each timed: 0 when all are equal, 1 when one differs,
+ * or -errno. The PROCMAP_QUERY list is compared too when this kernel has it. */
+static int check_state(struct cell *c, const struct parked *p, uint64_t *t, uint64_t *at)
+{
+	static struct text now;
+	static struct vma vmas[MAX_VMAS];
+	int rc = read_text(c->maps_fd, &now);
+	bool same = rc == 0 && text_equal(&now, &p->maps, "/proc/PID/maps");
+	mark(t, STEP_CHECK_MAPS, at);
+	if (rc == 0 && p->n_vmas) {
+		long n = query_vmas(c, vmas);
+		rc = n < 0 ? (int)n : 0;
+		same = same && (size_t)n == p->n_vmas &&
+		       memcmp(vmas, p->vmas, p->n_vmas * sizeof(*vmas)) == 0;
+	}
+	mark(t, STEP_CHECK_QUERY, at);
+	rc = rc ? rc : read_fds(c, &now);
+	same = same && rc == 0 && text_equal(&now, &p->fds, "the fd table");
+	mark(t, STEP_CHECK_FDS, at);
+	rc = rc ? rc : read_status(c, &now);
+	same = same && rc == 0 && text_equal(&now, &p->status, "/proc/PID/status");
+	mark(t, STEP_CHECK_STATUS, at);
+	return rc ? rc : !same;
+}
+
 /* The steps after the pages: registers, the checks, continuing. */
 static int reset_rest(struct cell *c, const struct parked *p, uint64_t *t, uint64_t *at)
 {
@@ -631,19 +702,12 @@ static int reset_rest(struct cell *c, const struct parked *p, uint64_t *t, uint6
 	if (ptrace(PTRACE_SETREGSET, c->pid, (void *)NT_X86_XSTATE, &iov) < 0)
 		return -errno;
 	mark(t, STEP_FPU, at);
-	static struct text now;
-	int rc = read_text(c->maps_fd, &now);
-	bool same = rc == 0 && text_equal(&now, &p->maps, "/proc/PID/maps");
-	mark(t, STEP_CHECK_MAPS, at);
-	rc = rc ? rc : read_fds(c, &now);
-	same = same && rc == 0 && text_equal(&now, &p->fds, "the fd table");
-	mark(t, STEP_CHECK_FDS, at);
-	rc = rc ? rc : read_status(c, &now);
-	same = same && rc == 0 && text_equal(&now, &p->status, "/proc/PID/status");
-	mark(t, STEP_CHECK_STATUS, at);
-	rc = rc ? rc : cell_cont(c);
+	int differs = check_state(c, p, t, at);
+	if (differs < 0)
+		return differs;
+	int rc = cell_cont(c);
 	mark(t, STEP_CONT, at);
-	return rc ? rc : same ? RESET_DONE : RESET_DIFFERS;
+	return rc ? rc : differs ? RESET_DIFFERS : RESET_DONE;
 }
 
 /* One reset, each step timed into t (ns); a reset_outcome or -errno. The child is running
@@ -681,7 +745,8 @@ static int reset(struct cell *c, const struct parked *p, struct page_region *vec
 		return (int)wp;
 	mark(t, STEP_REPROTECT, &at);
 	rc = reset_rest(c, p, t, &at);
-	t[through_mem ? STEP_RESET_MEM : STEP_RESET_VM] = clock_ns() - start;
+	/* The PROCMAP_QUERY check is a variant of the maps check, not one more step. */
+	t[through_mem ? STEP_RESET_MEM : STEP_RESET_VM] = clock_ns() - start - t[STEP_CHECK_QUERY];
 	return rc;
 }
 
@@ -788,8 +853,9 @@ struct row {
 };
 
 static const struct row rows[] = {
-	{"print", "p0"},  {"compute", "j0"}, {"w10", "w10"},
-	{"w100", "w100"}, {"w300", "w300"},  {"w1000", "w1000"},
+	{"print", "p0"},  {"compute", "j0"},  {"w10", "w10"},	 {"w100", "w100"},
+	{"w300", "w300"}, {"w1000", "w1000"}, {"planted", "o0"}, /* last: every reset from its first
+								    on must differ */
 };
 
 struct tally {
@@ -1030,8 +1096,8 @@ int main(int argc, char **argv)
 	print_load("load_before");
 	printf("child_writable_rss_kib=%zu\nparked_image_kib=%zu\n", child_bytes / 1024,
 	       p.image_len / 1024);
-	printf("registered_mappings=%u\nwritable_mappings=%zu\nxstate_bytes=%zu\n", c.registered,
-	       p.n_ranges, p.xstate_len);
+	printf("registered_mappings=%u\nwritable_mappings=%zu\nmappings=%zu\nxstate_bytes=%zu\n",
+	       c.registered, p.n_ranges, p.n_vmas, p.xstate_len);
 	printf("arm_us=%.1f\npark_protect_us=%.1f\npark_image_us=%.1f\npark_us=%.1f\n",
 	       (double)c.arm_ns / 1e3, (double)p.protect_ns / 1e3, (double)p.image_ns / 1e3,
 	       (double)p.park_ns / 1e3);
