@@ -175,7 +175,8 @@ struct parked {
 
 struct cell {
 	pid_t pid;
-	int sock, uffd;
+	int sock;
+	int uffd; /* held only: the registrations last while it is open */
 	int pagemap_fd, mem_fd, maps_fd, status_fd, fd_dir_fd, syscall_fd;
 	unsigned registered; /* mappings the child registered */
 	uint64_t arm_ns;     /* its registration of them, timed by itself */
