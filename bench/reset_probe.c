@@ -1,9 +1,10 @@
-/* Reset in place, a probe of the parts (issue #24): a started CPython, armed once with
- * asynchronous userfaultfd write-protection, is put back after each run by this process from
- * outside (stop, find the written pages, copy the parked ones back, re-protect, registers, a
- * few checks, continue), timed step by step against fork + the same writes + exit + wait of an
- * equal-sized process in the same run. A measurement for the design, not the feature: the
- * child runs without isolation and the checks are the few the design needs first. */
+/* Reset in place, a probe of the parts (docs/performance.md, "Reset in place: a probe of the
+ * parts"): a started CPython, armed once with asynchronous userfaultfd write-protection, is put
+ * back after each run by this process from outside (stop, find the written pages, copy the
+ * parked ones back, re-protect, registers, a few checks, continue), timed step by step against
+ * fork + the same writes + exit + wait of an equal-sized process in the same run. A measurement
+ * for the design, not the feature: the child runs without isolation and the checks are the few
+ * the design needs first. Run by hand; no test runs it. */
 #define _GNU_SOURCE
 #include "workloads.h"
 
@@ -32,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* include/uapi/linux/fs.h since 6.7; the build machine's headers may be older. */
+/* The kernel's uapi <linux/fs.h> since 6.7; the build machine's headers may be older. */
 #ifndef PAGEMAP_SCAN
 struct page_region {
 	uint64_t start, end, categories;
@@ -47,7 +48,7 @@ struct pm_scan_arg {
 #define PAGE_IS_WPALLOWED     (1ULL << 0)
 #define PAGE_IS_WRITTEN	      (1ULL << 1)
 #endif
-/* include/uapi/linux/fs.h since 6.11. */
+/* The kernel's uapi <linux/fs.h> since 6.11. */
 #ifndef PROCMAP_QUERY
 struct procmap_query {
 	uint64_t size, query_flags, query_addr;
@@ -58,7 +59,7 @@ struct procmap_query {
 #define PROCMAP_QUERY			   _IOWR('f', 17, struct procmap_query)
 #define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
 #endif
-/* include/uapi/linux/userfaultfd.h since 6.7. */
+/* The kernel's uapi <linux/userfaultfd.h> since 6.7. */
 #ifndef UFFD_FEATURE_WP_ASYNC
 #define UFFD_FEATURE_WP_ASYNC (1ULL << 15)
 #endif
