@@ -321,6 +321,9 @@ static void cell_start(struct cell *c, const char *python)
 	if (c->pid == 0) {
 		if (dup2(sv[1], 3) == 3)
 			execv(python, argv);
+		static const char msg[] = "reset probe: the interpreter did not start\n";
+		if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+			_exit(126);
 		_exit(127);
 	}
 	close(sv[1]);
@@ -328,7 +331,7 @@ static void cell_start(struct cell *c, const char *python)
 	char msg[32];
 	c->uffd = recv_fd(c->sock, msg, sizeof(msg));
 	if (c->uffd < 0)
-		fail("the child's userfaultfd (see its error above)", -c->uffd);
+		fail("the child's descriptor (its own error is above)", -c->uffd);
 	char *end;
 	c->registered = (unsigned)strtoul(msg, &end, 10);
 	c->arm_ns = strtoull(end, NULL, 10);
