@@ -307,6 +307,11 @@ int sc__prefault_new(struct snapcell_sandbox *sb);
 void sc__prefault_free(struct snapcell_sandbox *sb);
 bool sc__prefault_wants(struct snapcell_sandbox *sb, uint32_t cell_id);
 void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell);
+/* inflight.c, for the files watch of a mechanism that has one (struct sc_files_bounds'
+ * in_flight_over, level rlimits): whether sb's uid has more descriptors in flight in AF_UNIX
+ * queues than room holds at file_bytes each (beyond its template's parked cells'). False when
+ * it cannot tell: a caller that is not root, or a sandbox without a uid of its own. */
+bool sc__inflight_over(const struct snapcell_sandbox *sb, uint64_t room, uint64_t file_bytes);
 
 /* helper_stderr.c: the last SC_HELPER_STDERR_MAX bytes the helper wrote to its stderr (a
  * pipe) before READY, for the error when it dies first. new: the host's end (CLOEXEC,

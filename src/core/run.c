@@ -45,11 +45,14 @@
 /* A mechanism with the files watch (sc_cell_ops.files_over: level rlimits) has no tmpfs per
  * cell: its /tmp and /output are directories on the work directory's filesystem (/dev/shm,
  * host memory, by default), which a cell filled at ~2.5 GiB/s. The host measures them while
- * the cell runs, every FILES_WATCH_US plus ten times what the last walk took, and kills the
- * cell once they hold more than its /tmp and /output sizes together (what a tmpfs of each
- * would allow), more than FILES_MAX_ENTRIES entries, or a directory too deep to walk. */
-#define FILES_WATCH_US	  20000
-#define FILES_MAX_ENTRIES 131072
+ * the cell runs, every FILES_WATCH_US plus ten times what the last walk took, at most
+ * FILES_WATCH_MAX_US more (the walk's cost is the code's to choose: 4,000 descriptors made it
+ * ~30 ms, and ten times that let the cell write 0.5 GiB past the bound), and kills the cell
+ * once they hold more than its /tmp and /output sizes together (what a tmpfs of each would
+ * allow), more than FILES_MAX_ENTRIES entries, or a directory too deep to walk. */
+#define FILES_WATCH_US	   20000
+#define FILES_WATCH_MAX_US 20000
+#define FILES_MAX_ENTRIES  131072
 
 /* Answers not yet sent and calls not yet served, in bytes: past this the loop stops reading
  * the cell's frames until they drain (code that sends calls and never reads their answers
@@ -243,6 +246,14 @@ static bool finished(const struct sc_run *r, uint64_t now)
 	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
 }
 
+/* Descriptors in flight in a socket's queue, which no process's table holds and only the
+ * host can count (inflight.c), for the mechanism's walk. */
+static bool in_flight_over(const void *ctx, uint64_t room)
+{
+	const struct snapcell_sandbox *sb = ctx;
+	return sc__inflight_over(sb, room, sb->cfg->limits[SNAPCELL_LIMIT_FILE_BYTES]);
+}
+
 /* Whether the cell's /tmp and /output (a session's family shares its anchor's) are over
  * their sizes together, as the mechanism measures them. */
 static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb)
@@ -252,7 +263,9 @@ static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb
 	struct sc_files_bounds b = {.max_bytes = l[SNAPCELL_LIMIT_TMP_BYTES] +
 						 l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] + (1u << 20),
 				    .max_entries = FILES_MAX_ENTRIES,
-				    .file_bytes = l[SNAPCELL_LIMIT_FILE_BYTES]};
+				    .file_bytes = l[SNAPCELL_LIMIT_FILE_BYTES],
+				    .in_flight_over = in_flight_over,
+				    .ctx = sb};
 	return sb->cells.ops->files_over(&sb->cells, c, &b);
 }
 
@@ -273,7 +286,9 @@ bool sc__run_files_check(struct sc_run *r, const struct snapcell_sandbox *sb, ui
 		sc__run_kill(r, FORCED_FILES);
 	}
 	uint64_t after = sc__now_us();
-	r->files_watch_us = after + FILES_WATCH_US + 10 * (after - now);
+	uint64_t wait = 10 * (after - now);
+	r->files_watch_us =
+		after + FILES_WATCH_US + (wait < FILES_WATCH_MAX_US ? wait : FILES_WATCH_MAX_US);
 	return over;
 }
 

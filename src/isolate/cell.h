@@ -75,6 +75,11 @@ struct sc_files_bounds {
 	uint64_t max_bytes;
 	uint64_t max_entries;
 	uint64_t file_bytes; /* the file-size limit: what a mapped file no name shows counts */
+	/* Whether more descriptors are in flight in AF_UNIX queues (in no process's table, so
+	 * neither the walk nor /proc sees them) than room bytes hold; the host counts them, as
+	 * they are its uid's and its control socket's (src/core/inflight.c). NULL: not asked. */
+	bool (*in_flight_over)(const void *ctx, uint64_t room);
+	const void *ctx;
 };
 
 /* What the host needs from a mechanism. Every operation but those marked optional is set;

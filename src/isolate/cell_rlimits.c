@@ -118,8 +118,8 @@ static bool tree_over(int dir, unsigned depth, struct usage *u)
 	return over;
 }
 
-/* The cell's tmp/<id> and out/<id> (through its /output descriptor), and what its processes
- * hold that no name shows: files they opened or mapped, then unlinked. */
+/* The cell's tmp/<id> and out/<id> (through its /output descriptor), what its processes hold
+ * that no name shows (files they opened or mapped, then unlinked), and what is in flight. */
 static bool files_over(const struct sc_cells *c, const struct sc_cell *files,
 		       const struct sc_files_bounds *b)
 {
@@ -135,8 +135,10 @@ static bool files_over(const struct sc_cells *c, const struct sc_cell *files,
 	bool over = u.bytes > b->max_bytes || (tmp >= 0 && tree_over(tmp, 0, &u));
 	if (tmp >= 0)
 		close(tmp);
-	return over ||
+	over = over ||
 	       (files->fds[SC_CELL_OUTPUT] >= 0 && tree_over(files->fds[SC_CELL_OUTPUT], 0, &u));
+	/* And what no table holds: descriptors in flight in a socket's queue. */
+	return over || (b->in_flight_over && b->in_flight_over(b->ctx, b->max_bytes - u.bytes));
 }
 
 const struct sc_cell_ops sc__cells_rlimits = {

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/kcmp.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -25,14 +27,23 @@
 #define HELD_MAX_FILES 4096
 /* And on the /proc/PID/maps text read in one: its cost is the code's to choose (65,530
  * mappings per process, each line naming a path up to 64 directories deep), and the watch
- * waits ten times a measurement's time before the next. 30,000 mappings of one file 60
+ * waited ten times a measurement's time before the next. 30,000 mappings of one file 60
  * directories down made 456 MB of it, read in 2.3 s, and the cell wrote 3 GiB in the 23 s
- * gap under a 321 MiB bound. A process that imports numpy, pandas, matplotlib and scipy has
- * 160 KB of it. */
-#define HELD_MAX_MAPS_BYTES (32u << 20)
+ * gap under a 321 MiB bound; at 32 MiB, 0.8-1.8 GiB. The wait is capped now (run.c), so the
+ * measurement's own time is the gap: 8 MiB reads in ~60 ms here. A process that imports
+ * numpy, pandas, matplotlib and scipy has 160 KB of it. */
+#define HELD_MAX_MAPS_BYTES (8u << 20)
 /* And on the listings of /proc in one: each meets the processes not met before. */
 #define HELD_MAX_ROUNDS 4096
-#define NS_LAST_PID	"/proc/sys/kernel/ns_last_pid"
+/* And on the descriptors read in one (one stat each; tables shared by threads are read once):
+ * 60 processes of 250 descriptors each (15,000) took ~70 ms a measurement and, the watch
+ * waiting ten times that, let a cell write 1.36 GiB against a 321 MiB bound. 4,096 take
+ * 10-40 ms here. RLIMIT_NOFILE is 256 a process at this level; a pool of 32 workers holding
+ * 64 each is 2,048. */
+#define HELD_MAX_DESCRIPTORS 4096
+/* The tables read in one process, to know a thread's shared one (kcmp). */
+#define HELD_TABLES 16
+#define NS_LAST_PID "/proc/sys/kernel/ns_last_pid"
 
 struct held {
 	dev_t dev; /* the work directory's filesystem */
@@ -51,6 +62,7 @@ struct held {
 	ino_t maps[HELD_MAX_FILES]; /* unlinked files mapped: those no descriptor holds count */
 	size_t n_maps;
 	uint64_t bytes, maps_bytes;
+	size_t n_descriptors;
 	bool over, unreadable;
 };
 
@@ -162,8 +174,13 @@ static void add_table(struct held *h, const char *path)
 		h->unreadable = true;
 	for (struct dirent *e; d && (e = readdir(d)) && !h->over;) {
 		struct stat st;
-		if (e->d_name[0] < '0' || e->d_name[0] > '9' ||
-		    fstatat(dirfd(d), e->d_name, &st, 0) < 0)
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		if (++h->n_descriptors > HELD_MAX_DESCRIPTORS) {
+			h->over = true;
+			break;
+		}
+		if (fstatat(dirfd(d), e->d_name, &st, 0) < 0)
 			continue;
 		if (S_ISREG(st.st_mode) && st.st_nlink == 0 && st.st_dev == h->dev &&
 		    !seen_in(h, h->inos, &h->n_inos, st.st_ino))
@@ -173,18 +190,37 @@ static void add_table(struct held *h, const char *path)
 		closedir(d);
 }
 
+/* Whether task has the table of one of read[] (kcmp: the same files_struct). Where kcmp is
+ * refused or missing, no: the table is read again, and the descriptor bound still holds.
+ * Docker's default profile allows kcmp with CAP_SYS_PTRACE, which reading tables needs. */
+static bool table_read(pid_t task, const pid_t *read, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (syscall(SYS_kcmp, read[i], task, KCMP_FILES, 0, 0) == 0)
+			return true;
+	return false;
+}
+
 /* Every task's table, not only the process's: a thread made without CLONE_FILES, or one that
  * called unshare(CLONE_FILES), has its own, which /proc/PID/fd (the leader's) does not list.
- * Shared tables are read once per task; the inode check counts each file once. */
+ * A table shared by threads is read once (40 threads sharing 200 descriptors were 8,000
+ * reads); the inode check counts each file once. */
 static void add_descriptors(struct held *h, pid_t pid)
 {
 	char path[64];
+	pid_t read[HELD_TABLES];
+	size_t n_read = 0;
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	DIR *tasks = opendir(path);
 	for (struct dirent *t; tasks && !h->over && !h->unreadable && (t = readdir(tasks));) {
 		char fds[384];
 		if (t->d_name[0] < '0' || t->d_name[0] > '9')
 			continue;
+		pid_t task = (pid_t)strtol(t->d_name, NULL, 10);
+		if (table_read(task, read, n_read))
+			continue;
+		if (n_read < HELD_TABLES)
+			read[n_read++] = task;
 		snprintf(fds, sizeof(fds), "%s/%s/fd", path, t->d_name);
 		add_table(h, fds);
 	}

@@ -4,6 +4,7 @@
 #include "helpers.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -128,7 +129,8 @@ static void map_deep(const char *dir, int ready)
 }
 
 /* Reading /proc/PID/maps costs what the code chose, and the watch waits ten times a
- * measurement before the next: past 32 MiB of it in one measurement, the count is over. */
+ * measurement before the next (at most 20 ms more): past 8 MiB of it in one measurement, the
+ * count is over. */
 Test(held, a_bloated_maps_text_counts_as_over)
 {
 	char *dir = test_make_tree();
@@ -147,4 +149,75 @@ Test(held, a_bloated_maps_text_counts_as_over)
 	waitpid(pid, NULL, 0);
 	test_remove_tree(dir);
 	free(dir);
+}
+
+static void *sleep_forever(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* A child holding an unlinked 1 MiB file (its blocks to ready) and n_fds descriptors of a
+ * named one, with n_threads threads sharing its table and n_procs - 1 forked copies of it. */
+static void spread(const char *dir, int ready, int n_fds, int n_threads, int n_procs)
+{
+	uint64_t blocks, linked;
+	make_file(dir, "open", 1 << 20, &blocks);
+	unlink_in(dir, "open");
+	int fd = make_file(dir, "named", 4096, &linked);
+	for (int i = 0; i < n_fds; i++)
+		if (dup(fd) < 0)
+			_exit(2);
+	for (int i = 1; i < n_procs; i++)
+		if (fork() == 0) {
+			pause();
+			_exit(0);
+		}
+	for (int i = 0; i < n_threads; i++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, sleep_forever, NULL) != 0)
+			_exit(2);
+	}
+	if (write(ready, &blocks, sizeof(blocks)) < 0)
+		_exit(2);
+	pause();
+	_exit(0);
+}
+
+static uint64_t held_of_spread(int n_fds, int n_threads, int n_procs, uint64_t *want)
+{
+	char *dir = test_make_tree();
+	int ready[2];
+	cr_assert_eq(pipe(ready), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		setpgid(0, 0);
+		spread(dir, ready[1], n_fds, n_threads, n_procs);
+	}
+	cr_assert_eq(read(ready[0], want, sizeof(*want)), (ssize_t)sizeof(*want));
+	usleep(100000); /* the forked copies are made before the threads */
+	struct stat st;
+	cr_assert_eq(stat(dir, &st), 0);
+	uint64_t held = sc__held_bytes(pid, st.st_dev, MAP_FILE_BYTES);
+	kill(-pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(ready[0]);
+	close(ready[1]);
+	test_remove_tree(dir);
+	free(dir);
+	return held;
+}
+
+/* Each descriptor read costs a stat, and the watch waits after a measurement in proportion to
+ * its time: past 4,096 descriptors read in one measurement the count is over (18 processes of
+ * 250 each: 4,500). A table shared by threads is read once: 40 threads sharing 200 descriptors
+ * are 200 reads, not 8,200, and not over. */
+Test(held, too_many_descriptors_count_as_over_but_shared_tables_once)
+{
+	uint64_t want;
+	cr_expect_eq(held_of_spread(250, 0, 18, &want), UINT64_MAX);
+	cr_expect_eq(held_of_spread(200, 40, 1, &want), want);
 }
