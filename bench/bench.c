@@ -410,11 +410,14 @@ static int snapshot_one(void *ctx, uint64_t *ns)
 	return rc < 0 ? api_failed(c->restoring ? "restore" : "snapshot", rc, &err) : 0;
 }
 
-/* What a session's /tmp holds for snapshot_tmp and restore_tmp: a snapshot copies it. */
+/* What a session's /tmp holds for snapshot_tmp and restore_tmp: a snapshot copies it. The
+ * cell's /tmp is where SNAPCELL_TMP says: /tmp itself at level namespaces, a directory of the
+ * work directory at level rlimits (no mount namespace there), where the host's /tmp is out of
+ * the cell's reach. */
 #define TMP_BENCH_MIB 16
 #define TMP_BENCH_CODE                                                                             \
-	"import os\nfor i in range(16):\n    open(f'/tmp/f{i}', 'wb').write(os.urandom(1 << "      \
-	"20))\n"
+	"import os\ntmp = os.environ['SNAPCELL_TMP']\nfor i in range(16):\n"                       \
+	"    open(f'{tmp}/f{i}', 'wb').write(os.urandom(1 << 20))\n"
 
 /* `x += 1` runs on one session, then snapshots, then restores of the last snapshot, then both
  * again with TMP_BENCH_MIB MiB in /tmp, after which x must still be the number of runs. */
