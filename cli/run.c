@@ -158,17 +158,17 @@ static int print_model_text(const struct snapcell_config *cfg, const char *descr
 
 int cli_run(int argc, char **argv)
 {
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = fe_config_new();
 	if (!cfg)
 		return EXIT_SNAPCELL;
 	struct cli_run_args a;
 	int st = cli_run_parse(argc, argv, cfg, &a);
 	if (st == 0 && a.help) {
 		fputs("\ninterpreter (as these options choose it):\n", stdout);
-		cli_python_print(stdout, cfg, "  ");
+		fe_python_print(stdout, cfg, "  ");
 	}
 	/* A refused interpreter is a usage error, named before anything starts. */
-	if (st == 0 && !a.help && cli_python_check(cfg, "snapcell") < 0)
+	if (st == 0 && !a.help && fe_python_check(cfg, "snapcell") < 0)
 		st = EXIT_USAGE;
 	if (st == 0 && !a.help && !a.source)
 		st = print_model_text(cfg, a.describe, a.instructions);
@@ -205,7 +205,7 @@ int cli_run(int argc, char **argv)
 	if (rc < 0) {
 		cli_print_start_error(rc, err.message);
 		if (!started)
-			cli_python_print(stderr, cfg, "snapcell: ");
+			fe_python_print(stderr, cfg, "snapcell: ");
 	} else {
 		bool printed = true;
 		if (as_json) {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "downstream.h"
 #include "mcp.h"
 
@@ -236,7 +236,7 @@ static int venv(const struct ctx *c, const char *path, json_t *v)
 	struct snapcell_error err = {0};
 	if (!json_is_string(v))
 		return fail(c, path, "must be a string (a virtual environment)");
-	cli_python_venv(c->cfg);
+	fe_python_venv(c->cfg);
 	return snapcell_config_set_venv(c->cfg, json_string_value(v), &err) < 0
 		       ? lib_fail(c, path, &err)
 		       : 0;
@@ -249,7 +249,7 @@ static int python(const struct ctx *c, const char *path, json_t *v)
 	struct snapcell_error err = {0};
 	if (!json_is_string(v))
 		return fail(c, path, "must be a string (an interpreter: a path or a name on PATH)");
-	cli_python_chosen();
+	fe_python_chosen();
 	return snapcell_config_set_python(c->cfg, json_string_value(v), &err) < 0
 		       ? lib_fail(c, path, &err)
 		       : 0;
@@ -369,15 +369,14 @@ static char **copy_strings(json_t *v)
 }
 
 /* A command tool, owned by opts (see struct mcp_options); inherit may be NULL (none). */
-static struct cli_tool_command *copy_command(struct mcp_options *opts, json_t *argv,
-					     json_t *inherit)
+static struct fe_tool_command *copy_command(struct mcp_options *opts, json_t *argv, json_t *inherit)
 {
-	struct cli_tool_command **grown =
+	struct fe_tool_command **grown =
 		realloc(opts->tool_commands, (opts->n_tool_commands + 1) * sizeof(*grown));
 	if (!grown)
 		return NULL;
 	opts->tool_commands = grown;
-	struct cli_tool_command *t = calloc(1, sizeof(*t));
+	struct fe_tool_command *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;
 	opts->tool_commands[opts->n_tool_commands++] = t;
@@ -400,7 +399,7 @@ static int inherit_env_ok(const struct ctx *c, const char *at, json_t *v)
 		const char *name = json_string_value(e);
 		if (!name || !*name || strchr(name, '='))
 			return fail(c, at, "\"inherit_env\" must hold variable names (no '=')");
-		const char *why = cli_env_withheld(name);
+		const char *why = fe_env_withheld(name);
 		if (why) {
 			char text[160];
 			snprintf(text, sizeof(text), "\"inherit_env\": %s is never passed on: %s",
@@ -438,15 +437,15 @@ static int one_tool(const struct ctx *c, const char *at, json_t *t)
 	if (mcp_config_has_tool(c->cfg, name))
 		return fail(c, at, "a tool of that name is already declared");
 	char *schema_text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
-	struct cli_tool_command *args =
+	struct fe_tool_command *args =
 		copy_command(c->opts, argv, json_object_get(t, "inherit_env"));
 	struct snapcell_error err = {0};
 	int rc = args ? snapcell_config_add_tool(c->cfg, name, description, schema_text,
-						 SNAPCELL_APPROVAL_NEVER, cli_argv_tool, args, &err)
+						 SNAPCELL_APPROVAL_NEVER, fe_argv_tool, args, &err)
 		      : -1;
 	if (rc == 0)
-		rc = snapcell_config_set_tool_async(c->cfg, name, cli_argv_tool_start,
-						    cli_command_tool_cancel, &err);
+		rc = snapcell_config_set_tool_async(c->cfg, name, fe_argv_tool_start,
+						    fe_command_tool_cancel, &err);
 	free(schema_text);
 	if (rc < 0)
 		return args ? lib_fail(c, at, &err) : fail(c, at, "out of memory");
@@ -895,7 +894,7 @@ static int note_header_secrets(json_t *root)
 		json_object_foreach(json_object_get(entry, "headers"), name, value)
 		{
 			if (json_is_string(value) &&
-			    cli_env_note_secrets(json_string_value(value)) < 0)
+			    fe_env_note_secrets(json_string_value(value)) < 0)
 				return -1;
 		}
 	}
@@ -955,7 +954,7 @@ int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_op
  * lives until the process ends; a new parse (cli_run_parse) starts it over. */
 static struct mcp_options run_opts;
 
-int cli_run_config_load(const char *file, struct snapcell_config *cfg)
+int mcp_run_config_load(const char *file, struct snapcell_config *cfg)
 {
 	mcp_options_clear(&run_opts);
 	struct ctx c = {file, cfg, &run_opts, "run"};

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "mcp.h"
 
 #define PROGRESS_FIRST_US 1000000u
@@ -140,7 +140,7 @@ static void *ticker_main(void *arg)
 		if (ts.tv_nsec >= 1000000000L)
 			ts.tv_sec++, ts.tv_nsec -= 1000000000L;
 		pthread_cond_timedwait(&srv->changed, &srv->lock, &ts);
-		uint64_t now = cli_now_us();
+		uint64_t now = fe_now_us();
 		for (struct call *c = srv->calls; c; c = c->next)
 			if (c->progress_token && !c->cancelled && now >= c->next_progress_us)
 				send_progress(c, now);
@@ -796,7 +796,7 @@ static struct call *call_new(struct mcp_server *srv, const struct mcp_message *m
 		c->code[len] = 0;
 	}
 	c->code_len = len;
-	c->start_us = cli_now_us();
+	c->start_us = fe_now_us();
 	c->next_progress_us = c->start_us + PROGRESS_FIRST_US;
 	if (!c->id || !c->code || snapcell_cancel_new(&c->cancel, NULL) < 0) {
 		call_free(c);
