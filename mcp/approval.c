@@ -2,7 +2,7 @@
  * elicitation/create form naming the tool and its arguments), how a client's answer becomes a
  * verdict, and, for the stateless era, the paused runs waiting for a client's retry, named by
  * the requestState the input_required result carried. It decides nothing itself: the library
- * pauses and resumes the runs (docs/approval.md); server.c asks and resumes. */
+ * pauses and resumes the runs (docs/approval.md); decide.c asks and resumes. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>

@@ -193,7 +193,7 @@ struct mcp_options {
 
 void mcp_options_clear(struct mcp_options *opts);
 
-/* server.c */
+/* server.c (calls.c and decide.c its parts, server.h their shared state) */
 struct mcp_server;
 /* The sandbox stays the caller's and must outlive the server. NULL after a message. */
 struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snapcell_config *cfg,
