@@ -2,7 +2,6 @@
 /* Decisions: a tool that needs one pauses the run at its call; resume approves, rejects or
  * supplies a value; the wall clock stops while paused; the bound, the expiry, the sandbox's end;
  * the output and the audit every result carries; and code that tries to skip a decision. */
-#include <dirent.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/ioctl.h>
@@ -66,44 +65,6 @@ static const char refund_code[] = "print('before')\n"
 				  "except ToolError as e:\n"
 				  "    print('refused:', e)\n";
 
-/* Names the cell's process (its comm), so the host finds it in /proc. */
-#define NAME_CELL(name) "__import__('ctypes').CDLL(None).prctl(15, b'" name "', 0, 0, 0)\n"
-
-/* Code whose threads wait for the host, instead of sleeping until it is likely that another
- * call waits: wait_host() blocks until the host sends SIGUSR1 (wake_call), one thread per
- * signal (Python's handler writes one byte to the pipe they read). */
-#define WAITS_FOR_HOST(name)                                                                       \
-	NAME_CELL(name)                                                                            \
-	"import os, signal\n"                                                                      \
-	"_r, _w = os.pipe()\n"                                                                     \
-	"os.set_blocking(_w, False)\n"                                                             \
-	"signal.signal(signal.SIGUSR1, lambda *a: None)\n"                                         \
-	"signal.set_wakeup_fd(_w)\n"                                                               \
-	"def wait_host():\n"                                                                       \
-	"    os.read(_r, 1)\n"
-
-/* The host pid of the process called name; fails the test when there is none. */
-static pid_t host_pid(const char *name)
-{
-	DIR *d = opendir("/proc");
-	cr_assert_not_null(d, "open host /proc");
-	pid_t pid = 0;
-	struct dirent *e;
-	while (!pid && (e = readdir(d))) {
-		char path[300], comm[32] = "";
-		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
-		FILE *f = e->d_name[0] >= '1' && e->d_name[0] <= '9' ? fopen(path, "re") : NULL;
-		if (f && fgets(comm, sizeof(comm), f) && !strncmp(comm, name, strlen(name)) &&
-		    comm[strlen(name)] == '\n')
-			pid = (pid_t)atoi(e->d_name);
-		if (f)
-			fclose(f);
-	}
-	closedir(d);
-	cr_assert_gt(pid, 0, "no process called %s", name);
-	return pid;
-}
-
 /* The bytes waiting in this process's sockets, per descriptor (queued[fd]). A paused run's
  * frame socket is read by no one while the run waits: what its code writes stays there. */
 static void queued_bytes(int queued[], int n_fds)
@@ -127,7 +88,7 @@ static void wake_call(struct snapcell_sandbox *sb, const char *name)
 	enum { N_FDS = 256 };
 	int before[N_FDS], now[N_FDS];
 	queued_bytes(before, N_FDS);
-	cr_assert_eq(kill(host_pid(name), SIGUSR1), 0, "kill %s: %s", name, strerror(errno));
+	cr_assert_eq(kill(test_host_pid(name), SIGUSR1), 0, "kill %s: %s", name, strerror(errno));
 	uint64_t deadline = test_now_ms() + 30000;
 	for (;;) {
 		queued_bytes(now, N_FDS);
@@ -300,7 +261,7 @@ Test(decisions, an_unanswered_run_expires_and_never_runs_the_tool)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 300, 0);
 	char code[1024];
-	snprintf(code, sizeof(code), "%s%s", NAME_CELL("sc-unanswered"), refund_code);
+	snprintf(code, sizeof(code), "%s%s", TEST_NAME_CELL("sc-unanswered"), refund_code);
 	struct snapcell_result *res = test_run(sb, code);
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
 	/* Expired: its cell is gone (the reaper ends a run when its pause is over). */
@@ -565,17 +526,17 @@ Test(decisions, waiting_calls_are_decided_in_call_order)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
 	struct snapcell_result *res = test_run(
-		sb,
-		WAITS_FOR_HOST("sc-call-order") "import threading\n"
-						"def other(o):\n"
-						"    wait_host()\n"
-						"    call_tool('refund', order=o, amount=1)\n"
-						"ts = [threading.Thread(target=other, args=(o,))\n"
-						"      for o in ('t1', 't2')]\n"
-						"[t.start() for t in ts]\n"
-						"call_tool('refund', order='main1', amount=1)\n"
-						"call_tool('refund', order='main2', amount=1)\n"
-						"[t.join() for t in ts]\n");
+		sb, TEST_WAITS_FOR_HOST(
+			    "sc-call-order") "import threading\n"
+					     "def other(o):\n"
+					     "    wait_host()\n"
+					     "    call_tool('refund', order=o, amount=1)\n"
+					     "ts = [threading.Thread(target=other, args=(o,))\n"
+					     "      for o in ('t1', 't2')]\n"
+					     "[t.start() for t in ts]\n"
+					     "call_tool('refund', order='main1', amount=1)\n"
+					     "call_tool('refund', order='main2', amount=1)\n"
+					     "[t.join() for t in ts]\n");
 	/* The threads call while main1 waits, one after the other (whichever woke first). */
 	const char *want[] = {"main1", "t", "t", "main2"};
 	char seen[4][8] = {""};
@@ -627,20 +588,20 @@ Test(decisions, a_call_written_while_a_call_waits_is_served_after_it)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
 	struct snapcell_result *res = test_run(
-		sb, WAITS_FOR_HOST("sc-forge") "import struct, threading\n"
-					       "def forge():\n"
-					       "    wait_host()\n"
-					       "    p = struct.pack('<IB', 999, 0)\n"
-					       "    p += b'refund\\0{\"order\": \"forged\", "
-					       "\"amount\": 9}'\n"
-					       "    os.write(3, struct.pack('<I', 1 + len(p))"
-					       " + b'C' + p)\n"
-					       "threading.Thread(target=forge).start()\n"
-					       "call_tool('refund', order='real', amount=1)\n"
-					       "print('approved')\n"
-					       /* Queued behind the forged call: the run
-						* goes on until that one was served. */
-					       "call_tool('lookup')\n");
+		sb, TEST_WAITS_FOR_HOST("sc-forge") "import struct, threading\n"
+						    "def forge():\n"
+						    "    wait_host()\n"
+						    "    p = struct.pack('<IB', 999, 0)\n"
+						    "    p += b'refund\\0{\"order\": \"forged\", "
+						    "\"amount\": 9}'\n"
+						    "    os.write(3, struct.pack('<I', 1 + len(p))"
+						    " + b'C' + p)\n"
+						    "threading.Thread(target=forge).start()\n"
+						    "call_tool('refund', order='real', amount=1)\n"
+						    "print('approved')\n"
+						    /* Queued behind the forged call: the run
+						     * goes on until that one was served. */
+						    "call_tool('lookup')\n");
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
 	wake_call(sb, "sc-forge"); /* the forged frame is in the socket */
 	struct snapcell_result *next = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
@@ -695,16 +656,17 @@ Test(decisions, a_thread_calling_while_the_main_thread_waits_is_not_served)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
 	struct snapcell_result *res = test_run(
-		sb, WAITS_FOR_HOST("sc-other-call") "import threading\n"
-						    "seen = []\n"
-						    "def other():\n"
-						    "    wait_host()\n"
-						    "    seen.append(call_tool('lookup'))\n"
-						    "t = threading.Thread(target=other)\n"
-						    "t.start()\n"
-						    "call_tool('refund', order='m', amount=1)\n"
-						    "t.join()\n"
-						    "print(seen[0])\n");
+		sb,
+		TEST_WAITS_FOR_HOST("sc-other-call") "import threading\n"
+						     "seen = []\n"
+						     "def other():\n"
+						     "    wait_host()\n"
+						     "    seen.append(call_tool('lookup'))\n"
+						     "t = threading.Thread(target=other)\n"
+						     "t.start()\n"
+						     "call_tool('refund', order='m', amount=1)\n"
+						     "t.join()\n"
+						     "print(seen[0])\n");
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
 	wake_call(sb, "sc-other-call"); /* its call is in the socket while refund waits */
 	struct snapcell_result *again = NULL;
