@@ -114,12 +114,11 @@ static int one_tool(const struct ctx *c, const char *at, json_t *t)
 		return mcp_config_fail(c, at, "needs \"name\" (a string)");
 	if (!json_is_array(argv) || !json_array_size(argv))
 		return mcp_config_fail(c, at, "needs \"argv\" (a non-empty array of strings)");
-	json_array_foreach(
-		argv, i,
-		a) if (!json_is_string(a) ||
-		       !json_string_length(
-			       a)) return mcp_config_fail(c, at,
-							  "\"argv\" must hold non-empty strings");
+	json_array_foreach(argv, i, a)
+	{
+		if (!json_is_string(a) || !json_string_length(a))
+			return mcp_config_fail(c, at, "\"argv\" must hold non-empty strings");
+	}
 	if (json_object_get(t, "description") && !description)
 		return mcp_config_fail(c, at, "\"description\" must be a string");
 	if (schema && !json_is_object(schema))
