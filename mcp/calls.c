@@ -127,22 +127,24 @@ static void run_call(struct call *c)
 	json_t *result = NULL;
 	size_t cost = 0;
 	if (!wait_turn(c))
-		result = mcp_error_result("cancelled", "the call was cancelled while it waited "
-						       "for a run to end; nothing was run");
+		result = mcp_error_result(snapcell_status_name(SNAPCELL_STATUS_CANCELLED),
+					  "the call was cancelled while it waited for a run to "
+					  "end; nothing was run");
 	else if (c->session_params)
 		result = session_call(srv, c, &res, &cost);
 	else if (c->state)
 		res = mcp_call_resume_parked(c, &result);
 	else if (snapcell_sandbox_run(srv->sb, c->code, c->code_len, &opts, &res, &err) < 0)
-		result = mcp_error_result("setup-failure", err.message);
+		result = mcp_error_result(snapcell_status_name(SNAPCELL_STATUS_SETUP_FAILURE),
+					  err.message);
 	if (!c->session_params && res)
 		res = mcp_call_settle(c, res);
 	if (!result && c->asked)
 		result = json_incref(c->asked);
 	else if (!result && !res)
-		result = mcp_error_result("setup-failure", "a decision on a call the run waited "
-							   "on could not be given (see the "
-							   "server's log); the run ended");
+		result = mcp_error_result(snapcell_status_name(SNAPCELL_STATUS_SETUP_FAILURE),
+					  "a decision on a call the run waited on could not be "
+					  "given (see the server's log); the run ended");
 	else if (!result && !(result = charge_result(srv, res, &cost)))
 		result = mcp_call_result(res, srv->opts.structured_content);
 	pthread_mutex_lock(&srv->lock);

@@ -154,7 +154,7 @@ struct snapcell_result *mcp_call_resume_parked(struct call *c, json_t **refused)
 	}
 	struct snapcell_result *res = resume(c, NULL, c->resume_id, c->verdict, c->reason);
 	if (!res)
-		*refused = mcp_error_result("expired",
+		*refused = mcp_error_result(snapcell_status_name(SNAPCELL_STATUS_EXPIRED),
 					    "the paused run is gone (it expired, and its result "
 					    "is no longer kept); nothing was run");
 	return res;
