@@ -2,10 +2,9 @@
 waiting thread (threads are reused, not one per call); over HTTP SSE a pool of long-lived
 workers. Still as many runs at once as the cap allows, and messages are read in order
 whichever thread reads them."""
-import json
 import os
-import time
 
+from gate import Gate
 from test_mcp_protocol import Stdio
 
 
@@ -34,39 +33,6 @@ def test_sequential_calls_reuse_threads(snapcell_bin):
     assert len(persistent) >= 1
     assert len(threads(s.proc.pid) - before) <= 4  # a few that take turns, not one per call
     assert s.close() == 0
-
-
-class Gate:
-    """A command tool the runs wait in: each call marks its arrival (a file in dir) and waits
-    until the test opens the gate, so a test knows which runs are in progress instead of
-    guessing from a sleep. It gives up after 60 s so a failing test cannot hang."""
-    SCRIPT = ('touch "$0/in.$$"; n=0; '
-              'while [ ! -e "$0/open" ] && [ $n -lt 3000 ]; do sleep 0.02; n=$((n+1)); done; '
-              'echo \'"through"\'')
-
-    def __init__(self, tmp_path):
-        self.dir = tmp_path / "gate"
-        self.dir.mkdir()
-        self.config = tmp_path / "config.json"
-        self.config.write_text(json.dumps({"tools": [
-            {"name": "gate", "argv": ["sh", "-c", self.SCRIPT, str(self.dir)]}]}))
-
-    def arrived(self):
-        return sum(1 for p in self.dir.iterdir() if p.name.startswith("in."))
-
-    def wait_arrived(self, n, timeout=30):
-        deadline = time.monotonic() + timeout
-        while self.arrived() < n:
-            assert time.monotonic() < deadline, f"{self.arrived()} of {n} runs reached the gate"
-            time.sleep(0.02)
-
-    def open(self):
-        (self.dir / "open").touch()
-
-    def close(self):
-        """For the next runs, once every call that went through has been answered."""
-        for p in self.dir.iterdir():
-            p.unlink()
 
 
 def test_concurrent_calls_each_get_a_worker(snapcell_bin, tmp_path):
