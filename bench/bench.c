@@ -520,7 +520,7 @@ static int measure_pandas_series(const char *python, struct series *s, struct se
 {
 	if (s->n == 0)
 		return 0;
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = fe_config_new();
 	struct snapcell_error err = {0};
 	int rc = cfg ? 0 : -1;
 	if (rc == 0)
@@ -716,7 +716,7 @@ static int choose_python(struct snapcell_config *cfg, const struct bench_opts *o
 {
 	struct snapcell_error err = {0};
 	if (o->python) {
-		cli_python_chosen();
+		fe_python_chosen();
 		if (snapcell_config_set_python(cfg, o->python, &err) < 0) {
 			fprintf(stderr, "snapcell bench: --python %s: %s\n", o->python,
 				err.message);
@@ -797,7 +797,7 @@ int cli_bench(int argc, char **argv)
 	int rc = parse_opts(argc, argv, &o);
 	if (rc != 0)
 		return rc > 0 ? 0 : EXIT_USAGE;
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = fe_config_new();
 	if (!cfg)
 		return EXIT_FAILED;
 	struct bench_results r = {0};

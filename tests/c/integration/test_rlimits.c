@@ -603,27 +603,30 @@ Test(rlimits, tmp_is_bounded_while_a_call_waits, .timeout = 90)
 	snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES, 8 << 20, NULL);
 	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
 	snapcell_config_free(cfg);
-	/* The thread fills 64 MiB once the call waits, and removes it before the resume, so
-	 * only a watch during the pause sees it. */
-	struct snapcell_result *res =
-		test_run(sb, "import os, threading, time\n"
-			     "t = os.environ['SNAPCELL_TMP']\n"
-			     "def fill():\n"
-			     "    time.sleep(0.3)\n"
-			     "    for n in range(64):\n"
-			     "        with open(os.path.join(t, f'f{n}'), 'wb') as f:\n"
-			     "            f.write(b'x' * (1 << 20))\n"
-			     "    time.sleep(1.5)\n"
-			     "    for n in range(64):\n"
-			     "        os.unlink(os.path.join(t, f'f{n}'))\n"
-			     "threading.Thread(target=fill, daemon=True).start()\n"
-			     "call_tool('pay')\n"
-			     "print('paid')\n");
+	/* The thread fills 64 MiB once the call waits (the host wakes it then) and waits on: the
+	 * cell killed before any resume is the watch's doing. */
+	struct snapcell_result *res = test_run(
+		sb,
+		TEST_WAITS_FOR_HOST("sc-fill-paused") "import threading\n"
+						      "t = os.environ['SNAPCELL_TMP']\n"
+						      "def fill():\n"
+						      "    wait_host()\n"
+						      "    for n in range(64):\n"
+						      "        p = os.path.join(t, f'f{n}')\n"
+						      "        with open(p, 'wb') as f:\n"
+						      "            f.write(b'x' * (1 << 20))\n"
+						      "    wait_host()\n"
+						      "threading.Thread(target=fill, daemon=True)"
+						      ".start()\n"
+						      "call_tool('pay')\n"
+						      "print('paid')\n");
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
 		     snapcell_status_name(res->status), res->stderr_buf);
 	uint64_t id = res->pending->id;
 	snapcell_result_free(res);
-	usleep(2500 * 1000);
+	cr_assert_eq(kill(test_host_pid("sc-fill-paused"), SIGUSR1), 0, "%s", strerror(errno));
+	cr_assert_eq(test_wait_host_processes_gone("sc-fill-paused", 60000), 0,
+		     "the watch did not stop the paused run's cell");
 	struct snapcell_error err = {0};
 	res = NULL;
 	cr_assert_eq(snapcell_sandbox_resume(sb, id, SNAPCELL_VERDICT_APPROVED, NULL, NULL, NULL,
