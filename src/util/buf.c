@@ -5,6 +5,7 @@
 #include "buf.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -89,6 +90,25 @@ int sc__buf_printf(struct sc_buf *b, const char *fmt, ...)
 	va_end(ap);
 	b->len += (size_t)n;
 	return 0;
+}
+
+ssize_t sc__buf_space(struct sc_buf *b, size_t want, char **at)
+{
+	size_t room = b->cap - b->len;
+	if (room == 0)
+		return 0;
+	int rc = sc__buf_reserve(b, want < room ? want : room);
+	if (rc < 0)
+		return rc;
+	size_t free_bytes = b->alloc - b->len - 1, n = free_bytes < room ? free_bytes : room;
+	*at = b->data + b->len;
+	return (ssize_t)(n < SSIZE_MAX ? n : SSIZE_MAX);
+}
+
+void sc__buf_commit(struct sc_buf *b, size_t n)
+{
+	b->len += n;
+	b->data[b->len] = 0;
 }
 
 void sc__buf_reset(struct sc_buf *b)

@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "snapcell.h"
 
@@ -43,6 +44,12 @@ int sc__buf_printf(struct sc_buf *b, const char *fmt, ...) __attribute__((format
  * when memory ran out before (nothing of p was kept then). *kept (if not NULL) says how many
  * bytes were appended. */
 int sc__buf_add_some(struct sc_buf *b, const void *p, size_t n, size_t *kept);
+
+/* Room to read into without a copy: makes at least want bytes (or what the cap leaves, if
+ * less) free after the contents, puts where they start in *at, and returns how many are free
+ * there; 0 at the cap, -ENOMEM. sc__buf_commit(b, n) then counts n of them as added. */
+ssize_t sc__buf_space(struct sc_buf *b, size_t want, char **at);
+void sc__buf_commit(struct sc_buf *b, size_t n);
 
 /* Empties the buffer and keeps its memory for the next contents. */
 void sc__buf_reset(struct sc_buf *b);

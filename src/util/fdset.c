@@ -88,6 +88,14 @@ int sc__fdset_take(struct sc_fdset *set, int fd)
 	return fd;
 }
 
+void sc__fdset_release(struct sc_fdset *set)
+{
+	if (set->heap)
+		free(set->heap);
+	set->heap = NULL;
+	set->n = set->alloc = 0;
+}
+
 void sc__fdset_close(struct sc_fdset *set, int fd)
 {
 	if (sc__fdset_take(set, fd) >= 0)
@@ -99,8 +107,5 @@ void sc__fdset_close_all(struct sc_fdset *set)
 	int *m = members(set);
 	for (size_t i = 0; i < set->n; i++)
 		close_keeping_errno(m[i]);
-	if (set->heap)
-		free(set->heap);
-	set->heap = NULL;
-	set->n = set->alloc = 0;
+	sc__fdset_release(set);
 }

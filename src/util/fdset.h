@@ -24,7 +24,8 @@ struct sc_fdset {
 /* Adds fd, which the set owns from now on, and returns it; adding -1 (or any negative value,
  * as a failed open() gives) adds nothing and returns -errno as the failed call left it, so
  * `int fd = sc__fdset_add(&set, open(...)); if (fd < 0) ...` reads as the call it wraps.
- * -ENOMEM when the set cannot grow, with fd closed: the set owns it either way. */
+ * -ENOMEM when the set cannot grow, with fd closed: the set owns it either way. A set that
+ * holds fewer than SC_FDSET_INLINE members always has room. */
 int sc__fdset_add(struct sc_fdset *set, int fd);
 
 /* Creates a pipe (flags as pipe2's) whose two ends the set owns. 0 or -errno. */
@@ -36,6 +37,10 @@ int sc__fdset_has(const struct sc_fdset *set, int fd);
 /* Removes fd from the set without closing it and returns it: its new owner has it. -EBADF
  * when it is not a member. */
 int sc__fdset_take(struct sc_fdset *set, int fd);
+
+/* Hands every member on at once (the success path of a step whose descriptors all went to
+ * their owners): the set is left empty, nothing closed. */
+void sc__fdset_release(struct sc_fdset *set);
 
 /* Closes one member early (a pipe end the parent does not keep). */
 void sc__fdset_close(struct sc_fdset *set, int fd);

@@ -111,6 +111,27 @@ Test(buf, printf_formats_under_the_cap)
 	sc__buf_free(&b);
 }
 
+Test(buf, space_and_commit_read_in_place_up_to_the_cap)
+{
+	struct sc_buf b = SC_BUF_INIT(1000);
+	char *at;
+	ssize_t room = sc__buf_space(&b, 600, &at);
+	cr_assert_geq(room, 600);
+	cr_assert_leq(room, 1000);
+	memset(at, 'x', 600);
+	sc__buf_commit(&b, 600);
+	room = sc__buf_space(&b, 600, &at);
+	cr_expect_eq(room, 400, "the cap leaves 400: %zd", room);
+	memset(at, 'y', 400);
+	sc__buf_commit(&b, 400);
+	cr_expect_eq(sc__buf_space(&b, 1, &at), 0, "at the cap");
+	cr_expect_eq(b.len, 1000);
+	cr_expect_eq(b.data[599], 'x');
+	cr_expect_eq(b.data[600], 'y');
+	cr_expect_eq(b.data[1000], 0);
+	sc__buf_free(&b);
+}
+
 Test(buf, take_hands_over_and_leaves_it_empty)
 {
 	struct sc_buf b = SC_BUF_INIT(64);

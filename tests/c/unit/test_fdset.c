@@ -67,6 +67,21 @@ Test(fdset, take_hands_a_member_on_and_close_ends_one)
 	close(p[0]);
 }
 
+Test(fdset, release_hands_every_member_on)
+{
+	struct sc_fdset set = SC_FDSET_INIT;
+	int fds[SC_FDSET_INLINE + 2];
+	for (size_t i = 0; i < SC_ARRAY_LEN(fds); i++)
+		cr_assert_geq(fds[i] = sc__fdset_add(&set, open_null()), 0);
+	sc__fdset_release(&set);
+	cr_expect_eq(set.n, 0);
+	sc__fdset_close_all(&set);
+	for (size_t i = 0; i < SC_ARRAY_LEN(fds); i++) {
+		cr_expect(is_open(fds[i]), "fd %d", fds[i]);
+		close(fds[i]);
+	}
+}
+
 static int fail_after_opening(int *seen)
 {
 	struct sc_fdset set SC_AUTO_FDSET = SC_FDSET_INIT;
