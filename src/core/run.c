@@ -25,6 +25,7 @@
 #include "net/gate.h"
 #include "rpc/frame.h"
 #include "stage/stage.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define READ_CHUNK 65536
@@ -69,9 +70,10 @@ enum forced {
 /* What loop() returns besides 0 (the run ended) and a negative code. */
 #define RUN_PAUSED 1
 
+/* A stream's bytes grow as the cell writes them, up to the stream's limit: a large limit
+ * costs nothing until output comes. */
 struct stream {
-	char *buf;
-	size_t len, cap;
+	struct sc_buf buf;
 	bool truncated, eof;
 	uint32_t hit_flag;
 };
@@ -169,11 +171,8 @@ static ssize_t read_stream(struct sc_run *r, int fd, struct stream *s)
 		s->eof = true;
 		return 0;
 	}
-	size_t room = s->cap - s->len;
-	size_t keep = (size_t)n < room ? (size_t)n : room;
-	memcpy(s->buf + s->len, scratch, keep);
-	s->len += keep;
-	if (keep < (size_t)n) {
+	/* Memory that runs out cuts the stream as its limit would: what was kept stays. */
+	if (sc__buf_add_some(&s->buf, scratch, (size_t)n, NULL) < 0) {
 		s->truncated = true;
 		r->hit |= s->hit_flag;
 		kill_cell(r, FORCED_OUTPUT);
@@ -818,22 +817,18 @@ static void cgroup_result(struct sc_run *r, const struct snapcell_sandbox *sb,
 		res->status = SNAPCELL_STATUS_MEMORY;
 }
 
+/* Takes the first small block now, so a run that cannot have one fails before it starts. */
 static int stream_init(struct stream *s, uint64_t cap, uint32_t flag)
 {
-	s->cap = (size_t)cap;
+	sc__buf_init(&s->buf, (size_t)cap);
 	s->hit_flag = flag;
-	s->buf = malloc(s->cap + 1);
-	return s->buf ? 0 : -ENOMEM;
+	return sc__buf_reserve(&s->buf, 0) < 0 ? -ENOMEM : 0;
 }
 
 /* Appends the note after the cell's own stderr, within the cap. */
 static void append_note(struct stream *s, const char *note)
 {
-	size_t n = strlen(note);
-	if (n > s->cap - s->len)
-		n = s->cap - s->len;
-	memcpy(s->buf + s->len, note, n);
-	s->len += n;
+	sc__buf_add_some(&s->buf, note, strlen(note), NULL);
 }
 
 /* The run's own tools, for the cell's `tools` module: a TOOLS frame before the code. */
@@ -865,8 +860,8 @@ static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const ch
 
 static void release(struct sc_run *r)
 {
-	free(r->out.buf);
-	free(r->err.buf);
+	sc__buf_free(&r->out.buf);
+	sc__buf_free(&r->err.buf);
 	free(r->send.buf);
 	free(r->calls);
 	free(r->held_args);
@@ -885,12 +880,10 @@ static void hand_over(struct sc_run *r, struct snapcell_result *res)
 {
 	if (r->note[0])
 		append_note(&r->err, r->note);
-	res->stdout_buf = r->out.buf, res->stdout_len = r->out.len;
-	res->stderr_buf = r->err.buf, res->stderr_len = r->err.len;
+	/* Both hold their first block (stream_init): taking them cannot fail. */
+	res->stdout_buf = sc__buf_take(&r->out.buf, &res->stdout_len);
+	res->stderr_buf = sc__buf_take(&r->err.buf, &res->stderr_len);
 	res->stdout_truncated = r->out.truncated, res->stderr_truncated = r->err.truncated;
-	res->stdout_buf[res->stdout_len] = 0;
-	res->stderr_buf[res->stderr_len] = 0;
-	r->out.buf = r->err.buf = NULL;
 	res->tool_calls = r->calls;
 	res->n_tool_calls = r->n_calls;
 	res->n_tool_calls_dropped = r->n_calls_dropped;
@@ -1081,11 +1074,11 @@ static int paused_result(const struct sc_run *r, const struct snapcell_sandbox *
 	res->isolation = sb->level;
 	res->limits_hit = r->hit;
 	res->wall_us = r->paused_us - r->start_us - r->paused_total_us;
-	res->stdout_buf = copy_bytes(r->out.buf, r->out.len);
-	res->stdout_len = r->out.len;
+	res->stdout_buf = copy_bytes(r->out.buf.data, r->out.buf.len);
+	res->stdout_len = r->out.buf.len;
 	res->stdout_truncated = r->out.truncated;
-	res->stderr_buf = copy_bytes(r->err.buf, r->err.len);
-	res->stderr_len = r->err.len;
+	res->stderr_buf = copy_bytes(r->err.buf.data, r->err.buf.len);
+	res->stderr_len = r->err.buf.len;
 	res->stderr_truncated = r->err.truncated;
 	if (r->n_calls && (res->tool_calls = malloc(r->n_calls * sizeof(*r->calls)))) {
 		memcpy(res->tool_calls, r->calls, r->n_calls * sizeof(*r->calls));
