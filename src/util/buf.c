@@ -74,22 +74,27 @@ int sc__buf_add_some(struct sc_buf *b, const void *p, size_t n, size_t *kept)
 	return take < n ? SNAPCELL_E_TOO_BIG : 0;
 }
 
+int sc__buf_vprintf(struct sc_buf *b, const char *fmt, va_list ap)
+{
+	va_list again;
+	va_copy(again, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	int rc = n < 0 ? -errno : sc__buf_reserve(b, (size_t)n);
+	if (rc == 0) {
+		vsnprintf(b->data + b->len, (size_t)n + 1, fmt, again);
+		b->len += (size_t)n;
+	}
+	va_end(again);
+	return rc;
+}
+
 int sc__buf_printf(struct sc_buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
+	int rc = sc__buf_vprintf(b, fmt, ap);
 	va_end(ap);
-	if (n < 0)
-		return -errno;
-	int rc = sc__buf_reserve(b, (size_t)n);
-	if (rc < 0)
-		return rc;
-	va_start(ap, fmt);
-	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
-	return 0;
+	return rc;
 }
 
 ssize_t sc__buf_space(struct sc_buf *b, size_t want, char **at)
@@ -111,11 +116,17 @@ void sc__buf_commit(struct sc_buf *b, size_t n)
 	b->data[b->len] = 0;
 }
 
+void sc__buf_truncate(struct sc_buf *b, size_t len)
+{
+	if (len >= b->len)
+		return;
+	b->len = len;
+	b->data[len] = 0;
+}
+
 void sc__buf_reset(struct sc_buf *b)
 {
-	b->len = 0;
-	if (b->data)
-		b->data[0] = 0;
+	sc__buf_truncate(b, 0);
 }
 
 char *sc__buf_take(struct sc_buf *b, size_t *len)

@@ -5,6 +5,7 @@
 #ifndef SC_UTIL_BUF_H
 #define SC_UTIL_BUF_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
@@ -38,6 +39,8 @@ int sc__buf_reserve(struct sc_buf *b, size_t n);
 int sc__buf_add(struct sc_buf *b, const void *p, size_t n);
 int sc__buf_add_str(struct sc_buf *b, const char *s);
 int sc__buf_printf(struct sc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int sc__buf_vprintf(struct sc_buf *b, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
 
 /* Appends what of p[0..n) fits under the cap, for streams that keep their head and report
  * the cut: 0 when all of it was kept, SNAPCELL_E_TOO_BIG when the tail was dropped, -ENOMEM
@@ -50,6 +53,10 @@ int sc__buf_add_some(struct sc_buf *b, const void *p, size_t n, size_t *kept);
  * there; 0 at the cap, -ENOMEM. sc__buf_commit(b, n) then counts n of them as added. */
 ssize_t sc__buf_space(struct sc_buf *b, size_t want, char **at);
 void sc__buf_commit(struct sc_buf *b, size_t n);
+
+/* Cuts the contents back to their first len bytes (a text that tried a form and took it
+ * back); a len past the contents changes nothing. */
+void sc__buf_truncate(struct sc_buf *b, size_t len);
 
 /* Empties the buffer and keeps its memory for the next contents. */
 void sc__buf_reset(struct sc_buf *b);

@@ -132,6 +132,19 @@ Test(buf, space_and_commit_read_in_place_up_to_the_cap)
 	sc__buf_free(&b);
 }
 
+Test(buf, truncate_takes_a_tail_back)
+{
+	struct sc_buf b = SC_BUF_INIT(64);
+	cr_assert_eq(sc__buf_add_str(&b, "call(\"x\", "), 0);
+	sc__buf_truncate(&b, 8);
+	cr_expect_str_eq(b.data, "call(\"x\"");
+	sc__buf_truncate(&b, 50);
+	cr_expect_eq(b.len, 8, "a length past the contents changes nothing");
+	sc__buf_free(&b);
+	sc__buf_truncate(&b, 0); /* nothing allocated */
+	cr_expect_eq(b.len, 0);
+}
+
 Test(buf, take_hands_over_and_leaves_it_empty)
 {
 	struct sc_buf b = SC_BUF_INIT(64);
