@@ -20,6 +20,7 @@
 
 #include "core.h"
 #include "prelude.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define PROBE_TIMEOUT_MS 5000
@@ -314,11 +315,8 @@ static int add_dir(struct sc_python *py, const char *answered)
 	py->n_dirs = k;
 	if (py->n_dirs == DIRS_MAX)
 		return -E2BIG;
-	char **grown = realloc(py->dirs, (py->n_dirs + 1) * sizeof(*grown));
-	if (!grown)
-		return -ENOMEM;
-	py->dirs = grown;
-	if (!(grown[py->n_dirs] = strdup(dir)))
+	if (SC_ARRAY_ADD(py->dirs, py->n_dirs, DIRS_MAX) < 0 ||
+	    !(py->dirs[py->n_dirs] = strdup(dir)))
 		return -ENOMEM;
 	py->n_dirs++;
 	return 0;
