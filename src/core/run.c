@@ -78,9 +78,10 @@ struct stream {
 	uint32_t hit_flag;
 };
 
+/* Frames not yet sent: bytes.data[off..bytes.len). */
 struct outbuf {
-	uint8_t *buf;
-	size_t len, off;
+	struct sc_buf bytes;
+	size_t off;
 };
 
 /* The tool-call log keeps this many entries; later calls are only counted. */
@@ -192,19 +193,18 @@ static void drain(struct sc_run *r)
 static int queue_frame(struct outbuf *o, uint8_t type, const void *head, size_t head_len,
 		       const void *body, size_t body_len)
 {
-	if (o->off == o->len)
-		o->off = o->len = 0;
-	size_t need = o->len + SC_FRAME_HEADER_LEN + head_len + body_len;
-	uint8_t *grown = realloc(o->buf, need);
-	if (!grown)
+	if (o->off == o->bytes.len) {
+		o->off = 0;
+		sc__buf_reset(&o->bytes);
+	}
+	uint8_t header[SC_FRAME_HEADER_LEN];
+	sc__frame_header(header, type, head_len + body_len);
+	/* Room for the whole frame first: the adds after it cannot fail. */
+	if (sc__buf_reserve(&o->bytes, sizeof(header) + head_len + body_len) < 0)
 		return -ENOMEM;
-	o->buf = grown;
-	sc__frame_header(o->buf + o->len, type, head_len + body_len);
-	if (head_len)
-		memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN, head, head_len);
-	if (body_len)
-		memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN + head_len, body, body_len);
-	o->len = need;
+	sc__buf_add(&o->bytes, header, sizeof(header));
+	sc__buf_add(&o->bytes, head, head_len);
+	sc__buf_add(&o->bytes, body, body_len);
 	return 0;
 }
 
@@ -221,17 +221,9 @@ static void log_call(struct sc_run *r, const struct snapcell_tool_call *entry)
 		r->n_calls_dropped++;
 		return;
 	}
-	if (r->n_calls == r->cap_calls) {
-		size_t cap = r->cap_calls ? r->cap_calls * 2 : 16;
-		if (cap > MAX_LOGGED_CALLS)
-			cap = MAX_LOGGED_CALLS;
-		struct snapcell_tool_call *grown = realloc(r->calls, cap * sizeof(*grown));
-		if (!grown) {
-			r->n_calls_dropped++;
-			return;
-		}
-		r->calls = grown;
-		r->cap_calls = cap;
+	if (SC_ARRAY_RESERVE(r->calls, r->cap_calls, r->n_calls + 1, MAX_LOGGED_CALLS) < 0) {
+		r->n_calls_dropped++;
+		return;
 	}
 	r->calls[r->n_calls++] = *entry;
 }
@@ -240,12 +232,12 @@ static void log_call(struct sc_run *r, const struct snapcell_tool_call *entry)
 static void send_pending(struct sc_run *r)
 {
 	struct outbuf *o = &r->send;
-	ssize_t n = send(r->cell->fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
+	ssize_t n = send(r->cell->fds[SC_CELL_RPC], o->bytes.data + o->off, o->bytes.len - o->off,
 			 MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n > 0)
 		o->off += (size_t)n;
 	else if (n < 0 && errno != EAGAIN && errno != EINTR)
-		o->off = o->len; /* the cell is gone; its exit says why */
+		o->off = o->bytes.len; /* the cell is gone; its exit says why */
 }
 
 static void answer_call(struct sc_run *r, uint32_t id, int rc, struct sc_call_outcome *out);
@@ -491,7 +483,7 @@ static bool finished(const struct sc_run *r, uint64_t now)
 	/* A session's worker reads its next request after the answers it was sent: the last
 	 * one goes out whole (the worker skips answers its code left behind). */
 	if (r->have_done && r->forced == NOT_FORCED && !claims_setup_failure &&
-	    (r->target->reports_exit || r->send.off == r->send.len ||
+	    (r->target->reports_exit || r->send.off == r->send.bytes.len ||
 	     r->cell->fds[SC_CELL_RPC] < 0))
 		return true;
 	if (!r->target->reports_exit) /* its socket and pipes closing are its end */
@@ -679,14 +671,15 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 		if (reports && r->forced != NOT_FORCED && now > r->killed_us + EXIT_GRACE_US &&
 		    !r->have_exit)
 			return SNAPCELL_E_TEMPLATE;
-		bool backlog = r->send.len - r->send.off + r->queued_bytes > BACKLOG_MAX_BYTES;
+		bool backlog =
+			r->send.bytes.len - r->send.off + r->queued_bytes > BACKLOG_MAX_BYTES;
 		struct pollfd pf[6] = {
 			{r->out.eof ? -1 : r->cell->fds[SC_CELL_STDOUT], POLLIN, 0},
 			{r->err.eof ? -1 : r->cell->fds[SC_CELL_STDERR], POLLIN, 0},
 			{r->have_exit || r->exit_eof ? -1 : r->cell->fds[SC_CELL_EXIT], POLLIN, 0},
 			{r->cell->fds[SC_CELL_RPC],
 			 (short)((backlog ? 0 : POLLIN) |
-				 (r->send.off < r->send.len ? POLLOUT : 0)),
+				 (r->send.off < r->send.bytes.len ? POLLOUT : 0)),
 			 0},
 			{r->forced == NOT_FORCED ? r->cancel_fd : -1, POLLIN, 0},
 			{r->flight.event_fd, POLLIN, 0},
@@ -851,6 +844,7 @@ static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const ch
 	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
 		return -ENOMEM;
 	sc__frame_reader_init(&r->reader, SC_FRAME_DEFAULT_CAP);
+	sc__buf_init(&r->send.bytes, SIZE_MAX); /* the loop bounds it: BACKLOG_MAX_BYTES */
 	int rc = queue_tools(r);
 	if (rc < 0)
 		return rc;
@@ -862,7 +856,7 @@ static void release(struct sc_run *r)
 {
 	sc__buf_free(&r->out.buf);
 	sc__buf_free(&r->err.buf);
-	free(r->send.buf);
+	sc__buf_free(&r->send.bytes);
 	free(r->calls);
 	free(r->held_args);
 	free(r->value_json);
@@ -1103,11 +1097,8 @@ static int paused_result(const struct sc_run *r, const struct snapcell_sandbox *
 static void record_decision(struct sc_run *r, enum snapcell_verdict verdict, const char *text,
 			    const char *decided_by, size_t call_index)
 {
-	struct snapcell_decision *grown =
-		realloc(r->decisions, (r->n_decisions + 1) * sizeof(*grown));
-	if (!grown)
+	if (SC_ARRAY_ADD(r->decisions, r->n_decisions, SC_ARRAY_NO_CAP) < 0)
 		return;
-	r->decisions = grown;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct snapcell_decision *d = &r->decisions[r->n_decisions];
