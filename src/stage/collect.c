@@ -16,6 +16,7 @@
 
 #include "stage.h"
 #include "util/buf.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define MAX_SKIPPED_LISTED 100
@@ -176,19 +177,17 @@ static void visit(struct walk *w, int dfd, const char *name, char *path, size_t 
 	path[path_len] = 0;
 }
 
-/* Takes ownership of dfd. Names are sorted so that caps cut the same files every time. */
-static void walk_dir(struct walk *w, int dfd, char *path, size_t path_len, unsigned depth)
+/* Takes ownership of dir_fd. Names are sorted so that caps cut the same files every time. */
+static void walk_dir(struct walk *w, int dir_fd, char *path, size_t path_len, unsigned depth)
 {
+	int dfd SC_AUTO_CLOSE = dir_fd;
 	char **names;
 	size_t n;
-	if (sc__sorted_names(dfd, &names, &n) < 0) {
-		close(dfd);
+	if (sc__sorted_names(dfd, &names, &n) < 0)
 		return skip(w, path, "unreadable directory");
-	}
 	for (size_t i = 0; i < n; i++)
 		visit(w, dfd, names[i], path, path_len, depth);
 	sc__names_free(names, n);
-	close(dfd);
 }
 
 static int by_path(const void *a, const void *b)
