@@ -410,11 +410,14 @@ static int snapshot_one(void *ctx, uint64_t *ns)
 	return rc < 0 ? api_failed(c->restoring ? "restore" : "snapshot", rc, &err) : 0;
 }
 
-/* What a session's /tmp holds for snapshot_tmp and restore_tmp: a snapshot copies it. */
+/* What a session's /tmp holds for snapshot_tmp and restore_tmp: a snapshot copies it. The
+ * cell's /tmp is where SNAPCELL_TMP says: /tmp itself at level namespaces, a directory of the
+ * work directory at level rlimits (no mount namespace there), where the host's /tmp is out of
+ * the cell's reach. */
 #define TMP_BENCH_MIB 16
 #define TMP_BENCH_CODE                                                                             \
-	"import os\nfor i in range(16):\n    open(f'/tmp/f{i}', 'wb').write(os.urandom(1 << "      \
-	"20))\n"
+	"import os\ntmp = os.environ['SNAPCELL_TMP']\nfor i in range(16):\n"                       \
+	"    open(f'{tmp}/f{i}', 'wb').write(os.urandom(1 << 20))\n"
 
 /* `x += 1` runs on one session, then snapshots, then restores of the last snapshot, then both
  * again with TMP_BENCH_MIB MiB in /tmp, after which x must still be the number of runs. */
@@ -517,7 +520,7 @@ static int measure_pandas_series(const char *python, struct series *s, struct se
 {
 	if (s->n == 0)
 		return 0;
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = fe_config_new();
 	struct snapcell_error err = {0};
 	int rc = cfg ? 0 : -1;
 	if (rc == 0)
@@ -713,7 +716,7 @@ static int choose_python(struct snapcell_config *cfg, const struct bench_opts *o
 {
 	struct snapcell_error err = {0};
 	if (o->python) {
-		cli_python_chosen();
+		fe_python_chosen();
 		if (snapcell_config_set_python(cfg, o->python, &err) < 0) {
 			fprintf(stderr, "snapcell bench: --python %s: %s\n", o->python,
 				err.message);
@@ -794,7 +797,7 @@ int cli_bench(int argc, char **argv)
 	int rc = parse_opts(argc, argv, &o);
 	if (rc != 0)
 		return rc > 0 ? 0 : EXIT_USAGE;
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = fe_config_new();
 	if (!cfg)
 		return EXIT_FAILED;
 	struct bench_results r = {0};

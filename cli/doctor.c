@@ -71,13 +71,13 @@ struct measure_opts {
 static struct snapcell_config *measured_config(const struct measure_opts *o, char *why,
 					       size_t why_len)
 {
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = fe_config_new();
 	struct snapcell_error err = {0};
 	int rc = cfg ? 0 : -1;
 	if (rc == 0 && o->venv)
-		cli_python_venv(cfg);
+		fe_python_venv(cfg);
 	if (rc == 0 && o->python)
-		cli_python_chosen();
+		fe_python_chosen();
 	if (rc == 0 && o->venv && (rc = snapcell_config_set_venv(cfg, o->venv, &err)) < 0)
 		snprintf(why, why_len, "--venv: %s", err.message);
 	if (rc == 0 && o->python && (rc = snapcell_config_set_python(cfg, o->python, &err)) < 0)
@@ -108,9 +108,9 @@ static json_t *measure(const struct measure_opts *o, const char *preload, char *
 	int rc = 0;
 	if (rc == 0 && preload)
 		rc = snapcell_config_add_preload(cfg, preload, &err);
-	uint64_t t0 = cli_now_us(), cold = 0;
+	uint64_t t0 = fe_now_us(), cold = 0;
 	if (rc == 0 && (rc = snapcell_sandbox_new(cfg, &sb, &err)) == 0)
-		cold = cli_now_us() - t0;
+		cold = fe_now_us() - t0;
 	if (rc == 0)
 		rc = snapcell_sandbox_stats(sb, &st, &err);
 	if (rc == 0)
@@ -179,8 +179,8 @@ static const char *advice(const struct snapcell_probe *p, const char **mech)
 static void print_python(const struct snapcell_config *cfg, const char *why)
 {
 	if (cfg) {
-		cli_python_print(stdout, cfg, "");
-		cli_python_print_probe(stdout, cfg, "");
+		fe_python_print(stdout, cfg, "");
+		fe_python_print_probe(stdout, cfg, "");
 	} else
 		printf("python:    FAILED: %s\n", why);
 }
@@ -317,7 +317,7 @@ int cli_doctor(int argc, char **argv)
 	}
 	char why[SNAPCELL_ERROR_MESSAGE_LEN + 64] = "", py_why[sizeof(why)] = "";
 	struct snapcell_config *py_cfg = measured_config(&o, py_why, sizeof(py_why));
-	json_t *python = py_cfg ? cli_python_json(py_cfg) : json_pack("{s:s}", "error", py_why);
+	json_t *python = py_cfg ? fe_python_json(py_cfg) : json_pack("{s:s}", "error", py_why);
 	json_t *hard = read_hardening(), *sandbox = measure(&o, NULL, why, sizeof(why));
 	json_t *preloads =
 		sandbox ? measure_preloads(&o, modules, n_modules, sandbox) : json_array();
@@ -326,7 +326,7 @@ int cli_doctor(int argc, char **argv)
 	size_t i;
 	json_t *m;
 	json_array_foreach(preloads, i, m) failed |= json_object_get(m, "error") != NULL;
-	json_t *servers = cli_mcp_servers();
+	json_t *servers = mcp_servers_json();
 	if (as_json) {
 		json_t *mechs = json_array();
 		for (int k = 0; k < SNAPCELL_MECH__COUNT; k++)

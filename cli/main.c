@@ -23,37 +23,6 @@ static const char usage[] =
 	"                   PATH, then /usr/bin/python3; the wheel's snapcell command sets it\n"
 	"                   to the Python that runs it)\n";
 
-struct snapcell_config *cli_config_new(void)
-{
-	struct snapcell_config *cfg = snapcell_config_new();
-	if (!cfg) {
-		fputs("snapcell: out of memory\n", stderr);
-		return NULL;
-	}
-	const char *helper = getenv("SNAPCELL_HELPER");
-	struct snapcell_error err = {0};
-	if (helper && *helper && snapcell_config_set_helper(cfg, helper, &err) < 0) {
-		/* The library's message names its function; the user set a variable. */
-		const char *why = err.message;
-		size_t n = strlen("set_helper ") + strlen(helper);
-		if (!strncmp(why, "set_helper ", 11) &&
-		    !strncmp(why + 11, helper, strlen(helper)) && !strncmp(why + n, ": ", 2))
-			why += n + 2;
-		fprintf(stderr,
-			"snapcell: SNAPCELL_HELPER=%s: %s\n"
-			"snapcell: set SNAPCELL_HELPER to the snapcell-cell executable (in a build "
-			"tree: build/snapcell-cell), or unset it to use the installed one\n",
-			helper, why);
-		snapcell_config_free(cfg);
-		return NULL;
-	}
-	if (cli_python_env(cfg) < 0) {
-		snapcell_config_free(cfg);
-		return NULL;
-	}
-	return cfg;
-}
-
 void cli_print_start_error(int rc, const char *message)
 {
 	static const char prefix[] = "sandbox helper ";
@@ -85,10 +54,10 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
 		fputs(usage, stdout);
-		struct snapcell_config *cfg = cli_config_new();
+		struct snapcell_config *cfg = fe_config_new();
 		if (cfg) {
 			puts("\ninterpreter (snapcell run --python PATH chooses another):");
-			cli_python_print(stdout, cfg, "  ");
+			fe_python_print(stdout, cfg, "  ");
 		}
 		snapcell_config_free(cfg);
 		return 0;
@@ -98,7 +67,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "doctor"))
 		return cli_doctor(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "mcp"))
-		return cli_mcp(argc - 1, argv + 1);
+		return mcp_main(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "bench"))
 		return cli_bench(argc - 1, argv + 1);
 	if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {

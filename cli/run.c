@@ -54,29 +54,29 @@ static int exit_status(const struct snapcell_result *res)
 	}
 }
 
-static void print_plain(const struct snapcell_result *res, const struct snapcell_config *cfg)
+/* The cell's output, then, for a run the code did not end itself (a limit, a signal, a
+ * missing decision), how it ended in the library's words (snapcell_result_summary: what the
+ * MCP server and the Python package tell a model), each line after "snapcell: ". An
+ * exception or an exit status needs no line of ours: the cell's stderr just said it. */
+static void print_plain(const struct snapcell_result *res)
 {
 	fwrite(res->stdout_buf, 1, res->stdout_len, stdout);
 	fflush(stdout);
 	fwrite(res->stderr_buf, 1, res->stderr_len, stderr);
-	const char *why = NULL;
-	if (res->limits_hit & SNAPCELL_HIT_WALL)
-		why = "wall-clock limit";
-	else if (res->limits_hit & SNAPCELL_HIT_CPU)
-		why = "CPU time limit";
-	else if (res->limits_hit & (SNAPCELL_HIT_STDOUT | SNAPCELL_HIT_STDERR))
-		why = res->limits_hit & SNAPCELL_HIT_STDOUT ? "stdout limit" : "stderr limit";
-	else if (res->status == SNAPCELL_STATUS_MEMORY)
-		why = "memory limit";
-	if (why)
-		fprintf(stderr, "snapcell: run ended by the %s (status %s)\n", why,
-			snapcell_status_name(res->status));
-	else if (res->status == SNAPCELL_STATUS_KILLED)
-		fprintf(stderr, "snapcell: run killed by signal %d\n", res->term_signal);
-	else if (res->status == SNAPCELL_STATUS_EXPIRED)
-		fprintf(stderr, "snapcell: run ended: a call waited for its decision longer than "
-				"the pause limit (status expired)\n");
-	(void)cfg;
+	if (res->status == SNAPCELL_STATUS_OK || res->status == SNAPCELL_STATUS_ERROR)
+		return;
+	char *summary = NULL;
+	struct snapcell_error err = {0};
+	if (snapcell_result_summary(res, &summary, &err) < 0) {
+		fprintf(stderr, "snapcell: run ended with status %s (%s)\n",
+			snapcell_status_name(res->status), err.message);
+		return;
+	}
+	for (char *line = summary, *end; *line; line = *end ? end + 1 : end) {
+		end = line + strcspn(line, "\n");
+		fprintf(stderr, "snapcell: %.*s\n", (int)(end - line), line);
+	}
+	free(summary);
 }
 
 /* The allow-list as it is stored (normalised, sorted), for --json. */
@@ -158,17 +158,17 @@ static int print_model_text(const struct snapcell_config *cfg, const char *descr
 
 int cli_run(int argc, char **argv)
 {
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = fe_config_new();
 	if (!cfg)
 		return EXIT_SNAPCELL;
 	struct cli_run_args a;
 	int st = cli_run_parse(argc, argv, cfg, &a);
 	if (st == 0 && a.help) {
 		fputs("\ninterpreter (as these options choose it):\n", stdout);
-		cli_python_print(stdout, cfg, "  ");
+		fe_python_print(stdout, cfg, "  ");
 	}
 	/* A refused interpreter is a usage error, named before anything starts. */
-	if (st == 0 && !a.help && cli_python_check(cfg, "snapcell") < 0)
+	if (st == 0 && !a.help && fe_python_check(cfg, "snapcell") < 0)
 		st = EXIT_USAGE;
 	if (st == 0 && !a.help && !a.source)
 		st = print_model_text(cfg, a.describe, a.instructions);
@@ -205,13 +205,13 @@ int cli_run(int argc, char **argv)
 	if (rc < 0) {
 		cli_print_start_error(rc, err.message);
 		if (!started)
-			cli_python_print(stderr, cfg, "snapcell: ");
+			fe_python_print(stderr, cfg, "snapcell: ");
 	} else {
 		bool printed = true;
 		if (as_json) {
 			printed = print_json(res, cfg) == 0;
 		} else {
-			print_plain(res, cfg);
+			print_plain(res);
 			cli_print_artifacts(res, stderr);
 		}
 		status = printed ? exit_status(res) : EXIT_SNAPCELL;

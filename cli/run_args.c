@@ -104,39 +104,6 @@ static void print_usage(FILE *f)
 	fprintf(f, usage, levels);
 }
 
-int cli_parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || v < 0 || !isfinite(v))
-		return -1;
-	double mult = 1;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		mult = 1024.0;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		mult = 1024.0 * 1024;
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		mult = 1024.0 * 1024 * 1024;
-		end++;
-		break;
-	}
-	if (*end == 'B' || *end == 'b')
-		end++;
-	if (*end || v * mult > 1e18)
-		return -1;
-	*out = (uint64_t)(v * mult);
-	return 0;
-}
-
 static int parse_seconds_ms(const char *s, uint64_t *out)
 {
 	char *end;
@@ -343,7 +310,7 @@ static int add_allowed_header(struct snapcell_config *cfg, const char *arg)
 	char *value = strndup(v, (size_t)(end - v));
 	struct snapcell_error err = {0};
 	/* Its ${env:NAME} variables hold a credential: no child we start gets them. */
-	int rc = target && name && value && cli_env_note_secrets(value) == 0
+	int rc = target && name && value && fe_env_note_secrets(value) == 0
 			 ? snapcell_config_allow_header(cfg, target, name, value, &err)
 			 : -ENOMEM;
 	if (rc < 0)
@@ -403,7 +370,7 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		char *end;
 		int bad = limits[i].kind == 0 ? parse_seconds_ms(arg, &v)
 			  : limits[i].kind == 1
-				  ? cli_parse_size(arg, &v)
+				  ? fe_parse_size(arg, &v)
 				  : (v = strtoull(arg, &end, 10), *arg == 0 || *end != 0);
 		if (bad || snapcell_config_set_limit(cfg, limits[i].limit, v, NULL) < 0) {
 			fprintf(stderr, "snapcell: invalid value '%s' for --%s\n", arg,
@@ -425,11 +392,11 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return rc < 0 ? -1 : 0;
 	}
 	if (opt == OPT_TOOL)
-		return cli_add_command_tool(cfg, arg);
+		return fe_add_command_tool(cfg, arg);
 	if (opt == OPT_CONFIG)
-		return cli_run_config_load(arg, cfg);
+		return mcp_run_config_load(arg, cfg);
 	if (opt == OPT_TOOL_SCHEMA)
-		return cli_set_tool_schema(cfg, arg);
+		return fe_set_tool_schema(cfg, arg);
 	if (opt == OPT_APPROVE) {
 		int rc = snapcell_config_set_tool_decision(cfg, arg, true, &err);
 		if (rc == -ENOENT)
@@ -440,7 +407,7 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return rc < 0 ? -1 : 0;
 	}
 	if (opt == OPT_TOOL_ENV)
-		return cli_add_tool_env(arg);
+		return fe_add_tool_env(arg);
 	if (opt == OPT_ALLOW)
 		return add_allowed(cfg, arg);
 	if (opt == OPT_ALLOW_HEADER)
@@ -469,11 +436,11 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 		return set_warmup(cfg, opt == OPT_WARMUP_FILE ? arg : NULL,
 				  opt == OPT_WARMUP ? arg : NULL);
 	if (opt == OPT_VENV) {
-		cli_python_venv(cfg);
+		fe_python_venv(cfg);
 		return reported(opt, snapcell_config_set_venv(cfg, arg, &err), &err);
 	}
 	if (opt == OPT_PYTHON) {
-		cli_python_chosen();
+		fe_python_chosen();
 		return set_python(cfg, arg);
 	}
 	if (opt == OPT_PRELOAD)
@@ -501,7 +468,7 @@ int cli_run_parse(int argc, char **argv, struct snapcell_config *cfg, struct cli
 {
 	int opt;
 	*args = (struct cli_run_args){0};
-	cli_command_tools_forget();
+	fe_command_tools_forget();
 	optind = 0; /* GNU getopt: a full restart, whatever an earlier parse left */
 	while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
 		if (opt == 'h') {

@@ -2,7 +2,7 @@
  * elicitation/create form naming the tool and its arguments), how a client's answer becomes a
  * verdict, and, for the stateless era, the paused runs waiting for a client's retry, named by
  * the requestState the input_required result carried. It decides nothing itself: the library
- * pauses and resumes the runs (docs/approval.md); server.c asks and resumes. */
+ * pauses and resumes the runs (docs/approval.md); decide.c asks and resumes. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <pthread.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "mcp.h"
 
 /* What the question shows of the arguments: the client shows the message to a person. */
@@ -215,7 +215,7 @@ char *mcp_approvals_park(struct mcp_approvals *a, uint64_t pending_id, const cha
 	p->code[code_len] = 0;
 	p->code_len = code_len;
 	p->pending_id = pending_id;
-	p->parked_us = cli_now_us();
+	p->parked_us = fe_now_us();
 	pthread_mutex_lock(&a->lock);
 	sweep(a, p->parked_us);
 	bool room = a->n < PARKED_MAX;

@@ -9,38 +9,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "downstream.h"
 #include "mcp.h"
 
-struct ctx {
-	const char *file;
-	struct snapcell_config *cfg;
-	struct mcp_options *opts;
-	const char *command; /* "mcp" or "run": whose --config the messages name */
-};
+#include "config.h"
 
-static int fail(const struct ctx *c, const char *path, const char *why)
+int mcp_config_fail(const struct ctx *c, const char *path, const char *why)
 {
 	fprintf(stderr, "snapcell %s: --config %s: %s: %s\n", c->command, c->file, path, why);
 	return -1;
 }
 
-static int lib_fail(const struct ctx *c, const char *path, const struct snapcell_error *err)
+int mcp_config_lib_fail(const struct ctx *c, const char *path, const struct snapcell_error *err)
 {
-	return fail(c, path, err->message);
+	return mcp_config_fail(c, path, err->message);
 }
 
 /* Applies one to each member of the object v (path.key in messages); shape says what the
  * object must hold when v is not one. */
-static int each_member(const struct ctx *c, const char *path, json_t *v, const char *shape,
-		       int (*one)(const struct ctx *, const char *, const char *, json_t *))
+int mcp_config_each_member(const struct ctx *c, const char *path, json_t *v, const char *shape,
+			   int (*one)(const struct ctx *, const char *, const char *, json_t *))
 {
 	const char *key;
 	json_t *val;
 	char at[256];
 	if (!json_is_object(v))
-		return fail(c, path, shape);
+		return mcp_config_fail(c, path, shape);
 	json_object_foreach(v, key, val)
 	{
 		snprintf(at, sizeof(at), "%s.%s", path, key);
@@ -54,38 +49,39 @@ static int one_limit(const struct ctx *c, const char *at, const char *key, json_
 {
 	enum snapcell_limit limit;
 	if (snapcell_limit_from_name(key, &limit, NULL) < 0)
-		return fail(c, at, "unknown key");
+		return mcp_config_fail(c, at, "unknown key");
 	if (!json_is_integer(val) || json_integer_value(val) <= 0)
-		return fail(c, at, "must be a positive integer");
+		return mcp_config_fail(c, at, "must be a positive integer");
 	struct snapcell_error err = {0};
 	if (snapcell_config_set_limit(c->cfg, limit, (uint64_t)json_integer_value(val), &err) < 0)
-		return lib_fail(c, at, &err);
+		return mcp_config_lib_fail(c, at, &err);
 	return 0;
 }
 
 static int limits(const struct ctx *c, const char *path, json_t *v)
 {
-	return each_member(c, path, v, "must be an object", one_limit);
+	return mcp_config_each_member(c, path, v, "must be an object", one_limit);
 }
 
 static int workspace(const struct ctx *c, const char *path, json_t *v)
 {
 	struct snapcell_error err = {0};
 	if (!json_is_string(v))
-		return fail(c, path, "must be a string (a directory)");
+		return mcp_config_fail(c, path, "must be a string (a directory)");
 	return snapcell_config_set_workspace(c->cfg, json_string_value(v), &err) < 0
-		       ? lib_fail(c, path, &err)
+		       ? mcp_config_lib_fail(c, path, &err)
 		       : 0;
 }
 
 /* Checks that object v has only the keys in allowed (NULL-terminated). */
-static int only_keys(const struct ctx *c, const char *path, json_t *v, const char *const *allowed)
+int mcp_config_only_keys(const struct ctx *c, const char *path, json_t *v,
+			 const char *const *allowed)
 {
 	const char *key;
 	json_t *val;
 	char at[256];
 	if (!json_is_object(v))
-		return fail(c, path, "must be an object");
+		return mcp_config_fail(c, path, "must be an object");
 	json_object_foreach(v, key, val)
 	{
 		const char *const *a = allowed;
@@ -93,21 +89,21 @@ static int only_keys(const struct ctx *c, const char *path, json_t *v, const cha
 			a++;
 		snprintf(at, sizeof(at), "%s.%s", path, key);
 		if (!*a)
-			return fail(c, at, "unknown key");
+			return mcp_config_fail(c, at, "unknown key");
 	}
 	return 0;
 }
 
 /* Applies one to each element of the array v (path[i] in messages); shape says what the
  * array must hold when v is not one. */
-static int each(const struct ctx *c, const char *path, json_t *v, const char *shape,
-		int (*one)(const struct ctx *, const char *, json_t *))
+int mcp_config_each(const struct ctx *c, const char *path, json_t *v, const char *shape,
+		    int (*one)(const struct ctx *, const char *, json_t *))
 {
 	size_t i;
 	json_t *e;
 	char at[256];
 	if (!json_is_array(v))
-		return fail(c, path, shape);
+		return mcp_config_fail(c, path, shape);
 	json_array_foreach(v, i, e)
 	{
 		snprintf(at, sizeof(at), "%s[%zu]", path, i);
@@ -120,36 +116,36 @@ static int each(const struct ctx *c, const char *path, json_t *v, const char *sh
 static int one_mount(const struct ctx *c, const char *at, json_t *m)
 {
 	static const char *const keys[] = {"host", "path", NULL};
-	if (only_keys(c, at, m, keys) < 0)
+	if (mcp_config_only_keys(c, at, m, keys) < 0)
 		return -1;
 	const char *host = json_string_value(json_object_get(m, "host"));
 	const char *mount = json_string_value(json_object_get(m, "path"));
 	if (!host)
-		return fail(c, at, "needs \"host\" (a string)");
+		return mcp_config_fail(c, at, "needs \"host\" (a string)");
 	struct snapcell_error err = {0};
 	if (snapcell_config_add_mount(c->cfg, host, mount ? mount : host, &err) < 0)
-		return lib_fail(c, at, &err);
+		return mcp_config_lib_fail(c, at, &err);
 	return 0;
 }
 
 static int mounts(const struct ctx *c, const char *path, json_t *v)
 {
-	return each(c, path, v, "must be an array of {\"host\", \"path\"}", one_mount);
+	return mcp_config_each(c, path, v, "must be an array of {\"host\", \"path\"}", one_mount);
 }
 
 static int one_python_path(const struct ctx *c, const char *at, json_t *p)
 {
 	struct snapcell_error err = {0};
 	if (!json_is_string(p))
-		return fail(c, at, "must be a string");
+		return mcp_config_fail(c, at, "must be a string");
 	if (snapcell_config_add_python_path(c->cfg, json_string_value(p), &err) < 0)
-		return lib_fail(c, at, &err);
+		return mcp_config_lib_fail(c, at, &err);
 	return 0;
 }
 
 static int python_paths(const struct ctx *c, const char *path, json_t *v)
 {
-	return each(c, path, v, "must be an array of directories", one_python_path);
+	return mcp_config_each(c, path, v, "must be an array of directories", one_python_path);
 }
 
 /* "headers": {"Name": "value"}: each added after the entry, the value expanded by the
@@ -159,15 +155,16 @@ static int allow_headers(const struct ctx *c, const char *at, const char *target
 	const char *name;
 	json_t *value;
 	if (!json_is_object(headers) || json_object_size(headers) > 16)
-		return fail(c, at, "\"headers\" must be an object of at most 16 names to strings");
+		return mcp_config_fail(
+			c, at, "\"headers\" must be an object of at most 16 names to strings");
 	json_object_foreach(headers, name, value)
 	{
 		struct snapcell_error err = {0};
 		if (!json_is_string(value))
-			return fail(c, at, "\"headers\" values must be strings");
+			return mcp_config_fail(c, at, "\"headers\" values must be strings");
 		if (snapcell_config_allow_header(c->cfg, target, name, json_string_value(value),
 						 &err) < 0)
-			return lib_fail(c, at, &err);
+			return mcp_config_lib_fail(c, at, &err);
 	}
 	return 0;
 }
@@ -175,7 +172,7 @@ static int allow_headers(const struct ctx *c, const char *at, const char *target
 static int one_allow(const struct ctx *c, const char *at, json_t *e)
 {
 	static const char *const keys[] = {"target", "methods", "headers", NULL};
-	if (only_keys(c, at, e, keys) < 0)
+	if (mcp_config_only_keys(c, at, e, keys) < 0)
 		return -1;
 	const char *target = json_string_value(json_object_get(e, "target"));
 	json_t *methods = json_object_get(e, "methods");
@@ -184,50 +181,52 @@ static int one_allow(const struct ctx *c, const char *at, json_t *e)
 	size_t n = 0, i;
 	json_t *m;
 	if (!target)
-		return fail(c, at, "needs \"target\" (a string)");
+		return mcp_config_fail(c, at, "needs \"target\" (a string)");
 	if (methods && (!json_is_array(methods) || json_array_size(methods) > 32))
-		return fail(c, at, "\"methods\" must be an array of at most 32 strings");
+		return mcp_config_fail(c, at, "\"methods\" must be an array of at most 32 strings");
 	json_array_foreach(methods, i, m)
 	{
 		if (!json_is_string(m))
-			return fail(c, at, "\"methods\" must hold strings");
+			return mcp_config_fail(c, at, "\"methods\" must hold strings");
 		list[n++] = json_string_value(m);
 	}
 	struct snapcell_error err = {0};
 	if (snapcell_config_allow(c->cfg, target, methods ? list : NULL, n, &err) < 0)
-		return lib_fail(c, at, &err);
+		return mcp_config_lib_fail(c, at, &err);
 	return headers ? allow_headers(c, at, target, headers) : 0;
 }
 
 static int allow(const struct ctx *c, const char *path, json_t *v)
 {
-	return each(c, path, v, "must be an array of {\"target\", \"methods\", \"headers\"}",
-		    one_allow);
+	return mcp_config_each(c, path, v,
+			       "must be an array of {\"target\", \"methods\", \"headers\"}",
+			       one_allow);
 }
 
 static int one_map(const struct ctx *c, const char *at, const char *key, json_t *val)
 {
 	struct snapcell_error err = {0};
 	if (!json_is_string(val))
-		return fail(c, at, "must be a string (an IP address)");
+		return mcp_config_fail(c, at, "must be a string (an IP address)");
 	if (snapcell_config_map_host(c->cfg, key, json_string_value(val), &err) < 0)
-		return lib_fail(c, at, &err);
+		return mcp_config_lib_fail(c, at, &err);
 	return 0;
 }
 
 /* "host_map": {"name": "address"}: lookups that skip DNS (tests, private names). */
 static int host_map(const struct ctx *c, const char *path, json_t *v)
 {
-	return each_member(c, path, v, "must be an object of names to addresses", one_map);
+	return mcp_config_each_member(c, path, v, "must be an object of names to addresses",
+				      one_map);
 }
 
 static int upstream_ca(const struct ctx *c, const char *path, json_t *v)
 {
 	struct snapcell_error err = {0};
 	if (!json_is_string(v))
-		return fail(c, path, "must be a string (a CA bundle file)");
+		return mcp_config_fail(c, path, "must be a string (a CA bundle file)");
 	return snapcell_config_set_upstream_ca(c->cfg, json_string_value(v), &err) < 0
-		       ? lib_fail(c, path, &err)
+		       ? mcp_config_lib_fail(c, path, &err)
 		       : 0;
 }
 
@@ -235,10 +234,10 @@ static int venv(const struct ctx *c, const char *path, json_t *v)
 {
 	struct snapcell_error err = {0};
 	if (!json_is_string(v))
-		return fail(c, path, "must be a string (a virtual environment)");
-	cli_python_venv(c->cfg);
+		return mcp_config_fail(c, path, "must be a string (a virtual environment)");
+	fe_python_venv(c->cfg);
 	return snapcell_config_set_venv(c->cfg, json_string_value(v), &err) < 0
-		       ? lib_fail(c, path, &err)
+		       ? mcp_config_lib_fail(c, path, &err)
 		       : 0;
 }
 
@@ -248,10 +247,11 @@ static int python(const struct ctx *c, const char *path, json_t *v)
 {
 	struct snapcell_error err = {0};
 	if (!json_is_string(v))
-		return fail(c, path, "must be a string (an interpreter: a path or a name on PATH)");
-	cli_python_chosen();
+		return mcp_config_fail(
+			c, path, "must be a string (an interpreter: a path or a name on PATH)");
+	fe_python_chosen();
 	return snapcell_config_set_python(c->cfg, json_string_value(v), &err) < 0
-		       ? lib_fail(c, path, &err)
+		       ? mcp_config_lib_fail(c, path, &err)
 		       : 0;
 }
 
@@ -259,15 +259,15 @@ static int one_preload(const struct ctx *c, const char *at, json_t *m)
 {
 	struct snapcell_error err = {0};
 	if (!json_is_string(m))
-		return fail(c, at, "must be a string (a module name)");
+		return mcp_config_fail(c, at, "must be a string (a module name)");
 	if (snapcell_config_add_preload(c->cfg, json_string_value(m), &err) < 0)
-		return lib_fail(c, at, &err);
+		return mcp_config_lib_fail(c, at, &err);
 	return 0;
 }
 
 static int preload(const struct ctx *c, const char *path, json_t *v)
 {
-	return each(c, path, v, "must be an array of module names", one_preload);
+	return mcp_config_each(c, path, v, "must be an array of module names", one_preload);
 }
 
 /* "warmup": Python code, as one string or an array of lines (JSON has no multi-line strings). */
@@ -279,7 +279,7 @@ static int warmup(const struct ctx *c, const char *path, json_t *v)
 	size_t len = 0, i;
 	json_t *line;
 	if (json_is_string(v) && strlen(json_string_value(v)) != json_string_length(v)) {
-		return fail(c, path, "must not contain a NUL character");
+		return mcp_config_fail(c, path, "must not contain a NUL character");
 	} else if (json_is_string(v)) {
 		code = strdup(json_string_value(v));
 	} else if (json_is_array(v)) {
@@ -298,14 +298,16 @@ static int warmup(const struct ctx *c, const char *path, json_t *v)
 			fclose(f);
 		if (i < json_array_size(v)) {
 			free(code);
-			return fail(c, path, why);
+			return mcp_config_fail(c, path, why);
 		}
 	} else {
-		return fail(c, path, why);
+		return mcp_config_fail(c, path, why);
 	}
 	if (!code)
-		return fail(c, path, "out of memory");
-	int rc = snapcell_config_set_warmup(c->cfg, code, &err) < 0 ? lib_fail(c, path, &err) : 0;
+		return mcp_config_fail(c, path, "out of memory");
+	int rc = snapcell_config_set_warmup(c->cfg, code, &err) < 0
+			 ? mcp_config_lib_fail(c, path, &err)
+			 : 0;
 	free(code);
 	return rc;
 }
@@ -314,316 +316,21 @@ static int one_env(const struct ctx *c, const char *at, const char *key, json_t 
 {
 	struct snapcell_error err = {0};
 	if (!json_is_string(val))
-		return fail(c, at, "must be a string");
+		return mcp_config_fail(c, at, "must be a string");
 	if (snapcell_config_set_env(c->cfg, key, json_string_value(val), &err) < 0)
-		return lib_fail(c, at, &err);
+		return mcp_config_lib_fail(c, at, &err);
 	return 0;
 }
 
 static int env(const struct ctx *c, const char *path, json_t *v)
 {
-	return each_member(c, path, v, "must be an object of strings", one_env);
-}
-
-static void free_argv(char **argv)
-{
-	for (size_t i = 0; argv && argv[i]; i++)
-		free(argv[i]);
-	free(argv);
-}
-
-void mcp_options_clear(struct mcp_options *opts)
-{
-	for (size_t i = 0; i < opts->n_tool_commands; i++) {
-		free_argv(opts->tool_commands[i]->argv);
-		free_argv(opts->tool_commands[i]->inherit);
-		free(opts->tool_commands[i]);
-	}
-	free(opts->tool_commands);
-	opts->tool_commands = NULL;
-	opts->n_tool_commands = 0;
-	mcp_downstreams_free(opts->downstreams);
-	opts->downstreams = NULL;
-}
-
-bool mcp_config_has_tool(const struct snapcell_config *cfg, const char *name)
-{
-	struct snapcell_tool_info info;
-	for (size_t i = 0; i < snapcell_config_tool_count(cfg); i++)
-		if (snapcell_config_tool_info(cfg, i, &info, NULL) == 0 && !strcmp(info.name, name))
-			return true;
-	return false;
-}
-
-/* A NULL-terminated copy of array v's strings (checked by the caller), or NULL. */
-static char **copy_strings(json_t *v)
-{
-	size_t n = json_array_size(v);
-	char **out = calloc(n + 1, sizeof(*out));
-	for (size_t i = 0; out && i < n; i++)
-		if (!(out[i] = strdup(json_string_value(json_array_get(v, i))))) {
-			free_argv(out);
-			return NULL;
-		}
-	return out;
-}
-
-/* A command tool, owned by opts (see struct mcp_options); inherit may be NULL (none). */
-static struct cli_tool_command *copy_command(struct mcp_options *opts, json_t *argv,
-					     json_t *inherit)
-{
-	struct cli_tool_command **grown =
-		realloc(opts->tool_commands, (opts->n_tool_commands + 1) * sizeof(*grown));
-	if (!grown)
-		return NULL;
-	opts->tool_commands = grown;
-	struct cli_tool_command *t = calloc(1, sizeof(*t));
-	if (!t)
-		return NULL;
-	opts->tool_commands[opts->n_tool_commands++] = t;
-	t->argv = copy_strings(argv);
-	t->inherit = copy_strings(inherit);
-	return t->argv && t->inherit ? t : NULL;
-}
-
-/* "inherit_env": names of our variables a child also gets (child_env.c), never one that
- * holds the token or a header's credential. */
-static int inherit_env_ok(const struct ctx *c, const char *at, json_t *v)
-{
-	size_t i;
-	json_t *e;
-	if (v && (!json_is_array(v) || json_array_size(v) > 256))
-		return fail(c, at,
-			    "\"inherit_env\" must be an array of at most 256 variable names");
-	json_array_foreach(v, i, e)
-	{
-		const char *name = json_string_value(e);
-		if (!name || !*name || strchr(name, '='))
-			return fail(c, at, "\"inherit_env\" must hold variable names (no '=')");
-		const char *why = cli_env_withheld(name);
-		if (why) {
-			char text[160];
-			snprintf(text, sizeof(text), "\"inherit_env\": %s is never passed on: %s",
-				 name, why);
-			return fail(c, at, text);
-		}
-	}
-	return 0;
-}
-
-static int one_tool(const struct ctx *c, const char *at, json_t *t)
-{
-	static const char *const keys[] = {"name",   "argv",	    "description",
-					   "schema", "inherit_env", NULL};
-	if (only_keys(c, at, t, keys) < 0 ||
-	    inherit_env_ok(c, at, json_object_get(t, "inherit_env")) < 0)
-		return -1;
-	const char *name = json_string_value(json_object_get(t, "name"));
-	const char *description = json_string_value(json_object_get(t, "description"));
-	json_t *argv = json_object_get(t, "argv"), *schema = json_object_get(t, "schema"), *a;
-	size_t i;
-	if (!name)
-		return fail(c, at, "needs \"name\" (a string)");
-	if (!json_is_array(argv) || !json_array_size(argv))
-		return fail(c, at, "needs \"argv\" (a non-empty array of strings)");
-	json_array_foreach(
-		argv, i,
-		a) if (!json_is_string(a) ||
-		       !json_string_length(a)) return fail(c, at,
-							   "\"argv\" must hold non-empty strings");
-	if (json_object_get(t, "description") && !description)
-		return fail(c, at, "\"description\" must be a string");
-	if (schema && !json_is_object(schema))
-		return fail(c, at, "\"schema\" must be a JSON Schema object");
-	if (mcp_config_has_tool(c->cfg, name))
-		return fail(c, at, "a tool of that name is already declared");
-	char *schema_text = schema ? json_dumps(schema, JSON_COMPACT) : NULL;
-	struct cli_tool_command *args =
-		copy_command(c->opts, argv, json_object_get(t, "inherit_env"));
-	struct snapcell_error err = {0};
-	int rc = args ? snapcell_config_add_tool(c->cfg, name, description, schema_text,
-						 SNAPCELL_APPROVAL_NEVER, cli_argv_tool, args, &err)
-		      : -1;
-	if (rc == 0)
-		rc = snapcell_config_set_tool_async(c->cfg, name, cli_argv_tool_start,
-						    cli_command_tool_cancel, &err);
-	free(schema_text);
-	if (rc < 0)
-		return args ? lib_fail(c, at, &err) : fail(c, at, "out of memory");
-	return 0;
-}
-
-static int tools(const struct ctx *c, const char *path, json_t *v)
-{
-	return each(c, path, v, "must be an array of {\"name\", \"argv\", ...}", one_tool);
-}
-
-/* A NULL-terminated copy of the strings of array v, or of an object's members as
- * "NAME<sep>VALUE"; *bad names the first member that is not a string. */
-static char **strv_of(json_t *v, const char *sep, const char **bad)
-{
-	size_t n = json_is_array(v) ? json_array_size(v) : json_object_size(v), k = 0, i;
-	char **out = calloc(n + 1, sizeof(*out));
-	const char *key;
-	json_t *e;
-	*bad = NULL;
-	if (!out)
-		return NULL;
-	if (json_is_array(v)) {
-		json_array_foreach(v, i, e)
-		{
-			if (!json_is_string(e) || !(out[k++] = strdup(json_string_value(e)))) {
-				*bad = "an element";
-				break;
-			}
-		}
-	} else {
-		json_object_foreach(v, key, e)
-		{
-			char *line = NULL;
-			if (!json_is_string(e) ||
-			    asprintf(&line, "%s%s%s", key, sep, json_string_value(e)) < 0) {
-				*bad = key;
-				break;
-			}
-			out[k++] = line;
-		}
-	}
-	if (*bad)
-		free_argv(out), out = NULL;
-	return out;
-}
-
-/* Header lines for an HTTP downstream: names a token, values without control characters
- * (a newline would start another header). */
-static bool header_ok(const char *name, const char *value)
-{
-	if (!*name || strspn(name, "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-				   "abcdefghijklmnopqrstuvwxyz") != strlen(name))
-		return false;
-	for (const unsigned char *p = (const unsigned char *)value; *p; p++)
-		if ((*p < ' ' && *p != '\t') || *p == 0x7f)
-			return false;
-	return true;
-}
-
-static bool server_name_ok(const char *name)
-{
-	size_t n = strlen(name);
-	return n && n <= MCP_DOWNSTREAM_NAME_MAX &&
-	       strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
-		       n;
-}
-
-/* One entry of "mcp_servers": {"command", "args", "env", "cwd"} or {"url", "headers"}, both
- * with "timeout_ms". It is connected and its tools registered here, so a server that does not
- * start, answer or list its tools stops snapcell mcp before it serves. */
-static int one_server(const struct ctx *c, const char *at, const char *name, json_t *s)
-{
-	static const char *const keys[] = {"command", "args",	 "env",	       "inherit_env", "cwd",
-					   "url",     "headers", "timeout_ms", NULL};
-	json_t *inherit = json_object_get(s, "inherit_env");
-	if (only_keys(c, at, s, keys) < 0 || inherit_env_ok(c, at, inherit) < 0)
-		return -1;
-	if (!server_name_ok(name))
-		return fail(c, at, "a server name is 1 to 64 characters of [A-Za-z0-9_-]");
-	json_t *command = json_object_get(s, "command"), *args = json_object_get(s, "args");
-	json_t *env = json_object_get(s, "env"), *cwd = json_object_get(s, "cwd");
-	json_t *url = json_object_get(s, "url"), *headers = json_object_get(s, "headers");
-	json_t *timeout = json_object_get(s, "timeout_ms");
-	if (!command == !url)
-		return fail(c, at, "needs either \"command\" (stdio) or \"url\" (HTTP)");
-	if (command && (!json_is_string(command) || !json_string_length(command)))
-		return fail(c, at, "\"command\" must be a non-empty string");
-	const char *u = json_string_value(url);
-	if (url && (!u || (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))))
-		return fail(c, at, "\"url\" must be an http:// or https:// URL");
-	if (url && (args || env || inherit || cwd))
-		return fail(c, at,
-			    "\"args\", \"env\", \"inherit_env\" and \"cwd\" are for \"command\" "
-			    "servers");
-	if (command && headers)
-		return fail(c, at, "\"headers\" are for \"url\" servers");
-	if (args && !json_is_array(args))
-		return fail(c, at, "\"args\" must be an array of strings");
-	if ((env && !json_is_object(env)) || (headers && !json_is_object(headers)))
-		return fail(c, at, "\"env\" and \"headers\" must be objects of strings");
-	if (cwd && !json_is_string(cwd))
-		return fail(c, at, "\"cwd\" must be a string (a directory)");
-	if (timeout && (!json_is_integer(timeout) || json_integer_value(timeout) < 1 ||
-			json_integer_value(timeout) > 600000))
-		return fail(c, at, "\"timeout_ms\" must be an integer from 1 to 600000");
-	const char *key;
-	json_t *v;
-	json_object_foreach(env, key, v)
-	{
-		if (!*key || strchr(key, '='))
-			return fail(c, at, "\"env\" names must be non-empty and hold no '='");
-	}
-	json_object_foreach(headers, key, v)
-	{
-		if (!json_is_string(v) || !header_ok(key, json_string_value(v)))
-			return fail(c, at,
-				    "\"headers\" must map header names to values without "
-				    "control characters");
-	}
-	struct mcp_downstream_spec spec = {
-		.name = name,
-		.cwd = json_string_value(cwd),
-		.url = json_string_value(url),
-		.timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 30000,
-	};
-	const char *bad = NULL;
-	char **argv = NULL, **envv = NULL, **hdrs = NULL, **inherited = NULL;
-	json_t *full = NULL;
-	if (command) {
-		inherited = copy_strings(inherit);
-		full = json_array();
-		json_array_append(full, command);
-		if (args)
-			json_array_extend(full, args);
-		argv = strv_of(full, "", &bad);
-		envv = env ? strv_of(env, "=", &bad) : calloc(1, sizeof(char *));
-	} else {
-		hdrs = headers ? strv_of(headers, ": ", &bad) : calloc(1, sizeof(char *));
-	}
-	json_decref(full);
-	spec.argv = argv;
-	spec.env = envv;
-	spec.inherit = inherited;
-	spec.headers = hdrs;
-	int rc = 0;
-	char why[768];
-	if (bad)
-		rc = fail(c, at, "\"args\" and \"env\" must hold strings");
-	else if (command ? !argv || !envv || !inherited : !hdrs)
-		rc = fail(c, at, "out of memory");
-	else if (mcp_downstreams_add(&c->opts->downstreams, c->cfg, &spec, why, sizeof(why)) < 0)
-		rc = fail(c, at, why);
-	free_argv(argv);
-	free_argv(envv);
-	free_argv(inherited);
-	free_argv(hdrs);
-	return rc;
-}
-
-static int mcp_servers(const struct ctx *c, const char *path, json_t *v)
-{
-	return each_member(c, path, v, "must be an object of server names to servers", one_server);
-}
-
-static int downstream_calls(const struct ctx *c, const char *path, json_t *v)
-{
-	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000000)
-		return fail(c, path, "must be an integer from 1 to 1000000");
-	mcp_downstreams_set_cap(&c->opts->downstreams, (unsigned)json_integer_value(v));
-	return 0;
+	return mcp_config_each_member(c, path, v, "must be an object of strings", one_env);
 }
 
 static int max_runs(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096)
-		return fail(c, path, "must be an integer from 1 to 4096");
+		return mcp_config_fail(c, path, "must be an integer from 1 to 4096");
 	c->opts->max_runs = (unsigned)json_integer_value(v);
 	return 0;
 }
@@ -632,7 +339,7 @@ static int max_queued(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    json_integer_value(v) > MCP_QUEUED_MAX)
-		return fail(c, path, "must be an integer from 0 to 16384");
+		return mcp_config_fail(c, path, "must be an integer from 0 to 16384");
 	c->opts->max_queued = (unsigned)json_integer_value(v);
 	c->opts->max_queued_set = true;
 	return 0;
@@ -642,7 +349,7 @@ static int max_per_client(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 	    json_integer_value(v) > MCP_QUEUED_MAX + 4096)
-		return fail(c, path, "must be an integer from 1 to 20480");
+		return mcp_config_fail(c, path, "must be an integer from 1 to 20480");
 	c->opts->max_per_client = (unsigned)json_integer_value(v);
 	return 0;
 }
@@ -651,7 +358,7 @@ static int queue_wait(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < 0 ||
 	    json_integer_value(v) > MCP_QUEUE_WAIT_S_MAX)
-		return fail(c, path, "must be an integer from 0 to 600");
+		return mcp_config_fail(c, path, "must be an integer from 0 to 600");
 	c->opts->queue_wait_s = (unsigned)json_integer_value(v);
 	c->opts->queue_wait_set = true;
 	return 0;
@@ -661,7 +368,8 @@ static int result_memory(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < (json_int_t)MCP_RESULT_MEMORY_MIN ||
 	    json_integer_value(v) > (json_int_t)MCP_RESULT_MEMORY_MAX)
-		return fail(c, path, "must be an integer from 16777216 to 1099511627776");
+		return mcp_config_fail(c, path,
+				       "must be an integer from 16777216 to 1099511627776");
 	c->opts->result_memory = (uint64_t)json_integer_value(v);
 	return 0;
 }
@@ -670,7 +378,7 @@ static int link_ttl(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 	    json_integer_value(v) > MCP_LINK_TTL_S_MAX)
-		return fail(c, path, "must be an integer from 1 to 86400");
+		return mcp_config_fail(c, path, "must be an integer from 1 to 86400");
 	c->opts->link_ttl_s = (unsigned)json_integer_value(v);
 	return 0;
 }
@@ -678,7 +386,7 @@ static int link_ttl(const struct ctx *c, const char *path, json_t *v)
 static int structured(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_boolean(v))
-		return fail(c, path, "must be true or false");
+		return mcp_config_fail(c, path, "must be true or false");
 	c->opts->structured_content = json_is_true(v);
 	return 0;
 }
@@ -686,7 +394,7 @@ static int structured(const struct ctx *c, const char *path, json_t *v)
 static int code_errors(const struct ctx *c, const char *path, json_t *v)
 {
 	if (!json_is_boolean(v))
-		return fail(c, path, "must be true or false");
+		return mcp_config_fail(c, path, "must be true or false");
 	c->opts->code_errors_as_results = json_is_true(v);
 	return 0;
 }
@@ -701,11 +409,12 @@ static int isolation(const struct ctx *c, const char *path, json_t *v)
 			 snapcell_isolation_name(SNAPCELL_ISOLATION_RLIMITS),
 			 snapcell_isolation_name(SNAPCELL_ISOLATION_NAMESPACES),
 			 snapcell_isolation_name(SNAPCELL_ISOLATION_CGROUPS));
-		return fail(c, path, why);
+		return mcp_config_fail(c, path, why);
 	}
 	struct snapcell_error err = {0};
-	return snapcell_config_require_isolation(c->cfg, level, &err) < 0 ? lib_fail(c, path, &err)
-									  : 0;
+	return snapcell_config_require_isolation(c->cfg, level, &err) < 0
+		       ? mcp_config_lib_fail(c, path, &err)
+		       : 0;
 }
 
 /* "uid_range": [first, count], as snapcell run --uid-range FIRST:COUNT. */
@@ -716,11 +425,12 @@ static int uid_range(const struct ctx *c, const char *path, json_t *v)
 	    !json_is_integer(count) || json_integer_value(first) < 0 ||
 	    json_integer_value(first) > UINT32_MAX || json_integer_value(count) < 0 ||
 	    json_integer_value(count) > UINT32_MAX)
-		return fail(c, path, "must be [first, count], two integers from 0 to 4294967295");
+		return mcp_config_fail(c, path,
+				       "must be [first, count], two integers from 0 to 4294967295");
 	struct snapcell_error err = {0};
 	return snapcell_config_set_uid_range(c->cfg, (uint32_t)json_integer_value(first),
 					     (uint32_t)json_integer_value(count), &err) < 0
-		       ? lib_fail(c, path, &err)
+		       ? mcp_config_lib_fail(c, path, &err)
 		       : 0;
 }
 
@@ -732,7 +442,7 @@ static int session_count(const struct ctx *c, const char *at, json_t *val, unsig
 	    json_integer_value(val) > (json_int_t)max) {
 		char why[64];
 		snprintf(why, sizeof(why), "must be an integer from 1 to %u", max);
-		return fail(c, at, why);
+		return mcp_config_fail(c, at, why);
 	}
 	*out = (unsigned)json_integer_value(val);
 	return 0;
@@ -743,7 +453,7 @@ static int one_session_key(const struct ctx *c, const char *at, const char *key,
 	struct mcp_session_options *o = &c->opts->sessions;
 	if (!strcmp(key, "enabled")) {
 		if (!json_is_boolean(val))
-			return fail(c, at, "must be true or false");
+			return mcp_config_fail(c, at, "must be true or false");
 		o->enabled = json_is_true(val);
 		return 0;
 	}
@@ -753,20 +463,21 @@ static int one_session_key(const struct ctx *c, const char *at, const char *key,
 		return session_count(c, at, val, 7 * 86400, &o->idle_timeout_s);
 	if (!strcmp(key, "max_snapshots"))
 		return session_count(c, at, val, 1024, &o->max_snapshots);
-	return fail(c, at, "unknown key");
+	return mcp_config_fail(c, at, "unknown key");
 }
 
 /* "sessions": {"enabled", "max", "idle_timeout_s", "max_snapshots"} (sessions.c). */
 static int sessions(const struct ctx *c, const char *path, json_t *v)
 {
-	return each_member(c, path, v, "must be an object", one_session_key);
+	return mcp_config_each_member(c, path, v, "must be an object", one_session_key);
 }
 
 static int replica(const struct ctx *c, const char *path, json_t *v)
 {
 	const char *name = json_string_value(v);
 	if (!name || !mcp_replica_valid(name))
-		return fail(c, path, "must be 1 to 63 of the characters A-Z a-z 0-9 . _ -");
+		return mcp_config_fail(c, path,
+				       "must be 1 to 63 of the characters A-Z a-z 0-9 . _ -");
 	snprintf(c->opts->replica, sizeof(c->opts->replica), "%s", name);
 	return 0;
 }
@@ -779,13 +490,13 @@ static int approve_names(const struct ctx *c, const char *path, json_t *v)
 	size_t i;
 	json_t *e;
 	if (!json_is_array(v))
-		return fail(c, path, "must be an array of tool names");
+		return mcp_config_fail(c, path, "must be an array of tool names");
 	json_array_foreach(v, i, e)
 	{
 		if (!json_is_string(e)) {
 			char at[64];
 			snprintf(at, sizeof(at), "%s[%zu]", path, i);
-			return fail(c, at, "must be a tool name (a string)");
+			return mcp_config_fail(c, at, "must be a tool name (a string)");
 		}
 	}
 	return 0;
@@ -803,11 +514,12 @@ static int approve_apply(const struct ctx *c, json_t *v)
 		int rc =
 			snapcell_config_set_tool_decision(c->cfg, json_string_value(e), true, &err);
 		if (rc == -ENOENT)
-			return fail(c, at,
-				    "no such tool: name one of \"tools\" or a downstream server's "
-				    "\"server.tool\"");
+			return mcp_config_fail(
+				c, at,
+				"no such tool: name one of \"tools\" or a downstream server's "
+				"\"server.tool\"");
 		if (rc < 0)
-			return lib_fail(c, at, &err);
+			return mcp_config_lib_fail(c, at, &err);
 	}
 	return 0;
 }
@@ -831,9 +543,9 @@ static const struct {
 	{"preload", preload, false},
 	{"warmup", warmup, false},
 	{"env", env, false},
-	{"tools", tools, false},
-	{"mcp_servers", mcp_servers, true},
-	{"downstream_calls_per_run", downstream_calls, true},
+	{"tools", mcp_config_tools, false},
+	{"mcp_servers", mcp_config_servers, true},
+	{"downstream_calls_per_run", mcp_config_downstream_calls, true},
 	{"max_concurrent_runs", max_runs, true},
 	{"max_queued_calls", max_queued, true},
 	{"max_calls_per_client", max_per_client, true},
@@ -895,7 +607,7 @@ static int note_header_secrets(json_t *root)
 		json_object_foreach(json_object_get(entry, "headers"), name, value)
 		{
 			if (json_is_string(value) &&
-			    cli_env_note_secrets(json_string_value(value)) < 0)
+			    fe_env_note_secrets(json_string_value(value)) < 0)
 				return -1;
 		}
 	}
@@ -904,9 +616,9 @@ static int note_header_secrets(json_t *root)
 
 static int apply(const struct ctx *c, json_t *root)
 {
-	int rc = json_is_object(root) ? 0 : fail(c, "(top level)", "must be an object");
+	int rc = json_is_object(root) ? 0 : mcp_config_fail(c, "(top level)", "must be an object");
 	if (rc == 0 && note_header_secrets(root) < 0)
-		rc = fail(c, "allow", "out of memory");
+		rc = mcp_config_fail(c, "allow", "out of memory");
 	if (rc == 0 && !strcmp(c->command, "run"))
 		rc = refuse_server_keys(c, root);
 	const char *key;
@@ -915,7 +627,7 @@ static int apply(const struct ctx *c, json_t *root)
 	{
 		size_t i = section_index(key);
 		if (rc == 0)
-			rc = i == N_SECTIONS ? fail(c, key, "unknown key")
+			rc = i == N_SECTIONS ? mcp_config_fail(c, key, "unknown key")
 					     : sections[i].load(c, key, val);
 	}
 	json_t *approve = json_object_get(root, "approve");
@@ -955,7 +667,7 @@ int mcp_config_load(const char *file, struct snapcell_config *cfg, struct mcp_op
  * lives until the process ends; a new parse (cli_run_parse) starts it over. */
 static struct mcp_options run_opts;
 
-int cli_run_config_load(const char *file, struct snapcell_config *cfg)
+int mcp_run_config_load(const char *file, struct snapcell_config *cfg)
 {
 	mcp_options_clear(&run_opts);
 	struct ctx c = {file, cfg, &run_opts, "run"};

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "downstream.h"
 #include "mcp.h"
 
@@ -55,7 +55,7 @@ int mcp_say(char *why, size_t size, const char *fmt, ...)
 /* Milliseconds left until deadline_us for poll: 0 once it passed, at most a minute a wait. */
 static int ms_left(uint64_t deadline_us)
 {
-	uint64_t now = cli_now_us();
+	uint64_t now = fe_now_us();
 	if (now >= deadline_us)
 		return 0;
 	uint64_t ms = (deadline_us - now + 999) / 1000;
@@ -461,7 +461,7 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 		ok = ok && ds->url && ds->headers;
 	} else {
 		ds->argv = copy_strv(spec->argv);
-		ds->envp = cli_child_env(spec->inherit, spec->env);
+		ds->envp = fe_child_env(spec->inherit, spec->env);
 		ds->cwd = spec->cwd ? strdup(spec->cwd) : NULL;
 		ok = ok && ds->argv && ds->envp && (!spec->cwd || ds->cwd);
 	}
@@ -469,7 +469,7 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 		mcp_downstream_close(ds);
 		return mcp_say(why, size, "out of memory");
 	}
-	uint64_t deadline_us = cli_now_us() + ds->timeout_ms * 1000;
+	uint64_t deadline_us = fe_now_us() + ds->timeout_ms * 1000;
 	int rc = ds->url ? handshake(ds, deadline_us, why, size)
 			 : stdio_start(ds, deadline_us, why, size);
 	if (rc < 0) {
@@ -509,7 +509,7 @@ static int stdio_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadli
 					  "reason", "the calling run's deadline passed"));
 		char ignored[8];
 		if (cancel)
-			stdio_write(ds, cancel, cli_now_us() + 100000, ignored, sizeof(ignored));
+			stdio_write(ds, cancel, fe_now_us() + 100000, ignored, sizeof(ignored));
 		json_decref(cancel);
 		mcp_say(why, size, "server '%s' did not answer in time (the run's deadline)",
 			ds->name);
@@ -550,7 +550,7 @@ int mcp_downstream_request(struct mcp_downstream *ds, const char *method, json_t
 	if (!msg)
 		return mcp_say(why, size, "out of memory");
 	if (!deadline_us)
-		deadline_us = cli_now_us() + ds->timeout_ms * 1000;
+		deadline_us = fe_now_us() + ds->timeout_ms * 1000;
 	int rc = ds->url ? http_request(ds, msg, deadline_us, response, why, size)
 			 : stdio_request(ds, msg, deadline_us, response, why, size);
 	json_decref(msg);

@@ -80,7 +80,8 @@ void mcp_downstreams_free(struct mcp_downstreams *all);
 /* Writes the reason into why and returns -1, for `return mcp_say(why, why_size, ...)`. */
 int mcp_say(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* config.c: whether cfg already has a tool of that name (a second one would replace it). */
+/* config_programs.c: whether cfg already has a tool of that name (a second one would replace
+ * it). */
 bool mcp_config_has_tool(const struct snapcell_config *cfg, const char *name);
 
 #endif

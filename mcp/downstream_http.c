@@ -10,7 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "downstream.h"
 #include "mcp.h"
 
@@ -193,7 +193,7 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 	*new_session = NULL;
 	if (response)
 		*response = NULL;
-	uint64_t now = cli_now_us();
+	uint64_t now = fe_now_us();
 	if (now >= post->deadline_us)
 		return mcp_say(why, size, "no time left before the deadline");
 	char *body = json_dumps(msg, JSON_COMPACT);

@@ -1,7 +1,7 @@
 /* The Streamable HTTP transport (libmicrohttpd): one endpoint, /mcp, one POST per message,
- * 202 for notifications, JSON responses for requests and an SSE stream for a tools/call that
- * asked for progress (closing either cancels the run). Host and
- * Origin are checked against DNS rebinding (403), a bearer token is optional; stateless
+ * 202 for notifications, JSON responses for requests and an SSE stream (http_sse.c) for a
+ * tools/call that asked for progress (closing either cancels the run). Host and Origin are
+ * checked against DNS rebinding (403), a bearer token is optional; stateless
  * requests have their MCP-Protocol-Version, Mcp-Method and Mcp-Name headers checked against
  * the body, and their errors carry the revision's HTTP statuses. The handshake era has
  * sessions: initialize mints an Mcp-Session-Id, every later message must carry a live one
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http.h"
 #include "http_limits.h"
 #include "mcp.h"
 
@@ -27,10 +28,7 @@
  * or stalled connections cannot hold every slot. A run in progress does not count: its thread
  * is in our handler, not waiting on the socket. */
 #define IDLE_TIMEOUT 15
-/* An SSE stream with nothing to say sends a comment this often: a client that went away is
- * noticed by the failed write (its run is cancelled), and proxies do not time it out. */
-#define KEEPALIVE_S 1
-#define HEALTH_PATH "/healthz"
+#define HEALTH_PATH  "/healthz"
 
 struct http {
 	struct mcp_server *srv;
@@ -40,23 +38,6 @@ struct http {
 	const char *const *allow_hosts; /* --allow-host: names a balancer's clients use */
 	size_t n_allow_hosts;
 	struct mcp_http_limits *limits;
-};
-
-/* A tools/call answered as an SSE stream: the run's progress, then its answer. The worker
- * thread queues events; the connection's own thread (one per connection) blocks in
- * sse_read until there is one. Two references: the run's, dropped with its answer, and the
- * response's, dropped when libmicrohttpd is done with it. */
-struct sse {
-	struct mcp_sink sink;
-	struct mcp_server *srv;
-	pthread_mutex_t lock;
-	pthread_cond_t ready;
-	char *pending; /* events not yet written */
-	size_t len, off;
-	bool answered, closed;
-	bool notified;		/* a notification was queued: the stream has begun */
-	json_int_t answer_code; /* the answer's error code, 0 for none */
-	int refs;
 };
 
 /* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. Its
@@ -80,20 +61,12 @@ struct http_sink {
 	int fd;		   /* the connection's socket, for http_gone; -1 when unknown */
 };
 
-#define SSE_PREFIX "event: message\ndata: "
-#define SSE_SUFFIX "\n\n"
-
-static json_int_t error_code(const json_t *msg)
-{
-	return json_integer_value(json_object_get(json_object_get(msg, "error"), "code"));
-}
-
 static int http_send(struct mcp_sink *sink, json_t *msg)
 {
 	struct http_sink *s = (struct http_sink *)sink;
 	if (!json_object_get(msg, "method") && !s->answered) {
 		s->answered = true;
-		s->code = error_code(msg);
+		s->code = mcp_http_error_code(msg);
 		s->ok = json_object_get(msg, "result") != NULL;
 		s->text = mcp_message_text(msg, NULL, NULL, &s->len);
 	}
@@ -117,126 +90,6 @@ static int connection_fd(struct MHD_Connection *con)
 	return ci ? ci->connect_fd : -1;
 }
 
-static void sse_unref(struct sse *s)
-{
-	pthread_mutex_lock(&s->lock);
-	bool last = --s->refs == 0;
-	pthread_mutex_unlock(&s->lock);
-	if (!last)
-		return;
-	pthread_mutex_destroy(&s->lock);
-	pthread_cond_destroy(&s->ready);
-	free(s->pending);
-	mcp_server_release(s->srv, s->sink.result_bytes);
-	free(s);
-}
-
-/* Appends an event (text, n bytes, stolen) to what is pending; with nothing pending the text
- * becomes the buffer, so a large answer is never copied. With s->lock held. */
-static void sse_queue(struct sse *s, char *text, size_t n)
-{
-	if (s->off == s->len) {
-		free(s->pending);
-		s->pending = text;
-		s->off = 0;
-		s->len = n;
-		return;
-	}
-	char *grown = realloc(s->pending, s->len + n);
-	if (grown) {
-		s->pending = grown;
-		memcpy(s->pending + s->len, text, n);
-		s->len += n;
-	}
-	free(text);
-}
-
-static int sse_send(struct mcp_sink *sink, json_t *msg)
-{
-	struct sse *s = (struct sse *)sink;
-	bool answer = !json_object_get(msg, "method");
-	json_int_t code = error_code(msg);
-	size_t n = 0;
-	char *text = mcp_message_text(msg, SSE_PREFIX, SSE_SUFFIX, &n);
-	json_decref(msg);
-	pthread_mutex_lock(&s->lock);
-	if (answer)
-		s->answer_code = code;
-	if (text && !s->closed)
-		sse_queue(s, text, n);
-	else
-		free(text);
-	s->notified |= !answer;
-	s->answered |= answer;
-	pthread_cond_signal(&s->ready);
-	pthread_mutex_unlock(&s->lock);
-	if (answer)
-		sse_unref(s);
-	return 0;
-}
-
-static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	struct sse *s = cls;
-	pthread_mutex_lock(&s->lock);
-	struct timespec until;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += KEEPALIVE_S;
-	while (s->off == s->len && !s->answered)
-		if (pthread_cond_timedwait(&s->ready, &s->lock, &until) == ETIMEDOUT &&
-		    s->off == s->len && !s->answered) {
-			pthread_mutex_unlock(&s->lock);
-			static const char comment[] = ": keep-alive\n\n";
-			size_t take = sizeof(comment) - 1 < max ? sizeof(comment) - 1 : max;
-			memcpy(buf, comment, take);
-			return (ssize_t)take;
-		}
-	ssize_t n = MHD_CONTENT_READER_END_OF_STREAM;
-	if (s->off < s->len) {
-		size_t take = s->len - s->off < max ? s->len - s->off : max;
-		memcpy(buf, s->pending + s->off, take);
-		s->off += take;
-		if (s->off == s->len)
-			s->off = s->len = 0;
-		n = (ssize_t)take;
-	}
-	pthread_mutex_unlock(&s->lock);
-	return n;
-}
-
-/* libmicrohttpd is done with the stream: sent, or the client went away (a failed progress
- * write tells within a second), in which case the run is cancelled. */
-static void sse_free(void *cls)
-{
-	struct sse *s = cls;
-	pthread_mutex_lock(&s->lock);
-	s->closed = true;
-	bool running = !s->answered;
-	pthread_mutex_unlock(&s->lock);
-	if (running)
-		mcp_server_cancel_sink(s->srv, &s->sink);
-	sse_unref(s);
-}
-
-/* A stream only for a tools/call from a client that accepts one, and only where it carries
- * something: progress, or an elicitation/create asking to approve a call the code makes (asks:
- * the session's client elicits and some tool needs approval). Everything else is one JSON
- * body, of any size: SSE clients cap an event (the official SDKs at 1 MiB), a body they read
- * whole. A stateless client cancels by closing its connection (the revision has no
- * notifications/cancelled over HTTP), which the server notices through http_gone while the
- * run goes on. */
-static bool wants_stream(struct MHD_Connection *con, const struct mcp_message *msg, bool asks)
-{
-	const char *accept = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Accept");
-	return accept && strstr(accept, "text/event-stream") &&
-	       !strcmp(msg->method, "tools/call") &&
-	       (asks || json_object_get(json_object_get(msg->params, "_meta"), "progressToken"));
-}
-
-static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json_t *body);
-static enum MHD_Result refuse(struct MHD_Connection *con, unsigned status, int code,
-			      const char *why);
-
 /* A JSON body: len bytes at text + off, text (malloc'd) stolen; the result memory charged
  * for it (mcp_server_release) is given back once libmicrohttpd has sent and freed it. */
 struct owned_body {
@@ -254,9 +107,9 @@ static void owned_body_free(void *cls)
 	free(b);
 }
 
-static enum MHD_Result respond_owned(struct MHD_Connection *con, unsigned status, char *text,
-				     size_t off, size_t len, const char *session,
-				     struct mcp_server *srv, size_t charged)
+enum MHD_Result mcp_http_respond_owned(struct MHD_Connection *con, unsigned status, char *text,
+				       size_t off, size_t len, const char *session,
+				       struct mcp_server *srv, size_t charged)
 {
 	struct owned_body *b = calloc(1, sizeof(*b));
 	struct MHD_Response *r = NULL;
@@ -283,7 +136,7 @@ static enum MHD_Result respond_owned(struct MHD_Connection *con, unsigned status
 /* The HTTP status of an answer with this error code (0: none): the stateless revision gives
  * errors their own (400 for a malformed or mismatched request or an unsupported version, 404
  * for an unknown method); the handshake era answers every request with 200. */
-static unsigned answer_status(json_int_t code, enum mcp_era era)
+unsigned mcp_http_answer_status(json_int_t code, enum mcp_era era)
 {
 	if (era != MCP_ERA_MODERN || !code)
 		return MHD_HTTP_OK;
@@ -299,62 +152,6 @@ static unsigned answer_status(json_int_t code, enum mcp_era era)
 	default:
 		return MHD_HTTP_OK;
 	}
-}
-
-static enum MHD_Result stream(struct http *h, struct MHD_Connection *con, struct mcp_message *msg,
-			      uint64_t scope, bool elicits)
-{
-	struct sse *s = calloc(1, sizeof(*s));
-	if (!s) {
-		mcp_message_clear(msg);
-		return MHD_NO;
-	}
-	*s = (struct sse){
-		.sink = {sse_send, true, scope, NULL, true, true, 0, NULL, MCP_EVENT_MAX, elicits},
-		.srv = h->srv,
-		.lock = PTHREAD_MUTEX_INITIALIZER,
-		.ready = PTHREAD_COND_INITIALIZER,
-		.refs = 2};
-	enum mcp_era era = msg->era;
-	mcp_server_handle(h->srv, msg, &s->sink, false);
-	mcp_message_clear(msg);
-	/* Answered before the stream began (bad params, busy, a quick run): a plain response
-	 * with its own status, the event's text without its framing, and its charge. */
-	pthread_mutex_lock(&s->lock);
-	bool early = s->answered && !s->notified;
-	char *text = early ? s->pending : NULL;
-	size_t len = early ? s->len : 0, charged = early ? s->sink.result_bytes : 0;
-	json_int_t code = s->answer_code;
-	if (early) {
-		s->pending = NULL;
-		s->off = s->len = 0;
-		s->sink.result_bytes = 0;
-	}
-	pthread_mutex_unlock(&s->lock);
-	if (early) {
-		sse_unref(s);
-		size_t frame = strlen(SSE_PREFIX) + strlen(SSE_SUFFIX);
-		if (!text || len < frame) {
-			free(text);
-			mcp_server_release(h->srv, charged);
-			return refuse(con, MHD_HTTP_INTERNAL_SERVER_ERROR, MCP_INTERNAL_ERROR,
-				      "Internal error: out of memory for the answer");
-		}
-		return respond_owned(con, answer_status(code, era), text, strlen(SSE_PREFIX),
-				     len - frame, NULL, h->srv, charged);
-	}
-	struct MHD_Response *r =
-		MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 65536, sse_read, s, sse_free);
-	if (!r) {
-		sse_free(s);
-		return MHD_NO;
-	}
-	MHD_add_response_header(r, "Content-Type", "text/event-stream");
-	MHD_add_response_header(r, "Cache-Control", "no-cache");
-	MHD_add_response_header(r, "X-Accel-Buffering", "no");
-	enum MHD_Result rc = MHD_queue_response(con, MHD_HTTP_OK, r);
-	MHD_destroy_response(r);
-	return rc;
 }
 
 /* body (stolen) as JSON, or no body; session, when set, is the Mcp-Session-Id initialize
@@ -385,8 +182,8 @@ static enum MHD_Result respond(struct MHD_Connection *con, unsigned status, json
 	return respond_session(con, status, body, NULL);
 }
 
-static enum MHD_Result refuse(struct MHD_Connection *con, unsigned status, int code,
-			      const char *why)
+enum MHD_Result mcp_http_refuse(struct MHD_Connection *con, unsigned status, int code,
+				const char *why)
 {
 	return respond(con, status, mcp_error(NULL, code, why));
 }
@@ -608,12 +405,13 @@ static enum MHD_Result answer(struct http *h, struct MHD_Connection *con, struct
 {
 	if (!sink->text) {
 		mcp_server_release(h->srv, sink->sink.result_bytes);
-		return refuse(con, MHD_HTTP_INTERNAL_SERVER_ERROR, MCP_INTERNAL_ERROR,
-			      sink->answered ? "Internal error: out of memory for the answer"
-					     : "Internal error: no answer");
+		return mcp_http_refuse(con, MHD_HTTP_INTERNAL_SERVER_ERROR, MCP_INTERNAL_ERROR,
+				       sink->answered
+					       ? "Internal error: out of memory for the answer"
+					       : "Internal error: no answer");
 	}
-	return respond_owned(con, answer_status(sink->code, era), sink->text, 0, sink->len, session,
-			     h->srv, sink->sink.result_bytes);
+	return mcp_http_respond_owned(con, mcp_http_answer_status(sink->code, era), sink->text, 0,
+				      sink->len, session, h->srv, sink->sink.result_bytes);
 }
 
 /* initialize in the handshake era: answered with a new session's id. */
@@ -660,8 +458,8 @@ static enum MHD_Result over_budget(struct http *h, struct MHD_Connection *con)
 static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, struct upload *u)
 {
 	if (u->too_big)
-		return refuse(con, MHD_HTTP_CONTENT_TOO_LARGE, MCP_INVALID_REQUEST,
-			      "Invalid Request: message too large");
+		return mcp_http_refuse(con, MHD_HTTP_CONTENT_TOO_LARGE, MCP_INVALID_REQUEST,
+				       "Invalid Request: message too large");
 	/* The tree is charged before it is built, and stays charged while this thread serves
 	 * the message (a tools/call's run included). */
 	if (u->over_budget || !charge(h, u, mcp_envelope_cost(u->buf ? u->buf : "", u->len)))
@@ -690,8 +488,8 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 		mcp_message_clear(&msg);
 		return rc;
 	}
-	if (wants_stream(con, &msg, elicits && mcp_server_asks(h->srv)))
-		return stream(h, con, &msg, scope, elicits);
+	if (mcp_http_wants_stream(con, &msg, elicits && mcp_server_asks(h->srv)))
+		return mcp_http_stream(h->srv, con, &msg, scope, elicits);
 	enum mcp_era era = msg.era;
 	/* A JSON answer cannot carry a question (a client that does not accept a stream): its
 	 * calls needing approval are refused, never left waiting for an answer it never saw. */
@@ -773,14 +571,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *con, const c
 		if (!strcmp(url, HEALTH_PATH))
 			return health(h, con, method);
 		if (strcmp(url, "/mcp"))
-			return refuse(con, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
-				      "Not Found: use /mcp");
+			return mcp_http_refuse(con, MHD_HTTP_NOT_FOUND, MCP_INVALID_REQUEST,
+					       "Not Found: use /mcp");
 		if (!request_allowed(h, con))
-			return refuse(con, MHD_HTTP_FORBIDDEN, MCP_INVALID_REQUEST,
-				      "Forbidden: Host or Origin is not this server's");
+			return mcp_http_refuse(con, MHD_HTTP_FORBIDDEN, MCP_INVALID_REQUEST,
+					       "Forbidden: Host or Origin is not this server's");
 		if (!token_ok(h, con))
-			return refuse(con, MHD_HTTP_UNAUTHORIZED, MCP_INVALID_REQUEST,
-				      "Unauthorized: a bearer token is required");
+			return mcp_http_refuse(con, MHD_HTTP_UNAUTHORIZED, MCP_INVALID_REQUEST,
+					       "Unauthorized: a bearer token is required");
 		if (!strcmp(method, "DELETE"))
 			return end_session(h, con);
 		if (strcmp(method, "POST"))

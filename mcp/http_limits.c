@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "http_limits.h"
 
 #define SWEEP_NS 100000000L
@@ -54,7 +54,7 @@ static void *sweep(void *arg)
 		if (until.tv_nsec >= 1000000000L)
 			until.tv_sec++, until.tv_nsec -= 1000000000L;
 		pthread_cond_timedwait(&l->stop_cond, &l->lock, &until);
-		uint64_t now = cli_now_us();
+		uint64_t now = fe_now_us();
 		uint64_t timeout =
 			l->n_open >= l->max_connections && l->head_timeout_us > PRESSED_HEAD_US
 				? PRESSED_HEAD_US
@@ -124,7 +124,7 @@ void mcp_http_limits_track(void *cls, struct MHD_Connection *con, void **socket_
 		if (!ci || !(t = calloc(1, sizeof(*t))))
 			return; /* untracked: its head has libmicrohttpd's idle timeout only */
 		t->fd = ci->connect_fd;
-		t->head_since_us = cli_now_us();
+		t->head_since_us = fe_now_us();
 		t->waiting_head = true;
 		pthread_mutex_lock(&l->lock);
 		t->next = l->open;
@@ -175,7 +175,7 @@ void mcp_http_limits_request_done(struct mcp_http_limits *l, struct MHD_Connecti
 		return;
 	pthread_mutex_lock(&l->lock);
 	t->waiting_head = true;
-	t->head_since_us = cli_now_us();
+	t->head_since_us = fe_now_us();
 	pthread_mutex_unlock(&l->lock);
 }
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "mcp.h"
 
 #define SLOT_HEX 4 /* the slot, 4 hex digits: MCP_HTTP_SESSIONS_MAX fits */
@@ -84,7 +84,7 @@ int mcp_http_session_open(struct mcp_http_sessions *s, char id[MCP_SESSION_ID_LE
 	if (mcp_secret_new(secret) < 0)
 		return -1;
 	pthread_mutex_lock(&s->lock);
-	uint64_t now = cli_now_us();
+	uint64_t now = fe_now_us();
 	bool evicted;
 	unsigned i = pick_slot(s, now, &evicted);
 	struct slot *e = &s->slots[i];
@@ -124,7 +124,7 @@ uint64_t mcp_http_session_find(struct mcp_http_sessions *s, const char *id, bool
 {
 	pthread_mutex_lock(&s->lock);
 	struct slot *e = lookup(s, id);
-	uint64_t now = cli_now_us(), scope = 0;
+	uint64_t now = fe_now_us(), scope = 0;
 	if (e && expired(s, e, now)) {
 		e->scope = 0;
 	} else if (e) {
@@ -141,7 +141,7 @@ uint64_t mcp_http_session_close(struct mcp_http_sessions *s, const char *id)
 {
 	pthread_mutex_lock(&s->lock);
 	struct slot *e = lookup(s, id);
-	uint64_t scope = e && !expired(s, e, cli_now_us()) ? e->scope : 0;
+	uint64_t scope = e && !expired(s, e, fe_now_us()) ? e->scope : 0;
 	if (e)
 		e->scope = 0;
 	pthread_mutex_unlock(&s->lock);

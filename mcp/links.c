@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "mcp.h"
 
 #define SCHEME "snapcell://result/"
@@ -100,7 +100,7 @@ static size_t end_where(struct mcp_links *l, bool (*ends)(const struct mcp_kept 
 
 size_t mcp_links_sweep(struct mcp_links *l)
 {
-	return end_where(l, expired, cli_now_us());
+	return end_where(l, expired, fe_now_us());
 }
 
 size_t mcp_links_forget(struct mcp_links *l, uint64_t scope)
@@ -128,7 +128,7 @@ struct mcp_kept *mcp_links_keep(struct mcp_links *l, struct snapcell_result *res
 		return NULL;
 	memcpy(k->secret, base + sizeof(SCHEME) - 1, MCP_SECRET_HEX);
 	k->scope = scope;
-	k->expires_us = cli_now_us() + (uint64_t)l->ttl_s * 1000000u;
+	k->expires_us = fe_now_us() + (uint64_t)l->ttl_s * 1000000u;
 	k->res = res;
 	k->charged = charged;
 	k->refs = 2; /* the list's and the caller's */
@@ -160,7 +160,7 @@ struct mcp_kept *mcp_links_find(struct mcp_links *l, const char *uri, uint64_t s
 	if (strncmp(uri, SCHEME, n) || strlen(uri + n) < MCP_SECRET_HEX + 1 ||
 	    uri[n + MCP_SECRET_HEX] != '/')
 		return NULL;
-	uint64_t now = cli_now_us();
+	uint64_t now = fe_now_us();
 	struct mcp_kept *found = NULL;
 	pthread_mutex_lock(&l->lock);
 	/* Every kept secret is compared in full: how long a refusal takes says nothing. */

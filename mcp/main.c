@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "http_limits.h"
 #include "mcp.h"
 
@@ -212,7 +212,7 @@ static int parse(int argc, char **argv, struct args *a)
 			a->opts.queue_wait_set = true;
 			break;
 		case 'R':
-			if (cli_parse_size(optarg, &a->opts.result_memory) < 0 ||
+			if (fe_parse_size(optarg, &a->opts.result_memory) < 0 ||
 			    a->opts.result_memory < MCP_RESULT_MEMORY_MIN ||
 			    a->opts.result_memory > MCP_RESULT_MEMORY_MAX) {
 				fprintf(stderr, "snapcell mcp: --result-memory wants a size from "
@@ -240,7 +240,7 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		case 'M':
 			/* A message up to 16 MiB must fit, with its tree. */
-			if (cli_parse_size(optarg, &a->request_memory) < 0 ||
+			if (fe_parse_size(optarg, &a->request_memory) < 0 ||
 			    a->request_memory < (64u << 20) || a->request_memory > (1ull << 40)) {
 				fprintf(stderr, "snapcell mcp: --http-request-memory wants a size "
 						"from 64M to 1T\n");
@@ -286,7 +286,7 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 		pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if (snapcell_sandbox_new(cfg, &sb, &err) < 0) {
 		fprintf(stderr, "snapcell mcp: cannot start the sandbox: %s\n", err.message);
-		cli_python_print(stderr, cfg, "snapcell mcp: ");
+		fe_python_print(stderr, cfg, "snapcell mcp: ");
 		return 3;
 	}
 	struct mcp_options opts = a->opts;
@@ -319,13 +319,13 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 	return rc;
 }
 
-int cli_mcp(int argc, char **argv)
+int mcp_main(int argc, char **argv)
 {
 	struct args a = {0};
 	int rc = parse(argc, argv, &a);
 	if (rc >= 0)
 		return rc;
-	struct snapcell_config *cfg = cli_config_new();
+	struct snapcell_config *cfg = fe_config_new();
 	if (!cfg)
 		return 3;
 	struct mcp_options file_opts = {0};
@@ -335,7 +335,7 @@ int cli_mcp(int argc, char **argv)
 		return 2;
 	}
 	/* The interpreter, chosen by the file or by default, is checked before anything starts. */
-	if (cli_python_check(cfg, "snapcell mcp") < 0) {
+	if (fe_python_check(cfg, "snapcell mcp") < 0) {
 		snapcell_config_free(cfg);
 		mcp_options_clear(&file_opts);
 		return 2;

@@ -1,10 +1,11 @@
 /* The MCP server behind `snapcell mcp`: JSON-RPC envelopes, the methods of both protocol eras
  * (the 2025-11-25 handshake and the stateless 2026-07-28 revision, chosen per request), the
  * execute_code tool, and the stdio and Streamable HTTP transports (with the handshake era's
- * Mcp-Session-Id sessions). Uses only the public header; it is not a general MCP library
- * (the client side in downstream.h is only what offering downstream servers' tools to the
- * code needs). Stateful interpreter sessions (the session tools, sessions.c) are the
- * server's own, named by server-minted handles. */
+ * Mcp-Session-Id sessions). Uses the public header and the front-end library (frontend/),
+ * never cli/; snapcell_mcp.h is what the snapcell command sees of it. It is not a general
+ * MCP library (the client side in downstream.h is only what offering downstream servers'
+ * tools to the code needs). Stateful interpreter sessions (the session tools, sessions.c)
+ * are the server's own, named by server-minted handles. */
 #ifndef SNAPCELL_MCP_H
 #define SNAPCELL_MCP_H
 
@@ -14,6 +15,7 @@
 #include <stdint.h>
 
 #include "snapcell.h"
+#include "snapcell_mcp.h"
 
 /* Longest message accepted on any transport; longer lines are skipped, never buffered. */
 #define MCP_MESSAGE_MAX (16u << 20)
@@ -179,7 +181,7 @@ struct mcp_options {
 	bool require_initialize; /* stdio: refuse requests before initialize */
 	/* The config file's command tools: every sandbox made from the config may call them,
 	 * so they live until mcp_options_clear(), after the sandbox is freed. */
-	struct cli_tool_command **tool_commands;
+	struct fe_tool_command **tool_commands;
 	size_t n_tool_commands;
 	struct mcp_session_options sessions;
 	char replica[MCP_REPLICA_MAX + 1]; /* "" = the host name */
@@ -191,7 +193,7 @@ struct mcp_options {
 
 void mcp_options_clear(struct mcp_options *opts);
 
-/* server.c */
+/* server.c (calls.c and decide.c its parts, server.h their shared state) */
 struct mcp_server;
 /* The sandbox stays the caller's and must outlive the server. NULL after a message. */
 struct mcp_server *mcp_server_new(struct snapcell_sandbox *sb, const struct snapcell_config *cfg,
@@ -343,7 +345,7 @@ void mcp_sessions_set_transport(struct mcp_sessions *reg, const char *transport)
 /* Whether name may name a replica: 1 to MCP_REPLICA_MAX of [A-Za-z0-9._-]. */
 bool mcp_replica_valid(const char *name);
 
-/* state.c: the server's state file, which `snapcell doctor` lists (cli_mcp_servers). The
+/* state.c: the server's state file, which `snapcell doctor` lists (mcp_servers_json). The
  * path of this process's file (owned), its directory made; NULL after a message. */
 char *mcp_state_path(void);
 /* Replaces the file with doc, atomically (a failure is logged once, never fatal). */

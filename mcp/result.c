@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cli/cli.h"
 #include "mcp.h"
 
 #define META_KEY "snapcell/run"

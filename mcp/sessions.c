@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli/cli.h"
+#include "../frontend/frontend.h"
 #include "mcp.h"
 
 /* How much of a handle the state file (and so snapcell doctor) shows: enough to tell
@@ -186,7 +186,7 @@ static void *sweeper_main(void *arg)
 	uint64_t idle_us = (uint64_t)reg->opts.idle_timeout_s * 1000000u;
 	pthread_mutex_lock(&reg->lock);
 	while (!reg->stopping) {
-		uint64_t now = cli_now_us(), next = UINT64_MAX;
+		uint64_t now = fe_now_us(), next = UINT64_MAX;
 		struct entry *expired = NULL;
 		for (struct entry *e = reg->entries, *after; e; e = after) {
 			after = e->next;
@@ -416,7 +416,7 @@ static void release(struct mcp_sessions *reg, struct entry *e)
 	e->busy = false;
 	e->running = NULL;
 	e->alive = snapcell_session_alive(e->s);
-	e->used_us = cli_now_us();
+	e->used_us = fe_now_us();
 	e->used_unix = time(NULL);
 	bool free_it = e->gone;
 	write_state(reg);
@@ -459,7 +459,7 @@ static json_t *session_new(struct mcp_sessions *reg, bool structured)
 	}
 	e->alive = true;
 	e->created_unix = e->used_unix = time(NULL);
-	e->used_us = cli_now_us();
+	e->used_us = fe_now_us();
 	char *h = handle(reg, SESSION_TAG, e->secret);
 	pthread_mutex_lock(&reg->lock);
 	e->next = reg->entries;

@@ -17,7 +17,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../cli/cli.h"
 #include "mcp.h"
 
 #define STATE_FILE_MAX (1u << 20)
@@ -178,7 +177,7 @@ static void add_ages(json_t *server, time_t now)
 	}
 }
 
-json_t *cli_mcp_servers(void)
+json_t *mcp_servers_json(void)
 {
 	json_t *out = json_array();
 	char dir[480];

@@ -12,6 +12,7 @@
 
 #include "core.h"
 #include "rpc/frame.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define KIB 1024ull
@@ -164,16 +165,12 @@ int snapcell_config_set_env(struct snapcell_config *cfg, const char *name, const
 			return 0;
 		}
 	}
-	struct sc_env_var *grown = realloc(cfg->env, (cfg->n_env + 1) * sizeof(*grown));
 	char *n = strdup(name);
-	if (!grown || !n) {
-		if (grown)
-			cfg->env = grown;
+	if (!n || SC_ARRAY_ADD(cfg->env, cfg->n_env, SC_ARRAY_NO_CAP) < 0) {
 		free(v);
 		free(n);
 		return sc__err(err, -ENOMEM, "set_env %s", name);
 	}
-	cfg->env = grown;
 	cfg->env[cfg->n_env++] = (struct sc_env_var){n, v};
 	return 0;
 }
@@ -189,11 +186,8 @@ int snapcell_config_add_python_path(struct snapcell_config *cfg, const char *dir
 	if (cfg->n_python_paths == SC_PASS_FD_MAX)
 		return sc__err(err, SNAPCELL_E_INVAL, "add_python_path %s: more than %d paths", dir,
 			       SC_PASS_FD_MAX);
-	char **grown = realloc(cfg->python_paths, (cfg->n_python_paths + 1) * sizeof(*grown));
-	if (!grown)
-		return sc__err(err, -ENOMEM, "add_python_path %s", dir);
-	cfg->python_paths = grown;
-	if (!(grown[cfg->n_python_paths] = strdup(dir)))
+	if (SC_ARRAY_ADD(cfg->python_paths, cfg->n_python_paths, SC_PASS_FD_MAX) < 0 ||
+	    !(cfg->python_paths[cfg->n_python_paths] = strdup(dir)))
 		return sc__err(err, -ENOMEM, "add_python_path %s", dir);
 	cfg->n_python_paths++;
 	return 0;
@@ -269,12 +263,10 @@ static int add_mount(struct snapcell_config *cfg, const char *host, const char *
 			return 0;
 		}
 	}
-	struct sc_mount *grown = realloc(cfg->mounts, (cfg->n_mounts + 1) * sizeof(*grown));
-	if (!grown) {
+	if (SC_ARRAY_ADD(cfg->mounts, cfg->n_mounts, SC_ARRAY_NO_CAP) < 0) {
 		free(h), free(m);
 		return -ENOMEM;
 	}
-	cfg->mounts = grown;
 	cfg->mounts[cfg->n_mounts++] = (struct sc_mount){h, m};
 	return 0;
 }

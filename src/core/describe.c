@@ -11,6 +11,7 @@
 
 #include "core.h"
 #include "schema.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define DESCRIBE_MAX   (256u << 10)
@@ -18,60 +19,34 @@
 #define TYPE_DEPTH_MAX 3  /* "array of array of integer" and no deeper */
 #define PARAM_DESC_MAX 600
 
+/* A text being written: the first failure sticks, and the puts after it do nothing. */
 struct text {
-	char *buf;
-	size_t len, cap;
+	struct sc_buf b;
 	int rc;
 };
 
-static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The text and its NUL within DESCRIBE_MAX. */
+#define TEXT_INIT                                                                                  \
+	{                                                                                          \
+		.b = SC_BUF_INIT(DESCRIBE_MAX - 1)                                                 \
+	}
 
-static void grow(struct text *t, size_t need)
-{
-	if (t->rc || t->len + need < t->cap)
-		return;
-	if (t->len + need >= DESCRIBE_MAX) {
-		t->rc = SNAPCELL_E_TOO_BIG;
-		return;
-	}
-	size_t cap = t->cap ? t->cap : 4096;
-	while (cap <= t->len + need)
-		cap *= 2;
-	char *b = realloc(t->buf, cap);
-	if (!b) {
-		t->rc = -ENOMEM;
-		return;
-	}
-	t->buf = b;
-	t->cap = cap;
-}
+static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void put(struct text *t, const char *fmt, ...)
 {
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		t->rc = t->rc ? t->rc : -EINVAL;
-		return;
-	}
-	grow(t, (size_t)n + 1);
 	if (t->rc)
 		return;
+	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+	t->rc = sc__buf_vprintf(&t->b, fmt, ap);
 	va_end(ap);
-	t->len += (size_t)n;
 }
 
 static void put_char(struct text *t, char c)
 {
-	grow(t, 2);
-	if (t->rc)
-		return;
-	t->buf[t->len++] = c;
-	t->buf[t->len] = 0;
+	if (!t->rc)
+		t->rc = sc__buf_add(&t->b, &c, 1);
 }
 
 /* Text from a tool or schema, trimmed; with indent, continuation lines are indented under the
@@ -314,11 +289,11 @@ static void describe_tool(struct text *t, const struct sc_tool *tool,
 	if (tool->needs_decision)
 		put(t, "    Each call waits for a person's approval (minutes, possibly); a refusal "
 		       "raises ToolError with their reason.\n");
-	size_t mark = t->len;
+	size_t mark = t->b.len;
 	if (format == SNAPCELL_DESCRIBE_COMPACT && compact_params(t, tool->schema->root))
 		return;
 	if (!t->rc)
-		t->len = mark;
+		sc__buf_truncate(&t->b, mark);
 	put(t, "    parameters (JSON Schema): ");
 	put_json(t, tool->schema->root);
 	put(t, "\n");
@@ -404,19 +379,20 @@ static void describe_example(struct text *t, const struct snapcell_config *cfg)
 		const struct sc_tool *tool = &cfg->tools[i];
 		if (strpbrk(tool->name, "\"\\`"))
 			continue;
-		size_t mark = t->len;
+		size_t mark = t->b.len;
 		put(t, "For example: `call_tool(\"%s\"", tool->name);
-		size_t args = t->len;
+		size_t args = t->b.len;
 		put(t, ", ");
-		size_t inner = t->len;
+		size_t inner = t->b.len;
 		if (!example_args(t, tool->schema->root)) {
 			if (!t->rc)
-				t->len = mark;
+				sc__buf_truncate(&t->b, mark);
 			continue;
 		}
-		if (t->len == inner)
-			t->len = args; /* no required arguments: call_tool("name") */
-		char *shown = strndup(t->buf + inner, t->len - inner);
+		if (t->b.len == inner)
+			sc__buf_truncate(&t->b,
+					 args); /* no required arguments: call_tool("name") */
+		char *shown = strndup(t->b.data + inner, t->b.len - inner);
 		if (!shown) {
 			t->rc = -ENOMEM;
 			return;
@@ -525,15 +501,16 @@ static void describe_network(struct text *t, const struct snapcell_config *cfg)
 
 static int finish(struct text *t, char **out, struct snapcell_error *err, const char *what)
 {
+	if (!t->rc && !(*out = sc__buf_take(&t->b, NULL)))
+		t->rc = -ENOMEM;
 	if (t->rc) {
-		free(t->buf);
+		sc__buf_free(&t->b);
 		return t->rc == SNAPCELL_E_TOO_BIG ? sc__err(err, t->rc,
 							     "%s: longer than %u KiB; shorten tool "
 							     "descriptions or schemas",
 							     what, DESCRIBE_MAX >> 10)
 						   : sc__err(err, t->rc, "%s", what);
 	}
-	*out = t->buf;
 	return 0;
 }
 
@@ -560,7 +537,7 @@ int snapcell_config_describe(const struct snapcell_config *cfg,
 	format = (enum snapcell_describe_format)((unsigned)format & ~SNAPCELL_DESCRIBE_STATEFUL);
 	if (format != SNAPCELL_DESCRIBE_COMPACT && format != SNAPCELL_DESCRIBE_JSON)
 		return sc__err(err, SNAPCELL_E_INVAL, "describe: unknown format %d", (int)format);
-	struct text t = {0};
+	struct text t = TEXT_INIT;
 	uint64_t wall_ms = cfg->limits[SNAPCELL_LIMIT_WALL_MS];
 	bool packages = cfg->n_python_paths || cfg->venv;
 	char python[32];
@@ -598,7 +575,7 @@ int snapcell_config_instructions_with(const struct snapcell_config *cfg, unsigne
 		return sc__err(err, SNAPCELL_E_INVAL, "instructions: NULL argument");
 	if (flags & ~(unsigned)SNAPCELL_INSTRUCTIONS_TOOLS_VISIBLE)
 		return sc__err(err, SNAPCELL_E_INVAL, "instructions: unknown flags %#x", flags);
-	struct text t = {0};
+	struct text t = TEXT_INIT;
 	char python[32];
 	python_name(cfg, python, sizeof(python));
 	put(&t,
@@ -626,12 +603,12 @@ int snapcell_config_instructions_with(const struct snapcell_config *cfg, unsigne
 
 char *sc__network_notice(const struct snapcell_config *cfg)
 {
-	struct text t = {0};
+	struct text t = TEXT_INIT;
 	put(&t, "network access is not available in this sandbox: its configuration allows no "
 		"network target");
 	if (t.rc) {
-		free(t.buf);
+		sc__buf_free(&t.b);
 		return NULL;
 	}
-	return t.buf;
+	return sc__buf_take(&t.b, NULL);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 int snapcell_config_allow(struct snapcell_config *cfg, const char *target,
@@ -160,13 +161,9 @@ int snapcell_config_map_host(struct snapcell_config *cfg, const char *name, cons
 	if (cfg->n_maps == SC_NET_MAX_ENTRIES)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "map_host: more than %d names",
 			       SC_NET_MAX_ENTRIES);
-	char **names = realloc(cfg->map_names, (cfg->n_maps + 1) * sizeof(char *));
-	if (names)
-		cfg->map_names = names;
-	char **addrs = realloc(cfg->map_addresses, (cfg->n_maps + 1) * sizeof(char *));
-	if (addrs)
-		cfg->map_addresses = addrs;
-	char *n = names && addrs ? strdup(norm) : NULL, *a = n ? strdup(address) : NULL;
+	bool room = SC_ARRAY_ADD(cfg->map_names, cfg->n_maps, SC_NET_MAX_ENTRIES) == 0 &&
+		    SC_ARRAY_ADD(cfg->map_addresses, cfg->n_maps, SC_NET_MAX_ENTRIES) == 0;
+	char *n = room ? strdup(norm) : NULL, *a = n ? strdup(address) : NULL;
 	if (!a) {
 		free(n);
 		return sc__err(err, -ENOMEM, "map_host");

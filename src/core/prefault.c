@@ -23,6 +23,7 @@
 
 #include "core.h"
 #include "rpc/control.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define PAGE 4096u
@@ -102,13 +103,9 @@ static int push(struct page_list *l, uint64_t page)
 {
 	if ((page & 1) ? ++l->n_write > MAX_WRITE_PAGES : ++l->n_read > MAX_READ_PAGES)
 		return -E2BIG;
-	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 256;
-		uint64_t *grown = realloc(l->v, cap * sizeof(*grown));
-		if (!grown)
-			return -ENOMEM;
-		l->v = grown, l->cap = cap;
-	}
+	int rc = SC_ARRAY_RESERVE(l->v, l->cap, l->n + 1, MAX_WRITE_PAGES + MAX_READ_PAGES);
+	if (rc < 0)
+		return rc;
 	l->v[l->n++] = page;
 	return 0;
 }

@@ -16,6 +16,7 @@
 
 #include "core.h"
 #include "prelude.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define ENTRY_MAX (320u << 10) /* the key and an answer (the probe caps answers at 256 KiB) */
@@ -52,20 +53,17 @@ static int open_dir(const char **why)
 		return -1;
 	}
 	mkdir(dir, 0700);
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd SC_AUTO_CLOSE = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		*why = "no-dir";
-		if (fd >= 0)
-			close(fd);
 		return -1;
 	}
 	if (st.st_uid != geteuid() || (st.st_mode & 077)) {
 		*why = "untrusted-dir";
-		close(fd);
 		return -1;
 	}
-	return fd;
+	return SC_STEAL_FD(fd);
 }
 
 /* What an answer depends on besides the probe's own text: the interpreter file's identity, the
@@ -102,17 +100,16 @@ char *sc__probe_cache_load(const char *real, const struct stat *st, uint64_t pro
 	make_key(real, st, probe_hash, key, sizeof(key));
 	*why = "missed";
 	/* O_NOFOLLOW: a link is refused, not followed to a file someone else wrote. */
-	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int fd SC_AUTO_CLOSE = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	close(dfd);
 	if (fd < 0)
 		return NULL;
 	struct stat fst;
-	char *buf = NULL;
+	char *buf SC_AUTO_FREE = NULL;
 	size_t head = strlen(MAGIC) + strlen(key);
 	if (fstat(fd, &fst) < 0 || !S_ISREG(fst.st_mode) || fst.st_uid != geteuid() ||
 	    (fst.st_mode & 022)) {
 		*why = "untrusted";
-		close(fd);
 		return NULL;
 	}
 	*why = "stale";
@@ -124,12 +121,9 @@ char *sc__probe_cache_load(const char *real, const struct stat *st, uint64_t pro
 		    strncmp(buf + strlen(MAGIC), key, strlen(key)) == 0) {
 			memmove(buf, buf + head, (size_t)fst.st_size - head + 1);
 			*why = "used";
-			close(fd);
-			return buf;
+			return SC_STEAL_PTR(buf);
 		}
 	}
-	free(buf);
-	close(fd);
 	return NULL;
 }
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define PYVENV_CFG_MAX (64u << 10)
@@ -217,11 +218,8 @@ int snapcell_config_add_preload(struct snapcell_config *cfg, const char *module,
 	if (cfg->n_preloads == MAX_PRELOADS)
 		return sc__err(err, SNAPCELL_E_INVAL, "add_preload %s: more than %d modules",
 			       module, MAX_PRELOADS);
-	char **grown = realloc(cfg->preloads, (cfg->n_preloads + 1) * sizeof(*grown));
-	if (!grown)
-		return sc__err(err, -ENOMEM, "add_preload %s", module);
-	cfg->preloads = grown;
-	if (!(grown[cfg->n_preloads] = strdup(module)))
+	if (SC_ARRAY_ADD(cfg->preloads, cfg->n_preloads, MAX_PRELOADS) < 0 ||
+	    !(cfg->preloads[cfg->n_preloads] = strdup(module)))
 		return sc__err(err, -ENOMEM, "add_preload %s", module);
 	cfg->n_preloads++;
 	return 0;

@@ -20,6 +20,9 @@
 
 #include "core.h"
 #include "prelude.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
+#include "util/fdset.h"
 #include "util/util.h"
 
 #define PROBE_TIMEOUT_MS 5000
@@ -209,26 +212,22 @@ static char **loader_free_environment(void)
  * line names. why gets the start of its stderr, or what went wrong. */
 static int run(const char *path, struct talk *t, char **answer, char *why, size_t why_len)
 {
-	int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1};
-	char *buf = malloc(ANSWER_MAX + 1);
-	char **env = loader_free_environment();
+	struct sc_fdset fds SC_AUTO_FDSET = SC_FDSET_INIT; /* six members: always room */
+	int out[2], errp[2], in[2];
+	char *buf SC_AUTO_FREE = malloc(ANSWER_MAX + 1);
+	char **env SC_AUTO_FREE = loader_free_environment();
 	why[0] = 0;
-	if (!buf || !env) {
-		free(buf);
-		free(env);
+	if (!buf || !env)
 		return -ENOMEM;
-	}
-	if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0) {
-		int e = -errno;
-		if (out[0] >= 0)
-			close(out[0]), close(out[1]);
-		if (errp[0] >= 0)
-			close(errp[0]), close(errp[1]);
-		free(buf);
-		free(env);
-		return e;
-	}
+	int rc = sc__fdset_pipe(&fds, out, O_CLOEXEC);
+	if (rc == 0)
+		rc = sc__fdset_pipe(&fds, errp, O_CLOEXEC);
+	if (rc == 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) < 0)
+		rc = -errno;
+	if (rc < 0)
+		return rc;
+	sc__fdset_add(&fds, in[0]);
+	sc__fdset_add(&fds, in[1]);
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[1], 0);
@@ -249,13 +248,12 @@ static int run(const char *path, struct talk *t, char **answer, char *why, size_
 	 * the template's: -I -S, no -O), so templates load its code instead of compiling it. */
 	char *argv[] = {(char *)path, "-I", "-S", "-c", (char *)PROBE, (char *)sc_prelude_py, NULL};
 	pid_t pid;
-	int rc = -posix_spawn(&pid, path, &fa, &attr, argv, env);
-	free(env);
+	rc = -posix_spawn(&pid, path, &fa, &attr, argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	close(out[1]);
-	close(errp[1]);
-	close(in[1]);
+	sc__fdset_close(&fds, out[1]);
+	sc__fdset_close(&fds, errp[1]);
+	sc__fdset_close(&fds, in[1]);
 	*t = (struct talk){.in_fd = in[0], .real = t->real, .out = t->out};
 	size_t len = 0;
 	if (rc == 0) {
@@ -270,15 +268,10 @@ static int run(const char *path, struct talk *t, char **answer, char *why, size_
 			snprintf(why, why_len, "it exited with status %d",
 				 WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 	}
-	close(out[0]);
-	close(errp[0]);
-	close(in[0]);
-	if (rc < 0) {
-		free(buf);
+	if (rc < 0)
 		return rc;
-	}
 	buf[len] = 0;
-	*answer = buf;
+	*answer = SC_STEAL_PTR(buf);
 	return 0;
 }
 
@@ -314,11 +307,8 @@ static int add_dir(struct sc_python *py, const char *answered)
 	py->n_dirs = k;
 	if (py->n_dirs == DIRS_MAX)
 		return -E2BIG;
-	char **grown = realloc(py->dirs, (py->n_dirs + 1) * sizeof(*grown));
-	if (!grown)
-		return -ENOMEM;
-	py->dirs = grown;
-	if (!(grown[py->n_dirs] = strdup(dir)))
+	if (SC_ARRAY_ADD(py->dirs, py->n_dirs, DIRS_MAX) < 0 ||
+	    !(py->dirs[py->n_dirs] = strdup(dir)))
 		return -ENOMEM;
 	py->n_dirs++;
 	return 0;

@@ -24,6 +24,7 @@
 #include "net/gate.h"
 #include "run.h"
 #include "stage/stage.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define READ_CHUNK 65536
@@ -82,11 +83,8 @@ static ssize_t read_stream(struct sc_run *r, int fd, struct stream *s)
 		s->eof = true;
 		return 0;
 	}
-	size_t room = s->cap - s->len;
-	size_t keep = (size_t)n < room ? (size_t)n : room;
-	memcpy(s->buf + s->len, scratch, keep);
-	s->len += keep;
-	if (keep < (size_t)n) {
+	/* Memory that runs out cuts the stream as its limit would: what was kept stays. */
+	if (sc__buf_add_some(&s->buf, scratch, (size_t)n, NULL) < 0) {
 		s->truncated = true;
 		r->hit |= s->hit_flag;
 		sc__run_kill(r, FORCED_OUTPUT);
@@ -106,19 +104,18 @@ static void drain(struct sc_run *r)
 int sc__run_queue_frame(struct outbuf *o, uint8_t type, const void *head, size_t head_len,
 			const void *body, size_t body_len)
 {
-	if (o->off == o->len)
-		o->off = o->len = 0;
-	size_t need = o->len + SC_FRAME_HEADER_LEN + head_len + body_len;
-	uint8_t *grown = realloc(o->buf, need);
-	if (!grown)
+	if (o->off == o->bytes.len) {
+		o->off = 0;
+		sc__buf_reset(&o->bytes);
+	}
+	uint8_t header[SC_FRAME_HEADER_LEN];
+	sc__frame_header(header, type, head_len + body_len);
+	/* Room for the whole frame first: the adds after it cannot fail. */
+	if (sc__buf_reserve(&o->bytes, sizeof(header) + head_len + body_len) < 0)
 		return -ENOMEM;
-	o->buf = grown;
-	sc__frame_header(o->buf + o->len, type, head_len + body_len);
-	if (head_len)
-		memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN, head, head_len);
-	if (body_len)
-		memcpy(o->buf + o->len + SC_FRAME_HEADER_LEN + head_len, body, body_len);
-	o->len = need;
+	sc__buf_add(&o->bytes, header, sizeof(header));
+	sc__buf_add(&o->bytes, head, head_len);
+	sc__buf_add(&o->bytes, body, body_len);
 	return 0;
 }
 
@@ -133,12 +130,12 @@ void sc__run_violation(struct sc_run *r, const char *why)
 void sc__run_send_pending(struct sc_run *r)
 {
 	struct outbuf *o = &r->send;
-	ssize_t n = send(r->cell->fds[SC_CELL_RPC], o->buf + o->off, o->len - o->off,
+	ssize_t n = send(r->cell->fds[SC_CELL_RPC], o->bytes.data + o->off, o->bytes.len - o->off,
 			 MSG_DONTWAIT | MSG_NOSIGNAL);
 	if (n > 0)
 		o->off += (size_t)n;
 	else if (n < 0 && errno != EAGAIN && errno != EINTR)
-		o->off = o->len; /* the cell is gone; its exit says why */
+		o->off = o->bytes.len; /* the cell is gone; its exit says why */
 }
 
 /* The code's own frames could forge a value: it is believed only as the cell's word on its
@@ -236,7 +233,7 @@ static bool finished(const struct sc_run *r, uint64_t now)
 	/* A session's worker reads its next request after the answers it was sent: the last
 	 * one goes out whole (the worker skips answers its code left behind). */
 	if (r->have_done && r->forced == NOT_FORCED && !claims_setup_failure &&
-	    (r->target->reports_exit || r->send.off == r->send.len ||
+	    (r->target->reports_exit || r->send.off == r->send.bytes.len ||
 	     r->cell->fds[SC_CELL_RPC] < 0))
 		return true;
 	if (!r->target->reports_exit) /* its socket and pipes closing are its end */
@@ -334,14 +331,15 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 		if (reports && r->forced != NOT_FORCED && now > r->killed_us + EXIT_GRACE_US &&
 		    !r->have_exit)
 			return SNAPCELL_E_TEMPLATE;
-		bool backlog = r->send.len - r->send.off + r->queued_bytes > BACKLOG_MAX_BYTES;
+		bool backlog =
+			r->send.bytes.len - r->send.off + r->queued_bytes > BACKLOG_MAX_BYTES;
 		struct pollfd pf[6] = {
 			{r->out.eof ? -1 : r->cell->fds[SC_CELL_STDOUT], POLLIN, 0},
 			{r->err.eof ? -1 : r->cell->fds[SC_CELL_STDERR], POLLIN, 0},
 			{r->have_exit || r->exit_eof ? -1 : r->cell->fds[SC_CELL_EXIT], POLLIN, 0},
 			{r->cell->fds[SC_CELL_RPC],
 			 (short)((backlog ? 0 : POLLIN) |
-				 (r->send.off < r->send.len ? POLLOUT : 0)),
+				 (r->send.off < r->send.bytes.len ? POLLOUT : 0)),
 			 0},
 			{r->forced == NOT_FORCED ? r->cancel_fd : -1, POLLIN, 0},
 			{r->flight.event_fd, POLLIN, 0},
@@ -473,22 +471,18 @@ static void usage_result(struct sc_run *r, const struct snapcell_sandbox *sb,
 		res->status = SNAPCELL_STATUS_MEMORY;
 }
 
+/* Takes the first small block now, so a run that cannot have one fails before it starts. */
 static int stream_init(struct stream *s, uint64_t cap, uint32_t flag)
 {
-	s->cap = (size_t)cap;
+	sc__buf_init(&s->buf, (size_t)cap);
 	s->hit_flag = flag;
-	s->buf = malloc(s->cap + 1);
-	return s->buf ? 0 : -ENOMEM;
+	return sc__buf_reserve(&s->buf, 0) < 0 ? -ENOMEM : 0;
 }
 
 /* Appends the note after the cell's own stderr, within the cap. */
 static void append_note(struct stream *s, const char *note)
 {
-	size_t n = strlen(note);
-	if (n > s->cap - s->len)
-		n = s->cap - s->len;
-	memcpy(s->buf + s->len, note, n);
-	s->len += n;
+	sc__buf_add_some(&s->buf, note, strlen(note), NULL);
 }
 
 /* The run's own tools, for the cell's `tools` module: a TOOLS frame before the code. */
@@ -511,6 +505,7 @@ static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const ch
 	    stream_init(&r->err, l[SNAPCELL_LIMIT_STDERR_BYTES], SNAPCELL_HIT_STDERR) < 0)
 		return -ENOMEM;
 	sc__frame_reader_init(&r->reader, SC_FRAME_DEFAULT_CAP);
+	sc__buf_init(&r->send.bytes, SIZE_MAX); /* the loop bounds it: BACKLOG_MAX_BYTES */
 	int rc = queue_tools(r);
 	if (rc < 0)
 		return rc;
@@ -520,9 +515,9 @@ static int prepare(struct sc_run *r, const struct snapcell_sandbox *sb, const ch
 
 static void release(struct sc_run *r)
 {
-	free(r->out.buf);
-	free(r->err.buf);
-	free(r->send.buf);
+	sc__buf_free(&r->out.buf);
+	sc__buf_free(&r->err.buf);
+	sc__buf_free(&r->send.bytes);
 	free(r->calls);
 	free(r->held_args);
 	free(r->value_json);
@@ -540,12 +535,10 @@ static void hand_over(struct sc_run *r, struct snapcell_result *res)
 {
 	if (r->note[0])
 		append_note(&r->err, r->note);
-	res->stdout_buf = r->out.buf, res->stdout_len = r->out.len;
-	res->stderr_buf = r->err.buf, res->stderr_len = r->err.len;
+	/* Both hold their first block (stream_init): taking them cannot fail. */
+	res->stdout_buf = sc__buf_take(&r->out.buf, &res->stdout_len);
+	res->stderr_buf = sc__buf_take(&r->err.buf, &res->stderr_len);
 	res->stdout_truncated = r->out.truncated, res->stderr_truncated = r->err.truncated;
-	res->stdout_buf[res->stdout_len] = 0;
-	res->stderr_buf[res->stderr_len] = 0;
-	r->out.buf = r->err.buf = NULL;
 	res->tool_calls = r->calls;
 	res->n_tool_calls = r->n_calls;
 	res->n_tool_calls_dropped = r->n_calls_dropped;

@@ -7,6 +7,7 @@
 
 #include "core.h"
 #include "rpc/frame.h"
+#include "util/buf.h"
 
 enum forced {
 	NOT_FORCED,
@@ -21,16 +22,18 @@ enum forced {
 /* What loop() returns besides 0 (the run ended) and a negative code. */
 #define RUN_PAUSED 1
 
+/* A stream's bytes grow as the cell writes them, up to the stream's limit: a large limit
+ * costs nothing until output comes. */
 struct stream {
-	char *buf;
-	size_t len, cap;
+	struct sc_buf buf;
 	bool truncated, eof;
 	uint32_t hit_flag;
 };
 
+/* Frames not yet sent: bytes.data[off..bytes.len). */
 struct outbuf {
-	uint8_t *buf;
-	size_t len, off;
+	struct sc_buf bytes;
+	size_t off;
 };
 
 /* The tool-call log keeps this many entries; later calls are only counted. */

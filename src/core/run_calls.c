@@ -20,17 +20,9 @@ static void log_call(struct sc_run *r, const struct snapcell_tool_call *entry)
 		r->n_calls_dropped++;
 		return;
 	}
-	if (r->n_calls == r->cap_calls) {
-		size_t cap = r->cap_calls ? r->cap_calls * 2 : 16;
-		if (cap > MAX_LOGGED_CALLS)
-			cap = MAX_LOGGED_CALLS;
-		struct snapcell_tool_call *grown = realloc(r->calls, cap * sizeof(*grown));
-		if (!grown) {
-			r->n_calls_dropped++;
-			return;
-		}
-		r->calls = grown;
-		r->cap_calls = cap;
+	if (SC_ARRAY_RESERVE(r->calls, r->cap_calls, r->n_calls + 1, MAX_LOGGED_CALLS) < 0) {
+		r->n_calls_dropped++;
+		return;
 	}
 	r->calls[r->n_calls++] = *entry;
 }

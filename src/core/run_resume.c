@@ -43,11 +43,11 @@ int sc__run_paused_result(const struct sc_run *r, const struct snapcell_sandbox 
 	res->isolation = sb->cells.level;
 	res->limits_hit = r->hit;
 	res->wall_us = r->paused_us - r->start_us - r->paused_total_us;
-	res->stdout_buf = copy_bytes(r->out.buf, r->out.len);
-	res->stdout_len = r->out.len;
+	res->stdout_buf = copy_bytes(r->out.buf.data, r->out.buf.len);
+	res->stdout_len = r->out.buf.len;
 	res->stdout_truncated = r->out.truncated;
-	res->stderr_buf = copy_bytes(r->err.buf, r->err.len);
-	res->stderr_len = r->err.len;
+	res->stderr_buf = copy_bytes(r->err.buf.data, r->err.buf.len);
+	res->stderr_len = r->err.buf.len;
 	res->stderr_truncated = r->err.truncated;
 	if (r->n_calls && (res->tool_calls = malloc(r->n_calls * sizeof(*r->calls)))) {
 		memcpy(res->tool_calls, r->calls, r->n_calls * sizeof(*r->calls));
@@ -72,11 +72,8 @@ int sc__run_paused_result(const struct sc_run *r, const struct snapcell_sandbox 
 static void record_decision(struct sc_run *r, enum snapcell_verdict verdict, const char *text,
 			    const char *decided_by, size_t call_index)
 {
-	struct snapcell_decision *grown =
-		realloc(r->decisions, (r->n_decisions + 1) * sizeof(*grown));
-	if (!grown)
+	if (SC_ARRAY_ADD(r->decisions, r->n_decisions, SC_ARRAY_NO_CAP) < 0)
 		return;
-	r->decisions = grown;
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	struct snapcell_decision *d = &r->decisions[r->n_decisions];

@@ -18,6 +18,7 @@
 #include "isolate/host.h"
 #include "net/gate.h"
 #include "rpc/frame.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define TAKE_TIMEOUT_MS 20000
@@ -52,16 +53,8 @@ static void retire_locked(struct snapcell_sandbox *sb, struct sc_cell *cell)
 	sb->cells.ops->kill(cell);
 	cell->fds[SC_CELL_PIDFD] = -1;
 	sc__cell_close(cell);
-	if (sb->n_dying == sb->cap_dying) {
-		size_t cap = sb->cap_dying ? sb->cap_dying * 2 : 8;
-		struct sc_dying *grown = realloc(sb->dying, cap * sizeof(*grown));
-		if (grown) {
-			sb->dying = grown;
-			sb->cap_dying = cap;
-		} else {
-			sweep(sb, true); /* no memory to defer: wait now */
-		}
-	}
+	if (SC_ARRAY_RESERVE(sb->dying, sb->cap_dying, sb->n_dying + 1, SC_ARRAY_NO_CAP) < 0)
+		sweep(sb, true); /* no memory to defer: wait now */
 	if (sb->n_dying < sb->cap_dying)
 		sb->dying[sb->n_dying++] = (struct sc_dying){pidfd, cell->id};
 }
@@ -341,15 +334,9 @@ static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, uint32_t
 /* Queues a received cell; the lock is held. */
 static int queue_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, struct snapcell_error *err)
 {
-	if (sb->n_ready == sb->cap_ready) {
-		size_t cap = sb->cap_ready ? sb->cap_ready * 2 : 4;
-		struct sc_cell *grown = realloc(sb->ready, cap * sizeof(*grown));
-		if (!grown) {
-			sc__cell_close(cell);
-			return sc__err(err, -ENOMEM, "cell queue");
-		}
-		sb->ready = grown;
-		sb->cap_ready = cap;
+	if (SC_ARRAY_RESERVE(sb->ready, sb->cap_ready, sb->n_ready + 1, SC_ARRAY_NO_CAP) < 0) {
+		sc__cell_close(cell);
+		return sc__err(err, -ENOMEM, "cell queue");
 	}
 	sb->ready[sb->n_ready++] = *cell;
 	return 0;

@@ -13,6 +13,7 @@
 
 #include "core.h"
 #include "schema.h"
+#include "util/buf.h"
 
 #define MAX_SCHEMA_DEPTH   64
 #define MAX_REF_BYTES	   1024
@@ -109,15 +110,9 @@ static int add_node(struct build *b, const void *key, enum sc_schema_node_kind k
 		    const json_t *target, pcre2_code *code)
 {
 	struct sc_schema *s = b->s;
-	if (s->n_nodes == b->cap) {
-		size_t cap = b->cap ? 2 * b->cap : 16;
-		struct sc_schema_node *grown = realloc(s->nodes, cap * sizeof(*grown));
-		if (!grown) {
-			pcre2_code_free(code);
-			return -ENOMEM;
-		}
-		s->nodes = grown;
-		b->cap = cap;
+	if (SC_ARRAY_RESERVE(s->nodes, b->cap, s->n_nodes + 1, SC_ARRAY_NO_CAP) < 0) {
+		pcre2_code_free(code);
+		return -ENOMEM;
 	}
 	s->nodes[s->n_nodes++] = (struct sc_schema_node){key, kind, target, code};
 	return 0;

@@ -15,6 +15,7 @@
 
 #include "core.h"
 #include "schema.h"
+#include "util/buf.h"
 
 #define MAX_CHECK_DEPTH	    128	      /* value nesting plus $ref/anyOf/... nesting */
 #define MAX_CHECK_VISITS    (1 << 21) /* (schema, value) pairs per call */
@@ -713,29 +714,13 @@ int sc__schema_check(const struct sc_schema *schema, const json_t *value, char *
 	return rc;
 }
 
-/* Appends n bytes to a growing buffer; false when out of memory. */
-static bool put(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
-{
-	if (*len + n + 1 > *cap) {
-		size_t want = (*len + n + 1) * 2;
-		char *grown = realloc(*buf, want);
-		if (!grown)
-			return false;
-		*buf = grown;
-		*cap = want;
-	}
-	memcpy(*buf + *len, s, n);
-	*len += n;
-	(*buf)[*len] = 0;
-	return true;
-}
-
 char *sc__json_exact_numbers(const char *text, size_t len)
 {
-	size_t cap = len + len / 2 + 64, out_len = 0, run = 0;
-	char *out = malloc(cap);
+	size_t run = 0;
+	struct sc_buf out;
+	sc__buf_init(&out, SIZE_MAX);
 	locale_t saved = numbers_begin();
-	bool in_string = false, ok = out != NULL && saved;
+	bool in_string = false, ok = sc__buf_reserve(&out, len + len / 2 + 64) == 0 && saved;
 	for (size_t i = 0; ok && i < len; i++) {
 		char ch = text[i];
 		if (in_string || (ch != '-' && (ch < '0' || ch > '9'))) {
@@ -759,8 +744,8 @@ char *sc__json_exact_numbers(const char *text, size_t len)
 		ok = token != NULL;
 		if (ok) {
 			real_text(strtod(token, NULL), num, sizeof(num));
-			ok = put(&out, &out_len, &cap, text + run, i - run) &&
-			     put(&out, &out_len, &cap, num, strlen(num));
+			ok = sc__buf_add(&out, text + run, i - run) == 0 &&
+			     sc__buf_add_str(&out, num) == 0;
 		}
 		free(token);
 		run = end;
@@ -768,10 +753,10 @@ char *sc__json_exact_numbers(const char *text, size_t len)
 	}
 	numbers_end(saved);
 	if (ok)
-		ok = put(&out, &out_len, &cap, text + run, len - run);
+		ok = sc__buf_add(&out, text + run, len - run) == 0;
 	if (!ok) {
-		free(out);
+		sc__buf_free(&out);
 		return NULL;
 	}
-	return out;
+	return sc__buf_take(&out, NULL);
 }

@@ -11,6 +11,7 @@
 
 #include "core.h"
 #include "rpc/frame.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define MAX_ARG_DEPTH 64
@@ -187,12 +188,10 @@ int snapcell_config_add_tool(struct snapcell_config *cfg, const char *name, cons
 			return 0;
 		}
 	}
-	struct sc_tool *grown = realloc(cfg->tools, (cfg->n_tools + 1) * sizeof(*grown));
-	if (!grown) {
+	if (SC_ARRAY_ADD(cfg->tools, cfg->n_tools, SC_ARRAY_NO_CAP) < 0) {
 		tool_clear(&t);
 		return sc__err(err, -ENOMEM, "add_tool %s", name);
 	}
-	cfg->tools = grown;
 	cfg->tools[cfg->n_tools++] = t;
 	return 0;
 }

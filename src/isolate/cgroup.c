@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define REAP_MAX	 64
@@ -174,26 +175,21 @@ int sc__cgroup_sandbox_new(struct sc_cgroup *cg, uid_t uid, gid_t gid, struct sn
 	int rc = own_directory(dir, sizeof(dir), err);
 	if (rc < 0)
 		return rc;
-	int parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int parent SC_AUTO_CLOSE = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (parent < 0)
 		return sc__err(err, -errno, "open memory cgroup %s", dir);
 	reap_stale(parent);
 	char name[96];
 	snprintf(name, sizeof(name), NAME_PREFIX "%llu-%ld-%llu-%u", pid_namespace(),
 		 (long)getpid(), start_time(getpid()), atomic_fetch_add(&counter, 1));
-	if (snprintf(cg->path, sizeof(cg->path), "%s/%s", dir, name) >= (int)sizeof(cg->path)) {
-		close(parent);
+	if (snprintf(cg->path, sizeof(cg->path), "%s/%s", dir, name) >= (int)sizeof(cg->path))
 		return sc__err(err, -ENAMETOOLONG, "memory cgroup path");
-	}
-	if (mkdirat(parent, name, 0755) < 0) {
-		rc = errno == EACCES || errno == EPERM || errno == EROFS
-			     ? sc__err(err, SNAPCELL_E_ISOLATION,
-				       "memory cgroup %s: not writable by uid %u", dir,
-				       (unsigned)geteuid())
-			     : sc__err(err, -errno, "make a memory cgroup in %s", dir);
-		close(parent);
-		return rc;
-	}
+	if (mkdirat(parent, name, 0755) < 0)
+		return errno == EACCES || errno == EPERM || errno == EROFS
+			       ? sc__err(err, SNAPCELL_E_ISOLATION,
+					 "memory cgroup %s: not writable by uid %u", dir,
+					 (unsigned)geteuid())
+			       : sc__err(err, -errno, "make a memory cgroup in %s", dir);
 	/* The template (as uid) makes its cells' cgroups in it and moves each cell there; the
 	 * sandbox's own files (its limit, its cgroup.procs) stay root's. */
 	cg->dir_fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -204,7 +200,6 @@ int sc__cgroup_sandbox_new(struct sc_cgroup *cg, uid_t uid, gid_t gid, struct sn
 		cg->dir_fd = -1;
 		unlinkat(parent, name, AT_REMOVEDIR);
 	}
-	close(parent);
 	return rc;
 }
 

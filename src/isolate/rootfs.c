@@ -21,6 +21,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "util/cleanup.h"
 #include "util/util.h"
 
 /* The empty directory of the root tmpfs that tops every read-only overlay (overlay()). */
@@ -363,16 +364,14 @@ static int put_exec_copy(const char *base, const char *path, const char *src,
 	int rc = root_place(base, path, dst, sizeof(dst), err);
 	if (rc < 0)
 		return rc;
-	int in = open(src, O_RDONLY | O_CLOEXEC);
+	int in SC_AUTO_CLOSE = open(src, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return sc__err(err, -errno, "read %s", src);
-	int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
+	int fd SC_AUTO_CLOSE =
+		open(dst, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0700);
 	rc = fd < 0 ? -errno : send_file(fd, in);
 	if (rc == 0 && fchmod(fd, 0111) < 0)
 		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	close(in);
 	return rc < 0 ? sc__err(err, rc, "copy %s into the root", path) : 0;
 }
 

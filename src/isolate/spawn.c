@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "rpc/control.h"
+#include "util/cleanup.h"
+#include "util/fdset.h"
 #include "util/util.h"
 
 #ifndef CLONE_PIDFD
@@ -208,21 +210,16 @@ static int await_exec(pid_t pid, int fail_fd, const struct sc_spawn *spec,
 }
 
 /* /dev/null for the child's 0 and 1, the pipe that releases it once the id maps are written,
- * and the one its failure report comes back on. */
-static int spawn_pipes(int *devnull, int sync[2], int fail[2], struct snapcell_error *err)
+ * and the one its failure report comes back on, all in fds. */
+static int spawn_pipes(struct sc_fdset *fds, int *devnull, int sync[2], int fail[2],
+		       struct snapcell_error *err)
 {
-	*devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	*devnull = sc__fdset_add(fds, open("/dev/null", O_RDWR | O_CLOEXEC));
 	if (*devnull < 0)
-		return sc__err(err, -errno, "open /dev/null");
-	if (pipe2(sync, O_CLOEXEC) < 0) {
-		close(*devnull);
-		return sc__err(err, -errno, "pipe");
-	}
-	if (pipe2(fail, O_CLOEXEC) < 0) {
-		int rc = sc__err(err, -errno, "pipe");
-		close(*devnull), close(sync[0]), close(sync[1]);
-		return rc;
-	}
+		return sc__err(err, *devnull, "open /dev/null");
+	int rc = sc__fdset_pipe(fds, sync, O_CLOEXEC);
+	if (rc < 0 || (rc = sc__fdset_pipe(fds, fail, O_CLOEXEC)) < 0)
+		return sc__err(err, rc, "pipe");
 	return 0;
 }
 
@@ -244,11 +241,12 @@ static int release_child(const struct sc_spawn *spec, long pid, int saved, int s
 int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out,
 		     struct snapcell_error *err)
 {
+	struct sc_fdset fds SC_AUTO_FDSET = SC_FDSET_INIT; /* five members: always room */
 	int sync[2], fail[2], devnull;
-	int rc = spawn_pipes(&devnull, sync, fail, err);
+	int rc = spawn_pipes(&fds, &devnull, sync, fail, err);
 	if (rc < 0)
 		return rc;
-	int pidfd = -1;
+	int pidfd SC_AUTO_CLOSE = -1;
 	/* A raw clone: no atfork handlers run in the child, which only execs. */
 	unsigned long flags = (spec->namespaces ? NS_FLAGS : 0) | CLONE_PIDFD | SIGCHLD;
 	long pid = syscall(SYS_clone, flags, NULL, &pidfd, NULL, 0);
@@ -258,22 +256,20 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 		child(spec, sync[0], fail[1], devnull);
 	}
 	int saved = errno;
-	close(sync[0]), close(fail[1]), close(devnull);
+	sc__fdset_close(&fds, sync[0]);
+	sc__fdset_close(&fds, fail[1]);
+	sc__fdset_close(&fds, devnull);
 	rc = release_child(spec, pid, saved, sync[1], err);
-	close(sync[1]);
+	sc__fdset_close(&fds, sync[1]); /* the child reads EOF when it was not released */
 	if (rc == 0 && pid > 0)
 		rc = await_exec((pid_t)pid, fail[0], spec, err);
 	else if (pid > 0) {
 		kill((pid_t)pid, SIGKILL);
 		waitpid((pid_t)pid, NULL, 0);
 	}
-	close(fail[0]);
-	if (rc < 0) {
-		if (pidfd >= 0)
-			close(pidfd);
+	if (rc < 0)
 		return rc;
-	}
 	*pid_out = (pid_t)pid;
-	*pidfd_out = pidfd;
+	*pidfd_out = SC_STEAL_FD(pidfd);
 	return 0;
 }

@@ -18,6 +18,7 @@
 
 #include "gate_internal.h"
 #include "http.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define CONN_STACK (512u << 10)
@@ -192,18 +193,6 @@ static void join_conns(struct sc_gate_cell *c, bool wait)
 	pthread_mutex_unlock(&c->lock);
 }
 
-/* Lock held. */
-static bool grow_conns(struct sc_gate_cell *c)
-{
-	size_t cap = c->cap_conns ? c->cap_conns * 2 : 8;
-	struct conn **grown = realloc(c->conns, cap * sizeof(*grown));
-	if (!grown)
-		return false;
-	c->conns = grown;
-	c->cap_conns = cap;
-	return true;
-}
-
 static void accept_all(struct sc_gate_cell *c, int listener)
 {
 	for (;;) {
@@ -219,7 +208,8 @@ static void accept_all(struct sc_gate_cell *c, int listener)
 						       .target = "?",
 						       .rule = "too many open connections"};
 			sc__gate_record(c, &e, false);
-		} else if (c->n_conns < c->cap_conns || grow_conns(c)) {
+		} else if (SC_ARRAY_RESERVE(c->conns, c->cap_conns, c->n_conns + 1,
+					    SC_ARRAY_NO_CAP) == 0) {
 			k = calloc(1, sizeof(*k));
 		}
 		pthread_attr_t attr;

@@ -18,6 +18,7 @@
 
 #include "gate_internal.h"
 #include "http.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define PEEK_MAX   (5 + (1u << 14)) /* one TLS record */
@@ -43,7 +44,8 @@ static int wait_for(const struct sc_gate_cell *c, int fd, short events, uint64_t
 
 static int connect_upstream(struct sc_gate_cell *c, const struct decision *d, char *why)
 {
-	int fd = socket(d->up.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd SC_AUTO_CLOSE =
+		socket(d->up.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		snprintf(why, WHY_LEN, "socket: %s", strerror(errno));
 		return -1;
@@ -52,23 +54,20 @@ static int connect_upstream(struct sc_gate_cell *c, const struct decision *d, ch
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(fd, (const struct sockaddr *)&d->up, d->up_len) < 0 && errno != EINPROGRESS) {
 		snprintf(why, WHY_LEN, "connect %s: %s", d->address, strerror(errno));
-		close(fd);
 		return -1;
 	}
 	int soerr = 0;
 	socklen_t len = sizeof(soerr);
 	if (wait_for(c, fd, POLLOUT, c->g->o.connect_timeout_ms) != 1) {
 		snprintf(why, WHY_LEN, "connect %s: no answer in time", d->address);
-		close(fd);
 		return -1;
 	}
 	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr) {
 		snprintf(why, WHY_LEN, "connect %s: %s", d->address,
 			 strerror(soerr ? soerr : errno));
-		close(fd);
 		return -1;
 	}
-	return fd;
+	return SC_STEAL_FD(fd);
 }
 
 /* Charges n bytes to the run's budget as they move; false once it is spent (the caller

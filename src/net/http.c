@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "http_conn.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 #define DEFAULT_CONNECT_TIMEOUT_MS 10000
@@ -405,55 +406,47 @@ static int read_body(struct sc_http_io *io, const struct sc_http_request *r, cha
 		     uint64_t *len, uint64_t cap, uint64_t *n_raw)
 {
 	struct sc_http_chunked st = {0};
-	uint64_t want = r->content_length, buf_cap = 0;
-	char *buf = NULL;
+	uint64_t want = r->content_length;
+	struct sc_buf body;
+	sc__buf_init(&body, (size_t)cap);
 	*len = 0;
 	if (!r->chunked && want > cap)
 		return -E2BIG;
-	for (;;) {
-		bool done = r->chunked ? st.done : *len == want;
-		if (done)
-			break;
+	int rc = 0;
+	while (rc == 0 && !(r->chunked ? st.done : *len == want)) {
 		if (!io->in_len && fill(io) <= 0) {
-			free(buf);
-			return -EPIPE;
+			rc = -EPIPE;
+			break;
 		}
+		/* Room for all that came (what it decodes to is no longer) or up to the cap. */
 		size_t used, avail = io->in_len;
-		if (out && buf_cap - *len < avail) {
-			uint64_t ncap = buf_cap ? buf_cap * 2 : 65536;
-			while (ncap - *len < avail)
-				ncap *= 2;
-			ncap = ncap > cap ? cap : ncap;
-			char *nb = ncap > buf_cap ? realloc(buf, ncap ? ncap : 1) : buf;
-			if (!nb) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = nb, buf_cap = ncap;
+		char *at = NULL;
+		ssize_t room = out ? sc__buf_space(&body, avail, &at) : 0;
+		if (room < 0) {
+			rc = (int)room;
+			break;
 		}
 		if (r->chunked) {
-			int rc = sc__http_chunked_feed(&st, io->in, avail, &used, buf, len,
-						       out ? buf_cap : cap);
-			if (rc == -E2BIG && out && buf_cap < cap)
-				rc = 0; /* the buffer grows on the next round */
-			if (rc) {
-				free(buf);
-				return rc;
-			}
+			rc = sc__http_chunked_feed(&st, io->in, avail, &used,
+						   out ? body.data : NULL, len,
+						   out ? body.len + (size_t)room : cap);
 		} else {
 			used = want - *len < avail ? (size_t)(want - *len) : avail;
-			if (buf)
-				memcpy(buf + *len, io->in, used);
+			if (out)
+				memcpy(at, io->in, used);
 			*len += used;
 		}
-		*n_raw += used;
-		consume(io, used);
+		if (out && *len > body.len)
+			sc__buf_commit(&body, (size_t)*len - body.len);
+		if (rc == 0) {
+			*n_raw += used;
+			consume(io, used);
+		}
 	}
-	if (out)
-		*out = buf;
-	else
-		free(buf);
-	return 0;
+	if (rc == 0 && out)
+		*out = body.data ? sc__buf_take(&body, NULL) : NULL;
+	sc__buf_free(&body);
+	return rc;
 }
 
 /* The Host a client sends for this connection: the host, bracketed if IPv6, with the port

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 /* Index of target, or of where it would go (*found false). */
@@ -63,10 +64,8 @@ static int insert(struct sc_net_list *l, size_t i, struct sc_net_entry *e,
 	if (l->n == SC_NET_MAX_ENTRIES)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "allow %s: more than %d targets", e->target,
 			       SC_NET_MAX_ENTRIES);
-	struct sc_net_entry *grown = realloc(l->entries, (l->n + 1) * sizeof(*l->entries));
-	if (!grown)
+	if (SC_ARRAY_ADD(l->entries, l->n, SC_NET_MAX_ENTRIES) < 0)
 		return sc__err(err, -ENOMEM, "allow %s", e->target);
-	l->entries = grown;
 	memmove(&l->entries[i + 1], &l->entries[i], (l->n - i) * sizeof(*l->entries));
 	l->entries[i] = *e;
 	l->n++;
@@ -246,15 +245,12 @@ int sc__net_list_add_header(struct sc_net_list *l, const char *target, const cha
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "allow header %s: more than %d headers",
 			       target, SC_NET_MAX_HEADERS);
 	char *n = strdup(name), *v = strdup(value);
-	struct sc_net_header *grown =
-		h < e->n_headers ? e->headers
-				 : realloc(e->headers, (e->n_headers + 1) * sizeof(*e->headers));
-	if (!n || !v || !grown) {
+	if (!n || !v ||
+	    (h == e->n_headers && SC_ARRAY_ADD(e->headers, e->n_headers, SC_NET_MAX_HEADERS) < 0)) {
 		free(n);
 		free(v);
 		return sc__err(err, -ENOMEM, "allow header %s", target);
 	}
-	e->headers = grown;
 	if (h < e->n_headers) {
 		free(e->headers[h].name);
 		explicit_bzero(e->headers[h].value, strlen(e->headers[h].value));

@@ -8,6 +8,7 @@
 
 #include "gate.h"
 #include "record.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 static char *dup_or_null(const char *s)
@@ -48,17 +49,7 @@ static uint32_t *repeat_slot(struct sc_net_record *r, const struct snapcell_net_
 /* Room for n events in all. */
 static bool grow(struct sc_net_record *r, size_t n)
 {
-	if (n <= r->cap_events)
-		return true;
-	size_t cap = r->cap_events ? r->cap_events * 2 : 16;
-	while (cap < n)
-		cap *= 2;
-	struct snapcell_net_event *grown = realloc(r->events, cap * sizeof(*grown));
-	if (!grown)
-		return false;
-	r->events = grown;
-	r->cap_events = cap;
-	return true;
+	return SC_ARRAY_RESERVE(r->events, r->cap_events, n, SC_ARRAY_NO_CAP) == 0;
 }
 
 bool sc__net_record_reserve(struct sc_net_record *r)

@@ -7,6 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/cleanup.h"
+#include "util/fdset.h"
+
 void sc__msg_attach_fds(struct msghdr *mh, union sc_fd_cmsg *u, const int *fds, size_t n_fds)
 {
 	memset(u, 0, sizeof(*u));
@@ -46,22 +49,19 @@ size_t sc__msg_take_fds(struct msghdr *mh, int *fds, size_t max)
 
 int sc__channels_new(int host[3], int cell[3])
 {
+	struct sc_fdset set SC_AUTO_FDSET = SC_FDSET_INIT; /* six members: always room */
 	int s[2], out[2], err[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s) < 0)
 		return -errno;
-	if (pipe2(out, O_CLOEXEC) < 0) {
-		int rc = -errno;
-		close(s[0]), close(s[1]);
+	sc__fdset_add(&set, s[0]);
+	sc__fdset_add(&set, s[1]);
+	int rc = sc__fdset_pipe(&set, out, O_CLOEXEC);
+	if (rc < 0 || (rc = sc__fdset_pipe(&set, err, O_CLOEXEC)) < 0)
 		return rc;
-	}
-	if (pipe2(err, O_CLOEXEC) < 0) {
-		int rc = -errno;
-		close(s[0]), close(s[1]), close(out[0]), close(out[1]);
-		return rc;
-	}
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
 	fcntl(err[0], F_SETFL, O_NONBLOCK);
 	host[0] = s[0], host[1] = out[0], host[2] = err[0];
 	cell[0] = s[1], cell[1] = out[1], cell[2] = err[1];
+	sc__fdset_release(&set);
 	return 0;
 }

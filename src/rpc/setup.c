@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "rpc/control.h"
+#include "util/buf.h"
 #include "util/util.h"
 
 enum kind {
@@ -212,16 +213,25 @@ char *sc__setup_encode(const struct sc_setup *s, size_t *len)
 	json_t *o = encode_object(&setup_schema, s);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 	json_decref(o);
-	size_t text_len = text ? strlen(text) : 0, tail = s->python.prelude_bytes;
-	char *msg = text && tail ? realloc(text, text_len + 1 + tail) : text;
-	if (!msg) {
-		free(text);
+	size_t tail = s->python.prelude_bytes;
+	if (!text || !tail) {
+		if (text)
+			*len = strlen(text);
+		return text;
+	}
+	/* The compiled prelude's bytes after the JSON text's NUL. */
+	size_t text_len = strlen(text);
+	struct sc_buf b;
+	sc__buf_init(&b, SIZE_MAX);
+	int rc = sc__buf_reserve(&b, text_len + 1 + tail);
+	if (rc == 0 && (rc = sc__buf_add(&b, text, text_len + 1)) == 0)
+		rc = sc__buf_add(&b, s->python.prelude, tail);
+	free(text);
+	if (rc < 0) {
+		sc__buf_free(&b);
 		return NULL;
 	}
-	if (tail)
-		memcpy(msg + text_len + 1, s->python.prelude, tail); /* after the JSON's NUL */
-	*len = text_len + (tail ? 1 + tail : 0);
-	return msg;
+	return sc__buf_take(&b, len);
 }
 
 /* ---- decoding ---- */

@@ -15,9 +15,13 @@
 #include <unistd.h>
 
 #include "stage.h"
+#include "util/buf.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define MAX_SKIPPED_LISTED 100
+/* The first read's size, and the least each later one asks room for. */
+#define READ_CHUNK 65536
 
 struct walk {
 	const struct sc_collect_caps *caps;
@@ -50,30 +54,30 @@ static const char *kind(mode_t mode)
 						: "not a regular file";
 }
 
-/* Reads at most cap + 1 bytes, so an over-cap file is detected whatever st_size says. */
+/* Reads at most cap + 1 bytes, so an over-cap file is detected whatever st_size says. NULL
+ * when memory runs out (a file cut short must not pass as the whole file). */
 static uint8_t *read_capped(int fd, uint64_t cap, uint64_t *len)
 {
-	size_t size = 65536, got = 0;
-	uint8_t *buf = malloc(size);
-	while (buf) {
-		if (got == size) {
-			size = size * 2 > cap + 1 ? (size_t)cap + 1 : size * 2;
-			uint8_t *grown = got < size ? realloc(buf, size) : NULL;
-			if (!grown)
-				break;
-			buf = grown;
-		}
-		ssize_t n = read(fd, buf + got, size - got);
+	struct sc_buf b;
+	sc__buf_init(&b, (size_t)cap + 1);
+	ssize_t room;
+	char *at;
+	while ((room = sc__buf_space(&b, READ_CHUNK, &at)) > 0) {
+		ssize_t n = read(fd, at, (size_t)room);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
-		got += (size_t)n;
-		if (got > cap)
-			break;
+		sc__buf_commit(&b, (size_t)n);
 	}
+	if (room < 0) {
+		sc__buf_free(&b);
+		return NULL;
+	}
+	size_t got;
+	uint8_t *data = (uint8_t *)sc__buf_take(&b, &got);
 	*len = got;
-	return buf;
+	return data;
 }
 
 static void add_file(struct walk *w, int fd, const char *path)
@@ -103,15 +107,10 @@ static void add_file(struct walk *w, int fd, const char *path)
 			    cap == c->file_bytes ? "over the per-file size cap"
 						 : "over the total size cap");
 	}
-	if (r->n_artifacts == w->cap_artifacts) {
-		size_t n = w->cap_artifacts ? w->cap_artifacts * 2 : 16;
-		struct snapcell_artifact *grown = realloc(r->artifacts, n * sizeof(*grown));
-		if (!grown) {
-			free(data);
-			return skip(w, path, "out of memory");
-		}
-		r->artifacts = grown;
-		w->cap_artifacts = n;
+	/* Within the file-count cap: checked above. */
+	if (SC_ARRAY_RESERVE(r->artifacts, w->cap_artifacts, r->n_artifacts + 1, c->files) < 0) {
+		free(data);
+		return skip(w, path, "out of memory");
 	}
 	char *p = strdup(path);
 	if (!p) {
@@ -178,19 +177,17 @@ static void visit(struct walk *w, int dfd, const char *name, char *path, size_t 
 	path[path_len] = 0;
 }
 
-/* Takes ownership of dfd. Names are sorted so that caps cut the same files every time. */
-static void walk_dir(struct walk *w, int dfd, char *path, size_t path_len, unsigned depth)
+/* Takes ownership of dir_fd. Names are sorted so that caps cut the same files every time. */
+static void walk_dir(struct walk *w, int dir_fd, char *path, size_t path_len, unsigned depth)
 {
+	int dfd SC_AUTO_CLOSE = dir_fd;
 	char **names;
 	size_t n;
-	if (sc__sorted_names(dfd, &names, &n) < 0) {
-		close(dfd);
+	if (sc__sorted_names(dfd, &names, &n) < 0)
 		return skip(w, path, "unreadable directory");
-	}
 	for (size_t i = 0; i < n; i++)
 		visit(w, dfd, names[i], path, path_len, depth);
 	sc__names_free(names, n);
-	close(dfd);
 }
 
 static int by_path(const void *a, const void *b)

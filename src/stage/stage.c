@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "stage.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define STAGE_MAX_FILES 100000
@@ -108,25 +109,20 @@ static int copy_file(int sfd, int ddir, const char *name, mode_t mode, struct co
 
 static int copy_tree(int sdir, int ddir, unsigned depth, struct copy *c);
 
-static int copy_dir(int fd, int ddir, const char *dname, unsigned depth, struct copy *c)
+/* Takes ownership of dir_fd. */
+static int copy_dir(int dir_fd, int ddir, const char *dname, unsigned depth, struct copy *c)
 {
-	if (depth >= STAGE_MAX_DEPTH) {
-		close(fd);
+	int fd SC_AUTO_CLOSE = dir_fd;
+	if (depth >= STAGE_MAX_DEPTH)
 		return sc__err(c->err, SNAPCELL_E_TOO_BIG,
 			       "stage /input: deeper than %d directories", STAGE_MAX_DEPTH);
-	}
-	if (mkdirat(ddir, dname, 0755) < 0 && errno != EEXIST) {
-		close(fd);
+	if (mkdirat(ddir, dname, 0755) < 0 && errno != EEXIST)
 		return sc__err(c->err, -errno, "stage /input: mkdir %s", dname);
-	}
-	int sub = openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sub < 0) {
-		close(fd);
+	int sub SC_AUTO_CLOSE =
+		openat(ddir, dname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sub < 0)
 		return sc__err(c->err, -errno, "stage /input: %s", dname);
-	}
-	int rc = copy_tree(fd, sub, depth + 1, c);
-	close(sub);
-	return rc;
+	return copy_tree(SC_STEAL_FD(fd), sub, depth + 1, c);
 }
 
 /* Copies sdir/sname to ddir/dname: regular files and directories only. Links, FIFOs,
@@ -145,25 +141,22 @@ static int copy_entry(int sdir, const char *sname, int ddir, const char *dname, 
 			       sname);
 	if (!S_ISREG(pre.st_mode) && !S_ISDIR(pre.st_mode))
 		return 0;
-	int fd = openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	int fd SC_AUTO_CLOSE =
+		openat(sdir, sname, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 	if (fd < 0)
 		return errno == ELOOP || errno == ENXIO
 			       ? 0 /* a link or a socket */
 			       : sc__err(c->err, -errno, "stage /input: open %s", sname);
 	struct stat st;
 	if (fstat(fd, &st) < 0 || st.st_ino != pre.st_ino || st.st_dev != pre.st_dev ||
-	    (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))) {
-		close(fd);
+	    (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)))
 		return 0;
-	}
 	if (S_ISDIR(st.st_mode))
-		return copy_dir(fd, ddir, dname, depth, c);
-	int rc = ++c->files > STAGE_MAX_FILES
-			 ? sc__err(c->err, SNAPCELL_E_TOO_BIG, "stage /input: more than %d files",
-				   STAGE_MAX_FILES)
-			 : copy_file(fd, ddir, dname, st.st_mode, c);
-	close(fd);
-	return rc;
+		return copy_dir(SC_STEAL_FD(fd), ddir, dname, depth, c);
+	return ++c->files > STAGE_MAX_FILES
+		       ? sc__err(c->err, SNAPCELL_E_TOO_BIG, "stage /input: more than %d files",
+				 STAGE_MAX_FILES)
+		       : copy_file(fd, ddir, dname, st.st_mode, c);
 }
 
 /* Takes ownership of sdir. */
@@ -210,17 +203,13 @@ static int stage_mount(int root, const struct sc_stage_mount *m, struct copy *c)
 	snprintf(parent, sizeof(parent), "%s", m->host_path);
 	char *base = strrchr(parent, '/');
 	*base++ = 0;
-	int dfd = make_parents(root, rel, &leaf);
+	int dfd SC_AUTO_CLOSE = make_parents(root, rel, &leaf);
 	if (dfd < 0)
 		return sc__err(c->err, dfd, "stage %s: a file is in the way", m->mount_path);
 	sc__remove_tree(dfd, leaf, 0); /* a later mount wins over what is there */
-	int pfd = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int rc = pfd < 0 ? sc__err(c->err, -errno, "stage %s", m->host_path)
-			 : copy_entry(pfd, base, dfd, leaf, 0, c);
-	if (pfd >= 0)
-		close(pfd);
-	close(dfd);
-	return rc;
+	int pfd SC_AUTO_CLOSE = open(*parent ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return pfd < 0 ? sc__err(c->err, -errno, "stage %s", m->host_path)
+		       : copy_entry(pfd, base, dfd, leaf, 0, c);
 }
 
 int sc__stage_input(const char *workspace, const struct sc_stage_mount *mounts, size_t n_mounts,

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "util.h"
 
+#include "buf.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -176,15 +178,8 @@ static int read_level(int dfd, struct level *l)
 			rc = -errno;
 			break;
 		}
-		if (l->n == cap) {
-			cap = cap ? cap * 2 : 16;
-			char **grown = realloc(l->dirs, cap * sizeof(*grown));
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			l->dirs = grown;
-		}
+		if ((rc = SC_ARRAY_RESERVE(l->dirs, cap, l->n + 1, SC_ARRAY_NO_CAP)) < 0)
+			break;
 		if (!(l->dirs[l->n] = strdup(e->d_name)))
 			rc = -ENOMEM;
 		else
@@ -238,15 +233,8 @@ int sc__remove_tree(int dirfd, const char *name, uint64_t deadline_us)
 			rc = -ETIMEDOUT;
 			break;
 		}
-		if (depth == cap) {
-			cap = cap ? cap * 2 : 16;
-			struct level *grown = realloc(stack, cap * sizeof(*grown));
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			stack = grown;
-		}
+		if ((rc = SC_ARRAY_RESERVE(stack, cap, depth + 1, SC_ARRAY_NO_CAP)) < 0)
+			break;
 		if ((rc = read_level(cur, &stack[depth])) < 0) {
 			level_free(&stack[depth]);
 			break;
@@ -357,15 +345,8 @@ int sc__sorted_names(int dirfd, char ***names_out, size_t *n_out)
 	while (rc == 0 && (e = readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 32;
-			char **grown = realloc(names, cap * sizeof(*names));
-			if (!grown) {
-				rc = -ENOMEM;
-				break;
-			}
-			names = grown;
-		}
+		if ((rc = SC_ARRAY_RESERVE(names, cap, n + 1, SC_ARRAY_NO_CAP)) < 0)
+			break;
 		if (!(names[n] = strdup(e->d_name)))
 			rc = -ENOMEM;
 		else

@@ -4,6 +4,8 @@ and with another one of the matrix (whose missing pandas skips the pandas series
 exit 2."""
 import glob
 import os
+import pathlib
+import subprocess
 
 import pytest
 
@@ -34,11 +36,11 @@ def debian_pandas_for(version):
     return bool(glob.glob(f"/usr/lib/python3/dist-packages/pandas/_libs/lib.cpython-{major}{minor}-*.so"))
 
 
-def short_bench(snapcell, *args):
-    r = snapcell("bench", "--quick", "--runs", "20", *args, timeout=600)
+def short_bench(snapcell, *args, run=None, levels=("namespaces", "cgroups", "rlimits")):
+    r = (run or snapcell)("bench", "--quick", "--runs", "20", *args, timeout=600)
     assert r.returncode == 0, r.stderr.decode()[-2000:]
     pairs = dict(line.split("=", 1) for line in r.stdout.decode().splitlines())
-    assert pairs.pop("isolation") in ("namespaces", "cgroups", "rlimits")
+    assert pairs.pop("isolation") in levels
     measured = debian_pandas_for(pairs["python_version"])
     assert pairs.pop("pandas") == ("measured" if measured else "skipped")
     want = KEYS + (PANDAS_KEYS if measured else [])
@@ -64,6 +66,26 @@ def test_bench_runs_the_interpreter_given_and_skips_pandas_it_cannot_import(snap
     assert pairs["python_version"].startswith("3.12."), pairs["python_version"]
     assert "no pandas for CPython 3.12 in /usr/lib/python3/dist-packages" in err, err
     assert f"measuring {os.path.realpath(PYENV_312)} forking itself" in err, err
+
+
+def test_a_short_bench_completes_at_level_rlimits(snapcell_paths):
+    """At level rlimits (simulated: a Docker-like seccomp filter) the cell's /tmp is the
+    directory SNAPCELL_TMP names, not the host's /tmp: the session series writes its 16 MiB
+    there after the restores (it wrote /tmp/f0 and failed with EACCES)."""
+    path, helper = snapcell_paths
+    simhost = pathlib.Path(path).resolve().parents[1] / "tests" / "simhost"
+    if not os.access(simhost, os.X_OK):
+        pytest.skip(f"needs {simhost} (a build with -Dtests=enabled)")
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs /usr/bin/python3 (a root caller's rlimits sandbox cannot reach "
+                    "a pyenv build under /root)")
+
+    def run(*args, timeout):
+        env = {**os.environ, "SNAPCELL_HELPER": helper}
+        return subprocess.run([str(simhost), "--docker-seccomp", "--", path, *args],
+                              capture_output=True, timeout=timeout, env=env)
+
+    short_bench(None, "--python", "/usr/bin/python3", run=run, levels=("rlimits",))
 
 
 def test_bad_options_exit_2_with_the_usage(snapcell):

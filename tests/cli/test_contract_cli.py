@@ -71,7 +71,7 @@ def test_a_helper_that_cannot_start_is_reported_with_its_own_words(snapcell, sna
     loader = tests / "dying-helper-loader"  # says what ld.so says and exits 127
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(loader)}, timeout=20)
     assert r.returncode == 3
-    # Then the lines naming the interpreter (cli/interpreter.c).
+    # Then the lines naming the interpreter (frontend/interpreter.c).
     assert r.stderr.startswith((f"snapcell: helper {loader} exited with status 127 before its greeting: "
                                 "snapcell-cell: error while loading shared libraries: "
                                 "libpython3.11.so.1.0: cannot open shared object file: "

@@ -28,7 +28,7 @@ def test_exit_status_mirrors_the_run(snapcell):
 def test_timeout_exits_124_and_says_why(snapcell):
     r = snapcell("run", "--timeout", "0.5", "-", stdin=b"while True: pass")
     assert r.returncode == 124
-    assert b"wall-clock limit" in r.stderr
+    assert b"the wall-clock time limit" in r.stderr
 
 
 def test_output_limit_exits_125(snapcell):

@@ -13,6 +13,7 @@ import pytest
 from mcp import Client
 
 from conftest import HttpServer, wait_for
+from gate import Gate
 from test_mcp_protocol import ping, post, session
 
 V = "2026-07-28"
@@ -66,28 +67,41 @@ def test_stateless_cancel_cannot_stop_another_clients_run(http_server):
     assert result.meta["snapcell/run"]["status"] == "ok"
 
 
-def test_handshake_sessions_cancel_only_their_own_runs(http_server):
-    url = http_server.url
-    code = "import time\nprint('started', flush=True)\ntime.sleep(3)\nprint('done')\n"
-    mine, theirs = session(url), session(url)
-    call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
-            "params": {"name": "execute_code", "arguments": {"code": code}}}
-    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}
-    answer = {}
-    t = threading.Thread(target=lambda: answer.update(r=post(url, call, theirs)))
-    t.start()
-    time.sleep(1)
-    assert post(url, cancel, mine) == (202, b"")  # another session's cancel: ignored
-    t.join(30)
-    reply = json.loads(answer["r"][1])
-    assert reply["result"]["content"][0]["text"] == "started\ndone\n"
-    # Its own cancel stops it.
-    t = threading.Thread(target=lambda: answer.update(r=post(url, call, mine)))
-    t.start()
-    time.sleep(1)
-    assert post(url, cancel, mine) == (202, b"")
-    t.join(30)
-    assert json.loads(answer["r"][1])["error"]["code"] == -32800
+def test_handshake_sessions_cancel_only_their_own_runs(tmp_path):
+    # The run waits in the gate while each cancel arrives: an ignored cancel cannot be one
+    # that came before the run started.
+    gate = Gate(tmp_path)
+    server = HttpServer("--config", str(gate.config))
+    try:
+        url = server.url
+        # Awaited: cancelling the run cancels the call, whose command is then killed.
+        code = "print('started', flush=True)\nawait tools.gate()\nprint('done')\n"
+        mine, theirs = session(url), session(url)
+        call = {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": "execute_code", "arguments": {"code": code}}}
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                  "params": {"requestId": 5}}
+        answer = {}
+        t = threading.Thread(target=lambda: answer.update(r=post(url, call, theirs)))
+        t.start()
+        gate.wait_arrived(1)
+        assert post(url, cancel, mine) == (202, b"")  # another session's cancel: ignored
+        gate.open()
+        t.join(30)
+        reply = json.loads(answer["r"][1])
+        assert reply["result"]["content"][0]["text"] == "started\ndone\n"
+        # Its own cancel stops it.
+        gate.close()
+        t = threading.Thread(target=lambda: answer.update(r=post(url, call, mine)))
+        t.start()
+        gate.wait_arrived(1)
+        assert post(url, cancel, mine) == (202, b"")
+        t.join(30)
+        assert json.loads(answer["r"][1])["error"]["code"] == -32800
+    finally:
+        gate.open()
+        server.stop()
+    assert server.proc.returncode == 0
 
 
 # ---- finding 3: one message costing ~80x its size ----

@@ -3,8 +3,8 @@ waiting thread (threads are reused, not one per call); over HTTP SSE a pool of l
 workers. Still as many runs at once as the cap allows, and messages are read in order
 whichever thread reads them."""
 import os
-import time
 
+from gate import Gate
 from test_mcp_protocol import Stdio
 
 
@@ -35,27 +35,29 @@ def test_sequential_calls_reuse_threads(snapcell_bin):
     assert s.close() == 0
 
 
-def test_concurrent_calls_each_get_a_worker(snapcell_bin):
-    s = Stdio(snapcell_bin, "--max-runs", "3", "--max-queued", "0")
+def test_concurrent_calls_each_get_a_worker(snapcell_bin, tmp_path):
+    gate = Gate(tmp_path)
+    s = Stdio(snapcell_bin, "--config", str(gate.config), "--max-runs", "3", "--max-queued", "0")
     s.initialize()
-    # Each run says when it started and ended (the wall clock is the host's in every cell):
-    # all three run at once, every one starting before any ends, which one after the other
-    # would not.
-    timed = "import time; t0 = time.time_ns(); time.sleep(2); print(t0, time.time_ns())"
+    # All three run at once: each reaches the gate while the others wait in it, which runs
+    # one after the other never would (the first would wait alone until the test gave up).
+    through = "print(call_tool('gate'))"
     for n in (2, 3, 4):
-        s.send(call(n, timed))
+        s.send(call(n, through))
+    gate.wait_arrived(3)
+    gate.open()
     replies = [s.recv() for _ in range(3)]
     assert sorted(r["id"] for r in replies) == [2, 3, 4]
-    windows = [tuple(map(int, r["result"]["content"][0]["text"].split())) for r in replies]
-    assert max(start for start, _ in windows) < min(end for _, end in windows), windows
+    assert all(r["result"]["content"][0]["text"] == "through\n" for r in replies), replies
     # Three workers are idle now; the cap still holds: a fourth call is refused while three
-    # run, and the three are answered.
-    s.send(call(5, "import time; time.sleep(2)"))
-    s.send(call(6, "import time; time.sleep(2)"))
-    s.send(call(7, "import time; time.sleep(2)"))
-    time.sleep(0.5)
+    # run (all three in the gate), and the three are answered.
+    gate.close()
+    for n in (5, 6, 7):
+        s.send(call(n, through))
+    gate.wait_arrived(3)
     busy = s.ask(call(8, "print(1)"))
     assert busy["id"] == 8 and busy["result"]["_meta"]["snapcell/run"]["status"] == "busy"
+    gate.open()
     assert sorted(s.recv()["id"] for _ in range(3)) == [5, 6, 7]
     assert s.close() == 0
 

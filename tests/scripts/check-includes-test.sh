@@ -1,8 +1,9 @@
 #!/bin/sh
 # Tests scripts/check-includes itself: it passes on the tree as it is and fails, naming the
-# file, when a front end includes an internal header, a layer includes one it must not use, a
-# file of src/ or guest/ is in no layer of src/layers.txt, or the list names a file twice or
-# one that is not there. Each case works on a copy of the sources, so the tree is never touched.
+# file, when a front end includes an internal header or another front end's it may not use
+# (mcp/ including cli/), a layer includes one it must not use, a file of src/ or guest/ is in
+# no layer of src/layers.txt, or the list names a file twice or one that is not there. Each
+# case works on a copy of the sources, so the tree is never touched.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
@@ -10,7 +11,8 @@ trap 'rm -rf "$tmp"' EXIT
 fresh() {
 	rm -rf "$tmp/src-tree"
 	mkdir -p "$tmp/src-tree/scripts" "$tmp/src-tree/python"
-	cp -r "$root/include" "$root/src" "$root/guest" "$root/cli" "$root/bench" "$tmp/src-tree/"
+	cp -r "$root/include" "$root/src" "$root/guest" "$root/cli" "$root/bench" "$root/mcp" \
+		"$root/frontend" "$tmp/src-tree/"
 	[ -d "$root/python/snapcell" ] && cp -r "$root/python/snapcell" "$tmp/src-tree/python/"
 	cp "$root/scripts/check-includes" "$tmp/src-tree/scripts/"
 }
@@ -34,6 +36,14 @@ expect_fail "cli/run.c including core/core.h" "cli/run.c:.*core/core.h"
 fresh
 sed -i '0,/#include "cli.h"/s//#include "cli.h"\n#include "..\/src\/util\/util.h"/' "$tmp/src-tree/cli/artifacts.c"
 expect_fail "cli/artifacts.c including ../src/util/util.h" "cli/artifacts.c:.*internal header"
+
+fresh
+sed -i '0,/#include "mcp.h"/s//#include "mcp.h"\n#include "..\/cli\/cli.h"/' "$tmp/src-tree/mcp/server.c"
+expect_fail "mcp/server.c including ../cli/cli.h" "mcp/server.c:.*cli/cli.h.*may not use"
+
+fresh
+sed -i '0,/#include "frontend.h"/s//#include "frontend.h"\n#include "..\/mcp\/snapcell_mcp.h"/' "$tmp/src-tree/frontend/config.c"
+expect_fail "frontend/config.c including ../mcp/snapcell_mcp.h" "frontend/config.c:.*snapcell_mcp.h.*may not use"
 
 fresh
 sed -i 's|#include "stage.h"|#include "stage.h"\n#include "core/core.h"|' "$tmp/src-tree/src/stage/stage.c"

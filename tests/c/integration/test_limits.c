@@ -4,6 +4,7 @@
 #include "helpers.h"
 
 #include <dirent.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -242,6 +243,56 @@ Test(limits, one_line_without_newline_stops_at_the_cap)
 {
 	expect_stream_capped(SNAPCELL_LIMIT_STDOUT_BYTES, SNAPCELL_HIT_STDOUT,
 			     "import sys\nsys.stdout.write('y' * (32 << 20))\n", 'y');
+}
+
+/* The streams grow as output comes: a run under the largest limits that prints a line holds
+ * a small block for each, not the limit (a block of the limit's size was taken up front
+ * before, and handed over as the result's buffer). */
+Test(limits, a_large_output_limit_costs_nothing_until_output_comes)
+{
+	const uint64_t max = 1024 * MIB; /* the limits' largest value */
+	struct snapcell_sandbox *sb = SANDBOX_WITH({SNAPCELL_LIMIT_STDOUT_BYTES, max},
+						   {SNAPCELL_LIMIT_STDERR_BYTES, max});
+	struct snapcell_result *res =
+		test_run(sb, "import sys\nprint('small')\nprint('err', file=sys.stderr)\n");
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "small\n");
+	cr_expect_str_eq(res->stderr_buf, "err\n");
+	cr_expect(!res->stdout_truncated && !res->stderr_truncated);
+	size_t out_block = malloc_usable_size(res->stdout_buf);
+	size_t err_block = malloc_usable_size(res->stderr_buf);
+	cr_expect_lt(out_block, 64 * 1024, "stdout holds %zu bytes for 6", out_block);
+	cr_expect_lt(err_block, 64 * 1024, "stderr holds %zu bytes for 4", err_block);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+/* Output of exactly the limit is kept whole and is not cut; one byte more is cut to it. */
+Test(limits, output_of_exactly_the_limit_is_not_truncated)
+{
+	const size_t cap = 100000;
+	struct snapcell_sandbox *sb = SANDBOX_WITH({SNAPCELL_LIMIT_STDOUT_BYTES, cap},
+						   {SNAPCELL_LIMIT_STDERR_BYTES, cap});
+	struct snapcell_result *res = test_run(sb, "import sys\n"
+						   "for _ in range(100000 // 8):\n"
+						   "    sys.stdout.buffer.write(b'o' * 8)\n"
+						   "sys.stderr.buffer.write(b'e' * 100000)\n");
+	expect_ok(res);
+	cr_expect_eq(res->stdout_len, cap);
+	cr_expect_eq(res->stderr_len, cap);
+	cr_expect(!res->stdout_truncated && !res->stderr_truncated);
+	cr_expect_eq(res->limits_hit, 0, "limits hit: %#x", (unsigned)res->limits_hit);
+	cr_expect(all_bytes_are(res->stdout_buf, res->stdout_len, 'o'));
+	cr_expect(all_bytes_are(res->stderr_buf, res->stderr_len, 'e'));
+	cr_expect_eq(res->stdout_buf[cap], 0);
+	snapcell_result_free(res);
+	res = test_run(sb, "import sys\nsys.stdout.buffer.write(b'p' * 100001)\n");
+	expect_ended_by(res, SNAPCELL_STATUS_OUTPUT_LIMIT, SNAPCELL_HIT_STDOUT);
+	cr_expect(res->stdout_truncated);
+	cr_expect_eq(res->stdout_len, cap);
+	cr_expect(all_bytes_are(res->stdout_buf, res->stdout_len, 'p'));
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
 }
 
 Test(limits, file_size_limit_fails_the_write)

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "frontend.h"
 
 #define OUTPUT_CAP (16u << 20)
 
@@ -51,7 +51,7 @@ static int poll_timeout(uint64_t deadline_us)
 {
 	if (!deadline_us)
 		return -1;
-	uint64_t now = cli_now_us();
+	uint64_t now = fe_now_us();
 	if (now >= deadline_us)
 		return 0;
 	uint64_t ms = (deadline_us - now + 999) / 1000;
@@ -66,7 +66,7 @@ static bool exchange(int in, int out, int err, const char *input, uint64_t deadl
 	size_t off = 0, len = strlen(input);
 	fcntl(in, F_SETFL, O_NONBLOCK);
 	while (o->open || e->open) {
-		if (deadline_us && cli_now_us() >= deadline_us) {
+		if (deadline_us && fe_now_us() >= deadline_us) {
 			if (in >= 0)
 				close(in);
 			return false;
@@ -138,13 +138,13 @@ static int spawn_tool(char *const argv[], char *const inherit[], const char *arg
 		      uint64_t deadline_us, struct command_job *job, char **result)
 {
 	int in[2], out[2], err[2];
-	char **envp = cli_child_env(inherit, NULL);
+	char **envp = fe_child_env(inherit, NULL);
 	if (!envp) {
 		*result = strdup("out of memory for the tool command's environment");
 		return 1;
 	}
 	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
-		cli_child_env_free(envp);
+		fe_child_env_free(envp);
 		*result = strdup("cannot create pipes for the tool command");
 		return 1;
 	}
@@ -161,7 +161,7 @@ static int spawn_tool(char *const argv[], char *const inherit[], const char *arg
 	int rc = posix_spawnp(&pid, argv[0], &fa, &attr, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	cli_child_env_free(envp);
+	fe_child_env_free(envp);
 	close(in[0]), close(out[1]), close(err[1]);
 	struct capture o = {NULL, 0, true}, e = {NULL, 0, true};
 	bool in_time = true;
@@ -213,9 +213,9 @@ static int command_tool(void *user, const char *args_json, char **result)
 	return spawn_tool(argv, tool_env, args_json, snapcell_tool_deadline_us(), NULL, result);
 }
 
-int cli_argv_tool(void *tool, const char *args_json, char **result)
+int fe_argv_tool(void *tool, const char *args_json, char **result)
 {
-	const struct cli_tool_command *t = tool;
+	const struct fe_tool_command *t = tool;
 	return spawn_tool(t->argv, t->inherit, args_json, snapcell_tool_deadline_us(), NULL,
 			  result);
 }
@@ -278,9 +278,9 @@ static void command_tool_start(void *user, struct snapcell_call *call, const cha
 	command_start(job, call, args_json);
 }
 
-void cli_argv_tool_start(void *tool, struct snapcell_call *call, const char *args_json)
+void fe_argv_tool_start(void *tool, struct snapcell_call *call, const char *args_json)
 {
-	const struct cli_tool_command *t = tool;
+	const struct fe_tool_command *t = tool;
 	struct command_job *job = calloc(1, sizeof(*job));
 	if (job) {
 		job->argv = t->argv;
@@ -289,7 +289,7 @@ void cli_argv_tool_start(void *tool, struct snapcell_call *call, const char *arg
 	command_start(job, call, args_json);
 }
 
-void cli_command_tool_cancel(void *tool, struct snapcell_call *call)
+void fe_command_tool_cancel(void *tool, struct snapcell_call *call)
 {
 	struct command_job *job = snapcell_call_data(call);
 	if (!job)
@@ -301,9 +301,9 @@ void cli_command_tool_cancel(void *tool, struct snapcell_call *call)
 	pthread_mutex_unlock(&job->lock);
 }
 
-int cli_add_tool_env(const char *name)
+int fe_add_tool_env(const char *name)
 {
-	const char *why = cli_env_withheld(name);
+	const char *why = fe_env_withheld(name);
 	if (!*name || strchr(name, '=') || why) {
 		fprintf(stderr, "snapcell: --tool-env %s: %s\n", name,
 			why ? why : "wants a variable's name");
@@ -339,7 +339,7 @@ static int register_tool(struct snapcell_config *cfg, const char *spec, const ch
 		snprintf(err->message, sizeof(err->message), "out of memory");
 	if (rc == 0)
 		rc = snapcell_config_set_tool_async(cfg, name, command_tool_start,
-						    cli_command_tool_cancel, err);
+						    fe_command_tool_cancel, err);
 	free(name);
 	free(description);
 	return rc;
@@ -350,7 +350,7 @@ static int register_tool(struct snapcell_config *cfg, const char *spec, const ch
 static const char **tool_specs;
 static size_t n_tool_specs;
 
-void cli_command_tools_forget(void)
+void fe_command_tools_forget(void)
 {
 	free(tool_specs);
 	tool_specs = NULL;
@@ -360,7 +360,7 @@ void cli_command_tools_forget(void)
 	n_tool_env = 0;
 }
 
-int cli_add_command_tool(struct snapcell_config *cfg, const char *spec)
+int fe_add_command_tool(struct snapcell_config *cfg, const char *spec)
 {
 	const char *eq = strchr(spec, '=');
 	if (!eq || eq == spec || !eq[1]) {
@@ -379,7 +379,7 @@ int cli_add_command_tool(struct snapcell_config *cfg, const char *spec)
 	return 0;
 }
 
-int cli_set_tool_schema(struct snapcell_config *cfg, const char *spec)
+int fe_set_tool_schema(struct snapcell_config *cfg, const char *spec)
 {
 	const char *eq = strchr(spec, '=');
 	if (!eq || eq == spec || !eq[1]) {

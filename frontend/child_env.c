@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "frontend.h"
 
 extern char **environ;
 
@@ -28,7 +28,7 @@ static bool is_secret(const char *name, size_t len)
 	return false;
 }
 
-int cli_env_note_secrets(const char *text)
+int fe_env_note_secrets(const char *text)
 {
 	for (const char *p = strstr(text, "${env:"); p; p = strstr(p, "${env:")) {
 		p += 6;
@@ -46,7 +46,7 @@ int cli_env_note_secrets(const char *text)
 	return 0;
 }
 
-const char *cli_env_withheld(const char *name)
+const char *fe_env_withheld(const char *name)
 {
 	size_t len = strlen(name);
 	if (len == strlen(TOKEN_VARIABLE) && !strcmp(name, TOKEN_VARIABLE))
@@ -72,7 +72,7 @@ static bool named_in(char *const *list, const char *entry, size_t name_len, char
 	return false;
 }
 
-char **cli_child_env(char *const *inherit, char *const *set)
+char **fe_child_env(char *const *inherit, char *const *set)
 {
 	size_t n = 0, k = 0;
 	while (environ[n])
@@ -97,11 +97,11 @@ char **cli_child_env(char *const *inherit, char *const *set)
 			goto oom;
 	return out;
 oom:
-	cli_child_env_free(out);
+	fe_child_env_free(out);
 	return NULL;
 }
 
-void cli_child_env_free(char **env)
+void fe_child_env_free(char **env)
 {
 	for (size_t i = 0; env && env[i]; i++)
 		free(env[i]);

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "frontend.h"
 
-int cli_python_check(const struct snapcell_config *cfg, const char *who)
+int fe_python_check(const struct snapcell_config *cfg, const char *who)
 {
 	struct snapcell_python_info info;
 	struct snapcell_error err = {0};
@@ -19,7 +19,7 @@ int cli_python_check(const struct snapcell_config *cfg, const char *who)
 	return -1;
 }
 
-void cli_python_print(FILE *f, const struct snapcell_config *cfg, const char *prefix)
+void fe_python_print(FILE *f, const struct snapcell_config *cfg, const char *prefix)
 {
 	struct snapcell_python_info info;
 	struct snapcell_error err = {0};
@@ -35,7 +35,7 @@ void cli_python_print(FILE *f, const struct snapcell_config *cfg, const char *pr
 		fprintf(f, "%swarning:   %s\n", prefix, info.warning);
 }
 
-json_t *cli_python_json(const struct snapcell_config *cfg)
+json_t *fe_python_json(const struct snapcell_config *cfg)
 {
 	struct snapcell_python_info info;
 	struct snapcell_error err = {0};
@@ -76,7 +76,7 @@ static const char *cache_sentence(const char *state)
 	return state;
 }
 
-void cli_python_print_probe(FILE *f, const struct snapcell_config *cfg, const char *prefix)
+void fe_python_print_probe(FILE *f, const struct snapcell_config *cfg, const char *prefix)
 {
 	struct snapcell_python_info info;
 	if (snapcell_config_python_info(cfg, &info, NULL) == 0 && info.probe_cache[0])
@@ -87,19 +87,19 @@ void cli_python_print_probe(FILE *f, const struct snapcell_config *cfg, const ch
  * --python or "python" replaces and a venv (which runs its own interpreter) sets aside. */
 static bool python_from_env;
 
-void cli_python_chosen(void)
+void fe_python_chosen(void)
 {
 	python_from_env = false;
 }
 
-void cli_python_venv(struct snapcell_config *cfg)
+void fe_python_venv(struct snapcell_config *cfg)
 {
 	if (python_from_env)
 		snapcell_config_set_python(cfg, NULL, NULL);
 	python_from_env = false;
 }
 
-int cli_python_env(struct snapcell_config *cfg)
+int fe_python_env(struct snapcell_config *cfg)
 {
 	const char *python = getenv("SNAPCELL_PYTHON");
 	struct snapcell_error err = {0};
