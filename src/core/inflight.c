@@ -25,6 +25,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -41,27 +42,39 @@
 
 #define PROBE_TRIES 3
 #define PROBE_STACK (64u << 10)
+/* How long a probe may take (~100 us here): longer, it is stopped or starved, and over. */
+#define PROBE_TIMEOUT_US 1000000
 
-enum { PROBE_UNDER, PROBE_OVER, PROBE_FAILED };
+/* UNDER and OVER as the kernel said; FAILED: the probe could not be made (not over: the count
+ * is not known); SIGNALLED: stopped, killed or late (over, and no more tries). */
+enum { PROBE_UNDER, PROBE_OVER, PROBE_FAILED, PROBE_SIGNALLED };
 
 struct probe {
 	int sock[2];
 	uid_t uid;
-	gid_t gid;
 	rlim_t k;
 };
 
-/* The child, sharing the caller's memory while the caller waits (CLONE_VFORK): raw calls only
- * for the ids (glibc's setxid would signal the caller's threads). As the sandbox's uid with no
- * capability left and RLIMIT_NOFILE at k, it sends one descriptor. */
+/* The child, sharing the caller's memory while the caller waits: raw calls only for the ids
+ * (glibc's setxid would signal the caller's threads). The kernel counts what is in flight per
+ * real uid (the sender's user_struct) and lets CAP_SYS_RESOURCE or CAP_SYS_ADMIN in its
+ * effective set past the limit, so the probe changes its real uid only and empties its
+ * effective set. Its effective uid stays root's: the host's memory it shares stays as
+ * dumpable as it was (a change of the effective uid sets the shared mm's flag to
+ * fs.suid_dumpable, the host's too), and no process of the cell's uid may trace it, read its
+ * memory or set its limits (all of those want its three uids). Signals it can still be sent
+ * (the cell's uid is its real one): the caller treats a stop or a death as over. */
 static int probe_child(void *arg)
 {
 	const struct probe *p = arg;
 	struct rlimit rl = {p->k, p->k};
+	struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct caps[2];
 	if (syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &rl, NULL) < 0 ||
-	    syscall(SYS_setgroups, 0, NULL) < 0 ||
-	    syscall(SYS_setresgid, p->gid, p->gid, p->gid) < 0 ||
-	    syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0)
+	    syscall(SYS_setresuid, p->uid, -1, -1) < 0 || syscall(SYS_capget, &head, caps) < 0)
+		_exit(PROBE_FAILED);
+	caps[0].effective = caps[1].effective = 0;
+	if (syscall(SYS_capset, &head, caps) < 0)
 		_exit(PROBE_FAILED);
 	union sc_fd_cmsg u;
 	char byte = 0;
@@ -73,27 +86,51 @@ static int probe_child(void *arg)
 	_exit(errno == ETOOMANYREFS ? PROBE_OVER : PROBE_FAILED);
 }
 
-/* Whether more than k descriptors are in flight from uid: PROBE_UNDER, PROBE_OVER or
- * PROBE_FAILED. One at a time in this process: a probe's own descriptor is in flight until
- * its socket closes. */
-static int probe(uid_t uid, gid_t gid, rlim_t k)
+/* Waits for the probe pid to end, at most PROBE_TIMEOUT_US: its result, or PROBE_SIGNALLED when
+ * it stopped, was killed or ran late (then it is killed and reaped). */
+static int probe_wait(pid_t pid)
+{
+	uint64_t waited = 0;
+	for (long step = 20000; waited < PROBE_TIMEOUT_US; waited += (uint64_t)step / 1000) {
+		siginfo_t si = {0};
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WSTOPPED | WNOHANG | __WALL) < 0)
+			break;
+		if (si.si_pid == pid && si.si_code == CLD_EXITED)
+			return si.si_status;
+		if (si.si_pid == pid && si.si_code != CLD_EXITED && si.si_code != CLD_STOPPED &&
+		    si.si_code != CLD_TRAPPED)
+			return PROBE_SIGNALLED; /* killed: reaped */
+		if (si.si_pid == pid)
+			break; /* stopped */
+		nanosleep(&(struct timespec){0, step}, NULL);
+		step = step < 2000000 ? step * 2 : step;
+	}
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	return PROBE_SIGNALLED;
+}
+
+/* Whether more than k descriptors are in flight from uid: enum above. One at a time in this
+ * process: a probe's own descriptor is in flight until its socket closes. */
+static int probe(uid_t uid, rlim_t k)
 {
 	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
 	static _Alignas(16) char stack[PROBE_STACK];
-	struct probe p = {.uid = uid, .gid = gid, .k = k};
+	struct probe p = {.uid = uid, .k = k};
 	int result = PROBE_FAILED;
 	sigset_t all, was;
 	sigfillset(&all);
 	pthread_mutex_lock(&one);
 	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, p.sock) == 0) {
 		/* No exit signal: only a wait with __WALL reaps it, so no reaper of the
-		 * caller's takes it. Signals blocked: no handler of the caller's runs in it. */
+		 * caller's takes it. Signals blocked: no handler of the caller's runs in it. No
+		 * CLONE_VFORK: a stopped probe would hold the caller for as long as it is. */
 		pthread_sigmask(SIG_SETMASK, &all, &was);
-		pid_t pid = clone(probe_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK, &p);
+		pid_t pid = clone(probe_child, stack + sizeof(stack), CLONE_VM, &p);
 		pthread_sigmask(SIG_SETMASK, &was, NULL);
-		int status;
-		if (pid > 0 && waitpid(pid, &status, __WALL) == pid && WIFEXITED(status))
-			result = WEXITSTATUS(status);
+		if (pid > 0)
+			result = probe_wait(pid);
 		close(p.sock[0]);
 		close(p.sock[1]);
 	}
@@ -125,7 +162,10 @@ bool sc__inflight_over(const struct snapcell_sandbox *sb, uint64_t room, uint64_
 		if (i > 0)
 			nanosleep(&(struct timespec){0, 1000000}, NULL); /* its receiver's turn */
 		rlim_t k = (rlim_t)(room / file_bytes + template_in_flight(sb));
-		if (probe(sb->ids.uid, sb->ids.gid, k) != PROBE_OVER)
+		int said = probe(sb->ids.uid, k);
+		if (said == PROBE_SIGNALLED)
+			return true;
+		if (said != PROBE_OVER)
 			return false;
 	}
 	return true;
