@@ -3,11 +3,12 @@
  * queue, where neither the walk of names nor held.c's reading of /proc sees it (245 unlinked
  * 4 MiB files sent over a socketpair and closed held 980 MiB against a 321 MiB bound; 16 GiB
  * at the default limits). The kernel counts them per sending uid (unix_inflight of its
- * user_struct) and shows the count nowhere, but refuses a sendmsg carrying descriptors with
- * ETOOMANYREFS exactly when that count is over the sender's RLIMIT_NOFILE (unless it has
- * CAP_SYS_RESOURCE or CAP_SYS_ADMIN). So a process of the sandbox's uid whose RLIMIT_NOFILE
- * is k, sending one descriptor, tells whether more than k are in flight: each counts at the
- * file-size limit (a pipe or socket in flight too: nothing tells them apart).
+ * user_struct, its real uid's) and shows the count nowhere, but refuses a sendmsg carrying
+ * descriptors with ETOOMANYREFS exactly when that count is over the sender's RLIMIT_NOFILE
+ * (unless it has CAP_SYS_RESOURCE or CAP_SYS_ADMIN). So a process of the sandbox's real uid
+ * whose RLIMIT_NOFILE is k, sending one descriptor, tells whether more than k are in flight:
+ * each counts at the file-size limit (a pipe or socket in flight too: nothing tells them
+ * apart).
  *
  * The uid's count is the sandbox's: its cells' (all of them: one run's watch counts what a
  * sibling cell has in flight too) and its template's, which sends each parked cell's
