@@ -40,6 +40,7 @@
 #include "net/gate.h"
 #include "rpc/control.h"
 #include "rpc/fds.h"
+#include "util/util.h"
 
 #define PROBE_TRIES 3
 #define PROBE_STACK (64u << 10)
@@ -91,15 +92,17 @@ static int probe_child(void *arg)
  * it stopped, was killed or ran late (then it is killed and reaped). */
 static int probe_wait(pid_t pid)
 {
-	uint64_t waited = 0;
-	for (long step = 20000; waited < PROBE_TIMEOUT_US; waited += (uint64_t)step / 1000) {
+	uint64_t until = sc__now_us() + PROBE_TIMEOUT_US;
+	for (long step = 20000; sc__now_us() < until;) {
 		siginfo_t si = {0};
-		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WSTOPPED | WNOHANG | __WALL) < 0)
-			break;
+		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WSTOPPED | WNOHANG | __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return PROBE_SIGNALLED; /* reaped by another: its pid is not ours to kill */
+		}
 		if (si.si_pid == pid && si.si_code == CLD_EXITED)
 			return si.si_status;
-		if (si.si_pid == pid && si.si_code != CLD_EXITED && si.si_code != CLD_STOPPED &&
-		    si.si_code != CLD_TRAPPED)
+		if (si.si_pid == pid && si.si_code != CLD_STOPPED && si.si_code != CLD_TRAPPED)
 			return PROBE_SIGNALLED; /* killed: reaped */
 		if (si.si_pid == pid)
 			break; /* stopped */
@@ -119,7 +122,7 @@ static int probe(uid_t uid, rlim_t k)
 	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
 	static _Alignas(16) char stack[PROBE_STACK];
 	struct probe p = {.uid = uid, .k = k};
-	int result = PROBE_FAILED;
+	int result = PROBE_FAILED, saved = errno; /* the child's calls set the caller's errno */
 	sigset_t all, was;
 	sigfillset(&all);
 	pthread_mutex_lock(&one);
@@ -136,6 +139,7 @@ static int probe(uid_t uid, rlim_t k)
 		close(p.sock[1]);
 	}
 	pthread_mutex_unlock(&one);
+	errno = saved;
 	return result;
 }
 

@@ -1036,10 +1036,34 @@ struct probe_signaller {
 	char before[256]; /* the children it had before */
 };
 
+/* The state letter of pid (/proc/PID/stat), after waiting for a stop to take; 0 when gone. */
+static char state_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 100; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			return 0;
+		buf[n] = '\0';
+		char *end = strrchr(buf, ')');
+		if (!end || end[1] != ' ')
+			return 0;
+		if (end[2] != 'R')
+			return end[2];
+		usleep(100);
+	}
+	return 'R';
+}
+
 static void *signal_probes(void *arg)
 {
 	struct probe_signaller *s = arg;
 	char path[64], list[256];
+	bool stopped = false;
 	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)s->runner);
 	while (!atomic_load(&s->stop)) {
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1049,15 +1073,21 @@ static void *signal_probes(void *arg)
 		if (n <= 0)
 			continue;
 		list[n] = '\0';
-		for (char *tok = strtok(list, " \n"); tok; tok = strtok(NULL, " \n")) {
+		for (char *at, *tok = strtok_r(list, " \n", &at); tok;
+		     tok = strtok_r(NULL, " \n", &at)) {
 			char word[24];
 			snprintf(word, sizeof(word), " %s ", tok);
-			if (!strstr(s->before, word) && kill((pid_t)atoi(tok), s->sig) == 0)
-				atomic_fetch_add(&s->hits, 1);
+			pid_t pid = (pid_t)atoi(tok);
+			if (strstr(s->before, word) || kill(pid, s->sig) < 0)
+				continue;
+			atomic_fetch_add(&s->hits, 1);
+			stopped = stopped || (s->sig == SIGSTOP && state_of(pid) == 'T');
 		}
-		/* A stopped probe is let go after 5 s: a host blocked on it returns then, and
-		 * the test says what happened instead of timing out. */
-		if (s->sig == SIGSTOP && atomic_load(&s->hits) > 0) {
+		/* A probe seen stopped (not one that was ending: kill succeeds on a zombie) is let
+		 * go after 5 s: a host blocked on it returns then, and the test says what happened
+		 * instead of timing out. */
+		if (stopped) {
+			stopped = false;
 			for (int i = 0; i < 50 && !atomic_load(&s->stop); i++)
 				usleep(100000);
 			s->sig = SIGCONT;
