@@ -21,6 +21,7 @@
  * a row say so. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -41,6 +42,10 @@
 #include "rpc/control.h"
 #include "rpc/fds.h"
 #include "util/util.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
 
 #define PROBE_TRIES 3
 #define PROBE_STACK (64u << 10)
@@ -88,12 +93,13 @@ static int probe_child(void *arg)
 	_exit(errno == ETOOMANYREFS ? PROBE_OVER : PROBE_FAILED);
 }
 
-/* Waits for the probe pid to end, at most PROBE_TIMEOUT_US: its result, or PROBE_SIGNALLED when
- * it stopped, was killed or ran late (then it is killed and reaped). */
-static int probe_wait(pid_t pid)
+/* Waits for the probe pid (pidfd: its pidfd) to end, at most PROBE_TIMEOUT_US: its result, or
+ * PROBE_SIGNALLED when it stopped, was killed or ran late (then it is killed and reaped). The
+ * pidfd wakes the wait at its end; a stop, which it does not show, is looked for each ms. */
+static int probe_wait(pid_t pid, int pidfd)
 {
 	uint64_t until = sc__now_us() + PROBE_TIMEOUT_US;
-	for (long step = 20000; sc__now_us() < until;) {
+	while (sc__now_us() < until) {
 		siginfo_t si = {0};
 		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WSTOPPED | WNOHANG | __WALL) < 0) {
 			if (errno == EINTR)
@@ -106,8 +112,7 @@ static int probe_wait(pid_t pid)
 			return PROBE_SIGNALLED; /* killed: reaped */
 		if (si.si_pid == pid)
 			break; /* stopped */
-		nanosleep(&(struct timespec){0, step}, NULL);
-		step = step < 2000000 ? step * 2 : step;
+		poll(&(struct pollfd){.fd = pidfd, .events = POLLIN}, 1, 1);
 	}
 	kill(pid, SIGKILL);
 	while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
@@ -131,10 +136,14 @@ static int probe(uid_t uid, rlim_t k)
 		 * caller's takes it. Signals blocked: no handler of the caller's runs in it. No
 		 * CLONE_VFORK: a stopped probe would hold the caller for as long as it is. */
 		pthread_sigmask(SIG_SETMASK, &all, &was);
-		pid_t pid = clone(probe_child, stack + sizeof(stack), CLONE_VM, &p);
+		int pidfd = -1;
+		pid_t pid = clone(probe_child, stack + sizeof(stack), CLONE_VM | CLONE_PIDFD, &p,
+				  &pidfd);
 		pthread_sigmask(SIG_SETMASK, &was, NULL);
 		if (pid > 0)
-			result = probe_wait(pid);
+			result = probe_wait(pid, pidfd);
+		if (pidfd >= 0)
+			close(pidfd);
 		close(p.sock[0]);
 		close(p.sock[1]);
 	}
