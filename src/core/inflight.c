@@ -94,24 +94,26 @@ static int probe_child(void *arg)
 }
 
 /* Waits for the probe pid (pidfd: its pidfd) to end, at most PROBE_TIMEOUT_US: its result, or
- * PROBE_SIGNALLED when it stopped, was killed or ran late (then it is killed and reaped). The
- * pidfd wakes the wait at its end; a stop, which it does not show, is looked for each ms. */
+ * PROBE_SIGNALLED when it stopped (continued or not), was killed or ran late (then it is
+ * killed and reaped). The pidfd wakes the wait at its end; a stop, which it does not show, is
+ * looked for each ms. */
 static int probe_wait(pid_t pid, int pidfd)
 {
 	uint64_t until = sc__now_us() + PROBE_TIMEOUT_US;
 	while (sc__now_us() < until) {
 		siginfo_t si = {0};
-		if (waitid(P_PID, (id_t)pid, &si, WEXITED | WSTOPPED | WNOHANG | __WALL) < 0) {
+		if (waitid(P_PID, (id_t)pid, &si,
+			   WEXITED | WSTOPPED | WCONTINUED | WNOHANG | __WALL) < 0) {
 			if (errno == EINTR)
 				continue;
 			return PROBE_SIGNALLED; /* reaped by another: its pid is not ours to kill */
 		}
 		if (si.si_pid == pid && si.si_code == CLD_EXITED)
 			return si.si_status;
-		if (si.si_pid == pid && si.si_code != CLD_STOPPED && si.si_code != CLD_TRAPPED)
-			return PROBE_SIGNALLED; /* killed: reaped */
+		if (si.si_pid == pid && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED))
+			return PROBE_SIGNALLED; /* reaped */
 		if (si.si_pid == pid)
-			break; /* stopped */
+			break; /* stopped, or stopped and continued since the last look */
 		poll(&(struct pollfd){.fd = pidfd, .events = POLLIN}, 1, 1);
 	}
 	kill(pid, SIGKILL);

@@ -1031,6 +1031,7 @@ static void skip_unless_own_uid(struct snapcell_sandbox *sb)
 struct probe_signaller {
 	pid_t runner; /* the thread whose children are watched */
 	int sig;
+	bool cont; /* each stop followed by SIGCONT at once */
 	atomic_bool stop;
 	atomic_int hits;
 	char before[256]; /* the children it had before */
@@ -1081,7 +1082,10 @@ static void *signal_probes(void *arg)
 			if (strstr(s->before, word) || kill(pid, s->sig) < 0)
 				continue;
 			atomic_fetch_add(&s->hits, 1);
-			stopped = stopped || (s->sig == SIGSTOP && state_of(pid) == 'T');
+			if (s->cont)
+				kill(pid, SIGCONT);
+			else
+				stopped = stopped || (s->sig == SIGSTOP && state_of(pid) == 'T');
 		}
 		/* A probe seen stopped (not one that was ending: kill succeeds on a zombie) is let
 		 * go after 5 s: a host blocked on it returns then, and the test says what happened
@@ -1099,11 +1103,11 @@ static void *signal_probes(void *arg)
 /* A probe stopped or killed (by whoever can signal it) counts as over: the run is killed with
  * the /tmp limit hit, never left running unmeasured, and the host is not blocked on the stopped
  * one. */
-static void probe_signalled_run(int sig)
+static void probe_signalled_run(int sig, bool cont)
 {
 	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
 	skip_unless_own_uid(sb);
-	struct probe_signaller s = {.runner = (pid_t)syscall(SYS_gettid), .sig = sig};
+	struct probe_signaller s = {.runner = (pid_t)syscall(SYS_gettid), .sig = sig, .cont = cont};
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)s.runner);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -1132,12 +1136,19 @@ static void probe_signalled_run(int sig)
 
 Test(rlimits, stopped_probe_counts_as_over, .timeout = 60)
 {
-	probe_signalled_run(SIGSTOP);
+	probe_signalled_run(SIGSTOP, false);
 }
 
 Test(rlimits, killed_probe_counts_as_over, .timeout = 60)
 {
-	probe_signalled_run(SIGKILL);
+	probe_signalled_run(SIGKILL, false);
+}
+
+/* Stopped and let go at once, between two of the host's looks: slowed as much as the cell
+ * likes (the host waiting), so over too. */
+Test(rlimits, stopped_and_continued_probe_counts_as_over, .timeout = 60)
+{
+	probe_signalled_run(SIGSTOP, true);
 }
 
 /* The probe changes its real uid only: the host's dumpable flag (of the memory it shares with
