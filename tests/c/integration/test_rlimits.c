@@ -12,6 +12,7 @@
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -1006,6 +1007,163 @@ Test(rlimits, descriptors_in_flight_count_against_tmp, .timeout = 90)
 		      "passes True\n");
 	for (int i = 0; i < 3; i++)
 		expect_output(sb, "import time\ntime.sleep(1)\nprint('slept')\n", "slept\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* Skips the test unless the sandbox's cells run as a uid of its own (a root caller), the case
+ * where the watch probes the descriptors in flight. */
+static void skip_unless_own_uid(struct snapcell_sandbox *sb)
+{
+	char uid[32];
+	snprintf(uid, sizeof(uid), "%u\n", (unsigned)geteuid());
+	struct snapcell_result *res = test_run(sb, "import os\nprint(os.getuid())\n");
+	bool own = res->stdout_buf && strcmp(res->stdout_buf, uid) != 0 &&
+		   strcmp(res->stdout_buf, "65534\n") != 0;
+	snapcell_result_free(res);
+	if (!own) {
+		snapcell_sandbox_free(sb);
+		criterion_skip_test("the cells run as the caller's uid: no probe of descriptors "
+				    "in flight (docs/security.md)");
+	}
+}
+
+/* The probe of descriptors in flight runs as the sandbox's real uid: where Landlock does not
+ * scope signals (below ABI 6), a cell can stop or kill it. Played here by a thread of the host
+ * (root, so also before the probe changes uid): it signals each new child of the thread that
+ * runs, and the probe is the only one a run makes. */
+struct probe_signaller {
+	pid_t runner; /* the thread whose children are watched */
+	int sig;
+	bool cont; /* each stop followed by SIGCONT at once */
+	atomic_bool stop;
+	atomic_int hits;
+	char before[256]; /* the children it had before */
+};
+
+/* The state letter of pid (/proc/PID/stat), after waiting for a stop to take; 0 when gone. */
+static char state_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	for (int i = 0; i < 100; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			return 0;
+		buf[n] = '\0';
+		char *end = strrchr(buf, ')');
+		if (!end || end[1] != ' ')
+			return 0;
+		if (end[2] != 'R')
+			return end[2];
+		usleep(100);
+	}
+	return 'R';
+}
+
+static void *signal_probes(void *arg)
+{
+	struct probe_signaller *s = arg;
+	char path[64], list[256];
+	bool stopped = false;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)s->runner);
+	while (!atomic_load(&s->stop)) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, list, sizeof(list) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0)
+			continue;
+		list[n] = '\0';
+		for (char *at, *tok = strtok_r(list, " \n", &at); tok;
+		     tok = strtok_r(NULL, " \n", &at)) {
+			char word[24];
+			snprintf(word, sizeof(word), " %s ", tok);
+			pid_t pid = (pid_t)atoi(tok);
+			if (strstr(s->before, word) || kill(pid, s->sig) < 0)
+				continue;
+			atomic_fetch_add(&s->hits, 1);
+			if (s->cont)
+				kill(pid, SIGCONT);
+			else
+				stopped = stopped || (s->sig == SIGSTOP && state_of(pid) == 'T');
+		}
+		/* A probe seen stopped (not one that was ending: kill succeeds on a zombie) is let
+		 * go after 5 s: a host blocked on it returns then, and the test says what happened
+		 * instead of timing out. */
+		if (stopped) {
+			stopped = false;
+			for (int i = 0; i < 50 && !atomic_load(&s->stop); i++)
+				usleep(100000);
+			s->sig = SIGCONT;
+		}
+	}
+	return NULL;
+}
+
+/* A probe stopped or killed (by whoever can signal it) counts as over: the run is killed with
+ * the /tmp limit hit, never left running unmeasured, and the host is not blocked on the stopped
+ * one. */
+static void probe_signalled_run(int sig, bool cont)
+{
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	skip_unless_own_uid(sb);
+	struct probe_signaller s = {.runner = (pid_t)syscall(SYS_gettid), .sig = sig, .cont = cont};
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/children", (int)s.runner);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0, "no %s (CONFIG_PROC_CHILDREN)", path);
+	ssize_t n = read(fd, s.before + 1, sizeof(s.before) - 3);
+	close(fd);
+	s.before[0] = ' ';
+	s.before[n > 0 ? n + 1 : 1] = ' ';
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, signal_probes, &s), 0);
+	uint64_t start = test_now_ms();
+	struct snapcell_result *res = test_run(sb, "import time\n"
+						   "time.sleep(8)\n"
+						   "print('slept')\n");
+	uint64_t took = test_now_ms() - start;
+	atomic_store(&s.stop, true);
+	pthread_join(t, NULL);
+	cr_expect_gt(atomic_load(&s.hits), 0, "no probe was signalled");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED, "%s (%s)",
+		     snapcell_status_name(res->status), res->stdout_buf);
+	cr_expect(res->limits_hit & SNAPCELL_HIT_TMP, "hit %#x", res->limits_hit);
+	cr_expect_lt(took, 4000, "the run took %llu ms", (unsigned long long)took);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, stopped_probe_counts_as_over, .timeout = 60)
+{
+	probe_signalled_run(SIGSTOP, false);
+}
+
+Test(rlimits, killed_probe_counts_as_over, .timeout = 60)
+{
+	probe_signalled_run(SIGKILL, false);
+}
+
+/* Stopped and let go at once, between two of the host's looks: slowed as much as the cell
+ * likes (the host waiting), so over too. */
+Test(rlimits, stopped_and_continued_probe_counts_as_over, .timeout = 60)
+{
+	probe_signalled_run(SIGSTOP, true);
+}
+
+/* The probe changes its real uid only: the host's dumpable flag (of the memory it shares with
+ * the probe) stays as it was. A change of the effective uid would set it to fs.suid_dumpable
+ * (commit_creds), and the probe would be a task of the cell's uid on the host's memory. */
+Test(rlimits, probe_leaves_host_dumpable, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = rlimits_sandbox(NULL);
+	skip_unless_own_uid(sb);
+	cr_assert_eq(prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), 0);
+	expect_output(sb, "import time\ntime.sleep(1)\nprint('slept')\n", "slept\n");
+	cr_expect_eq(prctl(PR_GET_DUMPABLE, 0, 0, 0, 0), 1, "the host is no longer dumpable");
 	snapcell_sandbox_free(sb);
 }
 
