@@ -26,8 +26,12 @@
 #define SC_GUEST_NETNS_FD    6 /* ... and its network namespace (network entries only) */
 #define SC_GUEST_CGROUP_FD   7 /* the sandbox's memory cgroup directory (O_PATH), if any */
 #define SC_GUEST_MODULE_FD   8 /* the rlimits level: the module's file (O_PATH) */
-#define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's pipe */
+#define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's socket */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+
+/* The template's word on SC_GUEST_SECCOMP_FD once it loaded the module: the compiling child
+ * detaches the module's bind (guest/helper.c). */
+#define SC_GUEST_DETACH_MODULE 'd'
 
 struct sc_guest_config {
 	struct sc_setup s; /* as decoded; the fields below borrow from it */

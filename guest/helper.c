@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -232,21 +233,35 @@ struct handoff {
 };
 
 /* The cells' seccomp policy, compiled by a child while the helper builds the root and the
- * interpreter starts (guest/template.c says why here); its pipe's reading end, or -1 (the
- * template then compiles the policy itself). The child keeps nothing of the helper's but the
- * pipe. */
+ * interpreter starts (guest/template.c says why here); its socket's end for the template, or
+ * -1 (the template then compiles the policy itself). The child keeps nothing of the helper's
+ * but the socket. Having sent the program it waits for the template's word that the guest
+ * module is loaded, and detaches the module's bind: the unmount waits for an RCU grace period
+ * (0.1-5 ms, longer the busier the other CPUs), which the template, going on with its set-up
+ * meanwhile, no longer waits for until it joins the child. The child is in this mount
+ * namespace and, since the pivot moved its root too, resolves the module's path in the root. */
 static int start_compiler(const struct sc_setup *s)
 {
 	unsigned flags =
 		sc__seccomp_namespaces_flags(s->net != NULL, s->n_python_paths, sc__landlock_abi());
+	char module[PATH_MAX];
+	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", s->guest.file);
 	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0)
 		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		syscall(SYS_close_range, 0, (unsigned)p[1] - 1, 0);
 		syscall(SYS_close_range, (unsigned)p[1] + 1, ~0u, 0);
-		_exit(sc__seccomp_compile_to(p[1], flags) == 0 ? 0 : 1);
+		int rc = sc__seccomp_compile_to(p[1], flags);
+		char word = 0;
+		ssize_t n;
+		do
+			n = read(p[1], &word, 1);
+		while (n < 0 && errno == EINTR);
+		if (n == 1 && word == SC_GUEST_DETACH_MODULE)
+			umount2(module, MNT_DETACH);
+		_exit(rc == 0 ? 0 : 1);
 	}
 	close(p[1]);
 	if (pid < 0) {

@@ -318,6 +318,17 @@ static int seccomp_compile_join(struct snapcell_error *err)
 	return sc__seccomp_compile(&T.seccomp, seccomp_flags(), err);
 }
 
+/* The guest module's bind detached, by the helper's compiling child or here; EINVAL (not a
+ * mount point) says the child did it. */
+static int module_detached(struct snapcell_error *err)
+{
+	char module[PATH_MAX];
+	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", T.cfg.s.guest.file);
+	if (umount2(module, MNT_DETACH) < 0 && errno != EINVAL)
+		return sc__err(err, -errno, "detach %s", module);
+	return 0;
+}
+
 /* The namespaces level: the cells' pid and network namespaces to come back to (opened by the
  * helper before the pivot), the root it built, and the exec ruleset when Landlock offers one. */
 static int setup_namespaces(struct snapcell_error *err)
@@ -341,11 +352,14 @@ static int setup_namespaces(struct snapcell_error *err)
 	T.unix_sockets = flags & SC_SECCOMP_UNIX;
 	seccomp_compile_adopt();
 	forget_host_paths();
-	/* Loaded: the cells need not see the module's file. */
-	char module[PATH_MAX];
-	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", T.cfg.s.guest.file);
-	if (umount2(module, MNT_DETACH) < 0)
-		return sc__err(err, -errno, "detach %s", module);
+	/* Loaded: the cells need not see the module's file. The helper's compiling child
+	 * detaches it meanwhile (guest/helper.c); module_detached makes sure before any cell. */
+	if (compiler.fd < 0 ||
+	    send(compiler.fd, (char[]){SC_GUEST_DETACH_MODULE}, 1, MSG_NOSIGNAL) != 1) {
+		int rc = module_detached(err);
+		if (rc < 0)
+			return rc;
+	}
 	T.landlock_fd = -1;
 	if (T.cfg.exec) {
 		const char *exe[] = {T.cfg.s.python.executable, sc__rootfs_own_loader()};
@@ -417,6 +431,8 @@ static int setup(struct snapcell_error *err)
 		rc = init_python(err);
 	if (rc == 0)
 		rc = seccomp_compile_join(err);
+	if (rc == 0 && !T.cfg.rlimits)
+		rc = module_detached(err);
 	if (rc < 0)
 		return rc;
 	sigset_t chld;
