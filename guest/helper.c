@@ -232,14 +232,25 @@ struct handoff {
 	int setup, pidns, netns, cgroup, guest_module, seccomp;
 };
 
-/* The cells' seccomp policy, compiled by a child while the helper builds the root and the
- * interpreter starts (guest/template.c says why here); its socket's end for the template, or
- * -1 (the template then compiles the policy itself). The child keeps nothing of the helper's
- * but the socket. Having sent the program it waits for the template's word that the guest
- * module is loaded, and detaches the module's bind: the unmount waits for an RCU grace period
- * (0.1-5 ms, longer the busier the other CPUs), which the template, going on with its set-up
- * meanwhile, no longer waits for until it joins the child. The child is in this mount
- * namespace and, since the pivot moved its root too, resolves the module's path in the root. */
+/* One word from the socket fd, or 0 at its end or on an error. */
+static char read_word(int fd)
+{
+	char word = 0;
+	ssize_t n;
+	do
+		n = read(fd, &word, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? word : 0;
+}
+
+/* A child that does what the template would otherwise wait for (its socket's end for the
+ * template, or -1: the helper and the template then do it all themselves). Forked before the
+ * root is built, it keeps nothing of the helper's but the socket, and is in this mount
+ * namespace: the pivot moves its root too. It detaches the host's root once the helper
+ * pivoted and the guest module's bind once the template loaded it; an unmount waits for an
+ * RCU grace period (sc__rootfs_detach_host), which the interpreter's start and then the
+ * template's set-up overlap. Between the two it compiles the cells' seccomp policy and sends
+ * the program (guest/template.c says why here), while the interpreter starts. */
 static int start_compiler(const struct sc_setup *s)
 {
 	unsigned flags =
@@ -253,13 +264,13 @@ static int start_compiler(const struct sc_setup *s)
 	if (pid == 0) {
 		syscall(SYS_close_range, 0, (unsigned)p[1] - 1, 0);
 		syscall(SYS_close_range, (unsigned)p[1] + 1, ~0u, 0);
+		if (read_word(p[1]) != SC_GUEST_PIVOTED)
+			_exit(1);
+		char done = sc__rootfs_detach_host() == 0 ? SC_GUEST_HOST_DETACHED : 0;
+		if (sc__write_all(p[1], &done, 1) < 0)
+			_exit(1);
 		int rc = sc__seccomp_compile_to(p[1], flags);
-		char word = 0;
-		ssize_t n;
-		do
-			n = read(p[1], &word, 1);
-		while (n < 0 && errno == EINTR);
-		if (n == 1 && word == SC_GUEST_DETACH_MODULE)
+		if (read_word(p[1]) == SC_GUEST_DETACH_MODULE)
 			umount2(module, MNT_DETACH);
 		_exit(rc == 0 ? 0 : 1);
 	}
@@ -351,6 +362,12 @@ static int prepare(const struct sc_setup *s, struct handoff *h, struct snapcell_
 		h->seccomp = start_compiler(s);
 		time_namespace();
 		rc = build_root(s, err);
+		if (rc == 0 && (h->seccomp < 0 || send(h->seccomp, (char[]){SC_GUEST_PIVOTED}, 1,
+						       MSG_NOSIGNAL) != 1)) {
+			rc = sc__rootfs_detach_host();
+			if (rc < 0)
+				sc__err(err, rc, "detach the host's root");
+		}
 	}
 	close_pass_fds();
 	return rc;

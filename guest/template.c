@@ -318,6 +318,17 @@ static int seccomp_compile_join(struct snapcell_error *err)
 	return sc__seccomp_compile(&T.seccomp, seccomp_flags(), err);
 }
 
+/* The host's root detached before anything else, by the helper's compiling child (its first
+ * word, before its program: guest/helper.c) or here, which is also what makes sure. */
+static int host_root_detached(struct snapcell_error *err)
+{
+	char word;
+	while (compiler.fd >= 0 && read(compiler.fd, &word, 1) < 0 && errno == EINTR)
+		;
+	int rc = sc__rootfs_detach_host();
+	return rc < 0 ? sc__err(err, rc, "detach the host's root") : 0;
+}
+
 /* The guest module's bind detached, by the helper's compiling child or here; EINVAL (not a
  * mount point) says the child did it. */
 static int module_detached(struct snapcell_error *err)
@@ -351,13 +362,15 @@ static int setup_namespaces(struct snapcell_error *err)
 	T.cfg.exec = flags & SC_SECCOMP_EXEC;
 	T.unix_sockets = flags & SC_SECCOMP_UNIX;
 	seccomp_compile_adopt();
+	int rc = host_root_detached(err);
+	if (rc < 0)
+		return rc;
 	forget_host_paths();
 	/* Loaded: the cells need not see the module's file. The helper's compiling child
 	 * detaches it meanwhile (guest/helper.c); module_detached makes sure before any cell. */
 	if (compiler.fd < 0 ||
 	    send(compiler.fd, (char[]){SC_GUEST_DETACH_MODULE}, 1, MSG_NOSIGNAL) != 1) {
-		int rc = module_detached(err);
-		if (rc < 0)
+		if ((rc = module_detached(err)) < 0)
 			return rc;
 	}
 	T.landlock_fd = -1;

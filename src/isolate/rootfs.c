@@ -612,20 +612,23 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err)
 	close(rootfd);
 	if (rc < 0)
 		return rc;
-	/* pivot_root(".", ".") stacks the old root under the new one; detaching it leaves no
-	 * path to the host filesystem (pivot_root(2), "new_root and put_old may be the same"). */
+	/* The old root goes to the root's /tmp, not under "/" (pivot_root(".", ".")), where a
+	 * lookup of "/.." would reach it until it is detached (sc__rootfs_detach_host). */
 	if (chdir(fs->base) < 0)
 		return sc__err(err, -errno, "chdir %s", fs->base);
-	if (syscall(SYS_pivot_root, ".", ".") < 0)
+	if (syscall(SYS_pivot_root, ".", SC_HOST_ROOT_AT + 1) < 0)
 		return sc__err(err, -errno, "pivot_root");
-	if (umount2(".", MNT_DETACH) < 0)
-		return sc__err(err, -errno, "detach old root");
 	if (chdir("/") < 0)
 		return sc__err(err, -errno, "chdir /");
 	if (mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
 	    0)
 		return sc__err(err, -errno, "remount / read-only");
 	return 0;
+}
+
+int sc__rootfs_detach_host(void)
+{
+	return umount2(SC_HOST_ROOT_AT, MNT_DETACH) < 0 && errno != EINVAL ? -errno : 0;
 }
 
 /* One run's files over the workspace at /input: an overlay of three lower layers, the root's
