@@ -29,12 +29,10 @@
 #define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's socket */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
-/* Words on the compiling child's socket (guest/helper.c start_compiler), in this order: the
- * helper's once it pivoted (the child detaches the host's root), the child's answer (the
- * template's first read, before the child's program), the template's once it loaded the
- * module (the child detaches the module's bind). */
+/* Words to the compiling child (guest/helper.c start_compiler): the helper's once it pivoted
+ * (the child detaches the host's root), the template's once it loaded the module (the child
+ * detaches the module's bind). */
 #define SC_GUEST_PIVOTED       'p'
-#define SC_GUEST_HOST_DETACHED 'h'
 #define SC_GUEST_DETACH_MODULE 'd'
 
 struct sc_guest_config {

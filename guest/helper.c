@@ -249,8 +249,10 @@ static char read_word(int fd)
  * namespace: the pivot moves its root too. It detaches the host's root once the helper
  * pivoted and the guest module's bind once the template loaded it; an unmount waits for an
  * RCU grace period (sc__rootfs_detach_host), which the interpreter's start and then the
- * template's set-up overlap. Between the two it compiles the cells' seccomp policy and sends
- * the program (guest/template.c says why here), while the interpreter starts. */
+ * template's set-up overlap (the template's own umount2 of each then finds it gone, EINVAL,
+ * or unmounts it where the child has not yet). Between the two it compiles the cells'
+ * seccomp policy and sends the program (guest/template.c says why here), while the
+ * interpreter starts. */
 static int start_compiler(const struct sc_setup *s)
 {
 	unsigned flags =
@@ -266,9 +268,7 @@ static int start_compiler(const struct sc_setup *s)
 		syscall(SYS_close_range, (unsigned)p[1] + 1, ~0u, 0);
 		if (read_word(p[1]) != SC_GUEST_PIVOTED)
 			_exit(1);
-		char done = sc__rootfs_detach_host() == 0 ? SC_GUEST_HOST_DETACHED : 0;
-		if (sc__write_all(p[1], &done, 1) < 0)
-			_exit(1);
+		sc__rootfs_detach_host();
 		int rc = sc__seccomp_compile_to(p[1], flags);
 		if (read_word(p[1]) == SC_GUEST_DETACH_MODULE)
 			umount2(module, MNT_DETACH);

@@ -318,13 +318,12 @@ static int seccomp_compile_join(struct snapcell_error *err)
 	return sc__seccomp_compile(&T.seccomp, seccomp_flags(), err);
 }
 
-/* The host's root detached before anything else, by the helper's compiling child (its first
- * word, before its program: guest/helper.c) or here, which is also what makes sure. */
+/* The host's root detached before anything else: the helper's compiling child started on it
+ * while the interpreter started (guest/helper.c), so this finds it gone (EINVAL, also while
+ * the child still waits for the grace period: the mounts left the namespace first), or
+ * detaches it where the child has not yet. */
 static int host_root_detached(struct snapcell_error *err)
 {
-	char word;
-	while (compiler.fd >= 0 && read(compiler.fd, &word, 1) < 0 && errno == EINTR)
-		;
 	int rc = sc__rootfs_detach_host();
 	return rc < 0 ? sc__err(err, rc, "detach the host's root") : 0;
 }
