@@ -380,6 +380,10 @@ struct sc_run_target {
 	const struct sc_cell *files;
 	/* Before a paused run is listed (so before anyone can resume it); NULL for nothing. */
 	void (*pausing)(const struct sc_run_target *t);
+	/* A session worker's family anchor: the trusted process the worker's processes hang
+	 * from, left running when they are stopped for a pause (freeze.c); NULL: the cell is
+	 * the root of its own processes and is stopped with them. */
+	const struct sc_cell *anchor;
 };
 
 /* What the owner of a run does when it ended (rc 0 and its result res, or a failure): alive

@@ -65,6 +65,9 @@ enum forced {
 
 /* What loop() returns besides 0 (the run ended) and a negative code. */
 #define RUN_PAUSED 1
+/* How long stopping a paused run's processes may take before the held call is refused instead:
+ * a tree holds still within a few passes, unless a thread stays in an uninterruptible sleep. */
+#define FREEZE_TIMEOUT_MS 1000
 
 struct stream {
 	char *buf;
@@ -133,6 +136,7 @@ struct sc_run {
 	struct queued_call *queue, **queue_end;
 	size_t n_queued, queued_bytes;
 	uint64_t paused_us, paused_total_us; /* when the pause began; all pauses' time */
+	struct sc_frozen *frozen;	     /* its processes, stopped while it is paused */
 	struct snapcell_decision *decisions;
 	size_t n_decisions;
 	/* Its own copy of the target, and what its owner does at its end. */
@@ -619,6 +623,30 @@ static void drop_held(struct sc_run *r, struct snapcell_sandbox *sb)
 	}
 }
 
+/* Stops every process of the run's target for its pause: the cell's tree, or a session
+ * worker's family below its anchor (docs/approval.md). When they cannot all be stopped, the
+ * held call is answered with the reason instead, and the run goes on without pausing. */
+static bool freeze_for_pause(struct sc_run *r, struct snapcell_sandbox *sb)
+{
+	const struct sc_cell *root = r->target->anchor ? r->target->anchor : r->cell;
+	pid_t pid = sc__pidfd_pid(root->fds[SC_CELL_PIDFD]);
+	int rc = pid > 0 ? sc__cell_freeze(pid, r->target->anchor != NULL, FREEZE_TIMEOUT_MS,
+					   &r->frozen)
+			 : -ESRCH;
+	if (rc == 0) {
+		r->paused_us = sc__now_us(); /* the wall clock stops from here */
+		return true;
+	}
+	struct sc_call_outcome o = {.log = r->held_log};
+	o.text = sc__message("tool '%s' needs a decision, and the cell's processes could not all "
+			     "be stopped to wait for it (%s); the call was not made",
+			     r->held->name, strerror(-rc));
+	uint32_t id = r->held_call;
+	drop_held(r, sb);
+	answer_call(r, id, o.text ? 0 : -ENOMEM, &o);
+	return false;
+}
+
 static void on_answer(void *ctx, uint32_t id, int rc, struct sc_call_outcome *out)
 {
 	answer_call(ctx, id, rc, out);
@@ -648,7 +676,7 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 		serve_queue(r, sb);
 		/* A run pauses once nothing of it runs on the host: awaited calls started before
 		 * the held one are answered first. */
-		if (r->held && !sc__calls_in_flight(&r->flight)) {
+		if (r->held && !sc__calls_in_flight(&r->flight) && freeze_for_pause(r, sb)) {
 			/* What the code wrote before the call is in the pipes (call_tool flushes
 			 * first), so the paused result has all of it. */
 			drain(r);
@@ -869,6 +897,7 @@ static void release(struct sc_run *r)
 		free(r->tools);
 	}
 	sc__decisions_free(r->decisions, r->n_decisions);
+	sc__cell_frozen_free(r->frozen); /* ended while paused: killed, not continued */
 	sc__frame_reader_reset(&r->reader);
 	free_queue(r);
 	sc__calls_destroy(&r->flight);
@@ -1255,7 +1284,8 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 		free(f);
 		return rc;
 	}
-	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect, NULL, NULL, NULL};
+	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect,
+				      NULL,	NULL, NULL,	  NULL};
 	req.learn = f->learn = !f->files_id && sc__prefault_wants(sb, f->cell.id);
 	if (f->cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,
@@ -1333,6 +1363,10 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	uint64_t now = sc__now_us();
 	if (now >= r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000)
 		return sc__run_end_paused(sb, r, SNAPCELL_VERDICT_EXPIRED, out, err);
+	/* Continued before the answer goes: the wall clock runs again from here. */
+	sc__cell_thaw(r->frozen);
+	r->frozen = NULL;
+	now = sc__now_us();
 	r->paused_total_us += now - r->paused_us;
 	r->deadline_us += now - r->paused_us;
 	r->cancel_fd = cancel_fd;

@@ -1,6 +1,6 @@
 /* The isolation the host library applies itself: starting the helper in new namespaces
  * (spawn.c), the outside uid it runs as (uids.c), which level the host can give (level.c),
- * the sandbox's memory cgroup (cgroup.c) and
+ * the sandbox's memory cgroup (cgroup.c), stopping a paused run's cell (freeze.c) and
  * probing what the host offers (probe.c, snapcell_probe_host). No libseccomp or
  * libcap here: the mechanisms the helper applies are isolate/guest.h. */
 #ifndef SC_ISOLATE_HOST_H
@@ -132,5 +132,29 @@ void sc__cgroup_sandbox_free(struct sc_cgroup *cg);
 /* Whether sandboxes of this process get memory cgroups: 0 with where, or a negative code
  * with why not; makes and removes one to know. */
 int sc__cgroup_probe(char *detail, size_t len);
+
+/* ---- freeze.c ---- */
+
+/* A cell's processes stopped for a paused run (docs/approval.md): the ones sc__cell_freeze
+ * stopped, by pid and start time, for sc__cell_thaw to continue. */
+struct sc_frozen;
+
+/* Stops every process below root (as the host's /proc shows them: root is a cell's pid 1, or a
+ * subreaper at level rlimits, so the tree is every process its code started), every thread of
+ * each, and root too unless keep_root (a session's anchor, which never runs code). SIGSTOP from
+ * outside, pass after pass, until two passes find the same processes all stopped: a process
+ * the code forks meanwhile, or one it continues with SIGCONT, is met by a later pass, and once
+ * all are stopped none is left to continue another. Processes found stopped already are left
+ * as they are (and not continued by the thaw). 0 with *out; -ETIMEDOUT when the tree did not
+ * hold still within timeout_ms (a thread that stays in an uninterruptible sleep, a vfork's
+ * parent), -ESRCH when root is gone, -E2BIG past 65,536 processes, -ENOMEM: then what it
+ * stopped is continued again and *out is NULL. */
+int sc__cell_freeze(pid_t root, bool keep_root, unsigned timeout_ms, struct sc_frozen **out);
+/* Continues what the freeze stopped (each only while it is still the process it stopped) and
+ * frees f. NULL: nothing. */
+void sc__cell_thaw(struct sc_frozen *f);
+/* Frees f and continues nothing: its processes were killed, and one that outlived the kill
+ * stays stopped. NULL: nothing. */
+void sc__cell_frozen_free(struct sc_frozen *f);
 
 #endif

@@ -1,0 +1,293 @@
+/* Stopping a cell for a paused run, and continuing it: every process below the cell's root (its
+ * pid 1, or the subreaper its code runs under at level rlimits) is sent SIGSTOP from the host,
+ * pass after pass, until the tree holds still. Not the family's stop between a session's turns
+ * (guest/session.c's kill(-1) from the trusted anchor), and no cgroup freezer: the sandboxes'
+ * cgroups are v1 memory ones, and v1's freezer is a hierarchy of its own no cell is in.
+ *
+ * Why the tree is the cell: at level namespaces the root is pid 1 of the cell's pid namespace
+ * (or a session's anchor), at level rlimits a subreaper, so every process the code starts is
+ * below it whatever its process group or session, and an orphan comes back to it. The code
+ * cannot hide from the walk: it reads /proc from outside, where every pid is seen. */
+#define _GNU_SOURCE
+#include "host.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+/* Processes of the host read in one pass, and processes of a cell stopped: past either, the
+ * freeze fails (the code made that many on purpose; a cell's RLIMIT_NPROC is far below). */
+#define FREEZE_MAX_HOST	 (1u << 20)
+#define FREEZE_MAX_CELL	 65536u
+#define FREEZE_THREADS	 4096 /* threads of one process looked at */
+#define FREEZE_SETTLE_NS 100000
+
+struct proc {
+	pid_t pid, ppid;
+	unsigned long long start;
+	signed char member; /* 0 not known yet, 1 in the tree, -1 not */
+};
+
+struct stopped {
+	pid_t pid;
+	unsigned long long start;
+};
+
+struct sc_frozen {
+	size_t n, cap;
+	struct stopped *v;
+};
+
+/* pid's parent and start time from /proc/PID/stat (readable whatever the process's
+ * dumpability), and its state in *state when asked. false when it is gone. */
+static bool stat_of(const char *path, pid_t *ppid, unsigned long long *start, char *state)
+{
+	char buf[1024];
+	if (sc__read_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
+		return false;
+	/* The name may hold anything, ")" included: the fields follow the last one. */
+	const char *p = strrchr(buf, ')');
+	int ppid_v = 0;
+	char st = 0;
+	if (!p || sscanf(p + 1,
+			 " %c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu",
+			 &st, &ppid_v, start) != 3)
+		return false;
+	*ppid = (pid_t)ppid_v;
+	if (state)
+		*state = st;
+	return true;
+}
+
+static int by_pid(const void *a, const void *b)
+{
+	pid_t x = ((const struct proc *)a)->pid, y = ((const struct proc *)b)->pid;
+	return (x > y) - (x < y);
+}
+
+static struct proc *find(struct proc *v, size_t n, pid_t pid)
+{
+	struct proc key = {.pid = pid};
+	return bsearch(&key, v, n, sizeof(*v), by_pid);
+}
+
+/* Every process of the host, in pid order. 0, or -errno. */
+static int list_host(struct proc **out, size_t *n_out)
+{
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	size_t n = 0, cap = 0;
+	struct proc *v = NULL;
+	int rc = 0;
+	for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+		char *end, path[64];
+		long pid = strtol(e->d_name, &end, 10);
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end)
+			continue;
+		if (n == cap) {
+			size_t grow = cap ? 2 * cap : 512;
+			struct proc *g =
+				grow <= FREEZE_MAX_HOST ? realloc(v, grow * sizeof(*v)) : NULL;
+			if (!g) {
+				rc = grow <= FREEZE_MAX_HOST ? -ENOMEM : -E2BIG;
+				break;
+			}
+			v = g;
+			cap = grow;
+		}
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		v[n] = (struct proc){.pid = (pid_t)pid};
+		if (stat_of(path, &v[n].ppid, &v[n].start, NULL))
+			n++;
+	}
+	closedir(d);
+	if (rc < 0) {
+		free(v);
+		return rc;
+	}
+	qsort(v, n, sizeof(*v), by_pid);
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
+/* Marks the processes whose parent chain reaches root (root included). A chain that loops
+ * (pids given again while /proc was listed) ends at the walk's bound, outside the tree. */
+static void mark_tree(struct proc *v, size_t n, pid_t root)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct proc *p = &v[i], *at = p;
+		signed char answer = -1;
+		for (size_t steps = 0; at && steps <= n; steps++) {
+			if (at->pid == root || at->member) {
+				answer = at->pid == root ? 1 : at->member;
+				break;
+			}
+			at = at->ppid > 0 ? find(v, n, at->ppid) : NULL;
+		}
+		/* The same answer for every process on the way up. */
+		for (struct proc *q = p; q && q != at && !q->member && q->pid != root;
+		     q = q->ppid > 0 ? find(v, n, q->ppid) : NULL)
+			q->member = answer;
+		if (p->pid == root)
+			p->member = 1;
+	}
+}
+
+/* Whether every thread of pid is stopped (or gone, or a zombie): it runs no more code until
+ * something continues it. A thread in an uninterruptible sleep ('D', a vfork's parent among
+ * them) has not taken the stop yet. */
+static bool all_stopped(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return errno == ENOENT;
+	bool stopped = true;
+	unsigned seen = 0;
+	for (struct dirent *e; stopped && (e = readdir(d)) && seen < FREEZE_THREADS;) {
+		char task[320], state = 'X';
+		pid_t ppid;
+		unsigned long long start;
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		seen++;
+		snprintf(task, sizeof(task), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
+		if (stat_of(task, &ppid, &start, &state))
+			stopped = strchr("TtZXx", state) != NULL;
+	}
+	closedir(d);
+	return stopped && seen < FREEZE_THREADS;
+}
+
+/* Sends sig to the process pid that started at start, and never to another that has its pid
+ * now: the pidfd holds the process the start time was checked on. */
+static bool signal_exact(pid_t pid, unsigned long long start, int sig)
+{
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (fd < 0)
+		return false;
+	unsigned long long now;
+	bool same = sc__proc_start_time(pid, &now) == 0 && now == start;
+	bool sent = same && syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) == 0;
+	close(fd);
+	return sent;
+}
+
+static int remember(struct sc_frozen *f, pid_t pid, unsigned long long start)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].pid == pid && f->v[i].start == start)
+			return 0;
+	if (f->n == f->cap) {
+		size_t grow = f->cap ? 2 * f->cap : 16;
+		struct stopped *g =
+			grow <= FREEZE_MAX_CELL ? realloc(f->v, grow * sizeof(*g)) : NULL;
+		if (!g)
+			return grow <= FREEZE_MAX_CELL ? -ENOMEM : -E2BIG;
+		f->v = g;
+		f->cap = grow;
+	}
+	f->v[f->n++] = (struct stopped){pid, start};
+	return 0;
+}
+
+/* One pass: lists the tree, stops each member still running. *sent: how many were; *members:
+ * a digest of the members seen (pids and start times), to tell two passes apart. */
+static int pass(struct sc_frozen *f, pid_t root, bool keep_root, size_t *sent,
+		unsigned long long *members)
+{
+	struct proc *v = NULL;
+	size_t n = 0;
+	int rc = list_host(&v, &n);
+	if (rc < 0)
+		return rc;
+	if (!find(v, n, root)) {
+		free(v);
+		return -ESRCH;
+	}
+	mark_tree(v, n, root);
+	*sent = 0;
+	*members = 0;
+	for (size_t i = 0; rc == 0 && i < n; i++) {
+		if (v[i].member != 1 || (keep_root && v[i].pid == root))
+			continue;
+		*members = *members * 1000003u + (unsigned long long)v[i].pid * 31u + v[i].start;
+		if (all_stopped(v[i].pid))
+			continue;
+		/* Stopped already before (by the code, or by the family's stop between turns):
+		 * left as found, so the thaw does not continue what it did not stop. */
+		rc = remember(f, v[i].pid, v[i].start);
+		if (rc == 0 && signal_exact(v[i].pid, v[i].start, SIGSTOP))
+			(*sent)++;
+	}
+	free(v);
+	return rc;
+}
+
+void sc__cell_thaw(struct sc_frozen *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		signal_exact(f->v[i].pid, f->v[i].start, SIGCONT);
+	sc__cell_frozen_free(f);
+}
+
+void sc__cell_frozen_free(struct sc_frozen *f)
+{
+	if (!f)
+		return;
+	free(f->v);
+	free(f);
+}
+
+int sc__cell_freeze(pid_t root, bool keep_root, unsigned timeout_ms, struct sc_frozen **out)
+{
+	*out = NULL;
+	struct sc_frozen *f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	uint64_t deadline = sc__deadline_ms(timeout_ms);
+	unsigned long long last = 0;
+	bool quiet_before = false;
+	int rc;
+	for (;;) {
+		size_t sent;
+		unsigned long long members;
+		rc = pass(f, root, keep_root, &sent, &members);
+		if (rc < 0)
+			break;
+		/* Settled: this pass and the one before found every member stopped, and the same
+		 * members. A process made while the listing ran (by one not stopped yet) is
+		 * listed by the next pass, which begins after all were seen stopped. */
+		if (sent == 0 && quiet_before && members == last) {
+			*out = f;
+			return 0;
+		}
+		quiet_before = sent == 0;
+		last = members;
+		if (sc__now_us() >= deadline) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		if (sent) {
+			struct timespec settle = {0, FREEZE_SETTLE_NS};
+			nanosleep(&settle, NULL);
+		}
+	}
+	sc__cell_thaw(f);
+	return rc;
+}
