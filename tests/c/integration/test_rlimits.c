@@ -1022,3 +1022,34 @@ Test(rlimits, run_files_are_refused_clearly)
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
+
+/* A paused run's cell is stopped for the pause here too (no pid namespace: the cell is the
+ * subreaper of everything its code starts): threads, a forked child, a session's worker, and
+ * code that forks on and on or sends SIGCONT around make no progress while the run waits. */
+static struct snapcell_sandbox *hold_sandbox(void)
+{
+	struct snapcell_config *cfg = test_config_new();
+	test_add_decision_tool(cfg, "hold");
+	struct snapcell_sandbox *sb = rlimits_sandbox(cfg);
+	snapcell_config_free(cfg);
+	return sb;
+}
+
+Test(rlimits, a_paused_runs_processes_stand_still)
+{
+	struct snapcell_sandbox *sb = hold_sandbox();
+	test_expect_pause_stops_cell(sb, NULL, "hold", 1500);
+	struct snapcell_session *s = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, NULL), 0);
+	test_expect_pause_stops_cell(sb, s, "hold", 1500);
+	snapcell_session_free(s);
+	expect_output(sb, "print(1)", "1\n");
+	snapcell_sandbox_free(sb);
+}
+
+Test(rlimits, code_that_fights_the_pauses_stop_is_stopped)
+{
+	struct snapcell_sandbox *sb = hold_sandbox();
+	test_expect_pause_stops_forkers(sb, "hold", 1500);
+	snapcell_sandbox_free(sb);
+}
