@@ -29,7 +29,7 @@
 #define FREEZE_MAX_HOST	 (1u << 20)
 #define FREEZE_MAX_CELL	 65536u
 #define FREEZE_THREADS	 4096 /* threads of one process looked at */
-#define FREEZE_SETTLE_NS 100000
+#define FREEZE_SETTLE_NS 50000
 
 struct proc {
 	pid_t pid, ppid;
@@ -204,37 +204,79 @@ static int remember(struct sc_frozen *f, pid_t pid, unsigned long long start)
 	return 0;
 }
 
-/* One pass: lists the tree, stops each member still running. *sent: how many were; *members:
- * a digest of the members seen (pids and start times), to tell two passes apart. */
-static int pass(struct sc_frozen *f, pid_t root, bool keep_root, size_t *sent,
-		unsigned long long *members)
+static bool same_members(const struct stopped *a, size_t n_a, const struct stopped *b, size_t n_b)
+{
+	bool same = n_a == n_b;
+	for (size_t i = 0; same && i < n_a; i++)
+		same = a[i].pid == b[i].pid && a[i].start == b[i].start;
+	return same;
+}
+
+/* Stops pid unless it is stopped; *sent: whether it was sent the stop. */
+static int stop(struct sc_frozen *f, pid_t pid, unsigned long long start, bool *sent)
+{
+	*sent = false;
+	if (all_stopped(pid))
+		return 0;
+	/* One found stopped already (by the code, or by the family's stop between turns) is
+	 * left as found: the thaw does not continue what the freeze did not stop. */
+	int rc = remember(f, pid, start);
+	*sent = rc == 0 && signal_exact(pid, start, SIGSTOP);
+	return rc;
+}
+
+/* One pass: lists the tree into *members (pid order; root left out when keep_root) and stops
+ * each member still running; *sent: how many were. */
+static int pass(struct sc_frozen *f, pid_t root, bool keep_root, struct stopped **members,
+		size_t *n_members, size_t *sent)
 {
 	struct proc *v = NULL;
-	size_t n = 0;
+	size_t n = 0, m = 0;
 	int rc = list_host(&v, &n);
 	if (rc < 0)
 		return rc;
-	if (!find(v, n, root)) {
+	struct stopped *list = find(v, n, root) ? malloc((n + 1) * sizeof(*list)) : NULL;
+	if (!list) {
+		rc = find(v, n, root) ? -ENOMEM : -ESRCH;
 		free(v);
-		return -ESRCH;
+		return rc;
 	}
 	mark_tree(v, n, root);
 	*sent = 0;
-	*members = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (v[i].member != 1 || (keep_root && v[i].pid == root))
 			continue;
-		*members = *members * 1000003u + (unsigned long long)v[i].pid * 31u + v[i].start;
-		if (all_stopped(v[i].pid))
-			continue;
-		/* Stopped already before (by the code, or by the family's stop between turns):
-		 * left as found, so the thaw does not continue what it did not stop. */
-		rc = remember(f, v[i].pid, v[i].start);
-		if (rc == 0 && signal_exact(v[i].pid, v[i].start, SIGSTOP))
-			(*sent)++;
+		list[m++] = (struct stopped){v[i].pid, v[i].start};
+		bool one;
+		rc = stop(f, v[i].pid, v[i].start, &one);
+		*sent += one;
 	}
 	free(v);
+	free(*members);
+	*members = list;
+	*n_members = m;
 	return rc;
+}
+
+/* Waits until every member is seen stopped, stopping again any that something continued. */
+static int settle(struct sc_frozen *f, const struct stopped *members, size_t n, uint64_t deadline)
+{
+	for (;;) {
+		size_t running = 0;
+		for (size_t i = 0; i < n; i++) {
+			bool one;
+			int rc = stop(f, members[i].pid, members[i].start, &one);
+			if (rc < 0)
+				return rc;
+			running += one;
+		}
+		if (!running)
+			return 0;
+		if (sc__now_us() >= deadline)
+			return -ETIMEDOUT;
+		struct timespec nap = {0, FREEZE_SETTLE_NS};
+		nanosleep(&nap, NULL);
+	}
 }
 
 void sc__cell_thaw(struct sc_frozen *f)
@@ -261,33 +303,37 @@ int sc__cell_freeze(pid_t root, bool keep_root, unsigned timeout_ms, struct sc_f
 	if (!f)
 		return -ENOMEM;
 	uint64_t deadline = sc__deadline_ms(timeout_ms);
-	unsigned long long last = 0;
-	bool quiet_before = false;
+	struct stopped *before = NULL, *now = NULL;
+	size_t n_before = SIZE_MAX, n_now = 0;
 	int rc;
 	for (;;) {
 		size_t sent;
-		unsigned long long members;
-		rc = pass(f, root, keep_root, &sent, &members);
+		rc = pass(f, root, keep_root, &now, &n_now, &sent);
 		if (rc < 0)
 			break;
-		/* Settled: this pass and the one before found every member stopped, and the same
-		 * members. A process made while the listing ran (by one not stopped yet) is
-		 * listed by the next pass, which begins after all were seen stopped. */
-		if (sent == 0 && quiet_before && members == last) {
+		/* Settled: the last pass's members were all seen stopped before this listing
+		 * began, and this one found the same, all stopped. A process made while the last
+		 * listing ran (by a member not stopped yet) lives through this whole listing, or
+		 * ended before its end (anything it did by then, such as continuing a member, this
+		 * pass's check saw), so it is in this one. */
+		if (sent == 0 && same_members(now, n_now, before, n_before)) {
+			free(before);
+			free(now);
 			*out = f;
 			return 0;
 		}
-		quiet_before = sent == 0;
-		last = members;
-		if (sc__now_us() >= deadline) {
+		struct stopped *swap = before;
+		before = now;
+		n_before = n_now;
+		now = swap;
+		rc = settle(f, before, n_before, deadline);
+		if (rc == 0 && sc__now_us() >= deadline)
 			rc = -ETIMEDOUT;
+		if (rc < 0)
 			break;
-		}
-		if (sent) {
-			struct timespec settle = {0, FREEZE_SETTLE_NS};
-			nanosleep(&settle, NULL);
-		}
 	}
+	free(before);
+	free(now);
 	sc__cell_thaw(f);
 	return rc;
 }
