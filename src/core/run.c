@@ -1168,9 +1168,9 @@ static int drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
 		r->cancel_fd = -1; /* the caller may free its token once the run returned */
 		if (r->t.pausing)
 			r->t.pausing(&r->t);
+		/* No /tmp watch while it waits: its processes are stopped (freeze_for_pause). */
 		uint64_t expires = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
-		uint64_t watch = r->files_watch_us ? r->files_watch_us : UINT64_MAX;
-		if (sc__paused_add(sb, r, r->held_id, expires, watch, r->ctx) == 0)
+		if (sc__paused_add(sb, r, r->held_id, expires, r->ctx) == 0)
 			return 0;
 		snapcell_result_free(*out);
 		*out = NULL;
@@ -1223,19 +1223,6 @@ int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapc
 	r->deadline_us += waited;
 	record_decision(r, why, NULL, NULL, SIZE_MAX);
 	kill_cell(r, FORCED_EXPIRED);
-	return drive(sb, r, 0, out, err);
-}
-
-int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t *next,
-			 struct snapcell_result **out, struct snapcell_error *err)
-{
-	if (!files_check(r, sb, sc__now_us())) {
-		*next = r->files_watch_us;
-		return 1;
-	}
-	uint64_t waited = sc__now_us() - r->paused_us;
-	r->paused_total_us += waited;
-	r->deadline_us += waited;
 	return drive(sb, r, 0, out, err);
 }
 
