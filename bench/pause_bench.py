@@ -3,7 +3,7 @@ sandbox's template and of the cell over the pause, and the time resume takes to 
 Then what stopping the cell for the pause and continuing it costs (docs/approval.md): the
 median time of a run up to a call that pauses, and of its resume, against the same run with a
 call that needs no decision, for a cell of 1 process and 1 thread and one with 4 spinning
-threads and 2 spinning child processes (freeze_*_us: the difference).
+threads and 2 spinning child processes (freeze_idle_us and freeze_busy_us: the difference).
 
 Prints key=value lines; the goal is under 10 ms of CPU in all over a 10 s pause
 (pause_cpu_ok=true). Usage: python bench/pause_bench.py [--pause SECONDS] [--quick]"""
