@@ -334,6 +334,7 @@ void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_s
 	snprintf(code, sizeof(code), spin_code, tool);
 	struct snapcell_result *res = NULL, *fin = NULL;
 	struct snapcell_error err = {0};
+	uint64_t start_ms = test_now_ms();
 	int rc = s ? snapcell_session_run(s, code, SIZE_MAX, NULL, &res, &err)
 		   : snapcell_sandbox_run(sb, code, SIZE_MAX, NULL, &res, &err);
 	cr_assert_eq(rc, 0, "run: %s", err.message);
@@ -343,6 +344,7 @@ void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_s
 	cr_assert_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
 					     NULL, NULL, &fin, &err),
 		     0, "resume: %s", err.message);
+	uint64_t elapsed_us = (test_now_ms() - start_ms + 1) * 1000;
 	expect_ok(fin);
 	double gaps[3];
 	cr_assert_eq(sscanf(fin->stdout_buf, "%lf %lf %lf", &gaps[0], &gaps[1], &gaps[2]), 3, "%s",
@@ -352,9 +354,13 @@ void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_s
 		cr_expect_geq(gaps[i] * 1000, pause_ms * 0.8,
 			      "%s ran during the pause: its longest stop was %.3f s of %.3f s",
 			      who[i], gaps[i], pause_ms / 1000.0);
-	/* The running time only: about 0.6 s of sleeps and spinning. */
-	cr_expect_lt(fin->wall_us, (pause_ms - 300) * 1000ull, "wall_us %llu",
-		     (unsigned long long)fin->wall_us);
+	/* The running time only: the whole time, less the pause. */
+	cr_assert_eq(fin->n_decisions, 1);
+	uint64_t waited = fin->decisions[0].waited_us;
+	cr_expect_geq(waited, pause_ms * 1000ull);
+	cr_expect_leq(fin->wall_us + waited, elapsed_us + 50000,
+		      "wall_us %llu, waited %llu of %llu", (unsigned long long)fin->wall_us,
+		      (unsigned long long)waited, (unsigned long long)elapsed_us);
 	/* Three spinners and the main thread, at most, for the running time. */
 	cr_expect_leq(fin->cpu_us, 3 * fin->wall_us + 300000, "cpu_us %llu of wall_us %llu",
 		      (unsigned long long)fin->cpu_us, (unsigned long long)fin->wall_us);
