@@ -183,3 +183,29 @@ Test(freeze, a_gone_root_is_esrch)
 	cr_expect_eq(sc__cell_freeze(gone, false, 500, &f), -ESRCH);
 	cr_expect_null(f);
 }
+
+/* A vfork's parent waits for its child in an uninterruptible sleep, which a stop does not
+ * end while the child is stopped: the freeze gives up at its time limit and continues what it
+ * stopped (a paused run's call is then refused, docs/approval.md). */
+Test(freeze, a_tree_that_cannot_hold_still_times_out_and_is_continued)
+{
+	pid_t root = fork();
+	cr_assert_geq(root, 0);
+	if (root == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		setpgid(0, 0);
+		if (vfork() == 0)
+			spin(CHILD); /* never execs: the parent waits for good */
+		_exit(0);
+	}
+	setpgid(root, root);
+	usleep(200 * 1000);
+	struct sc_frozen *f = NULL;
+	uint64_t start = test_now_ms();
+	cr_expect_eq(sc__cell_freeze(root, false, 500, &f), -ETIMEDOUT);
+	cr_expect_null(f);
+	cr_expect_lt(test_now_ms() - start, 2000);
+	cr_expect(moving() & (1u << CHILD), "the vfork child was left stopped");
+	kill(-root, SIGKILL);
+	waitpid(root, NULL, 0);
+}
