@@ -629,10 +629,13 @@ static void drop_held(struct sc_run *r, struct snapcell_sandbox *sb)
 static bool freeze_for_pause(struct sc_run *r, struct snapcell_sandbox *sb)
 {
 	const struct sc_cell *root = r->target->anchor ? r->target->anchor : r->cell;
-	pid_t pid = sc__pidfd_pid(root->fds[SC_CELL_PIDFD]);
-	int rc = pid > 0 ? sc__cell_freeze(pid, r->target->anchor != NULL, FREEZE_TIMEOUT_MS,
-					   &r->frozen)
-			 : -ESRCH;
+	struct sc_cell_procs procs = {sc__pidfd_pid(root->fds[SC_CELL_PIDFD]),
+				      r->target->anchor != NULL, -1};
+	if (sb->cgroup.dir_fd >= 0)
+		procs.cgroup_fd = sc__cgroup_cell_open(&sb->cgroup, root->id);
+	int rc = procs.root > 0 ? sc__cell_freeze(&procs, FREEZE_TIMEOUT_MS, &r->frozen) : -ESRCH;
+	if (procs.cgroup_fd >= 0)
+		close(procs.cgroup_fd);
 	if (rc == 0) {
 		r->paused_us = sc__now_us(); /* the wall clock stops from here */
 		return true;

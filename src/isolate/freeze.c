@@ -1,13 +1,16 @@
-/* Stopping a cell for a paused run, and continuing it: every process below the cell's root (its
- * pid 1, or the subreaper its code runs under at level rlimits) is sent SIGSTOP from the host,
- * pass after pass, until the tree holds still. Not the family's stop between a session's turns
- * (guest/session.c's kill(-1) from the trusted anchor), and no cgroup freezer: the sandboxes'
- * cgroups are v1 memory ones, and v1's freezer is a hierarchy of its own no cell is in.
+/* Stopping a cell for a paused run, and continuing it: every process of the cell is sent
+ * SIGSTOP from the host, pass after pass, until the cell holds still. Not the family's stop
+ * between a session's turns (guest/session.c's kill(-1) from the trusted anchor), and no
+ * cgroup freezer: the sandboxes' cgroups are v1 memory ones, and v1's freezer is a hierarchy
+ * of its own no cell is in.
  *
- * Why the tree is the cell: at level namespaces the root is pid 1 of the cell's pid namespace
- * (or a session's anchor), at level rlimits a subreaper, so every process the code starts is
- * below it whatever its process group or session, and an orphan comes back to it. The code
- * cannot hide from the walk: it reads /proc from outside, where every pid is seen. */
+ * Which processes are the cell's: at level cgroups, its memory cgroup's (each of its processes
+ * is there from its fork on, and none can leave: no cell reaches a cgroup file system);
+ * elsewhere, every process below its root as the host's /proc shows them: at level
+ * namespaces the root is pid 1 of the cell's pid namespace (or a session's anchor), at level
+ * rlimits a subreaper, so every process the code starts is below it whatever its process
+ * group or session, and an orphan comes back to it. The code cannot hide from either: the
+ * host reads them from outside. */
 #define _GNU_SOURCE
 #include "host.h"
 
@@ -81,47 +84,6 @@ static struct proc *find(struct proc *v, size_t n, pid_t pid)
 	return bsearch(&key, v, n, sizeof(*v), by_pid);
 }
 
-/* Every process of the host, in pid order. 0, or -errno. */
-static int list_host(struct proc **out, size_t *n_out)
-{
-	DIR *d = opendir("/proc");
-	if (!d)
-		return -errno;
-	size_t n = 0, cap = 0;
-	struct proc *v = NULL;
-	int rc = 0;
-	for (struct dirent *e; rc == 0 && (e = readdir(d));) {
-		char *end, path[64];
-		long pid = strtol(e->d_name, &end, 10);
-		if (e->d_name[0] < '1' || e->d_name[0] > '9' || *end)
-			continue;
-		if (n == cap) {
-			size_t grow = cap ? 2 * cap : 512;
-			struct proc *g =
-				grow <= FREEZE_MAX_HOST ? realloc(v, grow * sizeof(*v)) : NULL;
-			if (!g) {
-				rc = grow <= FREEZE_MAX_HOST ? -ENOMEM : -E2BIG;
-				break;
-			}
-			v = g;
-			cap = grow;
-		}
-		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-		v[n] = (struct proc){.pid = (pid_t)pid};
-		if (stat_of(path, &v[n].ppid, &v[n].start, NULL))
-			n++;
-	}
-	closedir(d);
-	if (rc < 0) {
-		free(v);
-		return rc;
-	}
-	qsort(v, n, sizeof(*v), by_pid);
-	*out = v;
-	*n_out = n;
-	return 0;
-}
-
 /* Marks the processes whose parent chain reaches root (root included). A chain that loops
  * (pids given again while /proc was listed) ends at the walk's bound, outside the tree. */
 static void mark_tree(struct proc *v, size_t n, pid_t root)
@@ -143,6 +105,86 @@ static void mark_tree(struct proc *v, size_t n, pid_t root)
 		if (p->pid == root)
 			p->member = 1;
 	}
+}
+
+/* Adds pid, with its parent and start time, to the table (a process gone meanwhile is left
+ * out). 0, or -ENOMEM, or -E2BIG past max. */
+static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t max)
+{
+	if (*n == *cap) {
+		size_t grow = *cap ? 2 * *cap : 512;
+		struct proc *g = grow <= max ? realloc(*v, grow * sizeof(**v)) : NULL;
+		if (!g)
+			return grow <= max ? -ENOMEM : -E2BIG;
+		*v = g;
+		*cap = grow;
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	struct proc *p = &(*v)[*n];
+	*p = (struct proc){.pid = (pid_t)pid};
+	if (stat_of(path, &p->ppid, &p->start, NULL))
+		(*n)++;
+	return 0;
+}
+
+/* Every process of the host (dir NULL), or of the cgroup whose cgroup.procs is open as f, in
+ * pid order. 0, or -errno. */
+static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out)
+{
+	size_t n = 0, cap = 0;
+	struct proc *v = NULL;
+	int rc = 0;
+	long pid;
+	if (dir) {
+		for (struct dirent *e; rc == 0 && (e = readdir(dir));) {
+			char *end;
+			pid = strtol(e->d_name, &end, 10);
+			if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && !*end)
+				rc = add_proc(&v, &n, &cap, pid, FREEZE_MAX_HOST);
+		}
+	} else {
+		while (rc == 0 && fscanf(f, "%ld", &pid) == 1)
+			rc = add_proc(&v, &n, &cap, pid, FREEZE_MAX_CELL);
+	}
+	if (rc < 0) {
+		free(v);
+		return rc;
+	}
+	qsort(v, n, sizeof(*v), by_pid);
+	*out = v;
+	*n_out = n;
+	return 0;
+}
+
+/* The candidates of one pass: the cell's cgroup's processes, all of them members, where it
+ * has a cgroup (nothing leaves it: no cell can reach a cgroup file system); else every
+ * process of the host, those below root marked. */
+static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *n)
+{
+	if (cell->cgroup_fd >= 0) {
+		int fd = openat(cell->cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+		FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
+		if (!f) {
+			int rc = fd < 0 ? -errno : -ENOMEM;
+			if (fd >= 0)
+				close(fd);
+			return rc;
+		}
+		int rc = list_procs(NULL, f, v, n);
+		fclose(f);
+		for (size_t i = 0; rc == 0 && i < *n; i++)
+			(*v)[i].member = 1;
+		return rc;
+	}
+	DIR *d = opendir("/proc");
+	if (!d)
+		return -errno;
+	int rc = list_procs(d, NULL, v, n);
+	closedir(d);
+	if (rc == 0)
+		mark_tree(*v, *n, cell->root);
+	return rc;
 }
 
 /* Whether every thread of pid is stopped (or gone, or a zombie): it runs no more code until
@@ -225,26 +267,25 @@ static int stop(struct sc_frozen *f, pid_t pid, unsigned long long start, bool *
 	return rc;
 }
 
-/* One pass: lists the tree into *members (pid order; root left out when keep_root) and stops
- * each member still running; *sent: how many were. */
-static int pass(struct sc_frozen *f, pid_t root, bool keep_root, struct stopped **members,
+/* One pass: lists the cell's processes into *members (pid order; root left out when
+ * keep_root) and stops each still running; *sent: how many were. */
+static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct stopped **members,
 		size_t *n_members, size_t *sent)
 {
 	struct proc *v = NULL;
 	size_t n = 0, m = 0;
-	int rc = list_host(&v, &n);
+	int rc = list_cell(cell, &v, &n);
 	if (rc < 0)
 		return rc;
-	struct stopped *list = find(v, n, root) ? malloc((n + 1) * sizeof(*list)) : NULL;
+	struct stopped *list = find(v, n, cell->root) ? malloc((n + 1) * sizeof(*list)) : NULL;
 	if (!list) {
-		rc = find(v, n, root) ? -ENOMEM : -ESRCH;
+		rc = find(v, n, cell->root) ? -ENOMEM : -ESRCH;
 		free(v);
 		return rc;
 	}
-	mark_tree(v, n, root);
 	*sent = 0;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
-		if (v[i].member != 1 || (keep_root && v[i].pid == root))
+		if (v[i].member != 1 || (cell->keep_root && v[i].pid == cell->root))
 			continue;
 		list[m++] = (struct stopped){v[i].pid, v[i].start};
 		bool one;
@@ -296,7 +337,7 @@ void sc__cell_frozen_free(struct sc_frozen *f)
 	free(f);
 }
 
-int sc__cell_freeze(pid_t root, bool keep_root, unsigned timeout_ms, struct sc_frozen **out)
+int sc__cell_freeze(const struct sc_cell_procs *cell, unsigned timeout_ms, struct sc_frozen **out)
 {
 	*out = NULL;
 	struct sc_frozen *f = calloc(1, sizeof(*f));
@@ -308,7 +349,7 @@ int sc__cell_freeze(pid_t root, bool keep_root, unsigned timeout_ms, struct sc_f
 	int rc;
 	for (;;) {
 		size_t sent;
-		rc = pass(f, root, keep_root, &now, &n_now, &sent);
+		rc = pass(f, cell, &now, &n_now, &sent);
 		if (rc < 0)
 			break;
 		/* Settled: the last pass's members were all seen stopped before this listing

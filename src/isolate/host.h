@@ -126,6 +126,8 @@ struct sc_cgroup_usage {
 	uint64_t oom_kills;
 };
 int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgroup_usage *out);
+/* A cell's cgroup's directory, opened (CLOEXEC) for sc__cell_freeze; -errno. */
+int sc__cgroup_cell_open(const struct sc_cgroup *cg, uint32_t id);
 /* Removes the cgroup and what is left of its cells' (the template must be gone; it removes
  * each cell's when it reaps the cell). */
 void sc__cgroup_sandbox_free(struct sc_cgroup *cg);
@@ -139,17 +141,24 @@ int sc__cgroup_probe(char *detail, size_t len);
  * stopped, by pid and start time, for sc__cell_thaw to continue. */
 struct sc_frozen;
 
-/* Stops every process below root (as the host's /proc shows them: root is a cell's pid 1, or a
- * subreaper at level rlimits, so the tree is every process its code started), every thread of
- * each, and root too unless keep_root (a session's anchor, which never runs code). SIGSTOP from
- * outside, pass after pass, until two passes find the same processes all stopped: a process
- * the code forks meanwhile, or one it continues with SIGCONT, is met by a later pass, and once
- * all are stopped none is left to continue another. Processes found stopped already are left
- * as they are (and not continued by the thaw). 0 with *out; -ETIMEDOUT when the tree did not
- * hold still within timeout_ms (a thread that stays in an uninterruptible sleep, a vfork's
- * parent), -ESRCH when root is gone, -E2BIG past 65,536 processes, -ENOMEM: then what it
- * stopped is continued again and *out is NULL. */
-int sc__cell_freeze(pid_t root, bool keep_root, unsigned timeout_ms, struct sc_frozen **out);
+/* Which processes are a cell's. */
+struct sc_cell_procs {
+	pid_t root;	/* the cell (pid 1 of its pid namespace, or a subreaper), or an anchor */
+	bool keep_root; /* the root goes on running: a session's anchor, which runs no code */
+	int cgroup_fd;	/* the cell's own cgroup's directory (level cgroups), or -1 */
+};
+
+/* Stops every process of the cell (those of its cgroup, else those below root as the host's
+ * /proc shows them: root is a cell's pid 1, or a subreaper at level rlimits, so the tree is
+ * every process its code started), every thread of each, root too unless keep_root. SIGSTOP
+ * from outside, pass after pass, until a listing begun after all were seen stopped finds the
+ * same, all stopped: a process the code forks meanwhile, or one it continues with SIGCONT, is
+ * met by a later pass, and once all are stopped none is left to continue another. Processes
+ * found stopped already are left as they are (and not continued by the thaw). 0 with *out;
+ * -ETIMEDOUT when the cell did not hold still within timeout_ms (a thread that stays in an
+ * uninterruptible sleep, a vfork's parent), -ESRCH when root is gone, -E2BIG past 65,536
+ * processes, -ENOMEM: then what it stopped is continued again and *out is NULL. */
+int sc__cell_freeze(const struct sc_cell_procs *cell, unsigned timeout_ms, struct sc_frozen **out);
 /* Continues what the freeze stopped (each only while it is still the process it stopped) and
  * frees f. NULL: nothing. */
 void sc__cell_thaw(struct sc_frozen *f);

@@ -12,7 +12,11 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include "isolate/host.h"
+#include "util/util.h"
 
 /* Counters the tree's spinners bump, and pids, in memory its processes share. */
 enum { ROOT, THREAD, CHILD, SESSION, ORPHAN, CHAIN, SENDER, N_COUNTERS };
@@ -22,6 +26,7 @@ struct shared {
 };
 static struct shared *sh;
 static bool fight;
+static int join_fd = -1; /* a cgroup's cgroup.procs the root moves into first, or -1 */
 
 #define BASIC	 ((1u << ROOT) | (1u << THREAD) | (1u << CHILD) | (1u << SESSION) | (1u << ORPHAN))
 #define FIGHTERS ((1u << CHAIN) | (1u << SENDER))
@@ -69,6 +74,8 @@ static pid_t make_tree(void)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	setpgid(0, 0);
+	if (join_fd >= 0 && write(join_fd, "0", 1) != 1)
+		_exit(1);
 	if (fork() == 0)
 		spin(CHILD);
 	pid_t session = fork();
@@ -121,14 +128,16 @@ static void setup(void)
 
 TestSuite(freeze, .init = setup);
 
-/* Each check is an expectation: the tree is ended whatever it found. */
-static void freeze_and_thaw(bool keep_root, unsigned running, unsigned stopped)
+/* Each check is an expectation: the tree is ended whatever it found. cgroup_fd: the cgroup
+ * the tree is in, for the freeze to list, or -1. */
+static void freeze_and_thaw(bool keep_root, unsigned running, unsigned stopped, int cgroup_fd)
 {
 	pid_t root = make_tree();
 	unsigned bits = moving();
 	cr_expect_eq(bits & (running | stopped), running | stopped, "not all started: %#x", bits);
 	struct sc_frozen *f = NULL;
-	int rc = sc__cell_freeze(root, keep_root, 5000, &f);
+	struct sc_cell_procs cell = {root, keep_root, cgroup_fd};
+	int rc = sc__cell_freeze(&cell, 5000, &f);
 	cr_expect_eq(rc, 0, "%s", strerror(-rc));
 	for (int i = 0; rc == 0 && i < 2; i++) {
 		bits = moving();
@@ -143,20 +152,47 @@ static void freeze_and_thaw(bool keep_root, unsigned running, unsigned stopped)
 
 Test(freeze, stops_every_thread_and_process_below_the_root_and_thaws_them)
 {
-	freeze_and_thaw(false, 0, BASIC);
+	freeze_and_thaw(false, 0, BASIC, -1);
 }
 
 /* A session's anchor goes on (its threads with it); what is below it stops. */
 Test(freeze, keep_root_leaves_the_root_running)
 {
 	freeze_and_thaw(true, (1u << ROOT) | (1u << THREAD),
-			(1u << CHILD) | (1u << SESSION) | (1u << ORPHAN));
+			(1u << CHILD) | (1u << SESSION) | (1u << ORPHAN), -1);
 }
 
 Test(freeze, a_tree_that_forks_on_and_sends_sigcont_is_stopped)
 {
 	fight = true;
-	freeze_and_thaw(false, 0, BASIC | FIGHTERS);
+	freeze_and_thaw(false, 0, BASIC | FIGHTERS, -1);
+}
+
+/* Level cgroups: the freeze lists the cell's memory cgroup, which every process of the tree
+ * joins at its fork, instead of walking the host's /proc. */
+Test(freeze, a_cell_with_a_cgroup_is_listed_from_it)
+{
+	struct sc_cgroup cg;
+	struct snapcell_error err = {0};
+	if (sc__cgroup_sandbox_new(&cg, geteuid(), getegid(), &err) < 0)
+		test_skip_or_fail(err.message);
+	cr_assert_eq(mkdirat(cg.dir_fd, "1", 0755), 0);
+	int dir = sc__cgroup_cell_open(&cg, 1);
+	cr_assert_geq(dir, 0);
+	join_fd = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	cr_assert_geq(join_fd, 0);
+	fight = true;
+	freeze_and_thaw(false, 0, BASIC | FIGHTERS, dir);
+	close(join_fd);
+	/* Until the killed tree has left the cgroup, which is then removed with its parent. */
+	char left[64] = "x";
+	for (int i = 0; i < 250 && left[0]; i++) {
+		sc__read_file_at(dir, "cgroup.procs", left, sizeof(left));
+		usleep(left[0] ? 20 * 1000 : 0);
+	}
+	cr_expect_eq(left[0], 0, "the tree is still in its cgroup: %s", left);
+	close(dir);
+	sc__cgroup_sandbox_free(&cg);
 }
 
 /* The code stopped one of its processes itself: the thaw leaves it stopped. */
@@ -166,7 +202,8 @@ Test(freeze, what_was_stopped_before_stays_stopped)
 	kill(atomic_load(&sh->session), SIGSTOP);
 	usleep(100 * 1000);
 	struct sc_frozen *f = NULL;
-	cr_expect_eq(sc__cell_freeze(root, false, 5000, &f), 0);
+	struct sc_cell_procs cell = {root, false, -1};
+	cr_expect_eq(sc__cell_freeze(&cell, 5000, &f), 0);
 	sc__cell_thaw(f);
 	unsigned bits = moving();
 	cr_expect_eq(bits & BASIC, BASIC & ~(1u << SESSION), "%#x", bits);
@@ -180,7 +217,8 @@ Test(freeze, a_gone_root_is_esrch)
 		_exit(0);
 	waitpid(gone, NULL, 0);
 	struct sc_frozen *f = (struct sc_frozen *)&gone;
-	cr_expect_eq(sc__cell_freeze(gone, false, 500, &f), -ESRCH);
+	struct sc_cell_procs cell = {gone, false, -1};
+	cr_expect_eq(sc__cell_freeze(&cell, 500, &f), -ESRCH);
 	cr_expect_null(f);
 }
 
@@ -202,7 +240,8 @@ Test(freeze, a_tree_that_cannot_hold_still_times_out_and_is_continued)
 	usleep(200 * 1000);
 	struct sc_frozen *f = NULL;
 	uint64_t start = test_now_ms();
-	cr_expect_eq(sc__cell_freeze(root, false, 500, &f), -ETIMEDOUT);
+	struct sc_cell_procs cell = {root, false, -1};
+	cr_expect_eq(sc__cell_freeze(&cell, 500, &f), -ETIMEDOUT);
 	cr_expect_null(f);
 	cr_expect_lt(test_now_ms() - start, 2000);
 	cr_expect(moving() & (1u << CHILD), "the vfork child was left stopped");
