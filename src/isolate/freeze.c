@@ -27,10 +27,11 @@
 
 #include "util/util.h"
 
-/* Processes of the host read in one pass, and processes of a cell stopped: past either, the
- * freeze fails (the code made that many on purpose; a cell's RLIMIT_NPROC is far below). */
+/* Processes of the host read in one pass, and processes of a cell stopped (each new one is
+ * looked up among those: quadratic, 16 million steps at most): past either, the freeze fails
+ * and the call is refused. A sandbox's processes limit is 64 tasks by default. */
 #define FREEZE_MAX_HOST	 (1u << 20)
-#define FREEZE_MAX_CELL	 65536u
+#define FREEZE_MAX_CELL	 4096u
 #define FREEZE_THREADS	 4096 /* threads of one process looked at */
 #define FREEZE_SETTLE_NS 50000
 

@@ -156,7 +156,7 @@ struct sc_cell_procs {
  * met by a later pass, and once all are stopped none is left to continue another. Processes
  * found stopped already are left as they are (and not continued by the thaw). 0 with *out;
  * -ETIMEDOUT when the cell did not hold still within timeout_ms (a thread that stays in an
- * uninterruptible sleep, a vfork's parent), -ESRCH when root is gone, -E2BIG past 65,536
+ * uninterruptible sleep, a vfork's parent), -ESRCH when root is gone, -E2BIG past 4,096
  * processes, -ENOMEM: then what it stopped is continued again and *out is NULL. */
 int sc__cell_freeze(const struct sc_cell_procs *cell, unsigned timeout_ms, struct sc_frozen **out);
 /* Continues what the freeze stopped (each only while it is still the process it stopped) and
