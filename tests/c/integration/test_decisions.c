@@ -376,6 +376,7 @@ Test(decisions, a_session_run_pauses_keeps_its_state_and_is_busy_meanwhile)
 	expect_ok(fin);
 	cr_expect_eq(atomic_load(&refunds), 1);
 	snapcell_result_free(fin);
+	snapcell_result_free(res);
 	cr_assert_eq(snapcell_session_run(s, "print(x, r['refunded']['order'])", SIZE_MAX, NULL,
 					  &other, NULL),
 		     0);
