@@ -69,6 +69,9 @@ enum forced {
 
 /* What loop() returns besides 0 (the run ended) and a negative code. */
 #define RUN_PAUSED 1
+/* How long stopping a paused run's processes may take before the held call is refused instead:
+ * a tree holds still within a few passes, unless a thread stays in an uninterruptible sleep. */
+#define FREEZE_TIMEOUT_MS 1000
 
 /* A stream's bytes grow as the cell writes them, up to the stream's limit: a large limit
  * costs nothing until output comes. */
@@ -139,6 +142,7 @@ struct sc_run {
 	struct queued_call *queue, **queue_end;
 	size_t n_queued, queued_bytes;
 	uint64_t paused_us, paused_total_us; /* when the pause began; all pauses' time */
+	struct sc_frozen *frozen;	     /* its processes, stopped while it is paused */
 	struct snapcell_decision *decisions;
 	size_t n_decisions;
 	/* Its own copy of the target, and what its owner does at its end. */
@@ -617,6 +621,33 @@ static void drop_held(struct sc_run *r, struct snapcell_sandbox *sb)
 	}
 }
 
+/* Stops every process of the run's target for its pause: the cell's tree, or a session
+ * worker's family below its anchor (docs/approval.md). When they cannot all be stopped, the
+ * held call is answered with the reason instead, and the run goes on without pausing. */
+static bool freeze_for_pause(struct sc_run *r, struct snapcell_sandbox *sb)
+{
+	const struct sc_cell *root = r->target->anchor ? r->target->anchor : r->cell;
+	struct sc_cell_procs procs = {sc__pidfd_pid(root->fds[SC_CELL_PIDFD]),
+				      r->target->anchor != NULL, -1};
+	if (sb->cgroup.dir_fd >= 0)
+		procs.cgroup_fd = sc__cgroup_cell_open(&sb->cgroup, root->id);
+	int rc = procs.root > 0 ? sc__cell_freeze(&procs, FREEZE_TIMEOUT_MS, &r->frozen) : -ESRCH;
+	if (procs.cgroup_fd >= 0)
+		close(procs.cgroup_fd);
+	if (rc == 0) {
+		r->paused_us = sc__now_us(); /* the wall clock stops from here */
+		return true;
+	}
+	struct sc_call_outcome o = {.log = r->held_log};
+	o.text = sc__message("tool '%s' needs a decision, and the cell's processes could not all "
+			     "be stopped to wait for it (%s); the call was not made",
+			     r->held->name, strerror(-rc));
+	uint32_t id = r->held_call;
+	drop_held(r, sb);
+	answer_call(r, id, o.text ? 0 : -ENOMEM, &o);
+	return false;
+}
+
 static void on_answer(void *ctx, uint32_t id, int rc, struct sc_call_outcome *out)
 {
 	answer_call(ctx, id, rc, out);
@@ -646,7 +677,7 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 		serve_queue(r, sb);
 		/* A run pauses once nothing of it runs on the host: awaited calls started before
 		 * the held one are answered first. */
-		if (r->held && !sc__calls_in_flight(&r->flight)) {
+		if (r->held && !sc__calls_in_flight(&r->flight) && freeze_for_pause(r, sb)) {
 			/* What the code wrote before the call is in the pipes (call_tool flushes
 			 * first), so the paused result has all of it. */
 			drain(r);
@@ -865,6 +896,7 @@ static void release(struct sc_run *r)
 		free(r->tools);
 	}
 	sc__decisions_free(r->decisions, r->n_decisions);
+	sc__cell_frozen_free(r->frozen); /* ended while paused: killed, not continued */
 	sc__frame_reader_reset(&r->reader);
 	free_queue(r);
 	sc__calls_destroy(&r->flight);
@@ -1130,9 +1162,9 @@ static int drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
 		r->cancel_fd = -1; /* the caller may free its token once the run returned */
 		if (r->t.pausing)
 			r->t.pausing(&r->t);
+		/* No /tmp watch while it waits: its processes are stopped (freeze_for_pause). */
 		uint64_t expires = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
-		uint64_t watch = r->files_watch_us ? r->files_watch_us : UINT64_MAX;
-		if (sc__paused_add(sb, r, r->held_id, expires, watch, r->ctx) == 0)
+		if (sc__paused_add(sb, r, r->held_id, expires, r->ctx) == 0)
 			return 0;
 		snapcell_result_free(*out);
 		*out = NULL;
@@ -1188,19 +1220,6 @@ int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapc
 	return drive(sb, r, 0, out, err);
 }
 
-int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t *next,
-			 struct snapcell_result **out, struct snapcell_error *err)
-{
-	if (!files_check(r, sb, sc__now_us())) {
-		*next = r->files_watch_us;
-		return 1;
-	}
-	uint64_t waited = sc__now_us() - r->paused_us;
-	r->paused_total_us += waited;
-	r->deadline_us += waited;
-	return drive(sb, r, 0, out, err);
-}
-
 /* The end of a fresh cell's run: its network, its /output, its cell. */
 static void fresh_finish(struct snapcell_sandbox *sb, void *ctx, int rc, bool alive,
 			 struct snapcell_result *res)
@@ -1246,7 +1265,8 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 		free(f);
 		return rc;
 	}
-	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect, NULL, NULL, NULL};
+	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect,
+				      NULL,	NULL, NULL,	  NULL};
 	req.learn = f->learn = !f->files_id && sc__prefault_wants(sb, f->cell.id);
 	if (f->cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,
@@ -1324,6 +1344,10 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	uint64_t now = sc__now_us();
 	if (now >= r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000)
 		return sc__run_end_paused(sb, r, SNAPCELL_VERDICT_EXPIRED, out, err);
+	/* Continued before the answer goes: the wall clock runs again from here. */
+	sc__cell_thaw(r->frozen);
+	r->frozen = NULL;
+	now = sc__now_us();
 	r->paused_total_us += now - r->paused_us;
 	r->deadline_us += now - r->paused_us;
 	r->cancel_fd = cancel_fd;
