@@ -38,8 +38,7 @@
  * library starts these threads, each with every signal blocked (a signal sent to the process
  * reaches only the caller's threads), and joins them itself:
  * - a sandbox's reaper, at its first run that pauses for a decision, until snapcell_sandbox_free:
- *   it ends paused runs whose SNAPCELL_LIMIT_PAUSE_MS ran out (killing their cells) and, at
- *   level rlimits, measures paused runs' /tmp and /output;
+ *   it ends paused runs whose SNAPCELL_LIMIT_PAUSE_MS ran out (killing their cells);
  * - a sandbox's pre-fault learner, at the first fresh run it learns from (usually the sandbox's
  *   second), until snapcell_sandbox_free: it reads such a run's cell's page map, sends the
  *   template the pages its cells should fault in ahead of a run, and retires the cell;

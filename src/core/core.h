@@ -366,6 +366,10 @@ struct sc_run_target {
 	const struct sc_cell *files;
 	/* Before a paused run is listed (so before anyone can resume it); NULL for nothing. */
 	void (*pausing)(const struct sc_run_target *t);
+	/* A session worker's family anchor: the trusted process the worker's processes hang
+	 * from, left running when they are stopped for a pause (freeze.c); NULL: the cell is
+	 * the root of its own processes and is stopped with them. */
+	const struct sc_cell *anchor;
 };
 
 /* What the owner of a run does when it ended (rc 0 and its result res, or a failure): alive
@@ -413,8 +417,7 @@ bool sc__output_pending(int out_fd);
 void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res);
 
 /* pause.c: the sandbox's runs paused for a decision (struct sc_run is run.c's). add: lists
- * r, waiting with pending id id until expires_us (sc__now_us clock), owned by ctx, its files
- * watched from watch_us on (UINT64_MAX: never); -ENOMEM.
+ * r, waiting with pending id id until expires_us (sc__now_us clock), owned by ctx; -ENOMEM.
  * take: the run waiting with id, off the list (*r), or the final result of one that expired
  * (*ended, *r NULL); -ENOENT when there is neither. sweep: ends the runs whose time is up,
  * keeping their results for their resumes. end_all: ends every one, and the reaper, for a
@@ -422,7 +425,7 @@ void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct sn
  * ctx, a session being freed. decisions_copy/free: a result's decisions, deep. */
 struct sc_run;
 int sc__paused_add(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t id, uint64_t expires_us,
-		   uint64_t watch_us, void *ctx);
+		   void *ctx);
 int sc__paused_take(struct snapcell_sandbox *sb, uint64_t id, struct sc_run **r,
 		    struct snapcell_result **ended);
 void sc__paused_sweep(struct snapcell_sandbox *sb);
@@ -435,12 +438,6 @@ void sc__decisions_free(struct snapcell_decision *d, size_t n);
  * result final; frees r. */
 int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapcell_verdict why,
 		       struct snapcell_result **out, struct snapcell_error *err);
-/* run.c, with a mechanism that has the files watch (sc_cell_ops.files_over): measures a
- * paused run's /tmp and /output (its code's other threads go on writing while its call
- * waits). 1 when they are within bounds (*next: when to look again); else the cell is killed
- * and, as sc__run_end_paused, the result is final and r freed. */
-int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t *next,
-			 struct snapcell_result **out, struct snapcell_error *err);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);

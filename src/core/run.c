@@ -268,7 +268,7 @@ static bool files_over(const struct sc_run *r, const struct snapcell_sandbox *sb
 
 /* Measures the cell's /tmp and /output now, killing it when they are over; sets when to look
  * again. True when it was killed. */
-bool sc__run_files_check(struct sc_run *r, const struct snapcell_sandbox *sb, uint64_t now)
+static bool files_check(struct sc_run *r, const struct snapcell_sandbox *sb, uint64_t now)
 {
 	bool over = files_over(r, sb);
 	if (over) {
@@ -292,7 +292,7 @@ bool sc__run_files_check(struct sc_run *r, const struct snapcell_sandbox *sb, ui
 static void watch_files(struct sc_run *r, const struct snapcell_sandbox *sb, uint64_t now)
 {
 	if (r->files_watch_us && now >= r->files_watch_us && r->forced == NOT_FORCED)
-		sc__run_files_check(r, sb, now);
+		files_check(r, sb, now);
 }
 
 /* Returns 0 when the cell is gone and reaped, RUN_PAUSED when a call waits for a decision
@@ -306,7 +306,8 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 		sc__run_serve_queue(r, sb);
 		/* A run pauses once nothing of it runs on the host: awaited calls started before
 		 * the held one are answered first. */
-		if (r->held && !sc__calls_in_flight(&r->flight)) {
+		if (r->held && !sc__calls_in_flight(&r->flight) &&
+		    sc__run_freeze_for_pause(r, sb)) {
 			/* What the code wrote before the call is in the pipes (call_tool flushes
 			 * first), so the paused result has all of it. */
 			drain(r);
@@ -526,6 +527,8 @@ static void release(struct sc_run *r)
 		free(r->tools);
 	}
 	sc__decisions_free(r->decisions, r->n_decisions);
+	if (r->frozen) /* ended while paused: killed, not continued */
+		r->cells->frozen_free(r->frozen);
 	sc__frame_reader_reset(&r->reader);
 	sc__run_free_queue(r);
 	sc__calls_destroy(&r->flight);
@@ -644,9 +647,10 @@ int sc__run_drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
 		r->cancel_fd = -1; /* the caller may free its token once the run returned */
 		if (r->t.pausing)
 			r->t.pausing(&r->t);
+		/* No /tmp watch while it waits: its processes are stopped
+		 * (sc__run_freeze_for_pause). */
 		uint64_t expires = r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000;
-		uint64_t watch = r->files_watch_us ? r->files_watch_us : UINT64_MAX;
-		if (sc__paused_add(sb, r, r->held_id, expires, watch, r->ctx) == 0)
+		if (sc__paused_add(sb, r, r->held_id, expires, r->ctx) == 0)
 			return 0;
 		snapcell_result_free(*out);
 		*out = NULL;
@@ -680,6 +684,7 @@ int sc__run_start(struct snapcell_sandbox *sb, const struct sc_run_target *t,
 			     .cancel_fd = req->cancel_fd,
 			     .learn = req->learn,
 			     .spin = {.window_us = CALL_SPIN_US}};
+	r->cells = sb->cells.ops;
 	r->target = &r->t;
 	sc__calls_init(&r->flight);
 	if (req->tools && !(r->tools = sc__tools_dup(req->tools))) {

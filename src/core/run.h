@@ -85,6 +85,8 @@ struct sc_run {
 	struct queued_call *queue, **queue_end;
 	size_t n_queued, queued_bytes;
 	uint64_t paused_us, paused_total_us; /* when the pause began; all pauses' time */
+	struct sc_frozen *frozen;	     /* its processes, stopped while it is paused */
+	const struct sc_cell_ops *cells;     /* its sandbox's mechanism, which froze them */
 	struct snapcell_decision *decisions;
 	size_t n_decisions;
 	/* Its own copy of the target, and what its owner does at its end. */
@@ -102,8 +104,6 @@ int sc__run_queue_frame(struct outbuf *o, uint8_t type, const void *head, size_t
 			const void *body, size_t body_len);
 /* Sends what the frames for the cell hold, without blocking. */
 void sc__run_send_pending(struct sc_run *r);
-/* The files watch (sc_cell_ops.files_over) now: true when the cell was killed for it. */
-bool sc__run_files_check(struct sc_run *r, const struct snapcell_sandbox *sb, uint64_t now);
 /* Drives a run until it ends (handing it to its owner, freeing r) or pauses (listing r). */
 int sc__run_drive(struct snapcell_sandbox *sb, struct sc_run *r, int rc,
 		  struct snapcell_result **out, struct snapcell_error *err);
@@ -122,5 +122,8 @@ void sc__run_end_calls(struct sc_run *r);
 /* run_resume.c: a paused run's result, copies of everything so far and the pending call. */
 int sc__run_paused_result(const struct sc_run *r, const struct snapcell_sandbox *sb,
 			  struct snapcell_result **out);
+/* Stops the run's processes for its pause (sc_cell_ops.freeze); when they cannot all be
+ * stopped, answers the held call with the reason instead and returns false. */
+bool sc__run_freeze_for_pause(struct sc_run *r, struct snapcell_sandbox *sb);
 
 #endif

@@ -130,7 +130,8 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 		return rc;
 	}
 	f->ops = sb->cells.ops;
-	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect, f, NULL, NULL};
+	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect,
+				      f,	NULL, NULL,	  NULL};
 	req.learn = f->learn = !f->files_id && sc__prefault_wants(sb, f->cell.id);
 	if (f->cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,

@@ -12,6 +12,35 @@
 #include "run.h"
 #include "util/util.h"
 
+/* How long stopping a paused run's processes may take before the held call is refused instead:
+ * a tree holds still within a few passes, unless a thread stays in an uninterruptible sleep. */
+#define FREEZE_TIMEOUT_MS 1000
+
+/* Stops every process of the run's target for its pause: the cell's, or a session worker's
+ * family below its anchor (docs/approval.md). When they cannot all be stopped, the held call
+ * is answered with the reason instead, and the run goes on without pausing. A mechanism
+ * without freeze pauses the run with its processes running. */
+bool sc__run_freeze_for_pause(struct sc_run *r, struct snapcell_sandbox *sb)
+{
+	const struct sc_cell *root = r->target->anchor ? r->target->anchor : r->cell;
+	int rc = sb->cells.ops->freeze
+			 ? sb->cells.ops->freeze(&sb->cells, root, r->target->anchor != NULL,
+						 FREEZE_TIMEOUT_MS, &r->frozen)
+			 : 0;
+	if (rc == 0) {
+		r->paused_us = sc__now_us(); /* the wall clock stops from here */
+		return true;
+	}
+	struct sc_call_outcome o = {.log = r->held_log};
+	o.text = sc__message("tool '%s' needs a decision, and the cell's processes could not all "
+			     "be stopped to wait for it (%s); the call was not made",
+			     r->held->name, strerror(-rc));
+	uint32_t id = r->held_call;
+	sc__run_drop_held(r, sb);
+	sc__run_answer_call(r, id, o.text ? 0 : -ENOMEM, &o);
+	return false;
+}
+
 static char *copy_bytes(const char *src, size_t len)
 {
 	char *dst = malloc(len + 1);
@@ -103,19 +132,6 @@ int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapc
 	return sc__run_drive(sb, r, 0, out, err);
 }
 
-int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t *next,
-			 struct snapcell_result **out, struct snapcell_error *err)
-{
-	if (!sc__run_files_check(r, sb, sc__now_us())) {
-		*next = r->files_watch_us;
-		return 1;
-	}
-	uint64_t waited = sc__now_us() - r->paused_us;
-	r->paused_total_us += waited;
-	r->deadline_us += waited;
-	return sc__run_drive(sb, r, 0, out, err);
-}
-
 /* Checks a decision's verdict and text before anything changes. */
 static int check_verdict(enum snapcell_verdict verdict, const char *text,
 			 struct snapcell_error *err)
@@ -179,6 +195,11 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	uint64_t now = sc__now_us();
 	if (now >= r->paused_us + sb->cfg->limits[SNAPCELL_LIMIT_PAUSE_MS] * 1000)
 		return sc__run_end_paused(sb, r, SNAPCELL_VERDICT_EXPIRED, out, err);
+	/* Continued before the answer goes: the wall clock runs again from here. */
+	if (r->frozen)
+		r->cells->thaw(r->frozen);
+	r->frozen = NULL;
+	now = sc__now_us();
 	r->paused_total_us += now - r->paused_us;
 	r->deadline_us += now - r->paused_us;
 	r->cancel_fd = cancel_fd;

@@ -446,8 +446,8 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
-	struct sc_run_target t = {&s->worker,	      false,	     worker_kill, NULL, s,
-				  &s->family->anchor, worker_pausing};
+	struct sc_run_target t = {&s->worker,	      false,	      worker_kill,	 NULL, s,
+				  &s->family->anchor, worker_pausing, &s->family->anchor};
 	struct sc_family *f = s->family;
 	if (s->busy)
 		return sc__err(

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "cell.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -58,4 +59,16 @@ int sc__cell_pidfd_wait_gone(const struct sc_cell *cell, uint64_t deadline_us)
 int sc__cell_pidfd_pid(const struct sc_cell *cell)
 {
 	return sc__pidfd_pid(cell->fds[SC_CELL_PIDFD]);
+}
+
+int sc__cell_pidfd_freeze(const struct sc_cells *c, const struct sc_cell *root, bool keep_root,
+			  unsigned timeout_ms, struct sc_frozen **out)
+{
+	struct sc_cell_procs procs = {sc__pidfd_pid(root->fds[SC_CELL_PIDFD]), keep_root, -1};
+	if (c->cgroup.dir_fd >= 0)
+		procs.cgroup_fd = sc__cgroup_cell_open(&c->cgroup, root->id);
+	int rc = procs.root > 0 ? sc__cell_freeze(&procs, timeout_ms, out) : -ESRCH;
+	if (procs.cgroup_fd >= 0)
+		close(procs.cgroup_fd);
+	return rc;
 }

@@ -121,10 +121,20 @@ struct sc_cell_ops {
 	/* Optional, for a mechanism without a size-bounded /tmp and /output per cell: whether the
 	 * /tmp and /output of files (the cell whose directories they are: a session family's
 	 * anchor) hold more than b allows, counting what its processes hold open or mapped that
-	 * no name shows. The host calls it every few milliseconds while a run goes on (and while
-	 * it is paused) and kills the cell when it says so. NULL: nothing to watch. */
+	 * no name shows. The host calls it every few milliseconds while a run goes on (not while
+	 * it is paused: its processes are stopped) and kills the cell when it says so. NULL:
+	 * nothing to watch. */
 	bool (*files_over)(const struct sc_cells *c, const struct sc_cell *files,
 			   const struct sc_files_bounds *b);
+	/* Optional: stops every process of the cell below root (the cell, or a session's anchor,
+	 * which with keep_root goes on running) for a paused run, within timeout_ms, so none runs
+	 * while the run waits for its decision; thaw continues what it stopped, frozen_free
+	 * forgets it (the processes were killed). 0 with *out, or a negative code, nothing left
+	 * stopped (freeze.c's sc__cell_freeze). NULL: a paused run's processes run on. */
+	int (*freeze)(const struct sc_cells *c, const struct sc_cell *root, bool keep_root,
+		      unsigned timeout_ms, struct sc_frozen **out);
+	void (*thaw)(struct sc_frozen *f);
+	void (*frozen_free)(struct sc_frozen *f);
 };
 
 /* cell_namespaces.c: cells in namespaces of their own (level namespaces), or also in a memory
@@ -143,6 +153,10 @@ extern const struct sc_cell_ops sc__cells_rlimits;
 void sc__cell_pidfd_kill(const struct sc_cell *cell);
 int sc__cell_pidfd_wait_gone(const struct sc_cell *cell, uint64_t deadline_us);
 int sc__cell_pidfd_pid(const struct sc_cell *cell);
+/* The cell's processes through its first process's pid (and, where the sandbox has memory
+ * cgroups, the cell's cgroup): sc__cell_freeze. */
+int sc__cell_pidfd_freeze(const struct sc_cells *c, const struct sc_cell *root, bool keep_root,
+			  unsigned timeout_ms, struct sc_frozen **out);
 
 /* held.c (rlimits): bytes that the process tree of cell holds on the filesystem dev in
  * regular files no name shows (opened and unlinked: their st_blocks; mapped with no descriptor

@@ -74,6 +74,9 @@ const struct sc_cell_ops sc__cells_namespaces = {
 	.kill = sc__cell_pidfd_kill,
 	.wait_gone = sc__cell_pidfd_wait_gone,
 	.pid = sc__cell_pidfd_pid,
+	.freeze = sc__cell_pidfd_freeze,
+	.thaw = sc__cell_thaw,
+	.frozen_free = sc__cell_frozen_free,
 };
 
 const struct sc_cell_ops sc__cells_cgroups = {
@@ -86,5 +89,8 @@ const struct sc_cell_ops sc__cells_cgroups = {
 	.kill = sc__cell_pidfd_kill,
 	.wait_gone = sc__cell_pidfd_wait_gone,
 	.pid = sc__cell_pidfd_pid,
+	.freeze = sc__cell_pidfd_freeze,
+	.thaw = sc__cell_thaw,
+	.frozen_free = sc__cell_frozen_free,
 	.usage = usage,
 };

@@ -153,5 +153,8 @@ const struct sc_cell_ops sc__cells_rlimits = {
 	.kill = sc__cell_pidfd_kill,
 	.wait_gone = sc__cell_pidfd_wait_gone,
 	.pid = sc__cell_pidfd_pid,
+	.freeze = sc__cell_pidfd_freeze,
+	.thaw = sc__cell_thaw,
+	.frozen_free = sc__cell_frozen_free,
 	.files_over = files_over,
 };

@@ -134,4 +134,20 @@ unsigned long long test_template_identity(struct snapcell_sandbox *sb);
 /* Whether thread tid of this process is asleep (state S): blocked, here in the library. */
 bool test_thread_asleep(int tid);
 
+/* A paused run's cell is stopped (docs/approval.md). test_add_decision_tool registers a tool
+ * `name` that needs a decision (its callback answers {}). test_expect_pause_stops_cell runs
+ * code (in session s, or a fresh cell when s is NULL) that spins two threads and a forked child
+ * around a call to that tool, keeps the run paused for pause_ms, approves it, and expects each
+ * spinner to have gone (nearly) the whole pause without running, and the run's wall_us and
+ * cpu_us to leave the pause out. */
+void test_add_decision_tool(struct snapcell_config *cfg, const char *name);
+void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_session *s,
+				  const char *tool, unsigned pause_ms);
+
+/* The same against code that fights the stop: a chain of processes each forking the next and
+ * exiting (thousands a second), and a process sending SIGCONT to its process group and to
+ * every process it may signal (kill(-1)), both running as the pause starts. */
+void test_expect_pause_stops_forkers(struct snapcell_sandbox *sb, const char *tool,
+				     unsigned pause_ms);
+
 #endif
