@@ -288,7 +288,7 @@ static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb, uint8_t *p
 	struct sc_call_outcome out;
 	int rc = sc__tool_serve(sb->cfg, r->tools, payload + SC_CALL_HEAD_LEN,
 				len - SC_CALL_HEAD_LEN, SC_FRAME_DEFAULT_CAP - 1, r->deadline_us,
-				awaited, &out);
+				r->cancel_fd, awaited, &out);
 	if (rc == -EPROTO) {
 		violation(r, "malformed tool call");
 		return;
@@ -369,6 +369,13 @@ static void answer_call(struct sc_run *r, uint32_t id, int rc, struct sc_call_ou
 		/* The code ended or is being killed: nothing reads this answer. */
 		log_call(r, &out.log);
 		free(out.text);
+		return;
+	}
+	if (sc__cancel_fired(r->cancel_fd)) {
+		/* Cancelled while the tool ran: its answer must not reach the code. */
+		log_call(r, &out.log);
+		free(out.text);
+		kill_cell(r, FORCED_CANCEL);
 		return;
 	}
 	if (sc__now_us() >= r->deadline_us) {
@@ -1359,7 +1366,7 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	 * DONE) are read by the loop as usual once the held call is answered. */
 	struct sc_call_outcome o = {.log = r->held_log};
 	rc = sc__tool_decided(r->held, r->held_args, verdict, text, SC_FRAME_DEFAULT_CAP - 1,
-			      r->deadline_us, &o);
+			      r->deadline_us, r->cancel_fd, &o);
 	record_decision(r, verdict, text, decided_by,
 			r->n_calls < MAX_LOGGED_CALLS ? r->n_calls : SIZE_MAX);
 	free(r->held_args);
