@@ -172,11 +172,12 @@ int sc__value_read(const uint8_t *payload, size_t len, char **json,
 		   enum snapcell_value_state *state);
 
 /* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
- * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us().
+ * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us() and
+ * for cancel_fd (the run's token, or -1) with snapcell_tool_cancel_fd().
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
 int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
 		   uint8_t *payload, size_t len, size_t result_cap, uint64_t deadline_us,
-		   bool awaited, struct sc_call_outcome *out);
+		   int cancel_fd, bool awaited, struct sc_call_outcome *out);
 /* A run's own tools (run_tools, may be NULL) beside the sandbox's (cfg): SNAPCELL_E_INVAL
  * naming both when a name or tools.<attr> path clashes, SNAPCELL_E_TOO_BIG past 4 MiB of
  * names and descriptions. */
@@ -190,7 +191,7 @@ char *sc__tools_guest_json(const struct snapcell_config *cfg);
 /* Answers a held call by the verdict: runs the tool (APPROVED), the value's text (VALUE), or a
  * message (REJECTED with text as the reason, or EXPIRED); fills out's text, ok, duration. */
 int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
-		     const char *text, size_t result_cap, uint64_t deadline_us,
+		     const char *text, size_t result_cap, uint64_t deadline_us, int cancel_fd,
 		     struct sc_call_outcome *out);
 
 /* calls.c: a run's calls in flight to tools with an asynchronous face. The run's thread starts

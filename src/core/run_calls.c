@@ -69,7 +69,7 @@ static void serve_call(struct sc_run *r, struct snapcell_sandbox *sb, uint8_t *p
 	struct sc_call_outcome out;
 	int rc = sc__tool_serve(sb->cfg, r->tools, payload + SC_CALL_HEAD_LEN,
 				len - SC_CALL_HEAD_LEN, SC_FRAME_DEFAULT_CAP - 1, r->deadline_us,
-				awaited, &out);
+				r->cancel_fd, awaited, &out);
 	if (rc == -EPROTO) {
 		sc__run_violation(r, "malformed tool call");
 		return;
@@ -150,6 +150,13 @@ void sc__run_answer_call(struct sc_run *r, uint32_t id, int rc, struct sc_call_o
 		/* The code ended or is being killed: nothing reads this answer. */
 		log_call(r, &out.log);
 		free(out.text);
+		return;
+	}
+	if (sc__cancel_fired(r->cancel_fd)) {
+		/* Cancelled while the tool ran: its answer must not reach the code. */
+		log_call(r, &out.log);
+		free(out.text);
+		sc__run_kill(r, FORCED_CANCEL);
 		return;
 	}
 	if (sc__now_us() >= r->deadline_us) {

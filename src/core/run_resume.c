@@ -211,7 +211,7 @@ int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t pending_id,
 	 * DONE) are read by the loop as usual once the held call is answered. */
 	struct sc_call_outcome o = {.log = r->held_log};
 	rc = sc__tool_decided(r->held, r->held_args, verdict, text, SC_FRAME_DEFAULT_CAP - 1,
-			      r->deadline_us, &o);
+			      r->deadline_us, r->cancel_fd, &o);
 	record_decision(r, verdict, text, decided_by,
 			r->n_calls < MAX_LOGGED_CALLS ? r->n_calls : SIZE_MAX);
 	free(r->held_args);

@@ -137,30 +137,6 @@ int test_count_host_processes(const char *name)
 	return n;
 }
 
-pid_t test_host_pid(const char *name)
-{
-	DIR *d = opendir("/proc");
-	cr_assert_not_null(d, "open host /proc");
-	size_t len = strlen(name);
-	pid_t pid = 0;
-	struct dirent *e;
-	while (!pid && (e = readdir(d))) {
-		char path[300], comm[32] = "";
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
-		FILE *f = fopen(path, "re");
-		if (f && fgets(comm, sizeof(comm), f) && strncmp(comm, name, len) == 0 &&
-		    comm[len] == '\n')
-			pid = (pid_t)atoi(e->d_name);
-		if (f)
-			fclose(f);
-	}
-	closedir(d);
-	cr_assert_gt(pid, 0, "no process called %s", name);
-	return pid;
-}
-
 int test_wait_host_processes_gone(const char *name, unsigned timeout_ms)
 {
 	uint64_t deadline = test_now_ms() + timeout_ms;
