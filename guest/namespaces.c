@@ -68,6 +68,20 @@ static int module_detached(struct snapcell_error *err)
 	return 0;
 }
 
+/* The host's root and paths gone from the template, and the guest module's bind going: the
+ * cells need not see its file once it is loaded. The helper's compiling child detaches it
+ * meanwhile (guest/helper.c); init_python makes sure before any cell. */
+static int host_detached(struct snapcell_error *err)
+{
+	int rc = host_root_detached(err);
+	if (rc < 0)
+		return rc;
+	forget_host_paths();
+	if (!sc_template_compile_tell(SC_GUEST_DETACH_MODULE))
+		return module_detached(err);
+	return 0;
+}
+
 /* The namespaces level: the cells' pid and network namespaces to come back to (opened by the
  * helper before the pivot), the root it built, and the exec ruleset when Landlock offers one. */
 static int setup(struct snapcell_error *err)
@@ -90,13 +104,8 @@ static int setup(struct snapcell_error *err)
 	T.cfg.exec = flags & SC_SECCOMP_EXEC;
 	T.unix_sockets = flags & SC_SECCOMP_UNIX;
 	sc_template_compile_adopt();
-	int rc = host_root_detached(err);
+	int rc = host_detached(err);
 	if (rc < 0)
-		return rc;
-	forget_host_paths();
-	/* Loaded: the cells need not see the module's file. The helper's compiling child
-	 * detaches it meanwhile (guest/helper.c); init_python makes sure before any cell. */
-	if (!sc_template_compile_tell(SC_GUEST_DETACH_MODULE) && (rc = module_detached(err)) < 0)
 		return rc;
 	T.landlock_fd = -1;
 	if (T.cfg.exec) {
