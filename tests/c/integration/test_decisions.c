@@ -677,6 +677,14 @@ Test(decisions, code_that_fights_the_stop_is_stopped)
 	snapcell_sandbox_free(sb);
 }
 
+/* Timers of the code's that would continue a stopped process (tests/c/helpers.c). */
+Test(decisions, a_timer_of_the_codes_does_not_wake_a_paused_cell)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(0);
+	test_expect_pause_survives_timers(sb, "hold", 2000);
+	snapcell_sandbox_free(sb);
+}
+
 /* The attack the stop closes: a thread that needs 2.5 s of CPU under a 1.5 s wall limit,
  * around a 4 s pause. Not stopped, it finished during the pause and the run ended ok. */
 Test(decisions, work_around_a_pause_stays_within_the_wall_limit)

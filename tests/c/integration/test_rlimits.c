@@ -1539,6 +1539,7 @@ Test(rlimits, code_that_fights_the_pauses_stop_is_stopped)
 {
 	struct snapcell_sandbox *sb = hold_sandbox();
 	test_expect_pause_stops_forkers(sb, "hold", 1500);
+	test_expect_pause_survives_timers(sb, "hold", 2000);
 	snapcell_sandbox_free(sb);
 }
 
