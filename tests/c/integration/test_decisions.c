@@ -711,3 +711,46 @@ Test(decisions, work_around_a_pause_stays_within_the_wall_limit)
 	snapcell_result_free(fin);
 	snapcell_sandbox_free(sb);
 }
+
+/* A cell that cannot be stopped on purpose: a thread held in a vfork (posix_spawn's child
+ * waits on a FIFO, so the thread stays in 'D') makes each pause fail after 1 s. The call is
+ * refused, the tool does not run, the run's wall clock counts that second, and the host's
+ * thread naps meanwhile: with 50 us naps throughout it spent 0.78 s of CPU on three. */
+Test(decisions, a_cell_that_cannot_be_stopped_gets_tool_error_cheaply)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(0);
+	struct rusage before, after;
+	getrusage(RUSAGE_THREAD, &before);
+	struct snapcell_result *res = test_run(
+		sb, "import ctypes, os, threading, time\n"
+		    "os.mkfifo('/tmp/f')\n"
+		    "libc = ctypes.CDLL(None)\n"
+		    "fa = ctypes.create_string_buffer(256)\n"
+		    "libc.posix_spawn_file_actions_init(fa)\n"
+		    "libc.posix_spawn_file_actions_addopen(fa, 0, b'/tmp/f', os.O_RDONLY, 0)\n"
+		    "argv = (ctypes.c_char_p * 2)(b'true', None)\n"
+		    "def spawner():\n"
+		    "    pid = ctypes.c_int()\n"
+		    "    libc.posix_spawn(ctypes.byref(pid), b'/bin/true', fa, None, argv, None)\n"
+		    "threading.Thread(target=spawner, daemon=True).start()\n"
+		    "time.sleep(0.2)\n"
+		    "for i in range(3):\n"
+		    "    try: call_tool('hold'); print('paused')\n"
+		    "    except ToolError as e: print('could not all be stopped' in str(e))\n"
+		    "os.open('/tmp/f', os.O_WRONLY | os.O_NONBLOCK)\n");
+	getrusage(RUSAGE_THREAD, &after);
+	double cpu = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec) +
+		     (double)(after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+		     (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec +
+			      after.ru_stime.tv_usec - before.ru_stime.tv_usec) /
+			     1e6;
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "True\nTrue\nTrue\n");
+	for (size_t i = 0; i < res->n_tool_calls; i++)
+		cr_expect(!res->tool_calls[i].ok, "a refused call was made");
+	cr_expect_geq(res->wall_us, 3000000, "wall_us %llu left out the tries",
+		      (unsigned long long)res->wall_us);
+	cr_expect_leq(cpu, 0.25, "the host's thread spent %.3f s of CPU on three tries", cpu);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
