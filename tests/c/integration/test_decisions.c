@@ -712,6 +712,22 @@ Test(decisions, work_around_a_pause_stays_within_the_wall_limit)
 	snapcell_sandbox_free(sb);
 }
 
+/* A thread held in a vfork (posix_spawn's child waits on a FIFO), so in 'D': the cell cannot
+ * be stopped. */
+#define UNSTOPPABLE_CODE                                                                           \
+	"import ctypes, os, time\n"                                                                \
+	"os.mkfifo('/tmp/f')\n"                                                                    \
+	"libc = ctypes.CDLL(None)\n"                                                               \
+	"fa = ctypes.create_string_buffer(256)\n"                                                  \
+	"libc.posix_spawn_file_actions_init(fa)\n"                                                 \
+	"libc.posix_spawn_file_actions_addopen(fa, 0, b'/tmp/f', os.O_RDONLY, 0)\n"                \
+	"argv = (ctypes.c_char_p * 2)(b'true', None)\n"                                            \
+	"def spawner():\n"                                                                         \
+	"    pid = ctypes.c_int()\n"                                                               \
+	"    libc.posix_spawn(ctypes.byref(pid), b'/bin/true', fa, None, argv, None)\n"            \
+	"threading.Thread(target=spawner, daemon=True).start()\n"                                  \
+	"time.sleep(0.2)\n"
+
 /* A cell that cannot be stopped on purpose: a thread held in a vfork (posix_spawn's child
  * waits on a FIFO, so the thread stays in 'D') makes each pause fail after 1 s. The call is
  * refused, the tool does not run, the run's wall clock counts that second, and the host's
@@ -722,19 +738,7 @@ Test(decisions, a_cell_that_cannot_be_stopped_gets_tool_error_cheaply)
 	struct rusage before, after;
 	getrusage(RUSAGE_THREAD, &before);
 	struct snapcell_result *res = test_run(
-		sb, "import ctypes, os, threading, time\n"
-		    "os.mkfifo('/tmp/f')\n"
-		    "libc = ctypes.CDLL(None)\n"
-		    "fa = ctypes.create_string_buffer(256)\n"
-		    "libc.posix_spawn_file_actions_init(fa)\n"
-		    "libc.posix_spawn_file_actions_addopen(fa, 0, b'/tmp/f', os.O_RDONLY, 0)\n"
-		    "argv = (ctypes.c_char_p * 2)(b'true', None)\n"
-		    "def spawner():\n"
-		    "    pid = ctypes.c_int()\n"
-		    "    libc.posix_spawn(ctypes.byref(pid), b'/bin/true', fa, None, argv, None)\n"
-		    "threading.Thread(target=spawner, daemon=True).start()\n"
-		    "time.sleep(0.2)\n"
-		    "for i in range(3):\n"
+		sb, "import threading\n" UNSTOPPABLE_CODE "for i in range(3):\n"
 		    "    try: call_tool('hold'); print('paused')\n"
 		    "    except ToolError as e: print('could not all be stopped' in str(e))\n"
 		    "for i in range(300):\n" /* the child, continued, opens the FIFO again */
@@ -754,6 +758,23 @@ Test(decisions, a_cell_that_cannot_be_stopped_gets_tool_error_cheaply)
 	cr_expect_geq(res->wall_us, 3000000, "wall_us %llu left out the tries",
 		      (unsigned long long)res->wall_us);
 	cr_expect_leq(cpu, 0.25, "the host's thread spent %.3f s of CPU on three tries", cpu);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+/* Tries at a pause that cannot be had end at the wall limit: each took 1 s whatever the time
+ * left, so such a run under a 1.5 s limit ended 0.7 s past it. */
+Test(decisions, a_cell_that_cannot_be_stopped_ends_at_its_wall_limit)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(1500);
+	struct snapcell_result *res =
+		test_run(sb, "import threading\n" UNSTOPPABLE_CODE "while True:\n"
+			     "    try: call_tool('hold')\n"
+			     "    except ToolError: pass\n");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	cr_expect_leq(res->wall_us, 1500000 + 250000, "wall_us %llu under a 1.5 s limit",
+		      (unsigned long long)res->wall_us);
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
