@@ -653,7 +653,8 @@ static bool freeze_for_pause(struct sc_run *r, struct snapcell_sandbox *sb)
 	struct sc_call_outcome o = {.log = r->held_log};
 	o.text = sc__message("tool '%s' needs a decision, and the cell's processes could not all "
 			     "be stopped to wait for it (%s); the call was not made",
-			     r->held->name, strerror(-rc));
+			     r->held->name,
+			     rc == -ETIMEDOUT ? "some did not stop in time" : strerror(-rc));
 	uint32_t id = r->held_call;
 	drop_held(r, sb);
 	answer_call(r, id, o.text ? 0 : -ENOMEM, &o);

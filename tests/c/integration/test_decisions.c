@@ -740,7 +740,8 @@ Test(decisions, a_cell_that_cannot_be_stopped_gets_tool_error_cheaply)
 	struct snapcell_result *res = test_run(
 		sb, "import threading\n" UNSTOPPABLE_CODE "for i in range(3):\n"
 		    "    try: call_tool('hold'); print('paused')\n"
-		    "    except ToolError as e: print('could not all be stopped' in str(e))\n"
+		    "    except ToolError as e: print('could not all be stopped to wait for it "
+		    "(some did not stop in time); the call was not made' in str(e))\n"
 		    "for i in range(300):\n" /* the child, continued, opens the FIFO again */
 		    "    try: os.open('/tmp/f', os.O_WRONLY | os.O_NONBLOCK); break\n"
 		    "    except OSError: time.sleep(0.01)\n"
