@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -97,7 +98,6 @@ static const char *const allowed[] = {
 	"tkill",
 	"signalfd",
 	"signalfd4",
-	"timer_create",
 	"timer_settime",
 	"timer_gettime",
 	"timer_getoverrun",
@@ -380,6 +380,19 @@ static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets, b
 	for (size_t i = 0; rc == 0 && i < SC_ARRAY_LEN(prctl_ok); i++)
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 1,
 				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)prctl_ok[i]));
+	/* Timers that cannot wake a stopped cell (src/isolate/freeze.c): SIGALRM's (no
+	 * sigevent), or on the caller's own CPU clocks, which a stopped process does not
+	 * advance. A wall-clock timer sending SIGCONT continued a paused run's cell, and one
+	 * sending SIGKILL to a stopped process orphaned a stopped group, which the kernel
+	 * continues; the rest is EPERM. */
+	if (rc == 0)
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(timer_create), 1,
+				      SCMP_A1(SCMP_CMP_EQ, 0));
+	for (int clock = CLOCK_PROCESS_CPUTIME_ID; rc == 0 && clock <= CLOCK_THREAD_CPUTIME_ID;
+	     clock++)
+		rc = seccomp_rule_add(
+			ctx, SCMP_ACT_ALLOW, SCMP_SYS(timer_create), 1,
+			SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)clock));
 	/* Fork and threads, never new namespaces, nor a process whose parent is the caller's
 	 * (CLONE_PARENT): at the rlimits level a cell's sibling is the template's child, outside
 	 * the cell's tree, which the host's /tmp watch reads (src/isolate/held.c). */

@@ -429,3 +429,76 @@ void test_expect_pause_stops_forkers(struct snapcell_sandbox *sb, const char *to
 	snapcell_result_free(res);
 	snapcell_result_free(fin);
 }
+
+/* A process's own timer continues it: the kernel sends a timer's signal to a stopped process
+ * too, and SIGCONT continues it whatever its mask. A child arms one every millisecond (on the
+ * wall clock, or killing a grandchild whose group the kernel then continues as orphaned)
+ * and spins, noting its longest stop; the answers of timer_create come first. */
+static const char timer_code[] =
+	"import ctypes, mmap, os, signal, struct, time\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"sh = mmap.mmap(-1, 64)\n"
+	"def timer(clock, signo, first, every):\n"
+	"    ev = (ctypes.c_int * 16)(0, 0, signo, 0)\n"
+	"    t = ctypes.c_void_p()\n"
+	"    if libc.timer_create(clock, ev, ctypes.byref(t)) != 0: return ctypes.get_errno()\n"
+	"    libc.timer_settime(t, 0, (ctypes.c_long * 4)(0, every, first // 10**9, first %% "
+	"10**9), None)\n"
+	"    return 0\n"
+	"def spin(slot):\n"
+	"    last, gap = time.monotonic(), 0.0\n"
+	"    while sh[63] == 0:\n"
+	"        now = time.monotonic(); gap = max(gap, now - last); last = now\n"
+	"        struct.pack_into('d', sh, slot * 8, gap)\n"
+	"    os._exit(0)\n"
+	"if os.fork() == 0:\n"
+	"    struct.pack_into('i', sh, 40, timer(1, signal.SIGCONT, 1000000, 1000000))\n"
+	"    spin(0)\n"
+	"if os.fork() == 0:\n"
+	"    os.setsid()\n"
+	"    if os.fork() == 0:\n"
+	"        os.setpgid(0, 0)\n"
+	"        signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+	"        spin(1)\n"
+	"    time.sleep(0.1)\n"
+	"    struct.pack_into('i', sh, 44, timer(1, signal.SIGKILL, 10**9, 0))\n"
+	"    time.sleep(60)\n"
+	"time.sleep(0.3)\n"
+	"call_tool('%s')\n"
+	"time.sleep(0.3)\n"
+	"sh[63] = 1\n"
+	"time.sleep(0.2)\n"
+	"print('%%.3f %%.3f %%d %%d' %% (struct.unpack_from('dd', sh, 0) + "
+	"struct.unpack_from('ii', sh, "
+	"40)))\n";
+
+void test_expect_pause_survives_timers(struct snapcell_sandbox *sb, const char *tool,
+				       unsigned pause_ms)
+{
+	char code[4096];
+	snprintf(code, sizeof(code), timer_code, tool);
+	struct snapcell_result *res = test_run(sb, code), *fin = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	usleep(pause_ms * 1000u);
+	cr_assert_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
+					     NULL, NULL, &fin, &err),
+		     0, "resume: %s", err.message);
+	expect_ok(fin);
+	double gap[2] = {0};
+	int made[2] = {-1, -1};
+	cr_assert_eq(sscanf(fin->stdout_buf, "%lf %lf %d %d", &gap[0], &gap[1], &made[0], &made[1]),
+		     4, "%s", fin->stdout_buf);
+	cr_expect_geq(
+		gap[0] * 1000, pause_ms * 0.8,
+		"a SIGCONT timer ran its process during the pause: its longest stop was %.3f s",
+		gap[0]);
+	cr_expect_geq(gap[1] * 1000, pause_ms * 0.8,
+		      "an orphaned group ran during the pause: its longest stop was %.3f s",
+		      gap[1]);
+	cr_expect_eq(made[0], EPERM, "timer_create on the wall clock: errno %d", made[0]);
+	cr_expect_eq(made[1], EPERM, "timer_create on the wall clock: errno %d", made[1]);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+}

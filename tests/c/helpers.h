@@ -134,5 +134,9 @@ void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_s
  * every process it may signal (kill(-1)), both running as the pause starts. */
 void test_expect_pause_stops_forkers(struct snapcell_sandbox *sb, const char *tool,
 				     unsigned pause_ms);
+/* The same against timers of the code's (on the wall clock: SIGCONT to its process, SIGKILL
+ * orphaning a stopped group, which the kernel continues): EPERM, and nothing runs. */
+void test_expect_pause_survives_timers(struct snapcell_sandbox *sb, const char *tool,
+				       unsigned pause_ms);
 
 #endif

@@ -677,6 +677,14 @@ Test(decisions, code_that_fights_the_stop_is_stopped)
 	snapcell_sandbox_free(sb);
 }
 
+/* Timers of the code's that would continue a stopped process (tests/c/helpers.c). */
+Test(decisions, a_timer_of_the_codes_does_not_wake_a_paused_cell)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(0);
+	test_expect_pause_survives_timers(sb, "hold", 2000);
+	snapcell_sandbox_free(sb);
+}
+
 /* The attack the stop closes: a thread that needs 2.5 s of CPU under a 1.5 s wall limit,
  * around a 4 s pause. Not stopped, it finished during the pause and the run ended ok. */
 Test(decisions, work_around_a_pause_stays_within_the_wall_limit)
@@ -701,5 +709,73 @@ Test(decisions, work_around_a_pause_stays_within_the_wall_limit)
 	cr_expect_lt(fin->cpu_us, 2500 * 1000ull, "cpu_us %llu", (unsigned long long)fin->cpu_us);
 	snapcell_result_free(res);
 	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+/* A thread held in a vfork (posix_spawn's child waits on a FIFO), so in 'D': the cell cannot
+ * be stopped. */
+#define UNSTOPPABLE_CODE                                                                           \
+	"import ctypes, os, time\n"                                                                \
+	"os.mkfifo('/tmp/f')\n"                                                                    \
+	"libc = ctypes.CDLL(None)\n"                                                               \
+	"fa = ctypes.create_string_buffer(256)\n"                                                  \
+	"libc.posix_spawn_file_actions_init(fa)\n"                                                 \
+	"libc.posix_spawn_file_actions_addopen(fa, 0, b'/tmp/f', os.O_RDONLY, 0)\n"                \
+	"argv = (ctypes.c_char_p * 2)(b'true', None)\n"                                            \
+	"def spawner():\n"                                                                         \
+	"    pid = ctypes.c_int()\n"                                                               \
+	"    libc.posix_spawn(ctypes.byref(pid), b'/bin/true', fa, None, argv, None)\n"            \
+	"threading.Thread(target=spawner, daemon=True).start()\n"                                  \
+	"time.sleep(0.2)\n"
+
+/* A cell that cannot be stopped on purpose: a thread held in a vfork (posix_spawn's child
+ * waits on a FIFO, so the thread stays in 'D') makes each pause fail after 1 s. The call is
+ * refused, the tool does not run, the run's wall clock counts that second, and the host's
+ * thread naps meanwhile: with 50 us naps throughout it spent 0.78 s of CPU on three. */
+Test(decisions, a_cell_that_cannot_be_stopped_gets_tool_error_cheaply)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(0);
+	struct rusage before, after;
+	getrusage(RUSAGE_THREAD, &before);
+	struct snapcell_result *res = test_run(
+		sb, "import threading\n" UNSTOPPABLE_CODE "for i in range(3):\n"
+		    "    try: call_tool('hold'); print('paused')\n"
+		    "    except ToolError as e: print('could not all be stopped to wait for it "
+		    "(some did not stop in time); the call was not made' in str(e))\n"
+		    "for i in range(300):\n" /* the child, continued, opens the FIFO again */
+		    "    try: os.open('/tmp/f', os.O_WRONLY | os.O_NONBLOCK); break\n"
+		    "    except OSError: time.sleep(0.01)\n"
+		    "print(i < 299)\n");
+	getrusage(RUSAGE_THREAD, &after);
+	double cpu = (double)(after.ru_utime.tv_sec - before.ru_utime.tv_sec) +
+		     (double)(after.ru_stime.tv_sec - before.ru_stime.tv_sec) +
+		     (double)(after.ru_utime.tv_usec - before.ru_utime.tv_usec +
+			      after.ru_stime.tv_usec - before.ru_stime.tv_usec) /
+			     1e6;
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "True\nTrue\nTrue\nTrue\n");
+	for (size_t i = 0; i < res->n_tool_calls; i++)
+		cr_expect(!res->tool_calls[i].ok, "a refused call was made");
+	cr_expect_geq(res->wall_us, 3000000, "wall_us %llu left out the tries",
+		      (unsigned long long)res->wall_us);
+	cr_expect_leq(cpu, 0.25, "the host's thread spent %.3f s of CPU on three tries", cpu);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+}
+
+/* Tries at a pause that cannot be had end at the wall limit: each took 1 s whatever the time
+ * left, so such a run under a 1.5 s limit ended 0.7 s past it. */
+Test(decisions, a_cell_that_cannot_be_stopped_ends_at_its_wall_limit)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(1500);
+	struct snapcell_result *res =
+		test_run(sb, "import threading\n" UNSTOPPABLE_CODE "while True:\n"
+			     "    try: call_tool('hold')\n"
+			     "    except ToolError: pass\n");
+	cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	cr_expect_leq(res->wall_us, 1500000 + 250000, "wall_us %llu under a 1.5 s limit",
+		      (unsigned long long)res->wall_us);
+	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }

@@ -1539,6 +1539,60 @@ Test(rlimits, code_that_fights_the_pauses_stop_is_stopped)
 {
 	struct snapcell_sandbox *sb = hold_sandbox();
 	test_expect_pause_stops_forkers(sb, "hold", 1500);
+	test_expect_pause_survives_timers(sb, "hold", 2000);
+	snapcell_sandbox_free(sb);
+}
+
+/* Another cell of the sandbox (the same uid) sends SIGCONT to every process it sees while a
+ * run is paused (the 5,000 pids below its own, the paused cell's among them: it cannot
+ * list /proc): with Landlock ABI 6 each is refused (EPERM: the cells are different Landlock
+ * domains), and the paused cell's spinning thread stands still through the pause. */
+Test(rlimits, a_sibling_cell_cannot_continue_a_paused_cell)
+{
+	if (syscall(SYS_landlock_create_ruleset, NULL, 0, 1) < 6)
+		criterion_skip_test("Landlock ABI below 6: no signal scoping (docs/security.md)");
+	struct snapcell_sandbox *sb = hold_sandbox();
+	struct snapcell_result *res = test_run(sb, "import threading, time\n"
+						   "gap, done = [0.0], False\n"
+						   "def spin():\n"
+						   "    last = time.monotonic()\n"
+						   "    while not done:\n"
+						   "        now = time.monotonic(); gap[0] = "
+						   "max(gap[0], now - last); last = now\n"
+						   "t = threading.Thread(target=spin); t.start()\n"
+						   "time.sleep(0.2)\n"
+						   "call_tool('hold')\n"
+						   "time.sleep(0.2)\n"
+						   "done = True; t.join()\n"
+						   "print('%.3f' % gap[0])\n"),
+			       *fin = NULL;
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	for (int i = 0; i < 3; i++) {
+		struct snapcell_result *other =
+			test_run(sb, "import os, signal\n"
+				     "sent = refused = 0\n"
+				     "me = os.getpid()\n" /* the paused cell's pids are below */
+				     "for pid in range(max(2, me - 5000), me):\n"
+				     "    try: os.kill(pid, signal.SIGCONT); sent += 1\n"
+				     "    except PermissionError: refused += 1\n"
+				     "    except ProcessLookupError: pass\n"
+				     "print(sent, refused > 0)\n");
+		expect_ok(other);
+		cr_expect_str_eq(other->stdout_buf, "0 True\n");
+		snapcell_result_free(other);
+		usleep(300 * 1000);
+	}
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
+					     NULL, NULL, &fin, &err),
+		     0, "resume: %s", err.message);
+	expect_ok(fin);
+	double gap = 0;
+	cr_assert_eq(sscanf(fin->stdout_buf, "%lf", &gap), 1, "%s", fin->stdout_buf);
+	cr_expect_geq(gap, 0.9, "the paused cell ran: its longest stop was %.3f s", gap);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
 	snapcell_sandbox_free(sb);
 }
 
