@@ -119,13 +119,10 @@ static void stdio_stop(struct mcp_downstream *ds, const char *why)
 
 static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 {
+	struct sc_fdset fds SC_AUTO_FDSET = SC_FDSET_INIT;
 	int in[2], out[2];
-	if (pipe2(in, O_CLOEXEC) < 0)
+	if (sc__fdset_pipe(&fds, in, O_CLOEXEC) < 0 || sc__fdset_pipe(&fds, out, O_CLOEXEC) < 0)
 		return mcp_say(why, size, "cannot create a pipe: %s", strerror(errno));
-	if (pipe2(out, O_CLOEXEC) < 0) {
-		close(in[0]), close(in[1]);
-		return mcp_say(why, size, "cannot create a pipe: %s", strerror(errno));
-	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
@@ -135,7 +132,6 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 	int chdir_rc = ds->cwd ? posix_spawn_file_actions_addchdir_np(&fa, ds->cwd) : 0;
 	if (chdir_rc) {
 		posix_spawn_file_actions_destroy(&fa);
-		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
 		return mcp_say(why, size, "cannot start %s in %s: %s", ds->argv[0], ds->cwd,
 			       strerror(chdir_rc));
 	}
@@ -156,14 +152,14 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 	int rc = posix_spawnp(&ds->pid, ds->argv[0], &fa, &attr, ds->argv, ds->envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	close(in[0]), close(out[1]);
+	sc__fdset_close(&fds, in[0]);
+	sc__fdset_close(&fds, out[1]);
 	if (rc) {
-		close(in[1]), close(out[0]);
 		ds->pid = 0;
 		return mcp_say(why, size, "cannot start %s: %s", ds->argv[0], strerror(rc));
 	}
-	ds->to_server = in[1];
-	ds->from_server = out[0];
+	ds->to_server = sc__fdset_take(&fds, in[1]);
+	ds->from_server = sc__fdset_take(&fds, out[0]);
 	fcntl(ds->to_server, F_SETFL, O_NONBLOCK);
 	sc__buf_reset(&ds->out);
 	ds->scanned = 0;
