@@ -1,5 +1,10 @@
 """What a run paused for a decision costs while it waits: CPU of the host process, of the
 sandbox's template and of the cell over the pause, and the time resume takes to answer.
+Then what stopping the cell for the pause and continuing it costs (docs/approval.md): the
+median CPU time of the calling thread (which runs the run's loop, the stop and the continue)
+in a run up to a call that pauses, and in its resume, against the same run with a call that
+needs no decision, for a cell of 1 process and 1 thread and one with 4 spinning threads and
+2 spinning child processes (freeze_idle_cpu_us and freeze_busy_cpu_us: the difference).
 
 Prints key=value lines; the goal is under 10 ms of CPU in all over a 10 s pause
 (pause_cpu_ok=true). Usage: python bench/pause_bench.py [--pause SECONDS] [--quick]"""
@@ -20,6 +25,52 @@ before = cpu()
 call_tool("decide")
 print(f"{(cpu() - before) * 1e6:.0f}")
 """
+
+
+# A cell with spinning threads and child processes, calling a tool once; the run ends at once.
+BUSY = """
+import os, threading
+kids = []
+for _ in range({children}):
+    pid = os.fork()
+    if pid == 0:
+        while True: pass
+    kids.append(pid)
+stop = False
+def spin():
+    while not stop: pass
+for _ in range({threads}): threading.Thread(target=spin, daemon=True).start()
+call_tool("{tool}")
+stop = True
+for pid in kids: os.kill(pid, 9); os.waitpid(pid, 0)
+"""
+
+
+def median_us(samples):
+    samples = sorted(samples)
+    return samples[len(samples) // 2] / 1000
+
+
+def freeze_cost(sb, threads, children, rounds):
+    """Median CPU ns of the calling thread in run-to-pause and resume, and in run-to-end with
+    an undecided call."""
+    plain, enter, leave = [], [], []
+    for _ in range(rounds):
+        code = BUSY.format(threads=threads, children=children, tool="plain")
+        t = time.thread_time_ns()
+        r = sb.run(code)
+        plain.append(time.thread_time_ns() - t)
+        assert r.ok, r
+        code = BUSY.format(threads=threads, children=children, tool="decide")
+        t = time.thread_time_ns()
+        r = sb.run(code)
+        enter.append(time.thread_time_ns() - t)
+        assert r.status == "paused", r
+        t = time.thread_time_ns()
+        final = sb.resume(r, approve=True)
+        leave.append(time.thread_time_ns() - t)
+        assert final.ok, final
+    return median_us(plain), median_us(enter), median_us(leave)
 
 
 def host_cpu_us():
@@ -48,7 +99,11 @@ def main():
         """Decided by the host."""
         return "done"
 
-    with snapcell.Sandbox(tools=[decide], approval_required={"decide"}) as sb:
+    def plain() -> str:
+        """Needs no decision."""
+        return "done"
+
+    with snapcell.Sandbox(tools=[decide, plain], approval_required={"decide"}) as sb:
         sb.run("print(1)")  # the template warm, a cell parked
         template = sb.stats()["template_pid"]
         r = sb.run(CODE)
@@ -59,6 +114,11 @@ def main():
         t = time.perf_counter_ns()
         final = sb.resume(r, approve=True)
         resume_us = (time.perf_counter_ns() - t) / 1000
+        rounds = 3 if args.quick else 15
+        costs = {
+            "idle": freeze_cost(sb, 0, 0, rounds),
+            "busy": freeze_cost(sb, 4, 2, rounds),
+        }
     assert final.ok, final
     # The cell's own figure spans the whole call: the pause, its decision and the answer.
     cell_us = float(final.stdout.split()[-1])
@@ -71,6 +131,12 @@ def main():
     print(f"pause_cpu_ms={total_ms:.3f}")
     print(f"resume_us={resume_us:.0f}")
     print(f"pause_cpu_ok={'true' if total_ms < 10 else 'false'}")
+    for name, (plain_us, enter_us, leave_us) in costs.items():
+        # The paused path's extra time: the freeze, the paused result, the resume's thaw.
+        print(f"run_{name}_plain_cpu_us={plain_us:.0f}")
+        print(f"run_{name}_to_pause_cpu_us={enter_us:.0f}")
+        print(f"run_{name}_resume_cpu_us={leave_us:.0f}")
+        print(f"freeze_{name}_cpu_us={enter_us + leave_us - plain_us:.0f}")
 
 
 if __name__ == "__main__":

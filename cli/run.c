@@ -2,9 +2,12 @@
  * Exit status: the cell's own for ok and error (SystemExit(3) gives 3, an uncaught exception
  * 1); 124 for a timeout; 125 for the output limit; 128+N when signal N ended the cell (memory
  * exhaustion that kills rather than raises included); 1 for a MemoryError; 2 for bad usage;
- * 3 when snapcell itself could not run the code. */
+ * 3 when snapcell itself could not run the code. SIGINT (Ctrl-C) or SIGTERM during a run
+ * cancels it (a command tool it waits in is killed), prints the output so far, then ends
+ * snapcell by that signal as before. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +159,37 @@ static int print_model_text(const struct snapcell_config *cfg, const char *descr
 	return rc < 0 ? EXIT_SNAPCELL : 0;
 }
 
+/* Ctrl-C or SIGTERM while a run is in progress cancels it (interrupt_token) instead of
+ * killing snapcell outright: a command tool the run waits in has a process group of its own,
+ * which the terminal's SIGINT never reaches, and would outlive us. */
+static struct snapcell_cancel *interrupt_token;
+static volatile sig_atomic_t interrupted;
+static const int interrupts[] = {SIGINT, SIGTERM};
+static struct sigaction interrupt_old[2];
+
+static void on_interrupt(int sig)
+{
+	interrupted = sig;
+	snapcell_cancel_fire(interrupt_token);
+}
+
+/* Catches the interrupts during a run (on), else gives them back their actions (a prompt
+ * for a decision dies of Ctrl-C as before); an ignored one stays ignored. */
+static void catch_interrupts(bool on)
+{
+	for (size_t i = 0; i < 2 && interrupt_token; i++) {
+		if (!on) {
+			sigaction(interrupts[i], &interrupt_old[i], NULL);
+			continue;
+		}
+		struct sigaction sa = {.sa_handler = on_interrupt};
+		sigemptyset(&sa.sa_mask);
+		sigaction(interrupts[i], NULL, &interrupt_old[i]);
+		if (interrupt_old[i].sa_handler != SIG_IGN)
+			sigaction(interrupts[i], &sa, NULL);
+	}
+}
+
 int cli_run(int argc, char **argv)
 {
 	struct snapcell_config *cfg = fe_config_new();
@@ -189,14 +223,22 @@ int cli_run(int argc, char **argv)
 	struct snapcell_result *res = NULL;
 	int rc = snapcell_sandbox_new(cfg, &sb, &err);
 	bool started = rc == 0;
-	if (rc == 0)
-		rc = snapcell_sandbox_run(sb, code, len, NULL, &res, &err);
-	while (rc == 0 && res->status == SNAPCELL_STATUS_PAUSED) {
+	if (snapcell_cancel_new(&interrupt_token, NULL) < 0)
+		interrupt_token = NULL; /* then the signals keep their default action */
+	struct snapcell_run_options opts = {.size = sizeof(opts), .cancel = interrupt_token};
+	if (rc == 0) {
+		catch_interrupts(true);
+		rc = snapcell_sandbox_run(sb, code, len, &opts, &res, &err);
+		catch_interrupts(false);
+	}
+	while (rc == 0 && res->status == SNAPCELL_STATUS_PAUSED && !interrupted) {
 		char reason[160];
 		enum snapcell_verdict v = cli_ask_terminal(res->pending, reason, sizeof(reason));
 		struct snapcell_result *next = NULL;
-		rc = snapcell_sandbox_resume(sb, res->pending->id, v, reason, "terminal", NULL,
+		catch_interrupts(true);
+		rc = snapcell_sandbox_resume(sb, res->pending->id, v, reason, "terminal", &opts,
 					     &next, &err);
+		catch_interrupts(false);
 		snapcell_result_free(res);
 		res = next;
 	}
@@ -221,5 +263,13 @@ int cli_run(int argc, char **argv)
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 	snapcell_config_free(cfg);
+	snapcell_cancel_free(interrupt_token);
+	interrupt_token = NULL;
+	if (interrupted) { /* the run was cancelled and its output shown: now die of it */
+		fflush(stdout);
+		fflush(stderr);
+		signal(interrupted, SIG_DFL);
+		raise(interrupted);
+	}
 	return status;
 }

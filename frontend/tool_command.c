@@ -50,29 +50,38 @@ static int poll_timeout(uint64_t deadline_us)
 	return ms > 60000 ? 60000 : (int)ms;
 }
 
-/* Feeds stdin and collects stdout and stderr together, so no pipe can fill up and stall;
- * false when the run's deadline came first. */
-static bool exchange(int in, int out, int err, const char *input, uint64_t deadline_us,
-		     struct capture *o, struct capture *e)
+/* Why a command was cut short. */
+enum cut { NOT_CUT, CUT_DEADLINE, CUT_CANCEL };
+
+/* Feeds stdin and collects stdout and stderr together, so no pipe can fill up and stall,
+ * until the command closes them, the run's deadline passes or its cancel_fd (-1: none)
+ * fires. */
+static enum cut exchange(int in, int out, int err, const char *input, uint64_t deadline_us,
+			 int cancel_fd, struct capture *o, struct capture *e)
 {
 	size_t off = 0, len = strlen(input);
 	fcntl(in, F_SETFL, O_NONBLOCK);
 	while (o->open || e->open) {
-		if (deadline_us && fe_now_us() >= deadline_us) {
+		enum cut cut = deadline_us && fe_now_us() >= deadline_us ? CUT_DEADLINE : NOT_CUT;
+		struct pollfd pf[4] = {{o->open ? out : -1, POLLIN, 0},
+				       {e->open ? err : -1, POLLIN, 0},
+				       {cancel_fd, POLLIN, 0},
+				       {in, POLLOUT, 0}};
+		if (!cut && poll(pf, in >= 0 ? 4 : 3, poll_timeout(deadline_us)) < 0 &&
+		    errno != EINTR)
+			break;
+		if (!cut && pf[2].revents)
+			cut = CUT_CANCEL;
+		if (cut) {
 			if (in >= 0)
 				close(in);
-			return false;
+			return cut;
 		}
-		struct pollfd pf[3] = {{o->open ? out : -1, POLLIN, 0},
-				       {e->open ? err : -1, POLLIN, 0},
-				       {in, POLLOUT, 0}};
-		if (poll(pf, in >= 0 ? 3 : 2, poll_timeout(deadline_us)) < 0 && errno != EINTR)
-			break;
 		if (pf[0].revents)
 			drain(out, o);
 		if (pf[1].revents)
 			drain(err, e);
-		if (in >= 0 && pf[2].revents) {
+		if (in >= 0 && pf[3].revents) {
 			ssize_t n = write(in, input + off, len - off);
 			if (n > 0)
 				off += (size_t)n;
@@ -86,7 +95,7 @@ static bool exchange(int in, int out, int err, const char *input, uint64_t deadl
 	}
 	if (in >= 0)
 		close(in);
-	return true;
+	return NOT_CUT;
 }
 
 static char *trimmed(const struct capture *c)
@@ -125,10 +134,11 @@ static bool job_set_pid(struct command_job *job, pid_t pid)
 	return go_on;
 }
 
-/* The command runs in a process group of its own, so at the run's deadline it is killed with
- * whatever it started: a run ends at its deadline, however the command behaves. */
+/* The command runs in a process group of its own, so at the run's deadline, or when the run
+ * is cancelled (cancel_fd: snapcell_tool_cancel_fd, -1 for none), it is killed with whatever
+ * it started: a run ends then, however the command behaves. */
 static int spawn_tool(char *const argv[], char *const inherit[], const char *args_json,
-		      uint64_t deadline_us, struct command_job *job, char **result)
+		      uint64_t deadline_us, int cancel_fd, struct command_job *job, char **result)
 {
 	int in[2], out[2], err[2];
 	char **envp = fe_child_env(inherit, NULL);
@@ -157,23 +167,24 @@ static int spawn_tool(char *const argv[], char *const inherit[], const char *arg
 	fe_child_env_free(envp);
 	close(in[0]), close(out[1]), close(err[1]);
 	struct capture o = {SC_BUF_INIT(OUTPUT_CAP), true}, e = {SC_BUF_INIT(OUTPUT_CAP), true};
-	bool in_time = true;
+	enum cut cut = NOT_CUT;
 	if (rc == 0 && !job_set_pid(job, pid))
 		kill(-pid, SIGKILL); /* cancelled before it started */
 	if (rc == 0)
-		in_time = exchange(in[1], out[0], err[0], args_json, deadline_us, &o, &e);
+		cut = exchange(in[1], out[0], err[0], args_json, deadline_us, cancel_fd, &o, &e);
 	else
 		close(in[1]);
 	if (rc == 0)
 		job_set_pid(job, 0);
-	if (!in_time)
+	if (cut)
 		kill(-pid, SIGKILL);
 	close(out[0]), close(err[0]);
 	int status = 0;
 	while (rc == 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	if (!in_time) {
-		*result = strdup("tool command killed at the run's deadline");
+	if (cut) {
+		*result = strdup(cut == CUT_CANCEL ? "tool command killed: the run was cancelled"
+						   : "tool command killed at the run's deadline");
 		sc__buf_free(&o.out);
 		sc__buf_free(&e.out);
 		return 1;
@@ -203,14 +214,15 @@ static size_t n_tool_env;
 static int command_tool(void *user, const char *args_json, char **result)
 {
 	char *argv[] = {"/bin/sh", "-c", user, NULL};
-	return spawn_tool(argv, tool_env, args_json, snapcell_tool_deadline_us(), NULL, result);
+	return spawn_tool(argv, tool_env, args_json, snapcell_tool_deadline_us(),
+			  snapcell_tool_cancel_fd(), NULL, result);
 }
 
 int fe_argv_tool(void *tool, const char *args_json, char **result)
 {
 	const struct fe_tool_command *t = tool;
-	return spawn_tool(t->argv, t->inherit, args_json, snapcell_tool_deadline_us(), NULL,
-			  result);
+	return spawn_tool(t->argv, t->inherit, args_json, snapcell_tool_deadline_us(),
+			  snapcell_tool_cancel_fd(), NULL, result);
 }
 
 /* The job's thread: runs the command and answers; the answer is its last use of the call. */
@@ -219,7 +231,7 @@ static void *command_job_run(void *arg)
 	struct command_job *job = arg;
 	char *result = NULL;
 	int rc = spawn_tool(job->shell[0] ? job->shell : job->argv, job->inherit, job->args,
-			    job->deadline_us, job, &result);
+			    job->deadline_us, -1, job, &result);
 	snapcell_call_answer(job->call, rc == 0, result);
 	free(result);
 	free(job->args);

@@ -58,7 +58,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(payload, data, size);
 	payload[size] = 0;
 	struct sc_call_outcome out;
-	if (sc__tool_serve(config(), NULL, payload, size, 1 << 20, 0, false, &out) == 0) {
+	if (sc__tool_serve(config(), NULL, payload, size, 1 << 20, 0, -1, false, &out) == 0) {
 		if (!out.text)
 			abort();
 		free(out.text);

@@ -26,10 +26,16 @@
 #define SC_GUEST_NETNS_FD    6 /* ... and its network namespace (network entries only) */
 #define SC_GUEST_CGROUP_FD   7 /* the sandbox's memory cgroup directory (O_PATH), if any */
 #define SC_GUEST_MODULE_FD   8 /* the rlimits level: the module's file (O_PATH) */
-#define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's pipe */
+#define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's socket */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
 struct sc_guest_ops;
+
+/* Words to the compiling child (guest/helper.c start_compiler): the helper's once it pivoted
+ * (the child detaches the host's root), the template's once it loaded the module (the child
+ * detaches the module's bind). */
+#define SC_GUEST_PIVOTED       'p'
+#define SC_GUEST_DETACH_MODULE 'd'
 
 struct sc_guest_config {
 	struct sc_setup s; /* as decoded; the fields below borrow from it */

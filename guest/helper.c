@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -231,22 +232,47 @@ struct handoff {
 	int setup, pidns, netns, cgroup, guest_module, seccomp;
 };
 
-/* The cells' seccomp policy, compiled by a child while the helper builds the root and the
- * interpreter starts (guest/template_setup.c says why); its pipe's reading end, or -1 (the
- * template then compiles the policy itself). The child keeps nothing of the helper's but the
- * pipe. */
+/* One word from the socket fd, or 0 at its end or on an error. */
+static char read_word(int fd)
+{
+	char word = 0;
+	ssize_t n;
+	do
+		n = read(fd, &word, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? word : 0;
+}
+
+/* A child that does what the template would otherwise wait for (its socket's end for the
+ * template, or -1: the helper and the template then do it all themselves). Forked before the
+ * root is built, it keeps nothing of the helper's but the socket, and is in this mount
+ * namespace: the pivot moves its root too. It detaches the host's root once the helper
+ * pivoted and the guest module's bind once the template loaded it; an unmount waits for an
+ * RCU grace period (sc__rootfs_detach_host), which the interpreter's start and then the
+ * template's set-up overlap (the template's own umount2 of each then finds it gone, EINVAL,
+ * or unmounts it where the child has not yet). Between the two it compiles the cells'
+ * seccomp policy and sends the program (guest/template_setup.c says why), while the
+ * interpreter starts. */
 static int start_compiler(const struct sc_setup *s)
 {
 	unsigned flags =
 		sc__seccomp_namespaces_flags(s->net != NULL, s->n_python_paths, sc__landlock_abi());
+	char module[PATH_MAX];
+	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", s->guest.file);
 	int p[2];
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0)
 		return -1;
 	pid_t pid = fork();
 	if (pid == 0) {
 		syscall(SYS_close_range, 0, (unsigned)p[1] - 1, 0);
 		syscall(SYS_close_range, (unsigned)p[1] + 1, ~0u, 0);
-		_exit(sc__seccomp_compile_to(p[1], flags) == 0 ? 0 : 1);
+		if (read_word(p[1]) != SC_GUEST_PIVOTED)
+			_exit(1);
+		sc__rootfs_detach_host();
+		int rc = sc__seccomp_compile_to(p[1], flags);
+		if (read_word(p[1]) == SC_GUEST_DETACH_MODULE)
+			umount2(module, MNT_DETACH);
+		_exit(rc == 0 ? 0 : 1);
 	}
 	close(p[1]);
 	if (pid < 0) {
@@ -334,7 +360,14 @@ static int prepare_namespaces(const struct sc_setup *s, struct handoff *h,
 		return rc;
 	h->seccomp = start_compiler(s);
 	time_namespace();
-	return build_root(s, err);
+	rc = build_root(s, err);
+	if (rc == 0 && (h->seccomp < 0 ||
+			send(h->seccomp, (char[]){SC_GUEST_PIVOTED}, 1, MSG_NOSIGNAL) != 1)) {
+		rc = sc__rootfs_detach_host();
+		if (rc < 0)
+			sc__err(err, rc, "detach the host's root");
+	}
+	return rc;
 }
 
 static void module_in_root(const struct sc_setup *s, char *buf, size_t len)

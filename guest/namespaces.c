@@ -47,6 +47,27 @@ static void forget_host_paths(void)
 	scrub_stack();
 }
 
+/* The host's root detached before anything else: the helper's compiling child started on it
+ * while the interpreter started (guest/helper.c), so this finds it gone (EINVAL, also while
+ * the child still waits for the grace period: the mounts left the namespace first), or
+ * detaches it where the child has not yet. */
+static int host_root_detached(struct snapcell_error *err)
+{
+	int rc = sc__rootfs_detach_host();
+	return rc < 0 ? sc__err(err, rc, "detach the host's root") : 0;
+}
+
+/* The guest module's bind detached, by the helper's compiling child or here; EINVAL (not a
+ * mount point) says the child did it. */
+static int module_detached(struct snapcell_error *err)
+{
+	char module[PATH_MAX];
+	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", T.cfg.s.guest.file);
+	if (umount2(module, MNT_DETACH) < 0 && errno != EINVAL)
+		return sc__err(err, -errno, "detach %s", module);
+	return 0;
+}
+
 /* The namespaces level: the cells' pid and network namespaces to come back to (opened by the
  * helper before the pivot), the root it built, and the exec ruleset when Landlock offers one. */
 static int setup(struct snapcell_error *err)
@@ -69,12 +90,14 @@ static int setup(struct snapcell_error *err)
 	T.cfg.exec = flags & SC_SECCOMP_EXEC;
 	T.unix_sockets = flags & SC_SECCOMP_UNIX;
 	sc_template_compile_adopt();
+	int rc = host_root_detached(err);
+	if (rc < 0)
+		return rc;
 	forget_host_paths();
-	/* Loaded: the cells need not see the module's file. */
-	char module[PATH_MAX];
-	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", T.cfg.s.guest.file);
-	if (umount2(module, MNT_DETACH) < 0)
-		return sc__err(err, -errno, "detach %s", module);
+	/* Loaded: the cells need not see the module's file. The helper's compiling child
+	 * detaches it meanwhile (guest/helper.c); init_python makes sure before any cell. */
+	if (!sc_template_compile_tell(SC_GUEST_DETACH_MODULE) && (rc = module_detached(err)) < 0)
+		return rc;
 	T.landlock_fd = -1;
 	if (T.cfg.exec) {
 		const char *exe[] = {T.cfg.s.python.executable, sc__rootfs_own_loader()};
@@ -154,7 +177,8 @@ static pid_t fork_cell(const struct sc_cell_plan *plan)
 
 /* Preloaded modules may want a writable directory at import (matplotlib its config and font
  * cache under $HOME, which /etc/passwd says is /tmp). The root is read-only, so they get a
- * small tmpfs of their own, detached once they are in memory; cells mount their own /tmp. */
+ * small tmpfs of their own, detached once they are in memory; cells mount their own /tmp.
+ * Then the guest module's bind is gone for sure (module_detached), before any cell. */
 static int init_python(struct snapcell_error *err)
 {
 	bool scratch = T.cfg.n_preloads > 0;
@@ -164,7 +188,7 @@ static int init_python(struct snapcell_error *err)
 	int rc = sc_py_init(&T.cfg, err);
 	if (scratch && umount2("/tmp", MNT_DETACH) < 0 && rc == 0)
 		rc = sc__err(err, -errno, "detach the preload's /tmp");
-	return rc;
+	return rc == 0 ? module_detached(err) : rc;
 }
 
 /* Bound at SC_PYTHON_PATH_BASE/<i>, not at the host path: that may lie under /tmp, which each

@@ -57,6 +57,7 @@ int sc_template_setup(struct snapcell_error *err);
 /* The seccomp compiling child: the helper's, taken over (the namespaces level), or one forked
  * now (the rlimits level); sc_template_setup joins it. */
 void sc_template_compile_adopt(void);
+bool sc_template_compile_tell(char word);
 void sc_template_compile_start(void);
 
 /* template_park.c: forks a cell and hands it to the host (a parked one, or with input_layer

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -196,6 +197,12 @@ void sc_template_compile_adopt(void)
 {
 	if (fcntl(SC_GUEST_SECCOMP_FD, F_SETFD, FD_CLOEXEC) == 0)
 		compiler.fd = SC_GUEST_SECCOMP_FD;
+}
+
+/* Word (SC_GUEST_DETACH_MODULE) to the helper's compiling child: whether it was sent. */
+bool sc_template_compile_tell(char word)
+{
+	return compiler.fd >= 0 && send(compiler.fd, &word, 1, MSG_NOSIGNAL) == 1;
 }
 
 static int seccomp_compile_join(struct snapcell_error *err)

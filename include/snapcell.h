@@ -38,8 +38,7 @@
  * library starts these threads, each with every signal blocked (a signal sent to the process
  * reaches only the caller's threads), and joins them itself:
  * - a sandbox's reaper, at its first run that pauses for a decision, until snapcell_sandbox_free:
- *   it ends paused runs whose SNAPCELL_LIMIT_PAUSE_MS ran out (killing their cells) and, at
- *   level rlimits, measures paused runs' /tmp and /output;
+ *   it ends paused runs whose SNAPCELL_LIMIT_PAUSE_MS ran out (killing their cells);
  * - a sandbox's pre-fault learner, at the first fresh run it learns from (usually the sandbox's
  *   second), until snapcell_sandbox_free: it reads such a run's cell's page map, sends the
  *   template the pages its cells should fault in ahead of a run, and retires the cell;
@@ -534,6 +533,14 @@ typedef int (*snapcell_tool_fn)(void *user_data, const char *args_json, char **r
  * not in a tool callback. The run is killed as `timeout` at its deadline and a later answer
  * is dropped, so a callback that may block (a command, a request) should give up by then. */
 SNAPCELL_API uint64_t snapcell_tool_deadline_us(void);
+/* Inside a tool callback: a descriptor that becomes readable (POLLIN) once the run that
+ * called it is cancelled (its snapcell_cancel token fired), to poll beside the callback's own
+ * descriptors; -1 when the run has no token or on a thread that is not in a tool callback.
+ * Poll it only: never read, write or close it. A cancelled run's answer is dropped (the
+ * code never sees it) and the run ends as SNAPCELL_STATUS_CANCELLED once the callback
+ * returns, so a callback that may block (a command, a request) should give up when it fires,
+ * ending what it started. */
+SNAPCELL_API int snapcell_tool_cancel_fd(void);
 
 /* An asynchronous face for a tool (snapcell_config_set_tool_async): a call that code awaits
  * in an event loop (`await tools.x(...)`, asyncio.gather) is started with this, on the run's
@@ -1006,7 +1013,8 @@ SNAPCELL_API int snapcell_sandbox_resume(struct snapcell_sandbox *sb, uint64_t p
  * one-shot: once fired it stays fired, and every run given it (at once or later) ends as
  * SNAPCELL_STATUS_CANCELLED. A run in progress has its cell killed, as at the wall-clock limit,
  * and returns within milliseconds with the output so far; a tool callback already running is
- * not interrupted (the run ends when it returns). A run started with a fired token is
+ * not interrupted (the run ends when it returns, and its answer is dropped), but it can watch
+ * snapcell_tool_cancel_fd() and give up early. A run started with a fired token is
  * cancelled before it starts: no cell is used and the code never runs. One token may serve
  * any number of runs at once; free it only after they returned. */
 struct snapcell_cancel;

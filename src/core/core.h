@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "isolate/cell.h"
 #include "isolate/host.h"
 #include "net/net.h"
 #include "rpc/control.h"
@@ -171,11 +172,12 @@ int sc__value_read(const uint8_t *payload, size_t len, char **json,
 		   enum snapcell_value_state *state);
 
 /* Serves a CALL payload (tool name, NUL, arguments JSON; NUL-terminated by the reader); the
- * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us().
+ * callback can ask for deadline_us (sc__now_us clock) with snapcell_tool_deadline_us() and
+ * for cancel_fd (the run's token, or -1) with snapcell_tool_cancel_fd().
  * -EPROTO when the payload is malformed (the cell broke the protocol), -ENOMEM, else 0. */
 int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
 		   uint8_t *payload, size_t len, size_t result_cap, uint64_t deadline_us,
-		   bool awaited, struct sc_call_outcome *out);
+		   int cancel_fd, bool awaited, struct sc_call_outcome *out);
 /* A run's own tools (run_tools, may be NULL) beside the sandbox's (cfg): SNAPCELL_E_INVAL
  * naming both when a name or tools.<attr> path clashes, SNAPCELL_E_TOO_BIG past 4 MiB of
  * names and descriptions. */
@@ -189,7 +191,7 @@ char *sc__tools_guest_json(const struct snapcell_config *cfg);
 /* Answers a held call by the verdict: runs the tool (APPROVED), the value's text (VALUE), or a
  * message (REJECTED with text as the reason, or EXPIRED); fills out's text, ok, duration. */
 int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
-		     const char *text, size_t result_cap, uint64_t deadline_us,
+		     const char *text, size_t result_cap, uint64_t deadline_us, int cancel_fd,
 		     struct sc_call_outcome *out);
 
 /* calls.c: a run's calls in flight to tools with an asynchronous face. The run's thread starts
@@ -235,16 +237,6 @@ int sc__schema_check(const struct sc_schema *schema, const json_t *value, char *
  * when out of memory. text must be valid JSON. */
 char *sc__json_exact_numbers(const char *text, size_t len);
 
-/* A cell the template parked for us: its id and descriptors (enum sc_cell_fd). */
-struct sc_cell {
-	uint32_t id;
-	int fds[SC_CELL_NFDS];
-	int net[SC_CELL_NET_MAX]; /* a sandbox with entries: network socket, listeners */
-	size_t n_net;
-};
-
-void sc__cell_close(struct sc_cell *cell);
-
 /* A FILES question to the template (sc__sandbox_files_cell), queued until its RUN_CELL
  * answer: the asking thread's, or, once abandoned (it gave up waiting), the queue's, whose
  * reader kills the cell that answers it. */
@@ -267,12 +259,11 @@ struct snapcell_sandbox {
 	int out_fd;  /* workdir/out: one directory per cell, named by its id */
 	int lock_fd; /* workdir/lock, flock'ed while the sandbox lives (stale-directory reaping) */
 	struct sc_outside_ids ids; /* what the sandbox runs as outside, and its uid's lock */
-	struct sc_cgroup cgroup;   /* its memory cgroup (dir_fd -1: none, level namespaces) */
-	enum snapcell_isolation level;
-	struct sc_gate *gate;	 /* with network entries: net/gate.h */
-	struct sc_python python; /* the interpreter its template execs */
-	char *setup;		 /* the setup message, from the helper's start until it is sent */
-	size_t setup_len;	 /* its bytes (JSON, and the compiled prelude after a NUL) */
+	struct sc_cells cells;	   /* the mechanism that makes its cells (isolate/cell.h) */
+	struct sc_gate *gate;	   /* with network entries: net/gate.h */
+	struct sc_python python;   /* the interpreter its template execs */
+	char *setup;		   /* the setup message, from the helper's start until it is sent */
+	size_t setup_len;	   /* its bytes (JSON, and the compiled prelude after a NUL) */
 
 	/* Guards the fields below; never held across a wait for the template (or a cell, or the
 	 * caller's code), so no run queues behind a slow one. */
@@ -317,16 +308,8 @@ int sc__prefault_new(struct snapcell_sandbox *sb);
 void sc__prefault_free(struct snapcell_sandbox *sb);
 bool sc__prefault_wants(struct snapcell_sandbox *sb, uint32_t cell_id);
 void sc__prefault_learn(struct snapcell_sandbox *sb, struct sc_cell *cell);
-/* The pid behind a pidfd in this process's namespace, or -1 (sandbox.c). */
-int sc__pidfd_pid(int pidfd);
-
-/* held.c, level rlimits: bytes that the process tree of cell holds on the filesystem dev in
- * regular files no name shows (opened and unlinked: their st_blocks; mapped with no descriptor
- * left: file_bytes each, their size bound, as /proc/PID/maps gives no size), UINT64_MAX past
- * 4,096 processes of its uid or files, 0 when this process cannot read the cell's /proc (it needs
- * CAP_SYS_PTRACE). */
-uint64_t sc__held_bytes(pid_t cell, dev_t dev, uint64_t file_bytes);
-/* Level rlimits (inflight.c): whether sb's uid has more descriptors in flight in AF_UNIX
+/* inflight.c, for the files watch of a mechanism that has one (struct sc_files_bounds'
+ * in_flight_over, level rlimits): whether sb's uid has more descriptors in flight in AF_UNIX
  * queues than room holds at file_bytes each (beyond its template's parked cells'). False when
  * it cannot tell: a caller that is not root, or a sandbox without a uid of its own. */
 bool sc__inflight_over(const struct snapcell_sandbox *sb, uint64_t room, uint64_t file_bytes);
@@ -379,11 +362,15 @@ struct sc_run_target {
 	int (*collect)(const struct sc_run_target *t, struct snapcell_sandbox *sb,
 		       struct snapcell_result *res);
 	void *ctx; /* the target's own (a session) */
-	/* Level rlimits: the cell whose /tmp and /output the run's files are in (a session's
-	 * family shares its anchor's); NULL: the target's own. */
+	/* For the files watch (sc_cell_ops.files_over): the cell whose /tmp and /output the
+	 * run's files are in (a session's family shares its anchor's); NULL: the target's own. */
 	const struct sc_cell *files;
 	/* Before a paused run is listed (so before anyone can resume it); NULL for nothing. */
 	void (*pausing)(const struct sc_run_target *t);
+	/* A session worker's family anchor: the trusted process the worker's processes hang
+	 * from, left running when they are stopped for a pause (freeze.c); NULL: the cell is
+	 * the root of its own processes and is stopped with them. */
+	const struct sc_cell *anchor;
 };
 
 /* What the owner of a run does when it ended (rc 0 and its result res, or a failure): alive
@@ -431,8 +418,7 @@ bool sc__output_pending(int out_fd);
 void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct snapcell_result *res);
 
 /* pause.c: the sandbox's runs paused for a decision (struct sc_run is run.c's). add: lists
- * r, waiting with pending id id until expires_us (sc__now_us clock), owned by ctx, its files
- * watched from watch_us on (UINT64_MAX: never); -ENOMEM.
+ * r, waiting with pending id id until expires_us (sc__now_us clock), owned by ctx; -ENOMEM.
  * take: the run waiting with id, off the list (*r), or the final result of one that expired
  * (*ended, *r NULL); -ENOENT when there is neither. sweep: ends the runs whose time is up,
  * keeping their results for their resumes. end_all: ends every one, and the reaper, for a
@@ -440,7 +426,7 @@ void sc__output_collect(const struct snapcell_sandbox *sb, int out_fd, struct sn
  * ctx, a session being freed. decisions_copy/free: a result's decisions, deep. */
 struct sc_run;
 int sc__paused_add(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t id, uint64_t expires_us,
-		   uint64_t watch_us, void *ctx);
+		   void *ctx);
 int sc__paused_take(struct snapcell_sandbox *sb, uint64_t id, struct sc_run **r,
 		    struct snapcell_result **ended);
 void sc__paused_sweep(struct snapcell_sandbox *sb);
@@ -453,15 +439,22 @@ void sc__decisions_free(struct snapcell_decision *d, size_t n);
  * result final; frees r. */
 int sc__run_end_paused(struct snapcell_sandbox *sb, struct sc_run *r, enum snapcell_verdict why,
 		       struct snapcell_result **out, struct snapcell_error *err);
-/* run.c, level rlimits: measures a paused run's /tmp and /output (its code's other threads
- * go on writing while its call waits). 1 when they are within bounds (*next: when to look
- * again); else the cell is killed and, as sc__run_end_paused, the result is final and r
- * freed. */
-int sc__run_paused_watch(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t *next,
-			 struct snapcell_result **out, struct snapcell_error *err);
 
 /* session.c: ends every family of a sandbox being freed. */
 void sc__sessions_orphan(struct snapcell_sandbox *sb);
+
+/* The cells the template keeps parked (its setup message's spares, and what stats wait for). */
+#define SC_SPARE_CELLS 2
+
+/* workdir.c: makes the sandbox's work directory (sb->workdir, locked in sb->lock_fd, its out/
+ * in sb->out_fd) with the inputs staged, reaping those of dead owners first. */
+int sc__workdir_make(struct snapcell_sandbox *sb, struct snapcell_error *err);
+
+/* template_start.c: start spawns the helper through the mechanism (sc_cell_ops.start) and
+ * prepares the setup message; handshake takes its greeting, sends the setup and waits for
+ * READY, the error naming what the helper wrote to its stderr when it dies first. */
+int sc__template_start(struct snapcell_sandbox *sb, struct snapcell_error *err);
+int sc__template_handshake(struct snapcell_sandbox *sb, struct snapcell_error *err);
 
 /* Takes a parked cell (waiting for one if none is ready, without the sandbox's lock) and tells
  * the template to park a replacement. */

@@ -3,11 +3,12 @@
  * queue, where neither the walk of names nor held.c's reading of /proc sees it (245 unlinked
  * 4 MiB files sent over a socketpair and closed held 980 MiB against a 321 MiB bound; 16 GiB
  * at the default limits). The kernel counts them per sending uid (unix_inflight of its
- * user_struct) and shows the count nowhere, but refuses a sendmsg carrying descriptors with
- * ETOOMANYREFS exactly when that count is over the sender's RLIMIT_NOFILE (unless it has
- * CAP_SYS_RESOURCE or CAP_SYS_ADMIN). So a process of the sandbox's uid whose RLIMIT_NOFILE
- * is k, sending one descriptor, tells whether more than k are in flight: each counts at the
- * file-size limit (a pipe or socket in flight too: nothing tells them apart).
+ * user_struct, its real uid's) and shows the count nowhere, but refuses a sendmsg carrying
+ * descriptors with ETOOMANYREFS exactly when that count is over the sender's RLIMIT_NOFILE
+ * (unless it has CAP_SYS_RESOURCE or CAP_SYS_ADMIN). So a process of the sandbox's real uid
+ * whose RLIMIT_NOFILE is k, sending one descriptor, tells whether more than k are in flight:
+ * each counts at the file-size limit (a pipe or socket in flight too: nothing tells them
+ * apart).
  *
  * The uid's count is the sandbox's: its cells' (all of them: one run's watch counts what a
  * sibling cell has in flight too) and its template's, which sends each parked cell's
@@ -20,11 +21,13 @@
  * a row say so. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -38,30 +41,47 @@
 #include "net/gate.h"
 #include "rpc/control.h"
 #include "rpc/fds.h"
+#include "util/util.h"
+
+#ifndef CLONE_PIDFD
+#define CLONE_PIDFD 0x00001000
+#endif
 
 #define PROBE_TRIES 3
 #define PROBE_STACK (64u << 10)
+/* How long a probe may take (~100 us here): longer, it is stopped or starved, and over. */
+#define PROBE_TIMEOUT_US 1000000
 
-enum { PROBE_UNDER, PROBE_OVER, PROBE_FAILED };
+/* UNDER and OVER as the kernel said; FAILED: the probe could not be made (not over: the count
+ * is not known); SIGNALLED: stopped, killed or late (over, and no more tries). */
+enum { PROBE_UNDER, PROBE_OVER, PROBE_FAILED, PROBE_SIGNALLED };
 
 struct probe {
 	int sock[2];
 	uid_t uid;
-	gid_t gid;
 	rlim_t k;
 };
 
-/* The child, sharing the caller's memory while the caller waits (CLONE_VFORK): raw calls only
- * for the ids (glibc's setxid would signal the caller's threads). As the sandbox's uid with no
- * capability left and RLIMIT_NOFILE at k, it sends one descriptor. */
+/* The child, sharing the caller's memory while the caller waits: raw calls only for the ids
+ * (glibc's setxid would signal the caller's threads). The kernel counts what is in flight per
+ * real uid (the sender's user_struct) and lets CAP_SYS_RESOURCE or CAP_SYS_ADMIN in its
+ * effective set past the limit, so the probe changes its real uid only and empties its
+ * effective set. Its effective uid stays root's: the host's memory it shares stays as
+ * dumpable as it was (a change of the effective uid sets the shared mm's flag to
+ * fs.suid_dumpable, the host's too), and no process of the cell's uid may trace it, read its
+ * memory or set its limits (all of those want its three uids). Signals it can still be sent
+ * (the cell's uid is its real one): the caller treats a stop or a death as over. */
 static int probe_child(void *arg)
 {
 	const struct probe *p = arg;
 	struct rlimit rl = {p->k, p->k};
+	struct __user_cap_header_struct head = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct caps[2];
 	if (syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, &rl, NULL) < 0 ||
-	    syscall(SYS_setgroups, 0, NULL) < 0 ||
-	    syscall(SYS_setresgid, p->gid, p->gid, p->gid) < 0 ||
-	    syscall(SYS_setresuid, p->uid, p->uid, p->uid) < 0)
+	    syscall(SYS_setresuid, p->uid, -1, -1) < 0 || syscall(SYS_capget, &head, caps) < 0)
+		_exit(PROBE_FAILED);
+	caps[0].effective = caps[1].effective = 0;
+	if (syscall(SYS_capset, &head, caps) < 0)
 		_exit(PROBE_FAILED);
 	union sc_fd_cmsg u;
 	char byte = 0;
@@ -73,31 +93,64 @@ static int probe_child(void *arg)
 	_exit(errno == ETOOMANYREFS ? PROBE_OVER : PROBE_FAILED);
 }
 
-/* Whether more than k descriptors are in flight from uid: PROBE_UNDER, PROBE_OVER or
- * PROBE_FAILED. One at a time in this process: a probe's own descriptor is in flight until
- * its socket closes. */
-static int probe(uid_t uid, gid_t gid, rlim_t k)
+/* Waits for the probe pid (pidfd: its pidfd) to end, at most PROBE_TIMEOUT_US: its result, or
+ * PROBE_SIGNALLED when it stopped (continued or not), was killed or ran late (then it is
+ * killed and reaped). The pidfd wakes the wait at its end; a stop, which it does not show, is
+ * looked for each ms. */
+static int probe_wait(pid_t pid, int pidfd)
+{
+	uint64_t until = sc__now_us() + PROBE_TIMEOUT_US;
+	while (sc__now_us() < until) {
+		siginfo_t si = {0};
+		if (waitid(P_PID, (id_t)pid, &si,
+			   WEXITED | WSTOPPED | WCONTINUED | WNOHANG | __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return PROBE_SIGNALLED; /* reaped by another: its pid is not ours to kill */
+		}
+		if (si.si_pid == pid && si.si_code == CLD_EXITED)
+			return si.si_status;
+		if (si.si_pid == pid && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED))
+			return PROBE_SIGNALLED; /* reaped */
+		if (si.si_pid == pid)
+			break; /* stopped, or stopped and continued since the last look */
+		poll(&(struct pollfd){.fd = pidfd, .events = POLLIN}, 1, 1);
+	}
+	kill(pid, SIGKILL);
+	while (waitpid(pid, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	return PROBE_SIGNALLED;
+}
+
+/* Whether more than k descriptors are in flight from uid: enum above. One at a time in this
+ * process: a probe's own descriptor is in flight until its socket closes. */
+static int probe(uid_t uid, rlim_t k)
 {
 	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
 	static _Alignas(16) char stack[PROBE_STACK];
-	struct probe p = {.uid = uid, .gid = gid, .k = k};
-	int result = PROBE_FAILED;
+	struct probe p = {.uid = uid, .k = k};
+	int result = PROBE_FAILED, saved = errno; /* the child's calls set the caller's errno */
 	sigset_t all, was;
 	sigfillset(&all);
 	pthread_mutex_lock(&one);
 	if (socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, p.sock) == 0) {
 		/* No exit signal: only a wait with __WALL reaps it, so no reaper of the
-		 * caller's takes it. Signals blocked: no handler of the caller's runs in it. */
+		 * caller's takes it. Signals blocked: no handler of the caller's runs in it. No
+		 * CLONE_VFORK: a stopped probe would hold the caller for as long as it is. */
 		pthread_sigmask(SIG_SETMASK, &all, &was);
-		pid_t pid = clone(probe_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK, &p);
+		int pidfd = -1;
+		pid_t pid = clone(probe_child, stack + sizeof(stack), CLONE_VM | CLONE_PIDFD, &p,
+				  &pidfd);
 		pthread_sigmask(SIG_SETMASK, &was, NULL);
-		int status;
-		if (pid > 0 && waitpid(pid, &status, __WALL) == pid && WIFEXITED(status))
-			result = WEXITSTATUS(status);
+		if (pid > 0)
+			result = probe_wait(pid, pidfd);
+		if (pidfd >= 0)
+			close(pidfd);
 		close(p.sock[0]);
 		close(p.sock[1]);
 	}
 	pthread_mutex_unlock(&one);
+	errno = saved;
 	return result;
 }
 
@@ -125,7 +178,10 @@ bool sc__inflight_over(const struct snapcell_sandbox *sb, uint64_t room, uint64_
 		if (i > 0)
 			nanosleep(&(struct timespec){0, 1000000}, NULL); /* its receiver's turn */
 		rlim_t k = (rlim_t)(room / file_bytes + template_in_flight(sb));
-		if (probe(sb->ids.uid, sb->ids.gid, k) != PROBE_OVER)
+		int said = probe(sb->ids.uid, k);
+		if (said == PROBE_SIGNALLED)
+			return true;
+		if (said != PROBE_OVER)
 			return false;
 	}
 	return true;

@@ -1,9 +1,8 @@
 /* A sandbox's paused runs: the list of runs waiting for a decision (run.c drives them; this
  * file only keeps them), taking one off for its resume (exactly one caller gets it), their
  * expiry (a reaper thread, started with the first pause, ends each when its time is up, so its
- * cell is freed without waiting for the caller; at level rlimits it also has run.c measure
- * each one's /tmp and /output, which its code's other threads may still fill), and ending
- * them with their session or sandbox. It never looks inside a run. */
+ * cell is freed without waiting for the caller), and ending them with their session or
+ * sandbox. It never looks inside a run (whose processes are stopped while it waits). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -20,8 +19,7 @@ struct sc_paused {
 	struct sc_paused *next;
 	uint64_t id; /* the held call's */
 	uint64_t expires_us;
-	uint64_t watch_us; /* when run.c measures its files next; UINT64_MAX: never */
-	void *ctx;	   /* the run's owner (a session), for sc__paused_end_ctx */
+	void *ctx; /* the run's owner (a session), for sc__paused_end_ctx */
 	bool ending;
 	struct sc_run *r;
 	struct snapcell_result *ended;
@@ -98,19 +96,13 @@ static void trim_ended(struct snapcell_sandbox *sb)
 	free(oldest);
 }
 
-/* When a waiting run is next due (its expiry or its files' watch), or UINT64_MAX; sb->lock
- * held. */
-static uint64_t due_us(const struct sc_paused *p)
-{
-	return p->expires_us < p->watch_us ? p->expires_us : p->watch_us;
-}
-
+/* When the first waiting run expires, or UINT64_MAX; sb->lock held. */
 static uint64_t next_expiry(const struct snapcell_sandbox *sb)
 {
 	uint64_t next = UINT64_MAX;
 	for (const struct sc_paused *p = sb->paused; p; p = p->next)
-		if (p->r && !p->ending && due_us(p) < next)
-			next = due_us(p);
+		if (p->r && !p->ending && p->expires_us < next)
+			next = p->expires_us;
 	return next;
 }
 
@@ -138,13 +130,12 @@ static void *reaper(void *arg)
 }
 
 int sc__paused_add(struct snapcell_sandbox *sb, struct sc_run *r, uint64_t id, uint64_t expires_us,
-		   uint64_t watch_us, void *ctx)
+		   void *ctx)
 {
 	struct sc_paused *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	*p = (struct sc_paused){
-		.id = id, .expires_us = expires_us, .watch_us = watch_us, .ctx = ctx, .r = r};
+	*p = (struct sc_paused){.id = id, .expires_us = expires_us, .ctx = ctx, .r = r};
 	pthread_mutex_lock(&sb->lock);
 	p->next = sb->paused;
 	sb->paused = p;
@@ -187,7 +178,7 @@ void sc__paused_sweep(struct snapcell_sandbox *sb)
 		pthread_mutex_lock(&sb->lock);
 		struct sc_paused *p;
 		for (p = sb->paused; p; p = p->next)
-			if (p->r && !p->ending && now >= due_us(p))
+			if (p->r && !p->ending && now >= p->expires_us)
 				break;
 		struct sc_run *r = p ? p->r : NULL;
 		if (p) {
@@ -199,19 +190,9 @@ void sc__paused_sweep(struct snapcell_sandbox *sb)
 			return;
 		struct snapcell_result *res = NULL;
 		struct snapcell_error e;
-		uint64_t watch = UINT64_MAX;
-		int rc = now >= p->expires_us
-				 ? sc__run_end_paused(sb, r, SNAPCELL_VERDICT_EXPIRED, &res, &e)
-				 : sc__run_paused_watch(sb, r, &watch, &res, &e);
+		int rc = sc__run_end_paused(sb, r, SNAPCELL_VERDICT_EXPIRED, &res, &e);
 		pthread_mutex_lock(&sb->lock);
 		p->ending = false;
-		if (rc == 1) { /* still waiting, within its bounds */
-			p->r = r;
-			p->watch_us = watch;
-			pthread_cond_broadcast(&sb->paused_cond);
-			pthread_mutex_unlock(&sb->lock);
-			continue;
-		}
 		p->ctx = NULL; /* the owner may go; the result needs nothing of it */
 		if (rc == 0) {
 			p->ended = res;

@@ -85,7 +85,7 @@ bool sc__prefault_wants(struct snapcell_sandbox *sb, uint32_t cell_id)
 	/* Cell 0 is the one the template parks before its warm-up (guest/template.c, serve):
 	 * its run touches what the later cells' runs find preloaded, and the warm-up's writes
 	 * would make the template's pages its own alone, which reads as written by the run. */
-	if (cell_id == 0)
+	if (cell_id == 0 || !sb->cells.ops->pid)
 		return false;
 	pthread_mutex_lock(&pf->lock);
 	unsigned long n = ++pf->runs;
@@ -228,8 +228,7 @@ static void send_list(struct snapcell_sandbox *sb, int fd)
 static void learn(struct snapcell_sandbox *sb, const struct sc_cell *cell)
 {
 	struct sc_prefault *pf = sb->prefault;
-	pid_t template = sc__pidfd_pid(sb->helper_pidfd),
-	      pid = sc__pidfd_pid(cell->fds[SC_CELL_PIDFD]);
+	pid_t template = sc__pidfd_pid(sb->helper_pidfd), pid = sb->cells.ops->pid(cell);
 	struct page_list seen = {0};
 	if (template <= 0 || pid <= 0 || scan(template, pid, &seen) < 0) {
 		free(seen.v);

@@ -214,10 +214,8 @@ static int write_one(int dir, const struct snapcell_run_file *f, uint64_t *left,
 static int check_list(const struct snapcell_sandbox *sb, const struct snapcell_run_file *files,
 		      size_t n, struct snapcell_error *err)
 {
-	if (sb->level == SNAPCELL_ISOLATION_RLIMITS)
-		return sc__err(err, SNAPCELL_E_ISOLATION,
-			       "run files need level 'namespaces' (a mount namespace per cell "
-			       "for their /input); this sandbox runs at 'rlimits'");
+	if (sb->cells.ops->no_run_files)
+		return sc__err(err, SNAPCELL_E_ISOLATION, "%s", sb->cells.ops->no_run_files);
 	if (n > SNAPCELL_RUN_FILES_MAX)
 		return sc__err(err, SNAPCELL_E_TOO_BIG, "run files: %zu given; at most %d", n,
 			       SNAPCELL_RUN_FILES_MAX);

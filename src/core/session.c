@@ -2,7 +2,7 @@
  * parked cell whose first process became an anchor; sessions are worker processes in it, and
  * snapshots are parked forks of workers. Only the anchor is trusted (it never ran code):
  * kills go through it, and the family's end (closing the anchor's socket, or killing it
- * through its pidfd) takes every process with it. */
+ * through its mechanism) takes every process with it. Its /tmp trees are session_tmp.c's. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -11,14 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "session.h"
 #include "net/gate.h"
 #include "rpc/fds.h"
 #include "rpc/frame.h"
@@ -28,33 +25,6 @@
 #define REPLY_TIMEOUT_MS 10000
 /* Time a session's /output may take to empty between runs. */
 #define EMPTY_OUTPUT_MS 2000
-
-/* One parked cell turned into a session family: its anchor (pid 1, never runs code) and the
- * count of sessions and snapshots living in its namespace. */
-struct sc_family {
-	struct snapcell_sandbox *sb; /* NULL once the sandbox is freed; families_lock */
-	struct sc_cell anchor;
-	pthread_mutex_t lock; /* guards writes to the anchor socket and refs */
-	/* Taken while the family runs: runs, snapshots and branchings of its sessions take
-	 * turns, each with its own /tmp in place and the rest of the family stopped (so the
-	 * network namespace and socket they share carry one run's events at a time). A turn,
-	 * not a mutex: a run paused for a decision keeps it, and the thread that resumes the
-	 * run (any thread) gives it back. */
-	pthread_mutex_t turn_lock;
-	pthread_cond_t turn_free;
-	bool turn_taken;
-	bool turn_paused; /* by a run waiting for a decision: others are refused, not kept */
-	unsigned refs;
-	uint32_t next_tmp_id; /* for the next /tmp tree (lock); the first session's is 1 */
-	/* Each session's and snapshot's /tmp: the root of the family's /tmp tmpfs, whose
-	 * SC_TMP_LIVE the code sees at /tmp; the others' trees wait beside it as s<id>. */
-	int tmp_root;
-	uid_t uid; /* the sandbox's outside ids, which the trees belong to */
-	gid_t gid;
-	uint32_t tmp_owner;	  /* whose tree is in SC_TMP_LIVE; 0: nobody's (tmp_lock) */
-	pthread_mutex_t tmp_lock; /* guards tmp_owner and the trees */
-	struct sc_family *next;	  /* in the sandbox's list (families_lock) */
-};
 
 struct snapcell_session {
 	struct sc_family *family;
@@ -92,10 +62,10 @@ static void family_kill(struct sc_family *f, int32_t worker_pid)
 	pthread_mutex_unlock(&f->lock);
 }
 
-/* Ends the family: the anchor's death takes everything in its namespace. */
-static void family_end(struct sc_family *f)
+/* Ends the family: the anchor's death (its mechanism's kill) takes everything of its cell. */
+void sc__family_end(struct sc_family *f)
 {
-	syscall(SYS_pidfd_send_signal, f->anchor.fds[SC_CELL_PIDFD], SIGKILL, NULL, 0);
+	f->ops->kill(&f->anchor);
 }
 
 /* Guards every family's sb and every sandbox's families list. A family's last put and the
@@ -108,7 +78,7 @@ static pthread_mutex_t families_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The family's sandbox, or NULL once it was freed; only for the NULL check, since the
  * sandbox may go right after (a caller that races a run against the sandbox's free broke
  * the thread rules; freeing both at once is allowed). */
-static bool family_orphaned(struct sc_family *f)
+bool sc__family_orphaned(struct sc_family *f)
 {
 	pthread_mutex_lock(&families_lock);
 	bool orphaned = f->sb == NULL;
@@ -148,7 +118,7 @@ void sc__sessions_orphan(struct snapcell_sandbox *sb)
 {
 	pthread_mutex_lock(&families_lock);
 	for (struct sc_family *f = sb->families; f; f = f->next) {
-		family_end(f);
+		sc__family_end(f);
 		f->sb = NULL;
 	}
 	sb->families = NULL;
@@ -231,7 +201,7 @@ static int anchor_call(struct sc_family *f, uint8_t type, uint8_t reply)
 		rc = read_reply(fd, reply, NULL, 0);
 	pthread_mutex_unlock(&f->lock);
 	if (rc < 0)
-		family_end(f);
+		sc__family_end(f);
 	return rc;
 }
 
@@ -252,7 +222,7 @@ static void family_thaw(struct sc_family *f, int32_t pid)
 	int rc = fd < 0 ? -EPIPE : sc__frame_write(fd, SC_FRAME_THAW, &pid, sizeof(pid));
 	pthread_mutex_unlock(&f->lock);
 	if (rc < 0)
-		family_end(f);
+		sc__family_end(f);
 }
 
 /* Waits for the family's turn; -EBUSY while a run of the family waits for a decision (which
@@ -297,221 +267,6 @@ static int family_leave(struct sc_family *f, int (*during)(int frozen, void *ctx
 	return rc;
 }
 
-static uint32_t family_new_tmp_id(struct sc_family *f)
-{
-	pthread_mutex_lock(&f->lock);
-	uint32_t id = f->next_tmp_id++;
-	pthread_mutex_unlock(&f->lock);
-	return id;
-}
-
-#define TMP_REMOVE_MS 5000
-
-static void tree_name(char out[16], uint32_t id)
-{
-	snprintf(out, 16, "s%u", id);
-}
-
-static int open_at(struct sc_family *f, const char *name)
-{
-	int fd = openat(f->tmp_root, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? -errno : fd;
-}
-
-/* The live tree, with the mode the code may have taken away from its /tmp given back. */
-static int open_live(struct sc_family *f)
-{
-	fchmodat(f->tmp_root, SC_TMP_LIVE, 01777, 0);
-	return open_at(f, SC_TMP_LIVE);
-}
-
-/* id's tree: SC_TMP_LIVE when id owns it; -ENOENT when it has none (an empty /tmp). */
-static int tree_open(struct sc_family *f, uint32_t id)
-{
-	char name[16];
-	tree_name(name, id);
-	return id == f->tmp_owner ? open_live(f) : open_at(f, name);
-}
-
-/* What this thread makes or renames in the trees must belong to the sandbox user (the
- * kernel refuses to make a name there for an id the sandbox's user namespace does not map):
- * it works with that user's file-system ids, which setfsuid changes for the calling thread
- * only (and, from root, with its file capabilities dropped until they are set back), and then
- * sets back the ids the thread had, whatever they were: the caller's thread may have chosen
- * its own. Removals keep the caller's ids, so a root host can remove what the code made
- * read-only. */
-struct fs_ids {
-	uid_t uid;
-	gid_t gid;
-};
-
-/* setfsuid and setfsgid return the previous id whether or not they changed it; an id no user
- * namespace maps ((uid_t)-1), which they always refuse, reads the current one. */
-static bool fsuid_is(uid_t uid)
-{
-	return (uid_t)setfsuid((uid_t)-1) == uid;
-}
-
-static bool fsgid_is(gid_t gid)
-{
-	return (gid_t)setfsgid((gid_t)-1) == gid;
-}
-
-/* -EPERM, with the thread's ids unchanged, when the kernel refuses the switch (a caller
- * without CAP_SETUID or CAP_SETGID): nothing is then made with the caller's own ids. */
-static int become_sandbox_user(const struct sc_family *f, struct fs_ids *saved)
-{
-	saved->gid = (gid_t)setfsgid(f->gid);
-	if (!fsgid_is(f->gid))
-		return -EPERM;
-	saved->uid = (uid_t)setfsuid(f->uid);
-	if (fsuid_is(f->uid))
-		return 0;
-	setfsgid(saved->gid);
-	return -EPERM;
-}
-
-/* 0, or -EPERM when the thread's ids could not be set back. */
-static int restore_ids(const struct fs_ids *saved)
-{
-	setfsuid(saved->uid);
-	setfsgid(saved->gid);
-	return fsuid_is(saved->uid) && fsgid_is(saved->gid) ? 0 : -EPERM;
-}
-
-static int move_entries(const struct sc_family *f, int from, int to)
-{
-	struct fs_ids saved;
-	int rc = become_sandbox_user(f, &saved);
-	if (rc < 0)
-		return rc;
-	rc = sc__tree_move_entries(from, to);
-	int back = restore_ids(&saved);
-	return rc < 0 ? rc : back;
-}
-
-/* A new empty tree for id (which owns nothing) beside SC_TMP_LIVE. */
-static int tree_make(struct sc_family *f, uint32_t id)
-{
-	char name[16];
-	tree_name(name, id);
-	struct fs_ids saved;
-	int rc = become_sandbox_user(f, &saved);
-	if (rc < 0)
-		return rc;
-	int fd = mkdirat(f->tmp_root, name, 0700) < 0 ? -errno : open_at(f, name);
-	if ((rc = restore_ids(&saved)) < 0 && fd >= 0)
-		close(fd);
-	return rc < 0 ? rc : fd;
-}
-
-/* Removes id's tree; the owner's entries are renamed aside first (into its kept directory),
- * so SC_TMP_LIVE is empty for the next owner whatever the removal leaves. */
-static void tree_remove(struct sc_family *f, uint32_t id)
-{
-	char name[16];
-	tree_name(name, id);
-	if (id == f->tmp_owner) {
-		int live = open_live(f);
-		int aside = live < 0 ? live : open_at(f, name);
-		if (aside >= 0 && move_entries(f, live, aside) == 0)
-			f->tmp_owner = 0;
-		if (aside >= 0)
-			close(aside);
-		if (live >= 0)
-			close(live);
-		if (f->tmp_owner)
-			return; /* kept: a tree the next switch cannot move aside ends the family */
-	}
-	sc__remove_tree(f->tmp_root, name, sc__deadline_ms(TMP_REMOVE_MS));
-}
-
-/* Renames the owner's entries aside and id's into SC_TMP_LIVE: open files and working
- * directories move with them. Every tree keeps its directory s<id> while it is in place
- * (empty then), so a switch makes nothing: code that used up the tmpfs's inodes or bytes
- * cannot make it fail, which would end the family (renames need no room). */
-static int switch_trees(struct sc_family *f, uint32_t id)
-{
-	int live = open_live(f), rc = 0;
-	if (live < 0)
-		return live;
-	char name[16];
-	if (f->tmp_owner) { /* else SC_TMP_LIVE is empty (tree_remove) */
-		tree_name(name, f->tmp_owner);
-		int aside = open_at(f, name);
-		rc = aside < 0 ? aside : move_entries(f, live, aside);
-		if (aside >= 0)
-			close(aside);
-	}
-	tree_name(name, id);
-	int in = rc < 0 ? rc : open_at(f, name);
-	if (in >= 0) {
-		rc = move_entries(f, in, live);
-		close(in);
-	} else {
-		rc = in;
-	}
-	close(live);
-	if (rc == 0)
-		f->tmp_owner = id;
-	return rc;
-}
-
-static void tmp_lock(struct sc_family *f)
-{
-	pthread_mutex_lock(&f->tmp_lock);
-}
-
-static void tmp_unlock(struct sc_family *f)
-{
-	pthread_mutex_unlock(&f->tmp_lock);
-}
-
-/* Puts id's /tmp in place; the family is stopped. A family whose trees cannot be sorted out
- * ends: a run must never see another session's /tmp. */
-static int tmp_switch(struct sc_family *f, uint32_t id)
-{
-	tmp_lock(f);
-	int rc = id == f->tmp_owner ? 0 : switch_trees(f, id);
-	tmp_unlock(f);
-	if (rc < 0)
-		family_end(f);
-	return rc;
-}
-
-/* Makes to's tree (a new id) a copy of from's, within the family's /tmp size limit; the
- * family is stopped. */
-static int tmp_copy(struct sc_family *f, uint32_t from, uint32_t to)
-{
-	tmp_lock(f);
-	int src = tree_open(f, from);
-	int dst = tree_make(f, to);
-	int rc = dst < 0 ? dst : src == -ENOENT ? 0 : src;
-	struct fs_ids saved;
-	if (src >= 0 && dst >= 0 && (rc = become_sandbox_user(f, &saved)) == 0) {
-		rc = sc__tree_copy(src, dst);
-		int back = restore_ids(&saved);
-		rc = rc < 0 ? rc : back;
-	}
-	if (src >= 0)
-		close(src);
-	if (dst >= 0)
-		close(dst);
-	if (rc < 0)
-		tree_remove(f, to);
-	tmp_unlock(f);
-	return rc;
-}
-
-static void tmp_drop(struct sc_family *f, uint32_t id)
-{
-	if (family_orphaned(f))
-		return;
-	tmp_lock(f);
-	tree_remove(f, id);
-	tmp_unlock(f);
-}
-
 /* The anchor's reply to SESSION: the anchor is trusted (it never ran code), so its
  * descriptors are accepted. */
 static int receive_first_worker(int fd, struct snapcell_session *s)
@@ -552,7 +307,8 @@ static void end_worker(struct snapcell_session *s)
 
 static int orphaned(struct sc_family *f, struct snapcell_error *err)
 {
-	return family_orphaned(f) ? sc__err(err, SNAPCELL_E_TEMPLATE, "the sandbox was freed") : 0;
+	return sc__family_orphaned(f) ? sc__err(err, SNAPCELL_E_TEMPLATE, "the sandbox was freed")
+				      : 0;
 }
 
 int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **out,
@@ -576,6 +332,7 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 	pthread_cond_init(&f->turn_free, NULL);
 	pthread_mutex_init(&f->tmp_lock, NULL);
 	f->sb = sb;
+	f->ops = sb->cells.ops;
 	f->refs = 1;
 	f->next_tmp_id = 2;
 	f->tmp_root = -1;
@@ -589,7 +346,7 @@ int snapcell_session_new(struct snapcell_sandbox *sb, struct snapcell_session **
 		rc = receive_first_worker(f->anchor.fds[SC_CELL_RPC], s);
 	const char *step = "start session";
 	if (rc == 0) { /* the first tree's directory, kept while it is in place (switch_trees) */
-		int fd = tree_make(f, s->tmp_id);
+		int fd = sc__family_tmp_make(f, s->tmp_id);
 		rc = fd < 0 ? fd : close(fd);
 		if (rc == -EPERM)
 			step = "start session: its /tmp, with the sandbox's file-system ids";
@@ -689,8 +446,8 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 	rc = sc__run_prepare(s->family->sb, code, code_len, opts, &req, out, err);
 	if (rc != 0)
 		return rc < 0 ? rc : 0; /* cancelled before it started: the worker is untouched */
-	struct sc_run_target t = {&s->worker,	      false,	     worker_kill, NULL, s,
-				  &s->family->anchor, worker_pausing};
+	struct sc_run_target t = {&s->worker,	      false,	      worker_kill,	 NULL, s,
+				  &s->family->anchor, worker_pausing, &s->family->anchor};
 	struct sc_family *f = s->family;
 	if (s->busy)
 		return sc__err(
@@ -700,7 +457,7 @@ int snapcell_session_run(struct snapcell_session *s, const char *code, size_t co
 		return sc__err(err, -EBUSY, "session_run: " PAUSED_FAMILY);
 	s->busy = true;
 	s->gate = NULL;
-	if ((rc = tmp_switch(f, s->tmp_id)) < 0) {
+	if ((rc = sc__family_tmp_switch(f, s->tmp_id)) < 0) {
 		turn_give(f);
 		s->busy = false;
 		return sc__err(err, rc, "session_run: put the session's /tmp in place");
@@ -735,7 +492,8 @@ static int fork_snapshot(struct snapcell_session *s, struct snapcell_snapshot *s
 	/* We make the snapshot's socket and hand the worker its end: nothing from the worker
 	 * is ever used as a descriptor here. */
 	int c[2];
-	int rc = tmp_switch(s->family, s->tmp_id); /* its working directory is in its /tmp */
+	int rc = sc__family_tmp_switch(s->family,
+				       s->tmp_id); /* its working directory is in its /tmp */
 	if (rc < 0)
 		return rc;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, c) < 0)
@@ -772,13 +530,13 @@ int snapcell_session_snapshot(struct snapcell_session *s, struct snapcell_snapsh
 		free(snap);
 		return sc__err(err, -EBUSY, "snapshot: " PAUSED_FAMILY);
 	}
-	snap->tmp_id = family_new_tmp_id(f);
+	snap->tmp_id = sc__family_new_tmp_id(f);
 	/* /tmp first, copied while the family is stopped, then the interpreter. */
-	int tmp_rc = tmp_copy(f, s->tmp_id, snap->tmp_id);
+	int tmp_rc = sc__family_tmp_copy(f, s->tmp_id, snap->tmp_id);
 	rc = tmp_rc < 0 ? 0 : fork_snapshot(s, snap);
 	family_leave(f, NULL, NULL);
 	if (tmp_rc < 0 || rc < 0) {
-		tmp_drop(f, snap->tmp_id);
+		sc__family_tmp_drop(f, snap->tmp_id);
 		free(snap);
 		if (tmp_rc < 0)
 			return tmp_copy_error(tmp_rc, err, "snapshot");
@@ -810,9 +568,9 @@ static int branch(const struct snapcell_snapshot *snap, struct snapcell_session 
 		}
 		return sc__err(err, -EBUSY, "%s: " PAUSED_FAMILY, what);
 	}
-	uint32_t tmp_id = family_new_tmp_id(f);
-	int tmp_rc = tmp_copy(f, snap->tmp_id, tmp_id);
-	if (tmp_rc == 0 && (rc = tmp_switch(f, tmp_id)) == 0) {
+	uint32_t tmp_id = sc__family_new_tmp_id(f);
+	int tmp_rc = sc__family_tmp_copy(f, snap->tmp_id, tmp_id);
+	if (tmp_rc == 0 && (rc = sc__family_tmp_switch(f, tmp_id)) == 0) {
 		family_thaw(f, snap->pid);
 		rc = send_request(snap->ctl, SC_FRAME_FORK, theirs, 3);
 	}
@@ -824,14 +582,14 @@ static int branch(const struct snapcell_snapshot *snap, struct snapcell_session 
 	if (tmp_rc < 0 || rc < 0) {
 		for (int i = 0; i < 3; i++)
 			close(mine[i]);
-		tmp_drop(f, tmp_id);
+		sc__family_tmp_drop(f, tmp_id);
 		return tmp_rc < 0 ? tmp_copy_error(tmp_rc, err, what)
 				  : sc__err(err, rc, "%s", what);
 	}
 	if (s->alive)
 		family_kill(f, s->pid);
 	if (s->tmp_id)
-		tmp_drop(f, s->tmp_id);
+		sc__family_tmp_drop(f, s->tmp_id);
 	sc__cell_close(&s->worker);
 	s->worker.fds[SC_CELL_RPC] = mine[0];
 	s->worker.fds[SC_CELL_STDOUT] = mine[1];
@@ -882,7 +640,7 @@ int snapcell_snapshot_new_session(const struct snapcell_snapshot *snap,
 
 bool snapcell_session_alive(const struct snapcell_session *s)
 {
-	return s && s->alive && !family_orphaned(s->family);
+	return s && s->alive && !sc__family_orphaned(s->family);
 }
 
 void snapcell_session_free(struct snapcell_session *s)
@@ -896,10 +654,10 @@ void snapcell_session_free(struct snapcell_session *s)
 	pthread_mutex_unlock(&families_lock);
 	if (sb)
 		sc__paused_end_ctx(sb, s);
-	if (s->alive && !family_orphaned(s->family))
+	if (s->alive && !sc__family_orphaned(s->family))
 		family_kill(s->family, s->pid);
 	if (s->tmp_id)
-		tmp_drop(s->family, s->tmp_id);
+		sc__family_tmp_drop(s->family, s->tmp_id);
 	sc__cell_close(&s->worker);
 	family_put(s->family);
 	free(s);
@@ -910,7 +668,7 @@ void snapcell_snapshot_free(struct snapcell_snapshot *snap)
 	if (!snap)
 		return;
 	close(snap->ctl); /* the snapshot process exits on EOF, when it next runs */
-	tmp_drop(snap->family, snap->tmp_id);
+	sc__family_tmp_drop(snap->family, snap->tmp_id);
 	family_put(snap->family);
 	free(snap);
 }

@@ -468,12 +468,19 @@ static char *check_args(const struct sc_tool *t, const char *args, size_t len, c
 	return err;
 }
 
-/* The deadline of the run whose tool callback this thread is in; 0 outside one. */
+/* The deadline and cancellation token (its eventfd) of the run whose tool callback this
+ * thread is in; 0 and -1 outside one. */
 static _Thread_local uint64_t callback_deadline_us;
+static _Thread_local int callback_cancel_fd = -1;
 
 uint64_t snapcell_tool_deadline_us(void)
 {
 	return callback_deadline_us;
+}
+
+int snapcell_tool_cancel_fd(void)
+{
+	return callback_cancel_fd;
 }
 
 /* A name from the cell as printable ASCII: bytes outside '!'..'~' and the backslash as \xNN,
@@ -501,13 +508,16 @@ static void escape_name(const char *name, size_t len, char *out, size_t size)
 
 /* Runs t's callback with the checked arguments and frames its answer into out. */
 static void invoke(const struct sc_tool *t, const char *exact, size_t result_cap,
-		   uint64_t deadline_us, struct sc_call_outcome *out)
+		   uint64_t deadline_us, int cancel_fd, struct sc_call_outcome *out)
 {
 	char *text = NULL;
 	uint64_t outer = callback_deadline_us; /* a callback may run code itself */
+	int outer_fd = callback_cancel_fd;
 	callback_deadline_us = deadline_us;
+	callback_cancel_fd = cancel_fd;
 	int rc = t->fn(t->user, exact, &text);
 	callback_deadline_us = outer;
+	callback_cancel_fd = outer_fd;
 	out->log.ok = rc == 0 && text;
 	if (!text)
 		text = sc__message("tool '%s' returned no %s", t->name,
@@ -525,7 +535,7 @@ static void invoke(const struct sc_tool *t, const char *exact, size_t result_cap
 
 int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_config *run_tools,
 		   uint8_t *payload, size_t len, size_t result_cap, uint64_t deadline_us,
-		   bool awaited, struct sc_call_outcome *out)
+		   int cancel_fd, bool awaited, struct sc_call_outcome *out)
 {
 	/* name, NUL, arguments: the arguments may hold no raw NUL (they are refused), so the
 	 * last NUL ends the name and "echo\0forged" is one (unknown) name, not echo. */
@@ -568,7 +578,7 @@ int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_conf
 			out->start = true;
 			return 0;
 		}
-		invoke(t, exact, result_cap, deadline_us, out);
+		invoke(t, exact, result_cap, deadline_us, cancel_fd, out);
 		free(exact);
 	}
 	out->log.duration_us = sc__now_us() - start;
@@ -577,14 +587,14 @@ int sc__tool_serve(const struct snapcell_config *cfg, const struct snapcell_conf
 }
 
 int sc__tool_decided(const struct sc_tool *t, const char *args, enum snapcell_verdict verdict,
-		     const char *text, size_t result_cap, uint64_t deadline_us,
+		     const char *text, size_t result_cap, uint64_t deadline_us, int cancel_fd,
 		     struct sc_call_outcome *out)
 {
 	uint64_t start = sc__now_us();
 	out->text = NULL;
 	out->log.ok = false;
 	if (verdict == SNAPCELL_VERDICT_APPROVED) {
-		invoke(t, args, result_cap, deadline_us, out);
+		invoke(t, args, result_cap, deadline_us, cancel_fd, out);
 	} else if (verdict == SNAPCELL_VERDICT_VALUE) {
 		out->log.ok = true;
 		out->text = strdup(text);

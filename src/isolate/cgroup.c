@@ -230,6 +230,14 @@ int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgr
 	return 0;
 }
 
+int sc__cgroup_cell_open(const struct sc_cgroup *cg, uint32_t id)
+{
+	char name[16];
+	snprintf(name, sizeof(name), "%u", id);
+	int fd = openat(cg->dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
 void sc__cgroup_sandbox_free(struct sc_cgroup *cg)
 {
 	if (cg->dir_fd < 0)

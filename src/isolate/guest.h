@@ -60,9 +60,18 @@ struct sc_rootfs {
 	size_t n_files;
 };
 
-/* Builds the minimal root and pivots into it; afterwards the host filesystem is gone from
- * this mount namespace. */
+/* Builds the minimal root and pivots into it; afterwards the host filesystem is mounted at
+ * SC_HOST_ROOT_AT in the root, reachable by that path alone, until sc__rootfs_detach_host. */
 int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err);
+
+/* Where sc__rootfs_build leaves the host's root: the root's /tmp, which every cell mounts
+ * its own tmpfs on. */
+#define SC_HOST_ROOT_AT "/tmp"
+
+/* Detaches the host's root from this mount namespace, lazily (MNT_DETACH); 0 also when it was
+ * detached already (SC_HOST_ROOT_AT is then not a mount point), or -errno. Detaching waits
+ * for an RCU grace period (namespace_unlock): 0.05-5 ms, longer the busier the CPUs. */
+int sc__rootfs_detach_host(void);
 
 /* Per cell, in the cell's own mount namespace: a fresh size-capped tmpfs whose directory
  * tmp_live is bound at /tmp (also at /dev/shm), its root left open as *tmp_root for a

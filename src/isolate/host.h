@@ -1,6 +1,6 @@
 /* The isolation the host library applies itself: starting the helper in new namespaces
  * (spawn.c), the outside uid it runs as (uids.c), which level the host can give (level.c),
- * the sandbox's memory cgroup (cgroup.c) and
+ * the sandbox's memory cgroup (cgroup.c), stopping a paused run's cell (freeze.c) and
  * probing what the host offers (probe.c, snapcell_probe_host). No libseccomp or
  * libcap here: the mechanisms the helper applies are isolate/guest.h. */
 #ifndef SC_ISOLATE_HOST_H
@@ -126,11 +126,44 @@ struct sc_cgroup_usage {
 	uint64_t oom_kills;
 };
 int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgroup_usage *out);
+/* A cell's cgroup's directory, opened (CLOEXEC) for sc__cell_freeze; -errno. */
+int sc__cgroup_cell_open(const struct sc_cgroup *cg, uint32_t id);
 /* Removes the cgroup and what is left of its cells' (the template must be gone; it removes
  * each cell's when it reaps the cell). */
 void sc__cgroup_sandbox_free(struct sc_cgroup *cg);
 /* Whether sandboxes of this process get memory cgroups: 0 with where, or a negative code
  * with why not; makes and removes one to know. */
 int sc__cgroup_probe(char *detail, size_t len);
+
+/* ---- freeze.c ---- */
+
+/* A cell's processes stopped for a paused run (docs/approval.md): the ones sc__cell_freeze
+ * stopped, by pid and start time, for sc__cell_thaw to continue. */
+struct sc_frozen;
+
+/* Which processes are a cell's. */
+struct sc_cell_procs {
+	pid_t root;	/* the cell (pid 1 of its pid namespace, or a subreaper), or an anchor */
+	bool keep_root; /* the root goes on running: a session's anchor, which runs no code */
+	int cgroup_fd;	/* the cell's own cgroup's directory (level cgroups), or -1 */
+};
+
+/* Stops every process of the cell (those of its cgroup, else those below root as the host's
+ * /proc shows them: root is a cell's pid 1, or a subreaper at level rlimits, so the tree is
+ * every process its code started), every thread of each, root too unless keep_root. SIGSTOP
+ * from outside, pass after pass, until a listing begun after all were seen stopped finds the
+ * same, all stopped: a process the code forks meanwhile, or one it continues with SIGCONT, is
+ * met by a later pass, and once all are stopped none is left to continue another. Processes
+ * found stopped already are left as they are (and not continued by the thaw). 0 with *out;
+ * -ETIMEDOUT when the cell did not hold still within timeout_ms (a thread that stays in an
+ * uninterruptible sleep, a vfork's parent), -ESRCH when root is gone, -E2BIG past 4,096
+ * processes, -ENOMEM: then what it stopped is continued again and *out is NULL. */
+int sc__cell_freeze(const struct sc_cell_procs *cell, unsigned timeout_ms, struct sc_frozen **out);
+/* Continues what the freeze stopped (each only while it is still the process it stopped) and
+ * frees f. NULL: nothing. */
+void sc__cell_thaw(struct sc_frozen *f);
+/* Frees f and continues nothing: its processes were killed, and one that outlived the kill
+ * stays stopped. NULL: nothing. */
+void sc__cell_frozen_free(struct sc_frozen *f);
 
 #endif

@@ -51,22 +51,30 @@ const char *const *sc__rootfs_data_paths(size_t *n)
 	return data_binds;
 }
 
+/* The directory buf (modified and restored) and its missing parents. The deepest first: a
+ * bind's parents mostly exist, and each mkdir of an existing one walks the whole path from
+ * / through the root's base (~100 such calls a sandbox when every parent was made in turn). */
+static int mkdir_parents(char *buf)
+{
+	if (mkdir(buf, 0755) == 0 || errno == EEXIST)
+		return 0;
+	char *slash = strrchr(buf, '/');
+	if (errno != ENOENT || !slash || slash == buf)
+		return -errno;
+	*slash = 0;
+	int rc = mkdir_parents(buf);
+	*slash = '/';
+	if (rc < 0)
+		return rc;
+	return mkdir(buf, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
 static int mkdir_p(const char *path)
 {
 	char buf[PATH_MAX];
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return -ENAMETOOLONG;
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = 0;
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		*p = '/';
-	}
-	if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-		return -errno;
-	return 0;
+	return mkdir_parents(buf);
 }
 
 /* mkdir_p of a path relative to the root directory rootfd. */
@@ -464,10 +472,16 @@ static int put_interpreter(const struct sc_rootfs *fs, struct snapcell_error *er
 {
 	static char head[64 << 10];
 	size_t len = 0;
-	int rc = read_head(fs->interp_src, head, sizeof(head), &len, err);
+	/* The program headers and PT_INTERP's path sit in the first page of any usual ELF file;
+	 * only a file that keeps them further on is read again, further (64 KiB copied in every
+	 * sandbox's start was ~0.1 ms of it). */
+	int rc = read_head(fs->interp_src, head, 4096, &len, err);
+	const char *loader = rc < 0 ? NULL : image_loader(head, len);
+	if (rc == 0 && !loader && len == 4096)
+		rc = read_head(fs->interp_src, head, sizeof(head), &len, err);
 	if (rc < 0)
 		return rc;
-	const char *loader = image_loader(head, len);
+	loader = loader ? loader : image_loader(head, len);
 	if (!loader)
 		return sc__err(err, -ENOEXEC, "%s names no ELF loader", fs->interp_path);
 	if ((rc = put_exec_copy(fs->base, loader, loader, err)) < 0)
@@ -597,20 +611,23 @@ int sc__rootfs_build(const struct sc_rootfs *fs, struct snapcell_error *err)
 	close(rootfd);
 	if (rc < 0)
 		return rc;
-	/* pivot_root(".", ".") stacks the old root under the new one; detaching it leaves no
-	 * path to the host filesystem (pivot_root(2), "new_root and put_old may be the same"). */
+	/* The old root goes to the root's /tmp, not under "/" (pivot_root(".", ".")), where a
+	 * lookup of "/.." would reach it until it is detached (sc__rootfs_detach_host). */
 	if (chdir(fs->base) < 0)
 		return sc__err(err, -errno, "chdir %s", fs->base);
-	if (syscall(SYS_pivot_root, ".", ".") < 0)
+	if (syscall(SYS_pivot_root, ".", SC_HOST_ROOT_AT + 1) < 0)
 		return sc__err(err, -errno, "pivot_root");
-	if (umount2(".", MNT_DETACH) < 0)
-		return sc__err(err, -errno, "detach old root");
 	if (chdir("/") < 0)
 		return sc__err(err, -errno, "chdir /");
 	if (mount(NULL, "/", NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
 	    0)
 		return sc__err(err, -errno, "remount / read-only");
 	return 0;
+}
+
+int sc__rootfs_detach_host(void)
+{
+	return umount2(SC_HOST_ROOT_AT, MNT_DETACH) < 0 && errno != EINVAL ? -errno : 0;
 }
 
 /* One run's files over the workspace at /input: an overlay of three lower layers, the root's

@@ -382,7 +382,7 @@ static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets, b
 				      SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)prctl_ok[i]));
 	/* Fork and threads, never new namespaces, nor a process whose parent is the caller's
 	 * (CLONE_PARENT): at the rlimits level a cell's sibling is the template's child, outside
-	 * the cell's tree, which the host's /tmp watch reads (src/core/held.c). */
+	 * the cell's tree, which the host's /tmp watch reads (src/isolate/held.c). */
 	if (rc == 0)
 		rc = seccomp_rule_add(
 			ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
@@ -475,7 +475,7 @@ static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
  * on the work directory's filesystem, and a file with no name holds its blocks where the
  * host's walk of the names cannot see them; "not supported by this filesystem" makes
  * tempfile.TemporaryFile fall back to mkstemp and unlink, whose open file the host's watch counts
- * (src/core/held.c). openat2, whose flags are in a struct, is refused whole (absent). */
+ * (src/isolate/held.c). openat2, whose flags are in a struct, is refused whole (absent). */
 static int add_no_tmpfile_rules(scmp_filter_ctx ctx)
 {
 	const scmp_datum_t tmpfile = O_TMPFILE & ~O_DIRECTORY;

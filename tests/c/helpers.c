@@ -137,30 +137,6 @@ int test_count_host_processes(const char *name)
 	return n;
 }
 
-pid_t test_host_pid(const char *name)
-{
-	DIR *d = opendir("/proc");
-	cr_assert_not_null(d, "open host /proc");
-	size_t len = strlen(name);
-	pid_t pid = 0;
-	struct dirent *e;
-	while (!pid && (e = readdir(d))) {
-		char path[300], comm[32] = "";
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/comm", e->d_name);
-		FILE *f = fopen(path, "re");
-		if (f && fgets(comm, sizeof(comm), f) && strncmp(comm, name, len) == 0 &&
-		    comm[len] == '\n')
-			pid = (pid_t)atoi(e->d_name);
-		if (f)
-			fclose(f);
-	}
-	closedir(d);
-	cr_assert_gt(pid, 0, "no process called %s", name);
-	return pid;
-}
-
 int test_wait_host_processes_gone(const char *name, unsigned timeout_ms)
 {
 	uint64_t deadline = test_now_ms() + timeout_ms;
@@ -305,4 +281,151 @@ bool test_thread_asleep(int tid)
 	buf[n] = 0;
 	const char *end = strrchr(buf, ')'); /* the name may hold spaces */
 	return end && end[1] == ' ' && end[2] == 'S';
+}
+
+static int answer_empty(void *user, const char *args, char **result)
+{
+	(void)user, (void)args;
+	*result = strdup("{}");
+	return *result ? 0 : -1;
+}
+
+void test_add_decision_tool(struct snapcell_config *cfg, const char *name)
+{
+	cr_assert_eq(snapcell_config_add_tool(cfg, name, "Needs a decision.", NULL,
+					      SNAPCELL_APPROVAL_NEVER, answer_empty, NULL, NULL),
+		     0);
+	cr_assert_eq(snapcell_config_set_tool_decision(cfg, name, true, NULL), 0);
+}
+
+/* Each spinner notes the longest time between two of its turns: about the pause when it was
+ * stopped for it, a few milliseconds of scheduling when it ran on. The child writes its figure
+ * to memory it shares with the parent. */
+static const char spin_code[] =
+	"import mmap, os, struct, threading, time\n"
+	"sh = mmap.mmap(-1, 64)\n"
+	"pid = os.fork()\n"
+	"if pid == 0:\n"
+	"    last, gap = time.monotonic(), 0.0\n"
+	"    while sh[63] == 0:\n"
+	"        now = time.monotonic(); gap = max(gap, now - last); last = now\n"
+	"        struct.pack_into('d', sh, 0, gap)\n"
+	"    os._exit(0)\n"
+	"gaps, done = [0.0, 0.0], False\n"
+	"def spin(i):\n"
+	"    last = time.monotonic()\n"
+	"    while not done:\n"
+	"        now = time.monotonic(); gaps[i] = max(gaps[i], now - last); last = now\n"
+	"ts = [threading.Thread(target=spin, args=(i,)) for i in range(2)]\n"
+	"for t in ts: t.start()\n"
+	"time.sleep(0.3)\n"
+	"call_tool('%s')\n"
+	"time.sleep(0.3)\n"
+	"done = True\n"
+	"for t in ts: t.join()\n"
+	"sh[63] = 1\n"
+	"os.waitpid(pid, 0)\n"
+	"print('%%.3f %%.3f %%.3f' %% (gaps[0], gaps[1], struct.unpack_from('d', sh, 0)[0]))\n";
+
+void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_session *s,
+				  const char *tool, unsigned pause_ms)
+{
+	char code[2048];
+	snprintf(code, sizeof(code), spin_code, tool);
+	struct snapcell_result *res = NULL, *fin = NULL;
+	struct snapcell_error err = {0};
+	uint64_t start_ms = test_now_ms();
+	int rc = s ? snapcell_session_run(s, code, SIZE_MAX, NULL, &res, &err)
+		   : snapcell_sandbox_run(sb, code, SIZE_MAX, NULL, &res, &err);
+	cr_assert_eq(rc, 0, "run: %s", err.message);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	usleep(pause_ms * 1000u);
+	cr_assert_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
+					     NULL, NULL, &fin, &err),
+		     0, "resume: %s", err.message);
+	uint64_t elapsed_us = (test_now_ms() - start_ms + 1) * 1000;
+	expect_ok(fin);
+	double gaps[3];
+	cr_assert_eq(sscanf(fin->stdout_buf, "%lf %lf %lf", &gaps[0], &gaps[1], &gaps[2]), 3, "%s",
+		     fin->stdout_buf);
+	const char *who[] = {"thread 1", "thread 2", "the forked child"};
+	for (int i = 0; i < 3; i++)
+		cr_expect_geq(gaps[i] * 1000, pause_ms * 0.8,
+			      "%s ran during the pause: its longest stop was %.3f s of %.3f s",
+			      who[i], gaps[i], pause_ms / 1000.0);
+	/* The running time only: the whole time, less the pause. */
+	cr_assert_eq(fin->n_decisions, 1);
+	uint64_t waited = fin->decisions[0].waited_us;
+	cr_expect_geq(waited, pause_ms * 1000ull);
+	cr_expect_leq(fin->wall_us + waited, elapsed_us + 50000,
+		      "wall_us %llu, waited %llu of %llu", (unsigned long long)fin->wall_us,
+		      (unsigned long long)waited, (unsigned long long)elapsed_us);
+	/* Three spinners and the main thread, at most, for the running time. */
+	cr_expect_leq(fin->cpu_us, 3 * fin->wall_us + 300000, "cpu_us %llu of wall_us %llu",
+		      (unsigned long long)fin->cpu_us, (unsigned long long)fin->wall_us);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+}
+
+/* Slot 0: the fork chain, slot 1: the SIGCONT sender; each notes its last turn and its
+ * longest time between turns in shared memory. A thread reaps the chain's orphans, which
+ * come back to the cell. */
+static const char forkers_code[] =
+	"import mmap, os, signal, struct, threading, time\n"
+	"sh = mmap.mmap(-1, 64)\n"
+	"def mark(slot):\n"
+	"    now = time.monotonic()\n"
+	"    last, gap = struct.unpack_from('dd', sh, slot * 16)\n"
+	"    struct.pack_into('dd', sh, slot * 16, now, max(gap, now - last) if last else 0.0)\n"
+	"if os.fork() == 0:\n"
+	"    while sh[63] == 0:\n"
+	"        mark(0)\n"
+	"        try:\n"
+	"            if os.fork() != 0: os._exit(0)\n"
+	"        except OSError: pass\n"
+	"    os._exit(0)\n"
+	"if os.fork() == 0:\n"
+	"    while sh[63] == 0:\n"
+	"        mark(1)\n"
+	"        for target in (0, -1):\n"
+	"            try: os.kill(target, signal.SIGCONT)\n"
+	"            except OSError: pass\n"
+	"    os._exit(0)\n"
+	"def reap():\n"
+	"    while True:\n"
+	"        try: os.wait()\n"
+	"        except ChildProcessError: time.sleep(0.01)\n"
+	"threading.Thread(target=reap, daemon=True).start()\n"
+	"time.sleep(0.3)\n"
+	"call_tool('%s')\n"
+	"time.sleep(0.3)\n"
+	"sh[63] = 1\n"
+	"time.sleep(0.2)\n"
+	"print('%%.3f %%.3f' %% (struct.unpack_from('d', sh, 8)[0], "
+	"struct.unpack_from('d', sh, 24)[0]))\n";
+
+void test_expect_pause_stops_forkers(struct snapcell_sandbox *sb, const char *tool,
+				     unsigned pause_ms)
+{
+	char code[2048];
+	snprintf(code, sizeof(code), forkers_code, tool);
+	struct snapcell_result *res = test_run(sb, code), *fin = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	usleep(pause_ms * 1000u);
+	cr_assert_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
+					     NULL, NULL, &fin, &err),
+		     0, "resume: %s", err.message);
+	expect_ok(fin);
+	double chain, sender;
+	cr_assert_eq(sscanf(fin->stdout_buf, "%lf %lf", &chain, &sender), 2, "%s", fin->stdout_buf);
+	cr_expect_geq(chain * 1000, pause_ms * 0.8,
+		      "the fork chain ran during the pause: its longest stop was %.3f s", chain);
+	cr_expect_geq(sender * 1000, pause_ms * 0.8,
+		      "the SIGCONT sender ran during the pause: its longest stop was %.3f s",
+		      sender);
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
 }

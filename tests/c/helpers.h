@@ -62,25 +62,10 @@ void test_skip_unless_guest_runs_debian_packages(void);
 
 /* Names the cell's process (its comm, at most 15 bytes), so the host finds it in /proc. */
 #define TEST_NAME_CELL(name) "__import__('ctypes').CDLL(None).prctl(15, b'" name "', 0, 0, 0)\n"
-/* Code whose threads wait for the host instead of sleeping until it is likely the host is
- * ready: wait_host() blocks until the host sends the cell SIGUSR1 (kill(test_host_pid(name),
- * SIGUSR1)), one waiting thread per signal (Python's handler writes one byte to the pipe
- * they read). */
-#define TEST_WAITS_FOR_HOST(name)                                                                  \
-	TEST_NAME_CELL(name)                                                                       \
-	"import os, signal\n"                                                                      \
-	"_r, _w = os.pipe()\n"                                                                     \
-	"os.set_blocking(_w, False)\n"                                                             \
-	"signal.signal(signal.SIGUSR1, lambda *a: None)\n"                                         \
-	"signal.set_wakeup_fd(_w)\n"                                                               \
-	"def wait_host():\n"                                                                       \
-	"    os.read(_r, 1)\n"
 /* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
 int test_count_host_processes(const char *name);
 /* Waits up to timeout_ms for no such process to be left; how many are left. */
 int test_wait_host_processes_gone(const char *name, unsigned timeout_ms);
-/* The host pid of the process called name; fails the test when there is none. */
-pid_t test_host_pid(const char *name);
 
 /* Runs code, expects status ok and exactly this stdout. */
 void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want);
@@ -133,5 +118,21 @@ void test_skip_or_fail(const char *reason);
 unsigned long long test_template_identity(struct snapcell_sandbox *sb);
 /* Whether thread tid of this process is asleep (state S): blocked, here in the library. */
 bool test_thread_asleep(int tid);
+
+/* A paused run's cell is stopped (docs/approval.md). test_add_decision_tool registers a tool
+ * `name` that needs a decision (its callback answers {}). test_expect_pause_stops_cell runs
+ * code (in session s, or a fresh cell when s is NULL) that spins two threads and a forked child
+ * around a call to that tool, keeps the run paused for pause_ms, approves it, and expects each
+ * spinner to have gone (nearly) the whole pause without running, and the run's wall_us and
+ * cpu_us to leave the pause out. */
+void test_add_decision_tool(struct snapcell_config *cfg, const char *name);
+void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_session *s,
+				  const char *tool, unsigned pause_ms);
+
+/* The same against code that fights the stop: a chain of processes each forking the next and
+ * exiting (thousands a second), and a process sending SIGCONT to its process group and to
+ * every process it may signal (kill(-1)), both running as the pause starts. */
+void test_expect_pause_stops_forkers(struct snapcell_sandbox *sb, const char *tool,
+				     unsigned pause_ms);
 
 #endif

@@ -262,3 +262,29 @@ def test_closing_the_sandbox_ends_paused_runs():
     with pytest.raises(Exception):
         sb.resume(r, approve=True)
     assert refunds == []
+
+
+def test_code_that_did_not_wait_in_its_call_stands_still_while_paused():
+    """An awaited call leaves the code running in its event loop; while the run waits for the
+    decision the cell is stopped, so the loop's spinning sees the whole pause as one gap and
+    does no work in it (docs/approval.md)."""
+    code = """
+import asyncio, time
+async def main():
+    last = time.monotonic()
+    call = tools.refund(order="A", amount=1)  # sent now; the code goes on
+    gap, end = 0.0, last + 5
+    while last < end and gap < 1:  # until the pause has passed (or 5 s, when it never came)
+        now = time.monotonic()
+        gap, last = max(gap, now - last), now
+    await call
+    return gap
+print(f"{asyncio.run(main()):.2f}")
+"""
+    with sandbox() as sb:
+        r = sb.run(code)
+        assert r.status == "paused", r
+        time.sleep(1.5)
+        final = sb.resume(r, approve=True)
+    assert final.ok, final
+    assert float(final.stdout) >= 1.2, f"the code ran during the pause: {final.stdout}"

@@ -1,6 +1,7 @@
 /* Cancellation: a token fired from another thread or a signal handler ends a run at once as
  * "cancelled"; a token fired before the run means it never starts; sessions survive the way
  * they do a timeout. */
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/time.h>
@@ -194,5 +195,84 @@ Test(cancel, a_cancelled_session_run_ends_the_session_which_a_snapshot_revives)
 	snapcell_cancel_free(fired);
 	snapcell_snapshot_free(snap);
 	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* A plain tool that blocks until its run is cancelled (snapcell_tool_cancel_fd), as a command
+ * tool waits on its command: the token fires from another thread while it waits. */
+struct blocking {
+	struct snapcell_cancel *token;
+	int fd_seen;	  /* snapcell_tool_cancel_fd() inside the callback */
+	bool woke;	  /* the fd became readable before the callback gave up (5 s) */
+	uint64_t woke_ms; /* how long it waited */
+};
+
+static void *fire_soon(void *arg)
+{
+	struct timespec ts = {0, 50 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	snapcell_cancel_fire(arg);
+	return NULL;
+}
+
+static int block_until_cancelled(void *user, const char *args, char **result)
+{
+	struct blocking *b = user;
+	b->fd_seen = snapcell_tool_cancel_fd();
+	pthread_t t;
+	pthread_create(&t, NULL, fire_soon, b->token);
+	uint64_t start = now_ms();
+	struct pollfd pf = {b->fd_seen, POLLIN, 0};
+	b->woke = poll(&pf, 1, 5000) == 1;
+	b->woke_ms = now_ms() - start;
+	pthread_join(t, NULL);
+	*result = strdup("\"late answer\"");
+	return 0;
+}
+
+static int report_cancel_fd(void *user, const char *args, char **result)
+{
+	*(int *)user = snapcell_tool_cancel_fd();
+	*result = strdup("null");
+	return 0;
+}
+
+Test(cancel, a_plain_tool_callback_sees_its_run_cancelled_and_its_answer_is_dropped)
+{
+	struct blocking b = {.token = new_token(), .fd_seen = -2};
+	int fd_without_token = -2;
+	struct snapcell_config *cfg = test_config_new();
+	snapcell_config_add_tool(cfg, "block", "", NULL, SNAPCELL_APPROVAL_NEVER,
+				 block_until_cancelled, &b, NULL);
+	snapcell_config_add_tool(cfg, "report", "", NULL, SNAPCELL_APPROVAL_NEVER, report_cancel_fd,
+				 &fd_without_token, NULL);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	cr_expect_eq(snapcell_tool_cancel_fd(), -1, "outside a callback: none");
+
+	uint64_t start = now_ms();
+	struct snapcell_result *res =
+		run_with(sb, NULL,
+			 "print('started', flush=True)\n"
+			 "try:\n    r = call_tool('block')\nexcept Exception as e:\n    r = e\n"
+			 "print('got', r, flush=True)\n",
+			 b.token);
+	cr_expect_geq(b.fd_seen, 0, "inside a callback of a run with a token: its fd");
+	cr_expect(b.woke, "the fd became readable when the token fired");
+	cr_expect_lt(b.woke_ms, 4000);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_CANCELLED, "%s: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	cr_expect_str_eq(res->stdout_buf, "started\n", "the late answer never reached the code");
+	cr_expect_eq(res->n_tool_calls, 1, "the call is logged");
+	cr_expect_lt(now_ms() - start, 5000);
+	snapcell_result_free(res);
+	cr_expect_eq(snapcell_tool_cancel_fd(), -1, "after the callback: none again");
+
+	/* A run without a token: its callbacks get -1. */
+	res = run_with(sb, NULL, "call_tool('report')", NULL);
+	expect_ok(res);
+	cr_expect_eq(fd_without_token, -1);
+	snapcell_result_free(res);
+	snapcell_cancel_free(b.token);
 	snapcell_sandbox_free(sb);
 }

@@ -4,9 +4,7 @@
  * the output and the audit every result carries; and code that tries to skip a decision. */
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/ioctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "helpers.h"
@@ -64,42 +62,6 @@ static const char refund_code[] = "print('before')\n"
 				  "    print('got', r)\n"
 				  "except ToolError as e:\n"
 				  "    print('refused:', e)\n";
-
-/* The bytes waiting in this process's sockets, per descriptor (queued[fd]). A paused run's
- * frame socket is read by no one while the run waits: what its code writes stays there. */
-static void queued_bytes(int queued[], int n_fds)
-{
-	for (int fd = 0; fd < n_fds; fd++) {
-		struct stat st;
-		queued[fd] = 0;
-		if (fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode) && ioctl(fd, FIONREAD, &queued[fd]))
-			queued[fd] = 0;
-	}
-}
-
-/* Wakes one thread of the paused run's code (in cell name) from wait_host() and waits, 30 s
- * at most, until the frame it writes next is in the host's end of the cell's socket. The
- * template's records are taken first (snapcell_sandbox_stats waits for its parked cells), so
- * bytes that arrive are the cell's. */
-static void wake_call(struct snapcell_sandbox *sb, const char *name)
-{
-	struct snapcell_sandbox_stats st = {0};
-	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
-	enum { N_FDS = 256 };
-	int before[N_FDS], now[N_FDS];
-	queued_bytes(before, N_FDS);
-	cr_assert_eq(kill(test_host_pid(name), SIGUSR1), 0, "kill %s: %s", name, strerror(errno));
-	uint64_t deadline = test_now_ms() + 30000;
-	for (;;) {
-		queued_bytes(now, N_FDS);
-		for (int fd = 0; fd < N_FDS; fd++)
-			if (now[fd] > before[fd])
-				return;
-		cr_assert_lt(test_now_ms(), deadline, "no call came from %s after its wake-up",
-			     name);
-		test_pause_ms(5);
-	}
-}
 
 static struct snapcell_result *resume(struct snapcell_sandbox *sb, struct snapcell_result *res,
 				      enum snapcell_verdict v, const char *text, const char *by)
@@ -420,6 +382,7 @@ Test(decisions, a_session_run_pauses_keeps_its_state_and_is_busy_meanwhile)
 	expect_ok(fin);
 	cr_expect_eq(atomic_load(&refunds), 1);
 	snapcell_result_free(fin);
+	snapcell_result_free(res);
 	cr_assert_eq(snapcell_session_run(s, "print(x, r['refunded']['order'])", SIZE_MAX, NULL,
 					  &other, NULL),
 		     0);
@@ -519,46 +482,33 @@ Test(decisions, the_mark_needs_a_registered_tool_and_is_not_program_approval)
 	snapcell_config_free(cfg);
 }
 
-/* Calls wait in the order they were made: a thread already waiting goes before the main
- * thread's next call, which a plain lock would let jump ahead (its caller is awake and running
- * when the turn is given back). */
+/* Calls wait in the order they were made: calls already written when the run pauses (awaited
+ * calls, sent at once) are each decided in turn, in call order, before the main thread's next
+ * call. (Threads cannot join the queue during a pause: the cell is stopped.) */
 Test(decisions, waiting_calls_are_decided_in_call_order)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
-	struct snapcell_result *res = test_run(
-		sb, TEST_WAITS_FOR_HOST(
-			    "sc-call-order") "import threading\n"
-					     "def other(o):\n"
-					     "    wait_host()\n"
-					     "    call_tool('refund', order=o, amount=1)\n"
-					     "ts = [threading.Thread(target=other, args=(o,))\n"
-					     "      for o in ('t1', 't2')]\n"
-					     "[t.start() for t in ts]\n"
-					     "call_tool('refund', order='main1', amount=1)\n"
-					     "call_tool('refund', order='main2', amount=1)\n"
-					     "[t.join() for t in ts]\n");
-	/* The threads call while main1 waits, one after the other (whichever woke first). */
-	const char *want[] = {"main1", "t", "t", "main2"};
-	char seen[4][8] = {""};
+	struct snapcell_result *res =
+		test_run(sb, "import asyncio\n"
+			     "async def main():\n"
+			     "    await asyncio.gather(*[call_tool('refund', order=o, amount=1)\n"
+			     "                           for o in ('main1', 't1', 't2')])\n"
+			     "asyncio.run(main())\n"
+			     "call_tool('refund', order='main2', amount=1)\n");
+	const char *want[] = {"main1", "t1", "t2", "main2"};
 	for (size_t i = 0; i < 4; i++) {
 		cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "call %zu: %s", i,
 			     res->stderr_buf);
-		const char *o = strstr(res->pending->arguments, "\"order\": \"");
-		cr_assert_not_null(o, "%s", res->pending->arguments);
-		snprintf(seen[i], sizeof(seen[i]), "%.*s", (int)strcspn(o + 10, "\""), o + 10);
-		cr_expect(!strncmp(seen[i], want[i], strlen(want[i])), "call %zu: %s, want %s", i,
-			  seen[i], want[i]);
-		if (i == 0) {
-			wake_call(sb, "sc-call-order");
-			wake_call(sb, "sc-call-order");
-		}
+		char needle[32];
+		snprintf(needle, sizeof(needle), "\"order\": \"%s\"", want[i]);
+		cr_expect(strstr(res->pending->arguments, needle), "call %zu: %s, want %s", i,
+			  res->pending->arguments, want[i]);
 		struct snapcell_result *next =
 			resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
 		snapcell_result_free(res);
 		res = next;
 	}
 	expect_ok(res);
-	cr_expect_str_neq(seen[1], seen[2]);
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
@@ -587,23 +537,20 @@ Test(decisions, the_bridge_itself_still_waits_for_the_decision)
 Test(decisions, a_call_written_while_a_call_waits_is_served_after_it)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
-	struct snapcell_result *res = test_run(
-		sb, TEST_WAITS_FOR_HOST("sc-forge") "import struct, threading\n"
-						    "def forge():\n"
-						    "    wait_host()\n"
-						    "    p = struct.pack('<IB', 999, 0)\n"
-						    "    p += b'refund\\0{\"order\": \"forged\", "
-						    "\"amount\": 9}'\n"
-						    "    os.write(3, struct.pack('<I', 1 + len(p))"
-						    " + b'C' + p)\n"
-						    "threading.Thread(target=forge).start()\n"
-						    "call_tool('refund', order='real', amount=1)\n"
-						    "print('approved')\n"
-						    /* Queued behind the forged call: the run
-						     * goes on until that one was served. */
-						    "call_tool('lookup')\n");
+	struct snapcell_result *res =
+		test_run(sb, "import os, struct, threading, time\n"
+			     "def forge():\n"
+			     "    time.sleep(0.3)\n"
+			     "    p = struct.pack('<IB', 999, 0)\n"
+			     "    p += b'refund\\0{\"order\": \"forged\", \"amount\": 9}'\n"
+			     "    os.write(3, struct.pack('<I', 1 + len(p)) + b'C' + p)\n"
+			     "threading.Thread(target=forge).start()\n"
+			     "call_tool('refund', order='real', amount=1)\n"
+			     "print('approved')\n"
+			     "time.sleep(0.5)\n");
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
-	wake_call(sb, "sc-forge"); /* the forged frame is in the socket */
+	/* The cell stands still while the call waits: the forging thread writes its frame after
+	 * the resume, while the main thread sleeps on. */
 	struct snapcell_result *next = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
 	cr_assert_eq(next->status, SNAPCELL_STATUS_PAUSED, "%s",
 		     snapcell_status_name(next->status));
@@ -655,29 +602,103 @@ Test(decisions, an_approval_is_for_one_call_and_its_id_is_spent)
 Test(decisions, a_thread_calling_while_the_main_thread_waits_is_not_served)
 {
 	struct snapcell_sandbox *sb = decision_sandbox(0, 0, 0);
-	struct snapcell_result *res = test_run(
-		sb,
-		TEST_WAITS_FOR_HOST("sc-other-call") "import threading\n"
-						     "seen = []\n"
-						     "def other():\n"
-						     "    wait_host()\n"
-						     "    seen.append(call_tool('lookup'))\n"
-						     "t = threading.Thread(target=other)\n"
-						     "t.start()\n"
-						     "call_tool('refund', order='m', amount=1)\n"
-						     "t.join()\n"
-						     "print(seen[0])\n");
+	struct snapcell_result *res = test_run(sb, "import threading, time\n"
+						   "seen = []\n"
+						   "def other():\n"
+						   "    time.sleep(0.2)\n"
+						   "    seen.append(call_tool('lookup'))\n"
+						   "    seen.append(time.monotonic())\n"
+						   "t = threading.Thread(target=other); t.start()\n"
+						   "call_tool('refund', order='m', amount=1)\n"
+						   "back = time.monotonic()\n"
+						   "t.join()\n"
+						   "print(seen[0], seen[1] >= back - 0.05)\n");
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED);
-	wake_call(sb, "sc-other-call"); /* its call is in the socket while refund waits */
+	usleep(600 * 1000);
 	struct snapcell_result *again = NULL;
 	cr_expect_eq(res->n_tool_calls, 0);
 	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
 	expect_ok(fin);
-	cr_expect_str_eq(fin->stdout_buf, "found\n");
+	cr_expect_str_eq(fin->stdout_buf, "found True\n");
 	cr_assert_eq(fin->n_tool_calls, 2);
 	cr_expect_str_eq(fin->tool_calls[0].name, "refund");
 	cr_expect_str_eq(fin->tool_calls[1].name, "lookup");
 	(void)again;
+	snapcell_result_free(res);
+	snapcell_result_free(fin);
+	snapcell_sandbox_free(sb);
+}
+
+/* A paused run's cell is stopped for the pause (docs/approval.md): code that did not wait in
+ * its call (other threads, a forked child, code fighting the stop) makes no progress while the
+ * run waits, and the wall limit bounds all the work the code does around a pause. */
+
+static struct snapcell_sandbox *hold_sandbox(uint64_t wall_ms)
+{
+	struct snapcell_config *cfg = test_config_new();
+	test_add_decision_tool(cfg, "hold");
+	if (wall_ms)
+		cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, wall_ms, NULL),
+			     0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	return sb;
+}
+
+Test(decisions, threads_and_children_stand_still_while_paused)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(0);
+	test_expect_pause_stops_cell(sb, NULL, "hold", 1500);
+	expect_output(sb, "print(1)", "1\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* A session's worker hangs from its family's anchor, which stays running (it kills the
+ * worker at the pause's expiry); the family's runs go on after the pause. */
+Test(decisions, a_session_runs_processes_stand_still_while_paused)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(0);
+	struct snapcell_session *s = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, NULL), 0);
+	test_expect_pause_stops_cell(sb, s, "hold", 1500);
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(snapcell_session_run(s, "print(len(gaps))", SIZE_MAX, NULL, &res, NULL), 0);
+	expect_ok(res);
+	cr_expect_str_eq(res->stdout_buf, "2\n");
+	snapcell_result_free(res);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+Test(decisions, code_that_fights_the_stop_is_stopped)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(0);
+	test_expect_pause_stops_forkers(sb, "hold", 1500);
+	snapcell_sandbox_free(sb);
+}
+
+/* The attack the stop closes: a thread that needs 2.5 s of CPU under a 1.5 s wall limit,
+ * around a 4 s pause. Not stopped, it finished during the pause and the run ended ok. */
+Test(decisions, work_around_a_pause_stays_within_the_wall_limit)
+{
+	struct snapcell_sandbox *sb = hold_sandbox(1500);
+	struct snapcell_result *res = test_run(sb, "import threading, time\n"
+						   "def work():\n"
+						   "    while time.thread_time() < 2.5: pass\n"
+						   "t = threading.Thread(target=work); t.start()\n"
+						   "call_tool('hold')\n"
+						   "t.join()\n"
+						   "print('finished')\n");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
+	usleep(4000 * 1000);
+	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
+	cr_expect_eq(fin->status, SNAPCELL_STATUS_TIMEOUT, "status %s, stdout %s",
+		     snapcell_status_name(fin->status), fin->stdout_buf);
+	cr_expect(fin->limits_hit & SNAPCELL_HIT_WALL);
+	cr_expect_geq(fin->wall_us, 1400 * 1000ull);
+	cr_expect_lt(fin->wall_us, 2500 * 1000ull, "wall_us %llu",
+		     (unsigned long long)fin->wall_us);
+	cr_expect_lt(fin->cpu_us, 2500 * 1000ull, "cpu_us %llu", (unsigned long long)fin->cpu_us);
 	snapcell_result_free(res);
 	snapcell_result_free(fin);
 	snapcell_sandbox_free(sb);

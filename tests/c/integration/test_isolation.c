@@ -1095,3 +1095,32 @@ Test(isolation, sysinfo_reports_nothing_of_the_host)
 		      "-1 True True\n[1, 2, 3]\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* The host's root, which the helper's pivot leaves at the root's /tmp, and the guest module's
+ * bind are detached (by the helper's child, off the template's path) before the template
+ * parks a cell: its mount namespace, which every cell's copies, holds the root's mounts
+ * alone (/proc/<pid>/mountinfo names them from the template's root). */
+Test(isolation, the_templates_mounts_are_the_roots_alone)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
+	char path[64], line[8192];
+	snprintf(path, sizeof(path), "/proc/%d/mountinfo", st.template_pid);
+	FILE *f = fopen(path, "re");
+	cr_assert_not_null(f, "%s", path);
+	int n = 0;
+	while (fgets(line, sizeof(line), f)) {
+		char point[4096];
+		cr_assert_eq(sscanf(line, "%*s %*s %*s %*s %4095s", point), 1, "%s", line);
+		cr_expect(strcmp(point, "/tmp") != 0 && strncmp(point, "/tmp/", 5) != 0 &&
+				  strcmp(point, "/proc") != 0 && strcmp(point, "/sys") != 0 &&
+				  strncmp(point, "/.snapcell/guest", 16) != 0,
+			  "the template still has %s mounted: %s", point, line);
+		n++;
+	}
+	fclose(f);
+	cr_expect(n > 0);
+	expect_healthy(sb);
+	snapcell_sandbox_free(sb);
+}

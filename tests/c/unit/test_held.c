@@ -1,4 +1,4 @@
-/* The rlimits level's count of unlinked files a cell's processes hold (src/core/held.c), on a
+/* The rlimits level's count of unlinked files a cell's processes hold (src/isolate/held.c), on a
  * process tree made here: the integration suite (test_rlimits.c) runs it against cells. */
 #define _GNU_SOURCE
 #include "helpers.h"

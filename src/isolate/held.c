@@ -1,8 +1,8 @@
 /* The rlimits level: what a cell's processes hold on the work directory's filesystem that no
  * name shows (files opened, then unlinked; mapped, then closed and unlinked), for the /tmp and
- * /output watch (run.c), which walks the names and decides. It reads the /proc of the cell's
- * tree, which needs CAP_SYS_PTRACE: cells are non-dumpable (guest/cell.c), so even their own
- * uid cannot. */
+ * /output watch (cell_rlimits.c), which walks the names and decides. It reads the /proc of
+ * the cell's tree, which needs CAP_SYS_PTRACE: cells are non-dumpable (guest/cell.c), so even
+ * their own uid cannot. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "core.h"
+#include "cell.h"
 #include "util/util.h"
 
 /* Bounds on one measurement: processes of the cell's uid met and distinct unlinked files. Past

@@ -1,0 +1,250 @@
+/* Stopping a paused run's processes (src/isolate/freeze.c), on a process tree made here: a
+ * subreaper root (as a cell is) with a thread, a child, a child in a session of its own, an
+ * orphan that came back to the root, and code that fights the stop. The integration suites
+ * (test_decisions.c, test_rlimits.c) run it against cells. */
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "isolate/host.h"
+#include "util/util.h"
+
+/* Counters the tree's spinners bump, and pids, in memory its processes share. */
+enum { ROOT, THREAD, CHILD, SESSION, ORPHAN, CHAIN, SENDER, N_COUNTERS };
+struct shared {
+	_Atomic unsigned long count[N_COUNTERS];
+	_Atomic pid_t session;
+};
+static struct shared *sh;
+static bool fight;
+static int join_fd = -1; /* a cgroup's cgroup.procs the root moves into first, or -1 */
+
+#define BASIC	 ((1u << ROOT) | (1u << THREAD) | (1u << CHILD) | (1u << SESSION) | (1u << ORPHAN))
+#define FIGHTERS ((1u << CHAIN) | (1u << SENDER))
+
+static _Noreturn void spin(int slot)
+{
+	for (;;)
+		atomic_fetch_add(&sh->count[slot], 1);
+}
+
+static void *spin_thread(void *arg)
+{
+	(void)arg;
+	spin(THREAD);
+}
+
+/* A chain of processes, each forking the next and exiting, and one sending SIGCONT to its
+ * process group and to the child in its own session. (Not kill(-1): the tests run as root.) */
+static void fighters(void)
+{
+	if (fork() == 0)
+		for (;;) {
+			atomic_fetch_add(&sh->count[CHAIN], 1);
+			if (fork() > 0)
+				_exit(0);
+		}
+	if (fork() == 0)
+		for (;;) {
+			atomic_fetch_add(&sh->count[SENDER], 1);
+			kill(0, SIGCONT);
+			kill(atomic_load(&sh->session), SIGCONT);
+		}
+}
+
+/* The root, in a process group of its own, which everything but the session child shares. */
+static pid_t make_tree(void)
+{
+	pid_t root = fork();
+	cr_assert_geq(root, 0);
+	if (root > 0) {
+		setpgid(root, root);
+		usleep(300 * 1000);
+		return root;
+	}
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	setpgid(0, 0);
+	if (join_fd >= 0 && write(join_fd, "0", 1) != 1)
+		_exit(1);
+	if (fork() == 0)
+		spin(CHILD);
+	pid_t session = fork();
+	if (session == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		setsid();
+		spin(SESSION);
+	}
+	atomic_store(&sh->session, session);
+	if (fork() == 0) {
+		if (fork() == 0)
+			spin(ORPHAN);
+		_exit(0);
+	}
+	if (fight)
+		fighters();
+	pthread_t t;
+	pthread_create(&t, NULL, spin_thread, NULL);
+	for (;;) { /* what comes back to it is reaped */
+		atomic_fetch_add(&sh->count[ROOT], 1);
+		waitpid(-1, NULL, WNOHANG);
+	}
+}
+
+static void end_tree(pid_t root)
+{
+	kill(atomic_load(&sh->session), SIGKILL);
+	kill(-root, SIGKILL);
+	waitpid(root, NULL, 0);
+}
+
+/* Which counters moved over 200 ms, as a bit set. */
+static unsigned moving(void)
+{
+	unsigned long a[N_COUNTERS];
+	for (int i = 0; i < N_COUNTERS; i++)
+		a[i] = atomic_load(&sh->count[i]);
+	usleep(200 * 1000);
+	unsigned bits = 0;
+	for (int i = 0; i < N_COUNTERS; i++)
+		bits |= (unsigned)(a[i] != atomic_load(&sh->count[i])) << i;
+	return bits;
+}
+
+static void setup(void)
+{
+	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(sh, MAP_FAILED);
+}
+
+TestSuite(freeze, .init = setup);
+
+/* Each check is an expectation: the tree is ended whatever it found. cgroup_fd: the cgroup
+ * the tree is in, for the freeze to list, or -1. */
+static void freeze_and_thaw(bool keep_root, unsigned running, unsigned stopped, int cgroup_fd)
+{
+	pid_t root = make_tree();
+	unsigned bits = moving();
+	cr_expect_eq(bits & (running | stopped), running | stopped, "not all started: %#x", bits);
+	struct sc_frozen *f = NULL;
+	struct sc_cell_procs cell = {root, keep_root, cgroup_fd};
+	int rc = sc__cell_freeze(&cell, 5000, &f);
+	cr_expect_eq(rc, 0, "%s", strerror(-rc));
+	for (int i = 0; rc == 0 && i < 2; i++) {
+		bits = moving();
+		cr_expect_eq(bits & stopped, 0, "ran while stopped: %#x", bits);
+		cr_expect_eq(bits & running, running, "stopped, but should run on: %#x", bits);
+	}
+	sc__cell_thaw(f);
+	bits = moving();
+	cr_expect_eq(bits & (running | stopped), running | stopped, "not continued: %#x", bits);
+	end_tree(root);
+}
+
+Test(freeze, stops_every_thread_and_process_below_the_root_and_thaws_them)
+{
+	freeze_and_thaw(false, 0, BASIC, -1);
+}
+
+/* A session's anchor goes on (its threads with it); what is below it stops. */
+Test(freeze, keep_root_leaves_the_root_running)
+{
+	freeze_and_thaw(true, (1u << ROOT) | (1u << THREAD),
+			(1u << CHILD) | (1u << SESSION) | (1u << ORPHAN), -1);
+}
+
+Test(freeze, a_tree_that_forks_on_and_sends_sigcont_is_stopped)
+{
+	fight = true;
+	freeze_and_thaw(false, 0, BASIC | FIGHTERS, -1);
+}
+
+/* Level cgroups: the freeze lists the cell's memory cgroup, which every process of the tree
+ * joins at its fork, instead of walking the host's /proc. */
+Test(freeze, a_cell_with_a_cgroup_is_listed_from_it)
+{
+	struct sc_cgroup cg;
+	struct snapcell_error err = {0};
+	if (sc__cgroup_sandbox_new(&cg, geteuid(), getegid(), &err) < 0)
+		test_skip_or_fail(err.message);
+	cr_assert_eq(mkdirat(cg.dir_fd, "1", 0755), 0);
+	int dir = sc__cgroup_cell_open(&cg, 1);
+	cr_assert_geq(dir, 0);
+	join_fd = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	cr_assert_geq(join_fd, 0);
+	fight = true;
+	freeze_and_thaw(false, 0, BASIC | FIGHTERS, dir);
+	close(join_fd);
+	/* Until the killed tree has left the cgroup, which is then removed with its parent. */
+	char left[64] = "x";
+	for (int i = 0; i < 250 && left[0]; i++) {
+		sc__read_file_at(dir, "cgroup.procs", left, sizeof(left));
+		usleep(left[0] ? 20 * 1000 : 0);
+	}
+	cr_expect_eq(left[0], 0, "the tree is still in its cgroup: %s", left);
+	close(dir);
+	sc__cgroup_sandbox_free(&cg);
+}
+
+/* The code stopped one of its processes itself: the thaw leaves it stopped. */
+Test(freeze, what_was_stopped_before_stays_stopped)
+{
+	pid_t root = make_tree();
+	kill(atomic_load(&sh->session), SIGSTOP);
+	usleep(100 * 1000);
+	struct sc_frozen *f = NULL;
+	struct sc_cell_procs cell = {root, false, -1};
+	cr_expect_eq(sc__cell_freeze(&cell, 5000, &f), 0);
+	sc__cell_thaw(f);
+	unsigned bits = moving();
+	cr_expect_eq(bits & BASIC, BASIC & ~(1u << SESSION), "%#x", bits);
+	end_tree(root);
+}
+
+Test(freeze, a_gone_root_is_esrch)
+{
+	pid_t gone = fork();
+	if (gone == 0)
+		_exit(0);
+	waitpid(gone, NULL, 0);
+	struct sc_frozen *f = (struct sc_frozen *)&gone;
+	struct sc_cell_procs cell = {gone, false, -1};
+	cr_expect_eq(sc__cell_freeze(&cell, 500, &f), -ESRCH);
+	cr_expect_null(f);
+}
+
+/* A vfork's parent waits for its child in an uninterruptible sleep, which a stop does not
+ * end while the child is stopped: the freeze gives up at its time limit and continues what it
+ * stopped (a paused run's call is then refused, docs/approval.md). */
+Test(freeze, a_tree_that_cannot_hold_still_times_out_and_is_continued)
+{
+	pid_t root = fork();
+	cr_assert_geq(root, 0);
+	if (root == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		setpgid(0, 0);
+		if (vfork() == 0)
+			spin(CHILD); /* never execs: the parent waits for good */
+		_exit(0);
+	}
+	setpgid(root, root);
+	usleep(200 * 1000);
+	struct sc_frozen *f = NULL;
+	uint64_t start = test_now_ms();
+	struct sc_cell_procs cell = {root, false, -1};
+	cr_expect_eq(sc__cell_freeze(&cell, 500, &f), -ETIMEDOUT);
+	cr_expect_null(f);
+	cr_expect_lt(test_now_ms() - start, 2000);
+	cr_expect(moving() & (1u << CHILD), "the vfork child was left stopped");
+	kill(-root, SIGKILL);
+	waitpid(root, NULL, 0);
+}
