@@ -70,7 +70,7 @@ static bool read_line(int fd, char *line, size_t len)
 enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, char *reason,
 				       size_t reason_len)
 {
-	int fd = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+	int fd SC_AUTO_CLOSE = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0) {
 		snprintf(reason, reason_len,
 			 "approval was not possible: no terminal to ask on (/dev/tty: %s)",
@@ -79,9 +79,8 @@ enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, ch
 		return SNAPCELL_VERDICT_REJECTED;
 	}
 	/* Nobody is asked about arguments they cannot see. */
-	char *shown = printable(p->arguments);
+	char *shown SC_AUTO_FREE = printable(p->arguments);
 	if (!shown) {
-		close(fd);
 		snprintf(reason, reason_len,
 			 "approval was not possible: the arguments could not be shown");
 		fprintf(stderr, "snapcell: a call of %s was refused: %s\n", p->name, reason);
@@ -89,10 +88,8 @@ enum snapcell_verdict cli_ask_terminal(const struct snapcell_pending_call *p, ch
 	}
 	dprintf(fd, "snapcell: the code calls tool %s with %s\nsnapcell: allow this call? [y/N] ",
 		p->name, shown);
-	free(shown);
 	char line[64];
 	bool answered = read_line(fd, line, sizeof(line));
-	close(fd);
 	if (answered && (!strcmp(line, "y") || !strcmp(line, "Y")))
 		return SNAPCELL_VERDICT_APPROVED;
 	snprintf(reason, reason_len, "%s",

@@ -68,10 +68,11 @@ static int save_one(int root, const struct snapcell_artifact *a)
 {
 	char rel[PATH_MAX], *leaf;
 	snprintf(rel, sizeof(rel), "%s", a->path);
-	int dfd = open_parent(root, rel, &leaf);
-	int fd = dfd < 0 ? -1
-			 : openat(dfd, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-				  0644);
+	int dfd SC_AUTO_CLOSE = open_parent(root, rel, &leaf);
+	int fd SC_AUTO_CLOSE =
+		dfd < 0 ? -1
+			: openat(dfd, leaf, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+				 0644);
 	int rc = fd < 0 ? -1 : 0;
 	for (uint64_t off = 0; rc == 0 && off < a->size;) {
 		ssize_t n = write(fd, a->data + off, a->size - off);
@@ -80,13 +81,7 @@ static int save_one(int root, const struct snapcell_artifact *a)
 		else if (n > 0)
 			off += (uint64_t)n;
 	}
-	int saved = errno;
-	if (fd >= 0)
-		close(fd);
-	if (dfd >= 0)
-		close(dfd);
-	errno = saved;
-	return rc;
+	return rc; /* closing fd and dfd keeps errno for the caller's message */
 }
 
 int cli_save_artifacts(const struct snapcell_result *res, const char *dir)
@@ -95,7 +90,7 @@ int cli_save_artifacts(const struct snapcell_result *res, const char *dir)
 		fprintf(stderr, "snapcell: --output %s: %s\n", dir, strerror(errno));
 		return -1;
 	}
-	int root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int root SC_AUTO_CLOSE = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0) {
 		fprintf(stderr, "snapcell: --output %s: %s\n", dir, strerror(errno));
 		return -1;
@@ -109,6 +104,5 @@ int cli_save_artifacts(const struct snapcell_result *res, const char *dir)
 		fprintf(stderr, ": %s\n", strerror(errno));
 		rc = -1;
 	}
-	close(root);
 	return rc;
 }

@@ -35,11 +35,8 @@ int fe_env_note_secrets(const char *text)
 		size_t len = strcspn(p, "}");
 		if (!p[len] || is_secret(p, len))
 			continue;
-		char **grown = realloc(secrets, (n_secrets + 1) * sizeof(*grown));
-		if (!grown)
-			return -1;
-		secrets = grown;
-		if (!(secrets[n_secrets] = strndup(p, len)))
+		if (SC_ARRAY_ADD(secrets, n_secrets, SC_ARRAY_NO_CAP) < 0 ||
+		    !(secrets[n_secrets] = strndup(p, len)))
 			return -1;
 		n_secrets++;
 	}

@@ -14,6 +14,13 @@
 
 #include "snapcell.h"
 
+/* The util layer's capped buffer, descriptor set and cleanup attributes, the library's own
+ * (frontend/meson.build links its util_lib): the front ends use them as src/ does, and reach
+ * them only through this header. */
+#include "../src/util/buf.h"
+#include "../src/util/cleanup.h"
+#include "../src/util/fdset.h"
+
 /* config.c: a new config with the helper from $SNAPCELL_HELPER when set (the build tree's,
  * say), else the library's built-in default; NULL after a message. */
 struct snapcell_config *fe_config_new(void);

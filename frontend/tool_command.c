@@ -22,8 +22,7 @@
 #define OUTPUT_CAP (16u << 20)
 
 struct capture {
-	char *buf;
-	size_t len;
+	struct sc_buf out; /* the head the cap keeps; the rest is read and dropped */
 	bool open;
 };
 
@@ -36,14 +35,7 @@ static void drain(int fd, struct capture *c)
 			c->open = false;
 		return;
 	}
-	size_t keep = c->len + (size_t)n > OUTPUT_CAP ? OUTPUT_CAP - c->len : (size_t)n;
-	char *grown = realloc(c->buf, c->len + keep + 1);
-	if (!grown)
-		return;
-	c->buf = grown;
-	memcpy(c->buf + c->len, chunk, keep);
-	c->len += keep;
-	c->buf[c->len] = 0;
+	sc__buf_add_some(&c->out, chunk, (size_t)n, NULL); /* a cut or no memory: a shorter text */
 }
 
 /* Milliseconds until deadline_us (0: none) for poll, at least 1 while it is ahead. */
@@ -108,10 +100,11 @@ static enum cut exchange(int in, int out, int err, const char *input, uint64_t d
 
 static char *trimmed(const struct capture *c)
 {
-	size_t n = c->len;
-	while (n > 0 && (c->buf[n - 1] == '\n' || c->buf[n - 1] == ' ' || c->buf[n - 1] == '\r'))
+	const char *text = c->out.data;
+	size_t n = c->out.len;
+	while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ' || text[n - 1] == '\r'))
 		n--;
-	return n ? strndup(c->buf, n) : NULL;
+	return n ? strndup(text, n) : NULL;
 }
 
 /* An awaited call of a command tool, run on a thread of its own (command_start) so that the
@@ -173,7 +166,7 @@ static int spawn_tool(char *const argv[], char *const inherit[], const char *arg
 	posix_spawnattr_destroy(&attr);
 	fe_child_env_free(envp);
 	close(in[0]), close(out[1]), close(err[1]);
-	struct capture o = {NULL, 0, true}, e = {NULL, 0, true};
+	struct capture o = {SC_BUF_INIT(OUTPUT_CAP), true}, e = {SC_BUF_INIT(OUTPUT_CAP), true};
 	enum cut cut = NOT_CUT;
 	if (rc == 0 && !job_set_pid(job, pid))
 		kill(-pid, SIGKILL); /* cancelled before it started */
@@ -192,13 +185,13 @@ static int spawn_tool(char *const argv[], char *const inherit[], const char *arg
 	if (cut) {
 		*result = strdup(cut == CUT_CANCEL ? "tool command killed: the run was cancelled"
 						   : "tool command killed at the run's deadline");
-		free(o.buf);
-		free(e.buf);
+		sc__buf_free(&o.out);
+		sc__buf_free(&e.out);
 		return 1;
 	}
 	if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-		*result = o.buf ? o.buf : strdup("null");
-		free(e.buf);
+		*result = o.out.data ? sc__buf_take(&o.out, NULL) : strdup("null");
+		sc__buf_free(&e.out);
 		return 0;
 	}
 	char *why = trimmed(&e);
@@ -209,8 +202,8 @@ static int spawn_tool(char *const argv[], char *const inherit[], const char *arg
 					 : 128 + WTERMSIG(status)) < 0)
 		why = NULL;
 	*result = why;
-	free(o.buf);
-	free(e.buf);
+	sc__buf_free(&o.out);
+	sc__buf_free(&e.out);
 	return 1;
 }
 
@@ -321,14 +314,12 @@ int fe_add_tool_env(const char *name)
 			why ? why : "wants a variable's name");
 		return -1;
 	}
-	char **grown = realloc(tool_env, (n_tool_env + 2) * sizeof(*grown));
-	if (!grown) {
+	/* Room for the name and the NULL after it (SC_ARRAY_ADD zeroes the new slot). */
+	if (SC_ARRAY_ADD(tool_env, n_tool_env + 1, SC_ARRAY_NO_CAP) < 0) {
 		fprintf(stderr, "snapcell: --tool-env: out of memory\n");
 		return -1;
 	}
-	tool_env = grown;
 	tool_env[n_tool_env++] = (char *)name;
-	tool_env[n_tool_env] = NULL;
 	return 0;
 }
 
@@ -380,9 +371,7 @@ int fe_add_command_tool(struct snapcell_config *cfg, const char *spec)
 		return -1;
 	}
 	struct snapcell_error err = {0};
-	const char **grown = realloc(tool_specs, (n_tool_specs + 1) * sizeof(*grown));
-	if (grown)
-		tool_specs = grown;
+	bool grown = SC_ARRAY_ADD(tool_specs, n_tool_specs, SC_ARRAY_NO_CAP) == 0;
 	if (!grown || register_tool(cfg, spec, NULL, &err) < 0) {
 		fprintf(stderr, "snapcell: --tool: %s\n", grown ? err.message : "out of memory");
 		return -1;

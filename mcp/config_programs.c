@@ -59,11 +59,8 @@ static char **copy_strings(json_t *v)
 /* A command tool, owned by opts (see struct mcp_options); inherit may be NULL (none). */
 static struct fe_tool_command *copy_command(struct mcp_options *opts, json_t *argv, json_t *inherit)
 {
-	struct fe_tool_command **grown =
-		realloc(opts->tool_commands, (opts->n_tool_commands + 1) * sizeof(*grown));
-	if (!grown)
+	if (SC_ARRAY_ADD(opts->tool_commands, opts->n_tool_commands, SC_ARRAY_NO_CAP) < 0)
 		return NULL;
-	opts->tool_commands = grown;
 	struct fe_tool_command *t = calloc(1, sizeof(*t));
 	if (!t)
 		return NULL;

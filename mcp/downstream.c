@@ -25,6 +25,12 @@
 #include "downstream.h"
 #include "mcp.h"
 
+/* A stdio server's output is read into room for READ_SIZE bytes or more, and only while the
+ * line being read is at most MCP_MESSAGE_MAX (a longer one stops the server), so its buffer
+ * needs no more than LINE_CAP. */
+#define READ_SIZE 65536
+#define LINE_CAP  (MCP_MESSAGE_MAX + READ_SIZE)
+
 struct mcp_downstream {
 	char *name;
 	uint64_t timeout_ms;
@@ -35,10 +41,9 @@ struct mcp_downstream {
 	char **argv, **envp, *cwd;
 	pid_t pid; /* 0: not running */
 	int to_server, from_server;
-	char *buf; /* bytes read past the last line handed out */
-	size_t len, cap;
-	size_t scanned;	 /* buf[0, scanned) holds no newline */
-	char death[200]; /* why the last process was closed, for the next error */
+	struct sc_buf out; /* bytes read past the last line handed out (LINE_CAP) */
+	size_t scanned;	   /* out.data[0, scanned) holds no newline */
+	char death[200];   /* why the last process was closed, for the next error */
 	/* HTTP */
 	char *url, **headers, *session;
 };
@@ -108,18 +113,16 @@ static void stdio_stop(struct mcp_downstream *ds, const char *why)
 			;
 	}
 	ds->pid = 0;
-	ds->len = ds->scanned = 0;
+	sc__buf_reset(&ds->out);
+	ds->scanned = 0;
 }
 
 static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 {
+	struct sc_fdset fds SC_AUTO_FDSET = SC_FDSET_INIT;
 	int in[2], out[2];
-	if (pipe2(in, O_CLOEXEC) < 0)
+	if (sc__fdset_pipe(&fds, in, O_CLOEXEC) < 0 || sc__fdset_pipe(&fds, out, O_CLOEXEC) < 0)
 		return mcp_say(why, size, "cannot create a pipe: %s", strerror(errno));
-	if (pipe2(out, O_CLOEXEC) < 0) {
-		close(in[0]), close(in[1]);
-		return mcp_say(why, size, "cannot create a pipe: %s", strerror(errno));
-	}
 	posix_spawn_file_actions_t fa;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, in[0], 0);
@@ -129,7 +132,6 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 	int chdir_rc = ds->cwd ? posix_spawn_file_actions_addchdir_np(&fa, ds->cwd) : 0;
 	if (chdir_rc) {
 		posix_spawn_file_actions_destroy(&fa);
-		close(in[0]), close(in[1]), close(out[0]), close(out[1]);
 		return mcp_say(why, size, "cannot start %s in %s: %s", ds->argv[0], ds->cwd,
 			       strerror(chdir_rc));
 	}
@@ -150,16 +152,17 @@ static int stdio_spawn(struct mcp_downstream *ds, char *why, size_t size)
 	int rc = posix_spawnp(&ds->pid, ds->argv[0], &fa, &attr, ds->argv, ds->envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
-	close(in[0]), close(out[1]);
+	sc__fdset_close(&fds, in[0]);
+	sc__fdset_close(&fds, out[1]);
 	if (rc) {
-		close(in[1]), close(out[0]);
 		ds->pid = 0;
 		return mcp_say(why, size, "cannot start %s: %s", ds->argv[0], strerror(rc));
 	}
-	ds->to_server = in[1];
-	ds->from_server = out[0];
+	ds->to_server = sc__fdset_take(&fds, in[1]);
+	ds->from_server = sc__fdset_take(&fds, out[0]);
 	fcntl(ds->to_server, F_SETFL, O_NONBLOCK);
-	ds->len = ds->scanned = 0;
+	sc__buf_reset(&ds->out);
+	ds->scanned = 0;
 	return 0;
 }
 
@@ -229,21 +232,22 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 			mcp_say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
 			return NULL;
 		}
-		char *nl = ds->len > ds->scanned
-				   ? memchr(ds->buf + ds->scanned, '\n', ds->len - ds->scanned)
+		struct sc_buf *b = &ds->out;
+		char *nl = b->len > ds->scanned
+				   ? memchr(b->data + ds->scanned, '\n', b->len - ds->scanned)
 				   : NULL;
-		ds->scanned = ds->len;
+		ds->scanned = b->len;
 		if (nl) {
 			ds->scanned = 0;
-			size_t n = (size_t)(nl - ds->buf);
-			char *line = strndup(ds->buf, n);
-			memmove(ds->buf, nl + 1, ds->len - n - 1);
-			ds->len -= n + 1;
+			size_t n = (size_t)(nl - b->data);
+			char *line = strndup(b->data, n);
+			memmove(b->data, nl + 1, b->len - n - 1);
+			sc__buf_truncate(b, b->len - n - 1);
 			if (!line)
 				mcp_say(why, size, "out of memory");
 			return line;
 		}
-		if (ds->len > MCP_MESSAGE_MAX) {
+		if (b->len > MCP_MESSAGE_MAX) {
 			stdio_died(ds, "it wrote a line longer than 16 MiB");
 			mcp_say(why, size, "server '%s' sent a message longer than 16 MiB",
 				ds->name);
@@ -259,20 +263,15 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 		struct pollfd pf = {ds->from_server, POLLIN, 0};
 		if (poll(&pf, 1, left) <= 0)
 			continue;
-		if (ds->cap - ds->len < 65536) {
-			/* Doubling: growing by each read would copy a long line over and over. */
-			size_t cap = ds->cap ? ds->cap * 2 : 131072;
-			char *grown = realloc(ds->buf, cap);
-			if (!grown) {
-				mcp_say(why, size, "out of memory");
-				return NULL;
-			}
-			ds->buf = grown;
-			ds->cap = cap;
+		char *at;
+		ssize_t room = sc__buf_space(b, READ_SIZE, &at);
+		if (room < 0) {
+			mcp_say(why, size, "out of memory");
+			return NULL;
 		}
-		ssize_t r = read(ds->from_server, ds->buf + ds->len, 65536);
+		ssize_t r = read(ds->from_server, at, (size_t)room);
 		if (r > 0)
-			ds->len += (size_t)r;
+			sc__buf_commit(b, (size_t)r);
 		else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
 			stdio_died(ds, "it closed its output");
 			mcp_say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
@@ -452,6 +451,7 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 	if (!ds)
 		return mcp_say(why, size, "out of memory");
 	pthread_mutex_init(&ds->lock, NULL);
+	sc__buf_init(&ds->out, LINE_CAP);
 	ds->name = strdup(spec->name);
 	ds->timeout_ms = spec->timeout_ms;
 	bool ok = ds->name;
@@ -577,7 +577,7 @@ void mcp_downstream_close(struct mcp_downstream *ds)
 	free_strv(ds->argv);
 	free_strv(ds->envp);
 	free(ds->cwd);
-	free(ds->buf);
+	sc__buf_free(&ds->out);
 	free(ds->url);
 	free_strv(ds->headers);
 	free(ds->session);

@@ -15,10 +15,9 @@
 #include "mcp.h"
 
 struct answer {
-	char *buf; /* the body so far (SSE: the part not yet split into events) */
-	size_t len, cap;
-	size_t scanned; /* SSE: buf[0, scanned) holds no event boundary */
-	size_t total;	/* every body byte received, for the cap */
+	struct sc_buf body; /* so far (SSE: the part not yet split into events) */
+	size_t scanned;	    /* SSE: body.data[0, scanned) holds no event boundary */
+	size_t total;	    /* every body byte received, for the cap */
 	bool sse;
 	bool too_big;
 	const json_t *want;
@@ -96,21 +95,24 @@ static void sse_feed(struct answer *a)
 {
 	size_t start = 0;
 	/* Resume where the last call stopped (a boundary may straddle chunks: back up 3). */
-	for (size_t i = a->scanned > 3 ? a->scanned - 3 : 0; i + 1 < a->len && !a->response; i++) {
+	for (size_t i = a->scanned > 3 ? a->scanned - 3 : 0; i + 1 < a->body.len && !a->response;
+	     i++) {
 		size_t end = 0;
-		if (a->buf[i] == '\n' && a->buf[i + 1] == '\n')
+		if (a->body.data[i] == '\n' && a->body.data[i + 1] == '\n')
 			end = 2;
-		else if (i + 3 < a->len && !memcmp(a->buf + i, "\r\n\r\n", 4))
+		else if (i + 3 < a->body.len && !memcmp(a->body.data + i, "\r\n\r\n", 4))
 			end = 4;
 		if (end) {
-			sse_event(a, a->buf + start, i + 1 - start);
+			sse_event(a, a->body.data + start, i + 1 - start);
 			start = i + end;
 			i = start - 1;
 		}
 	}
-	memmove(a->buf, a->buf + start, a->len - start);
-	a->len -= start;
-	a->scanned = a->len;
+	if (start) {
+		memmove(a->body.data, a->body.data + start, a->body.len - start);
+		sc__buf_truncate(&a->body, a->body.len - start);
+	}
+	a->scanned = a->body.len;
 }
 
 static size_t on_body(char *data, size_t one, size_t n, void *user)
@@ -121,19 +123,8 @@ static size_t on_body(char *data, size_t one, size_t n, void *user)
 		a->too_big = true;
 		return 0; /* stops the transfer */
 	}
-	if (a->len + n + 1 > a->cap) {
-		/* Doubling: growing by each chunk would copy the body over and over. */
-		size_t cap = a->cap ? a->cap : 65536;
-		while (cap < a->len + n + 1)
-			cap *= 2;
-		char *grown = realloc(a->buf, cap);
-		if (!grown)
-			return 0;
-		a->buf = grown;
-		a->cap = cap;
-	}
-	memcpy(a->buf + a->len, data, n);
-	a->len += n;
+	if (sc__buf_add(&a->body, data, n) < 0)
+		return 0;
 	if (a->sse && a->want) {
 		sse_feed(a);
 		if (a->response)
@@ -205,7 +196,7 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 		curl_slist_free_all(headers);
 		return mcp_say(why, size, "out of memory");
 	}
-	struct answer a = {.want = want_id};
+	struct answer a = {.body = SC_BUF_INIT(MCP_MESSAGE_MAX), .want = want_id};
 	curl_easy_setopt(curl, CURLOPT_URL, post->url);
 	curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
@@ -229,7 +220,7 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 	} else if (*status < 200 || *status > 299) {
 		rc = mcp_say(why, size, "HTTP status %ld", *status);
 	} else if (want_id && !a.sse) {
-		json_t *m = a.len ? mcp_downstream_parse(a.buf, a.len) : NULL;
+		json_t *m = a.body.len ? mcp_downstream_parse(a.body.data, a.body.len) : NULL;
 		if (json_is_object(m) && json_equal(json_object_get(m, "id"), want_id))
 			a.response = m;
 		else
@@ -239,8 +230,9 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 				     a.content_type ? a.content_type : "no Content-Type");
 	} else if (want_id && !a.response) {
 		sse_feed(&a);
-		if (a.len)
-			sse_event(&a, a.buf, a.len); /* a last event without its blank line */
+		if (a.body.len)
+			sse_event(&a, a.body.data,
+				  a.body.len); /* a last event without its blank line */
 		if (!a.response)
 			rc = mcp_say(why, size, "the event stream ended without the response");
 	}
@@ -254,7 +246,7 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 	}
 	free(a.session);
 	free(a.content_type);
-	free(a.buf);
+	sc__buf_free(&a.body);
 	free(body);
 	curl_slist_free_all(headers);
 	curl_easy_cleanup(curl);

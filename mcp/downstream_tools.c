@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../frontend/frontend.h"
 #include "downstream.h"
 #include "mcp.h"
 
@@ -177,11 +178,8 @@ static int add_tool(struct mcp_downstreams *all, struct snapcell_config *cfg,
 		return mcp_say(why, size, "server '%s' lists more than %d tools", server,
 			       TOOLS_MAX);
 	struct ds_tool *t = calloc(1, sizeof(*t));
-	struct ds_tool **grown = realloc(all->tools, (all->n_tools + 1) * sizeof(*grown));
-	if (grown)
-		all->tools = grown;
-	if (!t || !grown || !(t->name = strdup(name)) ||
-	    asprintf(&t->fullname, "%s.%s", server, name) < 0) {
+	if (!t || SC_ARRAY_ADD(all->tools, all->n_tools, TOOLS_MAX) < 0 ||
+	    !(t->name = strdup(name)) || asprintf(&t->fullname, "%s.%s", server, name) < 0) {
 		free(t ? t->name : NULL);
 		free(t);
 		return mcp_say(why, size, "out of memory");
@@ -248,11 +246,8 @@ int mcp_downstreams_add(struct mcp_downstreams **allp, struct snapcell_config *c
 			const struct mcp_downstream_spec *spec, char *why, size_t size)
 {
 	struct mcp_downstreams *all = ensure(allp);
-	struct mcp_downstream **grown =
-		all ? realloc(all->conns, (all->n_conns + 1) * sizeof(*grown)) : NULL;
-	if (!grown)
+	if (!all || SC_ARRAY_ADD(all->conns, all->n_conns, SC_ARRAY_NO_CAP) < 0)
 		return mcp_say(why, size, "out of memory");
-	all->conns = grown;
 	static bool curl_ready;
 	if (spec->url && !curl_ready) {
 		if (mcp_downstream_http_init() < 0)

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../frontend/frontend.h"
 #include "http.h"
 #include "http_limits.h"
 #include "mcp.h"
@@ -42,10 +43,11 @@ struct http {
 
 /* The body of one POST, capped: past MCP_MESSAGE_MAX the rest is counted, not kept. Its
  * buffer, and then the tree parsed from it, are charged to the request budget until the
- * request ends; past the budget the rest is dropped too (over_budget). */
+ * request ends; past the budget the rest is dropped too (over_budget). body's cap is the
+ * room the budget has paid for (its NUL's byte aside; 0 before the first bytes), so the
+ * buffer never takes memory that was not charged. */
 struct upload {
-	char *buf;
-	size_t len, cap;
+	struct sc_buf body;
 	bool too_big, over_budget;
 	size_t charged;
 };
@@ -279,32 +281,26 @@ static bool charge(struct http *h, struct upload *u, size_t n)
 
 static void keep(struct http *h, struct upload *u, const char *data, size_t n)
 {
-	if (u->too_big || u->over_budget || u->len + n > MCP_MESSAGE_MAX) {
+	struct sc_buf *b = &u->body;
+	if (u->too_big || u->over_budget || b->len + n > MCP_MESSAGE_MAX) {
 		u->too_big |= !u->over_budget;
 		return;
 	}
-	if (u->len + n + 1 > u->cap) {
-		/* A declared length was charged whole: one buffer of exactly that size. */
-		size_t cap = u->charged >= u->len + n + 1 ? u->charged : u->cap ? u->cap : 65536;
-		while (cap < u->len + n + 1)
-			cap *= 2;
-		if (cap > u->charged && !charge(h, u, cap - u->charged)) {
+	size_t need = b->len + n + 1, paid = b->cap ? b->cap + 1 : 0;
+	if (need > paid) {
+		/* A declared length was charged whole: room of exactly that size. */
+		size_t room = u->charged >= need ? u->charged : paid ? paid : 65536;
+		while (room < need)
+			room *= 2;
+		if (room > u->charged && !charge(h, u, room - u->charged)) {
 			u->over_budget = true;
-			free(u->buf);
-			u->buf = NULL;
-			u->len = u->cap = 0;
+			sc__buf_free(b);
 			return;
 		}
-		char *grown = realloc(u->buf, cap);
-		if (!grown) {
-			u->too_big = true;
-			return;
-		}
-		u->buf = grown;
-		u->cap = cap;
+		b->cap = room - 1;
 	}
-	memcpy(u->buf + u->len, data, n);
-	u->len += n;
+	if (sc__buf_add(b, data, n) < 0)
+		u->too_big = true;
 }
 
 /* Counts the routing headers: a repeated one could be read differently by a proxy that
@@ -462,12 +458,13 @@ static enum MHD_Result dispatch(struct http *h, struct MHD_Connection *con, stru
 				       "Invalid Request: message too large");
 	/* The tree is charged before it is built, and stays charged while this thread serves
 	 * the message (a tools/call's run included). */
-	if (u->over_budget || !charge(h, u, mcp_envelope_cost(u->buf ? u->buf : "", u->len)))
+	if (u->over_budget ||
+	    !charge(h, u, mcp_envelope_cost(u->body.data ? u->body.data : "", u->body.len)))
 		return over_budget(h, con);
 	struct mcp_headers hdr = routing_headers(con);
 	struct mcp_message msg;
 	json_t *error;
-	if (mcp_envelope_parse(u->buf ? u->buf : "", u->len, &msg, &error) < 0)
+	if (mcp_envelope_parse(u->body.data ? u->body.data : "", u->body.len, &msg, &error) < 0)
 		return error ? respond(con, MHD_HTTP_BAD_REQUEST, error)
 			     : respond(con, MHD_HTTP_ACCEPTED, NULL);
 	if (msg.kind != MCP_REQUEST)
@@ -600,7 +597,7 @@ static void on_done(void *cls, struct MHD_Connection *con, void **state,
 	struct http *h = cls;
 	struct upload *u = *state;
 	if (u) {
-		free(u->buf);
+		sc__buf_free(&u->body);
 		mcp_http_limits_uncharge(h->limits, u->charged);
 	}
 	free(u);

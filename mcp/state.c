@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../frontend/frontend.h"
 #include "mcp.h"
 
 #define STATE_FILE_MAX (1u << 20)
@@ -148,7 +149,7 @@ static bool is_pid_name(const char *name, long *pid)
 /* A state file's contents, or NULL when it is not a regular file of ours of sane size. */
 static json_t *read_state(int dirfd, const char *name)
 {
-	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	int fd SC_AUTO_CLOSE = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	struct stat st;
 	json_t *doc = NULL;
 	if (fd < 0)
@@ -156,7 +157,6 @@ static json_t *read_state(int dirfd, const char *name)
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
 	    st.st_size < STATE_FILE_MAX)
 		doc = json_loadfd(fd, 0, NULL);
-	close(fd);
 	return doc;
 }
 

@@ -20,13 +20,13 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../frontend/frontend.h"
 #include "mcp.h"
 
-/* Line assembly: buf holds the current line while it is under the cap; past the cap the
- * rest of the line is dropped (skipping) and one error answers it. */
+/* Line assembly: line holds the current line while it is under the cap (MCP_MESSAGE_MAX);
+ * past the cap the rest of the line is dropped (skipping) and one error answers it. */
 struct reader {
-	char *buf;
-	size_t len, cap;
+	struct sc_buf line;
 	bool skipping;
 };
 
@@ -119,26 +119,13 @@ static int append(struct reader *r, const char *p, size_t n)
 {
 	if (r->skipping)
 		return 0;
-	if (r->len + n > MCP_MESSAGE_MAX) {
+	int rc = sc__buf_add(&r->line, p, n);
+	if (rc == SNAPCELL_E_TOO_BIG) {
 		r->skipping = true;
-		free(r->buf);
-		r->buf = NULL;
-		r->len = r->cap = 0;
+		sc__buf_free(&r->line);
 		return 0;
 	}
-	if (r->len + n > r->cap) {
-		size_t cap = r->cap ? r->cap : 65536;
-		while (cap < r->len + n)
-			cap *= 2;
-		char *grown = realloc(r->buf, cap);
-		if (!grown)
-			return -1;
-		r->buf = grown;
-		r->cap = cap;
-	}
-	memcpy(r->buf + r->len, p, n);
-	r->len += n;
-	return 0;
+	return rc < 0 ? -1 : 0;
 }
 
 /* With the role: assembles the next line in s->r; false at the end of input (a last line
@@ -152,7 +139,7 @@ static bool next_line(struct stdio_sink *s)
 				continue;
 			if (n <= 0) {
 				s->eof = true;
-				return s->r.len || s->r.skipping;
+				return s->r.line.len || s->r.skipping;
 			}
 			s->pos = 0;
 			s->end = (size_t)n;
@@ -180,20 +167,19 @@ static void serve_line(struct stdio_sink *s)
 			 MCP_MESSAGE_MAX >> 20);
 		s->sink.send(&s->sink, mcp_error(NULL, MCP_INVALID_REQUEST, why));
 		r->skipping = false;
-		r->len = 0;
+		sc__buf_reset(&r->line);
 		return;
 	}
-	size_t len = r->len;
-	r->len = 0;
-	while (len &&
-	       (r->buf[len - 1] == '\r' || r->buf[len - 1] == ' ' || r->buf[len - 1] == '\t'))
+	const char *text = r->line.data;
+	size_t len = r->line.len;
+	while (len && (text[len - 1] == '\r' || text[len - 1] == ' ' || text[len - 1] == '\t'))
 		len--;
-	if (!len)
-		return;
 	/* Parsed into its own memory before the role (and r) can pass to another thread. */
 	struct mcp_message msg;
-	json_t *error;
-	if (mcp_envelope_parse(r->buf, len, &msg, &error) < 0) {
+	json_t *error = NULL;
+	int rc = len ? mcp_envelope_parse(text, len, &msg, &error) : -1;
+	sc__buf_reset(&r->line);
+	if (rc < 0) {
 		if (error)
 			s->sink.send(&s->sink, error);
 		return;
@@ -319,6 +305,7 @@ int mcp_serve_stdio(struct mcp_server *srv)
 	}
 	s->sink =
 		(struct mcp_sink){stdio_send, false, 0, run_here, false, false, 0, NULL, 0, false};
+	sc__buf_init(&s->r.line, MCP_MESSAGE_MAX);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->role_lock, NULL);
 	pthread_cond_init(&s->turn, NULL);
@@ -335,7 +322,7 @@ int mcp_serve_stdio(struct mcp_server *srv)
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->role_lock);
 	pthread_cond_destroy(&s->turn);
-	free(s->r.buf);
+	sc__buf_free(&s->r.line);
 	free(s);
 	close(in);
 	close(out);

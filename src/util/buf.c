@@ -24,7 +24,9 @@ void sc__buf_init(struct sc_buf *b, size_t cap_bytes)
 
 /* Room for n more bytes and the NUL: doubles, so a stream read in small pieces costs
  * amortised constant time per byte, and stops at cap + 1 so a large cap costs nothing until
- * output comes. */
+ * output comes. From half of cap + 1 on it goes straight there: doubling to a power-of-two
+ * cap and then growing by the NUL's byte would copy the whole buffer once more (and, with
+ * ASan's quarantine, hold both copies). */
 int sc__buf_reserve(struct sc_buf *b, size_t n)
 {
 	if (n > b->cap - b->len)
@@ -32,7 +34,7 @@ int sc__buf_reserve(struct sc_buf *b, size_t n)
 	size_t need = b->len + n + 1, limit = b->cap + 1; /* cap < SIZE_MAX: no wrap */
 	if (need <= b->alloc)
 		return 0;
-	size_t size = b->alloc > limit / 2 ? limit : b->alloc * 2;
+	size_t size = b->alloc >= limit / 2 ? limit : b->alloc * 2;
 	if (size < BUF_MIN_ALLOC)
 		size = BUF_MIN_ALLOC < limit ? BUF_MIN_ALLOC : limit;
 	if (size < need)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Tests scripts/check-includes itself: it passes on the tree as it is and fails, naming the
-# file, when a front end includes an internal header or another front end's it may not use
-# (mcp/ including cli/), a layer includes one it must not use, a file of src/ or guest/ is in
+# file, when a front end includes an internal header (but for the util headers frontend/ may
+# pass on) or another front end's it may not use (mcp/ including cli/), a layer includes one it must not use, a file of src/ or guest/ is in
 # no layer of src/layers.txt, or the list names a file twice or one that is not there. Each
 # case works on a copy of the sources, so the tree is never touched.
 set -eu
@@ -44,6 +44,16 @@ expect_fail "mcp/server.c including ../cli/cli.h" "mcp/server.c:.*cli/cli.h.*may
 fresh
 sed -i '0,/#include "frontend.h"/s//#include "frontend.h"\n#include "..\/mcp\/snapcell_mcp.h"/' "$tmp/src-tree/frontend/config.c"
 expect_fail "frontend/config.c including ../mcp/snapcell_mcp.h" "frontend/config.c:.*snapcell_mcp.h.*may not use"
+
+# The util headers frontend.h passes on: frontend/ may include those three, nothing else of
+# src/, and the other front ends reach them only through frontend.h.
+fresh
+sed -i '0,/#include "frontend.h"/s//#include "frontend.h"\n#include "..\/src\/util\/util.h"/' "$tmp/src-tree/frontend/config.c"
+expect_fail "frontend/config.c including ../src/util/util.h" "frontend/config.c:.*internal header"
+
+fresh
+sed -i '0,/#include "mcp.h"/s//#include "mcp.h"\n#include "..\/src\/util\/buf.h"/' "$tmp/src-tree/mcp/server.c"
+expect_fail "mcp/server.c including ../src/util/buf.h" "mcp/server.c:.*internal header"
 
 fresh
 sed -i 's|#include "stage.h"|#include "stage.h"\n#include "core/core.h"|' "$tmp/src-tree/src/stage/stage.c"

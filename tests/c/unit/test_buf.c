@@ -70,6 +70,23 @@ Test(buf, add_some_keeps_the_head_and_says_it_cut)
 	sc__buf_free(&b);
 }
 
+Test(buf, reaches_a_power_of_two_cap_without_growing_by_its_nul)
+{
+	/* Pieces no larger than the first allocation (256 bytes), so every growth doubles a
+	 * power of two, until the cap is filled exactly: the growth from half the cap goes to
+	 * cap + 1 at once, never to cap and then one byte more (the MCP server's stdio line). */
+	struct sc_buf b = SC_BUF_INIT(1 << 20);
+	char piece[256] = {0};
+	cr_assert_eq(sc__buf_add(&b, piece, 1), 0);
+	while (b.len + sizeof(piece) <= (1u << 20)) {
+		cr_assert_eq(sc__buf_add(&b, piece, sizeof(piece)), 0);
+		cr_assert_neq(b.alloc, (size_t)1 << 20, "grew to the cap, then by one byte");
+	}
+	cr_assert_eq(sc__buf_add(&b, piece, (1u << 20) - b.len), 0);
+	cr_expect_eq(b.alloc, (1u << 20) + 1);
+	sc__buf_free(&b);
+}
+
 Test(buf, grows_by_doubling_and_holds_every_byte)
 {
 	struct sc_buf b = SC_BUF_INIT(1 << 20);
