@@ -22,6 +22,7 @@
 
 #include "guest.h"
 #include "rpc/control.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #ifndef CLONE_NEWTIME
@@ -48,7 +49,7 @@ static void report_failure(const struct snapcell_error *err)
 /* The message as it came (the template decodes it again from SC_GUEST_SETUP_FD) and s. */
 static int read_setup(char **raw, size_t *len, struct sc_setup *s, struct snapcell_error *err)
 {
-	char *buf = malloc(SC_SETUP_MAX);
+	char *buf SC_AUTO_FREE = malloc(SC_SETUP_MAX);
 	if (!buf)
 		return sc__err(err, -ENOMEM, "setup buffer");
 	ssize_t n;
@@ -59,11 +60,9 @@ static int read_setup(char **raw, size_t *len, struct sc_setup *s, struct snapce
 		 : n == 0 || n > (ssize_t)SC_SETUP_MAX
 			 ? sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: %zd bytes", n)
 			 : sc__setup_decode(buf, (size_t)n, s, err);
-	if (rc < 0) {
-		free(buf);
+	if (rc < 0)
 		return rc;
-	}
-	*raw = buf;
+	*raw = SC_STEAL_PTR(buf);
 	*len = (size_t)n;
 	return 0;
 }
@@ -83,16 +82,14 @@ static int high(int fd)
 /* A sealed memfd holding the setup message, for the template. */
 static int setup_memfd(const char *raw, size_t len, struct snapcell_error *err)
 {
-	int fd = high(memfd_create("snapcell-setup", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+	int fd SC_AUTO_CLOSE =
+		high(memfd_create("snapcell-setup", MFD_CLOEXEC | MFD_ALLOW_SEALING));
 	int rc = fd < 0 ? -errno : sc__write_all(fd, raw, len);
 	if (rc == 0 && fcntl(fd, F_ADD_SEALS, SC_GUEST_SETUP_SEALS) < 0)
 		rc = -errno;
-	if (rc < 0) {
-		if (fd >= 0)
-			close(fd);
+	if (rc < 0)
 		return sc__err(err, rc, "setup memfd");
-	}
-	return fd;
+	return SC_STEAL_FD(fd);
 }
 
 /* Where fd's directory is reachable whatever the sandbox uid may walk. */
@@ -309,11 +306,8 @@ static bool module_readable(int fd)
 	char path[32];
 	struct stat st;
 	fd_path(path, sizeof(path), fd, NULL);
-	int readable = open(path, O_RDONLY | O_CLOEXEC);
-	bool ok = readable >= 0 && fstat(readable, &st) == 0 && S_ISREG(st.st_mode);
-	if (readable >= 0)
-		close(readable);
-	return ok;
+	int readable SC_AUTO_CLOSE = open(path, O_RDONLY | O_CLOEXEC);
+	return readable >= 0 && fstat(readable, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 /* Cells count CLOCK_MONOTONIC and CLOCK_BOOTTIME (and /proc/uptime) from about their
@@ -332,11 +326,9 @@ static void time_namespace(void)
 		return;
 	int len = snprintf(offsets, sizeof(offsets), "monotonic %lld 0\nboottime %lld 0\n",
 			   -(long long)mono.tv_sec, -(long long)boot.tv_sec);
-	int fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
-	if (fd >= 0) {
+	int fd SC_AUTO_CLOSE = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+	if (fd >= 0)
 		(void)!write(fd, offsets, (size_t)len);
-		close(fd);
-	}
 }
 
 /* What the helper does differently per isolation mechanism, picked once from the setup

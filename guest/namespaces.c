@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "template.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 /* The template's own pid namespace, made the children's again after each cell. */
@@ -136,14 +137,13 @@ static int mount_output(const char *name)
 		return -errno;
 	if (mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
 		return -errno;
-	int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd SC_AUTO_CLOSE = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0) {
 		int rc = -errno;
 		umount2(path, MNT_DETACH);
 		return rc;
 	}
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
-	close(fd);
 	if (high < 0)
 		umount2(path, MNT_DETACH);
 	return high < 0 ? -EMFILE : high;

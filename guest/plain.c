@@ -23,6 +23,7 @@
 
 #include "rpc/control.h"
 #include "template.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 /* The parent of the cells' /tmp directories (out_dir's is T.out_fd). */
@@ -93,11 +94,11 @@ static int cell_dirs(const char *name)
 	if (mkdirat(out_fd, name, 0700) < 0 || mkdirat(tmp_parent_fd, name, 0700) < 0 ||
 	    mkdirat(tmp_parent_fd, live, 0700) < 0)
 		return -errno;
-	int fd = openat(out_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int fd SC_AUTO_CLOSE =
+		openat(out_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, 10);
-	close(fd);
 	return high < 0 ? -EMFILE : high;
 }
 

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "template.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 /* The ports, addresses and names of a sandbox with network entries. */
@@ -105,7 +106,7 @@ static int config_from_setup(struct sc_guest_config *c, struct snapcell_error *e
 static int read_setup(struct snapcell_error *err)
 {
 	struct stat st;
-	char *buf = NULL;
+	char *buf SC_AUTO_FREE = NULL;
 	int rc = fstat(SC_GUEST_SETUP_FD, &st) < 0 ? -errno : 0;
 	if (rc == 0 && (st.st_size <= 0 || (size_t)st.st_size > SC_SETUP_MAX))
 		rc = -EPROTO;
@@ -114,13 +115,10 @@ static int read_setup(struct snapcell_error *err)
 	if (rc == 0 && pread(SC_GUEST_SETUP_FD, buf, (size_t)st.st_size, 0) != st.st_size)
 		rc = -EIO;
 	close(SC_GUEST_SETUP_FD);
-	if (rc < 0) {
-		free(buf);
+	if (rc < 0)
 		return sc__err(err, rc, "read the setup message");
-	}
 	rc = sc__setup_decode(buf, (size_t)st.st_size, &T.cfg.s, err);
 	explicit_bzero(buf, (size_t)st.st_size); /* it names the host's work directory */
-	free(buf);
 	return rc < 0 ? rc : config_from_setup(&T.cfg, err);
 }
 

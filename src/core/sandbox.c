@@ -19,6 +19,7 @@
 #include "net/gate.h"
 #include "rpc/frame.h"
 #include "util/buf.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define TAKE_TIMEOUT_MS 20000
@@ -70,14 +71,12 @@ void sc__sandbox_retire_cell(struct snapcell_sandbox *sb, struct sc_cell *cell)
  * which raises the level to cgroups); it fails when the config requires more. */
 static int prepare_cells(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
-	int dfd = open(sb->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd SC_AUTO_CLOSE = open(sb->workdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return sc__err(err, -errno, "open %s", sb->workdir);
 	sb->cells.uid = sb->ids.uid;
 	sb->cells.gid = sb->ids.gid;
-	int rc = sb->cells.ops->prepare(&sb->cells, dfd, sb->cfg->required, err);
-	close(dfd);
-	return rc;
+	return sb->cells.ops->prepare(&sb->cells, dfd, sb->cfg->required, err);
 }
 
 /* A sandbox with entries runs the egress gate for its cells. */

@@ -20,6 +20,7 @@
 #include "rpc/fds.h"
 #include "rpc/frame.h"
 #include "stage/stage.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define REPLY_TIMEOUT_MS 10000
@@ -274,7 +275,8 @@ static int receive_first_worker(int fd, struct snapcell_session *s)
 	struct timeval tv = {REPLY_TIMEOUT_MS / 1000, 0};
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	int fds[4];
-	uint8_t type, *payload = NULL;
+	uint8_t type;
+	uint8_t *payload SC_AUTO_FREE = NULL;
 	size_t len, got = 0;
 	int rc = sc__frame_read_fds(fd, 64, &type, &payload, &len, fds, 4, &got);
 	if (rc == 0 && (type != SC_FRAME_WORKER || len != sizeof(s->pid) || got != 4))
@@ -284,7 +286,6 @@ static int receive_first_worker(int fd, struct snapcell_session *s)
 	else
 		for (size_t i = 0; i < got; i++)
 			close(fds[i]);
-	free(payload);
 	if (rc < 0)
 		return rc;
 	no_worker(&s->worker);

@@ -14,6 +14,7 @@
 
 #include "session.h"
 #include "stage/stage.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define TMP_REMOVE_MS 5000
@@ -118,10 +119,10 @@ int sc__family_tmp_make(struct sc_family *f, uint32_t id)
 	int rc = become_sandbox_user(f, &saved);
 	if (rc < 0)
 		return rc;
-	int fd = mkdirat(f->tmp_root, name, 0700) < 0 ? -errno : open_at(f, name);
-	if ((rc = restore_ids(&saved)) < 0 && fd >= 0)
-		close(fd);
-	return rc < 0 ? rc : fd;
+	int fd SC_AUTO_CLOSE = mkdirat(f->tmp_root, name, 0700) < 0 ? -errno : open_at(f, name);
+	if ((rc = restore_ids(&saved)) < 0)
+		return rc;
+	return SC_STEAL_FD(fd);
 }
 
 /* Removes id's tree; the owner's entries are renamed aside first (into its kept directory),
@@ -131,14 +132,10 @@ static void tree_remove(struct sc_family *f, uint32_t id)
 	char name[16];
 	tree_name(name, id);
 	if (id == f->tmp_owner) {
-		int live = open_live(f);
-		int aside = live < 0 ? live : open_at(f, name);
+		int live SC_AUTO_CLOSE = open_live(f);
+		int aside SC_AUTO_CLOSE = live < 0 ? live : open_at(f, name);
 		if (aside >= 0 && move_entries(f, live, aside) == 0)
 			f->tmp_owner = 0;
-		if (aside >= 0)
-			close(aside);
-		if (live >= 0)
-			close(live);
 		if (f->tmp_owner)
 			return; /* kept: a tree the next switch cannot move aside ends the family */
 	}
@@ -151,26 +148,18 @@ static void tree_remove(struct sc_family *f, uint32_t id)
  * cannot make it fail, which would end the family (renames need no room). */
 static int switch_trees(struct sc_family *f, uint32_t id)
 {
-	int live = open_live(f), rc = 0;
+	int live SC_AUTO_CLOSE = open_live(f), rc = 0;
 	if (live < 0)
 		return live;
 	char name[16];
 	if (f->tmp_owner) { /* else SC_TMP_LIVE is empty (tree_remove) */
 		tree_name(name, f->tmp_owner);
-		int aside = open_at(f, name);
+		int aside SC_AUTO_CLOSE = open_at(f, name);
 		rc = aside < 0 ? aside : move_entries(f, live, aside);
-		if (aside >= 0)
-			close(aside);
 	}
 	tree_name(name, id);
-	int in = rc < 0 ? rc : open_at(f, name);
-	if (in >= 0) {
-		rc = move_entries(f, in, live);
-		close(in);
-	} else {
-		rc = in;
-	}
-	close(live);
+	int in SC_AUTO_CLOSE = rc < 0 ? rc : open_at(f, name);
+	rc = in < 0 ? in : move_entries(f, in, live);
 	if (rc == 0)
 		f->tmp_owner = id;
 	return rc;
@@ -198,13 +187,12 @@ int sc__family_tmp_switch(struct sc_family *f, uint32_t id)
 	return rc;
 }
 
-/* Makes to's tree (a new id) a copy of from's, within the family's /tmp size limit; the
- * family is stopped. */
-int sc__family_tmp_copy(struct sc_family *f, uint32_t from, uint32_t to)
+/* Makes to's tree and copies from's into it (a from without a tree gives an empty one); the
+ * caller removes to's on failure. */
+static int tree_copy(struct sc_family *f, uint32_t from, uint32_t to)
 {
-	tmp_lock(f);
-	int src = tree_open(f, from);
-	int dst = sc__family_tmp_make(f, to);
+	int src SC_AUTO_CLOSE = tree_open(f, from);
+	int dst SC_AUTO_CLOSE = sc__family_tmp_make(f, to);
 	int rc = dst < 0 ? dst : src == -ENOENT ? 0 : src;
 	struct fs_ids saved;
 	if (src >= 0 && dst >= 0 && (rc = become_sandbox_user(f, &saved)) == 0) {
@@ -212,10 +200,15 @@ int sc__family_tmp_copy(struct sc_family *f, uint32_t from, uint32_t to)
 		int back = restore_ids(&saved);
 		rc = rc < 0 ? rc : back;
 	}
-	if (src >= 0)
-		close(src);
-	if (dst >= 0)
-		close(dst);
+	return rc;
+}
+
+/* Makes to's tree (a new id) a copy of from's, within the family's /tmp size limit; the
+ * family is stopped. */
+int sc__family_tmp_copy(struct sc_family *f, uint32_t from, uint32_t to)
+{
+	tmp_lock(f);
+	int rc = tree_copy(f, from, to);
 	if (rc < 0)
 		tree_remove(f, to);
 	tmp_unlock(f);

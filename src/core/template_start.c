@@ -18,6 +18,7 @@
 #include "net/gate.h"
 #include "rpc/frame.h"
 #include "rpc/setup.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 #define HELPER_NAME	 "snapcell-cell"
@@ -255,19 +256,17 @@ static int control_pair(struct snapcell_sandbox *sb, int *rc, struct snapcell_er
 		sp[0] = sp[1] = -1;
 	}
 	/* Keep the helper's end clear of 0-3, which the spawn child overwrites. */
-	int child_end = sp[1] < 0 ? -1 : fcntl(sp[1], F_DUPFD_CLOEXEC, 10);
-	if (sp[1] >= 0)
-		close(sp[1]);
+	int low_end SC_AUTO_CLOSE = sp[1];
 	sb->ctl = sp[0];
-	return child_end;
+	return low_end < 0 ? -1 : fcntl(low_end, F_DUPFD_CLOEXEC, 10);
 }
 
 int sc__template_start(struct snapcell_sandbox *sb, struct snapcell_error *err)
 {
 	int rc = 0;
-	int child_end = control_pair(sb, &rc, err);
-	int helper_fd = open_helper(sb, err);
-	struct pass_list *l = calloc(1, sizeof(*l));
+	int child_end SC_AUTO_CLOSE = control_pair(sb, &rc, err);
+	int helper_fd SC_AUTO_CLOSE = open_helper(sb, err);
+	struct pass_list *l SC_AUTO_FREE = calloc(1, sizeof(*l));
 	if (rc == 0 && !l)
 		rc = sc__err(err, -ENOMEM, "helper");
 	if (rc == 0 && helper_fd >= 0)
@@ -276,20 +275,13 @@ int sc__template_start(struct snapcell_sandbox *sb, struct snapcell_error *err)
 		rc = sc__err(err, -EMFILE, "control socket");
 	if (rc == 0 && helper_fd < 0)
 		rc = helper_fd;
-	int stderr_end = -1;
+	int stderr_end SC_AUTO_CLOSE = -1;
 	if (rc == 0 && (rc = sc__helper_stderr_new(&sb->helper_stderr, &stderr_end)) < 0)
 		sc__err(err, rc, "helper stderr pipe");
 	if (rc == 0)
 		rc = spawn(sb, helper_fd, child_end, stderr_end, l, err);
-	if (helper_fd >= 0)
-		close(helper_fd);
-	if (child_end >= 0)
-		close(child_end);
-	if (stderr_end >= 0)
-		close(stderr_end);
 	if (rc == 0 && !(sb->setup = setup_message(sb, l, &sb->setup_len)))
 		rc = sc__err(err, -ENOMEM, "setup message");
-	free(l);
 	return rc;
 }
 

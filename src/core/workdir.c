@@ -18,6 +18,7 @@
 
 #include "core.h"
 #include "stage/stage.h"
+#include "util/cleanup.h"
 #include "util/util.h"
 
 /* $TMPDIR when set; else /dev/shm when it is a tmpfs of at least 1 GiB, since creating and
@@ -63,17 +64,14 @@ static int stage_inputs(const struct snapcell_config *cfg, int input, struct sna
 
 static void reap_stale_workdirs(const char *parent_path)
 {
-	int parent = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int parent SC_AUTO_CLOSE = open(parent_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (parent < 0)
 		return;
-	int scan = dup(parent);
+	int scan SC_AUTO_CLOSE = dup(parent);
 	DIR *d = scan >= 0 ? fdopendir(scan) : NULL;
-	if (!d) {
-		if (scan >= 0)
-			close(scan);
-		close(parent);
+	if (!d)
 		return;
-	}
+	SC_STEAL_FD(scan); /* the stream owns it */
 	uint64_t deadline = sc__deadline_ms(REAP_DEADLINE_MS);
 	unsigned reaped = 0;
 	struct dirent *e;
@@ -84,37 +82,27 @@ static void reap_stale_workdirs(const char *parent_path)
 		if (fstatat(parent, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
 			continue;
-		int dir =
+		int dir SC_AUTO_CLOSE =
 			openat(parent, e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (dir < 0)
-			continue;
-		int lock = openat(dir, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		close(dir);
-		if (lock < 0)
-			continue;
+		int lock SC_AUTO_CLOSE =
+			dir < 0 ? -1 : openat(dir, "lock", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		/* Held until the tree is gone, so two creating sandboxes never race on it. */
-		if (flock(lock, LOCK_EX | LOCK_NB) == 0 &&
+		if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) == 0 &&
 		    sc__remove_tree(parent, e->d_name, deadline) == 0)
 			reaped++;
-		close(lock);
 	}
 	closedir(d);
-	close(parent);
 }
 
 /* The lock file is made under another name, locked, then renamed into place, so a reaper
  * never sees an unlocked "lock" of a live sandbox. */
 static int lock_workdir(int dfd)
 {
-	int fd = openat(dfd, "lock.new", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
+	int fd SC_AUTO_CLOSE =
+		openat(dfd, "lock.new", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 || flock(fd, LOCK_EX) < 0 || renameat(dfd, "lock.new", dfd, "lock") < 0)
 		return -errno;
-	if (flock(fd, LOCK_EX) < 0 || renameat(dfd, "lock.new", dfd, "lock") < 0) {
-		int rc = -errno;
-		close(fd);
-		return rc;
-	}
-	return fd;
+	return SC_STEAL_FD(fd);
 }
 
 int sc__workdir_make(struct snapcell_sandbox *sb, struct snapcell_error *err)
@@ -130,29 +118,16 @@ int sc__workdir_make(struct snapcell_sandbox *sb, struct snapcell_error *err)
 	uid_t uid = sb->ids.uid;
 	gid_t gid = sb->ids.gid;
 	/* The sandbox uid must reach the root mount point and own the output tree. */
-	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0 && (sb->lock_fd = lock_workdir(dfd)) < 0) {
-		int rc = sc__err(err, sb->lock_fd, "lock work directory %s", path);
-		close(dfd);
-		return rc;
-	}
+	int dfd SC_AUTO_CLOSE = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0 && (sb->lock_fd = lock_workdir(dfd)) < 0)
+		return sc__err(err, sb->lock_fd, "lock work directory %s", path);
 	if (dfd < 0 || fchmod(dfd, 0711) < 0 || mkdirat(dfd, "root", 0755) < 0 ||
 	    mkdirat(dfd, "input", 0755) < 0 || mkdirat(dfd, "out", 0700) < 0 ||
-	    fchownat(dfd, "out", uid, gid, 0) < 0) {
-		int rc = sc__err(err, -errno, "prepare work directory %s", path);
-		if (dfd >= 0)
-			close(dfd);
-		return rc;
-	}
+	    fchownat(dfd, "out", uid, gid, 0) < 0)
+		return sc__err(err, -errno, "prepare work directory %s", path);
 	sb->out_fd = openat(dfd, "out", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int input = openat(dfd, "input", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	close(dfd);
-	if (sb->out_fd < 0 || input < 0) {
-		if (input >= 0)
-			close(input);
+	int input SC_AUTO_CLOSE = openat(dfd, "input", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (sb->out_fd < 0 || input < 0)
 		return sc__err(err, -errno, "open %s", path);
-	}
-	int rc = stage_inputs(sb->cfg, input, err);
-	close(input);
-	return rc;
+	return stage_inputs(sb->cfg, input, err);
 }
