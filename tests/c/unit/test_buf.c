@@ -87,6 +87,25 @@ Test(buf, reaches_a_power_of_two_cap_without_growing_by_its_nul)
 	sc__buf_free(&b);
 }
 
+Test(buf, never_grows_to_just_short_of_its_cap)
+{
+	/* A first piece of 65,537 bytes sets sizes of 65,537 · 2^k, and doubling alone stops
+	 * at 8,388,736, just past half of cap + 1, before growing to cap + 1 as well: three
+	 * large allocations held at once instead of two. Whatever the first size, none lies
+	 * between half of cap + 1 and cap + 1. */
+	for (size_t first = 1; first <= 65537; first += 4096) {
+		struct sc_buf b = SC_BUF_INIT(16u << 20);
+		static char piece[65536];
+		cr_assert_eq(sc__buf_add(&b, piece, first), 0);
+		while (b.len + sizeof(piece) <= (16u << 20)) {
+			cr_assert_eq(sc__buf_add(&b, piece, sizeof(piece)), 0);
+			cr_assert(b.alloc <= ((16u << 20) + 1) / 2 || b.alloc == (16u << 20) + 1,
+				  "first %zu: grew to %zu", first, b.alloc);
+		}
+		sc__buf_free(&b);
+	}
+}
+
 Test(buf, grows_by_doubling_and_holds_every_byte)
 {
 	struct sc_buf b = SC_BUF_INIT(1 << 20);
