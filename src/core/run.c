@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -220,8 +221,17 @@ static void read_exit(struct sc_run *r)
 	}
 }
 
+/* Whether the cell's socket still holds bytes it wrote: a dead cell's last frames (a value of
+ * up to 256 KiB, then DONE) can still be there when its exit and its pipes' ends are seen,
+ * and a read takes 64 KiB at a time. */
+static bool frames_waiting(const struct sc_run *r)
+{
+	int fd = r->cell->fds[SC_CELL_RPC], n = 0;
+	return fd >= 0 && ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+}
+
 /* A run ends at the cell's DONE report, or, when it never came, at the template's report of
- * the cell's death with both pipes closed. */
+ * the cell's death with both pipes closed and its frames read. */
 static bool finished(const struct sc_run *r, uint64_t now)
 {
 	/* A setup failure is the template's to confirm (its exit record), never the cell's
@@ -240,7 +250,8 @@ static bool finished(const struct sc_run *r, uint64_t now)
 		return r->cell->fds[SC_CELL_RPC] < 0 && r->out.eof && r->err.eof;
 	if (!r->have_exit && !r->exit_eof)
 		return false;
-	return (r->out.eof && r->err.eof) || now > r->deadline_us + DRAIN_GRACE_US;
+	return (r->out.eof && r->err.eof && !frames_waiting(r)) ||
+	       now > r->deadline_us + DRAIN_GRACE_US;
 }
 
 /* Descriptors in flight in a socket's queue, which no process's table holds and only the

@@ -247,3 +247,31 @@ Test(value, the_host_checks_the_json_itself)
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
+
+/* A value of the full size (256 KiB of JSON) and DONE can still wait in the socket when the
+ * cell's exit and its pipes' ends are seen, and the host reads 64 KiB at a time: the run
+ * ends only once they are read. Two threads' runs at once make that moment likelier; every
+ * run must bring its value. */
+static void *full_size_values(void *arg)
+{
+	struct snapcell_sandbox *sb = arg;
+	for (int i = 0; i < 20; i++) {
+		struct snapcell_result *res = test_run(sb, "'x' * (256 * 1024 - 2)");
+		cr_expect_eq(res->value_state, SNAPCELL_VALUE_PRESENT, "run %d: %s", i,
+			     snapcell_value_state_name(res->value_state));
+		cr_expect_eq(res->value_json ? strlen(res->value_json) : 0, 256 * 1024);
+		snapcell_result_free(res);
+	}
+	return NULL;
+}
+
+Test(value, a_full_size_value_arrives_though_the_cell_is_gone_first, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, full_size_values, sb), 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	snapcell_sandbox_free(sb);
+}
