@@ -327,25 +327,36 @@ static const char spin_code[] =
 	"os.waitpid(pid, 0)\n"
 	"print('%%.3f %%.3f %%.3f' %% (gaps[0], gaps[1], struct.unpack_from('d', sh, 0)[0]))\n";
 
-void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_session *s,
-				  const char *tool, unsigned pause_ms)
+/* The paused run res approved after pause_ms (res freed): the run's end, expected ok. */
+static struct snapcell_result *approve_after(struct snapcell_sandbox *sb,
+					     struct snapcell_result *res, unsigned pause_ms)
 {
-	char code[2048];
-	snprintf(code, sizeof(code), spin_code, tool);
-	struct snapcell_result *res = NULL, *fin = NULL;
+	struct snapcell_result *fin = NULL;
 	struct snapcell_error err = {0};
-	uint64_t start_ms = test_now_ms();
-	int rc = s ? snapcell_session_run(s, code, SIZE_MAX, NULL, &res, &err)
-		   : snapcell_sandbox_run(sb, code, SIZE_MAX, NULL, &res, &err);
-	cr_assert_eq(rc, 0, "run: %s", err.message);
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
 		     snapcell_status_name(res->status), res->stderr_buf);
 	usleep(pause_ms * 1000u);
 	cr_assert_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
 					     NULL, NULL, &fin, &err),
 		     0, "resume: %s", err.message);
-	uint64_t elapsed_us = (test_now_ms() - start_ms + 1) * 1000;
+	snapcell_result_free(res);
 	expect_ok(fin);
+	return fin;
+}
+
+void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_session *s,
+				  const char *tool, unsigned pause_ms)
+{
+	char code[2048];
+	snprintf(code, sizeof(code), spin_code, tool);
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	uint64_t start_ms = test_now_ms();
+	int rc = s ? snapcell_session_run(s, code, SIZE_MAX, NULL, &res, &err)
+		   : snapcell_sandbox_run(sb, code, SIZE_MAX, NULL, &res, &err);
+	cr_assert_eq(rc, 0, "run: %s", err.message);
+	struct snapcell_result *fin = approve_after(sb, res, pause_ms);
+	uint64_t elapsed_us = (test_now_ms() - start_ms + 1) * 1000;
 	double gaps[3];
 	cr_assert_eq(sscanf(fin->stdout_buf, "%lf %lf %lf", &gaps[0], &gaps[1], &gaps[2]), 3, "%s",
 		     fin->stdout_buf);
@@ -364,7 +375,6 @@ void test_expect_pause_stops_cell(struct snapcell_sandbox *sb, struct snapcell_s
 	/* Three spinners and the main thread, at most, for the running time. */
 	cr_expect_leq(fin->cpu_us, 3 * fin->wall_us + 300000, "cpu_us %llu of wall_us %llu",
 		      (unsigned long long)fin->cpu_us, (unsigned long long)fin->wall_us);
-	snapcell_result_free(res);
 	snapcell_result_free(fin);
 }
 
@@ -410,15 +420,7 @@ void test_expect_pause_stops_forkers(struct snapcell_sandbox *sb, const char *to
 {
 	char code[2048];
 	snprintf(code, sizeof(code), forkers_code, tool);
-	struct snapcell_result *res = test_run(sb, code), *fin = NULL;
-	struct snapcell_error err = {0};
-	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
-		     snapcell_status_name(res->status), res->stderr_buf);
-	usleep(pause_ms * 1000u);
-	cr_assert_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
-					     NULL, NULL, &fin, &err),
-		     0, "resume: %s", err.message);
-	expect_ok(fin);
+	struct snapcell_result *fin = approve_after(sb, test_run(sb, code), pause_ms);
 	double chain, sender;
 	cr_assert_eq(sscanf(fin->stdout_buf, "%lf %lf", &chain, &sender), 2, "%s", fin->stdout_buf);
 	cr_expect_geq(chain * 1000, pause_ms * 0.8,
@@ -426,7 +428,6 @@ void test_expect_pause_stops_forkers(struct snapcell_sandbox *sb, const char *to
 	cr_expect_geq(sender * 1000, pause_ms * 0.8,
 		      "the SIGCONT sender ran during the pause: its longest stop was %.3f s",
 		      sender);
-	snapcell_result_free(res);
 	snapcell_result_free(fin);
 }
 
@@ -477,15 +478,7 @@ void test_expect_pause_survives_timers(struct snapcell_sandbox *sb, const char *
 {
 	char code[4096];
 	snprintf(code, sizeof(code), timer_code, tool);
-	struct snapcell_result *res = test_run(sb, code), *fin = NULL;
-	struct snapcell_error err = {0};
-	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "status %s: %s",
-		     snapcell_status_name(res->status), res->stderr_buf);
-	usleep(pause_ms * 1000u);
-	cr_assert_eq(snapcell_sandbox_resume(sb, res->pending->id, SNAPCELL_VERDICT_APPROVED, NULL,
-					     NULL, NULL, &fin, &err),
-		     0, "resume: %s", err.message);
-	expect_ok(fin);
+	struct snapcell_result *fin = approve_after(sb, test_run(sb, code), pause_ms);
 	double gap[2] = {0};
 	int made[2] = {-1, -1};
 	cr_assert_eq(sscanf(fin->stdout_buf, "%lf %lf %d %d", &gap[0], &gap[1], &made[0], &made[1]),
@@ -499,6 +492,5 @@ void test_expect_pause_survives_timers(struct snapcell_sandbox *sb, const char *
 		      gap[1]);
 	cr_expect_eq(made[0], EPERM, "timer_create on the wall clock: errno %d", made[0]);
 	cr_expect_eq(made[1], EPERM, "timer_create on the wall clock: errno %d", made[1]);
-	snapcell_result_free(res);
 	snapcell_result_free(fin);
 }
