@@ -221,6 +221,13 @@ static void read_exit(struct sc_run *r)
 	}
 }
 
+/* Whether the frames queued for the cell and for the host's tools are past their bound: the
+ * loop stops reading the cell's frames until they drain. */
+static bool backlogged(const struct sc_run *r)
+{
+	return r->send.bytes.len - r->send.off + r->queued_bytes > BACKLOG_MAX_BYTES;
+}
+
 /* Whether the cell's socket still holds bytes it wrote: a dead cell's last frames (a value of
  * up to 256 KiB, then DONE) can still be there when its exit and its pipes' ends are seen,
  * and a read takes 64 KiB at a time. */
@@ -250,8 +257,10 @@ static bool finished(const struct sc_run *r, uint64_t now)
 		return r->cell->fds[SC_CELL_RPC] < 0 && r->out.eof && r->err.eof;
 	if (!r->have_exit && !r->exit_eof)
 		return false;
-	return (r->out.eof && r->err.eof && !frames_waiting(r)) ||
-	       now > r->deadline_us + DRAIN_GRACE_US;
+	/* Frames are waited for only while they can still be read and used: not once the cell
+	 * was killed, nor past the backlog (the loop reads none then). */
+	bool unread = r->forced == NOT_FORCED && !backlogged(r) && frames_waiting(r);
+	return (r->out.eof && r->err.eof && !unread) || now > r->deadline_us + DRAIN_GRACE_US;
 }
 
 /* Descriptors in flight in a socket's queue, which no process's table holds and only the
@@ -343,8 +352,7 @@ static int loop(struct sc_run *r, struct snapcell_sandbox *sb)
 		if (reports && r->forced != NOT_FORCED && now > r->killed_us + EXIT_GRACE_US &&
 		    !r->have_exit)
 			return SNAPCELL_E_TEMPLATE;
-		bool backlog =
-			r->send.bytes.len - r->send.off + r->queued_bytes > BACKLOG_MAX_BYTES;
+		bool backlog = backlogged(r);
 		struct pollfd pf[6] = {
 			{r->out.eof ? -1 : r->cell->fds[SC_CELL_STDOUT], POLLIN, 0},
 			{r->err.eof ? -1 : r->cell->fds[SC_CELL_STDERR], POLLIN, 0},
