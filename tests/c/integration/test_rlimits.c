@@ -877,10 +877,13 @@ Test(rlimits, descriptors_handed_on_by_forking_are_counted, .timeout = 120)
  * each let a writer reach 0.32-1.36 GiB against the 321 MiB bound. The wait is capped now, a
  * measurement reads 4,096 descriptors at most (past that the cell is over) and a table shared
  * by threads once: 60 processes of 250 are killed, and with 16 (4,000, just under) the
- * overshoot stays under HELD_OVERSHOOT_MIB (44-91 MiB measured; 328-421 MiB were written
- * before). The writer prints each 1 MiB file as it is done, so the output says how far it
- * got. */
-#define HELD_OVERSHOOT_MIB 160
+ * writer is still stopped. How far past the bound it gets is the writer's speed times the
+ * watch's interval, a figure of the machine (44-91 MiB here, 170 on a CI machine under the
+ * simulated Docker filter, whose every system call is dearer): the test logs it, and fails
+ * only a watch that let the writer run on (HELD_OVERSHOOT_MIB; the 60-process rows reached
+ * 1.36 GiB before). The writer prints each 1 MiB file as it is done, so the output says how
+ * far it got. */
+#define HELD_OVERSHOOT_MIB 512
 Test(rlimits, many_descriptors_do_not_stretch_the_watch, .timeout = 120)
 {
 	struct snapcell_config *cfg = test_config_new();
