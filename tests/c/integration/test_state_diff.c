@@ -1,0 +1,386 @@
+/* The differential test of process state (issue 24): tests/state/probe.py describes a cell's
+ * process from inside and, through the host tool state_view, from the host's /proc; two fresh
+ * cells must be alike, a planted change of every kind must show, and a cell after a run that
+ * changed everything must equal the reference. Not a test of the reset itself: it is written
+ * so that the reset's switch is one line in state_sandbox(). */
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include "state_change_py.h"
+#include "state_probe_py.h"
+
+extern char **environ;
+
+/* What the host tool saw of the cell during the last probe. */
+struct view {
+	json_t *outside;
+};
+
+/* Runs `python3 -c PROBE --outside NSPID PIPE` on the host and parses its answer; a python3
+ * that fails or answers garbage is recorded as such, so the comparison shows it. */
+static json_t *outside_view(long ns_pid, long pipe_inode)
+{
+	char pid_arg[32], pipe_arg[32];
+	snprintf(pid_arg, sizeof(pid_arg), "%ld", ns_pid);
+	snprintf(pipe_arg, sizeof(pipe_arg), "%ld", pipe_inode);
+	char *argv[] = {"python3", "-c", (char *)sc_state_probe_py, "--outside", pid_arg,
+			pipe_arg,  NULL};
+	int out[2];
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	pid_t pid;
+	int rc = posix_spawnp(&pid, "python3", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(out[1]);
+	cr_assert_eq(rc, 0, "spawn python3 for the outside view: %s", strerror(rc));
+	size_t len = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	ssize_t n;
+	while ((n = read(out[0], buf + len, cap - len - 1)) > 0 || (n < 0 && errno == EINTR)) {
+		len += n > 0 ? (size_t)n : 0;
+		if (cap - len < 4096)
+			buf = realloc(buf, cap *= 2);
+	}
+	close(out[0]);
+	buf[len] = 0;
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	json_error_t jerr;
+	json_t *view = json_loads(buf, 0, &jerr);
+	if (!view || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		json_decref(view);
+		view = json_pack("{s:s,s:s,s:i}", "failed", buf, "error", view ? "" : jerr.text,
+				 "status", status);
+	}
+	free(buf);
+	return view;
+}
+
+static int state_view(void *user, const char *args, char **result)
+{
+	struct view *v = user;
+	json_t *a = json_loads(args, 0, NULL);
+	long ns_pid = (long)json_integer_value(json_object_get(a, "pid"));
+	long pipe_inode = (long)json_integer_value(json_object_get(a, "pipe"));
+	json_decref(a);
+	json_decref(v->outside);
+	v->outside = outside_view(ns_pid, pipe_inode);
+	*result = strdup("null");
+	return 0;
+}
+
+/* The one place this test's sandboxes are configured, and warmed. */
+static struct snapcell_sandbox *state_sandbox(struct view *v)
+{
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_config_add_tool(cfg, "state_view", "", NULL, SNAPCELL_APPROVAL_NEVER,
+					      state_view, v, &err),
+		     0, "%s", err.message);
+	/* REUSE (issue 24): once reset24b's switch lands, turn it on here, e.g.
+	 * cr_assert_eq(snapcell_config_set_reuse(cfg, true, &err), 0, "%s", err.message);
+	 * and every test below compares reset cells against the reference. */
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	/* The first cell comes before the template's second stage of preloads (architecture.md,
+	 * "What the template preloads"): every later one is forked from the warmed template. */
+	expect_output(sb, "pass", "");
+	return sb;
+}
+
+/* The run's stdout as JSON; fails the test unless the run ended ok with one JSON value. */
+static json_t *parse_output(struct snapcell_result *res, const char *what)
+{
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "%s: status %s, stderr: %s", what,
+		     snapcell_status_name(res->status), res->stderr_buf);
+	json_error_t jerr;
+	json_t *j = json_loads(res->stdout_buf, JSON_DISABLE_EOF_CHECK, &jerr);
+	cr_assert_not_null(j, "%s: not JSON (%s): %.300s", what, jerr.text, res->stdout_buf);
+	snapcell_result_free(res);
+	return j;
+}
+
+static struct snapcell_result *session_result(struct snapcell_session *s, const char *code)
+{
+	struct snapcell_result *res = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_run(s, code, SIZE_MAX, NULL, &res, &err), 0, "%s",
+		     err.message);
+	return res;
+}
+
+/* {"inside": ..., "outside": ...} from the run's print and the host tool's view. */
+static json_t *with_outside(json_t *desc, struct view *v)
+{
+	cr_assert_not_null(v->outside, "the probe never called state_view");
+	json_object_set_new(desc, "outside", v->outside);
+	v->outside = NULL;
+	return desc;
+}
+
+static json_t *probe_fresh(struct snapcell_sandbox *sb, struct view *v)
+{
+	return with_outside(parse_output(test_run(sb, sc_state_probe_py), "probe"), v);
+}
+
+static json_t *probe_session(struct snapcell_session *s, struct view *v)
+{
+	return with_outside(parse_output(session_result(s, sc_state_probe_py), "probe"), v);
+}
+
+/* Differences between two descriptions, as key paths with both values, at most a screenful;
+ * keys named `skip` (per-run values) are left out. Returns how many paths differ. */
+struct diff {
+	char text[8192];
+	size_t len;
+	int n;
+};
+
+static void note(struct diff *d, const char *path, json_t *a, json_t *b)
+{
+	if (d->n++ >= 40)
+		return;
+	char *as = a ? json_dumps(a, JSON_ENCODE_ANY | JSON_COMPACT) : strdup("(absent)");
+	char *bs = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_COMPACT) : strdup("(absent)");
+	int w = snprintf(d->text + d->len, sizeof(d->text) - d->len, "\n  %s: %.160s != %.160s",
+			 path, as, bs);
+	if (w > 0)
+		d->len = d->len + (size_t)w < sizeof(d->text) ? d->len + (size_t)w
+							      : sizeof(d->text) - 1;
+	free(as);
+	free(bs);
+}
+
+static void compare(struct diff *d, const char *path, json_t *a, json_t *b, const char *skip)
+{
+	char sub[512];
+	if (a && b && json_is_object(a) && json_is_object(b)) {
+		const char *k;
+		json_t *x;
+		json_object_foreach(a, k, x)
+		{
+			if (skip && strcmp(k, skip) == 0)
+				continue;
+			snprintf(sub, sizeof(sub), "%s/%s", path, k);
+			compare(d, sub, x, json_object_get(b, k), skip);
+		}
+		json_object_foreach(b, k, x)
+		{
+			snprintf(sub, sizeof(sub), "%s/%s", path, k);
+			if (!json_object_get(a, k) && !(skip && strcmp(k, skip) == 0))
+				note(d, sub, NULL, x);
+		}
+		return;
+	}
+	if (a && b && json_is_array(a) && json_is_array(b) &&
+	    json_array_size(a) == json_array_size(b)) {
+		for (size_t i = 0; i < json_array_size(a); i++) {
+			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+			compare(d, sub, json_array_get(a, i), json_array_get(b, i), skip);
+		}
+		return;
+	}
+	if (!a || !b || !json_equal(a, b))
+		note(d, path, a, b);
+}
+
+/* The subtree at a path such as "inside/prctl/name"; NULL when absent. */
+static json_t *at(json_t *desc, const char *path)
+{
+	char copy[256], *save = NULL;
+	snprintf(copy, sizeof(copy), "%s", path);
+	json_t *j = desc;
+	for (char *k = strtok_r(copy, "/", &save); j && k; k = strtok_r(NULL, "/", &save))
+		j = json_object_get(j, k);
+	return j;
+}
+
+/* Whether j, as JSON text, contains text. */
+static bool contains(json_t *j, const char *text)
+{
+	char *s = j ? json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+	bool found = s && strstr(s, text);
+	free(s);
+	return found;
+}
+
+static bool outside_available(json_t *desc)
+{
+	json_t *o = json_object_get(desc, "outside");
+	if (json_object_get(o, "unavailable") || json_object_get(o, "failed")) {
+		cr_log_warn("no outside view (%s): only the inside keys are checked",
+			    json_string_value(json_object_get(o, "unavailable")));
+		return false;
+	}
+	return true;
+}
+
+/* Every key the change program says it changed differs between before and after; a probe
+ * that cannot see its own planted change fails here. Logs what could not be changed. */
+static void expect_changes_seen(json_t *report, json_t *before, json_t *after, const char *where)
+{
+	bool outside = outside_available(before) && outside_available(after);
+	struct diff unseen = {.n = 0};
+	const char *item;
+	json_t *keys, *why;
+	json_object_foreach(json_object_get(report, "changed"), item, keys)
+	{
+		size_t i;
+		json_t *key;
+		json_array_foreach(keys, i, key)
+		{
+			const char *path = json_string_value(
+				json_is_array(key) ? json_array_get(key, 0) : key);
+			const char *needle = json_string_value(json_array_get(key, 1));
+			cr_assert_not_null(path, "%s: a bad key in the change report", item);
+			if (!outside && strncmp(path, "outside/", 8) == 0)
+				continue;
+			json_t *a = at(before, path), *b = at(after, path);
+			cr_expect(a || b, "%s: %s names %s, which no description has", where, item,
+				  path);
+			bool seen = needle ? contains(b, needle) && !contains(a, needle)
+					   : !(a && b && json_equal(a, b));
+			if (!seen) {
+				char label[384];
+				snprintf(label, sizeof(label), "%s (%s%s%s)", path, item,
+					 needle ? ": " : "", needle ? needle : "");
+				note(&unseen, label, a, b);
+			}
+		}
+	}
+	cr_expect_eq(unseen.n, 0, "%s: %d planted changes the probe did not see:%s", where,
+		     unseen.n, unseen.text);
+	json_object_foreach(json_object_get(report, "refused"), item, why)
+		cr_log_info("%s: could not change %s: %s", where, item, json_string_value(why));
+}
+
+static void expect_alike(json_t *ref, json_t *got, const char *what)
+{
+	struct diff d = {.n = 0};
+	compare(&d, "", ref, got, "per_run");
+	cr_expect_eq(d.n, 0, "%s: %d keys differ from the reference:%s", what, d.n, d.text);
+	json_t *a = at(ref, "inside/per_run/random"), *b = at(got, "inside/per_run/random");
+	cr_expect(json_is_null(a) || !json_equal(a, b),
+		  "%s: the random generator's state is the reference's (not re-seeded)", what);
+}
+
+/* (a) Two cells forked from one template are alike: this is the reference. */
+Test(state_diff, two_fresh_cells_are_alike, .timeout = 120)
+{
+	struct view v = {0};
+	struct snapcell_sandbox *sb = state_sandbox(&v);
+	json_t *ref = probe_fresh(sb, &v), *again = probe_fresh(sb, &v);
+	cr_expect(json_object_size(json_object_get(ref, "inside")) > 30);
+	outside_available(ref);
+	expect_alike(ref, again, "a second fresh cell");
+	json_decref(ref);
+	json_decref(again);
+	snapcell_sandbox_free(sb);
+}
+
+/* A copy of desc without the heap's line in maps: in a process kept between runs, each run's
+ * allocations may move the heap's end (a reset puts it back; a session does not). */
+static json_t *without_heap(json_t *desc)
+{
+	json_t *copy = json_deep_copy(desc);
+	json_t *maps = at(copy, "outside/maps");
+	for (size_t i = json_array_size(maps); i-- > 0;) {
+		const char *line = json_string_value(json_array_get(maps, i));
+		if (line && strlen(line) > 6 && strcmp(line + strlen(line) - 6, "[heap]") == 0)
+			json_array_remove(maps, i);
+	}
+	return copy;
+}
+
+/* (b) Each probe catches a planted difference: in a session, whose worker keeps one process
+ * between runs, the change program's work shows in the next probe. The probe runs twice
+ * first: the second is the baseline (the first imports what the probe needs, which stays),
+ * and must equal a third, so the probe itself changes nothing it sees. */
+Test(state_diff, every_planted_change_shows_in_a_session, .timeout = 180)
+{
+	struct view v = {0};
+	struct snapcell_sandbox *sb = state_sandbox(&v);
+	struct snapcell_session *s = NULL;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	json_decref(probe_session(s, &v));
+	json_t *before = probe_session(s, &v), *again = probe_session(s, &v);
+	struct diff d = {.n = 0};
+	json_t *b = without_heap(before), *a = without_heap(again);
+	compare(&d, "", b, a, NULL);
+	json_decref(b);
+	json_decref(a);
+	cr_expect_eq(d.n, 0, "the probe changed what it sees in a session:%s", d.text);
+	json_t *report = parse_output(session_result(s, sc_state_change_py), "change");
+	cr_expect(json_object_size(json_object_get(report, "changed")) > 30, "changed too little");
+	json_t *after = probe_session(s, &v);
+	expect_changes_seen(report, again, after, "session");
+	json_decref(report);
+	json_decref(before);
+	json_decref(again);
+	json_decref(after);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* (b) again within one run: the change program and the probe as one run's code, against a
+ * fresh reference; this sees what the host undoes between a session's runs (/output). */
+Test(state_diff, every_planted_change_shows_within_a_run, .timeout = 120)
+{
+	struct view v = {0};
+	struct snapcell_sandbox *sb = state_sandbox(&v);
+	json_t *ref = probe_fresh(sb, &v);
+	size_t len = strlen(sc_state_change_py) + strlen(sc_state_probe_py) + 256;
+	char *code = malloc(len);
+	snprintf(code, len,
+		 "%s\nopen('/output/planted', 'w').close()\n"
+		 "print('{\"changed\": {\"/output\": [[\"inside/output\", "
+		 "\"/output/planted\"]]}}')\n%s",
+		 sc_state_change_py, sc_state_probe_py);
+	struct snapcell_result *res = test_run(sb, code);
+	free(code);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, stderr: %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	/* Three JSON lines: the change report, the /output item, the probe. */
+	char *second = strchr(res->stdout_buf, '\n');
+	char *third = second ? strchr(second + 1, '\n') : NULL;
+	cr_assert(third, "%s", res->stdout_buf);
+	*second = *third = 0;
+	json_t *report = json_loads(res->stdout_buf, 0, NULL);
+	json_t *extra = json_loads(second + 1, 0, NULL);
+	json_t *after = json_loads(third + 1, JSON_DISABLE_EOF_CHECK, NULL);
+	cr_assert(report && extra && after, "%s", res->stdout_buf);
+	json_object_update(json_object_get(report, "changed"), json_object_get(extra, "changed"));
+	with_outside(after, &v);
+	expect_changes_seen(report, ref, after, "one run");
+	snapcell_result_free(res);
+	json_decref(report);
+	json_decref(extra);
+	json_decref(ref);
+	json_decref(after);
+	snapcell_sandbox_free(sb);
+}
+
+/* (c) After a run that changed everything it could, the next run's cell equals the reference:
+ * today a new fork, with reuse on the reset cell. */
+Test(state_diff, a_cell_after_a_change_run_equals_the_reference, .timeout = 120)
+{
+	struct view v = {0};
+	struct snapcell_sandbox *sb = state_sandbox(&v);
+	json_t *ref = probe_fresh(sb, &v);
+	json_t *report = parse_output(test_run(sb, sc_state_change_py), "change");
+	json_t *next = probe_fresh(sb, &v);
+	expect_alike(ref, next, "the cell after a change run");
+	json_decref(report);
+	json_decref(ref);
+	json_decref(next);
+	snapcell_sandbox_free(sb);
+}
