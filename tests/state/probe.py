@@ -26,7 +26,8 @@
 # - pids and tids: a fresh cell is pid 1 of its own pid namespace, but a session's worker,
 #   its threads and children get what the namespace hands out: "tid#N", "child#N".
 # - what counts time or work: timer remainders (kept: interval and whether armed), CPU and
-#   memory use, context switches.
+#   memory use, context switches, and the signals queued for the whole uid (SigQ, which other
+#   cells of the sandbox, dying, may still hold).
 # Mappings keep their addresses: a fork has its parent's layout and a run of the same code
 # allocates the same way, so a mapping a run added or a heap end it moved shows as it is.
 
@@ -126,13 +127,15 @@ def _snapcell_inside():
             hex(old.handler or 0), hex(old.flags), hex(old.restorer or 0), hex(old.mask)]
     state["sigaction"] = actions
 
-    def handler_name(h):
-        if h in (signal.SIG_DFL, signal.SIG_IGN, None):
-            return str(h)
+    def handler_name(h):  # str() of an IntEnum differs between 3.10 and 3.11
+        if h is None:
+            return "None"
+        if h in (signal.SIG_DFL, signal.SIG_IGN):
+            return signal.Handlers(h).name
         return "%s.%s" % (getattr(h, "__module__", "?"), getattr(h, "__qualname__", type(h)))
 
     state["python_signal_handlers"] = {
-        str(s): handler_name(signal.getsignal(s)) for s in sorted(signal.valid_signals())
+        str(int(s)): handler_name(signal.getsignal(s)) for s in sorted(signal.valid_signals())
         if s < signal.SIGRTMIN}
     wakeup = signal.set_wakeup_fd(-1)
     if wakeup != -1:
@@ -358,8 +361,8 @@ def _snapcell_outside(ns_pid, pipe_inode):
 
     pid = find()
     if pid is None:
-        return {"unavailable": "no process with pid %d and stdout pipe:[%d] can be read in "
-                "/proc (reading a cell's /proc takes root)" % (ns_pid, pipe_inode)}
+        return {"unavailable": "the cell's process cannot be found in /proc (reading a "
+                "cell's /proc takes root)"}
     base = "/proc/%d/" % pid
     renames = {}
 
@@ -401,6 +404,8 @@ def _snapcell_outside(ns_pid, pipe_inode):
                "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches", "Pid", "PPid", "Tgid",
                "TracerPid", "NSpid", "NStgid", "NSpgid", "NSsid", "Ngid", "Kthread", "State"}
     state["status"] = fields(read(base + "status"), varying)
+    if "SigQ" in state["status"]:  # queued signals of every process of the uid, and the limit
+        state["status"]["SigQ"] = state["status"]["SigQ"].partition("/")[2]
 
     threads = []
     tids = sorted(int(t) for t in os.listdir(base + "task"))
@@ -474,6 +479,18 @@ def _snapcell_outside(ns_pid, pipe_inode):
     state["namespaces"] = ns
     state["mounts"] = [" ".join([renumber("mnt", line.split()[0])] + line.split()[3:])
                        for line in read(base + "mountinfo").splitlines()]
+    # SysV IPC objects of the cell's IPC namespace: /proc/sysvipc shows the reader's, so this
+    # process joins the cell's (root; the last thing it does).
+    libc = __import__("ctypes").CDLL(None, use_errno=True)
+    try:
+        ipc = os.open(base + "ns/ipc", os.O_RDONLY | os.O_CLOEXEC)
+        joined = libc.setns(ipc, 0x08000000) == 0  # CLONE_NEWIPC
+        os.close(ipc)
+    except OSError:
+        joined = False
+    state["sysvipc"] = {n: [" ".join(line.split()[:8]) for line in
+                            read("/proc/sysvipc/" + n).splitlines()[1:]] if joined else
+                        "the cell's IPC namespace cannot be joined" for n in ("msg", "shm", "sem")}
     locks = read("/proc/locks")
     state["locks"] = sorted(" ".join(line.split()[1:4] + line.split()[6:])
                             for line in locks.splitlines()
