@@ -1,6 +1,7 @@
 # A probe of a cell's process state for the differential test (tests/c/integration/
-# test_state_diff.c, issue 24): everything of a cell's process that a run could change and a
-# later run could see, as one canonical JSON description. Not a checker: it says what it sees
+# test_state_diff.c), which checks that a cell reset in place equals a fresh fork: everything
+# of a cell's process that a run could change and a later run could see, as one canonical
+# JSON description. Not a checker: it says what it sees
 # and the test compares. Standard library and ctypes only.
 #
 # Two views, one file. Run as a run's code in a cell (where `call_tool` is a builtin), it
@@ -415,7 +416,7 @@ def _snapcell_outside(ns_pid, pipe_inode):
         st = fields(read(tbase + "status"))
         threads.append({"tid": "leader" if tid == pid else renumber("tid", tid),
                         "comm": read(tbase + "comm"), "sig_blocked": st.get("SigBlk"),
-                        "sig_pending": st.get("SigPnd"), "sig_altstack": None,
+                        "sig_pending": st.get("SigPnd"),
                         "cpus": st.get("Cpus_allowed_list")})
         for child in read(tbase + "children").split():
             children.append({"pid": renumber("child", child), "comm": read("/proc/%s/comm" % child)})

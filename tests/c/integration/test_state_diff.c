@@ -1,4 +1,5 @@
-/* The differential test of process state (issue 24): tests/state/probe.py describes a cell's
+/* The differential test of process state, for cells reset in place instead of forked anew:
+ * tests/state/probe.py describes a cell's
  * process from inside and, through the host tool state_view, from the host's /proc; two fresh
  * cells must be alike, a planted change of every kind must show, and a cell after a run that
  * changed everything must equal the reference. Not a test of the reset itself: it is written
@@ -85,9 +86,10 @@ static struct snapcell_sandbox *state_sandbox(struct view *v)
 	cr_assert_eq(snapcell_config_add_tool(cfg, "state_view", "", NULL, SNAPCELL_APPROVAL_NEVER,
 					      state_view, v, &err),
 		     0, "%s", err.message);
-	/* REUSE (issue 24): once reset24b's switch lands, turn it on here, e.g.
-	 * cr_assert_eq(snapcell_config_set_reuse(cfg, true, &err), 0, "%s", err.message);
-	 * and every test below compares reset cells against the reference. */
+	/* REUSE: the switch that resets a used cell in place instead of forking a new one goes
+	 * here, one line, when it exists (snapcell_config_set_reuse(cfg, true, &err), checked
+	 * like the call above); every test below then compares reset cells against the
+	 * reference of fresh ones. */
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	/* The first cell comes before the template's second stage of preloads (architecture.md,
@@ -117,12 +119,21 @@ static struct snapcell_result *session_result(struct snapcell_session *s, const 
 	return res;
 }
 
-/* {"inside": ..., "outside": ...} from the run's print and the host tool's view. */
+/* {"inside": ..., "outside": ...} from the run's print and the host tool's view. With
+ * SNAPCELL_TEST_STATE_DIR set, each description is also written there, one file each, to
+ * read or diff by hand. */
 static json_t *with_outside(json_t *desc, struct view *v)
 {
 	cr_assert_not_null(v->outside, "the probe never called state_view");
 	json_object_set_new(desc, "outside", v->outside);
 	v->outside = NULL;
+	const char *dir = getenv("SNAPCELL_TEST_STATE_DIR");
+	static int n;
+	if (dir) {
+		char path[4096];
+		snprintf(path, sizeof(path), "%s/state-%d-%d.json", dir, (int)getpid(), n++);
+		json_dump_file(desc, path, JSON_INDENT(1) | JSON_SORT_KEYS);
+	}
 	return desc;
 }
 
