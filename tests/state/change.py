@@ -37,11 +37,11 @@ def _snapcell_change():
         "x86_64": {"rt_sigaction": 13, "sigaltstack": 131, "personality": 135, "capset": 126,
                    "landlock_create_ruleset": 444, "shmget": 29, "mq_open": 240,
                    "seccomp": 317, "prctl": 157, "unshare": 272, "timer_create": 222,
-                   "timer_settime": 223},
+                   "timer_settime": 223, "set_robust_list": 273},
         "aarch64": {"rt_sigaction": 134, "sigaltstack": 132, "personality": 92, "capset": 91,
                     "landlock_create_ruleset": 444, "shmget": 194, "mq_open": 180,
                     "seccomp": 277, "prctl": 167, "unshare": 97, "timer_create": 107,
-                    "timer_settime": 110},
+                    "timer_settime": 110, "set_robust_list": 99},
     }[os.uname().machine]
     changed = {}
     refused = {}
@@ -178,20 +178,63 @@ def _snapcell_change():
     attempt("signal wakeup fd", ["inside/python_wakeup_fd"], wakeup_fd)
 
     # A mapping, named by its address: a later run's own allocations may move the heap's end
-    # and add arenas, so "maps differs" alone would prove nothing.
-    def mapping():
-        m = mmap.mmap(-1, 3 * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE)
+    # and add arenas, so "maps differs" alone would prove nothing. Then a name for another
+    # (PR_SET_VMA, which the filter allows) and a madvise mark on a third.
+    def mapping(pages, prot):
+        m = mmap.mmap(-1, pages * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE)
         keep.append(m)
-        address = ctypes.addressof(ctypes.c_char.from_buffer(m)) + mmap.PAGESIZE
-        if libc.mprotect(ctypes.c_void_p(address), mmap.PAGESIZE, 1) != 0:
+        address = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        if prot is not None and libc.mprotect(ctypes.c_void_p(address + mmap.PAGESIZE),
+                                              mmap.PAGESIZE, prot) != 0:
             raise OSError(ctypes.get_errno(), "mprotect")
+        return address
+
+    def planted_mapping():
+        address = mapping(3, 1) + mmap.PAGESIZE  # PROT_READ
         changed["mapping"] = [["outside/maps", "%x-%x r--p" % (address,
                                                                address + mmap.PAGESIZE)]]
 
-    try:
-        mapping()
-    except OSError as e:
-        refused["mapping"] = errno.errorcode.get(e.errno, str(e.errno))
+    def named_mapping():
+        address = mapping(2, None)
+        syscall(nrs["prctl"], 0x53564D41, 0, ctypes.c_void_p(address),  # PR_SET_VMA_ANON_NAME
+                2 * mmap.PAGESIZE, b"planted")
+        changed["mapping name"] = [["outside/maps", "%x-%x rw-p" % (
+            address, address + 2 * mmap.PAGESIZE)], ["outside/maps", "[anon:planted]"]]
+
+    def marked_mapping():
+        address = mapping(4, None)
+        if libc.madvise(ctypes.c_void_p(address), 4 * mmap.PAGESIZE, 10) != 0:  # DONTFORK
+            raise OSError(ctypes.get_errno(), "madvise")
+        changed["mapping mark"] = [["outside/maps", "%x-%x rw-p" % (
+            address, address + 4 * mmap.PAGESIZE)]]
+
+    for item, fn in (("mapping", planted_mapping), ("mapping name", named_mapping),
+                     ("mapping mark", marked_mapping)):
+        try:
+            fn()
+        except OSError as e:
+            refused[item] = errno.errorcode.get(e.errno, str(e.errno))
+
+    class RobustListHead(ctypes.Structure):  # an empty list: its next is itself
+        _fields_ = [("next", ctypes.c_void_p), ("offset", ctypes.c_long),
+                    ("pending", ctypes.c_void_p)]
+
+    def robust_list():
+        head = RobustListHead(None, 0, None)
+        head.next = ctypes.addressof(head)
+        keep.append(head)
+        syscall(nrs["set_robust_list"], ctypes.byref(head), ctypes.sizeof(head))
+
+    attempt("robust futex list", ["inside/robust_list"], robust_list)
+
+    def frame_socket_option():
+        sock = socket.socket(fileno=os.dup(3))
+        with sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, 3)
+
+    attempt("socket option", ["inside/fds/3/sockopts/SO_PRIORITY"], frame_socket_option)
+    attempt("stdout flags", ["inside/fds/1/fl_flags", "outside/fds/1"],
+            lambda: fcntl.fcntl(1, fcntl.F_SETFL, fcntl.fcntl(1, fcntl.F_GETFL) | os.O_APPEND))
     attempt("thread", [["inside/python_threads", "planted"], "outside/threads",
                        "outside/status/Threads"],
             lambda: threading.Thread(target=threading.Event().wait, name="planted",

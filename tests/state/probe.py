@@ -83,13 +83,36 @@ def _snapcell_inside():
         "x86_64": {"rt_sigaction": 13, "rt_sigprocmask": 14, "rt_sigpending": 127,
                    "sigaltstack": 131, "personality": 135, "capget": 125,
                    "landlock_create_ruleset": 444, "shmget": 29, "msgget": 68,
-                   "semget": 64, "mq_open": 240, "prctl": 157},
+                   "semget": 64, "mq_open": 240, "prctl": 157, "get_robust_list": 274,
+                   "arch_prctl": 158},
         "aarch64": {"rt_sigaction": 134, "rt_sigprocmask": 135, "rt_sigpending": 136,
                     "sigaltstack": 132, "personality": 92, "capget": 90,
                     "landlock_create_ruleset": 444, "shmget": 194, "msgget": 186,
-                    "semget": 190, "mq_open": 180, "prctl": 167},
+                    "semget": 190, "mq_open": 180, "prctl": 167, "get_robust_list": 100},
     }[os.uname().machine]
     state = {}
+
+    def sockopts(fd):
+        import socket
+        out = {}
+        try:
+            sock = socket.socket(fileno=os.dup(fd))
+        except OSError as e:
+            return refused(e.errno)
+        with sock:
+            for name in ("SO_TYPE", "SO_RCVBUF", "SO_SNDBUF", "SO_RCVLOWAT", "SO_SNDLOWAT",
+                         "SO_PRIORITY", "SO_PASSCRED", "SO_KEEPALIVE", "SO_LINGER",
+                         "SO_MARK", "SO_BROADCAST", "SO_OOBINLINE"):
+                opt = getattr(socket, name, None)
+                if opt is not None:
+                    out[name] = call(sock.getsockopt, socket.SOL_SOCKET, opt,
+                                     8 if name == "SO_LINGER" else 0)
+                    if isinstance(out[name], bytes):
+                        out[name] = out[name].hex()
+            for name in ("SO_RCVTIMEO", "SO_SNDTIMEO"):
+                value = call(sock.getsockopt, socket.SOL_SOCKET, getattr(socket, name), 16)
+                out[name] = value.hex() if isinstance(value, bytes) else value
+        return out
 
     # Descriptors: every number below the soft limit, its type, flags, offset, file.
     fds = {}
@@ -113,6 +136,8 @@ def _snapcell_inside():
             "offset": call(os.lseek, fd, 0, os.SEEK_CUR),
             "pipe_size": call(fcntl.fcntl, fd, 1032) if stat.S_ISFIFO(st.st_mode) else None,
         }
+        if stat.S_ISSOCK(st.st_mode):
+            fds[str(fd)]["sockopts"] = sockopts(fd)
     state["fds"] = fds
 
     # Signals: every signal's kernel action, Python's handlers, mask, pending, alternate stack.
@@ -190,7 +215,15 @@ def _snapcell_inside():
         "tagged_addr": prctl(56), "io_flusher": prctl(58), "mdwe": prctl(66),
     }
     state["capbset"] = [prctl(23, c) for c in range(64)]  # PR_CAPBSET_READ
-    state["personality"] = syscall(nrs["personality"], 0xFFFFFFFF)
+    # As a 64-bit argument: the filter compares all of it, and a C int would be sign-extended.
+    state["personality"] = syscall(nrs["personality"], ctypes.c_ulong(0xFFFFFFFF))
+    head, head_len = ctypes.c_void_p(), ctypes.c_size_t()
+    rc = syscall(nrs["get_robust_list"], 0, ctypes.byref(head), ctypes.byref(head_len))
+    state["robust_list"] = rc if isinstance(rc, dict) else [hex(head.value or 0), head_len.value]
+    if "arch_prctl" in nrs:  # the thread pointer (ARCH_GET_FS)
+        fs = ctypes.c_ulong()
+        rc = syscall(nrs["arch_prctl"], 0x1003, ctypes.byref(fs))
+        state["fs_base"] = rc if isinstance(rc, dict) else hex(fs.value)
     # Landlock: the call is refused (ENOSYS); what the domain allows shows in what opens.
     state["landlock_abi"] = syscall(nrs["landlock_create_ruleset"], None, 0, 1)
     access = {}
@@ -392,16 +425,23 @@ def _snapcell_outside(ns_pid, pipe_inode):
 
     state = {}
     maps = []
-    for line in read(base + "maps").splitlines():
+    # smaps: each mapping's line of maps, then its sizes and its VmFlags (madvise's marks:
+    # dontfork, wipeonfork, hugepage, ...), which maps does not show.
+    for line in read(base + "smaps").splitlines():
+        if line.startswith("VmFlags:"):
+            maps[-1] += " {" + " ".join(sorted(line.split()[1:])) + "}"
+            continue
         parts = line.split(None, 5) + [""]
+        if "-" not in parts[0] or len(parts[1]) != 4:
+            continue  # a size line
         inode = parts[4]
         if parts[3] == "00:00" and inode != "0" or parts[5].startswith(("/tmp", "/dev/shm")):
             inode = renumber("anon", parts[3] + ":" + inode)  # per-cell tmpfs and memfd files
-        maps.append(" ".join(parts[:4] + [inode, parts[5]]).rstrip())
+        maps.append(" ".join(parts[:4] + [inode, parts[5].strip()]).rstrip())
     state["maps"] = maps
 
     varying = {"VmPeak", "VmSize", "VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem", "VmData",
-               "VmStk", "VmPTE", "VmLck", "VmPin", "VmExe", "VmLib", "VmSwap", "HugetlbPages",
+               "VmStk", "VmPTE", "VmExe", "VmLib", "VmSwap", "HugetlbPages",
                "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches", "Pid", "PPid", "Tgid",
                "TracerPid", "NSpid", "NStgid", "NSpgid", "NSsid", "Ngid", "Kthread", "State"}
     state["status"] = fields(read(base + "status"), varying)
@@ -449,9 +489,12 @@ def _snapcell_outside(ns_pid, pipe_inode):
     state["fds"] = fds
 
     timers = read(base + "timers")
+    # "notify: signal/pid.N" names the target thread by its host pid.
     state["posix_timers"] = timers if isinstance(timers, dict) else [
-        line for line in timers.splitlines() if not line.startswith("ID:")]
+        line.replace("pid.%d" % pid, "pid.leader") for line in timers.splitlines()
+        if not line.startswith("ID:")]
     for name in ("timerslack_ns", "personality", "oom_score_adj", "coredump_filter",
+                 "timens_offsets",
                  "loginuid", "sessionid", "autogroup", "cgroup", "uid_map", "gid_map",
                  "setgroups", "comm", "cmdline", "attr/current"):
         state[name] = read(base + name)

@@ -305,7 +305,7 @@ static json_t *without_heap(json_t *desc)
 	json_t *maps = at(copy, "outside/maps");
 	for (size_t i = json_array_size(maps); i-- > 0;) {
 		const char *line = json_string_value(json_array_get(maps, i));
-		if (line && strlen(line) > 6 && strcmp(line + strlen(line) - 6, "[heap]") == 0)
+		if (line && strstr(line, " [heap]"))
 			json_array_remove(maps, i);
 	}
 	return copy;
