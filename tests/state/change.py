@@ -313,6 +313,15 @@ def _snapcell_change():
     if hasattr(sys, "set_int_max_str_digits"):
         attempt("int digits", ["inside/sys/int_max_str_digits"],
                 lambda: sys.set_int_max_str_digits(5432))
+    attempt("asyncgen hooks", ["inside/sys/asyncgen_hooks"],
+            lambda: sys.set_asyncgen_hooks(firstiter=lambda agen: None))
+    attempt("coroutine tracking", ["inside/sys/coroutine_origin_tracking_depth"],
+            lambda: sys.set_coroutine_origin_tracking_depth(3))
+    attempt("threading trace", ["inside/sys/threading_trace"],
+            lambda: threading.settrace(lambda *a: None))
+    if hasattr(sys, "monitoring"):
+        attempt("monitoring tool", ["inside/sys/monitoring_tools"],
+                lambda: sys.monitoring.use_tool_id(4, "planted"))
     attempt("atexit", ["inside/python_hooks/atexit_callbacks"],
             lambda: atexit.register(lambda: None))
     attempt("gc threshold", ["inside/python_hooks/gc_threshold"],

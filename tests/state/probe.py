@@ -340,6 +340,12 @@ def _snapcell_inside():
         "unraisablehook": describe(sys.unraisablehook),
         "int_max_str_digits": getattr(sys, "get_int_max_str_digits", lambda: None)(),
         "dont_write_bytecode": sys.dont_write_bytecode,
+        "asyncgen_hooks": [describe(h) for h in sys.get_asyncgen_hooks()],
+        "coroutine_origin_tracking_depth": sys.get_coroutine_origin_tracking_depth(),
+        "monitoring_tools": [sys.monitoring.get_tool(i) for i in range(6)]
+        if hasattr(sys, "monitoring") else None,
+        "threading_trace": describe(getattr(threading, "_trace_hook", None)),
+        "threading_profile": describe(getattr(threading, "_profile_hook", None)),
         "stdout": [type(sys.stdout).__name__, getattr(sys.stdout, "encoding", None),
                    getattr(sys.stdout, "line_buffering", None)],
         "stderr": [type(sys.stderr).__name__, getattr(sys.stderr, "encoding", None)],
