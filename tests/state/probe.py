@@ -33,346 +33,406 @@
 # allocates the same way, so a mapping a run added or a heap end it moved shows as it is.
 
 
-def _snapcell_inside():
-    import sys
+class _SnapcellInside:
+    """The inside view: one method per part of the description, each returning its keys."""
 
-    modules_at_start = sorted(sys.modules)
-    main_globals = sorted(sys.modules["__main__"].__dict__)
+    def __init__(self):
+        import sys
 
-    import builtins
-    import ctypes
-    import errno
-    import fcntl
-    import hashlib
-    import os
-    import resource
-    import signal
-    import stat
-    import threading
-    import types
+        # Before anything of the probe's own is imported or defined.
+        self.modules_at_start = sorted(sys.modules)
+        self.main_globals = sorted(sys.modules["__main__"].__dict__)
+        import ctypes
+        import os
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    renames = {}
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.libc.syscall.restype = ctypes.c_long
+        self.renames = {}
+        # x86_64 and aarch64 numbers of the calls Python has no wrapper for.
+        self.nrs = {
+            "x86_64": {"rt_sigaction": 13, "rt_sigprocmask": 14, "rt_sigpending": 127,
+                       "sigaltstack": 131, "personality": 135, "capget": 125,
+                       "landlock_create_ruleset": 444, "shmget": 29, "msgget": 68,
+                       "semget": 64, "mq_open": 240, "prctl": 157, "get_robust_list": 274,
+                       "arch_prctl": 158},
+            "aarch64": {"rt_sigaction": 134, "rt_sigprocmask": 135, "rt_sigpending": 136,
+                        "sigaltstack": 132, "personality": 92, "capget": 90,
+                        "landlock_create_ruleset": 444, "shmget": 194, "msgget": 186,
+                        "semget": 190, "mq_open": 180, "prctl": 167, "get_robust_list": 100},
+        }[os.uname().machine]
 
-    def renumber(kind, value):
-        table = renames.setdefault(kind, {})
+    def describe_all(self):
+        state = {}
+        for part in (self.descriptors, self.signals, self.identity, self.process, self.files,
+                     self.python_modules, self.python_hooks):
+            state.update(part())
+        return state
+
+    # Helpers.
+    def renumber(self, kind, value):
+        table = self.renames.setdefault(kind, {})
         if value not in table:
             table[value] = "%s#%d" % (kind, len(table))
         return table[value]
 
+    @staticmethod
     def refused(code):
+        import errno
         return {"refused": errno.errorcode.get(code, str(code))}
 
-    def call(fn, *args):
+    def call(self, fn, *args):
         try:
             return fn(*args)
         except OSError as e:
-            return refused(e.errno)
+            return self.refused(e.errno)
 
+    @staticmethod
     def sha(value):
+        import hashlib
         return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
 
-    def syscall(nr, *args):
+    def syscall(self, name, *args):
+        import ctypes
         ctypes.set_errno(0)
-        rc = libc.syscall(nr, *args)
-        return refused(ctypes.get_errno()) if rc == -1 else rc
+        rc = self.libc.syscall(self.nrs[name], *args)
+        return self.refused(ctypes.get_errno()) if rc == -1 else rc
 
-    # x86_64 and aarch64 numbers of the calls Python has no wrapper for.
-    nrs = {
-        "x86_64": {"rt_sigaction": 13, "rt_sigprocmask": 14, "rt_sigpending": 127,
-                   "sigaltstack": 131, "personality": 135, "capget": 125,
-                   "landlock_create_ruleset": 444, "shmget": 29, "msgget": 68,
-                   "semget": 64, "mq_open": 240, "prctl": 157, "get_robust_list": 274,
-                   "arch_prctl": 158},
-        "aarch64": {"rt_sigaction": 134, "rt_sigprocmask": 135, "rt_sigpending": 136,
-                    "sigaltstack": 132, "personality": 92, "capget": 90,
-                    "landlock_create_ruleset": 444, "shmget": 194, "msgget": 186,
-                    "semget": 190, "mq_open": 180, "prctl": 167, "get_robust_list": 100},
-    }[os.uname().machine]
-    state = {}
+    # Descriptors: every number below the soft limit, its type, flags, offset, object.
+    def descriptors(self):
+        import fcntl
+        import os
+        import resource
+        import stat
 
-    def sockopts(fd):
+        fds = {}
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        for fd in range(min(soft, 1 << 16)):
+            try:
+                fd_flags = fcntl.fcntl(fd, fcntl.F_GETFD)
+            except OSError:
+                continue
+            st = os.fstat(fd)
+            mode = st.st_mode
+            # Pipes, sockets, anonymous inodes and unlinked files are the cell's own objects.
+            own = stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or st.st_nlink == 0 or not (
+                stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISCHR(mode))
+            fds[str(fd)] = {
+                "fd_flags": fd_flags,
+                "fl_flags": fcntl.fcntl(fd, fcntl.F_GETFL),
+                "type": oct(stat.S_IFMT(mode)),
+                "mode": oct(mode),
+                "object": self.renumber("obj", (st.st_dev, st.st_ino)) if own else
+                [st.st_dev, st.st_ino, st.st_size],
+                "offset": self.call(os.lseek, fd, 0, os.SEEK_CUR),
+                "pipe_size": self.call(fcntl.fcntl, fd, 1032) if stat.S_ISFIFO(mode) else None,
+            }
+            if stat.S_ISSOCK(mode):
+                fds[str(fd)]["sockopts"] = self.sockopts(fd)
+        return {"fds": fds}
+
+    def sockopts(self, fd):
+        import os
         import socket
+
         out = {}
         try:
             sock = socket.socket(fileno=os.dup(fd))
         except OSError as e:
-            return refused(e.errno)
+            return self.refused(e.errno)
         with sock:
             for name in ("SO_TYPE", "SO_RCVBUF", "SO_SNDBUF", "SO_RCVLOWAT", "SO_SNDLOWAT",
                          "SO_PRIORITY", "SO_PASSCRED", "SO_KEEPALIVE", "SO_LINGER",
-                         "SO_MARK", "SO_BROADCAST", "SO_OOBINLINE"):
+                         "SO_MARK", "SO_BROADCAST", "SO_OOBINLINE", "SO_RCVTIMEO",
+                         "SO_SNDTIMEO"):
                 opt = getattr(socket, name, None)
-                if opt is not None:
-                    out[name] = call(sock.getsockopt, socket.SOL_SOCKET, opt,
-                                     8 if name == "SO_LINGER" else 0)
-                    if isinstance(out[name], bytes):
-                        out[name] = out[name].hex()
-            for name in ("SO_RCVTIMEO", "SO_SNDTIMEO"):
-                value = call(sock.getsockopt, socket.SOL_SOCKET, getattr(socket, name), 16)
+                if opt is None:
+                    continue
+                size = {"SO_LINGER": 8, "SO_RCVTIMEO": 16, "SO_SNDTIMEO": 16}.get(name, 0)
+                value = self.call(sock.getsockopt, socket.SOL_SOCKET, opt, size)
                 out[name] = value.hex() if isinstance(value, bytes) else value
         return out
 
-    # Descriptors: every number below the soft limit, its type, flags, offset, file.
-    fds = {}
-    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    for fd in range(min(soft, 1 << 16)):
-        try:
-            fd_flags = fcntl.fcntl(fd, fcntl.F_GETFD)
-        except OSError:
-            continue
-        st = os.fstat(fd)
-        kind = stat.S_IFMT(st.st_mode)
-        own = stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode) or st.st_nlink == 0 \
-            or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) or stat.S_ISCHR(st.st_mode))
-        fds[str(fd)] = {
-            "fd_flags": fd_flags,
-            "fl_flags": fcntl.fcntl(fd, fcntl.F_GETFL),
-            "type": oct(kind),
-            "mode": oct(st.st_mode),
-            "object": renumber("obj", (st.st_dev, st.st_ino)) if own else
-            [st.st_dev, st.st_ino, st.st_size],
-            "offset": call(os.lseek, fd, 0, os.SEEK_CUR),
-            "pipe_size": call(fcntl.fcntl, fd, 1032) if stat.S_ISFIFO(st.st_mode) else None,
+    # Signals: every signal's kernel action, Python's handlers, mask, pending, alternate
+    # stack; and the interval timers.
+    def signals(self):
+        import ctypes
+        import signal
+
+        class KSigaction(ctypes.Structure):
+            _fields_ = [("handler", ctypes.c_void_p), ("flags", ctypes.c_ulong),
+                        ("restorer", ctypes.c_void_p), ("mask", ctypes.c_uint64)]
+
+        class StackT(ctypes.Structure):
+            _fields_ = [("sp", ctypes.c_void_p), ("flags", ctypes.c_int),
+                        ("size", ctypes.c_size_t)]
+
+        def action(sig):
+            old = KSigaction()
+            rc = self.syscall("rt_sigaction", sig, None, ctypes.byref(old), 8)
+            return rc if isinstance(rc, dict) else [
+                hex(old.handler or 0), hex(old.flags), hex(old.restorer or 0), hex(old.mask)]
+
+        def handler_name(h):  # str() of an IntEnum differs between 3.10 and 3.11
+            if h is None:
+                return "None"
+            if h in (signal.SIG_DFL, signal.SIG_IGN):
+                return signal.Handlers(h).name
+            return "%s.%s" % (getattr(h, "__module__", "?"), getattr(h, "__qualname__", "?"))
+
+        wakeup = signal.set_wakeup_fd(-1)
+        if wakeup != -1:
+            signal.set_wakeup_fd(wakeup)
+        mask, pending, alt = ctypes.c_uint64(), ctypes.c_uint64(), StackT()
+        self.syscall("rt_sigprocmask", 0, None, ctypes.byref(mask), 8)
+        self.syscall("rt_sigpending", ctypes.byref(pending), 8)
+        rc = self.syscall("sigaltstack", None, ctypes.byref(alt))
+        itimers = {}
+        for name in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"):
+            value, interval = signal.getitimer(getattr(signal, name))
+            itimers[name] = {"armed": value > 0, "interval": interval}
+        return {
+            "sigaction": {str(sig): action(sig) for sig in range(1, 65)},
+            "python_signal_handlers": {
+                str(int(s)): handler_name(signal.getsignal(s))
+                for s in sorted(signal.valid_signals()) if s < signal.SIGRTMIN},
+            "python_wakeup_fd": wakeup,
+            "sigmask": hex(mask.value),
+            "sigpending": hex(pending.value),
+            "sigaltstack": rc if isinstance(rc, dict) else [hex(alt.sp or 0), alt.flags,
+                                                            alt.size],
+            "itimers": itimers,
         }
-        if stat.S_ISSOCK(st.st_mode):
-            fds[str(fd)]["sockopts"] = sockopts(fd)
-    state["fds"] = fds
 
-    # Signals: every signal's kernel action, Python's handlers, mask, pending, alternate stack.
-    class KSigaction(ctypes.Structure):
-        _fields_ = [("handler", ctypes.c_void_p), ("flags", ctypes.c_ulong),
-                    ("restorer", ctypes.c_void_p), ("mask", ctypes.c_uint64)]
+    # Identity and privileges: credentials, capabilities, prctl values, personality.
+    def identity(self):
+        import ctypes
+        import os
 
-    actions = {}
-    for sig in range(1, 65):
-        old = KSigaction()
-        rc = syscall(nrs["rt_sigaction"], sig, None, ctypes.byref(old), 8)
-        actions[str(sig)] = rc if isinstance(rc, dict) else [
-            hex(old.handler or 0), hex(old.flags), hex(old.restorer or 0), hex(old.mask)]
-    state["sigaction"] = actions
+        class CapHeader(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
-    def handler_name(h):  # str() of an IntEnum differs between 3.10 and 3.11
-        if h is None:
-            return "None"
-        if h in (signal.SIG_DFL, signal.SIG_IGN):
-            return signal.Handlers(h).name
-        return "%s.%s" % (getattr(h, "__module__", "?"), getattr(h, "__qualname__", type(h)))
+        def prctl(option, arg=0, by_pointer=False):
+            out = ctypes.c_ulong()
+            rc = self.syscall("prctl", option, ctypes.byref(out) if by_pointer else arg, 0, 0, 0)
+            return rc if isinstance(rc, dict) or not by_pointer else out.value
 
-    state["python_signal_handlers"] = {
-        str(int(s)): handler_name(signal.getsignal(s)) for s in sorted(signal.valid_signals())
-        if s < signal.SIGRTMIN}
-    wakeup = signal.set_wakeup_fd(-1)
-    if wakeup != -1:
-        signal.set_wakeup_fd(wakeup)
-    state["python_wakeup_fd"] = wakeup
-    mask = ctypes.c_uint64()
-    syscall(nrs["rt_sigprocmask"], 0, None, ctypes.byref(mask), 8)
-    state["sigmask"] = hex(mask.value)
-    pending = ctypes.c_uint64()
-    syscall(nrs["rt_sigpending"], ctypes.byref(pending), 8)
-    state["sigpending"] = hex(pending.value)
+        caps = (ctypes.c_uint32 * 6)()
+        rc = self.syscall("capget", ctypes.byref(CapHeader(0x20080522, 0)), caps)
+        name = ctypes.create_string_buffer(32)
+        self.syscall("prctl", 16, name, 0, 0, 0)  # PR_GET_NAME
+        return {
+            "creds": {"resuid": os.getresuid(), "resgid": os.getresgid(),
+                      "groups": sorted(os.getgroups())},
+            "capabilities": rc if isinstance(rc, dict) else [hex(c) for c in caps],
+            "capbset": [prctl(23, c) for c in range(64)],  # PR_CAPBSET_READ
+            "prctl": {
+                "name": name.value.decode("utf-8", "replace"),
+                "pdeathsig": prctl(2, by_pointer=True), "dumpable": prctl(3),
+                "keepcaps": prctl(7), "seccomp": prctl(21), "tsc": prctl(25, by_pointer=True),
+                "securebits": prctl(27), "timerslack": prctl(30), "mce_kill": prctl(34),
+                "child_subreaper": prctl(37, by_pointer=True), "no_new_privs": prctl(39),
+                "thp_disable": prctl(42), "fp_mode": prctl(46), "speculation": prctl(52, 0),
+                "tagged_addr": prctl(56), "io_flusher": prctl(58), "mdwe": prctl(66),
+            },
+            # A 64-bit argument: the filter compares all of it, and a C int is sign-extended.
+            "personality": self.syscall("personality", ctypes.c_ulong(0xFFFFFFFF)),
+        }
 
-    class StackT(ctypes.Structure):
-        _fields_ = [("sp", ctypes.c_void_p), ("flags", ctypes.c_int), ("size", ctypes.c_size_t)]
+    # The process: robust futex list, thread pointer, Landlock's answers, rlimits, cwd, umask,
+    # scheduling, ids, IPC, children.
+    def process(self):
+        import ctypes
+        import os
+        import resource
+        import sys
 
-    alt = StackT()
-    rc = syscall(nrs["sigaltstack"], None, ctypes.byref(alt))
-    state["sigaltstack"] = rc if isinstance(rc, dict) else [hex(alt.sp or 0), alt.flags, alt.size]
-
-    itimers = {}
-    for name in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF"):
-        value, interval = signal.getitimer(getattr(signal, name))
-        itimers[name] = {"armed": value > 0, "interval": interval}
-    state["itimers"] = itimers
-
-    # Identity and privileges.
-    state["creds"] = {"resuid": os.getresuid(), "resgid": os.getresgid(),
-                      "groups": sorted(os.getgroups())}
-
-    class CapHeader(ctypes.Structure):
-        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-    caps = (ctypes.c_uint32 * 6)()
-    rc = syscall(nrs["capget"], ctypes.byref(CapHeader(0x20080522, 0)), caps)
-    state["capabilities"] = rc if isinstance(rc, dict) else [hex(c) for c in caps]
-
-    def prctl(option, arg=0, by_pointer=False):
-        out = ctypes.c_ulong()
-        rc = syscall(nrs["prctl"], option, ctypes.byref(out) if by_pointer else arg, 0, 0, 0)
-        return rc if isinstance(rc, dict) or not by_pointer else out.value
-
-    name = ctypes.create_string_buffer(32)
-    syscall(nrs["prctl"], 16, name, 0, 0, 0)  # PR_GET_NAME
-    state["prctl"] = {
-        "name": name.value.decode("utf-8", "replace"),
-        "pdeathsig": prctl(2, by_pointer=True), "dumpable": prctl(3), "keepcaps": prctl(7),
-        "seccomp": prctl(21), "tsc": prctl(25, by_pointer=True), "securebits": prctl(27),
-        "timerslack": prctl(30), "mce_kill": prctl(34),
-        "child_subreaper": prctl(37, by_pointer=True), "no_new_privs": prctl(39),
-        "thp_disable": prctl(42), "fp_mode": prctl(46), "speculation": prctl(52, 0),
-        "tagged_addr": prctl(56), "io_flusher": prctl(58), "mdwe": prctl(66),
-    }
-    state["capbset"] = [prctl(23, c) for c in range(64)]  # PR_CAPBSET_READ
-    # As a 64-bit argument: the filter compares all of it, and a C int would be sign-extended.
-    state["personality"] = syscall(nrs["personality"], ctypes.c_ulong(0xFFFFFFFF))
-    head, head_len = ctypes.c_void_p(), ctypes.c_size_t()
-    rc = syscall(nrs["get_robust_list"], 0, ctypes.byref(head), ctypes.byref(head_len))
-    state["robust_list"] = rc if isinstance(rc, dict) else [hex(head.value or 0), head_len.value]
-    if "arch_prctl" in nrs:  # the thread pointer (ARCH_GET_FS)
-        fs = ctypes.c_ulong()
-        rc = syscall(nrs["arch_prctl"], 0x1003, ctypes.byref(fs))
-        state["fs_base"] = rc if isinstance(rc, dict) else hex(fs.value)
-    # Landlock: the call is refused (ENOSYS); what the domain allows shows in what opens.
-    state["landlock_abi"] = syscall(nrs["landlock_create_ruleset"], None, 0, 1)
-    access = {}
-    for path, flags in (("/", os.O_RDONLY | os.O_DIRECTORY), ("/etc/passwd", os.O_RDONLY),
-                        ("/etc/hostname", os.O_RDONLY), ("/usr", os.O_RDONLY),
-                        ("/tmp", os.O_WRONLY | os.O_TMPFILE),
-                        ("/output", os.O_WRONLY | os.O_TMPFILE),
-                        ("/dev/null", os.O_WRONLY), (sys.executable, os.O_RDONLY)):
+        head, head_len = ctypes.c_void_p(), ctypes.c_size_t()
+        rc = self.syscall("get_robust_list", 0, ctypes.byref(head), ctypes.byref(head_len))
+        state = {"robust_list": rc if isinstance(rc, dict) else [hex(head.value or 0),
+                                                                 head_len.value]}
+        if "arch_prctl" in self.nrs:  # the thread pointer (ARCH_GET_FS)
+            fs = ctypes.c_ulong()
+            rc = self.syscall("arch_prctl", 0x1003, ctypes.byref(fs))
+            state["fs_base"] = rc if isinstance(rc, dict) else hex(fs.value)
+        # Landlock: the call is refused (ENOSYS); what the domain allows shows in what opens.
+        state["landlock_abi"] = self.syscall("landlock_create_ruleset", None, 0, 1)
+        access = {}
+        for path, flags in (("/", os.O_RDONLY | os.O_DIRECTORY), ("/etc/passwd", os.O_RDONLY),
+                            ("/etc/hostname", os.O_RDONLY), ("/usr", os.O_RDONLY),
+                            ("/tmp", os.O_WRONLY | os.O_TMPFILE),
+                            ("/output", os.O_WRONLY | os.O_TMPFILE),
+                            ("/dev/null", os.O_WRONLY), (sys.executable, os.O_RDONLY)):
+            key = "%s %o" % (path, flags)
+            access[key] = self.call(lambda: os.close(os.open(path, flags | os.O_CLOEXEC))) \
+                or "ok"
+        state["path_access"] = access
+        state["rlimits"] = {n: resource.getrlimit(getattr(resource, n))
+                            for n in sorted(dir(resource)) if n.startswith("RLIMIT_")}
+        state["cwd"] = self.call(os.getcwd)
+        old_umask = os.umask(0o22)
+        os.umask(old_umask)
+        state["umask"] = oct(old_umask)
+        state["sched"] = {"policy": self.call(os.sched_getscheduler, 0),
+                          "param": getattr(self.call(os.sched_getparam, 0), "sched_priority",
+                                           None),
+                          "nice": self.call(os.getpriority, os.PRIO_PROCESS, 0),
+                          "affinity": sorted(self.call(os.sched_getaffinity, 0))}
+        state["process"] = {"pid": os.getpid(), "ppid": os.getppid(),
+                            "pgrp_is_pid": os.getpgrp() == os.getpid(),
+                            "sid_is_pid": os.getsid(0) == os.getpid()}
+        state["uname"] = list(os.uname())
+        # Keyrings: keyctl, add_key and request_key are tripwires (the cell dies), so a run
+        # cannot make or join one and the probe does not ask. IPC: the calls' answers.
+        state["keyrings"] = "not probed: keyctl, add_key and request_key kill the cell"
+        state["sysv_ipc"] = {n: self.syscall(n, 0, 0, 0) for n in ("shmget", "msgget", "semget")}
+        state["mq_open"] = self.syscall("mq_open", b"/snapcell-probe", 0, 0, None)
+        # Children the process could wait for (WNOWAIT: none is reaped).
         try:
-            os.close(os.open(path, flags | os.O_CLOEXEC))
-            access["%s %o" % (path, flags)] = "ok"
-        except OSError as e:
-            access["%s %o" % (path, flags)] = refused(e.errno)
-    state["path_access"] = access
+            state["waitable_child"] = os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED |
+                                                os.WNOHANG | os.WNOWAIT) is not None
+        except ChildProcessError:
+            state["waitable_child"] = "none"
+        state["environ"] = sorted(os.environ.items())
+        return state
 
-    state["rlimits"] = {n: resource.getrlimit(getattr(resource, n))
-                        for n in sorted(dir(resource)) if n.startswith("RLIMIT_")}
-    state["cwd"] = call(os.getcwd)
-    old_umask = os.umask(0o22)
-    os.umask(old_umask)
-    state["umask"] = oct(old_umask)
-    state["sched"] = {"policy": call(os.sched_getscheduler, 0),
-                      "param": getattr(call(os.sched_getparam, 0), "sched_priority", None),
-                      "nice": call(os.getpriority, os.PRIO_PROCESS, 0),
-                      "affinity": sorted(call(os.sched_getaffinity, 0))}
-    state["process"] = {"pid": os.getpid(), "ppid": os.getppid(),
-                        "pgrp_is_pid": os.getpgrp() == os.getpid(),
-                        "sid_is_pid": os.getsid(0) == os.getpid()}
-    state["uname"] = list(os.uname())
-    # Keyrings: keyctl, add_key and request_key are tripwires (the cell dies), so a run
-    # cannot make or join one and the probe does not ask. IPC: the calls' answers.
-    state["keyrings"] = "not probed: keyctl, add_key and request_key kill the cell"
-    state["sysv_ipc"] = {n: syscall(nrs[n], 0, 0, 0) for n in ("shmget", "msgget", "semget")}
-    state["mq_open"] = syscall(nrs["mq_open"], b"/snapcell-probe", 0, 0, None)
-    state["dev_shm"] = sorted(call(os.listdir, "/dev/shm") or ()) \
-        if os.path.isdir("/dev/shm") else None
-    # Children the process could wait for (WNOWAIT: none is reaped).
-    try:
-        state["waitable_child"] = os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED |
-                                            os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        state["waitable_child"] = "none"
-    state["environ"] = sorted(os.environ.items())
+    # Files the next run could see.
+    def files(self):
+        import os
+        import stat
 
-    def tree(top):
-        out = []
-        for root, dirs, files in os.walk(top):
-            dirs.sort()
-            for n in sorted(dirs + files):
-                p = os.path.join(root, n)
-                st = os.lstat(p)
-                out.append([p, oct(st.st_mode), st.st_size if stat.S_ISREG(st.st_mode) else 0])
-        return out
+        def tree(top):
+            out = []
+            for root, dirs, names in os.walk(top):
+                dirs.sort()
+                for n in sorted(dirs + names):
+                    p = os.path.join(root, n)
+                    st = os.lstat(p)
+                    out.append([p, oct(st.st_mode),
+                                st.st_size if stat.S_ISREG(st.st_mode) else 0])
+            return out
 
-    state["tmp"] = tree("/tmp")
-    state["output"] = tree("/output")
+        return {"tmp": tree("/tmp"), "output": tree("/output"),
+                "dev_shm": sorted(self.call(os.listdir, "/dev/shm") or ())
+                if os.path.isdir("/dev/shm") else None}
 
-    # Python-level state: modules and their attributes, builtins, import machinery, hooks.
-    def code_key(code):  # a nested code object's repr holds its address
+    # Python-level state: modules and their attributes, builtins, globals, sys.
+    def code_key(self, code):  # a nested code object's repr holds its address
+        import types
         return (code.co_filename, code.co_firstlineno, code.co_code,
-                [code_key(c) if isinstance(c, types.CodeType) else repr(c)
+                [self.code_key(c) if isinstance(c, types.CodeType) else repr(c)
                  for c in code.co_consts])
 
-    def describe(value, depth=0):
+    def describe(self, value, depth=0):
+        import types
+
         code = getattr(value, "__code__", None)
         if isinstance(value, types.BuiltinFunctionType):
             return ["builtin", value.__qualname__, type(value.__self__).__name__]
         if isinstance(code, types.CodeType):
-            return ["function", getattr(value, "__qualname__", "?"), sha(code_key(code))]
-        if isinstance(value, type(sys)):
+            return ["function", getattr(value, "__qualname__", "?"), self.sha(self.code_key(code))]
+        if isinstance(value, types.ModuleType):
             return ["module", value.__name__]
         if isinstance(value, type):
             if depth == 0 and value.__module__ != "builtins":
-                return ["class", value.__qualname__,
-                        sha(sorted((k, describe(v, 1)) for k, v in list(vars(value).items())))]
+                return ["class", value.__qualname__, self.sha(sorted(
+                    (k, self.describe(v, 1)) for k, v in list(vars(value).items())))]
             return ["class", value.__qualname__]
         if isinstance(value, (int, float, str, bytes, bool, type(None))):
-            return ["value", sha(value)]
+            return ["value", self.sha(value)]
         if isinstance(value, (tuple, frozenset)) and len(value) < 64:
-            return ["value", type(value).__name__, sha(sorted(repr(v) for v in value))]
+            return ["value", type(value).__name__, self.sha(sorted(repr(v) for v in value))]
         if isinstance(value, (list, dict, set)) and len(value) < 4096:
             return [type(value).__name__, len(value)]
         return [type(value).__name__]
 
-    skip_attrs = {"__loader__", "__spec__", "__cached__", "__builtins__"}
-    module_attrs = {}
-    for mod_name in modules_at_start:
-        mod = sys.modules.get(mod_name)
-        try:
-            items = sorted(vars(mod).items())
-        except TypeError:
-            module_attrs[mod_name] = [type(mod).__name__]
-            continue
-        attrs = [(k, describe(v)) for k, v in items
-                 if k not in skip_attrs and not k.startswith("_snapcell_")]
-        module_attrs[mod_name] = attrs if mod_name == "__main__" else sha(attrs)
-    state["sys_modules"] = modules_at_start
-    state["module_attrs"] = module_attrs
-    state["builtins"] = {k: describe(v) for k, v in sorted(vars(builtins).items()) if k != "_"}
-    state["main_globals"] = [n for n in main_globals if not n.startswith("_snapcell_")]
-    state["sys"] = {
-        "path": list(sys.path),
-        "meta_path": [describe(f) for f in sys.meta_path],
-        "path_hooks": [describe(h) for h in sys.path_hooks],
-        "path_importer_cache": sorted(sys.path_importer_cache),
-        "flags": repr(sys.flags),
-        "recursionlimit": sys.getrecursionlimit(),
-        "switchinterval": sys.getswitchinterval(),
-        "trace": describe(sys.gettrace()),
-        "profile": describe(sys.getprofile()),
-        "excepthook": describe(sys.excepthook),
-        "displayhook": describe(sys.displayhook),
-        "breakpointhook": describe(sys.breakpointhook),
-        "unraisablehook": describe(sys.unraisablehook),
-        "int_max_str_digits": getattr(sys, "get_int_max_str_digits", lambda: None)(),
-        "dont_write_bytecode": sys.dont_write_bytecode,
-        "asyncgen_hooks": [describe(h) for h in sys.get_asyncgen_hooks()],
-        "coroutine_origin_tracking_depth": sys.get_coroutine_origin_tracking_depth(),
-        "monitoring_tools": [sys.monitoring.get_tool(i) for i in range(6)]
-        if hasattr(sys, "monitoring") else None,
-        "threading_trace": describe(getattr(threading, "_trace_hook", None)),
-        "threading_profile": describe(getattr(threading, "_profile_hook", None)),
-        "stdout": [type(sys.stdout).__name__, getattr(sys.stdout, "encoding", None),
-                   getattr(sys.stdout, "line_buffering", None)],
-        "stderr": [type(sys.stderr).__name__, getattr(sys.stderr, "encoding", None)],
-        "stdin": [type(sys.stdin).__name__],
-    }
-    import atexit
-    import gc
-    import locale
-    import warnings
-    state["python_hooks"] = {
-        "atexit_callbacks": atexit._ncallbacks(),
-        "gc_enabled": gc.isenabled(),
-        "gc_threshold": gc.get_threshold(),
-        "gc_callbacks": [describe(c) for c in gc.callbacks],
-        "gc_freeze_count": gc.get_freeze_count(),
-        "warnings_filters": sha(warnings.filters),
-        "locale": locale.setlocale(locale.LC_ALL, None),
-        "faulthandler": sys.modules["faulthandler"].is_enabled()
-        if "faulthandler" in sys.modules else None,
-        "tracemalloc": sys.modules["tracemalloc"].is_tracing()
-        if "tracemalloc" in sys.modules else None,
-        "hash_of_abc": hash("abc"),
-    }
-    state["python_threads"] = sorted(
-        [t.name, t.daemon, t is threading.main_thread()] for t in threading.enumerate())
-    random_mod = sys.modules.get("random")
-    state["per_run"] = {"random": sha(random_mod.getstate()) if random_mod else None}
+    def python_modules(self):
+        import builtins
+        import sys
+        import threading
+
+        describe = self.describe
+        skip_attrs = {"__loader__", "__spec__", "__cached__", "__builtins__"}
+        module_attrs = {}
+        for mod_name in self.modules_at_start:
+            try:
+                items = sorted(vars(sys.modules.get(mod_name)).items())
+            except TypeError:
+                module_attrs[mod_name] = [type(sys.modules.get(mod_name)).__name__]
+                continue
+            attrs = [(k, describe(v)) for k, v in items
+                     if k not in skip_attrs and not k.lower().startswith("_snapcell")]
+            module_attrs[mod_name] = attrs if mod_name == "__main__" else self.sha(attrs)
+        return {
+            "sys_modules": self.modules_at_start,
+            "module_attrs": module_attrs,
+            "builtins": {k: describe(v) for k, v in sorted(vars(builtins).items()) if k != "_"},
+            "main_globals": [n for n in self.main_globals if not n.lower().startswith("_snapcell")],
+            "sys": {
+                "path": list(sys.path),
+                "meta_path": [describe(f) for f in sys.meta_path],
+                "path_hooks": [describe(h) for h in sys.path_hooks],
+                "path_importer_cache": sorted(sys.path_importer_cache),
+                "flags": repr(sys.flags),
+                "recursionlimit": sys.getrecursionlimit(),
+                "switchinterval": sys.getswitchinterval(),
+                "trace": describe(sys.gettrace()),
+                "profile": describe(sys.getprofile()),
+                "excepthook": describe(sys.excepthook),
+                "displayhook": describe(sys.displayhook),
+                "breakpointhook": describe(sys.breakpointhook),
+                "unraisablehook": describe(sys.unraisablehook),
+                "int_max_str_digits": getattr(sys, "get_int_max_str_digits", lambda: None)(),
+                "dont_write_bytecode": sys.dont_write_bytecode,
+                "asyncgen_hooks": [describe(h) for h in sys.get_asyncgen_hooks()],
+                "coroutine_origin_tracking_depth": sys.get_coroutine_origin_tracking_depth(),
+                "monitoring_tools": [sys.monitoring.get_tool(i) for i in range(6)]
+                if hasattr(sys, "monitoring") else None,
+                "threading_trace": describe(getattr(threading, "_trace_hook", None)),
+                "threading_profile": describe(getattr(threading, "_profile_hook", None)),
+                "stdout": [type(sys.stdout).__name__, getattr(sys.stdout, "encoding", None),
+                           getattr(sys.stdout, "line_buffering", None)],
+                "stderr": [type(sys.stderr).__name__, getattr(sys.stderr, "encoding", None)],
+                "stdin": [type(sys.stdin).__name__],
+            },
+        }
+
+    # Python's hooks, threads and random generator ("per_run": it must differ between runs).
+    def python_hooks(self):
+        import atexit
+        import gc
+        import locale
+        import sys
+        import threading
+        import warnings
+
+        describe = self.describe
+        random_mod = sys.modules.get("random")
+        return {
+            "python_hooks": {
+                "atexit_callbacks": atexit._ncallbacks(),
+                "gc_enabled": gc.isenabled(),
+                "gc_threshold": gc.get_threshold(),
+                "gc_callbacks": [describe(c) for c in gc.callbacks],
+                "gc_freeze_count": gc.get_freeze_count(),
+                "warnings_filters": self.sha(warnings.filters),
+                "locale": locale.setlocale(locale.LC_ALL, None),
+                "faulthandler": sys.modules["faulthandler"].is_enabled()
+                if "faulthandler" in sys.modules else None,
+                "tracemalloc": sys.modules["tracemalloc"].is_tracing()
+                if "tracemalloc" in sys.modules else None,
+                "hash_of_abc": hash("abc"),
+            },
+            "python_threads": sorted([t.name, t.daemon, t is threading.main_thread()]
+                                     for t in threading.enumerate()),
+            "per_run": {"random": self.sha(random_mod.getstate()) if random_mod else None},
+        }
+
+
+def _snapcell_inside():
+    import builtins
+    import os
+
+    state = _SnapcellInside().describe_all()
     # The host reads the outside view while this call waits.
     builtins.call_tool("state_view", pid=os.getpid(), pipe=os.fstat(1).st_ino)
     return state
@@ -550,7 +610,7 @@ def _snapcell_outside(ns_pid, pipe_inode):
 
 if hasattr(__import__("builtins"), "call_tool"):
     print(__import__("json").dumps({"inside": _snapcell_inside()}, sort_keys=True))
-    del _snapcell_inside, _snapcell_outside
+    del _SnapcellInside, _snapcell_inside, _snapcell_outside
 elif __name__ == "__main__" and __import__("sys").argv[1:2] == ["--outside"]:
     _snapcell_argv = __import__("sys").argv
     print(__import__("json").dumps(_snapcell_outside(int(_snapcell_argv[2]),
