@@ -1,9 +1,9 @@
 /* The differential test of process state, for cells reset in place instead of forked anew:
- * tests/state/probe.py describes a cell's
- * process from inside and, through the host tool state_view, from the host's /proc; two fresh
- * cells must be alike, a planted change of every kind must show, and a cell after a run that
- * changed everything must equal the reference. Not a test of the reset itself: it is written
- * so that the reset's switch is one line in state_sandbox(). */
+ * tests/state/probe.py describes a cell's process from inside and, through the host tool
+ * state_view, from the host's /proc; two fresh cells must be alike, a planted change of every
+ * kind must show, and a cell after a run that changed everything must equal the reference.
+ * Not a test of the reset itself: it is written so that the reset's switch is one line in
+ * state_sandbox(). */
 #define _GNU_SOURCE
 #include "helpers.h"
 
@@ -22,8 +22,12 @@ struct view {
 	json_t *outside;
 };
 
+/* The outside view's answer is at most this long (it is about 100 KiB). */
+#define OUTSIDE_MAX_BYTES (16u << 20)
+
 /* Runs `python3 -c PROBE --outside NSPID PIPE` on the host and parses its answer; a python3
- * that fails or answers garbage is recorded as such, so the comparison shows it. */
+ * that fails, answers garbage or too much is recorded as {"failed": ...}, which fails the
+ * test where the description is taken (with_outside). */
 static json_t *outside_view(long ns_pid, long pipe_inode)
 {
 	char pid_arg[32], pipe_arg[32];
@@ -43,11 +47,16 @@ static json_t *outside_view(long ns_pid, long pipe_inode)
 	cr_assert_eq(rc, 0, "spawn python3 for the outside view: %s", strerror(rc));
 	size_t len = 0, cap = 1 << 16;
 	char *buf = malloc(cap);
+	cr_assert_not_null(buf);
 	ssize_t n;
 	while ((n = read(out[0], buf + len, cap - len - 1)) > 0 || (n < 0 && errno == EINTR)) {
 		len += n > 0 ? (size_t)n : 0;
-		if (cap - len < 4096)
+		if (cap - len < 4096 && cap < OUTSIDE_MAX_BYTES) {
 			buf = realloc(buf, cap *= 2);
+			cr_assert_not_null(buf);
+		} else if (cap - len < 2) {
+			break; /* too long: cut, so it fails to parse */
+		}
 	}
 	close(out[0]);
 	buf[len] = 0;
@@ -125,6 +134,11 @@ static struct snapcell_result *session_result(struct snapcell_session *s, const 
 static json_t *with_outside(json_t *desc, struct view *v)
 {
 	cr_assert_not_null(v->outside, "the probe never called state_view");
+	json_t *failed = json_object_get(v->outside, "failed");
+	cr_assert_null(failed, "the outside view failed (%s, wait status %d): %.2000s",
+		       json_string_value(json_object_get(v->outside, "error")),
+		       (int)json_integer_value(json_object_get(v->outside, "status")),
+		       json_string_value(failed));
 	json_object_set_new(desc, "outside", v->outside);
 	v->outside = NULL;
 	const char *dir = getenv("SNAPCELL_TEST_STATE_DIR");
@@ -223,15 +237,16 @@ static bool contains(json_t *j, const char *text)
 	return found;
 }
 
+/* Whether the host could read the cell's /proc. Root always can: there, not reading it fails
+ * the test; otherwise only the inside keys are checked, saying so. */
 static bool outside_available(json_t *desc)
 {
-	json_t *o = json_object_get(desc, "outside");
-	if (json_object_get(o, "unavailable") || json_object_get(o, "failed")) {
-		cr_log_warn("no outside view (%s): only the inside keys are checked",
-			    json_string_value(json_object_get(o, "unavailable")));
-		return false;
-	}
-	return true;
+	const char *why = json_string_value(at(desc, "outside/unavailable"));
+	if (!why)
+		return true;
+	cr_expect_neq(geteuid(), 0, "as root: %s", why);
+	cr_log_warn("no outside view (%s): only the inside keys are checked", why);
+	return false;
 }
 
 /* Every key the change program says it changed differs between before and after; a probe
