@@ -3,7 +3,8 @@
 # tests/state/probe.py describes, and prints one JSON line saying what it changed and which
 # keys of the probe's description must show it ("changed": item -> ["inside/umask", ...]),
 # and what it could not change and why ("refused": item -> "EPERM"). A key can also be
-# [key, text]: the text must be in the key's value after and not before. Not an attack test: the
+# [key, text]: the text must be in the key's value after and not before. "changed_in_run" holds
+# what the host undoes between runs, which only a probe in the same run can see. Not an attack test: the
 # point is that a probe which cannot see its own planted change fails the test.
 #
 # It leaves what it made alive for the next run of the same process (a session's): a thread
@@ -244,6 +245,14 @@ def _snapcell_change():
     attempt("posix shared memory", [["inside/dev_shm", "planted"]],
             lambda: os.close(os.open("/dev/shm/planted", os.O_CREAT | os.O_RDWR, 0o600)))
     attempt("/tmp", [["inside/tmp", "/tmp/planted\""]], lambda: open("/tmp/planted", "w").close())
+    # The host collects and empties /output after every run, a session's too: this one shows
+    # only to a probe in the same run ("changed_in_run").
+    try:
+        open("/output/planted", "w").close()
+        in_run = {"/output": [["inside/output", "/output/planted"]]}
+    except OSError as e:
+        in_run = {}
+        refused["/output"] = errno.errorcode.get(e.errno, str(e.errno))
 
     # What the filter refuses (each would show in the named keys if it did not).
     attempt("new session", ["inside/process"], os.setsid)
@@ -333,7 +342,7 @@ def _snapcell_change():
     attempt("random state", ["inside/per_run/random"], lambda: random.seed(1234))
     attempt("globals", [["inside/main_globals", "planted_global"]],
             lambda: sys.modules["__main__"].__dict__.__setitem__("planted_global", 1))
-    return {"changed": changed, "refused": refused}
+    return {"changed": changed, "changed_in_run": in_run, "refused": refused}
 
 
 planted_keep = []
