@@ -438,13 +438,20 @@ def _snapcell_inside():
     return state
 
 
-def _snapcell_outside(ns_pid, pipe_inode):
-    """The host's view: finds the cell's process (its pid in its namespace and its stdout
-    pipe) and describes it from /proc."""
-    import errno
-    import os
+class _SnapcellOutside:
+    """The host's view of the cell's process, from its /proc: one method per part."""
 
-    def find():
+    def __init__(self, pid):
+        self.pid = pid
+        self.base = "/proc/%d/" % pid
+        self.renames = {}
+
+    @staticmethod
+    def find(ns_pid, pipe_inode):
+        """The host pid of the process with this pid in its own namespace and this stdout
+        pipe, or None (none, or /proc unreadable)."""
+        import os
+
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
                 continue
@@ -459,26 +466,30 @@ def _snapcell_outside(ns_pid, pipe_inode):
                 continue
         return None
 
-    pid = find()
-    if pid is None:
-        return {"unavailable": "the cell's process cannot be found in /proc (reading a "
-                "cell's /proc takes root)"}
-    base = "/proc/%d/" % pid
-    renames = {}
+    def describe_all(self):
+        state = {}
+        for part in (self.mappings, self.status_and_threads, self.descriptors, self.files,
+                     self.namespaces, self.ipc_and_locks):
+            state.update(part())
+        return state
 
-    def renumber(kind, value):
-        table = renames.setdefault(kind, {})
+    # Helpers.
+    def renumber(self, kind, value):
+        table = self.renames.setdefault(kind, {})
         if value not in table:
             table[value] = "%s#%d" % (kind, len(table))
         return table[value]
 
+    @staticmethod
     def read(path):
+        import errno
         try:
             with open(path, "rb") as f:
                 return f.read().decode("utf-8", "replace")
         except OSError as e:
             return {"refused": errno.errorcode.get(e.errno, str(e.errno))}
 
+    @staticmethod
     def fields(text, drop=()):
         if isinstance(text, dict):
             return text
@@ -489,128 +500,155 @@ def _snapcell_outside(ns_pid, pipe_inode):
                 out[key] = " ".join(value.split())
         return out
 
-    state = {}
-    maps = []
     # smaps: each mapping's line of maps, then its sizes and its VmFlags (madvise's marks:
     # dontfork, wipeonfork, hugepage, ...), which maps does not show.
-    for line in read(base + "smaps").splitlines():
-        if line.startswith("VmFlags:"):
-            maps[-1] += " {" + " ".join(sorted(line.split()[1:])) + "}"
-            continue
-        parts = line.split(None, 5) + [""]
-        if "-" not in parts[0] or len(parts[1]) != 4:
-            continue  # a size line
-        inode = parts[4]
-        if parts[3] == "00:00" and inode != "0" or parts[5].startswith(("/tmp", "/dev/shm")):
-            inode = renumber("anon", parts[3] + ":" + inode)  # per-cell tmpfs and memfd files
-        maps.append(" ".join(parts[:4] + [inode, parts[5].strip()]).rstrip())
-    state["maps"] = maps
+    def mappings(self):
+        maps = []
+        for line in self.read(self.base + "smaps").splitlines():
+            if line.startswith("VmFlags:"):
+                maps[-1] += " {" + " ".join(sorted(line.split()[1:])) + "}"
+                continue
+            parts = line.split(None, 5) + [""]
+            if "-" not in parts[0] or len(parts[1]) != 4:
+                continue  # a size line
+            inode = parts[4]
+            if parts[3] == "00:00" and inode != "0" or parts[5].startswith(("/tmp", "/dev/shm")):
+                inode = self.renumber("anon", parts[3] + ":" + inode)  # per-cell tmpfs, memfd
+            maps.append(" ".join(parts[:4] + [inode, parts[5].strip()]).rstrip())
+        return {"maps": maps}
 
-    varying = {"VmPeak", "VmSize", "VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem", "VmData",
-               "VmStk", "VmPTE", "VmExe", "VmLib", "VmSwap", "HugetlbPages",
-               "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches", "Pid", "PPid", "Tgid",
-               "TracerPid", "NSpid", "NStgid", "NSpgid", "NSsid", "Ngid", "Kthread", "State"}
-    state["status"] = fields(read(base + "status"), varying)
-    if "SigQ" in state["status"]:  # queued signals of every process of the uid, and the limit
-        state["status"]["SigQ"] = state["status"]["SigQ"].partition("/")[2]
+    # status (without what counts time, memory or work, or names pids), stat's state fields,
+    # threads with their masks, children.
+    def status_and_threads(self):
+        import os
 
-    threads = []
-    tids = sorted(int(t) for t in os.listdir(base + "task"))
-    children = []
-    for tid in tids:
-        tbase = base + "task/%d/" % tid
-        st = fields(read(tbase + "status"))
-        threads.append({"tid": "leader" if tid == pid else renumber("tid", tid),
-                        "comm": read(tbase + "comm"), "sig_blocked": st.get("SigBlk"),
-                        "sig_pending": st.get("SigPnd"),
-                        "cpus": st.get("Cpus_allowed_list")})
-        for child in read(tbase + "children").split():
-            children.append({"pid": renumber("child", child), "comm": read("/proc/%s/comm" % child)})
-    state["threads"] = threads
-    state["children"] = children
+        varying = {"VmPeak", "VmSize", "VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem",
+                   "VmData", "VmStk", "VmPTE", "VmExe", "VmLib", "VmSwap", "HugetlbPages",
+                   "voluntary_ctxt_switches", "nonvoluntary_ctxt_switches", "Pid", "PPid",
+                   "Tgid", "TracerPid", "NSpid", "NStgid", "NSpgid", "NSsid", "Ngid",
+                   "Kthread", "State"}
+        status = self.fields(self.read(self.base + "status"), varying)
+        if "SigQ" in status:  # queued signals of every process of the uid, and the limit
+            status["SigQ"] = status["SigQ"].partition("/")[2]
+        threads, children = [], []
+        for tid in sorted(int(t) for t in os.listdir(self.base + "task")):
+            tbase = self.base + "task/%d/" % tid
+            st = self.fields(self.read(tbase + "status"))
+            threads.append({"tid": "leader" if tid == self.pid else self.renumber("tid", tid),
+                            "comm": self.read(tbase + "comm"), "sig_blocked": st.get("SigBlk"),
+                            "sig_pending": st.get("SigPnd"),
+                            "cpus": st.get("Cpus_allowed_list")})
+            for child in self.read(tbase + "children").split():
+                children.append({"pid": self.renumber("child", child),
+                                 "comm": self.read("/proc/%s/comm" % child)})
+        text = self.read(self.base + "stat")
+        f = text[text.rindex(")") + 2:].split()  # f[0] is field 3
+        pick = {"flags": 9, "priority": 18, "nice": 19, "exit_signal": 38, "rt_priority": 40,
+                "policy": 41, "start_brk": 47}
+        stat = {k: f[v - 3] for k, v in pick.items()}
+        stat["pgrp_is_pid"] = f[2] == str(self.pid)
+        stat["session_is_pid"] = f[3] == str(self.pid)
+        return {"status": status, "threads": threads, "children": children, "stat": stat}
 
-    fds = {}
-    for fd in sorted(int(n) for n in os.listdir(base + "fd")):
-        try:
-            target = os.readlink(base + "fd/%d" % fd)
-        except OSError:
-            continue
-        kind, _, number = target[:-1].partition(":[")
-        if target.endswith("]") and number.isdigit():  # pipe:[N], socket:[N]
-            target = "%s:[%s]" % (kind, renumber(kind, number))
-        info = {}
-        for line in read(base + "fdinfo/%d" % fd).splitlines():
-            key, _, value = line.partition(":")
-            value = " ".join(value.split())
-            if key == "ino":
-                value = renumber("ino", value)
-            elif key == "mnt_id":
-                value = renumber("mnt", value)
-            elif key in ("it_value", "ticks"):
-                value = "armed" if value not in ("(0, 0)", "0") else "0"
-            elif key == "lock":
-                value = " ".join(value.split()[1:4])
-            info[key] = info[key] + [value] if key in info else value
-        fds[str(fd)] = {"target": target, "fdinfo": info}
-    state["fds"] = fds
+    # Descriptors: targets (pipes and sockets renumbered) and fdinfo (flags, offset, timers,
+    # locks, eventfd counts, ...).
+    def descriptors(self):
+        import os
 
-    timers = read(base + "timers")
-    # "notify: signal/pid.N" names the target thread by its host pid.
-    state["posix_timers"] = timers if isinstance(timers, dict) else [
-        line.replace("pid.%d" % pid, "pid.leader") for line in timers.splitlines()
-        if not line.startswith("ID:")]
-    for name in ("timerslack_ns", "personality", "oom_score_adj", "coredump_filter",
-                 "timens_offsets",
-                 "loginuid", "sessionid", "autogroup", "cgroup", "uid_map", "gid_map",
-                 "setgroups", "comm", "cmdline", "attr/current"):
-        state[name] = read(base + name)
-    state["autogroup"] = state["autogroup"].split(" nice ")[-1] \
-        if isinstance(state["autogroup"], str) else state["autogroup"]
-    state["environ"] = sorted(read(base + "environ").split("\0"))
-    # Each cell has a memory cgroup of its own, which the host makes (architecture.md, "Memory
-    # cgroups"): the path is renumbered, the controllers kept.
-    state["cgroup"] = [line.partition(":")[0] + ":" + line.split(":")[1] + ":" +
-                       renumber("cgroup", line.split(":", 2)[2])
-                       for line in state["cgroup"].splitlines()] \
-        if isinstance(state["cgroup"], str) else state["cgroup"]
-    state["cmdline"] = state["cmdline"].split("\0") if isinstance(state["cmdline"], str) \
-        else state["cmdline"]
-    stat_text = read(base + "stat")
-    f = stat_text[stat_text.rindex(")") + 2:].split()
-    pick = {"flags": 9, "priority": 18, "nice": 19, "exit_signal": 38, "rt_priority": 40,
-            "policy": 41, "start_brk": 47}
-    state["stat"] = {k: f[v - 3] for k, v in pick.items()}
-    state["stat"]["pgrp_is_pid"] = f[2] == str(pid)
-    state["stat"]["session_is_pid"] = f[3] == str(pid)
-    ns = {}
-    for name in sorted(os.listdir(base + "ns")):
-        link = os.readlink(base + "ns/" + name)
-        ns[name] = renumber("ns", link)
-    state["namespaces"] = ns
-    state["mounts"] = [" ".join([renumber("mnt", line.split()[0])] + line.split()[3:])
-                       for line in read(base + "mountinfo").splitlines()]
+        fds = {}
+        for fd in sorted(int(n) for n in os.listdir(self.base + "fd")):
+            try:
+                target = os.readlink(self.base + "fd/%d" % fd)
+            except OSError:
+                continue
+            kind, _, number = target[:-1].partition(":[")
+            if target.endswith("]") and number.isdigit():  # pipe:[N], socket:[N]
+                target = "%s:[%s]" % (kind, self.renumber(kind, number))
+            info = {}
+            for line in self.read(self.base + "fdinfo/%d" % fd).splitlines():
+                key, _, value = line.partition(":")
+                value = " ".join(value.split())
+                if key == "ino":
+                    value = self.renumber("ino", value)
+                elif key == "mnt_id":
+                    value = self.renumber("mnt", value)
+                elif key in ("it_value", "ticks"):
+                    value = "armed" if value not in ("(0, 0)", "0") else "0"
+                elif key == "lock":
+                    value = " ".join(value.split()[1:4])
+                info[key] = info[key] + [value] if key in info else value
+            fds[str(fd)] = {"target": target, "fdinfo": info}
+        return {"fds": fds}
+
+    # The one-value files, POSIX timers, environment, command line, cgroup.
+    def files(self):
+        read = self.read
+        state = {name: read(self.base + name) for name in (
+            "timerslack_ns", "personality", "oom_score_adj", "coredump_filter",
+            "timens_offsets", "loginuid", "sessionid", "uid_map", "gid_map", "setgroups",
+            "comm", "attr/current")}
+        timers = read(self.base + "timers")
+        # "notify: signal/pid.N" names the target thread by its host pid.
+        state["posix_timers"] = timers if isinstance(timers, dict) else [
+            line.replace("pid.%d" % self.pid, "pid.leader") for line in timers.splitlines()
+            if not line.startswith("ID:")]
+        autogroup = read(self.base + "autogroup")  # "/autogroup-N nice K": N is per session
+        state["autogroup"] = autogroup.split(" nice ")[-1] if isinstance(autogroup, str) \
+            else autogroup
+        state["environ"] = sorted(read(self.base + "environ").split("\0"))
+        cmdline = read(self.base + "cmdline")
+        state["cmdline"] = cmdline.split("\0") if isinstance(cmdline, str) else cmdline
+        # Each cell has a memory cgroup of its own, which the host makes (architecture.md,
+        # "Memory cgroups"): the path is renumbered, the controllers kept.
+        cgroup = read(self.base + "cgroup")
+        state["cgroup"] = [":".join(line.split(":", 2)[:2] + [
+            self.renumber("cgroup", line.split(":", 2)[2])]) for line in cgroup.splitlines()] \
+            if isinstance(cgroup, str) else cgroup
+        return state
+
+    def namespaces(self):
+        import os
+
+        return {
+            "namespaces": {name: self.renumber("ns", os.readlink(self.base + "ns/" + name))
+                           for name in sorted(os.listdir(self.base + "ns"))},
+            "mounts": [" ".join([self.renumber("mnt", line.split()[0])] + line.split()[3:])
+                       for line in self.read(self.base + "mountinfo").splitlines()],
+        }
+
     # SysV IPC objects of the cell's IPC namespace: /proc/sysvipc shows the reader's, so this
-    # process joins the cell's (root; the last thing it does).
-    libc = __import__("ctypes").CDLL(None, use_errno=True)
-    try:
-        ipc = os.open(base + "ns/ipc", os.O_RDONLY | os.O_CLOEXEC)
-        joined = libc.setns(ipc, 0x08000000) == 0  # CLONE_NEWIPC
-        os.close(ipc)
-    except OSError:
-        joined = False
-    state["sysvipc"] = {n: [" ".join(line.split()[:8]) for line in
-                            read("/proc/sysvipc/" + n).splitlines()[1:]] if joined else
-                        "the cell's IPC namespace cannot be joined" for n in ("msg", "shm", "sem")}
-    locks = read("/proc/locks")
-    state["locks"] = sorted(" ".join(line.split()[1:4] + line.split()[6:])
-                            for line in locks.splitlines()
-                            if len(line.split()) > 4 and line.split()[4] == str(pid))
-    return state
+    # process joins the cell's (root), after everything else; and the locks the process holds.
+    def ipc_and_locks(self):
+        import ctypes
+        import os
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        try:
+            ipc = os.open(self.base + "ns/ipc", os.O_RDONLY | os.O_CLOEXEC)
+            joined = libc.setns(ipc, 0x08000000) == 0  # CLONE_NEWIPC
+            os.close(ipc)
+        except OSError:
+            joined = False
+        sysvipc = {n: [" ".join(line.split()[:4]) for line in
+                       self.read("/proc/sysvipc/" + n).splitlines()[1:]] if joined else
+                   "the cell's IPC namespace cannot be joined" for n in ("msg", "shm", "sem")}
+        locks = self.read("/proc/locks")  # pids as the host sees them
+        return {"sysvipc": sysvipc, "locks": sorted(
+            " ".join(line.split()[1:4] + line.split()[6:]) for line in locks.splitlines()
+            if len(line.split()) > 4 and line.split()[4] == str(self.pid))}
+
+
+def _snapcell_outside(ns_pid, pipe_inode):
+    pid = _SnapcellOutside.find(ns_pid, pipe_inode)
+    if pid is None:
+        return {"unavailable": "the cell's process cannot be found in /proc (reading a "
+                "cell's /proc takes root)"}
+    return _SnapcellOutside(pid).describe_all()
 
 
 if hasattr(__import__("builtins"), "call_tool"):
     print(__import__("json").dumps({"inside": _snapcell_inside()}, sort_keys=True))
-    del _SnapcellInside, _snapcell_inside, _snapcell_outside
+    del _SnapcellInside, _SnapcellOutside, _snapcell_inside, _snapcell_outside
 elif __name__ == "__main__" and __import__("sys").argv[1:2] == ["--outside"]:
     _snapcell_argv = __import__("sys").argv
     print(__import__("json").dumps(_snapcell_outside(int(_snapcell_argv[2]),
