@@ -3,9 +3,10 @@
 # tests/state/probe.py describes, and prints one JSON line saying what it changed and which
 # keys of the probe's description must show it ("changed": item -> ["inside/umask", ...]),
 # and what it could not change and why ("refused": item -> "EPERM"). A key can also be
-# [key, text]: the text must be in the key's value after and not before. "changed_in_run" holds
-# what the host undoes between runs, which only a probe in the same run can see. Not an attack test: the
-# point is that a probe which cannot see its own planted change fails the test.
+# [key, text]: the text must be in the key's value after and not before. "changed_in_run"
+# holds what the host undoes between runs, which only a probe in the same run can see. Not an
+# attack test: the point is that a probe which cannot see its own planted change fails the
+# test.
 #
 # It leaves what it made alive for the next run of the same process (a session's): a thread
 # blocked on an event, a child blocked in pause(), a timer, a mapping, an alternate signal

@@ -1,36 +1,40 @@
 # A probe of a cell's process state for the differential test (tests/c/integration/
 # test_state_diff.c), which checks that a cell reset in place equals a fresh fork: everything
-# of a cell's process that a run could change and a later run could see, as one canonical
-# JSON description. Not a checker: it says what it sees
-# and the test compares. Standard library and ctypes only.
+# of a cell's process that a run could change and a later run could see, as one canonical JSON
+# description. Not a checker: it says what it sees and the test compares. Standard library and
+# ctypes only.
 #
 # Two views, one file. Run as a run's code in a cell (where `call_tool` is a builtin), it
 # describes the process from inside (system calls: a cell has no /proc) and then calls the
 # host tool `state_view` with its pid and the inode of its stdout pipe; the test's tool runs
-# this file again on the host, `python3 probe.py --outside NSPID PIPE_INODE`, which finds that
-# process and describes it from its /proc (maps, threads, fdinfo, timers, locks, children,
-# seccomp filters, status), while the cell waits for the answer. The inside view prints
-# {"inside": ...}; the test adds the host's as "outside". A cell's non-dumpable /proc takes
-# root (CAP_SYS_PTRACE) to read: otherwise the outside view is {"unavailable": reason}.
+# this file again on the host, `python3 -c PROBE --outside NSPID PIPE_INODE`, which finds that
+# process and describes it from its /proc (smaps, threads, fdinfo, timers, locks, children,
+# seccomp filters, status, namespaces, SysV IPC), while the cell waits for the answer. The
+# inside view prints {"inside": ...}; the test adds the host's as "outside". A cell's
+# non-dumpable /proc takes root (or the owner of its user namespace) to read: otherwise the
+# outside view is {"unavailable": reason}.
 #
 # It must not fire the cell's seccomp tripwires (keyctl, add_key, request_key, bpf, ... kill
 # the cell), so keyrings are not probed from inside. A call the filter refuses is reported as
-# {"refused": "EPERM"}: a stable value, so a change of policy shows too. "per_run" holds what
-# must differ between runs (the random generators, re-seeded per run); the rest must be equal
-# in two cells forked from one template, and in a reset cell.
+# {"refused": "EPERM"}: a stable value, so a change of policy shows too. inside's "per_run"
+# holds what must differ between runs (the random generator, re-seeded per run); the rest must
+# be equal in two cells forked from one template, and in a reset cell.
 #
 # Normalised, because it differs between two forks, and only this:
 # - kernel object numbers: inodes of pipes, sockets, anonymous inodes and of files on the
 #   cell's own tmpfs mounts, mount ids, namespace ids and the cell's cgroup (the host makes
-#   each cell's pipes, socket, mounts, namespaces and memory cgroup anew). They become "kind#N" in order of first appearance, so
-#   which descriptors share an object stays visible.
+#   each cell's pipes, socket, mounts, namespaces and memory cgroup anew). They become "kind#N"
+#   in order of first appearance, so which descriptors share an object stays visible.
 # - pids and tids: a fresh cell is pid 1 of its own pid namespace, but a session's worker,
-#   its threads and children get what the namespace hands out: "tid#N", "child#N".
+#   its threads and children get what the namespace hands out: "tid#N", "child#N"; the host
+#   sees other numbers again (timers' and locks' pids are matched to the process).
 # - what counts time or work: timer remainders (kept: interval and whether armed), CPU and
 #   memory use, context switches, and the signals queued for the whole uid (SigQ, which other
 #   cells of the sandbox, dying, may still hold).
 # Mappings keep their addresses: a fork has its parent's layout and a run of the same code
 # allocates the same way, so a mapping a run added or a heap end it moved shows as it is.
+# Python objects are described by kind, name and a hash of their code or value, never by
+# address (a nested code object's repr holds one).
 
 
 class _SnapcellInside:
