@@ -158,7 +158,9 @@ def _snapcell_change():
     fd_item("timerfd", timerfd, "timerfd")
     fd_item("descriptor", lambda: os.dup2(os.open("/dev/null", os.O_RDONLY), 40))
     pipe_w = fd_item("pipe with flags", lambda: os.pipe2(os.O_NONBLOCK)[1])
-    attempt("pipe size", ["inside/fds/%s" % pipe_w], lambda: fcntl.fcntl(pipe_w, 1031, 1 << 16))
+    if pipe_w is not None:
+        attempt("pipe size", ["inside/fds/%d" % pipe_w],
+                lambda: fcntl.fcntl(pipe_w, 1031, 1 << 16))  # F_SETPIPE_SZ
 
     def file_and_lock():
         fd = os.open("/tmp/planted-lock", os.O_RDWR | os.O_CREAT, 0o600)
