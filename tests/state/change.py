@@ -290,10 +290,11 @@ def _snapcell_change():
             lambda: syscall(nrs["landlock_create_ruleset"], None, 0, 1))
     attempt("personality", ["inside/personality"],
             lambda: syscall(nrs["personality"], 0x0040000))  # ADDR_NO_RANDOMIZE
-    attempt("sysv shared memory", ["inside/sysv_ipc"],
-            lambda: syscall(nrs["shmget"], 0, 4096, 0o1600))
+    # The key and name the probe looks up (probe.py, _SnapcellInside.IPC_KEY and MQ_NAME).
+    attempt("sysv shared memory", ["inside/sysv_ipc/shmget"],
+            lambda: syscall(nrs["shmget"], 0x5CE11A7E, 4096, 0o1600))  # IPC_CREAT
     attempt("posix message queue", ["inside/mq_open"],
-            lambda: syscall(nrs["mq_open"], b"planted", 0o100 | 2, 0o600, None))
+            lambda: syscall(nrs["mq_open"], b"snapcell-planted", 0o100 | 2, 0o600, None))
     attempt("namespace", ["outside/namespaces"], lambda: syscall(nrs["unshare"], 0x20000))
     refused["keyrings"] = "not attempted: keyctl, add_key and request_key kill the cell"
 

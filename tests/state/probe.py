@@ -40,6 +40,11 @@
 class _SnapcellInside:
     """The inside view: one method per part of the description, each returning its keys."""
 
+    # What the change programs plant, looked up without creating anything: a SysV key and a
+    # POSIX message queue (change.py and the self-test below use the same).
+    IPC_KEY = 0x5CE11A7E
+    MQ_NAME = b"snapcell-planted"
+
     def __init__(self):
         import sys
 
@@ -288,8 +293,14 @@ class _SnapcellInside:
         # Keyrings: keyctl, add_key and request_key are tripwires (the cell dies), so a run
         # cannot make or join one and the probe does not ask. IPC: the calls' answers.
         state["keyrings"] = "not probed: keyctl, add_key and request_key kill the cell"
-        state["sysv_ipc"] = {n: self.syscall(n, 0, 0, 0) for n in ("shmget", "msgget", "semget")}
-        state["mq_open"] = self.syscall("mq_open", b"/snapcell-probe", 0, 0, None)
+        state["sysv_ipc"] = {"shmget": self.syscall("shmget", self.IPC_KEY, 0, 0),
+                             "msgget": self.syscall("msgget", self.IPC_KEY, 0),
+                             "semget": self.syscall("semget", self.IPC_KEY, 0, 0)}
+        mq = self.syscall("mq_open", self.MQ_NAME, os.O_RDONLY, 0, None)
+        if not isinstance(mq, dict):
+            os.close(mq)
+            mq = "exists"
+        state["mq_open"] = mq
         # Children the process could wait for (WNOWAIT: none is reaped).
         try:
             state["waitable_child"] = os.waitid(os.P_ALL, 0, os.WEXITED | os.WSTOPPED |
