@@ -279,6 +279,11 @@ def _snapcell_change():
         attempt("prctl " + item, ["inside/prctl/" + item],
                 lambda o=option, a=arg: syscall(nrs["prctl"], o, a, 0, 0, 0))
 
+    attempt("capability bounding set", ["inside/capbset"],
+            lambda: syscall(nrs["prctl"], 24, 0, 0, 0, 0))  # PR_CAPBSET_DROP
+    attempt("securebits", ["inside/prctl/securebits"],
+            lambda: syscall(nrs["prctl"], 28, 1, 0, 0, 0))  # PR_SET_SECUREBITS
+
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 

@@ -661,9 +661,145 @@ def _snapcell_outside(ns_pid, pipe_inode):
     return _SnapcellOutside(pid).describe_all()
 
 
+def _snapcell_self_test():
+    """On the host (`--self-test`): makes, in this process, the changes a cell's filter
+    refuses, so that the probes of those keys are shown to see a difference too. Prints the
+    inside view before and after, the keys each change must show ("changed", as change.py's,
+    under the same item names) and what could not be changed here, and why ("refused")."""
+    import os
+
+    probe = _SnapcellInside()
+    parts = (probe.descriptors, probe.signals, probe.identity, probe.process)
+    libc = probe.libc
+    nrs = dict(probe.nrs, **{
+        "x86_64": {"seccomp": 317, "capset": 126, "shmctl": 31, "landlock_restrict_self": 446},
+        "aarch64": {"seccomp": 277, "capset": 91, "shmctl": 195, "landlock_restrict_self": 446},
+    }[os.uname().machine])
+    r, w = os.pipe()
+    # What an earlier self-test that died left (its own undo below did not run).
+    stale = libc.syscall(nrs["shmget"], probe.IPC_KEY, 0, 0)
+    if stale >= 0:
+        libc.syscall(nrs["shmctl"], stale, 0, None)  # IPC_RMID
+    libc.mq_unlink(b"/" + probe.MQ_NAME)
+    before = {}
+    for part in parts:
+        before.update(part())
+    changed, refused, undo = {}, {}, []
+    try:
+        _snapcell_self_test_changes(probe, nrs, w, changed, refused, undo)
+        after = {}
+        for part in parts:
+            after.update(part())
+    finally:
+        for fn in undo:
+            fn()
+    return {"before": {"inside": before}, "after": {"inside": after},
+            "changed": changed, "refused": refused}
+
+
+def _snapcell_self_test_changes(probe, nrs, w, changed, refused, undo):
+    import ctypes
+    import errno
+    import fcntl
+    import os
+    import signal
+
+    libc = probe.libc
+
+    def syscall(name, *args):
+        ctypes.set_errno(0)
+        rc = libc.syscall(nrs[name], *args)
+        if rc == -1:
+            raise OSError(ctypes.get_errno(), name)
+        return rc
+
+    def attempt(item, keys, fn, needs_root=False):
+        if needs_root and os.geteuid() != 0:
+            refused[item] = "needs root on the host"
+            return
+        try:
+            fn()
+            changed[item] = ["inside/" + k for k in keys]
+        except OSError as e:
+            refused[item] = errno.errorcode.get(e.errno, str(e.errno))
+
+    # Groups and ids first: a change of ids clears keepcaps, and dropping the capabilities
+    # ends root's right to change them.
+    attempt("groups", ["creds/groups"], lambda: os.setgroups([54321]), needs_root=True)
+    attempt("uid", ["creds/resuid"], lambda: os.setresuid(-1, -1, 65534), needs_root=True)
+    cpus = sorted(os.sched_getaffinity(0))
+    attempt("nice", ["sched/nice"], lambda: os.setpriority(
+        os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + 1))
+    if len(cpus) > 1:
+        attempt("affinity", ["sched/affinity"], lambda: os.sched_setaffinity(0, cpus[:1]))
+    attempt("scheduling policy", ["sched/policy"],
+            lambda: os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0)))
+    attempt("new session", ["process/sid_is_pid"], os.setsid)
+    attempt("pipe size", ["fds/%d/pipe_size" % w],
+            lambda: fcntl.fcntl(w, 1031, 2 * fcntl.fcntl(w, 1032)))  # F_SETPIPE_SZ
+    for item, option, arg, key in (
+            ("prctl pdeathsig", 1, signal.SIGUSR2, "pdeathsig"),
+            ("prctl dumpable", 4, 0, "dumpable"), ("prctl keepcaps", 8, 1, "keepcaps"),
+            ("prctl timerslack", 29, 12345, "timerslack"),
+            ("prctl child_subreaper", 36, 1, "child_subreaper"),
+            ("prctl thp_disable", 41, 1, "thp_disable"),
+            ("prctl no_new_privs", 38, 1, "no_new_privs")):
+        attempt(item, ["prctl/" + key], lambda o=option, a=arg: syscall("prctl", o, a, 0, 0, 0))
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    allow = (ctypes.c_uint64 * 1)(0x7FFF000000000006)  # BPF_RET|BPF_K SECCOMP_RET_ALLOW
+    attempt("seccomp filter", ["prctl/seccomp"], lambda: syscall(
+        "seccomp", 1, 0, ctypes.byref(SockFprog(1, ctypes.addressof(allow)))))
+    attempt("personality", ["personality"],
+            lambda: syscall("personality", ctypes.c_ulong(0x0040000)))  # ADDR_NO_RANDOMIZE
+
+    def shm():
+        shm_id = syscall("shmget", probe.IPC_KEY, 4096, 0o3600)  # IPC_CREAT | IPC_EXCL
+        undo.append(lambda: libc.syscall(nrs["shmctl"], shm_id, 0, None))  # IPC_RMID
+
+    attempt("sysv shared memory", ["sysv_ipc/shmget"], shm)
+
+    def mq():
+        os.close(syscall("mq_open", probe.MQ_NAME, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600,
+                         None))
+        undo.append(lambda: libc.mq_unlink(b"/" + probe.MQ_NAME))
+
+    attempt("posix message queue", ["mq_open"], mq)
+
+    class CapHeader(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    attempt("capability bounding set", ["capbset"], lambda: syscall("prctl", 24, 0, 0, 0, 0),
+            needs_root=True)  # PR_CAPBSET_DROP CAP_CHOWN
+    # PR_SET_SECUREBITS: keepcaps is one of the bits, so it is kept; SECBIT_NOROOT added.
+    attempt("securebits", ["prctl/securebits"],
+            lambda: syscall("prctl", 28, syscall("prctl", 27, 0, 0, 0, 0) | 1, 0, 0, 0),
+            needs_root=True)
+    attempt("capabilities", ["capabilities"], lambda: syscall(
+        "capset", ctypes.byref(CapHeader(0x20080522, 0)), (ctypes.c_uint32 * 6)()),
+        needs_root=True)
+
+    # Landlock last: a domain that handles listing directories, with no rule, so no directory
+    # opens (files and message queues still do).
+    def landlock():
+        attr = (ctypes.c_uint64 * 1)(1 << 3)  # LANDLOCK_ACCESS_FS_READ_DIR
+        fd = syscall("landlock_create_ruleset", ctypes.byref(attr), 8, 0)
+        syscall("landlock_restrict_self", fd, 0)
+
+    attempt("landlock", ["path_access"], landlock)
+    refused["namespace"] = "not tried here: only the outside view shows it"
+    refused["mapping name"] = "not tried here: only the outside view shows it"
+    refused["keyrings"] = "not probed (keyctl is a tripwire in a cell)"
+
+
 if hasattr(__import__("builtins"), "call_tool"):
     print(__import__("json").dumps({"inside": _snapcell_inside()}, sort_keys=True))
     del _SnapcellInside, _SnapcellOutside, _snapcell_inside, _snapcell_outside
+    del _snapcell_self_test, _snapcell_self_test_changes
+elif __name__ == "__main__" and __import__("sys").argv[1:2] == ["--self-test"]:
+    print(__import__("json").dumps(_snapcell_self_test(), sort_keys=True))
 elif __name__ == "__main__" and __import__("sys").argv[1:2] == ["--outside"]:
     _snapcell_argv = __import__("sys").argv
     print(__import__("json").dumps(_snapcell_outside(int(_snapcell_argv[2]),

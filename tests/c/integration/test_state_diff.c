@@ -25,16 +25,13 @@ struct view {
 /* The outside view's answer is at most this long (it is about 100 KiB). */
 #define OUTSIDE_MAX_BYTES (16u << 20)
 
-/* Runs `python3 -c PROBE --outside NSPID PIPE` on the host and parses its answer; a python3
- * that fails, answers garbage or too much is recorded as {"failed": ...}, which fails the
- * test where the description is taken (with_outside). */
-static json_t *outside_view(long ns_pid, long pipe_inode)
+/* Runs `python3 -c PROBE MODE ARG ARG` on the host (the probe's --outside and --self-test)
+ * and parses its answer; a python3 that fails, answers garbage or too much is recorded as
+ * {"failed": ...}, which the caller turns into a test failure. */
+static json_t *host_probe(const char *mode, const char *arg1, const char *arg2)
 {
-	char pid_arg[32], pipe_arg[32];
-	snprintf(pid_arg, sizeof(pid_arg), "%ld", ns_pid);
-	snprintf(pipe_arg, sizeof(pipe_arg), "%ld", pipe_inode);
-	char *argv[] = {"python3", "-c", (char *)sc_state_probe_py, "--outside", pid_arg,
-			pipe_arg,  NULL};
+	char *argv[] = {"python3",    "-c", (char *)sc_state_probe_py, (char *)mode, (char *)arg1,
+			(char *)arg2, NULL};
 	int out[2];
 	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
 	posix_spawn_file_actions_t fa;
@@ -44,7 +41,7 @@ static json_t *outside_view(long ns_pid, long pipe_inode)
 	int rc = posix_spawnp(&pid, "python3", &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	close(out[1]);
-	cr_assert_eq(rc, 0, "spawn python3 for the outside view: %s", strerror(rc));
+	cr_assert_eq(rc, 0, "spawn python3 for the probe's %s: %s", mode, strerror(rc));
 	size_t len = 0, cap = 1 << 16;
 	char *buf = malloc(cap);
 	cr_assert_not_null(buf);
@@ -81,8 +78,11 @@ static int state_view(void *user, const char *args, char **result)
 	long ns_pid = (long)json_integer_value(json_object_get(a, "pid"));
 	long pipe_inode = (long)json_integer_value(json_object_get(a, "pipe"));
 	json_decref(a);
+	char pid_arg[32], pipe_arg[32];
+	snprintf(pid_arg, sizeof(pid_arg), "%ld", ns_pid);
+	snprintf(pipe_arg, sizeof(pipe_arg), "%ld", pipe_inode);
 	json_decref(v->outside);
-	v->outside = outside_view(ns_pid, pipe_inode);
+	v->outside = host_probe("--outside", pid_arg, pipe_arg);
 	*result = strdup("null");
 	return 0;
 }
@@ -407,6 +407,37 @@ Test(state_diff, every_planted_change_shows_within_a_run, .timeout = 120)
 	json_decref(report);
 	json_decref(ref);
 	json_decref(after);
+	snapcell_sandbox_free(sb);
+}
+
+/* (b) for what a cell may not change: the probe's --self-test makes those changes in a host
+ * process (as root, all of them) under the item names change.py uses, and each must show in
+ * the keys it names. Every item the cell refused must be there, changed or said why not, so
+ * the two lists stay in step. */
+Test(state_diff, what_a_cell_may_not_change_shows_on_the_host, .timeout = 120)
+{
+	json_t *host = host_probe("--self-test", NULL, NULL);
+	json_t *failed = json_object_get(host, "failed");
+	cr_assert_null(failed, "the probe's self-test failed (%s): %.2000s",
+		       json_string_value(json_object_get(host, "error")),
+		       json_string_value(failed));
+	expect_changes_seen(host, json_object_get(host, "before"), json_object_get(host, "after"),
+			    "host");
+	struct view v = {0};
+	struct snapcell_sandbox *sb = state_sandbox(&v);
+	json_t *cell = parse_output(test_run(sb, sc_state_change_py), "change");
+	const char *item;
+	json_t *why;
+	json_object_foreach(json_object_get(cell, "refused"), item, why)
+		cr_expect(json_object_get(json_object_get(host, "changed"), item) ||
+				  json_object_get(json_object_get(host, "refused"), item),
+			  "the cell refused %s (%s); the self-test neither changes it nor says why",
+			  item, json_string_value(why));
+	if (geteuid() == 0)
+		cr_expect_eq(json_object_size(json_object_get(host, "refused")), 3,
+			     "as root only keyrings, namespace and mapping name stay untried");
+	json_decref(cell);
+	json_decref(host);
 	snapcell_sandbox_free(sb);
 }
 
