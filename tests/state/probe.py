@@ -732,6 +732,8 @@ def _snapcell_self_test_changes(probe, nrs, w, changed, refused, undo):
         os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, 0) + 1))
     if len(cpus) > 1:
         attempt("affinity", ["sched/affinity"], lambda: os.sched_setaffinity(0, cpus[:1]))
+    else:
+        refused["affinity"] = "not tried: one CPU, nothing to narrow"
     attempt("scheduling policy", ["sched/policy"],
             lambda: os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0)))
     attempt("new session", ["process/sid_is_pid"], os.setsid)
