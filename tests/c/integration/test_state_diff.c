@@ -161,8 +161,8 @@ static json_t *probe_session(struct snapcell_session *s, struct view *v)
 	return with_outside(parse_output(session_result(s, sc_state_probe_py), "probe"), v);
 }
 
-/* Differences between two descriptions, as key paths with both values, at most a screenful;
- * keys named `skip` (per-run values) are left out. Returns how many paths differ. */
+/* Differences between two descriptions (compare()): how many key paths differ, and the first
+ * 40 of them with both values, for the failure message. */
 struct diff {
 	char text[8192];
 	size_t len;
@@ -184,6 +184,8 @@ static void note(struct diff *d, const char *path, json_t *a, json_t *b)
 	free(bs);
 }
 
+/* Notes in d every path under which a and b differ; keys named skip (per-run values) are left
+ * out. Arrays of one length are compared item by item, others whole. */
 static void compare(struct diff *d, const char *path, json_t *a, json_t *b, const char *skip)
 {
 	char sub[512];
