@@ -413,7 +413,9 @@ static int exchange(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us
 }
 
 /* Tells the server to stop working on msg's request, whose answer nobody waits for any more
- * (the late answer is dropped); a tenth of a second at most, its own answer ignored. */
+ * (the late answer is dropped); its own answer ignored. A tenth of a second at most over
+ * stdio; a second over HTTP, where the notification is a POST on a new connection (TLS
+ * included), as the session's DELETE is. */
 static void send_cancelled(struct mcp_downstream *ds, const json_t *msg, enum miss missed)
 {
 	const char *reason = missed == MISS_CANCELLED ? "the calling run was cancelled"
@@ -424,7 +426,7 @@ static void send_cancelled(struct mcp_downstream *ds, const json_t *msg, enum mi
 	char ignored[8];
 	long status;
 	if (cancel && ds->url)
-		http_post(ds, cancel, NULL, fe_now_us() + 100000, -1, NULL, &status, ignored,
+		http_post(ds, cancel, NULL, fe_now_us() + 1000000, -1, NULL, &status, ignored,
 			  sizeof(ignored));
 	else if (cancel)
 		stdio_write(ds, cancel, fe_now_us() + 100000, ignored, sizeof(ignored));
