@@ -2,6 +2,9 @@
  * notifications/initialized, then requests. Over stdio the server is our child process and
  * one request is in flight at a time (a mutex, taken with the caller's deadline): answers are
  * matched by id, so a late answer to a request whose caller gave up is read and dropped.
+ * A caller gives up at its run's deadline or, at once, when its run is cancelled (the run's
+ * cancel descriptor, watched beside the server's output); the server is then sent
+ * notifications/cancelled for the request, over either transport.
  * A server that exits, writes a line that is not JSON-RPC or one past MCP_MESSAGE_MAX is
  * closed (its process group killed); the next request starts it again. Over HTTP every
  * request is a POST of its own (downstream_http.c), so callers do not wait for each other;
@@ -55,6 +58,16 @@ int mcp_say(char *why, size_t size, const char *fmt, ...)
 	vsnprintf(why, size, fmt, ap);
 	va_end(ap);
 	return -1;
+}
+
+/* Why a caller stopped waiting before its answer came. */
+enum miss { MISS_NONE, MISS_DEADLINE, MISS_CANCELLED };
+
+/* Whether the run's cancel descriptor (-1: none) has fired. */
+static bool fired(int cancel_fd)
+{
+	struct pollfd pf = {cancel_fd, POLLIN, 0};
+	return cancel_fd >= 0 && poll(&pf, 1, 0) > 0 && (pf.revents & POLLIN);
 }
 
 /* Milliseconds left until deadline_us for poll: 0 once it passed, at most a minute a wait. */
@@ -220,13 +233,14 @@ static int stdio_write(struct mcp_downstream *ds, const json_t *msg, uint64_t de
 	return 0;
 }
 
-/* The next line (NUL-terminated, owned), or NULL with *timed_out set or the process closed
+/* The next line (NUL-terminated, owned), or NULL with *missed set or the process closed
  * (why filled). Lines are capped at MCP_MESSAGE_MAX: a longer one closes the connection. A
- * line already read is handed out even past the deadline; nothing more is read then. */
-static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bool *timed_out,
-			     char *why, size_t size)
+ * line already read is handed out even past the deadline or the cancel; nothing more is read
+ * then. */
+static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, int cancel_fd,
+			     enum miss *missed, char *why, size_t size)
 {
-	*timed_out = false;
+	*missed = MISS_NONE;
 	for (;;) {
 		if (!ds->pid) { /* closed while we were answering one of its requests */
 			mcp_say(why, size, "server '%s' stopped: %s", ds->name, ds->death);
@@ -257,12 +271,16 @@ static char *stdio_read_line(struct mcp_downstream *ds, uint64_t deadline_us, bo
 		 * that keeps its output full (a flood of notifications) would hold us forever. */
 		int left = ms_left(deadline_us);
 		if (left == 0) {
-			*timed_out = true;
+			*missed = MISS_DEADLINE;
 			return NULL;
 		}
-		struct pollfd pf = {ds->from_server, POLLIN, 0};
-		if (poll(&pf, 1, left) <= 0)
+		struct pollfd pf[2] = {{ds->from_server, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+		if (poll(pf, cancel_fd >= 0 ? 2 : 1, left) <= 0)
 			continue;
+		if (pf[1].revents & POLLIN) {
+			*missed = MISS_CANCELLED;
+			return NULL;
+		}
 		char *at;
 		ssize_t room = sc__buf_space(b, READ_SIZE, &at);
 		if (room < 0) {
@@ -299,10 +317,10 @@ static void stdio_answer(struct mcp_downstream *ds, json_t *msg, uint64_t deadli
 /* Reads until the response with id want arrives. Notifications and stale responses are
  * dropped; a line that is not a JSON-RPC message closes the connection. */
 static int stdio_await(struct mcp_downstream *ds, const json_t *want, uint64_t deadline_us,
-		       json_t **response, bool *timed_out, char *why, size_t size)
+		       int cancel_fd, json_t **response, enum miss *missed, char *why, size_t size)
 {
 	for (;;) {
-		char *line = stdio_read_line(ds, deadline_us, timed_out, why, size);
+		char *line = stdio_read_line(ds, deadline_us, cancel_fd, missed, why, size);
 		if (!line)
 			return -1;
 		json_t *msg = mcp_downstream_parse(line, strlen(line));
@@ -344,13 +362,15 @@ static json_t *message(json_int_t id, const char *method, json_t *params)
 }
 
 static int http_post(struct mcp_downstream *ds, const json_t *msg, const json_t *want,
-		     uint64_t deadline_us, json_t **response, long *status, char *why, size_t size)
+		     uint64_t deadline_us, int cancel_fd, json_t **response, long *status,
+		     char *why, size_t size)
 {
 	pthread_mutex_lock(&ds->lock);
 	char *session = ds->session ? strdup(ds->session) : NULL;
 	char *version = ds->version ? strdup(ds->version) : NULL;
 	pthread_mutex_unlock(&ds->lock);
-	struct mcp_http_post post = {ds->url, ds->headers, session, version, deadline_us};
+	struct mcp_http_post post = {ds->url, ds->headers, session,
+				     version, deadline_us, cancel_fd};
 	char *new_session = NULL;
 	int rc = mcp_downstream_http_post(&post, msg, want, response, &new_session, status, why,
 					  size);
@@ -367,24 +387,61 @@ static int http_post(struct mcp_downstream *ds, const json_t *msg, const json_t 
 	return rc;
 }
 
-/* One exchange on the connection as it is (no restart); *timed_out tells a deadline miss
- * (the connection is still good) from a broken one. Stdio: the caller holds the lock. */
-static int exchange(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us, json_t **response,
-		    bool *timed_out, long *status, char *why, size_t size)
+/* One exchange on the connection as it is (no restart); *missed tells a deadline miss or a
+ * cancel (the connection is still good) from a broken one. cancel_fd: the run's cancel
+ * descriptor, -1 for none. Stdio: the caller holds the lock. */
+static int exchange(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us, int cancel_fd,
+		    json_t **response, enum miss *missed, long *status, char *why, size_t size)
 {
 	json_t *id = json_object_get(msg, "id");
-	*timed_out = false;
+	*missed = MISS_NONE;
 	*status = 0;
 	if (response)
 		*response = NULL;
 	if (ds->url) {
-		int rc = http_post(ds, msg, id, deadline_us, response, status, why, size);
-		*timed_out = rc < 0 && *status == 0 && ms_left(deadline_us) == 0;
+		int rc =
+			http_post(ds, msg, id, deadline_us, cancel_fd, response, status, why, size);
+		if (rc < 0 && *status == 0)
+			*missed = fired(cancel_fd)	      ? MISS_CANCELLED
+				  : ms_left(deadline_us) == 0 ? MISS_DEADLINE
+							      : MISS_NONE;
 		return rc;
 	}
 	if (stdio_write(ds, msg, deadline_us, why, size) < 0)
 		return -1;
-	return id ? stdio_await(ds, id, deadline_us, response, timed_out, why, size) : 0;
+	return id ? stdio_await(ds, id, deadline_us, cancel_fd, response, missed, why, size) : 0;
+}
+
+/* Tells the server to stop working on msg's request, whose answer nobody waits for any more
+ * (the late answer is dropped); its own answer ignored. A tenth of a second at most over
+ * stdio; a second over HTTP, where the notification is a POST on a new connection (TLS
+ * included), as the session's DELETE is. */
+static void send_cancelled(struct mcp_downstream *ds, const json_t *msg, enum miss missed)
+{
+	const char *reason = missed == MISS_CANCELLED ? "the calling run was cancelled"
+						      : "the calling run's deadline passed";
+	json_t *cancel = message(
+		0, "notifications/cancelled",
+		json_pack("{s:O, s:s}", "requestId", json_object_get(msg, "id"), "reason", reason));
+	char ignored[8];
+	long status;
+	if (cancel && ds->url)
+		http_post(ds, cancel, NULL, fe_now_us() + 1000000, -1, NULL, &status, ignored,
+			  sizeof(ignored));
+	else if (cancel)
+		stdio_write(ds, cancel, fe_now_us() + 100000, ignored, sizeof(ignored));
+	json_decref(cancel);
+}
+
+/* What a caller that stopped waiting is told. */
+static int say_missed(const struct mcp_downstream *ds, enum miss missed, char *why, size_t size)
+{
+	return missed == MISS_CANCELLED
+		       ? mcp_say(why, size, "server '%s': the call was cancelled with its run",
+				 ds->name)
+		       : mcp_say(why, size,
+				 "server '%s' did not answer in time (the run's deadline)",
+				 ds->name);
 }
 
 static json_int_t take_id(struct mcp_downstream *ds)
@@ -393,21 +450,24 @@ static json_int_t take_id(struct mcp_downstream *ds)
 }
 
 /* initialize and notifications/initialized; ds->version set. Stdio: lock held. */
-static int handshake(struct mcp_downstream *ds, uint64_t deadline_us, char *why, size_t size)
+static int handshake(struct mcp_downstream *ds, uint64_t deadline_us, int cancel_fd, char *why,
+		     size_t size)
 {
 	json_t *params = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
 				   MCP_LEGACY_VERSION, "capabilities", "clientInfo", "name",
 				   "snapcell", "version", SNAPCELL_VERSION);
 	json_t *msg = message(take_id(ds), "initialize", params), *response = NULL;
-	bool timed_out;
+	enum miss missed;
 	long status;
 	char inner[256];
-	int rc = exchange(ds, msg, deadline_us, &response, &timed_out, &status, inner,
+	int rc = exchange(ds, msg, deadline_us, cancel_fd, &response, &missed, &status, inner,
 			  sizeof(inner));
 	json_decref(msg);
 	if (rc < 0)
 		return mcp_say(why, size, "initialize: %s",
-			       timed_out ? "no answer in time" : inner);
+			       missed == MISS_CANCELLED ? "the run was cancelled"
+			       : missed			? "no answer in time"
+							: inner);
 	json_t *result = json_object_get(response, "result");
 	const char *version = json_string_value(json_object_get(result, "protocolVersion"));
 	if (!version) {
@@ -428,16 +488,18 @@ static int handshake(struct mcp_downstream *ds, uint64_t deadline_us, char *why,
 		pthread_mutex_unlock(lock);
 	json_decref(response);
 	msg = message(0, "notifications/initialized", NULL);
-	rc = exchange(ds, msg, deadline_us, NULL, &timed_out, &status, inner, sizeof(inner));
+	rc = exchange(ds, msg, deadline_us, cancel_fd, NULL, &missed, &status, inner,
+		      sizeof(inner));
 	json_decref(msg);
 	return rc < 0 ? mcp_say(why, size, "notifications/initialized: %s", inner) : 0;
 }
 
-static int stdio_start(struct mcp_downstream *ds, uint64_t deadline_us, char *why, size_t size)
+static int stdio_start(struct mcp_downstream *ds, uint64_t deadline_us, int cancel_fd, char *why,
+		       size_t size)
 {
 	if (stdio_spawn(ds, why, size) < 0)
 		return -1;
-	if (handshake(ds, deadline_us, why, size) < 0) {
+	if (handshake(ds, deadline_us, cancel_fd, why, size) < 0) {
 		stdio_stop(ds, why);
 		return -1;
 	}
@@ -470,8 +532,8 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 		return mcp_say(why, size, "out of memory");
 	}
 	uint64_t deadline_us = fe_now_us() + ds->timeout_ms * 1000;
-	int rc = ds->url ? handshake(ds, deadline_us, why, size)
-			 : stdio_start(ds, deadline_us, why, size);
+	int rc = ds->url ? handshake(ds, deadline_us, -1, why, size)
+			 : stdio_start(ds, deadline_us, -1, why, size);
 	if (rc < 0) {
 		mcp_downstream_close(ds);
 		return -1;
@@ -480,50 +542,62 @@ int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downs
 	return 0;
 }
 
-static int stdio_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us,
-			 json_t **response, char *why, size_t size)
+/* Takes the stdio connection's lock for a caller that waits until deadline_us, or until its
+ * run is cancelled: the lock is tried in slices of 20 ms, so a cancelled caller stops waiting
+ * for another run's request within one. MISS_NONE once held. */
+static enum miss stdio_lock(struct mcp_downstream *ds, uint64_t deadline_us, int cancel_fd)
 {
-	uint64_t d = deadline_us;
-	struct timespec until = {(time_t)(d / 1000000u), (long)(d % 1000000u) * 1000};
-	if (pthread_mutex_clocklock(&ds->lock, CLOCK_MONOTONIC, &until))
+	for (;;) {
+		uint64_t now = fe_now_us(), d = deadline_us;
+		if (cancel_fd >= 0 && d > now + 20000)
+			d = now + 20000;
+		struct timespec until = {(time_t)(d / 1000000u), (long)(d % 1000000u) * 1000};
+		if (pthread_mutex_clocklock(&ds->lock, CLOCK_MONOTONIC, &until) == 0)
+			return MISS_NONE;
+		if (fired(cancel_fd))
+			return MISS_CANCELLED;
+		if (fe_now_us() >= deadline_us)
+			return MISS_DEADLINE;
+	}
+}
+
+static int stdio_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us,
+			 int cancel_fd, json_t **response, char *why, size_t size)
+{
+	enum miss missed = stdio_lock(ds, deadline_us, cancel_fd);
+	if (missed == MISS_CANCELLED)
+		return say_missed(ds, missed, why, size);
+	if (missed)
 		return mcp_say(why, size,
 			       "server '%s' was busy with other calls until the run's deadline",
 			       ds->name);
 	int rc = 0;
 	if (!ds->pid) {
 		char inner[256];
-		if (stdio_start(ds, deadline_us, inner, sizeof(inner)) < 0)
+		if (stdio_start(ds, deadline_us, cancel_fd, inner, sizeof(inner)) < 0)
 			rc = mcp_say(why, size,
 				     "server '%s' is not running (%s) and did not start again: %s",
 				     ds->name, ds->death, inner);
 	}
-	bool timed_out = false;
 	long status;
 	if (rc == 0)
-		rc = exchange(ds, msg, deadline_us, response, &timed_out, &status, why, size);
-	if (rc < 0 && timed_out) {
+		rc = exchange(ds, msg, deadline_us, cancel_fd, response, &missed, &status, why,
+			      size);
+	if (rc < 0 && missed) {
 		/* The server may still be working: tell it to stop; its late answer is dropped. */
-		json_t *cancel =
-			message(0, "notifications/cancelled",
-				json_pack("{s:O, s:s}", "requestId", json_object_get(msg, "id"),
-					  "reason", "the calling run's deadline passed"));
-		char ignored[8];
-		if (cancel)
-			stdio_write(ds, cancel, fe_now_us() + 100000, ignored, sizeof(ignored));
-		json_decref(cancel);
-		mcp_say(why, size, "server '%s' did not answer in time (the run's deadline)",
-			ds->name);
+		send_cancelled(ds, msg, missed);
+		say_missed(ds, missed, why, size);
 	}
 	pthread_mutex_unlock(&ds->lock);
 	return rc;
 }
 
-static int http_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us,
+static int http_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadline_us, int cancel_fd,
 			json_t **response, char *why, size_t size)
 {
-	bool timed_out;
+	enum miss missed;
 	long status;
-	int rc = exchange(ds, msg, deadline_us, response, &timed_out, &status, why, size);
+	int rc = exchange(ds, msg, deadline_us, cancel_fd, response, &missed, &status, why, size);
 	if (rc < 0 && status == 404) {
 		/* The session expired: a new one, once. */
 		pthread_mutex_lock(&ds->lock);
@@ -531,28 +605,31 @@ static int http_request(struct mcp_downstream *ds, json_t *msg, uint64_t deadlin
 		ds->session = NULL;
 		pthread_mutex_unlock(&ds->lock);
 		char inner[256];
-		if (handshake(ds, deadline_us, inner, sizeof(inner)) < 0)
+		if (handshake(ds, deadline_us, cancel_fd, inner, sizeof(inner)) < 0)
 			return mcp_say(why, size,
 				       "server '%s' lost the session and refused a new one: %s",
 				       ds->name, inner);
-		rc = exchange(ds, msg, deadline_us, response, &timed_out, &status, why, size);
+		rc = exchange(ds, msg, deadline_us, cancel_fd, response, &missed, &status, why,
+			      size);
 	}
-	if (rc < 0 && timed_out)
-		mcp_say(why, size, "server '%s' did not answer in time (the run's deadline)",
-			ds->name);
+	if (rc < 0 && missed) {
+		send_cancelled(ds, msg, missed);
+		say_missed(ds, missed, why, size);
+	}
 	return rc;
 }
 
 int mcp_downstream_request(struct mcp_downstream *ds, const char *method, json_t *params,
-			   uint64_t deadline_us, json_t **response, char *why, size_t size)
+			   uint64_t deadline_us, int cancel_fd, json_t **response, char *why,
+			   size_t size)
 {
 	json_t *msg = message(take_id(ds), method, params);
 	if (!msg)
 		return mcp_say(why, size, "out of memory");
 	if (!deadline_us)
 		deadline_us = fe_now_us() + ds->timeout_ms * 1000;
-	int rc = ds->url ? http_request(ds, msg, deadline_us, response, why, size)
-			 : stdio_request(ds, msg, deadline_us, response, why, size);
+	int rc = ds->url ? http_request(ds, msg, deadline_us, cancel_fd, response, why, size)
+			 : stdio_request(ds, msg, deadline_us, cancel_fd, response, why, size);
 	json_decref(msg);
 	return rc;
 }
@@ -568,7 +645,7 @@ void mcp_downstream_close(struct mcp_downstream *ds)
 		return;
 	stdio_stop(ds, NULL);
 	if (ds->url && ds->session) {
-		struct mcp_http_post end = {ds->url, ds->headers, ds->session, ds->version, 0};
+		struct mcp_http_post end = {ds->url, ds->headers, ds->session, ds->version, 0, -1};
 		mcp_downstream_http_end(&end);
 	}
 	pthread_mutex_destroy(&ds->lock);

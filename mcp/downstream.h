@@ -39,11 +39,14 @@ struct mcp_downstream;
 int mcp_downstream_open(const struct mcp_downstream_spec *spec, struct mcp_downstream **out,
 			char *why, size_t why_size);
 /* Sends one request and waits for its answer until deadline_us (CLOCK_MONOTONIC; 0: the
- * spec's timeout). params is stolen. 0 and *result (the JSON-RPC result or error member's
- * owner: the whole response, owned), or -1 and why filled. A stdio server that died or sent
- * garbage is closed and started again, once, by the next request. */
+ * spec's timeout) or until cancel_fd (a run's snapcell_tool_cancel_fd, -1 for none) becomes
+ * readable; a request given up either way is followed by notifications/cancelled naming it.
+ * params is stolen. 0 and *result (the JSON-RPC result or error member's owner: the whole
+ * response, owned), or -1 and why filled. A stdio server that died or sent garbage is closed
+ * and started again, once, by the next request. */
 int mcp_downstream_request(struct mcp_downstream *ds, const char *method, json_t *params,
-			   uint64_t deadline_us, json_t **response, char *why, size_t why_size);
+			   uint64_t deadline_us, int cancel_fd, json_t **response, char *why,
+			   size_t why_size);
 const char *mcp_downstream_name(const struct mcp_downstream *ds);
 /* Stops the server (stdio: closes its input, then SIGTERM and SIGKILL to its process group). */
 void mcp_downstream_close(struct mcp_downstream *ds);
@@ -58,6 +61,7 @@ struct mcp_http_post {
 	const char *session;
 	const char *protocol_version;
 	uint64_t deadline_us;
+	int cancel_fd; /* the transfer stops when it becomes readable (-1: none) */
 };
 int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg,
 			     const json_t *want_id, json_t **response, char **new_session,

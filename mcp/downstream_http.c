@@ -2,7 +2,8 @@
  * libcurl, the answer read as application/json or as an SSE stream (each event's data lines
  * are one message; the transfer stops once the response to our id arrived, so a server that
  * keeps the stream open costs nothing). Bodies are capped at MCP_MESSAGE_MAX; no redirects;
- * http and https only; the whole exchange ends at the caller's deadline. */
+ * http and https only; the whole exchange ends at the caller's deadline, or at once when the
+ * caller's run is cancelled (its cancel descriptor is polled beside the transfer's sockets). */
 #define _GNU_SOURCE
 #include <curl/curl.h>
 #include <stdio.h>
@@ -176,6 +177,45 @@ void mcp_downstream_http_end(const struct mcp_http_post *post)
 	curl_easy_cleanup(curl);
 }
 
+/* curl_easy_perform, except that the transfer stops once cancel_fd (-1: none) becomes
+ * readable: CURLE_ABORTED_BY_CALLBACK then. A multi handle of its own, for curl_multi_poll's
+ * extra descriptor; the connection is not reused after an abort. */
+static CURLcode perform(CURL *curl, int cancel_fd)
+{
+	if (cancel_fd < 0)
+		return curl_easy_perform(curl);
+	CURLM *multi = curl_multi_init();
+	if (!multi || curl_multi_add_handle(multi, curl) != CURLM_OK) {
+		curl_multi_cleanup(multi);
+		return CURLE_OUT_OF_MEMORY;
+	}
+	CURLcode cc = CURLE_ABORTED_BY_CALLBACK;
+	for (;;) {
+		int running = 0, queued;
+		if (curl_multi_perform(multi, &running) != CURLM_OK) {
+			cc = CURLE_RECV_ERROR;
+			break;
+		}
+		if (!running) {
+			CURLMsg *m;
+			while ((m = curl_multi_info_read(multi, &queued)))
+				if (m->msg == CURLMSG_DONE)
+					cc = m->data.result;
+			break;
+		}
+		struct curl_waitfd cancel = {cancel_fd, CURL_WAIT_POLLIN, 0};
+		if (curl_multi_poll(multi, &cancel, 1, 1000, NULL) != CURLM_OK) {
+			cc = CURLE_RECV_ERROR;
+			break;
+		}
+		if (cancel.revents & CURL_WAIT_POLLIN)
+			break;
+	}
+	curl_multi_remove_handle(multi, curl);
+	curl_multi_cleanup(multi);
+	return cc;
+}
+
 int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg,
 			     const json_t *want_id, json_t **response, char **new_session,
 			     long *status, char *why, size_t size)
@@ -208,15 +248,17 @@ int mcp_downstream_http_post(const struct mcp_http_post *post, const json_t *msg
 	curl_easy_setopt(curl, CURLOPT_HEADERDATA, &a);
 	curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(curl, CURLOPT_WRITEDATA, &a);
-	CURLcode cc = curl_easy_perform(curl);
+	CURLcode cc = perform(curl, post->cancel_fd);
 	curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, status);
 	int rc = 0;
 	if (a.too_big) {
 		rc = mcp_say(why, size, "the answer is longer than 16 MiB");
 	} else if (cc != CURLE_OK && !(cc == CURLE_WRITE_ERROR && a.response)) {
-		if (cc == CURLE_OPERATION_TIMEDOUT)
+		if (cc == CURLE_OPERATION_TIMEDOUT || cc == CURLE_ABORTED_BY_CALLBACK)
 			*status = 0;
-		rc = mcp_say(why, size, "%s", curl_easy_strerror(cc));
+		rc = cc == CURLE_ABORTED_BY_CALLBACK
+			     ? mcp_say(why, size, "the run was cancelled")
+			     : mcp_say(why, size, "%s", curl_easy_strerror(cc));
 	} else if (*status < 200 || *status > 299) {
 		rc = mcp_say(why, size, "HTTP status %ld", *status);
 	} else if (want_id && !a.sse) {

@@ -149,8 +149,8 @@ static int call_tool(void *user, const char *args_json, char **result)
 	char why[512];
 	json_t *params =
 		json_pack("{s:s, s:o}", "name", t->name, "arguments", args ? args : json_object());
-	if (mcp_downstream_request(t->conn, "tools/call", params, deadline_us, &response, why,
-				   sizeof(why)) < 0) {
+	if (mcp_downstream_request(t->conn, "tools/call", params, deadline_us,
+				   snapcell_tool_cancel_fd(), &response, why, sizeof(why)) < 0) {
 		*result = message("%s: %s", t->fullname, why);
 		return 1;
 	}
@@ -210,7 +210,7 @@ static int list_tools(struct mcp_downstreams *all, struct snapcell_config *cfg,
 		char inner[512];
 		free(cursor);
 		cursor = NULL;
-		if (mcp_downstream_request(conn, "tools/list", params, 0, &response, inner,
+		if (mcp_downstream_request(conn, "tools/list", params, 0, -1, &response, inner,
 					   sizeof(inner)) < 0)
 			return mcp_say(why, size, "server '%s': tools/list: %s", server, inner);
 		json_t *result = json_object_get(response, "result");

@@ -19,7 +19,7 @@ from ._native import probe as _probe
 from ._native import version as _version
 from ._sandbox import (AllowedTarget, Artifact, Decision, NetworkEvent, PendingCall, Result,
                        Sandbox, Session, Snapshot, ToolCall)
-from ._tools import Tool
+from ._tools import Tool, ToolCancellation, tool_cancellation
 
 __version__ = _version()
 
@@ -37,8 +37,10 @@ __all__ = [
     "Snapshot",
     "Tool",
     "ToolCall",
+    "ToolCancellation",
     "VALUE_MAX_BYTES",
     "probe",
+    "tool_cancellation",
 ]
 
 

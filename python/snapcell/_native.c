@@ -405,7 +405,17 @@ static PyObject *mod_status_headline(PyObject *self, PyObject *name)
 	Py_RETURN_NONE;
 }
 
+/* tool_cancel_fd(): snapcell_tool_cancel_fd() of the calling thread. Read with the GIL held
+ * by a tool's trampoline, which runs on the run's thread inside the library's callback. */
+static PyObject *mod_tool_cancel_fd(PyObject *self, PyObject *unused)
+{
+	return PyLong_FromLong(snapcell_tool_cancel_fd());
+}
+
 static PyMethodDef module_methods[] = {
+	{"tool_cancel_fd", mod_tool_cancel_fd, METH_NOARGS,
+	 "tool_cancel_fd() -> int: inside a tool call on the run's thread, a descriptor that "
+	 "becomes readable once the run is cancelled (poll it only); -1 otherwise."},
 	{"execute_code_schema", mod_execute_code_schema, METH_O,
 	 "execute_code_schema(stateful) -> str: the execute_code tool's input schema (JSON)."},
 	{"status_headline", mod_status_headline, METH_O,

@@ -14,10 +14,15 @@ import dataclasses
 import functools
 import inspect
 import json
+import math
+import select
 import threading
+import time
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from . import _native
 
 _JSON_SCALARS = (int, float, str, bool, type(None))
 
@@ -72,12 +77,105 @@ def encode_result(value: Any) -> str:
         raise TypeError(f"the tool returned a value the sandbox cannot receive: {exc}") from None
 
 
+class ToolCancellation:
+    """Whether the run that made the current tool call was cancelled, so the call's answer is
+    no longer wanted: ``snapcell.tool_cancellation()`` gives it to a tool while it runs.
+
+    ``is_set()`` polls it, ``wait(timeout=None)`` blocks until it is set (True) or the timeout
+    passed (False), like ``threading.Event``; ``fileno()`` is a descriptor that becomes
+    readable when it is set, for ``select``/``selectors``/``loop.add_reader`` beside the
+    tool's own (poll it only: never read or close it), or -1 when there is none. Once the
+    tool returned it keeps the state it had then. A plain call (from synchronous code) is
+    backed by the C library's ``snapcell_tool_cancel_fd()``: set when the run's token fires
+    (``run_async``'s task was cancelled). An awaited call is set when its run ends with the
+    call in flight (cancelled, timed out, killed, or done without awaiting it)."""
+
+    __slots__ = ("_fd", "_event", "_final")
+
+    def __init__(self, fd: int = -1, event: threading.Event | None = None) -> None:
+        self._fd, self._event, self._final = fd, event, None
+
+    def is_set(self) -> bool:
+        if self._final is not None:
+            return self._final
+        if self._event is not None:
+            return self._event.is_set()
+        return self._fd >= 0 and _readable(self._fd, 0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        if self._final is None and self._event is not None:
+            return self._event.wait(timeout)
+        if self._final is None and self._fd >= 0:
+            ms = None if timeout is None else max(0, math.ceil(timeout * 1000))
+            return _readable(self._fd, ms)
+        # Nothing can set it any more: the call returned, or its run has no token.
+        if self.is_set():
+            return True
+        if timeout is None:
+            raise RuntimeError(
+                "nothing can cancel this tool call (no call in progress, or its run has no "
+                "cancellation token): wait() without a timeout would never return"
+            )
+        time.sleep(max(0.0, timeout))
+        return False
+
+    def fileno(self) -> int:
+        return -1 if self._final is not None else self._fd
+
+    def __bool__(self) -> bool:
+        return self.is_set()
+
+    def __repr__(self) -> str:
+        return f"<ToolCancellation {'set' if self.is_set() else 'not set'}>"
+
+    def _close(self) -> None:
+        """The call returned: the descriptor may close, so the state is kept instead."""
+        self._final = self.is_set()
+
+
+def _readable(fd: int, timeout_ms: int | None) -> bool:
+    """poll(2), not select: the descriptor may be past FD_SETSIZE in a busy process."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_ms))
+
+
+_NOT_IN_A_CALL = ToolCancellation()
+_NOT_IN_A_CALL._final = False
+_cancellation: contextvars.ContextVar[ToolCancellation] = contextvars.ContextVar(
+    "snapcell_tool_cancellation", default=_NOT_IN_A_CALL
+)
+
+
+def tool_cancellation() -> ToolCancellation:
+    """Inside a tool call: whether the run that made it was cancelled (ToolCancellation).
+    Outside one (a tool called directly, say in a unit test): one that is never set."""
+    return _cancellation.get()
+
+
 def await_in_owner_loop(awaitable: Any) -> Any:
-    """Waits for an async tool's result from the run's thread."""
+    """Waits for an async tool's result from the run's thread. When the run is cancelled
+    meanwhile (the C library's cancel descriptor for this call), the tool's task is cancelled
+    there and then; the call returns once the task has ended."""
     loop = getattr(_run_state, "loop", None)
+    cancellation = _cancellation.get()
+    fd = cancellation.fileno()
 
     async def wrapper() -> Any:
-        return await awaitable
+        _cancellation.set(cancellation)
+        if fd < 0:
+            return await awaitable
+        here, task = asyncio.get_running_loop(), asyncio.current_task()
+
+        def fired() -> None:
+            here.remove_reader(fd)  # the descriptor stays readable: cancel once
+            task.cancel()
+
+        here.add_reader(fd, fired)
+        try:
+            return await awaitable
+        finally:
+            here.remove_reader(fd)
 
     if loop is not None:
         future = asyncio.run_coroutine_threadsafe(wrapper(), loop)
@@ -231,10 +329,12 @@ class RunCalls:
                 )
             return pool
 
-    def on_pool_thread(self, entry: ToolEntry, args_json: str) -> str:
+    def on_pool_thread(
+        self, entry: ToolEntry, args_json: str, cancellation: ToolCancellation
+    ) -> str:
         _run_state.loop = self.loop  # a tool that returns an awaitable awaits it there
         try:
-            return entry(args_json)
+            return entry.call(args_json, cancellation)
         finally:
             _run_state.loop = None
 
@@ -276,12 +376,21 @@ class _LoopCall:
     def __init__(self, loop: asyncio.AbstractEventLoop, coroutine: Any, call: Any) -> None:
         self.loop, self.coroutine, self.call = loop, coroutine, call
         self.task: asyncio.Task | None = None
+        self.cancellation = ToolCancellation(event=threading.Event())
 
     def schedule(self) -> None:
-        self.task = self.loop.create_task(self.coroutine)
+        self.task = self.loop.create_task(self._run())
         self.task.add_done_callback(functools.partial(_answer, self.call))
 
+    async def _run(self) -> Any:
+        _cancellation.set(self.cancellation)  # the task's own copy of the context
+        try:
+            return await self.coroutine
+        finally:
+            self.cancellation._close()
+
     def cancel(self) -> None:
+        self.cancellation._event.set()
         try:
             self.loop.call_soon_threadsafe(self._cancel)
         except RuntimeError:  # the loop is closed: nothing runs the task any more
@@ -303,7 +412,16 @@ class ToolEntry:
         self.tool, self.detailed, self.threads = tool, detailed, threads
 
     def __call__(self, args_json: str) -> str:
-        return self.tool.call_json(args_json, self.detailed)
+        """A plain call, on the run's thread inside the C library's callback."""
+        return self.call(args_json, ToolCancellation(_native.tool_cancel_fd()))
+
+    def call(self, args_json: str, cancellation: ToolCancellation) -> str:
+        token = _cancellation.set(cancellation)
+        try:
+            return self.tool.call_json(args_json, self.detailed)
+        finally:
+            cancellation._close()
+            _cancellation.reset(token)
 
     def start(self, args_json: str, call: Any) -> None:
         calls = getattr(_run_state, "calls", None)
@@ -320,8 +438,16 @@ class ToolEntry:
             call.set_cancel(job.cancel)
             calls.loop.call_soon_threadsafe(job.schedule, context=context)
             return
-        future = calls.pool(self.threads).submit(context.run, calls.on_pool_thread, self, args_json)
-        call.set_cancel(future.cancel)
+        cancellation = ToolCancellation(event=threading.Event())
+        future = calls.pool(self.threads).submit(
+            context.run, calls.on_pool_thread, self, args_json, cancellation
+        )
+
+        def cancel() -> None:
+            cancellation._event.set()  # a call already running learns it here
+            future.cancel()  # one not started never starts
+
+        call.set_cancel(cancel)
         future.add_done_callback(functools.partial(_answer, call))
 
 

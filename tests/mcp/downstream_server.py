@@ -11,7 +11,9 @@ garbage (writes a line that is not JSON-RPC to stdout), chatter (a flood of noti
 before its answer), and search-v2 (a name that needs
 sanitising in the code's tools namespace). $NOTES_VARIANT adds a tool snapcell must refuse at
 startup: "clash" (search_v2, the same attribute as search-v2) or "bad_schema" (a schema
-keyword outside the C subset); "environ" adds environ (the process's environment)."""
+keyword outside the C subset); "environ" adds environ (the process's environment).
+$NOTES_DIR adds wait (an async sleep that writes NOTES_DIR/arrived.<id> when it starts and
+NOTES_DIR/cancelled.<id> when the SDK cancels it: a notifications/cancelled came for it)."""
 import fcntl
 import os
 import socket
@@ -126,6 +128,24 @@ if os.environ.get("NOTES_VARIANT") == "bad_schema":
     @server.tool(description="Its schema uses 'if', which snapcell does not check.")
     def iffy(x: Annotated[str, Field(json_schema_extra={"if": {"minLength": 1}})]) -> str:
         return x
+
+
+if os.environ.get("NOTES_DIR"):
+    import anyio
+
+    @server.tool(description="Sleeps without a thread, noting its start and its cancellation.",
+                 structured_output=False)
+    async def wait(seconds: float, id: str) -> str:
+        marks = os.environ["NOTES_DIR"]
+        with open(os.path.join(marks, f"arrived.{id}"), "w"):
+            pass
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            with open(os.path.join(marks, f"cancelled.{id}"), "w"):
+                pass
+            raise
+        return "waited"
 
 
 if __name__ == "__main__":

@@ -339,7 +339,9 @@ def test_an_http_downstream_that_restarts_gets_a_new_session(tmp_path):
 
 class Broken(http.server.BaseHTTPRequestHandler):
     """A failure-injection double of an HTTP MCP server: a correct handshake and tools/list,
-    then tools/call answers that are broken in one way each (named by the tool)."""
+    then tools/call answers that are broken in one way each (named by the tool). The server
+    keeps each tools/call's id by tool name (calls) and every notifications/cancelled's
+    params (cancelled)."""
     protocol_version = "HTTP/1.1"
     TOOLS = ["not_json", "huge", "hang", "status_500", "wrong_id", "sse_split"]
 
@@ -372,10 +374,14 @@ class Broken(http.server.BaseHTTPRequestHandler):
             return self.reply(400, b'{"error": "no session"}')
         if method == "notifications/initialized":
             return self.reply(202)
+        if method == "notifications/cancelled":
+            self.server.cancelled.append(msg.get("params"))
+            return self.reply(202)
         if method == "tools/list":
             return self.reply(200, ok({"tools": [{"name": n, "inputSchema": {"type": "object"}}
                                                  for n in self.TOOLS]}))
         name = msg["params"]["name"]
+        self.server.calls[name] = rid
         if name == "not_json":
             self.reply(200, b"<html>oops</html>")
         elif name == "huge":
@@ -411,7 +417,7 @@ class Broken(http.server.BaseHTTPRequestHandler):
 def broken_server():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
     server.daemon_threads = True
-    server.deleted = []
+    server.deleted, server.calls, server.cancelled = [], {}, []
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield server
     server.shutdown()
@@ -434,6 +440,9 @@ def test_a_broken_http_downstream_gives_clear_tool_errors(tmp_path, broken_serve
         "wrong_id b.wrong_id: the answer (application/json) is not the JSON-RPC response\n"
         "sse_split {'ok': True}\n"]
     assert hung.meta["snapcell/run"]["status"] == "timeout"
+    # The server was told that nobody waits for the hung call any more.
+    assert {"requestId": broken_server.calls["hang"],
+            "reason": "the calling run's deadline passed"} in broken_server.cancelled
     # snapcell mcp ended: it said goodbye to its session.
     assert wait_for(lambda: broken_server.deleted == ["s-1"], 5)
 
