@@ -23,29 +23,44 @@ static bool is_template(void)
 	return fcntl(SC_GUEST_SETUP_FD, F_GET_SEALS) == SC_GUEST_SETUP_SEALS;
 }
 
-/* No trace of the start for the cells: the environment is emptied (os.environ and the
- * process's) of the mark and of the LC_CTYPE that the interpreter's C locale coercion (PEP
- * 538) put there, since the helper's exec gave it no other variable; the configured ones
- * come later. The module leaves sys.modules, so a cell cannot call main() again. */
+/* names dropped from module's environ (keys of str or, for posix's, bytes); 0 or -1. */
+static int environ_drop(const char *module, const char *const *names, size_t n, bool bytes)
+{
+	PyObject *m = PyImport_ImportModule(module);
+	PyObject *environ = m ? PyObject_GetAttrString(m, "environ") : NULL;
+	PyObject *r = environ ? Py_NewRef(Py_None) : NULL;
+	for (size_t i = 0; r && i < n; i++) {
+		Py_DECREF(r);
+		r = PyObject_CallMethod(environ, "pop", bytes ? "(yO)" : "(sO)", names[i], Py_None);
+	}
+	int rc = r ? 0 : -1;
+	Py_XDECREF(r);
+	Py_XDECREF(environ);
+	Py_XDECREF(m);
+	return rc;
+}
+
+/* No trace of the start for the cells: the environment is emptied (posix.environ, which
+ * os.environ is made from when os is imported, os.environ where the interpreter's start
+ * imported os already, and the process's) of the mark and of the LC_CTYPE that the
+ * interpreter's C locale coercion (PEP 538) put there, since the helper's exec gave it no
+ * other variable; the configured ones come later. os itself is left for later: importing it
+ * is ~1 ms of a cold start (guest/python.c sc_py_setenv). The module leaves sys.modules, so a
+ * cell cannot call main() again. */
 static int forget_start(void)
 {
 	static const char *const names[] = {SC_GUEST_ENV, "LC_CTYPE"};
-	PyObject *os = PyImport_ImportModule("os");
-	PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
-	PyObject *r = environ ? Py_NewRef(Py_None) : NULL;
-	for (size_t i = 0; r && i < sizeof(names) / sizeof(names[0]); i++) {
-		Py_DECREF(r);
-		r = PyObject_CallMethod(environ, "pop", "(sO)", names[i], Py_None);
-		unsetenv(names[i]);
-	}
-	Py_XDECREF(r);
-	Py_XDECREF(environ);
-	Py_XDECREF(os);
+	size_t n = sizeof(names) / sizeof(names[0]);
 	PyObject *modules = PyImport_GetModuleDict(); /* borrowed */
-	if (r && PyMapping_HasKeyString(modules, SC_GUEST_MODULE) &&
+	int rc = environ_drop("posix", names, n, true);
+	if (rc == 0 && PyMapping_HasKeyString(modules, "os"))
+		rc = environ_drop("os", names, n, false);
+	for (size_t i = 0; i < n; i++)
+		unsetenv(names[i]);
+	if (rc == 0 && PyMapping_HasKeyString(modules, SC_GUEST_MODULE) &&
 	    PyMapping_DelItemString(modules, SC_GUEST_MODULE) < 0)
 		return -1;
-	return r ? 0 : -1;
+	return rc;
 }
 
 /* main(): the template's whole life; never returns. */

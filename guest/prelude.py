@@ -5,11 +5,11 @@
 #
 # Only cheap modules at the top: the template parks a sandbox's first cell before it imports
 # the common standard library (guest/python.c), so that cell must not wait for traceback or
-# linecache (re, enum, tokenize, ...: about 10 ms). They are imported where they are used.
+# linecache (re, enum, tokenize, ...: about 10 ms). They are imported where they are used; so
+# is os (posixpath, stat, _collections_abc: ~1 ms), which a run's own path does not need.
 import atexit
 import gc
 import io
-import os
 import sys
 
 # enum snapcell_status, SNAPCELL_HIT_*, enum snapcell_value_state and SNAPCELL_VALUE_MAX_BYTES
@@ -411,7 +411,7 @@ def _warmup_error(exc, source):
         text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
         where.append(f"<warmup>:{line}" + (f" `{text[:40]}`" if text else ""))
     if frames and frames[-1].filename != "<warmup>":
-        where.append(f"in {os.path.basename(frames[-1].filename)}:{frames[-1].lineno}")
+        where.append(f"in {frames[-1].filename.rpartition('/')[2]}:{frames[-1].lineno}")
     return f"{type(exc).__name__}: {exc}" + (f" (at {', '.join(where)})" if where else "")
 
 
@@ -435,7 +435,7 @@ def preload_error(exc):
     """One line for a preloaded module that failed to import, to fit the setup error: the
     exception, then the innermost frames of its traceback (file:line), newest first."""
     import traceback
-    frames = [f"{os.path.basename(f.filename)}:{f.lineno}"
+    frames = [f"{f.filename.rpartition('/')[2]}:{f.lineno}"
               for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
     where = f" (at {' < '.join(reversed(frames[-4:]))})" if frames else ""
     return f"{type(exc).__name__}: {exc}{where}"
@@ -605,6 +605,7 @@ def _collect():
 def _settle(call_id, ok, answer):
     loop, name, future = _awaited_calls.pop(call_id)
     if ok is None:
+        import os
         outcome = (False, OSError(answer, os.strerror(answer)))
     else:
         try:

@@ -67,19 +67,26 @@ static int set_up_interpreter(const struct sc_guest_config *cfg)
 	return rc;
 }
 
+/* The template imports os only after the sandbox's first cell is parked (its import is ~1 ms
+ * of a cold start that a run's own path does not need). Until then the environment is set in
+ * posix.environ, which os.environ is made from at os's import, and in the process's own
+ * (setenv); once os is there, through os.environ, which sets the process's too (putenv). */
 int sc_py_setenv(const char *name, const char *value, bool overwrite)
 {
 	if (!overwrite && getenv(name))
 		return 0;
-	/* os.environ sets the process's environment too (putenv). */
-	PyObject *os = PyImport_ImportModule("os");
-	PyObject *environ = os ? PyObject_GetAttrString(os, "environ") : NULL;
-	PyObject *k = PyUnicode_DecodeFSDefault(name), *v = PyUnicode_DecodeFSDefault(value);
+	bool has_os = PyMapping_HasKeyString(PyImport_GetModuleDict(), "os");
+	PyObject *mod = PyImport_ImportModule(has_os ? "os" : "posix");
+	PyObject *environ = mod ? PyObject_GetAttrString(mod, "environ") : NULL;
+	PyObject *k = has_os ? PyUnicode_DecodeFSDefault(name) : PyBytes_FromString(name);
+	PyObject *v = has_os ? PyUnicode_DecodeFSDefault(value) : PyBytes_FromString(value);
 	int rc = environ && k && v ? PyObject_SetItem(environ, k, v) : -1;
+	if (rc == 0 && !has_os && setenv(name, value, 1) < 0)
+		rc = -1;
 	Py_XDECREF(k);
 	Py_XDECREF(v);
 	Py_XDECREF(environ);
-	Py_XDECREF(os);
+	Py_XDECREF(mod);
 	if (rc < 0) {
 		PyErr_Clear();
 		errno = ENOMEM;

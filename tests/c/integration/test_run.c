@@ -215,6 +215,30 @@ Test(run, configured_variables_override_the_defaults)
 	snapcell_sandbox_free(sb);
 }
 
+/* The template sets the environment before it imports os (guest/python.c sc_py_setenv): the
+ * process's own (what libc and an exec'd program read) must say what os.environ says, in the
+ * sandbox's first cell (parked before os is imported) and in a later one (after). */
+Test(run, the_process_environment_is_os_environ_in_the_first_and_later_cells)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_env(cfg, "GREETING", "hello", NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	static const char code[] = "import ctypes, os\n"
+				   "libc = ctypes.CDLL(None)\n"
+				   "libc.getenv.restype = ctypes.c_char_p\n"
+				   "names = ['SNAPCELL_GUEST', 'LC_CTYPE', 'GREETING', "
+				   "'MPLBACKEND', 'SNAPCELL_INPUT']\n"
+				   "got = [libc.getenv(n.encode()) for n in names]\n"
+				   "print(got == [None if v is None else v.encode() for v in "
+				   "map(os.environ.get, names)],"
+				   " got)\n";
+	const char *want = "True [None, None, b'hello', b'Agg', b'/input']\n";
+	expect_output(sb, code, want);
+	expect_output(sb, code, want);
+	snapcell_sandbox_free(sb);
+}
+
 Test(run, standard_library_works)
 {
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
