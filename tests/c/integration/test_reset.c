@@ -1,14 +1,21 @@
 /* Reset in place (snapcell_config_set_reuse, guest/reset.c): a fresh run's cell brought back to
  * its parked state and handed to the next fresh run, with nothing of the run before it left;
  * any state the reset does not restore discards the cell, and the next run gets a forked one. */
+#define _GNU_SOURCE
 #include "helpers.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Which cell ran: its /tmp and /output, tmpfs mounts of its own (a new device each). */
-static const char identity_code[] = "import os\n"
-				    "print(os.stat('/tmp').st_dev, os.stat('/output').st_dev)\n";
+/* Which cell ran: its /tmp and /output (tmpfs mounts made for it: a device number, reused once
+ * a cell is gone, and a creation time) and the inodes of its frame socket and output pipes,
+ * made for it by the template; what a run could change of them discards the cell. */
+#define IDENTITY                                                                                   \
+	"import os as _os\n"                                                                       \
+	"print('@', *[(s.st_dev, s.st_ino, s.st_ctime_ns) for s in "                               \
+	"[_os.stat('/tmp'), _os.stat('/output')] + [_os.fstat(fd) for fd in (1, 2, 3)]])\n"
+static const char identity_code[] = IDENTITY;
 
 static char *identity(struct snapcell_sandbox *sb)
 {
@@ -20,15 +27,19 @@ static char *identity(struct snapcell_sandbox *sb)
 	return id;
 }
 
-static struct snapcell_sandbox *reuse_sandbox(bool on)
+static struct snapcell_sandbox *reuse_sandbox_with(struct snapcell_config *cfg, bool on)
 {
-	struct snapcell_config *cfg = test_config_new();
 	cr_assert_eq(snapcell_config_set_reuse(cfg, on, NULL), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
 	snapcell_config_free(cfg);
 	if (on && snapcell_sandbox_isolation(sb) < SNAPCELL_ISOLATION_NAMESPACES)
 		cr_skip_test("reset in place needs level namespaces");
 	return sb;
+}
+
+static struct snapcell_sandbox *reuse_sandbox(bool on)
+{
+	return reuse_sandbox_with(test_config_new(), on);
 }
 
 /* Runs until a cell comes back: true when some run's cell is the one before it. */
@@ -57,5 +68,213 @@ Test(reset, with_reuse_off_every_run_has_a_new_cell)
 {
 	struct snapcell_sandbox *sb = reuse_sandbox(false);
 	cr_expect(!some_cell_reused(sb, 8), "a cell ran twice with reuse off");
+	snapcell_sandbox_free(sb);
+}
+
+/* The cells a sandbox's runs ran in, by identity (identity_code's line). */
+struct cells_seen {
+	char *ids[128];
+	int n;
+	int reused; /* runs whose cell an earlier run had */
+};
+
+static void cells_seen_free(struct cells_seen *c)
+{
+	for (int i = 0; i < c->n; i++)
+		free(c->ids[i]);
+}
+
+/* Runs code and then identity_code in the same run; the output before the identity goes to
+ * *out (malloc'd); true when the cell ran an earlier run. */
+static bool run_seen(struct snapcell_sandbox *sb, struct cells_seen *c, const char *code,
+		     char **out)
+{
+	char *full = NULL;
+	cr_assert_gt(asprintf(&full, "%s\n" IDENTITY, code), 0);
+	struct snapcell_result *res = test_run(sb, full);
+	free(full);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, stderr %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	char *at = strstr(res->stdout_buf, "@ ");
+	cr_assert(at, "no identity in %s", res->stdout_buf);
+	bool again = false;
+	for (int i = 0; i < c->n && !again; i++)
+		again = strcmp(c->ids[i], at) == 0;
+	if (!again && c->n < (int)(sizeof(c->ids) / sizeof(c->ids[0])))
+		c->ids[c->n++] = strdup(at);
+	c->reused += again;
+	if (out)
+		*out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
+	snapcell_result_free(res);
+	return again;
+}
+
+/* Module attributes, builtins, sys.modules, globals of the prelude's modules, the environment
+ * (Python's and the C one), the random module's state: all memory, which a reset copies back.
+ * Each run looks for any earlier run's marks, then leaves its own. */
+static const char leave_marks[] =
+	"import builtins, json, os, sys, types, ctypes\n"
+	"libc = ctypes.CDLL(None)\n"
+	"libc.getenv.restype = ctypes.c_char_p\n"
+	"seen = [hasattr(json, 'leak'), hasattr(builtins, 'leak'), 'leakmod' in sys.modules,\n"
+	"        'LEAK' in os.environ, os.getenv('LEAK') is not None,\n"
+	"        libc.getenv(b'CLEAK') is not None]\n"
+	"print(seen)\n"
+	"json.leak = builtins.leak = 1\n"
+	"sys.modules['leakmod'] = types.ModuleType('leakmod')\n"
+	"os.environ['LEAK'] = '1'\n"
+	"libc.setenv(b'CLEAK', b'1', 1)\n";
+
+Test(reset, a_reset_cell_keeps_nothing_of_the_runs_before)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	for (int i = 0; i < 16; i++) {
+		char *out;
+		run_seen(sb, &c, leave_marks, &out);
+		cr_expect_str_eq(out, "[False, False, False, False, False, False]\n", "run %d: %s",
+				 i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 4, "only %d of 16 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* State a reset does not put back: the cell is discarded, so no later run is in it, and no
+ * later run sees the change; the sandbox goes on reusing cells after harmless runs. */
+static void expect_discarded_after(const char *change, const char *probe, const char *clean)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 6; i++) {
+		char *code = NULL, *out = NULL;
+		cr_assert_gt(asprintf(&code, "%s\n%s\n", probe, change), 0);
+		bool again = run_seen(sb, &c, code, &out);
+		cr_expect(!again, "run %d of '%s' ran in a cell an earlier one changed", i, change);
+		cr_expect_str_eq(out, clean, "run %d of '%s' saw an earlier run's change", i,
+				 change);
+		free(code);
+		free(out);
+	}
+	int before = c.reused;
+	for (int i = 0; i < 12 && c.reused == before; i++)
+		run_seen(sb, &c, "pass", NULL);
+	cr_expect_gt(c.reused, before, "no cell was reused after '%s'", change);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+Test(reset, a_file_left_in_tmp_discards_the_cell)
+{
+	expect_discarded_after("open('/tmp/leak', 'w').write('x')",
+			       "import os\nprint(os.listdir('/tmp'))", "[]\n");
+}
+
+Test(reset, a_changed_working_directory_discards_the_cell)
+{
+	expect_discarded_after("os.chdir('/output')", "import os\nprint(os.getcwd())", "/tmp\n");
+}
+
+Test(reset, a_signal_handler_discards_the_cell)
+{
+	expect_discarded_after(
+		"signal.signal(signal.SIGUSR1, lambda *a: None)",
+		"import signal\nprint(signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL)",
+		"True\n");
+}
+
+Test(reset, a_thread_left_running_discards_the_cell)
+{
+	expect_discarded_after(
+		"threading.Thread(target=time.sleep, args=(30,), daemon=True).start()",
+		"import threading, time\nprint(threading.active_count())", "1\n");
+}
+
+Test(reset, a_descriptor_left_open_discards_the_cell)
+{
+	expect_discarded_after("os.dup2(os.open('/dev/null', os.O_RDONLY), 9)",
+			       "import os\ntry:\n    os.fstat(9)\n    print('open')\n"
+			       "except OSError:\n    print('closed')",
+			       "closed\n");
+}
+
+Test(reset, an_added_mapping_discards_the_cell)
+{
+	expect_discarded_after("m = mmap.mmap(-1, 1 << 20); m[:5] = b'leak!'; builtins.kept = m",
+			       "import mmap, builtins\nprint(hasattr(builtins, 'kept'))",
+			       "False\n");
+}
+
+Test(reset, a_lowered_rlimit_discards_the_cell)
+{
+	expect_discarded_after(
+		"resource.setrlimit(resource.RLIMIT_NOFILE, (20, resource.getrlimit("
+		"resource.RLIMIT_NOFILE)[1]))",
+		"import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 20)",
+		"True\n");
+}
+
+Test(reset, a_changed_umask_discards_the_cell)
+{
+	expect_discarded_after("os.umask(0o077)",
+			       "import os\nu = os.umask(0o022); os.umask(u); print(oct(u))",
+			       "0o22\n");
+}
+
+/* No at-fork hook runs on a reset: the cell renews its generators itself (prelude.reseed). */
+Test(reset, random_generators_differ_in_each_run_of_a_reset_cell)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ssl", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	char *outs[16] = {0};
+	for (int i = 0; i < 16; i++) {
+		run_seen(sb, &c,
+			 "import random, ssl\nprint(random.random(), ssl.RAND_bytes(16).hex())",
+			 &outs[i]);
+		for (int j = 0; j < i; j++)
+			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same numbers",
+					  j, i);
+	}
+	cr_expect_geq(c.reused, 4, "only %d of 16 runs were in a reset cell", c.reused);
+	for (int i = 0; i < 16; i++)
+		free(outs[i]);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* A run's CPU time is its own, in a reset cell too, and the CPU limit still ends a runaway. */
+Test(reset, cpu_time_is_per_run_and_the_limit_still_holds)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_CPU_MS, 1000, NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	for (int i = 0; i < 12; i++)
+		run_seen(sb, &c,
+			 "import time\nt = time.process_time()\n"
+			 "while time.process_time() - t < 0.05: pass",
+			 NULL);
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	for (int i = 0; i < 3; i++) {
+		struct snapcell_result *res =
+			test_run(sb, "import time\nt = time.process_time()\n"
+				     "while time.process_time() - t < 0.05: pass");
+		cr_expect_lt(res->cpu_us, 400000, "a 50 ms run reports %llu us",
+			     (unsigned long long)res->cpu_us);
+		snapcell_result_free(res);
+		res = test_run(sb, "while True: pass");
+		cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT, "status %s",
+			     snapcell_status_name(res->status));
+		cr_expect(res->limits_hit & SNAPCELL_HIT_CPU, "limits hit %#x", res->limits_hit);
+		cr_expect_lt(res->cpu_us, 3000000, "the runaway ran %llu us",
+			     (unsigned long long)res->cpu_us);
+		snapcell_result_free(res);
+	}
+	cells_seen_free(&c);
 	snapcell_sandbox_free(sb);
 }
