@@ -201,6 +201,10 @@ int sc__cgroup_cell_enter(int tasks_fd);
 /* In the template, once the cell is reaped (its cgroup is empty): reads the cgroup's peak and
  * out-of-memory kill count (0, or a negative code when they cannot be read) and removes it. */
 int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_t *oom_kills);
+/* A cell reset in place (guest/reset.c), before its next run: its cgroup's peak reset to what
+ * it holds now. -EDQUOT when an out-of-memory kill was counted there (a later run would be
+ * told of it), another negative code when the cgroup cannot be read or written. */
+int sc__cgroup_cell_rearm(int sandbox_fd, uint32_t id);
 /* In the template, when the cell was not forked after all. */
 void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id);
 

@@ -85,9 +85,10 @@ static void cells_seen_free(struct cells_seen *c)
 }
 
 /* Runs code and then identity_code in the same run; the output before the identity goes to
- * *out (malloc'd); true when the cell ran an earlier run. */
-static bool run_seen(struct snapcell_sandbox *sb, struct cells_seen *c, const char *code,
-		     char **out)
+ * *out (malloc'd), the cell's identity to *id (malloc'd), the result to *res_out; true when
+ * the cell ran an earlier run. */
+static bool run_seen_full(struct snapcell_sandbox *sb, struct cells_seen *c, const char *code,
+			  char **out, char **id, struct snapcell_result **res_out)
 {
 	char *full = NULL;
 	cr_assert_gt(asprintf(&full, "%s\n" IDENTITY, code), 0);
@@ -105,8 +106,19 @@ static bool run_seen(struct snapcell_sandbox *sb, struct cells_seen *c, const ch
 	c->reused += again;
 	if (out)
 		*out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
-	snapcell_result_free(res);
+	if (id)
+		*id = strdup(at);
+	if (res_out)
+		*res_out = res;
+	else
+		snapcell_result_free(res);
 	return again;
+}
+
+static bool run_seen(struct snapcell_sandbox *sb, struct cells_seen *c, const char *code,
+		     char **out)
+{
+	return run_seen_full(sb, c, code, out, NULL, NULL);
 }
 
 /* Module attributes, builtins, sys.modules, globals of the prelude's modules, the environment
@@ -275,6 +287,76 @@ Test(reset, cpu_time_is_per_run_and_the_limit_still_holds)
 			     (unsigned long long)res->cpu_us);
 		snapcell_result_free(res);
 	}
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* The peaks a run reports are its own: a small run in a cell where a big one ran reports a
+ * small peak (the resident peak, and at level cgroups its memory cgroup's). */
+Test(reset, peak_memory_is_per_run)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct cells_seen c = {0};
+	char *big_ids[12] = {0};
+	int checked = 0;
+	const uint64_t big = 150u << 20;
+	for (int i = 0; i < 12 && checked < 2; i++) {
+		struct snapcell_result *res;
+		run_seen_full(sb, &c, "x = bytearray(b'1') * (150 << 20)\ndel x", NULL, &big_ids[i],
+			      &res);
+		cr_expect_geq(res->peak_rss_bytes, big, "a 150 MiB run's resident peak: %llu",
+			      (unsigned long long)res->peak_rss_bytes);
+		snapcell_result_free(res);
+		for (int k = 0; k < 3; k++) {
+			char *id;
+			run_seen_full(sb, &c, "pass", NULL, &id, &res);
+			bool after_big = false;
+			for (int j = 0; j <= i && !after_big; j++)
+				after_big = strcmp(big_ids[j], id) == 0;
+			if (after_big) {
+				checked++;
+				cr_expect_lt(
+					res->peak_rss_bytes, big / 2,
+					"a small run after a big one in its cell: rss peak %llu",
+					(unsigned long long)res->peak_rss_bytes);
+				cr_expect_lt(res->peak_memory_bytes, big / 2,
+					     "a small run after a big one in its cell: peak %llu",
+					     (unsigned long long)res->peak_memory_bytes);
+			}
+			free(id);
+			snapcell_result_free(res);
+		}
+	}
+	cr_expect_geq(checked, 1, "no small run came after a big one in the same cell");
+	for (int i = 0; i < 12; i++)
+		free(big_ids[i]);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+Test(reset, numpy_generator_differs_in_each_run_of_a_reset_cell)
+{
+	struct snapcell_sandbox *probe = reuse_sandbox(false);
+	struct snapcell_result *res = test_run(probe, "import numpy.random");
+	bool have = res->status == SNAPCELL_STATUS_OK;
+	snapcell_result_free(res);
+	snapcell_sandbox_free(probe);
+	if (!have)
+		cr_skip_test("numpy is not importable by the cells' interpreter");
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "numpy.random", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	char *outs[12] = {0};
+	for (int i = 0; i < 12; i++) {
+		run_seen(sb, &c, "import numpy.random\nprint(numpy.random.rand())", &outs[i]);
+		for (int j = 0; j < i; j++)
+			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same numbers",
+					  j, i);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	for (int i = 0; i < 12; i++)
+		free(outs[i]);
 	cells_seen_free(&c);
 	snapcell_sandbox_free(sb);
 }
