@@ -775,7 +775,8 @@ void sc_reuse_reset(uint32_t id)
 	if (fd >= 0)
 		close(fd);
 	if (!why && T.cgroup_fd >= 0 && sc__cgroup_cell_rearm(T.cgroup_fd, id) < 0)
-		why = "its memory cgroup counted an out-of-memory kill, or its peak cannot be reset";
+		why = "its memory cgroup counted an out-of-memory kill, or its peak cannot be "
+		      "reset";
 	if (why) {
 		r->state = BROKEN;
 		kill(pid, SIGKILL); /* the host retires it; the exit record comes as for any cell */
