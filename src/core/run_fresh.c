@@ -90,10 +90,14 @@ static int fresh_collect(const struct sc_run_target *t, struct snapcell_sandbox 
  * retired: a parked cell (not a run's files' own) of a sandbox without network entries, at
  * the levels with a pid namespace per cell, whose run ended at its DONE without a kill (an
  * /output to collect is one), its descriptors all open. The template checks the rest. */
+static bool reuse_on(const struct snapcell_sandbox *sb)
+{
+	return sb->cfg->reuse && sb->cells.level >= SNAPCELL_ISOLATION_NAMESPACES && !sb->gate;
+}
+
 static bool reusable(const struct snapcell_sandbox *sb, const struct fresh *f)
 {
-	if (!sb->cfg->reuse || sb->cells.level < SNAPCELL_ISOLATION_NAMESPACES || sb->gate ||
-	    f->files_id || f->learn || f->killed || f->cell.n_net)
+	if (!reuse_on(sb) || f->files_id || f->learn || f->killed || f->cell.n_net)
 		return false;
 	for (size_t i = 0; i < SC_CELL_NFDS; i++)
 		if (f->cell.fds[i] < 0)
@@ -151,8 +155,9 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	f->ops = sb->cells.ops;
 	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect,
 				      f,	NULL, NULL,	  NULL};
-	req.learn = f->learn =
-		!f->files_id && !f->cell.reused && sc__prefault_wants(sb, f->cell.id);
+	/* With reuse, no run is learned from: a reset cell holds its runs' pages already, and a
+	 * learning run's cell is retired, so a new one (and its parking) would replace it. */
+	req.learn = f->learn = !f->files_id && !reuse_on(sb) && sc__prefault_wants(sb, f->cell.id);
 	if (f->cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,
 				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),
