@@ -134,6 +134,8 @@ static int read_text_at(const char *path, struct text *t, size_t cap)
 	while ((n = read(fd, t->buf + t->len, cap - t->len)) > 0)
 		t->len += (size_t)n;
 	int rc = n < 0 ? -errno : t->len == cap ? -E2BIG : 0;
+	if (rc == 0)
+		t->buf[t->len] = 0; /* for the parsers; not part of what is compared */
 	close(fd);
 	return rc;
 }
@@ -349,8 +351,9 @@ static int take_fd(int pidfd, int fd)
 /* Regions of [start, end) in every category of mask; with PM_SCAN_WP_MATCHING they are
  * protected again in the same walk; flags PM_SCAN_CHECK_WPASYNC fails (EPERM) where a mapping
  * is not registered. Returns the count or -errno; *walk_end where the walk stopped. */
-static long scan(int pagemap_fd, uint64_t start, uint64_t end, uint64_t flags, uint64_t mask,
-		 struct page_region *vec, size_t vec_len, uint64_t *walk_end)
+static long scan_any(int pagemap_fd, uint64_t start, uint64_t end, uint64_t flags, uint64_t mask,
+		     uint64_t inverted, uint64_t anyof, struct page_region *vec, size_t vec_len,
+		     uint64_t *walk_end)
 {
 	struct pm_scan_arg a = {
 		.size = sizeof(a),
@@ -359,13 +362,21 @@ static long scan(int pagemap_fd, uint64_t start, uint64_t end, uint64_t flags, u
 		.end = end,
 		.vec = (uintptr_t)vec,
 		.vec_len = vec_len,
+		.category_inverted = inverted,
 		.category_mask = mask,
-		.return_mask = mask,
+		.category_anyof_mask = anyof,
+		.return_mask = mask | anyof,
 	};
 	long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &a);
 	if (walk_end)
 		*walk_end = a.walk_end;
 	return n < 0 ? -errno : n;
+}
+
+static long scan(int pagemap_fd, uint64_t start, uint64_t end, uint64_t flags, uint64_t mask,
+		 struct page_region *vec, size_t vec_len, uint64_t *walk_end)
+{
+	return scan_any(pagemap_fd, start, end, flags, mask, 0, 0, vec, vec_len, walk_end);
 }
 
 /* Protects every page of the registered mappings (unregistered ones skipped). */
@@ -433,8 +444,16 @@ static int restore_memory(pid_t pid, const struct sc_reuse *r, const char **why)
 		}
 		for (uint64_t at = rg->start; at < rg->end;) {
 			uint64_t walk_end = rg->end;
-			long n = scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
-				      PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
+			/* Restored: the pages written, and those no longer present (every page was
+			 * present once parked, its image read; MADV_DONTNEED drops an anonymous
+			 * page and its protection with it). Guarded: the pages written. */
+			long n = rg->kind == RESTORED
+					 ? scan_any(r->pagemap_fd, at, rg->end,
+						    PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
+						    PAGE_IS_WRITTEN | PAGE_IS_PRESENT, vec,
+						    MAX_REGIONS, &walk_end)
+					 : scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
+						PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
 			if (n == -EPERM) {
 				*why = "a mapping lost its write-protection (remapped)";
 				return -EPERM;
@@ -673,6 +692,12 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 		why = "its resource limits differ";
 	if (!why && (read_misc(pid, &now) < 0 || !text_same(&now, &r->misc)))
 		why = "its working directory, name, timers, scheduling or children differ";
+	/* MADV_FREE leaves a page present and protected, to be dropped (zeroed) at the kernel's
+	 * leisure, later: no scan can tell, the rollup's count can. */
+	if (!why && (proc_text(pid, "smaps_rollup", &now, SMALL_TEXT) < 0 ||
+		     !strstr(now.buf, "\nLazyFree:") ||
+		     strtoull(strstr(now.buf, "\nLazyFree:") + 10, NULL, 10) != 0))
+		why = "pages were freed lazily (MADV_FREE)";
 	free(now.buf);
 	if (!why && cpu_us >= SC_REUSE_CPU_SLACK_MS * 1000ull)
 		why = "it used up its CPU slack";

@@ -157,9 +157,10 @@ Test(reset, a_reset_cell_keeps_nothing_of_the_runs_before)
 
 /* State a reset does not put back: the cell is discarded, so no later run is in it, and no
  * later run sees the change; the sandbox goes on reusing cells after harmless runs. */
-static void expect_discarded_after(const char *change, const char *probe, const char *clean)
+static void expect_discarded_with(struct snapcell_config *cfg, const char *change,
+				  const char *probe, const char *clean)
 {
-	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
 	struct cells_seen c = {0};
 	for (int i = 0; i < 6; i++) {
 		char *code = NULL, *out = NULL;
@@ -177,6 +178,11 @@ static void expect_discarded_after(const char *change, const char *probe, const 
 	cr_expect_gt(c.reused, before, "no cell was reused after '%s'", change);
 	cells_seen_free(&c);
 	snapcell_sandbox_free(sb);
+}
+
+static void expect_discarded_after(const char *change, const char *probe, const char *clean)
+{
+	expect_discarded_with(test_config_new(), change, probe, clean);
 }
 
 Test(reset, a_file_left_in_tmp_discards_the_cell)
@@ -359,4 +365,49 @@ Test(reset, numpy_generator_differs_in_each_run_of_a_reset_cell)
 		free(outs[i]);
 	cells_seen_free(&c);
 	snapcell_sandbox_free(sb);
+}
+
+/* A config whose template leaves 100,000 bytes in json.BIG, so a page of it is parked state. */
+static struct snapcell_config *big_parked_string(void)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	cr_assert_eq(snapcell_config_set_warmup(cfg, "import json\njson.BIG = 'x' * 100000", NULL),
+		     0);
+	return cfg;
+}
+
+/* Drops the pages of json.BIG's middle with madvise(advice). */
+#define ZAP(advice)                                                                                \
+	"import ctypes, json\n"                                                                    \
+	"page = (id(json.BIG) + 50000) & ~4095\n"                                                  \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"assert libc.madvise(ctypes.c_void_p(page), 8192, " advice ") == 0, ctypes.get_errno()\n"
+
+/* MADV_DONTNEED drops an anonymous page and its write-protection with it: the reset finds it
+ * gone and puts the parked bytes back. */
+Test(reset, a_page_dropped_by_madvise_is_put_back)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(big_parked_string(), true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 12; i++) {
+		char *out;
+		run_seen(sb, &c, "import json\nprint(json.BIG.count('x'))\n" ZAP("4"), &out);
+		cr_expect_str_eq(out, "100000\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* MADV_FREE leaves a page of the cell's own (here, made its own by a write of the same bytes)
+ * to be zeroed later, which no scan shows: the cell is discarded. */
+Test(reset, a_page_freed_lazily_discards_the_cell)
+{
+	expect_discarded_with(big_parked_string(),
+			      "import ctypes, json\n"
+			      "page = (id(json.BIG) + 50000) & ~4095\n"
+			      "ctypes.memmove(page, page, 8192)\n" ZAP("8"),
+			      "import json\nprint(json.BIG.count('x'))", "100000\n");
 }
