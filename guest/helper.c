@@ -252,8 +252,8 @@ static char read_word(int fd)
  * interpreter starts. */
 static int start_compiler(const struct sc_setup *s)
 {
-	unsigned flags =
-		sc__seccomp_namespaces_flags(s->net != NULL, s->n_python_paths, sc__landlock_abi());
+	unsigned flags = sc__seccomp_namespaces_flags(s->net != NULL, s->n_python_paths,
+						      sc__landlock_abi(), s->reuse);
 	char module[PATH_MAX];
 	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", s->guest.file);
 	int p[2];

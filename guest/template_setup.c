@@ -156,7 +156,8 @@ static int set_up_slots_init(struct snapcell_error *err)
 static unsigned seccomp_flags(void)
 {
 	return (T.cfg.network ? SC_SECCOMP_NETWORK : 0) | (T.cfg.exec ? SC_SECCOMP_EXEC : 0) |
-	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) | T.cfg.ops->seccomp_flags();
+	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) |
+	       (T.cfg.s.reuse ? SC_SECCOMP_NO_LAZY_FREE : 0) | T.cfg.ops->seccomp_flags();
 }
 
 /* libseccomp takes about 2 ms to compile the policy; a child does it meanwhile and sends the
