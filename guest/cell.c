@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -187,7 +188,19 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
  * are for a pid 1 without a handler: the cell runs once, as without reuse. */
 static void reuse_park(void)
 {
+	/* Kernel state the template cannot read from outside, put back from inside: the
+	 * alternate signal stack as parked (its memory is restored; a run could leave one
+	 * pointing into the next run's) and no interval timer (a fork has none; an alarm left
+	 * by a run would signal the next). */
+	stack_t alt;
+	bool have_alt = sigaltstack(NULL, &alt) == 0;
 	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
+	if (have_alt && sigaltstack(&alt, NULL) < 0)
+		_exit(124);
+	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
+	for (size_t i = 0; i < SC_ARRAY_LEN(itimers); i++)
+		if (setitimer(itimers[i], &(struct itimerval){0}, NULL) < 0)
+			_exit(124);
 	close(SC_CELL_UFFD_FD);
 	sc_py_after_reset();
 	cpu_before = cpu_used();

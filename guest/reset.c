@@ -105,7 +105,28 @@ struct sc_reuse {
 	struct text maps, status, limits, misc;
 	int fd_nums[MAX_FDS], fd_dups[MAX_FDS], fd_flags[MAX_FDS];
 	size_t n_fds;
+	struct rseq_config {
+		uint64_t abi_pointer;
+		uint32_t len, flags, signature;
+	} rseq;		    /* PTRACE_GET_RSEQ_CONFIGURATION: where the kernel writes */
+	uint64_t robust[2]; /* get_robust_list: head and its size */
 };
+
+/* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
+ * robust futex list (at exit). A run could register others in memory the next run uses. */
+static int kernel_writes(pid_t pid, struct rseq_config *rseq, uint64_t robust[2])
+{
+	memset(rseq, 0, sizeof(*rseq));
+	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, pid, (void *)sizeof(*rseq), rseq) < 0)
+		return -errno;
+	void *head = NULL;
+	size_t len = 0;
+	if (syscall(SYS_get_robust_list, pid, &head, &len) < 0)
+		return -errno;
+	robust[0] = (uint64_t)(uintptr_t)head;
+	robust[1] = len;
+	return 0;
+}
 
 /* The sandbox's procfs (SC_GUEST_PROC_FD, a mount attached nowhere: guest/helper.c), or -1. */
 static int proc_fd = -1;
@@ -608,7 +629,7 @@ static int park(pid_t pid, struct sc_reuse *r)
 	/* Registering may merge or split nothing, but read the maps as a reset will see them. */
 	if ((rc = proc_text(pid, "maps", &r->maps, TEXT_MAX)) < 0)
 		return rc;
-	if ((rc = protect_all(r)) < 0)
+	if ((rc = protect_all(r)) < 0 || (rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
 		return rc;
 	return take_reference(pid, r);
 }
@@ -699,6 +720,12 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 		     strtoull(strstr(now.buf, "\nLazyFree:") + 10, NULL, 10) != 0))
 		why = "pages were freed lazily (MADV_FREE)";
 	free(now.buf);
+	struct rseq_config rseq;
+	uint64_t robust[2];
+	if (!why &&
+	    (kernel_writes(pid, &rseq, robust) < 0 || memcmp(&rseq, &r->rseq, sizeof(rseq)) ||
+	     memcmp(robust, r->robust, sizeof(robust))))
+		why = "its rseq area or robust futex list moved";
 	if (!why && cpu_us >= SC_REUSE_CPU_SLACK_MS * 1000ull)
 		why = "it used up its CPU slack";
 	int nums[MAX_FDS];

@@ -121,21 +121,23 @@ static bool run_seen(struct snapcell_sandbox *sb, struct cells_seen *c, const ch
 	return run_seen_full(sb, c, code, out, NULL, NULL);
 }
 
-/* Module attributes, builtins, sys.modules, globals of the prelude's modules, the environment
- * (Python's and the C one), the random module's state: all memory, which a reset copies back.
+/* Module attributes, builtins, sys.modules, the environment (Python's and the C one): memory,
+ * which a reset copies back; an interval timer, which the cell clears after its parked stop.
  * Each run looks for any earlier run's marks, then leaves its own. */
 static const char leave_marks[] =
-	"import builtins, json, os, sys, types, ctypes\n"
+	"import builtins, json, os, signal, sys, types, ctypes\n"
 	"libc = ctypes.CDLL(None)\n"
 	"libc.getenv.restype = ctypes.c_char_p\n"
 	"seen = [hasattr(json, 'leak'), hasattr(builtins, 'leak'), 'leakmod' in sys.modules,\n"
 	"        'LEAK' in os.environ, os.getenv('LEAK') is not None,\n"
-	"        libc.getenv(b'CLEAK') is not None]\n"
+	"        libc.getenv(b'CLEAK') is not None,\n"
+	"        signal.getitimer(signal.ITIMER_REAL)[0] > 0]\n"
 	"print(seen)\n"
 	"json.leak = builtins.leak = 1\n"
 	"sys.modules['leakmod'] = types.ModuleType('leakmod')\n"
 	"os.environ['LEAK'] = '1'\n"
-	"libc.setenv(b'CLEAK', b'1', 1)\n";
+	"libc.setenv(b'CLEAK', b'1', 1)\n"
+	"signal.setitimer(signal.ITIMER_REAL, 100)\n";
 
 Test(reset, a_reset_cell_keeps_nothing_of_the_runs_before)
 {
@@ -146,8 +148,8 @@ Test(reset, a_reset_cell_keeps_nothing_of_the_runs_before)
 	for (int i = 0; i < 16; i++) {
 		char *out;
 		run_seen(sb, &c, leave_marks, &out);
-		cr_expect_str_eq(out, "[False, False, False, False, False, False]\n", "run %d: %s",
-				 i, out);
+		cr_expect_str_eq(out, "[False, False, False, False, False, False, False]\n",
+				 "run %d: %s", i, out);
 		free(out);
 	}
 	cr_expect_geq(c.reused, 4, "only %d of 16 runs were in a reset cell", c.reused);
