@@ -310,7 +310,12 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 			reuse_wait();
 		_exit(exit_code);
 	}
-	if (type == SC_FRAME_SESSION)
+	if (type == SC_FRAME_SESSION) {
+		/* A session is never reset: its CPU limit is the configured one, without the
+		 * slack a reset cell has (a hard limit may always be lowered). */
+		if (reusable(plan) && sc__rlimits_apply(&plan->cfg->limits, &err) < 0)
+			_exit(124);
 		sc_session_anchor(plan->cfg->frame_cap);
+	}
 	_exit(124); /* the host spoke out of turn */
 }

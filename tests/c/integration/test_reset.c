@@ -280,21 +280,31 @@ Test(reset, cpu_time_is_per_run_and_the_limit_still_holds)
 			 "while time.process_time() - t < 0.05: pass",
 			 NULL);
 	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
-	for (int i = 0; i < 3; i++) {
-		struct snapcell_result *res =
-			test_run(sb, "import time\nt = time.process_time()\n"
-				     "while time.process_time() - t < 0.05: pass");
+	int runaways_reused = 0;
+	for (int i = 0; i < 4; i++) {
+		struct snapcell_result *res;
+		run_seen_full(sb, &c,
+			      "import time\nt = time.process_time()\n"
+			      "while time.process_time() - t < 0.05: pass",
+			      NULL, NULL, &res);
 		cr_expect_lt(res->cpu_us, 400000, "a 50 ms run reports %llu us",
 			     (unsigned long long)res->cpu_us);
 		snapcell_result_free(res);
-		res = test_run(sb, "while True: pass");
+		/* Says which cell it is in before it spins. */
+		res = test_run(sb, IDENTITY "import sys\nsys.stdout.flush()\nwhile True: pass");
 		cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT, "status %s",
 			     snapcell_status_name(res->status));
 		cr_expect(res->limits_hit & SNAPCELL_HIT_CPU, "limits hit %#x", res->limits_hit);
 		cr_expect_lt(res->cpu_us, 3000000, "the runaway ran %llu us",
 			     (unsigned long long)res->cpu_us);
+		cr_expect_geq(res->cpu_us, 500000, "the runaway ran %llu us",
+			      (unsigned long long)res->cpu_us);
+		const char *at = strstr(res->stdout_buf, "@ ");
+		for (int j = 0; at && j < c.n; j++)
+			runaways_reused += strcmp(c.ids[j], at) == 0;
 		snapcell_result_free(res);
 	}
+	cr_expect_geq(runaways_reused, 1, "no runaway ran in a reset cell");
 	cells_seen_free(&c);
 	snapcell_sandbox_free(sb);
 }
@@ -422,4 +432,31 @@ Test(reset, lazy_freeing_is_refused_only_with_reuse)
 		expect_output(sb, code, on ? "-1 22\n" : "0 0\n");
 		snapcell_sandbox_free(sb);
 	}
+}
+
+/* Sessions take cells that never ran, and are never reset: their state persists between
+ * their runs, and their CPU limit is the configured one, without a reset cell's slack. */
+Test(reset, sessions_keep_their_state_and_their_cpu_limit)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_CPU_MS, 2000, NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	static const char limit[] =
+		"import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU))";
+	expect_output(sb, limit, "(3, 3)\n"); /* a fresh cell: 2 s and the reset slack */
+	struct snapcell_error err = {0};
+	struct snapcell_session *s = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	const char *codes[] = {"x = 41", "x += 1\nprint(x)", limit};
+	const char *want[] = {"", "42\n", "(2, 2)\n"};
+	for (int i = 0; i < 3; i++) {
+		struct snapcell_result *res = NULL;
+		cr_assert_eq(snapcell_session_run(s, codes[i], SIZE_MAX, NULL, &res, &err), 0, "%s",
+			     err.message);
+		cr_expect_str_eq(res->stdout_buf, want[i], "session run %d: %s %s", i,
+				 res->stdout_buf, res->stderr_buf);
+		snapcell_result_free(res);
+	}
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
 }
