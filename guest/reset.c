@@ -130,6 +130,10 @@ static int kernel_writes(pid_t pid, struct rseq_config *rseq, uint64_t robust[2]
 
 /* The sandbox's procfs (SC_GUEST_PROC_FD, a mount attached nowhere: guest/helper.c), or -1. */
 static int proc_fd = -1;
+/* Set when a parking failed for want of a kernel feature (userfaultfd's asynchronous
+ * write-protection, PAGEMAP_SCAN: Linux 6.7): later cells are not seized at all, and every
+ * reset is refused, so runs get forked cells as without reuse. */
+static bool unsupported;
 
 void sc_reuse_init(void)
 {
@@ -607,6 +611,7 @@ static int park(pid_t pid, struct sc_reuse *r)
 	struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC};
 	if (ioctl(r->uffd, UFFDIO_API, &api) < 0) {
 		snprintf(r->why, sizeof(r->why), "UFFDIO_API: %s", strerror(errno));
+		unsupported = true;
 		return -EINVAL;
 	}
 	char path[64];
@@ -629,7 +634,11 @@ static int park(pid_t pid, struct sc_reuse *r)
 	/* Registering may merge or split nothing, but read the maps as a reset will see them. */
 	if ((rc = proc_text(pid, "maps", &r->maps, TEXT_MAX)) < 0)
 		return rc;
-	if ((rc = protect_all(r)) < 0 || (rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
+	if ((rc = protect_all(r)) < 0) {
+		unsupported = unsupported || rc == -ENOTTY || rc == -EINVAL; /* no PAGEMAP_SCAN */
+		return rc;
+	}
+	if ((rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
 		return rc;
 	return take_reference(pid, r);
 }
@@ -657,7 +666,7 @@ static void reuse_drop(struct sc_reuse *r)
 void sc_reuse_seize(struct live_cell *c)
 {
 	c->reuse = NULL;
-	if (!T.cfg.reuse || T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES)
+	if (!T.cfg.reuse || unsupported || T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES)
 		return;
 	struct sc_reuse *r = calloc(1, sizeof(*r));
 	if (!r)
