@@ -193,6 +193,13 @@ Test(reset, a_file_left_in_tmp_discards_the_cell)
 			       "import os\nprint(os.listdir('/tmp'))", "[]\n");
 }
 
+/* A run's /output is collected after the cell is killed (run_fresh.c): never reset. */
+Test(reset, a_file_left_in_output_discards_the_cell)
+{
+	expect_discarded_after("open('/output/leak', 'w').write('x')",
+			       "import os\nprint(os.listdir('/output'))", "[]\n");
+}
+
 Test(reset, a_changed_working_directory_discards_the_cell)
 {
 	expect_discarded_after("os.chdir('/output')", "import os\nprint(os.getcwd())", "/tmp\n");
