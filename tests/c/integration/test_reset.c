@@ -467,3 +467,29 @@ Test(reset, sessions_keep_their_state_and_their_cpu_limit)
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
+
+/* Code that writes a DONE of its own (the frame format is no secret) and goes on changing
+ * state: the host takes the run as ended and asks for the reset, which stops the cell where it
+ * is and puts everything back; no later run sees what it went on doing. */
+Test(reset, a_run_that_claims_its_end_early_is_stopped_and_reset)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 10; i++) {
+		char *out;
+		run_seen(sb, &c,
+			 "import json, os, struct, sys, time\n"
+			 "print(hasattr(json, 'leak'))\n" IDENTITY "sys.stdout.flush()\n"
+			 "json.leak = 0\n"
+			 "os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
+			 "t = time.monotonic()\n"
+			 "while time.monotonic() - t < 0.3:\n"
+			 "    json.leak += 1\n",
+			 &out);
+		cr_expect_str_eq(out, "False\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 2, "only %d of 10 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
