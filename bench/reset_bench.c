@@ -1,8 +1,10 @@
-/* Back-to-back fresh `print(1)` runs with reset in place on and off (snapcell_config_set_reuse),
- * in the same process, alternating rounds, so both see the same machine. Prints key=value
- * lines: reuse_{on,off}_fresh_p50_us, _p99_us, _runs_per_s, and the runs that failed. Usage:
- * snapcell-reset-bench [--runs N] [--rounds R] (N runs a round, default 200 and 5). The helper
- * is $SNAPCELL_HELPER when set (as `meson devenv` sets it), else the library's default. */
+/* Back-to-back fresh runs with reset in place on and off (snapcell_config_set_reuse), in the
+ * same process, alternating rounds, so both see the same machine. Prints key=value lines:
+ * reuse_{on,off}_{fresh,compute}_p50_us, _p99_us, _runs_per_s, _failed_runs. Usage:
+ * snapcell-reset-bench [--runs N] [--rounds R] [--compute] (N runs a round, default 200 and 5;
+ * `print(1)`, or with --compute the json/re/datetime workload of bench/workloads.h). The
+ * helper is $SNAPCELL_HELPER when set (as `meson devenv` sets it), else the library's
+ * default. */
 #define _GNU_SOURCE
 #include <snapcell.h>
 #include <stdio.h>
@@ -10,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "workloads.h"
+
+static const char *code = "print(1)";
 static double now_us(void)
 {
 	struct timespec ts;
@@ -47,10 +52,9 @@ static int round_of(struct snapcell_sandbox *sb, int n, double *lat)
 		struct snapcell_result *res = NULL;
 		struct snapcell_error err = {0};
 		double t0 = now_us();
-		int rc = snapcell_sandbox_run(sb, "print(1)", SIZE_MAX, NULL, &res, &err);
+		int rc = snapcell_sandbox_run(sb, code, SIZE_MAX, NULL, &res, &err);
 		lat[i] = now_us() - t0;
-		bad += rc != 0 || res->status != SNAPCELL_STATUS_OK ||
-		       strcmp(res->stdout_buf, "1\n");
+		bad += rc != 0 || res->status != SNAPCELL_STATUS_OK;
 		snapcell_result_free(res);
 	}
 	return bad;
@@ -59,14 +63,22 @@ static int round_of(struct snapcell_sandbox *sb, int n, double *lat)
 int main(int argc, char **argv)
 {
 	int runs = 200, rounds = 5;
-	for (int i = 1; i + 1 < argc; i += 2) {
-		if (!strcmp(argv[i], "--runs"))
-			runs = atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--rounds"))
-			rounds = atoi(argv[i + 1]);
+	const char *kind = "fresh";
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--compute")) {
+			code = BENCH_COMPUTE_CODE;
+			kind = "compute";
+		} else if (!strcmp(argv[i], "--runs") && i + 1 < argc) {
+			runs = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+			rounds = atoi(argv[++i]);
+		} else {
+			runs = 0;
+		}
 	}
 	if (runs < 1 || rounds < 1) {
-		fprintf(stderr, "usage: snapcell-reset-bench [--runs N] [--rounds R]\n");
+		fprintf(stderr,
+			"usage: snapcell-reset-bench [--runs N] [--rounds R] [--compute]\n");
 		return 2;
 	}
 	struct snapcell_sandbox *sb[2] = {sandbox(true), sandbox(false)};
@@ -88,10 +100,10 @@ int main(int argc, char **argv)
 	size_t n = (size_t)runs * rounds;
 	for (int k = 0; k < 2; k++) {
 		qsort(lat[k], n, sizeof(double), by_value);
-		printf("%s_fresh_p50_us=%.0f\n", name[k], lat[k][n / 2]);
-		printf("%s_fresh_p99_us=%.0f\n", name[k], lat[k][n * 99 / 100]);
-		printf("%s_runs_per_s=%.0f\n", name[k], (double)n / (wall[k] / 1e6));
-		printf("%s_failed_runs=%d\n", name[k], bad[k]);
+		printf("%s_%s_p50_us=%.0f\n", name[k], kind, lat[k][n / 2]);
+		printf("%s_%s_p99_us=%.0f\n", name[k], kind, lat[k][n * 99 / 100]);
+		printf("%s_%s_runs_per_s=%.0f\n", name[k], kind, (double)n / (wall[k] / 1e6));
+		printf("%s_%s_failed_runs=%d\n", name[k], kind, bad[k]);
 		snapcell_sandbox_free(sb[k]);
 		free(lat[k]);
 	}
