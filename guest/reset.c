@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <linux/magic.h>
 #include <sys/resource.h>
@@ -620,8 +621,17 @@ static int park(pid_t pid, struct sc_reuse *r)
 		return -errno;
 	if ((rc = proc_text(pid, "maps", &r->maps, TEXT_MAX)) < 0 || (rc = register_ranges(r)) < 0)
 		return rc;
-	if (!(r->image = malloc(r->image_len ? r->image_len : 1)))
+	/* A mapping of its own that no later fork inherits: a cell forked after this one would
+	 * otherwise carry the image in its own writable memory (its RLIMIT_AS, and its image
+	 * again, each new image holding the ones before). */
+	r->image = mmap(NULL, r->image_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			0);
+	if (r->image == MAP_FAILED) {
+		r->image = NULL;
 		return -ENOMEM;
+	}
+	if (madvise(r->image, r->image_len, MADV_DONTFORK) < 0)
+		return -errno;
 	for (size_t i = 0; i < r->n_ranges; i++) {
 		const struct range *rg = &r->ranges[i];
 		if (rg->kind == GUARDED)
@@ -655,7 +665,8 @@ static void reuse_drop(struct sc_reuse *r)
 		close(r->pagemap_fd);
 	for (size_t i = 0; i < r->n_fds; i++)
 		close(r->fd_dups[i]);
-	free(r->image);
+	if (r->image)
+		munmap(r->image, r->image_len);
 	free(r->maps.buf);
 	free(r->status.buf);
 	free(r->limits.buf);
@@ -789,66 +800,82 @@ static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
 	sc__ctl_send(CTL, &m, NULL, 0);
 }
 
+/* The stopped cell put back as parked: checks, memory, registers, the peaks. NULL, or why
+ * not (the cell is then to be discarded). */
+static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uint64_t *cpu_us)
+{
+	const char *why = NULL;
+	if (cpu_used(pid, cpu_us) < 0)
+		return "its CPU time cannot be read";
+	if ((why = check(pid, r, *cpu_us)))
+		return why;
+	if (restore_memory(pid, r, &why) < 0)
+		return why ? why : "its memory could not be restored";
+	struct iovec iov = {r->xstate, r->xstate_len};
+	if (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 ||
+	    ptrace(PTRACE_SETREGSET, pid, (void *)NT_X86_XSTATE, &iov) < 0)
+		return "its registers could not be restored";
+	char refs[64];
+	snprintf(refs, sizeof(refs), "%d/clear_refs", (int)pid);
+	int fd = openat(proc_fd, refs, O_WRONLY | O_CLOEXEC);
+	bool cleared = fd >= 0 && write(fd, "5", 1) == 1;
+	if (fd >= 0)
+		close(fd);
+	if (!cleared)
+		return "its peak resident size could not be reset";
+	if (T.cgroup_fd >= 0 && sc__cgroup_cell_rearm(T.cgroup_fd, id) < 0)
+		return "its memory cgroup counted an out-of-memory kill, or its peak cannot be "
+		       "reset";
+	return NULL;
+}
+
+/* A cell that cannot be reset: killed (the host retires it; its exit record comes as for any
+ * cell) and the host told why. */
+static void discard(pid_t pid, uint32_t id, struct sc_reuse *r, int code, const char *why,
+		    uint64_t cpu_us)
+{
+	if (r)
+		r->state = BROKEN;
+	kill(pid, SIGKILL);
+	ptrace(PTRACE_DETACH, pid, 0, 0);
+	answer(id, code, why, cpu_us);
+}
+
 void sc_reuse_reset(uint32_t id)
 {
 	struct live_cell *c = NULL;
 	for (size_t i = 0; i < T.n_cells; i++)
 		if (T.cells[i].id == id)
 			c = &T.cells[i];
-	if (!c || !c->reuse || c->reuse->state != PARKED) {
-		char why[160];
-		snprintf(why, sizeof(why), "the cell was not parked for reuse%s%s",
-			 c && c->reuse ? ": " : "", c && c->reuse ? c->reuse->why : "");
-		if (c)
-			kill(c->pid, SIGKILL);
-		answer(id, -ESRCH, c ? why : "no such cell", 0);
+	if (!c) {
+		answer(id, -ESRCH, "no such cell", 0);
 		return;
 	}
 	struct sc_reuse *r = c->reuse;
 	pid_t pid = c->pid;
+	if (!r || r->state != PARKED) {
+		char why[160];
+		snprintf(why, sizeof(why), "the cell was not parked for reuse%s%s", r ? ": " : "",
+			 r ? r->why : "");
+		discard(pid, id, r, -ESRCH, why, 0);
+		return;
+	}
 	if (ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_EXITKILL) < 0) {
-		kill(pid, SIGKILL);
-		answer(id, -errno, "PTRACE_SEIZE failed", 0);
+		discard(pid, id, r, -errno, "PTRACE_SEIZE failed", 0);
 		return;
 	}
 	int stopped = interrupt(c);
-	if (stopped == 1) { /* reaped: c is gone */
+	if (stopped == 1) { /* reaped: c and r are gone */
 		answer(id, -ESRCH, "the cell exited", 0);
 		return;
 	}
 	uint64_t cpu_us = 0;
-	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending)" : NULL;
-	if (!why && cpu_used(pid, &cpu_us) < 0)
-		why = "its CPU time cannot be read";
-	if (!why)
-		why = check(pid, r, cpu_us);
-	if (!why && restore_memory(pid, r, &why) < 0 && !why)
-		why = "its memory could not be restored";
-	struct iovec iov = {r->xstate, r->xstate_len};
-	if (!why && (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 ||
-		     ptrace(PTRACE_SETREGSET, pid, (void *)NT_X86_XSTATE, &iov) < 0))
-		why = "its registers could not be restored";
-	char refs[64];
-	snprintf(refs, sizeof(refs), "%d/clear_refs", (int)pid);
-	int fd = why ? -1 : openat(proc_fd, refs, O_WRONLY | O_CLOEXEC);
-	if (!why && (fd < 0 || write(fd, "5", 1) != 1))
-		why = "its peak resident size could not be reset";
-	if (fd >= 0)
-		close(fd);
-	if (!why && T.cgroup_fd >= 0 && sc__cgroup_cell_rearm(T.cgroup_fd, id) < 0)
-		why = "its memory cgroup counted an out-of-memory kill, or its peak cannot be "
-		      "reset";
+	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending)"
+				      : reset_stopped(pid, id, r, &cpu_us);
+	if (!why && ptrace(PTRACE_DETACH, pid, 0, 0) < 0)
+		why = "PTRACE_DETACH failed";
 	if (why) {
-		r->state = BROKEN;
-		kill(pid, SIGKILL); /* the host retires it; the exit record comes as for any cell */
-		ptrace(PTRACE_DETACH, pid, 0, 0);
-		answer(id, -EAGAIN, why, cpu_us);
-		return;
-	}
-	if (ptrace(PTRACE_DETACH, pid, 0, 0) < 0) {
-		r->state = BROKEN;
-		kill(pid, SIGKILL);
-		answer(id, -errno, "PTRACE_DETACH failed", cpu_us);
+		discard(pid, id, r, -EAGAIN, why, cpu_us);
 		return;
 	}
 	T.parked++; /* back among the parked: the host's next TAKE of it counts it down */
