@@ -71,12 +71,23 @@ struct text {
 	size_t len, cap;
 };
 
+/* Frees t's buffer, zeroed first: what it held was read from a cell after a run (its
+ * mappings' names, say), and the template's freed memory is in every cell forked later. */
+static void text_drop(struct text *t)
+{
+	if (t->buf)
+		explicit_bzero(t->buf, t->cap);
+	free(t->buf);
+	t->buf = NULL;
+	t->cap = t->len = 0;
+}
+
 /* Room for cap bytes in t (what it holds is dropped). */
 static int text_room(struct text *t, size_t cap)
 {
 	if (t->buf && t->cap >= cap)
 		return 0;
-	free(t->buf);
+	text_drop(t);
 	t->cap = 0;
 	if (!(t->buf = malloc(cap)))
 		return -ENOMEM;
@@ -236,7 +247,7 @@ static int read_status(pid_t pid, struct text *t)
 			}
 		line += len;
 	}
-	free(all.buf);
+	text_drop(&all);
 	return rc;
 }
 
@@ -256,7 +267,7 @@ static int stat_fields(pid_t pid, long long *v, size_t max)
 	for (char *tok = p ? strtok(p + 1, " \n") : NULL; tok && k < max;
 	     tok = strtok(NULL, " \n"), k++)
 		v[k] = strtoll(tok, NULL, 10);
-	free(t.buf);
+	text_drop(&t);
 	return rc < 0 ? rc : k == max ? 0 : -EPROTO;
 }
 
@@ -304,17 +315,17 @@ static int read_misc(pid_t pid, struct text *t)
 		const char *name = i < SC_ARRAY_LEN(files) ? files[i] : path;
 		int rc = proc_text(pid, name, &f, SMALL_TEXT);
 		if (rc == -ENOENT) {
-			free(f.buf);
+			text_drop(&f);
 			continue;
 		}
 		if (rc < 0 || f.len + strlen(name) + 8 > TEXT_MAX - t->len) {
-			free(f.buf);
+			text_drop(&f);
 			return rc < 0 ? rc : -E2BIG;
 		}
 		t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len, "%s:\n", name);
 		memcpy(t->buf + t->len, f.buf, f.len);
 		t->len += f.len;
-		free(f.buf);
+		text_drop(&f);
 	}
 	/* pgrp session tty_nr tpgid (5-8), priority nice (18-19), rt_priority policy (40-41) */
 	long long v[STAT_FIELDS];
@@ -456,9 +467,10 @@ static bool same_bytes(pid_t pid, const struct sc_reuse *r, const struct range *
 
 /* The pages of each registered mapping that the run wrote: copied back (writable ones), or a
  * reason to discard (a read-only one written, a mapping no longer registered). */
+static struct page_region vec[MAX_REGIONS]; /* one scan's regions, zeroed after each reset */
+
 static int restore_memory(pid_t pid, const struct sc_reuse *r, const char **why)
 {
-	static struct page_region vec[MAX_REGIONS];
 	for (size_t i = 0; i < r->n_ranges; i++) {
 		const struct range *rg = &r->ranges[i];
 		if (rg->kind == COMPARED) {
@@ -667,10 +679,10 @@ static void reuse_drop(struct sc_reuse *r)
 		close(r->fd_dups[i]);
 	if (r->image)
 		munmap(r->image, r->image_len);
-	free(r->maps.buf);
-	free(r->status.buf);
-	free(r->limits.buf);
-	free(r->misc.buf);
+	text_drop(&r->maps);
+	text_drop(&r->status);
+	text_drop(&r->limits);
+	text_drop(&r->misc);
 	free(r);
 }
 
@@ -739,7 +751,7 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 		     !strstr(now.buf, "\nLazyFree:") ||
 		     strtoull(strstr(now.buf, "\nLazyFree:") + 10, NULL, 10) != 0))
 		why = "pages were freed lazily (MADV_FREE)";
-	free(now.buf);
+	text_drop(&now);
 	struct rseq_config rseq;
 	uint64_t robust[2];
 	if (!why &&
@@ -809,7 +821,9 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 		return "its CPU time cannot be read";
 	if ((why = check(pid, r, *cpu_us)))
 		return why;
-	if (restore_memory(pid, r, &why) < 0)
+	int restored = restore_memory(pid, r, &why);
+	explicit_bzero(vec, sizeof(vec)); /* where the run wrote: no later cell's business */
+	if (restored < 0)
 		return why ? why : "its memory could not be restored";
 	struct iovec iov = {r->xstate, r->xstate_len};
 	if (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 ||
