@@ -400,6 +400,30 @@ Test(reset, numpy_generator_differs_in_each_run_of_a_reset_cell)
 	snapcell_sandbox_free(sb);
 }
 
+/* The kernel writes into a thread's rseq area on every resume: a run that moved it into memory
+ * the next run uses would corrupt that run, so the cell is discarded. */
+Test(reset, a_moved_rseq_area_discards_the_cell)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	expect_discarded_with(cfg,
+			      "libc = ctypes.CDLL(None, use_errno=True)\n"
+			      "libc.syscall.restype = ctypes.c_long\n"
+			      "libc.pthread_self.restype = ctypes.c_void_p\n"
+			      "off = ctypes.c_long.in_dll(libc, '__rseq_offset').value\n"
+			      "area = libc.pthread_self() + off\n"
+			      "sig = ctypes.c_uint(0x53053053)\n"
+			      "assert libc.syscall(334, ctypes.c_void_p(area), 32, 1, sig) == 0, "
+			      "ctypes.get_errno()\n"
+			      "buf = ctypes.create_string_buffer(64)\n"
+			      "new = (ctypes.addressof(buf) + 31) & ~31\n"
+			      "assert libc.syscall(334, ctypes.c_void_p(new), 32, 0, sig) == 0, "
+			      "ctypes.get_errno()\n"
+			      "builtins.kept = buf\n",
+			      "import ctypes, builtins\nprint(hasattr(builtins, 'kept'))",
+			      "False\n");
+}
+
 /* A config whose template leaves 100,000 bytes in json.BIG, so a page of it is parked state. */
 static struct snapcell_config *big_parked_string(void)
 {
