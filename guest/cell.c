@@ -186,6 +186,8 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
  * and what a fork would have renewed is renewed (random generators, the CPU base). Untraced
  * (the template could not seize it), the SIGSTOP is ignored, as signals of its own namespace
  * are for a pid 1 without a handler: the cell runs once, as without reuse. */
+struct sc_reuse_unmaps sc_reuse_unmaps;
+
 static void reuse_park(void)
 {
 	/* Kernel state the template cannot read from outside, put back from inside: the
@@ -197,6 +199,18 @@ static void reuse_park(void)
 	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
 	if (have_alt && sigaltstack(&alt, NULL) < 0)
 		_exit(124);
+	/* The kernel's break back to glibc's, which the reset made the parked one again (a
+	 * later sbrk must map fresh, zeroed pages), first: the kernel shrinks it only while
+	 * the heap's growth is mapped. Then what else the run mapped beyond the parked mappings
+	 * (its contents are the run's; a registered heap's growth is a mapping of its own). */
+	void *brk_now = sbrk(0);
+	if (brk_now == (void *)-1 || syscall(SYS_brk, brk_now) != (long)(uintptr_t)brk_now)
+		_exit(124);
+	for (uint64_t i = 0; i < sc_reuse_unmaps.n && i < SC_REUSE_UNMAP_MAX; i++)
+		if (munmap((void *)(uintptr_t)sc_reuse_unmaps.at[i].start,
+			   sc_reuse_unmaps.at[i].end - sc_reuse_unmaps.at[i].start) < 0)
+			_exit(124);
+	sc_reuse_unmaps.n = 0;
 	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
 	for (size_t i = 0; i < SC_ARRAY_LEN(itimers); i++)
 		if (setitimer(itimers[i], &(struct itimerval){0}, NULL) < 0)

@@ -172,6 +172,18 @@ struct sc_cell_plan {
 #define SC_CELL_TMP_FD 5
 /* A cell armed for reuse: its userfaultfd, from its setup until its parked stop (reset.c). */
 #define SC_CELL_UFFD_FD 6
+/* The mappings a run added, which the template's reset (reset.c) writes here, in the cell's
+ * memory (the guest module is at the same address in the template and every cell), for the
+ * cell to unmap after its parked stop (cell.c), before any code runs. */
+#define SC_REUSE_UNMAP_MAX 256
+struct sc_reuse_unmaps {
+	uint64_t n;
+	struct {
+		uint64_t start, end;
+	} at[SC_REUSE_UNMAP_MAX];
+};
+extern struct sc_reuse_unmaps sc_reuse_unmaps;
+
 /* RLIMIT_CPU of a cell armed for reuse is the configured limit and this much more: the
  * template resets a cell only while it has used less than this, so every run in it has at
  * least the configured limit (and at most this much more; the kernel counts whole seconds). */

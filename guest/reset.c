@@ -732,14 +732,77 @@ void sc_reuse_stopped(struct live_cell *c, int status)
 	ptrace(PTRACE_DETACH, c->pid, 0, (void *)(uintptr_t)sig);
 }
 
+/* One line of /proc/PID/maps: its range, and the rest (permissions, offset, device, inode,
+ * name), which must match exactly. */
+struct map_line {
+	uint64_t start, end;
+	const char *rest;
+	size_t rest_len;
+};
+
+static bool next_line(const struct text *t, size_t *at, struct map_line *l)
+{
+	if (*at >= t->len)
+		return false;
+	const char *p = t->buf + *at, *nl = memchr(p, '\n', t->len - *at);
+	size_t len = nl ? (size_t)(nl - p) + 1 : t->len - *at;
+	char *dash, *space;
+	l->start = strtoull(p, &dash, 16);
+	l->end = *dash == '-' ? strtoull(dash + 1, &space, 16) : 0;
+	if (*dash != '-' || *space != ' ')
+		return false;
+	l->rest = space;
+	l->rest_len = len - (size_t)(space - p);
+	*at += len;
+	return true;
+}
+
+static bool same_rest(const struct map_line *a, const struct map_line *b)
+{
+	return a->rest_len == b->rest_len && !memcmp(a->rest, b->rest, a->rest_len);
+}
+
+/* Whether the mappings now are the parked ones, each exactly as parked, plus whole mappings the
+ * run added (a heap's growth is one: it does not merge with the registered heap), listed in
+ * *unmaps for the cell to unmap (cell.c reuse_park). Any parked mapping changed, moved, split
+ * or gone, or a special one added: false. */
+static bool added_only(const struct text *parked, const struct text *now,
+		       struct sc_reuse_unmaps *unmaps)
+{
+	size_t at_p = 0, at_n = 0;
+	struct map_line p, n;
+	bool have_p = next_line(parked, &at_p, &p);
+	unmaps->n = 0;
+	while (next_line(now, &at_n, &n)) {
+		if (have_p && n.start == p.start && n.end == p.end && same_rest(&n, &p)) {
+			have_p = next_line(parked, &at_p, &p);
+			continue;
+		}
+		if ((have_p && n.end > p.start) || unmaps->n == SC_REUSE_UNMAP_MAX ||
+		    memmem(n.rest, n.rest_len, "[v", 2) ||
+		    memmem(n.rest, n.rest_len, "[stack", 6)) {
+			unmaps->n = 0;
+			return false; /* overlaps what was parked; too many; a special mapping */
+		}
+		unmaps->at[unmaps->n].start = n.start;
+		unmaps->at[unmaps->n++].end = n.end;
+	}
+	if (have_p)
+		unmaps->n = 0;
+	return !have_p;
+}
+
 /* The checks of a stopped cell against its parked reference; NULL when all agree. */
-static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
+static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
+			 struct sc_reuse_unmaps *unmaps)
 {
 	struct text now = {0};
 	const char *why = NULL;
+	unmaps->n = 0;
 	if (read_status(pid, &now) < 0 || !text_same(&now, &r->status))
 		why = "its status (threads, signals, credentials, seccomp, umask) differs";
-	if (!why && (proc_text(pid, "maps", &now, TEXT_MAX) < 0 || !text_same(&now, &r->maps)))
+	if (!why && (proc_text(pid, "maps", &now, TEXT_MAX) < 0 ||
+		     (!text_same(&now, &r->maps) && !added_only(&r->maps, &now, unmaps))))
 		why = "its mappings differ";
 	if (!why && (proc_text(pid, "limits", &now, TEXT_MAX) < 0 || !text_same(&now, &r->limits)))
 		why = "its resource limits differ";
@@ -819,12 +882,18 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 	const char *why = NULL;
 	if (cpu_used(pid, cpu_us) < 0)
 		return "its CPU time cannot be read";
-	if ((why = check(pid, r, *cpu_us)))
+	static struct sc_reuse_unmaps unmaps;
+	if ((why = check(pid, r, *cpu_us, &unmaps)))
 		return why;
 	int restored = restore_memory(pid, r, &why);
 	explicit_bzero(vec, sizeof(vec)); /* where the run wrote: no later cell's business */
 	if (restored < 0)
 		return why ? why : "its memory could not be restored";
+	/* After the copy, which puts the list's page back too; the cell unmaps them before it
+	 * runs anything else (cell.c reuse_park). */
+	struct iovec local = {&unmaps, sizeof(unmaps)}, remote = {&sc_reuse_unmaps, sizeof(unmaps)};
+	if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(unmaps))
+		return "the mappings to unmap could not be handed over";
 	struct iovec iov = {r->xstate, r->xstate_len};
 	if (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 ||
 	    ptrace(PTRACE_SETREGSET, pid, (void *)NT_X86_XSTATE, &iov) < 0)
