@@ -10,8 +10,9 @@
  * against; then it detaches. A reset (sc_reuse_reset, the host's SC_CTL_RESET after a run whose
  * DONE and output it has) seizes and interrupts the cell again, checks every piece of process
  * state it does not restore, copies back the pages the run wrote (PAGEMAP_SCAN finds them),
- * protects them again, puts the registers back (the cell goes on from the return of its
- * SIGSTOP, see cell.c reuse_park) and detaches. Any difference or error kills the cell: the
+ * protects them again, lists the mappings the run added for the cell to unmap, puts the
+ * registers back (the cell goes on from the return of its SIGSTOP, see cell.c reuse_park,
+ * which unmaps them before anything else) and detaches. Any difference or error kills the cell: the
  * host then retires it and the next run gets a forked cell. What is checked and what is not:
  * docs/security.md, "Reset in place". */
 #define _GNU_SOURCE
@@ -24,14 +25,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
-#include <linux/magic.h>
 #include <sys/resource.h>
-#include <sys/statfs.h>
 #include <sys/socket.h>
-#include <linux/sockios.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
