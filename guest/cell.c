@@ -16,10 +16,12 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "guest.h"
 #include "rpc/control.h"
+#include "util/pagemap_scan.h"
 #include "util/util.h"
 
 /* How many pages a parked cell pre-faults between looks for waiting work (a poll each). */
@@ -67,6 +69,27 @@ static int place_fds(const struct sc_cell_plan *plan, int tmp_root, struct snapc
 	return 0;
 }
 
+/* A cell armed to be reset in place (reset.c): a parked one, of a sandbox that asked for it. */
+static bool reusable(const struct sc_cell_plan *plan)
+{
+	return plan->cfg->reuse && !plan->input_layer;
+}
+
+/* Before seccomp (which refuses userfaultfd): the descriptor the template takes at the parked
+ * stop (reset.c), through which it write-protects this process's memory. Unprivileged with
+ * UFFD_USER_MODE_ONLY (faults of user space only, which is all asynchronous protection
+ * needs). */
+static int reuse_arm(struct snapcell_error *err)
+{
+	int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+	if (fd < 0)
+		return sc__err(err, -errno, "userfaultfd");
+	int rc = fd == SC_CELL_UFFD_FD || dup3(fd, SC_CELL_UFFD_FD, O_CLOEXEC) >= 0 ? 0 : -errno;
+	if (fd != SC_CELL_UFFD_FD)
+		close(fd);
+	return rc < 0 ? sc__err(err, rc, "dup3 userfaultfd") : 0;
+}
+
 static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error *err)
 {
 	sigset_t none;
@@ -87,11 +110,16 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 		sc__err(err, rc, "landlock");
 	if (rc == 0)
 		rc = place_fds(plan, tmp_root, err);
+	if (rc == 0 && reusable(plan))
+		rc = reuse_arm(err);
 	const char *tmp = plan->cfg->ops->cell_tmp(plan);
 	if (rc == 0 && chdir(tmp) < 0)
 		rc = sc__err(err, -errno, "chdir %s", tmp);
+	struct sc_rlimits limits = plan->cfg->limits;
+	if (reusable(plan) && limits.cpu_ms)
+		limits.cpu_ms += SC_REUSE_CPU_SLACK_MS; /* the template's budget for resets */
 	if (rc == 0)
-		rc = sc__rlimits_apply(&plan->cfg->limits, err);
+		rc = sc__rlimits_apply(&limits, err);
 	if (rc == 0)
 		rc = sc__caps_clear(err);
 	/* Non-dumpable, after the last credential change (which would reset it): pipe
@@ -106,10 +134,22 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	return rc;
 }
 
+/* What this process had used when its run began: a session's runs, and a reset cell's (its
+ * parked stop sets it), report their own CPU time. */
+static uint64_t cpu_before;
+
+static uint64_t cpu_used(void)
+{
+	struct rusage self, kids;
+	getrusage(RUSAGE_SELF, &self);
+	getrusage(RUSAGE_CHILDREN, &kids);
+	return tv_us(&self.ru_utime) + tv_us(&self.ru_stime) + tv_us(&kids.ru_utime) +
+	       tv_us(&kids.ru_stime);
+}
+
 int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tools_len,
 		bool session)
 {
-	static uint64_t cpu_before; /* a session's runs report their own CPU time */
 	pid_t owner = getpid();
 	sc_bridge_set_owner(owner);
 	struct sc_done_payload done;
@@ -128,8 +168,7 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
 	struct rusage self, kids;
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);
-	uint64_t cpu = tv_us(&self.ru_utime) + tv_us(&self.ru_stime) + tv_us(&kids.ru_utime) +
-		       tv_us(&kids.ru_stime);
+	uint64_t cpu = cpu_used();
 	done.exit_code = exit_code;
 	done.cpu_us = cpu - cpu_before;
 	cpu_before = cpu;
@@ -137,6 +176,56 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
 		(uint64_t)(self.ru_maxrss > kids.ru_maxrss ? self.ru_maxrss : kids.ru_maxrss);
 	sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_DONE, &done, sizeof(done));
 	return exit_code;
+}
+
+/* The parked point of a cell armed for reuse: it stops itself, and the template, its tracer,
+ * takes the state every reset puts back (reset.c: registers at the return of this tgkill,
+ * memory, the reference for the checks). A reset restores those registers, so this function
+ * returns again after every reset, and what follows the stop runs before each run: the
+ * userfaultfd goes (code must never hold it: it could re-protect pages to hide its writes),
+ * and what a fork would have renewed is renewed (random generators, the CPU base). Untraced
+ * (the template could not seize it), the SIGSTOP is ignored, as signals of its own namespace
+ * are for a pid 1 without a handler: the cell runs once, as without reuse. */
+struct sc_reuse_unmaps sc_reuse_unmaps;
+
+static void reuse_park(void)
+{
+	/* Kernel state the template cannot read from outside, put back from inside: the
+	 * alternate signal stack as parked (its memory is restored; a run could leave one
+	 * pointing into the next run's) and no interval timer (a fork has none; an alarm left
+	 * by a run would signal the next). */
+	stack_t alt;
+	bool have_alt = sigaltstack(NULL, &alt) == 0;
+	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
+	if (have_alt && sigaltstack(&alt, NULL) < 0)
+		_exit(124);
+	/* The kernel's break back to glibc's, which the reset made the parked one again (a
+	 * later sbrk must map fresh, zeroed pages), first: the kernel shrinks it only while
+	 * the heap's growth is mapped. Then what else the run mapped beyond the parked mappings
+	 * (its contents are the run's; a registered heap's growth is a mapping of its own). */
+	void *brk_now = sbrk(0);
+	if (brk_now == (void *)-1 || syscall(SYS_brk, brk_now) != (long)(uintptr_t)brk_now)
+		_exit(124);
+	for (uint64_t i = 0; i < sc_reuse_unmaps.n && i < SC_REUSE_UNMAP_MAX; i++)
+		if (munmap((void *)(uintptr_t)sc_reuse_unmaps.at[i].start,
+			   sc_reuse_unmaps.at[i].end - sc_reuse_unmaps.at[i].start) < 0)
+			_exit(124);
+	sc_reuse_unmaps.n = 0;
+	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
+	for (size_t i = 0; i < SC_ARRAY_LEN(itimers); i++)
+		if (setitimer(itimers[i], &(struct itimerval){0}, NULL) < 0)
+			_exit(124);
+	close(SC_CELL_UFFD_FD);
+	sc_py_after_reset();
+	cpu_before = cpu_used();
+}
+
+/* A reusable cell after its run: waits to be reset (or killed); the host asks for the reset
+ * only after it has the run's DONE and output. */
+static _Noreturn void reuse_wait(void)
+{
+	for (;;)
+		pause();
 }
 
 /* True when the host has already sent this cell its work, as it does when runs come back to
@@ -208,6 +297,8 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	sc_py_after_fork_child();
 	plan->cfg->ops->cell_environ(plan);
 	sc_py_warm();
+	if (reusable(plan))
+		reuse_park();
 
 	uint8_t type;
 	uint8_t *code, *tools = NULL;
@@ -229,9 +320,16 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 		int exit_code = sc_cell_run(code, len, tools, tools_len, false);
 		if (type == SC_FRAME_RUN_LEARN)
 			linger(&socket_before);
+		else if (reusable(plan))
+			reuse_wait();
 		_exit(exit_code);
 	}
-	if (type == SC_FRAME_SESSION)
+	if (type == SC_FRAME_SESSION) {
+		/* A session is never reset: its CPU limit is the configured one, without the
+		 * slack a reset cell has (a hard limit may always be lowered). */
+		if (reusable(plan) && sc__rlimits_apply(&plan->cfg->limits, &err) < 0)
+			_exit(124);
 		sc_session_anchor(plan->cfg->frame_cap);
+	}
 	_exit(124); /* the host spoke out of turn */
 }

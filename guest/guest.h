@@ -21,12 +21,13 @@
 #define SC_GUEST_MODULE	     "_snapcell_guest"
 #define SC_GUEST_ENV	     "SNAPCELL_GUEST"
 #define SC_GUEST_MARK	     "template"
-#define SC_GUEST_SETUP_FD    4 /* a sealed memfd: the setup message as the host sent it */
-#define SC_GUEST_PIDNS_FD    5 /* the namespaces level: the template's pid namespace */
-#define SC_GUEST_NETNS_FD    6 /* ... and its network namespace (network entries only) */
-#define SC_GUEST_CGROUP_FD   7 /* the sandbox's memory cgroup directory (O_PATH), if any */
-#define SC_GUEST_MODULE_FD   8 /* the rlimits level: the module's file (O_PATH) */
-#define SC_GUEST_SECCOMP_FD  9 /* the namespaces level: the helper's seccomp compiler's socket */
+#define SC_GUEST_SETUP_FD    4	/* a sealed memfd: the setup message as the host sent it */
+#define SC_GUEST_PIDNS_FD    5	/* the namespaces level: the template's pid namespace */
+#define SC_GUEST_NETNS_FD    6	/* ... and its network namespace (network entries only) */
+#define SC_GUEST_CGROUP_FD   7	/* the sandbox's memory cgroup directory (O_PATH), if any */
+#define SC_GUEST_MODULE_FD   8	/* the rlimits level: the module's file (O_PATH) */
+#define SC_GUEST_SECCOMP_FD  9	/* the namespaces level: the helper's seccomp compiler's socket */
+#define SC_GUEST_PROC_FD     10 /* reset in place: a detached procfs of the sandbox (reset.c) */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
 struct sc_guest_ops;
@@ -74,6 +75,7 @@ struct sc_guest_config {
 	char *tmp_dir; /* the rlimits level (plain.c): the parent of the cells' /tmp directories */
 	bool own_uid;  /* the cells' uid is the caller's (seccomp: no attributes by path) */
 	char *cgroup;  /* the sandbox's memory cgroup directory on the host, or NULL for none */
+	bool reuse;    /* fresh cells are armed to be reset in place (reset.c) */
 };
 
 struct sc_cell_plan;
@@ -168,6 +170,24 @@ struct sc_cell_plan {
 /* The root of its /tmp tmpfs (rootfs.c): a session family's anchor hands it to the host;
  * closed before a fresh cell's code runs; never in a process that runs code. */
 #define SC_CELL_TMP_FD 5
+/* A cell armed for reuse: its userfaultfd, from its setup until its parked stop (reset.c). */
+#define SC_CELL_UFFD_FD 6
+/* The mappings a run added, which the template's reset (reset.c) writes here, in the cell's
+ * memory (the guest module is at the same address in the template and every cell), for the
+ * cell to unmap after its parked stop (cell.c), before any code runs. */
+#define SC_REUSE_UNMAP_MAX 256
+struct sc_reuse_unmaps {
+	uint64_t n;
+	struct {
+		uint64_t start, end;
+	} at[SC_REUSE_UNMAP_MAX];
+};
+extern struct sc_reuse_unmaps sc_reuse_unmaps;
+
+/* RLIMIT_CPU of a cell armed for reuse is the configured limit and this much more: the
+ * template resets a cell only while it has used less than this, so every run in it has at
+ * least the configured limit (and at most this much more; the kernel counts whole seconds). */
+#define SC_REUSE_CPU_SLACK_MS 1000
 
 /* Never returns: sets up the cell, waits for the host's first frame: code to run once, or
  * SESSION to become the anchor of a session family (session.c). */
@@ -215,5 +235,7 @@ int sc_py_setenv(const char *name, const char *value, bool overwrite);
 void sc_py_before_fork(void);
 void sc_py_after_fork_parent(void);
 void sc_py_after_fork_child(void);
+/* A reset cell, before each run (cell.c): what no fork renewed, renewed: random generators. */
+void sc_py_after_reset(void);
 
 #endif

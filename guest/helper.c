@@ -226,7 +226,7 @@ static int hand_over(int fd, int target)
 
 /* Descriptors the template needs and the helper must open before the pivot (/proc goes). */
 struct handoff {
-	int setup, pidns, netns, cgroup, guest_module, seccomp;
+	int setup, pidns, netns, cgroup, guest_module, seccomp, proc;
 };
 
 /* One word from the socket fd, or 0 at its end or on an error. */
@@ -252,8 +252,8 @@ static char read_word(int fd)
  * interpreter starts. */
 static int start_compiler(const struct sc_setup *s)
 {
-	unsigned flags =
-		sc__seccomp_namespaces_flags(s->net != NULL, s->n_python_paths, sc__landlock_abi());
+	unsigned flags = sc__seccomp_namespaces_flags(s->net != NULL, s->n_python_paths,
+						      sc__landlock_abi(), s->reuse);
 	char module[PATH_MAX];
 	snprintf(module, sizeof(module), SC_GUEST_DIR "/%s", s->guest.file);
 	int p[2];
@@ -279,6 +279,34 @@ static int start_compiler(const struct sc_setup *s)
 	return high(p[0]);
 }
 
+#ifndef FSOPEN_CLOEXEC
+#define FSOPEN_CLOEXEC 0x1
+#endif
+#ifndef FSCONFIG_CMD_CREATE
+#define FSCONFIG_CMD_CREATE 6
+#endif
+#ifndef FSMOUNT_CLOEXEC
+#define FSMOUNT_CLOEXEC 0x1
+#endif
+
+/* Reset in place (guest/reset.c): a procfs of this pid namespace (the sandbox's) for the
+ * template, which reads its cells' /proc files through it. A mount never attached to any tree
+ * (fsmount), made here while the host's /proc is still visible (the kernel refuses a procfs
+ * in a mount namespace that shows none); the cells, which close every descriptor but theirs
+ * before code runs, never see it. -1 when the kernel cannot: the template then resets
+ * nothing. */
+static int proc_of_sandbox(void)
+{
+	int fs = (int)syscall(SYS_fsopen, "proc", FSOPEN_CLOEXEC);
+	if (fs < 0)
+		return -1;
+	int mnt = syscall(SYS_fsconfig, fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) == 0
+			  ? (int)syscall(SYS_fsmount, fs, FSMOUNT_CLOEXEC, 0)
+			  : -1;
+	close(fs);
+	return mnt < 0 ? -1 : high(mnt);
+}
+
 static int open_namespaces(const struct sc_setup *s, struct handoff *h, struct snapcell_error *err)
 {
 	h->pidns = high(open("/proc/self/ns/pid", O_RDONLY | O_CLOEXEC));
@@ -287,6 +315,8 @@ static int open_namespaces(const struct sc_setup *s, struct handoff *h, struct s
 	h->netns = s->net ? high(open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) : -1;
 	if (s->net && h->netns < 0)
 		return sc__err(err, -errno, "open /proc/self/ns/net");
+	if (s->reuse)
+		h->proc = proc_of_sandbox();
 	return 0;
 }
 
@@ -448,6 +478,8 @@ static int exec_guest(const struct helper_ops *ops, const struct sc_setup *s, st
 		rc = hand_over(h->guest_module, SC_GUEST_MODULE_FD);
 	if (rc == 0)
 		rc = hand_over(h->seccomp, SC_GUEST_SECCOMP_FD);
+	if (rc == 0)
+		rc = hand_over(h->proc, SC_GUEST_PROC_FD);
 	if (rc < 0)
 		return sc__err(err, rc, "hand over descriptors");
 	/* Isolated (no environment variables, no user site, no script directory), no site
@@ -463,7 +495,7 @@ int main(void)
 {
 	struct snapcell_error err = {0};
 	struct sc_setup s;
-	struct handoff h = {-1, -1, -1, -1, -1, -1};
+	struct handoff h = {-1, -1, -1, -1, -1, -1, -1};
 	char *raw = NULL;
 	size_t len = 0;
 	signal(SIGPIPE, SIG_IGN);

@@ -101,7 +101,7 @@ static int setup(struct snapcell_error *err)
 	 * the venv), where its processes may listen (sc__seccomp_namespaces_flags, which the
 	 * helper's compiling child used too). */
 	unsigned flags = sc__seccomp_namespaces_flags(T.cfg.network, T.cfg.n_python_paths,
-						      sc__landlock_abi());
+						      sc__landlock_abi(), T.cfg.s.reuse);
 	T.cfg.exec = flags & SC_SECCOMP_EXEC;
 	T.unix_sockets = flags & SC_SECCOMP_UNIX;
 	sc_template_compile_adopt();

@@ -471,6 +471,25 @@ def warm():
         _warm_tool_path()
 
 
+def reseed():
+    """In a cell reset in place (guest/cell.c), before each run: the random states a fork
+    renews (at-fork hooks, a new pid) and a reset does not, renewed from the kernel. The hash
+    secret stays the template's, as in forked cells."""
+    import sys
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed()  # the module's global generator, behind random.random()
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:
+        tempfile._name_sequence = None  # its own generator, renewed only on a pid change
+    ssl = sys.modules.get("_ssl")
+    if ssl is not None:
+        ssl.RAND_add(os.urandom(64), 64.0)  # OpenSSL's generator reseeds on a fork only
+    nprandom = sys.modules.get("numpy.random")
+    if nprandom is not None:
+        nprandom.seed()  # the legacy global RandomState behind numpy.random.rand()
+
+
 class ToolError(Exception):
     """A host tool failed, is unknown, or rejected its arguments; the message says which."""
 

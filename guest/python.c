@@ -31,7 +31,7 @@ static const char *const warm_modules[] = {
 	"copy",	     "heapq",	  "bisect",   "operator",    "struct", "textwrap", "base64",
 };
 
-static PyObject *prelude_run, *prelude_warm, *prelude_prepare;
+static PyObject *prelude_run, *prelude_warm, *prelude_prepare, *prelude_reseed;
 static size_t warm_step; /* sc_py_warm_template's next: a warm_modules index, then prepare */
 
 /* Thread pools that size themselves from these at load (OpenBLAS, OpenMP, MKL, numexpr, BLIS):
@@ -448,6 +448,7 @@ static PyObject *load_prelude(const struct sc_guest_config *cfg)
 	prelude_run = PyObject_GetAttrString(mod, "run");
 	prelude_warm = PyObject_GetAttrString(mod, "warm");
 	prelude_prepare = PyObject_GetAttrString(mod, "prepare");
+	prelude_reseed = PyObject_GetAttrString(mod, "reseed");
 	PyObject *compile = PyCFunction_New(&compile_def, NULL);
 	PyObject *tools = tool_list(cfg);
 	PyObject *r =
@@ -458,7 +459,7 @@ static PyObject *load_prelude(const struct sc_guest_config *cfg)
 	Py_XDECREF(compile);
 	Py_XDECREF(tools);
 	Py_XDECREF(r);
-	if (!r || !prelude_run || !prelude_warm || !prelude_prepare)
+	if (!r || !prelude_run || !prelude_warm || !prelude_prepare || !prelude_reseed)
 		Py_CLEAR(mod);
 	return mod;
 }
@@ -577,4 +578,14 @@ void sc_py_after_fork_parent(void)
 void sc_py_after_fork_child(void)
 {
 	PyOS_AfterFork_Child();
+}
+
+/* A generator left as it was parked would give every run in the cell the same numbers: a
+ * cell that cannot renew them does not run code. */
+void sc_py_after_reset(void)
+{
+	PyObject *r = PyObject_CallNoArgs(prelude_reseed);
+	if (!r)
+		_exit(124);
+	Py_DECREF(r);
 }

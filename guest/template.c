@@ -124,6 +124,8 @@ static void serve(void)
 				take_prefault(fds[0]);
 			if (m.type == SC_CTL_FILES)
 				run_cell(m.cell_id);
+			if (m.type == SC_CTL_RESET)
+				sc_reuse_reset(m.cell_id);
 			close_all(fds, n_fds);
 		}
 	}

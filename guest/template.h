@@ -15,8 +15,9 @@
 struct live_cell {
 	uint32_t id;
 	pid_t pid;
-	int exit_fd;   /* write end of the cell's exit pipe */
-	unsigned slot; /* its byte in T.set_up */
+	int exit_fd;		/* write end of the cell's exit pipe */
+	unsigned slot;		/* its byte in T.set_up */
+	struct sc_reuse *reuse; /* armed for reset in place (reset.c), or NULL */
 };
 
 struct sc_template {
@@ -64,5 +65,17 @@ void sc_template_compile_start(void);
  * one made for a run's files); reaps dead cells, writing each one's exit record. */
 int sc_template_park_cell(const char *input_layer);
 void sc_template_reap(void);
+/* A cell that exited, waited for elsewhere (reset.c): as the reaping does. */
+struct rusage;
+void sc_template_reaped(pid_t pid, int status, const struct rusage *ru);
+
+/* reset.c: reset in place. seize: right after a parked cell's fork (nothing when the sandbox
+ * did not ask for reuse); stopped: the reaping found the cell in a ptrace stop; reset: the
+ * host's SC_CTL_RESET, answered; free: the cell is gone. */
+void sc_reuse_init(void); /* the template's setup: takes SC_GUEST_PROC_FD, or turns reuse off */
+void sc_reuse_seize(struct live_cell *c);
+void sc_reuse_stopped(struct live_cell *c, int status);
+void sc_reuse_reset(uint32_t id);
+void sc_reuse_free(struct live_cell *c);
 
 #endif

@@ -185,8 +185,10 @@ int sc_template_park_cell(const char *input_layer)
 	if (rc == 0)
 		rc = send_cell(&f, pid, id, input_layer);
 	if (pid > 0) {
-		T.cells[T.n_cells++] = (struct live_cell){id, pid, f.exit_w, slot};
+		T.cells[T.n_cells++] = (struct live_cell){id, pid, f.exit_w, slot, NULL};
 		T.n_free_slots--;
+		if (!input_layer)
+			sc_reuse_seize(&T.cells[T.n_cells - 1]);
 	} else {
 		close(f.exit_w);
 		if (f.host[SC_CELL_OUTPUT] >= 0)
@@ -219,7 +221,18 @@ static void cell_ended(size_t i, int status, const struct rusage *ru)
 	sc__write_all(T.cells[i].exit_fd, &rec, sizeof(rec));
 	close(T.cells[i].exit_fd);
 	T.cfg.ops->cell_forget(T.cells[i].id);
+	sc_reuse_free(&T.cells[i]);
 	T.cells[i] = T.cells[--T.n_cells];
+}
+
+void sc_template_reaped(pid_t pid, int status, const struct rusage *ru)
+{
+	T.cfg.ops->reaped();
+	for (size_t i = 0; i < T.n_cells; i++)
+		if (T.cells[i].pid == pid) {
+			cell_ended(i, status, ru);
+			break;
+		}
 }
 
 void sc_template_reap(void)
@@ -233,6 +246,12 @@ void sc_template_reap(void)
 		pid_t pid = wait4(-1, &status, WNOHANG, &ru);
 		if (pid <= 0)
 			return;
+		if (WIFSTOPPED(status)) { /* a cell seized for reuse (reset.c), at a stop */
+			for (size_t i = 0; i < T.n_cells; i++)
+				if (T.cells[i].pid == pid)
+					sc_reuse_stopped(&T.cells[i], status);
+			continue;
+		}
 		/* First, before the dead cell's /tmp is removed (up to 2 s): what it left must
 		 * not write there meanwhile, nor outlive a host that stops waiting for us. */
 		T.cfg.ops->reaped();

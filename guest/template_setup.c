@@ -79,6 +79,7 @@ static int config_from_setup(struct sc_guest_config *c, struct snapcell_error *e
 	c->preloads = s->preloads, c->n_preloads = s->n_preloads, c->warmup = s->warmup;
 	c->network_notice = s->network_notice;
 	c->tmp_dir = s->tmp, c->own_uid = s->own_uid, c->cgroup = s->cgroup;
+	c->reuse = s->reuse;
 	if (!(c->ops = sc_guest_ops_for(s->level)))
 		return sc__err(err, SNAPCELL_E_PROTOCOL, "setup message: unknown level %d",
 			       s->level);
@@ -155,7 +156,8 @@ static int set_up_slots_init(struct snapcell_error *err)
 static unsigned seccomp_flags(void)
 {
 	return (T.cfg.network ? SC_SECCOMP_NETWORK : 0) | (T.cfg.exec ? SC_SECCOMP_EXEC : 0) |
-	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) | T.cfg.ops->seccomp_flags();
+	       (T.unix_sockets ? SC_SECCOMP_UNIX : 0) |
+	       (T.cfg.s.reuse ? SC_SECCOMP_NO_LAZY_FREE : 0) | T.cfg.ops->seccomp_flags();
 }
 
 /* libseccomp takes about 2 ms to compile the policy; a child does it meanwhile and sends the
@@ -258,6 +260,7 @@ int sc_template_setup(struct snapcell_error *err)
 		T.cgroup_fd = SC_GUEST_CGROUP_FD;
 	if (T.cfg.cgroup && fcntl(T.cgroup_fd, F_SETFD, FD_CLOEXEC) < 0)
 		return sc__err(err, -errno, "the memory cgroup's descriptor");
+	sc_reuse_init();
 	rc = T.cfg.ops->setup(err);
 	if (rc == 0)
 		rc = set_environment(err);

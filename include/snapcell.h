@@ -375,6 +375,15 @@ SNAPCELL_API const char *snapcell_config_workspace(const struct snapcell_config 
 SNAPCELL_API int snapcell_config_set_reject_links(struct snapcell_config *cfg, bool reject,
 						  struct snapcell_error *err);
 
+/* With on true, a fresh run's cell is, after its run, brought back in place to the state it
+ * was parked in and handed to a later fresh run, instead of being killed and replaced by a
+ * newly forked one; any doubt that the reset is complete discards the cell, and the next run
+ * gets a forked cell as without it (docs/architecture.md, "Reset in place"). Only at levels
+ * namespaces and cgroups, for sandboxes without network entries, and for runs without files
+ * of their own; never for sessions. Default: off. */
+SNAPCELL_API int snapcell_config_set_reuse(struct snapcell_config *cfg, bool on,
+					   struct snapcell_error *err);
+
 /* Mounts a host file or directory at a path under /input. The host path is resolved and must
  * exist; the mount path is normalised (snapcell_normalize_mount_path). Mounts apply after the
  * workspace, in order: at the same path the later one wins, and re-adding a mount path

@@ -280,6 +280,14 @@ int snapcell_config_set_reject_links(struct snapcell_config *cfg, bool reject,
 	return 0;
 }
 
+int snapcell_config_set_reuse(struct snapcell_config *cfg, bool on, struct snapcell_error *err)
+{
+	if (!cfg)
+		return sc__err(err, SNAPCELL_E_INVAL, "set_reuse: NULL config");
+	cfg->reuse = on;
+	return 0;
+}
+
 int snapcell_config_set_workspace(struct snapcell_config *cfg, const char *dir,
 				  struct snapcell_error *err)
 {
@@ -371,6 +379,7 @@ int sc__config_copy(const struct snapcell_config *src, struct snapcell_config **
 	memcpy(c->limits, src->limits, sizeof(c->limits));
 	c->required = src->required;
 	c->reject_links = src->reject_links;
+	c->reuse = src->reuse;
 	c->uid_first = src->uid_first;
 	c->uid_count = src->uid_count;
 	c->uid_range_set = src->uid_range_set;

@@ -61,7 +61,8 @@ struct snapcell_config {
 	size_t n_preloads;
 	char *warmup; /* Python the template runs once after the preloads, or NULL */
 	enum snapcell_isolation required;
-	bool reject_links;	    /* staging fails on a link instead of leaving it out */
+	bool reject_links; /* staging fails on a link instead of leaving it out */
+	bool reuse;	   /* snapcell_config_set_reuse: fresh cells reset in place after a run */
 	struct sc_net_list allowed; /* network entries (net/net.h), enforced by net/gate.c */
 	char **map_names;	    /* snapcell_config_map_host: names and their addresses */
 	char **map_addresses;
@@ -270,6 +271,10 @@ struct snapcell_sandbox {
 	pthread_mutex_t lock;
 	struct sc_cell *ready;
 	size_t n_ready, cap_ready;
+	/* Reset in place (snapcell_config_set_reuse): cells whose reset was asked for, until the
+	 * template's answer, and those reset, which only fresh runs take (never sessions). */
+	struct sc_cell *resetting, *reset_ready;
+	size_t n_resetting, cap_resetting, n_reset_ready, cap_reset_ready;
 	/* One thread at a time reads the control socket for cells, without the lock (receiving
 	 * set); the others wait on received, signalled when its read ends either way. */
 	bool receiving;
@@ -460,6 +465,13 @@ int sc__template_handshake(struct snapcell_sandbox *sb, struct snapcell_error *e
  * the template to park a replacement. */
 int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 			  struct snapcell_error *err);
+/* As sc__sandbox_take_cell, for a fresh run: a cell reset in place first, when one is. */
+int sc__sandbox_take_fresh_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
+				struct snapcell_error *err);
+/* Asks the template to reset a fresh cell in place after its run (its DONE came, its output
+ * was collected); the cell comes back among the fresh runs' cells when the template says it
+ * is, else it is retired. */
+void sc__sandbox_reset_cell(struct snapcell_sandbox *sb, struct sc_cell *cell);
 /* Asks the template for a cell of one run whose /input shows the run's files (out/in-<id>,
  * sc__run_files_stage) over the workspace, and waits for it; parked cells are not touched. */
 int sc__sandbox_files_cell(struct snapcell_sandbox *sb, uint32_t id, struct sc_cell *out,

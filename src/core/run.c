@@ -419,7 +419,9 @@ static void derive_result(const struct sc_run *r, const struct snapcell_sandbox 
 				     SNAPCELL_HIT_FILE_SIZE | SNAPCELL_HIT_TMP;
 	int ws = r->exit.wait_status;
 	res->limits_hit = r->hit;
-	res->cpu_us = r->exit.cpu_us;
+	/* A cell reset in place: its exit record counts its whole life. */
+	uint64_t base = r->cell->cpu_base_us;
+	res->cpu_us = r->exit.cpu_us > base ? r->exit.cpu_us - base : 0;
 	res->peak_rss_bytes = r->exit.maxrss_kib * 1024;
 	res->isolation = sb->cells.level;
 	if (r->have_done && !r->have_exit) {

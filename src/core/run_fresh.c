@@ -59,6 +59,7 @@ struct fresh {
 	struct sc_run_target t;
 	struct sc_gate_cell *gate;
 	bool learn;
+	bool killed;		       /* fresh_kill ran: never reset in place */
 	uint32_t files_id;	       /* the run's files' directory (sc__run_files_stage), or 0 */
 	const struct sc_cell_ops *ops; /* its sandbox's mechanism */
 };
@@ -67,7 +68,8 @@ struct fresh {
  * template reports its exit. */
 static void fresh_kill(const struct sc_run_target *t)
 {
-	const struct fresh *f = t->ctx;
+	struct fresh *f = t->ctx;
+	f->killed = true;
 	f->ops->kill(t->cell);
 }
 
@@ -84,6 +86,25 @@ static int fresh_collect(const struct sc_run_target *t, struct snapcell_sandbox 
 	return 0;
 }
 
+/* Whether a fresh cell that ran may be reset in place (snapcell_config_set_reuse) rather than
+ * retired: a parked cell (not a run's files' own) of a sandbox without network entries, at
+ * the levels with a pid namespace per cell, whose run ended at its DONE without a kill (an
+ * /output to collect is one), its descriptors all open. The template checks the rest. */
+static bool reuse_on(const struct snapcell_sandbox *sb)
+{
+	return sb->cfg->reuse && sb->cells.level >= SNAPCELL_ISOLATION_NAMESPACES && !sb->gate;
+}
+
+static bool reusable(const struct snapcell_sandbox *sb, const struct fresh *f)
+{
+	if (!reuse_on(sb) || f->files_id || f->learn || f->killed || f->cell.n_net)
+		return false;
+	for (size_t i = 0; i < SC_CELL_NFDS; i++)
+		if (f->cell.fds[i] < 0)
+			return false;
+	return true;
+}
+
 /* The end of a fresh cell's run: its network, its /output, its cell. */
 static void fresh_finish(struct snapcell_sandbox *sb, void *ctx, int rc, bool alive,
 			 struct snapcell_result *res)
@@ -94,6 +115,8 @@ static void fresh_finish(struct snapcell_sandbox *sb, void *ctx, int rc, bool al
 		f->t.collect(&f->t, sb, res);
 	if (rc == 0 && alive && f->learn)
 		sc__prefault_learn(sb, &f->cell); /* retires it when done */
+	else if (rc == 0 && alive && reusable(sb, f))
+		sc__sandbox_reset_cell(sb, &f->cell);
 	else
 		sc__sandbox_retire_cell(sb, &f->cell);
 	if (f->files_id)
@@ -122,7 +145,7 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	rc = n_files ? sc__run_files_stage(sb, files, n_files, &f->files_id, err) : 0;
 	if (rc == 0)
 		rc = f->files_id ? sc__sandbox_files_cell(sb, f->files_id, &f->cell, err)
-				 : sc__sandbox_take_cell(sb, &f->cell, err);
+				 : sc__sandbox_take_fresh_cell(sb, &f->cell, err);
 	if (rc < 0) {
 		if (f->files_id)
 			sc__run_files_remove(sb, f->files_id);
@@ -132,7 +155,9 @@ int snapcell_sandbox_run(struct snapcell_sandbox *sb, const char *code, size_t c
 	f->ops = sb->cells.ops;
 	f->t = (struct sc_run_target){&f->cell, true, fresh_kill, fresh_collect,
 				      f,	NULL, NULL,	  NULL};
-	req.learn = f->learn = !f->files_id && sc__prefault_wants(sb, f->cell.id);
+	/* With reuse, no run is learned from: a reset cell holds its runs' pages already, and a
+	 * learning run's cell is retired, so a new one (and its parking) would replace it. */
+	req.learn = f->learn = !f->files_id && !reuse_on(sb) && sc__prefault_wants(sb, f->cell.id);
 	if (f->cell.n_net &&
 	    (rc = sc__gate_cell_start(sb->gate, f->cell.net, f->cell.n_net,
 				      sc__deadline_ms(sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS]),

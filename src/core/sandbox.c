@@ -225,6 +225,12 @@ void snapcell_sandbox_free(struct snapcell_sandbox *sb)
 	for (size_t i = 0; i < sb->n_ready; i++)
 		sc__cell_close(&sb->ready[i]);
 	free(sb->ready);
+	for (size_t i = 0; i < sb->n_resetting; i++)
+		sc__cell_close(&sb->resetting[i]);
+	free(sb->resetting);
+	for (size_t i = 0; i < sb->n_reset_ready; i++)
+		sc__cell_close(&sb->reset_ready[i]);
+	free(sb->reset_ready);
 	while (sb->asks) { /* questions abandoned unanswered */
 		struct sc_files_ask *next = sb->asks->next;
 		free(sb->asks);
@@ -318,6 +324,11 @@ static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, uint32_t
 		*status = m.status;
 		return 0;
 	}
+	if (m.type == SC_CTL_RESET && n_fds == 0) { /* the answer to sc__sandbox_reset_cell */
+		*status = m.status;
+		*cell = (struct sc_cell){.id = m.cell_id, .cpu_base_us = m.cpu_us};
+		return 0;
+	}
 	if ((m.type != SC_CTL_CELL && m.type != SC_CTL_RUN_CELL) || n_fds != want) {
 		for (size_t i = 0; i < n_fds; i++)
 			close(fds[i]);
@@ -368,26 +379,50 @@ static int answer_files(struct snapcell_sandbox *sb, struct sc_cell *cell, int s
 	return 0;
 }
 
+/* The template's answer to a reset (read_cell: answer's id, status, cpu_base_us); the lock is
+ * held. A cell reset goes to the fresh runs' queue with its CPU so far; one that was not is
+ * retired (the template killed it). */
+static void answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answer, int status)
+{
+	size_t i = 0;
+	while (i < sb->n_resetting && sb->resetting[i].id != answer->id)
+		i++;
+	if (i == sb->n_resetting)
+		return; /* not asked (the template's word alone cannot add a cell) */
+	struct sc_cell cell = sb->resetting[i];
+	sb->resetting[i] = sb->resetting[--sb->n_resetting];
+	cell.cpu_base_us = answer->cpu_base_us;
+	cell.reused = true;
+	if (status == 0 && SC_ARRAY_RESERVE(sb->reset_ready, sb->cap_reset_ready,
+					    sb->n_reset_ready + 1, SC_ARRAY_NO_CAP) == 0)
+		sb->reset_ready[sb->n_reset_ready++] = cell;
+	else
+		retire_locked(sb, &cell);
+}
+
 /* Until want cells are parked, or with ask, until the template answered it (or the sandbox is
  * broken). Called and returns with the lock held, which it lets go while it waits: one thread
  * reads the control socket, handing each RUN_CELL to the question it answers, and the others
  * wait on received, so a slow template delays only the threads that need a cell from it, never
  * a run that retires its cell, pauses or resumes meanwhile. A question left unanswered is
  * marked abandoned: its answer is then the reader's to free. */
-static int await_cells(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
-		       struct snapcell_error *err)
+static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
+		      bool fresh, struct snapcell_error *err)
 {
 	uint64_t deadline = sc__deadline_ms(TAKE_TIMEOUT_MS); /* a waiter's: as long as a read */
 	struct timespec at = {(time_t)(deadline / 1000000), (long)(deadline % 1000000) * 1000};
 	int rc = 0;
-	while (rc == 0 && (ask ? !ask->answered : sb->n_ready < want)) {
+	while (rc == 0 &&
+	       (ask ? !ask->answered : sb->n_ready + (fresh ? sb->n_reset_ready : 0) < want)) {
 		if (sb->broken) {
 			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 			break;
 		}
 		if (sb->receiving) {
 			if (pthread_cond_timedwait(&sb->received, &sb->lock, &at) == ETIMEDOUT &&
-			    (ask ? !ask->answered : sb->n_ready < want) && !sb->broken)
+			    (ask ? !ask->answered
+				 : sb->n_ready + (fresh ? sb->n_reset_ready : 0) < want) &&
+			    !sb->broken)
 				rc = no_cell(err);
 			continue;
 		}
@@ -407,14 +442,24 @@ static int await_cells(struct snapcell_sandbox *sb, size_t want, struct sc_files
 			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 		else if (rc == 0 && type == SC_CTL_CELL)
 			rc = queue_cell(sb, &cell, err);
+		else if (rc == 0 && type == SC_CTL_RESET)
+			answer_reset(sb, &cell, status);
 	}
 	if (rc < 0 && ask && !ask->answered)
 		ask->abandoned = true;
 	return rc;
 }
 
-int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
-			  struct snapcell_error *err)
+static int await_cells(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
+		       struct snapcell_error *err)
+{
+	return await_some(sb, want, ask, false, err);
+}
+
+/* A parked cell (with fresh, a cell reset in place first) and the template told to park a
+ * replacement. */
+static int take(struct snapcell_sandbox *sb, struct sc_cell *out, bool fresh,
+		struct snapcell_error *err)
 {
 	int rc = 0;
 	pthread_mutex_lock(&sb->lock);
@@ -426,8 +471,10 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 		rc = mark_broken(sb, "the template exited", err);
 	sweep(sb, false);
 	if (rc == 0)
-		rc = await_cells(sb, 1, NULL, err);
-	if (rc == 0) {
+		rc = await_some(sb, 1, NULL, fresh, err);
+	if (rc == 0 && fresh && sb->n_reset_ready) {
+		*out = sb->reset_ready[--sb->n_reset_ready];
+	} else if (rc == 0) {
 		*out = sb->ready[0];
 		memmove(sb->ready, sb->ready + 1, --sb->n_ready * sizeof(*sb->ready));
 	}
@@ -440,6 +487,40 @@ int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
 		pthread_mutex_unlock(&sb->lock);
 	}
 	return rc;
+}
+
+int sc__sandbox_take_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
+			  struct snapcell_error *err)
+{
+	return take(sb, out, false, err);
+}
+
+int sc__sandbox_take_fresh_cell(struct snapcell_sandbox *sb, struct sc_cell *out,
+				struct snapcell_error *err)
+{
+	return take(sb, out, true, err);
+}
+
+void sc__sandbox_reset_cell(struct snapcell_sandbox *sb, struct sc_cell *cell)
+{
+	pthread_mutex_lock(&sb->lock);
+	/* Listed before the question goes: another thread may read the answer at once. */
+	bool listed = !sb->broken && SC_ARRAY_RESERVE(sb->resetting, sb->cap_resetting,
+						      sb->n_resetting + 1, SC_ARRAY_NO_CAP) == 0;
+	if (!listed) {
+		retire_locked(sb, cell);
+		pthread_mutex_unlock(&sb->lock);
+		return;
+	}
+	cell->cpu_base_us = 0;
+	sb->resetting[sb->n_resetting++] = *cell;
+	pthread_mutex_unlock(&sb->lock);
+	struct sc_ctl_msg m = {.type = SC_CTL_RESET, .cell_id = cell->id};
+	if (sc__ctl_send(sb->ctl, &m, NULL, 0) < 0) {
+		pthread_mutex_lock(&sb->lock);
+		mark_broken(sb, "the template exited", NULL);
+		pthread_mutex_unlock(&sb->lock);
+	}
 }
 
 int sc__sandbox_files_cell(struct snapcell_sandbox *sb, uint32_t id, struct sc_cell *out,

@@ -39,6 +39,10 @@ struct sc_cell {
 	int fds[SC_CELL_NFDS];
 	int net[SC_CELL_NET_MAX]; /* a sandbox with entries: network socket, listeners */
 	size_t n_net;
+	/* A cell reset in place (snapcell_config_set_reuse): its CPU time before this run, which
+	 * the exit record's whole-life figure is reduced by; 0 for a cell that never ran. */
+	uint64_t cpu_base_us;
+	bool reused; /* it was reset in place: it ran code before */
 };
 
 /* Closes the cell's descriptors (cell.c). */

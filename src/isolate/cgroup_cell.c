@@ -97,6 +97,23 @@ int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_
 	return rc;
 }
 
+int sc__cgroup_cell_rearm(int sandbox_fd, uint32_t id)
+{
+	char path[64];
+	uint64_t kills = 0;
+	snprintf(path, sizeof(path), "%u/memory.oom_control", id);
+	int rc = read_number_at(sandbox_fd, path, "oom_kill ", &kills);
+	if (rc == 0 && kills)
+		return -EDQUOT;
+	snprintf(path, sizeof(path), "%u/memory.max_usage_in_bytes", id);
+	int fd = rc < 0 ? -1 : openat(sandbox_fd, path, O_WRONLY | O_CLOEXEC);
+	if (rc == 0 && (fd < 0 || write(fd, "0", 1) != 1))
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id)
 {
 	char name[16];

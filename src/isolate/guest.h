@@ -157,14 +157,20 @@ enum sc_seccomp_flags {
 	 * since it reaches only the cell's own processes, as a pid namespace's would (a
 	 * session's anchor stops its family with it between runs). */
 	SC_SECCOMP_SIGNALS_SCOPED = 1 << 5,
+	/* Cells reset in place (guest/reset.c): madvise(MADV_FREE) refused (EINVAL, as before
+	 * Linux 4.5, which allocators fall back from): a page freed lazily stays present and
+	 * protected until the kernel drops it, later, so no reset could see it gone. */
+	SC_SECCOMP_NO_LAZY_FREE = 1 << 6,
 };
 
 /* The namespaces level's flags for the cells (NETWORK, EXEC, UNIX): exec where Landlock
  * (ABI 1) can confine it; AF_UNIX listeners without network, where the ruleset scopes abstract
  * sockets (ABI 6) and either keeps pathname sockets to the cell's own (ABI 9) or no Python path
- * or venv binds a host directory a host process may listen in. The helper (which has the
+ * or venv binds a host directory a host process may listen in; NO_LAZY_FREE with reuse (the
+ * setup message's). The helper (which has the
  * policy compiled meanwhile) and the template decide by it alike. */
-unsigned sc__seccomp_namespaces_flags(bool network, size_t n_python_paths, int landlock_abi);
+unsigned sc__seccomp_namespaces_flags(bool network, size_t n_python_paths, int landlock_abi,
+				      bool reuse);
 
 /* Compiles the cell policy once per sandbox (a child of the helper, else the template), so
  * cells only install it. Whatever the
@@ -201,6 +207,10 @@ int sc__cgroup_cell_enter(int tasks_fd);
 /* In the template, once the cell is reaped (its cgroup is empty): reads the cgroup's peak and
  * out-of-memory kill count (0, or a negative code when they cannot be read) and removes it. */
 int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_t *oom_kills);
+/* A cell reset in place (guest/reset.c), before its next run: its cgroup's peak reset to what
+ * it holds now. -EDQUOT when an out-of-memory kill was counted there (a later run would be
+ * told of it), another negative code when the cgroup cannot be read or written. */
+int sc__cgroup_cell_rearm(int sandbox_fd, uint32_t id);
 /* In the template, when the cell was not forked after all. */
 void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id);
 

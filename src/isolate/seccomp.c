@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -477,11 +478,19 @@ static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
 		if ((flags & SC_SECCOMP_NO_PATH_ATTRS) &&
 		    listed(allowed[i], path_attrs, SC_ARRAY_LEN(path_attrs)))
 			continue;
+		if ((flags & SC_SECCOMP_NO_LAZY_FREE) && !strcmp(allowed[i], "madvise"))
+			continue;
 		int rc = add_names(ctx, SCMP_ACT_ALLOW, &allowed[i], 1);
 		if (rc < 0)
 			return rc;
 	}
-	return 0;
+	if (!(flags & SC_SECCOMP_NO_LAZY_FREE))
+		return 0;
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(madvise), 1,
+				  SCMP_A2_32(SCMP_CMP_NE, MADV_FREE));
+	return rc < 0 ? rc
+		      : seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EINVAL), SCMP_SYS(madvise), 1,
+					 SCMP_A2_32(SCMP_CMP_EQ, MADV_FREE));
 }
 
 /* The rlimits level: open and openat without O_TMPFILE. A cell's /tmp there is a directory
@@ -504,13 +513,14 @@ static int add_no_tmpfile_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
-unsigned sc__seccomp_namespaces_flags(bool network, size_t n_python_paths, int landlock_abi)
+unsigned sc__seccomp_namespaces_flags(bool network, size_t n_python_paths, int landlock_abi,
+				      bool reuse)
 {
 	bool exec = landlock_abi >= 1;
 	bool unix_sockets = !network && landlock_abi >= SC_LANDLOCK_ABI_UNIX &&
 			    (landlock_abi >= SC_LANDLOCK_ABI_UNIX_PATH || n_python_paths == 0);
 	return (network ? SC_SECCOMP_NETWORK : 0) | (exec ? SC_SECCOMP_EXEC : 0) |
-	       (unix_sockets ? SC_SECCOMP_UNIX : 0);
+	       (unix_sockets ? SC_SECCOMP_UNIX : 0) | (reuse ? SC_SECCOMP_NO_LAZY_FREE : 0);
 }
 
 /* The rlimits level: kill(-1) refused where signals are not scoped (pid_t is 32 bits),

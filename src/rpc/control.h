@@ -23,7 +23,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 8
+#define SC_PROTOCOL_VERSION 9
 #endif
 
 /* The directory of a cell's /tmp tmpfs that is bound at /tmp: a session family's host side
@@ -53,6 +53,11 @@ enum sc_ctl_type {
 	/* template -> host: that cell (status 0, SC_CELL_NFDS fds and the network ones, as CELL)
 	 * or why there is none (status -errno, no fds) */
 	SC_CTL_RUN_CELL,
+	/* host -> template: reset cell_id in place (guest/reset.c), a fresh cell whose run ended
+	 * at DONE with its output collected; no fds. template -> host: the answer, status 0 (it is
+	 * parked again, cpu_us its CPU time so far) or -errno with the reason in message (the
+	 * template killed it: its exit record comes as for any cell). */
+	SC_CTL_RESET,
 };
 
 /* Pages of the template's address space that runs were seen to touch: each parked cell faults
@@ -89,6 +94,7 @@ struct sc_ctl_msg {
 	uint32_t cell_id; /* CELL, RUN_CELL; FILES: the run's files directory's id */
 	int32_t level;	  /* READY: enum snapcell_isolation reached */
 	char message[200];
+	uint64_t cpu_us; /* RESET's answer: the cell's CPU time so far */
 };
 
 /* Written by the template when it reaps a cell. flags are the template's own knowledge,

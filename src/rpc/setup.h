@@ -76,6 +76,7 @@ struct sc_setup {
 	int level;    /* enum snapcell_isolation the host chose */
 	char *tmp;    /* the rlimits level: the cells' /tmp parent on the host, else NULL */
 	bool own_uid; /* the rlimits level: cells run as the caller's own uid */
+	bool reuse;   /* fresh cells are armed to be reset in place (guest/reset.c) */
 	char *cgroup; /* the sandbox's memory cgroup directory, or NULL */
 	struct sc_setup_tool *tools;
 	size_t n_tools;

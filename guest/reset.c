@@ -1,0 +1,967 @@
+/* Reset in place (snapcell_config_set_reuse): the template brings a fresh cell that ran code back
+ * to the state it was parked in, so a later fresh run can take it instead of a newly forked one.
+ *
+ * The template drives it: it is the cells' parent, never runs code, and holds what a reset puts
+ * back. A cell armed for reuse (cell.c) opens a userfaultfd before its seccomp filter and, once
+ * warm, stops itself with SIGSTOP. The template, which seized it with ptrace right after the
+ * fork, then parks it (park): takes the userfaultfd (the cell closes its own copy when it goes
+ * on), registers asynchronous write-protection on every private mapping, copies the writable
+ * ones into an image, protects every page, and keeps the registers and what the checks compare
+ * against; then it detaches. A reset (sc_reuse_reset, the host's SC_CTL_RESET after a run whose
+ * DONE and output it has) seizes and interrupts the cell again, checks every piece of process
+ * state it does not restore, copies back the pages the run wrote (PAGEMAP_SCAN finds them),
+ * protects them again, lists the mappings the run added for the cell to unmap, puts the
+ * registers back (the cell goes on from the return of its SIGSTOP, see cell.c reuse_park,
+ * which unmaps them before anything else) and detaches. Any difference or error kills the cell: the
+ * host then retires it and the next run gets a forked cell. What is checked and what is not:
+ * docs/security.md, "Reset in place". */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/magic.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "template.h"
+#include "util/pagemap_scan.h"
+#include "util/util.h"
+
+#ifndef KCMP_FILE
+#define KCMP_FILE 0
+#endif
+
+#define PAGE	    4096u
+#define MAX_RANGES  1024  /* private mappings of a parked cell */
+#define MAX_REGIONS 4096  /* written extents one scan returns */
+#define XSTATE_MAX  16384 /* NT_X86_XSTATE: 2.5-11 KiB */
+#define TEXT_MAX    65536 /* /proc/PID/maps and the other texts compared */
+#define MAX_FDS	    16	  /* descriptors of a parked cell (0-3, 4 with a network) */
+#define SMALL_TEXT  4096
+
+enum range_kind {
+	RESTORED, /* writable, registered: written pages copied back from the image */
+	GUARDED,  /* read-only, registered: a written page discards the cell */
+	COMPARED, /* read-only, not registered (the vDSO): compared with the image */
+};
+
+struct range {
+	uint64_t start, end;
+	enum range_kind kind;
+	size_t image_off; /* RESTORED, COMPARED: where its parked bytes are in the image */
+};
+
+struct text {
+	char *buf;
+	size_t len, cap;
+};
+
+/* Frees t's buffer, zeroed first: what it held was read from a cell after a run (its
+ * mappings' names, say), and the template's freed memory is in every cell forked later. */
+static void text_drop(struct text *t)
+{
+	if (t->buf)
+		explicit_bzero(t->buf, t->cap);
+	free(t->buf);
+	t->buf = NULL;
+	t->cap = t->len = 0;
+}
+
+/* Room for cap bytes in t (what it holds is dropped). */
+static int text_room(struct text *t, size_t cap)
+{
+	if (t->buf && t->cap >= cap)
+		return 0;
+	text_drop(t);
+	t->cap = 0;
+	if (!(t->buf = malloc(cap)))
+		return -ENOMEM;
+	t->cap = cap;
+	return 0;
+}
+
+enum reuse_state {
+	ARMING, /* seized, not yet at its parked stop */
+	PARKED, /* its parked state taken: it can be reset */
+	BROKEN, /* never reset (arming failed, or it was parked wrongly) */
+};
+
+struct sc_reuse {
+	enum reuse_state state;
+	char why[120]; /* BROKEN: why it was not parked */
+	int uffd, pidfd, pagemap_fd;
+	struct range ranges[MAX_RANGES];
+	size_t n_ranges;
+	uint64_t span_start, span_end;
+	char *image;
+	size_t image_len;
+	struct user_regs_struct regs;
+	unsigned char xstate[XSTATE_MAX];
+	size_t xstate_len;
+	/* What the checks compare against. */
+	struct text maps, status, limits, misc;
+	int fd_nums[MAX_FDS], fd_dups[MAX_FDS], fd_flags[MAX_FDS];
+	size_t n_fds;
+	struct rseq_config {
+		uint64_t abi_pointer;
+		uint32_t len, flags, signature;
+	} rseq;		    /* PTRACE_GET_RSEQ_CONFIGURATION: where the kernel writes */
+	uint64_t robust[2]; /* get_robust_list: head and its size */
+};
+
+/* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
+ * robust futex list (at exit). A run could register others in memory the next run uses. */
+static int kernel_writes(pid_t pid, struct rseq_config *rseq, uint64_t robust[2])
+{
+	memset(rseq, 0, sizeof(*rseq));
+	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, pid, (void *)sizeof(*rseq), rseq) < 0)
+		return -errno;
+	void *head = NULL;
+	size_t len = 0;
+	if (syscall(SYS_get_robust_list, pid, &head, &len) < 0)
+		return -errno;
+	robust[0] = (uint64_t)(uintptr_t)head;
+	robust[1] = len;
+	return 0;
+}
+
+/* The sandbox's procfs (SC_GUEST_PROC_FD, a mount attached nowhere: guest/helper.c), or -1. */
+static int proc_fd = -1;
+/* Set when a parking failed for want of a kernel feature (userfaultfd's asynchronous
+ * write-protection, PAGEMAP_SCAN: Linux 6.7): later cells are not seized at all, and every
+ * reset is refused, so runs get forked cells as without reuse. */
+static bool unsupported;
+
+void sc_reuse_init(void)
+{
+	struct statfs fs;
+	if (T.cfg.reuse && fstatfs(SC_GUEST_PROC_FD, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC &&
+	    fcntl(SC_GUEST_PROC_FD, F_SETFD, FD_CLOEXEC) == 0)
+		proc_fd = SC_GUEST_PROC_FD;
+	else
+		T.cfg.reuse = false;
+}
+
+static int read_text_at(const char *path, struct text *t, size_t cap)
+{
+	int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (text_room(t, cap) < 0) {
+		close(fd);
+		return -ENOMEM;
+	}
+	t->len = 0;
+	ssize_t n;
+	while ((n = read(fd, t->buf + t->len, cap - t->len)) > 0)
+		t->len += (size_t)n;
+	int rc = n < 0 ? -errno : t->len == cap ? -E2BIG : 0;
+	if (rc == 0)
+		t->buf[t->len] = 0; /* for the parsers; not part of what is compared */
+	close(fd);
+	return rc;
+}
+
+static int proc_text(pid_t pid, const char *what, struct text *t, size_t cap)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%d/%s", (int)pid, what);
+	return read_text_at(path, t, cap);
+}
+
+static bool text_same(const struct text *a, const struct text *b)
+{
+	return a->len == b->len && memcmp(a->buf, b->buf, a->len) == 0;
+}
+
+/* The lines of /proc/PID/status a run could change and a reset does not restore. Not SigQ: it
+ * counts the signals queued to the whole real uid (other cells' too). Not the memory lines,
+ * which the reset restores or which change with it. */
+static int read_status(pid_t pid, struct text *t)
+{
+	static const char *const keep[] = {"Umask:",
+					   "State:",
+					   "Tgid:",
+					   "Ngid:",
+					   "Pid:",
+					   "PPid:",
+					   "TracerPid:",
+					   "Uid:",
+					   "Gid:",
+					   "FDSize:",
+					   "Groups:",
+					   "NStgid:",
+					   "NSpid:",
+					   "NSpgid:",
+					   "NSsid:",
+					   "Kthread:",
+					   "Threads:",
+					   "SigPnd:",
+					   "ShdPnd:",
+					   "SigBlk:",
+					   "SigIgn:",
+					   "SigCgt:",
+					   "CapInh:",
+					   "CapPrm:",
+					   "CapEff:",
+					   "CapBnd:",
+					   "CapAmb:",
+					   "NoNewPrivs:",
+					   "Seccomp:",
+					   "Seccomp_filters:",
+					   "Speculation_Store_Bypass:",
+					   "SpeculationIndirectBranch:",
+					   "Cpus_allowed:",
+					   "Mems_allowed:",
+					   "untag_mask:",
+					   "x86_Thread_features:",
+					   "x86_Thread_features_locked:"};
+	struct text all = {0};
+	int rc = proc_text(pid, "status", &all, SMALL_TEXT);
+	if (text_room(t, SMALL_TEXT) < 0)
+		rc = -ENOMEM;
+	t->len = 0;
+	for (char *line = all.buf; rc == 0 && line < all.buf + all.len;) {
+		char *nl = memchr(line, '\n', (size_t)(all.buf + all.len - line));
+		size_t len = nl ? (size_t)(nl - line) + 1 : (size_t)(all.buf + all.len - line);
+		for (size_t i = 0; i < SC_ARRAY_LEN(keep); i++)
+			if (strncmp(line, keep[i], strlen(keep[i])) == 0) {
+				memcpy(t->buf + t->len, line, len);
+				t->len += len;
+				break;
+			}
+		line += len;
+	}
+	text_drop(&all);
+	return rc;
+}
+
+/* Fields 1-based as proc(5) numbers them, of /proc/PID/stat (v[k] for k < max; fields 1 and
+ * 2, the pid and the name, which may hold anything, are left 0). */
+static int stat_fields(pid_t pid, long long *v, size_t max)
+{
+	struct text t = {0};
+	int rc = proc_text(pid, "stat", &t, SMALL_TEXT);
+	char *p = NULL;
+	if (rc == 0) {
+		t.buf[t.len < SMALL_TEXT ? t.len : SMALL_TEXT - 1] = 0;
+		p = strrchr(t.buf, ')');
+	}
+	memset(v, 0, max * sizeof(*v));
+	size_t k = 3;
+	for (char *tok = p ? strtok(p + 1, " \n") : NULL; tok && k < max;
+	     tok = strtok(NULL, " \n"), k++)
+		v[k] = strtoll(tok, NULL, 10);
+	text_drop(&t);
+	return rc < 0 ? rc : k == max ? 0 : -EPROTO;
+}
+
+#define STAT_FIELDS 42
+
+/* The cell's CPU time so far (itself and its reaped children), in microseconds. */
+static int cpu_used(pid_t pid, uint64_t *us)
+{
+	long long v[STAT_FIELDS];
+	int rc = stat_fields(pid, v, STAT_FIELDS);
+	long hz = sysconf(_SC_CLK_TCK);
+	/* fields 14-17: utime stime cutime cstime, in clock ticks */
+	if (rc == 0)
+		*us = (uint64_t)(v[14] + v[15] + v[16] + v[17]) * 1000000ull /
+		      (uint64_t)(hz > 0 ? hz : 100);
+	return rc;
+}
+
+/* What else a run could change that a reset does not put back, as one text: the working
+ * directory, the root, the personality, the name, the POSIX timers, the scheduling policy,
+ * priority and nice value, the session and process group, the children, the namespaces. */
+static int read_misc(pid_t pid, struct text *t)
+{
+	if (text_room(t, TEXT_MAX) < 0)
+		return -ENOMEM;
+	t->len = 0;
+	static const char *const links[] = {"cwd",    "root",	"ns/mnt",  "ns/pid",	"ns/net",
+					    "ns/ipc", "ns/uts", "ns/user", "ns/cgroup", "ns/time"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(links); i++) {
+		char path[64], target[PATH_MAX];
+		snprintf(path, sizeof(path), "%d/%s", (int)pid, links[i]);
+		ssize_t n = readlinkat(proc_fd, path, target, sizeof(target) - 1);
+		if (n < 0 && errno != ENOENT)
+			return -errno;
+		target[n < 0 ? 0 : n] = 0;
+		t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len, "%s %s\n", links[i],
+					   target);
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "task/%d/children", (int)pid);
+	static const char *const files[] = {"personality",   "comm",	 "timers",   "cgroup",
+					    "oom_score_adj", "loginuid", "sessionid"};
+	for (size_t i = 0; i <= SC_ARRAY_LEN(files); i++) {
+		struct text f = {0};
+		const char *name = i < SC_ARRAY_LEN(files) ? files[i] : path;
+		int rc = proc_text(pid, name, &f, SMALL_TEXT);
+		if (rc == -ENOENT) {
+			text_drop(&f);
+			continue;
+		}
+		if (rc < 0 || f.len + strlen(name) + 8 > TEXT_MAX - t->len) {
+			text_drop(&f);
+			return rc < 0 ? rc : -E2BIG;
+		}
+		t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len, "%s:\n", name);
+		memcpy(t->buf + t->len, f.buf, f.len);
+		t->len += f.len;
+		text_drop(&f);
+	}
+	/* pgrp session tty_nr tpgid (5-8), priority nice (18-19), rt_priority policy (40-41) */
+	long long v[STAT_FIELDS];
+	int rc = stat_fields(pid, v, STAT_FIELDS);
+	if (rc < 0)
+		return rc;
+	t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len,
+				   "stat %lld %lld %lld %lld %lld %lld %lld %lld\n", v[5], v[6],
+				   v[7], v[8], v[18], v[19], v[40], v[41]);
+	return t->len < TEXT_MAX ? 0 : -E2BIG;
+}
+
+/* The descriptor numbers of the cell's fd table, sorted; SC_CELL_TMP_FD and SC_CELL_UFFD_FD,
+ * which a cell closes before its code runs, are left out. */
+static DIR *open_dir(pid_t pid, const char *what)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%d/%s", (int)pid, what);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (fd >= 0 && !d)
+		close(fd);
+	return d;
+}
+
+static long list_fds(pid_t pid, int *nums, size_t max)
+{
+	DIR *d = open_dir(pid, "fd");
+	if (!d)
+		return -errno;
+	size_t n = 0;
+	long rc = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		int fd = atoi(e->d_name);
+		if (fd == SC_CELL_TMP_FD || fd == SC_CELL_UFFD_FD)
+			continue;
+		if (n == max) {
+			rc = -E2BIG;
+			break;
+		}
+		size_t at = n++;
+		while (at > 0 && nums[at - 1] > fd) {
+			nums[at] = nums[at - 1];
+			at--;
+		}
+		nums[at] = fd;
+	}
+	closedir(d);
+	return rc < 0 ? rc : (long)n;
+}
+
+static int take_fd(int pidfd, int fd)
+{
+	int got = (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
+	return got < 0 ? -errno : got;
+}
+
+/* Regions of [start, end) in every category of mask; with PM_SCAN_WP_MATCHING they are
+ * protected again in the same walk; flags PM_SCAN_CHECK_WPASYNC fails (EPERM) where a mapping
+ * is not registered. Returns the count or -errno; *walk_end where the walk stopped. */
+static long scan_any(int pagemap_fd, uint64_t start, uint64_t end, uint64_t flags, uint64_t mask,
+		     uint64_t inverted, uint64_t anyof, struct page_region *vec, size_t vec_len,
+		     uint64_t *walk_end)
+{
+	struct pm_scan_arg a = {
+		.size = sizeof(a),
+		.flags = flags,
+		.start = start,
+		.end = end,
+		.vec = (uintptr_t)vec,
+		.vec_len = vec_len,
+		.category_inverted = inverted,
+		.category_mask = mask,
+		.category_anyof_mask = anyof,
+		.return_mask = mask | anyof,
+	};
+	long n = ioctl(pagemap_fd, PAGEMAP_SCAN, &a);
+	if (walk_end)
+		*walk_end = a.walk_end;
+	return n < 0 ? -errno : n;
+}
+
+static long scan(int pagemap_fd, uint64_t start, uint64_t end, uint64_t flags, uint64_t mask,
+		 struct page_region *vec, size_t vec_len, uint64_t *walk_end)
+{
+	return scan_any(pagemap_fd, start, end, flags, mask, 0, 0, vec, vec_len, walk_end);
+}
+
+/* Protects every page of the registered mappings (unregistered ones skipped). */
+static int protect_all(const struct sc_reuse *r)
+{
+	long n = scan(r->pagemap_fd, r->span_start, r->span_end, PM_SCAN_WP_MATCHING,
+		      PAGE_IS_WPALLOWED | PAGE_IS_WRITTEN, NULL, 0, NULL);
+	return n < 0 ? (int)n : 0;
+}
+
+/* The parked bytes of the written regions back into the cell, in batches. */
+static int copy_back(pid_t pid, const struct sc_reuse *r, const struct range *rg,
+		     const struct page_region *vec, size_t n)
+{
+	enum { BATCH = 512 };
+	struct iovec local[BATCH], remote[BATCH];
+	size_t k = 0, bytes = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t start = vec[i].start < rg->start ? rg->start : vec[i].start;
+		uint64_t end = vec[i].end > rg->end ? rg->end : vec[i].end;
+		if (start >= end)
+			continue;
+		local[k] =
+			(struct iovec){r->image + rg->image_off + (start - rg->start), end - start};
+		remote[k++] = (struct iovec){(void *)(uintptr_t)start, end - start};
+		bytes += end - start;
+		if (k < BATCH && i + 1 < n)
+			continue;
+		if (process_vm_writev(pid, local, k, remote, k, 0) != (ssize_t)bytes)
+			return -EIO;
+		k = bytes = 0;
+	}
+	if (k && process_vm_writev(pid, local, k, remote, k, 0) != (ssize_t)bytes)
+		return -EIO;
+	return 0;
+}
+
+/* Whether a mapping the reset cannot protect still holds its parked bytes. */
+static bool same_bytes(pid_t pid, const struct sc_reuse *r, const struct range *rg)
+{
+	char buf[4 * PAGE];
+	for (uint64_t at = rg->start; at < rg->end; at += sizeof(buf)) {
+		size_t len = rg->end - at < sizeof(buf) ? rg->end - at : sizeof(buf);
+		struct iovec local = {buf, len}, remote = {(void *)(uintptr_t)at, len};
+		if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)len ||
+		    memcmp(buf, r->image + rg->image_off + (at - rg->start), len))
+			return false;
+	}
+	return true;
+}
+
+/* The pages of each registered mapping that the run wrote: copied back (writable ones), or a
+ * reason to discard (a read-only one written, a mapping no longer registered). */
+static struct page_region vec[MAX_REGIONS]; /* one scan's regions, zeroed after each reset */
+
+static int restore_memory(pid_t pid, const struct sc_reuse *r, const char **why)
+{
+	for (size_t i = 0; i < r->n_ranges; i++) {
+		const struct range *rg = &r->ranges[i];
+		if (rg->kind == COMPARED) {
+			if (!same_bytes(pid, r, rg)) {
+				*why = "the vDSO's pages changed";
+				return -EPERM;
+			}
+			continue;
+		}
+		for (uint64_t at = rg->start; at < rg->end;) {
+			uint64_t walk_end = rg->end;
+			/* Restored: the pages written, and those no longer present (every page was
+			 * present once parked, its image read; MADV_DONTNEED drops an anonymous
+			 * page and its protection with it). Guarded: the pages written. */
+			long n = rg->kind == RESTORED
+					 ? scan_any(r->pagemap_fd, at, rg->end,
+						    PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
+						    PAGE_IS_WRITTEN | PAGE_IS_PRESENT, vec,
+						    MAX_REGIONS, &walk_end)
+					 : scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
+						PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
+			if (n == -EPERM) {
+				*why = "a mapping lost its write-protection (remapped)";
+				return -EPERM;
+			}
+			if (n < 0) {
+				*why = "PAGEMAP_SCAN failed";
+				return (int)n;
+			}
+			if (n > 0 && rg->kind == GUARDED) {
+				*why = "a read-only mapping was written";
+				return -EPERM;
+			}
+			if (n > 0 && copy_back(pid, r, rg, vec, (size_t)n) < 0) {
+				*why = "process_vm_writev failed";
+				return -EIO;
+			}
+			if (walk_end <= at)
+				break;
+			at = walk_end;
+		}
+	}
+	int rc = protect_all(r);
+	if (rc < 0)
+		*why = "re-protecting the pages failed";
+	return rc;
+}
+
+static int get_xstate(pid_t pid, unsigned char *buf, size_t *len)
+{
+	struct iovec iov = {buf, XSTATE_MAX};
+	if (ptrace(PTRACE_GETREGSET, pid, (void *)NT_X86_XSTATE, &iov) < 0)
+		return -errno;
+	*len = iov.iov_len;
+	return 0;
+}
+
+/* Is this special mapping one no process can write (the kernel's data for the vDSO)? */
+static bool unwritable_special(const char *name)
+{
+	return !strncmp(name, "[vvar", 5) || !strcmp(name, "[vsyscall]");
+}
+
+/* Registers write-protection on every private mapping of the maps text and lists them. */
+static int register_ranges(struct sc_reuse *r)
+{
+	r->n_ranges = 0;
+	r->image_len = 0;
+	for (char *line = r->maps.buf; line < r->maps.buf + r->maps.len;) {
+		char *nl = memchr(line, '\n', (size_t)(r->maps.buf + r->maps.len - line));
+		if (!nl)
+			return -EPROTO;
+		*nl = 0;
+		unsigned long long start, end;
+		char perms[5];
+		int name_at = 0;
+		if (sscanf(line, "%llx-%llx %4s %*s %*s %*s %n", &start, &end, perms, &name_at) < 3)
+			return -EPROTO;
+		char name[32];
+		snprintf(name, sizeof(name), "%s", name_at ? line + name_at : "");
+		*nl = '\n';
+		bool shared = perms[3] != 'p', writable = perms[1] == 'w';
+		line = nl + 1;
+		enum range_kind kind = writable ? RESTORED : GUARDED;
+		struct uffdio_register reg = {.range = {start, end - start},
+					      .mode = UFFDIO_REGISTER_MODE_WP};
+		if (shared && writable) {
+			snprintf(r->why, sizeof(r->why), "writable shared memory at %llx", start);
+			return -EPERM; /* none is parked; never reset one */
+		} else if (shared || unwritable_special(name)) {
+			continue; /* a file's own pages, or the kernel's that no process can write
+				   */
+		} else if (ioctl(r->uffd, UFFDIO_REGISTER, &reg) < 0) {
+			if (writable || strcmp(name, "[vdso]")) {
+				int e = errno;
+				snprintf(r->why, sizeof(r->why), "register %llx-%llx %s %s: %s",
+					 start, end, perms, name, strerror(e));
+				return -e;
+			}
+			kind = COMPARED;
+		}
+		if (r->n_ranges == MAX_RANGES)
+			return -E2BIG;
+		r->ranges[r->n_ranges++] = (struct range){start, end, kind, r->image_len};
+		if (kind != GUARDED)
+			r->image_len += end - start;
+	}
+	if (!r->n_ranges)
+		return -EPROTO;
+	r->span_start = r->ranges[0].start;
+	r->span_end = r->ranges[r->n_ranges - 1].end;
+	return 0;
+}
+
+/* The reference the checks compare against, read with the cell stopped. */
+static int take_reference(pid_t pid, struct sc_reuse *r)
+{
+	int rc = read_status(pid, &r->status);
+	if (rc == 0)
+		rc = proc_text(pid, "limits", &r->limits, SMALL_TEXT);
+	if (rc == 0)
+		rc = read_misc(pid, &r->misc);
+	long n = rc == 0 ? list_fds(pid, r->fd_nums, MAX_FDS) : rc;
+	if (n < 0)
+		return (int)n;
+	r->n_fds = 0;
+	for (size_t i = 0; i < (size_t)n; i++) {
+		int fd = take_fd(r->pidfd, r->fd_nums[i]);
+		if (fd < 0)
+			return fd;
+		r->fd_dups[r->n_fds++] = fd;
+		r->fd_flags[i] = fcntl(fd, F_GETFL);
+	}
+	return 0;
+}
+
+/* At the cell's parked stop (a signal-delivery stop for its SIGSTOP, the cell inside tgkill). */
+static int park(pid_t pid, struct sc_reuse *r)
+{
+	if (ptrace(PTRACE_GETREGS, pid, 0, &r->regs) < 0)
+		return -errno;
+	if (r->regs.orig_rax != SYS_tgkill || r->regs.rax != 0)
+		return -EPROTO; /* not the stop of cell.c's reuse_park */
+	int rc = get_xstate(pid, r->xstate, &r->xstate_len);
+	if (rc < 0)
+		return rc;
+	if ((r->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+		return -errno;
+	if ((r->uffd = take_fd(r->pidfd, SC_CELL_UFFD_FD)) < 0)
+		return r->uffd;
+	struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC};
+	if (ioctl(r->uffd, UFFDIO_API, &api) < 0) {
+		snprintf(r->why, sizeof(r->why), "UFFDIO_API: %s", strerror(errno));
+		unsupported = true;
+		return -EINVAL;
+	}
+	char path[64];
+	snprintf(path, sizeof(path), "%d/pagemap", (int)pid);
+	if ((r->pagemap_fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if ((rc = proc_text(pid, "maps", &r->maps, TEXT_MAX)) < 0 || (rc = register_ranges(r)) < 0)
+		return rc;
+	/* A mapping of its own that no later fork inherits: a cell forked after this one would
+	 * otherwise carry the image in its own writable memory (its RLIMIT_AS, and its image
+	 * again, each new image holding the ones before). */
+	r->image = mmap(NULL, r->image_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			0);
+	if (r->image == MAP_FAILED) {
+		r->image = NULL;
+		return -ENOMEM;
+	}
+	if (madvise(r->image, r->image_len, MADV_DONTFORK) < 0)
+		return -errno;
+	for (size_t i = 0; i < r->n_ranges; i++) {
+		const struct range *rg = &r->ranges[i];
+		if (rg->kind == GUARDED)
+			continue;
+		struct iovec local = {r->image + rg->image_off, rg->end - rg->start};
+		struct iovec remote = {(void *)(uintptr_t)rg->start, rg->end - rg->start};
+		if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)local.iov_len)
+			return -EIO;
+	}
+	/* Registering may merge or split nothing, but read the maps as a reset will see them. */
+	if ((rc = proc_text(pid, "maps", &r->maps, TEXT_MAX)) < 0)
+		return rc;
+	if ((rc = protect_all(r)) < 0) {
+		unsupported = unsupported || rc == -ENOTTY || rc == -EINVAL; /* no PAGEMAP_SCAN */
+		return rc;
+	}
+	if ((rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
+		return rc;
+	return take_reference(pid, r);
+}
+
+static void reuse_drop(struct sc_reuse *r)
+{
+	if (!r)
+		return;
+	if (r->uffd >= 0)
+		close(r->uffd);
+	if (r->pidfd >= 0)
+		close(r->pidfd);
+	if (r->pagemap_fd >= 0)
+		close(r->pagemap_fd);
+	for (size_t i = 0; i < r->n_fds; i++)
+		close(r->fd_dups[i]);
+	if (r->image)
+		munmap(r->image, r->image_len);
+	text_drop(&r->maps);
+	text_drop(&r->status);
+	text_drop(&r->limits);
+	text_drop(&r->misc);
+	free(r);
+}
+
+void sc_reuse_seize(struct live_cell *c)
+{
+	c->reuse = NULL;
+	if (!T.cfg.reuse || unsupported || T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES)
+		return;
+	struct sc_reuse *r = calloc(1, sizeof(*r));
+	if (!r)
+		return;
+	r->uffd = r->pidfd = r->pagemap_fd = -1;
+	/* Until its parked stop; the cell stops only once it is warm, so this comes first. */
+	if (ptrace(PTRACE_SEIZE, c->pid, 0, PTRACE_O_EXITKILL) < 0) {
+		r->state = BROKEN;
+		snprintf(r->why, sizeof(r->why), "PTRACE_SEIZE: %s", strerror(errno));
+	}
+	c->reuse = r;
+}
+
+void sc_reuse_free(struct live_cell *c)
+{
+	reuse_drop(c->reuse);
+	c->reuse = NULL;
+}
+
+void sc_reuse_stopped(struct live_cell *c, int status)
+{
+	struct sc_reuse *r = c->reuse;
+	int sig = WSTOPSIG(status);
+	bool parked_stop = r && r->state == ARMING && sig == SIGSTOP && (status >> 16) == 0;
+	int rc = parked_stop ? park(c->pid, r) : 0;
+	if (parked_stop && rc == 0) {
+		r->state = PARKED;
+		sig = 0;
+	} else if (r) {
+		r->state = BROKEN;
+		if (!r->why[0])
+			snprintf(r->why, sizeof(r->why), "parking: %s (stop %#x)",
+				 rc < 0 ? strerror(-rc) : "not its parked stop", (unsigned)status);
+		if (parked_stop)
+			sig = 0;
+	}
+	if ((status >> 16) != 0)
+		sig = 0; /* an event stop carries no signal to pass on */
+	/* Detached: a run's signals reach the cell as without a tracer. */
+	ptrace(PTRACE_DETACH, c->pid, 0, (void *)(uintptr_t)sig);
+}
+
+/* One line of /proc/PID/maps: its range, and the rest (permissions, offset, device, inode,
+ * name), which must match exactly. */
+struct map_line {
+	uint64_t start, end;
+	const char *rest;
+	size_t rest_len;
+};
+
+static bool next_line(const struct text *t, size_t *at, struct map_line *l)
+{
+	if (*at >= t->len)
+		return false;
+	const char *p = t->buf + *at, *nl = memchr(p, '\n', t->len - *at);
+	size_t len = nl ? (size_t)(nl - p) + 1 : t->len - *at;
+	char *dash, *space;
+	l->start = strtoull(p, &dash, 16);
+	l->end = *dash == '-' ? strtoull(dash + 1, &space, 16) : 0;
+	if (*dash != '-' || *space != ' ')
+		return false;
+	l->rest = space;
+	l->rest_len = len - (size_t)(space - p);
+	*at += len;
+	return true;
+}
+
+static bool same_rest(const struct map_line *a, const struct map_line *b)
+{
+	return a->rest_len == b->rest_len && !memcmp(a->rest, b->rest, a->rest_len);
+}
+
+/* Whether the mappings now are the parked ones, each exactly as parked, plus whole mappings the
+ * run added (a heap's growth is one: it does not merge with the registered heap), listed in
+ * *unmaps for the cell to unmap (cell.c reuse_park). Any parked mapping changed, moved, split
+ * or gone, or a special one added: false. */
+static bool added_only(const struct text *parked, const struct text *now,
+		       struct sc_reuse_unmaps *unmaps)
+{
+	size_t at_p = 0, at_n = 0;
+	struct map_line p, n;
+	bool have_p = next_line(parked, &at_p, &p);
+	unmaps->n = 0;
+	while (next_line(now, &at_n, &n)) {
+		if (have_p && n.start == p.start && n.end == p.end && same_rest(&n, &p)) {
+			have_p = next_line(parked, &at_p, &p);
+			continue;
+		}
+		if ((have_p && n.end > p.start) || unmaps->n == SC_REUSE_UNMAP_MAX ||
+		    memmem(n.rest, n.rest_len, "[v", 2) ||
+		    memmem(n.rest, n.rest_len, "[stack", 6)) {
+			unmaps->n = 0;
+			return false; /* overlaps what was parked; too many; a special mapping */
+		}
+		unmaps->at[unmaps->n].start = n.start;
+		unmaps->at[unmaps->n++].end = n.end;
+	}
+	if (have_p)
+		unmaps->n = 0;
+	return !have_p;
+}
+
+/* The checks of a stopped cell against its parked reference; NULL when all agree. */
+static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
+			 struct sc_reuse_unmaps *unmaps)
+{
+	struct text now = {0};
+	const char *why = NULL;
+	unmaps->n = 0;
+	if (read_status(pid, &now) < 0 || !text_same(&now, &r->status))
+		why = "its status (threads, signals, credentials, seccomp, umask) differs";
+	if (!why && (proc_text(pid, "maps", &now, TEXT_MAX) < 0 ||
+		     (!text_same(&now, &r->maps) && !added_only(&r->maps, &now, unmaps))))
+		why = "its mappings differ";
+	if (!why && (proc_text(pid, "limits", &now, TEXT_MAX) < 0 || !text_same(&now, &r->limits)))
+		why = "its resource limits differ";
+	if (!why && (read_misc(pid, &now) < 0 || !text_same(&now, &r->misc)))
+		why = "its working directory, name, timers, scheduling or children differ";
+	/* MADV_FREE leaves a page present and protected, to be dropped (zeroed) at the kernel's
+	 * leisure, later: no scan can tell, the rollup's count can. */
+	if (!why && (proc_text(pid, "smaps_rollup", &now, SMALL_TEXT) < 0 ||
+		     !strstr(now.buf, "\nLazyFree:") ||
+		     strtoull(strstr(now.buf, "\nLazyFree:") + 10, NULL, 10) != 0))
+		why = "pages were freed lazily (MADV_FREE)";
+	text_drop(&now);
+	struct rseq_config rseq;
+	uint64_t robust[2];
+	if (!why &&
+	    (kernel_writes(pid, &rseq, robust) < 0 || memcmp(&rseq, &r->rseq, sizeof(rseq)) ||
+	     memcmp(robust, r->robust, sizeof(robust))))
+		why = "its rseq area or robust futex list moved";
+	if (!why && cpu_us >= SC_REUSE_CPU_SLACK_MS * 1000ull)
+		why = "it used up its CPU slack";
+	int nums[MAX_FDS];
+	long n = why ? 0 : list_fds(pid, nums, MAX_FDS);
+	if (!why && (n != (long)r->n_fds || memcmp(nums, r->fd_nums, r->n_fds * sizeof(int))))
+		why = "its descriptor table differs";
+	for (size_t i = 0; !why && i < r->n_fds; i++) {
+		int queued = 0, unsent = 0;
+		if (syscall(SYS_kcmp, getpid(), pid, KCMP_FILE, r->fd_dups[i], nums[i]) != 0 ||
+		    fcntl(r->fd_dups[i], F_GETFL) != r->fd_flags[i])
+			why = "a descriptor was replaced or its flags changed";
+		else if ((ioctl(r->fd_dups[i], FIONREAD, &queued) == 0 && queued) ||
+			 (ioctl(r->fd_dups[i], SIOCOUTQ, &unsent) == 0 && unsent))
+			why = "output or frames are left unread";
+	}
+	DIR *d = why ? NULL : open_dir(pid, "root/tmp");
+	if (!why && !d)
+		why = "its /tmp cannot be read";
+	for (struct dirent *e; d && !why && (e = readdir(d));)
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			why = "its /tmp is not empty";
+	if (d)
+		closedir(d);
+	return why;
+}
+
+/* Stops the seized cell: 0 at its interrupt stop, 1 when it died meanwhile (reaped here), or
+ * -1 when it stopped for something else (a signal pending). */
+static int interrupt(struct live_cell *c)
+{
+	if (ptrace(PTRACE_INTERRUPT, c->pid, 0, 0) < 0)
+		return -1;
+	int status;
+	struct rusage ru;
+	pid_t got;
+	while ((got = wait4(c->pid, &status, __WALL, &ru)) < 0 && errno == EINTR)
+		;
+	if (got != c->pid)
+		return -1;
+	if (!WIFSTOPPED(status)) {
+		sc_template_reaped(c->pid, status, &ru);
+		return 1;
+	}
+	return (status >> 16) == PTRACE_EVENT_STOP ? 0 : -1;
+}
+
+static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
+{
+	struct sc_ctl_msg m = {
+		.type = SC_CTL_RESET, .status = status, .cell_id = id, .cpu_us = cpu_us};
+	snprintf(m.message, sizeof(m.message), "%s", why ? why : "reset");
+	sc__ctl_send(CTL, &m, NULL, 0);
+}
+
+/* The stopped cell put back as parked: checks, memory, registers, the peaks. NULL, or why
+ * not (the cell is then to be discarded). */
+static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uint64_t *cpu_us)
+{
+	const char *why = NULL;
+	if (cpu_used(pid, cpu_us) < 0)
+		return "its CPU time cannot be read";
+	static struct sc_reuse_unmaps unmaps;
+	if ((why = check(pid, r, *cpu_us, &unmaps)))
+		return why;
+	int restored = restore_memory(pid, r, &why);
+	explicit_bzero(vec, sizeof(vec)); /* where the run wrote: no later cell's business */
+	if (restored < 0)
+		return why ? why : "its memory could not be restored";
+	/* After the copy, which puts the list's page back too; the cell unmaps them before it
+	 * runs anything else (cell.c reuse_park). */
+	struct iovec local = {&unmaps, sizeof(unmaps)}, remote = {&sc_reuse_unmaps, sizeof(unmaps)};
+	if (process_vm_writev(pid, &local, 1, &remote, 1, 0) != (ssize_t)sizeof(unmaps))
+		return "the mappings to unmap could not be handed over";
+	struct iovec iov = {r->xstate, r->xstate_len};
+	if (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 ||
+	    ptrace(PTRACE_SETREGSET, pid, (void *)NT_X86_XSTATE, &iov) < 0)
+		return "its registers could not be restored";
+	char refs[64];
+	snprintf(refs, sizeof(refs), "%d/clear_refs", (int)pid);
+	int fd = openat(proc_fd, refs, O_WRONLY | O_CLOEXEC);
+	bool cleared = fd >= 0 && write(fd, "5", 1) == 1;
+	if (fd >= 0)
+		close(fd);
+	if (!cleared)
+		return "its peak resident size could not be reset";
+	if (T.cgroup_fd >= 0 && sc__cgroup_cell_rearm(T.cgroup_fd, id) < 0)
+		return "its memory cgroup counted an out-of-memory kill, or its peak cannot be "
+		       "reset";
+	return NULL;
+}
+
+/* A cell that cannot be reset: killed (the host retires it; its exit record comes as for any
+ * cell) and the host told why. */
+static void discard(pid_t pid, uint32_t id, struct sc_reuse *r, int code, const char *why,
+		    uint64_t cpu_us)
+{
+	if (r)
+		r->state = BROKEN;
+	kill(pid, SIGKILL);
+	ptrace(PTRACE_DETACH, pid, 0, 0);
+	answer(id, code, why, cpu_us);
+}
+
+void sc_reuse_reset(uint32_t id)
+{
+	struct live_cell *c = NULL;
+	for (size_t i = 0; i < T.n_cells; i++)
+		if (T.cells[i].id == id)
+			c = &T.cells[i];
+	if (!c) {
+		answer(id, -ESRCH, "no such cell", 0);
+		return;
+	}
+	struct sc_reuse *r = c->reuse;
+	pid_t pid = c->pid;
+	if (!r || r->state != PARKED) {
+		char why[160];
+		snprintf(why, sizeof(why), "the cell was not parked for reuse%s%s", r ? ": " : "",
+			 r ? r->why : "");
+		discard(pid, id, r, -ESRCH, why, 0);
+		return;
+	}
+	if (ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_EXITKILL) < 0) {
+		discard(pid, id, r, -errno, "PTRACE_SEIZE failed", 0);
+		return;
+	}
+	int stopped = interrupt(c);
+	if (stopped == 1) { /* reaped: c and r are gone */
+		answer(id, -ESRCH, "the cell exited", 0);
+		return;
+	}
+	uint64_t cpu_us = 0;
+	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending)"
+				      : reset_stopped(pid, id, r, &cpu_us);
+	if (!why && ptrace(PTRACE_DETACH, pid, 0, 0) < 0)
+		why = "PTRACE_DETACH failed";
+	if (why) {
+		discard(pid, id, r, -EAGAIN, why, cpu_us);
+		return;
+	}
+	T.parked++; /* back among the parked: the host's next TAKE of it counts it down */
+	answer(id, 0, NULL, cpu_us);
+}

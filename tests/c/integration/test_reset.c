@@ -1,0 +1,584 @@
+/* Reset in place (snapcell_config_set_reuse, guest/reset.c): a fresh run's cell brought back to
+ * its parked state and handed to the next fresh run, with nothing of the run before it left;
+ * any state the reset does not restore discards the cell, and the next run gets a forked one. */
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Which cell ran: its /tmp and /output (tmpfs mounts made for it: a device number, reused once
+ * a cell is gone, and a creation time) and the inodes of its frame socket and output pipes,
+ * made for it by the template; what a run could change of them discards the cell. */
+#define IDENTITY                                                                                   \
+	"import os as _os\n"                                                                       \
+	"print('@', *[(s.st_dev, s.st_ino, s.st_ctime_ns) for s in "                               \
+	"[_os.stat('/tmp'), _os.stat('/output')] + [_os.fstat(fd) for fd in (1, 2, 3)]])\n"
+static const char identity_code[] = IDENTITY;
+
+static char *identity(struct snapcell_sandbox *sb)
+{
+	struct snapcell_result *res = test_run(sb, identity_code);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, stderr %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	char *id = strdup(res->stdout_buf);
+	snapcell_result_free(res);
+	return id;
+}
+
+static struct snapcell_sandbox *reuse_sandbox_with(struct snapcell_config *cfg, bool on)
+{
+	cr_assert_eq(snapcell_config_set_reuse(cfg, on, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	if (on && snapcell_sandbox_isolation(sb) < SNAPCELL_ISOLATION_NAMESPACES)
+		cr_skip_test("reset in place needs level namespaces");
+	return sb;
+}
+
+static struct snapcell_sandbox *reuse_sandbox(bool on)
+{
+	return reuse_sandbox_with(test_config_new(), on);
+}
+
+/* Runs until a cell comes back: true when some run's cell is the one before it. */
+static bool some_cell_reused(struct snapcell_sandbox *sb, int rounds)
+{
+	char *last = identity(sb);
+	bool seen = false;
+	for (int i = 0; i < rounds && !seen; i++) {
+		char *now = identity(sb);
+		seen = strcmp(now, last) == 0;
+		free(last);
+		last = now;
+	}
+	free(last);
+	return seen;
+}
+
+Test(reset, with_reuse_on_a_cell_runs_again)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	cr_expect(some_cell_reused(sb, 8), "no cell was reused in 8 runs");
+	snapcell_sandbox_free(sb);
+}
+
+Test(reset, with_reuse_off_every_run_has_a_new_cell)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(false);
+	cr_expect(!some_cell_reused(sb, 8), "a cell ran twice with reuse off");
+	snapcell_sandbox_free(sb);
+}
+
+/* The cells a sandbox's runs ran in, by identity (identity_code's line). */
+struct cells_seen {
+	char *ids[128];
+	int n;
+	int reused; /* runs whose cell an earlier run had */
+};
+
+static void cells_seen_free(struct cells_seen *c)
+{
+	for (int i = 0; i < c->n; i++)
+		free(c->ids[i]);
+}
+
+/* Runs code and then identity_code in the same run; the output before the identity goes to
+ * *out (malloc'd), the cell's identity to *id (malloc'd), the result to *res_out; true when
+ * the cell ran an earlier run. */
+static bool run_seen_full(struct snapcell_sandbox *sb, struct cells_seen *c, const char *code,
+			  char **out, char **id, struct snapcell_result **res_out)
+{
+	char *full = NULL;
+	cr_assert_gt(asprintf(&full, "%s\n" IDENTITY, code), 0);
+	struct snapcell_result *res = test_run(sb, full);
+	free(full);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, stderr %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	char *at = strstr(res->stdout_buf, "@ ");
+	cr_assert(at, "no identity in %s", res->stdout_buf);
+	bool again = false;
+	for (int i = 0; i < c->n && !again; i++)
+		again = strcmp(c->ids[i], at) == 0;
+	if (!again && c->n < (int)(sizeof(c->ids) / sizeof(c->ids[0])))
+		c->ids[c->n++] = strdup(at);
+	c->reused += again;
+	if (out)
+		*out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
+	if (id)
+		*id = strdup(at);
+	if (res_out)
+		*res_out = res;
+	else
+		snapcell_result_free(res);
+	return again;
+}
+
+static bool run_seen(struct snapcell_sandbox *sb, struct cells_seen *c, const char *code,
+		     char **out)
+{
+	return run_seen_full(sb, c, code, out, NULL, NULL);
+}
+
+/* Module attributes, builtins, sys.modules, the environment (Python's and the C one): memory,
+ * which a reset copies back; an interval timer, which the cell clears after its parked stop.
+ * Each run looks for any earlier run's marks, then leaves its own. */
+static const char leave_marks[] =
+	"import builtins, json, os, signal, sys, types, ctypes\n"
+	"libc = ctypes.CDLL(None)\n"
+	"libc.getenv.restype = ctypes.c_char_p\n"
+	"seen = [hasattr(json, 'leak'), hasattr(builtins, 'leak'), 'leakmod' in sys.modules,\n"
+	"        'LEAK' in os.environ, os.getenv('LEAK') is not None,\n"
+	"        libc.getenv(b'CLEAK') is not None,\n"
+	"        signal.getitimer(signal.ITIMER_REAL)[0] > 0]\n"
+	"print(seen)\n"
+	"json.leak = builtins.leak = 1\n"
+	"sys.modules['leakmod'] = types.ModuleType('leakmod')\n"
+	"os.environ['LEAK'] = '1'\n"
+	"libc.setenv(b'CLEAK', b'1', 1)\n"
+	"signal.setitimer(signal.ITIMER_REAL, 100)\n";
+
+Test(reset, a_reset_cell_keeps_nothing_of_the_runs_before)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	for (int i = 0; i < 16; i++) {
+		char *out;
+		run_seen(sb, &c, leave_marks, &out);
+		cr_expect_str_eq(out, "[False, False, False, False, False, False, False]\n",
+				 "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 4, "only %d of 16 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* State a reset does not put back: the cell is discarded, so no later run is in it, and no
+ * later run sees the change; the sandbox goes on reusing cells after harmless runs. */
+static void expect_discarded_with(struct snapcell_config *cfg, const char *change,
+				  const char *probe, const char *clean)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	for (int i = 0; i < 6; i++) {
+		char *code = NULL, *out = NULL;
+		cr_assert_gt(asprintf(&code, "%s\n%s\n", probe, change), 0);
+		bool again = run_seen(sb, &c, code, &out);
+		cr_expect(!again, "run %d of '%s' ran in a cell an earlier one changed", i, change);
+		cr_expect_str_eq(out, clean, "run %d of '%s' saw an earlier run's change", i,
+				 change);
+		free(code);
+		free(out);
+	}
+	int before = c.reused;
+	for (int i = 0; i < 12 && c.reused == before; i++)
+		run_seen(sb, &c, "pass", NULL);
+	cr_expect_gt(c.reused, before, "no cell was reused after '%s'", change);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+static void expect_discarded_after(const char *change, const char *probe, const char *clean)
+{
+	expect_discarded_with(test_config_new(), change, probe, clean);
+}
+
+Test(reset, a_file_left_in_tmp_discards_the_cell)
+{
+	expect_discarded_after("open('/tmp/leak', 'w').write('x')",
+			       "import os\nprint(os.listdir('/tmp'))", "[]\n");
+}
+
+/* A run's /output is collected after the cell is killed (run_fresh.c): never reset. */
+Test(reset, a_file_left_in_output_discards_the_cell)
+{
+	expect_discarded_after("open('/output/leak', 'w').write('x')",
+			       "import os\nprint(os.listdir('/output'))", "[]\n");
+}
+
+Test(reset, a_changed_working_directory_discards_the_cell)
+{
+	expect_discarded_after("os.chdir('/output')", "import os\nprint(os.getcwd())", "/tmp\n");
+}
+
+Test(reset, a_signal_handler_discards_the_cell)
+{
+	expect_discarded_after(
+		"signal.signal(signal.SIGUSR1, lambda *a: None)",
+		"import signal\nprint(signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL)",
+		"True\n");
+}
+
+Test(reset, a_thread_left_running_discards_the_cell)
+{
+	expect_discarded_after(
+		"threading.Thread(target=time.sleep, args=(30,), daemon=True).start()",
+		"import threading, time\nprint(threading.active_count())", "1\n");
+}
+
+Test(reset, a_descriptor_left_open_discards_the_cell)
+{
+	expect_discarded_after("os.dup2(os.open('/dev/null', os.O_RDONLY), 9)",
+			       "import os\ntry:\n    os.fstat(9)\n    print('open')\n"
+			       "except OSError:\n    print('closed')",
+			       "closed\n");
+}
+
+/* A mapping a run added (and kept) is unmapped before the next run in the cell: that run finds
+ * nothing at its address (madvise answers ENOMEM there). */
+Test(reset, a_mapping_a_run_added_is_gone_in_the_next_run)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	char prev[64] = "0";
+	for (int i = 0; i < 12; i++) {
+		char *code = NULL, *out = NULL;
+		cr_assert_gt(asprintf(&code,
+				      "import builtins, ctypes, mmap\n"
+				      "libc = ctypes.CDLL(None, use_errno=True)\n"
+				      "prev = %s\n"
+				      "gone = not prev or libc.madvise(ctypes.c_void_p(prev), "
+				      "4096, 0) != 0\n"
+				      "m = mmap.mmap(-1, 1 << 20, flags=mmap.MAP_PRIVATE | "
+				      "mmap.MAP_ANONYMOUS)\n"
+				      "m[:5] = b'leak!'\n"
+				      "builtins.kept = m\n"
+				      "print(gone, ctypes.addressof(ctypes.c_char.from_buffer(m)))",
+				      prev),
+			     0);
+		run_seen(sb, &c, code, &out);
+		cr_expect_eq(strncmp(out, "True ", 5), 0, "run %d found the last run's mapping: %s",
+			     i, out);
+		snprintf(prev, sizeof(prev), "%s", strchr(out, ' ') ? strchr(out, ' ') + 1 : "0");
+		prev[strcspn(prev, "\n")] = 0;
+		free(code);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* A run that grows the heap (glibc's brk) and keeps it full: the next run in the cell gets the
+ * parked heap back, and memory calloc takes as fresh from the kernel is zero again. */
+Test(reset, a_grown_heap_is_given_back)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 12; i++) {
+		char *out;
+		run_seen(sb, &c,
+			 "import builtins\n"
+			 "print(all(bytearray(60000).count(0) == 60000 for _ in range(300)))\n"
+			 "builtins.kept = [b'\\xff' * 60000 for _ in range(300)]",
+			 &out);
+		cr_expect_str_eq(out, "True\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+Test(reset, a_lowered_rlimit_discards_the_cell)
+{
+	expect_discarded_after(
+		"resource.setrlimit(resource.RLIMIT_NOFILE, (20, resource.getrlimit("
+		"resource.RLIMIT_NOFILE)[1]))",
+		"import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE)[0] > 20)",
+		"True\n");
+}
+
+Test(reset, a_changed_umask_discards_the_cell)
+{
+	expect_discarded_after("os.umask(0o077)",
+			       "import os\nu = os.umask(0o022); os.umask(u); print(oct(u))",
+			       "0o22\n");
+}
+
+/* No at-fork hook runs on a reset: the cell renews its generators itself (prelude.reseed). */
+Test(reset, random_generators_differ_in_each_run_of_a_reset_cell)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ssl", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	char *outs[16] = {0};
+	for (int i = 0; i < 16; i++) {
+		run_seen(sb, &c,
+			 "import random, ssl\nprint(random.random(), ssl.RAND_bytes(16).hex())",
+			 &outs[i]);
+		for (int j = 0; j < i; j++)
+			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same numbers",
+					  j, i);
+	}
+	cr_expect_geq(c.reused, 4, "only %d of 16 runs were in a reset cell", c.reused);
+	for (int i = 0; i < 16; i++)
+		free(outs[i]);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* A run's CPU time is its own, in a reset cell too, and the CPU limit still ends a runaway. */
+Test(reset, cpu_time_is_per_run_and_the_limit_still_holds)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_CPU_MS, 1000, NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	for (int i = 0; i < 12; i++)
+		run_seen(sb, &c,
+			 "import time\nt = time.process_time()\n"
+			 "while time.process_time() - t < 0.05: pass",
+			 NULL);
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	int runaways_reused = 0;
+	for (int i = 0; i < 4; i++) {
+		struct snapcell_result *res;
+		run_seen_full(sb, &c,
+			      "import time\nt = time.process_time()\n"
+			      "while time.process_time() - t < 0.05: pass",
+			      NULL, NULL, &res);
+		cr_expect_lt(res->cpu_us, 400000, "a 50 ms run reports %llu us",
+			     (unsigned long long)res->cpu_us);
+		snapcell_result_free(res);
+		/* Says which cell it is in before it spins. */
+		res = test_run(sb, IDENTITY "import sys\nsys.stdout.flush()\nwhile True: pass");
+		cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT, "status %s",
+			     snapcell_status_name(res->status));
+		cr_expect(res->limits_hit & SNAPCELL_HIT_CPU, "limits hit %#x", res->limits_hit);
+		cr_expect_lt(res->cpu_us, 3000000, "the runaway ran %llu us",
+			     (unsigned long long)res->cpu_us);
+		cr_expect_geq(res->cpu_us, 500000, "the runaway ran %llu us",
+			      (unsigned long long)res->cpu_us);
+		const char *at = strstr(res->stdout_buf, "@ ");
+		for (int j = 0; at && j < c.n; j++)
+			runaways_reused += strcmp(c.ids[j], at) == 0;
+		snapcell_result_free(res);
+	}
+	cr_expect_geq(runaways_reused, 1, "no runaway ran in a reset cell");
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* The peaks a run reports are its own: a small run in a cell where a big one ran reports a
+ * small peak (the resident peak, and at level cgroups its memory cgroup's). */
+Test(reset, peak_memory_is_per_run)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct cells_seen c = {0};
+	char *big_ids[12] = {0};
+	int checked = 0;
+	const uint64_t big = 150u << 20;
+	for (int i = 0; i < 12 && checked < 2; i++) {
+		struct snapcell_result *res;
+		run_seen_full(sb, &c, "x = bytearray(b'1') * (150 << 20)\ndel x", NULL, &big_ids[i],
+			      &res);
+		cr_expect_geq(res->peak_rss_bytes, big, "a 150 MiB run's resident peak: %llu",
+			      (unsigned long long)res->peak_rss_bytes);
+		snapcell_result_free(res);
+		for (int k = 0; k < 3; k++) {
+			char *id;
+			run_seen_full(sb, &c, "pass", NULL, &id, &res);
+			bool after_big = false;
+			for (int j = 0; j <= i && !after_big; j++)
+				after_big = strcmp(big_ids[j], id) == 0;
+			if (after_big) {
+				checked++;
+				cr_expect_lt(
+					res->peak_rss_bytes, big / 2,
+					"a small run after a big one in its cell: rss peak %llu",
+					(unsigned long long)res->peak_rss_bytes);
+				cr_expect_lt(res->peak_memory_bytes, big / 2,
+					     "a small run after a big one in its cell: peak %llu",
+					     (unsigned long long)res->peak_memory_bytes);
+			}
+			free(id);
+			snapcell_result_free(res);
+		}
+	}
+	cr_expect_geq(checked, 1, "no small run came after a big one in the same cell");
+	for (int i = 0; i < 12; i++)
+		free(big_ids[i]);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* numpy where the cells' interpreter can import it: its own, or Debian's python3-numpy for
+ * Debian's interpreter (test_skip_unless_guest_runs_debian_packages). */
+static struct snapcell_config *numpy_config(void)
+{
+	struct snapcell_config *cfg = test_config_new();
+	struct snapcell_sandbox *probe = reuse_sandbox_with(test_config_new(), false);
+	struct snapcell_result *res = test_run(probe, "import numpy.random");
+	bool own = res->status == SNAPCELL_STATUS_OK;
+	snapcell_result_free(res);
+	snapcell_sandbox_free(probe);
+	if (own)
+		return cfg;
+	if (access("/usr/lib/python3/dist-packages/numpy", F_OK) != 0)
+		cr_skip_test("numpy is not importable by the cells' interpreter");
+	test_skip_unless_guest_runs_debian_packages();
+	cr_assert_eq(snapcell_config_add_python_path(cfg, "/usr/lib/python3/dist-packages", NULL),
+		     0);
+	return cfg;
+}
+
+Test(reset, numpy_generator_differs_in_each_run_of_a_reset_cell)
+{
+	struct snapcell_config *cfg = numpy_config();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "numpy.random", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	char *outs[12] = {0};
+	for (int i = 0; i < 12; i++) {
+		run_seen(sb, &c, "import numpy.random\nprint(numpy.random.rand())", &outs[i]);
+		for (int j = 0; j < i; j++)
+			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same numbers",
+					  j, i);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	for (int i = 0; i < 12; i++)
+		free(outs[i]);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* The kernel writes into a thread's rseq area on every resume: a run that moved it into memory
+ * the next run uses would corrupt that run, so the cell is discarded. */
+Test(reset, a_moved_rseq_area_discards_the_cell)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	expect_discarded_with(cfg,
+			      "libc = ctypes.CDLL(None, use_errno=True)\n"
+			      "libc.syscall.restype = ctypes.c_long\n"
+			      "libc.pthread_self.restype = ctypes.c_void_p\n"
+			      "off = ctypes.c_long.in_dll(libc, '__rseq_offset').value\n"
+			      "area = libc.pthread_self() + off\n"
+			      "sig = ctypes.c_uint(0x53053053)\n"
+			      "assert libc.syscall(334, ctypes.c_void_p(area), 32, 1, sig) == 0, "
+			      "ctypes.get_errno()\n"
+			      "buf = ctypes.create_string_buffer(64)\n"
+			      "new = (ctypes.addressof(buf) + 31) & ~31\n"
+			      "assert libc.syscall(334, ctypes.c_void_p(new), 32, 0, sig) == 0, "
+			      "ctypes.get_errno()\n"
+			      "builtins.kept = buf\n",
+			      "import ctypes, builtins\nprint(hasattr(builtins, 'kept'))",
+			      "False\n");
+}
+
+/* A config whose template leaves 100,000 bytes in json.BIG, so a page of it is parked state. */
+static struct snapcell_config *big_parked_string(void)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	cr_assert_eq(snapcell_config_set_warmup(cfg, "import json\njson.BIG = 'x' * 100000", NULL),
+		     0);
+	return cfg;
+}
+
+/* Drops the pages of json.BIG's middle with madvise(advice). */
+#define ZAP(advice)                                                                                \
+	"import ctypes, json\n"                                                                    \
+	"page = (id(json.BIG) + 50000) & ~4095\n"                                                  \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"assert libc.madvise(ctypes.c_void_p(page), 8192, " advice ") == 0, ctypes.get_errno()\n"
+
+/* MADV_DONTNEED drops an anonymous page and its write-protection with it: the reset finds it
+ * gone and puts the parked bytes back. */
+Test(reset, a_page_dropped_by_madvise_is_put_back)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(big_parked_string(), true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 12; i++) {
+		char *out;
+		run_seen(sb, &c, "import json\nprint(json.BIG.count('x'))\n" ZAP("4"), &out);
+		cr_expect_str_eq(out, "100000\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* MADV_FREE leaves a page of the cell's own to be zeroed later, which no scan shows: cells
+ * armed for reuse are refused it (EINVAL, as an older kernel would), others are not. */
+Test(reset, lazy_freeing_is_refused_only_with_reuse)
+{
+	static const char code[] =
+		"import ctypes, mmap\n"
+		"m = mmap.mmap(-1, 8192, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+		"m[0] = 1\n"
+		"page = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"rc = libc.madvise(ctypes.c_void_p(page), 8192, 8)\n"
+		"print(rc, ctypes.get_errno() if rc else 0)\n";
+	for (int on = 0; on < 2; on++) {
+		struct snapcell_config *cfg = test_config_new();
+		cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+		struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, on);
+		expect_output(sb, code, on ? "-1 22\n" : "0 0\n");
+		snapcell_sandbox_free(sb);
+	}
+}
+
+/* Sessions take cells that never ran, and are never reset: their state persists between
+ * their runs, and their CPU limit is the configured one, without a reset cell's slack. */
+Test(reset, sessions_keep_their_state_and_their_cpu_limit)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_CPU_MS, 2000, NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	static const char limit[] =
+		"import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU))";
+	expect_output(sb, limit, "(3, 3)\n"); /* a fresh cell: 2 s and the reset slack */
+	struct snapcell_error err = {0};
+	struct snapcell_session *s = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	const char *codes[] = {"x = 41", "x += 1\nprint(x)", limit};
+	const char *want[] = {"", "42\n", "(2, 2)\n"};
+	for (int i = 0; i < 3; i++) {
+		struct snapcell_result *res = NULL;
+		cr_assert_eq(snapcell_session_run(s, codes[i], SIZE_MAX, NULL, &res, &err), 0, "%s",
+			     err.message);
+		cr_expect_str_eq(res->stdout_buf, want[i], "session run %d: %s %s", i,
+				 res->stdout_buf, res->stderr_buf);
+		snapcell_result_free(res);
+	}
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
+
+/* Code that writes a DONE of its own (the frame format is no secret) and goes on changing
+ * state: the host takes the run as ended and asks for the reset, which stops the cell where it
+ * is and puts everything back; no later run sees what it went on doing. */
+Test(reset, a_run_that_claims_its_end_early_is_stopped_and_reset)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 10; i++) {
+		char *out;
+		run_seen(sb, &c,
+			 "import json, os, struct, sys, time\n"
+			 "print(hasattr(json, 'leak'))\n" IDENTITY "sys.stdout.flush()\n"
+			 "json.leak = 0\n"
+			 "os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
+			 "t = time.monotonic()\n"
+			 "while time.monotonic() - t < 0.3:\n"
+			 "    json.leak += 1\n",
+			 &out);
+		cr_expect_str_eq(out, "False\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 2, "only %d of 10 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
