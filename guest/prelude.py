@@ -475,7 +475,7 @@ def reseed():
     """In a cell reset in place (guest/cell.c), before each run: the random states a fork
     renews (at-fork hooks, a new pid) and a reset does not, renewed from the kernel. The hash
     secret stays the template's, as in forked cells."""
-    import sys
+    import os
     random = sys.modules.get("random")
     if random is not None:
         random.seed()  # the module's global generator, behind random.random()
