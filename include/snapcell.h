@@ -728,6 +728,12 @@ SNAPCELL_API int snapcell_sandbox_new(const struct snapcell_config *cfg,
 SNAPCELL_API void snapcell_sandbox_free(struct snapcell_sandbox *sb);
 
 SNAPCELL_API enum snapcell_isolation snapcell_sandbox_isolation(const struct snapcell_sandbox *sb);
+/* Whether sb's fresh cells are armed for reset in place: its config asks for reuse, its level
+ * is namespaces or cgroups, it has no network entries, and the kernel gives what reuse needs
+ * (snapcell_probe_reuse). False: every run gets a newly forked cell. */
+SNAPCELL_API bool snapcell_sandbox_reuse(const struct snapcell_sandbox *sb);
+/* What snapcell_config_set_reuse last set on cfg (false for NULL): asked for, not in use. */
+SNAPCELL_API bool snapcell_config_reuse(const struct snapcell_config *cfg);
 
 /* Memory a sandbox holds while idle, from /proc/PID/smaps_rollup (private = pages no other
  * process shares: what the sandbox really costs). */

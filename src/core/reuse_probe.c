@@ -120,3 +120,21 @@ bool sc__reuse_available(void)
 	struct snapcell_reuse_probe p;
 	return snapcell_probe_reuse(&p, NULL) == 0 && p.available;
 }
+
+bool snapcell_sandbox_reuse(const struct snapcell_sandbox *sb)
+{
+	return sb && sc__sandbox_reuse(sb->cfg, sb->cells.level, sb->gate != NULL);
+}
+
+bool sc__sandbox_reuse(const struct snapcell_config *cfg, enum snapcell_isolation level, bool gate)
+{
+	/* Not at level rlimits (no pid namespace per cell), nor with network entries (the gate
+	 * keeps per-cell state), nor on a kernel without what reuse needs. */
+	return cfg->reuse && level >= SNAPCELL_ISOLATION_NAMESPACES && !gate &&
+	       sc__reuse_available();
+}
+
+bool snapcell_config_reuse(const struct snapcell_config *cfg)
+{
+	return cfg && cfg->reuse;
+}

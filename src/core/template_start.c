@@ -212,11 +212,7 @@ static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_
 			     .level = (int)m.level,
 			     .tmp = m.cell_tmp ? tmp : NULL,
 			     .own_uid = m.own_uid,
-			     /* Reset in place: not at level rlimits (no pid namespace per cell),
-			      * nor with network entries (the gate keeps per-cell state), nor on
-			      * a kernel without what it needs (snapcell_probe_reuse). */
-			     .reuse = sb->cfg->reuse && m.level >= SNAPCELL_ISOLATION_NAMESPACES &&
-				      !sb->gate && sc__reuse_available(),
+			     .reuse = sc__sandbox_reuse(sb->cfg, m.level, sb->gate != NULL),
 			     .cgroup = (char *)m.cgroup,
 			     .net = sb->gate ? &net : NULL,
 			     .network_notice = sc__network_notice(sb->cfg)};
