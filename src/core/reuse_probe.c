@@ -24,7 +24,8 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 /* userfaultfd as a cell opens it, with asynchronous write-protection registered on a page of
  * ours as the template registers the cell's mappings, then PAGEMAP_SCAN over that page with
- * PM_SCAN_WP_MATCHING as a reset re-protects: "" when both work, else what failed. */
+ * PM_SCAN_WP_MATCHING as a reset re-protects (without the userfaultfd, a plain scan: each
+ * feature is answered on its own). detail: the first that failed and why. */
 static void probe_memory(struct snapcell_reuse_probe *p)
 {
 	long page = sysconf(_SC_PAGESIZE);
@@ -50,28 +51,26 @@ static void probe_memory(struct snapcell_reuse_probe *p)
 			 strerror(errno));
 	else
 		p->userfaultfd_wp_async = true;
-	int pagemap =
-		p->userfaultfd_wp_async ? open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC) : -1;
-	if (p->userfaultfd_wp_async && pagemap < 0)
-		snprintf(p->detail, sizeof(p->detail), "/proc/self/pagemap: %s", strerror(errno));
-	if (pagemap >= 0) {
-		*(volatile char *)mem = 1;
-		struct page_region vec[1];
-		struct pm_scan_arg a = {.size = sizeof(a),
-					.flags = PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC,
-					.start = (uintptr_t)mem,
-					.end = (uintptr_t)mem + (uint64_t)page,
-					.vec = (uintptr_t)vec,
-					.vec_len = 1,
-					.category_mask = PAGE_IS_WRITTEN,
-					.return_mask = PAGE_IS_WRITTEN};
-		if (ioctl(pagemap, PAGEMAP_SCAN, &a) < 0)
-			snprintf(p->detail, sizeof(p->detail), "PAGEMAP_SCAN (Linux 6.7): %s",
-				 strerror(errno));
-		else
-			p->pagemap_scan = true;
+	*(volatile char *)mem = 1;
+	struct page_region vec[1];
+	struct pm_scan_arg a = {
+		.size = sizeof(a),
+		.flags = p->userfaultfd_wp_async ? PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC : 0,
+		.start = (uintptr_t)mem,
+		.end = (uintptr_t)mem + (uint64_t)page,
+		.vec = (uintptr_t)vec,
+		.vec_len = 1,
+		.category_mask = PAGE_IS_WRITTEN,
+		.return_mask = PAGE_IS_WRITTEN};
+	int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	const char *failed = pagemap < 0			    ? "/proc/self/pagemap"
+			     : ioctl(pagemap, PAGEMAP_SCAN, &a) < 0 ? "PAGEMAP_SCAN (Linux 6.7)"
+								    : NULL;
+	if (failed && !p->detail[0])
+		snprintf(p->detail, sizeof(p->detail), "%s: %s", failed, strerror(errno));
+	p->pagemap_scan = !failed;
+	if (pagemap >= 0)
 		close(pagemap);
-	}
 	if (uffd >= 0)
 		close(uffd); /* unregisters the page */
 	munmap(mem, (size_t)page);
