@@ -106,3 +106,20 @@ def test_without_the_kernel_features_reuse_falls_back_to_forking(simhost, option
     assert len(texts) == 8, answers
     assert all(t.endswith(" None\n") for t in texts), texts
     assert len(set(texts)) == len(texts), texts
+
+
+def test_at_level_rlimits_reuse_asked_for_forks_and_doctor_says_why(simhost):
+    """A Docker-like seccomp filter leaves level rlimits (no pid namespace per cell): the
+    kernel gives what reuse needs, the level does not."""
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs /usr/bin/python3 (a root caller's rlimits sandbox cannot reach a "
+                    "pyenv build under /root)")
+    wrap = simhost("--docker-seccomp")
+    r, report = doctor(None, "--reuse", "--python", "/usr/bin/python3", wrap=wrap)
+    assert report["level"] == "rlimits", report["level"]
+    reuse = report["reuse"]
+    assert reuse["asked"] is True and reuse["in_use"] is False, reuse
+    assert reuse["mode"] == ("asked for, but not at this level (namespaces or cgroups needed): "
+                             "each run forks a new cell"), reuse
+    r = wrap("run", "--reuse", "--python", "/usr/bin/python3", "-", stdin=b"print(6 * 7)")
+    assert r.returncode == 0 and r.stdout == b"42\n", r.stderr
