@@ -12,7 +12,7 @@
 
 static const char usage[] =
 	"usage: snapcell doctor [--json] [--python PATH] [--venv DIR] [--python-path DIR]...\n"
-	"                       [--preload MODULE]...\n"
+	"                       [--preload MODULE]... [--reuse | --no-reuse]\n"
 	"  --json              print the report as one JSON object\n"
 	"  --python PATH       the interpreter to check and measure (default: the --venv's,\n"
 	"                      else python3 on PATH, else /usr/bin/python3)\n"
@@ -20,7 +20,10 @@ static const char usage[] =
 	"  --python-path DIR   a directory on the measured sandboxes' sys.path (repeatable)\n"
 	"  --preload MODULE    measure what preloading MODULE costs: the template's extra\n"
 	"                      private memory and cold start against a sandbox without it\n"
-	"                      (repeatable; each measured alone)\n";
+	"                      (repeatable; each measured alone)\n"
+	"  --reuse, --no-reuse the measured sandboxes reset a fresh run's cell in place, or\n"
+	"                      fork a new cell for each run (default: --no-reuse); the\n"
+	"                      reuse line says which mode runs and what the kernel gives\n";
 
 static const struct {
 	const char *sysctl;
@@ -65,6 +68,7 @@ struct measure_opts {
 	size_t n_python_paths;
 	const char *python; /* --python, or NULL */
 	const char *venv;   /* --venv, or NULL */
+	int reuse;	    /* --reuse 1, --no-reuse 0, else -1 (the library's default) */
 };
 
 /* A config with the options' interpreter, venv and python paths; NULL with why. */
@@ -82,6 +86,8 @@ static struct snapcell_config *measured_config(const struct measure_opts *o, cha
 		snprintf(why, why_len, "--venv: %s", err.message);
 	if (rc == 0 && o->python && (rc = snapcell_config_set_python(cfg, o->python, &err)) < 0)
 		snprintf(why, why_len, "--python: %s", err.message);
+	if (rc == 0 && o->reuse >= 0)
+		rc = snapcell_config_set_reuse(cfg, o->reuse == 1, &err);
 	for (size_t i = 0; rc == 0 && i < o->n_python_paths; i++)
 		if ((rc = snapcell_config_add_python_path(cfg, o->python_paths[i], &err)) < 0)
 			snprintf(why, why_len, "--python-path: %s", err.message);
@@ -128,6 +134,8 @@ static json_t *measure(const struct measure_opts *o, const char *preload, char *
 			      (json_int_t)st.template_private_bytes, "parked_cell_private_bytes",
 			      (json_int_t)st.parked_cell_private_bytes, "fresh_run_us",
 			      (json_int_t)res->wall_us);
+	if (j)
+		json_object_set_new(j, "reuse", json_boolean(snapcell_sandbox_reuse(sb)));
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 	snapcell_config_free(cfg);
@@ -172,6 +180,47 @@ static const char *advice(const struct snapcell_probe *p, const char **mech)
 			return p->mech[m].detail;
 		}
 	return NULL;
+}
+
+/* Reset in place: whether the options ask for it, whether the measured sandbox arms its cells
+ * (sandbox NULL: it did not start), and what the kernel gives (snapcell_probe_reuse). */
+static json_t *reuse_json(const struct measure_opts *o, const json_t *sandbox)
+{
+	struct snapcell_config *cfg = fe_config_new();
+	bool asked = o->reuse >= 0 ? o->reuse == 1 : cfg && snapcell_config_reuse(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_reuse_probe k;
+	snapcell_probe_reuse(&k, NULL);
+	json_t *j = json_pack("{s:b, s:{s:b, s:b, s:b, s:b, s:s}}", "asked", asked, "kernel",
+			      "userfaultfd_wp_async", k.userfaultfd_wp_async, "pagemap_scan",
+			      k.pagemap_scan, "ptrace_child", k.ptrace_child, "available",
+			      k.available, "detail", k.detail);
+	json_t *used = json_object_get(sandbox, "reuse");
+	if (used)
+		json_object_set(j, "in_use", used);
+	const char *mode =
+		!asked		     ? "off: each run forks a new cell"
+		: json_is_true(used) ? "on: a fresh run's cell is reset in place"
+		: !k.available ? "asked for, but the kernel lacks what it needs: each run forks "
+				 "a new cell"
+		: used	       ? "asked for, but not at this level (namespaces or cgroups "
+				 "needed): each run forks a new cell"
+			       : "asked for (the sandbox did not start)";
+	json_object_set_new(j, "mode", json_string(mode));
+	return j;
+}
+
+static void print_reuse(const json_t *r)
+{
+	const json_t *k = json_object_get(r, "kernel");
+	printf("reuse:     %s\n", json_string_value(json_object_get(r, "mode")));
+	printf("           kernel: userfaultfd write-protect %s, PAGEMAP_SCAN %s, ptrace of a "
+	       "child %s%s%s\n",
+	       json_is_true(json_object_get(k, "userfaultfd_wp_async")) ? "yes" : "no",
+	       json_is_true(json_object_get(k, "pagemap_scan")) ? "yes" : "no",
+	       json_is_true(json_object_get(k, "ptrace_child")) ? "yes" : "no",
+	       json_is_true(json_object_get(k, "available")) ? "" : ": ",
+	       json_string_value(json_object_get(k, "detail")));
 }
 
 /* The interpreter the options choose, on its own lines: the file, why and its version, what
@@ -276,6 +325,8 @@ int cli_doctor(int argc, char **argv)
 		{"preload", required_argument, NULL, 'l'},
 		{"python", required_argument, NULL, 'P'},
 		{"venv", required_argument, NULL, 'v'},
+		{"reuse", no_argument, NULL, 'u'},
+		{"no-reuse", no_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'h'},
 		/* --python-path's abbreviations from before --python existed (run_args.c). */
 		{"py", required_argument, NULL, 'p'},
@@ -285,7 +336,7 @@ int cli_doctor(int argc, char **argv)
 		{0},
 	};
 	const char *paths[64], *modules[64];
-	struct measure_opts o = {paths, 0, NULL, NULL};
+	struct measure_opts o = {paths, 0, NULL, NULL, -1};
 	size_t n_modules = 0;
 	bool as_json = false;
 	optind = 1;
@@ -300,6 +351,8 @@ int cli_doctor(int argc, char **argv)
 			o.python = optarg;
 		else if (c == 'v')
 			o.venv = optarg;
+		else if (c == 'u' || c == 'U')
+			o.reuse = c == 'u';
 		else {
 			fputs(usage, c == 'h' ? stdout : stderr);
 			return c == 'h' ? 0 : 2;
@@ -327,6 +380,7 @@ int cli_doctor(int argc, char **argv)
 	json_t *m;
 	json_array_foreach(preloads, i, m) failed |= json_object_get(m, "error") != NULL;
 	json_t *servers = mcp_servers_json();
+	json_t *reuse = reuse_json(&o, sandbox);
 	if (as_json) {
 		json_t *mechs = json_array();
 		for (int k = 0; k < SNAPCELL_MECH__COUNT; k++)
@@ -334,12 +388,12 @@ int cli_doctor(int argc, char **argv)
 				mechs, json_pack("{s:s, s:b, s:b, s:s}", "name", p.mech[k].name,
 						 "available", p.mech[k].available, "used",
 						 p.mech[k].used, "detail", p.mech[k].detail));
-		json_t *j =
-			json_pack("{s:o, s:s, s:O, s:o, s:o, s:o, s:O}", "mechanisms", mechs,
-				  "level", snapcell_isolation_name(p.level), "python", python,
-				  "hardening", hard, "sandbox",
-				  sandbox ? json_incref(sandbox) : json_pack("{s:s}", "error", why),
-				  "preloads", json_incref(preloads), "mcp_servers", servers);
+		json_t *j = json_pack(
+			"{s:o, s:s, s:O, s:o, s:o, s:o, s:O, s:O}", "mechanisms", mechs, "level",
+			snapcell_isolation_name(p.level), "python", python, "hardening", hard,
+			"sandbox",
+			sandbox ? json_incref(sandbox) : json_pack("{s:s}", "error", why),
+			"preloads", json_incref(preloads), "mcp_servers", servers, "reuse", reuse);
 		const char *mech = NULL, *fix = advice(&p, &mech);
 		if (fix)
 			json_object_set_new(j, "advice",
@@ -351,11 +405,13 @@ int cli_doctor(int argc, char **argv)
 		json_decref(j);
 	} else {
 		print_text(&p, hard, sandbox, why, preloads);
+		print_reuse(reuse);
 		print_python(py_cfg, py_why);
 		print_servers(servers);
 		json_decref(hard);
 	}
 	json_decref(servers);
+	json_decref(reuse);
 	json_decref(sandbox);
 	json_decref(preloads);
 	json_decref(python);

@@ -86,6 +86,10 @@ static const char usage[] =
 	"  --describe[=json]       print the execute_code tool description a model would get\n"
 	"                          for these options, and exit (json: schemas as JSON)\n"
 	"  --instructions          print the provider instructions for these options, and exit\n"
+	"  --reuse, --no-reuse     reset a fresh run's cell in place for a later run, or fork\n"
+	"                          a new cell for each run (default: --no-reuse; where the\n"
+	"                          kernel lacks what reuse needs, runs fork: snapcell doctor\n"
+	"                          --reuse says why)\n"
 	"  --config FILE           apply the JSON file `snapcell mcp --config` reads (limits,\n"
 	"                          files, paths, network, tools, ...; the server's own keys\n"
 	"                          are refused), where it stands: later options win\n"
@@ -148,7 +152,9 @@ enum opt {
 	OPT_APPROVE,
 	OPT_APPROVAL_TIMEOUT,
 	OPT_PYTHON,
-	OPT_CONFIG
+	OPT_CONFIG,
+	OPT_REUSE,
+	OPT_NO_REUSE
 };
 
 static const struct option options[] = {
@@ -185,6 +191,8 @@ static const struct option options[] = {
 	{"approval-timeout", required_argument, NULL, OPT_APPROVAL_TIMEOUT},
 	{"python", required_argument, NULL, OPT_PYTHON},
 	{"config", required_argument, NULL, OPT_CONFIG},
+	{"reuse", no_argument, NULL, OPT_REUSE},
+	{"no-reuse", no_argument, NULL, OPT_NO_REUSE},
 	{"help", no_argument, NULL, 'h'},
 	/* Before --python existed, getopt_long took these abbreviations of --python-path for
 	 * it; exact entries keep them meaning that (they would be ambiguous now). */
@@ -391,6 +399,8 @@ static int apply_option(struct snapcell_config *cfg, int opt, const char *arg)
 			fprintf(stderr, "snapcell: --env wants NAME=VALUE, got '%s'\n", arg);
 		return rc < 0 ? -1 : 0;
 	}
+	if (opt == OPT_REUSE || opt == OPT_NO_REUSE)
+		return reported(opt, snapcell_config_set_reuse(cfg, opt == OPT_REUSE, &err), &err);
 	if (opt == OPT_TOOL)
 		return fe_add_command_tool(cfg, arg);
 	if (opt == OPT_CONFIG)

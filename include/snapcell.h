@@ -728,6 +728,12 @@ SNAPCELL_API int snapcell_sandbox_new(const struct snapcell_config *cfg,
 SNAPCELL_API void snapcell_sandbox_free(struct snapcell_sandbox *sb);
 
 SNAPCELL_API enum snapcell_isolation snapcell_sandbox_isolation(const struct snapcell_sandbox *sb);
+/* Whether sb's fresh cells are armed for reset in place: its config asks for reuse, its level
+ * is namespaces or cgroups, it has no network entries, and the kernel gives what reuse needs
+ * (snapcell_probe_reuse). False: every run gets a newly forked cell. */
+SNAPCELL_API bool snapcell_sandbox_reuse(const struct snapcell_sandbox *sb);
+/* What snapcell_config_set_reuse last set on cfg (false for NULL): asked for, not in use. */
+SNAPCELL_API bool snapcell_config_reuse(const struct snapcell_config *cfg);
 
 /* Memory a sandbox holds while idle, from /proc/PID/smaps_rollup (private = pages no other
  * process shares: what the sandbox really costs). */
@@ -1227,6 +1233,28 @@ struct snapcell_probe {
 
 /* Tests each mechanism in a short-lived child process; never changes the caller. */
 SNAPCELL_API int snapcell_probe_host(struct snapcell_probe *out, struct snapcell_error *err);
+
+/* What reset in place (snapcell_config_set_reuse) needs of the kernel, as the template uses
+ * it (guest/reset.c): a userfaultfd opened with UFFD_USER_MODE_ONLY that takes
+ * UFFD_FEATURE_WP_ASYNC and write-protects a private mapping (Linux 6.7), the PAGEMAP_SCAN
+ * ioctl of /proc/PID/pagemap that finds and re-protects written pages (Linux 6.7), and
+ * PTRACE_SEIZE of a child process (Yama's ptrace_scope 3 refuses it). */
+struct snapcell_reuse_probe {
+	bool userfaultfd_wp_async; /* userfaultfd with asynchronous write-protection */
+	bool pagemap_scan;	   /* PAGEMAP_SCAN with PM_SCAN_WP_MATCHING */
+	bool ptrace_child;	   /* PTRACE_SEIZE of a child */
+	bool available;		   /* all three: a sandbox with reuse on resets its cells */
+	/* Empty when available, else the first feature missing and why, e.g. "userfaultfd:
+	 * Function not implemented". */
+	char detail[SNAPCELL_ERROR_MESSAGE_LEN];
+};
+
+/* Probes what reuse needs, once per process (later calls return the first answer), in this
+ * process (a mapping and descriptors of its own, undone before it returns) and a short-lived
+ * child. A sandbox whose config asks for reuse on a host where available is false does not
+ * arm its cells: every run gets a forked cell, as with reuse off. 0, or -EINVAL for a NULL
+ * out. */
+SNAPCELL_API int snapcell_probe_reuse(struct snapcell_reuse_probe *out, struct snapcell_error *err);
 
 #ifdef __cplusplus
 }

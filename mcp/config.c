@@ -399,6 +399,17 @@ static int code_errors(const struct ctx *c, const char *path, json_t *v)
 	return 0;
 }
 
+/* "reuse": snapcell_config_set_reuse, a fresh run's cell reset in place for a later run. */
+static int reuse(const struct ctx *c, const char *path, json_t *v)
+{
+	if (!json_is_boolean(v))
+		return mcp_config_fail(c, path, "must be true or false");
+	struct snapcell_error err = {0};
+	if (snapcell_config_set_reuse(c->cfg, json_is_true(v), &err) < 0)
+		return mcp_config_lib_fail(c, path, &err);
+	return 0;
+}
+
 static int isolation(const struct ctx *c, const char *path, json_t *v)
 {
 	enum snapcell_isolation level;
@@ -559,6 +570,7 @@ static const struct {
 	{"sessions", sessions, true},
 	{"replica", replica, true},
 	{"approve", approve_names, false},
+	{"reuse", reuse, false},
 };
 
 #define N_SECTIONS (sizeof(sections) / sizeof(sections[0]))

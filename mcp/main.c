@@ -58,7 +58,11 @@ static const char usage[] =
 	"                          answer a run that failed through its code (exception,\n"
 	"                          limit) with isError false; the text says why either way\n"
 	"  --replica NAME          this server's name in session handles, for routing\n"
-	"                          (default: the host name)\n";
+	"                          (default: the host name)\n"
+	"  --reuse, --no-reuse     reset a fresh run's cell in place for a later run, or fork\n"
+	"                          a new cell for each run (over the config's \"reuse\"; where\n"
+	"                          the kernel lacks what reuse needs, runs fork: snapcell\n"
+	"                          doctor --reuse says why)\n";
 
 #define MAX_ALLOW_HOSTS 16
 
@@ -69,6 +73,7 @@ struct args {
 	uint64_t request_memory;
 	const char *allow_hosts[MAX_ALLOW_HOSTS];
 	size_t n_allow_hosts;
+	int reuse; /* --reuse 1, --no-reuse 0, else -1 */
 };
 
 /* A host name or a bracketed IPv6 literal, nothing that could smuggle a port, a path or
@@ -119,6 +124,8 @@ static int parse(int argc, char **argv, struct args *a)
 		{"link-ttl", required_argument, NULL, 'L'},
 		{"http-max-connections", required_argument, NULL, 'C'},
 		{"http-request-memory", required_argument, NULL, 'M'},
+		{"reuse", no_argument, NULL, 'u'},
+		{"no-reuse", no_argument, NULL, 'U'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
@@ -247,6 +254,10 @@ static int parse(int argc, char **argv, struct args *a)
 				return 2;
 			}
 			break;
+		case 'u':
+		case 'U':
+			a->reuse = o == 'u';
+			break;
 		case 'h':
 			fputs(usage, stdout);
 			return 0;
@@ -321,7 +332,7 @@ static int serve(struct snapcell_config *cfg, const struct args *a)
 
 int mcp_main(int argc, char **argv)
 {
-	struct args a = {0};
+	struct args a = {.reuse = -1};
 	int rc = parse(argc, argv, &a);
 	if (rc >= 0)
 		return rc;
@@ -334,6 +345,8 @@ int mcp_main(int argc, char **argv)
 		mcp_options_clear(&file_opts);
 		return 2;
 	}
+	if (a.reuse >= 0)
+		snapcell_config_set_reuse(cfg, a.reuse == 1, NULL); /* fails only for NULL */
 	/* The interpreter, chosen by the file or by default, is checked before anything starts. */
 	if (fe_python_check(cfg, "snapcell mcp") < 0) {
 		snapcell_config_free(cfg);

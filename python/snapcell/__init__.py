@@ -45,5 +45,6 @@ __all__ = [
 
 
 def probe() -> dict:
-    """What isolation this host gives (what `snapcell doctor` prints)."""
+    """What isolation this host gives (what `snapcell doctor` prints): "level", "mechanisms",
+    and "reuse", what the kernel gives reset in place (snapcell_probe_reuse)."""
     return _probe()

@@ -366,10 +366,22 @@ static PyObject *mod_probe(PyObject *mod, PyObject *unused)
 			Py_CLEAR(mechs);
 	}
 	const char *level = snapcell_isolation_name(pr.level);
-	PyObject *d = mechs ? PyDict_New() : NULL;
+	struct snapcell_reuse_probe rp;
+	snapcell_probe_reuse(&rp, NULL);
+	PyObject *reuse = mechs ? PyDict_New() : NULL;
+	if (reuse &&
+	    (put(reuse, "userfaultfd_wp_async", PyBool_FromLong(rp.userfaultfd_wp_async)) < 0 ||
+	     put(reuse, "pagemap_scan", PyBool_FromLong(rp.pagemap_scan)) < 0 ||
+	     put(reuse, "ptrace_child", PyBool_FromLong(rp.ptrace_child)) < 0 ||
+	     put(reuse, "available", PyBool_FromLong(rp.available)) < 0 ||
+	     put(reuse, "detail", text(rp.detail)) < 0))
+		Py_CLEAR(reuse);
+	PyObject *d = reuse ? PyDict_New() : NULL;
 	if (d && (put(d, "level", PyUnicode_FromString(level ? level : "unknown")) < 0 ||
-		  PyDict_SetItemString(d, "mechanisms", mechs) < 0))
+		  PyDict_SetItemString(d, "mechanisms", mechs) < 0 ||
+		  PyDict_SetItemString(d, "reuse", reuse) < 0))
 		Py_CLEAR(d);
+	Py_XDECREF(reuse);
 	Py_XDECREF(mechs);
 	return d;
 }

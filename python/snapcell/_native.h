@@ -45,6 +45,7 @@ int sc__py_config_writable(ConfigObject *self);
 /* _native_policy.c: Config methods over the library's policy calls. */
 PyObject *sc__py_config_set_helper(ConfigObject *self, PyObject *arg);
 PyObject *sc__py_config_set_reject_links(ConfigObject *self, PyObject *arg);
+PyObject *sc__py_config_set_reuse(ConfigObject *self, PyObject *arg);
 PyObject *sc__py_config_allow(ConfigObject *self, PyObject *args);
 PyObject *sc__py_config_allow_header(ConfigObject *self, PyObject *args);
 PyObject *sc__py_config_map_host(ConfigObject *self, PyObject *args);

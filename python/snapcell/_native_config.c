@@ -588,6 +588,9 @@ static PyMethodDef config_methods[] = {
 	{"set_reject_links", (PyCFunction)sc__py_config_set_reject_links, METH_O,
 	 "set_reject_links(bool): a link in the inputs fails sandbox creation instead of being "
 	 "left out."},
+	{"set_reuse", (PyCFunction)sc__py_config_set_reuse, METH_O,
+	 "set_reuse(bool): a fresh run's cell is reset in place for a later run instead of a "
+	 "newly forked one (where the kernel allows: probe()['reuse'])."},
 	{"allow", (PyCFunction)sc__py_config_allow, METH_VARARGS,
 	 "allow(target, methods=None): a network entry, normalised by the library; the same "
 	 "target replaces."},

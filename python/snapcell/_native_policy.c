@@ -41,6 +41,18 @@ PyObject *sc__py_config_set_reject_links(ConfigObject *self, PyObject *arg)
 	Py_RETURN_NONE;
 }
 
+PyObject *sc__py_config_set_reuse(ConfigObject *self, PyObject *arg)
+{
+	int on = PyObject_IsTrue(arg);
+	if (on < 0 || sc__py_config_writable(self) < 0)
+		return NULL;
+	struct snapcell_error err = {0};
+	int rc = snapcell_config_set_reuse(self->cfg, on, &err);
+	if (rc < 0)
+		return sc__py_fail(rc, &err, "set_reuse", NULL, false);
+	Py_RETURN_NONE;
+}
+
 /* methods: None, or a list or tuple of str (an empty one is the library's error to give).
  * The strings are borrowed from the container, which the caller's arguments keep alive and
  * nothing can change while the GIL is held. */

@@ -291,6 +291,13 @@ static PyObject *sandbox_stats(SandboxObject *self, PyObject *unused)
 	return d;
 }
 
+static PyObject *sandbox_get_reuse(SandboxObject *self, void *closure)
+{
+	if (!self->sb)
+		return sc__py_closed("sandbox");
+	return PyBool_FromLong(snapcell_sandbox_reuse(self->sb));
+}
+
 static PyObject *sandbox_get_isolation(SandboxObject *self, void *closure)
 {
 	if (!self->sb)
@@ -589,6 +596,8 @@ static PyMethodDef sandbox_methods[] = {
 
 static PyGetSetDef sandbox_getset[] = {
 	{"isolation", (getter)sandbox_get_isolation, NULL, "the isolation level reached", NULL},
+	{"reuse", (getter)sandbox_get_reuse, NULL,
+	 "whether fresh cells are reset in place (snapcell_sandbox_reuse)", NULL},
 	{NULL, NULL, NULL, NULL, NULL},
 };
 

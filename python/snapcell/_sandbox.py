@@ -342,6 +342,7 @@ def build_config(
     allowed_domains: Any = None,
     require_isolation: str | None = None,
     reject_links: bool = False,
+    reuse: bool | None = None,
     python: str | os.PathLike[str] | None = None,
     venv: str | os.PathLike[str] | None = None,
     preload: Sequence[str] | None = None,
@@ -384,6 +385,10 @@ def build_config(
     if workspace is not None:
         cfg.set_workspace(os.path.expanduser(os.fspath(workspace)))
     cfg.set_reject_links(reject_links)
+    if reuse is not None:
+        if not isinstance(reuse, bool):
+            raise TypeError(f"reuse is True, False or None, not {reuse!r}")
+        cfg.set_reuse(reuse)
     for host, mount in _mounts(mounts):
         cfg.add_mount(os.path.expanduser(host), mount)
     for target, methods, headers in _entries(allowed_domains):
@@ -583,6 +588,9 @@ class Sandbox:
     ``preload`` (modules imported before runs) and ``warmup`` (trusted code the template runs
     once after them, so their first-time work is shared by every run) shape the interpreter;
     ``reject_links=True`` makes a link in the inputs an error instead of being left out;
+    ``reuse=True`` resets a fresh run's cell in place for a later run instead of forking a new
+    one (``False``, and ``None`` for the library's default, which is off; where the kernel
+    lacks what it needs, runs fork: :attr:`reuse` and ``snapcell.probe()["reuse"]`` say so);
     ``uid_range=(first, count)`` is where a root process's sandboxes take their own outside
     uids; ``include_detailed_errors=False`` gives the code only "Host tool execution failed."
     when a tool raises (default True: the exception's message; arguments that do not validate
@@ -630,6 +638,13 @@ class Sandbox:
     @property
     def isolation(self) -> str:
         return self._native.isolation
+
+    @property
+    def reuse(self) -> bool:
+        """Whether a fresh run's cell is reset in place for a later run: asked for
+        (``reuse=True``), at level namespaces or cgroups, without network entries, and on a
+        kernel that gives what it needs; else every run forks a new cell."""
+        return self._native.reuse
 
     def python_info(self) -> dict[str, Any]:
         """The interpreter the cells run: ``executable`` (its real file, the cells'

@@ -133,6 +133,13 @@ int sc__python_probe(const char *path, struct sc_python_probe *out, struct snapc
 void sc__python_probe_clear(struct sc_python_probe *p);
 
 struct stat;
+/* reuse_probe.c: snapcell_probe_reuse's available (asked once per process): a sandbox arms
+ * its cells for reset in place only when true. */
+bool sc__reuse_available(void);
+/* Whether a sandbox of cfg at level, with an egress gate or not, arms its cells for reset in
+ * place (the template's setup key `reuse`; snapcell_sandbox_reuse). */
+bool sc__sandbox_reuse(const struct snapcell_config *cfg, enum snapcell_isolation level, bool gate);
+
 /* probe_cache.c: the per-user cache of the probe's answers for the interpreter file real (its
  * identity st), under $XDG_CACHE_HOME/snapcell or ~/.cache/snapcell, trusted only when the
  * effective user owns it and no one else may write it; SNAPCELL_PROBE_CACHE=0 turns it off.

@@ -212,10 +212,7 @@ static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_
 			     .level = (int)m.level,
 			     .tmp = m.cell_tmp ? tmp : NULL,
 			     .own_uid = m.own_uid,
-			     /* Reset in place: not at level rlimits (no pid namespace per cell),
-			      * nor with network entries (the gate keeps per-cell state). */
-			     .reuse = sb->cfg->reuse && m.level >= SNAPCELL_ISOLATION_NAMESPACES &&
-				      !sb->gate,
+			     .reuse = sc__sandbox_reuse(sb->cfg, m.level, sb->gate != NULL),
 			     .cgroup = (char *)m.cgroup,
 			     .net = sb->gate ? &net : NULL,
 			     .network_notice = sc__network_notice(sb->cfg)};

@@ -11,9 +11,14 @@
  *   --no-sys-admin    CAP_SYS_ADMIN dropped from every set, bounding included (root in a
  *                     container without it)
  *   --no-landlock     the Landlock calls fail with ENOSYS (a kernel without Landlock)
+ *   --no-userfaultfd  userfaultfd fails with ENOSYS (a kernel built without it)
+ *   --no-pagemap-scan the PAGEMAP_SCAN ioctl fails with ENOTTY (a kernel before 6.7, whose
+ *                     pagemap has no ioctls)
  * Usage: simhost [OPTION]... -- COMMAND [ARG]... */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <stdbool.h>
@@ -22,6 +27,11 @@
 #include <sys/capability.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+
+/* <linux/fs.h> since 6.7 (src/util/pagemap_scan.h): _IOWR('f', 16, struct pm_scan_arg). */
+#ifndef PAGEMAP_SCAN
+#define PAGEMAP_SCAN _IOWR('f', 16, uint64_t[12])
+#endif
 
 #define NEW_NS                                                                                     \
 	(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | \
@@ -82,7 +92,8 @@ static int drop_sys_admin(void)
 int main(int argc, char **argv)
 {
 	int i = 1;
-	bool docker = false, nocaps = false, noadmin = false, nolandlock = false;
+	bool docker = false, nocaps = false, noadmin = false, nolandlock = false, nouffd = false,
+	     noscan = false;
 	for (; i < argc && strcmp(argv[i], "--"); i++) {
 		if (!strcmp(argv[i], "--docker-seccomp"))
 			docker = true;
@@ -92,19 +103,24 @@ int main(int argc, char **argv)
 			noadmin = true;
 		else if (!strcmp(argv[i], "--no-landlock"))
 			nolandlock = true;
+		else if (!strcmp(argv[i], "--no-userfaultfd"))
+			nouffd = true;
+		else if (!strcmp(argv[i], "--no-pagemap-scan"))
+			noscan = true;
 		else
 			break;
 	}
 	if (i >= argc - 1 || strcmp(argv[i], "--")) {
 		fprintf(stderr, "usage: simhost [--docker-seccomp] [--userns-nocaps] "
-				"[--no-sys-admin] [--no-landlock] -- COMMAND [ARG]...\n");
+				"[--no-sys-admin] [--no-landlock] [--no-userfaultfd] "
+				"[--no-pagemap-scan] -- COMMAND [ARG]...\n");
 		return 2;
 	}
 	if (noadmin && drop_sys_admin() < 0) {
 		perror("simhost: drop CAP_SYS_ADMIN");
 		return 1;
 	}
-	if (docker || nocaps || nolandlock) {
+	if (docker || nocaps || nolandlock || nouffd || noscan) {
 		scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 		int rc = ctx ? 0 : -ENOMEM;
 		if (rc == 0 && docker)
@@ -114,6 +130,13 @@ int main(int argc, char **argv)
 		if (rc == 0 && nolandlock)
 			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
 					      SCMP_SYS(landlock_create_ruleset), 0);
+		if (rc == 0 && nouffd)
+			rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(userfaultfd),
+					      0);
+		if (rc == 0 && noscan)
+			rc = seccomp_rule_add(
+				ctx, SCMP_ACT_ERRNO(ENOTTY), SCMP_SYS(ioctl), 1,
+				SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)PAGEMAP_SCAN));
 		if (rc == 0)
 			rc = seccomp_load(ctx); /* sets no_new_privs, as a container runtime does */
 		if (ctx)

@@ -64,6 +64,7 @@ class CodeActProvider(ContextProvider):
         warmup: str | None = None,
         approval: ApprovalKind = "program",
         approval_timeout: float | None = None,
+        reuse: bool | None = None,
         _registry: SandboxRegistry | None = None,
     ) -> None:
         super().__init__(source_id)
@@ -94,6 +95,7 @@ class CodeActProvider(ContextProvider):
             warmup=warmup,
             approval=approval,
             approval_timeout=approval_timeout,
+            reuse=reuse,
             _registry=_registry,
         )
 

@@ -144,6 +144,7 @@ class _Settings:
         self.approval: str = "program"
         self.python_paths: tuple[str, ...] = ()
         self.reject_links = False
+        self.reuse: bool | None = None  # None: the library's default
         self.python: str | None = None  # the interpreter chosen; None: the venv's own
         self.venv: str | None = None
         self.preload: tuple[str, ...] = ()
@@ -167,6 +168,7 @@ class _Settings:
             mounts=tuple((str(m.host_path), m.mount_path) for m in self.mounts.values()),
             allowed_domains=tuple(sorted(self.domains.values())),
             reject_links=self.reject_links,
+            reuse=self.reuse,
             python=self.python,
             venv=self.venv,
             preload=self.preload,
@@ -215,7 +217,9 @@ class ExecuteCodeTool(FunctionTool):
     whose own interpreter then runs), ``preload`` (modules imported before runs), ``warmup``
     (trusted code run once after them), ``env`` and ``stateful`` (interpreter state kept
     between calls of this tool) and ``reject_links`` (a link in the workspace or a mount is a
-    ValueError from invoke, as in newer reference releases, instead of being left out).
+    ValueError from invoke, as in newer reference releases, instead of being left out) and
+    ``reuse`` (True: a fresh run's cell is reset in place for a later run instead of a newly
+    forked one; False or None, the library's default: forked; see ``snapcell.Sandbox``).
     ``approval`` says how a managed tool whose ``approval_mode`` is "always_require" is
     approved: "program" (the default, as the reference: execute_code itself then needs
     approval) or "per_call" (each call the code makes waits, and the agent run ends with Agent
@@ -253,6 +257,7 @@ class ExecuteCodeTool(FunctionTool):
         warmup: str | None = None,
         approval: ApprovalKind = "program",
         approval_timeout: float | None = None,
+        reuse: bool | None = None,
         _registry: SandboxRegistry | None = None,
         _settings: _Settings | None = None,
     ) -> None:
@@ -315,6 +320,9 @@ class ExecuteCodeTool(FunctionTool):
             s.tool_formats = tool_formats
             s.include_detailed_errors = bool(include_detailed_errors)
             s.reject_links = bool(reject_links)
+            if reuse is not None and not isinstance(reuse, bool):
+                raise TypeError(f"reuse is True, False or None, not {reuse!r}")
+            s.reuse = reuse
             s.venv = os.path.abspath(os.path.expanduser(os.fspath(venv))) if venv is not None else None
             # Resolved now, so the cache key and the state name the file that runs.
             s.python = _interpreter.choose(python, s.venv)

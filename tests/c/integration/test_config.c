@@ -50,3 +50,33 @@ Test(config, sandbox_keeps_its_own_copy)
 	snapcell_result_free(res);
 	snapcell_sandbox_free(sb);
 }
+
+/* snapcell_probe_reuse answers the same each time; a sandbox arms its cells for reset in place
+ * exactly when its config asks, its level allows and the kernel gives what reuse needs
+ * (tests/cli/test_reuse_cli.py forces the kernel's answer to no with tests/simhost). */
+Test(config, a_sandbox_reuses_cells_only_where_asked_and_possible)
+{
+	struct snapcell_reuse_probe a, b;
+	struct snapcell_error err = {0};
+	cr_assert_eq(snapcell_probe_reuse(NULL, &err), SNAPCELL_E_INVAL);
+	cr_assert_eq(snapcell_probe_reuse(&a, NULL), 0);
+	cr_assert_eq(snapcell_probe_reuse(&b, NULL), 0);
+	cr_expect_eq(memcmp(&a, &b, sizeof(a)), 0);
+	cr_expect_eq(a.available, a.userfaultfd_wp_async && a.pagemap_scan && a.ptrace_child);
+	cr_expect_eq(a.detail[0] == 0, a.available, "%s", a.detail);
+	for (int on = 0; on <= 1; on++) {
+		struct snapcell_config *cfg = test_config_new();
+		cr_expect(!snapcell_config_reuse(cfg), "reuse is off by default");
+		cr_assert_eq(snapcell_config_set_reuse(cfg, on, NULL), 0);
+		cr_expect_eq(snapcell_config_reuse(cfg), on);
+		struct snapcell_sandbox *sb = test_sandbox(cfg);
+		snapcell_config_free(cfg);
+		bool want = on && a.available &&
+			    snapcell_sandbox_isolation(sb) >= SNAPCELL_ISOLATION_NAMESPACES;
+		cr_expect_eq(snapcell_sandbox_reuse(sb), want, "reuse %d: %d", on,
+			     snapcell_sandbox_reuse(sb));
+		snapcell_sandbox_free(sb);
+	}
+	cr_expect(!snapcell_sandbox_reuse(NULL));
+	cr_expect(!snapcell_config_reuse(NULL));
+}

@@ -1,0 +1,139 @@
+/* snapcell_probe_reuse: whether this kernel gives what reset in place needs (guest/reset.c,
+ * guest/cell.c reuse_arm), asked once per process. The template finds the same out on its
+ * own when a parking fails; asking here first lets a sandbox not arm its cells at all where a
+ * cell could not even open its userfaultfd, and lets `snapcell doctor` say which mode runs. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "util/pagemap_scan.h"
+#include "util/util.h"
+
+static struct snapcell_reuse_probe answer;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* userfaultfd as a cell opens it, with asynchronous write-protection registered on a page of
+ * ours as the template registers the cell's mappings, then PAGEMAP_SCAN over that page with
+ * PM_SCAN_WP_MATCHING as a reset re-protects (without the userfaultfd, a plain scan: each
+ * feature is answered on its own). detail: the first that failed and why. */
+static void probe_memory(struct snapcell_reuse_probe *p)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	void *mem = mmap(NULL, (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			 -1, 0);
+	if (mem == MAP_FAILED) {
+		snprintf(p->detail, sizeof(p->detail), "mmap: %s", strerror(errno));
+		return;
+	}
+	int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | UFFD_USER_MODE_ONLY);
+	struct uffdio_api api = {.api = UFFD_API, .features = UFFD_FEATURE_WP_ASYNC};
+	struct uffdio_register reg = {.range = {(uintptr_t)mem, (uint64_t)page},
+				      .mode = UFFDIO_REGISTER_MODE_WP};
+	if (uffd < 0)
+		snprintf(p->detail, sizeof(p->detail), "userfaultfd: %s", strerror(errno));
+	else if (ioctl(uffd, UFFDIO_API, &api) < 0)
+		snprintf(p->detail, sizeof(p->detail),
+			 "userfaultfd: no asynchronous write-protection (UFFD_FEATURE_WP_ASYNC, "
+			 "Linux 6.7): %s",
+			 strerror(errno));
+	else if (ioctl(uffd, UFFDIO_REGISTER, &reg) < 0)
+		snprintf(p->detail, sizeof(p->detail), "userfaultfd: write-protect register: %s",
+			 strerror(errno));
+	else
+		p->userfaultfd_wp_async = true;
+	*(volatile char *)mem = 1;
+	struct page_region vec[1];
+	struct pm_scan_arg a = {
+		.size = sizeof(a),
+		.flags = p->userfaultfd_wp_async ? PM_SCAN_WP_MATCHING | PM_SCAN_CHECK_WPASYNC : 0,
+		.start = (uintptr_t)mem,
+		.end = (uintptr_t)mem + (uint64_t)page,
+		.vec = (uintptr_t)vec,
+		.vec_len = 1,
+		.category_mask = PAGE_IS_WRITTEN,
+		.return_mask = PAGE_IS_WRITTEN};
+	int pagemap = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	const char *failed = pagemap < 0			    ? "/proc/self/pagemap"
+			     : ioctl(pagemap, PAGEMAP_SCAN, &a) < 0 ? "PAGEMAP_SCAN (Linux 6.7)"
+								    : NULL;
+	if (failed && !p->detail[0])
+		snprintf(p->detail, sizeof(p->detail), "%s: %s", failed, strerror(errno));
+	p->pagemap_scan = !failed;
+	if (pagemap >= 0)
+		close(pagemap);
+	if (uffd >= 0)
+		close(uffd); /* unregisters the page */
+	munmap(mem, (size_t)page);
+}
+
+/* PTRACE_SEIZE of a child that waits to be killed, as the template seizes its cells. */
+static void probe_ptrace(struct snapcell_reuse_probe *p)
+{
+	pid_t child = fork();
+	if (child == 0) {
+		for (;;)
+			pause();
+	}
+	if (child < 0) {
+		snprintf(p->detail, sizeof(p->detail), "fork: %s", strerror(errno));
+		return;
+	}
+	if (ptrace(PTRACE_SEIZE, child, 0, 0) == 0)
+		p->ptrace_child = true;
+	else if (!p->detail[0])
+		snprintf(p->detail, sizeof(p->detail), "ptrace of a child: %s", strerror(errno));
+	kill(child, SIGKILL);
+	while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+static void probe_once(void)
+{
+	probe_memory(&answer);
+	probe_ptrace(&answer);
+	answer.available =
+		answer.userfaultfd_wp_async && answer.pagemap_scan && answer.ptrace_child;
+}
+
+int snapcell_probe_reuse(struct snapcell_reuse_probe *out, struct snapcell_error *err)
+{
+	if (!out)
+		return sc__err(err, SNAPCELL_E_INVAL, "probe_reuse: NULL out");
+	pthread_once(&once, probe_once);
+	*out = answer;
+	return 0;
+}
+
+bool sc__reuse_available(void)
+{
+	struct snapcell_reuse_probe p;
+	return snapcell_probe_reuse(&p, NULL) == 0 && p.available;
+}
+
+bool snapcell_sandbox_reuse(const struct snapcell_sandbox *sb)
+{
+	return sb && sc__sandbox_reuse(sb->cfg, sb->cells.level, sb->gate != NULL);
+}
+
+bool sc__sandbox_reuse(const struct snapcell_config *cfg, enum snapcell_isolation level, bool gate)
+{
+	/* Not at level rlimits (no pid namespace per cell), nor with network entries (the gate
+	 * keeps per-cell state), nor on a kernel without what reuse needs. */
+	return cfg->reuse && level >= SNAPCELL_ISOLATION_NAMESPACES && !gate &&
+	       sc__reuse_available();
+}
+
+bool snapcell_config_reuse(const struct snapcell_config *cfg)
+{
+	return cfg && cfg->reuse;
+}
