@@ -1242,7 +1242,7 @@ SNAPCELL_API int snapcell_probe_host(struct snapcell_probe *out, struct snapcell
 struct snapcell_reuse_probe {
 	bool userfaultfd_wp_async; /* userfaultfd with asynchronous write-protection */
 	bool pagemap_scan;	   /* PAGEMAP_SCAN with PM_SCAN_WP_MATCHING */
-	bool ptrace_child;	   /* PTRACE_SEIZE of a child */
+	bool ptrace_child;	   /* a parent may PTRACE_SEIZE its child (Yama) */
 	bool available;		   /* all three: a sandbox with reuse on resets its cells */
 	/* Empty when available, else the first feature missing and why, e.g. "userfaultfd:
 	 * Function not implemented". */

@@ -92,7 +92,7 @@ static int fresh_collect(const struct sc_run_target *t, struct snapcell_sandbox 
  * /output to collect is one), its descriptors all open. The template checks the rest. */
 static bool reuse_on(const struct snapcell_sandbox *sb)
 {
-	return sb->cfg->reuse && sb->cells.level >= SNAPCELL_ISOLATION_NAMESPACES && !sb->gate;
+	return snapcell_sandbox_reuse(sb); /* what the template was told at its start */
 }
 
 static bool reusable(const struct snapcell_sandbox *sb, const struct fresh *f)
