@@ -88,23 +88,28 @@ static int state_view(void *user, const char *args, char **result)
 }
 
 /* The one place this test's sandboxes are configured, and warmed. */
-static struct snapcell_sandbox *state_sandbox(struct view *v)
+static struct snapcell_sandbox *state_sandbox_with(struct view *v, bool reuse)
 {
 	struct snapcell_config *cfg = test_config_new();
 	struct snapcell_error err = {0};
 	cr_assert_eq(snapcell_config_add_tool(cfg, "state_view", "", NULL, SNAPCELL_APPROVAL_NEVER,
 					      state_view, v, &err),
 		     0, "%s", err.message);
-	/* REUSE: the switch that resets a used cell in place instead of forking a new one goes
-	 * here, one line, when it exists (snapcell_config_set_reuse(cfg, true, &err), checked
-	 * like the call above); every test below then compares reset cells against the
-	 * reference of fresh ones. */
+	/* Reset in place instead of a new fork (docs/architecture.md, "Reset in place"): the
+	 * tests at the end compare reset cells with fresh ones. */
+	cr_assert_eq(snapcell_config_set_reuse(cfg, reuse, &err), 0, "%s", err.message);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	cr_assert_eq(snapcell_sandbox_reuse(sb), reuse, "this host cannot reset cells in place");
 	snapcell_config_free(cfg);
 	/* The first cell comes before the template's second stage of preloads (architecture.md,
 	 * "What the template preloads"): every later one is forked from the warmed template. */
 	expect_output(sb, "pass", "");
 	return sb;
+}
+
+static struct snapcell_sandbox *state_sandbox(struct view *v)
+{
+	return state_sandbox_with(v, false);
 }
 
 /* The run's stdout as JSON; fails the test unless the run ended ok with one JSON value. */
@@ -466,4 +471,128 @@ Test(state_diff, a_cell_after_a_change_run_equals_the_reference, .timeout = 120)
 	json_decref(ref);
 	json_decref(next);
 	snapcell_sandbox_free(sb);
+}
+
+/* With reuse on, a run's code followed by a line naming its cell (its /tmp and /output mounts,
+ * as tests/c/integration/test_reset.c tells cells apart: each cell is pid 1 of a namespace of
+ * its own); *id gets that line. */
+#define CELL_IDENTITY                                                                              \
+	"\nimport os as _os\n"                                                                     \
+	"print('@', *[(s.st_dev, s.st_ino, s.st_ctime_ns) for s in "                               \
+	"[_os.stat('/tmp'), _os.stat('/output')]])\n"
+
+static struct snapcell_result *run_identified(struct snapcell_sandbox *sb, const char *code,
+					      char **id)
+{
+	char *full = NULL;
+	cr_assert_gt(asprintf(&full, "%s" CELL_IDENTITY, code), 0);
+	struct snapcell_result *res = test_run(sb, full);
+	free(full);
+	const char *at = res->stdout_buf ? strstr(res->stdout_buf, "\n@ ") : NULL;
+	cr_assert_not_null(at, "no cell identity: status %s, stderr %s",
+			   snapcell_status_name(res->status), res->stderr_buf);
+	*id = strdup(at + 1);
+	return res;
+}
+
+/* The cells a reuse test met: each one's identity and, when its first run was a probe (so
+ * it was a fresh fork then), that description. */
+struct cells {
+	char *id[64];
+	json_t *fresh[64];
+	int n;
+	int compared; /* probes of a reset cell compared with the same cell fresh */
+};
+
+static int cell_index(struct cells *c, char *id)
+{
+	for (int i = 0; i < c->n; i++)
+		if (strcmp(c->id[i], id) == 0) {
+			free(id);
+			return i;
+		}
+	cr_assert_lt(c->n, 64);
+	c->id[c->n] = id;
+	c->fresh[c->n] = NULL;
+	return c->n++;
+}
+
+/* A probe: in a cell met before (reset in place since), compared with what the same cell's
+ * probe saw while fresh; a cell's first probe is its fresh description. */
+static void probe_and_compare(struct snapcell_sandbox *sb, struct view *v, struct cells *c)
+{
+	char *id;
+	json_t *got =
+		with_outside(parse_output(run_identified(sb, sc_state_probe_py, &id), "probe"), v);
+	int n = c->n, i = cell_index(c, id);
+	if (i == n) {
+		c->fresh[i] = got;
+		return;
+	}
+	if (c->fresh[i]) {
+		expect_alike(c->fresh[i], got, "a cell reset in place");
+		c->compared++;
+	}
+	json_decref(got);
+}
+
+static void cells_free(struct cells *c)
+{
+	for (int i = 0; i < c->n; i++) {
+		free(c->id[i]);
+		json_decref(c->fresh[i]);
+	}
+}
+
+/* What a reset puts back rather than discards the cell for (docs/security.md, "Reset in
+ * place"): module attributes, builtins, sys.modules, the environment, the generators' use,
+ * a mapping added, the heap grown, pages dropped. */
+static const char restorable_change[] = "import builtins, os, sys, mmap, random, json\n"
+					"builtins.planted = sys.planted = json.planted = 1\n"
+					"os.environ['PLANTED'] = '1'\n"
+					"random.random()\n"
+					"m = mmap.mmap(-1, 1 << 20)\n"
+					"m.write(b'x' * 4096)\n"
+					"big = [bytearray(4096) for _ in range(4096)]\n"
+					"print('changed')\n";
+
+/* With reuse on, after each run of change: the next run's probe, in a cell reset in place,
+ * equals the same cell's description when it was a fresh fork, key for key. A cell is
+ * compared with itself: cells forked at different times are not alike once the template
+ * holds reset images (MADV_DONTFORK mappings leave holes where a later cell's libraries
+ * land), nor is the first cell, parked before the template's warm-up, like the others. */
+static void expect_reset_cells_fresh(const char *change, int rounds, int probes, int at_least)
+{
+	struct view v = {0};
+	struct snapcell_sandbox *sb = state_sandbox_with(&v, true);
+	struct cells c = {0};
+	for (int i = 0; i < 3; i++) /* the cells' fresh descriptions */
+		probe_and_compare(sb, &v, &c);
+	for (int i = 0; i < rounds; i++) {
+		char *id;
+		snapcell_result_free(run_identified(sb, change, &id));
+		cell_index(&c, id);
+		for (int j = 0; j < probes; j++)
+			probe_and_compare(sb, &v, &c);
+	}
+	cr_expect_geq(c.compared, at_least, "only %d probes ran in a reset cell met fresh before",
+		      c.compared);
+	cells_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* (d) After runs that changed what a reset restores. Most probes must land in reset cells,
+ * or the test proves nothing. */
+Test(state_diff, a_cell_reset_in_place_equals_itself_fresh, .timeout = 300)
+{
+	expect_reset_cells_fresh(restorable_change, 8, 1, 4);
+}
+
+/* (c) with reuse on: after runs that changed everything they could (most of it state a
+ * reset checks rather than restores: those cells are discarded), the cells that run next,
+ * reset or forked, are as fresh. Two probes a round: the second runs in the first's cell,
+ * reset, when the first's was new. */
+Test(state_diff, with_reuse_a_cell_after_a_change_run_equals_itself_fresh, .timeout = 300)
+{
+	expect_reset_cells_fresh(sc_state_change_py, 4, 2, 2);
 }
