@@ -54,6 +54,7 @@ Test(hardening, queued_signals_in_a_cell_cannot_starve_the_host_or_other_sandbox
 	struct snapcell_config *cfg = test_config_new();
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
 	struct snapcell_sandbox *other = test_sandbox(NULL);
 	struct test_bg_run flood;
 	test_bg_start(&flood, sb,
@@ -348,6 +349,7 @@ Test(faults, the_template_killed_mid_run_is_a_clear_error_and_a_new_sandbox_work
 	struct snapcell_config *cfg = test_config_new();
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
 	struct test_bg_run run;
@@ -447,7 +449,9 @@ Test(faults, host_descriptor_exhaustion_is_a_clear_error_and_leaks_nothing, .tim
 		cr_expect_neq(err.message[0], 0);
 	}
 	struct snapcell_sandbox *other = NULL;
-	rc = snapcell_sandbox_new(test_config_new(), &other, &err);
+	struct snapcell_config *cfg = test_config_new();
+	rc = snapcell_sandbox_new(cfg, &other, &err);
+	snapcell_config_free(cfg);
 	cr_expect_eq(rc, -EMFILE, "rc %d: %s", rc, err.message);
 	cr_expect(strstr(err.message, "Too many open files"), "%s", err.message);
 	for (int i = 0; i < n_fill; i++)
