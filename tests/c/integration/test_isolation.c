@@ -879,6 +879,7 @@ Test(isolation, statvfs_reports_no_host_disk)
 	cr_assert_eq(snapcell_config_set_workspace(cfg, ws, NULL), 0);
 	cr_assert_eq(snapcell_config_add_python_path(cfg, pp, NULL), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
 	struct snapcell_result *res = test_run(
 		sb, "import os, shutil, mod_statvfs\n"
 		    "stdlib = os.path.dirname(os.__file__)\n"
