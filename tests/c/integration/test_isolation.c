@@ -931,6 +931,7 @@ Test(isolation, statvfs_reports_no_host_disk)
 	cr_assert_str_neq(stdlib, "");
 	struct statvfs hv;
 	cr_assert_eq(statvfs(stdlib, &hv), 0, "the host has no %s", stdlib);
+	snapcell_result_free(res);
 	/* The stdlib's own host filesystem too (a pyenv build may live on another disk). */
 	res = test_run(sb, "import os\n"
 			   "v = os.statvfs(os.path.dirname(os.__file__))\n"
@@ -938,6 +939,7 @@ Test(isolation, statvfs_reports_no_host_disk)
 	expect_ok(res);
 	cr_assert_eq(sscanf(res->stdout_buf, "%llu %llu %llu", &blocks, &bfree, &fsid), 3);
 	expect_not_host_figures("stdlib", blocks, bfree, fsid, stdlib);
+	snapcell_result_free(res);
 	cr_expect_eq(tmp_total, 64ULL << 20, "/tmp is not the default 64 MiB tmpfs");
 	snapcell_sandbox_free(sb);
 	test_remove_tree(ws);
