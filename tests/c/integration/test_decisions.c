@@ -263,7 +263,7 @@ Test(decisions, an_expired_run_frees_its_cell_without_waiting_for_the_caller)
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
 	cr_expect_eq(test_count_host_processes("sc-expiring"), 1);
 	/* Nothing is asked of the sandbox meanwhile: its reaper ends the run. */
-	cr_expect_eq(test_wait_host_processes_gone("sc-expiring", 3000), 0);
+	cr_expect_eq(test_wait_host_processes_gone("sc-expiring", 15000), 0);
 	struct snapcell_result *fin = resume(sb, res, SNAPCELL_VERDICT_APPROVED, NULL, NULL);
 	cr_expect_eq(fin->status, SNAPCELL_STATUS_EXPIRED);
 	cr_expect_eq(atomic_load(&refunds), 0);
@@ -302,7 +302,7 @@ Test(decisions, freeing_the_sandbox_ends_paused_runs)
 	cr_assert_eq(res->status, SNAPCELL_STATUS_PAUSED, "%s", res->stderr_buf);
 	cr_expect_eq(test_count_host_processes("sc-paused-cell"), 1);
 	snapcell_sandbox_free(sb);
-	cr_expect_eq(test_wait_host_processes_gone("sc-paused-cell", 5000), 0);
+	cr_expect_eq(test_wait_host_processes_gone("sc-paused-cell", 15000), 0);
 	cr_expect_eq(atomic_load(&refunds), 0);
 	snapcell_result_free(res);
 }

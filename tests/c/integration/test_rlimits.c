@@ -368,7 +368,7 @@ Test(rlimits, processes_end_with_the_sandbox, .timeout = 90)
 			      "left\n");
 		snapcell_sandbox_free(sb);
 	}
-	cr_expect_eq(test_wait_host_processes_gone("sc-rl-outlive", 5000), 0,
+	cr_expect_eq(test_wait_host_processes_gone("sc-rl-outlive", 15000), 0,
 		     "a run's process outlived its sandbox");
 }
 
