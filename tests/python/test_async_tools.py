@@ -287,7 +287,7 @@ def test_agent_framework_async_tools_run_together_on_the_callers_loop():
 
     @tool(approval_mode="never_require")
     async def slow_add(a: int, b: int) -> int:
-        """Adds two integers, slowly."""
+        """Adds two integers once all six calls are in."""
         loops.append(asyncio.get_running_loop())
         await all_in(6)
         return a + b
