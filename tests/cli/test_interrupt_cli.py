@@ -43,8 +43,8 @@ def test_a_signal_during_a_command_tool_call_cancels_the_run_and_kills_the_comma
         pid = int(marker.read_text())
         start = time.monotonic()
         proc.send_signal(sig)
-        out, err = proc.communicate(timeout=10)
-        assert time.monotonic() - start < 5
+        out, err = proc.communicate(timeout=30)
+        assert time.monotonic() - start < 20  # long before the gate's 60 s
         assert proc.returncode == -sig, err
         assert out == b"started\n", err
         assert b"cancel" in err, err

@@ -13,7 +13,7 @@ def write(tmp_path, config):
 def test_config_with_tools_and_limits_runs(snapcell, tmp_path):
     tool = [sys.executable, "-c", "import json,sys; a=json.load(sys.stdin); print(json.dumps(a['x'] * 2))"]
     config = write(tmp_path, {
-        "limits": {"wall_ms": 700, "stdout_bytes": 4096},
+        "limits": {"wall_ms": 2500, "stdout_bytes": 4096},
         "env": {"GREETING": "hello"},
         "tools": [{"name": "double", "argv": tool, "description": "Doubles x.",
                    "schema": {"type": "object", "properties": {"x": {"type": "integer"}},
@@ -25,12 +25,13 @@ def test_config_with_tools_and_limits_runs(snapcell, tmp_path):
     out = json.loads(r.stdout)
     assert out["stdout"] == "hello 42\n"
     assert [(c["name"], c["ok"]) for c in out["tool_calls"]] == [("double", True)]
-    # the file's wall_ms (700 ms) ends a run that would take longer
-    r = snapcell("run", "--config", config, "-", stdin=b"import time; time.sleep(5)")
+    # the file's wall_ms (2.5 s: a busy machine can take a second to start the tool's Python)
+    # ends a run that would take longer
+    r = snapcell("run", "--config", config, "-", stdin=b"import time; time.sleep(20)")
     assert r.returncode == 124, r.stderr
     # later options win over the file
     r = snapcell("run", "--config", config, "--timeout", "10", "-",
-                 stdin=b"import time; time.sleep(1); print('slept')")
+                 stdin=b"import time; time.sleep(3); print('slept')")
     assert (r.returncode, r.stdout) == (0, b"slept\n"), r.stderr
 
 

@@ -74,7 +74,7 @@ def test_unknown_method_and_discover_answer_at_once(stdio):
     reply = stdio.ask({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}})
     assert reply["error"]["code"] == -32601 and reply["id"] == 1
     assert stdio.ask({"jsonrpc": "2.0", "id": "x", "method": "no/such"})["error"]["code"] == -32601
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 10  # no run or time-out stands between them
 
 
 def test_calls_before_initialize(stdio):

@@ -54,10 +54,10 @@ def test_a_plain_call_of_a_sync_tool_sees_the_cancel():
             return took, r
 
     took, r = asyncio.run(main())
-    assert took < 5, took
+    assert took < 15, took
     assert (r.status, r.stdout) == ("ok", "1\n")
     assert seen["before"] is False and seen["fd"] >= 0
-    assert seen["waited"] is True and seen["after"] is True and seen["took"] < 5
+    assert seen["waited"] is True and seen["after"] is True and seen["took"] < 15
     # Kept after the call returned: its state then, and no descriptor any more.
     assert seen["object"].is_set() and seen["object"].fileno() == -1
 
@@ -81,7 +81,7 @@ def test_the_descriptor_polls_beside_the_tools_own():
         with snapcell.Sandbox(tools=[hold]) as sb:
             return await cancel_when(sb, PLAIN.format(name="hold"), started)
 
-    assert asyncio.run(main()) < 5
+    assert asyncio.run(main()) < 15
     assert seen["ready"] == [True]
 
 
@@ -102,7 +102,7 @@ def test_a_plain_call_of_an_async_tool_has_its_task_cancelled():
             return await cancel_when(sb, PLAIN.format(name="hold"), started)
 
     took = asyncio.run(main())
-    assert took < 5, took  # it used to wait the 30 s out
+    assert took < 15, took  # it used to wait the 30 s out
     assert seen == [("cancelled", True)]
 
 
@@ -118,7 +118,7 @@ def test_an_awaited_call_of_a_sync_tool_sees_its_run_end():
         with snapcell.Sandbox(tools=[hold]) as sb:
             return await cancel_when(sb, AWAITED.format(name="hold"), started)
 
-    assert asyncio.run(main()) < 5  # a running pool call used to be waited for
+    assert asyncio.run(main()) < 15  # a running pool call used to be waited for
     assert seen["waited"] is True
     assert [t for t in threading.enumerate() if t.name.startswith("snapcell-tool")] == []
 
@@ -135,7 +135,7 @@ def test_an_awaited_sync_call_sees_the_timeout_too():
         t = time.monotonic()
         r = sb.run(AWAITED.format(name="hold"))
     assert r.status == "timeout"
-    assert time.monotonic() - t < 5
+    assert time.monotonic() - t < 15
     assert seen["waited"] is True
 
 

@@ -13,6 +13,7 @@
 static atomic_int sync_calls, started, running, most_running, cancels, threads_alive;
 static unsigned delay_ms = 100;
 static bool wait_for_cancel; /* a started call answers only once cancelled */
+static int meet; /* a started call waits (10 s at most) until this many have run at once */
 
 static long long sum_of(const char *args)
 {
@@ -48,6 +49,11 @@ static void *answer_later(void *arg)
 	for (int seen = atomic_load(&most_running); now > seen;)
 		if (atomic_compare_exchange_weak(&most_running, &seen, now))
 			break;
+	/* Calls that should run together wait for each other, so that they overlap however
+	 * slowly the host starts them; calls that cannot never meet and give up. */
+	for (uint64_t give_up = test_now_ms() + 10000;
+	     atomic_load(&most_running) < meet && test_now_ms() < give_up;)
+		usleep(1000);
 	for (unsigned waited = 0;
 	     wait_for_cancel ? !atomic_load(&job->cancelled) : waited < delay_ms; waited++)
 		usleep(1000);
@@ -102,22 +108,19 @@ static struct snapcell_sandbox *async_sandbox(unsigned bound, unsigned wall_ms)
 }
 
 static const char gather8[] =
-	"import asyncio, time\n"
+	"import asyncio\n"
 	"async def main():\n"
 	"    return await asyncio.gather(*(tools.add(a=i, b=1) for i in range(8)))\n"
-	"t = time.monotonic()\n"
-	"print(asyncio.run(main()))\n"
-	"print(round(time.monotonic() - t, 1))\n";
+	"print(asyncio.run(main()))\n";
 
 Test(async_tools, gathered_calls_run_at_once_on_the_async_face, .timeout = 60)
 {
+	meet = 8;
 	struct snapcell_sandbox *sb = async_sandbox(0, 0);
 	struct snapcell_result *res = test_run(sb, gather8);
 	expect_ok(res);
 	cr_expect(!strncmp(res->stdout_buf, "[1, 2, 3, 4, 5, 6, 7, 8]\n", 25), "%s",
 		  res->stdout_buf);
-	double took = atof(strchr(res->stdout_buf, '\n') + 1);
-	cr_expect_lt(took, 0.5, "8 calls of 100 ms took %.1f s", took);
 	cr_expect_eq(atomic_load(&started), 8);
 	cr_expect_eq(atomic_load(&sync_calls), 0, "an awaited call went to the sync face");
 	cr_expect_eq(atomic_load(&most_running), 8);
@@ -130,6 +133,7 @@ Test(async_tools, gathered_calls_run_at_once_on_the_async_face, .timeout = 60)
 
 Test(async_tools, the_per_run_bound_holds_later_calls_back_in_order, .timeout = 60)
 {
+	meet = 2;
 	struct snapcell_sandbox *sb = async_sandbox(2, 0);
 	struct snapcell_result *res = test_run(sb, gather8);
 	expect_ok(res);

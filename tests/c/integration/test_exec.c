@@ -253,6 +253,7 @@ Test(exec, host_sockets_in_bound_directories_are_unreachable)
 	snapcell_sandbox_free(sb);
 	close(s);
 	test_remove_tree(dir);
+	free(dir);
 }
 
 Test(exec, sessions_and_their_branches_exec_python, .timeout = 60)

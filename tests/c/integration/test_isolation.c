@@ -630,7 +630,7 @@ static const char plant_code[] =
 	"        time.sleep(30)\n"
 	"    os._exit(0)\n"
 	"os.read(r, 1)\n"
-	"time.sleep(1)\n"
+	"time.sleep(3)\n" /* while the host looks for the grandchild */
 	"print('planted')\n";
 
 Test(isolation, nothing_survives_into_the_next_run, .timeout = 60)
@@ -642,7 +642,8 @@ Test(isolation, nothing_survives_into_the_next_run, .timeout = 60)
 	struct test_bg_run plant;
 	test_bg_start(&plant, sb, code);
 	int seen = 0;
-	for (int i = 0; i < 100 && !seen; i++, test_pause_ms(20))
+	for (uint64_t give_up = test_now_ms() + 20000; !seen && test_now_ms() < give_up;
+	     test_pause_ms(20))
 		seen = test_count_host_processes(name);
 	cr_expect_eq(seen, 1, "the host sees the running grandchild (the check below can fail)");
 	struct snapcell_result *res = test_bg_join(&plant);
@@ -650,8 +651,8 @@ Test(isolation, nothing_survives_into_the_next_run, .timeout = 60)
 	cr_expect_str_eq(res->stdout_buf, "planted\n");
 	snapcell_result_free(res);
 	/* The run returns at the cell's report; the kill that follows is asynchronous. */
-	cr_expect_eq(test_wait_host_processes_gone(name, 1000), 0,
-		     "the grandchild outlived its cell by more than a second");
+	cr_expect_eq(test_wait_host_processes_gone(name, 10000), 0,
+		     "the grandchild outlived its cell by more than 10 s (it sleeps 30 s)");
 	expect_output(sb,
 		      "import json, os, threading\n"
 		      "seen = []\n"
@@ -879,6 +880,7 @@ Test(isolation, statvfs_reports_no_host_disk)
 	cr_assert_eq(snapcell_config_set_workspace(cfg, ws, NULL), 0);
 	cr_assert_eq(snapcell_config_add_python_path(cfg, pp, NULL), 0);
 	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
 	struct snapcell_result *res = test_run(
 		sb, "import os, shutil, mod_statvfs\n"
 		    "stdlib = os.path.dirname(os.__file__)\n"
@@ -930,6 +932,7 @@ Test(isolation, statvfs_reports_no_host_disk)
 	cr_assert_str_neq(stdlib, "");
 	struct statvfs hv;
 	cr_assert_eq(statvfs(stdlib, &hv), 0, "the host has no %s", stdlib);
+	snapcell_result_free(res);
 	/* The stdlib's own host filesystem too (a pyenv build may live on another disk). */
 	res = test_run(sb, "import os\n"
 			   "v = os.statvfs(os.path.dirname(os.__file__))\n"
@@ -937,6 +940,7 @@ Test(isolation, statvfs_reports_no_host_disk)
 	expect_ok(res);
 	cr_assert_eq(sscanf(res->stdout_buf, "%llu %llu %llu", &blocks, &bfree, &fsid), 3);
 	expect_not_host_figures("stdlib", blocks, bfree, fsid, stdlib);
+	snapcell_result_free(res);
 	cr_expect_eq(tmp_total, 64ULL << 20, "/tmp is not the default 64 MiB tmpfs");
 	snapcell_sandbox_free(sb);
 	test_remove_tree(ws);

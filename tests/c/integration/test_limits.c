@@ -72,7 +72,9 @@ Test(limits, wall_clock_ends_a_busy_loop)
 	expect_ended_by(res, SNAPCELL_STATUS_TIMEOUT, SNAPCELL_HIT_WALL);
 	cr_expect_eq(res->term_signal, SIGKILL);
 	cr_expect_geq(res->wall_us, 1000000);
-	cr_expect_lt(res->wall_us, 1500000, "wall %llu us", (unsigned long long)res->wall_us);
+	/* Killed at the limit: below the limit plus the 1 s the run gives output to drain after a
+	 * kill, which a cell left half alive would take; the rest is a slow machine's room. */
+	cr_expect_lt(res->wall_us, 1900000, "wall %llu us", (unsigned long long)res->wall_us);
 	snapcell_result_free(res);
 	expect_recovers(sb);
 	snapcell_sandbox_free(sb);
@@ -104,7 +106,7 @@ Test(limits, wall_clock_kills_code_that_ignores_every_signal)
 	struct snapcell_result *res = test_run(sb, code);
 	expect_ended_by(res, SNAPCELL_STATUS_TIMEOUT, SNAPCELL_HIT_WALL);
 	cr_expect_eq(res->term_signal, SIGKILL);
-	cr_expect_lt(res->wall_us, 1500000, "wall %llu us", (unsigned long long)res->wall_us);
+	cr_expect_lt(res->wall_us, 1900000, "wall %llu us", (unsigned long long)res->wall_us);
 	snapcell_result_free(res);
 	cr_expect_eq(test_count_host_processes(name), 0, "a spinning child outlived its cell");
 	expect_recovers(sb);
@@ -125,7 +127,8 @@ Test(limits, cpu_time_ends_a_busy_loop, .timeout = 60)
 	cr_expect_geq(res->cpu_us, 500000, "cpu %llu us", (unsigned long long)res->cpu_us);
 	cr_expect_lt(res->cpu_us, 1500000, "a 1 s CPU limit ended the cell after %llu us of CPU",
 		     (unsigned long long)res->cpu_us);
-	cr_expect_lt(res->wall_us, 5000000, "wall %llu us", (unsigned long long)res->wall_us);
+	/* Ended by its CPU limit, not the 10 s wall limit (above): how long 1 s of CPU takes on
+	 * a shared machine is its load's figure. */
 	snapcell_result_free(res);
 	expect_recovers(sb);
 	snapcell_sandbox_free(sb);
@@ -180,7 +183,8 @@ static void expect_processes_limit(const char *code)
 	cr_expect(res->status == SNAPCELL_STATUS_ERROR || res->status == SNAPCELL_STATUS_KILLED,
 		  "status %s", snapcell_status_name(res->status));
 	cr_expect(res->limits_hit & SNAPCELL_HIT_PROCESSES, "limits_hit %#x", res->limits_hit);
-	cr_expect_lt(res->wall_us, 5000000, "wall %llu us", (unsigned long long)res->wall_us);
+	/* Ended well before the 10 s wall limit (a timeout would not be either status above). */
+	cr_expect_lt(res->wall_us, 9000000, "wall %llu us", (unsigned long long)res->wall_us);
 	snapcell_result_free(res);
 	expect_recovers(sb);
 	expect_host_can_fork();
@@ -217,7 +221,8 @@ static void expect_stream_capped(enum snapcell_limit limit, uint32_t flag, const
 	cr_expect(!(is_out ? res->stderr_truncated : res->stdout_truncated));
 	cr_expect_eq(kept_len, cap);
 	cr_expect(all_bytes_are(kept, kept_len, fill), "the kept bytes are the code's output");
-	cr_expect_lt(res->wall_us, 3000000, "wall %llu us", (unsigned long long)res->wall_us);
+	cr_expect_lt(res->wall_us, 9000000, "wall %llu us: not ended at the cap",
+		     (unsigned long long)res->wall_us);
 	snapcell_result_free(res);
 	expect_recovers(sb);
 	snapcell_sandbox_free(sb);

@@ -61,14 +61,29 @@ static void fighters(void)
 		}
 }
 
-/* The root, in a process group of its own, which everything but the session child shares. */
+/* Whether every spinner in the set has run (the session's pid is stored before the root's
+ * first turn). */
+static bool all_ran(unsigned set)
+{
+	for (int i = 0; i < N_COUNTERS; i++)
+		if ((set & (1u << i)) && !atomic_load(&sh->count[i]))
+			return false;
+	return true;
+}
+
+/* The root, in a process group of its own, which everything but the session child shares;
+ * returned once each of its spinners has run, however slowly the machine forks. */
 static pid_t make_tree(void)
 {
 	pid_t root = fork();
 	cr_assert_geq(root, 0);
 	if (root > 0) {
 		setpgid(root, root);
-		usleep(300 * 1000);
+		unsigned set = BASIC | (fight ? FIGHTERS : 0);
+		for (uint64_t give_up = test_now_ms() + 20000;
+		     !all_ran(set) && test_now_ms() < give_up;)
+			usleep(1000);
+		cr_assert(all_ran(set), "the tree never ran whole");
 		return root;
 	}
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -107,13 +122,14 @@ static void end_tree(pid_t root)
 	waitpid(root, NULL, 0);
 }
 
-/* Which counters moved over 200 ms, as a bit set. */
+/* Which counters moved over 500 ms, as a bit set (a spinner on a busy machine waits its
+ * turn for a while). */
 static unsigned moving(void)
 {
 	unsigned long a[N_COUNTERS];
 	for (int i = 0; i < N_COUNTERS; i++)
 		a[i] = atomic_load(&sh->count[i]);
-	usleep(200 * 1000);
+	usleep(500 * 1000);
 	unsigned bits = 0;
 	for (int i = 0; i < N_COUNTERS; i++)
 		bits |= (unsigned)(a[i] != atomic_load(&sh->count[i])) << i;
@@ -242,13 +258,16 @@ Test(freeze, a_tree_that_cannot_hold_still_times_out_and_is_continued)
 		_exit(0);
 	}
 	setpgid(root, root);
-	usleep(200 * 1000);
+	for (uint64_t give_up = test_now_ms() + 20000;
+	     !all_ran(1u << CHILD) && test_now_ms() < give_up;)
+		usleep(1000);
+	cr_assert(all_ran(1u << CHILD), "the vfork child never ran");
 	struct sc_frozen *f = NULL;
 	uint64_t start = test_now_ms();
 	struct sc_cell_procs cell = {root, false, -1};
 	cr_expect_eq(sc__cell_freeze(&cell, 500, &f), -ETIMEDOUT);
 	cr_expect_null(f);
-	cr_expect_lt(test_now_ms() - start, 2000);
+	cr_expect_lt(test_now_ms() - start, 4000, "gave up at its 0.5 s limit, not later");
 	cr_expect(moving() & (1u << CHILD), "the vfork child was left stopped");
 	kill(-root, SIGKILL);
 	waitpid(root, NULL, 0);
