@@ -25,6 +25,11 @@ struct snapcell_config *test_config_new(void)
 	cr_assert_not_null(cfg);
 	cr_assert_eq(snapcell_config_set_helper(cfg, test_helper_path(), &err), 0, "%s",
 		     err.message);
+	/* The whole suite again with cells reset in place (scripts/test's reuse pass); a test
+	 * that sets reuse itself decides for its own sandboxes. */
+	const char *reuse = getenv("SNAPCELL_TEST_REUSE");
+	if (reuse && strcmp(reuse, "1") == 0)
+		cr_assert_eq(snapcell_config_set_reuse(cfg, true, &err), 0, "%s", err.message);
 	return cfg;
 }
 
