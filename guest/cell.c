@@ -69,6 +69,9 @@ static int place_fds(const struct sc_cell_plan *plan, int tmp_root, struct snapc
 	return 0;
 }
 
+/* The kernel's highest signal number (glibc's SIGRTMAX leaves out the two it keeps). */
+#define SIGRTMAX_KERNEL 64
+
 /* A cell armed to be reset in place (reset.c): a parked one, of a sandbox that asked for it. */
 static bool reusable(const struct sc_cell_plan *plan)
 {
@@ -190,13 +193,30 @@ static void reuse_park(void)
 {
 	/* Kernel state the template cannot read from outside, put back from inside: the
 	 * alternate signal stack as parked (its memory is restored; a run could leave one
-	 * pointing into the next run's) and no interval timer (a fork has none; an alarm left
-	 * by a run would signal the next). */
+	 * pointing into the next run's), every signal's action as parked (/proc shows only
+	 * which signals are caught or ignored, not a handler's address, flags or mask: a run
+	 * could point a caught signal's handler at other code, or set SA_NOCLDWAIT on SIGCHLD)
+	 * and no interval timer (a fork has none; an alarm left by a run would signal the
+	 * next). The saved actions are in this process's memory, which each reset restores. */
 	stack_t alt;
 	bool have_alt = sigaltstack(NULL, &alt) == 0;
+	static struct kernel_action {
+		uintptr_t handler;
+		unsigned long flags;
+		uintptr_t restorer;
+		uint64_t mask;
+	} actions[SIGRTMAX_KERNEL + 1];
+	for (int sig = 1; sig <= SIGRTMAX_KERNEL; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP &&
+		    syscall(SYS_rt_sigaction, sig, NULL, &actions[sig], sizeof(uint64_t)) < 0)
+			_exit(124);
 	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
 	if (have_alt && sigaltstack(&alt, NULL) < 0)
 		_exit(124);
+	for (int sig = 1; sig <= SIGRTMAX_KERNEL; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP &&
+		    syscall(SYS_rt_sigaction, sig, &actions[sig], NULL, sizeof(uint64_t)) < 0)
+			_exit(124);
 	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
 	for (size_t i = 0; i < SC_ARRAY_LEN(itimers); i++)
 		if (setitimer(itimers[i], &(struct itimerval){0}, NULL) < 0)
