@@ -36,6 +36,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "template.h"
@@ -784,8 +785,21 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 	return why;
 }
 
+/* How long a reset waits for the cell to stop. A stop request is honoured on the way back to
+ * user space, which a thread waiting in vfork (until its child ends), or one whose group
+ * leader exited while another thread runs on, never takes: the template, which serves every
+ * cell of the sandbox, must not wait for it. A cell that does not stop in time is discarded. */
+#define STOP_WAIT_NS 250000000ll
+
+static long long now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
 /* Stops the seized cell: 0 at its interrupt stop, 1 when it died meanwhile (reaped here), or
- * -1 when it stopped for something else (a signal pending). */
+ * -1 when it stopped for something else (a signal pending) or not in STOP_WAIT_NS. */
 static int interrupt(struct live_cell *c)
 {
 	if (ptrace(PTRACE_INTERRUPT, c->pid, 0, 0) < 0)
@@ -793,8 +807,16 @@ static int interrupt(struct live_cell *c)
 	int status;
 	struct rusage ru;
 	pid_t got;
-	while ((got = wait4(c->pid, &status, __WALL, &ru)) < 0 && errno == EINTR)
-		;
+	long long deadline = now_ns() + STOP_WAIT_NS, pause_ns = 2000;
+	while ((got = wait4(c->pid, &status, __WALL | WNOHANG, &ru)) == 0 ||
+	       (got < 0 && errno == EINTR)) {
+		if (got == 0 && now_ns() > deadline)
+			return -1;
+		if (got == 0) { /* stops take microseconds: look often, then less so */
+			nanosleep(&(struct timespec){0, pause_ns}, NULL);
+			pause_ns = pause_ns < 1000000 ? pause_ns * 2 : pause_ns;
+		}
+	}
 	if (got != c->pid)
 		return -1;
 	if (!WIFSTOPPED(status)) {
@@ -884,7 +906,7 @@ void sc_reuse_reset(uint32_t id)
 		return;
 	}
 	uint64_t cpu_us = 0;
-	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending)"
+	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending, or not in time)"
 				      : reset_stopped(pid, id, r, &cpu_us);
 	if (!why && ptrace(PTRACE_DETACH, pid, 0, 0) < 0)
 		why = "PTRACE_DETACH failed";
