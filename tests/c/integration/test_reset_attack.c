@@ -1,0 +1,201 @@
+/* Attacks on the reset in place (guest/reset.c): runs that try to leave state the checks do not
+ * read for the next run of a reused cell, or to make the template misbehave. Each test fails
+ * while its hole is open; docs/security.md, "Reset in place", says what each one closed. */
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Which cell ran (as test_reset.c's IDENTITY): its /tmp and /output mounts and its frame
+ * socket and output pipes, all made for one cell. */
+#define IDENTITY                                                                                   \
+	"import os as _os\n"                                                                       \
+	"print('@', *[(s.st_dev, s.st_ino, s.st_ctime_ns) for s in "                               \
+	"[_os.stat('/tmp'), _os.stat('/output')] + [_os.fstat(fd) for fd in (1, 2, 3)]])\n"
+
+static struct snapcell_sandbox *reuse_sandbox_with(struct snapcell_config *cfg)
+{
+	cr_assert_eq(snapcell_config_set_reuse(cfg, true, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	if (snapcell_sandbox_isolation(sb) < SNAPCELL_ISOLATION_NAMESPACES)
+		cr_skip_test("reset in place needs level namespaces");
+	return sb;
+}
+
+static struct snapcell_config *with_ctypes(void)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	return cfg;
+}
+
+/* The cells runs ran in, by identity line. */
+struct seen {
+	char *ids[64];
+	int n, reused;
+};
+
+static void seen_free(struct seen *s)
+{
+	for (int i = 0; i < s->n; i++)
+		free(s->ids[i]);
+}
+
+/* Runs code then IDENTITY; returns the output before the identity (malloc'd). */
+static char *run_seen(struct snapcell_sandbox *sb, struct seen *s, const char *code)
+{
+	char *full = NULL;
+	cr_assert_gt(asprintf(&full, "%s\n" IDENTITY, code), 0);
+	struct snapcell_result *res = test_run(sb, full);
+	free(full);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, exit %d, stdout %s, stderr %s",
+		     snapcell_status_name(res->status), res->exit_code, res->stdout_buf,
+		     res->stderr_buf);
+	char *at = strstr(res->stdout_buf, "@ ");
+	cr_assert(at, "no identity in %s", res->stdout_buf);
+	bool again = false;
+	for (int i = 0; i < s->n && !again; i++)
+		again = strcmp(s->ids[i], at) == 0;
+	if (!again && s->n < (int)(sizeof(s->ids) / sizeof(s->ids[0])))
+		s->ids[s->n++] = strdup(at);
+	s->reused += again;
+	char *out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
+	snapcell_result_free(res);
+	return out;
+}
+
+/* Each run first probes (its output must be clean) and then makes its change; the cells are
+ * reused (restored or not, no run may see an earlier run's change). */
+static void expect_never_seen(struct snapcell_config *cfg, const char *probe, const char *change,
+			      const char *clean, int min_reused)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg); /* frees cfg */
+	struct seen s = {0};
+	for (int i = 0; i < 12; i++) {
+		char *code = NULL;
+		cr_assert_gt(asprintf(&code, "%s\n%s\n", probe, change), 0);
+		char *out = run_seen(sb, &s, code);
+		cr_expect_str_eq(out, clean, "run %d saw an earlier run's change: %s", i, out);
+		free(out);
+		free(code);
+	}
+	cr_expect_geq(s.reused, min_reused, "only %d of 12 runs were in a reset cell", s.reused);
+	seen_free(&s);
+	snapcell_sandbox_free(sb);
+}
+
+/* The kernel keeps a handler's address, flags and mask, of which /proc shows only which
+ * signals are caught or ignored: a run that points SIGINT's handler at libc's _exit (still
+ * caught) made the next run's KeyboardInterrupt an exit, and SA_NOCLDWAIT on SIGCHLD (still
+ * SIG_DFL) made its children vanish unwaited. The cell puts every action back after its reset
+ * (guest/cell.c, reuse_park). */
+Test(reset_attack, signal_actions_a_run_changed_are_put_back)
+{
+	expect_never_seen(
+		with_ctypes(),
+		"import os, signal\n"
+		"try:\n"
+		"    signal.raise_signal(signal.SIGINT)\n"
+		"    print('no interrupt')\n"
+		"except KeyboardInterrupt:\n"
+		"    print('interrupt')\n"
+		"pid = os.fork()\n"
+		"if pid == 0:\n"
+		"    os._exit(7)\n"
+		"try:\n"
+		"    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+		"except ChildProcessError:\n"
+		"    print('no child')\n",
+		"import ctypes\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"libc.syscall.restype = ctypes.c_long\n"
+		"exit_at = ctypes.cast(libc._exit, ctypes.c_void_p).value\n"
+		"old = (ctypes.c_ulong * 4)()\n"
+		"assert libc.syscall(13, 2, None, old, 8) == 0\n" /* rt_sigaction */
+		"act = (ctypes.c_ulong * 4)(exit_at, old[1], old[2], 0)\n"
+		"assert libc.syscall(13, 2, act, None, 8) == 0, ctypes.get_errno()\n"
+		"nocldwait = (ctypes.c_ulong * 4)(0, 2, 0, 0)\n"
+		"assert libc.syscall(13, 17, nocldwait, None, 8) == 0, ctypes.get_errno()\n",
+		"interrupt\n7\n", 3);
+}
+
+/* A template whose parked memory has a page of its own (a writable page between two
+ * inaccessible ones, so it is one mapping whatever lies around it) holding b'clean'. */
+static struct snapcell_config *own_page(void)
+{
+	struct snapcell_config *cfg = with_ctypes();
+	cr_assert_eq(snapcell_config_set_warmup(
+			     cfg,
+			     "import ctypes, json, mmap\n"
+			     "m = mmap.mmap(-1, 3 * 4096, flags=mmap.MAP_PRIVATE | "
+			     "mmap.MAP_ANONYMOUS)\n"
+			     "m[4096:4101] = b'clean'\n"
+			     "base = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+			     "libc = ctypes.CDLL(None)\n"
+			     "assert libc.mprotect(ctypes.c_void_p(base), 4096, 0) == 0\n"
+			     "assert libc.mprotect(ctypes.c_void_p(base + 8192), 4096, 0) == 0\n"
+			     "json.M, json.PAGE = m, base + 4096\n",
+			     NULL),
+		     0);
+	return cfg;
+}
+
+/* madvise advice that sets flags of a whole mapping (fork, dump, THP, KSM, readahead): none
+ * shows in /proc/PID/maps, and MADV_WIPEONFORK on the parked page made a child of the next run
+ * see it zeroed. Cells armed for reuse are refused every advice but those that leave a
+ * mapping's flags alone (src/isolate/seccomp.c). */
+Test(reset_attack, mapping_flags_set_by_madvise_do_not_reach_the_next_run)
+{
+	expect_never_seen(own_page(),
+			  "import json, os\n"
+			  "pid = os.fork()\n"
+			  "if pid == 0:\n"
+			  "    os._exit(0 if json.M[4096:4101] == b'clean' else 3)\n"
+			  "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n",
+			  "import ctypes, json\n"
+			  "libc = ctypes.CDLL(None, use_errno=True)\n"
+			  "for advice in (18, 10, 14, 12, 16, 1):\n" /* WIPEONFORK DONTFORK HUGEPAGE
+								      MERGEABLE DONTDUMP RANDOM */
+			  "    libc.madvise(ctypes.c_void_p(json.PAGE), 4096, advice)\n",
+			  "0\n", 3);
+}
+
+/* Advice that leaves the flags alone still works in a reuse cell. */
+Test(reset_attack, harmless_madvise_still_works_with_reuse)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(own_page());
+	expect_output(
+		sb,
+		"import ctypes, json\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"print([libc.madvise(ctypes.c_void_p(json.PAGE), 4096, a) for a in "
+		"(0, 3, 4, 22, 23)])\n" /* NORMAL WILLNEED DONTNEED POPULATE_(READ|WRITE) */
+		"print([libc.madvise(ctypes.c_void_p(json.PAGE), 4096, a) for a in (18, 14)], "
+		"ctypes.get_errno())\n",
+		"[0, 0, 0, 0, 0]\n[-1, -1] 22\n");
+	snapcell_sandbox_free(sb);
+}
+
+/* A run whose main thread waits in vfork (a wait no stop request ends) while its child claims
+ * the run's end (a DONE frame of its own) and sleeps: the template, asked to reset the cell,
+ * waited for a stop that never came, and the sandbox had no cell for any later run. It now
+ * waits a bounded time and discards the cell. */
+Test(reset_attack, a_cell_that_cannot_stop_is_discarded_not_waited_for, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(with_ctypes());
+	for (int i = 0; i < 3; i++) {
+		struct snapcell_result *res =
+			test_run(sb, "import ctypes, os, struct, time\n"
+				     "libc = ctypes.CDLL(None)\n"
+				     "if libc.vfork() == 0:\n"
+				     "    os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
+				     "    time.sleep(3600)\n"
+				     "    os._exit(0)\n");
+		snapcell_result_free(res);
+		expect_output(sb, "print('next')", "next\n");
+	}
+	snapcell_sandbox_free(sb);
+}
