@@ -733,6 +733,21 @@ void sc_reuse_stopped(struct live_cell *c, int status)
 	ptrace(PTRACE_DETACH, c->pid, 0, (void *)(uintptr_t)sig);
 }
 
+/* Whether the cell holds a lock (flock, OFD or POSIX) on the file of its descriptor fd, or
+ * cannot be asked: the lock outlives a reset, and others see it from descriptors of their own
+ * (the cell's /dev/null is everyone's). /proc/PID/fdinfo lists the locks this descriptor's
+ * description or this process holds on its file. */
+static bool holds_lock(pid_t pid, int fd)
+{
+	char what[32];
+	snprintf(what, sizeof(what), "fdinfo/%d", fd);
+	struct text info = {0};
+	bool held = proc_text(pid, what, &info, SMALL_TEXT) < 0 || !strncmp(info.buf, "lock:", 5) ||
+		    strstr(info.buf, "\nlock:");
+	text_drop(&info);
+	return held;
+}
+
 /* The checks of a stopped cell against its parked reference; NULL when all agree. */
 static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 {
@@ -773,6 +788,8 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 		else if ((ioctl(r->fd_dups[i], FIONREAD, &queued) == 0 && queued) ||
 			 (ioctl(r->fd_dups[i], SIOCOUTQ, &unsent) == 0 && unsent))
 			why = "output or frames are left unread";
+		else if (holds_lock(pid, nums[i]))
+			why = "a descriptor holds a lock";
 	}
 	DIR *d = why ? NULL : open_dir(pid, "root/tmp");
 	if (!why && !d)
