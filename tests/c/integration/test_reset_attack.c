@@ -199,3 +199,51 @@ Test(reset_attack, a_cell_that_cannot_stop_is_discarded_not_waited_for, .timeout
 	}
 	snapcell_sandbox_free(sb);
 }
+
+/* A lock on the cell's own /dev/null (flock, an OFD or a POSIX lock on descriptor 0) stays
+ * with the process after a reset, and /dev/null is one inode for everyone: the next run saw it
+ * from a descriptor of its own. The reset reads the locks of the cell's descriptors
+ * (/proc/PID/fdinfo) and discards a cell that holds one. (A discarded cell's lock goes when
+ * it has died, which may be after the next run started: the probe waits up to 2 s. Any two
+ * cells alive at once can signal each other this way, reset or not: docs/security.md.) */
+Test(reset_attack, a_lock_left_on_a_parked_descriptor_discards_the_cell)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "fcntl", NULL), 0); /* no new mapping */
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg);
+	struct seen s = {0};
+	static const char *const locks[] = {
+		"fcntl.flock(0, fcntl.LOCK_SH)\n", "fcntl.lockf(0, fcntl.LOCK_SH)\n",
+		"fcntl.fcntl(0, 37, struct.pack('hhqqi4x', fcntl.F_RDLCK, 0, 0, 0, 0))\n", /* OFD */
+	};
+	for (int i = 0; i < 9; i++) {
+		char *code = NULL;
+		cr_assert_gt(asprintf(&code,
+				      "import fcntl, os, struct, time\n"
+				      "fd = os.open('/dev/null', os.O_RDONLY)\n"
+				      "for _ in range(40):\n"
+				      "    try:\n"
+				      "        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+				      "        print('free')\n"
+				      "        break\n"
+				      "    except OSError:\n"
+				      "        time.sleep(0.05)\n"
+				      "else:\n"
+				      "    print('locked')\n"
+				      "os.close(fd)\n"
+				      "%s",
+				      locks[i % 3]),
+			     0);
+		char *out = run_seen(sb, &s, code);
+		cr_expect_str_eq(out, "free\n", "run %d saw an earlier run's lock: %s", i, out);
+		free(out);
+		free(code);
+	}
+	cr_expect_eq(s.reused, 0, "%d runs were in a cell an earlier run left a lock in", s.reused);
+	int before = s.reused;
+	for (int i = 0; i < 12 && s.reused == before; i++)
+		free(run_seen(sb, &s, "pass"));
+	cr_expect_gt(s.reused, before, "no cell was reused after the runs with locks");
+	seen_free(&s);
+	snapcell_sandbox_free(sb);
+}
