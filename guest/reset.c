@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,7 +116,7 @@ struct sc_reuse {
 	unsigned char xstate[XSTATE_MAX];
 	size_t xstate_len;
 	/* What the checks compare against. */
-	struct text maps, status, limits, misc;
+	struct text maps, status, limits, misc, sockopts;
 	int fd_nums[MAX_FDS], fd_dups[MAX_FDS], fd_flags[MAX_FDS];
 	size_t n_fds;
 	struct rseq_config {
@@ -586,6 +587,53 @@ static int register_ranges(struct sc_reuse *r)
 	return 0;
 }
 
+/* Whether the run shut a direction of this socket (the host's end shows the other: answer_reset
+ * in src/core/sandbox.c), or its other end is gone. */
+static bool shut(int fd)
+{
+	struct pollfd p = {fd, POLLRDHUP, 0};
+	return poll(&p, 1, 0) != 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* The options a cell can set on its sockets (its frame socket, the parked descriptors' only
+ * one), which stay with the socket after a reset: a run could leave a receive timeout, a
+ * buffer size or a flag for the next one to read, or to trip over. Their values, as one
+ * text. Not SO_PEERPIDFD (it would make a pidfd here), nor what the kernel changes by
+ * itself (SO_MEMINFO, SO_ERROR). */
+static int socket_options(const struct sc_reuse *r, struct text *t)
+{
+	/* SOL_SOCKET's, by number (headers lag the kernel): DEBUG REUSEADDR DONTROUTE BROADCAST
+	 * SNDBUF RCVBUF KEEPALIVE OOBINLINE NO_CHECK PRIORITY LINGER BSDCOMPAT REUSEPORT PASSCRED
+	 * RCVLOWAT SNDLOWAT RCVTIMEO SNDTIMEO BINDTODEVICE GET_FILTER TIMESTAMP PASSSEC
+	 * TIMESTAMPNS MARK TIMESTAMPING RXQ_OVFL WIFI_STATUS PEEK_OFF NOFCS LOCK_FILTER
+	 * SELECT_ERR_QUEUE BUSY_POLL MAX_PACING_RATE INCOMING_CPU ZEROCOPY TXTIME
+	 * PREFER_BUSY_POLL BUSY_POLL_BUDGET BUF_LOCK RESERVE_MEM TXREHASH RCVMARK PASSPIDFD. */
+	static const int opts[] = {1,  2,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 18,
+				   19, 20, 21, 25, 26, 29, 34, 35, 36, 37, 40, 41, 42, 43, 44,
+				   45, 46, 47, 49, 60, 61, 69, 70, 72, 73, 74, 75, 76};
+	if (text_room(t, SMALL_TEXT) < 0)
+		return -ENOMEM;
+	t->len = 0;
+	for (size_t i = 0; i < r->n_fds; i++) {
+		int type;
+		socklen_t len = sizeof(type);
+		if (getsockopt(r->fd_dups[i], SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+			continue; /* not a socket */
+		for (size_t k = 0; k < SC_ARRAY_LEN(opts); k++) {
+			unsigned char value[32] = {0};
+			len = sizeof(value);
+			if (getsockopt(r->fd_dups[i], SOL_SOCKET, opts[k], value, &len) < 0)
+				len = 0; /* not this kind of socket's, or not this kernel's */
+			if (t->len + sizeof(len) + len > SMALL_TEXT)
+				return -E2BIG;
+			memcpy(t->buf + t->len, &len, sizeof(len));
+			memcpy(t->buf + t->len + sizeof(len), value, len);
+			t->len += sizeof(len) + len;
+		}
+	}
+	return 0;
+}
+
 /* The reference the checks compare against, read with the cell stopped. */
 static int take_reference(pid_t pid, struct sc_reuse *r)
 {
@@ -605,7 +653,7 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 		r->fd_dups[r->n_fds++] = fd;
 		r->fd_flags[i] = fcntl(fd, F_GETFL);
 	}
-	return 0;
+	return socket_options(r, &r->sockopts);
 }
 
 /* At the cell's parked stop (a signal-delivery stop for its SIGSTOP, the cell inside tgkill). */
@@ -684,6 +732,7 @@ static void reuse_drop(struct sc_reuse *r)
 	text_drop(&r->status);
 	text_drop(&r->limits);
 	text_drop(&r->misc);
+	text_drop(&r->sockopts);
 	free(r);
 }
 
@@ -767,7 +816,6 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 		     !strstr(now.buf, "\nLazyFree:") ||
 		     strtoull(strstr(now.buf, "\nLazyFree:") + 10, NULL, 10) != 0))
 		why = "pages were freed lazily (MADV_FREE)";
-	text_drop(&now);
 	struct rseq_config rseq;
 	uint64_t robust[2];
 	if (!why &&
@@ -790,7 +838,12 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 			why = "output or frames are left unread";
 		else if (holds_lock(pid, nums[i]))
 			why = "a descriptor holds a lock";
+		else if (shut(r->fd_dups[i]))
+			why = "a descriptor was shut down";
 	}
+	if (!why && (socket_options(r, &now) < 0 || !text_same(&now, &r->sockopts)))
+		why = "an option of its frame socket changed";
+	text_drop(&now);
 	DIR *d = why ? NULL : open_dir(pid, "root/tmp");
 	if (!why && !d)
 		why = "its /tmp cannot be read";
