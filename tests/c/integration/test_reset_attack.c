@@ -247,3 +247,77 @@ Test(reset_attack, a_lock_left_on_a_parked_descriptor_discards_the_cell)
 	seen_free(&s);
 	snapcell_sandbox_free(sb);
 }
+
+/* The frame socket's options and shutdown state belong to the socket, not to memory: a run
+ * that set a receive timeout or low-water mark, or shut a direction, on descriptor 3 (or a
+ * duplicate of it) made the next run in its cell hang or fail. */
+static void expect_next_runs_fine_after(const char *change)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(with_ctypes());
+	struct seen s = {0};
+	for (int i = 0; i < 4; i++) {
+		char *code = NULL;
+		cr_assert_gt(asprintf(&code, IDENTITY "import sys\nsys.stdout.flush()\n%s", change),
+			     0);
+		struct snapcell_result *res = test_run(sb, code);
+		free(code);
+		char *at = strstr(res->stdout_buf, "@ ");
+		char *changed = at ? strdup(at) : NULL;
+		snapcell_result_free(res);
+		for (int k = 0; k < 2; k++) {
+			struct seen one = {0};
+			if (changed)
+				one.ids[one.n++] = strdup(changed);
+			char *out = run_seen(sb, &one, "print('next')");
+			cr_expect_str_eq(out, "next\n", "after '%s': %s", change, out);
+			s.reused += one.reused;
+			free(out);
+			seen_free(&one);
+		}
+		free(changed);
+	}
+	cr_expect_eq(s.reused, 0, "%d runs were in the changed cell", s.reused);
+	seen_free(&s);
+	snapcell_sandbox_free(sb);
+}
+
+/* A receive timeout, low-water mark and SO_PASSCRED set on the frame socket (through a
+ * duplicate): the next run read them back. The reset compares the socket's options. */
+Test(reset_attack, frame_socket_options_do_not_reach_the_next_run)
+{
+	expect_never_seen(
+		with_ctypes(),
+		"import ctypes, struct\n"
+		"libc = ctypes.CDLL(None)\n"
+		"def get(name, size):\n"
+		"    v, n = ctypes.create_string_buffer(size), ctypes.c_uint(size)\n"
+		"    libc.getsockopt(3, 1, name, v, ctypes.byref(n))\n"
+		"    return v.raw[:n.value]\n"
+		"print(get(20, 16) == struct.pack('qq', 0, 7), "
+		"get(18, 4) == struct.pack('i', 12345), get(16, 4) == struct.pack('i', 1))\n",
+		"import os\n"
+		"fd = os.dup(3)\n"
+		"for name, v in ((20, struct.pack('qq', 0, 7)), (18, struct.pack('i', 12345)),\n"
+		"                (16, struct.pack('i', 1))):\n"
+		"    assert libc.setsockopt(fd, 1, name, v, len(v)) == 0\n"
+		"os.close(fd)\n",
+		"False False False\n", 0);
+}
+
+Test(reset_attack, a_shut_frame_socket_does_not_reach_the_next_run, .timeout = 120)
+{
+	expect_next_runs_fine_after("import ctypes, os, struct, sys\n"
+				    "sys.stdout.flush()\n"
+				    "os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
+				    "fd = os.dup(3)\n"
+				    "ctypes.CDLL(None).shutdown(fd, 1)\n"
+				    "os.close(fd)\n");
+}
+
+Test(reset_attack, a_frame_socket_shut_for_reading_does_not_reach_the_next_run, .timeout = 120)
+{
+	expect_next_runs_fine_after("import ctypes, os\n"
+				    "fd = os.dup(3)\n"
+				    "ctypes.CDLL(None).shutdown(fd, 0)\n"
+				    "os.close(fd)\n");
+}
