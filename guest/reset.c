@@ -290,7 +290,8 @@ static int cpu_used(pid_t pid, uint64_t *us)
 
 /* What else a run could change that a reset does not put back, as one text: the working
  * directory, the root, the personality, the name, the POSIX timers, the scheduling policy,
- * priority and nice value, the session and process group, the children, the namespaces. */
+ * priority and nice value, the session and process group, the children, those reaped, the
+ * namespaces. */
 static int read_misc(pid_t pid, struct text *t)
 {
 	if (text_room(t, TEXT_MAX) < 0)
@@ -329,14 +330,18 @@ static int read_misc(pid_t pid, struct text *t)
 		t->len += f.len;
 		text_drop(&f);
 	}
-	/* pgrp session tty_nr tpgid (5-8), priority nice (18-19), rt_priority policy (40-41) */
+	/* pgrp session tty_nr tpgid (5-8), priority nice (18-19), rt_priority policy (40-41);
+	 * the reaped children's faults and CPU time (cminflt 11, cmajflt 13, cutime 16, cstime
+	 * 17): a child the run reaped left its peak resident size and CPU time in the cell's
+	 * RUSAGE_CHILDREN for good, for the next run to read, and every child faults. */
 	long long v[STAT_FIELDS];
 	int rc = stat_fields(pid, v, STAT_FIELDS);
 	if (rc < 0)
 		return rc;
-	t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len,
-				   "stat %lld %lld %lld %lld %lld %lld %lld %lld\n", v[5], v[6],
-				   v[7], v[8], v[18], v[19], v[40], v[41]);
+	t->len += (size_t)snprintf(
+		t->buf + t->len, TEXT_MAX - t->len,
+		"stat %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", v[5], v[6],
+		v[7], v[8], v[18], v[19], v[40], v[41], v[11], v[13], v[16], v[17]);
 	return t->len < TEXT_MAX ? 0 : -E2BIG;
 }
 
