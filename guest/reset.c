@@ -117,7 +117,8 @@ struct sc_reuse {
 	size_t xstate_len;
 	/* What the checks compare against. */
 	struct text maps, status, limits, misc, sockopts;
-	int fd_nums[MAX_FDS], fd_dups[MAX_FDS], fd_flags[MAX_FDS];
+	int fd_nums[MAX_FDS], fd_dups[MAX_FDS];
+	unsigned fd_flags[MAX_FDS]; /* fdinfo's: status flags and close-on-exec */
 	size_t n_fds;
 	struct rseq_config {
 		uint64_t abi_pointer;
@@ -639,6 +640,25 @@ static int socket_options(const struct sc_reuse *r, struct text *t)
 	return 0;
 }
 
+/* What /proc/PID/fdinfo says of the cell's descriptor fd: its flags (the file's status flags
+ * and the descriptor's own close-on-exec, which a duplicate does not share: a run could set it
+ * on a parked descriptor for the next run to read), in *flags; and whether the cell holds a
+ * lock (flock, OFD or POSIX) on its file: a lock outlives a reset, and others see it from
+ * descriptors of their own (the cell's /dev/null is everyone's). -1 when it cannot be read. */
+static int fd_info(pid_t pid, int fd, unsigned *flags, bool *locked)
+{
+	char what[32];
+	snprintf(what, sizeof(what), "fdinfo/%d", fd);
+	struct text info = {0};
+	int rc = proc_text(pid, what, &info, SMALL_TEXT);
+	const char *at = rc == 0 ? strstr(info.buf, "\nflags:") : NULL;
+	if (rc == 0 && (!at || sscanf(at + 7, "%o", flags) != 1))
+		rc = -EPROTO;
+	*locked = rc == 0 && (!strncmp(info.buf, "lock:", 5) || strstr(info.buf, "\nlock:"));
+	text_drop(&info);
+	return rc;
+}
+
 /* The reference the checks compare against, read with the cell stopped. */
 static int take_reference(pid_t pid, struct sc_reuse *r)
 {
@@ -656,7 +676,9 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 		if (fd < 0)
 			return fd;
 		r->fd_dups[r->n_fds++] = fd;
-		r->fd_flags[i] = fcntl(fd, F_GETFL);
+		bool locked;
+		if (fd_info(pid, r->fd_nums[i], &r->fd_flags[i], &locked) < 0 || locked)
+			return -EPROTO;
 	}
 	return socket_options(r, &r->sockopts);
 }
@@ -787,21 +809,6 @@ void sc_reuse_stopped(struct live_cell *c, int status)
 	ptrace(PTRACE_DETACH, c->pid, 0, (void *)(uintptr_t)sig);
 }
 
-/* Whether the cell holds a lock (flock, OFD or POSIX) on the file of its descriptor fd, or
- * cannot be asked: the lock outlives a reset, and others see it from descriptors of their own
- * (the cell's /dev/null is everyone's). /proc/PID/fdinfo lists the locks this descriptor's
- * description or this process holds on its file. */
-static bool holds_lock(pid_t pid, int fd)
-{
-	char what[32];
-	snprintf(what, sizeof(what), "fdinfo/%d", fd);
-	struct text info = {0};
-	bool held = proc_text(pid, what, &info, SMALL_TEXT) < 0 || !strncmp(info.buf, "lock:", 5) ||
-		    strstr(info.buf, "\nlock:");
-	text_drop(&info);
-	return held;
-}
-
 /* The checks of a stopped cell against its parked reference; NULL when all agree. */
 static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 {
@@ -835,13 +842,15 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 		why = "its descriptor table differs";
 	for (size_t i = 0; !why && i < r->n_fds; i++) {
 		int queued = 0, unsent = 0;
+		unsigned flags;
+		bool locked;
 		if (syscall(SYS_kcmp, getpid(), pid, KCMP_FILE, r->fd_dups[i], nums[i]) != 0 ||
-		    fcntl(r->fd_dups[i], F_GETFL) != r->fd_flags[i])
+		    fd_info(pid, nums[i], &flags, &locked) < 0 || flags != r->fd_flags[i])
 			why = "a descriptor was replaced or its flags changed";
 		else if ((ioctl(r->fd_dups[i], FIONREAD, &queued) == 0 && queued) ||
 			 (ioctl(r->fd_dups[i], SIOCOUTQ, &unsent) == 0 && unsent))
 			why = "output or frames are left unread";
-		else if (holds_lock(pid, nums[i]))
+		else if (locked)
 			why = "a descriptor holds a lock";
 		else if (shut(r->fd_dups[i]))
 			why = "a descriptor was shut down";
