@@ -351,3 +351,16 @@ Test(reset_attack, a_reaped_childs_usage_does_not_reach_the_next_run)
 	seen_free(&s);
 	snapcell_sandbox_free(sb);
 }
+
+/* Close-on-exec belongs to the descriptor, not to the file a duplicate shares: a run that set
+ * it on its stdout left the next run a bit to read. The reset compares fdinfo's flags. */
+Test(reset_attack, close_on_exec_of_a_parked_descriptor_does_not_reach_the_next_run)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "fcntl", NULL), 0); /* no new mapping */
+	expect_never_seen(
+		cfg, "import fcntl\nprint([fcntl.fcntl(fd, fcntl.F_GETFD) for fd in (0, 1, 2, 3)])",
+		"import fcntl\nfor fd in (0, 1, 2, 3):\n"
+		"    fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)\n",
+		"[0, 0, 0, 0]\n", 0);
+}
