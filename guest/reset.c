@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "template.h"
+#include "util/buf.h"
 #include "util/pagemap_scan.h"
 #include "util/util.h"
 
@@ -125,6 +126,10 @@ struct sc_reuse {
 		uint32_t len, flags, signature;
 	} rseq;		    /* PTRACE_GET_RSEQ_CONFIGURATION: where the kernel writes */
 	uint64_t robust[2]; /* get_robust_list: head and its size */
+	/* The pages of read-only mappings that were the process's own when parked (a
+	 * library's relocations, made read-only after the loader wrote them), as regions. */
+	struct page_region *own;
+	size_t n_own;
 };
 
 /* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
@@ -521,10 +526,48 @@ static int restore_memory(pid_t pid, const struct sc_reuse *r, const char **why)
 			at = walk_end;
 		}
 	}
+	/* Dropped (MADV_DONTNEED), such a page reads as the file's bytes again, and is no
+	 * written page: a run left the next one a library's unrelocated pointers. */
+	for (size_t i = 0; i < r->n_own; i++) {
+		long n = scan_any(r->pagemap_fd, r->own[i].start, r->own[i].end, 0, 0,
+				  PAGE_IS_PRESENT, PAGE_IS_PRESENT | PAGE_IS_FILE, vec, 1, NULL);
+		if (n != 0) {
+			*why = n < 0 ? "PAGEMAP_SCAN failed"
+				     : "a page of a read-only mapping that was its own was dropped";
+			return n < 0 ? (int)n : -EPERM;
+		}
+	}
 	int rc = protect_all(r);
 	if (rc < 0)
 		*why = "re-protecting the pages failed";
 	return rc;
+}
+
+/* Lists r->own: in every guarded range, the pages present and not a file's. */
+static int find_own_pages(struct sc_reuse *r)
+{
+	r->n_own = 0;
+	size_t cap = 0;
+	for (size_t i = 0; i < r->n_ranges; i++) {
+		const struct range *rg = &r->ranges[i];
+		for (uint64_t at = rg->start; rg->kind == GUARDED && at < rg->end;) {
+			uint64_t walk_end = rg->end;
+			long n = scan_any(r->pagemap_fd, at, rg->end, 0,
+					  PAGE_IS_PRESENT | PAGE_IS_FILE, PAGE_IS_FILE, 0, vec,
+					  MAX_REGIONS, &walk_end);
+			if (n < 0)
+				return (int)n;
+			if (SC_ARRAY_RESERVE(r->own, cap, r->n_own + (size_t)n, SC_ARRAY_NO_CAP) <
+			    0)
+				return -ENOMEM;
+			memcpy(r->own + r->n_own, vec, (size_t)n * sizeof(*vec));
+			r->n_own += (size_t)n;
+			if (walk_end <= at)
+				break;
+			at = walk_end;
+		}
+	}
+	return 0;
 }
 
 static int get_xstate(pid_t pid, unsigned char *buf, size_t *len)
@@ -736,7 +779,7 @@ static int park(pid_t pid, struct sc_reuse *r)
 		unsupported = unsupported || rc == -ENOTTY || rc == -EINVAL; /* no PAGEMAP_SCAN */
 		return rc;
 	}
-	if ((rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
+	if ((rc = find_own_pages(r)) < 0 || (rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
 		return rc;
 	return take_reference(pid, r);
 }
@@ -760,6 +803,7 @@ static void reuse_drop(struct sc_reuse *r)
 	text_drop(&r->limits);
 	text_drop(&r->misc);
 	text_drop(&r->sockopts);
+	free(r->own);
 	free(r);
 }
 
