@@ -364,3 +364,29 @@ Test(reset_attack, close_on_exec_of_a_parked_descriptor_does_not_reach_the_next_
 		"    fcntl.fcntl(fd, fcntl.F_SETFD, fcntl.FD_CLOEXEC)\n",
 		"[0, 0, 0, 0]\n", 0);
 }
+
+/* A read-only mapping's pages that are the process's own (a library's relocations, made
+ * read-only after the loader wrote them: RELRO) go back to the file's bytes when dropped with
+ * MADV_DONTNEED, and a dropped page is no written one: the reset found nothing, and the next
+ * run called through _socket's unrelocated GOT. */
+Test(reset_attack, a_dropped_page_of_a_read_only_mapping_does_not_reach_the_next_run)
+{
+	expect_never_seen(
+		with_ctypes(), "import _socket\nprint(bool(_socket.gethostname()))\n",
+		"import _socket, ctypes\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"libc.dlopen.restype = ctypes.c_void_p\n"
+		"h = libc.dlopen(_socket.__file__.encode(), 2 | 4)\n" /* NOW | NOLOAD */
+		"base = ctypes.c_uint64.from_address(h).value\n"
+		"phoff = ctypes.c_uint64.from_address(base + 32).value\n"
+		"phnum = ctypes.c_uint16.from_address(base + 56).value\n"
+		"for k in range(phnum):\n"
+		"    ph = base + phoff + 56 * k\n"
+		"    if ctypes.c_uint32.from_address(ph).value == 0x6474e552:\n"
+		"        start = base + ctypes.c_uint64.from_address(ph + 16).value\n"
+		"        end = start + ctypes.c_uint64.from_address(ph + 40).value\n"
+		"        start &= ~4095\n"
+		"        end = (end + 4095) & ~4095\n"
+		"        assert libc.madvise(ctypes.c_void_p(start), end - start, 4) == 0\n",
+		"True\n", 3);
+}
