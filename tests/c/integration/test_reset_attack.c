@@ -390,3 +390,25 @@ Test(reset_attack, a_dropped_page_of_a_read_only_mapping_does_not_reach_the_next
 		"        assert libc.madvise(ctypes.c_void_p(start), end - start, 4) == 0\n",
 		"True\n", 3);
 }
+
+/* The main thread exits alone (SYS_exit) while another thread claims the run's end and goes on:
+ * a group whose leader is a zombie cannot be seized or stopped, so the reset gives up on it
+ * (EPERM from the seize, or the bounded wait for the stop) and discards the cell. */
+Test(reset_attack, a_cell_whose_main_thread_exited_is_discarded, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(with_ctypes());
+	for (int i = 0; i < 3; i++) {
+		struct snapcell_result *res =
+			test_run(sb, "import ctypes, os, struct, threading, time\n"
+				     "def on():\n"
+				     "    time.sleep(0.05)\n"
+				     "    os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
+				     "    while True:\n"
+				     "        time.sleep(1)\n"
+				     "threading.Thread(target=on).start()\n"
+				     "ctypes.CDLL(None).syscall(60, 0)\n");
+		snapcell_result_free(res);
+		expect_output(sb, "print('next')", "next\n");
+	}
+	snapcell_sandbox_free(sb);
+}
