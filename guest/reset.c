@@ -291,6 +291,7 @@ static int cpu_used(pid_t pid, uint64_t *us)
 	if (rc == 0)
 		*us = (uint64_t)(v[14] + v[15] + v[16] + v[17]) * 1000000ull /
 		      (uint64_t)(hz > 0 ? hz : 100);
+	explicit_bzero(v, sizeof(v)); /* a run's figures: see tmp_entries */
 	return rc;
 }
 
@@ -314,6 +315,7 @@ static int read_misc(pid_t pid, struct text *t)
 		target[n < 0 ? 0 : n] = 0;
 		t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len, "%s %s\n", links[i],
 					   target);
+		explicit_bzero(target, sizeof(target)); /* a run's path: see tmp_entries */
 	}
 	char path[64];
 	snprintf(path, sizeof(path), "task/%d/children", (int)pid);
@@ -348,6 +350,7 @@ static int read_misc(pid_t pid, struct text *t)
 		t->buf + t->len, TEXT_MAX - t->len,
 		"stat %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", v[5], v[6],
 		v[7], v[8], v[18], v[19], v[40], v[41], v[11], v[13], v[16], v[17]);
+	explicit_bzero(v, sizeof(v));
 	return t->len < TEXT_MAX ? 0 : -E2BIG;
 }
 
@@ -678,6 +681,7 @@ static int socket_options(const struct sc_reuse *r, struct text *t)
 			memcpy(t->buf + t->len, &len, sizeof(len));
 			memcpy(t->buf + t->len + sizeof(len), value, len);
 			t->len += sizeof(len) + len;
+			explicit_bzero(value, sizeof(value));
 		}
 	}
 	return 0;
@@ -853,6 +857,31 @@ void sc_reuse_stopped(struct live_cell *c, int status)
 	ptrace(PTRACE_DETACH, c->pid, 0, (void *)(uintptr_t)sig);
 }
 
+/* 1 when the cell's /tmp holds anything, 0 when it is empty, or -errno. Read into a buffer
+ * of this function's, zeroed after (not readdir's, freed as it was): the names of the files a
+ * run left are the run's data, and the template's memory is in every cell forked later. */
+static int tmp_entries(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%d/root/tmp", (int)pid);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	static _Alignas(struct dirent64) char buf[4096];
+	long n;
+	int found = 0;
+	while (!found && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+		for (long at = 0; at < n && !found;) {
+			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+			found = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+			at += e->d_reclen;
+		}
+	int rc = found ? 1 : n < 0 ? -errno : 0;
+	explicit_bzero(buf, sizeof(buf));
+	close(fd);
+	return rc;
+}
+
 /* The checks of a stopped cell against its parked reference; NULL when all agree. */
 static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 {
@@ -902,14 +931,9 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us)
 	if (!why && (socket_options(r, &now) < 0 || !text_same(&now, &r->sockopts)))
 		why = "an option of its frame socket changed";
 	text_drop(&now);
-	DIR *d = why ? NULL : open_dir(pid, "root/tmp");
-	if (!why && !d)
-		why = "its /tmp cannot be read";
-	for (struct dirent *e; d && !why && (e = readdir(d));)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			why = "its /tmp is not empty";
-	if (d)
-		closedir(d);
+	int tmp = why ? 0 : tmp_entries(pid);
+	if (!why && tmp != 0)
+		why = tmp < 0 ? "its /tmp cannot be read" : "its /tmp is not empty";
 	return why;
 }
 
