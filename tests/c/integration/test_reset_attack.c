@@ -412,3 +412,46 @@ Test(reset_attack, a_cell_whose_main_thread_exited_is_discarded, .timeout = 120)
 	}
 	snapcell_sandbox_free(sb);
 }
+
+/* What the template reads from a used cell stays in its memory, which every cell forked after
+ * it inherits: the names of the files a run left in /tmp, read (and freed, not zeroed) by the
+ * check that /tmp is empty, were in later cells' heap for any run to find. */
+Test(reset_attack, names_a_run_left_in_tmp_do_not_reach_later_cells)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(with_ctypes());
+	/* 'SCLEAKMARK_' and a tail, spelled in hex so no code holds them. */
+	static const char plant[] =
+		"import os\n"
+		"tag = bytes.fromhex('53434c45414b4d41524b5f').decode() + '%d'\n"
+		"for k in range(40):\n"
+		"    open('/tmp/pad%%03d' %% k, 'w').close()\n"
+		"open('/tmp/' + tag + 'x' * 40, 'w').close()\n"
+		"for k in range(40, 80):\n"
+		"    open('/tmp/pad%%03d' %% k, 'w').close()\n";
+	static const char scan[] = "import ctypes\n"
+				   "libc = ctypes.CDLL(None)\n"
+				   "class MI(ctypes.Structure):\n"
+				   "    _fields_ = [(n, ctypes.c_size_t) for n in 'ab cd ef gh ij "
+				   "kl mn op qr st'.split()]\n"
+				   "libc.mallinfo2.restype = MI\n"
+				   "libc.sbrk.restype = ctypes.c_void_p\n"
+				   "arena = libc.mallinfo2().ab\n"
+				   "heap = ctypes.string_at(libc.sbrk(0) - arena, arena)\n"
+				   "print(bytes.fromhex('53434c45414b4d41524b5f') in heap)\n";
+	int found = 0;
+	for (int i = 0; i < 6; i++) {
+		char *code = NULL;
+		cr_assert_gt(asprintf(&code, plant, i), 0);
+		struct snapcell_result *res = test_run(sb, code);
+		free(code);
+		snapcell_result_free(res);
+		for (int k = 0; k < 3; k++) {
+			res = test_run(sb, scan);
+			cr_expect_eq(res->status, SNAPCELL_STATUS_OK, "%s", res->stderr_buf);
+			found += strcmp(res->stdout_buf, "True\n") == 0;
+			snapcell_result_free(res);
+		}
+	}
+	cr_expect_eq(found, 0, "%d runs found names an earlier run left in /tmp", found);
+	snapcell_sandbox_free(sb);
+}
