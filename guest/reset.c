@@ -440,29 +440,31 @@ static int protect_all(const struct sc_reuse *r)
 	return n < 0 ? (int)n : 0;
 }
 
+/* One batch of copy_back: where the run wrote, zeroed after each reset as vec is. */
+enum { BATCH = 512 };
+static struct iovec batch_local[BATCH], batch_remote[BATCH];
+
 /* The parked bytes of the written regions back into the cell, in batches. */
 static int copy_back(pid_t pid, const struct sc_reuse *r, const struct range *rg,
 		     const struct page_region *vec, size_t n)
 {
-	enum { BATCH = 512 };
-	struct iovec local[BATCH], remote[BATCH];
 	size_t k = 0, bytes = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t start = vec[i].start < rg->start ? rg->start : vec[i].start;
 		uint64_t end = vec[i].end > rg->end ? rg->end : vec[i].end;
 		if (start >= end)
 			continue;
-		local[k] =
+		batch_local[k] =
 			(struct iovec){r->image + rg->image_off + (start - rg->start), end - start};
-		remote[k++] = (struct iovec){(void *)(uintptr_t)start, end - start};
+		batch_remote[k++] = (struct iovec){(void *)(uintptr_t)start, end - start};
 		bytes += end - start;
 		if (k < BATCH && i + 1 < n)
 			continue;
-		if (process_vm_writev(pid, local, k, remote, k, 0) != (ssize_t)bytes)
+		if (process_vm_writev(pid, batch_local, k, batch_remote, k, 0) != (ssize_t)bytes)
 			return -EIO;
 		k = bytes = 0;
 	}
-	if (k && process_vm_writev(pid, local, k, remote, k, 0) != (ssize_t)bytes)
+	if (k && process_vm_writev(pid, batch_local, k, batch_remote, k, 0) != (ssize_t)bytes)
 		return -EIO;
 	return 0;
 }
@@ -997,6 +999,8 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 		return why;
 	int restored = restore_memory(pid, r, &why);
 	explicit_bzero(vec, sizeof(vec)); /* where the run wrote: no later cell's business */
+	explicit_bzero(batch_local, sizeof(batch_local));
+	explicit_bzero(batch_remote, sizeof(batch_remote));
 	if (restored < 0)
 		return why ? why : "its memory could not be restored";
 	struct iovec iov = {r->xstate, r->xstate_len};
