@@ -693,7 +693,7 @@ static int socket_options(const struct sc_reuse *r, struct text *t)
  * and the descriptor's own close-on-exec, which a duplicate does not share: a run could set it
  * on a parked descriptor for the next run to read), in *flags; and whether the cell holds a
  * lock (flock, OFD or POSIX) on its file: a lock outlives a reset, and others see it from
- * descriptors of their own (the cell's /dev/null is everyone's). -1 when it cannot be read. */
+ * descriptors of their own (the cell's /dev/null is everyone's). 0, or -errno. */
 static int fd_info(pid_t pid, int fd, unsigned *flags, bool *locked)
 {
 	char what[32];
