@@ -69,6 +69,9 @@ static int place_fds(const struct sc_cell_plan *plan, int tmp_root, struct snapc
 	return 0;
 }
 
+/* The kernel's highest signal number (glibc's SIGRTMAX leaves out the two it keeps). */
+#define SIGRTMAX_KERNEL 64
+
 /* A cell armed to be reset in place (reset.c): a parked one, of a sandbox that asked for it. */
 static bool reusable(const struct sc_cell_plan *plan)
 {
@@ -192,11 +195,30 @@ static void reuse_park(void)
 {
 	/* Kernel state the template cannot read from outside, put back from inside: the
 	 * alternate signal stack as parked (its memory is restored; a run could leave one
-	 * pointing into the next run's) and no interval timer (a fork has none; an alarm left
-	 * by a run would signal the next). */
+	 * pointing into the next run's), every signal's action as parked (/proc shows only
+	 * which signals are caught or ignored, not a handler's address, flags or mask: a run
+	 * could point a caught signal's handler at other code, or set SA_NOCLDWAIT on SIGCHLD)
+	 * and no interval timer (a fork has none; an alarm left by a run would signal the
+	 * next). The saved actions are in this process's memory, which each reset restores. */
 	stack_t alt;
 	bool have_alt = sigaltstack(NULL, &alt) == 0;
+	static struct kernel_action {
+		uintptr_t handler;
+		unsigned long flags;
+		uintptr_t restorer;
+		uint64_t mask;
+	} actions[SIGRTMAX_KERNEL + 1];
+	for (int sig = 1; sig <= SIGRTMAX_KERNEL; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP &&
+		    syscall(SYS_rt_sigaction, sig, NULL, &actions[sig], sizeof(uint64_t)) < 0)
+			_exit(124);
 	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
+	/* The timers first: one a run left could fire meanwhile (a narrow window, not closed:
+	 * docs/security.md). */
+	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
+	for (size_t i = 0; i < SC_ARRAY_LEN(itimers); i++)
+		if (setitimer(itimers[i], &(struct itimerval){0}, NULL) < 0)
+			_exit(124);
 	if (have_alt && sigaltstack(&alt, NULL) < 0)
 		_exit(124);
 	/* The kernel's break back to glibc's, which the reset made the parked one again (a
@@ -211,9 +233,9 @@ static void reuse_park(void)
 			   sc_reuse_unmaps.at[i].end - sc_reuse_unmaps.at[i].start) < 0)
 			_exit(124);
 	sc_reuse_unmaps.n = 0;
-	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
-	for (size_t i = 0; i < SC_ARRAY_LEN(itimers); i++)
-		if (setitimer(itimers[i], &(struct itimerval){0}, NULL) < 0)
+	for (int sig = 1; sig <= SIGRTMAX_KERNEL; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP &&
+		    syscall(SYS_rt_sigaction, sig, &actions[sig], NULL, sizeof(uint64_t)) < 0)
 			_exit(124);
 	close(SC_CELL_UFFD_FD);
 	sc_py_after_reset();

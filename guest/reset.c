@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,9 +38,11 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "template.h"
+#include "util/buf.h"
 #include "util/pagemap_scan.h"
 #include "util/util.h"
 
@@ -115,14 +118,19 @@ struct sc_reuse {
 	unsigned char xstate[XSTATE_MAX];
 	size_t xstate_len;
 	/* What the checks compare against. */
-	struct text maps, status, limits, misc;
-	int fd_nums[MAX_FDS], fd_dups[MAX_FDS], fd_flags[MAX_FDS];
+	struct text maps, status, limits, misc, sockopts;
+	int fd_nums[MAX_FDS], fd_dups[MAX_FDS];
+	unsigned fd_flags[MAX_FDS]; /* fdinfo's: status flags and close-on-exec */
 	size_t n_fds;
 	struct rseq_config {
 		uint64_t abi_pointer;
 		uint32_t len, flags, signature;
 	} rseq;		    /* PTRACE_GET_RSEQ_CONFIGURATION: where the kernel writes */
 	uint64_t robust[2]; /* get_robust_list: head and its size */
+	/* The pages of read-only mappings that were the process's own when parked (a
+	 * library's relocations, made read-only after the loader wrote them), as regions. */
+	struct page_region *own;
+	size_t n_own;
 };
 
 /* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
@@ -284,12 +292,14 @@ static int cpu_used(pid_t pid, uint64_t *us)
 	if (rc == 0)
 		*us = (uint64_t)(v[14] + v[15] + v[16] + v[17]) * 1000000ull /
 		      (uint64_t)(hz > 0 ? hz : 100);
+	explicit_bzero(v, sizeof(v)); /* a run's figures: see tmp_entries */
 	return rc;
 }
 
 /* What else a run could change that a reset does not put back, as one text: the working
  * directory, the root, the personality, the name, the POSIX timers, the scheduling policy,
- * priority and nice value, the session and process group, the children, the namespaces. */
+ * priority and nice value, the session and process group, the children, those reaped, the
+ * namespaces. */
 static int read_misc(pid_t pid, struct text *t)
 {
 	if (text_room(t, TEXT_MAX) < 0)
@@ -306,6 +316,7 @@ static int read_misc(pid_t pid, struct text *t)
 		target[n < 0 ? 0 : n] = 0;
 		t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len, "%s %s\n", links[i],
 					   target);
+		explicit_bzero(target, sizeof(target)); /* a run's path: see tmp_entries */
 	}
 	char path[64];
 	snprintf(path, sizeof(path), "task/%d/children", (int)pid);
@@ -328,14 +339,19 @@ static int read_misc(pid_t pid, struct text *t)
 		t->len += f.len;
 		text_drop(&f);
 	}
-	/* pgrp session tty_nr tpgid (5-8), priority nice (18-19), rt_priority policy (40-41) */
+	/* pgrp session tty_nr tpgid (5-8), priority nice (18-19), rt_priority policy (40-41);
+	 * the reaped children's faults and CPU time (cminflt 11, cmajflt 13, cutime 16, cstime
+	 * 17): a child the run reaped left its peak resident size and CPU time in the cell's
+	 * RUSAGE_CHILDREN for good, for the next run to read, and every child faults. */
 	long long v[STAT_FIELDS];
 	int rc = stat_fields(pid, v, STAT_FIELDS);
 	if (rc < 0)
 		return rc;
-	t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len,
-				   "stat %lld %lld %lld %lld %lld %lld %lld %lld\n", v[5], v[6],
-				   v[7], v[8], v[18], v[19], v[40], v[41]);
+	t->len += (size_t)snprintf(
+		t->buf + t->len, TEXT_MAX - t->len,
+		"stat %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld\n", v[5], v[6],
+		v[7], v[8], v[18], v[19], v[40], v[41], v[11], v[13], v[16], v[17]);
+	explicit_bzero(v, sizeof(v));
 	return t->len < TEXT_MAX ? 0 : -E2BIG;
 }
 
@@ -425,29 +441,31 @@ static int protect_all(const struct sc_reuse *r)
 	return n < 0 ? (int)n : 0;
 }
 
+/* One batch of copy_back: where the run wrote, zeroed after each reset as vec is. */
+enum { BATCH = 512 };
+static struct iovec batch_local[BATCH], batch_remote[BATCH];
+
 /* The parked bytes of the written regions back into the cell, in batches. */
 static int copy_back(pid_t pid, const struct sc_reuse *r, const struct range *rg,
 		     const struct page_region *vec, size_t n)
 {
-	enum { BATCH = 512 };
-	struct iovec local[BATCH], remote[BATCH];
 	size_t k = 0, bytes = 0;
 	for (size_t i = 0; i < n; i++) {
 		uint64_t start = vec[i].start < rg->start ? rg->start : vec[i].start;
 		uint64_t end = vec[i].end > rg->end ? rg->end : vec[i].end;
 		if (start >= end)
 			continue;
-		local[k] =
+		batch_local[k] =
 			(struct iovec){r->image + rg->image_off + (start - rg->start), end - start};
-		remote[k++] = (struct iovec){(void *)(uintptr_t)start, end - start};
+		batch_remote[k++] = (struct iovec){(void *)(uintptr_t)start, end - start};
 		bytes += end - start;
 		if (k < BATCH && i + 1 < n)
 			continue;
-		if (process_vm_writev(pid, local, k, remote, k, 0) != (ssize_t)bytes)
+		if (process_vm_writev(pid, batch_local, k, batch_remote, k, 0) != (ssize_t)bytes)
 			return -EIO;
 		k = bytes = 0;
 	}
-	if (k && process_vm_writev(pid, local, k, remote, k, 0) != (ssize_t)bytes)
+	if (k && process_vm_writev(pid, batch_local, k, batch_remote, k, 0) != (ssize_t)bytes)
 		return -EIO;
 	return 0;
 }
@@ -514,10 +532,48 @@ static int restore_memory(pid_t pid, const struct sc_reuse *r, const char **why)
 			at = walk_end;
 		}
 	}
+	/* Dropped (MADV_DONTNEED), such a page reads as the file's bytes again, and is no
+	 * written page: a run left the next one a library's unrelocated pointers. */
+	for (size_t i = 0; i < r->n_own; i++) {
+		long n = scan_any(r->pagemap_fd, r->own[i].start, r->own[i].end, 0, 0,
+				  PAGE_IS_PRESENT, PAGE_IS_PRESENT | PAGE_IS_FILE, vec, 1, NULL);
+		if (n != 0) {
+			*why = n < 0 ? "PAGEMAP_SCAN failed"
+				     : "a page of a read-only mapping that was its own was dropped";
+			return n < 0 ? (int)n : -EPERM;
+		}
+	}
 	int rc = protect_all(r);
 	if (rc < 0)
 		*why = "re-protecting the pages failed";
 	return rc;
+}
+
+/* Lists r->own: in every guarded range, the pages present and not a file's. */
+static int find_own_pages(struct sc_reuse *r)
+{
+	r->n_own = 0;
+	size_t cap = 0;
+	for (size_t i = 0; i < r->n_ranges; i++) {
+		const struct range *rg = &r->ranges[i];
+		for (uint64_t at = rg->start; rg->kind == GUARDED && at < rg->end;) {
+			uint64_t walk_end = rg->end;
+			long n = scan_any(r->pagemap_fd, at, rg->end, 0,
+					  PAGE_IS_PRESENT | PAGE_IS_FILE, PAGE_IS_FILE, 0, vec,
+					  MAX_REGIONS, &walk_end);
+			if (n < 0)
+				return (int)n;
+			if (SC_ARRAY_RESERVE(r->own, cap, r->n_own + (size_t)n, SC_ARRAY_NO_CAP) <
+			    0)
+				return -ENOMEM;
+			memcpy(r->own + r->n_own, vec, (size_t)n * sizeof(*vec));
+			r->n_own += (size_t)n;
+			if (walk_end <= at)
+				break;
+			at = walk_end;
+		}
+	}
+	return 0;
 }
 
 static int get_xstate(pid_t pid, unsigned char *buf, size_t *len)
@@ -586,6 +642,73 @@ static int register_ranges(struct sc_reuse *r)
 	return 0;
 }
 
+/* Whether the run shut a direction of this socket (the host's end shows the other: answer_reset
+ * in src/core/sandbox.c), or its other end is gone. */
+static bool shut(int fd)
+{
+	struct pollfd p = {fd, POLLRDHUP, 0};
+	return poll(&p, 1, 0) != 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* The options a cell can set on its sockets (its frame socket, the parked descriptors' only
+ * one), which stay with the socket after a reset: a run could leave a receive timeout, a
+ * buffer size or a flag for the next one to read, or to trip over. Their values, as one
+ * text. Not SO_PEERPIDFD (it would make a pidfd here), nor what the kernel changes by
+ * itself (SO_MEMINFO, SO_ERROR). */
+static int socket_options(const struct sc_reuse *r, struct text *t)
+{
+	/* SOL_SOCKET's, by number (headers lag the kernel): DEBUG REUSEADDR DONTROUTE BROADCAST
+	 * SNDBUF RCVBUF KEEPALIVE OOBINLINE NO_CHECK PRIORITY LINGER BSDCOMPAT REUSEPORT PASSCRED
+	 * RCVLOWAT SNDLOWAT RCVTIMEO SNDTIMEO BINDTODEVICE GET_FILTER TIMESTAMP PASSSEC
+	 * TIMESTAMPNS MARK TIMESTAMPING RXQ_OVFL WIFI_STATUS PEEK_OFF NOFCS LOCK_FILTER
+	 * SELECT_ERR_QUEUE BUSY_POLL MAX_PACING_RATE INCOMING_CPU ZEROCOPY TXTIME
+	 * PREFER_BUSY_POLL BUSY_POLL_BUDGET BUF_LOCK RESERVE_MEM TXREHASH RCVMARK PASSPIDFD. */
+	static const int opts[] = {1,  2,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 18,
+				   19, 20, 21, 25, 26, 29, 34, 35, 36, 37, 40, 41, 42, 43, 44,
+				   45, 46, 47, 49, 60, 61, 69, 70, 72, 73, 74, 75, 76};
+	if (text_room(t, SMALL_TEXT) < 0)
+		return -ENOMEM;
+	t->len = 0;
+	for (size_t i = 0; i < r->n_fds; i++) {
+		int type;
+		socklen_t len = sizeof(type);
+		if (getsockopt(r->fd_dups[i], SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+			continue; /* not a socket */
+		for (size_t k = 0; k < SC_ARRAY_LEN(opts); k++) {
+			unsigned char value[32] = {0};
+			len = sizeof(value);
+			if (getsockopt(r->fd_dups[i], SOL_SOCKET, opts[k], value, &len) < 0)
+				len = 0; /* not this kind of socket's, or not this kernel's */
+			if (t->len + sizeof(len) + len > SMALL_TEXT)
+				return -E2BIG;
+			memcpy(t->buf + t->len, &len, sizeof(len));
+			memcpy(t->buf + t->len + sizeof(len), value, len);
+			t->len += sizeof(len) + len;
+			explicit_bzero(value, sizeof(value));
+		}
+	}
+	return 0;
+}
+
+/* What /proc/PID/fdinfo says of the cell's descriptor fd: its flags (the file's status flags
+ * and the descriptor's own close-on-exec, which a duplicate does not share: a run could set it
+ * on a parked descriptor for the next run to read), in *flags; and whether the cell holds a
+ * lock (flock, OFD or POSIX) on its file: a lock outlives a reset, and others see it from
+ * descriptors of their own (the cell's /dev/null is everyone's). 0, or -errno. */
+static int fd_info(pid_t pid, int fd, unsigned *flags, bool *locked)
+{
+	char what[32];
+	snprintf(what, sizeof(what), "fdinfo/%d", fd);
+	struct text info = {0};
+	int rc = proc_text(pid, what, &info, SMALL_TEXT);
+	const char *at = rc == 0 ? strstr(info.buf, "\nflags:") : NULL;
+	if (rc == 0 && (!at || sscanf(at + 7, "%o", flags) != 1))
+		rc = -EPROTO;
+	*locked = rc == 0 && (!strncmp(info.buf, "lock:", 5) || strstr(info.buf, "\nlock:"));
+	text_drop(&info);
+	return rc;
+}
+
 /* The reference the checks compare against, read with the cell stopped. */
 static int take_reference(pid_t pid, struct sc_reuse *r)
 {
@@ -603,9 +726,11 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 		if (fd < 0)
 			return fd;
 		r->fd_dups[r->n_fds++] = fd;
-		r->fd_flags[i] = fcntl(fd, F_GETFL);
+		bool locked;
+		if (fd_info(pid, r->fd_nums[i], &r->fd_flags[i], &locked) < 0 || locked)
+			return -EPROTO;
 	}
-	return 0;
+	return socket_options(r, &r->sockopts);
 }
 
 /* At the cell's parked stop (a signal-delivery stop for its SIGSTOP, the cell inside tgkill). */
@@ -661,7 +786,7 @@ static int park(pid_t pid, struct sc_reuse *r)
 		unsupported = unsupported || rc == -ENOTTY || rc == -EINVAL; /* no PAGEMAP_SCAN */
 		return rc;
 	}
-	if ((rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
+	if ((rc = find_own_pages(r)) < 0 || (rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
 		return rc;
 	return take_reference(pid, r);
 }
@@ -684,6 +809,8 @@ static void reuse_drop(struct sc_reuse *r)
 	text_drop(&r->status);
 	text_drop(&r->limits);
 	text_drop(&r->misc);
+	text_drop(&r->sockopts);
+	free(r->own);
 	free(r);
 }
 
@@ -793,6 +920,31 @@ static bool added_only(const struct text *parked, const struct text *now,
 	return !have_p;
 }
 
+/* 1 when the cell's /tmp holds anything, 0 when it is empty, or -errno. Read into a buffer
+ * of this function's, zeroed after (not readdir's, freed as it was): the names of the files a
+ * run left are the run's data, and the template's memory is in every cell forked later. */
+static int tmp_entries(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%d/root/tmp", (int)pid);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	static _Alignas(struct dirent64) char buf[4096];
+	long n;
+	int found = 0;
+	while (!found && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+		for (long at = 0; at < n && !found;) {
+			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+			found = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+			at += e->d_reclen;
+		}
+	int rc = found ? 1 : n < 0 ? -errno : 0;
+	explicit_bzero(buf, sizeof(buf));
+	close(fd);
+	return rc;
+}
+
 /* The checks of a stopped cell against its parked reference; NULL when all agree. */
 static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 			 struct sc_reuse_unmaps *unmaps)
@@ -815,7 +967,6 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 		     !strstr(now.buf, "\nLazyFree:") ||
 		     strtoull(strstr(now.buf, "\nLazyFree:") + 10, NULL, 10) != 0))
 		why = "pages were freed lazily (MADV_FREE)";
-	text_drop(&now);
 	struct rseq_config rseq;
 	uint64_t robust[2];
 	if (!why &&
@@ -830,26 +981,43 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 		why = "its descriptor table differs";
 	for (size_t i = 0; !why && i < r->n_fds; i++) {
 		int queued = 0, unsent = 0;
+		unsigned flags;
+		bool locked;
 		if (syscall(SYS_kcmp, getpid(), pid, KCMP_FILE, r->fd_dups[i], nums[i]) != 0 ||
-		    fcntl(r->fd_dups[i], F_GETFL) != r->fd_flags[i])
+		    fd_info(pid, nums[i], &flags, &locked) < 0 || flags != r->fd_flags[i])
 			why = "a descriptor was replaced or its flags changed";
 		else if ((ioctl(r->fd_dups[i], FIONREAD, &queued) == 0 && queued) ||
 			 (ioctl(r->fd_dups[i], SIOCOUTQ, &unsent) == 0 && unsent))
 			why = "output or frames are left unread";
+		else if (locked)
+			why = "a descriptor holds a lock";
+		else if (shut(r->fd_dups[i]))
+			why = "a descriptor was shut down";
 	}
-	DIR *d = why ? NULL : open_dir(pid, "root/tmp");
-	if (!why && !d)
-		why = "its /tmp cannot be read";
-	for (struct dirent *e; d && !why && (e = readdir(d));)
-		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
-			why = "its /tmp is not empty";
-	if (d)
-		closedir(d);
+	if (!why && (socket_options(r, &now) < 0 || !text_same(&now, &r->sockopts)))
+		why = "an option of its frame socket changed";
+	text_drop(&now);
+	int tmp = why ? 0 : tmp_entries(pid);
+	if (!why && tmp != 0)
+		why = tmp < 0 ? "its /tmp cannot be read" : "its /tmp is not empty";
 	return why;
 }
 
+/* How long a reset waits for the cell to stop. A stop request is honoured on the way back to
+ * user space, which a thread waiting in vfork (until its child ends), or one whose group
+ * leader exited while another thread runs on, never takes: the template, which serves every
+ * cell of the sandbox, must not wait for it. A cell that does not stop in time is discarded. */
+#define STOP_WAIT_NS 250000000ll
+
+static long long now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000ll + t.tv_nsec;
+}
+
 /* Stops the seized cell: 0 at its interrupt stop, 1 when it died meanwhile (reaped here), or
- * -1 when it stopped for something else (a signal pending). */
+ * -1 when it stopped for something else (a signal pending) or not in STOP_WAIT_NS. */
 static int interrupt(struct live_cell *c)
 {
 	if (ptrace(PTRACE_INTERRUPT, c->pid, 0, 0) < 0)
@@ -857,8 +1025,16 @@ static int interrupt(struct live_cell *c)
 	int status;
 	struct rusage ru;
 	pid_t got;
-	while ((got = wait4(c->pid, &status, __WALL, &ru)) < 0 && errno == EINTR)
-		;
+	long long deadline = now_ns() + STOP_WAIT_NS, pause_ns = 2000;
+	while ((got = wait4(c->pid, &status, __WALL | WNOHANG, &ru)) == 0 ||
+	       (got < 0 && errno == EINTR)) {
+		if (got == 0 && now_ns() > deadline)
+			return -1;
+		if (got == 0) { /* stops take microseconds: look often, then less so */
+			nanosleep(&(struct timespec){0, pause_ns}, NULL);
+			pause_ns = pause_ns < 1000000 ? pause_ns * 2 : pause_ns;
+		}
+	}
 	if (got != c->pid)
 		return -1;
 	if (!WIFSTOPPED(status)) {
@@ -888,6 +1064,8 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 		return why;
 	int restored = restore_memory(pid, r, &why);
 	explicit_bzero(vec, sizeof(vec)); /* where the run wrote: no later cell's business */
+	explicit_bzero(batch_local, sizeof(batch_local));
+	explicit_bzero(batch_remote, sizeof(batch_remote));
 	if (restored < 0)
 		return why ? why : "its memory could not be restored";
 	/* After the copy, which puts the list's page back too; the cell unmaps them before it
@@ -954,7 +1132,7 @@ void sc_reuse_reset(uint32_t id)
 		return;
 	}
 	uint64_t cpu_us = 0;
-	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending)"
+	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending, or not in time)"
 				      : reset_stopped(pid, id, r, &cpu_us);
 	if (!why && ptrace(PTRACE_DETACH, pid, 0, 0) < 0)
 		why = "PTRACE_DETACH failed";

@@ -381,23 +381,33 @@ static int answer_files(struct snapcell_sandbox *sb, struct sc_cell *cell, int s
 
 /* The template's answer to a reset (read_cell: answer's id, status, cpu_base_us); the lock is
  * held. A cell reset goes to the fresh runs' queue with its CPU so far; one that was not is
- * retired (the template killed it). */
-static void answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answer, int status)
+ * retired (the template killed it). False when the template reset it but the host refuses it
+ * (its frame socket shut or holding frames): retired, and the template, which counts it
+ * parked, is owed a TAKE. */
+static bool answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answer, int status)
 {
 	size_t i = 0;
 	while (i < sb->n_resetting && sb->resetting[i].id != answer->id)
 		i++;
 	if (i == sb->n_resetting)
-		return; /* not asked (the template's word alone cannot add a cell) */
+		return true; /* not asked (the template's word alone cannot add a cell) */
 	struct sc_cell cell = sb->resetting[i];
 	sb->resetting[i] = sb->resetting[--sb->n_resetting];
 	cell.cpu_base_us = answer->cpu_base_us;
 	cell.reused = true;
+	/* The reset cannot see a frame socket the run shut for writing (only this end shows
+	 * it), and the next run's frames would never come: checked here, where nothing of the
+	 * run can act any more. Frames left unread are no next run's either. */
+	struct pollfd rpc = {cell.fds[SC_CELL_RPC], POLLIN | POLLRDHUP, 0};
+	bool refused = status == 0 && (poll(&rpc, 1, 0) != 0 || rpc.revents);
+	if (refused)
+		status = -EPIPE;
 	if (status == 0 && SC_ARRAY_RESERVE(sb->reset_ready, sb->cap_reset_ready,
 					    sb->n_reset_ready + 1, SC_ARRAY_NO_CAP) == 0)
 		sb->reset_ready[sb->n_reset_ready++] = cell;
 	else
 		retire_locked(sb, &cell);
+	return !refused;
 }
 
 /* Until want cells are parked, or with ask, until the template answered it (or the sandbox is
@@ -442,8 +452,15 @@ static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_
 			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 		else if (rc == 0 && type == SC_CTL_CELL)
 			rc = queue_cell(sb, &cell, err);
-		else if (rc == 0 && type == SC_CTL_RESET)
-			answer_reset(sb, &cell, status);
+		else if (rc == 0 && type == SC_CTL_RESET && !answer_reset(sb, &cell, status)) {
+			/* The template counts the cell parked again: a TAKE has it park another. */
+			pthread_mutex_unlock(&sb->lock);
+			struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
+			bool sent = sc__ctl_send(sb->ctl, &take, NULL, 0) == 0;
+			pthread_mutex_lock(&sb->lock);
+			if (!sent)
+				rc = mark_broken(sb, "the template exited", err);
+		}
 	}
 	if (rc < 0 && ask && !ask->answered)
 		ask->abandoned = true;

@@ -159,7 +159,9 @@ enum sc_seccomp_flags {
 	SC_SECCOMP_SIGNALS_SCOPED = 1 << 5,
 	/* Cells reset in place (guest/reset.c): madvise(MADV_FREE) refused (EINVAL, as before
 	 * Linux 4.5, which allocators fall back from): a page freed lazily stays present and
-	 * protected until the kernel drops it, later, so no reset could see it gone. */
+	 * protected until the kernel drops it, later, so no reset could see it gone. So is every
+	 * advice that sets a mapping's flags, which a reset neither sees nor puts back
+	 * (seccomp.c, add_reuse_madvise_rules). */
 	SC_SECCOMP_NO_LAZY_FREE = 1 << 6,
 };
 

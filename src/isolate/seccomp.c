@@ -467,6 +467,34 @@ static bool listed(const char *name, const char *const *names, size_t n)
 	return false;
 }
 
+/* Cells reset in place (SC_SECCOMP_NO_LAZY_FREE): madvise with the advice that neither frees
+ * lazily nor sets flags on a mapping, which stay after a reset and that /proc/PID/maps does
+ * not show (MADV_WIPEONFORK, MADV_DONTFORK, MADV_HUGEPAGE, MADV_MERGEABLE, MADV_DONTDUMP,
+ * MADV_RANDOM, ...: a run could leave them on the next run's memory), nor installs guard
+ * markers; the rest EINVAL, the answer to advice a kernel does not know. */
+static int add_reuse_madvise_rules(scmp_filter_ctx ctx)
+{
+	static const unsigned ok[] = {MADV_NORMAL,
+				      MADV_WILLNEED,
+				      MADV_DONTNEED,
+				      20 /* MADV_COLD */,
+				      21 /* MADV_PAGEOUT */,
+				      22 /* MADV_POPULATE_READ */,
+				      23 /* MADV_POPULATE_WRITE */,
+				      24 /* MADV_DONTNEED_LOCKED */};
+	enum { LAST = 24 };
+	int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EINVAL), SCMP_SYS(madvise), 1,
+				  SCMP_A2_32(SCMP_CMP_GT, LAST));
+	for (unsigned advice = 0; rc == 0 && advice <= LAST; advice++) {
+		bool allowed_advice = false;
+		for (size_t i = 0; i < SC_ARRAY_LEN(ok); i++)
+			allowed_advice = allowed_advice || ok[i] == advice;
+		rc = seccomp_rule_add(ctx, allowed_advice ? SCMP_ACT_ALLOW : SCMP_ACT_ERRNO(EINVAL),
+				      SCMP_SYS(madvise), 1, SCMP_A2_32(SCMP_CMP_EQ, advice));
+	}
+	return rc;
+}
+
 /* The allowed list, less what the rlimits level argument-checks or refuses. */
 static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
 {
@@ -484,13 +512,7 @@ static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
 		if (rc < 0)
 			return rc;
 	}
-	if (!(flags & SC_SECCOMP_NO_LAZY_FREE))
-		return 0;
-	int rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(madvise), 1,
-				  SCMP_A2_32(SCMP_CMP_NE, MADV_FREE));
-	return rc < 0 ? rc
-		      : seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EINVAL), SCMP_SYS(madvise), 1,
-					 SCMP_A2_32(SCMP_CMP_EQ, MADV_FREE));
+	return flags & SC_SECCOMP_NO_LAZY_FREE ? add_reuse_madvise_rules(ctx) : 0;
 }
 
 /* The rlimits level: open and openat without O_TMPFILE. A cell's /tmp there is a directory
