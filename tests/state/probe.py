@@ -37,7 +37,18 @@
 # address (a nested code object's repr holds one).
 
 
-class _SnapcellInside:
+class _SnapcellRenames:
+    """Kernel object numbers (inodes, pids) as names in order of appearance: two forks number
+    their objects differently, and the description must say only which are the same."""
+
+    def renumber(self, kind, value):
+        table = self.renames.setdefault(kind, {})
+        if value not in table:
+            table[value] = "%s#%d" % (kind, len(table))
+        return table[value]
+
+
+class _SnapcellInside(_SnapcellRenames):
     """The inside view: one method per part of the description, each returning its keys."""
 
     # What the change programs plant, looked up without creating anything: a SysV key and a
@@ -78,11 +89,6 @@ class _SnapcellInside:
         return state
 
     # Helpers.
-    def renumber(self, kind, value):
-        table = self.renames.setdefault(kind, {})
-        if value not in table:
-            table[value] = "%s#%d" % (kind, len(table))
-        return table[value]
 
     @staticmethod
     def refused(code):
@@ -453,7 +459,7 @@ def _snapcell_inside():
     return state
 
 
-class _SnapcellOutside:
+class _SnapcellOutside(_SnapcellRenames):
     """The host's view of the cell's process, from its /proc: one method per part."""
 
     def __init__(self, pid):
@@ -489,11 +495,6 @@ class _SnapcellOutside:
         return state
 
     # Helpers.
-    def renumber(self, kind, value):
-        table = self.renames.setdefault(kind, {})
-        if value not in table:
-            table[value] = "%s#%d" % (kind, len(table))
-        return table[value]
 
     @staticmethod
     def read(path):
