@@ -37,6 +37,7 @@
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "template.h"
@@ -123,6 +124,8 @@ struct sc_reuse {
 		uint32_t len, flags, signature;
 	} rseq;		    /* PTRACE_GET_RSEQ_CONFIGURATION: where the kernel writes */
 	uint64_t robust[2]; /* get_robust_list: head and its size */
+	timer_t cpu_timer;  /* on the cell's CPU clock: its run's CPU limit (cpu_limit_arm) */
+	bool have_cpu_timer;
 };
 
 /* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
@@ -676,6 +679,8 @@ static void reuse_drop(struct sc_reuse *r)
 		close(r->pidfd);
 	if (r->pagemap_fd >= 0)
 		close(r->pagemap_fd);
+	if (r->have_cpu_timer)
+		timer_delete(r->cpu_timer);
 	for (size_t i = 0; i < r->n_fds; i++)
 		close(r->fd_dups[i]);
 	if (r->image)
@@ -685,6 +690,46 @@ static void reuse_drop(struct sc_reuse *r)
 	text_drop(&r->limits);
 	text_drop(&r->misc);
 	free(r);
+}
+
+/* The CPU limit of each run in an armed cell, exact. Its RLIMIT_CPU (the limit and the slack)
+ * spans all its runs, and whole seconds cannot start where a run starts, so the template
+ * times each run on the cell's own CPU clock: a POSIX timer of the template's (a process's
+ * timer, which the cell can neither see nor cancel) that expires once the cell's CPU time
+ * reaches base + the limit in whole seconds, as a fresh cell's RLIMIT_CPU does: base 0 for
+ * the first run (its warm-up counts, as a fresh cell's does), the CPU time at the reset's stop
+ * for a reset one. The expiry comes to the template's signalfd as SC_REUSE_CPU_SIGNAL with
+ * the cell's id (sc_reuse_cpu_expired), and the template kills the cell, as the kernel would
+ * at the limit. The cell's processes' own RLIMIT_CPU stays the backstop. */
+static int cpu_limit_arm(pid_t pid, uint32_t id, struct sc_reuse *r, bool from_now)
+{
+	uint64_t limit_s = (T.cfg.limits.cpu_ms + 999) / 1000;
+	if (!limit_s)
+		return 0;
+	clockid_t clock;
+	int rc = clock_getcpuclockid(pid, &clock);
+	if (rc != 0)
+		return -rc;
+	if (!r->have_cpu_timer) {
+		struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL,
+				      .sigev_signo = SC_REUSE_CPU_SIGNAL,
+				      .sigev_value.sival_int = (int)id};
+		if (timer_create(clock, &ev, &r->cpu_timer) < 0)
+			return -errno;
+		r->have_cpu_timer = true;
+	}
+	struct timespec now = {0};
+	if (from_now && clock_gettime(clock, &now) < 0)
+		return -errno;
+	struct itimerspec at = {.it_value = {now.tv_sec + (time_t)limit_s, now.tv_nsec}};
+	return timer_settime(r->cpu_timer, TIMER_ABSTIME, &at, NULL) < 0 ? -errno : 0;
+}
+
+void sc_reuse_cpu_expired(uint32_t id)
+{
+	for (size_t i = 0; i < T.n_cells; i++)
+		if (T.cells[i].id == id && T.cells[i].reuse && T.cells[i].reuse->have_cpu_timer)
+			kill(T.cells[i].pid, SIGKILL);
 }
 
 void sc_reuse_seize(struct live_cell *c)
@@ -716,6 +761,8 @@ void sc_reuse_stopped(struct live_cell *c, int status)
 	int sig = WSTOPSIG(status);
 	bool parked_stop = r && r->state == ARMING && sig == SIGSTOP && (status >> 16) == 0;
 	int rc = parked_stop ? park(c->pid, r) : 0;
+	if (parked_stop && rc == 0)
+		rc = cpu_limit_arm(c->pid, c->id, r, false);
 	if (parked_stop && rc == 0) {
 		r->state = PARKED;
 		sig = 0;
@@ -956,6 +1003,8 @@ void sc_reuse_reset(uint32_t id)
 	uint64_t cpu_us = 0;
 	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending)"
 				      : reset_stopped(pid, id, r, &cpu_us);
+	if (!why && cpu_limit_arm(pid, id, r, true) < 0)
+		why = "its run's CPU timer could not be armed";
 	if (!why && ptrace(PTRACE_DETACH, pid, 0, 0) < 0)
 		why = "PTRACE_DETACH failed";
 	if (why) {

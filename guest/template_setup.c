@@ -277,6 +277,7 @@ int sc_template_setup(struct snapcell_error *err)
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
+	sigaddset(&chld, SC_REUSE_CPU_SIGNAL); /* a reusable cell's run used its CPU limit */
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	T.sig_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (T.sig_fd < 0)
