@@ -735,18 +735,29 @@ void sc_reuse_cpu_expired(uint32_t id)
 void sc_reuse_seize(struct live_cell *c)
 {
 	c->reuse = NULL;
-	if (!T.cfg.reuse || unsupported || T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES)
+	if (!T.cfg.reuse)
 		return;
+	/* Its first run's CPU limit first, whether or not it is ever reset: an armed cell's
+	 * RLIMIT_CPU has the slack. Without its timer the cell does not run. */
 	struct sc_reuse *r = calloc(1, sizeof(*r));
-	if (!r)
+	if (r)
+		r->uffd = r->pidfd = r->pagemap_fd = -1;
+	if (!r || cpu_limit_arm(c->pid, c->id, r, false) < 0) {
+		kill(c->pid, SIGKILL);
+		reuse_drop(r);
 		return;
-	r->uffd = r->pidfd = r->pagemap_fd = -1;
+	}
+	c->reuse = r;
+	if (unsupported || T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES) {
+		r->state = BROKEN;
+		snprintf(r->why, sizeof(r->why), "not seized: reset is unsupported here");
+		return;
+	}
 	/* Until its parked stop; the cell stops only once it is warm, so this comes first. */
 	if (ptrace(PTRACE_SEIZE, c->pid, 0, PTRACE_O_EXITKILL) < 0) {
 		r->state = BROKEN;
 		snprintf(r->why, sizeof(r->why), "PTRACE_SEIZE: %s", strerror(errno));
 	}
-	c->reuse = r;
 }
 
 void sc_reuse_free(struct live_cell *c)
@@ -761,8 +772,6 @@ void sc_reuse_stopped(struct live_cell *c, int status)
 	int sig = WSTOPSIG(status);
 	bool parked_stop = r && r->state == ARMING && sig == SIGSTOP && (status >> 16) == 0;
 	int rc = parked_stop ? park(c->pid, r) : 0;
-	if (parked_stop && rc == 0)
-		rc = cpu_limit_arm(c->pid, c->id, r, false);
 	if (parked_stop && rc == 0) {
 		r->state = PARKED;
 		sig = 0;
@@ -984,6 +993,13 @@ void sc_reuse_reset(uint32_t id)
 	}
 	struct sc_reuse *r = c->reuse;
 	pid_t pid = c->pid;
+	/* The sandbox's first cell was parked before the template's warm-up (template.c serve):
+	 * reset, it would stay cold, and every later run in it would import what the warm-up
+	 * has loaded for the cells forked since. */
+	if (id == 0) {
+		discard(pid, id, r, -EAGAIN, "it was parked before the template's warm-up", 0);
+		return;
+	}
 	if (!r || r->state != PARKED) {
 		char why[160];
 		snprintf(why, sizeof(why), "the cell was not parked for reuse%s%s", r ? ": " : "",
@@ -1011,6 +1027,5 @@ void sc_reuse_reset(uint32_t id)
 		discard(pid, id, r, -EAGAIN, why, cpu_us);
 		return;
 	}
-	T.parked++; /* back among the parked: the host's next TAKE of it counts it down */
 	answer(id, 0, NULL, cpu_us);
 }

@@ -406,23 +406,30 @@ static void answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answ
  * wait on received, so a slow template delays only the threads that need a cell from it, never
  * a run that retires its cell, pauses or resumes meanwhile. A question left unanswered is
  * marked abandoned: its answer is then the reader's to free. */
+/* Whether a thread that wants cells (with fresh, one for a fresh run) must wait; the lock is
+ * held. A fresh run takes a reset cell first, and waits for a reset under way (a few ms, the
+ * template answers in order) rather than take a never-run cell the template must replace. */
+static bool short_of(const struct snapcell_sandbox *sb, size_t want, bool fresh)
+{
+	if (fresh)
+		return !sb->n_reset_ready && (sb->n_resetting || sb->n_ready < want);
+	return sb->n_ready < want;
+}
+
 static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
 		      bool fresh, struct snapcell_error *err)
 {
 	uint64_t deadline = sc__deadline_ms(TAKE_TIMEOUT_MS); /* a waiter's: as long as a read */
 	struct timespec at = {(time_t)(deadline / 1000000), (long)(deadline % 1000000) * 1000};
 	int rc = 0;
-	while (rc == 0 &&
-	       (ask ? !ask->answered : sb->n_ready + (fresh ? sb->n_reset_ready : 0) < want)) {
+	while (rc == 0 && (ask ? !ask->answered : short_of(sb, want, fresh))) {
 		if (sb->broken) {
 			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 			break;
 		}
 		if (sb->receiving) {
 			if (pthread_cond_timedwait(&sb->received, &sb->lock, &at) == ETIMEDOUT &&
-			    (ask ? !ask->answered
-				 : sb->n_ready + (fresh ? sb->n_reset_ready : 0) < want) &&
-			    !sb->broken)
+			    (ask ? !ask->answered : short_of(sb, want, fresh)) && !sb->broken)
 				rc = no_cell(err);
 			continue;
 		}
@@ -472,16 +479,18 @@ static int take(struct snapcell_sandbox *sb, struct sc_cell *out, bool fresh,
 	sweep(sb, false);
 	if (rc == 0)
 		rc = await_some(sb, 1, NULL, fresh, err);
-	if (rc == 0 && fresh && sb->n_reset_ready) {
+	bool reset = rc == 0 && fresh && sb->n_reset_ready;
+	if (reset) {
 		*out = sb->reset_ready[--sb->n_reset_ready];
 	} else if (rc == 0) {
 		*out = sb->ready[0];
 		memmove(sb->ready, sb->ready + 1, --sb->n_ready * sizeof(*sb->ready));
 	}
 	pthread_mutex_unlock(&sb->lock);
-	/* Sent without the lock: a template that reads slowly may block it. */
+	/* Sent without the lock: a template that reads slowly may block it. A reset cell is
+	 * none of the parked cells the template keeps up: it parks no replacement for it. */
 	struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
-	if (rc == 0 && sc__ctl_send(sb->ctl, &take, NULL, 0) < 0) {
+	if (rc == 0 && !reset && sc__ctl_send(sb->ctl, &take, NULL, 0) < 0) {
 		pthread_mutex_lock(&sb->lock);
 		mark_broken(sb, "the template exited", NULL);
 		pthread_mutex_unlock(&sb->lock);
