@@ -23,6 +23,8 @@
 #include "util/util.h"
 
 #define TAKE_TIMEOUT_MS 20000
+/* How long a fresh run waits for a reset under way (await_reset_then). */
+#define RESET_WAIT_MS 200
 
 static void forget_cell(struct snapcell_sandbox *sb, uint32_t id)
 {
@@ -289,10 +291,10 @@ static int no_cell(struct snapcell_error *err)
  * why the template has no cell for the run (no fds, *cell untouched). *why, when the template
  * is gone or broke its protocol: the sandbox is then broken, and the caller marks it so under
  * the lock. */
-static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, uint32_t *type, int *status,
-		     const char **why, struct snapcell_error *err)
+static int read_cell(struct snapcell_sandbox *sb, uint64_t deadline, struct sc_cell *cell,
+		     uint32_t *type, int *status, const char **why, struct snapcell_error *err)
 {
-	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(TAKE_TIMEOUT_MS));
+	int rc = sc__wait_fd(sb->ctl, POLLIN, deadline);
 	if (rc == -ETIMEDOUT)
 		return no_cell(err);
 	struct sc_ctl_msg m;
@@ -406,30 +408,32 @@ static void answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answ
  * wait on received, so a slow template delays only the threads that need a cell from it, never
  * a run that retires its cell, pauses or resumes meanwhile. A question left unanswered is
  * marked abandoned: its answer is then the reader's to free. */
-/* Whether a thread that wants cells (with fresh, one for a fresh run) must wait; the lock is
- * held. A fresh run takes a reset cell first, and waits for a reset under way (a few ms, the
- * template answers in order) rather than take a never-run cell the template must replace. */
-static bool short_of(const struct snapcell_sandbox *sb, size_t want, bool fresh)
+/* What a thread waits for: want parked cells, want parked or reset ones (a fresh run's), or
+ * the end of a reset under way. */
+enum await_for { PARKED, PARKED_OR_RESET, RESET };
+
+/* Whether a thread that wants cells must wait; the lock is held. */
+static bool short_of(const struct snapcell_sandbox *sb, size_t want, enum await_for what)
 {
-	if (fresh)
-		return !sb->n_reset_ready && (sb->n_resetting || sb->n_ready < want);
-	return sb->n_ready < want;
+	if (what == RESET)
+		return !sb->n_reset_ready && sb->n_resetting;
+	return sb->n_ready + (what == PARKED_OR_RESET ? sb->n_reset_ready : 0) < want;
 }
 
 static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
-		      bool fresh, struct snapcell_error *err)
+		      enum await_for what, uint64_t wait_ms, struct snapcell_error *err)
 {
-	uint64_t deadline = sc__deadline_ms(TAKE_TIMEOUT_MS); /* a waiter's: as long as a read */
+	uint64_t deadline = sc__deadline_ms(wait_ms); /* a waiter's: as long as a read */
 	struct timespec at = {(time_t)(deadline / 1000000), (long)(deadline % 1000000) * 1000};
 	int rc = 0;
-	while (rc == 0 && (ask ? !ask->answered : short_of(sb, want, fresh))) {
+	while (rc == 0 && (ask ? !ask->answered : short_of(sb, want, what))) {
 		if (sb->broken) {
 			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 			break;
 		}
 		if (sb->receiving) {
 			if (pthread_cond_timedwait(&sb->received, &sb->lock, &at) == ETIMEDOUT &&
-			    (ask ? !ask->answered : short_of(sb, want, fresh)) && !sb->broken)
+			    (ask ? !ask->answered : short_of(sb, want, what)) && !sb->broken)
 				rc = no_cell(err);
 			continue;
 		}
@@ -439,7 +443,7 @@ static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_
 		uint32_t type = 0;
 		int status = 0;
 		const char *why = NULL;
-		rc = read_cell(sb, &cell, &type, &status, &why, err);
+		rc = read_cell(sb, deadline, &cell, &type, &status, &why, err);
 		pthread_mutex_lock(&sb->lock);
 		sb->receiving = false;
 		pthread_cond_broadcast(&sb->received);
@@ -460,7 +464,18 @@ static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_
 static int await_cells(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
 		       struct snapcell_error *err)
 {
-	return await_some(sb, want, ask, false, err);
+	return await_some(sb, want, ask, PARKED, TAKE_TIMEOUT_MS, err);
+}
+
+/* A cell for take: with fresh, a reset cell first, waiting RESET_WAIT_MS for a reset under way
+ * (cheaper than a parked cell, which the template replaces) but no longer (a slow template
+ * must not hold up runs while cells are parked); else a parked one. The lock is held. */
+static int await_reset_then(struct snapcell_sandbox *sb, bool fresh, struct snapcell_error *err)
+{
+	if (fresh && short_of(sb, 0, RESET) &&
+	    await_some(sb, 0, NULL, RESET, RESET_WAIT_MS, NULL) < 0 && sb->broken)
+		return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	return await_some(sb, 1, NULL, fresh ? PARKED_OR_RESET : PARKED, TAKE_TIMEOUT_MS, err);
 }
 
 /* A parked cell (with fresh, a cell reset in place first) and the template told to park a
@@ -478,7 +493,7 @@ static int take(struct snapcell_sandbox *sb, struct sc_cell *out, bool fresh,
 		rc = mark_broken(sb, "the template exited", err);
 	sweep(sb, false);
 	if (rc == 0)
-		rc = await_some(sb, 1, NULL, fresh, err);
+		rc = await_reset_then(sb, fresh, err);
 	bool reset = rc == 0 && fresh && sb->n_reset_ready;
 	if (reset) {
 		*out = sb->reset_ready[--sb->n_reset_ready];

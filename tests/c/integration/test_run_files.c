@@ -332,6 +332,7 @@ Test(run_files, a_run_with_files_ends_while_other_threads_wait_for_a_slow_templa
 	test_gate_wait(&g); /* held has the cell forked for it */
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	test_wait_cells_parked(st.template_pid); /* with reuse on, at their parked stops */
 	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
 	struct waiter spare1 = {.sb = sb, .code = "print(1)"}, spare2 = {.sb = sb, .code = "2"};
 	waiter_start(&spare1, false);
