@@ -274,6 +274,9 @@ int sc_template_setup(struct snapcell_error *err)
 		rc = seccomp_compile_join(err);
 	if (rc < 0)
 		return rc;
+	/* A caller that ignores SIGCHLD passes that on through fork and exec: the kernel would
+	 * reap the cells itself (no exit record) and report none of their stops (reset.c). */
+	signal(SIGCHLD, SIG_DFL);
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
