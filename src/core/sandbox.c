@@ -402,12 +402,6 @@ static void answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answ
 		retire_locked(sb, &cell);
 }
 
-/* Until want cells are parked, or with ask, until the template answered it (or the sandbox is
- * broken). Called and returns with the lock held, which it lets go while it waits: one thread
- * reads the control socket, handing each RUN_CELL to the question it answers, and the others
- * wait on received, so a slow template delays only the threads that need a cell from it, never
- * a run that retires its cell, pauses or resumes meanwhile. A question left unanswered is
- * marked abandoned: its answer is then the reader's to free. */
 /* What a thread waits for: want parked cells, want parked or reset ones (a fresh run's), or
  * the end of a reset under way. */
 enum await_for { PARKED, PARKED_OR_RESET, RESET };
@@ -420,6 +414,12 @@ static bool short_of(const struct snapcell_sandbox *sb, size_t want, enum await_
 	return sb->n_ready + (what == PARKED_OR_RESET ? sb->n_reset_ready : 0) < want;
 }
 
+/* Until want cells are parked, or with ask, until the template answered it (or the sandbox is
+ * broken). Called and returns with the lock held, which it lets go while it waits: one thread
+ * reads the control socket, handing each RUN_CELL to the question it answers, and the others
+ * wait on received, so a slow template delays only the threads that need a cell from it, never
+ * a run that retires its cell, pauses or resumes meanwhile. A question left unanswered is
+ * marked abandoned: its answer is then the reader's to free. */
 static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
 		      enum await_for what, uint64_t wait_ms, struct snapcell_error *err)
 {
