@@ -243,9 +243,15 @@ static void reuse_park(void)
 }
 
 /* A reusable cell after its run: waits to be reset (or killed); the host asks for the reset
- * only after it has the run's DONE and output. */
-static _Noreturn void reuse_wait(void)
+ * only after it has the run's DONE and output. Only on the socket the run began with (as
+ * linger): code that put another file on fd 3 sent its DONE elsewhere, and the host waits for
+ * this cell's exit, never to reset it. */
+static void reuse_wait(const struct stat *socket_before)
 {
+	struct stat now;
+	if (fstat(SC_CELL_RPC_FD, &now) < 0 || now.st_ino != socket_before->st_ino ||
+	    now.st_dev != socket_before->st_dev)
+		return;
 	for (;;)
 		pause();
 }
@@ -343,7 +349,7 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 		if (type == SC_FRAME_RUN_LEARN)
 			linger(&socket_before);
 		else if (reusable(plan))
-			reuse_wait();
+			reuse_wait(&socket_before);
 		_exit(exit_code);
 	}
 	if (type == SC_FRAME_SESSION) {

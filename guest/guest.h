@@ -186,7 +186,8 @@ extern struct sc_reuse_unmaps sc_reuse_unmaps;
 
 /* RLIMIT_CPU of a cell armed for reuse is the configured limit and this much more: the
  * template resets a cell only while it has used less than this, so every run in it has at
- * least the configured limit (and at most this much more; the kernel counts whole seconds). */
+ * least the configured limit; the template's timer on the cell's CPU clock (reset.c
+ * cpu_limit_arm) ends each run at it, the RLIMIT_CPU being only the backstop. */
 #define SC_REUSE_CPU_SLACK_MS 1000
 
 /* Never returns: sets up the cell, waits for the host's first frame: code to run once, or

@@ -131,6 +131,8 @@ struct sc_reuse {
 	 * library's relocations, made read-only after the loader wrote them), as regions. */
 	struct page_region *own;
 	size_t n_own;
+	timer_t cpu_timer; /* on the cell's CPU clock: its run's CPU limit (cpu_limit_arm) */
+	bool have_cpu_timer;
 };
 
 /* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
@@ -801,6 +803,8 @@ static void reuse_drop(struct sc_reuse *r)
 		close(r->pidfd);
 	if (r->pagemap_fd >= 0)
 		close(r->pagemap_fd);
+	if (r->have_cpu_timer)
+		timer_delete(r->cpu_timer);
 	for (size_t i = 0; i < r->n_fds; i++)
 		close(r->fd_dups[i]);
 	if (r->image)
@@ -814,21 +818,72 @@ static void reuse_drop(struct sc_reuse *r)
 	free(r);
 }
 
+/* The CPU limit of each run in an armed cell, exact. Its RLIMIT_CPU (the limit and the slack)
+ * spans all its runs, and whole seconds cannot start where a run starts, so the template
+ * times each run on the cell's own CPU clock: a POSIX timer of the template's (a process's
+ * timer, which the cell can neither see nor cancel) that expires once the cell's CPU time
+ * reaches base + the limit in whole seconds, as a fresh cell's RLIMIT_CPU does: base 0 for
+ * the first run (its warm-up counts, as a fresh cell's does), the CPU time at the reset's stop
+ * for a reset one. The expiry comes to the template's signalfd as SC_REUSE_CPU_SIGNAL with
+ * the cell's id (sc_reuse_cpu_expired), and the template kills the cell, as the kernel would
+ * at the limit. The cell's processes' own RLIMIT_CPU stays the backstop. */
+static int cpu_limit_arm(pid_t pid, uint32_t id, struct sc_reuse *r, bool from_now)
+{
+	uint64_t limit_s = (T.cfg.limits.cpu_ms + 999) / 1000;
+	if (!limit_s)
+		return 0;
+	clockid_t clock;
+	int rc = clock_getcpuclockid(pid, &clock);
+	if (rc != 0)
+		return -rc;
+	if (!r->have_cpu_timer) {
+		struct sigevent ev = {.sigev_notify = SIGEV_SIGNAL,
+				      .sigev_signo = SC_REUSE_CPU_SIGNAL,
+				      .sigev_value.sival_int = (int)id};
+		if (timer_create(clock, &ev, &r->cpu_timer) < 0)
+			return -errno;
+		r->have_cpu_timer = true;
+	}
+	struct timespec now = {0};
+	if (from_now && clock_gettime(clock, &now) < 0)
+		return -errno;
+	struct itimerspec at = {.it_value = {now.tv_sec + (time_t)limit_s, now.tv_nsec}};
+	return timer_settime(r->cpu_timer, TIMER_ABSTIME, &at, NULL) < 0 ? -errno : 0;
+}
+
+void sc_reuse_cpu_expired(uint32_t id)
+{
+	for (size_t i = 0; i < T.n_cells; i++)
+		if (T.cells[i].id == id && T.cells[i].reuse && T.cells[i].reuse->have_cpu_timer)
+			kill(T.cells[i].pid, SIGKILL);
+}
+
 void sc_reuse_seize(struct live_cell *c)
 {
 	c->reuse = NULL;
-	if (!T.cfg.reuse || unsupported || T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES)
+	if (!T.cfg.reuse)
 		return;
+	/* Its first run's CPU limit first, whether or not it is ever reset: an armed cell's
+	 * RLIMIT_CPU has the slack. Without its timer the cell does not run. */
 	struct sc_reuse *r = calloc(1, sizeof(*r));
-	if (!r)
+	if (r)
+		r->uffd = r->pidfd = r->pagemap_fd = -1;
+	if (!r || cpu_limit_arm(c->pid, c->id, r, false) < 0) {
+		kill(c->pid, SIGKILL);
+		reuse_drop(r);
 		return;
-	r->uffd = r->pidfd = r->pagemap_fd = -1;
+	}
+	c->reuse = r;
+	if (unsupported || T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES) {
+		r->state = BROKEN;
+		snprintf(r->why, sizeof(r->why), "not seized: reset is unsupported here");
+		return;
+	}
 	/* Until its parked stop; the cell stops only once it is warm, so this comes first. */
 	if (ptrace(PTRACE_SEIZE, c->pid, 0, PTRACE_O_EXITKILL) < 0) {
 		r->state = BROKEN;
 		snprintf(r->why, sizeof(r->why), "PTRACE_SEIZE: %s", strerror(errno));
 	}
-	c->reuse = r;
 }
 
 void sc_reuse_free(struct live_cell *c)
@@ -1115,6 +1170,13 @@ void sc_reuse_reset(uint32_t id)
 	}
 	struct sc_reuse *r = c->reuse;
 	pid_t pid = c->pid;
+	/* The sandbox's first cell was parked before the template's warm-up (template.c serve):
+	 * reset, it would stay cold, and every later run in it would import what the warm-up
+	 * has loaded for the cells forked since. */
+	if (id == 0) {
+		discard(pid, id, r, -EAGAIN, "it was parked before the template's warm-up", 0);
+		return;
+	}
 	if (!r || r->state != PARKED) {
 		char why[160];
 		snprintf(why, sizeof(why), "the cell was not parked for reuse%s%s", r ? ": " : "",
@@ -1134,12 +1196,13 @@ void sc_reuse_reset(uint32_t id)
 	uint64_t cpu_us = 0;
 	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending, or not in time)"
 				      : reset_stopped(pid, id, r, &cpu_us);
+	if (!why && cpu_limit_arm(pid, id, r, true) < 0)
+		why = "its run's CPU timer could not be armed";
 	if (!why && ptrace(PTRACE_DETACH, pid, 0, 0) < 0)
 		why = "PTRACE_DETACH failed";
 	if (why) {
 		discard(pid, id, r, -EAGAIN, why, cpu_us);
 		return;
 	}
-	T.parked++; /* back among the parked: the host's next TAKE of it counts it down */
 	answer(id, 0, NULL, cpu_us);
 }

@@ -274,9 +274,13 @@ int sc_template_setup(struct snapcell_error *err)
 		rc = seccomp_compile_join(err);
 	if (rc < 0)
 		return rc;
+	/* A caller that ignores SIGCHLD passes that on through fork and exec: the kernel would
+	 * reap the cells itself (no exit record) and report none of their stops (reset.c). */
+	signal(SIGCHLD, SIG_DFL);
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
+	sigaddset(&chld, SC_REUSE_CPU_SIGNAL); /* a reusable cell's run used its CPU limit */
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	T.sig_fd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
 	if (T.sig_fd < 0)

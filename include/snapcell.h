@@ -745,7 +745,9 @@ struct snapcell_sandbox_stats {
 	uint64_t reserved[4];		    /* zeroed (ABI growth) */
 };
 
-/* Waits until the template has parked its spare cells, then measures. 0, SNAPCELL_E_INVAL,
+/* Waits until the template has parked its spare cells (and, at most 200 ms, for the answers to
+ * resets in place under way), then measures; cells reset in place are not among parked_cells.
+ * 0, SNAPCELL_E_INVAL,
  * or SNAPCELL_E_TEMPLATE when the template is gone. */
 SNAPCELL_API int snapcell_sandbox_stats(struct snapcell_sandbox *sb,
 					struct snapcell_sandbox_stats *out,

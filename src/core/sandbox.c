@@ -23,6 +23,8 @@
 #include "util/util.h"
 
 #define TAKE_TIMEOUT_MS 20000
+/* How long a fresh run waits for a reset under way (await_reset_then). */
+#define RESET_WAIT_MS 200
 
 static void forget_cell(struct snapcell_sandbox *sb, uint32_t id)
 {
@@ -289,10 +291,10 @@ static int no_cell(struct snapcell_error *err)
  * why the template has no cell for the run (no fds, *cell untouched). *why, when the template
  * is gone or broke its protocol: the sandbox is then broken, and the caller marks it so under
  * the lock. */
-static int read_cell(struct snapcell_sandbox *sb, struct sc_cell *cell, uint32_t *type, int *status,
-		     const char **why, struct snapcell_error *err)
+static int read_cell(struct snapcell_sandbox *sb, uint64_t deadline, struct sc_cell *cell,
+		     uint32_t *type, int *status, const char **why, struct snapcell_error *err)
 {
-	int rc = sc__wait_fd(sb->ctl, POLLIN, sc__deadline_ms(TAKE_TIMEOUT_MS));
+	int rc = sc__wait_fd(sb->ctl, POLLIN, deadline);
 	if (rc == -ETIMEDOUT)
 		return no_cell(err);
 	struct sc_ctl_msg m;
@@ -381,16 +383,16 @@ static int answer_files(struct snapcell_sandbox *sb, struct sc_cell *cell, int s
 
 /* The template's answer to a reset (read_cell: answer's id, status, cpu_base_us); the lock is
  * held. A cell reset goes to the fresh runs' queue with its CPU so far; one that was not is
- * retired (the template killed it). False when the template reset it but the host refuses it
- * (its frame socket shut or holding frames): retired, and the template, which counts it
- * parked, is owed a TAKE. */
-static bool answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answer, int status)
+ * retired (the template killed it), and so is one the template reset but the host refuses
+ * (its frame socket shut or holding frames): a reset cell is none of the template's spares,
+ * so nothing is owed to it. */
+static void answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answer, int status)
 {
 	size_t i = 0;
 	while (i < sb->n_resetting && sb->resetting[i].id != answer->id)
 		i++;
 	if (i == sb->n_resetting)
-		return true; /* not asked (the template's word alone cannot add a cell) */
+		return; /* not asked (the template's word alone cannot add a cell) */
 	struct sc_cell cell = sb->resetting[i];
 	sb->resetting[i] = sb->resetting[--sb->n_resetting];
 	cell.cpu_base_us = answer->cpu_base_us;
@@ -399,15 +401,25 @@ static bool answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answ
 	 * it), and the next run's frames would never come: checked here, where nothing of the
 	 * run can act any more. Frames left unread are no next run's either. */
 	struct pollfd rpc = {cell.fds[SC_CELL_RPC], POLLIN | POLLRDHUP, 0};
-	bool refused = status == 0 && (poll(&rpc, 1, 0) != 0 || rpc.revents);
-	if (refused)
+	if (status == 0 && (poll(&rpc, 1, 0) != 0 || rpc.revents))
 		status = -EPIPE;
 	if (status == 0 && SC_ARRAY_RESERVE(sb->reset_ready, sb->cap_reset_ready,
 					    sb->n_reset_ready + 1, SC_ARRAY_NO_CAP) == 0)
 		sb->reset_ready[sb->n_reset_ready++] = cell;
 	else
 		retire_locked(sb, &cell);
-	return !refused;
+}
+
+/* What a thread waits for: want parked cells, want parked or reset ones (a fresh run's), or
+ * the end of a reset under way. */
+enum await_for { PARKED, PARKED_OR_RESET, RESET };
+
+/* Whether a thread that wants cells must wait; the lock is held. */
+static bool short_of(const struct snapcell_sandbox *sb, size_t want, enum await_for what)
+{
+	if (what == RESET)
+		return !sb->n_reset_ready && sb->n_resetting;
+	return sb->n_ready + (what == PARKED_OR_RESET ? sb->n_reset_ready : 0) < want;
 }
 
 /* Until want cells are parked, or with ask, until the template answered it (or the sandbox is
@@ -417,22 +429,19 @@ static bool answer_reset(struct snapcell_sandbox *sb, const struct sc_cell *answ
  * a run that retires its cell, pauses or resumes meanwhile. A question left unanswered is
  * marked abandoned: its answer is then the reader's to free. */
 static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
-		      bool fresh, struct snapcell_error *err)
+		      enum await_for what, uint64_t wait_ms, struct snapcell_error *err)
 {
-	uint64_t deadline = sc__deadline_ms(TAKE_TIMEOUT_MS); /* a waiter's: as long as a read */
+	uint64_t deadline = sc__deadline_ms(wait_ms); /* a waiter's: as long as a read */
 	struct timespec at = {(time_t)(deadline / 1000000), (long)(deadline % 1000000) * 1000};
 	int rc = 0;
-	while (rc == 0 &&
-	       (ask ? !ask->answered : sb->n_ready + (fresh ? sb->n_reset_ready : 0) < want)) {
+	while (rc == 0 && (ask ? !ask->answered : short_of(sb, want, what))) {
 		if (sb->broken) {
 			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 			break;
 		}
 		if (sb->receiving) {
 			if (pthread_cond_timedwait(&sb->received, &sb->lock, &at) == ETIMEDOUT &&
-			    (ask ? !ask->answered
-				 : sb->n_ready + (fresh ? sb->n_reset_ready : 0) < want) &&
-			    !sb->broken)
+			    (ask ? !ask->answered : short_of(sb, want, what)) && !sb->broken)
 				rc = no_cell(err);
 			continue;
 		}
@@ -442,7 +451,7 @@ static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_
 		uint32_t type = 0;
 		int status = 0;
 		const char *why = NULL;
-		rc = read_cell(sb, &cell, &type, &status, &why, err);
+		rc = read_cell(sb, deadline, &cell, &type, &status, &why, err);
 		pthread_mutex_lock(&sb->lock);
 		sb->receiving = false;
 		pthread_cond_broadcast(&sb->received);
@@ -452,15 +461,8 @@ static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_
 			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 		else if (rc == 0 && type == SC_CTL_CELL)
 			rc = queue_cell(sb, &cell, err);
-		else if (rc == 0 && type == SC_CTL_RESET && !answer_reset(sb, &cell, status)) {
-			/* The template counts the cell parked again: a TAKE has it park another. */
-			pthread_mutex_unlock(&sb->lock);
-			struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
-			bool sent = sc__ctl_send(sb->ctl, &take, NULL, 0) == 0;
-			pthread_mutex_lock(&sb->lock);
-			if (!sent)
-				rc = mark_broken(sb, "the template exited", err);
-		}
+		else if (rc == 0 && type == SC_CTL_RESET)
+			answer_reset(sb, &cell, status);
 	}
 	if (rc < 0 && ask && !ask->answered)
 		ask->abandoned = true;
@@ -470,7 +472,18 @@ static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_
 static int await_cells(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
 		       struct snapcell_error *err)
 {
-	return await_some(sb, want, ask, false, err);
+	return await_some(sb, want, ask, PARKED, TAKE_TIMEOUT_MS, err);
+}
+
+/* A cell for take: with fresh, a reset cell first, waiting RESET_WAIT_MS for a reset under way
+ * (cheaper than a parked cell, which the template replaces) but no longer (a slow template
+ * must not hold up runs while cells are parked); else a parked one. The lock is held. */
+static int await_reset_then(struct snapcell_sandbox *sb, bool fresh, struct snapcell_error *err)
+{
+	if (fresh && short_of(sb, 0, RESET) &&
+	    await_some(sb, 0, NULL, RESET, RESET_WAIT_MS, NULL) < 0 && sb->broken)
+		return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	return await_some(sb, 1, NULL, fresh ? PARKED_OR_RESET : PARKED, TAKE_TIMEOUT_MS, err);
 }
 
 /* A parked cell (with fresh, a cell reset in place first) and the template told to park a
@@ -488,17 +501,19 @@ static int take(struct snapcell_sandbox *sb, struct sc_cell *out, bool fresh,
 		rc = mark_broken(sb, "the template exited", err);
 	sweep(sb, false);
 	if (rc == 0)
-		rc = await_some(sb, 1, NULL, fresh, err);
-	if (rc == 0 && fresh && sb->n_reset_ready) {
+		rc = await_reset_then(sb, fresh, err);
+	bool reset = rc == 0 && fresh && sb->n_reset_ready;
+	if (reset) {
 		*out = sb->reset_ready[--sb->n_reset_ready];
 	} else if (rc == 0) {
 		*out = sb->ready[0];
 		memmove(sb->ready, sb->ready + 1, --sb->n_ready * sizeof(*sb->ready));
 	}
 	pthread_mutex_unlock(&sb->lock);
-	/* Sent without the lock: a template that reads slowly may block it. */
+	/* Sent without the lock: a template that reads slowly may block it. A reset cell is
+	 * none of the parked cells the template keeps up: it parks no replacement for it. */
 	struct sc_ctl_msg take = {.type = SC_CTL_TAKE};
-	if (rc == 0 && sc__ctl_send(sb->ctl, &take, NULL, 0) < 0) {
+	if (rc == 0 && !reset && sc__ctl_send(sb->ctl, &take, NULL, 0) < 0) {
 		pthread_mutex_lock(&sb->lock);
 		mark_broken(sb, "the template exited", NULL);
 		pthread_mutex_unlock(&sb->lock);
@@ -626,6 +641,10 @@ int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_
 	pthread_mutex_lock(&sb->lock);
 	int rc = sb->broken ? sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg)
 			    : await_cells(sb, SC_SPARE_CELLS, NULL, err);
+	/* And the answers to resets under way (briefly): a cell the template discarded is
+	 * retired, and its descriptors go, before the measure. */
+	if (rc == 0 && short_of(sb, 0, RESET))
+		await_some(sb, 0, NULL, RESET, RESET_WAIT_MS, NULL);
 	if (rc < 0)
 		sc__err_wrap(err, rc, "stats");
 	/* Measured without the lock, through copies of the pidfds: a run may take the cells. */

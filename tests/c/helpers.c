@@ -499,3 +499,36 @@ void test_expect_pause_survives_timers(struct snapcell_sandbox *sb, const char *
 	cr_expect_eq(made[1], EPERM, "timer_create on the wall clock: errno %d", made[1]);
 	snapcell_result_free(fin);
 }
+
+/* Whether every child of the template is untraced (TracerPid 0), and how many there are. */
+static bool cells_untraced(int template_pid)
+{
+	char path[96], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", template_pid, template_pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return true;
+	bool untraced = true;
+	int pid;
+	while (untraced && fscanf(f, "%d", &pid) == 1) {
+		snprintf(path, sizeof(path), "/proc/%d/status", pid);
+		FILE *st = fopen(path, "r");
+		int tracer = 0;
+		while (st && fgets(line, sizeof(line), st))
+			if (sscanf(line, "TracerPid: %d", &tracer) == 1)
+				break;
+		if (st)
+			fclose(st);
+		untraced = tracer == 0;
+	}
+	fclose(f);
+	return untraced;
+}
+
+void test_wait_cells_parked(int template_pid)
+{
+	for (uint64_t give_up = test_now_ms() + 10000;
+	     !cells_untraced(template_pid) && test_now_ms() < give_up; test_pause_ms(10))
+		;
+	cr_assert(cells_untraced(template_pid), "a parked cell is still traced after 10 s");
+}

@@ -104,6 +104,11 @@ void test_gate_add(struct snapcell_config *cfg, struct test_gate *g, bool hold);
 /* Waits at most 30 s for the code to reach the gate; fails the test otherwise. */
 void test_gate_wait(struct test_gate *g);
 
+/* Waits (at most 10 s) until no child of the template is traced: with reuse on, a cell the
+ * host has received may not have reached its parked stop yet, and needs the template then
+ * (guest/reset.c). A test that stops the template lets its parked cells get there first. */
+void test_wait_cells_parked(int template_pid);
+
 /* CLOCK_MONOTONIC milliseconds, and a pause for polling loops that wait (bounded) for a state
  * the library reaches asynchronously; never a stand-in for synchronising with code. */
 uint64_t test_now_ms(void);

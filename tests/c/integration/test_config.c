@@ -65,8 +65,11 @@ Test(config, a_sandbox_reuses_cells_only_where_asked_and_possible)
 	cr_expect_eq(a.available, a.userfaultfd_wp_async && a.pagemap_scan && a.ptrace_child);
 	cr_expect_eq(a.detail[0] == 0, a.available, "%s", a.detail);
 	for (int on = 0; on <= 1; on++) {
+		/* Off by default: test_config_new turns it on in the suite's reuse pass. */
+		struct snapcell_config *plain = snapcell_config_new();
+		cr_expect(!snapcell_config_reuse(plain), "reuse is off by default");
+		snapcell_config_free(plain);
 		struct snapcell_config *cfg = test_config_new();
-		cr_expect(!snapcell_config_reuse(cfg), "reuse is off by default");
 		cr_assert_eq(snapcell_config_set_reuse(cfg, on, NULL), 0);
 		cr_expect_eq(snapcell_config_reuse(cfg), on);
 		struct snapcell_sandbox *sb = test_sandbox(cfg);

@@ -238,8 +238,9 @@ Test(reset, a_mapping_a_run_added_is_gone_in_the_next_run)
 	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
 	struct cells_seen c = {0};
 	char prev[64] = "0";
+	char *prev_cell = NULL;
 	for (int i = 0; i < 12; i++) {
-		char *code = NULL, *out = NULL;
+		char *code = NULL, *out = NULL, *cell = NULL;
 		cr_assert_gt(asprintf(&code,
 				      "import builtins, ctypes, mmap\n"
 				      "libc = ctypes.CDLL(None, use_errno=True)\n"
@@ -253,14 +254,20 @@ Test(reset, a_mapping_a_run_added_is_gone_in_the_next_run)
 				      "print(gone, ctypes.addressof(ctypes.c_char.from_buffer(m)))",
 				      prev),
 			     0);
-		run_seen(sb, &c, code, &out);
-		cr_expect_eq(strncmp(out, "True ", 5), 0, "run %d found the last run's mapping: %s",
-			     i, out);
+		run_seen_full(sb, &c, code, &out, &cell, NULL);
+		/* Only where the last run ran: another cell (the sandbox's first, parked before the
+		 * template's warm-up, is never reset) may have its own mapping there. */
+		if (prev_cell && strcmp(cell, prev_cell) == 0)
+			cr_expect_eq(strncmp(out, "True ", 5), 0,
+				     "run %d found the last run's mapping: %s", i, out);
+		free(prev_cell);
+		prev_cell = cell;
 		snprintf(prev, sizeof(prev), "%s", strchr(out, ' ') ? strchr(out, ' ') + 1 : "0");
 		prev[strcspn(prev, "\n")] = 0;
 		free(code);
 		free(out);
 	}
+	free(prev_cell);
 	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
 	cells_seen_free(&c);
 	snapcell_sandbox_free(sb);
@@ -354,7 +361,9 @@ Test(reset, cpu_time_is_per_run_and_the_limit_still_holds)
 		cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT, "status %s",
 			     snapcell_status_name(res->status));
 		cr_expect(res->limits_hit & SNAPCELL_HIT_CPU, "limits hit %#x", res->limits_hit);
-		cr_expect_lt(res->cpu_us, 3000000, "the runaway ran %llu us",
+		/* The limit of its own run, not of the cell's life (the RLIMIT_CPU of an armed
+		 * cell has a second more, for the resets): at most what a fresh cell gets. */
+		cr_expect_lt(res->cpu_us, 1500000, "a 1 s CPU limit let the runaway run %llu us",
 			     (unsigned long long)res->cpu_us);
 		cr_expect_geq(res->cpu_us, 500000, "the runaway ran %llu us",
 			      (unsigned long long)res->cpu_us);

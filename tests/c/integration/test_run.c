@@ -389,6 +389,7 @@ Test(run, a_run_ends_while_other_threads_wait_for_a_slow_template, .timeout = 12
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
 	cr_assert_eq(st.parked_cells, 2);
+	test_wait_cells_parked(st.template_pid); /* with reuse on, at their parked stops */
 	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
 	struct test_bg_run b;
 	test_bg_start(&b, sb, "tools.gate()\nprint('b')");

@@ -332,6 +332,7 @@ Test(run_files, a_run_with_files_ends_while_other_threads_wait_for_a_slow_templa
 	test_gate_wait(&g); /* held has the cell forked for it */
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	test_wait_cells_parked(st.template_pid); /* with reuse on, at their parked stops */
 	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
 	struct waiter spare1 = {.sb = sb, .code = "print(1)"}, spare2 = {.sb = sb, .code = "2"};
 	waiter_start(&spare1, false);
@@ -437,10 +438,11 @@ Test(run_files, a_run_that_gave_up_on_its_cell_leaves_none_behind, .timeout = 12
 	cr_expect_str_eq(res->value_json, "[\"b.txt\"]");
 	snapcell_result_free(res);
 	/* Retired cells keep their pidfd until a later run finds them gone; that run's own
-	 * stays. */
+	 * stays. Each run changes its working directory, so that with reuse on its cell is
+	 * retired too (not reset in place, which keeps it by design). */
 	uint64_t give_up = test_now_ms() + 10000;
 	do
-		expect_output(sb, "print(3)", "3\n");
+		expect_output(sb, "import os\nos.chdir('/output')\nprint(3)", "3\n");
 	while (snapcell_sandbox_stats(sb, &st, NULL) == 0 && open_fds() > fds_before + 1 &&
 	       test_now_ms() < give_up && test_pause_ms(20) == 0);
 	cr_expect_eq(open_fds(), fds_before + 1, "the late cell's descriptors were kept");
