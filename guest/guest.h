@@ -37,6 +37,10 @@ struct sc_guest_ops;
  * detaches the module's bind). */
 #define SC_GUEST_PIVOTED       'p'
 #define SC_GUEST_DETACH_MODULE 'd'
+/* The child's word back, before its program: it tried to detach the host's root. The template
+ * waits for it before it mounts anything at SC_HOST_ROOT_AT (the preloads' /tmp), which a
+ * late detach by path would take instead. */
+#define SC_GUEST_HOST_DETACHED 'h'
 
 struct sc_guest_config {
 	struct sc_setup s; /* as decoded; the fields below borrow from it */

@@ -266,6 +266,8 @@ static int start_compiler(const struct sc_setup *s)
 		if (read_word(p[1]) != SC_GUEST_PIVOTED)
 			_exit(1);
 		sc__rootfs_detach_host();
+		if (send(p[1], (char[]){SC_GUEST_HOST_DETACHED}, 1, MSG_NOSIGNAL) != 1)
+			_exit(1);
 		int rc = sc__seccomp_compile_to(p[1], flags);
 		if (read_word(p[1]) == SC_GUEST_DETACH_MODULE)
 			umount2(module, MNT_DETACH);

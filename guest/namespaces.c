@@ -49,11 +49,13 @@ static void forget_host_paths(void)
 }
 
 /* The host's root detached before anything else: the helper's compiling child started on it
- * while the interpreter started (guest/helper.c), so this finds it gone (EINVAL, also while
- * the child still waits for the grace period: the mounts left the namespace first), or
- * detaches it where the child has not yet. */
+ * while the interpreter started (guest/helper.c), and its word that it is done is awaited
+ * (usually there already): its detach is by path, so one that came after the preloads' /tmp
+ * was mounted there would take that instead (setup then failed "detach the preload's /tmp",
+ * under load). Then this finds it gone (EINVAL), or detaches it where the child did not. */
 static int host_root_detached(struct snapcell_error *err)
 {
+	sc_template_compile_heard(SC_GUEST_HOST_DETACHED);
 	int rc = sc__rootfs_detach_host();
 	return rc < 0 ? sc__err(err, rc, "detach the host's root") : 0;
 }

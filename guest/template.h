@@ -59,6 +59,7 @@ int sc_template_setup(struct snapcell_error *err);
  * now (the rlimits level); sc_template_setup joins it. */
 void sc_template_compile_adopt(void);
 bool sc_template_compile_tell(char word);
+bool sc_template_compile_heard(char word);
 void sc_template_compile_start(void);
 
 /* template_park.c: forks a cell and hands it to the host (a parked one, or with input_layer

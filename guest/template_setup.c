@@ -199,6 +199,17 @@ void sc_template_compile_adopt(void)
 		compiler.fd = SC_GUEST_SECCOMP_FD;
 }
 
+/* Waits for the helper's compiling child's word (SC_GUEST_HOST_DETACHED): whether it came. */
+bool sc_template_compile_heard(char word)
+{
+	char got = 0;
+	ssize_t n;
+	do
+		n = compiler.fd >= 0 ? read(compiler.fd, &got, 1) : 0;
+	while (n < 0 && errno == EINTR);
+	return n == 1 && got == word;
+}
+
 /* Word (SC_GUEST_DETACH_MODULE) to the helper's compiling child: whether it was sent. */
 bool sc_template_compile_tell(char word)
 {
