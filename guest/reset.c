@@ -851,10 +851,20 @@ static int cpu_limit_arm(pid_t pid, uint32_t id, struct sc_reuse *r, bool from_n
 	return timer_settime(r->cpu_timer, TIMER_ABSTIME, &at, NULL) < 0 ? -errno : 0;
 }
 
+/* Whether the cell's timer expired: disarmed, as a one-shot timer is once it fired. Any
+ * process of the uid can queue SC_REUSE_CPU_SIGNAL to the template, with any value and code
+ * (rt_sigqueueinfo), so the signal alone proves nothing. */
+static bool cpu_limit_expired(const struct sc_reuse *r)
+{
+	struct itimerspec left;
+	return r && r->have_cpu_timer && timer_gettime(r->cpu_timer, &left) == 0 &&
+	       !left.it_value.tv_sec && !left.it_value.tv_nsec;
+}
+
 void sc_reuse_cpu_expired(uint32_t id)
 {
 	for (size_t i = 0; i < T.n_cells; i++)
-		if (T.cells[i].id == id && T.cells[i].reuse && T.cells[i].reuse->have_cpu_timer)
+		if (T.cells[i].id == id && cpu_limit_expired(T.cells[i].reuse))
 			kill(T.cells[i].pid, SIGKILL);
 }
 

@@ -78,7 +78,8 @@ void sc_reuse_seize(struct live_cell *c);
 void sc_reuse_stopped(struct live_cell *c, int status);
 void sc_reuse_reset(uint32_t id);
 void sc_reuse_free(struct live_cell *c);
-/* A run's CPU timer (reset.c cpu_limit_arm) expired: the cell with that id is killed. */
+/* The template had SC_REUSE_CPU_SIGNAL from a timer for id: the cell is killed if its run's CPU
+ * timer (reset.c cpu_limit_arm) did expire. */
 void sc_reuse_cpu_expired(uint32_t id);
 #define SC_REUSE_CPU_SIGNAL (SIGRTMIN + 1)
 

@@ -239,7 +239,7 @@ void sc_template_reap(void)
 {
 	struct signalfd_siginfo si;
 	while (read(T.sig_fd, &si, sizeof(si)) > 0)
-		if ((int)si.ssi_signo == SC_REUSE_CPU_SIGNAL)
+		if ((int)si.ssi_signo == SC_REUSE_CPU_SIGNAL && si.ssi_code == SI_TIMER)
 			sc_reuse_cpu_expired((uint32_t)si.ssi_int);
 	for (;;) {
 		int status;

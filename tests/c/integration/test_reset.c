@@ -4,9 +4,11 @@
 #define _GNU_SOURCE
 #include "helpers.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Which cell ran: its /tmp and /output (tmpfs mounts made for it: a device number, reused once
@@ -589,5 +591,43 @@ Test(reset, a_run_that_claims_its_end_early_is_stopped_and_reset)
 	}
 	cr_expect_geq(c.reused, 2, "only %d of 10 runs were in a reset cell", c.reused);
 	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* A reusable cell dies by its run's CPU timer alone (guest/reset.c cpu_limit_arm): the
+ * template's signal for it, with a cell id for value, may also come from any process of its
+ * uid (sigqueue, or rt_sigqueueinfo with the timer's own code). Such a signal kills no cell. */
+Test(reset, a_forged_cpu_timer_signal_kills_no_cell)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_CPU_MS, 5000, NULL), 0);
+	cr_assert_eq(snapcell_config_set_reuse(cfg, true, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(cfg);
+	snapcell_config_free(cfg);
+	struct snapcell_error err = {0};
+	struct snapcell_session *s = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(snapcell_session_run(s, "x = 41", SIZE_MAX, NULL, &res, &err), 0, "%s",
+		     err.message);
+	snapcell_result_free(res);
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, &err), 0, "%s", err.message);
+	for (int id = 0; id < 64; id++) { /* the ids of this sandbox's cells so far */
+		cr_assert_eq(
+			sigqueue(st.template_pid, SIGRTMIN + 1, (union sigval){.sival_int = id}),
+			0);
+		siginfo_t si = {
+			.si_signo = SIGRTMIN + 1, .si_code = SI_TIMER, .si_value.sival_int = id};
+		cr_assert_eq(syscall(SYS_rt_sigqueueinfo, st.template_pid, SIGRTMIN + 1, &si), 0);
+	}
+	usleep(300000);
+	cr_assert_eq(snapcell_session_run(s, "x += 1\nprint(x)", SIZE_MAX, NULL, &res, &err), 0,
+		     "%s", err.message);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_OK, "status %s, stderr %s",
+		     snapcell_status_name(res->status), res->stderr_buf);
+	cr_expect_str_eq(res->stdout_buf, "42\n", "the session's cell: %s", res->stderr_buf);
+	snapcell_result_free(res);
+	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
