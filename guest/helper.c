@@ -387,6 +387,10 @@ static int prepare_namespaces(const struct sc_setup *s, struct handoff *h,
 	rc = build_root(s, err);
 	if (rc == 0 && (h->seccomp < 0 ||
 			send(h->seccomp, (char[]){SC_GUEST_PIVOTED}, 1, MSG_NOSIGNAL) != 1)) {
+		/* No child to detach it: neither it nor the template waits for the other's word. */
+		if (h->seccomp >= 0)
+			close(h->seccomp);
+		h->seccomp = -1;
 		rc = sc__rootfs_detach_host();
 		if (rc < 0)
 			sc__err(err, rc, "detach the host's root");
