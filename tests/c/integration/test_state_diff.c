@@ -575,8 +575,9 @@ static void expect_reset_cells_fresh(const char *change, int rounds, int probes,
 		for (int j = 0; j < probes; j++)
 			probe_and_compare(sb, &v, &c);
 	}
-	/* Python 3.10 gives arenas back as runs free them, so its runs change parked mappings and
-	 * their cells are discarded (forked anew), not reset: nothing to compare there. */
+	/* With Python 3.10 these runs change parked mappings (the template's answer: "its
+	 * mappings differ"), so their cells are discarded and forked anew, not reset: nothing to
+	 * compare there. */
 	struct snapcell_result *res =
 		test_run(sb, "import sys\nprint(sys.version_info >= (3, 11))");
 	bool compares = strcmp(res->stdout_buf, "True\n") == 0;
