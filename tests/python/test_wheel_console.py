@@ -22,8 +22,9 @@ pytestmark = pytest.mark.skipif(
 
 # What the wheel's binaries may need from the system: glibc's libraries (manylinux_2_28's
 # policy), nothing else (no libpython: the guest module runs in the user's interpreter).
+# librt: the guest module's POSIX timers (timer_create, in librt before glibc 2.34).
 SYSTEM_LIBRARIES = {"libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "libanl.so.1",
-                    "ld-linux-x86-64.so.2"}
+                    "librt.so.1", "ld-linux-x86-64.so.2"}
 
 
 def test_the_wheel_is_the_portable_one():
