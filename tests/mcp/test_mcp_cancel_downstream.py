@@ -16,36 +16,12 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from conftest import HttpServer, snapcell_env, wait_for
-from test_mcp_downstream import SERVER, broken_server, texts  # noqa: F401 (a fixture)
+from test_mcp_downstream import (SERVER, HttpDownstream, broken_server,  # noqa: F401
+                                  texts)
 
 CODE = ("import tools\nprint('started', flush=True)\n"
         "tools.notes.wait(seconds=60, id='{id}')\nprint('done')\n")
 NEXT = "import tools\nprint(tools.notes.add(a=2, b=2))\n"
-
-
-class HttpDownstream:
-    """downstream_server.py serving streamable HTTP, with $NOTES_DIR set (its wait tool)."""
-
-    def __init__(self, tmp_path, marks):
-        port_file = tmp_path / "port"
-        self.proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file)],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     env={**os.environ, "NOTES_DIR": str(marks)},
-                                     start_new_session=True)
-        if not wait_for(lambda: port_file.exists() or self.proc.poll() is not None, 60) \
-                or not port_file.exists():
-            self.stop()
-            pytest.fail("the HTTP downstream server did not start")
-        self.url = f"http://127.0.0.1:{int(port_file.read_text())}/mcp"
-
-    def stop(self):
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
 
 
 @pytest.fixture(params=["stdio-downstream", "http-downstream"])
@@ -57,7 +33,7 @@ def marks_and_config(request, tmp_path):
     if request.param == "stdio-downstream":
         notes = {"command": sys.executable, "args": [SERVER], "env": {"NOTES_DIR": str(marks)}}
     else:
-        downstream = HttpDownstream(tmp_path, marks)
+        downstream = HttpDownstream(tmp_path, env={"NOTES_DIR": str(marks)})
         request.addfinalizer(downstream.stop)
         notes = {"url": downstream.url}
     config = tmp_path / "snapcell.json"

@@ -44,13 +44,15 @@ def texts(result):
 
 
 class HttpDownstream:
-    """downstream_server.py serving streamable HTTP on a free loopback port."""
+    """downstream_server.py serving streamable HTTP on a free loopback port, with extra
+    environment variables (env) if given."""
 
-    def __init__(self, tmp_path, port=None):
+    def __init__(self, tmp_path, port=None, env=None):
         port_file = tmp_path / "port"
         self.proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port_file),
                                       *([str(port)] if port else [])],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     env={**os.environ, **(env or {})},
                                      start_new_session=True)
         end = time.monotonic() + 60
         while not port_file.exists() and time.monotonic() < end and self.proc.poll() is None:
