@@ -5,9 +5,6 @@ sees the mark it leaves), and the run ends promptly. The client is the official 
 stdio and HTTP; the downstream is snapcell's stdio child or a streamable HTTP server."""
 import asyncio
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 
