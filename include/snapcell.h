@@ -380,7 +380,7 @@ SNAPCELL_API int snapcell_config_set_reject_links(struct snapcell_config *cfg, b
  * newly forked one; any doubt that the reset is complete discards the cell, and the next run
  * gets a forked cell as without it (docs/architecture.md, "Reset in place"). Only at levels
  * namespaces and cgroups, for sandboxes without network entries, and for runs without files
- * of their own; never for sessions. Default: off. */
+ * of their own; never for sessions. Default: off. 0, or SNAPCELL_E_INVAL for a NULL cfg. */
 SNAPCELL_API int snapcell_config_set_reuse(struct snapcell_config *cfg, bool on,
 					   struct snapcell_error *err);
 
@@ -1252,8 +1252,8 @@ struct snapcell_reuse_probe {
 };
 
 /* Probes what reuse needs, once per process (later calls return the first answer), in this
- * process (a mapping and descriptors of its own, undone before it returns) and a short-lived
- * child. A sandbox whose config asks for reuse on a host where available is false does not
+ * process (a mapping and descriptors of its own, undone before it returns; Yama's
+ * ptrace_scope is read, no child is forked). A sandbox whose config asks for reuse on a host where available is false does not
  * arm its cells: every run gets a forked cell, as with reuse off. 0, or -EINVAL for a NULL
  * out. */
 SNAPCELL_API int snapcell_probe_reuse(struct snapcell_reuse_probe *out, struct snapcell_error *err);
