@@ -1253,9 +1253,9 @@ struct snapcell_reuse_probe {
 
 /* Probes what reuse needs, once per process (later calls return the first answer), in this
  * process (a mapping and descriptors of its own, undone before it returns; Yama's
- * ptrace_scope is read, no child is forked). A sandbox whose config asks for reuse on a host where available is false does not
- * arm its cells: every run gets a forked cell, as with reuse off. 0, or -EINVAL for a NULL
- * out. */
+ * ptrace_scope is read, no child is forked). A sandbox whose config asks for reuse on a host where
+ * available is false does not arm its cells: every run gets a forked cell, as with reuse off. 0, or
+ * -EINVAL for a NULL out. */
 SNAPCELL_API int snapcell_probe_reuse(struct snapcell_reuse_probe *out, struct snapcell_error *err);
 
 #ifdef __cplusplus
