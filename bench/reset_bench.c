@@ -1,8 +1,9 @@
 /* Back-to-back fresh runs with reset in place on and off (snapcell_config_set_reuse), in the
  * same process, alternating rounds, so both see the same machine. Prints key=value lines:
  * reuse_{on,off}_{fresh,compute}_p50_us, _p99_us, _runs_per_s, _failed_runs. Usage:
- * snapcell-reset-bench [--runs N] [--rounds R] [--compute] (N runs a round, default 200 and 5;
- * `print(1)`, or with --compute the json/re/datetime workload of bench/workloads.h). The
+ * snapcell-reset-bench [--runs N] [--rounds R] [--compute] [--only on|off] (N runs a round,
+ * default 200 and 5; `print(1)`, or with --compute the json/re/datetime workload of
+ * bench/workloads.h; --only measures one side, for a profiler's sake). The
  * helper is $SNAPCELL_HELPER when set (as `meson devenv` sets it), else the library's
  * default. */
 #define _GNU_SOURCE
@@ -64,6 +65,7 @@ int main(int argc, char **argv)
 {
 	int runs = 200, rounds = 5;
 	const char *kind = "fresh";
+	int first = 0, last = 1;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--compute")) {
 			code = BENCH_COMPUTE_CODE;
@@ -72,33 +74,38 @@ int main(int argc, char **argv)
 			runs = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
 			rounds = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+			first = last = !strcmp(argv[++i], "off");
+			runs *= !strcmp(argv[i], "on") || !strcmp(argv[i], "off");
 		} else {
 			runs = 0;
 		}
 	}
 	if (runs < 1 || rounds < 1) {
-		fprintf(stderr,
-			"usage: snapcell-reset-bench [--runs N] [--rounds R] [--compute]\n");
+		fprintf(stderr, "usage: snapcell-reset-bench [--runs N] [--rounds R] [--compute] "
+				"[--only on|off]\n");
 		return 2;
 	}
-	struct snapcell_sandbox *sb[2] = {sandbox(true), sandbox(false)};
+	struct snapcell_sandbox *sb[2] = {NULL, NULL};
 	const char *name[2] = {"reuse_on", "reuse_off"};
-	double *lat[2] = {calloc((size_t)runs * rounds, sizeof(double)),
-			  calloc((size_t)runs * rounds, sizeof(double))};
+	double *lat[2] = {NULL, NULL};
 	double wall[2] = {0, 0};
 	int bad[2] = {0, 0};
 	double warm[64];
-	for (int k = 0; k < 2; k++)
+	for (int k = first; k <= last; k++) {
+		sb[k] = sandbox(k == 0);
+		lat[k] = calloc((size_t)runs * rounds, sizeof(double));
 		round_of(sb[k], 64, warm); /* the learner's first runs, the template's warm-up */
+	}
 	for (int r = 0; r < rounds; r++)
-		for (int k = 0; k < 2; k++) {
-			int which = r % 2 ? 1 - k : k; /* alternate who goes first */
+		for (int j = first; j <= last; j++) {
+			int which = r % 2 ? first + last - j : j; /* alternate who goes first */
 			double t0 = now_us();
 			bad[which] += round_of(sb[which], runs, lat[which] + (size_t)r * runs);
 			wall[which] += now_us() - t0;
 		}
 	size_t n = (size_t)runs * rounds;
-	for (int k = 0; k < 2; k++) {
+	for (int k = first; k <= last; k++) {
 		qsort(lat[k], n, sizeof(double), by_value);
 		printf("%s_%s_p50_us=%.0f\n", name[k], kind, lat[k][n / 2]);
 		printf("%s_%s_p99_us=%.0f\n", name[k], kind, lat[k][n * 99 / 100]);

@@ -457,6 +457,9 @@ void sc__sessions_orphan(struct snapcell_sandbox *sb);
 
 /* The cells the template keeps parked (its setup message's spares, and what stats wait for). */
 #define SC_SPARE_CELLS 2
+/* With reuse, the cells being reset past which a fresh run waits for a reset rather than take
+ * a parked cell (sandbox.c await_reset_then): a run's cell is reset while the next one runs. */
+#define SC_REUSE_ROTATION 2
 
 /* workdir.c: makes the sandbox's work directory (sb->workdir, locked in sb->lock_fd, its out/
  * in sb->out_fd) with the inputs staged, reaping those of dead owners first. */

@@ -422,6 +422,32 @@ static bool short_of(const struct snapcell_sandbox *sb, size_t want, enum await_
 	return sb->n_ready + (what == PARKED_OR_RESET ? sb->n_reset_ready : 0) < want;
 }
 
+/* Reads one message from the control socket and files it (a parked cell, a run's cell, a
+ * reset's answer); called with the lock held, by the one thread that is receiving (it sets and
+ * clears receiving), which it lets go while it reads. */
+static int receive_one(struct snapcell_sandbox *sb, uint64_t deadline, struct snapcell_error *err)
+{
+	sb->receiving = true;
+	pthread_mutex_unlock(&sb->lock);
+	struct sc_cell cell;
+	uint32_t type = 0;
+	int status = 0;
+	const char *why = NULL;
+	int rc = read_cell(sb, deadline, &cell, &type, &status, &why, err);
+	pthread_mutex_lock(&sb->lock);
+	sb->receiving = false;
+	pthread_cond_broadcast(&sb->received);
+	if (why)
+		rc = mark_broken(sb, why, err);
+	else if (rc == 0 && type == SC_CTL_RUN_CELL && answer_files(sb, &cell, status) < 0)
+		rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
+	else if (rc == 0 && type == SC_CTL_CELL)
+		rc = queue_cell(sb, &cell, err);
+	else if (rc == 0 && type == SC_CTL_RESET)
+		answer_reset(sb, &cell, status);
+	return rc;
+}
+
 /* Until want cells are parked, or with ask, until the template answered it (or the sandbox is
  * broken). Called and returns with the lock held, which it lets go while it waits: one thread
  * reads the control socket, handing each RUN_CELL to the question it answers, and the others
@@ -445,28 +471,21 @@ static int await_some(struct snapcell_sandbox *sb, size_t want, struct sc_files_
 				rc = no_cell(err);
 			continue;
 		}
-		sb->receiving = true;
-		pthread_mutex_unlock(&sb->lock);
-		struct sc_cell cell;
-		uint32_t type = 0;
-		int status = 0;
-		const char *why = NULL;
-		rc = read_cell(sb, deadline, &cell, &type, &status, &why, err);
-		pthread_mutex_lock(&sb->lock);
-		sb->receiving = false;
-		pthread_cond_broadcast(&sb->received);
-		if (why)
-			rc = mark_broken(sb, why, err);
-		else if (rc == 0 && type == SC_CTL_RUN_CELL && answer_files(sb, &cell, status) < 0)
-			rc = sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
-		else if (rc == 0 && type == SC_CTL_CELL)
-			rc = queue_cell(sb, &cell, err);
-		else if (rc == 0 && type == SC_CTL_RESET)
-			answer_reset(sb, &cell, status);
+		rc = receive_one(sb, deadline, err);
 	}
 	if (rc < 0 && ask && !ask->answered)
 		ask->abandoned = true;
 	return rc;
+}
+
+/* Files what the template already sent (answers to resets above all), without waiting, so a
+ * take sees every cell reset by now; the lock is held. A thread already receiving files it. */
+static void receive_pending(struct snapcell_sandbox *sb)
+{
+	struct pollfd p = {sb->ctl, POLLIN, 0};
+	while (!sb->broken && !sb->receiving && poll(&p, 1, 0) == 1 &&
+	       receive_one(sb, sc__deadline_ms(0), NULL) == 0)
+		;
 }
 
 static int await_cells(struct snapcell_sandbox *sb, size_t want, struct sc_files_ask *ask,
@@ -475,12 +494,17 @@ static int await_cells(struct snapcell_sandbox *sb, size_t want, struct sc_files
 	return await_some(sb, want, ask, PARKED, TAKE_TIMEOUT_MS, err);
 }
 
-/* A cell for take: with fresh, a reset cell first, waiting RESET_WAIT_MS for a reset under way
- * (cheaper than a parked cell, which the template replaces) but no longer (a slow template
- * must not hold up runs while cells are parked); else a parked one. The lock is held. */
+/* A cell for take: with fresh, a reset cell when one is ready; else a parked one while fewer
+ * than SC_REUSE_ROTATION cells are being reset (the previous runs' cells: so back-to-back runs
+ * alternate between cells, and one's reset runs on the template while the next run runs,
+ * instead of each run waiting for the reset of the one before); else the end of a reset under
+ * way (cheaper than a parked cell, which the template replaces), RESET_WAIT_MS at most (a slow
+ * template must not hold up runs while cells are parked), else a parked one. The lock is held. */
 static int await_reset_then(struct snapcell_sandbox *sb, bool fresh, struct snapcell_error *err)
 {
-	if (fresh && short_of(sb, 0, RESET) &&
+	if (fresh && short_of(sb, 0, RESET))
+		receive_pending(sb);
+	if (fresh && short_of(sb, 0, RESET) && sb->n_resetting >= SC_REUSE_ROTATION &&
 	    await_some(sb, 0, NULL, RESET, RESET_WAIT_MS, NULL) < 0 && sb->broken)
 		return sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg);
 	return await_some(sb, 1, NULL, fresh ? PARKED_OR_RESET : PARKED, TAKE_TIMEOUT_MS, err);

@@ -143,8 +143,8 @@ static int setup_paths(const struct snapcell_sandbox *sb, const struct pass_list
 }
 
 /* The limits and sizes: the template itself and its parked cells count against RLIMIT_NPROC
- * too; /output has room for the collection cap and a little more, so a cap hit can be
- * reported. */
+ * too, and with reuse the rotation's other cells (sandbox.c await_reset_then); /output has room for
+ * the collection cap and a little more, so a cap hit can be reported. */
 static void setup_limits(const struct snapcell_sandbox *sb, struct sc_setup *s)
 {
 	const uint64_t *l = sb->cfg->limits;
@@ -154,7 +154,8 @@ static void setup_limits(const struct snapcell_sandbox *sb, struct sc_setup *s)
 	s->output_bytes = l[SNAPCELL_LIMIT_OUTPUT_TOTAL_BYTES] + (1u << 20);
 	s->memory_bytes = l[SNAPCELL_LIMIT_MEMORY_BYTES];
 	s->cpu_ms = l[SNAPCELL_LIMIT_CPU_MS];
-	s->processes = l[SNAPCELL_LIMIT_PROCESSES] + SC_SPARE_CELLS + 1;
+	s->processes = l[SNAPCELL_LIMIT_PROCESSES] + SC_SPARE_CELLS + 1 +
+		       (s->reuse ? SC_REUSE_ROTATION - 1 : 0);
 	s->file_bytes = l[SNAPCELL_LIMIT_FILE_BYTES];
 	s->open_files = l[SNAPCELL_LIMIT_OPEN_FILES];
 }
