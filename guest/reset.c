@@ -57,6 +57,8 @@
 #define TEXT_MAX    65536 /* /proc/PID/maps and the other texts compared */
 #define MAX_FDS	    16	  /* descriptors of a parked cell (0-3, 4 with a network) */
 #define SMALL_TEXT  4096
+#define HOT_MAX	    4096 /* regions of a cell's hot set (reset_hot) */
+#define HOT_RUNS    16	 /* runs a hot set is left unprotected for before it is learned again */
 
 enum range_kind {
 	RESTORED, /* writable, registered: written pages copied back from the image */
@@ -133,6 +135,13 @@ struct sc_reuse {
 	size_t n_own;
 	timer_t cpu_timer; /* on the cell's CPU clock: its run's CPU limit (cpu_limit_arm) */
 	bool have_cpu_timer;
+	/* The hot set (reset_hot): the regions of writable mappings the last run with every
+	 * page protected wrote, left unprotected for the next hot_left runs. In a mapping of
+	 * its own that no later fork inherits: where a run wrote is no later cell's business. */
+	struct page_region *hot;
+	size_t n_hot;
+	unsigned hot_left; /* 0: the run that ended had every page protected; its writes are learned
+			    */
 };
 
 /* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
@@ -486,11 +495,52 @@ static bool same_bytes(pid_t pid, const struct sc_reuse *r, const struct range *
 	return true;
 }
 
-/* The pages of each registered mapping that the run wrote: copied back (writable ones), or a
- * reason to discard (a read-only one written, a mapping no longer registered). */
 static struct page_region vec[MAX_REGIONS]; /* one scan's regions, zeroed after each reset */
 
-static int restore_memory(pid_t pid, const struct sc_reuse *r, const char **why)
+/* The hot set: pages of writable mappings that nearly every run writes (the interpreter's
+ * state, the allocator's, the frames the cell exchanges) are left unprotected after a reset,
+ * so the next run takes no write-protect fault on them (one per page, dear under nested
+ * virtualisation). Correct by construction: PAGEMAP_SCAN reports a page without its
+ * write-protect bit as written, so the next reset copies every such page back from the image
+ * whether the run wrote it or not, as a page the run wrote. The set is what a run with every
+ * page protected wrote (the first run after parking, and every HOT_RUNS runs after, so a set
+ * learned from one large run does not cost every later reset its copies for long). */
+static void learn_hot(struct sc_reuse *r, const struct range *rg, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t start = vec[i].start < rg->start ? rg->start : vec[i].start;
+		uint64_t end = vec[i].end > rg->end ? rg->end : vec[i].end;
+		if (start >= end)
+			continue;
+		if (r->n_hot == HOT_MAX) {
+			r->n_hot = 0; /* too scattered to pay: protect it all */
+			r->hot_left = HOT_RUNS;
+			return;
+		}
+		r->hot[r->n_hot++] = (struct page_region){.start = start, .end = end};
+	}
+}
+
+/* After every page was protected: the hot set unprotected again, or learned anew. */
+static int reset_hot(struct sc_reuse *r)
+{
+	if (!r->hot_left) /* learned in this reset (learn_hot), or overflowed */
+		r->hot_left = HOT_RUNS;
+	else if (!--r->hot_left)
+		r->n_hot = 0; /* the next run runs protected, and its writes are learned */
+	for (size_t i = 0; i < r->n_hot; i++) {
+		struct uffdio_writeprotect wp = {
+			.range = {r->hot[i].start, r->hot[i].end - r->hot[i].start}, .mode = 0};
+		if (ioctl(r->uffd, UFFDIO_WRITEPROTECT, &wp) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+/* The pages of each registered mapping that the run wrote: copied back (writable ones), or a
+ * reason to discard (a read-only one written, a mapping no longer registered). */
+
+static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 {
 	for (size_t i = 0; i < r->n_ranges; i++) {
 		const struct range *rg = &r->ranges[i];
@@ -529,6 +579,8 @@ static int restore_memory(pid_t pid, const struct sc_reuse *r, const char **why)
 				*why = "process_vm_writev failed";
 				return -EIO;
 			}
+			if (n > 0 && rg->kind == RESTORED && !r->hot_left)
+				learn_hot(r, rg, (size_t)n);
 			if (walk_end <= at)
 				break;
 			at = walk_end;
@@ -548,6 +600,8 @@ static int restore_memory(pid_t pid, const struct sc_reuse *r, const char **why)
 	int rc = protect_all(r);
 	if (rc < 0)
 		*why = "re-protecting the pages failed";
+	if (rc == 0 && (rc = reset_hot(r)) < 0)
+		*why = "leaving the hot pages unprotected failed";
 	return rc;
 }
 
@@ -772,6 +826,14 @@ static int park(pid_t pid, struct sc_reuse *r)
 	}
 	if (madvise(r->image, r->image_len, MADV_DONTFORK) < 0)
 		return -errno;
+	r->hot = mmap(NULL, HOT_MAX * sizeof(*r->hot), PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (r->hot == MAP_FAILED) {
+		r->hot = NULL;
+		return -ENOMEM;
+	}
+	if (madvise(r->hot, HOT_MAX * sizeof(*r->hot), MADV_DONTFORK) < 0)
+		return -errno;
 	for (size_t i = 0; i < r->n_ranges; i++) {
 		const struct range *rg = &r->ranges[i];
 		if (rg->kind == GUARDED)
@@ -809,6 +871,8 @@ static void reuse_drop(struct sc_reuse *r)
 		close(r->fd_dups[i]);
 	if (r->image)
 		munmap(r->image, r->image_len);
+	if (r->hot)
+		munmap(r->hot, HOT_MAX * sizeof(*r->hot));
 	text_drop(&r->maps);
 	text_drop(&r->status);
 	text_drop(&r->limits);

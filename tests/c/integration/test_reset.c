@@ -524,6 +524,45 @@ Test(reset, a_page_dropped_by_madvise_is_put_back)
 	snapcell_sandbox_free(sb);
 }
 
+/* The pages every run writes are left unprotected after the first reset (guest/reset.c,
+ * the hot set): later runs write them without a fault, and the reset still finds them (a
+ * page without its protection reads as written) and puts back the parked bytes, also of one
+ * dropped with MADV_DONTNEED. */
+Test(reset, pages_every_run_writes_take_no_fault_and_are_still_put_back)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	cr_assert_eq(snapcell_config_set_warmup(cfg, "import json\njson.HOT = bytearray(64 * 4096)",
+						NULL),
+		     0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	static const char code[] =
+		"import ctypes, json, resource\n"
+		"b = json.HOT\n"
+		"print(b.count(0) == len(b))\n"
+		"before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+		"for i in range(0, len(b), 4096):\n"
+		"    b[i] = 1\n"
+		"print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before < 16)\n"
+		"page = ctypes.addressof((ctypes.c_char * len(b)).from_buffer(b)) + 8191 & ~4095\n"
+		"assert ctypes.CDLL(None).madvise(ctypes.c_void_p(page), 4096, 4) == 0\n";
+	struct cells_seen c = {0};
+	int without_faults = 0;
+	for (int i = 0; i < 24; i++) {
+		char *out;
+		run_seen(sb, &c, code, &out);
+		cr_expect(!strncmp(out, "True\n", 5), "run %d saw an earlier run's writes: %s", i,
+			  out);
+		without_faults += !strcmp(out, "True\nTrue\n");
+		free(out);
+	}
+	cr_expect_geq(c.reused, 12, "only %d of 24 runs were in a reset cell", c.reused);
+	cr_expect_geq(without_faults, 12, "only %d of 24 runs wrote without faults",
+		      without_faults);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
 /* MADV_FREE leaves a page of the cell's own to be zeroed later, which no scan shows: cells
  * armed for reuse are refused it (EINVAL, as an older kernel would), others are not. */
 Test(reset, lazy_freeing_is_refused_only_with_reuse)
