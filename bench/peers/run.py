@@ -7,6 +7,7 @@ key=value lines on stdout (progress on stderr) and writes a Markdown table with 
 it ran on. It measures; it judges nothing: compare runs made back to back, not across days.
 
 usage: run.py [--quick] [--rounds N] [--out FILE] [--python PY] [--build DIR] [--systems A,B]
+              [--reuse on|off|default]
 See docs/benchmarks.md."""
 
 import argparse
@@ -185,6 +186,8 @@ class Runner:
         helper = os.path.abspath(os.path.join(args.build, "snapcell-cell"))
         if "SNAPCELL_HELPER" not in self.env and os.path.exists(helper):
             self.env["SNAPCELL_HELPER"] = helper
+        if args.reuse != "default":  # read by worker.c and worker.py's snapcell
+            self.env["SNAPCELL_PEER_REUSE"] = "1" if args.reuse == "on" else "0"
 
     def argv(self, s):
         if s.worker == "c":
@@ -443,6 +446,8 @@ def parse_args():
                     help="interpreter for the Python-side workers (default: this one)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="the meson build dir")
     ap.add_argument("--pyodide", default=PYODIDE, help="Pyodide's pyodide.mjs (npm package)")
+    ap.add_argument("--reuse", choices=("on", "off", "default"), default="default",
+                    help="snapcell's reset in place (snapcell_config_set_reuse) for its rows")
     ap.add_argument("--systems", type=lambda v: v.split(","), default=None,
                     help="comma-separated subset: " + ",".join(s.key for s in SYSTEMS))
     args = ap.parse_args()
@@ -461,6 +466,7 @@ def main():
     info["load"] = ("load average (1 min) before / after",
                     f"{load:.2f} / {os.getloadavg()[0]:.2f}")
     info["duration"] = ("duration", f"{time.monotonic() - start:.0f} s")
+    info["reuse"] = ("snapcell's reset in place (--reuse)", args.reuse)
     for k, (_, v) in info.items():
         print(f"machine.{k}={v}")
     base = figures(systems[0]) if systems[0].key == "snapcell-c" else {}

@@ -76,14 +76,19 @@ static int echo_tool(void *user_data, const char *args_json, char **result)
 	return *result ? 0 : 1;
 }
 
-/* A configuration with the echo tool and the helper from SNAPCELL_HELPER (a build tree). */
+/* A configuration with the echo tool, the helper from SNAPCELL_HELPER (a build tree) and reset
+ * in place as SNAPCELL_PEER_REUSE says (1 or 0; unset: the library's default), which run.py
+ * --reuse sets. */
 static int make_config(struct worker *w, struct snapcell_error *err)
 {
 	w->cfg = snapcell_config_new();
 	if (!w->cfg)
 		return -ENOMEM;
 	const char *helper = getenv("SNAPCELL_HELPER");
+	const char *reuse = getenv("SNAPCELL_PEER_REUSE");
 	int rc = helper && *helper ? snapcell_config_set_helper(w->cfg, helper, err) : 0;
+	if (rc == 0 && reuse && *reuse)
+		rc = snapcell_config_set_reuse(w->cfg, strcmp(reuse, "0") != 0, err);
 	if (rc == 0)
 		rc = snapcell_config_add_tool(w->cfg, "echo", "Returns " TOOL_ANSWER ".", NULL,
 					      SNAPCELL_APPROVAL_NEVER, echo_tool, NULL, err);

@@ -60,7 +60,9 @@ class SnapcellPy:
         return {"version": snapcell.__version__, "isolation": self.sb.isolation}
 
     def new(self):
-        sb = self.mod.Sandbox(tools=[echo])
+        reuse = os.environ.get("SNAPCELL_PEER_REUSE")  # run.py --reuse
+        extra = {"reuse": reuse != "0"} if reuse else {}
+        sb = self.mod.Sandbox(tools=[echo], **extra)
         r = sb.run("print(1)")
         if r.status != "ok" or r.stdout != "1\n":
             sb.close()
