@@ -60,6 +60,7 @@
 #define SMALL_TEXT  4096
 #define HOT_MAX	    4096 /* regions of a cell's hot set (reset_hot) */
 #define HOT_RUNS    16	 /* runs a hot set is left unprotected for before it is learned again */
+#define HOT_GAP	    (8 * PAGE) /* the largest gap a hot region spans, copied back for nothing */
 
 enum range_kind {
 	RESTORED, /* writable, registered: written pages copied back from the image */
@@ -513,6 +514,13 @@ static void learn_hot(struct sc_reuse *r, const struct range *rg, size_t n)
 		uint64_t end = vec[i].end > rg->end ? rg->end : vec[i].end;
 		if (start >= end)
 			continue;
+		struct page_region *last = r->n_hot ? &r->hot[r->n_hot - 1] : NULL;
+		if (last && last->start >= rg->start && start - last->end <= HOT_GAP) {
+			/* One region over a small gap of the same range: an ioctl (and its TLB
+			 * flush) less for a few pages more to copy back. */
+			last->end = end;
+			continue;
+		}
 		if (r->n_hot == HOT_MAX) {
 			r->n_hot = 0; /* too scattered to pay: protect it all */
 			r->hot_left = HOT_RUNS;
@@ -686,9 +694,17 @@ static int register_ranges(struct sc_reuse *r)
 			}
 			kind = COMPARED;
 		}
-		if (r->n_ranges == MAX_RANGES)
+		struct range *last = r->n_ranges ? &r->ranges[r->n_ranges - 1] : NULL;
+		if (last && last->end == start && last->kind == kind && kind != COMPARED) {
+			/* One range for neighbours of a kind (a library's mappings): a reset scans
+			 * each range once, and the scan still checks every mapping in it is
+			 * registered (PM_SCAN_CHECK_WPASYNC); their images are neighbours too. */
+			last->end = end;
+		} else if (r->n_ranges == MAX_RANGES) {
 			return -E2BIG;
-		r->ranges[r->n_ranges++] = (struct range){start, end, kind, r->image_len};
+		} else {
+			r->ranges[r->n_ranges++] = (struct range){start, end, kind, r->image_len};
+		}
 		if (kind != GUARDED)
 			r->image_len += end - start;
 	}
