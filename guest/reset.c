@@ -60,6 +60,7 @@
 #define SMALL_TEXT  4096
 #define HOT_MAX	    4096 /* regions of a cell's hot set (reset_hot) */
 #define HOT_RUNS    16	 /* runs a hot set is left unprotected for before it is learned again */
+#define KEPT_MAX    32	 /* /proc files of a cell kept open (kept_open) */
 #define HOT_GAP	    (8 * PAGE) /* the largest gap a hot region spans, copied back for nothing */
 
 enum range_kind {
@@ -142,8 +143,13 @@ struct sc_reuse {
 	 * its own that no later fork inherits: where a run wrote is no later cell's business. */
 	struct page_region *hot;
 	size_t n_hot;
-	unsigned hot_left; /* 0: the run that ended had every page protected; its writes are learned
-			    */
+	unsigned hot_left; /* 0: the run that ended ran with every page protected: learn */
+	/* Its /proc files, opened once (kept_open). */
+	struct kept_file {
+		char what[24];
+		int fd;
+	} kept[KEPT_MAX];
+	size_t n_kept;
 };
 
 /* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
@@ -179,31 +185,55 @@ void sc_reuse_init(void)
 		T.cfg.reuse = false;
 }
 
-static int read_text_at(const char *path, struct text *t, size_t cap)
+/* The cell being reset (the template resets one at a time), whose /proc files kept_open
+ * keeps from its first reset on: a reset reads some twenty of them, and the path walk and the
+ * open and close of each cost more than the read. A file opened by pid stays the process's
+ * (its reads fail once it is gone, whatever takes its pid), and a read at offset 0 starts it
+ * afresh. Not from parking: a parked cell may become a session's anchor, never reset, and
+ * sessions are many; cells reset are as many as runs at once, and a few more. */
+static struct sc_reuse *kept_for;
+static pid_t kept_pid;
+
+/* A descriptor of /proc/PID/what: kept (*owned false) when pid is kept_for's, else new. */
+static int kept_open(pid_t pid, const char *what, int flags, bool *owned)
 {
-	int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+	struct sc_reuse *r = pid == kept_pid ? kept_for : NULL;
+	for (size_t i = 0; r && i < r->n_kept; i++)
+		if (!strcmp(r->kept[i].what, what)) {
+			*owned = false;
+			return r->kept[i].fd;
+		}
+	char path[64];
+	snprintf(path, sizeof(path), "%d/%s", (int)pid, what);
+	int fd = openat(proc_fd, path, flags | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	if (text_room(t, cap) < 0) {
-		close(fd);
-		return -ENOMEM;
+	*owned = !r || r->n_kept == KEPT_MAX || strlen(what) >= sizeof(r->kept[0].what);
+	if (!*owned) {
+		snprintf(r->kept[r->n_kept].what, sizeof(r->kept[0].what), "%s", what);
+		r->kept[r->n_kept++].fd = fd;
 	}
-	t->len = 0;
-	ssize_t n;
-	while ((n = read(fd, t->buf + t->len, cap - t->len)) > 0)
-		t->len += (size_t)n;
-	int rc = n < 0 ? -errno : t->len == cap ? -E2BIG : 0;
-	if (rc == 0)
-		t->buf[t->len] = 0; /* for the parsers; not part of what is compared */
-	close(fd);
-	return rc;
+	return fd;
 }
 
 static int proc_text(pid_t pid, const char *what, struct text *t, size_t cap)
 {
-	char path[64];
-	snprintf(path, sizeof(path), "%d/%s", (int)pid, what);
-	return read_text_at(path, t, cap);
+	bool owned;
+	int fd = kept_open(pid, what, O_RDONLY, &owned);
+	if (fd < 0)
+		return fd;
+	int rc = text_room(t, cap);
+	t->len = 0;
+	ssize_t n = 0;
+	while (rc == 0 && (n = pread(fd, t->buf + t->len, cap - t->len, (off_t)t->len)) > 0)
+		t->len += (size_t)n;
+	if (rc == 0)
+		rc = n < 0 ? -errno : t->len == cap ? -E2BIG : 0;
+	if (rc == 0)
+		t->buf[t->len] = 0; /* for the parsers; not part of what is compared */
+	if (owned)
+		close(fd);
+	return rc;
 }
 
 static bool text_same(const struct text *a, const struct text *b)
@@ -886,6 +916,8 @@ static void reuse_drop(struct sc_reuse *r)
 		timer_delete(r->cpu_timer);
 	for (size_t i = 0; i < r->n_fds; i++)
 		close(r->fd_dups[i]);
+	for (size_t i = 0; i < r->n_kept; i++)
+		close(r->kept[i].fd);
 	if (r->image)
 		munmap(r->image, r->image_len);
 	if (r->hot)
@@ -1229,11 +1261,10 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 	if (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 ||
 	    ptrace(PTRACE_SETREGSET, pid, (void *)NT_X86_XSTATE, &iov) < 0)
 		return "its registers could not be restored";
-	char refs[64];
-	snprintf(refs, sizeof(refs), "%d/clear_refs", (int)pid);
-	int fd = openat(proc_fd, refs, O_WRONLY | O_CLOEXEC);
+	bool owned;
+	int fd = kept_open(pid, "clear_refs", O_WRONLY, &owned);
 	bool cleared = fd >= 0 && write(fd, "5", 1) == 1;
-	if (fd >= 0)
+	if (fd >= 0 && owned)
 		close(fd);
 	if (!cleared)
 		return "its peak resident size could not be reset";
@@ -1241,6 +1272,15 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 		return "its memory cgroup counted an out-of-memory kill, or its peak cannot be "
 		       "reset";
 	return NULL;
+}
+
+static const char *reset_stopped_kept(pid_t pid, uint32_t id, struct sc_reuse *r, uint64_t *cpu_us)
+{
+	kept_for = r;
+	kept_pid = pid;
+	const char *why = reset_stopped(pid, id, r, cpu_us);
+	kept_for = NULL;
+	return why;
 }
 
 /* A cell that cannot be reset: killed (the host retires it; its exit record comes as for any
@@ -1292,7 +1332,7 @@ void sc_reuse_reset(uint32_t id)
 	}
 	uint64_t cpu_us = 0;
 	const char *why = stopped < 0 ? "it did not stop cleanly (a signal pending, or not in time)"
-				      : reset_stopped(pid, id, r, &cpu_us);
+				      : reset_stopped_kept(pid, id, r, &cpu_us);
 	if (!why && cpu_limit_arm(pid, id, r, true) < 0)
 		why = "its run's CPU timer could not be armed";
 	if (!why && ptrace(PTRACE_DETACH, pid, 0, 0) < 0)
