@@ -61,7 +61,6 @@
 #define HOT_MAX	    4096 /* regions of a cell's hot set (reset_hot) */
 #define HOT_RUNS    16	 /* runs a hot set is left unprotected for before it is learned again */
 #define KEPT_MAX    32	 /* /proc files of a cell kept open (kept_open) */
-#define HOT_GAP	    (8 * PAGE) /* the largest gap a hot region spans, copied back for nothing */
 
 enum range_kind {
 	RESTORED, /* writable, registered: written pages copied back from the image */
@@ -545,9 +544,7 @@ static void learn_hot(struct sc_reuse *r, const struct range *rg, size_t n)
 		if (start >= end)
 			continue;
 		struct page_region *last = r->n_hot ? &r->hot[r->n_hot - 1] : NULL;
-		if (last && last->start >= rg->start && start - last->end <= HOT_GAP) {
-			/* One region over a small gap of the same range: an ioctl (and its TLB
-			 * flush) less for a few pages more to copy back. */
+		if (last && last->end == start) { /* split only by the scan's batches */
 			last->end = end;
 			continue;
 		}
