@@ -38,6 +38,7 @@ class System:
     status: str = "not run"  # "ok", or why there are no numbers
     version: str = ""
     level: str = ""  # the isolation level a snapcell worker reported
+    reuse: object = None  # whether a snapcell worker's sandbox resets its cells in place
     proc: object = None
     samples: dict = field(default_factory=dict)  # workload -> [µs]
     values: dict = field(default_factory=dict)  # throughput, memory -> [per round]
@@ -222,6 +223,7 @@ class Runner:
             info = json.loads(rest)
             s.version = info.get("version", "")
             s.level = info.get("isolation", "")
+            s.reuse = info.get("reuse")
             s.status = "ok"
             return w
         s.status = ("not installed: " if word == "missing" else "does not start: ") + rest
@@ -473,6 +475,8 @@ def main():
     for s in systems:
         print(f"{s.key}.status={s.status}")
         print(f"{s.key}.version={s.version}")
+        if s.reuse is not None:
+            print(f"{s.key}.reuse={'true' if s.reuse else 'false'}")
         for k, v in figures(s).items():
             counted = k.endswith((".n", ".processes"))
             print(f"{s.key}.{k}={v:.0f}" if counted else f"{s.key}.{k}={v:.1f}")

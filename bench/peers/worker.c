@@ -273,8 +273,9 @@ int main(void)
 		snapcell_config_free(w.cfg);
 		return 1;
 	}
-	printf("ready {\"isolation\": \"%s\", \"version\": \"%s\"}\n",
-	       snapcell_isolation_name(snapcell_sandbox_isolation(w.sb)), SNAPCELL_VERSION);
+	printf("ready {\"isolation\": \"%s\", \"version\": \"%s\", \"reuse\": %s}\n",
+	       snapcell_isolation_name(snapcell_sandbox_isolation(w.sb)), SNAPCELL_VERSION,
+	       snapcell_sandbox_reuse(w.sb) ? "true" : "false");
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
 		char name[32];

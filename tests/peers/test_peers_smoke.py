@@ -99,3 +99,24 @@ def test_installed_systems_have_numbers(quick, system):
     assert float(kv[f"{system}.fresh.p50_us"]) > 0
     if system != "snapcell-c":
         assert f"{system}.fresh.p50_us.over_snapcell_c" in kv
+
+
+def test_reuse_reaches_the_c_worker(tmp_path):
+    # run.py --reuse on: snapcell-c's sandbox resets its cells where the kernel allows it,
+    # as `snapcell doctor --reuse` says for this host.
+    env = dict(os.environ)
+    env.setdefault("SNAPCELL_HELPER", os.path.join(BUILD, "snapcell-cell"))  # as run.py's
+    doctor = subprocess.run([os.path.join(BUILD, "cli", "snapcell"), "doctor", "--reuse"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    line = next((x for x in doctor.stdout.splitlines() if x.startswith("reuse:")), "")
+    p = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "peers", "run.py"), "--quick",
+         "--systems", "snapcell-c", "--reuse", "on", "--out", str(tmp_path / "r.md"),
+         "--build", BUILD],
+        capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-2000:]
+    kv = dict(x.split("=", 1) for x in p.stdout.splitlines() if "=" in x)
+    assert kv.get("machine.reuse") == "on"
+    assert kv.get("snapcell-c.reuse") == ("true" if line.split()[1:2] == ["on:"] else "false"), (
+        line, kv.get("snapcell-c.reuse"))
+
