@@ -575,7 +575,6 @@ static int reset_hot(struct sc_reuse *r)
 
 /* The pages of each registered mapping that the run wrote: copied back (writable ones), or a
  * reason to discard (a read-only one written, a mapping no longer registered). */
-
 static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 {
 	for (size_t i = 0; i < r->n_ranges; i++) {
