@@ -22,7 +22,7 @@ static const char usage[] =
 	"                      private memory and cold start against a sandbox without it\n"
 	"                      (repeatable; each measured alone)\n"
 	"  --reuse, --no-reuse the measured sandboxes reset a fresh run's cell in place, or\n"
-	"                      fork a new cell for each run (default: --no-reuse); the\n"
+	"                      fork a new cell for each run (default: --reuse); the\n"
 	"                      reuse line says which mode runs and what the kernel gives\n";
 
 static const struct {

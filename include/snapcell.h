@@ -380,7 +380,8 @@ SNAPCELL_API int snapcell_config_set_reject_links(struct snapcell_config *cfg, b
  * newly forked one; any doubt that the reset is complete discards the cell, and the next run
  * gets a forked cell as without it (docs/architecture.md, "Reset in place"). Only at levels
  * namespaces and cgroups, for sandboxes without network entries, and for runs without files
- * of their own; never for sessions. Default: off. 0, or SNAPCELL_E_INVAL for a NULL cfg. */
+ * of their own; never for sessions. Default: on (where any of those does not hold, runs fork
+ * cells as with it off). 0, or SNAPCELL_E_INVAL for a NULL cfg. */
 SNAPCELL_API int snapcell_config_set_reuse(struct snapcell_config *cfg, bool on,
 					   struct snapcell_error *err);
 

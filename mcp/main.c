@@ -60,9 +60,9 @@ static const char usage[] =
 	"  --replica NAME          this server's name in session handles, for routing\n"
 	"                          (default: the host name)\n"
 	"  --reuse, --no-reuse     reset a fresh run's cell in place for a later run, or fork\n"
-	"                          a new cell for each run (over the config's \"reuse\"; where\n"
-	"                          the kernel lacks what reuse needs, runs fork: snapcell\n"
-	"                          doctor --reuse says why)\n";
+	"                          a new cell for each run (over the config's \"reuse\";\n"
+	"                          default: --reuse; where the kernel lacks what reuse needs,\n"
+	"                          runs fork: snapcell doctor says why)\n";
 
 #define MAX_ALLOW_HOSTS 16
 

@@ -589,8 +589,9 @@ class Sandbox:
     once after them, so their first-time work is shared by every run) shape the interpreter;
     ``reject_links=True`` makes a link in the inputs an error instead of being left out;
     ``reuse=True`` resets a fresh run's cell in place for a later run instead of forking a new
-    one (``False``, and ``None`` for the library's default, which is off; where the kernel
-    lacks what it needs, runs fork: :attr:`reuse` and ``snapcell.probe()["reuse"]`` say so);
+    one (``None``, the library's default, is on; ``False`` forks a new cell for each run; where
+    the kernel lacks what it needs, runs fork: :attr:`reuse` and ``snapcell.probe()["reuse"]``
+    say so);
     ``uid_range=(first, count)`` is where a root process's sandboxes take their own outside
     uids; ``include_detailed_errors=False`` gives the code only "Host tool execution failed."
     when a tool raises (default True: the exception's message; arguments that do not validate
@@ -642,7 +643,7 @@ class Sandbox:
     @property
     def reuse(self) -> bool:
         """Whether a fresh run's cell is reset in place for a later run: asked for
-        (``reuse=True``), at level namespaces or cgroups, without network entries, and on a
+        (``reuse=True`` or ``None``, the default), at level namespaces or cgroups, without network entries, and on a
         kernel that gives what it needs; else every run forks a new cell."""
         return self._native.reuse
 

@@ -57,6 +57,7 @@ struct snapcell_config *snapcell_config_new(void)
 	cfg->required = SNAPCELL_ISOLATION_NONE;
 	cfg->uid_first = SNAPCELL_UID_RANGE_FIRST;
 	cfg->uid_count = SNAPCELL_UID_RANGE_COUNT;
+	cfg->reuse = true; /* where the kernel gives what it needs: sc__sandbox_reuse */
 	return cfg;
 }
 

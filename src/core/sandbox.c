@@ -663,12 +663,13 @@ int snapcell_sandbox_stats(struct snapcell_sandbox *sb, struct snapcell_sandbox_
 	int pidfds[SC_SPARE_CELLS];
 	size_t n = 0;
 	pthread_mutex_lock(&sb->lock);
+	/* The answers to resets under way first (briefly): a cell the template discarded is
+	 * retired, and its descriptors go, before the measure. Not after the wait for the
+	 * parked cells: this wait lets the lock go, and a run would take one of them meanwhile. */
+	if (!sb->broken && short_of(sb, 0, RESET))
+		await_some(sb, 0, NULL, RESET, RESET_WAIT_MS, NULL);
 	int rc = sb->broken ? sc__err(err, SNAPCELL_E_TEMPLATE, "%s", sb->broken_msg)
 			    : await_cells(sb, SC_SPARE_CELLS, NULL, err);
-	/* And the answers to resets under way (briefly): a cell the template discarded is
-	 * retired, and its descriptors go, before the measure. */
-	if (rc == 0 && short_of(sb, 0, RESET))
-		await_some(sb, 0, NULL, RESET, RESET_WAIT_MS, NULL);
 	if (rc < 0)
 		sc__err_wrap(err, rc, "stats");
 	/* Measured without the lock, through copies of the pidfds: a run may take the cells. */

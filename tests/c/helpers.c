@@ -25,11 +25,16 @@ struct snapcell_config *test_config_new(void)
 	cr_assert_not_null(cfg);
 	cr_assert_eq(snapcell_config_set_helper(cfg, test_helper_path(), &err), 0, "%s",
 		     err.message);
-	/* The whole suite again with cells reset in place (scripts/test's reuse pass); a test
-	 * that sets reuse itself decides for its own sandboxes. */
+	/* SNAPCELL_TEST_REUSE=0 runs the whole suite with a forked cell for each run
+	 * (scripts/test's pass with reuse off), =1 with cells reset in place; unset, the library's
+	 * default (on). A test that sets reuse itself decides for its own sandboxes. */
 	const char *reuse = getenv("SNAPCELL_TEST_REUSE");
-	if (reuse && strcmp(reuse, "1") == 0)
-		cr_assert_eq(snapcell_config_set_reuse(cfg, true, &err), 0, "%s", err.message);
+	if (reuse && *reuse) {
+		cr_assert(strcmp(reuse, "0") == 0 || strcmp(reuse, "1") == 0,
+			  "SNAPCELL_TEST_REUSE is 0 or 1, not '%s'", reuse);
+		cr_assert_eq(snapcell_config_set_reuse(cfg, *reuse == '1', &err), 0, "%s",
+			     err.message);
+	}
 	return cfg;
 }
 

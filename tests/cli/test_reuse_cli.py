@@ -29,12 +29,19 @@ def test_run_takes_reuse_and_no_reuse(snapcell):
     assert b"--no-reuse" in snapcell("run", "--help").stdout
 
 
-def test_doctor_says_reuse_is_off_by_default(snapcell):
+def test_doctor_says_reuse_is_on_by_default_and_off_with_no_reuse(snapcell, host_level):
     r, report = doctor(snapcell)
     assert r.returncode == 0, r.stderr
-    assert report["reuse"]["asked"] is False
+    reuse = report["reuse"]
+    assert reuse["asked"] is True, reuse
+    in_use = reuse["kernel"]["available"] and host_level != "rlimits"
+    assert reuse["in_use"] is in_use and report["sandbox"]["reuse"] is in_use, reuse
+    assert reuse["mode"].startswith("on" if in_use else "asked for, but"), reuse
+    r, report = doctor(snapcell, "--no-reuse")
+    assert r.returncode == 0, r.stderr
+    assert report["reuse"]["asked"] is False and report["reuse"]["in_use"] is False
     assert report["reuse"]["mode"].startswith("off")
-    text = snapcell("doctor").stdout.decode()
+    text = snapcell("doctor", "--no-reuse").stdout.decode()
     assert "reuse:     off: each run forks a new cell" in text, text
 
 

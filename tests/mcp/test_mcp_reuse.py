@@ -51,6 +51,13 @@ def test_reuse_true_in_the_config_resets_cells_in_place(snapcell_bin, tmp_path):
     assert reused(identities(snapcell_bin, tmp_path, {"reuse": True}))
 
 
+def test_reuse_is_on_by_default(snapcell_bin, tmp_path):
+    report = doctor_report(snapcell_bin)
+    if not report["reuse"].get("in_use"):
+        pytest.skip(f"reuse unavailable here: {report['reuse']['mode']}")
+    assert reused(identities(snapcell_bin, tmp_path, {}))
+
+
 def test_reuse_false_and_no_reuse_fork_a_cell_for_each_run(snapcell_bin, tmp_path):
     assert not reused(identities(snapcell_bin, tmp_path, {"reuse": False}))
     # The option wins over the file.

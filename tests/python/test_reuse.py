@@ -62,12 +62,23 @@ def test_reuse_true_resets_cells_in_place():
     assert len(set(ids)) < len(ids), ids
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"reuse": False}, {"reuse": None}])
-def test_without_reuse_every_run_forks_a_cell(kwargs):
-    with snapcell.Sandbox(**kwargs) as sb:
+def test_without_reuse_every_run_forks_a_cell():
+    with snapcell.Sandbox(reuse=False) as sb:
         assert sb.reuse is False
         ids = sandbox_runs(sb)
     assert len(set(ids)) == len(ids), ids
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"reuse": None}])
+def test_reuse_is_on_by_default_where_the_kernel_gives_it(kwargs):
+    with snapcell.Sandbox(**kwargs) as sb:
+        reuse = sb.reuse
+        assert reuse is (reuse_available() and sb.isolation != "rlimits")
+        ids = sandbox_runs(sb)
+    if reuse:
+        assert len(set(ids)) < len(ids), ids
+    else:
+        assert len(set(ids)) == len(ids), ids
 
 
 def test_reuse_must_be_a_bool():

@@ -218,8 +218,9 @@ class ExecuteCodeTool(FunctionTool):
     (trusted code run once after them), ``env`` and ``stateful`` (interpreter state kept
     between calls of this tool) and ``reject_links`` (a link in the workspace or a mount is a
     ValueError from invoke, as in newer reference releases, instead of being left out) and
-    ``reuse`` (True: a fresh run's cell is reset in place for a later run instead of a newly
-    forked one; False or None, the library's default: forked; see ``snapcell.Sandbox``).
+    ``reuse`` (True, or None for the library's default, on: a fresh run's cell is reset in
+    place for a later run instead of a newly forked one; False: forked; see
+    ``snapcell.Sandbox``).
     ``approval`` says how a managed tool whose ``approval_mode`` is "always_require" is
     approved: "program" (the default, as the reference: execute_code itself then needs
     approval) or "per_call" (each call the code makes waits, and the agent run ends with Agent

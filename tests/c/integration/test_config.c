@@ -65,9 +65,10 @@ Test(config, a_sandbox_reuses_cells_only_where_asked_and_possible)
 	cr_expect_eq(a.available, a.userfaultfd_wp_async && a.pagemap_scan && a.ptrace_child);
 	cr_expect_eq(a.detail[0] == 0, a.available, "%s", a.detail);
 	for (int on = 0; on <= 1; on++) {
-		/* Off by default: test_config_new turns it on in the suite's reuse pass. */
+		/* On by default: test_config_new turns it off in the suite's pass with reuse off.
+		 */
 		struct snapcell_config *plain = snapcell_config_new();
-		cr_expect(!snapcell_config_reuse(plain), "reuse is off by default");
+		cr_expect(snapcell_config_reuse(plain), "reuse is on by default");
 		snapcell_config_free(plain);
 		struct snapcell_config *cfg = test_config_new();
 		cr_assert_eq(snapcell_config_set_reuse(cfg, on, NULL), 0);
@@ -80,6 +81,16 @@ Test(config, a_sandbox_reuses_cells_only_where_asked_and_possible)
 			     snapcell_sandbox_reuse(sb));
 		snapcell_sandbox_free(sb);
 	}
+	/* A config that does not mention reuse resets cells wherever the kernel allows. */
+	struct snapcell_config *plain = snapcell_config_new();
+	cr_assert_eq(snapcell_config_set_helper(plain, test_helper_path(), &err), 0, "%s",
+		     err.message);
+	struct snapcell_sandbox *sb = test_sandbox(plain);
+	snapcell_config_free(plain);
+	cr_expect_eq(snapcell_sandbox_reuse(sb),
+		     a.available && snapcell_sandbox_isolation(sb) >= SNAPCELL_ISOLATION_NAMESPACES,
+		     "default: %d", snapcell_sandbox_reuse(sb));
+	snapcell_sandbox_free(sb);
 	cr_expect(!snapcell_sandbox_reuse(NULL));
 	cr_expect(!snapcell_config_reuse(NULL));
 }
