@@ -12,6 +12,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,10 +48,44 @@ static const char *const step_names[] = {"wait for id maps", "open python path",
 					 "switch to the sandbox's ids", "set up descriptors",
 					 "execve"};
 
+/* The child's calls are raw system calls, not glibc's wrappers: read, write, open and close
+ * are cancellation points there, whose bookkeeping writes the calling thread's descriptor,
+ * which the CLONE_VM child shares with the caller's thread (sc__spawn_helper, below).
+ * syscall() writes nothing but errno. */
+static long c_read(int fd, void *buf, size_t n)
+{
+	return syscall(SYS_read, fd, buf, n);
+}
+
+static long c_write(int fd, const void *buf, size_t n)
+{
+	return syscall(SYS_write, fd, buf, n);
+}
+
+static int c_open(const char *path, int flags)
+{
+	return (int)syscall(SYS_openat, AT_FDCWD, path, flags);
+}
+
+static void c_close(int fd)
+{
+	syscall(SYS_close, fd);
+}
+
+static int c_dup_above(int fd, int lowest)
+{
+	return (int)syscall(SYS_fcntl, fd, F_DUPFD, lowest);
+}
+
+static int c_dup2(int fd, int to)
+{
+	return fd == to ? to : (int)syscall(SYS_dup3, fd, to, 0);
+}
+
 static void child_fail(int fd, int step, int err)
 {
 	struct child_failure f = {step, err, -1};
-	(void)!write(fd, &f, sizeof(f));
+	(void)!c_write(fd, &f, sizeof(f));
 	_exit(127);
 }
 
@@ -59,7 +94,7 @@ static void child_fail(int fd, int step, int err)
  * hands over ones in that range, which a move would clobber. */
 static int above_moves(int fd)
 {
-	return fd < 0 ? fd : fcntl(fd, F_DUPFD, PASS_HIGH + SC_PASS_FD_MAX + 2);
+	return fd < 0 ? fd : c_dup_above(fd, PASS_HIGH + SC_PASS_FD_MAX + 2);
 }
 
 /* The descriptors the child hands on, above every number it moves descriptors to. */
@@ -86,7 +121,8 @@ static void child_lift(const struct sc_spawn *spec, int fail_fd, int devnull, st
 	/* The helper's descriptor may be one of the numbers the python paths move to; park it
 	 * above all of them (CLOEXEC again by the close_range below). */
 	f->helper = PASS_HIGH + SC_PASS_FD_MAX, f->cgroup = f->helper + 1;
-	if (dup2(helper_src, f->helper) < 0 || (cgroup_src >= 0 && dup2(cgroup_src, f->cgroup) < 0))
+	if (c_dup2(helper_src, f->helper) < 0 ||
+	    (cgroup_src >= 0 && c_dup2(cgroup_src, f->cgroup) < 0))
 		child_fail(fail_fd, STEP_FDS, errno);
 }
 
@@ -96,17 +132,17 @@ static void child_open_pass(const struct sc_spawn *spec, const struct child_fds 
 {
 	for (size_t i = 0; i < spec->n_pass_dirs; i++) {
 		int kind = i + spec->n_pass_files < spec->n_pass_dirs ? O_DIRECTORY : 0;
-		int fd = open(spec->pass_dirs[i], O_PATH | kind | O_CLOEXEC);
+		int fd = c_open(spec->pass_dirs[i], O_PATH | kind | O_CLOEXEC);
 		/* A missing file is the helper's to report (a program that is no helper, or one of
 		 * another protocol, must still get to greet): it gets /dev/null instead. */
 		if (fd < 0 && !kind)
-			fd = dup(f->null);
-		if (fd < 0 || dup2(fd, PASS_HIGH + (int)i) < 0) {
+			fd = c_dup_above(f->null, 0);
+		if (fd < 0 || c_dup2(fd, PASS_HIGH + (int)i) < 0) {
 			struct child_failure cf = {STEP_DIRS, errno, (int32_t)i};
-			(void)!write(f->fail, &cf, sizeof(cf));
+			(void)!c_write(f->fail, &cf, sizeof(cf));
 			_exit(127);
 		}
-		close(fd);
+		c_close(fd);
 	}
 }
 
@@ -132,13 +168,13 @@ static void child_ids(const struct sc_spawn *spec, int fail_fd)
 
 static void child_place(const struct sc_spawn *spec, const struct child_fds *f)
 {
-	if (dup2(f->null, 0) < 0 || dup2(f->null, 1) < 0 || dup2(f->err_out, 2) < 0 ||
-	    dup2(f->control, SC_CONTROL_FD) < 0)
+	if (c_dup2(f->null, 0) < 0 || c_dup2(f->null, 1) < 0 || c_dup2(f->err_out, 2) < 0 ||
+	    c_dup2(f->control, SC_CONTROL_FD) < 0)
 		child_fail(f->fail, STEP_FDS, errno);
 	for (size_t i = 0; i < spec->n_pass_dirs; i++)
-		if (dup2(PASS_HIGH + (int)i, SC_PASS_FD_FIRST + (int)i) < 0)
+		if (c_dup2(PASS_HIGH + (int)i, SC_PASS_FD_FIRST + (int)i) < 0)
 			child_fail(f->fail, STEP_FDS, errno);
-	if (spec->cgroup_fd >= 0 && dup2(f->cgroup, SC_CGROUP_FD) < 0)
+	if (spec->cgroup_fd >= 0 && c_dup2(f->cgroup, SC_CGROUP_FD) < 0)
 		child_fail(f->fail, STEP_FDS, errno);
 	/* Everything else, the failure pipe included, goes at execve: no host fd leaks. */
 	unsigned first = SC_PASS_FD_FIRST + (unsigned)spec->n_pass_dirs;
@@ -152,7 +188,7 @@ static void child_place(const struct sc_spawn *spec, const struct child_fds *f)
 static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int devnull)
 {
 	char byte;
-	if (read(sync_fd, &byte, 1) != 1)
+	if (c_read(sync_fd, &byte, 1) != 1)
 		child_fail(fail_fd, STEP_SYNC, errno ? errno : EPIPE);
 	struct child_fds f;
 	child_lift(spec, fail_fd, devnull, &f);
@@ -243,11 +279,13 @@ static int release_child(const struct sc_spawn *spec, long pid, int saved, int s
 /* The child runs on a stack of its own in this process's memory (CLONE_VM, as posix_spawn
  * does): the clone then copies none of the caller's mappings and page tables, which cost
  * ~0.35 ms plus ~6 us per MiB the caller has resident (a Python host of 100 MiB: ~1 ms). It
- * reads spec, the pipes' numbers and its own stack only, writes nothing the parent reads
- * (errno is the caller's thread's: the parent reads it only with the child blocked or gone),
- * and runs with every signal blocked, so no handler of the caller's runs in the caller's
- * memory; the helper unblocks them at its start (guest/helper.c). The stack is freed once
- * the child has exec'd or died. Runs no atfork handler: the child only execs. */
+ * reads spec, the pipes' numbers and its own stack, makes raw calls only (c_read and the
+ * others, above), writes nothing the parent reads (errno is the caller's thread's: the
+ * parent keeps every signal blocked, so its own calls are not interrupted, and reads errno
+ * only while the child waits for its release or is gone), and runs with every signal
+ * blocked, so no handler of the caller's runs in the caller's memory; the helper unblocks
+ * them at its start (guest/helper.c). The stack is freed once the child has exec'd or died.
+ * Runs no atfork handler: the child only execs. */
 #define CHILD_STACK_BYTES (64 * 1024)
 
 struct child_args {
@@ -258,8 +296,8 @@ struct child_args {
 static int child_start(void *p)
 {
 	const struct child_args *a = p;
-	close(a->sync[1]);
-	close(a->fail[0]);
+	c_close(a->sync[1]);
+	c_close(a->fail[0]);
 	child(a->spec, a->sync[0], a->fail[1], a->devnull);
 	return 127;
 }
@@ -283,6 +321,7 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 			munmap(stack, size);
 		return rc;
 	}
+	int dumpable = prctl(PR_GET_DUMPABLE);
 	sigset_t all, was;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &was);
@@ -301,6 +340,11 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 		kill((pid_t)pid, SIGKILL);
 		waitpid((pid_t)pid, NULL, 0);
 	}
+	/* The child's switch to the sandbox's uid (child_ids) set the dumpable flag of the
+	 * memory it shared to fs.suid_dumpable (commit_creds, when the euid changes: a root
+	 * caller's); it is this process's flag, given back now that the child has its own. */
+	if ((dumpable == 0 || dumpable == 1) && prctl(PR_GET_DUMPABLE) != dumpable)
+		prctl(PR_SET_DUMPABLE, dumpable);
 	pthread_sigmask(SIG_SETMASK, &was, NULL);
 	munmap(stack, size);
 	if (rc < 0)

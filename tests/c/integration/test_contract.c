@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -116,7 +117,9 @@ Test(contract, a_caller_that_ignores_sigchld_keeps_working, .timeout = 60)
 
 /* The helper's spawn child shares the caller's memory until its exec (src/isolate/spawn.c),
  * so it runs with every signal blocked and the helper starts from an empty mask: the template
- * holds none of the signals the caller's thread blocks, and the caller's mask is as it was. */
+ * holds none of the signals the caller's thread blocks, and the caller's mask is as it was;
+ * so is its dumpable flag, which the child's switch to the sandbox's uid clears in the memory
+ * it shares when the caller is root. */
 Test(contract, the_template_has_a_signal_mask_of_its_own_and_the_callers_is_kept, .timeout = 60)
 {
 	sigset_t mine, now;
@@ -128,6 +131,7 @@ Test(contract, the_template_has_a_signal_mask_of_its_own_and_the_callers_is_kept
 	cr_assert_eq(pthread_sigmask(SIG_BLOCK, NULL, &now), 0);
 	cr_expect(sigismember(&now, SIGUSR2) && sigismember(&now, SIGTERM) &&
 		  !sigismember(&now, SIGUSR1) && !sigismember(&now, SIGINT));
+	cr_expect_eq(prctl(PR_GET_DUMPABLE), 1, "the caller is no longer dumpable");
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
 	char path[64], line[256];
