@@ -48,41 +48,47 @@ static const char *const step_names[] = {"wait for id maps", "open python path",
 					 "switch to the sandbox's ids", "set up descriptors",
 					 "execve"};
 
+/* The child's code runs in the caller's memory with the caller's thread's thread-local
+ * storage (sc__spawn_helper, below): a sanitizer's instrumentation there would update the
+ * records of the caller's thread from another process at the same time as that thread (the
+ * TSan build's child died of it), so it has none. */
+#define CHILD_CODE __attribute__((no_sanitize("address", "thread", "undefined")))
+
 /* The child's calls are raw system calls, not glibc's wrappers: read, write, open and close
  * are cancellation points there, whose bookkeeping writes the calling thread's descriptor,
  * which the CLONE_VM child shares with the caller's thread (sc__spawn_helper, below).
  * syscall() writes nothing but errno. */
-static long c_read(int fd, void *buf, size_t n)
+CHILD_CODE static long c_read(int fd, void *buf, size_t n)
 {
 	return syscall(SYS_read, fd, buf, n);
 }
 
-static long c_write(int fd, const void *buf, size_t n)
+CHILD_CODE static long c_write(int fd, const void *buf, size_t n)
 {
 	return syscall(SYS_write, fd, buf, n);
 }
 
-static int c_open(const char *path, int flags)
+CHILD_CODE static int c_open(const char *path, int flags)
 {
 	return (int)syscall(SYS_openat, AT_FDCWD, path, flags);
 }
 
-static void c_close(int fd)
+CHILD_CODE static void c_close(int fd)
 {
 	syscall(SYS_close, fd);
 }
 
-static int c_dup_above(int fd, int lowest)
+CHILD_CODE static int c_dup_above(int fd, int lowest)
 {
 	return (int)syscall(SYS_fcntl, fd, F_DUPFD, lowest);
 }
 
-static int c_dup2(int fd, int to)
+CHILD_CODE static int c_dup2(int fd, int to)
 {
 	return fd == to ? to : (int)syscall(SYS_dup3, fd, to, 0);
 }
 
-static void child_fail(int fd, int step, int err)
+CHILD_CODE static void child_fail(int fd, int step, int err)
 {
 	struct child_failure f = {step, err, -1};
 	(void)!c_write(fd, &f, sizeof(f));
@@ -92,7 +98,7 @@ static void child_fail(int fd, int step, int err)
 /* A copy of the host's fd above every number the child moves descriptors to (PASS_HIGH up to
  * the helper's and the cgroup's), or -1 for -1: a host with hundreds of descriptors open
  * hands over ones in that range, which a move would clobber. */
-static int above_moves(int fd)
+CHILD_CODE static int above_moves(int fd)
 {
 	return fd < 0 ? fd : c_dup_above(fd, PASS_HIGH + SC_PASS_FD_MAX + 2);
 }
@@ -107,7 +113,8 @@ struct child_fds {
 	int err_out; /* for 2 */
 };
 
-static void child_lift(const struct sc_spawn *spec, int fail_fd, int devnull, struct child_fds *f)
+CHILD_CODE static void child_lift(const struct sc_spawn *spec, int fail_fd, int devnull,
+				  struct child_fds *f)
 {
 	int fail = above_moves(fail_fd);
 	fail_fd = fail < 0 ? fail_fd : fail;
@@ -128,7 +135,7 @@ static void child_lift(const struct sc_spawn *spec, int fail_fd, int devnull, st
 
 /* Opened high, then moved into place (child_place): nothing can clobber what is still to
  * move. */
-static void child_open_pass(const struct sc_spawn *spec, const struct child_fds *f)
+CHILD_CODE static void child_open_pass(const struct sc_spawn *spec, const struct child_fds *f)
 {
 	for (size_t i = 0; i < spec->n_pass_dirs; i++) {
 		int kind = i + spec->n_pass_files < spec->n_pass_dirs ? O_DIRECTORY : 0;
@@ -151,7 +158,7 @@ static void child_open_pass(const struct sc_spawn *spec, const struct child_fds 
  * setxid would try to signal the host's other threads. At the rlimits level a root caller's
  * helper becomes the sandbox's own uid here, with no supplementary group, and the exec then
  * leaves it no capability. */
-static void child_ids(const struct sc_spawn *spec, int fail_fd)
+CHILD_CODE static void child_ids(const struct sc_spawn *spec, int fail_fd)
 {
 	if (spec->namespaces) {
 		if (syscall(SYS_setresgid, 0, 0, 0) < 0 || syscall(SYS_setresuid, 0, 0, 0) < 0)
@@ -166,7 +173,7 @@ static void child_ids(const struct sc_spawn *spec, int fail_fd)
 	}
 }
 
-static void child_place(const struct sc_spawn *spec, const struct child_fds *f)
+CHILD_CODE static void child_place(const struct sc_spawn *spec, const struct child_fds *f)
 {
 	if (c_dup2(f->null, 0) < 0 || c_dup2(f->null, 1) < 0 || c_dup2(f->err_out, 2) < 0 ||
 	    c_dup2(f->control, SC_CONTROL_FD) < 0)
@@ -185,7 +192,7 @@ static void child_place(const struct sc_spawn *spec, const struct child_fds *f)
 		child_fail(f->fail, STEP_FDS, errno);
 }
 
-static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int devnull)
+CHILD_CODE static void child(const struct sc_spawn *spec, int sync_fd, int fail_fd, int devnull)
 {
 	char byte;
 	if (c_read(sync_fd, &byte, 1) != 1)
@@ -288,12 +295,26 @@ static int release_child(const struct sc_spawn *spec, long pid, int saved, int s
  * Runs no atfork handler: the child only execs. */
 #define CHILD_STACK_BYTES (64 * 1024)
 
+/* TSan's interceptor of clone() does its fork bookkeeping in the child, which with CLONE_VM
+ * would be the caller's own runtime state (the child died of it): a TSan build's child gets
+ * a copy of the caller's memory, as a fork's does. */
+#if defined(__SANITIZE_THREAD__)
+#define SHARE_MEMORY 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHARE_MEMORY 0
+#endif
+#endif
+#ifndef SHARE_MEMORY
+#define SHARE_MEMORY CLONE_VM
+#endif
+
 struct child_args {
 	const struct sc_spawn *spec;
 	int sync[2], fail[2], devnull;
 };
 
-static int child_start(void *p)
+CHILD_CODE static int child_start(void *p)
 {
 	const struct child_args *a = p;
 	c_close(a->sync[1]);
@@ -326,7 +347,7 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &was);
 	int pidfd SC_AUTO_CLOSE = -1;
-	int flags = (spec->namespaces ? NS_FLAGS : 0) | CLONE_VM | CLONE_PIDFD | SIGCHLD;
+	int flags = (spec->namespaces ? NS_FLAGS : 0) | SHARE_MEMORY | CLONE_PIDFD | SIGCHLD;
 	long pid = clone(child_start, stack + size, flags, &a, &pidfd);
 	int saved = errno;
 	sc__fdset_close(&fds, a.sync[0]);
