@@ -504,6 +504,12 @@ int main(void)
 	struct handoff h = {-1, -1, -1, -1, -1, -1, -1};
 	char *raw = NULL;
 	size_t len = 0;
+	/* The host spawns this process with every signal blocked (src/isolate/spawn.c: its
+	 * child shares the caller's memory until the exec), so the mask is this process's own
+	 * from here, not the caller's thread's; the interpreter and its cells inherit it. */
+	sigset_t none;
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	/* First, before reading anything: the host checks the protocol before it sends setup. */
 	if (sc__hello_send(CTL) < 0)

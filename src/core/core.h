@@ -462,8 +462,10 @@ void sc__sessions_orphan(struct snapcell_sandbox *sb);
 #define SC_REUSE_ROTATION 2
 
 /* workdir.c: makes the sandbox's work directory (sb->workdir, locked in sb->lock_fd, its out/
- * in sb->out_fd) with the inputs staged, reaping those of dead owners first. */
+ * in sb->out_fd) with the inputs staged; reap removes those of dead owners beside it (called
+ * while the template starts, off the cold start's path). */
 int sc__workdir_make(struct snapcell_sandbox *sb, struct snapcell_error *err);
+void sc__workdir_reap(const struct snapcell_sandbox *sb);
 
 /* template_start.c: start spawns the helper through the mechanism (sc_cell_ops.start) and
  * prepares the setup message; handshake takes its greeting, sends the setup and waits for

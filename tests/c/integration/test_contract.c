@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
@@ -112,6 +113,40 @@ Test(contract, a_caller_that_ignores_sigchld_keeps_working, .timeout = 60)
 	cr_expect(strstr(err.message, "libpython3.11.so.1.0: cannot open shared object file"), "%s",
 		  err.message);
 	snapcell_config_free(cfg);
+}
+
+/* The helper's spawn child shares the caller's memory until its exec (src/isolate/spawn.c),
+ * so it runs with every signal blocked and the helper starts from an empty mask: the template
+ * holds none of the signals the caller's thread blocks, and the caller's mask is as it was;
+ * so is its dumpable flag, which the child's switch to the sandbox's uid clears in the memory
+ * it shares when the caller is root. */
+Test(contract, the_template_has_a_signal_mask_of_its_own_and_the_callers_is_kept, .timeout = 60)
+{
+	sigset_t mine, now;
+	sigemptyset(&mine);
+	sigaddset(&mine, SIGUSR2);
+	sigaddset(&mine, SIGTERM);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, &mine, NULL), 0);
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, NULL, &now), 0);
+	cr_expect(sigismember(&now, SIGUSR2) && sigismember(&now, SIGTERM) &&
+		  !sigismember(&now, SIGUSR1) && !sigismember(&now, SIGINT));
+	cr_expect_eq(prctl(PR_GET_DUMPABLE), 1, "the caller is no longer dumpable");
+	struct snapcell_sandbox_stats st;
+	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0);
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", st.template_pid);
+	FILE *f = fopen(path, "re");
+	cr_assert_not_null(f);
+	unsigned long long blocked = ~0ull;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "SigBlk: %llx", &blocked) == 1)
+			break;
+	fclose(f);
+	cr_expect_eq(blocked & (1ull << (SIGUSR2 - 1) | 1ull << (SIGTERM - 1)), 0,
+		     "the template blocks %llx", blocked);
+	expect_output(sb, "print(1)", "1\n");
+	snapcell_sandbox_free(sb);
 }
 
 static _Atomic int reaped_template, template_pid;
