@@ -832,6 +832,34 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 	return socket_options(r, &r->sockopts);
 }
 
+/* MADV_FREE leaves a page present and protected, to be dropped (zeroed) at the kernel's
+ * leisure, later: no scan can tell. The kernel frees lazily for MADV_FREE alone (mm/madvise.c,
+ * the only caller of folio_mark_lazyfree, as of 6.18), which a cell asks for by madvise, by
+ * process_madvise (any advice where the target is the caller itself, since 6.13) or by
+ * io_uring's IORING_OP_MADVISE: a reuse cell's filter refuses all three
+ * (src/isolate/seccomp.c, SC_SECCOMP_NO_LAZY_FREE). Checked once here, so that no reset
+ * walks the page tables for smaps_rollup's count: that the cell parked under a filter, which
+ * every reset then finds unchanged (the status's Seccomp and Seccomp_filters lines: a filter
+ * cannot be removed, one more changes the count), and that it froze nothing lazily before. */
+static int lazy_free_shut(pid_t pid, struct sc_reuse *r)
+{
+	static const char filtered[] = "\nSeccomp:\t2\n";
+	struct text rollup = {0};
+	int rc = proc_text(pid, "smaps_rollup", &rollup, SMALL_TEXT);
+	const char *lazy = rc == 0 ? strstr(rollup.buf, "\nLazyFree:") : NULL;
+	bool none = lazy && strtoull(lazy + 10, NULL, 10) == 0;
+	text_drop(&rollup);
+	if (rc < 0)
+		return rc;
+	if (!memmem(r->status.buf, r->status.len, filtered, sizeof(filtered) - 1) || !none) {
+		snprintf(r->why, sizeof(r->why), "%s",
+			 none ? "parked without its seccomp filter"
+			      : "parked with pages freed lazily");
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* At the cell's parked stop (a signal-delivery stop for its SIGSTOP, the cell inside tgkill). */
 static int park(pid_t pid, struct sc_reuse *r)
 {
@@ -895,7 +923,9 @@ static int park(pid_t pid, struct sc_reuse *r)
 	}
 	if ((rc = find_own_pages(r)) < 0 || (rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
 		return rc;
-	return take_reference(pid, r);
+	if ((rc = take_reference(pid, r)) < 0)
+		return rc;
+	return lazy_free_shut(pid, r);
 }
 
 static void reuse_drop(struct sc_reuse *r)
@@ -1135,12 +1165,6 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 		why = "its resource limits differ";
 	if (!why && (read_misc(pid, &now) < 0 || !text_same(&now, &r->misc)))
 		why = "its working directory, name, timers, scheduling or children differ";
-	/* MADV_FREE leaves a page present and protected, to be dropped (zeroed) at the kernel's
-	 * leisure, later: no scan can tell, the rollup's count can. */
-	if (!why && (proc_text(pid, "smaps_rollup", &now, SMALL_TEXT) < 0 ||
-		     !strstr(now.buf, "\nLazyFree:") ||
-		     strtoull(strstr(now.buf, "\nLazyFree:") + 10, NULL, 10) != 0))
-		why = "pages were freed lazily (MADV_FREE)";
 	struct rseq_config rseq;
 	uint64_t robust[2];
 	if (!why &&
