@@ -30,7 +30,6 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -1215,7 +1214,12 @@ static long long now_ns(void)
 }
 
 /* Stops the seized cell: 0 at its interrupt stop, 1 when it died meanwhile (reaped here), or
- * -1 when it stopped for something else (a signal pending) or not in STOP_WAIT_NS. */
+ * -1 when it stopped for something else (a signal pending) or not in STOP_WAIT_NS. The stop
+ * sends the template, its tracer, a SIGCHLD, which the template keeps blocked for its
+ * signalfd: waited for with sigtimedwait, which takes SIGCHLD alone, one sleep, where naps
+ * of growing length cost each a timer and two context switches (under nested
+ * virtualisation, exits), a sixth of the reset's CPU. One consumed is raised again after,
+ * for the signalfd: it may have told of another cell's end too (SIGCHLD does not queue). */
 static int interrupt(struct live_cell *c)
 {
 	if (ptrace(PTRACE_INTERRUPT, c->pid, 0, 0) < 0)
@@ -1223,20 +1227,22 @@ static int interrupt(struct live_cell *c)
 	int status;
 	struct rusage ru;
 	pid_t got;
-	long long deadline = now_ns() + STOP_WAIT_NS, pause_ns = 2000;
-	/* The default slack (50 us) would stretch each of the first naps tenfold, and the reset
-	 * is what the next run in the cell waits for. Not inherited by cells: set back after. */
-	prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0);
+	long long deadline = now_ns() + STOP_WAIT_NS;
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	bool took = false;
 	while ((got = wait4(c->pid, &status, __WALL | WNOHANG, &ru)) == 0 ||
 	       (got < 0 && errno == EINTR)) {
-		if (got == 0 && now_ns() > deadline)
+		long long left = deadline - now_ns();
+		if (got == 0 && left <= 0)
 			break;
-		if (got == 0) { /* stops take microseconds: look often, then less so */
-			nanosleep(&(struct timespec){0, pause_ns}, NULL);
-			pause_ns = pause_ns < 1000000 ? pause_ns * 2 : pause_ns;
-		}
+		struct timespec wait = {left / 1000000000ll, left % 1000000000ll};
+		if (got == 0 && sigtimedwait(&chld, NULL, &wait) == SIGCHLD)
+			took = true;
 	}
-	prctl(PR_SET_TIMERSLACK, 0, 0, 0, 0); /* the default again */
+	if (took)
+		raise(SIGCHLD);
 	if (got == 0)
 		return -1;
 	if (got != c->pid)
