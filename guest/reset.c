@@ -131,6 +131,8 @@ struct sc_reuse {
 	 * library's relocations, made read-only after the loader wrote them), as regions. */
 	struct page_region *own;
 	size_t n_own;
+	struct sc_reuse_dirs dirs; /* its /tmp and /output as parked (reset_leftovers.c) */
+	struct rusage children;	   /* its RUSAGE_CHILDREN as parked */
 	timer_t cpu_timer; /* on the cell's CPU clock: its run's CPU limit (cpu_limit_arm) */
 	bool have_cpu_timer;
 };
@@ -732,7 +734,14 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 		if (fd_info(pid, r->fd_nums[i], &r->fd_flags[i], &locked) < 0 || locked)
 			return -EPROTO;
 	}
-	return socket_options(r, &r->sockopts);
+	if ((rc = socket_options(r, &r->sockopts)) < 0 ||
+	    (rc = sc_reuse_dirs_take(proc_fd, pid, &r->dirs)) < 0)
+		return rc;
+	/* Last: it runs a system call in the cell, whose registers then go back as parked. */
+	rc = sc_reuse_children_usage(pid, &r->regs, &r->children);
+	if (rc == 0 && ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0)
+		rc = -errno;
+	return rc;
 }
 
 /* At the cell's parked stop (a signal-delivery stop for its SIGSTOP, the cell inside tgkill). */
@@ -992,7 +1001,11 @@ static int tmp_entries(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "%d/root/tmp", (int)pid);
-	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* Its access time left alone, or the times put back after (reset_leftovers.c) would be
+	 * changed at every reset; O_NOATIME needs the owner's uid (or CAP_FOWNER). */
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
+	if (fd < 0 && errno == EPERM)
+		fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	static _Alignas(struct dirent64) char buf[4096];
@@ -1117,6 +1130,20 @@ static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
 	sc__ctl_send(CTL, &m, NULL, 0);
 }
 
+/* What the run left outside the process (reset_leftovers.c): children it reaped, the
+ * attributes of /tmp and /output (their times put back). NULL, or why the cell is discarded. */
+static const char *leftovers(pid_t pid, struct sc_reuse *r)
+{
+	struct rusage children;
+	if (sc_reuse_children_usage(pid, &r->regs, &children) < 0)
+		return "its children's usage cannot be read";
+	bool same = !memcmp(&children, &r->children, sizeof(children));
+	explicit_bzero(&children, sizeof(children)); /* a run's figures: see tmp_entries */
+	if (!same)
+		return "it reaped a child";
+	return sc_reuse_dirs_restore(proc_fd, pid, &r->dirs);
+}
+
 /* The stopped cell put back as parked: checks, memory, registers, the peaks. NULL, or why
  * not (the cell is then to be discarded). */
 static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uint64_t *cpu_us)
@@ -1125,7 +1152,7 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 	if (cpu_used(pid, cpu_us) < 0)
 		return "its CPU time cannot be read";
 	static struct sc_reuse_unmaps unmaps;
-	if ((why = check(pid, r, *cpu_us, &unmaps)))
+	if ((why = check(pid, r, *cpu_us, &unmaps)) || (why = leftovers(pid, r)))
 		return why;
 	int restored = restore_memory(pid, r, &why);
 	explicit_bzero(vec, sizeof(vec)); /* where the run wrote: no later cell's business */

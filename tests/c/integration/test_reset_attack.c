@@ -462,3 +462,191 @@ Test(reset_attack, names_a_run_left_in_tmp_do_not_reach_later_cells)
 	cr_expect_eq(found, 0, "%d runs found names an earlier run left in /tmp", found);
 	snapcell_sandbox_free(sb);
 }
+
+/* A second pass. Which cell ran, by what a run cannot change of it:
+ * the device of its /tmp and /output mounts and the inodes of its pipes and frame socket (no
+ * times: some attacks below change them). */
+#define CELL_ID                                                                                    \
+	"import os as _os\n"                                                                       \
+	"print('@', *[(s.st_dev, s.st_ino) for s in "                                              \
+	"[_os.stat('/tmp'), _os.stat('/output')] + [_os.fstat(fd) for fd in (1, 2, 3)]])\n"
+
+/* Runs code then CELL_ID; the output before the identity (malloc'd); *again when the cell ran
+ * the run before (whose identity was *last, updated). */
+static char *run_in(struct snapcell_sandbox *sb, const char *code, char **last, bool *again)
+{
+	char *full = NULL;
+	cr_assert_gt(asprintf(&full, "%s\n" CELL_ID, code), 0);
+	struct snapcell_result *res = test_run(sb, full);
+	free(full);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, exit %d, stdout %s, stderr %s",
+		     snapcell_status_name(res->status), res->exit_code, res->stdout_buf,
+		     res->stderr_buf);
+	char *at = strstr(res->stdout_buf, "@ ");
+	cr_assert(at, "no identity in %s", res->stdout_buf);
+	*again = *last && strcmp(*last, at) == 0;
+	free(*last);
+	*last = strdup(at);
+	char *out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
+	snapcell_result_free(res);
+	return out;
+}
+
+/* A plant, then a look in the same cell when it was reused: the look must print clean. At
+ * least min_reused looks must have been in a cell a plant ran in (0: the plant discards). */
+static void plant_then_look(struct snapcell_config *cfg, const char *plant, const char *look,
+			    const char *clean, int min_reused)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg); /* frees cfg */
+	char *last = NULL;
+	int reused = 0;
+	for (int i = 0; i < 10; i++) {
+		bool again;
+		free(run_in(sb, plant, &last, &again));
+		char *out = run_in(sb, look, &last, &again);
+		cr_expect_str_eq(out, clean, "look %d (%s) saw the plant: %s", i,
+				 again ? "same cell" : "another cell", out);
+		reused += again;
+		free(out);
+	}
+	cr_expect_geq(reused, min_reused, "only %d of 10 looks were in a cell a plant ran in",
+		      reused);
+	free(last);
+	snapcell_sandbox_free(sb);
+}
+
+/* The mode and times of the cell's /tmp and /output (its mount points, which the cell owns):
+ * a run could leave any mode, and any 64-bit times, for the next run to read. The reset
+ * discards a cell whose modes or owners changed and puts their times back. */
+Test(reset_attack, modes_and_times_of_tmp_and_output_do_not_reach_the_next_run)
+{
+	plant_then_look(test_config_new(),
+			"import os\n"
+			"for d in ('/tmp', '/output'):\n"
+			"    fd = os.open(d, os.O_RDONLY)\n"
+			"    os.utime(fd, ns=(1234567891, 1987654321))\n"
+			"    os.close(fd)\n",
+			"import os\n"
+			"print([int(os.stat(d).st_mtime_ns == 1987654321 or "
+			"os.stat(d).st_atime_ns == 1234567891) for d in ('/tmp', '/output')])\n",
+			"[0, 0]\n", 3);
+	plant_then_look(test_config_new(),
+			"import os\n"
+			"fd = os.open('/tmp', os.O_RDONLY)\n"
+			"os.fchmod(fd, 0o1770)\n"
+			"os.close(fd)\n"
+			"os.chmod('/output', 0o700)\n",
+			"import os\n"
+			"print(oct(os.stat('/tmp').st_mode), oct(os.stat('/output').st_mode))\n",
+			"0o41777 0o40755\n", 0);
+}
+
+/* A file left in the cell's /dev/shm. */
+Test(reset_attack, a_file_in_dev_shm_does_not_reach_the_next_run)
+{
+	plant_then_look(test_config_new(), "open('/dev/shm/planted', 'w').write('x')\n",
+			"import os\nprint(os.listdir('/dev/shm'))\n", "[]\n", 0);
+}
+
+/* A child made with CLONE_VM that does nothing but exit takes no fault and, most often, no
+ * clock tick: the reaped-children figures of /proc/PID/stat stay as they were. It leaves the
+ * cell's peak resident size (its memory's) in RUSAGE_CHILDREN for the next run to read, and
+ * each one moves the pid namespace's counter on, which the next run's children's pids show. */
+static const char clone_vm_children[] =
+	"import ctypes, os\n"
+	"x = b'\\1' * (200 << 20)\n"
+	"del x\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"stack = ctypes.create_string_buffer(65536)\n"
+	"top = ctypes.c_void_p(ctypes.addressof(stack) + 65536 - 64)\n"
+	"fn = ctypes.cast(libc._exit, ctypes.c_void_p)\n"
+	"libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]\n"
+	"for _ in range(20):\n"
+	"    pid = libc.clone(fn, top, 0x100 | 0x4000 | 17, None)\n" /* VM VFORK SIGCHLD */
+	"    assert pid > 0, ctypes.get_errno()\n"
+	"    os.waitpid(pid, 0)\n";
+
+Test(reset_attack, a_reaped_child_that_took_no_fault_does_not_reach_the_next_run)
+{
+	struct snapcell_config *cfg = with_ctypes();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "resource", NULL), 0);
+	plant_then_look(cfg, clone_vm_children,
+			"import os, resource\n"
+			"print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss > 100000)\n"
+			"pid = os.fork()\n"
+			"if pid == 0:\n"
+			"    os._exit(0)\n"
+			"os.waitpid(pid, 0)\n"
+			"print(pid)\n",
+			"False\n2\n", 0);
+}
+
+/* Threads a run started and joined move the pid namespace's counter on too: the next run's
+ * threads' ids would count them. */
+Test(reset_attack, threads_a_run_joined_do_not_reach_the_next_run)
+{
+	plant_then_look(
+		test_config_new(),
+		"import threading\n"
+		"for _ in range(20):\n"
+		"    t = threading.Thread(target=lambda: None)\n"
+		"    t.start()\n"
+		"    t.join()\n",
+		"import threading\n"
+		"ids = []\n"
+		"t = threading.Thread(target=lambda: ids.append(threading.get_native_id()))\n"
+		"t.start()\n"
+		"t.join()\n"
+		"print(ids)\n",
+		"[2]\n", 0);
+}
+
+/* After a DONE it forged, a run goes on writing to its stdout and stderr and frames: none of it
+ * may reach the next run's result. */
+Test(reset_attack, output_after_a_forged_done_does_not_reach_the_next_run, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(with_ctypes());
+	for (int i = 0; i < 6; i++) {
+		struct snapcell_result *res =
+			test_run(sb, "import os, struct, time\n"
+				     "os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
+				     "end = time.monotonic() + 0.3\n"
+				     "while time.monotonic() < end:\n"
+				     "    os.write(1, b'LEAK1\\n')\n"
+				     "    os.write(2, b'LEAK2\\n')\n"
+				     "    os.write(3, struct.pack('<I', 7) + b'V' + b'LEAK3\\n')\n"
+				     "    time.sleep(0.001)\n");
+		snapcell_result_free(res);
+		for (int k = 0; k < 2; k++) {
+			res = test_run(sb, "print('next')");
+			cr_expect_eq(res->status, SNAPCELL_STATUS_OK, "%s", res->stderr_buf);
+			cr_expect_str_eq(res->stdout_buf, "next\n");
+			cr_expect_str_eq(res->stderr_buf, "");
+			snapcell_result_free(res);
+		}
+	}
+	snapcell_sandbox_free(sb);
+}
+
+/* Descriptors at the numbers the fd check leaves out (SC_CELL_TMP_FD, SC_CELL_UFFD_FD: the
+ * parked cell closes them before code runs): closed before the next run all the same. */
+Test(reset_attack, descriptors_at_the_numbers_a_cell_closes_do_not_reach_the_next_run)
+{
+	plant_then_look(test_config_new(),
+			"import os\n"
+			"r, w = os.pipe()\n"
+			"os.write(w, b'planted')\n"
+			"os.dup2(r, 5)\n"
+			"os.dup2(r, 6)\n"
+			"os.close(r)\n"
+			"os.close(w)\n",
+			"import os\n"
+			"seen = []\n"
+			"for fd in (5, 6):\n"
+			"    try:\n"
+			"        seen.append(os.read(fd, 7))\n"
+			"    except OSError as e:\n"
+			"        seen.append(e.errno)\n"
+			"print(seen)\n",
+			"[9, 9]\n", 3);
+}

@@ -1,0 +1,182 @@
+/* What a run can leave outside its cell's process for the next run of a cell reset in place
+ * (reset.c), and that reset.c's reading of /proc does not show: the attributes of the cell's own
+ * /tmp and /output (directories it owns, which outlive the reset), and the figures of children
+ * it reaped, which only the cell itself can read. Not the reset's flow: reset.c calls these at
+ * parking and at each reset, with the cell stopped under the template's ptrace. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "template.h"
+#include "util/util.h"
+
+/* The cell's directories, relative to its root in the sandbox's procfs. /output may be
+ * missing (ENOENT): then there is nothing of it to compare. */
+static const char *const dir_names[SC_REUSE_DIRS] = {"tmp", "output"};
+
+static int open_dir_of(int proc_fd, pid_t pid, size_t i)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "%d/root/%s", (int)pid, dir_names[i]);
+	int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
+	int fd = openat(proc_fd, path, flags | O_NOATIME); /* the owner's uid (or CAP_FOWNER) */
+	if (fd < 0 && errno == EPERM)
+		fd = openat(proc_fd, path, flags);
+	return fd < 0 ? -errno : fd;
+}
+
+int sc_reuse_dirs_take(int proc_fd, pid_t pid, struct sc_reuse_dirs *d)
+{
+	memset(d, 0, sizeof(*d));
+	for (size_t i = 0; i < SC_REUSE_DIRS; i++) {
+		int fd = open_dir_of(proc_fd, pid, i);
+		if (fd == -ENOENT)
+			continue;
+		if (fd < 0)
+			return fd;
+		struct stat st;
+		int rc = fstat(fd, &st) < 0 ? -errno : 0;
+		close(fd);
+		if (rc < 0)
+			return rc;
+		d->present[i] = true;
+		d->dev[i] = st.st_dev;
+		d->ino[i] = st.st_ino;
+		d->mode[i] = st.st_mode;
+		d->uid[i] = st.st_uid;
+		d->gid[i] = st.st_gid;
+		d->times[i][0] = st.st_atim;
+		d->times[i][1] = st.st_mtim;
+	}
+	return 0;
+}
+
+static bool same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+/* The cell's /tmp and /output are the cell's own for its whole life (its uid owns them), so
+ * whatever a run sets on them stays for the next: a mode (fchmod: any 12 bits), and access and
+ * modification times (utimensat on a descriptor: any two 64-bit numbers, which a fresh cell's
+ * would never show). A changed mode or owner discards the cell; changed times are put back
+ * (their change time cannot be, and setting them changes it: only when they differ, so a run
+ * that left them alone leaves the change time alone too; docs/security.md). NULL, or why not. */
+const char *sc_reuse_dirs_restore(int proc_fd, pid_t pid, const struct sc_reuse_dirs *d)
+{
+	for (size_t i = 0; i < SC_REUSE_DIRS; i++) {
+		int fd = open_dir_of(proc_fd, pid, i);
+		if (fd == -ENOENT && !d->present[i])
+			continue;
+		if (fd < 0)
+			return "its /tmp or /output cannot be opened";
+		struct stat st;
+		const char *why = NULL;
+		if (fstat(fd, &st) < 0)
+			why = "its /tmp or /output cannot be read";
+		else if (st.st_dev != d->dev[i] || st.st_ino != d->ino[i] ||
+			 st.st_mode != d->mode[i] || st.st_uid != d->uid[i] ||
+			 st.st_gid != d->gid[i])
+			why = "the mode or owner of its /tmp or /output changed";
+		else if ((!same_time(&st.st_atim, &d->times[i][0]) ||
+			  !same_time(&st.st_mtim, &d->times[i][1])) &&
+			 futimens(fd, d->times[i]) < 0)
+			why = "the times of its /tmp or /output cannot be put back";
+		close(fd);
+		if (why)
+			return why;
+	}
+	return NULL;
+}
+
+/* How long the cell may take to run the one system call below (it takes microseconds). */
+#define STEP_WAIT_NS 250000000ll
+
+/* Waits for the stopped cell's next stop, bounded. 0 at a SIGTRAP stop; -1 otherwise (another
+ * signal's stop, an exit, which is left for the template's loop to reap, or no stop in time). */
+static int wait_trap(pid_t pid)
+{
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long pause_ns = 2000;
+	for (;;) {
+		siginfo_t info = {0};
+		if (waitid(P_PID, (id_t)pid, &info,
+			   WEXITED | WSTOPPED | WNOHANG | WNOWAIT | __WALL) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (info.si_pid == pid) {
+			if (info.si_code != CLD_TRAPPED)
+				return -1; /* an exit: the loop reaps it */
+			int status;
+			if (waitpid(pid, &status, __WALL) != pid || !WIFSTOPPED(status))
+				return -1;
+			return WSTOPSIG(status) == SIGTRAP && (status >> 16) == 0 ? 0 : -1;
+		}
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - t0.tv_sec) * 1000000000ll + (now.tv_nsec - t0.tv_nsec) >
+		    STEP_WAIT_NS)
+			return -1;
+		nanosleep(&(struct timespec){0, pause_ns}, NULL);
+		pause_ns = pause_ns < 1000000 ? pause_ns * 2 : pause_ns;
+	}
+}
+
+/* The cell's RUSAGE_CHILDREN, read by the cell itself: the template, its tracer, points the
+ * stopped cell at the system call instruction of its parked stop (the tgkill that reuse_park
+ * made: two bytes before the parked instruction pointer) with getrusage's number and
+ * arguments, single-steps it, and reads the answer from the cell's memory (sc_reuse_unmaps,
+ * which it writes back as it was). The registers are left as they were at the call's end:
+ * the caller puts back its own. A child the run reaped that took no fault and no clock tick
+ * (one made with CLONE_VM that only exits) leaves nothing in /proc/PID/stat, but its peak
+ * resident size (the cell's memory's) stays in this for the next run to read, and each moved
+ * the pid namespace's counter on, which the next run's children's pids would show. 0, or
+ * -errno. */
+int sc_reuse_children_usage(pid_t pid, const struct user_regs_struct *at, struct rusage *out)
+{
+	unsigned char insn[2];
+	struct user_regs_struct regs = *at;
+	void *scratch = &sc_reuse_unmaps;
+	unsigned char saved[sizeof(*out)];
+	struct iovec mine = {insn, sizeof(insn)};
+	struct iovec theirs = {(void *)(uintptr_t)(at->rip - 2), sizeof(insn)};
+	if (process_vm_readv(pid, &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof(insn) ||
+	    insn[0] != 0x0f || insn[1] != 0x05) /* syscall */
+		return -EPROTO;
+	mine = (struct iovec){saved, sizeof(saved)};
+	theirs = (struct iovec){scratch, sizeof(saved)};
+	if (process_vm_readv(pid, &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof(saved))
+		return -EIO;
+	regs.rip = at->rip - 2;
+	regs.rax = SYS_getrusage;
+	regs.orig_rax = (unsigned long long)-1; /* no system call to restart on the way out */
+	regs.rdi = (unsigned long long)RUSAGE_CHILDREN;
+	regs.rsi = (unsigned long long)(uintptr_t)scratch;
+	if (ptrace(PTRACE_SETREGS, pid, 0, &regs) < 0 || ptrace(PTRACE_SINGLESTEP, pid, 0, 0) < 0)
+		return -errno;
+	if (wait_trap(pid) < 0 || ptrace(PTRACE_GETREGS, pid, 0, &regs) < 0 ||
+	    regs.rip != at->rip || regs.rax != 0)
+		return -EPROTO;
+	mine = (struct iovec){out, sizeof(*out)};
+	int rc = process_vm_readv(pid, &mine, 1, &theirs, 1, 0) == (ssize_t)sizeof(*out) ? 0 : -EIO;
+	mine = (struct iovec){saved, sizeof(saved)};
+	if (process_vm_writev(pid, &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof(saved))
+		rc = -EIO;
+	return rc;
+}
