@@ -133,6 +133,7 @@ struct sc_reuse {
 	size_t n_own;
 	struct sc_reuse_dirs dirs; /* its /tmp and /output as parked (reset_leftovers.c) */
 	struct rusage children;	   /* its RUSAGE_CHILDREN as parked */
+	int64_t other_threads_ns;  /* the CPU time of its threads but the main one, as parked */
 	timer_t cpu_timer; /* on the cell's CPU clock: its run's CPU limit (cpu_limit_arm) */
 	bool have_cpu_timer;
 };
@@ -735,7 +736,8 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 			return -EPROTO;
 	}
 	if ((rc = socket_options(r, &r->sockopts)) < 0 ||
-	    (rc = sc_reuse_dirs_take(proc_fd, pid, &r->dirs)) < 0)
+	    (rc = sc_reuse_dirs_take(proc_fd, pid, &r->dirs)) < 0 ||
+	    (rc = sc_reuse_other_threads_ns(proc_fd, pid, &r->other_threads_ns)) < 0)
 		return rc;
 	/* Last: it runs a system call in the cell, whose registers then go back as parked. */
 	rc = sc_reuse_children_usage(pid, &r->regs, &r->children);
@@ -1130,8 +1132,9 @@ static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
 	sc__ctl_send(CTL, &m, NULL, 0);
 }
 
-/* What the run left outside the process (reset_leftovers.c): children it reaped, the
- * attributes of /tmp and /output (their times put back). NULL, or why the cell is discarded. */
+/* What the run left outside the process (reset_leftovers.c): children it reaped, threads that
+ * ran and exited, files in /output and the attributes of /tmp and /output (their times put
+ * back). NULL, or why the cell is discarded. */
 static const char *leftovers(pid_t pid, struct sc_reuse *r)
 {
 	struct rusage children;
@@ -1141,6 +1144,10 @@ static const char *leftovers(pid_t pid, struct sc_reuse *r)
 	explicit_bzero(&children, sizeof(children)); /* a run's figures: see tmp_entries */
 	if (!same)
 		return "it reaped a child";
+	int64_t threads_ns;
+	if (sc_reuse_other_threads_ns(proc_fd, pid, &threads_ns) < 0 ||
+	    threads_ns != r->other_threads_ns)
+		return "a thread other than its main one ran";
 	return sc_reuse_dirs_restore(proc_fd, pid, &r->dirs);
 }
 

@@ -1,14 +1,17 @@
 /* What a run can leave outside its cell's process for the next run of a cell reset in place
  * (reset.c), and that reset.c's reading of /proc does not show: the attributes of the cell's own
- * /tmp and /output (directories it owns, which outlive the reset), and the figures of children
- * it reaped, which only the cell itself can read. Not the reset's flow: reset.c calls these at
- * parking and at each reset, with the cell stopped under the template's ptrace. */
+ * /tmp and /output (directories it owns, which outlive the reset), the figures of children it
+ * reaped, which only the cell itself can read, and the CPU time of threads that exited. Not the
+ * reset's flow: reset.c calls these at parking and at each reset, with the cell stopped under the
+ * template's ptrace. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
@@ -26,6 +29,25 @@
 /* The cell's directories, relative to its root in the sandbox's procfs. /output may be
  * missing (ENOENT): then there is nothing of it to compare. */
 static const char *const dir_names[SC_REUSE_DIRS] = {"tmp", "output"};
+enum { TMP, OUTPUT };
+
+/* 1 when the directory fd holds anything, 0 when it is empty, or -errno; the names read are
+ * zeroed after (they are a run's, and the template's memory is every later cell's). */
+static int has_entries(int fd)
+{
+	static _Alignas(struct dirent64) char buf[4096];
+	long n;
+	int found = 0;
+	while (!found && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
+		for (long at = 0; at < n && !found;) {
+			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+			found = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+			at += e->d_reclen;
+		}
+	int rc = found ? 1 : n < 0 ? -errno : 0;
+	explicit_bzero(buf, sizeof(buf));
+	return rc;
+}
 
 static int open_dir_of(int proc_fd, pid_t pid, size_t i)
 {
@@ -69,7 +91,12 @@ static bool same_time(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
 }
 
-/* The cell's /tmp and /output are the cell's own for its whole life (its uid owns them), so
+/* /output must be empty: the host collects it after the run's DONE and retires a cell that
+ * left anything there (src/core/run_fresh.c), but a run that forged its DONE went on and made
+ * files after the host looked and before the stop; they were the next run's, in its code's
+ * view and in its result. (/tmp is reset.c's tmp_entries.)
+ *
+ * The cell's /tmp and /output are the cell's own for its whole life (its uid owns them), so
  * whatever a run sets on them stays for the next: a mode (fchmod: any 12 bits), and access and
  * modification times (utimensat on a descriptor: any two 64-bit numbers, which a fresh cell's
  * would never show). A changed mode or owner discards the cell; changed times are put back
@@ -85,12 +112,16 @@ const char *sc_reuse_dirs_restore(int proc_fd, pid_t pid, const struct sc_reuse_
 			return "its /tmp or /output cannot be opened";
 		struct stat st;
 		const char *why = NULL;
+		int entries;
 		if (fstat(fd, &st) < 0)
 			why = "its /tmp or /output cannot be read";
 		else if (st.st_dev != d->dev[i] || st.st_ino != d->ino[i] ||
 			 st.st_mode != d->mode[i] || st.st_uid != d->uid[i] ||
 			 st.st_gid != d->gid[i])
 			why = "the mode or owner of its /tmp or /output changed";
+		else if (i == OUTPUT && (entries = has_entries(fd)) != 0)
+			why = entries < 0 ? "its /output cannot be read"
+					  : "its /output is not empty";
 		else if ((!same_time(&st.st_atim, &d->times[i][0]) ||
 			  !same_time(&st.st_mtim, &d->times[i][1])) &&
 			 futimens(fd, d->times[i]) < 0)
@@ -179,4 +210,35 @@ int sc_reuse_children_usage(pid_t pid, const struct user_regs_struct *at, struct
 	if (process_vm_writev(pid, &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof(saved))
 		rc = -EIO;
 	return rc;
+}
+
+/* The CPU time of the cell's threads other than its main one, in nanoseconds: the process's CPU
+ * clock (every thread's, the dead ones' included) less the main thread's own (the first figure
+ * of /proc/PID/schedstat), both exact for a stopped process. A thread a run made and that
+ * exited leaves nothing else /proc/PID/status shows once it is gone (a thread of the C
+ * library's sets a handler, which is shown; one made with a bare clone does not), but its CPU
+ * time stays in the process's, and it moved the pid namespace's counter on, which the next
+ * run's threads' and children's ids would show. 0, or -errno. */
+int sc_reuse_other_threads_ns(int proc_fd, pid_t pid, int64_t *ns)
+{
+	char path[64], text[128] = {0};
+	snprintf(path, sizeof(path), "%d/schedstat", (int)pid);
+	int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	ssize_t n = read(fd, text, sizeof(text) - 1);
+	close(fd);
+	clockid_t clock;
+	struct timespec all;
+	char *end;
+	unsigned long long main_ns = n > 0 ? strtoull(text, &end, 10) : 0;
+	if (n <= 0 || end == text || *end != ' ')
+		return -EPROTO;
+	int rc = clock_getcpuclockid(pid, &clock);
+	if (rc != 0)
+		return -rc;
+	if (clock_gettime(clock, &all) < 0)
+		return -errno;
+	*ns = (int64_t)all.tv_sec * 1000000000ll + all.tv_nsec - (int64_t)main_ns;
+	return 0;
 }

@@ -105,5 +105,7 @@ int sc_reuse_dirs_take(int proc_fd, pid_t pid, struct sc_reuse_dirs *d);
 const char *sc_reuse_dirs_restore(int proc_fd, pid_t pid, const struct sc_reuse_dirs *d);
 struct user_regs_struct;
 int sc_reuse_children_usage(pid_t pid, const struct user_regs_struct *at, struct rusage *out);
+/* The CPU time of the threads of the stopped cell other than its main one, dead ones' included. */
+int sc_reuse_other_threads_ns(int proc_fd, pid_t pid, int64_t *ns);
 
 #endif

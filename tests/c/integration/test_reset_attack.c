@@ -650,3 +650,68 @@ Test(reset_attack, descriptors_at_the_numbers_a_cell_closes_do_not_reach_the_nex
 			"print(seen)\n",
 			"[9, 9]\n", 3);
 }
+
+/* Files a run makes in /output after the DONE it forged, once the host has found /output empty
+ * (and so has no output to collect, which would retire the cell) and before the template stops
+ * the cell: they were the next run's, for its code to read and its result to carry. The delay
+ * before the files moves on each time to meet that window. */
+Test(reset_attack, files_made_in_output_after_a_forged_done_do_not_reach_the_next_run,
+     .timeout = 120)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(test_config_new());
+	char *last = NULL;
+	for (int i = 0; i < 24; i++) {
+		char *code = NULL;
+		cr_assert_gt(asprintf(&code,
+				      CELL_ID
+				      "import os, struct, sys, time\n"
+				      "sys.stdout.flush()\n"
+				      "os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
+				      "time.sleep(%d / 10000)\n"
+				      "for k in range(200):\n"
+				      "    open('/output/left%%d' %% k, 'w').write('x')\n"
+				      "    time.sleep(0.0005)\n",
+				      i),
+			     0);
+		struct snapcell_result *res = test_run(sb, code);
+		free(code);
+		char *at = strstr(res->stdout_buf, "@ ");
+		free(last);
+		last = at ? strdup(at) : NULL;
+		snapcell_result_free(res);
+		bool again;
+		char *out = run_in(sb, "import os\nprint(os.listdir('/output'))\n", &last, &again);
+		cr_expect_str_eq(out, "[]\n", "run %d saw files an earlier run left: %s", i, out);
+		free(out);
+	}
+	free(last);
+	snapcell_sandbox_free(sb);
+}
+
+/* Threads made without the C library (clone with CLONE_THREAD, each exiting at once) change
+ * nothing /proc/PID/status shows once they are gone (pthread_create sets a handler, which is
+ * shown), but move the pid namespace's counter on: the next run's thread ids would count them. */
+Test(reset_attack, raw_threads_a_run_made_do_not_reach_the_next_run)
+{
+	plant_then_look(
+		with_ctypes(),
+		"import ctypes, time\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"stacks = [ctypes.create_string_buffer(65536) for _ in range(20)]\n"
+		"fn = ctypes.cast(libc.syscall, ctypes.c_void_p)\n"
+		"libc.clone.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, "
+		"ctypes.c_void_p]\n"
+		"flags = 0x100 | 0x200 | 0x400 | 0x800 | 0x10000\n" /* VM FS FILES SIGHAND
+								       THREAD */
+		"for s in stacks:\n"
+		"    top = ctypes.c_void_p(ctypes.addressof(s) + 65536 - 64)\n"
+		"    assert libc.clone(fn, top, flags, ctypes.c_void_p(60)) > 0\n"
+		"time.sleep(0.02)\n",
+		"import threading\n"
+		"ids = []\n"
+		"t = threading.Thread(target=lambda: ids.append(threading.get_native_id()))\n"
+		"t.start()\n"
+		"t.join()\n"
+		"print(ids)\n",
+		"[2]\n", 0);
+}
