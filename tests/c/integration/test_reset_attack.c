@@ -715,3 +715,53 @@ Test(reset_attack, raw_threads_a_run_made_do_not_reach_the_next_run)
 		"print(ids)\n",
 		"[2]\n", 0);
 }
+
+/* A parked page moved away with mremap(MREMAP_DONTUNMAP), which leaves its mapping in place,
+ * registered but empty, and its bytes in a new mapping of the run's: the page reads as zeros
+ * until the reset copies it back, and the new mapping is the run's to be unmapped. */
+Test(reset_attack, a_page_moved_out_of_its_mapping_is_put_back)
+{
+	plant_then_look(own_page(),
+			"import ctypes, json\n"
+			"libc = ctypes.CDLL(None, use_errno=True)\n"
+			"libc.mremap.restype = ctypes.c_void_p\n"
+			"at = libc.mremap(ctypes.c_void_p(json.PAGE), 4096, 4096, 1 | 4, None)\n"
+			"assert at not in (None, 2**64 - 1), ctypes.get_errno()\n" /* MAYMOVE
+										      DONTUNMAP */
+			"assert ctypes.string_at(json.PAGE, 5) == bytes(5)\n"
+			"ctypes.memmove(at, b'dirty', 5)\n",
+			"import ctypes, json\n"
+			"print(ctypes.string_at(json.PAGE, 5))\n",
+			"b'clean'\n", 3);
+}
+
+/* A run that replaces its process's program (execve of the interpreter, which Landlock lets a
+ * cell run) after forging its DONE: the new program has other mappings, so the cell is
+ * discarded, and the next run works. */
+Test(reset_attack, a_cell_that_ran_another_program_is_discarded, .timeout = 120)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(test_config_new());
+	char *last = NULL;
+	for (int i = 0; i < 4; i++) {
+		struct snapcell_result *res = test_run(
+			sb, CELL_ID "import os, struct, sys\n"
+				    "sys.stdout.flush()\n"
+				    "os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
+				    "try:\n"
+				    "    os.execv(sys.executable, [sys.executable, '-c', "
+				    "'import time; time.sleep(3600)'])\n"
+				    "except OSError:\n"
+				    "    pass\n");
+		char *at = strstr(res->stdout_buf, "@ ");
+		free(last);
+		last = at ? strdup(at) : NULL;
+		snapcell_result_free(res);
+		bool again;
+		char *out = run_in(sb, "print('next')", &last, &again);
+		cr_expect_str_eq(out, "next\n");
+		cr_expect(!again, "run %d was in the cell that ran another program", i);
+		free(out);
+	}
+	free(last);
+	snapcell_sandbox_free(sb);
+}
