@@ -1003,11 +1003,7 @@ static int tmp_entries(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "%d/root/tmp", (int)pid);
-	/* Its access time left alone, or the times put back after (reset_leftovers.c) would be
-	 * changed at every reset; O_NOATIME needs the owner's uid (or CAP_FOWNER). */
-	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	static _Alignas(struct dirent64) char buf[4096];

@@ -53,10 +53,7 @@ static int open_dir_of(int proc_fd, pid_t pid, size_t i)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "%d/root/%s", (int)pid, dir_names[i]);
-	int flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW;
-	int fd = openat(proc_fd, path, flags | O_NOATIME); /* the owner's uid (or CAP_FOWNER) */
-	if (fd < 0 && errno == EPERM)
-		fd = openat(proc_fd, path, flags);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
 	return fd < 0 ? -errno : fd;
 }
 

@@ -17,12 +17,7 @@
 
 static bool dir_is_empty(int dfd)
 {
-	/* Without touching its access time where the host may (it owns it): a cell reset in
-	 * place gets its /output's times back when they changed (guest/reset_leftovers.c), and
-	 * a look of the host's at every run's end would have it put them back every time. */
-	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOATIME);
-	if (fd < 0 && errno == EPERM)
-		fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	DIR *d = fd < 0 ? NULL : fdopendir(fd);
 	if (!d) {
 		if (fd >= 0)
