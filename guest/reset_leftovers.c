@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -132,6 +133,7 @@ const char *sc_reuse_dirs_restore(int proc_fd, pid_t pid, const struct sc_reuse_
 
 /* How long the cell may take to run the one system call below (it takes microseconds). */
 #define STEP_WAIT_NS 250000000ll
+#define SPIN_POLLS   64 /* looks between yields before the first sleep */
 
 /* Waits for the stopped cell's next stop, bounded. 0 at a SIGTRAP stop; -1 otherwise (another
  * signal's stop, an exit, which is left for the template's loop to reap, or no stop in time). */
@@ -140,6 +142,7 @@ static int wait_trap(pid_t pid)
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	long pause_ns = 2000;
+	int polls = 0;
 	for (;;) {
 		siginfo_t info = {0};
 		if (waitid(P_PID, (id_t)pid, &info,
@@ -161,6 +164,10 @@ static int wait_trap(pid_t pid)
 		if ((now.tv_sec - t0.tv_sec) * 1000000000ll + (now.tv_nsec - t0.tv_nsec) >
 		    STEP_WAIT_NS)
 			return -1;
+		if (++polls < SPIN_POLLS) { /* the one step takes microseconds: yield first */
+			sched_yield();
+			continue;
+		}
 		nanosleep(&(struct timespec){0, pause_ns}, NULL);
 		pause_ns = pause_ns < 1000000 ? pause_ns * 2 : pause_ns;
 	}
