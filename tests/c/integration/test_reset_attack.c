@@ -765,3 +765,44 @@ Test(reset_attack, a_cell_that_ran_another_program_is_discarded, .timeout = 120)
 	free(last);
 	snapcell_sandbox_free(sb);
 }
+/* Kernel objects and process settings that would outlive a reset and that the checks do not
+ * read (or read only in part): SysV and POSIX IPC, inotify, fanotify, memfd, membarrier, the
+ * scheduler's attributes and affinity, I/O priority, nice, memory locks and policy, protection
+ * keys, ptrace, queued signals with data, and the prctl settings (child subreaper, THP,
+ * timer slack, parent-death signal, machine-check policy, tagged addresses, speculation),
+ * personality flags. A reuse cell must be refused each (the reset leaves them to seccomp:
+ * docs/security.md); keyctl and its kin kill the cell (isolation's tests). */
+Test(reset_attack, state_no_check_reads_cannot_be_made)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(with_ctypes());
+	expect_output(
+		sb,
+		"import ctypes\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"libc.syscall.restype = ctypes.c_long\n"
+		"calls = {'shmget': (29, 0, 4096, 0o1600), 'semget': (64, 0, 1, 0o1600),\n"
+		"         'msgget': (68, 0, 0o1600), 'mq_open': (240, b'x', 0o100, 0o600, 0),\n"
+		"         'inotify_init1': (294, 0), 'fanotify_init': (300, 0, 0),\n"
+		"         'memfd_create': (319, b'x', 0), 'membarrier': (324, 0, 0, 0),\n"
+		"         'sched_setattr': (314, 0, 0, 0), 'sched_setaffinity': (203, 0, 8, 0),\n"
+		"         'ioprio_set': (251, 1, 0, 0), 'setpriority': (141, 0, 0, 1),\n"
+		"         'mlock': (149, 0, 4096), 'mlockall': (151, 1), 'set_mempolicy': (238, 0, "
+		"0, "
+		"0),\n"
+		"         'pkey_alloc': (330, 0, 0), 'ptrace': (101, 16, 1),\n"
+		"         'rt_sigqueueinfo': (129, 1, 10, 0), 'subreaper': (157, 36, 1),\n"
+		"         'thp': (157, 41, 1), 'timerslack': (157, 29, 1000), 'pdeathsig': (157, "
+		"1, "
+		"9),\n"
+		"         'mce': (157, 33, 0), 'tagged': (157, 55, 0), 'spec': (157, 53, 0, 0, "
+		"0),\n"
+		"         'personality': (135, 0x0040000)}\n"
+		"made = []\n"
+		"for name, args in calls.items():\n"
+		"    args = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]\n"
+		"    if libc.syscall(*args) != -1:\n"
+		"        made.append(name)\n"
+		"print(made)\n",
+		"[]\n");
+	snapcell_sandbox_free(sb);
+}
