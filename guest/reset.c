@@ -739,9 +739,10 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 	    (rc = sc_reuse_dirs_take(proc_fd, pid, &r->dirs)) < 0 ||
 	    (rc = sc_reuse_other_threads_ns(proc_fd, pid, &r->other_threads_ns)) < 0)
 		return rc;
-	/* Last: it runs a system call in the cell, whose registers then go back as parked. */
+	/* Last: it runs a system call in the cell, whose registers then go back as parked,
+	 * whatever came of it (a cell parked wrongly still runs once, from its parked stop). */
 	rc = sc_reuse_children_usage(pid, &r->regs, &r->children);
-	if (rc == 0 && ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0)
+	if (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 && rc == 0)
 		rc = -errno;
 	return rc;
 }
