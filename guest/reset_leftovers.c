@@ -205,12 +205,14 @@ int sc_reuse_children_usage(pid_t pid, const struct user_regs_struct *at, struct
 	regs.rsi = (unsigned long long)(uintptr_t)scratch;
 	if (ptrace(PTRACE_SETREGS, pid, 0, &regs) < 0 || ptrace(PTRACE_SINGLESTEP, pid, 0, 0) < 0)
 		return -errno;
+	int rc = 0;
 	if (wait_trap(pid) < 0 || ptrace(PTRACE_GETREGS, pid, 0, &regs) < 0 ||
 	    regs.rip != at->rip || regs.rax != 0)
-		return -EPROTO;
+		rc = -EPROTO;
 	mine = (struct iovec){out, sizeof(*out)};
-	int rc = process_vm_readv(pid, &mine, 1, &theirs, 1, 0) == (ssize_t)sizeof(*out) ? 0 : -EIO;
-	mine = (struct iovec){saved, sizeof(saved)};
+	if (rc == 0 && process_vm_readv(pid, &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof(*out))
+		rc = -EIO;
+	mine = (struct iovec){saved, sizeof(saved)}; /* whatever came of the step */
 	if (process_vm_writev(pid, &mine, 1, &theirs, 1, 0) != (ssize_t)sizeof(saved))
 		rc = -EIO;
 	return rc;
