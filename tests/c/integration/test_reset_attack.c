@@ -806,3 +806,32 @@ Test(reset_attack, state_no_check_reads_cannot_be_made)
 		"[]\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* A signal left pending (blocked, raised: a real-time one with its queue) and an alternate
+ * signal stack pointing into memory of the run's: the next run must neither take the signal
+ * when it unblocks it nor find the stack. */
+Test(reset_attack, pending_signals_and_the_signal_stack_do_not_reach_the_next_run)
+{
+	static const char look[] = "import ctypes, signal\n"
+				   "got = []\n"
+				   "for s in (signal.SIGUSR1, signal.SIGRTMIN + 3):\n"
+				   "    signal.signal(s, lambda n, f: got.append(n))\n"
+				   "signal.pthread_sigmask(signal.SIG_SETMASK, [])\n"
+				   "old = (ctypes.c_uint64 * 3)()\n"
+				   "ctypes.CDLL(None).sigaltstack(None, old)\n"
+				   "print(got, old[1] & 2 == 2)\n"; /* SS_DISABLE */
+	plant_then_look(
+		with_ctypes(),
+		"import os, signal\n"
+		"signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1, signal.SIGRTMIN + 3])\n"
+		"os.kill(os.getpid(), signal.SIGUSR1)\n"
+		"for _ in range(3):\n"
+		"    os.kill(os.getpid(), signal.SIGRTMIN + 3)\n",
+		look, "[] True\n", 0);
+	plant_then_look(with_ctypes(),
+			"import ctypes\n"
+			"buf = ctypes.create_string_buffer(65536)\n"
+			"ss = (ctypes.c_uint64 * 3)(ctypes.addressof(buf), 0, 65536)\n"
+			"assert ctypes.CDLL(None).sigaltstack(ss, None) == 0\n",
+			look, "[] True\n", 3);
+}
