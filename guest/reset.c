@@ -1130,8 +1130,8 @@ static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
 }
 
 /* What the run left outside the process (reset_leftovers.c): children it reaped, threads that
- * ran and exited, files in /output and the attributes of /tmp and /output (their times put
- * back). NULL, or why the cell is discarded. */
+ * ran and exited, files in /output, /tmp and /output changed in any way (times included).
+ * NULL, or why the cell is discarded. */
 static const char *leftovers(pid_t pid, struct sc_reuse *r)
 {
 	struct rusage children;
@@ -1145,7 +1145,7 @@ static const char *leftovers(pid_t pid, struct sc_reuse *r)
 	if (sc_reuse_other_threads_ns(proc_fd, pid, &threads_ns) < 0 ||
 	    threads_ns != r->other_threads_ns)
 		return "a thread other than its main one ran";
-	return sc_reuse_dirs_restore(proc_fd, pid, &r->dirs);
+	return sc_reuse_dirs_check(proc_fd, pid, &r->dirs);
 }
 
 /* The stopped cell put back as parked: checks, memory, registers, the peaks. NULL, or why

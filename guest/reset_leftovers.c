@@ -80,6 +80,7 @@ int sc_reuse_dirs_take(int proc_fd, pid_t pid, struct sc_reuse_dirs *d)
 		d->gid[i] = st.st_gid;
 		d->times[i][0] = st.st_atim;
 		d->times[i][1] = st.st_mtim;
+		d->times[i][2] = st.st_ctim;
 	}
 	return 0;
 }
@@ -94,13 +95,16 @@ static bool same_time(const struct timespec *a, const struct timespec *b)
  * files after the host looked and before the stop; they were the next run's, in its code's
  * view and in its result. (/tmp is reset.c's tmp_entries.)
  *
- * The cell's /tmp and /output are the cell's own for its whole life (its uid owns them), so
- * whatever a run sets on them stays for the next: a mode (fchmod: any 12 bits), and access and
- * modification times (utimensat on a descriptor: any two 64-bit numbers, which a fresh cell's
- * would never show). A changed mode or owner discards the cell; changed times are put back
- * (their change time cannot be, and setting them changes it: only when they differ, so a run
- * that left them alone leaves the change time alone too; docs/security.md). NULL, or why not. */
-const char *sc_reuse_dirs_restore(int proc_fd, pid_t pid, const struct sc_reuse_dirs *d)
+ * And both must be as parked, times included: they are the cell's own for its whole life (its
+ * uid owns them), so whatever a run sets on them stays for the next: a mode (fchmod: any 12
+ * bits), access and modification times (utimensat on a descriptor: any two 64-bit numbers),
+ * and a change time, which no call sets back, so that the moment a run last touched them
+ * would reach the next. A file made and removed changes the change time too: each is a tmpfs
+ * of the cell's, which numbers its files in order, so the next run's first file would have
+ * counted the files of the runs before (open with O_TMPFILE, which numbers one without
+ * changing the directory, is refused in these cells: src/isolate/seccomp.c). Both are
+ * mounted noatime, so reading them changes nothing. NULL, or why the cell is discarded. */
+const char *sc_reuse_dirs_check(int proc_fd, pid_t pid, const struct sc_reuse_dirs *d)
 {
 	for (size_t i = 0; i < SC_REUSE_DIRS; i++) {
 		int fd = open_dir_of(proc_fd, pid, i);
@@ -120,10 +124,10 @@ const char *sc_reuse_dirs_restore(int proc_fd, pid_t pid, const struct sc_reuse_
 		else if (i == OUTPUT && (entries = has_entries(fd)) != 0)
 			why = entries < 0 ? "its /output cannot be read"
 					  : "its /output is not empty";
-		else if ((!same_time(&st.st_atim, &d->times[i][0]) ||
-			  !same_time(&st.st_mtim, &d->times[i][1])) &&
-			 futimens(fd, d->times[i]) < 0)
-			why = "the times of its /tmp or /output cannot be put back";
+		else if (!same_time(&st.st_atim, &d->times[i][0]) ||
+			 !same_time(&st.st_mtim, &d->times[i][1]) ||
+			 !same_time(&st.st_ctim, &d->times[i][2]))
+			why = "its /tmp or /output changed (a file made there, times or mode set)";
 		close(fd);
 		if (why)
 			return why;

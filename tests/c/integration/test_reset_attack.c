@@ -517,7 +517,8 @@ static void plant_then_look(struct snapcell_config *cfg, const char *plant, cons
 
 /* The mode and times of the cell's /tmp and /output (its mount points, which the cell owns):
  * a run could leave any mode, and any 64-bit times, for the next run to read. The reset
- * discards a cell whose modes or owners changed and puts their times back. */
+ * discards a cell whose /tmp or /output changed in any way (their change time cannot be put
+ * back). */
 Test(reset_attack, modes_and_times_of_tmp_and_output_do_not_reach_the_next_run)
 {
 	plant_then_look(test_config_new(),
@@ -529,7 +530,7 @@ Test(reset_attack, modes_and_times_of_tmp_and_output_do_not_reach_the_next_run)
 			"import os\n"
 			"print([int(os.stat(d).st_mtime_ns == 1987654321 or "
 			"os.stat(d).st_atime_ns == 1234567891) for d in ('/tmp', '/output')])\n",
-			"[0, 0]\n", 3);
+			"[0, 0]\n", 0);
 	plant_then_look(test_config_new(),
 			"import os\n"
 			"fd = os.open('/tmp', os.O_RDONLY)\n"
@@ -834,4 +835,45 @@ Test(reset_attack, pending_signals_and_the_signal_stack_do_not_reach_the_next_ru
 			"ss = (ctypes.c_uint64 * 3)(ctypes.addressof(buf), 0, 65536)\n"
 			"assert ctypes.CDLL(None).sigaltstack(ss, None) == 0\n",
 			look, "[] True\n", 3);
+}
+
+/* /tmp is a tmpfs of the cell's, which numbers its files in order: files a run made and removed
+ * there (by name, or with no name through O_TMPFILE) moved the count on, and the next run's
+ * first file's inode number told how many there were (3, 4, 5 in three runs of one cell).
+ * Made by name, they change /tmp, which discards the cell; O_TMPFILE is refused in a reuse
+ * cell (EOPNOTSUPP, on which tempfile falls back to a name). */
+Test(reset_attack, files_a_run_made_and_removed_in_tmp_do_not_reach_the_next_run)
+{
+	static const char look[] =
+		"import os\n"
+		"print(os.stat(os.open('/tmp/f', os.O_CREAT | os.O_RDWR)).st_ino)\n"
+		"os.unlink('/tmp/f')\n";
+	struct snapcell_sandbox *sb = reuse_sandbox_with(test_config_new());
+	struct snapcell_result *res = test_run(sb, look);
+	char *fresh = strdup(res->stdout_buf); /* a fresh cell's first file */
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	plant_then_look(test_config_new(),
+			"import os\n"
+			"for k in range(5):\n"
+			"    open('/tmp/f%d' % k, 'w').close()\n"
+			"    os.unlink('/tmp/f%d' % k)\n",
+			look, fresh, 0);
+	plant_then_look(test_config_new(),
+			"import errno, os\n"
+			"try:\n"
+			"    os.close(os.open('/tmp', os.O_TMPFILE | os.O_RDWR))\n"
+			"except OSError as e:\n"
+			"    assert e.errno == errno.EOPNOTSUPP, e\n",
+			look, fresh, 3);
+	free(fresh);
+	sb = reuse_sandbox_with(test_config_new()); /* tempfile falls back to a name */
+	expect_output(sb,
+		      "import tempfile\n"
+		      "with tempfile.TemporaryFile() as f:\n"
+		      "    f.write(b'x')\n"
+		      "    f.seek(0)\n"
+		      "    print(f.read())\n",
+		      "b'x'\n");
+	snapcell_sandbox_free(sb);
 }
