@@ -463,9 +463,10 @@ Test(reset_attack, names_a_run_left_in_tmp_do_not_reach_later_cells)
 	snapcell_sandbox_free(sb);
 }
 
-/* A second pass. Which cell ran, by what a run cannot change of it:
- * the device of its /tmp and /output mounts and the inodes of its pipes and frame socket (no
- * times: some attacks below change them). */
+/* A second pass. Some attacks below found holes (docs/security.md, "Reset in place", says
+ * which); the others found none and stay as guards. Which cell ran, by what a run cannot
+ * change of it: the device of its /tmp and /output mounts and the inodes of its pipes and
+ * frame socket (no times: some attacks below change them). */
 #define CELL_ID                                                                                    \
 	"import os as _os\n"                                                                       \
 	"print('@', *[(s.st_dev, s.st_ino) for s in "                                              \
