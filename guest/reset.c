@@ -134,6 +134,9 @@ struct sc_reuse {
 	 * library's relocations, made read-only after the loader wrote them), as regions. */
 	struct page_region *own;
 	size_t n_own;
+	struct sc_reuse_dirs dirs; /* its /tmp and /output as parked (reset_leftovers.c) */
+	struct rusage children;	   /* its RUSAGE_CHILDREN as parked */
+	int64_t other_threads_ns;  /* the CPU time of its threads but the main one, as parked */
 	timer_t cpu_timer; /* on the cell's CPU clock: its run's CPU limit (cpu_limit_arm) */
 	bool have_cpu_timer;
 	/* The hot set (reset_hot): the regions of writable mappings the last run with every
@@ -889,7 +892,16 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 		if (fd_info(pid, r->fd_nums[i], &r->fd_flags[i], &locked) < 0 || locked)
 			return -EPROTO;
 	}
-	return socket_options(r, &r->sockopts);
+	if ((rc = socket_options(r, &r->sockopts)) < 0 ||
+	    (rc = sc_reuse_dirs_take(proc_fd, pid, &r->dirs)) < 0 ||
+	    (rc = sc_reuse_other_threads_ns(proc_fd, pid, &r->other_threads_ns)) < 0)
+		return rc;
+	/* Last: it runs a system call in the cell, whose registers then go back as parked,
+	 * whatever came of it (a cell parked wrongly still runs once, from its parked stop). */
+	rc = sc_reuse_children_usage(pid, &r->regs, &r->children);
+	if (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
 }
 
 /* MADV_FREE leaves a page present and protected, to be dropped (zeroed) at the kernel's
@@ -1323,6 +1335,25 @@ static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
 	sc__ctl_send(CTL, &m, NULL, 0);
 }
 
+/* What the run left outside the process (reset_leftovers.c): children it reaped, threads that
+ * ran and exited, files in /output, /tmp and /output changed in any way (times included).
+ * NULL, or why the cell is discarded. */
+static const char *leftovers(pid_t pid, struct sc_reuse *r)
+{
+	struct rusage children;
+	if (sc_reuse_children_usage(pid, &r->regs, &children) < 0)
+		return "its children's usage cannot be read";
+	bool same = !memcmp(&children, &r->children, sizeof(children));
+	explicit_bzero(&children, sizeof(children)); /* a run's figures: see tmp_entries */
+	if (!same)
+		return "it reaped a child";
+	int64_t threads_ns;
+	if (sc_reuse_other_threads_ns(proc_fd, pid, &threads_ns) < 0 ||
+	    threads_ns != r->other_threads_ns)
+		return "a thread other than its main one ran";
+	return sc_reuse_dirs_check(proc_fd, pid, &r->dirs);
+}
+
 /* The stopped cell put back as parked: checks, memory, registers, the peaks. NULL, or why
  * not (the cell is then to be discarded). */
 static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uint64_t *cpu_us)
@@ -1331,7 +1362,7 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 	if (cpu_used(pid, cpu_us) < 0)
 		return "its CPU time cannot be read";
 	static struct sc_reuse_unmaps unmaps;
-	if ((why = check(pid, r, *cpu_us, &unmaps)))
+	if ((why = check(pid, r, *cpu_us, &unmaps)) || (why = leftovers(pid, r)))
 		return why;
 	int restored = restore_memory(pid, r, &why);
 	explicit_bzero(vec, sizeof(vec)); /* where the run wrote: no later cell's business */
