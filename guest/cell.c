@@ -93,6 +93,20 @@ static int reuse_arm(struct snapcell_error *err)
 	return rc < 0 ? sc__err(err, rc, "dup3 userfaultfd") : 0;
 }
 
+/* Before the policy (which refuses seccomp itself): the filter that sends the calls reading
+ * this process's counters to the template, which takes its listener at the parked stop
+ * (guest/counters.c); a reset cell's counters span the runs before. */
+static int counters_arm(struct snapcell_error *err)
+{
+	int fd = sc__seccomp_counters_install();
+	if (fd < 0)
+		return sc__err(err, fd, "install the counters filter");
+	int rc = fd == SC_CELL_NOTIF_FD || dup3(fd, SC_CELL_NOTIF_FD, O_CLOEXEC) >= 0 ? 0 : -errno;
+	if (fd != SC_CELL_NOTIF_FD)
+		close(fd);
+	return rc < 0 ? sc__err(err, rc, "dup3 seccomp listener") : 0;
+}
+
 static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error *err)
 {
 	sigset_t none;
@@ -132,6 +146,8 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	 * PR_SET_DUMPABLE, so the code cannot undo it; forks inherit it. */
 	if (rc == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		rc = sc__err(err, -errno, "set non-dumpable");
+	if (rc == 0 && reusable(plan))
+		rc = counters_arm(err);
 	if (rc == 0 && (rc = sc__seccomp_install(plan->seccomp)) < 0)
 		sc__err(err, rc, "install seccomp filter");
 	return rc;
@@ -238,6 +254,7 @@ static void reuse_park(void)
 		    syscall(SYS_rt_sigaction, sig, &actions[sig], NULL, sizeof(uint64_t)) < 0)
 			_exit(124);
 	close(SC_CELL_UFFD_FD);
+	close(SC_CELL_NOTIF_FD); /* code answering its own calls would forge its figures */
 	sc_py_after_reset();
 	cpu_before = cpu_used();
 }
