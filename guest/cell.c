@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -157,13 +158,18 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
  * parked stop sets it), report their own CPU time. */
 static uint64_t cpu_before;
 
+static uint64_t cpu_of(const struct rusage *self, const struct rusage *kids)
+{
+	return tv_us(&self->ru_utime) + tv_us(&self->ru_stime) + tv_us(&kids->ru_utime) +
+	       tv_us(&kids->ru_stime);
+}
+
 static uint64_t cpu_used(void)
 {
 	struct rusage self, kids;
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);
-	return tv_us(&self.ru_utime) + tv_us(&self.ru_stime) + tv_us(&kids.ru_utime) +
-	       tv_us(&kids.ru_stime);
+	return cpu_of(&self, &kids);
 }
 
 int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tools_len,
@@ -184,10 +190,11 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
 	if (value)
 		sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_VALUE, value, value_len);
 	free(value);
+	/* Once: in a cell armed for reuse each RUSAGE_SELF is the template's to answer. */
 	struct rusage self, kids;
 	getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);
-	uint64_t cpu = cpu_used();
+	uint64_t cpu = cpu_of(&self, &kids);
 	done.exit_code = exit_code;
 	done.cpu_us = cpu - cpu_before;
 	cpu_before = cpu;
@@ -206,6 +213,8 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
  * (the template could not seize it), the SIGSTOP is ignored, as signals of its own namespace
  * are for a pid 1 without a handler: the cell runs once, as without reuse. */
 struct sc_reuse_unmaps sc_reuse_unmaps;
+volatile int sc_reuse_stop_seen;
+#define PARK_TRIES 2000 /* a stop a millisecond */
 
 static void reuse_park(void)
 {
@@ -228,7 +237,17 @@ static void reuse_park(void)
 		if (sig != SIGKILL && sig != SIGSTOP &&
 		    syscall(SYS_rt_sigaction, sig, NULL, &actions[sig], sizeof(uint64_t)) < 0)
 			_exit(124);
-	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
+	/* The template seizes a cell right after its fork, but a loaded machine can run the cell
+	 * up to here first; a stop it was not there for is ignored (as signals of its own
+	 * namespace are for a pid 1), and with its counters' listener not taken, no one would
+	 * answer the calls that read them: again until it was (it marks the stop it saw). */
+	for (int i = 0; !sc_reuse_stop_seen && i < PARK_TRIES; i++) {
+		if (i)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
+	}
+	if (!sc_reuse_stop_seen)
+		_exit(124);
 	/* The timers first: one a run left could fire meanwhile (a narrow window, not closed:
 	 * docs/security.md). */
 	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};

@@ -39,6 +39,7 @@ struct figures {
 	uint64_t minflt, majflt;	  /* page faults */
 	uint64_t nvcsw, nivcsw;		  /* context switches */
 	uint64_t read_bytes, write_bytes; /* storage I/O */
+	uint64_t peak_kib; /* VmHWM: the peak resident size since the stop (a reset clears it) */
 };
 
 /* One armed cell's. In a mapping of its own marked MADV_DONTFORK: the bases are the figures of
@@ -93,10 +94,43 @@ static uint64_t ticks_ns(long long ticks)
 	return ticks > 0 ? (uint64_t)ticks * (1000000000ull / (uint64_t)(hz > 0 ? hz : 100)) : 0;
 }
 
-/* "PID" or "PID/task/TID": the process's counters (each thread's and the exited ones'), or one
- * thread's. The buffers hold a run's figures and are zeroed after (the template's stack is
- * every later cell's). */
-static int read_figures(pid_t pid, pid_t tid, struct figures *f)
+static uint64_t clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+	if (clock_gettime(clock, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Context switches of every live thread (the process's, as getrusage sums them; those of
+ * threads that exited meanwhile are left out: the kernel keeps them where no file shows). */
+static void add_switches(const char *dir, struct figures *f, char *text, size_t cap)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "%s/task", dir);
+	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/task/%s/status", dir, e->d_name);
+		if (read_proc(path, text, cap) == 0) {
+			f->nvcsw += field(text, "\nvoluntary_ctxt_switches:");
+			f->nivcsw += field(text, "\nnonvoluntary_ctxt_switches:");
+		}
+	}
+	closedir(d);
+}
+
+/* The process's counters (tid 0: every thread's and the exited ones'), or one thread's; only
+ * the CPU clocks when clocks_only. The buffers hold a run's figures and are zeroed after (the
+ * template's stack is every later cell's). */
+static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *f)
 {
 	char dir[48], path[64], text[4096];
 	if (tid)
@@ -104,8 +138,24 @@ static int read_figures(pid_t pid, pid_t tid, struct figures *f)
 	else
 		snprintf(dir, sizeof(dir), "%d", (int)pid);
 	memset(f, 0, sizeof(*f));
+	int rc = 0;
+	if (tid == 0) { /* the process's CPU clocks, exact where the kernel counts exactly */
+		clockid_t base = (clockid_t)((unsigned)~pid << 3);
+		if (!(f->sched_ns = clock_ns(base | CPUCLOCK_SCHED)))
+			rc = -ESRCH;
+		f->prof_ns = clock_ns(base | CPUCLOCK_PROF);
+		f->virt_ns = clock_ns(base | CPUCLOCK_VIRT);
+		if (clocks_only || rc < 0)
+			return rc;
+	} else { /* a thread's: its scheduler's run time (another process's thread clock is
+		  * not ours to read) */
+		snprintf(path, sizeof(path), "%s/schedstat", dir);
+		if ((rc = read_proc(path, text, sizeof(text))) < 0)
+			return rc;
+		f->sched_ns = strtoull(text, NULL, 10);
+	}
 	snprintf(path, sizeof(path), "%s/stat", dir);
-	int rc = read_proc(path, text, sizeof(text));
+	rc = read_proc(path, text, sizeof(text));
 	char *p = rc == 0 ? strrchr(text, ')') : NULL;
 	long long v[16] = {0}; /* fields 3.. of proc(5)'s numbering */
 	size_t k = 3;
@@ -116,34 +166,22 @@ static int read_figures(pid_t pid, pid_t tid, struct figures *f)
 		rc = -EPROTO;
 	f->minflt = (uint64_t)v[10];
 	f->majflt = (uint64_t)v[12];
-	f->virt_ns = ticks_ns(v[14]);
-	f->prof_ns = ticks_ns(v[14] + v[15]);
+	if (tid) { /* sampled at ticks, as the kernel's own thread clocks of those kinds */
+		f->virt_ns = ticks_ns(v[14]);
+		f->prof_ns = ticks_ns(v[14] + v[15]);
+	}
 	snprintf(path, sizeof(path), "%s/status", dir);
 	if (rc == 0 && (rc = read_proc(path, text, sizeof(text))) == 0) {
-		f->nvcsw = field(text, "\nvoluntary_ctxt_switches:");
-		f->nivcsw = field(text, "\nnonvoluntary_ctxt_switches:");
+		f->peak_kib = field(text, "\nVmHWM:");
+		f->nvcsw = tid ? field(text, "\nvoluntary_ctxt_switches:") : 0;
+		f->nivcsw = tid ? field(text, "\nnonvoluntary_ctxt_switches:") : 0;
 	}
+	if (rc == 0 && !tid)
+		add_switches(dir, f, text, sizeof(text));
 	snprintf(path, sizeof(path), "%s/io", dir);
 	if (rc == 0 && read_proc(path, text, sizeof(text)) == 0) { /* no task I/O accounting: 0 */
 		f->read_bytes = field(text, "\nread_bytes:");
 		f->write_bytes = field(text, "\nwrite_bytes:");
-	}
-	struct timespec ts;
-	if (tid == 0) { /* the process's CPU clocks, exact where the kernel counts exactly */
-		clockid_t base = (clockid_t)((unsigned)~pid << 3);
-		if (rc == 0 && clock_gettime(base | CPUCLOCK_SCHED, &ts) == 0)
-			f->sched_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-		else if (rc == 0)
-			rc = -errno;
-		if (rc == 0 && clock_gettime(base | CPUCLOCK_PROF, &ts) == 0)
-			f->prof_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-		if (rc == 0 && clock_gettime(base | CPUCLOCK_VIRT, &ts) == 0)
-			f->virt_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	} else { /* a thread's: its scheduler's run time (another process's thread clock is
-		  * not ours to read) */
-		snprintf(path, sizeof(path), "%s/schedstat", dir);
-		if (rc == 0 && (rc = read_proc(path, text, sizeof(text))) == 0)
-			f->sched_ns = strtoull(text, NULL, 10);
 	}
 	explicit_bzero(text, sizeof(text));
 	explicit_bzero(v, sizeof(v));
@@ -171,9 +209,9 @@ static void subtract(struct figures *f, const struct figures *base)
 /* This run's figures of the cell's process (tid 0) or of one of its threads: a thread other
  * than the main one began in this run (a thread left running discards the cell), so its own
  * counters are this run's already. */
-static int run_figures(const struct sc_counters *k, pid_t tid, struct figures *f)
+static int run_figures(const struct sc_counters *k, pid_t tid, bool clocks_only, struct figures *f)
 {
-	int rc = read_figures(k->pid, tid, f);
+	int rc = read_figures(k->pid, tid, clocks_only, f);
 	if (rc == 0 && tid == 0)
 		subtract(f, &k->base);
 	else if (rc == 0 && tid == k->pid)
@@ -192,31 +230,22 @@ static void split(const struct figures *f, uint64_t *user_ns, uint64_t *system_n
 	*user_ns = f->sched_ns - *system_ns;
 }
 
-/* The run's peak resident size (VmHWM, which each reset clears): not ru_maxrss, which also
- * keeps the peak at the exit of any thread of an earlier run. */
-static uint64_t peak_kib(const struct sc_counters *k)
-{
-	char path[32], text[4096];
-	snprintf(path, sizeof(path), "%d/status", (int)k->pid);
-	uint64_t kib = read_proc(path, text, sizeof(text)) == 0 ? field(text, "\nVmHWM:") : 0;
-	explicit_bzero(text, sizeof(text));
-	return kib;
-}
-
 static struct timeval tv(uint64_t ns)
 {
 	return (struct timeval){(time_t)(ns / 1000000000ull),
 				(suseconds_t)(ns % 1000000000ull / 1000)};
 }
 
-static void fill_rusage(const struct sc_counters *k, const struct figures *f, struct rusage *ru)
+/* ru_maxrss is the run's peak (VmHWM): not the kernel's, which also keeps the peak at the exit
+ * of any thread of an earlier run. */
+static void fill_rusage(const struct figures *f, struct rusage *ru)
 {
 	uint64_t user, system;
 	split(f, &user, &system);
 	memset(ru, 0, sizeof(*ru));
 	ru->ru_utime = tv(user);
 	ru->ru_stime = tv(system);
-	ru->ru_maxrss = (long)peak_kib(k);
+	ru->ru_maxrss = (long)f->peak_kib;
 	ru->ru_minflt = (long)f->minflt;
 	ru->ru_majflt = (long)f->majflt;
 	ru->ru_inblock = (long)(f->read_bytes >> 9);
@@ -347,13 +376,13 @@ static void answer(const struct sc_counters *k, const struct seccomp_notif *req,
 		resp->error = -ENOSYS;
 		return;
 	}
-	if ((rc = run_figures(k, tid, &f)) < 0) {
+	if ((rc = run_figures(k, tid, nr == SYS_clock_gettime && !tid, &f)) < 0) {
 		resp->error = rc == -ENOENT ? -ESRCH : rc;
 		return;
 	}
 	uint64_t addr = req->data.args[nr == SYS_clock_gettime || nr == SYS_getrusage ? 1 : 0];
 	if (nr == SYS_getrusage) {
-		fill_rusage(k, &f, &out.ru);
+		fill_rusage(&f, &out.ru);
 		out_len = sizeof(out.ru);
 	} else if (nr == SYS_times) {
 		fill_tms(k, &f, &out.t);
@@ -420,8 +449,8 @@ static pid_t ns_pid(pid_t pid)
 
 static int take_base(struct sc_counters *k)
 {
-	int rc = read_figures(k->pid, 0, &k->base);
-	return rc == 0 ? read_figures(k->pid, k->pid, &k->thread_base) : rc;
+	int rc = read_figures(k->pid, 0, false, &k->base);
+	return rc == 0 ? read_figures(k->pid, k->pid, false, &k->thread_base) : rc;
 }
 
 struct sc_counters *sc_counters_take(pid_t pid, int pidfd, int sandbox_proc_fd)

@@ -190,6 +190,9 @@ struct sc_reuse_unmaps {
 	} at[SC_REUSE_UNMAP_MAX];
 };
 extern struct sc_reuse_unmaps sc_reuse_unmaps;
+/* Set in the cell's memory by the template at the parked stop it saw (reset.c), before the
+ * image is taken: a cell that stopped untraced stops again (cell.c reuse_park). */
+extern volatile int sc_reuse_stop_seen;
 
 /* RLIMIT_CPU of a cell armed for reuse is the configured limit and this much more: the
  * template resets a cell only while it has used less than this, so every run in it has at

@@ -908,18 +908,28 @@ void sc_reuse_free(struct live_cell *c)
 	c->reuse = NULL;
 }
 
+/* At the parked stop, whether or not the cell can be parked: its counters' listener taken (a
+ * cell whose calls no one would answer must not run) and the stop marked seen, before any
+ * image is taken (cell.c reuse_park stops again until it is). */
+static int counters_at_park(pid_t pid, struct sc_reuse *r)
+{
+	static const int seen = 1;
+	struct iovec local = {(void *)&seen, sizeof(seen)},
+		     remote = {(void *)&sc_reuse_stop_seen, sizeof(seen)};
+	if (r->pidfd < 0 && (r->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+		return -errno;
+	if (!(r->counters = sc_counters_take(pid, r->pidfd, proc_fd)))
+		return -EIO;
+	return process_vm_writev(pid, &local, 1, &remote, 1, 0) == sizeof(seen) ? 0 : -EIO;
+}
+
 void sc_reuse_stopped(struct live_cell *c, int status)
 {
 	struct sc_reuse *r = c->reuse;
 	int sig = WSTOPSIG(status);
-	/* Its parked stop (the only SIGSTOP it sends itself while traced): the listener of its
-	 * counters first, whether or not it can be parked; a cell whose calls no one would
-	 * answer does not run. */
+	/* Its parked stop: the only SIGSTOP it sends itself while traced. */
 	bool at_park = r && !r->counters && sig == SIGSTOP && (status >> 16) == 0;
-	if (at_park && r->pidfd < 0)
-		r->pidfd = (int)syscall(SYS_pidfd_open, c->pid, 0);
-	if (at_park &&
-	    (r->pidfd < 0 || !(r->counters = sc_counters_take(c->pid, r->pidfd, proc_fd)))) {
+	if (at_park && counters_at_park(c->pid, r) < 0) {
 		r->state = BROKEN;
 		kill(c->pid, SIGKILL);
 		ptrace(PTRACE_DETACH, c->pid, 0, 0);

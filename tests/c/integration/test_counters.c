@@ -6,9 +6,12 @@
 #define _GNU_SOURCE
 #include "helpers.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Which cell ran (as test_reset.c's): its /tmp, /output and descriptors, made for it. */
 #define IDENTITY                                                                                   \
@@ -263,5 +266,94 @@ Test(counters, with_reuse_off_cpu_timers_sleeps_and_rlimit_cpu_work)
 	cr_expect_eq(figure(out, "rlimit_cpu"), 0, "%s", out);
 	free(out);
 	free(id);
+	snapcell_sandbox_free(sb);
+}
+
+/* The template answers every cell of its sandbox on one thread: a cell that floods it with
+ * calls must not hold up other runs (their cells' parking, resets and answers). */
+static const char flooder[] = "import resource, threading, time\n"
+			      "end = time.monotonic() + 2\n"
+			      "n = [0] * 8\n"
+			      "def spin(i):\n"
+			      "    while time.monotonic() < end:\n"
+			      "        resource.getrusage(resource.RUSAGE_SELF)\n"
+			      "        n[i] += 1\n"
+			      "ts = [threading.Thread(target=spin, args=(i,)) for i in range(8)]\n"
+			      "for t in ts:\n"
+			      "    t.start()\n"
+			      "for t in ts:\n"
+			      "    t.join()\n"
+			      "print(sum(n))\n";
+
+struct flood {
+	struct snapcell_sandbox *sb;
+	const char *code;
+	struct snapcell_result *res;
+	int rc;
+};
+
+static void *flood_main(void *arg)
+{
+	struct flood *f = arg;
+	f->rc = snapcell_sandbox_run(f->sb, f->code, SIZE_MAX, NULL, &f->res, NULL);
+	return NULL;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+Test(counters, a_cell_flooding_the_template_does_not_hold_up_other_runs, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = sandbox(true);
+	struct flood f = {sb, flooder, NULL, -1};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, flood_main, &f), 0);
+	usleep(300 * 1000);
+	uint64_t slowest = 0;
+	for (int i = 0; i < 10; i++) {
+		char *out, *id;
+		uint64_t t0 = now_ms();
+		run_id(sb, prober, &out, &id);
+		uint64_t took = now_ms() - t0;
+		slowest = took > slowest ? took : slowest;
+		free(out);
+		free(id);
+	}
+	pthread_join(t, NULL);
+	cr_assert_eq(f.rc, 0);
+	cr_expect_eq(f.res->status, SNAPCELL_STATUS_OK, "%s", f.res->stderr_buf);
+	cr_expect_gt(atol(f.res->stdout_buf), 100, "the flooder made %s calls", f.res->stdout_buf);
+	snapcell_result_free(f.res);
+	cr_expect_lt(slowest, 1500, "a run beside the flooder took %llu ms",
+		     (unsigned long long)slowest);
+	snapcell_sandbox_free(sb);
+}
+
+/* A cell that ends while its threads wait for answers leaves the template serving the
+ * others: later runs still read their own figures. */
+static const char dies_waiting[] = "import os, resource, threading, time\n"
+				   "def spin():\n"
+				   "    while True:\n"
+				   "        resource.getrusage(resource.RUSAGE_SELF)\n"
+				   "for _ in range(4):\n"
+				   "    threading.Thread(target=spin, daemon=True).start()\n"
+				   "time.sleep(0.2)\n"
+				   "os._exit(3)\n";
+
+Test(counters, a_cell_that_dies_waiting_for_answers_wedges_nothing, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = sandbox(true);
+	for (int i = 0; i < 3; i++) {
+		struct snapcell_result *res = test_run(sb, dies_waiting);
+		cr_expect_eq(res->exit_code, 3, "exit %d, status %s, stderr %s", res->exit_code,
+			     snapcell_status_name(res->status), res->stderr_buf);
+		snapcell_result_free(res);
+	}
+	cr_expect_geq(after_burners(sb, prober, 1, expect_own_figures), 1,
+		      "no prober ran after a burner in its cell");
 	snapcell_sandbox_free(sb);
 }
