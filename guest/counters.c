@@ -157,7 +157,7 @@ static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *
 	snprintf(path, sizeof(path), "%s/stat", dir);
 	rc = read_proc(path, text, sizeof(text));
 	char *p = rc == 0 ? strrchr(text, ')') : NULL;
-	long long v[16] = {0}; /* fields 3.. of proc(5)'s numbering */
+	long long v[21] = {0}; /* fields 3..20 of proc(5)'s numbering */
 	size_t k = 3;
 	for (char *tok = p ? strtok(p + 1, " \n") : NULL; tok && k < SC_ARRAY_LEN(v);
 	     tok = strtok(NULL, " \n"), k++)
@@ -173,11 +173,13 @@ static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *
 	snprintf(path, sizeof(path), "%s/status", dir);
 	if (rc == 0 && (rc = read_proc(path, text, sizeof(text))) == 0) {
 		f->peak_kib = field(text, "\nVmHWM:");
-		f->nvcsw = tid ? field(text, "\nvoluntary_ctxt_switches:") : 0;
-		f->nivcsw = tid ? field(text, "\nnonvoluntary_ctxt_switches:") : 0;
+		f->nvcsw = field(text, "\nvoluntary_ctxt_switches:");
+		f->nivcsw = field(text, "\nnonvoluntary_ctxt_switches:");
 	}
-	if (rc == 0 && !tid)
+	if (rc == 0 && !tid && v[20] > 1) { /* field 20: threads; the status was the leader's */
+		f->nvcsw = f->nivcsw = 0;
 		add_switches(dir, f, text, sizeof(text));
+	}
 	snprintf(path, sizeof(path), "%s/io", dir);
 	if (rc == 0 && read_proc(path, text, sizeof(text)) == 0) { /* no task I/O accounting: 0 */
 		f->read_bytes = field(text, "\nread_bytes:");
