@@ -210,8 +210,8 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
  * returns again after every reset, and what follows the stop runs before each run: the
  * userfaultfd goes (code must never hold it: it could re-protect pages to hide its writes),
  * and what a fork would have renewed is renewed (random generators, the CPU base). Untraced
- * (the template could not seize it), the SIGSTOP is ignored, as signals of its own namespace
- * are for a pid 1 without a handler: the cell runs once, as without reuse. */
+ * (the template not there yet), the SIGSTOP is ignored, as signals of its own namespace are
+ * for a pid 1 without a handler: it stops again until the template marked a stop seen. */
 struct sc_reuse_unmaps sc_reuse_unmaps;
 volatile int sc_reuse_stop_seen;
 #define PARK_TRIES 2000 /* a stop a millisecond */
