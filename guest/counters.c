@@ -171,17 +171,19 @@ static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *
 		f->prof_ns = ticks_ns(v[14] + v[15]);
 	}
 	snprintf(path, sizeof(path), "%s/status", dir);
-	if (rc == 0 && (rc = read_proc(path, text, sizeof(text))) == 0) {
+	if (rc == 0 && !clocks_only && (rc = read_proc(path, text, sizeof(text))) == 0) {
 		f->peak_kib = field(text, "\nVmHWM:");
 		f->nvcsw = field(text, "\nvoluntary_ctxt_switches:");
 		f->nivcsw = field(text, "\nnonvoluntary_ctxt_switches:");
 	}
-	if (rc == 0 && !tid && v[20] > 1) { /* field 20: threads; the status was the leader's */
+	/* field 20: threads; more than one, and the status was only the leader's */
+	if (rc == 0 && !clocks_only && !tid && v[20] > 1) {
 		f->nvcsw = f->nivcsw = 0;
 		add_switches(dir, f, text, sizeof(text));
 	}
 	snprintf(path, sizeof(path), "%s/io", dir);
-	if (rc == 0 && read_proc(path, text, sizeof(text)) == 0) { /* no task I/O accounting: 0 */
+	/* without task I/O accounting: 0 */
+	if (rc == 0 && !clocks_only && read_proc(path, text, sizeof(text)) == 0) {
 		f->read_bytes = field(text, "\nread_bytes:");
 		f->write_bytes = field(text, "\nwrite_bytes:");
 	}
@@ -378,7 +380,7 @@ static void answer(const struct sc_counters *k, const struct seccomp_notif *req,
 		resp->error = -ENOSYS;
 		return;
 	}
-	if ((rc = run_figures(k, tid, nr == SYS_clock_gettime && !tid, &f)) < 0) {
+	if ((rc = run_figures(k, tid, nr == SYS_clock_gettime, &f)) < 0) {
 		resp->error = rc == -ENOENT ? -ESRCH : rc;
 		return;
 	}

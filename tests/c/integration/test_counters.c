@@ -55,6 +55,17 @@ static const char prober[] =
 	"os.close(w)\n"
 	"child = float(os.read(r, 64))\n"
 	"os.waitpid(pid, 0)\n"
+	"import threading\n"
+	"other = {}\n"
+	"def in_thread():\n"
+	"    r = resource.getrusage(resource.RUSAGE_THREAD)\n"
+	"    other['other_thread_cpu'] = r.ru_utime + r.ru_stime\n"
+	"    other['other_thread_time'] = time.thread_time()\n"
+	"    other['other_thread_process_time'] = time.process_time()\n"
+	"    other['other_thread_pid1'] = raw(pid_clock(1, 2, True))\n"
+	"other_thread = threading.Thread(target=in_thread)\n"
+	"other_thread.start()\n"
+	"other_thread.join()\n"
 	"fig = {\n"
 	"    'process_time': time.process_time(),\n"
 	"    'thread_time': time.thread_time(),\n"
@@ -76,6 +87,7 @@ static const char prober[] =
 	"    'nvcsw': ru.ru_nvcsw, 'nivcsw': ru.ru_nivcsw,\n"
 	"    'maxrss': ru.ru_maxrss, 'thread_maxrss': th.ru_maxrss,\n"
 	"}\n"
+	"fig.update(other)\n"
 	"for k, v in fig.items():\n"
 	"    print(k, v)\n";
 
@@ -107,6 +119,10 @@ static const struct probe probes[] = {
 	{"nivcsw", 120},
 	{"maxrss", 100 << 10},
 	{"thread_maxrss", 100 << 10},
+	{"other_thread_cpu", 0.15},
+	{"other_thread_time", 0.15},
+	{"other_thread_process_time", 0.15},
+	{"other_thread_pid1", 0.15},
 };
 
 /* The value of `name` in the prober's output; fails the test when it is missing. */
