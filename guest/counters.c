@@ -454,7 +454,16 @@ static pid_t ns_pid(pid_t pid)
 static int take_base(struct sc_counters *k)
 {
 	int rc = read_figures(k->pid, 0, false, &k->base);
-	return rc == 0 ? read_figures(k->pid, k->pid, false, &k->thread_base) : rc;
+	if (rc == 0)
+		rc = read_figures(k->pid, k->pid, true, &k->thread_base);
+	/* The rest as the process's: at the stop the main thread is its only thread (so its
+	 * status is the process's), and the process's I/O is never less than the thread's: a
+	 * base too high at worst, never one that lets an earlier run's figures through. */
+	k->thread_base.nvcsw = k->base.nvcsw;
+	k->thread_base.nivcsw = k->base.nivcsw;
+	k->thread_base.read_bytes = k->base.read_bytes;
+	k->thread_base.write_bytes = k->base.write_bytes;
+	return rc;
 }
 
 struct sc_counters *sc_counters_take(pid_t pid, int pidfd, int sandbox_proc_fd)
