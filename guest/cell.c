@@ -157,6 +157,7 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 /* What this process had used when its run began: a session's runs, and a reset cell's (its
  * parked stop sets it), report their own CPU time. */
 static uint64_t cpu_before;
+static bool armed; /* a cell armed for reuse (its counters filter installed) */
 
 static uint64_t cpu_of(const struct rusage *self, const struct rusage *kids)
 {
@@ -182,9 +183,13 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
 	if (value)
 		sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_VALUE, value, value_len);
 	free(value);
-	/* Once: in a cell armed for reuse each RUSAGE_SELF is the template's to answer. */
-	struct rusage self, kids;
-	getrusage(RUSAGE_SELF, &self);
+	/* A fresh run in a cell armed for reuse reads no figure of its own: the template would
+	 * answer (its counters filter), and the run would wait for it; the host reads them
+	 * (SC_DONE_HOST_FIGURES). A session's worker is a process of its own. */
+	struct rusage self = {0}, kids;
+	done.flags = armed && !session ? SC_DONE_HOST_FIGURES : 0;
+	if (!done.flags)
+		getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);
 	uint64_t cpu = cpu_of(&self, &kids);
 	done.exit_code = exit_code;
@@ -203,10 +208,11 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
  * userfaultfd goes (code must never hold it: it could re-protect pages to hide its writes),
  * and what a fork would have renewed is renewed (random generators, the CPU base). Untraced
  * (the template not there yet), the SIGSTOP is ignored, as signals of its own namespace are
- * for a pid 1 without a handler: it stops again until the template marked a stop seen. */
+ * for a pid 1 without a handler: it stops again until the template marked a stop seen, for
+ * 200 ms at most. */
 struct sc_reuse_unmaps sc_reuse_unmaps;
 volatile int sc_reuse_stop_seen;
-#define PARK_TRIES 2000 /* a stop a millisecond */
+#define PARK_TRIES 200 /* a stop a millisecond */
 
 static void reuse_park(void)
 {
@@ -232,14 +238,14 @@ static void reuse_park(void)
 	/* The template seizes a cell right after its fork, but a loaded machine can run the cell
 	 * up to here first; a stop it was not there for is ignored (as signals of its own
 	 * namespace are for a pid 1), and with its counters' listener not taken, no one would
-	 * answer the calls that read them: again until it was (it marks the stop it saw). */
+	 * answer the calls that read them: again until it was (it marks the stop it saw). A
+	 * template that never comes (stopped) leaves the cell to run once, unparked, its
+	 * counters' calls failing with ENOSYS once it closes the listener below. */
 	for (int i = 0; !sc_reuse_stop_seen && i < PARK_TRIES; i++) {
 		if (i)
 			nanosleep(&(struct timespec){0, 1000000}, NULL);
 		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
 	}
-	if (!sc_reuse_stop_seen)
-		_exit(124);
 	/* The timers first: one a run left could fire meanwhile (a narrow window, not closed:
 	 * docs/security.md). */
 	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
@@ -357,7 +363,8 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	sc_py_after_fork_child();
 	plan->cfg->ops->cell_environ(plan);
 	sc_py_warm();
-	if (reusable(plan))
+	armed = reusable(plan);
+	if (armed)
 		reuse_park();
 
 	uint8_t type;
