@@ -428,6 +428,7 @@ Test(run, threads_waiting_for_a_stopped_template_each_give_up_after_20_s, .timeo
 	struct snapcell_sandbox *sb = test_sandbox(NULL);
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
+	test_wait_cells_parked(st.template_pid); /* with reuse on, at their parked stops */
 	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
 	expect_output(sb, "print(1)", "1\n");
 	expect_output(sb, "print(2)", "2\n");
