@@ -30,7 +30,6 @@
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -135,6 +134,9 @@ struct sc_reuse {
 	 * library's relocations, made read-only after the loader wrote them), as regions. */
 	struct page_region *own;
 	size_t n_own;
+	struct sc_reuse_dirs dirs; /* its /tmp and /output as parked (reset_leftovers.c) */
+	struct rusage children;	   /* its RUSAGE_CHILDREN as parked */
+	int64_t other_threads_ns;  /* the CPU time of its threads but the main one, as parked */
 	timer_t cpu_timer; /* on the cell's CPU clock: its run's CPU limit (cpu_limit_arm) */
 	bool have_cpu_timer;
 	/* The hot set (reset_hot): the regions of writable mappings the last run with every
@@ -573,10 +575,66 @@ static int reset_hot(struct sc_reuse *r)
 	return 0;
 }
 
+/* Where a reset that keeps its hot set protects again: the pages its scans found (written,
+ * or dropped and faulted in by the copy), less the hot set, which stays unprotected. Walking
+ * the whole span again (protect_all) and unprotecting the hot set after (reset_hot) cost a
+ * seventh of a small reset; a run writes few pages outside its hot set. Zeroed after each
+ * reset, as vec is. */
+enum { PROTECT_MAX = 64 };
+static struct page_region protect_list[PROTECT_MAX];
+static size_t n_protect, hot_at;
+static bool protect_overflow;
+
+/* The parts of the scan's regions in rg outside the hot set, added to protect_list; the
+ * regions come in ascending order over a reset, as the hot set is kept (hot_at its cursor). */
+static void note_protect(const struct sc_reuse *r, const struct range *rg, size_t n)
+{
+	for (size_t i = 0; i < n && !protect_overflow; i++) {
+		uint64_t at = vec[i].start < rg->start ? rg->start : vec[i].start;
+		uint64_t end = vec[i].end > rg->end ? rg->end : vec[i].end;
+		while (hot_at < r->n_hot && r->hot[hot_at].end <= at)
+			hot_at++;
+		for (size_t h = hot_at; at < end && !protect_overflow; h++) {
+			uint64_t upto =
+				h < r->n_hot && r->hot[h].start < end ? r->hot[h].start : end;
+			struct page_region *last = n_protect ? &protect_list[n_protect - 1] : NULL;
+			if (at < upto && last && last->end == at)
+				last->end = upto;
+			else if (at < upto && n_protect == PROTECT_MAX)
+				protect_overflow = true;
+			else if (at < upto)
+				protect_list[n_protect++] =
+					(struct page_region){.start = at, .end = upto};
+			if (upto == end)
+				break;
+			at = r->hot[h].end > at ? r->hot[h].end : at;
+		}
+	}
+}
+
+/* Protects protect_list's regions again. */
+static int protect_noted(const struct sc_reuse *r)
+{
+	for (size_t i = 0; i < n_protect; i++) {
+		struct uffdio_writeprotect wp = {
+			.range = {protect_list[i].start,
+				  protect_list[i].end - protect_list[i].start},
+			.mode = UFFDIO_WRITEPROTECT_MODE_WP};
+		if (ioctl(r->uffd, UFFDIO_WRITEPROTECT, &wp) < 0)
+			return -errno;
+	}
+	return 0;
+}
+
 /* The pages of each registered mapping that the run wrote: copied back (writable ones), or a
- * reason to discard (a read-only one written, a mapping no longer registered). */
+ * reason to discard (a read-only one written, a mapping no longer registered). A reset that
+ * keeps the hot set (it is neither learned nor dropped) protects only what it copied outside
+ * the set; the others protect the whole span and leave the set they keep unprotected. */
 static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 {
+	bool keeps_hot = r->hot_left >= 2;
+	n_protect = hot_at = 0;
+	protect_overflow = false;
 	for (size_t i = 0; i < r->n_ranges; i++) {
 		const struct range *rg = &r->ranges[i];
 		if (rg->kind == COMPARED) {
@@ -619,6 +677,8 @@ static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 			}
 			if (n > 0 && rg->kind == RESTORED && !r->hot_left)
 				learn_hot(r, rg, (size_t)n);
+			if (n > 0 && keeps_hot)
+				note_protect(r, rg, (size_t)n);
 			if (walk_end <= at)
 				break;
 			at = walk_end;
@@ -635,10 +695,13 @@ static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 			return n < 0 ? (int)n : -EPERM;
 		}
 	}
-	int rc = protect_all(r);
+	bool noted = keeps_hot && !protect_overflow; /* else as a reset that learns */
+	int rc = noted ? protect_noted(r) : protect_all(r);
 	if (rc < 0)
 		*why = "re-protecting the pages failed";
-	if (rc == 0 && (rc = reset_hot(r)) < 0)
+	if (rc == 0 && noted)
+		r->hot_left--;
+	else if (rc == 0 && (rc = reset_hot(r)) < 0)
 		*why = "leaving the hot pages unprotected failed";
 	return rc;
 }
@@ -857,7 +920,44 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 		if (fd_info(pid, r->fd_nums[i], &r->fd_flags[i], &locked) < 0 || locked)
 			return -EPROTO;
 	}
-	return socket_options(r, &r->sockopts);
+	if ((rc = socket_options(r, &r->sockopts)) < 0 ||
+	    (rc = sc_reuse_dirs_take(proc_fd, pid, &r->dirs)) < 0 ||
+	    (rc = sc_reuse_other_threads_ns(proc_fd, pid, &r->other_threads_ns)) < 0)
+		return rc;
+	/* Last: it runs a system call in the cell, whose registers then go back as parked,
+	 * whatever came of it (a cell parked wrongly still runs once, from its parked stop). */
+	rc = sc_reuse_children_usage(pid, &r->regs, &r->children);
+	if (ptrace(PTRACE_SETREGS, pid, 0, &r->regs) < 0 && rc == 0)
+		rc = -errno;
+	return rc;
+}
+
+/* MADV_FREE leaves a page present and protected, to be dropped (zeroed) at the kernel's
+ * leisure, later: no scan can tell. The kernel frees lazily for MADV_FREE alone (mm/madvise.c,
+ * the only caller of folio_mark_lazyfree, as of 6.18), which a cell asks for by madvise, by
+ * process_madvise (any advice where the target is the caller itself, since 6.13) or by
+ * io_uring's IORING_OP_MADVISE: a reuse cell's filter refuses all three
+ * (src/isolate/seccomp.c, SC_SECCOMP_NO_LAZY_FREE). Checked once here, so that no reset
+ * walks the page tables for smaps_rollup's count: that the cell parked under a filter, which
+ * every reset then finds unchanged (the status's Seccomp and Seccomp_filters lines: a filter
+ * cannot be removed, one more changes the count), and that it froze nothing lazily before. */
+static int lazy_free_shut(pid_t pid, struct sc_reuse *r)
+{
+	static const char filtered[] = "\nSeccomp:\t2\n";
+	struct text rollup = {0};
+	int rc = proc_text(pid, "smaps_rollup", &rollup, SMALL_TEXT);
+	const char *lazy = rc == 0 ? strstr(rollup.buf, "\nLazyFree:") : NULL;
+	bool none = lazy && strtoull(lazy + 10, NULL, 10) == 0;
+	text_drop(&rollup);
+	if (rc < 0)
+		return rc;
+	if (!memmem(r->status.buf, r->status.len, filtered, sizeof(filtered) - 1) || !none) {
+		snprintf(r->why, sizeof(r->why), "%s",
+			 none ? "parked without its seccomp filter"
+			      : "parked with pages freed lazily");
+		return -EPROTO;
+	}
+	return 0;
 }
 
 /* At the cell's parked stop (a signal-delivery stop for its SIGSTOP, the cell inside tgkill). */
@@ -923,7 +1023,9 @@ static int park(pid_t pid, struct sc_reuse *r)
 	}
 	if ((rc = find_own_pages(r)) < 0 || (rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
 		return rc;
-	return take_reference(pid, r);
+	if ((rc = take_reference(pid, r)) < 0)
+		return rc;
+	return lazy_free_shut(pid, r);
 }
 
 static void reuse_drop(struct sc_reuse *r)
@@ -1163,12 +1265,6 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 		why = "its resource limits differ";
 	if (!why && (read_misc(pid, &now) < 0 || !text_same(&now, &r->misc)))
 		why = "its working directory, name, timers, scheduling or children differ";
-	/* MADV_FREE leaves a page present and protected, to be dropped (zeroed) at the kernel's
-	 * leisure, later: no scan can tell, the rollup's count can. */
-	if (!why && (proc_text(pid, "smaps_rollup", &now, SMALL_TEXT) < 0 ||
-		     !strstr(now.buf, "\nLazyFree:") ||
-		     strtoull(strstr(now.buf, "\nLazyFree:") + 10, NULL, 10) != 0))
-		why = "pages were freed lazily (MADV_FREE)";
 	struct rseq_config rseq;
 	uint64_t robust[2];
 	if (!why &&
@@ -1219,7 +1315,12 @@ static long long now_ns(void)
 }
 
 /* Stops the seized cell: 0 at its interrupt stop, 1 when it died meanwhile (reaped here), or
- * -1 when it stopped for something else (a signal pending) or not in STOP_WAIT_NS. */
+ * -1 when it stopped for something else (a signal pending) or not in STOP_WAIT_NS. The stop
+ * sends the template, its tracer, a SIGCHLD, which the template keeps blocked for its
+ * signalfd: waited for with sigtimedwait, which takes SIGCHLD alone, one sleep, where naps
+ * of growing length cost each a timer and two context switches (under nested
+ * virtualisation, exits), a sixth of the reset's CPU. One consumed is raised again after,
+ * for the signalfd: it may have told of another cell's end too (SIGCHLD does not queue). */
 static int interrupt(struct live_cell *c)
 {
 	if (ptrace(PTRACE_INTERRUPT, c->pid, 0, 0) < 0)
@@ -1227,20 +1328,22 @@ static int interrupt(struct live_cell *c)
 	int status;
 	struct rusage ru;
 	pid_t got;
-	long long deadline = now_ns() + STOP_WAIT_NS, pause_ns = 2000;
-	/* The default slack (50 us) would stretch each of the first naps tenfold, and the reset
-	 * is what the next run in the cell waits for. Not inherited by cells: set back after. */
-	prctl(PR_SET_TIMERSLACK, 1000, 0, 0, 0);
+	long long deadline = now_ns() + STOP_WAIT_NS;
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	bool took = false;
 	while ((got = wait4(c->pid, &status, __WALL | WNOHANG, &ru)) == 0 ||
 	       (got < 0 && errno == EINTR)) {
-		if (got == 0 && now_ns() > deadline)
+		long long left = deadline - now_ns();
+		if (got == 0 && left <= 0)
 			break;
-		if (got == 0) { /* stops take microseconds: look often, then less so */
-			nanosleep(&(struct timespec){0, pause_ns}, NULL);
-			pause_ns = pause_ns < 1000000 ? pause_ns * 2 : pause_ns;
-		}
+		struct timespec wait = {left / 1000000000ll, left % 1000000000ll};
+		if (got == 0 && sigtimedwait(&chld, NULL, &wait) == SIGCHLD)
+			took = true;
 	}
-	prctl(PR_SET_TIMERSLACK, 0, 0, 0, 0); /* the default again */
+	if (took)
+		raise(SIGCHLD);
 	if (got == 0)
 		return -1;
 	if (got != c->pid)
@@ -1260,6 +1363,25 @@ static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
 	sc__ctl_send(CTL, &m, NULL, 0);
 }
 
+/* What the run left outside the process (reset_leftovers.c): children it reaped, threads that
+ * ran and exited, files in /output, /tmp and /output changed in any way (times included).
+ * NULL, or why the cell is discarded. */
+static const char *leftovers(pid_t pid, struct sc_reuse *r)
+{
+	struct rusage children;
+	if (sc_reuse_children_usage(pid, &r->regs, &children) < 0)
+		return "its children's usage cannot be read";
+	bool same = !memcmp(&children, &r->children, sizeof(children));
+	explicit_bzero(&children, sizeof(children)); /* a run's figures: see tmp_entries */
+	if (!same)
+		return "it reaped a child";
+	int64_t threads_ns;
+	if (sc_reuse_other_threads_ns(proc_fd, pid, &threads_ns) < 0 ||
+	    threads_ns != r->other_threads_ns)
+		return "a thread other than its main one ran";
+	return sc_reuse_dirs_check(proc_fd, pid, &r->dirs);
+}
+
 /* The stopped cell put back as parked: checks, memory, registers, the peaks. NULL, or why
  * not (the cell is then to be discarded). */
 static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uint64_t *cpu_us)
@@ -1268,12 +1390,13 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 	if (cpu_used(pid, cpu_us) < 0)
 		return "its CPU time cannot be read";
 	static struct sc_reuse_unmaps unmaps;
-	if ((why = check(pid, r, *cpu_us, &unmaps)))
+	if ((why = check(pid, r, *cpu_us, &unmaps)) || (why = leftovers(pid, r)))
 		return why;
 	int restored = restore_memory(pid, r, &why);
 	explicit_bzero(vec, sizeof(vec)); /* where the run wrote: no later cell's business */
 	explicit_bzero(batch_local, sizeof(batch_local));
 	explicit_bzero(batch_remote, sizeof(batch_remote));
+	explicit_bzero(protect_list, sizeof(protect_list));
 	if (restored < 0)
 		return why ? why : "its memory could not be restored";
 	/* After the copy, which puts the list's page back too; the cell unmaps them before it

@@ -4,6 +4,9 @@
 #ifndef SC_GUEST_TEMPLATE_H
 #define SC_GUEST_TEMPLATE_H
 
+#include <stdbool.h>
+#include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -82,5 +85,27 @@ void sc_reuse_free(struct live_cell *c);
  * timer (reset.c cpu_limit_arm) did expire. */
 void sc_reuse_cpu_expired(uint32_t id);
 #define SC_REUSE_CPU_SIGNAL (SIGRTMIN + 1)
+
+/* reset_leftovers.c: what a run leaves outside the cell's process, for reset.c. The attributes
+ * of the cell's /tmp and /output (taken at parking; at each reset any change, times included,
+ * is a reason to discard, and so is a file in /output), and the cell's RUSAGE_CHILDREN, read by a
+ * getrusage the stopped cell is made to run at the system call of its parked stop (at: the
+ * registers of that stop; the registers are left changed). */
+#define SC_REUSE_DIRS 2
+struct sc_reuse_dirs {
+	bool present[SC_REUSE_DIRS];
+	dev_t dev[SC_REUSE_DIRS];
+	ino_t ino[SC_REUSE_DIRS];
+	mode_t mode[SC_REUSE_DIRS];
+	uid_t uid[SC_REUSE_DIRS];
+	gid_t gid[SC_REUSE_DIRS];
+	struct timespec times[SC_REUSE_DIRS][3]; /* access, modification, change */
+};
+int sc_reuse_dirs_take(int proc_fd, pid_t pid, struct sc_reuse_dirs *d);
+const char *sc_reuse_dirs_check(int proc_fd, pid_t pid, const struct sc_reuse_dirs *d);
+struct user_regs_struct;
+int sc_reuse_children_usage(pid_t pid, const struct user_regs_struct *at, struct rusage *out);
+/* The CPU time of the threads of the stopped cell other than its main one, dead ones' included. */
+int sc_reuse_other_threads_ns(int proc_fd, pid_t pid, int64_t *ns);
 
 #endif

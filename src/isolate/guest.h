@@ -161,7 +161,8 @@ enum sc_seccomp_flags {
 	 * Linux 4.5, which allocators fall back from): a page freed lazily stays present and
 	 * protected until the kernel drops it, later, so no reset could see it gone. So is every
 	 * advice that sets a mapping's flags, which a reset neither sees nor puts back
-	 * (seccomp.c, add_reuse_madvise_rules). */
+	 * (seccomp.c, add_reuse_madvise_rules); and open with O_TMPFILE (EOPNOTSUPP, as at the
+	 * rlimits level: a nameless file numbers an inode unseen, guest/reset_leftovers.c). */
 	SC_SECCOMP_NO_LAZY_FREE = 1 << 6,
 };
 

@@ -660,7 +660,11 @@ int sc__rootfs_enter_cell(const char *out_name, uint64_t tmp_bytes, const char *
 	char opts[96], out[PATH_MAX];
 	snprintf(opts, sizeof(opts), "mode=1777,size=%llu,nr_inodes=%llu",
 		 (unsigned long long)tmp_bytes, (unsigned long long)(tmp_bytes / 4096 + 64));
-	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts) < 0)
+	/* No access times (reading never changes them): a cell reset in place gets its /tmp's
+	 * times back when a run set them (guest/reset_leftovers.c), and a run that only read it
+	 * must not have the reset change them, and with them the change time, for nothing. */
+	if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_NOATIME, opts) <
+	    0)
 		return sc__err(err, -errno, "mount /tmp");
 	/* The code sees only tmp_live of that tmpfs, bound over its root: the root, kept as a
 	 * descriptor, can hold a session family's other /tmp trees beside it, on the same

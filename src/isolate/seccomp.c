@@ -495,31 +495,13 @@ static int add_reuse_madvise_rules(scmp_filter_ctx ctx)
 	return rc;
 }
 
-/* The allowed list, less what the rlimits level argument-checks or refuses. */
-static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
-{
-	static const char *const host_checked[] = {"kill", "utimensat", "open", "openat"};
-	for (size_t i = 0; i < SC_ARRAY_LEN(allowed); i++) {
-		if ((flags & SC_SECCOMP_HOST) &&
-		    listed(allowed[i], host_checked, SC_ARRAY_LEN(host_checked)))
-			continue;
-		if ((flags & SC_SECCOMP_NO_PATH_ATTRS) &&
-		    listed(allowed[i], path_attrs, SC_ARRAY_LEN(path_attrs)))
-			continue;
-		if ((flags & SC_SECCOMP_NO_LAZY_FREE) && !strcmp(allowed[i], "madvise"))
-			continue;
-		int rc = add_names(ctx, SCMP_ACT_ALLOW, &allowed[i], 1);
-		if (rc < 0)
-			return rc;
-	}
-	return flags & SC_SECCOMP_NO_LAZY_FREE ? add_reuse_madvise_rules(ctx) : 0;
-}
-
 /* The rlimits level: open and openat without O_TMPFILE. A cell's /tmp there is a directory
  * on the work directory's filesystem, and a file with no name holds its blocks where the
  * host's walk of the names cannot see them; "not supported by this filesystem" makes
  * tempfile.TemporaryFile fall back to mkstemp and unlink, whose open file the host's watch counts
- * (src/isolate/held.c). openat2, whose flags are in a struct, is refused whole (absent). */
+ * (src/isolate/held.c). openat2, whose flags are in a struct, is refused whole (absent).
+ * Cells reset in place too: a file with no name takes an inode number of the cell's /tmp
+ * without changing the directory, which the reset reads (guest/reset_leftovers.c). */
 static int add_no_tmpfile_rules(scmp_filter_ctx ctx)
 {
 	const scmp_datum_t tmpfile = O_TMPFILE & ~O_DIRECTORY;
@@ -533,6 +515,31 @@ static int add_no_tmpfile_rules(scmp_filter_ctx ctx)
 					      SCMP_CMP(arg, SCMP_CMP_MASKED_EQ, tmpfile, tmpfile));
 	}
 	return rc;
+}
+
+/* The allowed list, less what the rlimits level argument-checks or refuses. */
+static int add_allowed(scmp_filter_ctx ctx, unsigned flags)
+{
+	static const char *const host_checked[] = {"kill", "utimensat", "open", "openat"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(allowed); i++) {
+		if ((flags & SC_SECCOMP_HOST) &&
+		    listed(allowed[i], host_checked, SC_ARRAY_LEN(host_checked)))
+			continue;
+		if ((flags & SC_SECCOMP_NO_PATH_ATTRS) &&
+		    listed(allowed[i], path_attrs, SC_ARRAY_LEN(path_attrs)))
+			continue;
+		if ((flags & SC_SECCOMP_NO_LAZY_FREE) &&
+		    (!strcmp(allowed[i], "madvise") || !strcmp(allowed[i], "open") ||
+		     !strcmp(allowed[i], "openat")))
+			continue;
+		int rc = add_names(ctx, SCMP_ACT_ALLOW, &allowed[i], 1);
+		if (rc < 0)
+			return rc;
+	}
+	if (!(flags & SC_SECCOMP_NO_LAZY_FREE))
+		return 0;
+	int rc = add_reuse_madvise_rules(ctx);
+	return rc == 0 ? add_no_tmpfile_rules(ctx) : rc;
 }
 
 unsigned sc__seccomp_namespaces_flags(bool network, size_t n_python_paths, int landlock_abi,
