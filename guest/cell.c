@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "guest.h"
@@ -93,6 +94,20 @@ static int reuse_arm(struct snapcell_error *err)
 	return rc < 0 ? sc__err(err, rc, "dup3 userfaultfd") : 0;
 }
 
+/* Before the policy (which refuses seccomp itself): the filter that sends the calls reading
+ * this process's counters to the template, which takes its listener at the parked stop
+ * (guest/counters.c); a reset cell's counters span the runs before. */
+static int counters_arm(struct snapcell_error *err)
+{
+	int fd = sc__seccomp_counters_install();
+	if (fd < 0)
+		return sc__err(err, fd, "install the counters filter");
+	int rc = fd == SC_CELL_NOTIF_FD || dup3(fd, SC_CELL_NOTIF_FD, O_CLOEXEC) >= 0 ? 0 : -errno;
+	if (fd != SC_CELL_NOTIF_FD)
+		close(fd);
+	return rc < 0 ? sc__err(err, rc, "dup3 seccomp listener") : 0;
+}
+
 static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error *err)
 {
 	sigset_t none;
@@ -132,6 +147,8 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 	 * PR_SET_DUMPABLE, so the code cannot undo it; forks inherit it. */
 	if (rc == 0 && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		rc = sc__err(err, -errno, "set non-dumpable");
+	if (rc == 0 && reusable(plan))
+		rc = counters_arm(err);
 	if (rc == 0 && (rc = sc__seccomp_install(plan->seccomp)) < 0)
 		sc__err(err, rc, "install seccomp filter");
 	return rc;
@@ -140,14 +157,12 @@ static int restrict_self(const struct sc_cell_plan *plan, struct snapcell_error 
 /* What this process had used when its run began: a session's runs, and a reset cell's (its
  * parked stop sets it), report their own CPU time. */
 static uint64_t cpu_before;
+static bool armed; /* a cell armed for reuse (its counters filter installed) */
 
-static uint64_t cpu_used(void)
+static uint64_t cpu_of(const struct rusage *self, const struct rusage *kids)
 {
-	struct rusage self, kids;
-	getrusage(RUSAGE_SELF, &self);
-	getrusage(RUSAGE_CHILDREN, &kids);
-	return tv_us(&self.ru_utime) + tv_us(&self.ru_stime) + tv_us(&kids.ru_utime) +
-	       tv_us(&kids.ru_stime);
+	return tv_us(&self->ru_utime) + tv_us(&self->ru_stime) + tv_us(&kids->ru_utime) +
+	       tv_us(&kids->ru_stime);
 }
 
 int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tools_len,
@@ -168,10 +183,15 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
 	if (value)
 		sc__frame_write(SC_CELL_RPC_FD, SC_FRAME_VALUE, value, value_len);
 	free(value);
-	struct rusage self, kids;
-	getrusage(RUSAGE_SELF, &self);
+	/* A fresh run in a cell armed for reuse reads no figure of its own: the template would
+	 * answer (its counters filter), and the run would wait for it; the host reads them
+	 * (SC_DONE_HOST_FIGURES). A session's worker is a process of its own. */
+	struct rusage self = {0}, kids;
+	done.flags = armed && !session ? SC_DONE_HOST_FIGURES : 0;
+	if (!done.flags)
+		getrusage(RUSAGE_SELF, &self);
 	getrusage(RUSAGE_CHILDREN, &kids);
-	uint64_t cpu = cpu_used();
+	uint64_t cpu = cpu_of(&self, &kids);
 	done.exit_code = exit_code;
 	done.cpu_us = cpu - cpu_before;
 	cpu_before = cpu;
@@ -187,9 +207,12 @@ int sc_cell_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t to
  * returns again after every reset, and what follows the stop runs before each run: the
  * userfaultfd goes (code must never hold it: it could re-protect pages to hide its writes),
  * and what a fork would have renewed is renewed (random generators, the CPU base). Untraced
- * (the template could not seize it), the SIGSTOP is ignored, as signals of its own namespace
- * are for a pid 1 without a handler: the cell runs once, as without reuse. */
+ * (the template not there yet), the SIGSTOP is ignored, as signals of its own namespace are
+ * for a pid 1 without a handler: it stops again until the template marked a stop seen, for
+ * 200 ms at most. */
 struct sc_reuse_unmaps sc_reuse_unmaps;
+volatile int sc_reuse_stop_seen;
+#define PARK_TRIES 200 /* a stop a millisecond */
 
 static void reuse_park(void)
 {
@@ -212,7 +235,17 @@ static void reuse_park(void)
 		if (sig != SIGKILL && sig != SIGSTOP &&
 		    syscall(SYS_rt_sigaction, sig, NULL, &actions[sig], sizeof(uint64_t)) < 0)
 			_exit(124);
-	syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
+	/* The template seizes a cell right after its fork, but a loaded machine can run the cell
+	 * up to here first; a stop it was not there for is ignored (as signals of its own
+	 * namespace are for a pid 1), and with its counters' listener not taken, no one would
+	 * answer the calls that read them: again until it was (it marks the stop it saw). A
+	 * template that never comes (stopped) leaves the cell to run once, unparked, its
+	 * counters' calls failing with ENOSYS once it closes the listener below. */
+	for (int i = 0; !sc_reuse_stop_seen && i < PARK_TRIES; i++) {
+		if (i)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+		syscall(SYS_tgkill, getpid(), (pid_t)syscall(SYS_gettid), SIGSTOP);
+	}
 	/* The timers first: one a run left could fire meanwhile (a narrow window, not closed:
 	 * docs/security.md). */
 	static const int itimers[] = {ITIMER_REAL, ITIMER_VIRTUAL, ITIMER_PROF};
@@ -238,8 +271,13 @@ static void reuse_park(void)
 		    syscall(SYS_rt_sigaction, sig, &actions[sig], NULL, sizeof(uint64_t)) < 0)
 			_exit(124);
 	close(SC_CELL_UFFD_FD);
+	close(SC_CELL_NOTIF_FD); /* code answering its own calls would forge its figures */
 	sc_py_after_reset();
-	cpu_before = cpu_used();
+	/* The template answers RUSAGE_SELF with the figures since this stop (counters.c): only
+	 * the children's, which it does not answer, count from here. */
+	struct rusage kids;
+	getrusage(RUSAGE_CHILDREN, &kids);
+	cpu_before = tv_us(&kids.ru_utime) + tv_us(&kids.ru_stime);
 }
 
 /* A reusable cell after its run: waits to be reset (or killed); the host asks for the reset
@@ -325,7 +363,8 @@ _Noreturn void sc_cell_main(const struct sc_cell_plan *plan)
 	sc_py_after_fork_child();
 	plan->cfg->ops->cell_environ(plan);
 	sc_py_warm();
-	if (reusable(plan))
+	armed = reusable(plan);
+	if (armed)
 		reuse_park();
 
 	uint8_t type;

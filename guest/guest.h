@@ -176,6 +176,9 @@ struct sc_cell_plan {
 #define SC_CELL_TMP_FD 5
 /* A cell armed for reuse: its userfaultfd, from its setup until its parked stop (reset.c). */
 #define SC_CELL_UFFD_FD 6
+/* A cell armed for reuse: the listener of its counters filter (src/isolate/seccomp_counters.c),
+ * from its setup until its parked stop; the template takes it there (guest/counters.c). */
+#define SC_CELL_NOTIF_FD 7
 /* The mappings a run added, which the template's reset (reset.c) writes here, in the cell's
  * memory (the guest module is at the same address in the template and every cell), for the
  * cell to unmap after its parked stop (cell.c), before any code runs. */
@@ -187,6 +190,9 @@ struct sc_reuse_unmaps {
 	} at[SC_REUSE_UNMAP_MAX];
 };
 extern struct sc_reuse_unmaps sc_reuse_unmaps;
+/* Set in the cell's memory by the template at the parked stop it saw (reset.c), before the
+ * image is taken: a cell that stopped untraced stops again (cell.c reuse_park). */
+extern volatile int sc_reuse_stop_seen;
 
 /* RLIMIT_CPU of a cell armed for reuse is the configured limit and this much more: the
  * template resets a cell only while it has used less than this, so every run in it has at

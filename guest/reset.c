@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "template.h"
 #include "util/buf.h"
 #include "util/pagemap_scan.h"
@@ -151,6 +152,7 @@ struct sc_reuse {
 		int fd;
 	} kept[KEPT_MAX];
 	size_t n_kept;
+	struct sc_counters *counters; /* what its runs read of their counters (counters.c) */
 };
 
 /* Where the kernel writes into the cell on its own: its rseq area (on every resume) and its
@@ -423,7 +425,8 @@ static long list_fds(pid_t pid, int *nums, size_t max)
 		if (e->d_name[0] == '.')
 			continue;
 		int fd = atoi(e->d_name);
-		if (fd == SC_CELL_TMP_FD || fd == SC_CELL_UFFD_FD)
+		/* closed by the cell before any code runs (cell.c), after each reset too */
+		if (fd == SC_CELL_TMP_FD || fd == SC_CELL_UFFD_FD || fd == SC_CELL_NOTIF_FD)
 			continue;
 		if (n == max) {
 			rc = -E2BIG;
@@ -970,7 +973,7 @@ static int park(pid_t pid, struct sc_reuse *r)
 	int rc = get_xstate(pid, r->xstate, &r->xstate_len);
 	if (rc < 0)
 		return rc;
-	if ((r->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+	if (r->pidfd < 0 && (r->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
 		return -errno;
 	if ((r->uffd = take_fd(r->pidfd, SC_CELL_UFFD_FD)) < 0)
 		return r->uffd;
@@ -1040,6 +1043,7 @@ static void reuse_drop(struct sc_reuse *r)
 		close(r->pagemap_fd);
 	if (r->have_cpu_timer)
 		timer_delete(r->cpu_timer);
+	sc_counters_drop(r->counters);
 	for (size_t i = 0; i < r->n_fds; i++)
 		close(r->fd_dups[i]);
 	for (size_t i = 0; i < r->n_kept; i++)
@@ -1125,10 +1129,12 @@ void sc_reuse_seize(struct live_cell *c)
 	c->reuse = r;
 	if (unsupported || T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES) {
 		r->state = BROKEN;
-		snprintf(r->why, sizeof(r->why), "not seized: reset is unsupported here");
-		return;
+		snprintf(r->why, sizeof(r->why), "not parked: reset is unsupported here");
+		if (T.cfg.ops->level() < SNAPCELL_ISOLATION_NAMESPACES)
+			return;
 	}
-	/* Until its parked stop; the cell stops only once it is warm, so this comes first. */
+	/* Until its parked stop; the cell stops only once it is warm, so this comes first. Even
+	 * where it will not be parked: its counters' listener is taken there. */
 	if (ptrace(PTRACE_SEIZE, c->pid, 0, PTRACE_O_EXITKILL) < 0) {
 		r->state = BROKEN;
 		snprintf(r->why, sizeof(r->why), "PTRACE_SEIZE: %s", strerror(errno));
@@ -1141,11 +1147,34 @@ void sc_reuse_free(struct live_cell *c)
 	c->reuse = NULL;
 }
 
+/* At the parked stop, whether or not the cell can be parked: its counters' listener taken (a
+ * cell whose calls no one would answer must not run) and the stop marked seen, before any
+ * image is taken (cell.c reuse_park stops again until it is). */
+static int counters_at_park(pid_t pid, struct sc_reuse *r)
+{
+	static const int seen = 1;
+	struct iovec local = {(void *)&seen, sizeof(seen)},
+		     remote = {(void *)&sc_reuse_stop_seen, sizeof(seen)};
+	if (r->pidfd < 0 && (r->pidfd = (int)syscall(SYS_pidfd_open, pid, 0)) < 0)
+		return -errno;
+	if (!(r->counters = sc_counters_take(pid, r->pidfd, proc_fd)))
+		return -EIO;
+	return process_vm_writev(pid, &local, 1, &remote, 1, 0) == sizeof(seen) ? 0 : -EIO;
+}
+
 void sc_reuse_stopped(struct live_cell *c, int status)
 {
 	struct sc_reuse *r = c->reuse;
 	int sig = WSTOPSIG(status);
-	bool parked_stop = r && r->state == ARMING && sig == SIGSTOP && (status >> 16) == 0;
+	/* Its parked stop: the only SIGSTOP it sends itself while traced. */
+	bool at_park = r && !r->counters && sig == SIGSTOP && (status >> 16) == 0;
+	if (at_park && counters_at_park(c->pid, r) < 0) {
+		r->state = BROKEN;
+		kill(c->pid, SIGKILL);
+		ptrace(PTRACE_DETACH, c->pid, 0, 0);
+		return;
+	}
+	bool parked_stop = at_park && r->state == ARMING;
 	int rc = parked_stop ? park(c->pid, r) : 0;
 	if (parked_stop && rc == 0) {
 		r->state = PARKED;
@@ -1155,7 +1184,7 @@ void sc_reuse_stopped(struct live_cell *c, int status)
 		if (!r->why[0])
 			snprintf(r->why, sizeof(r->why), "parking: %s (stop %#x)",
 				 rc < 0 ? strerror(-rc) : "not its parked stop", (unsigned)status);
-		if (parked_stop)
+		if (at_park)
 			sig = 0;
 	}
 	if ((status >> 16) != 0)
@@ -1482,6 +1511,8 @@ void sc_reuse_reset(uint32_t id)
 				      : reset_stopped_kept(pid, id, r, &cpu_us);
 	if (!why && cpu_limit_arm(pid, id, r, true) < 0)
 		why = "its run's CPU timer could not be armed";
+	if (!why && sc_counters_rebase(r->counters) < 0)
+		why = "its counters could not be read";
 	if (!why && ptrace(PTRACE_DETACH, pid, 0, 0) < 0)
 		why = "PTRACE_DETACH failed";
 	if (why) {

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "counters.h"
 #include "template.h"
 #include "util/util.h"
 
@@ -102,8 +103,10 @@ static void serve(void)
 		if (warming && !warm_at)
 			warm_at = sc__deadline_ms(WARM_DELAY_MS);
 		bool warm_now = warming && (T.n_cells == 0 || sc__now_us() >= warm_at);
-		struct pollfd pf[2] = {{CTL, POLLIN, 0}, {T.sig_fd, POLLIN, 0}};
-		int ready = poll(pf, 2, poll_timeout(warming, warm_now, warm_at, retry_ms));
+		struct pollfd pf[3] = {{CTL, POLLIN, 0},
+				       {T.sig_fd, POLLIN, 0},
+				       {sc_counters_poll_fd(), POLLIN, 0}};
+		int ready = poll(pf, 3, poll_timeout(warming, warm_now, warm_at, retry_ms));
 		if (ready < 0 && errno != EINTR)
 			return;
 		if (ready == 0 && warm_now) {
@@ -112,6 +115,8 @@ static void serve(void)
 		}
 		if (pf[1].revents)
 			sc_template_reap();
+		if (pf[2].revents)
+			sc_counters_serve();
 		if (pf[0].revents) {
 			struct sc_ctl_msg m;
 			int fds[SC_CTL_MAX_FDS];

@@ -69,6 +69,10 @@ struct sc_run {
 	char note[160];
 	uint64_t start_us, deadline_us;
 	uint64_t killed_us; /* when kill_cell fired */
+	/* A sandbox that resets cells: the cell's pid and CPU clock at the start, for a DONE
+	 * with SC_DONE_HOST_FIGURES (0: not read). */
+	int cell_pid;
+	uint64_t cell_cpu_start_ns;
 	struct sc_spin spin;
 	uint64_t spin_until_us;	 /* after answering a call: poll without sleeping until then */
 	uint64_t files_watch_us; /* when to measure /tmp and /output next (files_over); 0: never */

@@ -49,9 +49,14 @@ enum sc_frame_type {
 /* The cell's own report of how the code ended, sent after it flushed its output. Untrusted:
  * it describes only this cell's own result, and the host's limits (wall clock, output caps)
  * override it. It lets a run end without waiting for the cell's teardown. */
+/* In sc_done_payload.flags: cpu_us and maxrss_kib are only the reaped children's; the host adds
+ * the cell's own, which it reads itself (a cell armed for reset in place cannot read them
+ * without the template: guest/counters.c). */
+#define SC_DONE_HOST_FIGURES 1
 struct sc_done_payload {
 	uint8_t status; /* enum snapcell_status: OK, ERROR, MEMORY or SETUP_FAILURE */
-	uint8_t pad[3];
+	uint8_t flags;	/* SC_DONE_* */
+	uint8_t pad[2];
 	uint32_t limits_hit;
 	int32_t exit_code;
 	uint32_t pad2;
