@@ -649,16 +649,19 @@ static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 		}
 		for (uint64_t at = rg->start; at < rg->end;) {
 			uint64_t walk_end = rg->end;
-			/* Restored: the pages written, and those no longer present (every page was
+			/* Restored: the pages written, those no longer present (every page was
 			 * present once parked, its image read; MADV_DONTNEED drops an anonymous
-			 * page and its protection with it). Guarded: the pages written. */
-			long n = rg->kind == RESTORED
-					 ? scan_any(r->pagemap_fd, at, rg->end,
-						    PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
-						    PAGE_IS_WRITTEN | PAGE_IS_PRESENT, vec,
-						    MAX_REGIONS, &walk_end)
-					 : scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
-						PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
+			 * page and its protection with it), and a file's (every page was the
+			 * process's own once parked: own_file_pages). Guarded: the pages written.
+			 */
+			long n =
+				rg->kind == RESTORED
+					? scan_any(r->pagemap_fd, at, rg->end,
+						   PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
+						   PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
+						   vec, MAX_REGIONS, &walk_end)
+					: scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
+					       PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
 			if (n == -EPERM) {
 				*why = "a mapping lost its write-protection (remapped)";
 				return -EPERM;
@@ -704,6 +707,31 @@ static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 	else if (rc == 0 && (rc = reset_hot(r)) < 0)
 		*why = "leaving the hot pages unprotected failed";
 	return rc;
+}
+
+/* Makes every page of the writable mappings the process's own: a file's page still shared
+ * with the file gets a copy of its bytes. A file's page found there at a reset is then one the
+ * run dropped (MADV_DONTNEED) and read back, the file's bytes again (a library's unrelocated
+ * pointers), which the protection marker the drop left keeps protected: neither written nor
+ * missing, restore_memory copies it back as a file's page. */
+static int own_file_pages(pid_t pid, const struct sc_reuse *r)
+{
+	for (size_t i = 0; i < r->n_ranges; i++) {
+		const struct range *rg = &r->ranges[i];
+		for (uint64_t at = rg->start; rg->kind == RESTORED && at < rg->end;) {
+			uint64_t walk_end = rg->end;
+			long n = scan(r->pagemap_fd, at, rg->end, 0, PAGE_IS_PRESENT | PAGE_IS_FILE,
+				      vec, MAX_REGIONS, &walk_end);
+			if (n < 0)
+				return (int)n;
+			if (n > 0 && copy_back(pid, r, rg, vec, (size_t)n) < 0)
+				return -EIO;
+			if (walk_end <= at)
+				break;
+			at = walk_end;
+		}
+	}
+	return 0;
 }
 
 /* Lists r->own: in every guarded range, the pages present and not a file's. */
@@ -992,7 +1020,7 @@ static int park(pid_t pid, struct sc_reuse *r)
 	/* Registering may merge or split nothing, but read the maps as a reset will see them. */
 	if ((rc = proc_text(pid, "maps", &r->maps, TEXT_MAX)) < 0)
 		return rc;
-	if ((rc = protect_all(r)) < 0) {
+	if ((rc = own_file_pages(pid, r)) < 0 || (rc = protect_all(r)) < 0) {
 		unsupported = unsupported || rc == -ENOTTY || rc == -EINVAL; /* no PAGEMAP_SCAN */
 		return rc;
 	}

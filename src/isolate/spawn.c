@@ -309,6 +309,88 @@ static int release_child(const struct sc_spawn *spec, long pid, int saved, int s
 #define SHARE_MEMORY CLONE_VM
 #endif
 
+/* Whether the child's ids differ from the caller's: its switch to them (child_ids) is then
+ * a change of its effective ids, at which the kernel sets the dumpable flag of its memory to
+ * fs.suid_dumpable. */
+static int ids_change(const struct sc_spawn *spec)
+{
+	return spec->outside_uid != geteuid() || spec->outside_gid != getegid();
+}
+
+/* Whether the child may share the caller's memory. Not when its switch of ids would make
+ * that memory dumpable by the sandbox's uid (fs.suid_dumpable = 1): any process of that uid
+ * (the shared fallback uid 65534 is every "nobody" daemon's) could then ptrace the child and
+ * write the caller's memory. Read at each spawn, as the sysctl can change; unreadable counts
+ * as 1. */
+static int share_memory(const struct sc_spawn *spec)
+{
+	if (!SHARE_MEMORY || !ids_change(spec))
+		return SHARE_MEMORY;
+	char value = '1';
+	int fd = open("/proc/sys/fs/suid_dumpable", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &value, 1) != 1)
+			value = '1';
+		close(fd);
+	}
+	return value == '0' || value == '2' ? SHARE_MEMORY : 0;
+}
+
+/* The caller's dumpable flag across the spawns under way at once, whose children share its
+ * memory and each set its flag at their switch of ids: the first to start saves it, the last
+ * to end puts it back (a spawn that saved its own would save another's cleared flag, and put
+ * that back for good). A fork while spawns are under way gives its child the saved flag. */
+static pthread_mutex_t dumpable_lock = PTHREAD_MUTEX_INITIALIZER;
+static int dumpable_spawns, dumpable_saved;
+static pthread_once_t dumpable_once = PTHREAD_ONCE_INIT;
+
+static void dumpable_lock_all(void)
+{
+	pthread_mutex_lock(&dumpable_lock);
+}
+
+static void dumpable_unlock_all(void)
+{
+	pthread_mutex_unlock(&dumpable_lock);
+}
+
+static void dumpable_put_back(void)
+{
+	if ((dumpable_saved == 0 || dumpable_saved == 1) &&
+	    prctl(PR_GET_DUMPABLE) != dumpable_saved)
+		prctl(PR_SET_DUMPABLE, dumpable_saved);
+}
+
+static void dumpable_forked(void)
+{
+	if (dumpable_spawns > 0)
+		dumpable_put_back();
+	dumpable_spawns = 0;
+	pthread_mutex_unlock(&dumpable_lock);
+}
+
+static void dumpable_at_fork(void)
+{
+	pthread_atfork(dumpable_lock_all, dumpable_unlock_all, dumpable_forked);
+}
+
+static void dumpable_hold(void)
+{
+	pthread_once(&dumpable_once, dumpable_at_fork);
+	pthread_mutex_lock(&dumpable_lock);
+	if (dumpable_spawns++ == 0)
+		dumpable_saved = prctl(PR_GET_DUMPABLE);
+	pthread_mutex_unlock(&dumpable_lock);
+}
+
+static void dumpable_release(void)
+{
+	pthread_mutex_lock(&dumpable_lock);
+	if (--dumpable_spawns == 0)
+		dumpable_put_back();
+	pthread_mutex_unlock(&dumpable_lock);
+}
+
 struct child_args {
 	const struct sc_spawn *spec;
 	int sync[2], fail[2], devnull;
@@ -342,12 +424,14 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 			munmap(stack, size);
 		return rc;
 	}
-	int dumpable = prctl(PR_GET_DUMPABLE);
+	int share = share_memory(spec), holds = share && ids_change(spec);
+	if (holds)
+		dumpable_hold();
 	sigset_t all, was;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &was);
 	int pidfd SC_AUTO_CLOSE = -1;
-	int flags = (spec->namespaces ? NS_FLAGS : 0) | SHARE_MEMORY | CLONE_PIDFD | SIGCHLD;
+	int flags = (spec->namespaces ? NS_FLAGS : 0) | share | CLONE_PIDFD | SIGCHLD;
 	long pid = clone(child_start, stack + size, flags, &a, &pidfd);
 	int saved = errno;
 	sc__fdset_close(&fds, a.sync[0]);
@@ -364,8 +448,8 @@ int sc__spawn_helper(const struct sc_spawn *spec, pid_t *pid_out, int *pidfd_out
 	/* The child's switch to the sandbox's uid (child_ids) set the dumpable flag of the
 	 * memory it shared to fs.suid_dumpable (commit_creds, when the euid changes: a root
 	 * caller's); it is this process's flag, given back now that the child has its own. */
-	if ((dumpable == 0 || dumpable == 1) && prctl(PR_GET_DUMPABLE) != dumpable)
-		prctl(PR_SET_DUMPABLE, dumpable);
+	if (holds)
+		dumpable_release();
 	pthread_sigmask(SIG_SETMASK, &was, NULL);
 	munmap(stack, size);
 	if (rc < 0)

@@ -887,3 +887,96 @@ Test(reset_attack, files_a_run_made_and_removed_in_tmp_do_not_reach_the_next_run
 		      "b'x'\n");
 	snapcell_sandbox_free(sb);
 }
+
+/* The first page of a library's writable mapping of its file (_socket where it is a shared
+ * library, else _json), as start: the loader relocated the pointers in it, so that page is
+ * the process's own, no longer the file's. */
+#define LIB_DATA_PAGE                                                                              \
+	"import _socket, _json, ctypes\n"                                                          \
+	"lib = _socket if hasattr(_socket, '__file__') else _json\n"                               \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"libc.dlopen.restype = ctypes.c_void_p\n"                                                  \
+	"h = libc.dlopen(lib.__file__.encode(), 2 | 4)\n" /* NOW | NOLOAD */                       \
+	"base = ctypes.c_uint64.from_address(h).value\n"                                           \
+	"phoff = ctypes.c_uint64.from_address(base + 32).value\n"                                  \
+	"phnum = ctypes.c_uint16.from_address(base + 56).value\n"                                  \
+	"ph = [base + phoff + 56 * k for k in range(phnum)]\n"                                     \
+	"u32 = lambda a: ctypes.c_uint32.from_address(a).value\n"                                  \
+	"u64 = lambda a: ctypes.c_uint64.from_address(a).value\n"                                  \
+	"load = [p for p in ph if u32(p) == 1]\n"                                                  \
+	"rw = [p for p in load if u32(p + 4) & 2][0]\n"                                            \
+	"relro = [u64(p + 16) + u64(p + 40) for p in ph if u32(p) == 0x6474e552]\n"                \
+	"start = base + (relro[0] + 4095 & ~4095 if relro else u64(rw + 16) & ~4095)\n"            \
+	"assert start < base + u64(rw + 16) + u64(rw + 32), 'no page of the file left'\n"          \
+	"high = base + max(u64(p + 16) + u64(p + 40) for p in load)\n"                             \
+	"words = (ctypes.c_uint64 * 512).from_address(start)\n"                                    \
+	"pointers = sum(base <= w < high for w in words)\n"
+
+/* A page of a writable mapping of a file that was the process's own (relocated pointers),
+ * dropped with MADV_DONTNEED while protected, reads as the file's bytes again, which a
+ * protection marker may keep protected: present, not written, the reset would find nothing to
+ * copy and the next run read the library's unrelocated pointers. Every run first checks that
+ * it sees them relocated, then drops the page and reads it back. */
+Test(reset_attack, a_dropped_then_read_page_of_a_writable_file_mapping_does_not_reach_the_next_run)
+{
+	struct snapcell_config *cfg = with_ctypes();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "json", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg); /* frees cfg */
+	struct seen s = {0};
+	for (int i = 0; i < 16; i++) {
+		char *out = run_seen(sb, &s,
+				     LIB_DATA_PAGE "print(pointers > 0)\n"
+						   "libc.madvise(ctypes.c_void_p(start), 4096, 4)\n"
+						   "x = words[0]\n");
+		cr_expect_str_eq(out, "True\n", "run %d read unrelocated pointers: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(s.reused, 8, "only %d of 16 runs were in a reset cell", s.reused);
+	seen_free(&s);
+	snapcell_sandbox_free(sb);
+}
+
+/* What a run can do to the pages of the hot set (guest/reset.c reset_hot: left unprotected
+ * after a reset, copied back all the same) to keep a change past the reset: drop a page and
+ * read it back (the zero page, or the file's page), make a page read-only and writable again
+ * (a split and a merge of the mapping), collapse the region into a huge page, page it out.
+ * Every run first checks that it sees the parked bytes (7s, not the zero page's), then
+ * writes every page (so they are hot) and plants. */
+Test(reset_attack, changes_to_hot_pages_do_not_reach_the_next_run, .timeout = 120)
+{
+	struct snapcell_config *cfg = with_ctypes();
+	cr_assert_eq(snapcell_config_set_warmup(
+			     cfg, "import json\njson.HOT = bytearray(b'\\7') * (6 << 20)", NULL),
+		     0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg); /* frees cfg */
+	static const char code[] =
+		"import ctypes, json\n"
+		"b = json.HOT\n"
+		"print(b.count(7) == len(b))\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"base = ctypes.addressof((ctypes.c_char * len(b)).from_buffer(b))\n"
+		"first = base + 4095 & ~4095\n"
+		"huge = base + (2 << 20) - 1 & ~((2 << 20) - 1)\n"
+		"for i in range(first - base, len(b), 4096):\n"
+		"    b[i] = 1\n"
+		"def advise(at, n, how):\n"
+		"    return libc.madvise(ctypes.c_void_p(at), n, how) == 0 or ctypes.get_errno()\n"
+		"print(advise(first + 4096, 4096, 4))\n" /* MADV_DONTNEED, then read back */
+		"x = b[first - base + 4096]\n"
+		"print(libc.mprotect(ctypes.c_void_p(first + 8192), 4096, 1) == 0)\n"
+		"print(libc.mprotect(ctypes.c_void_p(first + 8192), 4096, 3) == 0)\n"
+		"b[first - base + 8192] = 2\n"
+		"advise(huge, 2 << 20, 25)\n" /* MADV_COLLAPSE: where THP is on */
+		"b[huge - base + 12345] = 3\n"
+		"advise(huge + (2 << 20), 1 << 20, 21)\n" /* MADV_PAGEOUT */
+		"b[huge - base + (2 << 20) + 4096] = 4\n";
+	struct seen s = {0};
+	for (int i = 0; i < 16; i++) {
+		char *out = run_seen(sb, &s, code);
+		cr_expect_str_eq(out, "True\nTrue\nTrue\nTrue\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(s.reused, 8, "only %d of 16 runs were in a reset cell", s.reused);
+	seen_free(&s);
+	snapcell_sandbox_free(sb);
+}
