@@ -49,7 +49,7 @@ class System:
 SYSTEMS = [
     System("snapcell-c", "snapcell, C API", "namespaces (user, pid, mount, network, ipc, uts, "
            "cgroup), a private root with only the stdlib, seccomp allow-list, no capabilities, "
-           "rlimits; a fresh copy-on-write cell per run", "c"),
+           "rlimits; each run in a cell in the state of a fresh copy-on-write one", "c"),
     System("snapcell-py", "snapcell, Python package", "the same as snapcell-c (the package wraps "
            "the C library)", "snapcell-py"),
     System("monty", "pydantic-monty", "none from the OS: a Rust interpreter of a Python subset, "
@@ -393,13 +393,18 @@ def cells(s, f, base):
 
 
 def isolation(s):
-    """The system's isolation, with the level a snapcell worker reported (each round's worker
-    reports it again) where it differs from the namespaces level the text describes."""
+    """The system's isolation, with what a snapcell worker reported (each round's worker
+    reports it again): whether its cells are reset in place, and the level where it differs
+    from the namespaces level the text describes."""
+    text = s.isolation
+    if s.reuse is not None:
+        text += ("; cells reset in place between runs (reuse on)" if s.reuse
+                 else "; a newly forked cell per run (reuse off)")
     if s.level == "cgroups":
-        return s.isolation + "; a memory cgroup per cell (this host gave level cgroups)"
+        return text + "; a memory cgroup per cell (this host gave level cgroups)"
     if s.level and s.level != "namespaces":
-        return s.isolation + f" (this host gave only: {s.level})"
-    return s.isolation
+        return text + f" (this host gave only: {s.level})"
+    return text
 
 
 def table(systems, info, args):
