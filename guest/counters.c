@@ -289,6 +289,24 @@ static bool in_cell(const struct sc_counters *k, pid_t tid)
 	return tid == k->pid || faccessat(proc_fd, path, F_OK, 0) == 0;
 }
 
+/* A process's or thread's id in its own pid namespace: the last of NSpid's. The status also
+ * holds a run's figures, zeroed after (see read_figures). */
+static pid_t ns_pid(pid_t pid)
+{
+	char path[32], text[4096];
+	snprintf(path, sizeof(path), "%d/status", (int)pid);
+	pid_t id = 0;
+	char *line = read_proc(path, text, sizeof(text)) == 0 ? strstr(text, "\nNSpid:") : NULL;
+	char *end = line ? strchr(line + 1, '\n') : NULL;
+	if (end) {
+		*end = 0;
+		char *last = strrchr(line, '\t');
+		id = last ? (pid_t)strtol(last + 1, NULL, 10) : 0;
+	}
+	explicit_bzero(text, sizeof(text));
+	return id;
+}
+
 /* Which counters a CPU clock id names for a caller: 0 and *tid 0 the cell's process, 0 and
  * *tid a thread of the cell, 1 none of the cell's (the kernel answers: a process the run forked,
  * or an id it refuses). */
@@ -316,6 +334,10 @@ static int clock_target(const struct sc_counters *k, pid_t caller, bool caller_i
 		*tid = thread ? k->pid : 0;
 		return 0;
 	}
+	/* A process clock named by the caller's own thread id is its process's (the kernel's
+	 * pid_for_clock), whichever thread of the cell calls. */
+	if (!thread && caller_in_cell && caller != k->pid && named == ns_pid(caller))
+		return 0;
 	return 1;
 }
 
@@ -433,22 +455,6 @@ void sc_counters_serve(void)
 			k->watched = false;
 		}
 	}
-}
-
-/* The cell's id in its own pid namespace: the last of NSpid's. */
-static pid_t ns_pid(pid_t pid)
-{
-	char path[32], text[4096];
-	snprintf(path, sizeof(path), "%d/status", (int)pid);
-	if (read_proc(path, text, sizeof(text)) < 0)
-		return 0;
-	char *line = strstr(text, "\nNSpid:");
-	char *end = line ? strchr(line + 1, '\n') : NULL;
-	if (!end)
-		return 0;
-	*end = 0;
-	char *last = strrchr(line, '\t');
-	return last ? (pid_t)strtol(last + 1, NULL, 10) : 0;
 }
 
 static int take_base(struct sc_counters *k)
