@@ -341,9 +341,44 @@ static int clock_target(const struct sc_counters *k, pid_t caller, bool caller_i
 	return 1;
 }
 
+/* Whether [addr, addr + len) is mapped writable in the memory maps_fd (a /proc/PID/maps)
+ * shows, as the kernel's own copy to the caller needs: a write through /proc/PID/mem forces its
+ * way into read-only pages. The lines name a run's mappings: zeroed after. */
+static bool writable(int maps_fd, uint64_t addr, size_t len)
+{
+	char buf[8192]; /* a line: two addresses and a few fields, then a path of PATH_MAX */
+	size_t have = 0;
+	uint64_t at = addr, end = addr + len;
+	if (end <= addr)
+		return false;
+	bool done = false;
+	ssize_t n;
+	while (!done && (n = read(maps_fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		have += (size_t)n;
+		char *line = buf, *nl;
+		while (!done && (nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
+			*nl = 0;
+			unsigned long long lo, hi;
+			char perms[5];
+			if (sscanf(line, "%llx-%llx %4s", &lo, &hi, perms) == 3 && hi > at) {
+				done = lo > at || perms[1] != 'w'; /* a gap, or not writable */
+				if (!done)
+					at = hi;
+				done = done || at >= end;
+			}
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		done = done || have == sizeof(buf) - 1;
+	}
+	explicit_bzero(buf, sizeof(buf));
+	return at >= end;
+}
+
 /* Writes len bytes at the caller's address, through /proc/TID/mem opened before the
  * notification is checked to be still pending: the file is of the caller's memory even if the
- * caller died and its id went to another process meanwhile. */
+ * caller died and its id went to another process meanwhile (its maps, checked first, likewise). */
 static int write_to_caller(const struct sc_counters *k, const struct seccomp_notif *req,
 			   uint64_t addr, const void *buf, size_t len)
 {
@@ -352,11 +387,15 @@ static int write_to_caller(const struct sc_counters *k, const struct seccomp_not
 	int fd = openat(proc_fd, path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -ESRCH;
+	snprintf(path, sizeof(path), "%d/maps", (int)req->pid);
+	int maps_fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
 	int rc = 0;
-	if (ioctl(k->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
+	if (maps_fd < 0 || ioctl(k->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
 		rc = -ESRCH;
-	else if (pwrite(fd, buf, len, (off_t)addr) != (ssize_t)len)
+	else if (!writable(maps_fd, addr, len) || pwrite(fd, buf, len, (off_t)addr) != (ssize_t)len)
 		rc = -EFAULT;
+	if (maps_fd >= 0)
+		close(maps_fd);
 	close(fd);
 	return rc;
 }

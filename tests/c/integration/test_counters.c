@@ -437,3 +437,58 @@ Test(counters, no_other_way_reads_the_earlier_runs)
 		      "no probe ran after a burner in its cell");
 	snapcell_sandbox_free(sb);
 }
+
+/* The template writes a reuse cell's answers into its memory: where the kernel could not
+ * (a read-only page, nothing mapped, a buffer running into a guard page) the call fails with
+ * EFAULT and a read-only page keeps its bytes, as without reuse. */
+static const char bad_pointers[] =
+	"import ctypes, threading\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.syscall.restype = ctypes.c_long\n"
+	"libc.mmap.restype = ctypes.c_void_p\n"
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,\n"
+	"                      ctypes.c_int, ctypes.c_long]\n"
+	"libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]\n"
+	"def call(nr, a, b):\n"
+	"    rc = libc.syscall(ctypes.c_long(nr), ctypes.c_long(a), ctypes.c_void_p(b))\n"
+	"    return rc if rc >= 0 else -ctypes.get_errno()\n"
+	"page = libc.mmap(None, 8192, 3, 0x22, -1, 0)\n"
+	"ctypes.memset(page, 0x5a, 8192)\n"
+	"libc.mprotect(page + 4096, 4096, 1)\n"
+	"for name, nr, a in (('getrusage', 98, 0), ('thread_rusage', 98, 1), ('times', 100, 0),\n"
+	"                    ('clock', 228, 2), ('thread_clock', 228, 3)):\n"
+	"    args = (a, page + 4096) if nr != 100 else (page + 4096, 0)\n"
+	"    print(name + '_readonly', call(nr, *args))\n"
+	"    args = (a, page + 4096 - 8) if nr != 100 else (page + 4096 - 8, 0)\n"
+	"    print(name + '_straddle', call(nr, *args))\n"
+	"    print(name + '_unmapped', call(nr, *((a, 8) if nr != 100 else (8, 0))))\n"
+	"print('kept', int(ctypes.string_at(page + 4096, 4096) == b'\\x5a' * 4096))\n";
+
+static void expect_faults(const char *out)
+{
+	static const char *const calls[] = {"getrusage", "thread_rusage", "times", "clock",
+					    "thread_clock"};
+	static const char *const kinds[] = {"readonly", "straddle", "unmapped"};
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		for (size_t j = 0; j < sizeof(kinds) / sizeof(kinds[0]); j++) {
+			char name[64];
+			snprintf(name, sizeof(name), "%s_%s", calls[i], kinds[j]);
+			cr_expect_eq(figure(out, name), -14 /* EFAULT */, "%s: %s", name, out);
+		}
+	cr_expect_eq(figure(out, "kept"), 1, "%s", out);
+}
+
+Test(counters, answers_fault_where_the_kernel_would)
+{
+	for (int reuse = 1; reuse >= 0; reuse--) {
+		struct snapcell_sandbox *sb = sandbox(reuse);
+		for (int i = 0; i < 2; i++) { /* a fresh cell's run, then a reset one's */
+			char *out, *id;
+			run_id(sb, bad_pointers, &out, &id);
+			expect_faults(out);
+			free(out);
+			free(id);
+		}
+		snapcell_sandbox_free(sb);
+	}
+}
