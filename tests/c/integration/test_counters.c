@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -491,4 +492,96 @@ Test(counters, answers_fault_where_the_kernel_would)
 		}
 		snapcell_sandbox_free(sb);
 	}
+}
+
+/* Calls near the counters that must read none of the earlier runs': resolution, setting and
+ * adjusting a CPU clock, a timerfd on one, ITIMER_PROF and ITIMER_VIRTUAL (the run before
+ * leaves them unarmed; armed, they count from now). Each prints below 0.15 s or a negative
+ * errno. */
+static const char near_calls[] =
+	"import ctypes, resource, signal\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.syscall.restype = ctypes.c_long\n"
+	"class TS(ctypes.Structure):\n"
+	"    _fields_ = [('s', ctypes.c_long), ('ns', ctypes.c_long)]\n"
+	"def call(nr, *a):\n"
+	"    rc = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(x) if isinstance(x, int)\n"
+	"                                          else x for x in a])\n"
+	"    return rc if rc >= 0 else -ctypes.get_errno()\n"
+	"def secs(rc, ts):\n"
+	"    return ts.s + ts.ns / 1e9 if rc == 0 else rc\n"
+	"fig = {}\n"
+	"for clock, name in ((2, 'process'), (3, 'thread'), (~1 << 3 | 2, 'pid1')):\n"
+	"    ts = TS()\n"
+	"    fig['getres_' + name] = secs(call(229, clock, ctypes.byref(ts)), ts)\n"
+	"    fig['settime_' + name] = call(227, clock, ctypes.byref(TS(0, 0)))\n"
+	"    fig['adjtime_' + name] = call(305, clock, "
+	"ctypes.byref(ctypes.create_string_buffer(256)))\n"
+	"    fig['timerfd_' + name] = call(283, clock, 0)\n"
+	"for which, name in ((signal.ITIMER_PROF, 'prof'), (signal.ITIMER_VIRTUAL, 'virt')):\n"
+	"    fig['itimer_' + name] = sum(signal.getitimer(which))\n"
+	"for k, v in fig.items():\n"
+	"    print(k, v)\n";
+
+static void expect_nothing_near(const char *out)
+{
+	for (const char *line = out; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *space = strchr(line, ' ');
+		cr_assert(space, "%s", out);
+		double v = strtod(space + 1, NULL);
+		cr_expect(v < 0.15, "%.*s: %s", (int)(space - line), line, out);
+	}
+}
+
+Test(counters, calls_near_the_counters_read_none_of_the_earlier_runs)
+{
+	struct snapcell_sandbox *sb = sandbox(true);
+	cr_expect_geq(after_burners(sb, near_calls, 1, expect_nothing_near), 1,
+		      "no probe ran after a burner in its cell");
+	snapcell_sandbox_free(sb);
+}
+
+/* What the policy kills in every cell: clock_gettime by the x32 numbering and by int 0x80 (the
+ * i386 ABI, whose calls the counters' filter leaves to the policy), perf_event_open. */
+static const char *const killed_calls[] = {
+	"import ctypes\n"
+	"libc = ctypes.CDLL(None)\n"
+	"print(libc.syscall(ctypes.c_long(228 | 0x40000000), ctypes.c_long(2),\n"
+	"                   ctypes.byref(ctypes.create_string_buffer(16))))\n",
+	"import ctypes, mmap\n"
+	"libc = ctypes.CDLL(None)\n"
+	"libc.mmap.restype = ctypes.c_void_p\n"
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,\n"
+	"                      ctypes.c_int, ctypes.c_long]\n"
+	"low = libc.mmap(None, 4096, 3, 0x22 | 0x40, -1, 0)\n" /* MAP_32BIT */
+	/* mov eax, 265 (clock_gettime); mov ebx, 2; mov ecx, low; int 0x80; ret */
+	"code = (b'\\xb8' + (265).to_bytes(4, 'little') + b'\\xbb' + (2).to_bytes(4, 'little') +\n"
+	"        b'\\xb9' + low.to_bytes(4, 'little') + b'\\xcd\\x80\\xc3')\n"
+	"text = libc.mmap(None, 4096, 7, 0x22, -1, 0)\n"
+	"if text in (None, 2**64 - 1):\n"
+	"    text = libc.mmap(None, 4096, 3, 0x22, -1, 0)\n"
+	"    ctypes.memmove(text, code, len(code))\n"
+	"    libc.mprotect(ctypes.c_void_p(text), ctypes.c_size_t(4096), 5)\n"
+	"else:\n"
+	"    ctypes.memmove(text, code, len(code))\n"
+	"print(ctypes.CFUNCTYPE(ctypes.c_int)(text)(), ctypes.string_at(low, 8).hex())\n",
+	"import ctypes\n"
+	"libc = ctypes.CDLL(None)\n"
+	"attr = ctypes.create_string_buffer(128)\n"
+	"print(libc.syscall(ctypes.c_long(298), attr, 0, -1, -1, 0))\n",
+};
+
+Test(counters, other_abis_and_perf_events_are_killed)
+{
+	struct snapcell_sandbox *sb = sandbox(true);
+	for (size_t i = 0; i < sizeof(killed_calls) / sizeof(killed_calls[0]); i++) {
+		struct snapcell_result *res = test_run(sb, killed_calls[i]);
+		cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED, "%zu: status %s, out %s, err %s",
+			     i, snapcell_status_name(res->status), res->stdout_buf,
+			     res->stderr_buf);
+		cr_expect_eq(res->term_signal, SIGSYS, "%zu: signal %d", i, res->term_signal);
+		snapcell_result_free(res);
+	}
+	snapcell_sandbox_free(sb);
 }
