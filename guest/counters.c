@@ -435,8 +435,8 @@ static void answer(const struct sc_counters *k, const struct seccomp_notif *req,
 	} else if (!own) { /* getrusage, times of a process the run forked: its own */
 		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 		return;
-	} else if (nr == SYS_getrusage) {
-		tid = req->data.args[0] == (uint64_t)RUSAGE_THREAD ? caller : 0;
+	} else if (nr == SYS_getrusage) { /* who: an int to the kernel */
+		tid = (int)req->data.args[0] == RUSAGE_THREAD ? caller : 0;
 	} else if (nr != SYS_times) {
 		resp->error = -ENOSYS;
 		return;

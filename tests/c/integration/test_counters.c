@@ -585,3 +585,41 @@ Test(counters, other_abis_and_perf_events_are_killed)
 	}
 	snapcell_sandbox_free(sb);
 }
+
+/* getrusage's `who` is an int to the kernel: RUSAGE_THREAD with high bits set is still the
+ * calling thread's, not its process's (here the main thread burnt 0.3 s first). */
+static const char thread_who[] =
+	"import ctypes, threading, time\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.syscall.restype = ctypes.c_long\n"
+	"class RU(ctypes.Structure):\n"
+	"    _fields_ = [('u', ctypes.c_long * 2), ('s', ctypes.c_long * 2),\n"
+	"                ('rest', ctypes.c_long * 14)]\n"
+	"t0 = time.process_time()\n"
+	"while time.process_time() - t0 < 0.3:\n"
+	"    pass\n"
+	"fig = {}\n"
+	"def in_thread():\n"
+	"    r = RU()\n"
+	"    rc = libc.syscall(ctypes.c_long(98), ctypes.c_long(1 << 32 | 1), ctypes.byref(r))\n"
+	"    fig['thread'] = r.u[0] + r.u[1] / 1e6 + r.s[0] + r.s[1] / 1e6 if rc == 0 else -1\n"
+	"t = threading.Thread(target=in_thread)\n"
+	"t.start()\n"
+	"t.join()\n"
+	"print('thread', fig['thread'])\n";
+
+Test(counters, rusage_thread_with_high_bits_is_the_thread_s)
+{
+	for (int reuse = 1; reuse >= 0; reuse--) {
+		struct snapcell_sandbox *sb = sandbox(reuse);
+		for (int i = 0; i < 2; i++) {
+			char *out, *id;
+			run_id(sb, thread_who, &out, &id);
+			double v = figure(out, "thread");
+			cr_expect(v >= 0 && v < 0.15, "reuse %d: %s", reuse, out);
+			free(out);
+			free(id);
+		}
+		snapcell_sandbox_free(sb);
+	}
+}
