@@ -335,9 +335,13 @@ static int clock_target(const struct sc_counters *k, pid_t caller, bool caller_i
 		return 0;
 	}
 	/* A process clock named by the caller's own thread id is its process's (the kernel's
-	 * pid_for_clock), whichever thread of the cell calls. */
-	if (!thread && caller_in_cell && caller != k->pid && named == ns_pid(caller))
-		return 0;
+	 * pid_for_clock), whichever thread of the cell calls; a caller whose id cannot be read
+	 * gets the run's figures, never the kernel's. */
+	if (!thread && caller_in_cell && caller != k->pid) {
+		pid_t own = ns_pid(caller);
+		if (own <= 0 || named == own)
+			return 0;
+	}
 	return 1;
 }
 
