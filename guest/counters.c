@@ -25,6 +25,7 @@
 
 #include "counters.h"
 #include "template.h"
+#include "util/pagemap_scan.h"
 #include "util/util.h"
 
 /* The kernel's CPU clock ids (its posix-timers.h): ~pid << 3 | per-thread << 2 |
@@ -345,16 +346,35 @@ static int clock_target(const struct sc_counters *k, pid_t caller, bool caller_i
 	return 1;
 }
 
+/* Whether [at, end) is mapped writable, by PROCMAP_QUERY (Linux 6.11): 1 or 0, or -1 where
+ * the query gives no answer (an older kernel: ENOTTY). */
+static int writable_query(int maps_fd, uint64_t at, uint64_t end)
+{
+	while (at < end) {
+		struct procmap_query q = {.size = sizeof(q),
+					  .query_flags = PROCMAP_QUERY_VMA_WRITABLE,
+					  .query_addr = at};
+		if (ioctl(maps_fd, PROCMAP_QUERY, &q) < 0)
+			return errno == ENOENT ? 0 : -1; /* ENOENT: none writable there */
+		at = q.vma_end;
+	}
+	return 1;
+}
+
 /* Whether [addr, addr + len) is mapped writable in the memory maps_fd (a /proc/PID/maps)
  * shows, as the kernel's own copy to the caller needs: a write through /proc/PID/mem forces its
- * way into read-only pages. The lines name a run's mappings: zeroed after. */
+ * way into read-only pages. Without PROCMAP_QUERY from the text, whose lines name a run's
+ * mappings: zeroed after. */
 static bool writable(int maps_fd, uint64_t addr, size_t len)
 {
-	char buf[8192]; /* a line: two addresses and a few fields, then a path of PATH_MAX */
-	size_t have = 0;
 	uint64_t at = addr, end = addr + len;
 	if (end <= addr)
 		return false;
+	int known = writable_query(maps_fd, addr, end);
+	if (known >= 0)
+		return known;
+	char buf[8192]; /* a line: two addresses and a few fields, then a path of PATH_MAX */
+	size_t have = 0;
 	bool done = false;
 	ssize_t n;
 	while (!done && (n = read(maps_fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
