@@ -25,6 +25,7 @@
 
 #include "counters.h"
 #include "template.h"
+#include "util/pagemap_scan.h"
 #include "util/util.h"
 
 /* The kernel's CPU clock ids (its posix-timers.h): ~pid << 3 | per-thread << 2 |
@@ -289,6 +290,24 @@ static bool in_cell(const struct sc_counters *k, pid_t tid)
 	return tid == k->pid || faccessat(proc_fd, path, F_OK, 0) == 0;
 }
 
+/* A process's or thread's id in its own pid namespace: the last of NSpid's. The status also
+ * holds a run's figures, zeroed after (see read_figures). */
+static pid_t ns_pid(pid_t pid)
+{
+	char path[32], text[4096];
+	snprintf(path, sizeof(path), "%d/status", (int)pid);
+	pid_t id = 0;
+	char *line = read_proc(path, text, sizeof(text)) == 0 ? strstr(text, "\nNSpid:") : NULL;
+	char *end = line ? strchr(line + 1, '\n') : NULL;
+	if (end) {
+		*end = 0;
+		char *last = strrchr(line, '\t');
+		id = last ? (pid_t)strtol(last + 1, NULL, 10) : 0;
+	}
+	explicit_bzero(text, sizeof(text));
+	return id;
+}
+
 /* Which counters a CPU clock id names for a caller: 0 and *tid 0 the cell's process, 0 and
  * *tid a thread of the cell, 1 none of the cell's (the kernel answers: a process the run forked,
  * or an id it refuses). */
@@ -316,12 +335,74 @@ static int clock_target(const struct sc_counters *k, pid_t caller, bool caller_i
 		*tid = thread ? k->pid : 0;
 		return 0;
 	}
+	/* A process clock named by the caller's own thread id is its process's (the kernel's
+	 * pid_for_clock), whichever thread of the cell calls; a caller whose id cannot be read
+	 * gets the run's figures, never the kernel's. */
+	if (!thread && caller_in_cell && caller != k->pid) {
+		pid_t own = ns_pid(caller);
+		if (own <= 0 || named == own)
+			return 0;
+	}
 	return 1;
+}
+
+/* Whether [at, end) is mapped writable, by PROCMAP_QUERY (Linux 6.11): 1 or 0, or -1 where
+ * the query gives no answer (an older kernel: ENOTTY). */
+static int writable_query(int maps_fd, uint64_t at, uint64_t end)
+{
+	while (at < end) {
+		struct procmap_query q = {.size = sizeof(q),
+					  .query_flags = PROCMAP_QUERY_VMA_WRITABLE,
+					  .query_addr = at};
+		if (ioctl(maps_fd, PROCMAP_QUERY, &q) < 0)
+			return errno == ENOENT ? 0 : -1; /* ENOENT: none writable there */
+		at = q.vma_end;
+	}
+	return 1;
+}
+
+/* Whether [addr, addr + len) is mapped writable in the memory maps_fd (a /proc/PID/maps)
+ * shows, as the kernel's own copy to the caller needs: a write through /proc/PID/mem forces its
+ * way into read-only pages. Without PROCMAP_QUERY from the text, whose lines name a run's
+ * mappings: zeroed after. */
+static bool writable(int maps_fd, uint64_t addr, size_t len)
+{
+	uint64_t at = addr, end = addr + len;
+	if (end <= addr)
+		return false;
+	int known = writable_query(maps_fd, addr, end);
+	if (known >= 0)
+		return known;
+	char buf[8192]; /* a line: two addresses and a few fields, then a path of PATH_MAX */
+	size_t have = 0;
+	bool done = false;
+	ssize_t n;
+	while (!done && (n = read(maps_fd, buf + have, sizeof(buf) - 1 - have)) > 0) {
+		have += (size_t)n;
+		char *line = buf, *nl;
+		while (!done && (nl = memchr(line, '\n', (size_t)(buf + have - line)))) {
+			*nl = 0;
+			unsigned long long lo, hi;
+			char perms[5];
+			if (sscanf(line, "%llx-%llx %4s", &lo, &hi, perms) == 3 && hi > at) {
+				done = lo > at || perms[1] != 'w'; /* a gap, or not writable */
+				if (!done)
+					at = hi;
+				done = done || at >= end;
+			}
+			line = nl + 1;
+		}
+		have -= (size_t)(line - buf);
+		memmove(buf, line, have);
+		done = done || have == sizeof(buf) - 1;
+	}
+	explicit_bzero(buf, sizeof(buf));
+	return at >= end;
 }
 
 /* Writes len bytes at the caller's address, through /proc/TID/mem opened before the
  * notification is checked to be still pending: the file is of the caller's memory even if the
- * caller died and its id went to another process meanwhile. */
+ * caller died and its id went to another process meanwhile (its maps, checked first, likewise). */
 static int write_to_caller(const struct sc_counters *k, const struct seccomp_notif *req,
 			   uint64_t addr, const void *buf, size_t len)
 {
@@ -330,11 +411,15 @@ static int write_to_caller(const struct sc_counters *k, const struct seccomp_not
 	int fd = openat(proc_fd, path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -ESRCH;
+	snprintf(path, sizeof(path), "%d/maps", (int)req->pid);
+	int maps_fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
 	int rc = 0;
-	if (ioctl(k->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
+	if (maps_fd < 0 || ioctl(k->listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) < 0)
 		rc = -ESRCH;
-	else if (pwrite(fd, buf, len, (off_t)addr) != (ssize_t)len)
+	else if (!writable(maps_fd, addr, len) || pwrite(fd, buf, len, (off_t)addr) != (ssize_t)len)
 		rc = -EFAULT;
+	if (maps_fd >= 0)
+		close(maps_fd);
 	close(fd);
 	return rc;
 }
@@ -374,8 +459,8 @@ static void answer(const struct sc_counters *k, const struct seccomp_notif *req,
 	} else if (!own) { /* getrusage, times of a process the run forked: its own */
 		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
 		return;
-	} else if (nr == SYS_getrusage) {
-		tid = req->data.args[0] == (uint64_t)RUSAGE_THREAD ? caller : 0;
+	} else if (nr == SYS_getrusage) { /* who: an int to the kernel */
+		tid = (int)req->data.args[0] == RUSAGE_THREAD ? caller : 0;
 	} else if (nr != SYS_times) {
 		resp->error = -ENOSYS;
 		return;
@@ -433,22 +518,6 @@ void sc_counters_serve(void)
 			k->watched = false;
 		}
 	}
-}
-
-/* The cell's id in its own pid namespace: the last of NSpid's. */
-static pid_t ns_pid(pid_t pid)
-{
-	char path[32], text[4096];
-	snprintf(path, sizeof(path), "%d/status", (int)pid);
-	if (read_proc(path, text, sizeof(text)) < 0)
-		return 0;
-	char *line = strstr(text, "\nNSpid:");
-	char *end = line ? strchr(line + 1, '\n') : NULL;
-	if (!end)
-		return 0;
-	*end = 0;
-	char *last = strrchr(line, '\t');
-	return last ? (pid_t)strtol(last + 1, NULL, 10) : 0;
 }
 
 static int take_base(struct sc_counters *k)

@@ -1,8 +1,8 @@
 /* What the reset in place needs from the kernel's uapi that the build machine's headers may
  * lack (Debian 12's are older than 6.7): PAGEMAP_SCAN and its arguments (<linux/fs.h>, 6.7),
  * PROCMAP_QUERY (<linux/fs.h>, 6.11), asynchronous userfaultfd write-protection
- * (<linux/userfaultfd.h>, 6.7). Values as the kernel defines them; used by guest/reset.c and
- * bench/reset_cell.c. */
+ * (<linux/userfaultfd.h>, 6.7). Values as the kernel defines them; used by guest/reset.c,
+ * guest/counters.c and bench/reset_cell.c. */
 #ifndef SC_UTIL_PAGEMAP_SCAN_H
 #define SC_UTIL_PAGEMAP_SCAN_H
 
@@ -38,6 +38,7 @@ struct procmap_query {
 };
 #define PROCMAP_QUERY			   _IOWR('f', 17, struct procmap_query)
 #define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
+#define PROCMAP_QUERY_VMA_WRITABLE	   0x02
 #endif
 /* The kernel's uapi <linux/userfaultfd.h> since 6.7. */
 #ifndef UFFD_FEATURE_WP_ASYNC

@@ -7,6 +7,7 @@
 #include "helpers.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,4 +377,249 @@ Test(counters, a_cell_that_dies_waiting_for_answers_wedges_nothing, .timeout = 6
 	cr_expect_geq(after_burners(sb, prober, 1, expect_own_figures), 1,
 		      "no prober ran after a burner in its cell");
 	snapcell_sandbox_free(sb);
+}
+
+/* Other ways to the counters, each tried after a burner in the same cell: a thread naming the
+ * process clock by its own id (the kernel takes a thread's id for its process there, the
+ * template took only the main thread's), ids and `who` values with high bits the kernel
+ * drops, /proc. Each prints a figure the run used (below 0.15), or a negative errno. */
+static const char other_ways[] =
+	"import ctypes, os, threading\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.syscall.restype = ctypes.c_long\n"
+	"class TS(ctypes.Structure):\n"
+	"    _fields_ = [('s', ctypes.c_long), ('ns', ctypes.c_long)]\n"
+	"class RU(ctypes.Structure):\n"
+	"    _fields_ = [('u', ctypes.c_long * 2), ('s', ctypes.c_long * 2),\n"
+	"                ('rest', ctypes.c_long * 14)]\n"
+	"def call(nr, a, b):\n"
+	"    rc = libc.syscall(ctypes.c_long(nr), ctypes.c_long(a), b)\n"
+	"    return rc if rc >= 0 else -ctypes.get_errno()\n"
+	"def raw(clock):\n"
+	"    ts = TS()\n"
+	"    rc = call(228, clock, ctypes.byref(ts))\n"
+	"    return ts.s + ts.ns / 1e9 if rc == 0 else rc\n"
+	"def pid_clock(pid, which):\n"
+	"    return (~pid << 3) | which\n"
+	"fig = {}\n"
+	"def in_thread():\n"
+	"    tid = threading.get_native_id()\n"
+	"    for which, name in enumerate(('prof', 'virt', 'sched')):\n"
+	"        fig['own_tid_' + name] = raw(pid_clock(tid, which))\n"
+	"    fig['own_tid_high_bits'] = raw(1 << 32 | pid_clock(tid, 2) & 0xffffffff)\n"
+	"t = threading.Thread(target=in_thread)\n"
+	"t.start()\n"
+	"t.join()\n"
+	"fig['process_high_bits'] = raw(1 << 32 | 2)\n"
+	"for who, name in ((1 << 32, 'self'), (1 << 32 | 1, 'thread')):\n"
+	"    r = RU()\n"
+	"    rc = call(98, who, ctypes.byref(r))\n"
+	"    fig['getrusage_high_' + name] = (r.u[0] + r.u[1] / 1e6 + r.s[0] + r.s[1] / 1e6\n"
+	"                                     if rc == 0 else rc)\n"
+	"fig['proc'] = 1 if os.path.exists('/proc/self/stat') else 0\n"
+	"for k, v in fig.items():\n"
+	"    print(k, v)\n";
+
+static void expect_no_other_way(const char *out)
+{
+	static const char *const names[] = {"own_tid_prof",	    "own_tid_virt",
+					    "own_tid_sched",	    "own_tid_high_bits",
+					    "process_high_bits",    "getrusage_high_self",
+					    "getrusage_high_thread"};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		cr_expect_lt(figure(out, names[i]), 0.15, "%s: %s", names[i], out);
+	cr_expect_eq(figure(out, "proc"), 0, "%s", out);
+}
+
+Test(counters, no_other_way_reads_the_earlier_runs)
+{
+	struct snapcell_sandbox *sb = sandbox(true);
+	cr_expect_geq(after_burners(sb, other_ways, 2, expect_no_other_way), 2,
+		      "no probe ran after a burner in its cell");
+	snapcell_sandbox_free(sb);
+}
+
+/* The template writes a reuse cell's answers into its memory: where the kernel could not
+ * (a read-only page, nothing mapped, a buffer running into a guard page) the call fails with
+ * EFAULT and a read-only page keeps its bytes, as without reuse. */
+static const char bad_pointers[] =
+	"import ctypes, threading\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.syscall.restype = ctypes.c_long\n"
+	"libc.mmap.restype = ctypes.c_void_p\n"
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,\n"
+	"                      ctypes.c_int, ctypes.c_long]\n"
+	"libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]\n"
+	"def call(nr, a, b):\n"
+	"    rc = libc.syscall(ctypes.c_long(nr), ctypes.c_long(a), ctypes.c_void_p(b))\n"
+	"    return rc if rc >= 0 else -ctypes.get_errno()\n"
+	"page = libc.mmap(None, 8192, 3, 0x22, -1, 0)\n"
+	"ctypes.memset(page, 0x5a, 8192)\n"
+	"libc.mprotect(page + 4096, 4096, 1)\n"
+	"for name, nr, a in (('getrusage', 98, 0), ('thread_rusage', 98, 1), ('times', 100, 0),\n"
+	"                    ('clock', 228, 2), ('thread_clock', 228, 3)):\n"
+	"    args = (a, page + 4096) if nr != 100 else (page + 4096, 0)\n"
+	"    print(name + '_readonly', call(nr, *args))\n"
+	"    args = (a, page + 4096 - 8) if nr != 100 else (page + 4096 - 8, 0)\n"
+	"    print(name + '_straddle', call(nr, *args))\n"
+	"    print(name + '_unmapped', call(nr, *((a, 8) if nr != 100 else (8, 0))))\n"
+	"print('kept', int(ctypes.string_at(page + 4096, 4096) == b'\\x5a' * 4096))\n";
+
+static void expect_faults(const char *out)
+{
+	static const char *const calls[] = {"getrusage", "thread_rusage", "times", "clock",
+					    "thread_clock"};
+	static const char *const kinds[] = {"readonly", "straddle", "unmapped"};
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		for (size_t j = 0; j < sizeof(kinds) / sizeof(kinds[0]); j++) {
+			char name[64];
+			snprintf(name, sizeof(name), "%s_%s", calls[i], kinds[j]);
+			cr_expect_eq(figure(out, name), -14 /* EFAULT */, "%s: %s", name, out);
+		}
+	cr_expect_eq(figure(out, "kept"), 1, "%s", out);
+}
+
+Test(counters, answers_fault_where_the_kernel_would)
+{
+	for (int reuse = 1; reuse >= 0; reuse--) {
+		struct snapcell_sandbox *sb = sandbox(reuse);
+		for (int i = 0; i < 2; i++) { /* a fresh cell's run, then a reset one's */
+			char *out, *id;
+			run_id(sb, bad_pointers, &out, &id);
+			expect_faults(out);
+			free(out);
+			free(id);
+		}
+		snapcell_sandbox_free(sb);
+	}
+}
+
+/* Calls near the counters that must read none of the earlier runs': resolution, setting and
+ * adjusting a CPU clock, a timerfd on one, ITIMER_PROF and ITIMER_VIRTUAL (the run before
+ * leaves them unarmed; armed, they count from now). Each prints below 0.15 s or a negative
+ * errno. */
+static const char near_calls[] =
+	"import ctypes, resource, signal\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.syscall.restype = ctypes.c_long\n"
+	"class TS(ctypes.Structure):\n"
+	"    _fields_ = [('s', ctypes.c_long), ('ns', ctypes.c_long)]\n"
+	"def call(nr, *a):\n"
+	"    rc = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(x) if isinstance(x, int)\n"
+	"                                          else x for x in a])\n"
+	"    return rc if rc >= 0 else -ctypes.get_errno()\n"
+	"def secs(rc, ts):\n"
+	"    return ts.s + ts.ns / 1e9 if rc == 0 else rc\n"
+	"fig = {}\n"
+	"for clock, name in ((2, 'process'), (3, 'thread'), (~1 << 3 | 2, 'pid1')):\n"
+	"    ts = TS()\n"
+	"    fig['getres_' + name] = secs(call(229, clock, ctypes.byref(ts)), ts)\n"
+	"    fig['settime_' + name] = call(227, clock, ctypes.byref(TS(0, 0)))\n"
+	"    fig['adjtime_' + name] = call(305, clock, "
+	"ctypes.byref(ctypes.create_string_buffer(256)))\n"
+	"    fig['timerfd_' + name] = call(283, clock, 0)\n"
+	"for which, name in ((signal.ITIMER_PROF, 'prof'), (signal.ITIMER_VIRTUAL, 'virt')):\n"
+	"    fig['itimer_' + name] = sum(signal.getitimer(which))\n"
+	"for k, v in fig.items():\n"
+	"    print(k, v)\n";
+
+static void expect_nothing_near(const char *out)
+{
+	for (const char *line = out; line && *line;
+	     line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *space = strchr(line, ' ');
+		cr_assert(space, "%s", out);
+		double v = strtod(space + 1, NULL);
+		cr_expect(v < 0.15, "%.*s: %s", (int)(space - line), line, out);
+	}
+}
+
+Test(counters, calls_near_the_counters_read_none_of_the_earlier_runs)
+{
+	struct snapcell_sandbox *sb = sandbox(true);
+	cr_expect_geq(after_burners(sb, near_calls, 1, expect_nothing_near), 1,
+		      "no probe ran after a burner in its cell");
+	snapcell_sandbox_free(sb);
+}
+
+/* What the policy kills in every cell: clock_gettime by the x32 numbering and by int 0x80 (the
+ * i386 ABI, whose calls the counters' filter leaves to the policy), perf_event_open. */
+static const char *const killed_calls[] = {
+	"import ctypes\n"
+	"libc = ctypes.CDLL(None)\n"
+	"print(libc.syscall(ctypes.c_long(228 | 0x40000000), ctypes.c_long(2),\n"
+	"                   ctypes.byref(ctypes.create_string_buffer(16))))\n",
+	"import ctypes, mmap\n"
+	"libc = ctypes.CDLL(None)\n"
+	"libc.mmap.restype = ctypes.c_void_p\n"
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,\n"
+	"                      ctypes.c_int, ctypes.c_long]\n"
+	"low = libc.mmap(None, 4096, 3, 0x22 | 0x40, -1, 0)\n" /* MAP_32BIT */
+	/* mov eax, 265 (clock_gettime); mov ebx, 2; mov ecx, low; int 0x80; ret */
+	"code = (b'\\xb8' + (265).to_bytes(4, 'little') + b'\\xbb' + (2).to_bytes(4, 'little') +\n"
+	"        b'\\xb9' + low.to_bytes(4, 'little') + b'\\xcd\\x80\\xc3')\n"
+	"text = libc.mmap(None, 4096, 7, 0x22, -1, 0)\n"
+	"if text in (None, 2**64 - 1):\n"
+	"    text = libc.mmap(None, 4096, 3, 0x22, -1, 0)\n"
+	"    ctypes.memmove(text, code, len(code))\n"
+	"    libc.mprotect(ctypes.c_void_p(text), ctypes.c_size_t(4096), 5)\n"
+	"else:\n"
+	"    ctypes.memmove(text, code, len(code))\n"
+	"print(ctypes.CFUNCTYPE(ctypes.c_int)(text)(), ctypes.string_at(low, 8).hex())\n",
+	"import ctypes\n"
+	"libc = ctypes.CDLL(None)\n"
+	"attr = ctypes.create_string_buffer(128)\n"
+	"print(libc.syscall(ctypes.c_long(298), attr, 0, -1, -1, 0))\n",
+};
+
+Test(counters, other_abis_and_perf_events_are_killed)
+{
+	struct snapcell_sandbox *sb = sandbox(true);
+	for (size_t i = 0; i < sizeof(killed_calls) / sizeof(killed_calls[0]); i++) {
+		struct snapcell_result *res = test_run(sb, killed_calls[i]);
+		cr_expect_eq(res->status, SNAPCELL_STATUS_KILLED, "%zu: status %s, out %s, err %s",
+			     i, snapcell_status_name(res->status), res->stdout_buf,
+			     res->stderr_buf);
+		cr_expect_eq(res->term_signal, SIGSYS, "%zu: signal %d", i, res->term_signal);
+		snapcell_result_free(res);
+	}
+	snapcell_sandbox_free(sb);
+}
+
+/* getrusage's `who` is an int to the kernel: RUSAGE_THREAD with high bits set is still the
+ * calling thread's, not its process's (here the main thread burnt 0.3 s first). */
+static const char thread_who[] =
+	"import ctypes, threading, time\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.syscall.restype = ctypes.c_long\n"
+	"class RU(ctypes.Structure):\n"
+	"    _fields_ = [('u', ctypes.c_long * 2), ('s', ctypes.c_long * 2),\n"
+	"                ('rest', ctypes.c_long * 14)]\n"
+	"t0 = time.process_time()\n"
+	"while time.process_time() - t0 < 0.3:\n"
+	"    pass\n"
+	"fig = {}\n"
+	"def in_thread():\n"
+	"    r = RU()\n"
+	"    rc = libc.syscall(ctypes.c_long(98), ctypes.c_long(1 << 32 | 1), ctypes.byref(r))\n"
+	"    fig['thread'] = r.u[0] + r.u[1] / 1e6 + r.s[0] + r.s[1] / 1e6 if rc == 0 else -1\n"
+	"t = threading.Thread(target=in_thread)\n"
+	"t.start()\n"
+	"t.join()\n"
+	"print('thread', fig['thread'])\n";
+
+Test(counters, rusage_thread_with_high_bits_is_the_thread_s)
+{
+	for (int reuse = 1; reuse >= 0; reuse--) {
+		struct snapcell_sandbox *sb = sandbox(reuse);
+		for (int i = 0; i < 2; i++) {
+			char *out, *id;
+			run_id(sb, thread_who, &out, &id);
+			double v = figure(out, "thread");
+			cr_expect(v >= 0 && v < 0.15, "reuse %d: %s", reuse, out);
+			free(out);
+			free(id);
+		}
+		snapcell_sandbox_free(sb);
+	}
 }
