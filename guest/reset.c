@@ -338,7 +338,7 @@ static int cpu_used(pid_t pid, uint64_t *us)
 	if (rc == 0)
 		*us = (uint64_t)(v[14] + v[15] + v[16] + v[17]) * 1000000ull /
 		      (uint64_t)(hz > 0 ? hz : 100);
-	explicit_bzero(v, sizeof(v)); /* a run's figures: see tmp_entries */
+	explicit_bzero(v, sizeof(v)); /* a run's: see has_entries */
 	return rc;
 }
 
@@ -362,7 +362,7 @@ static int read_misc(pid_t pid, struct text *t)
 		target[n < 0 ? 0 : n] = 0;
 		t->len += (size_t)snprintf(t->buf + t->len, TEXT_MAX - t->len, "%s %s\n", links[i],
 					   target);
-		explicit_bzero(target, sizeof(target)); /* a run's path: see tmp_entries */
+		explicit_bzero(target, sizeof(target)); /* a run's: see has_entries */
 	}
 	char path[64];
 	snprintf(path, sizeof(path), "task/%d/children", (int)pid);
@@ -1253,31 +1253,6 @@ static bool added_only(const struct text *parked, const struct text *now,
 	return !have_p;
 }
 
-/* 1 when the cell's /tmp holds anything, 0 when it is empty, or -errno. Read into a buffer
- * of this function's, zeroed after (not readdir's, freed as it was): the names of the files a
- * run left are the run's data, and the template's memory is in every cell forked later. */
-static int tmp_entries(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "%d/root/tmp", (int)pid);
-	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	static _Alignas(struct dirent64) char buf[4096];
-	long n;
-	int found = 0;
-	while (!found && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0)
-		for (long at = 0; at < n && !found;) {
-			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
-			found = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-			at += e->d_reclen;
-		}
-	int rc = found ? 1 : n < 0 ? -errno : 0;
-	explicit_bzero(buf, sizeof(buf));
-	close(fd);
-	return rc;
-}
-
 /* The checks of a stopped cell against its parked reference; NULL when all agree. */
 static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 			 struct sc_reuse_unmaps *unmaps)
@@ -1324,9 +1299,6 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 	if (!why && (socket_options(r, &now) < 0 || !text_same(&now, &r->sockopts)))
 		why = "an option of its frame socket changed";
 	text_drop(&now);
-	int tmp = why ? 0 : tmp_entries(pid);
-	if (!why && tmp != 0)
-		why = tmp < 0 ? "its /tmp cannot be read" : "its /tmp is not empty";
 	return why;
 }
 
@@ -1393,7 +1365,7 @@ static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
 }
 
 /* What the run left outside the process (reset_leftovers.c): children it reaped, threads that
- * ran and exited, files in /output, /tmp and /output changed in any way (times included).
+ * ran and exited, files in /tmp or /output, either changed in any way (times included).
  * NULL, or why the cell is discarded. */
 static const char *leftovers(pid_t pid, struct sc_reuse *r)
 {
@@ -1401,7 +1373,7 @@ static const char *leftovers(pid_t pid, struct sc_reuse *r)
 	if (sc_reuse_children_usage(pid, &r->regs, &children) < 0)
 		return "its children's usage cannot be read";
 	bool same = !memcmp(&children, &r->children, sizeof(children));
-	explicit_bzero(&children, sizeof(children)); /* a run's figures: see tmp_entries */
+	explicit_bzero(&children, sizeof(children)); /* a run's: see has_entries */
 	if (!same)
 		return "it reaped a child";
 	int64_t threads_ns;

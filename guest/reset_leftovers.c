@@ -30,10 +30,10 @@
 /* The cell's directories, relative to its root in the sandbox's procfs. /output may be
  * missing (ENOENT): then there is nothing of it to compare. */
 static const char *const dir_names[SC_REUSE_DIRS] = {"tmp", "output"};
-enum { TMP, OUTPUT };
 
 /* 1 when the directory fd holds anything, 0 when it is empty, or -errno; the names read are
- * zeroed after (they are a run's, and the template's memory is every later cell's). */
+ * zeroed after (they are a run's, and the template's memory is every later cell's: so is all
+ * the template reads of a run, reset.c's figures and paths too). */
 static int has_entries(int fd)
 {
 	static _Alignas(struct dirent64) char buf[4096];
@@ -90,10 +90,10 @@ static bool same_time(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
 }
 
-/* /output must be empty: the host collects it after the run's DONE and retires a cell that
- * left anything there (src/core/run_fresh.c), but a run that forged its DONE went on and made
- * files after the host looked and before the stop; they were the next run's, in its code's
- * view and in its result. (/tmp is reset.c's tmp_entries.)
+/* Both must be empty. /tmp: what a run left there is the next run's. /output: the host
+ * collects it after the run's DONE and retires a cell that left anything there
+ * (src/core/run_fresh.c), but a run that forged its DONE went on and made files after the host
+ * looked and before the stop; they were the next run's, in its code's view and in its result.
  *
  * And both must be as parked, times included: they are the cell's own for its whole life (its
  * uid owns them), so whatever a run sets on them stays for the next: a mode (fchmod: any 12
@@ -121,9 +121,9 @@ const char *sc_reuse_dirs_check(int proc_fd, pid_t pid, const struct sc_reuse_di
 			 st.st_mode != d->mode[i] || st.st_uid != d->uid[i] ||
 			 st.st_gid != d->gid[i])
 			why = "the mode or owner of its /tmp or /output changed";
-		else if (i == OUTPUT && (entries = has_entries(fd)) != 0)
-			why = entries < 0 ? "its /output cannot be read"
-					  : "its /output is not empty";
+		else if ((entries = has_entries(fd)) != 0)
+			why = entries < 0 ? "its /tmp or /output cannot be read"
+					  : "its /tmp or /output is not empty";
 		else if (!same_time(&st.st_atim, &d->times[i][0]) ||
 			 !same_time(&st.st_mtim, &d->times[i][1]) ||
 			 !same_time(&st.st_ctim, &d->times[i][2]))
