@@ -58,6 +58,24 @@ struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code)
 	return res;
 }
 
+struct snapcell_result *test_run_identified(struct snapcell_sandbox *sb, const char *code,
+					    const char *identity, char **out, char **id)
+{
+	char *full = NULL;
+	cr_assert_gt(asprintf(&full, "%s\n%s", code, identity), 0);
+	struct snapcell_result *res = test_run(sb, full);
+	free(full);
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, exit %d, stdout %s, stderr %s",
+		     snapcell_status_name(res->status), res->exit_code, res->stdout_buf,
+		     res->stderr_buf);
+	char *at = strstr(res->stdout_buf, "@ ");
+	cr_assert(at, "no identity in %s", res->stdout_buf);
+	if (out)
+		*out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
+	*id = strdup(at);
+	return res;
+}
+
 void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want)
 {
 	struct snapcell_result *res = test_run(sb, code);

@@ -31,6 +31,22 @@ struct snapcell_sandbox *test_sandbox(struct snapcell_config *cfg);
 /* Runs code and returns the result; fails the test when the library itself fails. */
 struct snapcell_result *test_run(struct snapcell_sandbox *sb, const char *code);
 
+/* Which cell a run ran in, for the reuse tests: code that prints, last, "@ " and what names the
+ * cell: its /tmp and /output (tmpfs mounts made for it: a device number, reused once a cell is
+ * gone, and a creation time) and the inodes of its output pipes and frame socket, made for it
+ * by the template; what a run could change of them discards the cell. */
+#define TEST_CELL_IDENTITY                                                                         \
+	"import os as _os\n"                                                                       \
+	"print('@', *[(s.st_dev, s.st_ino, s.st_ctime_ns) for s in "                               \
+	"[_os.stat('/tmp'), _os.stat('/output')] + [_os.fstat(fd) for fd in (1, 2, 3)]])\n"
+
+/* Runs code and then identity (code printing "@ " and what names the cell, last, as
+ * TEST_CELL_IDENTITY) in the same run, which must end ok; *out (when out is not NULL) gets what
+ * the run printed before the identity, *id the identity (both malloc'd). Returns the result,
+ * which the caller frees. */
+struct snapcell_result *test_run_identified(struct snapcell_sandbox *sb, const char *code,
+					    const char *identity, char **out, char **id);
+
 /* Runs code and asserts status ok, returning stdout (owned by the result). */
 #define expect_ok(res)                                                                             \
 	cr_assert_eq((res)->status, SNAPCELL_STATUS_OK, "status %s, stderr: %s",                   \

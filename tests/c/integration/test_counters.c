@@ -14,12 +14,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Which cell ran (as test_reset.c's): its /tmp, /output and descriptors, made for it. */
-#define IDENTITY                                                                                   \
-	"import os as _os\n"                                                                       \
-	"print('@', *[(s.st_dev, s.st_ino, s.st_ctime_ns) for s in "                               \
-	"[_os.stat('/tmp'), _os.stat('/output')] + [_os.fstat(fd) for fd in (1, 2, 3)]])\n"
-
 /* ~300 ms of CPU, 200 MiB faulted in, 200 sleeps. */
 static const char burner[] = "import time\n"
 			     "b = b'1' * (200 << 20)\n"
@@ -151,22 +145,11 @@ static struct snapcell_sandbox *sandbox(bool reuse)
 	return sb;
 }
 
-/* Runs code with the identity after it: its output before the identity to *out, the
+/* Runs code with the cell's identity after it: its output before the identity to *out, the
  * identity to *id (both malloc'd). */
 static void run_id(struct snapcell_sandbox *sb, const char *code, char **out, char **id)
 {
-	char *full = NULL;
-	cr_assert_gt(asprintf(&full, "%s\n" IDENTITY, code), 0);
-	struct snapcell_result *res = test_run(sb, full);
-	free(full);
-	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, stderr %s",
-		     snapcell_status_name(res->status), res->stderr_buf);
-	char *at = strstr(res->stdout_buf, "@ ");
-	cr_assert(at, "no identity in %s", res->stdout_buf);
-	if (out)
-		*out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
-	*id = strdup(at);
-	snapcell_result_free(res);
+	snapcell_result_free(test_run_identified(sb, code, TEST_CELL_IDENTITY, out, id));
 }
 
 /* Burner, then two probers, until `want` probers ran in a cell a burner ran in before; check

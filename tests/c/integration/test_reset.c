@@ -11,14 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Which cell ran: its /tmp and /output (tmpfs mounts made for it: a device number, reused once
- * a cell is gone, and a creation time) and the inodes of its frame socket and output pipes,
- * made for it by the template; what a run could change of them discards the cell. */
-#define IDENTITY                                                                                   \
-	"import os as _os\n"                                                                       \
-	"print('@', *[(s.st_dev, s.st_ino, s.st_ctime_ns) for s in "                               \
-	"[_os.stat('/tmp'), _os.stat('/output')] + [_os.fstat(fd) for fd in (1, 2, 3)]])\n"
-static const char identity_code[] = IDENTITY;
+static const char identity_code[] = TEST_CELL_IDENTITY;
 
 static char *identity(struct snapcell_sandbox *sb)
 {
@@ -97,24 +90,18 @@ static void cells_seen_free(struct cells_seen *c)
 static bool run_seen_full(struct snapcell_sandbox *sb, struct cells_seen *c, const char *code,
 			  char **out, char **id, struct snapcell_result **res_out)
 {
-	char *full = NULL;
-	cr_assert_gt(asprintf(&full, "%s\n" IDENTITY, code), 0);
-	struct snapcell_result *res = test_run(sb, full);
-	free(full);
-	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, stderr %s",
-		     snapcell_status_name(res->status), res->stderr_buf);
-	char *at = strstr(res->stdout_buf, "@ ");
-	cr_assert(at, "no identity in %s", res->stdout_buf);
+	char *at;
+	struct snapcell_result *res = test_run_identified(sb, code, TEST_CELL_IDENTITY, out, &at);
 	bool again = false;
 	for (int i = 0; i < c->n && !again; i++)
 		again = strcmp(c->ids[i], at) == 0;
 	if (!again && c->n < (int)(sizeof(c->ids) / sizeof(c->ids[0])))
 		c->ids[c->n++] = strdup(at);
 	c->reused += again;
-	if (out)
-		*out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
 	if (id)
-		*id = strdup(at);
+		*id = at;
+	else
+		free(at);
 	if (res_out)
 		*res_out = res;
 	else
@@ -363,7 +350,8 @@ Test(reset, cpu_time_is_per_run_and_the_limit_still_holds)
 			     (unsigned long long)res->cpu_us);
 		snapcell_result_free(res);
 		/* Says which cell it is in before it spins. */
-		res = test_run(sb, IDENTITY "import sys\nsys.stdout.flush()\nwhile True: pass");
+		res = test_run(sb, TEST_CELL_IDENTITY
+			       "import sys\nsys.stdout.flush()\nwhile True: pass");
 		cr_expect_eq(res->status, SNAPCELL_STATUS_TIMEOUT, "status %s",
 			     snapcell_status_name(res->status));
 		cr_expect(res->limits_hit & SNAPCELL_HIT_CPU, "limits hit %#x", res->limits_hit);
@@ -636,7 +624,7 @@ Test(reset, a_run_that_claims_its_end_early_is_stopped_and_reset)
 		char *out;
 		run_seen(sb, &c,
 			 "import json, os, struct, sys, time\n"
-			 "print(hasattr(json, 'leak'))\n" IDENTITY "sys.stdout.flush()\n"
+			 "print(hasattr(json, 'leak'))\n" TEST_CELL_IDENTITY "sys.stdout.flush()\n"
 			 "json.leak = 0\n"
 			 "os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n"
 			 "t = time.monotonic()\n"

@@ -8,13 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Which cell ran (as test_reset.c's IDENTITY): its /tmp and /output mounts and its frame
- * socket and output pipes, all made for one cell. */
-#define IDENTITY                                                                                   \
-	"import os as _os\n"                                                                       \
-	"print('@', *[(s.st_dev, s.st_ino, s.st_ctime_ns) for s in "                               \
-	"[_os.stat('/tmp'), _os.stat('/output')] + [_os.fstat(fd) for fd in (1, 2, 3)]])\n"
-
 static struct snapcell_sandbox *reuse_sandbox_with(struct snapcell_config *cfg)
 {
 	cr_assert_eq(snapcell_config_set_reuse(cfg, true, NULL), 0);
@@ -44,26 +37,19 @@ static void seen_free(struct seen *s)
 		free(s->ids[i]);
 }
 
-/* Runs code then IDENTITY; returns the output before the identity (malloc'd). */
+/* Runs code then TEST_CELL_IDENTITY; returns the output before the identity (malloc'd). */
 static char *run_seen(struct snapcell_sandbox *sb, struct seen *s, const char *code)
 {
-	char *full = NULL;
-	cr_assert_gt(asprintf(&full, "%s\n" IDENTITY, code), 0);
-	struct snapcell_result *res = test_run(sb, full);
-	free(full);
-	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, exit %d, stdout %s, stderr %s",
-		     snapcell_status_name(res->status), res->exit_code, res->stdout_buf,
-		     res->stderr_buf);
-	char *at = strstr(res->stdout_buf, "@ ");
-	cr_assert(at, "no identity in %s", res->stdout_buf);
+	char *out, *at;
+	snapcell_result_free(test_run_identified(sb, code, TEST_CELL_IDENTITY, &out, &at));
 	bool again = false;
 	for (int i = 0; i < s->n && !again; i++)
 		again = strcmp(s->ids[i], at) == 0;
 	if (!again && s->n < (int)(sizeof(s->ids) / sizeof(s->ids[0])))
-		s->ids[s->n++] = strdup(at);
+		s->ids[s->n++] = at;
+	else
+		free(at);
 	s->reused += again;
-	char *out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
-	snapcell_result_free(res);
 	return out;
 }
 
@@ -257,7 +243,9 @@ static void expect_next_runs_fine_after(const char *change)
 	struct seen s = {0};
 	for (int i = 0; i < 4; i++) {
 		char *code = NULL;
-		cr_assert_gt(asprintf(&code, IDENTITY "import sys\nsys.stdout.flush()\n%s", change),
+		cr_assert_gt(asprintf(&code,
+				      TEST_CELL_IDENTITY "import sys\nsys.stdout.flush()\n%s",
+				      change),
 			     0);
 		struct snapcell_result *res = test_run(sb, code);
 		free(code);
@@ -476,20 +464,11 @@ Test(reset_attack, names_a_run_left_in_tmp_do_not_reach_later_cells)
  * the run before (whose identity was *last, updated). */
 static char *run_in(struct snapcell_sandbox *sb, const char *code, char **last, bool *again)
 {
-	char *full = NULL;
-	cr_assert_gt(asprintf(&full, "%s\n" CELL_ID, code), 0);
-	struct snapcell_result *res = test_run(sb, full);
-	free(full);
-	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "status %s, exit %d, stdout %s, stderr %s",
-		     snapcell_status_name(res->status), res->exit_code, res->stdout_buf,
-		     res->stderr_buf);
-	char *at = strstr(res->stdout_buf, "@ ");
-	cr_assert(at, "no identity in %s", res->stdout_buf);
+	char *out, *at;
+	snapcell_result_free(test_run_identified(sb, code, CELL_ID, &out, &at));
 	*again = *last && strcmp(*last, at) == 0;
 	free(*last);
-	*last = strdup(at);
-	char *out = strndup(res->stdout_buf, (size_t)(at - res->stdout_buf));
-	snapcell_result_free(res);
+	*last = at;
 	return out;
 }
 
