@@ -39,6 +39,9 @@
 #define PROCESS_CLOCK CLOCK_PROCESS_CPUTIME_ID
 #define THREAD_CLOCK  CLOCK_THREAD_CPUTIME_ID
 #define PID_CLOCK     0x80000000u
+/* With a clock id in A: what for a CPU clock, else allowed (five instructions). */
+#define IF_CPU_CLOCK(what)                                                                         \
+	IF_EQ(PROCESS_CLOCK, 3, 0), IF_EQ(THREAD_CLOCK, 2, 0), IF_SET(PID_CLOCK, 1, 0), ALLOW, what
 
 /* Each block is entered with the call's number in A and ends in a return; the offsets skip
  * whole blocks. */
@@ -65,31 +68,19 @@ static const struct sock_filter program[] = {
 	/* clock_gettime on a CPU clock (the vDSO answers the others without a call) */
 	IF_EQ(SYS_clock_gettime, 0, 6),
 	LD(ARG_LO(0)),
-	IF_EQ(PROCESS_CLOCK, 3, 0),
-	IF_EQ(THREAD_CLOCK, 2, 0),
-	IF_SET(PID_CLOCK, 1, 0),
-	ALLOW,
-	NOTIFY,
+	IF_CPU_CLOCK(NOTIFY),
 	/* a sleep until an absolute point of a CPU clock ends, or not, where the clock's whole
 	 * count stands: refused (a relative one counts from now) */
 	IF_EQ(SYS_clock_nanosleep, 0, 8),
 	LD(ARG_LO(1)),
 	IF_SET(TIMER_ABSTIME, 0, 4),
 	LD(ARG_LO(0)),
-	IF_EQ(PROCESS_CLOCK, 3, 0),
-	IF_EQ(THREAD_CLOCK, 2, 0),
-	IF_SET(PID_CLOCK, 1, 0),
-	ALLOW,
-	REFUSE,
+	IF_CPU_CLOCK(REFUSE),
 	/* a timer on a CPU clock, which an absolute timer_settime and timer_gettime would turn
 	 * into a reading of the whole count: refused */
 	IF_EQ(SYS_timer_create, 0, 6),
 	LD(ARG_LO(0)),
-	IF_EQ(PROCESS_CLOCK, 3, 0),
-	IF_EQ(THREAD_CLOCK, 2, 0),
-	IF_SET(PID_CLOCK, 1, 0),
-	ALLOW,
-	REFUSE,
+	IF_CPU_CLOCK(REFUSE),
 /* RLIMIT_CPU set: its SIGXCPU and SIGKILL come at whole-life seconds, which a run that
  * lowers it times; the template decides */
 #ifdef SYS_setrlimit
