@@ -959,3 +959,103 @@ Test(reset_attack, changes_to_hot_pages_do_not_reach_the_next_run, .timeout = 12
 	seen_free(&s);
 	snapcell_sandbox_free(sb);
 }
+
+/* MADV_FREE leaves a page present to be zeroed at the kernel's leisure, after a reset whose
+ * copy-back may not see it: the reset checks smaps_rollup's LazyFree only when the cell parks
+ * (guest/reset.c, lazy_free_shut), as a reuse cell's filter refuses every way to ask for it.
+ * Each way a run can ask in its own thread, in runs of reset cells too: madvise by its
+ * number, with the advice's high bits set (the kernel reads an int), process_madvise on
+ * itself with a vector of ranges (PIDFD_SELF_THREAD and _GROUP), io_uring (its setup, for
+ * IORING_OP_MADVISE). A cell has no /proc/self/smaps_rollup to count LazyFree itself: each
+ * call must be refused. */
+Test(reset_attack, no_way_to_free_lazily_in_one_process_works_with_reuse)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(with_ctypes());
+	static const char code[] =
+		"import ctypes, mmap\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"l = ctypes.c_long\n"
+		"def call(*a):\n"
+		"    rc = libc.syscall(*map(l, a))\n"
+		"    return ctypes.get_errno() if rc == -1 else rc\n"
+		"m = mmap.mmap(-1, 8192, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+		"m[0] = m[4096] = 1\n"
+		"p = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+		"r = [call(28, p, 8192, advice) for advice in (8, 1 << 32 | 8, -1 << 32 | 8)]\n"
+		"iov = (ctypes.c_size_t * 4)(p, 4096, p + 4096, 4096)\n"
+		"for pidfd in (-10000, -20000):\n"
+		"    r.append(call(440, pidfd, ctypes.addressof(iov), 2, 8, 0))\n"
+		"params = ctypes.create_string_buffer(120)\n"
+		"r.append(call(425, 8, ctypes.addressof(params)))\n"
+		"print(*r, m[0], m[4096])\n";
+	struct seen s = {0};
+	for (int i = 0; i < 6; i++) {
+		char *out = run_seen(sb, &s, code);
+		cr_expect_str_eq(out, "22 22 22 38 38 38 1 1\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(s.reused, 3, "only %d of 6 runs were in a reset cell", s.reused);
+	seen_free(&s);
+	snapcell_sandbox_free(sb);
+}
+
+/* The same from children that share the run's memory (clone with CLONE_VM, outside any
+ * thread group): a filter is inherited by every child, so madvise(MADV_FREE) is refused there
+ * too; by the x32 number (0x40000000 | 28) and by int 0x80 (i386's 219, on a page below 4 GiB)
+ * the child is killed (SIGSYS: an architecture the filter does not allow); a thread and a
+ * forked child are refused as well. A run that made a thread or a child is not reset after
+ * it, but its cell parked under the same filter. */
+Test(reset_attack, no_child_that_shares_memory_frees_lazily_with_reuse)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(with_ctypes());
+	static const char code[] =
+		"import ctypes, mmap, os, struct, threading\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"low = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40\n" /* MAP_32BIT */
+		"m = mmap.mmap(-1, 8192, flags=low)\n"
+		"m[0] = m[4096] = 1\n"
+		"p = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+		"assert p < 1 << 32\n"
+		"text = mmap.mmap(-1, 4096, flags=low,\n"
+		"                 prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+		/* mov eax, nr; mov ebx, p; mov rdi, rbx; mov esi, 8192; mov ecx, esi; mov edx, 8
+		 * (MADV_FREE); the trap; then exit(-eax) */
+		"def child(nr, trap):\n"
+		"    args = b'\\x48\\x89\\xdf' + b'\\xbe\\x00\\x20\\x00\\x00\\x89\\xf1'\n"
+		"    args += b'\\xba\\x08\\x00\\x00\\x00'\n"
+		"    end = b'\\x89\\xc7\\xf7\\xdf\\xb8\\x3c\\x00\\x00\\x00\\x0f\\x05'\n"
+		"    return (b'\\xb8' + struct.pack('<I', nr) + b'\\xbb' + struct.pack('<I', p) +\n"
+		"            args + trap + end)\n"
+		"stack = ctypes.create_string_buffer(1 << 16)\n"
+		"fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)\n"
+		"r = []\n"
+		"for nr, trap in ((28, b'\\x0f\\x05'), (0x40000000 | 28, b'\\x0f\\x05'),\n"
+		"                 (219, b'\\xcd\\x80')):\n"
+		"    code = child(nr, trap)\n"
+		"    text[:len(code)] = code\n"
+		"    top = ctypes.c_void_p(ctypes.addressof(stack) + len(stack) - 64)\n"
+		"    pid = libc.clone(fn(ctypes.addressof(ctypes.c_char.from_buffer(text))), top,\n"
+		"                     0x100 | 17, None)\n" /* CLONE_VM | SIGCHLD */
+		"    r.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+		"t = threading.Thread(target=lambda: r.append(\n"
+		"    libc.madvise(ctypes.c_void_p(p), 8192, 8) and ctypes.get_errno()))\n"
+		"t.start()\n"
+		"t.join()\n"
+		"pid = os.fork()\n"
+		"if pid == 0:\n"
+		"    libc.madvise(ctypes.c_void_p(p), 8192, 8)\n"
+		"    os._exit(ctypes.get_errno())\n"
+		"r.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n"
+		"print(*r, m[0], m[4096])\n";
+	for (int i = 0; i < 2; i++) {
+		struct snapcell_result *res = NULL;
+		char *out = NULL, *at = NULL;
+		res = test_run_identified(sb, code, TEST_CELL_IDENTITY, &out, &at);
+		cr_expect_str_eq(out, "22 -31 -31 22 22 1 1\n", "run %d: %s (%s)", i, out,
+				 res->stderr_buf);
+		snapcell_result_free(res);
+		free(out);
+		free(at);
+	}
+	snapcell_sandbox_free(sb);
+}
