@@ -936,8 +936,9 @@ static int take_reference(pid_t pid, struct sc_reuse *r)
 }
 
 /* MADV_FREE leaves a page present and protected, to be dropped (zeroed) at the kernel's
- * leisure, later: no scan can tell. The kernel frees lazily for MADV_FREE alone (mm/madvise.c,
- * the only caller of folio_mark_lazyfree, as of 6.18), which a cell asks for by madvise, by
+ * leisure, later: no scan can tell. The kernel frees lazily for MADV_FREE alone (as of 6.18,
+ * folio_mark_lazyfree's callers are its page walk in mm/madvise.c and the huge-page step of
+ * that walk in mm/huge_memory.c), which a cell asks for by madvise, by
  * process_madvise (any advice where the target is the caller itself, since 6.13) or by
  * io_uring's IORING_OP_MADVISE: a reuse cell's filter refuses all three
  * (src/isolate/seccomp.c, SC_SECCOMP_NO_LAZY_FREE). Checked once here, so that no reset
