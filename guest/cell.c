@@ -73,10 +73,9 @@ static int place_fds(const struct sc_cell_plan *plan, int tmp_root, struct snapc
 /* The kernel's highest signal number (glibc's SIGRTMAX leaves out the two it keeps). */
 #define SIGRTMAX_KERNEL 64
 
-/* A cell armed to be reset in place (reset.c): a parked one, of a sandbox that asked for it. */
 static bool reusable(const struct sc_cell_plan *plan)
 {
-	return plan->cfg->reuse && !plan->input_layer;
+	return sc_cell_reusable(plan->cfg, plan->id, plan->input_layer);
 }
 
 /* Before seccomp (which refuses userfaultfd): the descriptor the template takes at the parked

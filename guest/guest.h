@@ -169,6 +169,16 @@ struct sc_cell_plan {
 	const char *input_layer;
 };
 
+/* A cell armed to be reset in place (reset.c): a parked one of a sandbox that asked for it,
+ * but not the sandbox's first, which is parked before the template's warm-up and so never
+ * reset (reset.c sc_reuse_reset): its image, its counters filter and its parked stop would
+ * all be on the path of the sandbox's first run. */
+static inline bool sc_cell_reusable(const struct sc_guest_config *cfg, uint32_t id,
+				    const char *input_layer)
+{
+	return cfg->reuse && !input_layer && id != 0;
+}
+
 #define SC_CELL_RPC_FD 3 /* the cell's frame socket */
 #define SC_CELL_NET_FD 4 /* its network socket (a sandbox with entries) */
 /* The root of its /tmp tmpfs (rootfs.c): a session family's anchor hands it to the host;

@@ -1115,8 +1115,6 @@ void sc_reuse_cpu_expired(uint32_t id)
 void sc_reuse_seize(struct live_cell *c)
 {
 	c->reuse = NULL;
-	if (!T.cfg.reuse)
-		return;
 	/* Its first run's CPU limit first, whether or not it is ever reset: an armed cell's
 	 * RLIMIT_CPU has the slack. Without its timer the cell does not run. */
 	struct sc_reuse *r = calloc(1, sizeof(*r));

@@ -73,8 +73,8 @@ void sc_template_reap(void);
 struct rusage;
 void sc_template_reaped(pid_t pid, int status, const struct rusage *ru);
 
-/* reset.c: reset in place. seize: right after a parked cell's fork (nothing when the sandbox
- * did not ask for reuse); stopped: the reaping found the cell in a ptrace stop; reset: the
+/* reset.c: reset in place. seize: right after the fork of a cell sc_cell_reusable (guest.h)
+ * names; stopped: the reaping found the cell in a ptrace stop; reset: the
  * host's SC_CTL_RESET, answered; free: the cell is gone. */
 void sc_reuse_init(void); /* the template's setup: takes SC_GUEST_PROC_FD, or turns reuse off */
 void sc_reuse_seize(struct live_cell *c);

@@ -187,7 +187,7 @@ int sc_template_park_cell(const char *input_layer)
 	if (pid > 0) {
 		T.cells[T.n_cells++] = (struct live_cell){id, pid, f.exit_w, slot, NULL};
 		T.n_free_slots--;
-		if (!input_layer)
+		if (sc_cell_reusable(&T.cfg, id, input_layer))
 			sc_reuse_seize(&T.cells[T.n_cells - 1]);
 	} else {
 		close(f.exit_w);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "helpers.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,34 @@ Test(reset, with_reuse_off_every_run_has_a_new_cell)
 {
 	struct snapcell_sandbox *sb = reuse_sandbox(false);
 	cr_expect(!some_cell_reused(sb, 8), "a cell ran twice with reuse off");
+	snapcell_sandbox_free(sb);
+}
+
+/* What a CPU-clock timer's creation returns in the run's cell: 0, or the errno (EINVAL where the
+ * cell is armed for reuse: its counters filter refuses it, guest/counters.c). */
+static int cpu_timer_errno(struct snapcell_sandbox *sb)
+{
+	struct snapcell_result *res = test_run(
+		sb,
+		"import ctypes\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"t = ctypes.c_int()\n"
+		"rc = libc.syscall(ctypes.c_long(222), ctypes.c_long(2), None, ctypes.byref(t))\n"
+		"print(0 if rc == 0 else ctypes.get_errno())\n");
+	expect_ok(res);
+	int n = atoi(res->stdout_buf);
+	snapcell_result_free(res);
+	return n;
+}
+
+/* The sandbox's first cell is never reset (it was parked before the template's warm-up), so
+ * nothing of reuse is set up on the first run's path: no counters filter (nor the image and the
+ * parked stop that come with it). The cells after it are armed. */
+Test(reset, the_sandboxs_first_cell_is_not_armed_for_reuse)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	cr_expect_eq(cpu_timer_errno(sb), 0, "the first cell is armed for reuse");
+	cr_expect_eq(cpu_timer_errno(sb), EINVAL, "a later cell is not armed for reuse");
 	snapcell_sandbox_free(sb);
 }
 
@@ -595,7 +624,8 @@ Test(reset, sessions_keep_their_state_and_their_cpu_limit)
 	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
 	static const char limit[] =
 		"import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU))";
-	expect_output(sb, limit, "(3, 3)\n"); /* a fresh cell: 2 s and the reset slack */
+	expect_output(sb, limit, "(2, 2)\n"); /* the first cell, never reset: 2 s */
+	expect_output(sb, limit, "(3, 3)\n"); /* a later one: 2 s and the reset slack */
 	struct snapcell_error err = {0};
 	struct snapcell_session *s = NULL;
 	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
