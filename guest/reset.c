@@ -219,6 +219,22 @@ static int kept_open(pid_t pid, const char *what, int flags, bool *owned)
 	return fd;
 }
 
+/* Whether /proc/PID/what is made whole by one call of the kernel (single_open's show, or a
+ * text copied out of one buffer: simple_read_from_buffer), so that a read into a buffer
+ * larger than the text returns all of it and a read shorter than asked ends it: the read for
+ * the end would make the text a second time. Not maps, timers or children, which the kernel
+ * makes a record at a time, a page of records a read. */
+static bool made_whole(const char *what)
+{
+	static const char *const whole[] = {
+		"status", "stat",	   "limits",   "personality", "comm",
+		"cgroup", "oom_score_adj", "loginuid", "sessionid",   "smaps_rollup"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(whole); i++)
+		if (!strcmp(what, whole[i]))
+			return true;
+	return !strncmp(what, "fdinfo/", 7);
+}
+
 static int proc_text(pid_t pid, const char *what, struct text *t, size_t cap)
 {
 	bool owned;
@@ -228,8 +244,12 @@ static int proc_text(pid_t pid, const char *what, struct text *t, size_t cap)
 	int rc = text_room(t, cap);
 	t->len = 0;
 	ssize_t n = 0;
-	while (rc == 0 && (n = pread(fd, t->buf + t->len, cap - t->len, (off_t)t->len)) > 0)
+	bool whole = made_whole(what);
+	while (rc == 0 && (n = pread(fd, t->buf + t->len, cap - t->len, (off_t)t->len)) > 0) {
 		t->len += (size_t)n;
+		if (whole && t->len < cap)
+			break;
+	}
 	if (rc == 0)
 		rc = n < 0 ? -errno : t->len == cap ? -E2BIG : 0;
 	if (rc == 0)
@@ -402,44 +422,43 @@ static int read_misc(pid_t pid, struct text *t)
 }
 
 /* The descriptor numbers of the cell's fd table, sorted; SC_CELL_TMP_FD and SC_CELL_UFFD_FD,
- * which a cell closes before its code runs, are left out. */
-static DIR *open_dir(pid_t pid, const char *what)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "%d/%s", (int)pid, what);
-	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (fd >= 0 && !d)
-		close(fd);
-	return d;
-}
-
+ * which a cell closes before its code runs, are left out. Read through a descriptor kept open
+ * (kept_open) from the first reset on: /proc/PID/fd lists the table as it is at each read from
+ * offset 0, whatever it was when opened. */
 static long list_fds(pid_t pid, int *nums, size_t max)
 {
-	DIR *d = open_dir(pid, "fd");
-	if (!d)
-		return -errno;
+	bool owned;
+	int dir = kept_open(pid, "fd", O_RDONLY | O_DIRECTORY, &owned);
+	if (dir < 0)
+		return dir;
+	static _Alignas(struct dirent64) char buf[2048];
 	size_t n = 0;
-	long rc = 0;
-	for (struct dirent *e; (e = readdir(d));) {
-		if (e->d_name[0] == '.')
-			continue;
-		int fd = atoi(e->d_name);
-		/* closed by the cell before any code runs (cell.c), after each reset too */
-		if (fd == SC_CELL_TMP_FD || fd == SC_CELL_UFFD_FD || fd == SC_CELL_NOTIF_FD)
-			continue;
-		if (n == max) {
-			rc = -E2BIG;
-			break;
+	long rc = lseek(dir, 0, SEEK_SET) < 0 ? -errno : 0, got = 0;
+	while (rc == 0 && (got = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0)
+		for (long at = 0; rc == 0 && at < got;) {
+			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+			at += e->d_reclen;
+			if (e->d_name[0] == '.')
+				continue;
+			int fd = atoi(e->d_name);
+			/* closed by the cell before any code runs (cell.c), after each reset too */
+			if (fd == SC_CELL_TMP_FD || fd == SC_CELL_UFFD_FD || fd == SC_CELL_NOTIF_FD)
+				continue;
+			if (n == max) {
+				rc = -E2BIG;
+				break;
+			}
+			size_t i = n++;
+			while (i > 0 && nums[i - 1] > fd) {
+				nums[i] = nums[i - 1];
+				i--;
+			}
+			nums[i] = fd;
 		}
-		size_t at = n++;
-		while (at > 0 && nums[at - 1] > fd) {
-			nums[at] = nums[at - 1];
-			at--;
-		}
-		nums[at] = fd;
-	}
-	closedir(d);
+	if (rc == 0 && got < 0)
+		rc = -errno;
+	if (owned)
+		close(dir);
 	return rc < 0 ? rc : (long)n;
 }
 
