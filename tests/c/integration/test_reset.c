@@ -512,6 +512,28 @@ Test(reset, a_page_dropped_by_madvise_is_put_back)
 	snapcell_sandbox_free(sb);
 }
 
+/* Dropped and then read, an anonymous page is the zero page again, present and still marked
+ * protected (the fault keeps the marker's protection): neither written nor missing. The reset
+ * must put the parked bytes back all the same. */
+Test(reset, a_page_dropped_and_read_again_is_put_back)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(big_parked_string(), true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 12; i++) {
+		char *out;
+		run_seen(sb, &c,
+			 "import json\nprint(json.BIG.count('x'))\n" ZAP(
+				 "4") "ctypes.string_at(page, "
+				      "8192)\n",
+			 &out);
+		cr_expect_str_eq(out, "100000\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
 /* The pages every run writes are left unprotected after the first reset (guest/reset.c,
  * the hot set): later runs write them without a fault, and the reset still finds them (a
  * page without its protection reads as written) and puts back the parked bytes, also of one
