@@ -72,6 +72,7 @@ struct range {
 	uint64_t start, end;
 	enum range_kind kind;
 	size_t image_off; /* RESTORED, COMPARED: where its parked bytes are in the image */
+	bool of_file;	  /* some mapping in it maps a file (the others are anonymous) */
 };
 
 struct text {
@@ -673,16 +674,18 @@ static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 			/* Restored: the pages written, those no longer present (every page was
 			 * present once parked, its image read; MADV_DONTNEED drops an anonymous
 			 * page and its protection with it), and a file's (every page was the
-			 * process's own once parked: own_file_pages). Guarded: the pages written.
+			 * process's own once parked: own_file_pages), asked for only where a
+			 * file is mapped: no other page can be a file's, and telling takes the
+			 * kernel a look at each page's struct page. Guarded: the pages written.
 			 */
-			long n =
-				rg->kind == RESTORED
-					? scan_any(r->pagemap_fd, at, rg->end,
-						   PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
-						   PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
-						   vec, MAX_REGIONS, &walk_end)
-					: scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
-					       PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
+			uint64_t file = rg->of_file ? PAGE_IS_FILE : 0;
+			long n = rg->kind == RESTORED
+					 ? scan_any(r->pagemap_fd, at, rg->end,
+						    PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
+						    PAGE_IS_WRITTEN | PAGE_IS_PRESENT | file, vec,
+						    MAX_REGIONS, &walk_end)
+					 : scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
+						PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
 			if (n == -EPERM) {
 				*why = "a mapping lost its write-protection (remapped)";
 				return -EPERM;
@@ -807,10 +810,11 @@ static int register_ranges(struct sc_reuse *r)
 		if (!nl)
 			return -EPROTO;
 		*nl = 0;
-		unsigned long long start, end;
+		unsigned long long start, end, inode = 0;
 		char perms[5];
 		int name_at = 0;
-		if (sscanf(line, "%llx-%llx %4s %*s %*s %*s %n", &start, &end, perms, &name_at) < 3)
+		if (sscanf(line, "%llx-%llx %4s %*s %*s %llu %n", &start, &end, perms, &inode,
+			   &name_at) < 4)
 			return -EPROTO;
 		char name[32];
 		snprintf(name, sizeof(name), "%s", name_at ? line + name_at : "");
@@ -841,10 +845,12 @@ static int register_ranges(struct sc_reuse *r)
 			 * each range once, and the scan still checks every mapping in it is
 			 * registered (PM_SCAN_CHECK_WPASYNC); their images are neighbours too. */
 			last->end = end;
+			last->of_file |= inode != 0;
 		} else if (r->n_ranges == MAX_RANGES) {
 			return -E2BIG;
 		} else {
-			r->ranges[r->n_ranges++] = (struct range){start, end, kind, r->image_len};
+			r->ranges[r->n_ranges++] =
+				(struct range){start, end, kind, r->image_len, inode != 0};
 		}
 		if (kind != GUARDED)
 			r->image_len += end - start;
