@@ -33,6 +33,8 @@
 enum { CPUCLOCK_PROF, CPUCLOCK_VIRT, CPUCLOCK_SCHED, CPUCLOCK_WHICH_MASK = 3 };
 #define CPUCLOCK_PERTHREAD 4
 
+#define KEPT_MAX 5 /* stat, status, io; the main thread's schedstat and stat */
+
 /* One set of counters, of the process or of one thread, in the units the calls answer in. */
 struct figures {
 	uint64_t sched_ns;		  /* CPU time, exact */
@@ -52,6 +54,14 @@ struct sc_counters {
 	bool watched; /* in the epoll set */
 	bool reset;   /* some run ended here: another run's figures are in the counters */
 	struct figures base, thread_base; /* the process's and its main thread's, at the stop */
+	/* The files every reset's rebase reads (take_base), kept open from the cell's first
+	 * reset on: the path walk, open and close of each cost more than its read. Read from
+	 * offset 0, a kept file is made afresh; opened by pid, it stays the cell's. */
+	struct kept_proc {
+		char path[40];
+		int fd;
+	} kept[KEPT_MAX];
+	size_t n_kept;
 };
 
 static int proc_fd = -1;
@@ -67,19 +77,33 @@ int sc_counters_poll_fd(void)
 	return epoll_fd;
 }
 
-/* A file of the sandbox's procfs (e.g. "57/task/57/stat") into buf, NUL-terminated. */
+/* A file of the sandbox's procfs (e.g. "57/task/57/stat") into buf, NUL-terminated (cut at
+ * cap - 1); kept open in keep's table when keep is given. Every file read here is made whole by
+ * one call of the kernel (single_open's show): one read has all of it. */
+static int read_proc_kept(struct sc_counters *keep, const char *path, char *buf, size_t cap)
+{
+	int fd = -1;
+	for (size_t i = 0; keep && i < keep->n_kept && fd < 0; i++)
+		if (!strcmp(keep->kept[i].path, path))
+			fd = keep->kept[i].fd;
+	bool owned = fd < 0;
+	if (owned && (fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	if (owned && keep && keep->n_kept < KEPT_MAX && strlen(path) < sizeof(keep->kept[0].path)) {
+		snprintf(keep->kept[keep->n_kept].path, sizeof(keep->kept[0].path), "%s", path);
+		keep->kept[keep->n_kept++].fd = fd;
+		owned = false;
+	}
+	ssize_t n = pread(fd, buf, cap - 1, 0);
+	if (owned)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return n > 0 ? 0 : n < 0 ? -errno : -EIO;
+}
+
 static int read_proc(const char *path, char *buf, size_t cap)
 {
-	int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	size_t len = 0;
-	ssize_t n;
-	while (len < cap - 1 && (n = read(fd, buf + len, cap - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = 0;
-	return len ? 0 : -EIO;
+	return read_proc_kept(NULL, path, buf, cap);
 }
 
 /* The number after key ("\nVmHWM:") in a status text, or 0. */
@@ -129,9 +153,11 @@ static void add_switches(const char *dir, struct figures *f, char *text, size_t 
 }
 
 /* The process's counters (tid 0: every thread's and the exited ones'), or one thread's; only
- * the CPU clocks when clocks_only. The buffers hold a run's figures and are zeroed after (the
- * template's stack is every later cell's). */
-static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *f)
+ * the CPU clocks when clocks_only; the files kept open in keep's table when keep is given. The
+ * buffers hold a run's figures and are zeroed after (the template's stack is every later
+ * cell's). */
+static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *f,
+			struct sc_counters *keep)
 {
 	char dir[48], path[64], text[4096];
 	if (tid)
@@ -151,12 +177,12 @@ static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *
 	} else { /* a thread's: its scheduler's run time (another process's thread clock is
 		  * not ours to read) */
 		snprintf(path, sizeof(path), "%s/schedstat", dir);
-		if ((rc = read_proc(path, text, sizeof(text))) < 0)
+		if ((rc = read_proc_kept(keep, path, text, sizeof(text))) < 0)
 			return rc;
 		f->sched_ns = strtoull(text, NULL, 10);
 	}
 	snprintf(path, sizeof(path), "%s/stat", dir);
-	rc = read_proc(path, text, sizeof(text));
+	rc = read_proc_kept(keep, path, text, sizeof(text));
 	char *p = rc == 0 ? strrchr(text, ')') : NULL;
 	long long v[21] = {0}; /* fields 3..20 of proc(5)'s numbering */
 	size_t k = 3;
@@ -172,7 +198,7 @@ static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *
 		f->prof_ns = ticks_ns(v[14] + v[15]);
 	}
 	snprintf(path, sizeof(path), "%s/status", dir);
-	if (rc == 0 && !clocks_only && (rc = read_proc(path, text, sizeof(text))) == 0) {
+	if (rc == 0 && !clocks_only && (rc = read_proc_kept(keep, path, text, sizeof(text))) == 0) {
 		f->peak_kib = field(text, "\nVmHWM:");
 		f->nvcsw = field(text, "\nvoluntary_ctxt_switches:");
 		f->nivcsw = field(text, "\nnonvoluntary_ctxt_switches:");
@@ -184,7 +210,7 @@ static int read_figures(pid_t pid, pid_t tid, bool clocks_only, struct figures *
 	}
 	snprintf(path, sizeof(path), "%s/io", dir);
 	/* without task I/O accounting: 0 */
-	if (rc == 0 && !clocks_only && read_proc(path, text, sizeof(text)) == 0) {
+	if (rc == 0 && !clocks_only && read_proc_kept(keep, path, text, sizeof(text)) == 0) {
 		f->read_bytes = field(text, "\nread_bytes:");
 		f->write_bytes = field(text, "\nwrite_bytes:");
 	}
@@ -216,7 +242,7 @@ static void subtract(struct figures *f, const struct figures *base)
  * counters are this run's already. */
 static int run_figures(const struct sc_counters *k, pid_t tid, bool clocks_only, struct figures *f)
 {
-	int rc = read_figures(k->pid, tid, clocks_only, f);
+	int rc = read_figures(k->pid, tid, clocks_only, f, NULL);
 	if (rc == 0 && tid == 0)
 		subtract(f, &k->base);
 	else if (rc == 0 && tid == k->pid)
@@ -522,9 +548,10 @@ void sc_counters_serve(void)
 
 static int take_base(struct sc_counters *k)
 {
-	int rc = read_figures(k->pid, 0, false, &k->base);
+	struct sc_counters *keep = k->reset ? k : NULL; /* not for cells never reset: sessions */
+	int rc = read_figures(k->pid, 0, false, &k->base, keep);
 	if (rc == 0)
-		rc = read_figures(k->pid, k->pid, true, &k->thread_base);
+		rc = read_figures(k->pid, k->pid, true, &k->thread_base, keep);
 	/* The rest as the process's: at the stop the main thread is its only thread (so its
 	 * status is the process's), and the process's I/O is never less than the thread's: a
 	 * base too high at worst, never one that lets an earlier run's figures through. */
@@ -567,6 +594,8 @@ void sc_counters_drop(struct sc_counters *k)
 {
 	if (!k)
 		return;
+	for (size_t i = 0; i < k->n_kept; i++)
+		close(k->kept[i].fd);
 	if (k->listener >= 0) {
 		if (k->watched)
 			epoll_ctl(epoll_fd, EPOLL_CTL_DEL, k->listener, NULL);

@@ -474,16 +474,25 @@ def warm():
 def reseed():
     """In a cell reset in place (guest/cell.c), before each run: the random states a fork
     renews (at-fork hooks, a new pid) and a reset does not, renewed from the kernel. The hash
-    secret stays the template's, as in forked cells."""
-    import os
+    secret stays the template's, as in forked cells. Every page this writes is one more the
+    reset copies back: the global generator is seeded by _random's own seed, from the kernel,
+    as random.seed() does but without its checks of the argument's type, whose counts of six
+    type objects are writes to as many pages of the interpreter's data."""
     random = sys.modules.get("random")
-    if random is not None:
-        random.seed()  # the module's global generator, behind random.random()
+    if random is not None:  # the module's global generator, behind random.random()
+        inst, base = getattr(random, "_inst", None), sys.modules.get("_random")
+        if base is not None and isinstance(inst, base.Random):
+            base.Random.seed(inst)
+            if inst.gauss_next is not None:
+                inst.gauss_next = None  # what random.seed() sets after
+        else:
+            random.seed()
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
         tempfile._name_sequence = None  # its own generator, renewed only on a pid change
     ssl = sys.modules.get("_ssl")
     if ssl is not None:
+        import os
         ssl.RAND_add(os.urandom(64), 64.0)  # OpenSSL's generator reseeds on a fork only
     nprandom = sys.modules.get("numpy.random")
     if nprandom is not None:

@@ -72,6 +72,7 @@ struct range {
 	uint64_t start, end;
 	enum range_kind kind;
 	size_t image_off; /* RESTORED, COMPARED: where its parked bytes are in the image */
+	bool of_file;	  /* some mapping in it maps a file (the others are anonymous) */
 };
 
 struct text {
@@ -219,6 +220,22 @@ static int kept_open(pid_t pid, const char *what, int flags, bool *owned)
 	return fd;
 }
 
+/* Whether /proc/PID/what is made whole by one call of the kernel (single_open's show, or a
+ * text copied out of one buffer: simple_read_from_buffer), so that a read into a buffer
+ * larger than the text returns all of it and a read shorter than asked ends it: the read for
+ * the end would make the text a second time. Not maps, timers or children, which the kernel
+ * makes a record at a time, a page of records a read. */
+static bool made_whole(const char *what)
+{
+	static const char *const whole[] = {
+		"status", "stat",	   "limits",   "personality", "comm",
+		"cgroup", "oom_score_adj", "loginuid", "sessionid",   "smaps_rollup"};
+	for (size_t i = 0; i < SC_ARRAY_LEN(whole); i++)
+		if (!strcmp(what, whole[i]))
+			return true;
+	return !strncmp(what, "fdinfo/", 7);
+}
+
 static int proc_text(pid_t pid, const char *what, struct text *t, size_t cap)
 {
 	bool owned;
@@ -228,8 +245,12 @@ static int proc_text(pid_t pid, const char *what, struct text *t, size_t cap)
 	int rc = text_room(t, cap);
 	t->len = 0;
 	ssize_t n = 0;
-	while (rc == 0 && (n = pread(fd, t->buf + t->len, cap - t->len, (off_t)t->len)) > 0)
+	bool whole = made_whole(what);
+	while (rc == 0 && (n = pread(fd, t->buf + t->len, cap - t->len, (off_t)t->len)) > 0) {
 		t->len += (size_t)n;
+		if (whole && t->len < cap)
+			break;
+	}
 	if (rc == 0)
 		rc = n < 0 ? -errno : t->len == cap ? -E2BIG : 0;
 	if (rc == 0)
@@ -344,15 +365,17 @@ static int cpu_used(pid_t pid, uint64_t *us)
 
 /* What else a run could change that a reset does not put back, as one text: the working
  * directory, the root, the personality, the name, the POSIX timers, the scheduling policy,
- * priority and nice value, the session and process group, the children, those reaped, the
- * namespaces. */
+ * priority and nice value, the session and process group, the children, those reaped. Not the
+ * namespaces (a path walk and a link read each, eight a reset): a process changes its own
+ * only by unshare, setns or clone3, which the cell's filter refuses (src/isolate/seccomp.c:
+ * not in its list, and clone with a CLONE_NEW* flag is EPERM), a filter every reset finds in
+ * place (the status's Seccomp lines), and no other process can move it into another. */
 static int read_misc(pid_t pid, struct text *t)
 {
 	if (text_room(t, TEXT_MAX) < 0)
 		return -ENOMEM;
 	t->len = 0;
-	static const char *const links[] = {"cwd",    "root",	"ns/mnt",  "ns/pid",	"ns/net",
-					    "ns/ipc", "ns/uts", "ns/user", "ns/cgroup", "ns/time"};
+	static const char *const links[] = {"cwd", "root"};
 	for (size_t i = 0; i < SC_ARRAY_LEN(links); i++) {
 		char path[64], target[PATH_MAX];
 		snprintf(path, sizeof(path), "%d/%s", (int)pid, links[i]);
@@ -402,44 +425,43 @@ static int read_misc(pid_t pid, struct text *t)
 }
 
 /* The descriptor numbers of the cell's fd table, sorted; SC_CELL_TMP_FD and SC_CELL_UFFD_FD,
- * which a cell closes before its code runs, are left out. */
-static DIR *open_dir(pid_t pid, const char *what)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "%d/%s", (int)pid, what);
-	int fd = openat(proc_fd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = fd < 0 ? NULL : fdopendir(fd);
-	if (fd >= 0 && !d)
-		close(fd);
-	return d;
-}
-
+ * which a cell closes before its code runs, are left out. Read through a descriptor kept open
+ * (kept_open) from the first reset on: /proc/PID/fd lists the table as it is at each read from
+ * offset 0, whatever it was when opened. */
 static long list_fds(pid_t pid, int *nums, size_t max)
 {
-	DIR *d = open_dir(pid, "fd");
-	if (!d)
-		return -errno;
+	bool owned;
+	int dir = kept_open(pid, "fd", O_RDONLY | O_DIRECTORY, &owned);
+	if (dir < 0)
+		return dir;
+	static _Alignas(struct dirent64) char buf[2048];
 	size_t n = 0;
-	long rc = 0;
-	for (struct dirent *e; (e = readdir(d));) {
-		if (e->d_name[0] == '.')
-			continue;
-		int fd = atoi(e->d_name);
-		/* closed by the cell before any code runs (cell.c), after each reset too */
-		if (fd == SC_CELL_TMP_FD || fd == SC_CELL_UFFD_FD || fd == SC_CELL_NOTIF_FD)
-			continue;
-		if (n == max) {
-			rc = -E2BIG;
-			break;
+	long rc = lseek(dir, 0, SEEK_SET) < 0 ? -errno : 0, got = 0;
+	while (rc == 0 && (got = syscall(SYS_getdents64, dir, buf, sizeof(buf))) > 0)
+		for (long at = 0; rc == 0 && at < got;) {
+			const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+			at += e->d_reclen;
+			if (e->d_name[0] == '.')
+				continue;
+			int fd = atoi(e->d_name);
+			/* closed by the cell before any code runs (cell.c), after each reset too */
+			if (fd == SC_CELL_TMP_FD || fd == SC_CELL_UFFD_FD || fd == SC_CELL_NOTIF_FD)
+				continue;
+			if (n == max) {
+				rc = -E2BIG;
+				break;
+			}
+			size_t i = n++;
+			while (i > 0 && nums[i - 1] > fd) {
+				nums[i] = nums[i - 1];
+				i--;
+			}
+			nums[i] = fd;
 		}
-		size_t at = n++;
-		while (at > 0 && nums[at - 1] > fd) {
-			nums[at] = nums[at - 1];
-			at--;
-		}
-		nums[at] = fd;
-	}
-	closedir(d);
+	if (rc == 0 && got < 0)
+		rc = -errno;
+	if (owned)
+		close(dir);
 	return rc < 0 ? rc : (long)n;
 }
 
@@ -652,16 +674,18 @@ static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 			/* Restored: the pages written, those no longer present (every page was
 			 * present once parked, its image read; MADV_DONTNEED drops an anonymous
 			 * page and its protection with it), and a file's (every page was the
-			 * process's own once parked: own_file_pages). Guarded: the pages written.
+			 * process's own once parked: own_file_pages), asked for only where a
+			 * file is mapped: no other page can be a file's, and telling takes the
+			 * kernel a look at each page's struct page. Guarded: the pages written.
 			 */
-			long n =
-				rg->kind == RESTORED
-					? scan_any(r->pagemap_fd, at, rg->end,
-						   PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
-						   PAGE_IS_WRITTEN | PAGE_IS_PRESENT | PAGE_IS_FILE,
-						   vec, MAX_REGIONS, &walk_end)
-					: scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
-					       PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
+			uint64_t file = rg->of_file ? PAGE_IS_FILE : 0;
+			long n = rg->kind == RESTORED
+					 ? scan_any(r->pagemap_fd, at, rg->end,
+						    PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
+						    PAGE_IS_WRITTEN | PAGE_IS_PRESENT | file, vec,
+						    MAX_REGIONS, &walk_end)
+					 : scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
+						PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
 			if (n == -EPERM) {
 				*why = "a mapping lost its write-protection (remapped)";
 				return -EPERM;
@@ -786,10 +810,11 @@ static int register_ranges(struct sc_reuse *r)
 		if (!nl)
 			return -EPROTO;
 		*nl = 0;
-		unsigned long long start, end;
+		unsigned long long start, end, inode = 0;
 		char perms[5];
 		int name_at = 0;
-		if (sscanf(line, "%llx-%llx %4s %*s %*s %*s %n", &start, &end, perms, &name_at) < 3)
+		if (sscanf(line, "%llx-%llx %4s %*s %*s %llu %n", &start, &end, perms, &inode,
+			   &name_at) < 4)
 			return -EPROTO;
 		char name[32];
 		snprintf(name, sizeof(name), "%s", name_at ? line + name_at : "");
@@ -820,10 +845,12 @@ static int register_ranges(struct sc_reuse *r)
 			 * each range once, and the scan still checks every mapping in it is
 			 * registered (PM_SCAN_CHECK_WPASYNC); their images are neighbours too. */
 			last->end = end;
+			last->of_file |= inode != 0;
 		} else if (r->n_ranges == MAX_RANGES) {
 			return -E2BIG;
 		} else {
-			r->ranges[r->n_ranges++] = (struct range){start, end, kind, r->image_len};
+			r->ranges[r->n_ranges++] =
+				(struct range){start, end, kind, r->image_len, inode != 0};
 		}
 		if (kind != GUARDED)
 			r->image_len += end - start;

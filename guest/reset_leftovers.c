@@ -8,7 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sched.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -137,44 +137,51 @@ const char *sc_reuse_dirs_check(int proc_fd, pid_t pid, const struct sc_reuse_di
 
 /* How long the cell may take to run the one system call below (it takes microseconds). */
 #define STEP_WAIT_NS 250000000ll
-#define SPIN_POLLS   64 /* looks between yields before the first sleep */
 
 /* Waits for the stopped cell's next stop, bounded. 0 at a SIGTRAP stop; -1 otherwise (another
- * signal's stop, an exit, which is left for the template's loop to reap, or no stop in time). */
+ * signal's stop, an exit, which is left for the template's loop to reap, or no stop in time).
+ * The stop sends the template, the cell's tracer, a SIGCHLD, which it keeps blocked for its
+ * signalfd: one sigtimedwait for it, as reset.c's interrupt waits, where yields and naps cost
+ * a system call each and a context switch; one consumed is raised again after (it may have
+ * told of another cell's end too: SIGCHLD does not queue). */
 static int wait_trap(pid_t pid)
 {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	long pause_ns = 2000;
-	int polls = 0;
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	bool took = false;
+	int rc = -1;
 	for (;;) {
 		siginfo_t info = {0};
 		if (waitid(P_PID, (id_t)pid, &info,
 			   WEXITED | WSTOPPED | WNOHANG | WNOWAIT | __WALL) < 0) {
 			if (errno == EINTR)
 				continue;
-			return -1;
+			break;
 		}
 		if (info.si_pid == pid) {
-			if (info.si_code != CLD_TRAPPED)
-				return -1; /* an exit: the loop reaps it */
 			int status;
-			if (waitpid(pid, &status, __WALL) != pid || !WIFSTOPPED(status))
-				return -1;
-			return WSTOPSIG(status) == SIGTRAP && (status >> 16) == 0 ? 0 : -1;
+			if (info.si_code == CLD_TRAPPED && waitpid(pid, &status, __WALL) == pid &&
+			    WIFSTOPPED(status) && WSTOPSIG(status) == SIGTRAP &&
+			    (status >> 16) == 0)
+				rc = 0; /* else an exit, which the loop reaps, or another stop */
+			break;
 		}
 		struct timespec now;
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - t0.tv_sec) * 1000000000ll + (now.tv_nsec - t0.tv_nsec) >
-		    STEP_WAIT_NS)
-			return -1;
-		if (++polls < SPIN_POLLS) { /* the one step takes microseconds: yield first */
-			sched_yield();
-			continue;
-		}
-		nanosleep(&(struct timespec){0, pause_ns}, NULL);
-		pause_ns = pause_ns < 1000000 ? pause_ns * 2 : pause_ns;
+		long long left = STEP_WAIT_NS - ((now.tv_sec - t0.tv_sec) * 1000000000ll +
+						 (now.tv_nsec - t0.tv_nsec));
+		if (left <= 0)
+			break;
+		struct timespec wait = {left / 1000000000ll, left % 1000000000ll};
+		if (sigtimedwait(&chld, NULL, &wait) == SIGCHLD)
+			took = true;
 	}
+	if (took)
+		raise(SIGCHLD);
+	return rc;
 }
 
 /* The cell's RUSAGE_CHILDREN, read by the cell itself: the template, its tracer, points the

@@ -355,6 +355,28 @@ Test(reset, random_generators_differ_in_each_run_of_a_reset_cell)
 	snapcell_sandbox_free(sb);
 }
 
+/* random's global generator alone (prelude.reseed seeds it through _random's own seed, not
+ * random.seed), and its normal deviates, with a warm-up that drew some. */
+Test(reset, random_alone_differs_in_each_run_of_a_reset_cell)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_warmup(cfg, "import random\nrandom.gauss(0, 1)", NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
+	struct cells_seen c = {0};
+	char *outs[12] = {0};
+	for (int i = 0; i < 12; i++) {
+		run_seen(sb, &c, "import random\nprint(random.gauss(0, 1))", &outs[i]);
+		for (int j = 0; j < i; j++)
+			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same deviate",
+					  j, i);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	for (int i = 0; i < 12; i++)
+		free(outs[i]);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
 /* A run's CPU time is its own, in a reset cell too, and the CPU limit still ends a runaway. */
 Test(reset, cpu_time_is_per_run_and_the_limit_still_holds)
 {
@@ -533,6 +555,28 @@ Test(reset, a_page_dropped_by_madvise_is_put_back)
 	for (int i = 0; i < 12; i++) {
 		char *out;
 		run_seen(sb, &c, "import json\nprint(json.BIG.count('x'))\n" ZAP("4"), &out);
+		cr_expect_str_eq(out, "100000\n", "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
+/* Dropped and then read, an anonymous page is the zero page again, present and still marked
+ * protected (the fault keeps the marker's protection): neither written nor missing. The reset
+ * must put the parked bytes back all the same. */
+Test(reset, a_page_dropped_and_read_again_is_put_back)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox_with(big_parked_string(), true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 12; i++) {
+		char *out;
+		run_seen(sb, &c,
+			 "import json\nprint(json.BIG.count('x'))\n" ZAP(
+				 "4") "ctypes.string_at(page, "
+				      "8192)\n",
+			 &out);
 		cr_expect_str_eq(out, "100000\n", "run %d: %s", i, out);
 		free(out);
 	}
