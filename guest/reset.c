@@ -896,9 +896,19 @@ static int socket_options(const struct sc_reuse *r, struct text *t)
 			continue; /* not a socket */
 		for (size_t k = 0; k < SC_ARRAY_LEN(opts); k++) {
 			unsigned char value[32] = {0};
-			len = sizeof(value);
+			/* GET_FILTER takes the length as a count of instructions, and copies the
+			 * filter whole when it fits: asked with 0, it answers the count alone (a
+			 * filter attached is compared by its size; one it cannot show, an eBPF
+			 * program's, by the failure). */
+			bool filter = opts[k] == SO_GET_FILTER;
+			len = filter ? 0 : sizeof(value);
+			/* failed: not this kind of socket's, or not this kernel's */
 			if (getsockopt(r->fd_dups[i], SOL_SOCKET, opts[k], value, &len) < 0)
-				len = 0; /* not this kind of socket's, or not this kernel's */
+				len = filter ? (socklen_t)-1 : 0;
+			if (filter) {
+				memcpy(value, &len, sizeof(len));
+				len = sizeof(len);
+			}
 			if (t->len + sizeof(len) + len > SMALL_TEXT)
 				return -E2BIG;
 			memcpy(t->buf + t->len, &len, sizeof(len));

@@ -1095,3 +1095,37 @@ Test(reset_attack, a_reset_cell_cannot_enter_other_namespaces)
 	seen_free(&s);
 	snapcell_sandbox_free(sb);
 }
+
+/* A classic BPF filter attached to the frame socket (SO_ATTACH_FILTER, which the policy lets
+ * any cell set) outlives a reset, and any run reads it back whole (SO_GET_FILTER): up to 4096
+ * instructions of the run's choosing, 16 KiB of them free, for the next user. The reset
+ * compared the option with a 32-byte buffer, which SO_GET_FILTER takes as a count of
+ * 8-byte instructions: a longer filter answered EINVAL, as no filter does (unseen), and one
+ * of 5 to 32 instructions was copied whole past the template's buffer. The look prints the
+ * count of the filter's instructions its frame socket has (0: none). */
+#define ATTACH_FILTER(n)                                                                           \
+	"import ctypes\n"                                                                          \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"class Insn(ctypes.Structure):\n"                                                          \
+	"    _fields_ = [('code', ctypes.c_uint16), ('jt', ctypes.c_uint8),\n"                     \
+	"                ('jf', ctypes.c_uint8), ('k', ctypes.c_uint32)]\n"                        \
+	"class Prog(ctypes.Structure):\n"                                                          \
+	"    _fields_ = [('len', ctypes.c_uint16), ('filter', ctypes.POINTER(Insn))]\n"            \
+	"insns = (Insn * " #n ")(*[Insn(0, 0, 0, 0x5ec7e7) for _ in range(" #n " - 1)],\n"         \
+	"                        Insn(6, 0, 0, 0xffffffff))\n" /* ld #k...; ret #-1 */             \
+	"prog = Prog(" #n ", insns)\n"                                                             \
+	"assert libc.setsockopt(3, 1, 26, ctypes.byref(prog), ctypes.sizeof(prog)) == 0, \\\n"     \
+	"    ctypes.get_errno()\n"
+
+static const char filter_count[] = "import ctypes\n"
+				   "libc = ctypes.CDLL(None)\n"
+				   "n = ctypes.c_uint(0)\n"
+				   "libc.getsockopt(3, 1, 26, None, ctypes.byref(n))\n"
+				   "print(n.value)\n";
+
+Test(reset_attack, a_filter_on_the_frame_socket_does_not_reach_the_next_run, .timeout = 120)
+{
+	plant_then_look(with_ctypes(), ATTACH_FILTER(40), filter_count, "0\n", 0);
+	plant_then_look(with_ctypes(), ATTACH_FILTER(16), filter_count, "0\n", 0);
+	plant_then_look(with_ctypes(), ATTACH_FILTER(2), filter_count, "0\n", 0);
+}
