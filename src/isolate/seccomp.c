@@ -396,11 +396,14 @@ static int add_arg_rules(scmp_filter_ctx ctx, bool network, bool unix_sockets, b
 			SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, (scmp_datum_t)clock));
 	/* Fork and threads, never new namespaces, nor a process whose parent is the caller's
 	 * (CLONE_PARENT): at the rlimits level a cell's sibling is the template's child, outside
-	 * the cell's tree, which the host's /tmp watch reads (src/isolate/held.c). */
+	 * the cell's tree, which the host's /tmp watch reads (src/isolate/held.c). Nor a pidfd
+	 * (as pidfd_open is absent): a clone whose pidfd cannot be stored fails after the kernel
+	 * took a pid number, which leaves no child and no thread to see, and moved the pid
+	 * namespace's counter on for a reset cell's next run (guest/reset.c). */
 	if (rc == 0)
-		rc = seccomp_rule_add(
-			ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
-			SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NS_FLAGS | CLONE_PARENT, 0));
+		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 1,
+				      SCMP_A0(SCMP_CMP_MASKED_EQ,
+					      CLONE_NS_FLAGS | CLONE_PARENT | CLONE_PIDFD, 0));
 	if (rc == 0 && !host) /* asyncio's self-pipe needs AF_UNIX pairs */
 		rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socketpair), 1,
 				      SCMP_A0(SCMP_CMP_EQ, AF_UNIX));

@@ -1129,3 +1129,26 @@ Test(reset_attack, a_filter_on_the_frame_socket_does_not_reach_the_next_run, .ti
 	plant_then_look(with_ctypes(), ATTACH_FILTER(16), filter_count, "0\n", 0);
 	plant_then_look(with_ctypes(), ATTACH_FILTER(2), filter_count, "0\n", 0);
 }
+
+/* A clone that fails after the kernel took its pid number (CLONE_PIDFD, the pidfd's address
+ * unwritable: EFAULT) leaves no child, no thread and no CPU time, yet moves the pid
+ * namespace's counter on, which the next run's first thread's id would show (2 in a fresh
+ * cell). */
+Test(reset_attack, pids_taken_by_failed_clones_do_not_reach_the_next_run)
+{
+	plant_then_look(
+		with_ctypes(),
+		"import ctypes\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"l = ctypes.c_long\n"
+		"r = {libc.syscall(l(56), l(0x1000 | 17), l(0), l(8), l(0), l(0)) == -1 and\n"
+		"     ctypes.get_errno() for _ in range(20)}\n" /* CLONE_PIDFD */
+		"print(r)\n",
+		"import threading\n"
+		"ids = []\n"
+		"t = threading.Thread(target=lambda: ids.append(threading.get_native_id()))\n"
+		"t.start()\n"
+		"t.join()\n"
+		"print(ids)\n",
+		"[2]\n", 0);
+}
