@@ -76,11 +76,12 @@ static const struct sock_filter program[] = {
 	IF_SET(TIMER_ABSTIME, 0, 4),
 	LD(ARG_LO(0)),
 	IF_CPU_CLOCK(REFUSE),
-	/* a timer on a CPU clock, which an absolute timer_settime and timer_gettime would turn
-	 * into a reading of the whole count: refused */
-	IF_EQ(SYS_timer_create, 0, 6),
-	LD(ARG_LO(0)),
-	IF_CPU_CLOCK(REFUSE),
+	/* a timer: on a CPU clock, an absolute timer_settime and timer_gettime would turn it
+	 * into a reading of the whole count; on any clock, its id is the count of timers the
+	 * process made in its whole life (one a run made and deleted leaves no other trace, and
+	 * the next run's first timer had the id after it): refused */
+	IF_EQ(SYS_timer_create, 0, 1),
+	REFUSE,
 /* RLIMIT_CPU set: its SIGXCPU and SIGKILL come at whole-life seconds, which a run that
  * lowers it times; the template decides */
 #ifdef SYS_setrlimit

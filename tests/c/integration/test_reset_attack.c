@@ -1152,3 +1152,25 @@ Test(reset_attack, pids_taken_by_failed_clones_do_not_reach_the_next_run)
 		"print(ids)\n",
 		"[2]\n", 0);
 }
+
+/* A POSIX timer made and deleted leaves nothing in /proc/PID/timers, yet the process's count
+ * of timers made goes on: the next run's first timer had the id the earlier runs' count gave
+ * it (0 in a fresh cell). A reuse cell's filter refuses timer_create (EINVAL): the look finds
+ * a fresh cell's id or that refusal. */
+Test(reset_attack, ids_of_timers_a_run_made_do_not_reach_the_next_run)
+{
+	static const char make[] = "import ctypes\n"
+				   "libc = ctypes.CDLL(None, use_errno=True)\n"
+				   "l = ctypes.c_long\n"
+				   "def make():\n"
+				   "    t = ctypes.c_int(-1)\n"
+				   "    if libc.syscall(l(222), l(1), None, ctypes.byref(t)) < 0:\n"
+				   "        return 'E%d' % ctypes.get_errno()\n"
+				   "    libc.syscall(l(226), l(t.value))\n"
+				   "    return t.value\n";
+	char plant[512], look[512];
+	snprintf(plant, sizeof(plant), "%sfor _ in range(20):\n    make()\n", make);
+	snprintf(look, sizeof(look), "%sr = make()\nprint('fresh' if r in (0, 'E22') else r)\n",
+		 make);
+	plant_then_look(with_ctypes(), plant, look, "fresh\n", 0);
+}
