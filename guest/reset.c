@@ -651,6 +651,37 @@ static int protect_noted(const struct sc_reuse *r)
 	return 0;
 }
 
+/* Whether own lists [start, end) among the pages that were the process's own when parked. */
+static bool own_covers(const struct sc_reuse *r, uint64_t start, uint64_t end)
+{
+	size_t lo = 0, hi = r->n_own; /* the first region that starts after start: lo */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (r->own[mid].start <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo > 0 && r->own[lo - 1].end >= end;
+}
+
+/* What a run changed in a guarded range, from its scan (restore_memory): the pages written,
+ * and in an anonymous range the pages present too, each of which must have been present when
+ * parked (own). A page no one had touched there is no page, and one the run read is the zero
+ * page, still protected, no write: mincore showed the next run which pages the run before it
+ * read. NULL, or why the cell is discarded. */
+static const char *guarded_change(const struct sc_reuse *r, const struct range *rg,
+				  const struct page_region *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (rg->of_file || (v[i].categories & PAGE_IS_WRITTEN))
+			return "a read-only mapping was written";
+		if (!own_covers(r, v[i].start, v[i].end))
+			return "a page no one had touched in a read-only mapping was read";
+	}
+	return NULL;
+}
+
 /* The pages of each registered mapping that the run wrote: copied back (writable ones), or a
  * reason to discard (a read-only one written, a mapping no longer registered). A reset that
  * keeps the hot set (it is neither learned nor dropped) protects only what it copied outside
@@ -679,13 +710,17 @@ static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 			 * kernel a look at each page's struct page. Guarded: the pages written.
 			 */
 			uint64_t file = rg->of_file ? PAGE_IS_FILE : 0;
+			/* and in an anonymous guarded range, the pages present (guarded_change) */
+			uint64_t present = rg->of_file ? 0 : PAGE_IS_PRESENT;
 			long n = rg->kind == RESTORED
 					 ? scan_any(r->pagemap_fd, at, rg->end,
 						    PM_SCAN_CHECK_WPASYNC, 0, PAGE_IS_PRESENT,
 						    PAGE_IS_WRITTEN | PAGE_IS_PRESENT | file, vec,
 						    MAX_REGIONS, &walk_end)
-					 : scan(r->pagemap_fd, at, rg->end, PM_SCAN_CHECK_WPASYNC,
-						PAGE_IS_WRITTEN, vec, MAX_REGIONS, &walk_end);
+					 : scan_any(r->pagemap_fd, at, rg->end,
+						    PM_SCAN_CHECK_WPASYNC, 0, 0,
+						    PAGE_IS_WRITTEN | present, vec, MAX_REGIONS,
+						    &walk_end);
 			if (n == -EPERM) {
 				*why = "a mapping lost its write-protection (remapped)";
 				return -EPERM;
@@ -694,17 +729,17 @@ static int restore_memory(pid_t pid, struct sc_reuse *r, const char **why)
 				*why = "PAGEMAP_SCAN failed";
 				return (int)n;
 			}
-			if (n > 0 && rg->kind == GUARDED) {
-				*why = "a read-only mapping was written";
+			if (n > 0 && rg->kind == GUARDED &&
+			    (*why = guarded_change(r, rg, vec, (size_t)n)))
 				return -EPERM;
-			}
-			if (n > 0 && copy_back(pid, r, rg, vec, (size_t)n) < 0) {
+			if (n > 0 && rg->kind == RESTORED &&
+			    copy_back(pid, r, rg, vec, (size_t)n) < 0) {
 				*why = "process_vm_writev failed";
 				return -EIO;
 			}
 			if (n > 0 && rg->kind == RESTORED && !r->hot_left)
 				learn_hot(r, rg, (size_t)n);
-			if (n > 0 && keeps_hot)
+			if (n > 0 && rg->kind == RESTORED && keeps_hot)
 				note_protect(r, rg, (size_t)n);
 			if (walk_end <= at)
 				break;
@@ -840,7 +875,10 @@ static int register_ranges(struct sc_reuse *r)
 			kind = COMPARED;
 		}
 		struct range *last = r->n_ranges ? &r->ranges[r->n_ranges - 1] : NULL;
-		if (last && last->end == start && last->kind == kind && kind != COMPARED) {
+		/* a guarded range is anonymous or of files whole: guarded_change */
+		bool joins = last && last->end == start && last->kind == kind && kind != COMPARED &&
+			     (kind != GUARDED || last->of_file == (inode != 0));
+		if (joins) {
 			/* One range for neighbours of a kind (a library's mappings): a reset scans
 			 * each range once, and the scan still checks every mapping in it is
 			 * registered (PM_SCAN_CHECK_WPASYNC); their images are neighbours too. */

@@ -1174,3 +1174,33 @@ Test(reset_attack, ids_of_timers_a_run_made_do_not_reach_the_next_run)
 		 make);
 	plant_then_look(with_ctypes(), plant, look, "fresh\n", 0);
 }
+
+/* Pages of a parked read-only anonymous mapping that no one touched: a run that reads one maps
+ * the zero page there, which is no write, and mincore showed the next run which pages the run
+ * before it had read. */
+Test(reset_attack, pages_a_run_read_in_a_read_only_mapping_do_not_reach_the_next_run)
+{
+	struct snapcell_config *cfg = with_ctypes();
+	cr_assert_eq(
+		snapcell_config_set_warmup(
+			cfg,
+			"import ctypes, json\n"
+			"libc = ctypes.CDLL(None)\n"
+			"libc.mmap.restype = ctypes.c_void_p\n"
+			"json.PAGE = libc.mmap(None, 16 * 4096, 1, 0x22, -1, 0)\n" /* READ;
+											  PRIVATE
+											  | ANON */
+			"assert json.PAGE not in (None, 2**64 - 1)\n",
+			NULL),
+		0);
+	plant_then_look(
+		cfg,
+		"import ctypes, json\n"
+		"for k in (1, 3, 5):\n"
+		"    ctypes.string_at(json.PAGE + k * 4096, 1)\n",
+		"import ctypes, json\n"
+		"v = ctypes.create_string_buffer(16)\n"
+		"assert ctypes.CDLL(None).mincore(ctypes.c_void_p(json.PAGE), 16 * 4096, v) == 0\n"
+		"print(sum(b & 1 for b in v.raw))\n",
+		"0\n", 0);
+}
