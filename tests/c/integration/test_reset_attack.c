@@ -1204,3 +1204,25 @@ Test(reset_attack, pages_a_run_read_in_a_read_only_mapping_do_not_reach_the_next
 		"print(sum(b & 1 for b in v.raw))\n",
 		"0\n", 0);
 }
+
+/* Children the kernel reaps by itself (SIGCHLD ignored, or SA_NOCLDWAIT) add nothing to their
+ * parent's RUSAGE_CHILDREN nor to its /proc/PID/stat, yet each took a pid number. */
+Test(reset_attack, children_reaped_by_the_kernel_do_not_reach_the_next_run)
+{
+	plant_then_look(
+		test_config_new(),
+		"import os, signal, time\n"
+		"signal.signal(signal.SIGCHLD, signal.SIG_IGN)\n"
+		"for _ in range(20):\n"
+		"    if os.fork() == 0:\n"
+		"        os._exit(0)\n"
+		"time.sleep(0.05)\n"
+		"signal.signal(signal.SIGCHLD, signal.SIG_DFL)\n",
+		"import threading\n"
+		"ids = []\n"
+		"t = threading.Thread(target=lambda: ids.append(threading.get_native_id()))\n"
+		"t.start()\n"
+		"t.join()\n"
+		"print(ids)\n",
+		"[2]\n", 0);
+}
