@@ -1226,3 +1226,43 @@ Test(reset_attack, children_reaped_by_the_kernel_do_not_reach_the_next_run)
 		"print(ids)\n",
 		"[2]\n", 0);
 }
+
+/* The reset asks the kernel for a file's pages only in ranges that map a file (reset.c
+ * restore_memory): a file's page moved over a parked anonymous page (mremap with
+ * MREMAP_FIXED, the bytes of a library's file) makes its mapping a file's in
+ * /proc/PID/maps, which discards the cell. */
+Test(reset_attack, a_files_page_moved_into_an_anonymous_mapping_does_not_reach_the_next_run)
+{
+	plant_then_look(own_page(),
+			"import ctypes, json, os\n"
+			"libc = ctypes.CDLL(None, use_errno=True)\n"
+			"libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p\n"
+			"fd = os.open(os.__file__, os.O_RDONLY)\n"
+			"m = libc.mmap(None, 4096, 3, 2, fd, 0)\n" /* RW, MAP_PRIVATE */
+			"os.close(fd)\n"
+			"at = libc.mremap(ctypes.c_void_p(m), 4096, 4096, 1 | 2,\n"
+			"                 ctypes.c_void_p(json.PAGE))\n" /* MAYMOVE | FIXED */
+			"assert at == json.PAGE, ctypes.get_errno()\n",
+			"import ctypes, json\n"
+			"print(ctypes.string_at(json.PAGE, 5))\n",
+			"b'clean'\n", 0);
+}
+
+/* random's global generator is reseeded through _random's own seed before each run of a reset
+ * cell (prelude.reseed); what a run replaces or patches of it is memory, which the reset puts
+ * back: a generator of a known seed put in random._inst, random.seed made a no-op, the C
+ * type's seed called with a constant. The look's draw must not be the known seed's. */
+Test(reset_attack, a_generator_a_run_planted_in_random_does_not_reach_the_next_run)
+{
+	plant_then_look(test_config_new(),
+			"import random, _random\n"
+			"random.seed = lambda *a, **k: None\n"
+			"random._inst.seed(1)\n"
+			"random._inst = random.Random(1)\n"
+			"random.random = random._inst.random\n"
+			"random._inst.gauss_next = 0.5\n",
+			"import random\n"
+			"print(random.random() == random.Random(1).random(), random.gauss(0, 1) == "
+			"0.5)\n",
+			"False False\n", 3);
+}
