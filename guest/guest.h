@@ -235,6 +235,13 @@ void sc_bridge_set_owner(int pid);
  * worker reads its next request there). */
 void sc_bridge_end_run(void);
 
+/* template_shared.c: the template's shared mappings a cell could write (mprotect included),
+ * other than set_up (its set-up bytes). init: where it reads its maps. scan: the number found,
+ * the first described in what (mapping, size, address), or with drop every one marked
+ * MADV_DONTFORK (cells forked later lack it); -errno when the maps cannot be read. */
+void sc_shared_maps_init(const volatile void *set_up);
+int sc_shared_maps_scan(bool drop, char *what, size_t what_len);
+
 /* python.c */
 /* The interpreter, the prelude, the venv's site directories and the configured preloads:
  * what a cell needs before the template parks the first. */
@@ -253,7 +260,10 @@ int sc_py_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tool
 	      struct sc_done_payload *done, uint8_t **value, size_t *value_len);
 /* setenv, through os.environ so that Python sees it too; -1 with errno on failure. */
 int sc_py_setenv(const char *name, const char *value, bool overwrite);
-void sc_py_before_fork(void);
+/* Before a fork (PyOS_BeforeFork); in the template, also the shared mappings a cell could
+ * write are dropped from the fork (template_shared.c); -1 with errno when they cannot be looked
+ * for: no fork then. The caller calls sc_py_after_fork_parent either way. */
+int sc_py_before_fork(void);
 void sc_py_after_fork_parent(void);
 void sc_py_after_fork_child(void);
 /* A reset cell, before each run (cell.c): what no fork renewed, renewed: random generators. */

@@ -317,7 +317,8 @@ static int open_namespaces(const struct sc_setup *s, struct handoff *h, struct s
 	h->netns = s->net ? high(open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC)) : -1;
 	if (s->net && h->netns < 0)
 		return sc__err(err, -errno, "open /proc/self/ns/net");
-	if (s->reuse)
+	/* Also where the template checks what preloads and warm-up map (template_shared.c). */
+	if (s->reuse || s->n_preloads || s->warmup || s->n_python_paths)
 		h->proc = proc_of_sandbox();
 	return 0;
 }

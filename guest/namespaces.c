@@ -167,8 +167,7 @@ static pid_t fork_cell(const struct sc_cell_plan *plan)
 	 * namespace is made the children's namespace again for the following cell. */
 	if (unshare(CLONE_NEWPID) < 0)
 		return -errno;
-	sc_py_before_fork();
-	pid_t pid = fork();
+	pid_t pid = sc_py_before_fork() == 0 ? fork() : -1;
 	if (pid == 0) {
 		/* Into its memory cgroup before it makes a page or a namespace of its own. */
 		if (plan->cgroup_fd >= 0 && sc__cgroup_cell_enter(plan->cgroup_fd) < 0)

@@ -291,8 +291,7 @@ static enum snapcell_isolation level(void)
 /* A plain fork: no namespace to make. */
 static pid_t fork_cell(const struct sc_cell_plan *plan)
 {
-	sc_py_before_fork();
-	pid_t pid = fork();
+	pid_t pid = sc_py_before_fork() == 0 ? fork() : -1;
 	if (pid == 0)
 		sc_cell_main(plan);
 	int saved = errno;

@@ -33,6 +33,7 @@ static const char *const warm_modules[] = {
 
 static PyObject *prelude_run, *prelude_warm, *prelude_prepare, *prelude_reseed;
 static size_t warm_step; /* sc_py_warm_template's next: a warm_modules index, then prepare */
+static bool config_code; /* the config runs code here: preloads, a warm-up, site directories */
 
 /* Thread pools that size themselves from these at load (OpenBLAS, OpenMP, MKL, numexpr, BLIS):
  * pinned to 1 while preloads import, so numpy's BLAS starts no threads in the template. */
@@ -149,6 +150,25 @@ static int preload_failed(PyObject *prelude, const char *name, struct snapcell_e
 	return SNAPCELL_E_HELPER;
 }
 
+/* What stage (a preload, the warm-up) left mapped shared that a cell could write: the cells,
+ * forks of the template, would all share it (template_shared.c). Unchecked, a configured
+ * module would be a channel between runs, other users' included. */
+static int shared_check(const char *stage, const char *name, struct snapcell_error *err)
+{
+	char what[512];
+	int n = sc_shared_maps_scan(false, what, sizeof(what));
+	if (n < 0)
+		return sc__err(err, n, "%s%s%s: check the template's maps for shared memory", stage,
+			       name ? " " : "", name ? name : "");
+	if (n > 0)
+		return sc__err(err, SNAPCELL_E_HELPER,
+			       "%s%s%s: leaves shared memory mapped (%s); every cell would share "
+			       "it, one run writing what another reads; map it private (e.g. "
+			       "mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE)) or make it in the run",
+			       stage, name ? " " : "", name ? name : "", what);
+	return 0;
+}
+
 #define FD_SCAN_MAX  (1 << 20) /* descriptors checked around the warm-up */
 #define FD_PATH_SCAN 4096      /* ... and for O_PATH ones, which poll cannot see */
 #define FD_LIST_MAX  256       /* the template's own: a few dozen at most */
@@ -218,6 +238,8 @@ static int warm_up(PyObject *prelude, const char *code, struct snapcell_error *e
 		return sc__err(err, SNAPCELL_E_HELPER,
 			       "warm-up: leaves threads running; the template must be "
 			       "single-threaded when it forks cells");
+	if ((rc = shared_check("warm-up", NULL, err)) < 0)
+		return rc;
 	long n_after = open_fds(after, FD_LIST_MAX);
 	int fd;
 	if (n_after < 0)
@@ -287,6 +309,8 @@ static int import_preloads(PyObject *prelude, const struct sc_guest_config *cfg,
 				     "preload %s: leaves threads running after its import; the "
 				     "template must be single-threaded when it forks cells",
 				     cfg->preloads[i]);
+		else
+			rc = shared_check("preload", cfg->preloads[i], err);
 		Py_XDECREF(m);
 	}
 	return rc;
@@ -466,6 +490,7 @@ static PyObject *load_prelude(const struct sc_guest_config *cfg)
 
 int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 {
+	config_code = cfg->n_preloads || cfg->warmup || cfg->n_python_paths;
 	if (set_up_interpreter(cfg) < 0)
 		return py_fail(err, "set up the interpreter");
 	PyObject *mod = load_prelude(cfg);
@@ -476,6 +501,8 @@ int sc_py_init(const struct sc_guest_config *cfg, struct snapcell_error *err)
 		rc = sc__err(err, SNAPCELL_E_HELPER,
 			     "venv site-packages: its .pth files or sitecustomize leave threads "
 			     "running; the template must be single-threaded when it forks cells");
+	if (rc == 0 && cfg->n_python_paths)
+		rc = shared_check("venv site-packages", NULL, err);
 	if (rc == 0)
 		rc = preload(mod, cfg, err);
 	Py_DECREF(mod);
@@ -565,9 +592,16 @@ int sc_py_run(const uint8_t *code, size_t len, const uint8_t *tools, size_t tool
 	return (int)(exit_code & 0xff);
 }
 
-void sc_py_before_fork(void)
+int sc_py_before_fork(void)
 {
 	PyOS_BeforeFork();
+	/* Code the config left may still run in the template after its checks (an at-fork hook,
+	 * an import hook the warm-up steps call, a finalizer): what it mapped shared is kept
+	 * from this cell, which faults if it touches it, rather than shared with it. */
+	int rc = config_code ? sc_shared_maps_scan(true, NULL, 0) : 0;
+	if (rc < 0)
+		errno = -rc;
+	return rc < 0 ? -1 : 0;
 }
 
 void sc_py_after_fork_parent(void)
@@ -577,6 +611,7 @@ void sc_py_after_fork_parent(void)
 
 void sc_py_after_fork_child(void)
 {
+	config_code = false; /* a cell's forks are its session's own */
 	PyOS_AfterFork_Child();
 }
 

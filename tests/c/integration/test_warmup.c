@@ -171,3 +171,121 @@ Test(warmup, a_network_socket_or_lookup_is_refused)
 	expect_refused("import _socket\n_socket.socket(_socket.AF_INET6, _socket.SOCK_DGRAM)\n",
 		       NULL, "no network in the warm-up");
 }
+
+/* A config with reuse on or off (the template reads its maps in a procfs the helper makes for
+ * reuse and for this check alike). */
+static struct snapcell_config *config_reuse(bool reuse)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_reuse(cfg, reuse, NULL), 0);
+	return cfg;
+}
+
+/* libc's mmap through ctypes: a mapping that keeps no descriptor open, as a C extension's. */
+#define PY_LIBC_MMAP                                                                               \
+	"import ctypes, os, sys\n"                                                                 \
+	"libc = ctypes.CDLL(None, use_errno=True)\n"                                               \
+	"libc.mmap.restype = ctypes.c_void_p\n"                                                    \
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,\n"    \
+	"                      ctypes.c_int, ctypes.c_long]\n"
+
+/* Shared memory the warm-up leaves (mmap.mmap(-1, n) is MAP_SHARED) would be the same pages in
+ * every cell forked from the template: what one run writes, another user's run reads. Read-only
+ * is no better when a run can mprotect it writable (anonymous memory, a memfd). */
+Test(warmup, shared_memory_it_leaves_mapped_is_refused)
+{
+	static const char *const maps[] = {
+		"import mmap, sys\nsys.m = mmap.mmap(-1, 4096)\n",
+		"import mmap, sys\nsys.m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ)\n",
+		PY_LIBC_MMAP "fd = os.memfd_create('x')\nos.ftruncate(fd, 4096)\n"
+			     "sys.m = libc.mmap(None, 4096, 1, 1, fd, 0)\nos.close(fd)\n",
+	};
+	for (int reuse = 0; reuse < 2; reuse++)
+		for (size_t i = 0; i < sizeof(maps) / sizeof(maps[0]); i++) {
+			struct snapcell_config *cfg = config_reuse(reuse);
+			expect_refused(maps[i], cfg, "warm-up: leaves shared memory mapped (");
+			snapcell_config_free(cfg);
+		}
+}
+
+/* The same from a preload, named in the error. */
+Test(warmup, shared_memory_a_preload_leaves_mapped_is_refused)
+{
+	char *pp = test_make_tree();
+	test_write_file(pp, "shm_preload.py", "import mmap\nM = mmap.mmap(-1, 4096)\n");
+	for (int reuse = 0; reuse < 2; reuse++) {
+		struct snapcell_config *cfg = config_reuse(reuse);
+		cr_assert_eq(snapcell_config_add_python_path(cfg, pp, NULL), 0);
+		cr_assert_eq(snapcell_config_add_preload(cfg, "shm_preload", NULL), 0);
+		struct snapcell_sandbox *sb = NULL;
+		struct snapcell_error err = {0};
+		int rc = snapcell_sandbox_new(cfg, &sb, &err);
+		snapcell_config_free(cfg);
+		cr_expect_eq(rc, SNAPCELL_E_HELPER, "reuse %d: rc %d", reuse, rc);
+		cr_expect(strstr(err.message, "preload shm_preload: leaves shared memory mapped ("),
+			  "reuse %d: %s", reuse, err.message);
+		if (rc == 0)
+			snapcell_sandbox_free(sb);
+	}
+	test_remove_tree(pp);
+	free(pp);
+}
+
+/* What no run can write stays, and so does private memory (each cell its own copy): a file
+ * opened read-only and mapped shared (as glibc maps its gconv cache), and mmap's private
+ * mapping. */
+Test(warmup, private_memory_and_read_only_files_mapped_shared_are_kept)
+{
+	for (int reuse = 0; reuse < 2; reuse++) {
+		struct snapcell_sandbox *sb;
+		struct snapcell_error err = {0};
+		struct snapcell_config *cfg = config_reuse(reuse);
+		cr_assert_eq(make(PY_LIBC_MMAP
+				  "fd = os.open(os.__file__, os.O_RDONLY)\n"
+				  "sys.ro = libc.mmap(None, 4096, 1, 1, fd, 0)\n"
+				  "os.close(fd)\n"
+				  "import mmap\n"
+				  "sys.priv = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE)\n",
+				  cfg, &sb, &err),
+			     0, "reuse %d: %s", reuse, err.message);
+		snapcell_config_free(cfg);
+		for (int i = 0; i < 3; i++)
+			expect_output(sb,
+				      "import ctypes, sys\n"
+				      "print(ctypes.string_at(sys.ro, 1) != b'', sys.priv[0])\n"
+				      "sys.priv[0] = 65\n",
+				      "True 0\n");
+		snapcell_sandbox_free(sb);
+	}
+}
+
+/* Code the warm-up leaves may map shared memory after the checks, in the template: an at-fork
+ * hook runs before each cell's fork. The cells do not get that mapping (touching it faults),
+ * so no run writes what another reads. */
+Test(warmup, shared_memory_mapped_at_a_fork_is_not_in_the_cells)
+{
+	for (int reuse = 0; reuse < 2; reuse++) {
+		struct snapcell_sandbox *sb;
+		struct snapcell_error err = {0};
+		struct snapcell_config *cfg = config_reuse(reuse);
+		cr_assert_eq(
+			make("import mmap, os, sys\n"
+			     "def late():\n"
+			     "    sys.late = getattr(sys, 'late', None) or mmap.mmap(-1, 4096)\n"
+			     "os.register_at_fork(before=late)\n",
+			     cfg, &sb, &err),
+			0, "reuse %d: %s", reuse, err.message);
+		snapcell_config_free(cfg);
+		for (int i = 0; i < 3; i++)
+			expect_output(sb,
+				      "import mmap, sys\n"
+				      "try:\n"
+				      "    sys.late.madvise(mmap.MADV_NORMAL)\n"
+				      "    sys.late[0] = 65\n"
+				      "    print('mapped')\n"
+				      "except OSError as e:\n"
+				      "    print('not mapped', e.errno)\n",
+				      "not mapped 12\n");
+		snapcell_sandbox_free(sb);
+	}
+}
