@@ -27,7 +27,7 @@
 #define SC_GUEST_CGROUP_FD   7	/* the sandbox's memory cgroup directory (O_PATH), if any */
 #define SC_GUEST_MODULE_FD   8	/* the rlimits level: the module's file (O_PATH) */
 #define SC_GUEST_SECCOMP_FD  9	/* the namespaces level: the helper's seccomp compiler's socket */
-#define SC_GUEST_PROC_FD     10 /* reset in place: a detached procfs of the sandbox (reset.c) */
+#define SC_GUEST_PROC_FD     10 /* a detached procfs of the sandbox (reset.c, template_shared.c) */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
 struct sc_guest_ops;
@@ -237,7 +237,7 @@ void sc_bridge_end_run(void);
 
 /* template_shared.c: the template's shared mappings a cell could write (mprotect included),
  * other than set_up (its set-up bytes). init: where it reads its maps. scan: the number found,
- * the first described in what (mapping, size, address), or with drop every one marked
+ * the first described in what (size, address, file), or with drop every one marked
  * MADV_DONTFORK (cells forked later lack it); -errno when the maps cannot be read. */
 void sc_shared_maps_init(const volatile void *set_up);
 int sc_shared_maps_scan(bool drop, char *what, size_t what_len);

@@ -296,7 +296,8 @@ static int start_compiler(const struct sc_setup *s)
  * (fsmount), made here while the host's /proc is still visible (the kernel refuses a procfs
  * in a mount namespace that shows none); the cells, which close every descriptor but theirs
  * before code runs, never see it. -1 when the kernel cannot: the template then resets
- * nothing. */
+ * nothing, and cannot read its maps for what preloads and a warm-up map shared
+ * (template_shared.c), so it refuses those. */
 static int proc_of_sandbox(void)
 {
 	int fs = (int)syscall(SYS_fsopen, "proc", FSOPEN_CLOEXEC);

@@ -162,9 +162,8 @@ static int shared_check(const char *stage, const char *name, struct snapcell_err
 			       name ? " " : "", name ? name : "");
 	if (n > 0)
 		return sc__err(err, SNAPCELL_E_HELPER,
-			       "%s%s%s: leaves shared memory mapped (%s); every cell would share "
-			       "it, one run writing what another reads; map it private (e.g. "
-			       "mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE)) or make it in the run",
+			       "%s%s%s: leaves shared memory mapped, which every cell would share "
+			       "(map it MAP_PRIVATE): %s",
 			       stage, name ? " " : "", name ? name : "", what);
 	return 0;
 }

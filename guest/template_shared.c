@@ -75,8 +75,8 @@ static bool line_found(char *line, bool drop, char *what, size_t what_len)
 		return false;
 	if (drop)
 		return madvise((void *)start, end - start, MADV_DONTFORK) == 0;
-	const char *path = path_at > 0 && line[path_at] ? line + path_at : "anonymous";
-	snprintf(what, what_len, "%s, %lu bytes at 0x%lx", path, end - start, start);
+	const char *path = path_at > 0 && line[path_at] ? line + path_at : "no file";
+	snprintf(what, what_len, "%lu bytes at 0x%lx, %s", end - start, start, path);
 	return true;
 }
 
