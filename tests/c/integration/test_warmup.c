@@ -293,3 +293,30 @@ Test(warmup, shared_memory_mapped_at_a_fork_is_not_in_the_cells)
 		snapcell_sandbox_free(sb);
 	}
 }
+
+/* The check before each fork is the template's alone: a session's worker and its snapshots,
+ * forks of a cell (which has no procfs), fork as without a warm-up. */
+Test(warmup, a_session_forks_its_snapshots_with_a_warm_up)
+{
+	struct snapcell_sandbox *sb;
+	struct snapcell_error err = {0};
+	cr_assert_eq(make("import json\n", NULL, &sb, &err), 0, "%s", err.message);
+	struct snapcell_session *s = NULL, *b = NULL;
+	struct snapcell_snapshot *snap = NULL;
+	struct snapcell_result *res = NULL;
+	cr_assert_eq(snapcell_session_new(sb, &s, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_session_run(s, "x = 7", SIZE_MAX, NULL, &res, &err), 0, "%s",
+		     err.message);
+	snapcell_result_free(res);
+	cr_assert_eq(snapcell_session_snapshot(s, &snap, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_snapshot_new_session(snap, &b, &err), 0, "%s", err.message);
+	cr_assert_eq(snapcell_session_run(b, "print(x * 6)", SIZE_MAX, NULL, &res, &err), 0, "%s",
+		     err.message);
+	cr_expect_eq(res->status, SNAPCELL_STATUS_OK, "%s", res->stderr_buf);
+	cr_expect_str_eq(res->stdout_buf, "42\n");
+	snapcell_result_free(res);
+	snapcell_session_free(b);
+	snapcell_snapshot_free(snap);
+	snapcell_session_free(s);
+	snapcell_sandbox_free(sb);
+}
