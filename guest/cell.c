@@ -239,7 +239,8 @@ static void reuse_park(void)
 	 * namespace are for a pid 1), and with its counters' listener not taken, no one would
 	 * answer the calls that read them: again until it was (it marks the stop it saw). A
 	 * template that never comes (stopped) leaves the cell to run once, unparked, its
-	 * counters' calls failing with ENOSYS once it closes the listener below. */
+	 * counters' calls (and so its clones and forks) failing with ENOSYS once it closes the
+	 * listener below. */
 	for (int i = 0; !sc_reuse_stop_seen && i < PARK_TRIES; i++) {
 		if (i)
 			nanosleep(&(struct timespec){0, 1000000}, NULL);

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/seccomp.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +52,9 @@ struct sc_counters {
 	pid_t pid;    /* the cell, in the template's pid namespace */
 	pid_t ns_pid; /* the cell in its own (NSpid's last), as its clock ids name it */
 	int listener;
-	bool watched; /* in the epoll set */
-	bool reset;   /* some run ended here: another run's figures are in the counters */
+	bool watched;	/* in the epoll set */
+	bool reset;	/* some run ended here: another run's figures are in the counters */
+	bool made_task; /* a clone, clone3, fork or vfork came since the stop (answer) */
 	struct figures base, thread_base; /* the process's and its main thread's, at the stop */
 	/* The files every reset's rebase reads (take_base), kept open from the cell's first
 	 * reset on: the path walk, open and close of each cost more than its read. Read from
@@ -450,8 +452,17 @@ static int write_to_caller(const struct sc_counters *k, const struct seccomp_not
 	return rc;
 }
 
+static bool makes_task(int nr)
+{
+#ifdef SYS_fork
+	if (nr == SYS_fork || nr == SYS_vfork)
+		return true;
+#endif
+	return nr == SYS_clone || nr == SYS_clone3;
+}
+
 /* The answer to one notification: resp's error and value, or its CONTINUE flag. */
-static void answer(const struct sc_counters *k, const struct seccomp_notif *req,
+static void answer(struct sc_counters *k, const struct seccomp_notif *req,
 		   struct seccomp_notif_resp *resp)
 {
 	pid_t caller = (pid_t)req->pid;
@@ -467,6 +478,15 @@ static void answer(const struct sc_counters *k, const struct seccomp_notif *req,
 	} out;
 	size_t out_len = 0;
 	memset(&out, 0, sizeof(out));
+	if (makes_task(nr)) {
+		/* Only a record: the call goes on as the policy lets it, so CONTINUE's caveat (the
+		 * caller can change the call's memory after the check) does not apply: nothing
+		 * of the call is checked. Marked before the answer, so before the call can take
+		 * a pid. */
+		k->made_task = true;
+		resp->flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
+		return;
+	}
 	if (nr == SYS_setrlimit || nr == SYS_prlimit64) {
 		/* Lowered, RLIMIT_CPU's signals come at whole-life seconds: a run in a reset
 		 * cell would time where the runs before it left the count. A cell that never ran
@@ -587,7 +607,16 @@ struct sc_counters *sc_counters_take(pid_t pid, int pidfd, int sandbox_proc_fd)
 int sc_counters_rebase(struct sc_counters *k)
 {
 	k->reset = true;
+	k->made_task = false;
 	return take_base(k);
+}
+
+bool sc_counters_made_task(const struct sc_counters *k)
+{
+	/* A call still waiting for its answer is another task's (the stopped thread's own was
+	 * withdrawn by its stop, before it could take a pid): counted, conservatively. */
+	struct pollfd pending = {k->listener, POLLIN, 0};
+	return k->made_task || poll(&pending, 1, 0) != 0;
 }
 
 void sc_counters_drop(struct sc_counters *k)

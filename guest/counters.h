@@ -4,6 +4,7 @@
 #ifndef SC_GUEST_COUNTERS_H
 #define SC_GUEST_COUNTERS_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 struct sc_counters;
@@ -14,6 +15,9 @@ struct sc_counters;
 struct sc_counters *sc_counters_take(pid_t pid, int pidfd, int sandbox_proc_fd);
 /* At a reset's stop: the next run counts from here. */
 int sc_counters_rebase(struct sc_counters *k);
+/* At a reset's stop, before the rebase: whether the run called clone, clone3, fork or vfork
+ * (succeeded or not), or a call of the cell still waits for the template's answer. */
+bool sc_counters_made_task(const struct sc_counters *k);
 void sc_counters_drop(struct sc_counters *k); /* NULL: nothing */
 /* What the template's loop polls (-1 before any cell was armed), and what it calls when that is
  * readable: a bounded number of notifications answered. */

@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,7 +139,6 @@ struct sc_reuse {
 	struct sc_reuse_dirs dirs; /* its /tmp and /output as parked (reset_leftovers.c) */
 	struct rusage children;	   /* its RUSAGE_CHILDREN as parked */
 	int64_t other_threads_ns;  /* the CPU time of its threads but the main one, as parked */
-	pid_t next_pid;		   /* the number its pid namespace gives next, as parked */
 	timer_t cpu_timer; /* on the cell's CPU clock: its run's CPU limit (cpu_limit_arm) */
 	bool have_cpu_timer;
 	/* The hot set (reset_hot): the regions of writable mappings the last run with every
@@ -1041,48 +1039,6 @@ static int lazy_free_shut(pid_t pid, struct sc_reuse *r)
 	return 0;
 }
 
-/* What the child next_pid makes writes here (vfork: it runs in the template's memory). */
-static volatile pid_t probe_pid;
-static volatile int probe_rc;
-
-/* The number the cell's pid namespace gives next. A task a run made that is gone moved the
- * namespace's counter on, which the next run's threads' and children's ids show; most leave
- * more (CPU time, RUSAGE_CHILDREN: leftovers), but not a child the kernel reaped itself
- * (SIGCHLD ignored, or SA_NOCLDWAIT) nor a clone that failed after its number was taken. The
- * template makes a child in that namespace (vfork: nothing copied), which takes the number,
- * puts the counter back (the namespace's ns_last_pid, to the number before its own: the
- * template may, as the namespace's owner's root) and exits. 0, or -errno. */
-static int next_pid(const struct sc_reuse *r, pid_t *next)
-{
-	if (setns(r->pidfd, CLONE_NEWPID) < 0)
-		return -errno;
-	probe_pid = 0;
-	probe_rc = -EIO;
-	pid_t child = vfork();
-	if (child == 0) {
-		pid_t me = (pid_t)syscall(SYS_getpid);
-		char text[16];
-		int len = 0;
-		for (unsigned v = (unsigned)me - 1, div = 1000000000u; div; div /= 10)
-			if (v / div || len || div == 1)
-				text[len++] = (char)('0' + v / div % 10);
-		int fd = openat(proc_fd, "sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC);
-		probe_rc = fd >= 0 && write(fd, text, (size_t)len) == len ? 0 : -errno;
-		probe_pid = me;
-		_exit(0);
-	}
-	int saved = errno;
-	if (setns(SC_GUEST_PIDNS_FD, CLONE_NEWPID) < 0) {
-		/* Without it every later cell would be made in this one's namespace. */
-		exit(3);
-	}
-	int status;
-	if (child < 0 || waitpid(child, &status, __WALL) != child)
-		return child < 0 ? -saved : -ECHILD;
-	*next = probe_pid;
-	return probe_rc;
-}
-
 /* At the cell's parked stop (a signal-delivery stop for its SIGSTOP, the cell inside tgkill). */
 static int park(pid_t pid, struct sc_reuse *r)
 {
@@ -1146,7 +1102,7 @@ static int park(pid_t pid, struct sc_reuse *r)
 	}
 	if ((rc = find_own_pages(r)) < 0 || (rc = kernel_writes(pid, &r->rseq, r->robust)) < 0)
 		return rc;
-	if ((rc = take_reference(pid, r)) < 0 || (rc = next_pid(r, &r->next_pid)) < 0)
+	if ((rc = take_reference(pid, r)) < 0)
 		return rc;
 	return lazy_free_shut(pid, r);
 }
@@ -1483,7 +1439,8 @@ static void answer(uint32_t id, int status, const char *why, uint64_t cpu_us)
 }
 
 /* What the run left outside the process (reset_leftovers.c): children it reaped, threads that
- * ran and exited, files in /tmp or /output, either changed in any way (times included).
+ * ran and exited, any task it made or tried to (each took a pid: counters.c records the
+ * calls), files in /tmp or /output, either changed in any way (times included).
  * NULL, or why the cell is discarded. */
 static const char *leftovers(pid_t pid, struct sc_reuse *r)
 {
@@ -1498,9 +1455,8 @@ static const char *leftovers(pid_t pid, struct sc_reuse *r)
 	if (sc_reuse_other_threads_ns(proc_fd, pid, &threads_ns) < 0 ||
 	    threads_ns != r->other_threads_ns)
 		return "a thread other than its main one ran";
-	pid_t next;
-	if (next_pid(r, &next) < 0 || next != r->next_pid)
-		return "a task it made is gone (its pid namespace gives another number next)";
+	if (sc_counters_made_task(r->counters))
+		return "it made a task (called clone, fork or vfork)";
 	return sc_reuse_dirs_check(proc_fd, pid, &r->dirs);
 }
 

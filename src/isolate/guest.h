@@ -189,8 +189,9 @@ int sc__seccomp_compile_to(int fd, unsigned flags);
 /* ---- seccomp_counters.c ---- */
 
 /* A cell armed for reset in place, before its policy: the filter that sends the calls reading
- * the process's own counters (CPU time, faults, switches, peak) to a supervisor, the template
- * (guest/counters.c), and refuses CPU-clock timers and absolute CPU-clock sleeps. Returns its
+ * the process's own counters (CPU time, faults, switches, peak), and those making a task, to a
+ * supervisor, the template (guest/counters.c), and refuses CPU-clock timers and absolute
+ * CPU-clock sleeps. Returns its
  * listener (close-on-exec), or -errno. */
 int sc__seccomp_counters_install(void);
 

@@ -1,8 +1,9 @@
 /* The second filter of a cell armed for reset in place (below its policy, seccomp.c): the
  * calls through which a process reads its own counters (CPU time, faults, context switches,
  * I/O, its peak), which in a reset cell span every earlier run in it, go to the template as
- * user notifications (guest/counters.c answers them with this run's figures); what no answer
- * can make per run is refused here. Not a policy of what a cell may do: a call this filter lets
+ * user notifications (guest/counters.c answers them with this run's figures); so do the calls
+ * that make a task, which the template only records; what no answer can make per run is
+ * refused here. Not a policy of what a cell may do: a call this filter lets
  * through is still the policy's to allow, and the kernel takes the stricter answer of the two. */
 #define _GNU_SOURCE
 #include "guest.h"
@@ -54,6 +55,19 @@ static const struct sock_filter program[] = {
 	LD(offsetof(struct seccomp_data, nr)),
 	BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 0x40000000u, 0, 1), /* x32: the policy decides */
 	ALLOW,
+	/* a new task, made or tried (clone3: the policy's ENOSYS wins over a notification):
+	 * the template records that the run made one, as a gone task (a child the kernel
+	 * reaped, a clone that failed) leaves nothing else a reset sees but the pid it took */
+	IF_EQ(SYS_clone, 0, 1),
+	NOTIFY,
+	IF_EQ(SYS_clone3, 0, 1),
+	NOTIFY,
+#ifdef SYS_fork
+	IF_EQ(SYS_fork, 0, 1),
+	NOTIFY,
+	IF_EQ(SYS_vfork, 0, 1),
+	NOTIFY,
+#endif
 	/* getrusage(RUSAGE_SELF or RUSAGE_THREAD): RUSAGE_CHILDREN is the run's own */
 	IF_EQ(SYS_getrusage, 0, 5),
 	LD(ARG_LO(0)),

@@ -337,6 +337,52 @@ Test(counters, a_cell_flooding_the_template_does_not_hold_up_other_runs, .timeou
 	snapcell_sandbox_free(sb);
 }
 
+/* Threads made in a loop: each clone goes to the template (which records that the run made a
+ * task, counters.c), from 4 threads at once, for 2 s. */
+static const char thread_maker[] =
+	"import threading, time\n"
+	"end = time.monotonic() + 2\n"
+	"n = [0] * 4\n"
+	"def make(i):\n"
+	"    while time.monotonic() < end:\n"
+	"        t = threading.Thread(target=int)\n"
+	"        t.start()\n"
+	"        t.join()\n"
+	"        n[i] += 1\n"
+	"ts = [threading.Thread(target=make, args=(i,)) for i in range(4)]\n"
+	"for t in ts:\n"
+	"    t.start()\n"
+	"for t in ts:\n"
+	"    t.join()\n"
+	"print(sum(n))\n";
+
+Test(counters, a_cell_making_threads_in_a_loop_does_not_hold_up_other_runs, .timeout = 60)
+{
+	struct snapcell_sandbox *sb = sandbox(true);
+	struct flood f = {sb, thread_maker, NULL, -1};
+	pthread_t t;
+	cr_assert_eq(pthread_create(&t, NULL, flood_main, &f), 0);
+	usleep(300 * 1000);
+	uint64_t slowest = 0;
+	for (int i = 0; i < 10; i++) {
+		char *out, *id;
+		uint64_t t0 = now_ms();
+		run_id(sb, prober, &out, &id);
+		uint64_t took = now_ms() - t0;
+		slowest = took > slowest ? took : slowest;
+		free(out);
+		free(id);
+	}
+	pthread_join(t, NULL);
+	cr_assert_eq(f.rc, 0);
+	cr_expect_eq(f.res->status, SNAPCELL_STATUS_OK, "%s", f.res->stderr_buf);
+	cr_expect_gt(atol(f.res->stdout_buf), 100, "the maker made %s threads", f.res->stdout_buf);
+	snapcell_result_free(f.res);
+	cr_expect_lt(slowest, 1500, "a run beside the thread maker took %llu ms",
+		     (unsigned long long)slowest);
+	snapcell_sandbox_free(sb);
+}
+
 /* A cell that ends while its threads wait for answers leaves the template serving the
  * others: later runs still read their own figures. */
 static const char dies_waiting[] = "import os, resource, threading, time\n"
@@ -526,8 +572,30 @@ Test(counters, calls_near_the_counters_read_none_of_the_earlier_runs)
 }
 
 /* What the policy kills in every cell: clock_gettime by the x32 numbering and by int 0x80 (the
- * i386 ABI, whose calls the counters' filter leaves to the policy), perf_event_open. */
+ * i386 ABI, whose calls the counters' filter leaves to the policy), perf_event_open; and the
+ * calls that make a task, which the counters' filter records only by the native numbering: fork
+ * and clone by the x32 numbering, fork by int 0x80. */
+#define INT80(nr)                                                                                  \
+	"import ctypes, mmap\n"                                                                    \
+	"libc = ctypes.CDLL(None)\n"                                                               \
+	"libc.mmap.restype = ctypes.c_void_p\n"                                                    \
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,\n"    \
+	"                      ctypes.c_int, ctypes.c_long]\n"                                     \
+	"code = b'\\xb8' + (" nr ").to_bytes(4, 'little') + b'\\xcd\\x80\\xc3'\n"                  \
+	"text = libc.mmap(None, 4096, 3, 0x22, -1, 0)\n"                                           \
+	"ctypes.memmove(text, code, len(code))\n"                                                  \
+	"libc.mprotect(ctypes.c_void_p(text), ctypes.c_size_t(4096), 5)\n"                         \
+	"print(ctypes.CFUNCTYPE(ctypes.c_int)(text)())\n"
+
 static const char *const killed_calls[] = {
+	"import ctypes\n"
+	"libc = ctypes.CDLL(None)\n"
+	"print(libc.syscall(ctypes.c_long(57 | 0x40000000)))\n", /* fork */
+	"import ctypes\n"
+	"libc = ctypes.CDLL(None)\n"
+	"print(libc.syscall(ctypes.c_long(56 | 0x40000000), ctypes.c_long(17), None, None, None,\n"
+	"                   None))\n", /* clone(SIGCHLD) */
+	INT80("2"),		       /* i386's fork: mov eax, 2; int 0x80; ret */
 	"import ctypes\n"
 	"libc = ctypes.CDLL(None)\n"
 	"print(libc.syscall(ctypes.c_long(228 | 0x40000000), ctypes.c_long(2),\n"

@@ -243,6 +243,43 @@ Test(reset, a_thread_left_running_discards_the_cell)
 		"import threading, time\nprint(threading.active_count())", "1\n");
 }
 
+/* A run that makes a thread and a child (each a clone the template records: counters.c) gets
+ * them as without reuse; its cell is discarded after, as any cell whose run made a task. */
+Test(reset, a_run_that_makes_threads_and_children_works_and_its_cell_is_discarded)
+{
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 4; i++) {
+		char *out;
+		struct snapcell_result *res;
+		bool again = run_seen_full(
+			sb, &c,
+			"import subprocess, sys, threading\n"
+			"got = []\n"
+			"ts = [threading.Thread(target=got.append, args=(n,)) for n in range(4)]\n"
+			"for t in ts:\n"
+			"    t.start()\n"
+			"for t in ts:\n"
+			"    t.join()\n"
+			"p = subprocess.run([sys.executable, '-c', 'print(6 * 7)'],\n"
+			"                   capture_output=True, text=True)\n"
+			"print(sorted(got), p.stdout.strip())\n",
+			&out, NULL, &res);
+		cr_expect_eq(res->status, SNAPCELL_STATUS_OK, "run %d: status %s, stderr %s", i,
+			     snapcell_status_name(res->status), res->stderr_buf);
+		cr_expect_str_eq(out, "[0, 1, 2, 3] 42\n", "run %d", i);
+		cr_expect(!again, "run %d was in a cell an earlier run made tasks in", i);
+		snapcell_result_free(res);
+		free(out);
+	}
+	int before = c.reused;
+	for (int i = 0; i < 12 && c.reused == before; i++)
+		run_seen(sb, &c, "pass", NULL);
+	cr_expect_gt(c.reused, before, "no cell was reused after runs that made tasks");
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
 Test(reset, a_descriptor_left_open_discards_the_cell)
 {
 	expect_discarded_after("os.dup2(os.open('/dev/null', os.O_RDONLY), 9)",
