@@ -369,27 +369,34 @@ Test(reset, a_changed_umask_discards_the_cell)
 			       "0o22\n");
 }
 
+/* Runs code n times (n <= 16) in sb, which it frees: no two runs may print the same, and at
+ * least min_reused of them must have run in a reset cell. */
+static void expect_every_draw_differs(struct snapcell_sandbox *sb, const char *code, int n,
+				      int min_reused)
+{
+	struct cells_seen c = {0};
+	char *outs[16] = {0};
+	for (int i = 0; i < n && i < 16; i++) {
+		run_seen(sb, &c, code, &outs[i]);
+		for (int j = 0; j < i; j++)
+			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same numbers",
+					  j, i);
+	}
+	cr_expect_geq(c.reused, min_reused, "only %d of %d runs were in a reset cell", c.reused, n);
+	for (int i = 0; i < n && i < 16; i++)
+		free(outs[i]);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+}
+
 /* No at-fork hook runs on a reset: the cell renews its generators itself (prelude.reseed). */
 Test(reset, random_generators_differ_in_each_run_of_a_reset_cell)
 {
 	struct snapcell_config *cfg = test_config_new();
 	cr_assert_eq(snapcell_config_add_preload(cfg, "ssl", NULL), 0);
-	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
-	struct cells_seen c = {0};
-	char *outs[16] = {0};
-	for (int i = 0; i < 16; i++) {
-		run_seen(sb, &c,
-			 "import random, ssl\nprint(random.random(), ssl.RAND_bytes(16).hex())",
-			 &outs[i]);
-		for (int j = 0; j < i; j++)
-			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same numbers",
-					  j, i);
-	}
-	cr_expect_geq(c.reused, 4, "only %d of 16 runs were in a reset cell", c.reused);
-	for (int i = 0; i < 16; i++)
-		free(outs[i]);
-	cells_seen_free(&c);
-	snapcell_sandbox_free(sb);
+	expect_every_draw_differs(
+		reuse_sandbox_with(cfg, true), /* frees cfg */
+		"import random, ssl\nprint(random.random(), ssl.RAND_bytes(16).hex())", 16, 4);
 }
 
 /* random's global generator alone (prelude.reseed seeds it through _random's own seed, not
@@ -398,20 +405,8 @@ Test(reset, random_alone_differs_in_each_run_of_a_reset_cell)
 {
 	struct snapcell_config *cfg = test_config_new();
 	cr_assert_eq(snapcell_config_set_warmup(cfg, "import random\nrandom.gauss(0, 1)", NULL), 0);
-	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
-	struct cells_seen c = {0};
-	char *outs[12] = {0};
-	for (int i = 0; i < 12; i++) {
-		run_seen(sb, &c, "import random\nprint(random.gauss(0, 1))", &outs[i]);
-		for (int j = 0; j < i; j++)
-			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same deviate",
-					  j, i);
-	}
-	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
-	for (int i = 0; i < 12; i++)
-		free(outs[i]);
-	cells_seen_free(&c);
-	snapcell_sandbox_free(sb);
+	expect_every_draw_differs(reuse_sandbox_with(cfg, true), /* frees cfg */
+				  "import random\nprint(random.gauss(0, 1))", 12, 3);
 }
 
 /* A run's CPU time is its own, in a reset cell too, and the CPU limit still ends a runaway. */
@@ -526,20 +521,8 @@ Test(reset, numpy_generator_differs_in_each_run_of_a_reset_cell)
 {
 	struct snapcell_config *cfg = numpy_config();
 	cr_assert_eq(snapcell_config_add_preload(cfg, "numpy.random", NULL), 0);
-	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg, true); /* frees cfg */
-	struct cells_seen c = {0};
-	char *outs[12] = {0};
-	for (int i = 0; i < 12; i++) {
-		run_seen(sb, &c, "import numpy.random\nprint(numpy.random.rand())", &outs[i]);
-		for (int j = 0; j < i; j++)
-			cr_expect_str_neq(outs[i], outs[j], "runs %d and %d drew the same numbers",
-					  j, i);
-	}
-	cr_expect_geq(c.reused, 3, "only %d of 12 runs were in a reset cell", c.reused);
-	for (int i = 0; i < 12; i++)
-		free(outs[i]);
-	cells_seen_free(&c);
-	snapcell_sandbox_free(sb);
+	expect_every_draw_differs(reuse_sandbox_with(cfg, true), /* frees cfg */
+				  "import numpy.random\nprint(numpy.random.rand())", 12, 3);
 }
 
 /* The kernel writes into a thread's rseq area on every resume: a run that moved it into memory
