@@ -28,6 +28,7 @@
 #define SC_GUEST_MODULE_FD   8	/* the rlimits level: the module's file (O_PATH) */
 #define SC_GUEST_SECCOMP_FD  9	/* the namespaces level: the helper's seccomp compiler's socket */
 #define SC_GUEST_PROC_FD     10 /* a detached procfs of the sandbox (reset.c, template_shared.c) */
+#define SC_GUEST_SELF_FD     11 /* without one: the template's own /proc/PID (template_shared.c) */
 #define SC_GUEST_SETUP_SEALS (F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
 
 struct sc_guest_ops;

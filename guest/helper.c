@@ -226,7 +226,7 @@ static int hand_over(int fd, int target)
 
 /* Descriptors the template needs and the helper must open before the pivot (/proc goes). */
 struct handoff {
-	int setup, pidns, netns, cgroup, guest_module, seccomp, proc;
+	int setup, pidns, netns, cgroup, guest_module, seccomp, proc, self_proc;
 };
 
 /* One word from the socket fd, or 0 at its end or on an error. */
@@ -296,8 +296,7 @@ static int start_compiler(const struct sc_setup *s)
  * (fsmount), made here while the host's /proc is still visible (the kernel refuses a procfs
  * in a mount namespace that shows none); the cells, which close every descriptor but theirs
  * before code runs, never see it. -1 when the kernel cannot: the template then resets
- * nothing, and cannot read its maps for what preloads and a warm-up map shared
- * (template_shared.c), so it refuses those. */
+ * nothing. */
 static int proc_of_sandbox(void)
 {
 	int fs = (int)syscall(SYS_fsopen, "proc", FSOPEN_CLOEXEC);
@@ -319,8 +318,15 @@ static int open_namespaces(const struct sc_setup *s, struct handoff *h, struct s
 	if (s->net && h->netns < 0)
 		return sc__err(err, -errno, "open /proc/self/ns/net");
 	/* Also where the template checks what preloads and warm-up map (template_shared.c). */
-	if (s->reuse || s->n_preloads || s->warmup || s->n_python_paths)
+	bool config_code = s->n_preloads || s->warmup || s->n_python_paths;
+	if (s->reuse || config_code)
 		h->proc = proc_of_sandbox();
+	/* Where the kernel refuses one (a container's /proc with masked paths), that check reads
+	 * the template's maps through this process's directory in the host's procfs (the same
+	 * process after the exec), opened while the host's /proc is still visible. */
+	if (h->proc < 0 && config_code &&
+	    (h->self_proc = high(open("/proc/self", O_PATH | O_DIRECTORY | O_CLOEXEC))) < 0)
+		return sc__err(err, -errno, "open /proc/self");
 	return 0;
 }
 
@@ -488,6 +494,8 @@ static int exec_guest(const struct helper_ops *ops, const struct sc_setup *s, st
 		rc = hand_over(h->seccomp, SC_GUEST_SECCOMP_FD);
 	if (rc == 0)
 		rc = hand_over(h->proc, SC_GUEST_PROC_FD);
+	if (rc == 0)
+		rc = hand_over(h->self_proc, SC_GUEST_SELF_FD);
 	if (rc < 0)
 		return sc__err(err, rc, "hand over descriptors");
 	/* Isolated (no environment variables, no user site, no script directory), no site
@@ -503,7 +511,7 @@ int main(void)
 {
 	struct snapcell_error err = {0};
 	struct sc_setup s;
-	struct handoff h = {-1, -1, -1, -1, -1, -1, -1};
+	struct handoff h = {-1, -1, -1, -1, -1, -1, -1, -1};
 	char *raw = NULL;
 	size_t len = 0;
 	/* The host spawns this process with every signal blocked (src/isolate/spawn.c: its

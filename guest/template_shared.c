@@ -20,9 +20,12 @@
 
 #define LINE_MAX_BYTES 8192 /* a maps line: addresses, flags, and a path of up to PATH_MAX */
 
-/* Where the template reads self/maps: the sandbox's procfs (SC_GUEST_PROC_FD: the root has no
- * /proc), else /proc (the rlimits level), or -1. */
+/* Where the template reads its maps (maps_path under proc_dir): the sandbox's procfs
+ * (SC_GUEST_PROC_FD: the root has no /proc), else its own directory in the host's procfs
+ * (SC_GUEST_SELF_FD, where the kernel refused a procfs of the sandbox's), else /proc (the
+ * rlimits level), or -1. */
 static int proc_dir = -1;
+static const char *maps_path = "self/maps";
 static uintptr_t allowed;
 
 static bool is_procfs(int fd)
@@ -36,6 +39,11 @@ void sc_shared_maps_init(const volatile void *set_up)
 	allowed = (uintptr_t)set_up;
 	if (is_procfs(SC_GUEST_PROC_FD) && fcntl(SC_GUEST_PROC_FD, F_SETFD, FD_CLOEXEC) == 0) {
 		proc_dir = SC_GUEST_PROC_FD;
+		return;
+	}
+	if (is_procfs(SC_GUEST_SELF_FD) && fcntl(SC_GUEST_SELF_FD, F_SETFD, FD_CLOEXEC) == 0) {
+		proc_dir = SC_GUEST_SELF_FD;
+		maps_path = "maps";
 		return;
 	}
 	int fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -84,7 +92,7 @@ int sc_shared_maps_scan(bool drop, char *what, size_t what_len)
 {
 	if (proc_dir < 0)
 		return -ENOENT;
-	int fd = openat(proc_dir, "self/maps", O_RDONLY | O_CLOEXEC);
+	int fd = openat(proc_dir, maps_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	static char buf[LINE_MAX_BYTES + 1];

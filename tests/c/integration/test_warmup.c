@@ -2,7 +2,11 @@
 /* The config's warm-up (snapcell_config_set_warmup): what it leaves in the template reaches
  * every fresh cell, its namespace and output do not; a warm-up that raises, leaves a thread or
  * a descriptor behind, calls a tool or opens a network socket fails creation, saying why. */
+#include <errno.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include "helpers.h"
 
@@ -319,4 +323,29 @@ Test(warmup, a_session_forks_its_snapshots_with_a_warm_up)
 	snapcell_snapshot_free(snap);
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
+}
+
+/* A container's /proc with masked paths (Docker binds /dev/null over /proc/keys, /proc/kcore and others):
+ * the kernel then refuses a new procfs in the sandbox's namespaces (the one reset in place and
+ * this check read). A sandbox with a warm-up must still start, and still refuse the warm-up's
+ * shared memory: the template reads its maps through its own /proc directory, kept from before
+ * the helper's pivot. Root only (the masking mount); in a mount namespace of this test's own. */
+Test(warmup, with_a_masked_proc_a_warm_up_runs_and_shared_memory_is_still_refused)
+{
+	if (geteuid() != 0)
+		cr_skip_test("masking /proc needs root");
+	cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare: %s", strerror(errno));
+	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	cr_assert_eq(mount("/dev/null", "/proc/keys", NULL, MS_BIND, NULL), 0, "bind: %s",
+		     strerror(errno));
+	struct snapcell_sandbox *sb;
+	struct snapcell_error err = {0};
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(make("import json\n", cfg, &sb, &err), 0, "%s", err.message);
+	expect_output(sb, "print(1)", "1\n");
+	snapcell_sandbox_free(sb);
+	expect_refused("import mmap, sys\nsys.m = mmap.mmap(-1, 4096)\n", cfg,
+		       "warm-up: leaves shared memory mapped, which every cell would share (map it "
+		       "MAP_PRIVATE): 4096 bytes at 0x");
+	snapcell_config_free(cfg);
 }
