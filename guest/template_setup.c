@@ -148,7 +148,8 @@ static int set_up_slots_init(struct snapcell_error *err)
 	if (map == MAP_FAILED)
 		return sc__err(err, -errno, "map the cells' set-up bytes");
 	T.set_up = map;
-	sc_shared_maps_init(map); /* before the preloads: python.c checks what they map */
+	/* before the preloads: python.c checks what they map */
+	sc_shared_maps_init(map, MAX_CELLS);
 	for (unsigned i = 0; i < MAX_CELLS; i++)
 		T.free_slots[T.n_free_slots++] = MAX_CELLS - 1 - i;
 	return 0;

@@ -23,7 +23,9 @@
 /* Where the template reads self/maps: the sandbox's procfs (SC_GUEST_PROC_FD: the root has no
  * /proc), else /proc (the rlimits level), or -1. */
 static int proc_dir = -1;
-static uintptr_t allowed;
+/* The set-up bytes' mapping, exactly: code that maps a larger shared region over it (same
+ * start) would leave each cell, which unmaps only the set-up bytes, the rest shared. */
+static uintptr_t allowed, allowed_end;
 
 static bool is_procfs(int fd)
 {
@@ -31,9 +33,11 @@ static bool is_procfs(int fd)
 	return fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
 }
 
-void sc_shared_maps_init(const volatile void *set_up)
+void sc_shared_maps_init(const volatile void *set_up, size_t len)
 {
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	allowed = (uintptr_t)set_up;
+	allowed_end = allowed + (len + page - 1) / page * page;
 	if (is_procfs(SC_GUEST_PROC_FD) && fcntl(SC_GUEST_PROC_FD, F_SETFD, FD_CLOEXEC) == 0) {
 		proc_dir = SC_GUEST_PROC_FD;
 		return;
@@ -70,8 +74,8 @@ static bool line_found(char *line, bool drop, char *what, size_t what_len)
 	char perms[5];
 	int path_at = 0;
 	if (sscanf(line, "%lx-%lx %4s %*s %*s %*s %n", &start, &end, perms, &path_at) < 3 ||
-	    strlen(perms) != 4 || perms[3] != 's' || start == allowed || end <= start ||
-	    !cell_writable(start, end, perms))
+	    strlen(perms) != 4 || perms[3] != 's' || (start == allowed && end == allowed_end) ||
+	    end <= start || !cell_writable(start, end, perms))
 		return false;
 	if (drop)
 		return madvise((void *)start, end - start, MADV_DONTFORK) == 0;

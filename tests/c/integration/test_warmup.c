@@ -320,3 +320,39 @@ Test(warmup, a_session_forks_its_snapshots_with_a_warm_up)
 	snapcell_session_free(s);
 	snapcell_sandbox_free(sb);
 }
+
+/* The set-up bytes' mapping, the one shared mapping the check passes, is found by its address
+ * alone: a warm-up that maps a larger shared region over it (same start) would pass, and each
+ * cell, which unmaps only the set-up bytes' length, would keep the rest, shared with every
+ * other cell. */
+#define PY_REPLACE_SET_UP                                                                          \
+	PY_LIBC_MMAP                                                                               \
+	"try:\n"                                                                                   \
+	"    fd = os.open('self/maps', os.O_RDONLY, dir_fd=10)\n"                                  \
+	"except OSError:\n"                                                                        \
+	"    fd = os.open('/proc/self/maps', os.O_RDONLY)\n"                                       \
+	"maps = b''\n"                                                                             \
+	"while chunk := os.read(fd, 65536):\n"                                                     \
+	"    maps += chunk\n"                                                                      \
+	"os.close(fd)\n"                                                                           \
+	"lines = [l.split() for l in maps.decode().splitlines()]\n"                                \
+	"for i, f in enumerate(lines):\n"                                                          \
+	"    start, end = (int(x, 16) for x in f[0].split('-'))\n"                                 \
+	"    if f[1] == 'rw-s' and end - start == 4096:\n"                                         \
+	"        break\n"                                                                          \
+	"# over the set-up page and the next mapping (glibc's gconv cache, unused here)\n"         \
+	"end = int(lines[i + 1][0].split('-')[1], 16)\n"                                           \
+	"got = libc.mmap(start, end - start, 3, 0x31, -1, 0)\n"                                    \
+	"assert got == start, (got, start)\n"                                                      \
+	"sys.tail = start + 4096\n"
+
+Test(warmup, shared_memory_mapped_over_the_set_up_bytes_is_refused)
+{
+	for (int reuse = 0; reuse < 2; reuse++) {
+		struct snapcell_config *cfg = config_reuse(reuse);
+		expect_refused(PY_REPLACE_SET_UP, cfg,
+			       "warm-up: leaves shared memory mapped, which every cell would share "
+			       "(map it MAP_PRIVATE): ");
+		snapcell_config_free(cfg);
+	}
+}
