@@ -60,7 +60,12 @@ static bool cell_writable(uintptr_t start, uintptr_t end, const char *perms)
 	if (perms[1] == 'w')
 		return true;
 	int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
-	if (mprotect((void *)start, end - start, prot | PROT_WRITE) < 0)
+	/* Where W+X is refused (prctl PR_SET_MDWE, which the cells inherit), write alone, which a
+	 * cell may ask for, is not: ask for it too. A mapping that then cannot get its exec back
+	 * is refused or kept from the cells anyway. */
+	if (mprotect((void *)start, end - start, prot | PROT_WRITE) < 0 &&
+	    (!(prot & PROT_EXEC) ||
+	     mprotect((void *)start, end - start, (prot & ~PROT_EXEC) | PROT_WRITE) < 0))
 		return false;
 	mprotect((void *)start, end - start, prot);
 	return true;

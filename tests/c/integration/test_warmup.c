@@ -356,3 +356,20 @@ Test(warmup, shared_memory_mapped_over_the_set_up_bytes_is_refused)
 		snapcell_config_free(cfg);
 	}
 }
+
+/* A run may mprotect writable what the template mapped shared without write: the check asks the
+ * kernel the same way, which with exec asks for write and exec at once. Where the template
+ * refused itself W+X (prctl PR_SET_MDWE, inherited by each cell), the cells could still ask for
+ * write alone, dropping exec. */
+Test(warmup, shared_executable_memory_is_refused_where_w_and_x_are_not_allowed_together)
+{
+	for (int reuse = 0; reuse < 2; reuse++) {
+		struct snapcell_config *cfg = config_reuse(reuse);
+		expect_refused(PY_LIBC_MMAP "sys.m = libc.mmap(None, 4096, 5, 0x21, -1, 0)\n"
+					    "assert libc.prctl(65, 1, 0, 0, 0) == 0\n",
+			       cfg,
+			       "warm-up: leaves shared memory mapped, which every cell would share "
+			       "(map it MAP_PRIVATE): 4096 bytes at 0x");
+		snapcell_config_free(cfg);
+	}
+}
