@@ -373,3 +373,44 @@ Test(warmup, shared_executable_memory_is_refused_where_w_and_x_are_not_allowed_t
 		snapcell_config_free(cfg);
 	}
 }
+
+/* A process the warm-up forks and leaves running keeps the template's capabilities and has no
+ * seccomp filter: it could open every cell's /proc/<pid>/mem (the template's procfs is at its
+ * descriptor 10) and write one run's data into another's. Creation fails instead, for a child
+ * and for a double fork's orphan alike. */
+Test(warmup, a_process_it_leaves_running_is_refused)
+{
+	static const char *const forks[] = {
+		"import os, time\n"
+		"if os.fork() == 0:\n"
+		"    time.sleep(30)\n"
+		"    os._exit(0)\n",
+		"import os, time\n"
+		"pid = os.fork()\n"
+		"if pid == 0:\n"
+		"    if os.fork() == 0:\n"
+		"        time.sleep(30)\n"
+		"    os._exit(0)\n"
+		"os.waitpid(pid, 0)\n",
+	};
+	for (size_t i = 0; i < sizeof(forks) / sizeof(forks[0]); i++)
+		expect_refused(forks[i], NULL,
+			       "the preloads or the warm-up leave a process running, which could "
+			       "reach every cell");
+}
+
+/* A child it waited for is no process left. */
+Test(warmup, a_process_that_ended_is_not_refused)
+{
+	struct snapcell_sandbox *sb;
+	struct snapcell_error err = {0};
+	cr_assert_eq(make("import os\n"
+			  "pid = os.fork()\n"
+			  "if pid == 0:\n"
+			  "    os._exit(0)\n"
+			  "os.waitpid(pid, 0)\n",
+			  NULL, &sb, &err),
+		     0, "%s", err.message);
+	expect_output(sb, "print(1)\n", "1\n");
+	snapcell_sandbox_free(sb);
+}
