@@ -237,10 +237,11 @@ void sc_bridge_set_owner(int pid);
 void sc_bridge_end_run(void);
 
 /* template_shared.c: the template's shared mappings a cell could write (mprotect included),
- * other than set_up (its set-up bytes). init: where it reads its maps. scan: the number found,
- * the first described in what (size, address, file), or with drop every one marked
+ * other than set_up (its set-up bytes: len of them, the whole mapping, which each cell unmaps;
+ * a larger one at that address is not passed). init: where it reads its maps. scan: the number
+ * found, the first described in what (size, address, file), or with drop every one marked
  * MADV_DONTFORK (cells forked later lack it); -errno when the maps cannot be read. */
-void sc_shared_maps_init(const volatile void *set_up);
+void sc_shared_maps_init(const volatile void *set_up, size_t len);
 int sc_shared_maps_scan(bool drop, char *what, size_t what_len);
 
 /* python.c */

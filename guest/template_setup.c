@@ -148,7 +148,8 @@ static int set_up_slots_init(struct snapcell_error *err)
 	if (map == MAP_FAILED)
 		return sc__err(err, -errno, "map the cells' set-up bytes");
 	T.set_up = map;
-	sc_shared_maps_init(map); /* before the preloads: python.c checks what they map */
+	/* before the preloads: python.c checks what they map */
+	sc_shared_maps_init(map, MAX_CELLS);
 	for (unsigned i = 0; i < MAX_CELLS; i++)
 		T.free_slots[T.n_free_slots++] = MAX_CELLS - 1 - i;
 	return 0;
@@ -262,6 +263,29 @@ static int set_environment(struct snapcell_error *err)
 	return T.cfg.ops->environ(err);
 }
 
+/* A process the preloads or the warm-up started and left running (os.fork, a server) has the
+ * template's capabilities and no seccomp filter: it could open every cell's /proc/<pid>/mem
+ * and carry one run's data into another's. The template's only child so far was the seccomp
+ * compiler, joined by now; at the namespaces level the template is its pid namespace's init,
+ * so a double fork's orphan is its child too. Dead ones are reaped. */
+static int no_process_left(struct snapcell_error *err)
+{
+	for (;;) {
+		pid_t pid = waitpid(-1, NULL, WNOHANG);
+		if (pid < 0 && errno == EINTR)
+			continue;
+		if (pid < 0)
+			return errno == ECHILD
+				       ? 0
+				       : sc__err(err, -errno, "wait for the template's children");
+		if (pid == 0)
+			return sc__err(err, SNAPCELL_E_HELPER,
+				       "the preloads or the warm-up leave a process running, which "
+				       "could reach every cell; the template must start none that "
+				       "outlives them");
+	}
+}
+
 int sc_template_setup(struct snapcell_error *err)
 {
 	T.cgroup_fd = -1;
@@ -284,6 +308,8 @@ int sc_template_setup(struct snapcell_error *err)
 		rc = T.cfg.ops->python_init(err);
 	if (rc == 0)
 		rc = seccomp_compile_join(err);
+	if (rc == 0)
+		rc = no_process_left(err);
 	if (rc < 0)
 		return rc;
 	/* A caller that ignores SIGCHLD passes that on through fork and exec: the kernel would

@@ -20,13 +20,15 @@
 
 #define LINE_MAX_BYTES 8192 /* a maps line: addresses, flags, and a path of up to PATH_MAX */
 
-/* Where the template reads its maps (maps_path under proc_dir): the sandbox's procfs
- * (SC_GUEST_PROC_FD: the root has no /proc), else its own directory in the host's procfs
- * (SC_GUEST_SELF_FD, where the kernel refused a procfs of the sandbox's), else /proc (the
- * rlimits level), or -1. */
-static int proc_dir = -1;
-static const char *maps_path = "self/maps";
-static uintptr_t allowed;
+/* The template's maps, opened once (a read from the start shows them as they are then):
+ * through the sandbox's procfs (SC_GUEST_PROC_FD: the root has no /proc), else through its own
+ * directory in the host's procfs (SC_GUEST_SELF_FD, where the kernel refused a procfs of the
+ * sandbox's), closed at once (through its ".." the host's processes are in reach), else /proc
+ * (the rlimits level); -1 when none. */
+static int maps_fd = -1;
+/* The set-up bytes' mapping, exactly: code that maps a larger shared region over it (same
+ * start) would leave each cell, which unmaps only the set-up bytes, the rest shared. */
+static uintptr_t allowed, allowed_end;
 
 static bool is_procfs(int fd)
 {
@@ -34,24 +36,24 @@ static bool is_procfs(int fd)
 	return fstatfs(fd, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC;
 }
 
-void sc_shared_maps_init(const volatile void *set_up)
+void sc_shared_maps_init(const volatile void *set_up, size_t len)
 {
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
 	allowed = (uintptr_t)set_up;
-	if (is_procfs(SC_GUEST_PROC_FD) && fcntl(SC_GUEST_PROC_FD, F_SETFD, FD_CLOEXEC) == 0) {
-		proc_dir = SC_GUEST_PROC_FD;
-		return;
+	allowed_end = allowed + (len + page - 1) / page * page;
+	if (is_procfs(SC_GUEST_PROC_FD)) {
+		if (fcntl(SC_GUEST_PROC_FD, F_SETFD, FD_CLOEXEC) == 0)
+			maps_fd = openat(SC_GUEST_PROC_FD, "self/maps", O_RDONLY | O_CLOEXEC);
+	} else if (is_procfs(SC_GUEST_SELF_FD)) {
+		maps_fd = openat(SC_GUEST_SELF_FD, "maps", O_RDONLY | O_CLOEXEC);
+		close(SC_GUEST_SELF_FD);
+	} else {
+		int dir = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (dir >= 0 && is_procfs(dir))
+			maps_fd = openat(dir, "self/maps", O_RDONLY | O_CLOEXEC);
+		if (dir >= 0)
+			close(dir);
 	}
-	if (is_procfs(SC_GUEST_SELF_FD) && fcntl(SC_GUEST_SELF_FD, F_SETFD, FD_CLOEXEC) == 0) {
-		proc_dir = SC_GUEST_SELF_FD;
-		maps_path = "maps";
-		return;
-	}
-	int fd = open("/proc", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd >= 0 && !is_procfs(fd)) {
-		close(fd);
-		fd = -1;
-	}
-	proc_dir = fd;
 }
 
 /* Whether a cell could write the shared mapping [start, end) with flags perms ("r--s"): it is
@@ -64,7 +66,12 @@ static bool cell_writable(uintptr_t start, uintptr_t end, const char *perms)
 	if (perms[1] == 'w')
 		return true;
 	int prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[2] == 'x' ? PROT_EXEC : 0);
-	if (mprotect((void *)start, end - start, prot | PROT_WRITE) < 0)
+	/* Where W+X is refused (prctl PR_SET_MDWE, which the cells inherit), write alone, which a
+	 * cell may ask for, is not: ask for it too. A mapping that then cannot get its exec back
+	 * is refused or kept from the cells anyway. */
+	if (mprotect((void *)start, end - start, prot | PROT_WRITE) < 0 &&
+	    (!(prot & PROT_EXEC) ||
+	     mprotect((void *)start, end - start, (prot & ~PROT_EXEC) | PROT_WRITE) < 0))
 		return false;
 	mprotect((void *)start, end - start, prot);
 	return true;
@@ -78,8 +85,8 @@ static bool line_found(char *line, bool drop, char *what, size_t what_len)
 	char perms[5];
 	int path_at = 0;
 	if (sscanf(line, "%lx-%lx %4s %*s %*s %*s %n", &start, &end, perms, &path_at) < 3 ||
-	    strlen(perms) != 4 || perms[3] != 's' || start == allowed || end <= start ||
-	    !cell_writable(start, end, perms))
+	    strlen(perms) != 4 || perms[3] != 's' || (start == allowed && end == allowed_end) ||
+	    end <= start || !cell_writable(start, end, perms))
 		return false;
 	if (drop)
 		return madvise((void *)start, end - start, MADV_DONTFORK) == 0;
@@ -90,10 +97,10 @@ static bool line_found(char *line, bool drop, char *what, size_t what_len)
 
 int sc_shared_maps_scan(bool drop, char *what, size_t what_len)
 {
-	if (proc_dir < 0)
+	if (maps_fd < 0)
 		return -ENOENT;
-	int fd = openat(proc_dir, maps_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	int fd = maps_fd;
+	if (lseek(fd, 0, SEEK_SET) < 0)
 		return -errno;
 	static char buf[LINE_MAX_BYTES + 1];
 	size_t have = 0;
@@ -125,6 +132,5 @@ int sc_shared_maps_scan(bool drop, char *what, size_t what_len)
 			break;
 		}
 	}
-	close(fd);
 	return rc < 0 ? rc : found;
 }

@@ -325,9 +325,9 @@ Test(warmup, a_session_forks_its_snapshots_with_a_warm_up)
 	snapcell_sandbox_free(sb);
 }
 
-/* A container's /proc with masked paths (Docker binds /dev/null over /proc/keys, /proc/kcore and others):
- * the kernel then refuses a new procfs in the sandbox's namespaces (the one reset in place and
- * this check read). A sandbox with a warm-up must still start, and still refuse the warm-up's
+/* A container's /proc with masked paths (Docker binds /dev/null over /proc/keys, /proc/kcore and
+ * others): the kernel then refuses a new procfs in the sandbox's namespaces (the one reset in place
+ * and this check read). A sandbox with a warm-up must still start, and still refuse the warm-up's
  * shared memory: the template reads its maps through its own /proc directory, kept from before
  * the helper's pivot. Root only (the masking mount); in a mount namespace of this test's own. */
 Test(warmup, with_a_masked_proc_a_warm_up_runs_and_shared_memory_is_still_refused)
@@ -341,11 +341,121 @@ Test(warmup, with_a_masked_proc_a_warm_up_runs_and_shared_memory_is_still_refuse
 	struct snapcell_sandbox *sb;
 	struct snapcell_error err = {0};
 	struct snapcell_config *cfg = test_config_new();
-	cr_assert_eq(make("import json\n", cfg, &sb, &err), 0, "%s", err.message);
-	expect_output(sb, "print(1)", "1\n");
+	/* And nothing the warm-up holds leads to the host's procfs (this process's pid in it). */
+	char warmup[512];
+	snprintf(warmup, sizeof(warmup),
+		 "import os, sys\n"
+		 "sys.host = []\n"
+		 "for fd in range(3, 256):\n"
+		 "    try:\n"
+		 "        up = os.open('..', os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)\n"
+		 "    except OSError:\n"
+		 "        continue\n"
+		 "    if '%d' in os.listdir(up):\n"
+		 "        sys.host.append(fd)\n"
+		 "    os.close(up)\n",
+		 (int)getpid());
+	cr_assert_eq(make(warmup, cfg, &sb, &err), 0, "%s", err.message);
+	expect_output(sb, "import sys\nprint(sys.host)", "[]\n");
 	snapcell_sandbox_free(sb);
 	expect_refused("import mmap, sys\nsys.m = mmap.mmap(-1, 4096)\n", cfg,
 		       "warm-up: leaves shared memory mapped, which every cell would share (map it "
 		       "MAP_PRIVATE): 4096 bytes at 0x");
 	snapcell_config_free(cfg);
+}
+
+/* The set-up bytes' mapping, the one shared mapping the check passes, is found by its address
+ * alone: a warm-up that maps a larger shared region over it (same start) would pass, and each
+ * cell, which unmaps only the set-up bytes' length, would keep the rest, shared with every
+ * other cell. */
+#define PY_REPLACE_SET_UP                                                                          \
+	PY_LIBC_MMAP                                                                               \
+	"try:\n"                                                                                   \
+	"    fd = os.open('self/maps', os.O_RDONLY, dir_fd=10)\n"                                  \
+	"except OSError:\n"                                                                        \
+	"    fd = os.open('/proc/self/maps', os.O_RDONLY)\n"                                       \
+	"maps = b''\n"                                                                             \
+	"while chunk := os.read(fd, 65536):\n"                                                     \
+	"    maps += chunk\n"                                                                      \
+	"os.close(fd)\n"                                                                           \
+	"lines = [l.split() for l in maps.decode().splitlines()]\n"                                \
+	"for i, f in enumerate(lines):\n"                                                          \
+	"    start, end = (int(x, 16) for x in f[0].split('-'))\n"                                 \
+	"    if f[1] == 'rw-s' and end - start == 4096:\n"                                         \
+	"        break\n"                                                                          \
+	"# over the set-up page and the next mapping (glibc's gconv cache, unused here)\n"         \
+	"end = int(lines[i + 1][0].split('-')[1], 16)\n"                                           \
+	"got = libc.mmap(start, end - start, 3, 0x31, -1, 0)\n"                                    \
+	"assert got == start, (got, start)\n"                                                      \
+	"sys.tail = start + 4096\n"
+
+Test(warmup, shared_memory_mapped_over_the_set_up_bytes_is_refused)
+{
+	for (int reuse = 0; reuse < 2; reuse++) {
+		struct snapcell_config *cfg = config_reuse(reuse);
+		expect_refused(PY_REPLACE_SET_UP, cfg,
+			       "warm-up: leaves shared memory mapped, which every cell "
+			       "would share "
+			       "(map it MAP_PRIVATE): ");
+		snapcell_config_free(cfg);
+	}
+}
+
+/* A run may mprotect writable what the template mapped shared without write: the check asks
+ * the kernel the same way, which with exec asks for write and exec at once. Where the
+ * template refused itself W+X (prctl PR_SET_MDWE, inherited by each cell), the cells could
+ * still ask for write alone, dropping exec. */
+Test(warmup, shared_executable_memory_is_refused_where_w_and_x_are_not_allowed_together)
+{
+	for (int reuse = 0; reuse < 2; reuse++) {
+		struct snapcell_config *cfg = config_reuse(reuse);
+		expect_refused(PY_LIBC_MMAP "sys.m = libc.mmap(None, 4096, 5, 0x21, -1, 0)\n"
+					    "assert libc.prctl(65, 1, 0, 0, 0) == 0\n",
+			       cfg,
+			       "warm-up: leaves shared memory mapped, which every cell "
+			       "would share "
+			       "(map it MAP_PRIVATE): 4096 bytes at 0x");
+		snapcell_config_free(cfg);
+	}
+}
+
+/* A process the warm-up forks and leaves running keeps the template's capabilities and has
+ * no seccomp filter: it could open every cell's /proc/<pid>/mem (the template's procfs is
+ * at its descriptor 10) and write one run's data into another's. Creation fails instead,
+ * for a child and for a double fork's orphan alike. */
+Test(warmup, a_process_it_leaves_running_is_refused)
+{
+	static const char *const forks[] = {
+		"import os, time\n"
+		"if os.fork() == 0:\n"
+		"    time.sleep(30)\n"
+		"    os._exit(0)\n",
+		"import os, time\n"
+		"pid = os.fork()\n"
+		"if pid == 0:\n"
+		"    if os.fork() == 0:\n"
+		"        time.sleep(30)\n"
+		"    os._exit(0)\n"
+		"os.waitpid(pid, 0)\n",
+	};
+	for (size_t i = 0; i < sizeof(forks) / sizeof(forks[0]); i++)
+		expect_refused(forks[i], NULL,
+			       "the preloads or the warm-up leave a process running, which could "
+			       "reach every cell");
+}
+
+/* A child it waited for is no process left. */
+Test(warmup, a_process_that_ended_is_not_refused)
+{
+	struct snapcell_sandbox *sb;
+	struct snapcell_error err = {0};
+	cr_assert_eq(make("import os\n"
+			  "pid = os.fork()\n"
+			  "if pid == 0:\n"
+			  "    os._exit(0)\n"
+			  "os.waitpid(pid, 0)\n",
+			  NULL, &sb, &err),
+		     0, "%s", err.message);
+	expect_output(sb, "print(1)\n", "1\n");
+	snapcell_sandbox_free(sb);
 }
