@@ -308,13 +308,22 @@ def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
             s.close()
         assert 5.8 < time.monotonic() - sent < 9
         # With every slot taken a head gets a second, not the 6 s: a probe waiting in the
-        # listen queue gets a slot once they are cut.
-        held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]
-        began = time.monotonic()
-        assert wait_for(lambda: _get(server.port, "/healthz", timeout=8)[0] == 200, 8)
-        assert time.monotonic() - began < 4.5
-        for s in held:
-            s.close()
+        # listen queue gets a slot once they are cut. libmicrohttpd frees a closed
+        # connection's slot in its own time, so on a loaded machine the connections cut
+        # above can still hold one while these come (three of them then wait 6 s): up to
+        # three tries, each after the server answers again.
+        took = []
+        for _ in range(3):
+            held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]
+            began = time.monotonic()
+            assert wait_for(lambda: _get(server.port, "/healthz", timeout=8)[0] == 200, 8)
+            took.append(time.monotonic() - began)
+            for s in held:
+                s.close()
+            if took[-1] < 4.5:
+                break
+            assert wait_for(lambda: _get(server.port, "/healthz", timeout=8)[0] == 200, 8)
+        assert took[-1] < 4.5, took
     finally:
         server.stop()
 
