@@ -53,6 +53,22 @@ static char *run_seen(struct snapcell_sandbox *sb, struct seen *s, const char *c
 	return out;
 }
 
+/* Runs code n times in sb, which it frees: each run must print want, and at least min_reused
+ * of them must have run in a reset cell. */
+static void expect_every_run(struct snapcell_sandbox *sb, const char *code, const char *want, int n,
+			     int min_reused)
+{
+	struct seen s = {0};
+	for (int i = 0; i < n; i++) {
+		char *out = run_seen(sb, &s, code);
+		cr_expect_str_eq(out, want, "run %d: %s", i, out);
+		free(out);
+	}
+	cr_expect_geq(s.reused, min_reused, "only %d of %d runs were in a reset cell", s.reused, n);
+	seen_free(&s);
+	snapcell_sandbox_free(sb);
+}
+
 /* Runs that make the change alternate with runs that probe for it (their output must be
  * clean); at least min_reused probes are in a cell a change ran in (restored or not, none may
  * see it). A probe may fork: a cell that reaped a child is not reused after it. */
@@ -901,18 +917,12 @@ Test(reset_attack, a_dropped_then_read_page_of_a_writable_file_mapping_does_not_
 	struct snapcell_config *cfg = with_ctypes();
 	cr_assert_eq(snapcell_config_add_preload(cfg, "json", NULL), 0);
 	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg); /* frees cfg */
-	struct seen s = {0};
-	for (int i = 0; i < 16; i++) {
-		char *out = run_seen(sb, &s,
-				     LIB_DATA_PAGE "print(pointers > 0)\n"
-						   "libc.madvise(ctypes.c_void_p(start), 4096, 4)\n"
-						   "x = words[0]\n");
-		cr_expect_str_eq(out, "True\n", "run %d read unrelocated pointers: %s", i, out);
-		free(out);
-	}
-	cr_expect_geq(s.reused, 8, "only %d of 16 runs were in a reset cell", s.reused);
-	seen_free(&s);
-	snapcell_sandbox_free(sb);
+	/* a run that read unrelocated pointers prints False */
+	expect_every_run(sb,
+			 LIB_DATA_PAGE "print(pointers > 0)\n"
+				       "libc.madvise(ctypes.c_void_p(start), 4096, 4)\n"
+				       "x = words[0]\n",
+			 "True\n", 16, 8);
 }
 
 /* What a run can do to the pages of the hot set (guest/reset.c reset_hot: left unprotected
@@ -949,15 +959,7 @@ Test(reset_attack, changes_to_hot_pages_do_not_reach_the_next_run, .timeout = 12
 		"b[huge - base + 12345] = 3\n"
 		"advise(huge + (2 << 20), 1 << 20, 21)\n" /* MADV_PAGEOUT */
 		"b[huge - base + (2 << 20) + 4096] = 4\n";
-	struct seen s = {0};
-	for (int i = 0; i < 16; i++) {
-		char *out = run_seen(sb, &s, code);
-		cr_expect_str_eq(out, "True\nTrue\nTrue\nTrue\n", "run %d: %s", i, out);
-		free(out);
-	}
-	cr_expect_geq(s.reused, 8, "only %d of 16 runs were in a reset cell", s.reused);
-	seen_free(&s);
-	snapcell_sandbox_free(sb);
+	expect_every_run(sb, code, "True\nTrue\nTrue\nTrue\n", 16, 8);
 }
 
 /* MADV_FREE leaves a page present to be zeroed at the kernel's leisure, after a reset whose
@@ -988,15 +990,7 @@ Test(reset_attack, no_way_to_free_lazily_in_one_process_works_with_reuse)
 		"params = ctypes.create_string_buffer(120)\n"
 		"r.append(call(425, 8, ctypes.addressof(params)))\n"
 		"print(*r, m[0], m[4096])\n";
-	struct seen s = {0};
-	for (int i = 0; i < 6; i++) {
-		char *out = run_seen(sb, &s, code);
-		cr_expect_str_eq(out, "22 22 22 38 38 38 1 1\n", "run %d: %s", i, out);
-		free(out);
-	}
-	cr_expect_geq(s.reused, 3, "only %d of 6 runs were in a reset cell", s.reused);
-	seen_free(&s);
-	snapcell_sandbox_free(sb);
+	expect_every_run(sb, code, "22 22 22 38 38 38 1 1\n", 6, 3);
 }
 
 /* The same from children that share the run's memory (clone with CLONE_VM, outside any
@@ -1085,15 +1079,7 @@ Test(reset_attack, a_reset_cell_cannot_enter_other_namespaces)
 				       "'EPERM', 'EPERM']\n"
 				       "ENOSYS\n"
 				       "EPERM EPERM\n";
-	struct seen s = {0};
-	for (int i = 0; i < 8; i++) {
-		char *out = run_seen(sb, &s, code);
-		cr_expect_str_eq(out, expected, "run %d: %s", i, out);
-		free(out);
-	}
-	cr_expect_geq(s.reused, 3, "only %d of 8 runs were in a reset cell", s.reused);
-	seen_free(&s);
-	snapcell_sandbox_free(sb);
+	expect_every_run(sb, code, expected, 8, 3);
 }
 
 /* A classic BPF filter attached to the frame socket (SO_ATTACH_FILTER, which the policy lets
