@@ -56,6 +56,7 @@
 #define MAX_REGIONS 4096  /* written extents one scan returns */
 #define XSTATE_MAX  16384 /* NT_X86_XSTATE: 2.5-11 KiB */
 #define TEXT_MAX    65536 /* /proc/PID/maps and the other texts compared */
+#define MAX_VMAS    4096  /* mappings of a parked cell compared through PROCMAP_QUERY */
 #define MAX_FDS	    16	  /* descriptors of a parked cell (0-3, 4 with a network) */
 #define SMALL_TEXT  4096
 #define HOT_MAX	    4096 /* regions of a cell's hot set (reset_hot) */
@@ -78,6 +79,15 @@ struct range {
 struct text {
 	char *buf;
 	size_t len, cap;
+};
+
+/* One mapping as PROCMAP_QUERY reports it: what its line in /proc/PID/maps shows (range,
+ * permissions and private or shared, offset, device, inode), and its name (name_len bytes at
+ * name_at in the parked names) where it is not a private file's (map_query_named). */
+struct vma {
+	uint64_t start, end, flags, offset, inode;
+	uint32_t dev_major, dev_minor;
+	size_t name_at, name_len;
 };
 
 /* Frees t's buffer, zeroed first: what it held was read from a cell after a run (its
@@ -122,8 +132,12 @@ struct sc_reuse {
 	struct user_regs_struct regs;
 	unsigned char xstate[XSTATE_MAX];
 	size_t xstate_len;
-	/* What the checks compare against. */
-	struct text maps, status, limits, misc, sockopts;
+	/* What the checks compare against: its mappings as PROCMAP_QUERY lists them (vmas, with
+	 * the names of those that are not a private file's in names), or where the kernel has no
+	 * PROCMAP_QUERY (vmas NULL) the text of /proc/PID/maps. */
+	struct vma *vmas;
+	size_t n_vmas;
+	struct text names, maps, status, limits, misc, sockopts;
 	int fd_nums[MAX_FDS], fd_dups[MAX_FDS];
 	unsigned fd_flags[MAX_FDS]; /* fdinfo's: status flags and close-on-exec */
 	size_t n_fds;
@@ -178,10 +192,17 @@ static int proc_fd = -1;
  * write-protection, PAGEMAP_SCAN: Linux 6.7): later cells are not seized at all, and every
  * reset is refused, so runs get forked cells as without reuse. */
 static bool unsupported;
+/* Whether the kernel answers PROCMAP_QUERY (Linux 6.11), known from the first parking: the
+ * mappings are then compared through it, else through the text of /proc/PID/maps (6.7-6.10,
+ * or the setup's reuse_maps_text, which tests set). Either way every cell of the sandbox is
+ * checked the same way. */
+static enum { QUERY_UNKNOWN, QUERY_YES, QUERY_NO } maps_query;
 
 void sc_reuse_init(void)
 {
 	struct statfs fs;
+	if (T.cfg.s.reuse_maps_text)
+		maps_query = QUERY_NO;
 	if (T.cfg.reuse && fstatfs(SC_GUEST_PROC_FD, &fs) == 0 && fs.f_type == PROC_SUPER_MAGIC &&
 	    fcntl(SC_GUEST_PROC_FD, F_SETFD, FD_CLOEXEC) == 0)
 		proc_fd = SC_GUEST_PROC_FD;
@@ -1039,6 +1060,106 @@ static int lazy_free_shut(pid_t pid, struct sc_reuse *r)
 	return 0;
 }
 
+/* Whether PROCMAP_QUERY's name of this mapping is compared: all but a private file's, whose
+ * name is its file's path, which the rest identifies (the device, the inode and the offset
+ * name the pages; its path changes only by a rename, an unlink or a mount, none of which a run
+ * can do to a file a parked cell maps: docs/security.md, "Reset in place"). Its d_path is most
+ * of what the text costs the kernel. A shared mapping's name is compared: an anonymous shared
+ * one's ([anon_shmem:...]) is the run's to set. */
+static bool map_query_named(const struct procmap_query *q)
+{
+	return !q->inode || (q->vma_flags & PROCMAP_QUERY_VMA_SHARED);
+}
+
+/* The mapping at or after at by PROCMAP_QUERY on fd, with its name into name[PATH_MAX] when
+ * with_name (its length with the NUL in q->vma_name_size; 0 when not asked or when it has
+ * none). 1, 0 past the last mapping, or -errno. */
+static int map_query_once(int fd, uint64_t at, bool with_name, char *name, struct procmap_query *q)
+{
+	*q = (struct procmap_query){.size = sizeof(*q),
+				    .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA,
+				    .query_addr = at};
+	if (with_name) {
+		q->vma_name_addr = (uint64_t)(uintptr_t)name;
+		q->vma_name_size = PATH_MAX;
+	}
+	if (ioctl(fd, PROCMAP_QUERY, q) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	return 1;
+}
+
+/* The mapping at or after at, with its name where map_query_named (asked with it when
+ * want_name, the guess, else asked again at its start: the cell is stopped) and none
+ * otherwise. 1, 0 past the last mapping, or -errno. */
+static int map_query(int fd, uint64_t at, bool want_name, char *name, struct procmap_query *q)
+{
+	int rc = map_query_once(fd, at, want_name, name, q);
+	if (rc > 0 && !map_query_named(q))
+		q->vma_name_size = 0; /* a private file's path: not compared */
+	else if (rc > 0 && !want_name)
+		rc = map_query_once(fd, q->vma_start, true, name, q);
+	return rc;
+}
+
+/* The parked mappings through PROCMAP_QUERY on fd, into r->vmas and r->names. */
+static int record_vmas(int fd, struct sc_reuse *r)
+{
+	static char name[PATH_MAX];
+	size_t cap = 0;
+	int rc;
+	r->n_vmas = 0;
+	if ((rc = text_room(&r->names, TEXT_MAX)) < 0)
+		return rc;
+	r->names.len = 0;
+	struct procmap_query q;
+	for (uint64_t at = 0; (rc = map_query(fd, at, true, name, &q)) > 0; at = q.vma_end) {
+		if (r->n_vmas == cap) {
+			if (cap == MAX_VMAS)
+				return -E2BIG;
+			cap = cap ? 2 * cap : 256;
+			struct vma *more = realloc(r->vmas, cap * sizeof(*more));
+			if (!more)
+				return -ENOMEM;
+			r->vmas = more;
+		}
+		size_t len = q.vma_name_size;
+		if (r->names.len + len > r->names.cap)
+			return -E2BIG;
+		memcpy(r->names.buf + r->names.len, name, len);
+		r->vmas[r->n_vmas++] =
+			(struct vma){q.vma_start, q.vma_end,   q.vma_flags,  q.vma_offset, q.inode,
+				     q.dev_major, q.dev_minor, r->names.len, len};
+		r->names.len += len;
+	}
+	return rc < 0 ? rc : r->n_vmas ? 0 : -EPROTO;
+}
+
+/* The parked mappings, as a reset compares them: through PROCMAP_QUERY where the kernel has
+ * it, else as the text of /proc/PID/maps. */
+static int take_mappings(pid_t pid, struct sc_reuse *r)
+{
+	if (maps_query != QUERY_NO) {
+		char path[64];
+		snprintf(path, sizeof(path), "%d/maps", (int)pid);
+		int fd = openat(proc_fd, path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		int rc = record_vmas(fd, r);
+		close(fd);
+		if (rc == 0) {
+			maps_query = QUERY_YES;
+			text_drop(&r->maps);
+			return 0;
+		}
+		free(r->vmas);
+		r->vmas = NULL;
+		if (maps_query == QUERY_YES || (rc != -ENOTTY && rc != -EINVAL))
+			return rc;
+		maps_query = QUERY_NO;
+	}
+	return proc_text(pid, "maps", &r->maps, TEXT_MAX);
+}
+
 /* At the cell's parked stop (a signal-delivery stop for its SIGSTOP, the cell inside tgkill). */
 static int park(pid_t pid, struct sc_reuse *r)
 {
@@ -1093,8 +1214,8 @@ static int park(pid_t pid, struct sc_reuse *r)
 		if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != (ssize_t)local.iov_len)
 			return -EIO;
 	}
-	/* Registering may merge or split nothing, but read the maps as a reset will see them. */
-	if ((rc = proc_text(pid, "maps", &r->maps, TEXT_MAX)) < 0)
+	/* Registering may merge or split nothing, but take the maps as a reset will see them. */
+	if ((rc = take_mappings(pid, r)) < 0)
 		return rc;
 	if ((rc = own_file_pages(pid, r)) < 0 || (rc = protect_all(r)) < 0) {
 		unsupported = unsupported || rc == -ENOTTY || rc == -EINVAL; /* no PAGEMAP_SCAN */
@@ -1128,6 +1249,8 @@ static void reuse_drop(struct sc_reuse *r)
 		munmap(r->image, r->image_len);
 	if (r->hot)
 		munmap(r->hot, HOT_MAX * sizeof(*r->hot));
+	free(r->vmas);
+	text_drop(&r->names);
 	text_drop(&r->maps);
 	text_drop(&r->status);
 	text_drop(&r->limits);
@@ -1327,6 +1450,70 @@ static bool added_only(const struct text *parked, const struct text *now,
 	return !have_p;
 }
 
+static bool same_vma(const struct sc_reuse *r, const struct vma *v, const struct procmap_query *q,
+		     const char *name)
+{
+	return v->start == q->vma_start && v->end == q->vma_end && v->flags == q->vma_flags &&
+	       v->offset == q->vma_offset && v->inode == q->inode && v->dev_major == q->dev_major &&
+	       v->dev_minor == q->dev_minor && v->name_len == q->vma_name_size &&
+	       !memcmp(r->names.buf + v->name_at, name, v->name_len);
+}
+
+/* added_only through PROCMAP_QUERY on fd, against the parked r->vmas, in one walk: a mapping
+ * is asked with its name where the parked one at that place has one, so a reset that finds
+ * them as parked asks each once. An added mapping's name is asked whatever it maps, for the
+ * same refusal of special ones as the text's. */
+static bool vmas_added_only(int fd, const struct sc_reuse *r, struct sc_reuse_unmaps *unmaps)
+{
+	static char name[PATH_MAX];
+	struct procmap_query q;
+	size_t i = 0;
+	int rc = 0;
+	bool ok = true;
+	unmaps->n = 0;
+	for (uint64_t at = 0;
+	     ok && (rc = map_query(fd, at, i < r->n_vmas && r->vmas[i].name_len, name, &q)) > 0;
+	     at = q.vma_end) {
+		if (i < r->n_vmas && same_vma(r, &r->vmas[i], &q, name)) {
+			i++;
+			continue;
+		}
+		if (!q.vma_name_size && (rc = map_query_once(fd, q.vma_start, true, name, &q)) <= 0)
+			break;
+		size_t len = q.vma_name_size;
+		ok = !(i < r->n_vmas && q.vma_end > r->vmas[i].start) &&
+		     unmaps->n < SC_REUSE_UNMAP_MAX && !memmem(name, len, "[v", 2) &&
+		     !memmem(name, len, "[stack", 6);
+		if (ok) {
+			unmaps->at[unmaps->n].start = q.vma_start;
+			unmaps->at[unmaps->n++].end = q.vma_end;
+		}
+	}
+	explicit_bzero(name, sizeof(name)); /* a run's mapping's name: no later cell's business */
+	ok = ok && rc == 0 && i == r->n_vmas;
+	if (!ok)
+		unmaps->n = 0;
+	return ok;
+}
+
+/* Whether the mappings now are the parked ones, plus whole ones the run added (in *unmaps):
+ * through PROCMAP_QUERY when the cell was parked so, else through the text of maps. */
+static bool mappings_as_parked(pid_t pid, const struct sc_reuse *r, struct text *now,
+			       struct sc_reuse_unmaps *unmaps)
+{
+	if (!r->vmas)
+		return proc_text(pid, "maps", now, TEXT_MAX) == 0 &&
+		       (text_same(now, &r->maps) || added_only(&r->maps, now, unmaps));
+	bool owned;
+	int fd = kept_open(pid, "maps", O_RDONLY, &owned);
+	if (fd < 0)
+		return false;
+	bool same = vmas_added_only(fd, r, unmaps);
+	if (owned)
+		close(fd);
+	return same;
+}
+
 /* The checks of a stopped cell against its parked reference; NULL when all agree. */
 static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 			 struct sc_reuse_unmaps *unmaps)
@@ -1336,8 +1523,7 @@ static const char *check(pid_t pid, struct sc_reuse *r, uint64_t cpu_us,
 	unmaps->n = 0;
 	if (read_status(pid, &now) < 0 || !text_same(&now, &r->status))
 		why = "its status (threads, signals, credentials, seccomp, umask) differs";
-	if (!why && (proc_text(pid, "maps", &now, TEXT_MAX) < 0 ||
-		     (!text_same(&now, &r->maps) && !added_only(&r->maps, &now, unmaps))))
+	if (!why && !mappings_as_parked(pid, r, &now, unmaps))
 		why = "its mappings differ";
 	if (!why && (proc_text(pid, "limits", &now, TEXT_MAX) < 0 || !text_same(&now, &r->limits)))
 		why = "its resource limits differ";

@@ -193,6 +193,15 @@ static void setup_free(struct sc_setup *s, struct sc_setup_net *net)
 	free(net->addrs);
 }
 
+/* SNAPCELL_RESET_MAPS_TEXT=1: resets compare the mappings through the text of /proc/PID/maps,
+ * as on a kernel without PROCMAP_QUERY (guest/reset.c), so that tests run that path too. The
+ * same mappings are checked either way. */
+static bool reuse_maps_text(void)
+{
+	const char *v = secure_getenv("SNAPCELL_RESET_MAPS_TEXT");
+	return v && !strcmp(v, "1");
+}
+
 /* The setup message (rpc/setup.h): the work directory's parts, the mechanism's part (its
  * level, where the cells' /tmp directories go, whether cells run as the caller's own uid, its
  * memory cgroup: struct sc_cells_setup), and what setup_* fill in. */
@@ -214,6 +223,7 @@ static char *setup_message(const struct snapcell_sandbox *sb, const struct pass_
 			     .tmp = m.cell_tmp ? tmp : NULL,
 			     .own_uid = m.own_uid,
 			     .reuse = sc__sandbox_reuse(sb->cfg, m.level, sb->gate != NULL),
+			     .reuse_maps_text = reuse_maps_text(),
 			     .cgroup = (char *)m.cgroup,
 			     .net = sb->gate ? &net : NULL,
 			     .network_notice = sc__network_notice(sb->cfg)};

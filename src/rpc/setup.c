@@ -119,6 +119,7 @@ static const struct field setup_fields[] = {
 	F(struct sc_setup, tmp, NSTR),
 	F(struct sc_setup, own_uid, BOOL),
 	F(struct sc_setup, reuse, BOOL),
+	F(struct sc_setup, reuse_maps_text, BOOL),
 	F(struct sc_setup, cgroup, NSTR),
 	FS(struct sc_setup, tools, ARRAY, offsetof(struct sc_setup, n_tools), &tool_schema),
 	FN(struct sc_setup, preloads, STRS, n_preloads),

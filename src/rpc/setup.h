@@ -73,11 +73,12 @@ struct sc_setup {
 	uint64_t memory_bytes, cpu_ms, processes, file_bytes, open_files;
 	char **env_names, **env_values; /* the code's environment */
 	size_t n_env;
-	int level;    /* enum snapcell_isolation the host chose */
-	char *tmp;    /* the rlimits level: the cells' /tmp parent on the host, else NULL */
-	bool own_uid; /* the rlimits level: cells run as the caller's own uid */
-	bool reuse;   /* fresh cells are armed to be reset in place (guest/reset.c) */
-	char *cgroup; /* the sandbox's memory cgroup directory, or NULL */
+	int level;	      /* enum snapcell_isolation the host chose */
+	char *tmp;	      /* the rlimits level: the cells' /tmp parent on the host, else NULL */
+	bool own_uid;	      /* the rlimits level: cells run as the caller's own uid */
+	bool reuse;	      /* fresh cells are armed to be reset in place (guest/reset.c) */
+	bool reuse_maps_text; /* resets read maps's text (tests: guest/reset.c) */
+	char *cgroup;	      /* the sandbox's memory cgroup directory, or NULL */
 	struct sc_setup_tool *tools;
 	size_t n_tools;
 	char **preloads;

@@ -38,7 +38,10 @@ struct procmap_query {
 };
 #define PROCMAP_QUERY			   _IOWR('f', 17, struct procmap_query)
 #define PROCMAP_QUERY_COVERING_OR_NEXT_VMA 0x10
+#define PROCMAP_QUERY_VMA_READABLE	   0x01
 #define PROCMAP_QUERY_VMA_WRITABLE	   0x02
+#define PROCMAP_QUERY_VMA_EXECUTABLE	   0x04
+#define PROCMAP_QUERY_VMA_SHARED	   0x08
 #endif
 /* The kernel's uapi <linux/userfaultfd.h> since 6.7. */
 #ifndef UFFD_FEATURE_WP_ASYNC

@@ -353,6 +353,97 @@ Test(reset, a_grown_heap_is_given_back)
 	snapcell_sandbox_free(sb);
 }
 
+/* A template whose parked memory has a mapping of its own, one writable anonymous page between
+ * two inaccessible ones (so it is one mapping whatever lies around it), at json.PAGE. */
+static struct snapcell_config *own_mapping(void)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	cr_assert_eq(snapcell_config_set_warmup(
+			     cfg,
+			     "import ctypes, json, mmap\n"
+			     "m = mmap.mmap(-1, 3 * 4096, flags=mmap.MAP_PRIVATE | "
+			     "mmap.MAP_ANONYMOUS)\n"
+			     "base = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+			     "libc = ctypes.CDLL(None)\n"
+			     "assert libc.mprotect(ctypes.c_void_p(base), 4096, 0) == 0\n"
+			     "assert libc.mprotect(ctypes.c_void_p(base + 8192), 4096, 0) == 0\n"
+			     "json.M, json.PAGE = m, base + 4096\n",
+			     NULL),
+		     0);
+	return cfg;
+}
+
+/* A parked mapping changed whole, so that only one field of its line in /proc/PID/maps differs
+ * (its name; its permissions), discards the cell: no page of it was written, so only the
+ * comparison of the mappings sees it. The same with the text of /proc/PID/maps, the
+ * comparison of kernels without PROCMAP_QUERY (SNAPCELL_RESET_MAPS_TEXT: guest/reset.c). */
+static const char rename_own_mapping[] =
+	"import ctypes, json\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, "
+	"ctypes.c_char_p]\n"
+	"print(libc.prctl(0x53564d41, 0, json.PAGE, 4096, b'run'))"; /* PR_SET_VMA_ANON_NAME */
+
+/* The next run finds the inaccessible page before json.PAGE unreadable (a write from it fails)
+ * where the run before made it readable: a change no page shows, as none of it is present. */
+static const char probe_guard_unreadable[] =
+	"import ctypes, json, os\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"r, w = os.pipe()\n"
+	"print(libc.write(w, ctypes.c_void_p(json.PAGE - 4096), 1))\n"
+	"os.close(r)\n"
+	"os.close(w)";
+static const char unguard_own_mapping[] =
+	"print(libc.mprotect(ctypes.c_void_p(json.PAGE - 4096), 4096, 1))"; /* PROT_READ */
+
+/* Skips the test where the kernel names no anonymous mapping (CONFIG_ANON_VMA_NAME unset:
+ * PR_SET_VMA answers EINVAL, and no run can rename a mapping). */
+static void skip_without_anon_names(void)
+{
+	struct snapcell_sandbox *sb = test_sandbox(NULL);
+	struct snapcell_result *res = test_run(
+		sb, "import ctypes, mmap\n"
+		    "libc = ctypes.CDLL(None, use_errno=True)\n"
+		    "m = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)\n"
+		    "at = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+		    "named = libc.prctl(0x53564d41, 0, ctypes.c_ulong(at), 4096, b'x') == 0\n"
+		    "print(named or ctypes.get_errno())");
+	cr_assert_eq(res->status, SNAPCELL_STATUS_OK, "stderr %s", res->stderr_buf);
+	bool unnamed = strcmp(res->stdout_buf, "22\n") == 0;
+	cr_assert(unnamed || strcmp(res->stdout_buf, "True\n") == 0, "%s", res->stdout_buf);
+	snapcell_result_free(res);
+	snapcell_sandbox_free(sb);
+	if (unnamed)
+		cr_skip_test("this kernel names no anonymous mapping (CONFIG_ANON_VMA_NAME)");
+}
+
+Test(reset, a_parked_mapping_renamed_discards_the_cell)
+{
+	skip_without_anon_names();
+	expect_discarded_with(own_mapping(), rename_own_mapping, "", "0\n");
+}
+
+Test(reset, a_parked_mapping_made_readable_discards_the_cell)
+{
+	expect_discarded_with(own_mapping(), unguard_own_mapping, probe_guard_unreadable,
+			      "-1\n0\n");
+}
+
+Test(reset, a_parked_mapping_renamed_discards_the_cell_through_the_text)
+{
+	skip_without_anon_names();
+	cr_assert_eq(setenv("SNAPCELL_RESET_MAPS_TEXT", "1", 1), 0);
+	expect_discarded_with(own_mapping(), rename_own_mapping, "", "0\n");
+}
+
+Test(reset, a_parked_mapping_made_readable_discards_the_cell_through_the_text)
+{
+	cr_assert_eq(setenv("SNAPCELL_RESET_MAPS_TEXT", "1", 1), 0);
+	expect_discarded_with(own_mapping(), unguard_own_mapping, probe_guard_unreadable,
+			      "-1\n0\n");
+}
+
 Test(reset, a_lowered_rlimit_discards_the_cell)
 {
 	expect_discarded_after(
