@@ -167,6 +167,7 @@ struct sc_reuse {
 		int fd;
 	} kept[KEPT_MAX];
 	size_t n_kept;
+	int cgroup_fds[2]; /* its memory cgroup's files, opened at its first reset (rearm) */
 	struct sc_counters *counters; /* what its runs read of their counters (counters.c) */
 };
 
@@ -1245,6 +1246,9 @@ static void reuse_drop(struct sc_reuse *r)
 		close(r->fd_dups[i]);
 	for (size_t i = 0; i < r->n_kept; i++)
 		close(r->kept[i].fd);
+	for (int i = 0; i < 2; i++)
+		if (r->cgroup_fds[i] >= 0)
+			close(r->cgroup_fds[i]);
 	if (r->image)
 		munmap(r->image, r->image_len);
 	if (r->hot)
@@ -1317,7 +1321,7 @@ void sc_reuse_seize(struct live_cell *c)
 	 * RLIMIT_CPU has the slack. Without its timer the cell does not run. */
 	struct sc_reuse *r = calloc(1, sizeof(*r));
 	if (r)
-		r->uffd = r->pidfd = r->pagemap_fd = -1;
+		r->uffd = r->pidfd = r->pagemap_fd = r->cgroup_fds[0] = r->cgroup_fds[1] = -1;
 	if (!r || cpu_limit_arm(c->pid, c->id, r, false) < 0) {
 		kill(c->pid, SIGKILL);
 		reuse_drop(r);
@@ -1679,7 +1683,7 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 		close(fd);
 	if (!cleared)
 		return "its peak resident size could not be reset";
-	if (T.cgroup_fd >= 0 && sc__cgroup_cell_rearm(T.cgroup_fd, id) < 0)
+	if (T.cgroup_fd >= 0 && sc__cgroup_cell_rearm(T.cgroup_fd, id, r->cgroup_fds) < 0)
 		return "its memory cgroup counted an out-of-memory kill, or its peak cannot be "
 		       "reset";
 	return NULL;

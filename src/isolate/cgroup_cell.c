@@ -97,21 +97,28 @@ int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_
 	return rc;
 }
 
-int sc__cgroup_cell_rearm(int sandbox_fd, uint32_t id)
+int sc__cgroup_cell_rearm(int sandbox_fd, uint32_t id, int fds[2])
 {
-	char path[64];
-	uint64_t kills = 0;
-	snprintf(path, sizeof(path), "%u/memory.oom_control", id);
-	int rc = read_number_at(sandbox_fd, path, "oom_kill ", &kills);
-	if (rc == 0 && kills)
+	static const char *const names[2] = {"memory.oom_control", "memory.max_usage_in_bytes"};
+	static const int modes[2] = {O_RDONLY, O_WRONLY};
+	for (int i = 0; i < 2; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "%u/%s", id, names[i]);
+		if (fds[i] < 0 && (fds[i] = openat(sandbox_fd, path, modes[i] | O_CLOEXEC)) < 0)
+			return -errno;
+	}
+	/* A read at offset 0 makes the text afresh; each write is one of the kernel's. */
+	char buf[512];
+	ssize_t n = pread(fds[0], buf, sizeof(buf) - 1, 0);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	const char *at = strstr(buf, "oom_kill ");
+	if (!at)
+		return -ENODATA;
+	if (strtoull(at + strlen("oom_kill "), NULL, 10))
 		return -EDQUOT;
-	snprintf(path, sizeof(path), "%u/memory.max_usage_in_bytes", id);
-	int fd = rc < 0 ? -1 : openat(sandbox_fd, path, O_WRONLY | O_CLOEXEC);
-	if (rc == 0 && (fd < 0 || write(fd, "0", 1) != 1))
-		rc = -errno;
-	if (fd >= 0)
-		close(fd);
-	return rc;
+	return pwrite(fds[1], "0", 1, 0) == 1 ? 0 : -errno;
 }
 
 void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id)

@@ -221,8 +221,10 @@ int sc__cgroup_cell_enter(int tasks_fd);
 int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_t *oom_kills);
 /* A cell reset in place (guest/reset.c), before its next run: its cgroup's peak reset to what
  * it holds now. -EDQUOT when an out-of-memory kill was counted there (a later run would be
- * told of it), another negative code when the cgroup cannot be read or written. */
-int sc__cgroup_cell_rearm(int sandbox_fd, uint32_t id);
+ * told of it), another negative code when the cgroup cannot be read or written. fds: its
+ * memory.oom_control and memory.max_usage_in_bytes, each opened where -1 and kept open for
+ * the next reset (the caller closes them). */
+int sc__cgroup_cell_rearm(int sandbox_fd, uint32_t id, int fds[2]);
 /* In the template, when the cell was not forked after all. */
 void sc__cgroup_cell_drop(int sandbox_fd, uint32_t id);
 
