@@ -1109,7 +1109,7 @@ static int record_vmas(int fd, struct sc_reuse *r)
 	size_t cap = 0;
 	int rc;
 	r->n_vmas = 0;
-	if ((rc = text_room(&r->names, TEXT_MAX)) < 0)
+	if ((rc = text_room(&r->names, SMALL_TEXT)) < 0)
 		return rc;
 	r->names.len = 0;
 	struct procmap_query q;
@@ -1124,8 +1124,15 @@ static int record_vmas(int fd, struct sc_reuse *r)
 			r->vmas = more;
 		}
 		size_t len = q.vma_name_size;
-		if (r->names.len + len > r->names.cap)
-			return -E2BIG;
+		while (r->names.len + len > r->names.cap) {
+			if (r->names.cap >= TEXT_MAX)
+				return -E2BIG;
+			char *more = realloc(r->names.buf, 2 * r->names.cap);
+			if (!more)
+				return -ENOMEM;
+			r->names.buf = more;
+			r->names.cap *= 2;
+		}
 		memcpy(r->names.buf + r->names.len, name, len);
 		r->vmas[r->n_vmas++] =
 			(struct vma){q.vma_start, q.vma_end,   q.vma_flags,  q.vma_offset, q.inode,
@@ -1482,8 +1489,10 @@ static bool vmas_added_only(int fd, const struct sc_reuse *r, struct sc_reuse_un
 			i++;
 			continue;
 		}
-		if (!q.vma_name_size && (rc = map_query_once(fd, q.vma_start, true, name, &q)) <= 0)
+		if (!q.vma_name_size && map_query_once(fd, q.vma_start, true, name, &q) <= 0) {
+			ok = false; /* gone while the cell is stopped: nothing to trust */
 			break;
+		}
 		size_t len = q.vma_name_size;
 		ok = !(i < r->n_vmas && q.vma_end > r->vmas[i].start) &&
 		     unmaps->n < SC_REUSE_UNMAP_MAX && !memmem(name, len, "[v", 2) &&
