@@ -431,11 +431,9 @@ static void add_cell_figures(const struct sc_run *r, struct snapcell_result *res
 		res->cpu_us += (now - r->cell_cpu_start_ns) / 1000;
 	char path[64], text[4096];
 	snprintf(path, sizeof(path), "/proc/%d/status", r->cell_pid);
-	int fd = r->cell_pid > 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
-	ssize_t n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	text[n > 0 ? n : 0] = 0;
+	if (r->cell_pid <= 0 ||
+	    sc__read_kept_at(AT_FDCWD, path, &r->cell->status_fd, text, sizeof(text)) < 0)
+		text[0] = 0;
 	const char *hwm = strstr(text, "\nVmHWM:");
 	uint64_t peak = hwm ? strtoull(hwm + 7, NULL, 10) * 1024 : 0;
 	if (peak > res->peak_rss_bytes)
@@ -508,7 +506,9 @@ static void usage_result(struct sc_run *r, const struct snapcell_sandbox *sb,
 	struct sc_cgroup_usage u;
 	if (!sb->cells.ops->usage || !r->target->reports_exit)
 		return;
-	bool read = !r->have_exit && sb->cells.ops->usage(&sb->cells, r->cell->id, &u) == 0;
+	bool read = !r->have_exit &&
+		    sb->cells.ops->usage(&sb->cells, r->cell->id,
+					 r->cell->kept ? r->cell->usage_fds : NULL, &u) == 0;
 	uint64_t deadline = sc__deadline_ms(EXIT_GRACE_US / 1000);
 	while (!read && !r->have_exit && !r->exit_eof &&
 	       sc__wait_fd(r->cell->fds[SC_CELL_EXIT], POLLIN, deadline) == 0)
@@ -605,13 +605,29 @@ static void hand_over(struct sc_run *r, struct snapcell_result *res)
 	r->n_decisions = 0;
 }
 
+/* A fresh cell of a sandbox that resets its cells in place: what its runs read, looked up at
+ * its first run and kept for the next (cell.h). */
+static void keep_cell(struct sc_cell *cell, const struct snapcell_sandbox *sb)
+{
+	if (cell->kept)
+		return;
+	cell->kept = true;
+	cell->pid = sb->cells.ops->pid ? sb->cells.ops->pid(cell) : -1;
+	cell->status_fd = -1;
+	for (int i = 0; i < SC_CGROUP_USAGE_FILES; i++)
+		cell->usage_fds[i] = -1;
+}
+
 /* Starts a run's clock and queues its code. */
 static int run_start(struct sc_run *r, const struct snapcell_sandbox *sb,
 		     const struct sc_run_request *req)
 {
 	int rc = prepare(r, sb, req->code, req->code_len);
-	if (snapcell_sandbox_reuse(sb) && (r->cell_pid = sb->cells.ops->pid(r->cell)) > 0)
-		r->cell_cpu_start_ns = cell_cpu_ns(r->cell_pid);
+	if (snapcell_sandbox_reuse(sb) && r->target->reports_exit) {
+		keep_cell(r->cell, sb);
+		if ((r->cell_pid = r->cell->pid) > 0)
+			r->cell_cpu_start_ns = cell_cpu_ns(r->cell_pid);
+	}
 	r->start_us = sc__now_us();
 	r->deadline_us = r->start_us + sb->cfg->limits[SNAPCELL_LIMIT_WALL_MS] * 1000;
 	if (sb->cells.ops->files_over)

@@ -29,6 +29,14 @@ void sc__cell_close(struct sc_cell *cell)
 	for (size_t i = 0; i < cell->n_net; i++)
 		close(cell->net[i]);
 	cell->n_net = 0;
+	if (cell->kept) {
+		if (cell->status_fd >= 0)
+			close(cell->status_fd);
+		for (int i = 0; i < SC_CGROUP_USAGE_FILES; i++)
+			if (cell->usage_fds[i] >= 0)
+				close(cell->usage_fds[i]);
+		cell->kept = false;
+	}
 }
 
 /* The pid behind a pidfd, in our namespace, from /proc/self/fdinfo. */

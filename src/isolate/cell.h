@@ -43,6 +43,14 @@ struct sc_cell {
 	 * the exit record's whole-life figure is reduced by; 0 for a cell that never ran. */
 	uint64_t cpu_base_us;
 	bool reused; /* it was reset in place: it ran code before */
+	/* What every run of a fresh cell reads, looked up at its first and kept for the next
+	 * (a cell reset in place runs many; run.c keep_cell): its pid in this namespace, its
+	 * /proc status and its memory cgroup's figures (sc_cell_ops.usage). Valid once kept is
+	 * set; -1 where there is none. */
+	bool kept;
+	int pid;
+	int status_fd;
+	int usage_fds[SC_CGROUP_USAGE_FILES];
 };
 
 /* Closes the cell's descriptors (cell.c). */
@@ -120,8 +128,11 @@ struct sc_cell_ops {
 	 * pages (/proc/PID/pagemap) teach the pre-fault learner, or -1. NULL: never learned. */
 	int (*pid)(const struct sc_cell *cell);
 	/* Optional: the kernel's memory figures for the cell (its peak, its out-of-memory kills),
-	 * read while it is there; NULL when the mechanism has none. 0 or a negative code. */
-	int (*usage)(const struct sc_cells *c, uint32_t id, struct sc_cgroup_usage *out);
+	 * read while it is there; NULL when the mechanism has none. 0 or a negative code.
+	 * kept: the cell's files for it, opened at the first read and left open (the caller
+	 * closes them), or NULL to open and close them. */
+	int (*usage)(const struct sc_cells *c, uint32_t id, int kept[SC_CGROUP_USAGE_FILES],
+		     struct sc_cgroup_usage *out);
 	/* Optional, for a mechanism without a size-bounded /tmp and /output per cell: whether the
 	 * /tmp and /output of files (the cell whose directories they are: a session family's
 	 * anchor) hold more than b allows, counting what its processes hold open or mapped that

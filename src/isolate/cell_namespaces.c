@@ -59,9 +59,10 @@ static void cells_free(struct sc_cells *c)
 	sc__cgroup_sandbox_free(&c->cgroup);
 }
 
-static int usage(const struct sc_cells *c, uint32_t id, struct sc_cgroup_usage *out)
+static int usage(const struct sc_cells *c, uint32_t id, int kept[SC_CGROUP_USAGE_FILES],
+		 struct sc_cgroup_usage *out)
 {
-	return sc__cgroup_cell_usage(&c->cgroup, id, out);
+	return sc__cgroup_cell_usage(&c->cgroup, id, kept, out);
 }
 
 const struct sc_cell_ops sc__cells_namespaces = {

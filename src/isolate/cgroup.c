@@ -213,19 +213,24 @@ int sc__cgroup_tasks_open(const struct sc_cgroup *cg, struct snapcell_error *err
 	return fd < 0 ? sc__err(err, -errno, "open %s/tasks", cg->path) : fd;
 }
 
-int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgroup_usage *out)
+int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, int kept[SC_CGROUP_USAGE_FILES],
+			  struct sc_cgroup_usage *out)
 {
-	char path[64], buf[512];
+	static const char *const files[SC_CGROUP_USAGE_FILES] = {"memory.max_usage_in_bytes",
+								 "memory.oom_control"};
+	char text[SC_CGROUP_USAGE_FILES][512];
 	*out = (struct sc_cgroup_usage){0};
-	snprintf(path, sizeof(path), "%u/memory.max_usage_in_bytes", id);
-	int rc = sc__read_file_at(cg->dir_fd, path, buf, sizeof(buf));
-	if (rc < 0)
-		return rc;
-	out->peak_bytes = strtoull(buf, NULL, 10);
-	snprintf(path, sizeof(path), "%u/memory.oom_control", id);
-	if ((rc = sc__read_file_at(cg->dir_fd, path, buf, sizeof(buf))) < 0)
-		return rc;
-	char *kills = strstr(buf, "oom_kill ");
+	for (int i = 0; i < SC_CGROUP_USAGE_FILES; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "%u/%s", id, files[i]);
+		int rc = kept ? sc__read_kept_at(cg->dir_fd, path, &kept[i], text[i],
+						 sizeof(text[i]))
+			      : sc__read_file_at(cg->dir_fd, path, text[i], sizeof(text[i]));
+		if (rc < 0)
+			return rc;
+	}
+	out->peak_bytes = strtoull(text[0], NULL, 10);
+	char *kills = strstr(text[1], "oom_kill ");
 	out->oom_kills = kills ? strtoull(kills + 9, NULL, 10) : 0;
 	return 0;
 }

@@ -125,7 +125,10 @@ struct sc_cgroup_usage {
 	uint64_t peak_bytes;
 	uint64_t oom_kills;
 };
-int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, struct sc_cgroup_usage *out);
+/* The files it reads them from, which a caller may keep open (sc_cell_ops.usage). */
+#define SC_CGROUP_USAGE_FILES 2
+int sc__cgroup_cell_usage(const struct sc_cgroup *cg, uint32_t id, int kept[SC_CGROUP_USAGE_FILES],
+			  struct sc_cgroup_usage *out);
 /* A cell's cgroup's directory, opened (CLOEXEC) for sc__cell_freeze; -errno. */
 int sc__cgroup_cell_open(const struct sc_cgroup *cg, uint32_t id);
 /* Removes the cgroup and what is left of its cells' (the template must be gone; it removes

@@ -298,6 +298,16 @@ int sc__read_file_at(int dirfd, const char *name, char *buf, size_t size)
 	return rc;
 }
 
+int sc__read_kept_at(int dirfd, const char *name, int *fd, char *buf, size_t size)
+{
+	buf[0] = 0;
+	if (*fd < 0 && (*fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC)) < 0)
+		return -errno;
+	ssize_t n = pread(*fd, buf, size - 1, 0);
+	buf[n > 0 ? n : 0] = 0;
+	return n < 0 ? -errno : (int)n;
+}
+
 int sc__proc_start_time(pid_t pid, unsigned long long *start)
 {
 	char path[64], buf[1024];

@@ -68,6 +68,10 @@ int sc__write_file_at(int dirfd, const char *name, const char *content, mode_t m
  * cgroup files are read: at most size - 1 bytes into buf, NUL-terminated even on failure.
  * The length read, or -errno. */
 int sc__read_file_at(int dirfd, const char *name, char *buf, size_t size);
+/* The same through a descriptor kept for the next read: *fd < 0 opens name and leaves it in *fd
+ * (for the caller to close), then each call reads the text again from its start (pread; /proc
+ * and cgroup files make it anew). A failed open leaves *fd -1 and is tried again next time. */
+int sc__read_kept_at(int dirfd, const char *name, int *fd, char *buf, size_t size);
 /* When process pid started: clock ticks after boot, /proc/PID/stat's 22nd field, into *start.
  * 0, or -errno (-ENOENT once the process is gone; -EINVAL for a line it cannot read). */
 int sc__proc_start_time(pid_t pid, unsigned long long *start);

@@ -141,6 +141,17 @@ void test_skip_unless_guest_runs_debian_packages(void)
 				    guest.version, debian.version);
 }
 
+int test_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	cr_assert_not_null(d, "open /proc/self/fd");
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3; /* ".", ".." and the directory's own */
+}
+
 /* How many host processes carry this name (a cell sets it with PR_SET_NAME). */
 int test_count_host_processes(const char *name)
 {

@@ -83,6 +83,9 @@ int test_count_host_processes(const char *name);
 /* Waits up to timeout_ms for no such process to be left; how many are left. */
 int test_wait_host_processes_gone(const char *name, unsigned timeout_ms);
 
+/* This process's open descriptors. */
+int test_open_fds(void);
+
 /* Runs code, expects status ok and exactly this stdout. */
 void expect_output(struct snapcell_sandbox *sb, const char *code, const char *want);
 

@@ -314,17 +314,6 @@ Test(hardening, stale_work_directories_of_dead_owners_are_reaped, .timeout = 60)
 
 /* ---- faults injected: each ends in a clear error, and the next run or sandbox works ---- */
 
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	int n = 0;
-	while (d && readdir(d))
-		n++;
-	if (d)
-		closedir(d);
-	return n - 3;
-}
-
 /* Waits until a process has exited: a zombie or gone. The template is the init of its cells'
  * pid namespace, and the kernel makes it a zombie only once every cell of it is gone too. */
 static void wait_exited(pid_t pid)
@@ -402,12 +391,12 @@ Test(faults, a_missing_helper_is_a_clear_error_and_the_next_sandbox_works)
 	unlink(copy); /* gone between configuration and start */
 	struct snapcell_sandbox *sb = NULL;
 	struct snapcell_error err = {0};
-	int fds = open_fds();
+	int fds = test_open_fds();
 	int rc = snapcell_sandbox_new(cfg, &sb, &err);
 	cr_expect_eq(rc, -ENOENT, "rc %d: %s", rc, err.message);
 	cr_expect(strstr(err.message, copy), "%s", err.message);
 	cr_expect_null(sb);
-	cr_expect_eq(open_fds(), fds, "descriptors leaked");
+	cr_expect_eq(test_open_fds(), fds, "descriptors leaked");
 	snapcell_config_free(cfg);
 	struct snapcell_sandbox *next = test_sandbox(NULL);
 	expect_output(next, "print(3)", "3\n");
@@ -420,7 +409,7 @@ Test(faults, host_descriptor_exhaustion_is_a_clear_error_and_leaks_nothing, .tim
 	expect_output(sb, "print(0)", "0\n");
 	struct rlimit saved;
 	cr_assert_eq(getrlimit(RLIMIT_NOFILE, &saved), 0);
-	int before = open_fds();
+	int before = test_open_fds();
 	/* No descriptor to spare: a run and a new sandbox must fail cleanly. */
 	int highest = 0;
 	DIR *d = opendir("/proc/self/fd");
@@ -464,7 +453,8 @@ Test(faults, host_descriptor_exhaustion_is_a_clear_error_and_leaks_nothing, .tim
 	struct snapcell_sandbox *next = test_sandbox(NULL);
 	expect_output(next, "print(4)", "4\n");
 	snapcell_sandbox_free(next);
-	cr_expect_leq(open_fds(), before, "descriptors leaked: %d, was %d", open_fds(), before);
+	cr_expect_leq(test_open_fds(), before, "descriptors leaked: %d, was %d", test_open_fds(),
+		      before);
 }
 
 static int raising_tool(void *user, const char *args, char **result)

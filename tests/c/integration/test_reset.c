@@ -545,6 +545,27 @@ Test(reset, cpu_time_is_per_run_and_the_limit_still_holds)
 	snapcell_sandbox_free(sb);
 }
 
+/* The host keeps what each run of a cell reads (its /proc status, its memory cgroup's figures)
+ * open from the cell's first run; they go with the cell: reused cells hold theirs, and cells
+ * discarded (a file left in /tmp) and the sandbox's end close them all. */
+Test(reset, the_files_kept_for_a_cells_runs_are_closed_with_it)
+{
+	int before = test_open_fds();
+	struct snapcell_sandbox *sb = reuse_sandbox(true);
+	struct cells_seen c = {0};
+	for (int i = 0; i < 36; i++)
+		run_seen(sb, &c, i % 3 ? "pass" : "open('/tmp/left', 'w').close()", NULL);
+	int during = test_open_fds() - before;
+	cr_expect_gt(c.reused, 0, "no cell was reused");
+	cr_expect_geq(c.n, 12, "only %d cells for 12 discarded runs", c.n);
+	/* The template's socket and its cells' (six descriptors and three kept each): a few
+	 * cells, not every one the runs had. */
+	cr_expect_lt(during, 40, "%d descriptors held for %d cells", during, c.n);
+	cells_seen_free(&c);
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(test_open_fds(), before, "descriptors left after the sandbox's end");
+}
+
 /* The peaks a run reports are its own: a small run in a cell where a big one ran reports a
  * small peak (the resident peak, and at level cgroups its memory cgroup's). */
 Test(reset, peak_memory_is_per_run)

@@ -399,18 +399,6 @@ static int descendants(int pid)
 	return count;
 }
 
-/* This process's open descriptors. */
-static int open_fds(void)
-{
-	DIR *d = opendir("/proc/self/fd");
-	cr_assert_not_null(d);
-	int n = 0;
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* A run with files that gave up waiting for its cell (the template stopped for 20 s) leaves
  * nothing behind: the cell the template forks for it later is killed, and the next run with
  * files gets its own cell, not that one. */
@@ -421,7 +409,7 @@ Test(run_files, a_run_that_gave_up_on_its_cell_leaves_none_behind, .timeout = 12
 		criterion_skip_test("level rlimits: run files are refused there (suite rlimits)");
 	struct snapcell_sandbox_stats st;
 	cr_assert_eq(snapcell_sandbox_stats(sb, &st, NULL), 0); /* both spares parked */
-	int before = descendants(st.template_pid), fds_before = open_fds();
+	int before = descendants(st.template_pid), fds_before = test_open_fds();
 	cr_assert_eq(kill(st.template_pid, SIGSTOP), 0);
 	struct snapcell_run_file a = {.name = "a.txt", .data = "a", .data_len = 1};
 	struct snapcell_result *res;
@@ -443,9 +431,9 @@ Test(run_files, a_run_that_gave_up_on_its_cell_leaves_none_behind, .timeout = 12
 	uint64_t give_up = test_now_ms() + 10000;
 	do
 		expect_output(sb, "import os\nos.chdir('/output')\nprint(3)", "3\n");
-	while (snapcell_sandbox_stats(sb, &st, NULL) == 0 && open_fds() > fds_before + 1 &&
+	while (snapcell_sandbox_stats(sb, &st, NULL) == 0 && test_open_fds() > fds_before + 1 &&
 	       test_now_ms() < give_up && test_pause_ms(20) == 0);
-	cr_expect_eq(open_fds(), fds_before + 1, "the late cell's descriptors were kept");
+	cr_expect_eq(test_open_fds(), fds_before + 1, "the late cell's descriptors were kept");
 	if (before < 0)
 		criterion_skip_test("no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)");
 	/* The runs' cells are killed: as many processes as before them stay. */

@@ -302,17 +302,6 @@ Test(files, tree_moves_change_no_mode_through_a_link, .timeout = 30)
 	free(root);
 }
 
-static size_t open_fds(void)
-{
-	size_t n = 0;
-	DIR *d = opendir("/proc/self/fd");
-	cr_assert_not_null(d);
-	while (readdir(d))
-		n++;
-	closedir(d);
-	return n;
-}
-
 /* Staging that fails part way (a tree too deep, a link refused) leaves no descriptor open:
  * every step's descriptors close on its error path. */
 Test(files, staging_that_fails_part_way_leaves_no_descriptor_open)
@@ -329,19 +318,19 @@ Test(files, staging_that_fails_part_way_leaves_no_descriptor_open)
 	cr_assert_eq(symlink("../plain", link), 0);
 	int root = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	cr_assert_geq(root, 0);
-	size_t before = open_fds();
+	int before = test_open_fds();
 	struct snapcell_error err = {0};
 	int rc = sc__stage_input(src, NULL, 0, false, root, &err);
 	cr_expect_eq(rc, SNAPCELL_E_TOO_BIG, "%d: %s", rc, err.message);
 	cr_expect(strstr(err.message, "deeper than"), "%s", err.message);
-	cr_expect_eq(open_fds(), before, "descriptors left open after a failed staging");
+	cr_expect_eq(test_open_fds(), before, "descriptors left open after a failed staging");
 	char mount_dir[PATH_MAX];
 	snprintf(mount_dir, sizeof(mount_dir), "%s/linked", src);
 	const struct sc_stage_mount m = {.host_path = mount_dir, .mount_path = "/input/m"};
 	rc = sc__stage_input(NULL, &m, 1, true, root, &err);
 	cr_expect_eq(rc, SNAPCELL_E_INVAL, "%d: %s", rc, err.message);
 	cr_expect(strstr(err.message, "symbolic link"), "%s", err.message);
-	cr_expect_eq(open_fds(), before, "descriptors left open after a refused link");
+	cr_expect_eq(test_open_fds(), before, "descriptors left open after a refused link");
 	close(root);
 	test_remove_tree(src);
 	test_remove_tree(dst);
