@@ -20,7 +20,10 @@
 #define SWEEP_NS 100000000L
 /* With every slot taken, connections wait in the listen queue behind an attacker's, who
  * reconnects as soon as one is cut: then a head gets this long, not the configured
- * deadline, so the queue moves ten times faster (a real client sends its head at once). */
+ * deadline, so the queue moves ten times faster (a real client sends its head at once). It
+ * holds for every head that was waiting at a moment all slots were taken, not only while
+ * they still are: the first head cut frees a slot, and the heads accepted just after it
+ * would otherwise keep theirs for the whole deadline while newcomers come and go. */
 #define PRESSED_HEAD_US 1000000u
 
 /* One open connection, from accept to close; on the list while open. */
@@ -38,10 +41,23 @@ struct mcp_http_limits {
 	bool stopping;
 	pthread_t sweeper;
 	uint64_t head_timeout_us;
+	/* The last moment every slot was taken (0: never): set when a connection takes the last
+	 * slot and when a head starts waiting with none left, so a head waiting since t saw the
+	 * server full exactly when full_at_us >= t. */
+	uint64_t full_at_us;
 	unsigned max_connections, n_open;
 	struct tracked *open;
 	size_t budget, charged;
 };
+
+/* How long t's head may take from head_since_us: the pressed deadline once every slot was
+ * taken while it waited. */
+static uint64_t head_timeout_us(const struct mcp_http_limits *l, const struct tracked *t)
+{
+	bool pressed = l->full_at_us >= t->head_since_us;
+	return pressed && l->head_timeout_us > PRESSED_HEAD_US ? PRESSED_HEAD_US
+							       : l->head_timeout_us;
+}
 
 static void *sweep(void *arg)
 {
@@ -55,14 +71,11 @@ static void *sweep(void *arg)
 			until.tv_sec++, until.tv_nsec -= 1000000000L;
 		pthread_cond_timedwait(&l->stop_cond, &l->lock, &until);
 		uint64_t now = fe_now_us();
-		uint64_t timeout =
-			l->n_open >= l->max_connections && l->head_timeout_us > PRESSED_HEAD_US
-				? PRESSED_HEAD_US
-				: l->head_timeout_us;
 		/* The fd is still the connection's: libmicrohttpd reports the close (and the
 		 * entry leaves the list, under this lock) before it closes the socket. */
 		for (struct tracked *t = l->open; t; t = t->next)
-			if (t->waiting_head && !t->cut && now - t->head_since_us > timeout) {
+			if (t->waiting_head && !t->cut &&
+			    now - t->head_since_us > head_timeout_us(l, t)) {
 				shutdown(t->fd, SHUT_RDWR);
 				t->cut = true;
 			}
@@ -124,14 +137,15 @@ void mcp_http_limits_track(void *cls, struct MHD_Connection *con, void **socket_
 		if (!ci || !(t = calloc(1, sizeof(*t))))
 			return; /* untracked: its head has libmicrohttpd's idle timeout only */
 		t->fd = ci->connect_fd;
-		t->head_since_us = fe_now_us();
 		t->waiting_head = true;
 		pthread_mutex_lock(&l->lock);
+		t->head_since_us = fe_now_us();
 		t->next = l->open;
 		if (l->open)
 			l->open->prev = t;
 		l->open = t;
-		l->n_open++;
+		if (++l->n_open >= l->max_connections)
+			l->full_at_us = t->head_since_us;
 		pthread_mutex_unlock(&l->lock);
 		*socket_context = t;
 		return;
@@ -176,6 +190,8 @@ void mcp_http_limits_request_done(struct mcp_http_limits *l, struct MHD_Connecti
 	pthread_mutex_lock(&l->lock);
 	t->waiting_head = true;
 	t->head_since_us = fe_now_us();
+	if (l->n_open >= l->max_connections)
+		l->full_at_us = t->head_since_us;
 	pthread_mutex_unlock(&l->lock);
 }
 

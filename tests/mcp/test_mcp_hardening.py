@@ -284,6 +284,26 @@ def test_reconnecting_heads_do_not_lock_out_a_client_for_long():
         server.stop()
 
 
+def _half_heads(port, n):
+    """n connections that send half a request head and wait."""
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+        socks.append(s)
+    return socks
+
+
+def _cut_within(socks, since, low, high):
+    """Each connection is closed by the server between low and high seconds after since."""
+    for s in socks:
+        s.settimeout(high + 3)
+        assert s.recv(100) == b""
+        s.close()
+    took = time.monotonic() - since
+    assert low < took < high, took
+
+
 def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
     server = HttpServer("--token", "s3cret", "--http-max-connections", "4",
                         "--http-head-timeout", "6")
@@ -292,38 +312,51 @@ def test_the_head_deadline_is_configurable_and_healthz_reports_slots():
         assert _get(server.port, "/healthz") == (200, b"ok\n")
         assert _get(server.port, "/healthz", "HEAD")[0] == 200
         assert _get(server.port, "/healthz", "POST")[0] == 405
-        held, sent = [], time.monotonic()
-        for _ in range(3):
-            s = socket.create_connection(("127.0.0.1", server.port))
-            s.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
-            held.append(s)
-        time.sleep(0.3)
-        status, body = _get(server.port, "/healthz")  # the probe takes the last slot
-        assert status == 503 and b"no free connection slot" in body
         # Six seconds after accept the heads are late: their connections are closed (not
-        # at the default 10 s; the upper bound leaves a slow machine 3 s).
+        # at the default 10 s; the upper bound leaves a slow machine 3 s). A slot is left
+        # all along.
+        sent = time.monotonic()
+        held = _half_heads(server.port, 2)
+        time.sleep(0.3)
+        assert _get(server.port, "/healthz")[0] == 200
+        _cut_within(held, sent, 5.8, 9)
+        # The probe takes the last slot: every slot was taken while these heads waited, so
+        # each gets a second, not the 6 s.
+        sent = time.monotonic()
+        held = _half_heads(server.port, 3)
+        time.sleep(0.3)
+        status, body = _get(server.port, "/healthz")
+        assert status == 503 and b"no free connection slot" in body
+        _cut_within(held, sent, 0.9, 4.5)
+        # A probe waiting in the listen queue behind four such heads gets a slot once they
+        # are cut, a second after their accept.
+        held = _half_heads(server.port, 4)
+        began = time.monotonic()
+        assert wait_for(lambda: _get(server.port, "/healthz", timeout=8)[0] == 200, 8)
+        assert time.monotonic() - began < 4.5
         for s in held:
-            s.settimeout(12)
-            assert s.recv(100) == b""
             s.close()
-        assert 5.8 < time.monotonic() - sent < 9
-        # With every slot taken a head gets a second, not the 6 s: a probe waiting in the
-        # listen queue gets a slot once they are cut. libmicrohttpd frees a closed
-        # connection's slot in its own time, so on a loaded machine the connections cut
-        # above can still hold one while these come (three of them then wait 6 s): up to
-        # three tries, each after the server answers again.
-        took = []
-        for _ in range(3):
-            held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]
-            began = time.monotonic()
-            assert wait_for(lambda: _get(server.port, "/healthz", timeout=8)[0] == 200, 8)
-            took.append(time.monotonic() - began)
-            for s in held:
-                s.close()
-            if took[-1] < 4.5:
-                break
-            assert wait_for(lambda: _get(server.port, "/healthz", timeout=8)[0] == 200, 8)
-        assert took[-1] < 4.5, took
+    finally:
+        server.stop()
+
+
+def test_heads_waiting_when_every_slot_was_taken_keep_the_short_deadline():
+    # One head, then three more half a second later fill the four slots. The first is cut a
+    # second after its accept and its slot stays free; the other three waited while every
+    # slot was taken, so they are cut a second after theirs too. The server used to decide
+    # by the slots taken at each check: once the first was cut they kept theirs for the
+    # whole 6 s deadline, and a probe coming and going meanwhile got 503 (the three heads
+    # and the probe took every slot) without making the server cut them.
+    server = HttpServer("--token", "s3cret", "--http-max-connections", "4",
+                        "--http-head-timeout", "6")
+    try:
+        sent = time.monotonic()
+        first = _half_heads(server.port, 1)
+        time.sleep(0.5)
+        rest = _half_heads(server.port, 3)
+        _cut_within(first, sent, 0.9, 4)
+        _cut_within(rest, sent, 1.4, 4)
+        assert _get(server.port, "/healthz")[0] == 200
     finally:
         server.stop()
 
