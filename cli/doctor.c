@@ -191,10 +191,10 @@ static json_t *reuse_json(const struct measure_opts *o, const json_t *sandbox)
 	snapcell_config_free(cfg);
 	struct snapcell_reuse_probe k;
 	snapcell_probe_reuse(&k, NULL);
-	json_t *j = json_pack("{s:b, s:{s:b, s:b, s:b, s:b, s:s}}", "asked", asked, "kernel",
+	json_t *j = json_pack("{s:b, s:{s:b, s:b, s:b, s:b, s:s, s:b}}", "asked", asked, "kernel",
 			      "userfaultfd_wp_async", k.userfaultfd_wp_async, "pagemap_scan",
 			      k.pagemap_scan, "ptrace_child", k.ptrace_child, "available",
-			      k.available, "detail", k.detail);
+			      k.available, "detail", k.detail, "procmap_query", k.procmap_query);
 	json_t *used = json_object_get(sandbox, "reuse");
 	if (used)
 		json_object_set(j, "in_use", used);
@@ -221,6 +221,12 @@ static void print_reuse(const json_t *r)
 	       json_is_true(json_object_get(k, "ptrace_child")) ? "yes" : "no",
 	       json_is_true(json_object_get(k, "available")) ? "" : ": ",
 	       json_string_value(json_object_get(k, "detail")));
+	if (json_is_true(json_object_get(k, "available")))
+		printf("           mappings compared %s\n",
+		       json_is_true(json_object_get(k, "procmap_query"))
+			       ? "field by field (PROCMAP_QUERY)"
+			       : "through their text (/proc/PID/maps: no PROCMAP_QUERY, Linux "
+				 "6.11)");
 }
 
 /* The interpreter the options choose, on its own lines: the file, why and its version, what

@@ -1247,6 +1247,9 @@ struct snapcell_reuse_probe {
 	bool pagemap_scan;	   /* PAGEMAP_SCAN with PM_SCAN_WP_MATCHING */
 	bool ptrace_child;	   /* a parent may PTRACE_SEIZE its child (Yama) */
 	bool available;		   /* all three: a sandbox with reuse on resets its cells */
+	/* Not needed, cheaper: PROCMAP_QUERY (Linux 6.11), with which a reset compares a cell's
+	 * mappings field by field; without it, through the text of /proc/PID/maps. */
+	bool procmap_query;
 	/* Empty when available, else the first feature missing and why, e.g. "userfaultfd:
 	 * Function not implemented". */
 	char detail[SNAPCELL_ERROR_MESSAGE_LEN];

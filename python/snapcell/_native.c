@@ -374,6 +374,7 @@ static PyObject *mod_probe(PyObject *mod, PyObject *unused)
 	     put(reuse, "pagemap_scan", PyBool_FromLong(rp.pagemap_scan)) < 0 ||
 	     put(reuse, "ptrace_child", PyBool_FromLong(rp.ptrace_child)) < 0 ||
 	     put(reuse, "available", PyBool_FromLong(rp.available)) < 0 ||
+	     put(reuse, "procmap_query", PyBool_FromLong(rp.procmap_query)) < 0 ||
 	     put(reuse, "detail", text(rp.detail)) < 0))
 		Py_CLEAR(reuse);
 	PyObject *d = reuse ? PyDict_New() : NULL;

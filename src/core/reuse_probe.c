@@ -93,8 +93,20 @@ static void probe_ptrace(struct snapcell_reuse_probe *p)
 			 "kernel.yama.ptrace_scope is %d: a parent may not trace its child", scope);
 }
 
+/* PROCMAP_QUERY on this process's maps, as a reset asks it of a cell's. */
+static void probe_procmap(struct snapcell_reuse_probe *p)
+{
+	int maps = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	struct procmap_query q = {.size = sizeof(q),
+				  .query_flags = PROCMAP_QUERY_COVERING_OR_NEXT_VMA};
+	p->procmap_query = maps >= 0 && ioctl(maps, PROCMAP_QUERY, &q) == 0;
+	if (maps >= 0)
+		close(maps);
+}
+
 static void probe_once(void)
 {
+	probe_procmap(&answer);
 	probe_memory(&answer);
 	probe_ptrace(&answer);
 	answer.available =

@@ -23,7 +23,7 @@
  * Any change to one of them bumps it. Overridable only so a test can build a mismatched
  * helper. */
 #ifndef SC_PROTOCOL_VERSION
-#define SC_PROTOCOL_VERSION 10
+#define SC_PROTOCOL_VERSION 11
 #endif
 
 /* The directory of a cell's /tmp tmpfs that is bound at /tmp: a session family's host side

@@ -14,6 +14,8 @@
  *   --no-userfaultfd  userfaultfd fails with ENOSYS (a kernel built without it)
  *   --no-pagemap-scan the PAGEMAP_SCAN ioctl fails with ENOTTY (a kernel before 6.7, whose
  *                     pagemap has no ioctls)
+ *   --no-procmap-query the PROCMAP_QUERY ioctl fails with ENOTTY (a kernel before 6.11, whose
+ *                     maps has no ioctls)
  * Usage: simhost [OPTION]... -- COMMAND [ARG]... */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -31,6 +33,10 @@
 /* <linux/fs.h> since 6.7 (src/util/pagemap_scan.h): _IOWR('f', 16, struct pm_scan_arg). */
 #ifndef PAGEMAP_SCAN
 #define PAGEMAP_SCAN _IOWR('f', 16, uint64_t[12])
+#endif
+/* Since 6.11: _IOWR('f', 17, struct procmap_query). */
+#ifndef PROCMAP_QUERY
+#define PROCMAP_QUERY _IOWR('f', 17, uint64_t[13])
 #endif
 
 #define NEW_NS                                                                                     \
@@ -93,7 +99,7 @@ int main(int argc, char **argv)
 {
 	int i = 1;
 	bool docker = false, nocaps = false, noadmin = false, nolandlock = false, nouffd = false,
-	     noscan = false;
+	     noscan = false, noquery = false;
 	for (; i < argc && strcmp(argv[i], "--"); i++) {
 		if (!strcmp(argv[i], "--docker-seccomp"))
 			docker = true;
@@ -107,20 +113,22 @@ int main(int argc, char **argv)
 			nouffd = true;
 		else if (!strcmp(argv[i], "--no-pagemap-scan"))
 			noscan = true;
+		else if (!strcmp(argv[i], "--no-procmap-query"))
+			noquery = true;
 		else
 			break;
 	}
 	if (i >= argc - 1 || strcmp(argv[i], "--")) {
 		fprintf(stderr, "usage: simhost [--docker-seccomp] [--userns-nocaps] "
 				"[--no-sys-admin] [--no-landlock] [--no-userfaultfd] "
-				"[--no-pagemap-scan] -- COMMAND [ARG]...\n");
+				"[--no-pagemap-scan] [--no-procmap-query] -- COMMAND [ARG]...\n");
 		return 2;
 	}
 	if (noadmin && drop_sys_admin() < 0) {
 		perror("simhost: drop CAP_SYS_ADMIN");
 		return 1;
 	}
-	if (docker || nocaps || nolandlock || nouffd || noscan) {
+	if (docker || nocaps || nolandlock || nouffd || noscan || noquery) {
 		scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
 		int rc = ctx ? 0 : -ENOMEM;
 		if (rc == 0 && docker)
@@ -137,6 +145,10 @@ int main(int argc, char **argv)
 			rc = seccomp_rule_add(
 				ctx, SCMP_ACT_ERRNO(ENOTTY), SCMP_SYS(ioctl), 1,
 				SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)PAGEMAP_SCAN));
+		if (rc == 0 && noquery)
+			rc = seccomp_rule_add(
+				ctx, SCMP_ACT_ERRNO(ENOTTY), SCMP_SYS(ioctl), 1,
+				SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)PROCMAP_QUERY));
 		if (rc == 0)
 			rc = seccomp_load(ctx); /* sets no_new_privs, as a container runtime does */
 		if (ctx)

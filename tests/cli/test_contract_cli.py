@@ -62,7 +62,7 @@ def test_a_helper_of_another_protocol_is_a_clear_error(snapcell, snapcell_paths)
     other = pathlib.Path(snapcell_paths[1]).parent / "tests" / "snapcell-cell-protocol-999"
     r = snapcell("run", "-", stdin=b"print(1)", env={"SNAPCELL_HELPER": str(other)}, timeout=20)
     assert r.returncode == 3
-    assert b"speaks protocol 999, this library (0.2.0) speaks protocol 10" in r.stderr
+    assert b"speaks protocol 999, this library (0.2.0) speaks protocol 11" in r.stderr
 
 
 def test_a_helper_that_cannot_start_is_reported_with_its_own_words(snapcell, snapcell_paths):

@@ -5,6 +5,7 @@ doctor says so."""
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -20,6 +21,27 @@ IDENTITY = ("import os, sys\n"
 def doctor(snapcell, *args, wrap=None):
     r = snapcell("doctor", "--json", *args) if wrap is None else wrap("doctor", "--json", *args)
     return r, json.loads(r.stdout)
+
+
+def identities(wrap, tmp_path, runs=8):
+    """IDENTITY's line from each of runs runs of one MCP server's sandbox with "reuse" on;
+    each run must find nothing an earlier one left."""
+    config = tmp_path / "snapcell.json"
+    config.write_text(json.dumps({"reuse": True}))
+    lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                    "clientInfo": {"name": "t", "version": "1"}}}),
+             json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
+    lines += [json.dumps({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                          "params": {"name": "execute_code", "arguments": {"code": IDENTITY}}})
+              for i in range(runs)]
+    r = wrap("mcp", "--config", str(config), stdin=("\n".join(lines) + "\n").encode())
+    assert r.returncode == 0, r.stderr
+    answers = [json.loads(line) for line in r.stdout.splitlines()]
+    texts = [a["result"]["content"][0]["text"] for a in answers if a.get("id", 0) >= 10]
+    assert len(texts) == runs, answers
+    assert all(t.endswith(" None\n") for t in texts), texts
+    return texts
 
 
 def test_run_takes_reuse_and_no_reuse(snapcell):
@@ -51,6 +73,9 @@ def test_doctor_says_reuse_is_on_where_the_kernel_gives_it(snapcell, host_level)
     kernel = report["reuse"]["kernel"]
     if not kernel["available"] or host_level == "rlimits":
         pytest.skip(f"reuse unavailable here: {report['reuse']['mode']}")
+    # PROCMAP_QUERY (Linux 6.11) only makes the reset's mapping check cheaper.
+    release = tuple(int(x) for x in re.match(r"(\d+)\.(\d+)", os.uname().release).groups())
+    assert kernel.pop("procmap_query") is (release >= (6, 11)), (kernel, release)
     assert kernel == {"userfaultfd_wp_async": True, "pagemap_scan": True,
                       "ptrace_child": True, "available": True, "detail": ""}
     assert report["reuse"]["asked"] is True and report["reuse"]["in_use"] is True
@@ -59,6 +84,8 @@ def test_doctor_says_reuse_is_on_where_the_kernel_gives_it(snapcell, host_level)
     assert "reuse:     on: a fresh run's cell is reset in place" in text, text
     assert ("kernel: userfaultfd write-protect yes, PAGEMAP_SCAN yes, ptrace of a child yes"
             in text), text
+    assert ("mappings compared field by field (PROCMAP_QUERY)" if release >= (6, 11)
+            else "mappings compared through their text") in text, text
 
 
 @pytest.fixture
@@ -97,22 +124,28 @@ def test_without_the_kernel_features_reuse_falls_back_to_forking(simhost, option
     assert missing in text, text
     # Runs work, each in a newly forked cell: many runs of one sandbox (an MCP server's) with
     # "reuse" on never find an earlier run's cell, nor anything it left.
-    config = tmp_path / "snapcell.json"
-    config.write_text(json.dumps({"reuse": True}))
-    lines = [json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                                    "clientInfo": {"name": "t", "version": "1"}}}),
-             json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})]
-    lines += [json.dumps({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
-                          "params": {"name": "execute_code", "arguments": {"code": IDENTITY}}})
-              for i in range(8)]
-    r = wrap("mcp", "--config", str(config), stdin=("\n".join(lines) + "\n").encode())
-    assert r.returncode == 0, r.stderr
-    answers = [json.loads(line) for line in r.stdout.splitlines()]
-    texts = [a["result"]["content"][0]["text"] for a in answers if a.get("id", 0) >= 10]
-    assert len(texts) == 8, answers
-    assert all(t.endswith(" None\n") for t in texts), texts
+    texts = identities(wrap, tmp_path)
     assert len(set(texts)) == len(texts), texts
+
+
+def test_without_procmap_query_reuse_compares_mappings_through_their_text(simhost, host_level,
+                                                                          tmp_path):
+    """A kernel before 6.11 (no PROCMAP_QUERY): cells are still reset in place, the mappings
+    checked through the text of /proc/PID/maps, and doctor says so."""
+    if host_level == "rlimits":
+        pytest.skip("reuse needs level namespaces")
+    wrap = simhost("--no-procmap-query")
+    r, report = doctor(None, "--reuse", wrap=wrap)
+    assert r.returncode == 0, r.stderr
+    reuse = report["reuse"]
+    assert reuse["in_use"] is True and reuse["kernel"]["available"] is True, reuse
+    assert reuse["kernel"]["procmap_query"] is False, reuse
+    text = wrap("doctor", "--reuse").stdout.decode()
+    assert ("mappings compared through their text (/proc/PID/maps: no PROCMAP_QUERY, "
+            "Linux 6.11)") in text, text
+    # Some run finds an earlier run's cell, and nothing it left.
+    texts = identities(wrap, tmp_path)
+    assert len(set(texts)) < len(texts), texts
 
 
 def test_at_level_rlimits_reuse_asked_for_forks_and_doctor_says_why(simhost):

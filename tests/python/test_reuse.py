@@ -45,7 +45,7 @@ def sandbox_runs(sb):
 def test_probe_says_what_the_kernel_gives_reuse():
     reuse = snapcell.probe()["reuse"]
     assert set(reuse) == {"userfaultfd_wp_async", "pagemap_scan", "ptrace_child", "available",
-                          "detail"}
+                          "procmap_query", "detail"}
     assert reuse["available"] == (reuse["userfaultfd_wp_async"] and reuse["pagemap_scan"]
                                   and reuse["ptrace_child"])
     assert (reuse["detail"] == "") == reuse["available"]

@@ -81,7 +81,7 @@ Test(helper, a_helper_of_another_protocol_is_refused_by_both_versions)
 	cr_expect_eq(try_sandbox(cfg, &err), SNAPCELL_E_HELPER);
 	cr_expect_lt(now_ms() - start, 5000);
 	cr_expect(strstr(err.message, "speaks protocol 999, this library (" SNAPCELL_VERSION
-				      ") speaks protocol 10"),
+				      ") speaks protocol 11"),
 		  "%s", err.message);
 	cr_expect(strstr(err.message, "snapcell-cell-protocol-999"), "%s", err.message);
 	snapcell_config_free(cfg);
@@ -96,7 +96,7 @@ Test(helper, a_program_that_is_no_helper_fails_fast)
 	cr_expect_eq(try_sandbox(cfg, &err), SNAPCELL_E_HELPER);
 	cr_expect_lt(now_ms() - start, 5000);
 	cr_expect(strstr(err.message,
-			 "exited without a greeting: not a snapcell-cell of protocol 10"),
+			 "exited without a greeting: not a snapcell-cell of protocol 11"),
 		  "%s", err.message);
 	snapcell_config_free(cfg);
 }
@@ -187,7 +187,7 @@ Test(helper, a_silent_helper_that_never_greets_times_out_as_before, .timeout = 6
 	cr_expect_lt(now_ms() - start, 20000);
 	char want[SNAPCELL_ERROR_MESSAGE_LEN];
 	snprintf(want, sizeof(want),
-		 "helper %s sent no greeting in 10000 ms: not a snapcell-cell of protocol 10 (this "
+		 "helper %s sent no greeting in 10000 ms: not a snapcell-cell of protocol 11 (this "
 		 "library, " SNAPCELL_VERSION ")",
 		 test_build_path("dying-helper-silent"));
 	cr_expect_str_eq(err.message, want);
