@@ -1252,3 +1252,57 @@ Test(reset_attack, a_generator_a_run_planted_in_random_does_not_reach_the_next_r
 			"0.5)\n",
 			"False False\n", 3);
 }
+
+/* The mappings are compared without a private file mapping's path (reset.c map_query_named):
+ * its device, inode and offset name its pages. The same file mapped again over a parked
+ * mapping of it, at the same place, offset and permissions, has every compared field as
+ * parked, but its pages are the file's again: over a library's relocated read-only pages
+ * (RELRO: here _bisect's, whose .dynamic the loader relocated), the next run would read
+ * unrelocated pointers. Only the page scans see it, each alone enough (the test fails with
+ * all three off): the new mapping is not registered for write-protection
+ * (PM_SCAN_CHECK_WPASYNC), the pages that were the process's own are the file's again, and a
+ * page of it read since shows as written. The cell is discarded. */
+Test(reset_attack, a_librarys_file_mapped_again_in_place_does_not_reach_the_next_run)
+{
+	static const char dynamic[] =
+		"import ctypes, struct, _bisect\n"
+		"class LinkMap(ctypes.Structure):\n"
+		"    _fields_ = [('addr', ctypes.c_size_t), ('name', ctypes.c_char_p),\n"
+		"                ('ld', ctypes.c_size_t)]\n"
+		"lm = ctypes.cast(ctypes.CDLL(_bisect.__file__)._handle,\n"
+		"                 ctypes.POINTER(LinkMap))[0]\n";
+	char plant[2048], look[1024];
+	snprintf(
+		plant, sizeof(plant),
+		"%s"
+		"import os\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"libc.mmap.restype = ctypes.c_void_p\n"
+		"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,\n"
+		"                      ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+		"elf = open(_bisect.__file__, 'rb').read()\n"
+		"phoff, = struct.unpack_from('<Q', elf, 0x20)\n"
+		"size, n = struct.unpack_from('<HH', elf, 0x36)\n"
+		"for i in range(n):\n"
+		"    kind, _, off, va, _, _, mem, _ = struct.unpack_from('<IIQQQQQQ', elf,\n"
+		"                                                      phoff + i * size)\n"
+		"    if kind == 0x6474e552:\n" /* PT_GNU_RELRO */
+		"        start, end = va & ~4095, (va + mem) & ~4095\n"
+		"        offset = off & ~4095\n"
+		"fd = os.open(_bisect.__file__, os.O_RDONLY)\n"
+		"at = libc.mmap(lm.addr + start, end - start, 1, 0x12, fd, offset)\n" /* PRIVATE|FIXED
+										       */
+		"os.close(fd)\n"
+		"assert at == lm.addr + start, ctypes.get_errno()\n",
+		dynamic);
+	/* the .dynamic entry DT_STRTAB: an address in the library where relocated */
+	snprintf(look, sizeof(look),
+		 "%s"
+		 "at = lm.ld\n"
+		 "while struct.unpack('<q', ctypes.string_at(at, 8))[0] not in (0, 5):\n"
+		 "    at += 16\n"
+		 "tag, value = struct.unpack('<qQ', ctypes.string_at(at, 16))\n"
+		 "print(tag == 5 and value > lm.addr)\n",
+		 dynamic);
+	plant_then_look(with_ctypes(), plant, look, "True\n", 0);
+}
