@@ -1306,3 +1306,28 @@ Test(reset_attack, a_librarys_file_mapped_again_in_place_does_not_reach_the_next
 		 dynamic);
 	plant_then_look(with_ctypes(), plant, look, "True\n", 0);
 }
+
+/* A parked page moved away whole (mremap) and back to its place: its mapping is as parked in
+ * every field the reset compares (range, permissions, no name), but a move drops the
+ * mapping's registration for write-protection (the template's userfaultfd has no remap
+ * events) and the page's protection. The reset's scan refuses a mapping no longer registered
+ * (PM_SCAN_CHECK_WPASYNC): the cell is discarded. Without that, the page, unprotected, is one
+ * the scan reports written, and is copied back (checked: the cells are then reused, clean). */
+Test(reset_attack, a_parked_page_moved_away_and_back_does_not_reach_the_next_run)
+{
+	plant_then_look(own_page(),
+			"import ctypes, json\n"
+			"libc = ctypes.CDLL(None, use_errno=True)\n"
+			"libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p\n"
+			"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,\n"
+			"                      ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+			"away = libc.mmap(None, 4096, 0, 0x22, -1, 0)\n" /* PRIVATE|ANONYMOUS */
+			"for src, dst in ((json.PAGE, away), (away, json.PAGE)):\n"
+			"    at = libc.mremap(ctypes.c_void_p(src), 4096, 4096, 1 | 2,\n"
+			"                     ctypes.c_void_p(dst))\n" /* MAYMOVE | FIXED */
+			"    assert at == dst, ctypes.get_errno()\n"
+			"ctypes.memmove(json.PAGE, b'dirty', 5)\n",
+			"import ctypes, json\n"
+			"print(ctypes.string_at(json.PAGE, 5))\n",
+			"b'clean'\n", 0);
+}
