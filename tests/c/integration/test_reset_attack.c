@@ -1331,3 +1331,62 @@ Test(reset_attack, a_parked_page_moved_away_and_back_does_not_reach_the_next_run
 			"print(ctypes.string_at(json.PAGE, 5))\n",
 			"b'clean'\n", 0);
 }
+
+/* Mappings a run adds at an address of its own, of chosen sizes (mappings_a_run_added_*). */
+static const char add_mappings_at_marker[] =
+	"import ctypes\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.mmap.restype = ctypes.c_void_p\n"
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,\n"
+	"                      ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+	"for k in range(4):\n"
+	"    want = 0x3ca1ab1e0000 + k * 0x100000\n"
+	/* PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE */
+	"    at = libc.mmap(want, 4096 * (k + 1), 0, 0x22 | 0x100000, -1, 0)\n"
+	"    assert at == want, ctypes.get_errno()\n";
+
+/* Whether the marker address is anywhere in the guest module's data (its writable segments,
+ * found from its ELF headers in memory). */
+static const char marker_in_guest_data[] =
+	"import ctypes, struct\n"
+	"class LinkMap(ctypes.Structure):\n"
+	"    pass\n"
+	"LinkMap._fields_ = [('addr', ctypes.c_size_t), ('name', ctypes.c_char_p),\n"
+	"                    ('ld', ctypes.c_size_t), ('next', ctypes.POINTER(LinkMap))]\n"
+	"lm = ctypes.cast(ctypes.CDLL(None)._handle, ctypes.POINTER(LinkMap))\n"
+	"while b'_snapcell_guest' not in (lm[0].name or b''):\n"
+	"    lm = lm[0].next\n"
+	"base = lm[0].addr\n"
+	"phoff, = struct.unpack('<Q', ctypes.string_at(base + 0x20, 8))\n"
+	"size, n = struct.unpack('<HH', ctypes.string_at(base + 0x36, 4))\n"
+	"found = False\n"
+	"for i in range(n):\n"
+	"    kind, flags, _, va, _, _, mem, _ = struct.unpack(\n"
+	"        '<IIQQQQQQ', ctypes.string_at(base + phoff + i * size, 56))\n"
+	"    if kind == 1 and flags & 2:\n" /* PT_LOAD, PF_W */
+	"        data = ctypes.string_at(base + va, mem)\n"
+	"        found |= any(struct.pack('<Q', 0x3ca1ab1e0000 + k * 0x100000) in data\n"
+	"                     for k in range(4))\n"
+	"print(found)\n";
+
+/* The mappings a run added, listed by the template for the cell to unmap (reset.c,
+ * sc_reuse_unmaps): where they were and how large, which the run chooses. The cell unmapped
+ * them and left the list in its memory, where the next run read it. */
+Test(reset_attack, mappings_a_run_added_are_not_listed_to_the_next_run)
+{
+	plant_then_look(with_ctypes(), add_mappings_at_marker, marker_in_guest_data, "False\n", 3);
+}
+
+/* The template's copy of the list stayed in its memory, from which every cell forked after
+ * the reset was made; a cell discarded after the list was made (here for a lowered resource
+ * limit, which is checked after the mappings) left it there too. */
+Test(reset_attack, mappings_a_run_added_are_not_listed_to_later_cells)
+{
+	char plant[1024];
+	snprintf(plant, sizeof(plant),
+		 "%simport resource\n"
+		 "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+		 "resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))\n",
+		 add_mappings_at_marker);
+	plant_then_look(with_ctypes(), plant, marker_in_guest_data, "False\n", 0);
+}
