@@ -1390,3 +1390,32 @@ Test(reset_attack, mappings_a_run_added_are_not_listed_to_later_cells)
 		 add_mappings_at_marker);
 	plant_then_look(with_ctypes(), plant, marker_in_guest_data, "False\n", 0);
 }
+
+/* The host keeps, for each cell of a sandbox that resets them, its /proc status and its memory
+ * cgroup's files from its first run on (src/core/run.c keep_cell), closed with the cell: on
+ * every way a run ends that retires its cell (an exit, a fatal signal, the wall limit, an
+ * exit after a forged DONE), as at a reset. */
+Test(reset_attack, the_files_kept_for_a_cell_are_closed_however_its_run_ends, .timeout = 120)
+{
+	int before = test_open_fds();
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 400, NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg);
+	static const char *const ends[] = {
+		"pass",
+		"import os\nos._exit(3)",
+		"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+		"while True: pass",
+		"import os, struct, sys\n"
+		"sys.stdout.flush()\n"
+		"os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n" /* a DONE */
+		"os._exit(0)",
+		"pass",
+	};
+	for (int round = 0; round < 3; round++)
+		for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+			snapcell_result_free(test_run(sb, ends[i]));
+	cr_expect_lt(test_open_fds() - before, 40, "descriptors held during the runs");
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(test_open_fds(), before, "descriptors left after the sandbox's end");
+}
