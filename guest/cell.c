@@ -265,7 +265,8 @@ static void reuse_park(void)
 		if (munmap((void *)(uintptr_t)sc_reuse_unmaps.at[i].start,
 			   sc_reuse_unmaps.at[i].end - sc_reuse_unmaps.at[i].start) < 0)
 			_exit(124);
-	sc_reuse_unmaps.n = 0;
+	/* The list is where the run before mapped what: not the next run's to read. */
+	explicit_bzero(&sc_reuse_unmaps, sizeof(sc_reuse_unmaps));
 	for (int sig = 1; sig <= SIGRTMAX_KERNEL; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP &&
 		    syscall(SYS_rt_sigaction, sig, &actions[sig], NULL, sizeof(uint64_t)) < 0)

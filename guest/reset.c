@@ -1502,7 +1502,9 @@ static bool vmas_added_only(int fd, const struct sc_reuse *r, struct sc_reuse_un
 			unmaps->at[unmaps->n++].end = q.vma_end;
 		}
 	}
-	explicit_bzero(name, sizeof(name)); /* a run's mapping's name: no later cell's business */
+	/* a run's mapping's name and place: no later cell's business */
+	explicit_bzero(name, sizeof(name));
+	explicit_bzero(&q, sizeof(q));
 	ok = ok && rc == 0 && i == r->n_vmas;
 	if (!ok)
 		unmaps->n = 0;
@@ -1659,6 +1661,13 @@ static const char *leftovers(pid_t pid, struct sc_reuse *r)
 	return sc_reuse_dirs_check(proc_fd, pid, &r->dirs);
 }
 
+/* The mappings the run added, for its cell to unmap: where the run mapped what, and how
+ * much, which it chooses. Zeroed after each reset (reset_stopped_kept), as the cell zeroes
+ * its copy once it unmapped them (cell.c reuse_park): the template's memory is every later
+ * cell's, and the list goes whole to the next cell reset, whose next run read a list left by
+ * another cell's run (reset_attack::mappings_a_run_added_are_not_listed_*). */
+static struct sc_reuse_unmaps unmaps;
+
 /* The stopped cell put back as parked: checks, memory, registers, the peaks. NULL, or why
  * not (the cell is then to be discarded). */
 static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uint64_t *cpu_us)
@@ -1666,7 +1675,6 @@ static const char *reset_stopped(pid_t pid, uint32_t id, struct sc_reuse *r, uin
 	const char *why = NULL;
 	if (cpu_used(pid, cpu_us) < 0)
 		return "its CPU time cannot be read";
-	static struct sc_reuse_unmaps unmaps;
 	if ((why = check(pid, r, *cpu_us, &unmaps)) || (why = leftovers(pid, r)))
 		return why;
 	int restored = restore_memory(pid, r, &why);
@@ -1703,6 +1711,7 @@ static const char *reset_stopped_kept(pid_t pid, uint32_t id, struct sc_reuse *r
 	kept_for = r;
 	kept_pid = pid;
 	const char *why = reset_stopped(pid, id, r, cpu_us);
+	explicit_bzero(&unmaps, sizeof(unmaps));
 	kept_for = NULL;
 	return why;
 }

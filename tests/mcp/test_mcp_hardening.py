@@ -361,6 +361,28 @@ def test_heads_waiting_when_every_slot_was_taken_keep_the_short_deadline():
         server.stop()
 
 
+def test_answers_to_clients_without_the_token_close_their_connection():
+    # A head deadline counts from the previous answer on a kept-alive connection: a client
+    # without the token that kept its connections by asking twice a second (a probe, a 401,
+    # a 403, a 404) would hold every slot with no head ever late. Each such answer closes.
+    server = HttpServer("--token", "s3cret", "--http-max-connections", "4")
+    asks = [b"GET /healthz HTTP/1.1\r\nHost: 10.1.2.3\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 2\r\n\r\n{}",
+            b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            b"GET /other HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+            b"POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 2\r\n\r\n{}"]
+    try:
+        for ask in asks:
+            with socket.create_connection(("127.0.0.1", server.port), timeout=5) as s:
+                s.sendall(ask)
+                got = b""
+                while chunk := s.recv(4096):  # until the server closes
+                    got += chunk
+                assert got.startswith(b"HTTP/1.1 ") and b"Connection: close" in got, got
+    finally:
+        server.stop()
+
+
 # ---- finding 12: one client holding every run and queue slot ----
 
 SLEEP = "import time\ntime.sleep({})\nprint('slept')\n"

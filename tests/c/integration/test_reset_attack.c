@@ -1252,3 +1252,170 @@ Test(reset_attack, a_generator_a_run_planted_in_random_does_not_reach_the_next_r
 			"0.5)\n",
 			"False False\n", 3);
 }
+
+/* The mappings are compared without a private file mapping's path (reset.c map_query_named):
+ * its device, inode and offset name its pages. The same file mapped again over a parked
+ * mapping of it, at the same place, offset and permissions, has every compared field as
+ * parked, but its pages are the file's again: over a library's relocated read-only pages
+ * (RELRO: here _bisect's, whose .dynamic the loader relocated), the next run would read
+ * unrelocated pointers. Only the page scans see it, each alone enough (the test fails with
+ * all three off): the new mapping is not registered for write-protection
+ * (PM_SCAN_CHECK_WPASYNC), the pages that were the process's own are the file's again, and a
+ * page of it read since shows as written. The cell is discarded. */
+Test(reset_attack, a_librarys_file_mapped_again_in_place_does_not_reach_the_next_run)
+{
+	static const char dynamic[] =
+		"import ctypes, struct, _bisect\n"
+		"class LinkMap(ctypes.Structure):\n"
+		"    _fields_ = [('addr', ctypes.c_size_t), ('name', ctypes.c_char_p),\n"
+		"                ('ld', ctypes.c_size_t)]\n"
+		"lm = ctypes.cast(ctypes.CDLL(_bisect.__file__)._handle,\n"
+		"                 ctypes.POINTER(LinkMap))[0]\n";
+	char plant[2048], look[1024];
+	snprintf(
+		plant, sizeof(plant),
+		"%s"
+		"import os\n"
+		"libc = ctypes.CDLL(None, use_errno=True)\n"
+		"libc.mmap.restype = ctypes.c_void_p\n"
+		"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,\n"
+		"                      ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+		"elf = open(_bisect.__file__, 'rb').read()\n"
+		"phoff, = struct.unpack_from('<Q', elf, 0x20)\n"
+		"size, n = struct.unpack_from('<HH', elf, 0x36)\n"
+		"for i in range(n):\n"
+		"    kind, _, off, va, _, _, mem, _ = struct.unpack_from('<IIQQQQQQ', elf,\n"
+		"                                                      phoff + i * size)\n"
+		"    if kind == 0x6474e552:\n" /* PT_GNU_RELRO */
+		"        start, end = va & ~4095, (va + mem) & ~4095\n"
+		"        offset = off & ~4095\n"
+		"fd = os.open(_bisect.__file__, os.O_RDONLY)\n"
+		"at = libc.mmap(lm.addr + start, end - start, 1, 0x12, fd, offset)\n" /* PRIVATE|FIXED
+										       */
+		"os.close(fd)\n"
+		"assert at == lm.addr + start, ctypes.get_errno()\n",
+		dynamic);
+	/* the .dynamic entry DT_STRTAB: an address in the library where relocated */
+	snprintf(look, sizeof(look),
+		 "%s"
+		 "at = lm.ld\n"
+		 "while struct.unpack('<q', ctypes.string_at(at, 8))[0] not in (0, 5):\n"
+		 "    at += 16\n"
+		 "tag, value = struct.unpack('<qQ', ctypes.string_at(at, 16))\n"
+		 "print(tag == 5 and value > lm.addr)\n",
+		 dynamic);
+	plant_then_look(with_ctypes(), plant, look, "True\n", 0);
+}
+
+/* A parked page moved away whole (mremap) and back to its place: its mapping is as parked in
+ * every field the reset compares (range, permissions, no name), but a move drops the
+ * mapping's registration for write-protection (the template's userfaultfd has no remap
+ * events) and the page's protection. The reset's scan refuses a mapping no longer registered
+ * (PM_SCAN_CHECK_WPASYNC): the cell is discarded. Without that, the page, unprotected, is one
+ * the scan reports written, and is copied back (checked: the cells are then reused, clean). */
+Test(reset_attack, a_parked_page_moved_away_and_back_does_not_reach_the_next_run)
+{
+	plant_then_look(own_page(),
+			"import ctypes, json\n"
+			"libc = ctypes.CDLL(None, use_errno=True)\n"
+			"libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p\n"
+			"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,\n"
+			"                      ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+			"away = libc.mmap(None, 4096, 0, 0x22, -1, 0)\n" /* PRIVATE|ANONYMOUS */
+			"for src, dst in ((json.PAGE, away), (away, json.PAGE)):\n"
+			"    at = libc.mremap(ctypes.c_void_p(src), 4096, 4096, 1 | 2,\n"
+			"                     ctypes.c_void_p(dst))\n" /* MAYMOVE | FIXED */
+			"    assert at == dst, ctypes.get_errno()\n"
+			"ctypes.memmove(json.PAGE, b'dirty', 5)\n",
+			"import ctypes, json\n"
+			"print(ctypes.string_at(json.PAGE, 5))\n",
+			"b'clean'\n", 0);
+}
+
+/* Mappings a run adds at an address of its own, of chosen sizes (mappings_a_run_added_*). */
+static const char add_mappings_at_marker[] =
+	"import ctypes\n"
+	"libc = ctypes.CDLL(None, use_errno=True)\n"
+	"libc.mmap.restype = ctypes.c_void_p\n"
+	"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,\n"
+	"                      ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
+	"for k in range(4):\n"
+	"    want = 0x3ca1ab1e0000 + k * 0x100000\n"
+	/* PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE */
+	"    at = libc.mmap(want, 4096 * (k + 1), 0, 0x22 | 0x100000, -1, 0)\n"
+	"    assert at == want, ctypes.get_errno()\n";
+
+/* Whether the marker address is anywhere in the guest module's data (its writable segments,
+ * found from its ELF headers in memory). */
+static const char marker_in_guest_data[] =
+	"import ctypes, struct\n"
+	"class LinkMap(ctypes.Structure):\n"
+	"    pass\n"
+	"LinkMap._fields_ = [('addr', ctypes.c_size_t), ('name', ctypes.c_char_p),\n"
+	"                    ('ld', ctypes.c_size_t), ('next', ctypes.POINTER(LinkMap))]\n"
+	"lm = ctypes.cast(ctypes.CDLL(None)._handle, ctypes.POINTER(LinkMap))\n"
+	"while b'_snapcell_guest' not in (lm[0].name or b''):\n"
+	"    lm = lm[0].next\n"
+	"base = lm[0].addr\n"
+	"phoff, = struct.unpack('<Q', ctypes.string_at(base + 0x20, 8))\n"
+	"size, n = struct.unpack('<HH', ctypes.string_at(base + 0x36, 4))\n"
+	"found = False\n"
+	"for i in range(n):\n"
+	"    kind, flags, _, va, _, _, mem, _ = struct.unpack(\n"
+	"        '<IIQQQQQQ', ctypes.string_at(base + phoff + i * size, 56))\n"
+	"    if kind == 1 and flags & 2:\n" /* PT_LOAD, PF_W */
+	"        data = ctypes.string_at(base + va, mem)\n"
+	"        found |= any(struct.pack('<Q', 0x3ca1ab1e0000 + k * 0x100000) in data\n"
+	"                     for k in range(4))\n"
+	"print(found)\n";
+
+/* The mappings a run added, listed by the template for the cell to unmap (reset.c,
+ * sc_reuse_unmaps): where they were and how large, which the run chooses. The cell unmapped
+ * them and left the list in its memory, where the next run read it. */
+Test(reset_attack, mappings_a_run_added_are_not_listed_to_the_next_run)
+{
+	plant_then_look(with_ctypes(), add_mappings_at_marker, marker_in_guest_data, "False\n", 3);
+}
+
+/* The template's copy of the list stayed in its memory, from which every cell forked after
+ * the reset was made; a cell discarded after the list was made (here for a lowered resource
+ * limit, which is checked after the mappings) left it there too. */
+Test(reset_attack, mappings_a_run_added_are_not_listed_to_later_cells)
+{
+	char plant[1024];
+	snprintf(plant, sizeof(plant),
+		 "%simport resource\n"
+		 "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+		 "resource.setrlimit(resource.RLIMIT_NOFILE, (soft - 1, hard))\n",
+		 add_mappings_at_marker);
+	plant_then_look(with_ctypes(), plant, marker_in_guest_data, "False\n", 0);
+}
+
+/* The host keeps, for each cell of a sandbox that resets them, its /proc status and its memory
+ * cgroup's files from its first run on (src/core/run.c keep_cell), closed with the cell: on
+ * every way a run ends that retires its cell (an exit, a fatal signal, the wall limit, an
+ * exit after a forged DONE), as at a reset. */
+Test(reset_attack, the_files_kept_for_a_cell_are_closed_however_its_run_ends, .timeout = 120)
+{
+	int before = test_open_fds();
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_set_limit(cfg, SNAPCELL_LIMIT_WALL_MS, 400, NULL), 0);
+	struct snapcell_sandbox *sb = reuse_sandbox_with(cfg);
+	static const char *const ends[] = {
+		"pass",
+		"import os\nos._exit(3)",
+		"import os, signal\nos.kill(os.getpid(), signal.SIGKILL)",
+		"while True: pass",
+		"import os, struct, sys\n"
+		"sys.stdout.flush()\n"
+		"os.write(3, struct.pack('<I', 33) + b'D' + bytes(32))\n" /* a DONE */
+		"os._exit(0)",
+		"pass",
+	};
+	for (int round = 0; round < 3; round++)
+		for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++)
+			snapcell_result_free(test_run(sb, ends[i]));
+	cr_expect_lt(test_open_fds() - before, 40, "descriptors held during the runs");
+	snapcell_sandbox_free(sb);
+	cr_expect_eq(test_open_fds(), before, "descriptors left after the sandbox's end");
+}
