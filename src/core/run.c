@@ -609,13 +609,15 @@ static void hand_over(struct sc_run *r, struct snapcell_result *res)
  * its first run and kept for the next (cell.h). */
 static void keep_cell(struct sc_cell *cell, const struct snapcell_sandbox *sb)
 {
-	if (cell->kept)
-		return;
-	cell->kept = true;
-	cell->pid = sb->cells.ops->pid ? sb->cells.ops->pid(cell) : -1;
-	cell->status_fd = -1;
-	for (int i = 0; i < SC_CGROUP_USAGE_FILES; i++)
-		cell->usage_fds[i] = -1;
+	if (!cell->kept) {
+		cell->kept = true;
+		cell->pid = -1;
+		cell->status_fd = -1;
+		for (int i = 0; i < SC_CGROUP_USAGE_FILES; i++)
+			cell->usage_fds[i] = -1;
+	}
+	if (cell->pid <= 0 && sb->cells.ops->pid) /* again after a failed lookup (EMFILE) */
+		cell->pid = sb->cells.ops->pid(cell);
 }
 
 /* Starts a run's clock and queues its code. */
