@@ -141,6 +141,26 @@ void test_skip_unless_guest_runs_debian_packages(void)
 				    guest.version, debian.version);
 }
 
+struct snapcell_config *test_config_own_page(void)
+{
+	struct snapcell_config *cfg = test_config_new();
+	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
+	cr_assert_eq(snapcell_config_set_warmup(
+			     cfg,
+			     "import ctypes, json, mmap\n"
+			     "m = mmap.mmap(-1, 3 * 4096, flags=mmap.MAP_PRIVATE | "
+			     "mmap.MAP_ANONYMOUS)\n"
+			     "m[4096:4101] = b'clean'\n"
+			     "base = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
+			     "libc = ctypes.CDLL(None)\n"
+			     "assert libc.mprotect(ctypes.c_void_p(base), 4096, 0) == 0\n"
+			     "assert libc.mprotect(ctypes.c_void_p(base + 8192), 4096, 0) == 0\n"
+			     "json.M, json.PAGE = m, base + 4096\n",
+			     NULL),
+		     0);
+	return cfg;
+}
+
 int test_open_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");

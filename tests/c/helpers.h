@@ -83,6 +83,11 @@ int test_count_host_processes(const char *name);
 /* Waits up to timeout_ms for no such process to be left; how many are left. */
 int test_wait_host_processes_gone(const char *name, unsigned timeout_ms);
 
+/* A config whose template's parked memory has a page of its own, json.PAGE (a writable page
+ * between two inaccessible ones, so it is one mapping whatever lies around it), holding
+ * b'clean'; json.M is its mmap, ctypes preloaded. */
+struct snapcell_config *test_config_own_page(void);
+
 /* This process's open descriptors. */
 int test_open_fds(void);
 

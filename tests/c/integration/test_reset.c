@@ -353,27 +353,6 @@ Test(reset, a_grown_heap_is_given_back)
 	snapcell_sandbox_free(sb);
 }
 
-/* A template whose parked memory has a mapping of its own, one writable anonymous page between
- * two inaccessible ones (so it is one mapping whatever lies around it), at json.PAGE. */
-static struct snapcell_config *own_mapping(void)
-{
-	struct snapcell_config *cfg = test_config_new();
-	cr_assert_eq(snapcell_config_add_preload(cfg, "ctypes", NULL), 0);
-	cr_assert_eq(snapcell_config_set_warmup(
-			     cfg,
-			     "import ctypes, json, mmap\n"
-			     "m = mmap.mmap(-1, 3 * 4096, flags=mmap.MAP_PRIVATE | "
-			     "mmap.MAP_ANONYMOUS)\n"
-			     "base = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
-			     "libc = ctypes.CDLL(None)\n"
-			     "assert libc.mprotect(ctypes.c_void_p(base), 4096, 0) == 0\n"
-			     "assert libc.mprotect(ctypes.c_void_p(base + 8192), 4096, 0) == 0\n"
-			     "json.M, json.PAGE = m, base + 4096\n",
-			     NULL),
-		     0);
-	return cfg;
-}
-
 /* A parked mapping changed whole, so that only one field of its line in /proc/PID/maps differs
  * (its name; its permissions), discards the cell: no page of it was written, so only the
  * comparison of the mappings sees it. The same with the text of /proc/PID/maps, the
@@ -421,12 +400,12 @@ static void skip_without_anon_names(void)
 Test(reset, a_parked_mapping_renamed_discards_the_cell)
 {
 	skip_without_anon_names();
-	expect_discarded_with(own_mapping(), rename_own_mapping, "", "0\n");
+	expect_discarded_with(test_config_own_page(), rename_own_mapping, "", "0\n");
 }
 
 Test(reset, a_parked_mapping_made_readable_discards_the_cell)
 {
-	expect_discarded_with(own_mapping(), unguard_own_mapping, probe_guard_unreadable,
+	expect_discarded_with(test_config_own_page(), unguard_own_mapping, probe_guard_unreadable,
 			      "-1\n0\n");
 }
 
@@ -434,13 +413,13 @@ Test(reset, a_parked_mapping_renamed_discards_the_cell_through_the_text)
 {
 	skip_without_anon_names();
 	cr_assert_eq(setenv("SNAPCELL_RESET_MAPS_TEXT", "1", 1), 0);
-	expect_discarded_with(own_mapping(), rename_own_mapping, "", "0\n");
+	expect_discarded_with(test_config_own_page(), rename_own_mapping, "", "0\n");
 }
 
 Test(reset, a_parked_mapping_made_readable_discards_the_cell_through_the_text)
 {
 	cr_assert_eq(setenv("SNAPCELL_RESET_MAPS_TEXT", "1", 1), 0);
-	expect_discarded_with(own_mapping(), unguard_own_mapping, probe_guard_unreadable,
+	expect_discarded_with(test_config_own_page(), unguard_own_mapping, probe_guard_unreadable,
 			      "-1\n0\n");
 }
 

@@ -123,34 +123,13 @@ Test(reset_attack, signal_actions_a_run_changed_are_put_back)
 		"interrupt\n7\n", 3);
 }
 
-/* A template whose parked memory has a page of its own (a writable page between two
- * inaccessible ones, so it is one mapping whatever lies around it) holding b'clean'. */
-static struct snapcell_config *own_page(void)
-{
-	struct snapcell_config *cfg = with_ctypes();
-	cr_assert_eq(snapcell_config_set_warmup(
-			     cfg,
-			     "import ctypes, json, mmap\n"
-			     "m = mmap.mmap(-1, 3 * 4096, flags=mmap.MAP_PRIVATE | "
-			     "mmap.MAP_ANONYMOUS)\n"
-			     "m[4096:4101] = b'clean'\n"
-			     "base = ctypes.addressof(ctypes.c_char.from_buffer(m))\n"
-			     "libc = ctypes.CDLL(None)\n"
-			     "assert libc.mprotect(ctypes.c_void_p(base), 4096, 0) == 0\n"
-			     "assert libc.mprotect(ctypes.c_void_p(base + 8192), 4096, 0) == 0\n"
-			     "json.M, json.PAGE = m, base + 4096\n",
-			     NULL),
-		     0);
-	return cfg;
-}
-
 /* madvise advice that sets flags of a whole mapping (fork, dump, THP, KSM, readahead): none
  * shows in /proc/PID/maps, and MADV_WIPEONFORK on the parked page made a child of the next run
  * see it zeroed. Cells armed for reuse are refused every advice but those that leave a
  * mapping's flags alone (src/isolate/seccomp.c). */
 Test(reset_attack, mapping_flags_set_by_madvise_do_not_reach_the_next_run)
 {
-	expect_never_seen(own_page(),
+	expect_never_seen(test_config_own_page(),
 			  "import json, os\n"
 			  "pid = os.fork()\n"
 			  "if pid == 0:\n"
@@ -167,7 +146,7 @@ Test(reset_attack, mapping_flags_set_by_madvise_do_not_reach_the_next_run)
 /* Advice that leaves the flags alone still works in a reuse cell. */
 Test(reset_attack, harmless_madvise_still_works_with_reuse)
 {
-	struct snapcell_sandbox *sb = reuse_sandbox_with(own_page());
+	struct snapcell_sandbox *sb = reuse_sandbox_with(test_config_own_page());
 	expect_output(
 		sb,
 		"import ctypes, json\n"
@@ -727,7 +706,7 @@ Test(reset_attack, raw_threads_a_run_made_do_not_reach_the_next_run)
  * until the reset copies it back, and the new mapping is the run's to be unmapped. */
 Test(reset_attack, a_page_moved_out_of_its_mapping_is_put_back)
 {
-	plant_then_look(own_page(),
+	plant_then_look(test_config_own_page(),
 			"import ctypes, json\n"
 			"libc = ctypes.CDLL(None, use_errno=True)\n"
 			"libc.mremap.restype = ctypes.c_void_p\n"
@@ -1219,7 +1198,7 @@ Test(reset_attack, children_reaped_by_the_kernel_do_not_reach_the_next_run)
  * /proc/PID/maps, which discards the cell. */
 Test(reset_attack, a_files_page_moved_into_an_anonymous_mapping_does_not_reach_the_next_run)
 {
-	plant_then_look(own_page(),
+	plant_then_look(test_config_own_page(),
 			"import ctypes, json, os\n"
 			"libc = ctypes.CDLL(None, use_errno=True)\n"
 			"libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p\n"
@@ -1315,7 +1294,7 @@ Test(reset_attack, a_librarys_file_mapped_again_in_place_does_not_reach_the_next
  * the scan reports written, and is copied back (checked: the cells are then reused, clean). */
 Test(reset_attack, a_parked_page_moved_away_and_back_does_not_reach_the_next_run)
 {
-	plant_then_look(own_page(),
+	plant_then_look(test_config_own_page(),
 			"import ctypes, json\n"
 			"libc = ctypes.CDLL(None, use_errno=True)\n"
 			"libc.mmap.restype = libc.mremap.restype = ctypes.c_void_p\n"
