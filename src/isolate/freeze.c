@@ -42,6 +42,7 @@
 struct proc {
 	pid_t pid, ppid;
 	unsigned long long start;
+	char state;	    /* its main thread's, as listed */
 	signed char member; /* 0 not known yet, 1 in the tree, -1 not */
 };
 
@@ -128,14 +129,64 @@ static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t ma
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	struct proc *p = &(*v)[*n];
 	*p = (struct proc){.pid = (pid_t)pid};
-	if (stat_of(path, &p->ppid, &p->start, NULL))
+	if (stat_of(path, &p->ppid, &p->start, &p->state))
 		(*n)++;
 	return 0;
 }
 
+static int remember(struct sc_frozen *f, pid_t pid, unsigned long long start);
+static bool signal_exact(pid_t pid, unsigned long long start, int sig);
+
+/* What a pass stops while it lists: a process certainly the cell's (a child of its root or of
+ * a process this freeze stopped, or one in its cgroup) is sent the stop as soon as its stat is
+ * read. One that forks and exits at
+ * once (a fork chain) lives a fraction of a listing of the host's /proc, and a stop sent after
+ * the listing finds it gone and its child running: so caught, the chain stops. One whose main
+ * thread was stopped already is left to the pass (stop: the thaw continues only what the
+ * freeze stopped). */
+struct early {
+	struct sc_frozen *f;
+	const struct sc_cell_procs *cell;
+	size_t sent;
+	int rc;
+};
+
+/* Whether pid is a process this freeze stopped, alive now: it was the same process all along
+ * since (a pid names one process for its whole life), so what was its child when listed is
+ * the cell's. */
+static bool stopped_alive(const struct sc_frozen *f, pid_t pid)
+{
+	unsigned long long now;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->v[i].pid == pid)
+			return sc__proc_start_time(pid, &now) == 0 && now == f->v[i].start;
+	return false;
+}
+
+static void stop_early(struct early *e, const struct proc *p)
+{
+	const struct sc_cell_procs *c = e->cell;
+	bool mine = c->cgroup_fd >= 0 ? !(c->keep_root && p->pid == c->root)
+				      : p->ppid == c->root || stopped_alive(e->f, p->ppid);
+	if (!mine || strchr("TtZXx", p->state) || e->rc < 0)
+		return;
+	e->rc = remember(e->f, p->pid, p->start);
+	e->sent += e->rc == 0 && signal_exact(p->pid, p->start, SIGSTOP);
+}
+
 /* Every process of the host (dir NULL), or of the cgroup whose cgroup.procs is open as f, in
  * pid order. 0, or -errno. */
-static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out)
+/* add_proc, then the early stop of what it added. */
+static int take(struct proc **v, size_t *n, size_t *cap, long pid, size_t max, struct early *early)
+{
+	size_t had = *n;
+	int rc = add_proc(v, n, cap, pid, max);
+	if (rc == 0 && *n > had)
+		stop_early(early, &(*v)[had]);
+	return rc;
+}
+
+static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out, struct early *early)
 {
 	size_t n = 0, cap = 0;
 	struct proc *v = NULL;
@@ -146,11 +197,11 @@ static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out)
 			char *end;
 			pid = strtol(e->d_name, &end, 10);
 			if (e->d_name[0] >= '1' && e->d_name[0] <= '9' && !*end)
-				rc = add_proc(&v, &n, &cap, pid, FREEZE_MAX_HOST);
+				rc = take(&v, &n, &cap, pid, FREEZE_MAX_HOST, early);
 		}
 	} else {
 		while (rc == 0 && fscanf(f, "%ld", &pid) == 1)
-			rc = add_proc(&v, &n, &cap, pid, FREEZE_MAX_CELL);
+			rc = take(&v, &n, &cap, pid, FREEZE_MAX_CELL, early);
 	}
 	if (rc < 0) {
 		free(v);
@@ -165,7 +216,8 @@ static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out)
 /* The candidates of one pass: the cell's cgroup's processes, all of them members, where it
  * has a cgroup (nothing leaves it: no cell can reach a cgroup file system); else every
  * process of the host, those below root marked. */
-static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *n)
+static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *n,
+		     struct early *early)
 {
 	if (cell->cgroup_fd >= 0) {
 		int fd = openat(cell->cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
@@ -176,7 +228,7 @@ static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *
 				close(fd);
 			return rc;
 		}
-		int rc = list_procs(NULL, f, v, n);
+		int rc = list_procs(NULL, f, v, n, early);
 		fclose(f);
 		for (size_t i = 0; rc == 0 && i < *n; i++)
 			(*v)[i].member = 1;
@@ -185,7 +237,7 @@ static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *
 	DIR *d = opendir("/proc");
 	if (!d)
 		return -errno;
-	int rc = list_procs(d, NULL, v, n);
+	int rc = list_procs(d, NULL, v, n, early);
 	closedir(d);
 	if (rc == 0)
 		mark_tree(*v, *n, cell->root);
@@ -279,7 +331,12 @@ static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct st
 {
 	struct proc *v = NULL;
 	size_t n = 0, m = 0;
-	int rc = list_cell(cell, &v, &n);
+	struct early early = {f, cell, 0, 0};
+	int rc = list_cell(cell, &v, &n, &early);
+	if (rc == 0 && early.rc < 0) {
+		free(v);
+		rc = early.rc;
+	}
 	if (rc < 0)
 		return rc;
 	struct stopped *list = find(v, n, cell->root) ? malloc((n + 1) * sizeof(*list)) : NULL;
@@ -288,7 +345,7 @@ static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct st
 		free(v);
 		return rc;
 	}
-	*sent = 0;
+	*sent = early.sent;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (v[i].member != 1 || (cell->keep_root && v[i].pid == cell->root))
 			continue;
