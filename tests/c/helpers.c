@@ -8,7 +8,7 @@
 
 const char *test_build_path(const char *relative)
 {
-	static char path[4096];
+	static _Thread_local char path[4096]; /* threads of a test make configs at once */
 	char exe[4000];
 	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	cr_assert(n > 0, "readlink /proc/self/exe: %s", strerror(errno));
