@@ -113,9 +113,27 @@ static void mark_tree(struct proc *v, size_t n, pid_t root)
 	}
 }
 
+/* The line of /proc/PID/cgroup that names pid's memory cgroup, into out ("" when it has
+ * none). false when it is gone, or the line is longer than out. */
+static bool memory_cgroup_of(pid_t pid, char *out, size_t len)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	if (sc__read_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
+		return false;
+	const char *line = strstr(buf, ":memory:");
+	size_t n = line ? strcspn(line, "\n") : 0;
+	snprintf(out, len, "%.*s", (int)n, line ? line : "");
+	return n < len;
+}
+
 /* Adds pid, with its parent and start time, to the table (a process gone meanwhile is left
- * out). 0, or -ENOMEM, or -E2BIG past max. */
-static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t max)
+ * out, and with cgroup, one whose memory cgroup is not that: a pid read from cgroup.procs may
+ * have been given to another process since, the start time read here is then that one's, and
+ * the cgroup is read after it, so of the process the start time names). 0, or -ENOMEM, or
+ * -E2BIG past max. */
+static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t max,
+		    const char *cgroup)
 {
 	if (*n == *cap) {
 		size_t grow = *cap ? 2 * *cap : 512;
@@ -129,7 +147,9 @@ static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t ma
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	struct proc *p = &(*v)[*n];
 	*p = (struct proc){.pid = (pid_t)pid};
-	if (stat_of(path, &p->ppid, &p->start, &p->state))
+	char now[512];
+	if (stat_of(path, &p->ppid, &p->start, &p->state) &&
+	    (!cgroup || (memory_cgroup_of(p->pid, now, sizeof(now)) && !strcmp(now, cgroup))))
 		(*n)++;
 	return 0;
 }
@@ -147,6 +167,7 @@ static bool signal_exact(pid_t pid, unsigned long long start, int sig);
 struct early {
 	struct sc_frozen *f;
 	const struct sc_cell_procs *cell;
+	const char *cgroup; /* the root's memory cgroup, a listed process's own (level cgroups) */
 	size_t sent;
 	int rc;
 };
@@ -180,7 +201,7 @@ static void stop_early(struct early *e, const struct proc *p)
 static int take(struct proc **v, size_t *n, size_t *cap, long pid, size_t max, struct early *early)
 {
 	size_t had = *n;
-	int rc = add_proc(v, n, cap, pid, max);
+	int rc = add_proc(v, n, cap, pid, max, early->cgroup);
 	if (rc == 0 && *n > had)
 		stop_early(early, &(*v)[had]);
 	return rc;
@@ -214,12 +235,17 @@ static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out, struc
 }
 
 /* The candidates of one pass: the cell's cgroup's processes, all of them members, where it
- * has a cgroup (nothing leaves it: no cell can reach a cgroup file system); else every
- * process of the host, those below root marked. */
+ * has a cgroup (nothing leaves it: no cell can reach a cgroup file system; each is checked
+ * to be in the root's memory cgroup still as its stat is read); else every process of the
+ * host, those below root marked. */
 static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *n,
 		     struct early *early)
 {
 	if (cell->cgroup_fd >= 0) {
+		char cgroup[512];
+		if (!memory_cgroup_of(cell->root, cgroup, sizeof(cgroup)))
+			return -ESRCH;
+		early->cgroup = cgroup;
 		int fd = openat(cell->cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
 		FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
 		if (!f) {
@@ -229,6 +255,7 @@ static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *
 			return rc;
 		}
 		int rc = list_procs(NULL, f, v, n, early);
+		early->cgroup = NULL;
 		fclose(f);
 		for (size_t i = 0; rc == 0 && i < *n; i++)
 			(*v)[i].member = 1;
@@ -331,7 +358,7 @@ static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct st
 {
 	struct proc *v = NULL;
 	size_t n = 0, m = 0;
-	struct early early = {f, cell, 0, 0};
+	struct early early = {f, cell, NULL, 0, 0};
 	int rc = list_cell(cell, &v, &n, &early);
 	if (rc == 0 && early.rc < 0) {
 		free(v);

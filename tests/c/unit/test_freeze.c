@@ -216,6 +216,72 @@ Test(freeze, a_cell_with_a_cgroup_is_listed_from_it)
 	sc__cgroup_sandbox_free(&cg);
 }
 
+/* The state of pid's main thread ('?' when it is gone). */
+static char state_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	const char *p =
+		sc__read_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0 ? NULL : strrchr(buf, ')');
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+/* Level cgroups: a pid read from cgroup.procs may name another process by the time its stat
+ * is read (the member ended and a host process, or another sandbox's, was given its pid):
+ * here a cgroup.procs lists the cell's root, which is in its memory cgroup, and such a
+ * process, which is not. It is not stopped. */
+Test(freeze, a_listed_pid_given_to_a_process_of_another_cgroup_is_not_stopped)
+{
+	struct sc_cgroup cg;
+	struct snapcell_error err = {0};
+	int rc = sc__cgroup_sandbox_new(&cg, geteuid(), getegid(), &err);
+	if (rc < 0 && geteuid() != 0)
+		criterion_skip_test("no memory cgroup of this user's: %s", err.message);
+	else if (rc < 0)
+		test_skip_or_fail(err.message);
+	cr_assert_eq(mkdirat(cg.dir_fd, "1", 0755), 0);
+	int dir = sc__cgroup_cell_open(&cg, 1);
+	cr_assert_geq(dir, 0);
+	join_fd = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	cr_assert_geq(join_fd, 0);
+	pid_t root = make_tree();
+	close(join_fd);
+	pid_t host = fork();
+	cr_assert_geq(host, 0);
+	if (host == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		for (;;)
+			pause();
+	}
+	char listed[] = "/tmp/snapcell-freeze-XXXXXX", procs[64], path[96];
+	cr_assert_not_null(mkdtemp(listed));
+	snprintf(path, sizeof(path), "%s/cgroup.procs", listed);
+	snprintf(procs, sizeof(procs), "%d\n%d\n", (int)root, (int)host);
+	cr_assert_eq(sc__write_file_at(AT_FDCWD, path, procs, 0600), 0);
+	int fake = open(listed, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(fake, 0);
+	struct sc_frozen *f = NULL;
+	struct sc_cell_procs cell = {root, false, fake};
+	rc = sc__cell_freeze(&cell, 5000, &f);
+	cr_expect_eq(rc, 0, "%s", strerror(-rc));
+	cr_expect_eq(state_of(root), 'T', "the root was not stopped");
+	cr_expect_neq(state_of(host), 'T', "the host's process was stopped");
+	sc__cell_thaw(f);
+	kill(host, SIGKILL);
+	waitpid(host, NULL, 0);
+	end_tree(root);
+	close(fake);
+	unlink(path);
+	rmdir(listed);
+	char left[64] = "x";
+	for (int i = 0; i < 250 && left[0]; i++) {
+		sc__read_file_at(dir, "cgroup.procs", left, sizeof(left));
+		usleep(left[0] ? 20 * 1000 : 0);
+	}
+	close(dir);
+	sc__cgroup_sandbox_free(&cg);
+}
+
 /* The code stopped one of its processes itself: the thaw leaves it stopped. */
 Test(freeze, what_was_stopped_before_stays_stopped)
 {
