@@ -184,11 +184,19 @@ static bool stopped_alive(const struct sc_frozen *f, pid_t pid)
 	return false;
 }
 
+/* Whether root is the cell's root still: its pid was not given to another process. */
+static bool root_same(const struct sc_cell_procs *c)
+{
+	unsigned long long now;
+	return sc__proc_start_time(c->root, &now) == 0 && now == c->root_start;
+}
+
 static void stop_early(struct early *e, const struct proc *p)
 {
 	const struct sc_cell_procs *c = e->cell;
-	bool mine = c->cgroup_fd >= 0 ? !(c->keep_root && p->pid == c->root)
-				      : p->ppid == c->root || stopped_alive(e->f, p->ppid);
+	bool mine = c->cgroup_fd >= 0
+			    ? !(c->keep_root && p->pid == c->root)
+			    : (p->ppid == c->root && root_same(c)) || stopped_alive(e->f, p->ppid);
 	if (!mine || strchr("TtZXx", p->state) || e->rc < 0)
 		return;
 	e->rc = remember(e->f, p->pid, p->start);
@@ -243,7 +251,7 @@ static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *
 {
 	if (cell->cgroup_fd >= 0) {
 		char cgroup[512];
-		if (!memory_cgroup_of(cell->root, cgroup, sizeof(cgroup)))
+		if (!memory_cgroup_of(cell->root, cgroup, sizeof(cgroup)) || !root_same(cell))
 			return -ESRCH;
 		early->cgroup = cgroup;
 		int fd = openat(cell->cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
@@ -360,9 +368,11 @@ static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct st
 	size_t n = 0, m = 0;
 	struct early early = {f, cell, NULL, 0, 0};
 	int rc = list_cell(cell, &v, &n, &early);
-	if (rc == 0 && early.rc < 0) {
+	/* The root still the process root_start names after the listing, so all along it:
+	 * what the listing read as its children, and its own entry, were the root's. */
+	if (rc == 0 && (early.rc < 0 || !root_same(cell))) {
 		free(v);
-		rc = early.rc;
+		rc = early.rc < 0 ? early.rc : -ESRCH;
 	}
 	if (rc < 0)
 		return rc;

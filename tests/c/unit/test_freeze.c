@@ -13,7 +13,9 @@
 #include <sys/wait.h>
 
 #include <fcntl.h>
+#include <linux/sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include "isolate/host.h"
 #include "util/util.h"
@@ -144,6 +146,14 @@ static void setup(void)
 
 TestSuite(freeze, .init = setup);
 
+/* The cell of root, with its start time read now (0 when it is gone). */
+static struct sc_cell_procs cell_of(pid_t root, bool keep_root, int cgroup_fd)
+{
+	struct sc_cell_procs cell = {root, keep_root, cgroup_fd, 0};
+	sc__proc_start_time(root, &cell.root_start);
+	return cell;
+}
+
 /* Each check is an expectation: the tree is ended whatever it found. cgroup_fd: the cgroup
  * the tree is in, for the freeze to list, or -1. */
 static void freeze_and_thaw(bool keep_root, unsigned running, unsigned stopped, int cgroup_fd)
@@ -152,7 +162,7 @@ static void freeze_and_thaw(bool keep_root, unsigned running, unsigned stopped, 
 	unsigned bits = moving();
 	cr_expect_eq(bits & (running | stopped), running | stopped, "not all started: %#x", bits);
 	struct sc_frozen *f = NULL;
-	struct sc_cell_procs cell = {root, keep_root, cgroup_fd};
+	struct sc_cell_procs cell = cell_of(root, keep_root, cgroup_fd);
 	int rc = sc__cell_freeze(&cell, 5000, &f);
 	cr_expect_eq(rc, 0, "%s", strerror(-rc));
 	for (int i = 0; rc == 0 && i < 2; i++) {
@@ -261,7 +271,7 @@ Test(freeze, a_listed_pid_given_to_a_process_of_another_cgroup_is_not_stopped)
 	int fake = open(listed, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	cr_assert_geq(fake, 0);
 	struct sc_frozen *f = NULL;
-	struct sc_cell_procs cell = {root, false, fake};
+	struct sc_cell_procs cell = cell_of(root, false, fake);
 	rc = sc__cell_freeze(&cell, 5000, &f);
 	cr_expect_eq(rc, 0, "%s", strerror(-rc));
 	cr_expect_eq(state_of(root), 'T', "the root was not stopped");
@@ -282,6 +292,57 @@ Test(freeze, a_listed_pid_given_to_a_process_of_another_cgroup_is_not_stopped)
 	sc__cgroup_sandbox_free(&cg);
 }
 
+/* The root ended (its code killed it, its parent reaped it) and its pid was given to another
+ * process, here with a child: neither is the cell's, neither is stopped, and the freeze is
+ * refused. */
+Test(freeze, a_root_whose_pid_was_given_to_another_process_is_esrch)
+{
+	pid_t root = fork();
+	cr_assert_geq(root, 0);
+	if (root == 0)
+		for (;;)
+			pause();
+	struct sc_cell_procs cell = cell_of(root, false, -1);
+	cr_assert_neq(cell.root_start, 0);
+	/* Start times count clock ticks (10 ms): the pid comes round again far later than that. */
+	usleep(30 * 1000);
+	kill(root, SIGKILL);
+	waitpid(root, NULL, 0);
+	/* The pid given again at once (clone3's set_tid, which root may ask for), as it is when
+	 * pids come round to it: the turn could be anyone's on the host. */
+	struct clone_args args = {
+		.exit_signal = SIGCHLD, .set_tid = (uintptr_t)&root, .set_tid_size = 1};
+	pid_t other = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
+	if (other == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fork() == 0)
+			for (;;)
+				pause();
+		for (;;)
+			pause();
+	}
+	if (other < 0 && errno == EPERM)
+		criterion_skip_test("clone3 set_tid needs CAP_CHECKPOINT_RESTORE");
+	cr_assert_eq(other, root, "%s", strerror(errno));
+	usleep(100 * 1000); /* its child forked */
+	struct sc_frozen *f = NULL;
+	int rc = sc__cell_freeze(&cell, 2000, &f);
+	cr_expect_eq(rc, -ESRCH, "%s", strerror(-rc));
+	char children[64] = "";
+	char path[96];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)other, (int)other);
+	sc__read_file_at(AT_FDCWD, path, children, sizeof(children));
+	pid_t child = (pid_t)atoi(children);
+	cr_expect_gt(child, 0, "no child");
+	cr_expect_neq(state_of(other), 'T', "the other process was stopped");
+	cr_expect_neq(state_of(child), 'T', "its child was stopped");
+	sc__cell_thaw(f);
+	if (child > 0)
+		kill(child, SIGKILL);
+	kill(other, SIGKILL);
+	waitpid(other, NULL, 0);
+}
+
 /* The code stopped one of its processes itself: the thaw leaves it stopped. */
 Test(freeze, what_was_stopped_before_stays_stopped)
 {
@@ -289,7 +350,7 @@ Test(freeze, what_was_stopped_before_stays_stopped)
 	kill(atomic_load(&sh->session), SIGSTOP);
 	usleep(100 * 1000);
 	struct sc_frozen *f = NULL;
-	struct sc_cell_procs cell = {root, false, -1};
+	struct sc_cell_procs cell = cell_of(root, false, -1);
 	cr_expect_eq(sc__cell_freeze(&cell, 5000, &f), 0);
 	sc__cell_thaw(f);
 	unsigned bits = moving();
@@ -304,7 +365,7 @@ Test(freeze, a_gone_root_is_esrch)
 		_exit(0);
 	waitpid(gone, NULL, 0);
 	struct sc_frozen *f = (struct sc_frozen *)&gone;
-	struct sc_cell_procs cell = {gone, false, -1};
+	struct sc_cell_procs cell = cell_of(gone, false, -1);
 	cr_expect_eq(sc__cell_freeze(&cell, 500, &f), -ESRCH);
 	cr_expect_null(f);
 }
@@ -330,7 +391,7 @@ Test(freeze, a_tree_that_cannot_hold_still_times_out_and_is_continued)
 	cr_assert(all_ran(1u << CHILD), "the vfork child never ran");
 	struct sc_frozen *f = NULL;
 	uint64_t start = test_now_ms();
-	struct sc_cell_procs cell = {root, false, -1};
+	struct sc_cell_procs cell = cell_of(root, false, -1);
 	cr_expect_eq(sc__cell_freeze(&cell, 500, &f), -ETIMEDOUT);
 	cr_expect_null(f);
 	cr_expect_lt(test_now_ms() - start, 4000, "gave up at its 0.5 s limit, not later");
