@@ -130,8 +130,8 @@ static bool memory_cgroup_of(pid_t pid, char *out, size_t len)
 /* Adds pid, with its parent and start time, to the table (a process gone meanwhile is left
  * out, and with cgroup, one whose memory cgroup is not that: a pid read from cgroup.procs may
  * have been given to another process since, the start time read here is then that one's, and
- * the cgroup is read after it, so of the process the start time names). 0, or -ENOMEM, or
- * -E2BIG past max. */
+ * the cgroup is read after it, so of the process the start time names). 0, 1 when it was
+ * left out, or -ENOMEM, or -E2BIG past max. */
 static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t max,
 		    const char *cgroup)
 {
@@ -148,9 +148,10 @@ static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t ma
 	struct proc *p = &(*v)[*n];
 	*p = (struct proc){.pid = (pid_t)pid};
 	char now[512];
-	if (stat_of(path, &p->ppid, &p->start, &p->state) &&
-	    (!cgroup || (memory_cgroup_of(p->pid, now, sizeof(now)) && !strcmp(now, cgroup))))
-		(*n)++;
+	if (!stat_of(path, &p->ppid, &p->start, &p->state) ||
+	    (cgroup && (!memory_cgroup_of(p->pid, now, sizeof(now)) || strcmp(now, cgroup))))
+		return 1;
+	(*n)++;
 	return 0;
 }
 
@@ -169,6 +170,7 @@ struct early {
 	const struct sc_cell_procs *cell;
 	const char *cgroup; /* the root's memory cgroup, a listed process's own (level cgroups) */
 	size_t sent;
+	size_t gone; /* level cgroups: listed, but ended (or not the cell's) when read */
 	int rc;
 };
 
@@ -212,7 +214,8 @@ static int take(struct proc **v, size_t *n, size_t *cap, long pid, size_t max, s
 	int rc = add_proc(v, n, cap, pid, max, early->cgroup);
 	if (rc == 0 && *n > had)
 		stop_early(early, &(*v)[had]);
-	return rc;
+	early->gone += rc == 1 && early->cgroup;
+	return rc < 0 ? rc : 0;
 }
 
 static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out, struct early *early)
@@ -360,13 +363,14 @@ static int stop(struct sc_frozen *f, pid_t pid, unsigned long long start, bool *
 }
 
 /* One pass: lists the cell's processes into *members (pid order; root left out when
- * keep_root) and stops each still running; *sent: how many were. */
+ * keep_root) and stops each still running; *sent: how many were (at level cgroups, and how
+ * many listed were gone when read). */
 static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct stopped **members,
 		size_t *n_members, size_t *sent)
 {
 	struct proc *v = NULL;
 	size_t n = 0, m = 0;
-	struct early early = {f, cell, NULL, 0, 0};
+	struct early early = {f, cell, NULL, 0, 0, 0};
 	int rc = list_cell(cell, &v, &n, &early);
 	/* The root still the process root_start names after the listing, so all along it:
 	 * what the listing read as its children, and its own entry, were the root's. */
@@ -382,7 +386,10 @@ static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct st
 		free(v);
 		return rc;
 	}
-	*sent = early.sent;
+	/* A member that ended while listed (a fork chain's, its child made after cgroup.procs
+	 * was read; one exiting already shows another memory cgroup) is in neither this pass's
+	 * members nor the next's: the cell changed, as when one was sent the stop. */
+	*sent = early.sent + early.gone;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (v[i].member != 1 || (cell->keep_root && v[i].pid == cell->root))
 			continue;
