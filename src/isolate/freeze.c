@@ -171,6 +171,7 @@ struct early {
 	const char *cgroup; /* the root's memory cgroup, a listed process's own (level cgroups) */
 	size_t sent;
 	size_t gone; /* level cgroups: listed, but ended (or not the cell's) when read */
+	int root_fd; /* a pidfd of the root, opened on the process root_start names */
 	int rc;
 };
 
@@ -186,11 +187,12 @@ static bool stopped_alive(const struct sc_frozen *f, pid_t pid)
 	return false;
 }
 
-/* Whether root is the cell's root still: its pid was not given to another process. */
-static bool root_same(const struct sc_cell_procs *c)
+/* Whether the root is not reaped yet, so its pid is not another process's: a signal 0
+ * through its pidfd (no /proc read in the listing's path: that slowed it so a fork chain
+ * escaped). */
+static bool root_same(const struct early *e)
 {
-	unsigned long long now;
-	return sc__proc_start_time(c->root, &now) == 0 && now == c->root_start;
+	return syscall(SYS_pidfd_send_signal, e->root_fd, 0, NULL, 0) == 0;
 }
 
 static void stop_early(struct early *e, const struct proc *p)
@@ -198,7 +200,7 @@ static void stop_early(struct early *e, const struct proc *p)
 	const struct sc_cell_procs *c = e->cell;
 	bool mine = c->cgroup_fd >= 0
 			    ? !(c->keep_root && p->pid == c->root)
-			    : (p->ppid == c->root && root_same(c)) || stopped_alive(e->f, p->ppid);
+			    : (p->ppid == c->root && root_same(e)) || stopped_alive(e->f, p->ppid);
 	if (!mine || strchr("TtZXx", p->state) || e->rc < 0)
 		return;
 	e->rc = remember(e->f, p->pid, p->start);
@@ -254,7 +256,7 @@ static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *
 {
 	if (cell->cgroup_fd >= 0) {
 		char cgroup[512];
-		if (!memory_cgroup_of(cell->root, cgroup, sizeof(cgroup)) || !root_same(cell))
+		if (!memory_cgroup_of(cell->root, cgroup, sizeof(cgroup)) || !root_same(early))
 			return -ESRCH;
 		early->cgroup = cgroup;
 		int fd = openat(cell->cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
@@ -370,14 +372,21 @@ static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct st
 {
 	struct proc *v = NULL;
 	size_t n = 0, m = 0;
-	struct early early = {f, cell, NULL, 0, 0, 0};
-	int rc = list_cell(cell, &v, &n, &early);
+	struct early early = {
+		.f = f, .cell = cell, .root_fd = (int)syscall(SYS_pidfd_open, cell->root, 0)};
+	unsigned long long start;
+	int rc = early.root_fd >= 0 && sc__proc_start_time(cell->root, &start) == 0 &&
+				 start == cell->root_start
+			 ? list_cell(cell, &v, &n, &early)
+			 : -ESRCH;
 	/* The root still the process root_start names after the listing, so all along it:
 	 * what the listing read as its children, and its own entry, were the root's. */
-	if (rc == 0 && (early.rc < 0 || !root_same(cell))) {
+	if (rc == 0 && (early.rc < 0 || !root_same(&early))) {
 		free(v);
 		rc = early.rc < 0 ? early.rc : -ESRCH;
 	}
+	if (early.root_fd >= 0)
+		close(early.root_fd);
 	if (rc < 0)
 		return rc;
 	struct stopped *list = find(v, n, cell->root) ? malloc((n + 1) * sizeof(*list)) : NULL;
