@@ -72,7 +72,11 @@ int sc__cell_pidfd_pid(const struct sc_cell *cell)
 int sc__cell_pidfd_freeze(const struct sc_cells *c, const struct sc_cell *root, bool keep_root,
 			  unsigned timeout_ms, struct sc_frozen **out)
 {
-	struct sc_cell_procs procs = {sc__pidfd_pid(root->fds[SC_CELL_PIDFD]), keep_root, -1};
+	struct sc_cell_procs procs = {sc__pidfd_pid(root->fds[SC_CELL_PIDFD]), keep_root, -1, 0};
+	/* The start time is the root's while the pidfd still names its pid (not reaped since). */
+	if (procs.root > 0 && (sc__proc_start_time(procs.root, &procs.root_start) < 0 ||
+			       sc__pidfd_pid(root->fds[SC_CELL_PIDFD]) != procs.root))
+		procs.root = -1;
 	if (c->cgroup.dir_fd >= 0)
 		procs.cgroup_fd = sc__cgroup_cell_open(&c->cgroup, root->id);
 	int rc = procs.root > 0 ? sc__cell_freeze(&procs, timeout_ms, out) : -ESRCH;

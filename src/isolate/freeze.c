@@ -113,9 +113,27 @@ static void mark_tree(struct proc *v, size_t n, pid_t root)
 	}
 }
 
+/* The line of /proc/PID/cgroup that names pid's memory cgroup, into out ("" when it has
+ * none). false when it is gone, or the line is longer than out. */
+static bool memory_cgroup_of(pid_t pid, char *out, size_t len)
+{
+	char path[64], buf[4096];
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	if (sc__read_file_at(AT_FDCWD, path, buf, sizeof(buf)) < 0)
+		return false;
+	const char *line = strstr(buf, ":memory:");
+	size_t n = line ? strcspn(line, "\n") : 0;
+	snprintf(out, len, "%.*s", (int)n, line ? line : "");
+	return n < len;
+}
+
 /* Adds pid, with its parent and start time, to the table (a process gone meanwhile is left
- * out). 0, or -ENOMEM, or -E2BIG past max. */
-static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t max)
+ * out, and with cgroup, one whose memory cgroup is not that: a pid read from cgroup.procs may
+ * have been given to another process since, the start time read here is then that one's, and
+ * the cgroup is read after it, so of the process the start time names). 0, 1 when it was
+ * left out, or -ENOMEM, or -E2BIG past max. */
+static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t max,
+		    const char *cgroup)
 {
 	if (*n == *cap) {
 		size_t grow = *cap ? 2 * *cap : 512;
@@ -129,8 +147,11 @@ static int add_proc(struct proc **v, size_t *n, size_t *cap, long pid, size_t ma
 	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
 	struct proc *p = &(*v)[*n];
 	*p = (struct proc){.pid = (pid_t)pid};
-	if (stat_of(path, &p->ppid, &p->start, &p->state))
-		(*n)++;
+	char now[512];
+	if (!stat_of(path, &p->ppid, &p->start, &p->state) ||
+	    (cgroup && (!memory_cgroup_of(p->pid, now, sizeof(now)) || strcmp(now, cgroup))))
+		return 1;
+	(*n)++;
 	return 0;
 }
 
@@ -147,7 +168,10 @@ static bool signal_exact(pid_t pid, unsigned long long start, int sig);
 struct early {
 	struct sc_frozen *f;
 	const struct sc_cell_procs *cell;
+	const char *cgroup; /* the root's memory cgroup, a listed process's own (level cgroups) */
 	size_t sent;
+	size_t gone; /* level cgroups: listed, but ended (or not the cell's) when read */
+	int root_fd; /* a pidfd of the root, opened on the process root_start names */
 	int rc;
 };
 
@@ -163,11 +187,20 @@ static bool stopped_alive(const struct sc_frozen *f, pid_t pid)
 	return false;
 }
 
+/* Whether the root is not reaped yet, so its pid is not another process's: a signal 0
+ * through its pidfd (no /proc read in the listing's path: that slowed it so a fork chain
+ * escaped). */
+static bool root_same(const struct early *e)
+{
+	return syscall(SYS_pidfd_send_signal, e->root_fd, 0, NULL, 0) == 0;
+}
+
 static void stop_early(struct early *e, const struct proc *p)
 {
 	const struct sc_cell_procs *c = e->cell;
-	bool mine = c->cgroup_fd >= 0 ? !(c->keep_root && p->pid == c->root)
-				      : p->ppid == c->root || stopped_alive(e->f, p->ppid);
+	bool mine = c->cgroup_fd >= 0
+			    ? !(c->keep_root && p->pid == c->root)
+			    : (p->ppid == c->root && root_same(e)) || stopped_alive(e->f, p->ppid);
 	if (!mine || strchr("TtZXx", p->state) || e->rc < 0)
 		return;
 	e->rc = remember(e->f, p->pid, p->start);
@@ -180,10 +213,11 @@ static void stop_early(struct early *e, const struct proc *p)
 static int take(struct proc **v, size_t *n, size_t *cap, long pid, size_t max, struct early *early)
 {
 	size_t had = *n;
-	int rc = add_proc(v, n, cap, pid, max);
+	int rc = add_proc(v, n, cap, pid, max, early->cgroup);
 	if (rc == 0 && *n > had)
 		stop_early(early, &(*v)[had]);
-	return rc;
+	early->gone += rc == 1 && early->cgroup;
+	return rc < 0 ? rc : 0;
 }
 
 static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out, struct early *early)
@@ -214,12 +248,17 @@ static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out, struc
 }
 
 /* The candidates of one pass: the cell's cgroup's processes, all of them members, where it
- * has a cgroup (nothing leaves it: no cell can reach a cgroup file system); else every
- * process of the host, those below root marked. */
+ * has a cgroup (nothing leaves it: no cell can reach a cgroup file system; each is checked
+ * to be in the root's memory cgroup still as its stat is read); else every process of the
+ * host, those below root marked. */
 static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *n,
 		     struct early *early)
 {
 	if (cell->cgroup_fd >= 0) {
+		char cgroup[512];
+		if (!memory_cgroup_of(cell->root, cgroup, sizeof(cgroup)) || !root_same(early))
+			return -ESRCH;
+		early->cgroup = cgroup;
 		int fd = openat(cell->cgroup_fd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
 		FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
 		if (!f) {
@@ -229,6 +268,7 @@ static int list_cell(const struct sc_cell_procs *cell, struct proc **v, size_t *
 			return rc;
 		}
 		int rc = list_procs(NULL, f, v, n, early);
+		early->cgroup = NULL;
 		fclose(f);
 		for (size_t i = 0; rc == 0 && i < *n; i++)
 			(*v)[i].member = 1;
@@ -325,18 +365,28 @@ static int stop(struct sc_frozen *f, pid_t pid, unsigned long long start, bool *
 }
 
 /* One pass: lists the cell's processes into *members (pid order; root left out when
- * keep_root) and stops each still running; *sent: how many were. */
+ * keep_root) and stops each still running; *sent: how many were (at level cgroups, and how
+ * many listed were gone when read). */
 static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct stopped **members,
 		size_t *n_members, size_t *sent)
 {
 	struct proc *v = NULL;
 	size_t n = 0, m = 0;
-	struct early early = {f, cell, 0, 0};
-	int rc = list_cell(cell, &v, &n, &early);
-	if (rc == 0 && early.rc < 0) {
+	struct early early = {
+		.f = f, .cell = cell, .root_fd = (int)syscall(SYS_pidfd_open, cell->root, 0)};
+	unsigned long long start;
+	int rc = early.root_fd >= 0 && sc__proc_start_time(cell->root, &start) == 0 &&
+				 start == cell->root_start
+			 ? list_cell(cell, &v, &n, &early)
+			 : -ESRCH;
+	/* The root still the process root_start names after the listing, so all along it:
+	 * what the listing read as its children, and its own entry, were the root's. */
+	if (rc == 0 && (early.rc < 0 || !root_same(&early))) {
 		free(v);
-		rc = early.rc;
+		rc = early.rc < 0 ? early.rc : -ESRCH;
 	}
+	if (early.root_fd >= 0)
+		close(early.root_fd);
 	if (rc < 0)
 		return rc;
 	struct stopped *list = find(v, n, cell->root) ? malloc((n + 1) * sizeof(*list)) : NULL;
@@ -345,7 +395,10 @@ static int pass(struct sc_frozen *f, const struct sc_cell_procs *cell, struct st
 		free(v);
 		return rc;
 	}
-	*sent = early.sent;
+	/* A member that ended while listed (a fork chain's, its child made after cgroup.procs
+	 * was read; one exiting already shows another memory cgroup) is in neither this pass's
+	 * members nor the next's: the cell changed, as when one was sent the stop. */
+	*sent = early.sent + early.gone;
 	for (size_t i = 0; rc == 0 && i < n; i++) {
 		if (v[i].member != 1 || (cell->keep_root && v[i].pid == cell->root))
 			continue;

@@ -149,6 +149,9 @@ struct sc_cell_procs {
 	pid_t root;	/* the cell (pid 1 of its pid namespace, or a subreaper), or an anchor */
 	bool keep_root; /* the root goes on running: a session's anchor, which runs no code */
 	int cgroup_fd;	/* the cell's own cgroup's directory (level cgroups), or -1 */
+	/* root's start time (sc__proc_start_time), read while root was held: once root is
+	 * reaped its pid may be another process's, whose tree is not the cell's */
+	unsigned long long root_start;
 };
 
 /* Stops every process of the cell (those of its cgroup, else those below root as the host's
@@ -159,7 +162,8 @@ struct sc_cell_procs {
  * met by a later pass, and once all are stopped none is left to continue another. Processes
  * found stopped already are left as they are (and not continued by the thaw). 0 with *out;
  * -ETIMEDOUT when the cell did not hold still within timeout_ms (a thread that stays in an
- * uninterruptible sleep, a vfork's parent), -ESRCH when root is gone, -E2BIG past 4,096
+ * uninterruptible sleep, a vfork's parent), -ESRCH when root is gone (or its pid names a
+ * process started at another time than root_start), -E2BIG past 4,096
  * processes, -ENOMEM: then what it stopped is continued again and *out is NULL. */
 int sc__cell_freeze(const struct sc_cell_procs *cell, unsigned timeout_ms, struct sc_frozen **out);
 /* Continues what the freeze stopped (each only while it is still the process it stopped) and
