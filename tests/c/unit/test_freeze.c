@@ -199,24 +199,32 @@ Test(freeze, a_tree_that_forks_on_and_sends_sigcont_is_stopped)
 	freeze_and_thaw(false, 0, BASIC | FIGHTERS, -1);
 }
 
+/* A sandbox cgroup in cg with a cell cgroup "1", whose directory it returns; join_fd is its
+ * cgroup.procs, which make_tree's root joins. A caller that is not root has a memory cgroup
+ * only where one was delegated to it; its sandboxes otherwise run at level namespaces, as
+ * designed, not for want of a feature. */
+static int cell_cgroup(struct sc_cgroup *cg)
+{
+	struct snapcell_error err = {0};
+	int rc = sc__cgroup_sandbox_new(cg, geteuid(), getegid(), &err);
+	if (rc < 0 && geteuid() != 0)
+		criterion_skip_test("no memory cgroup of this user's: %s", err.message);
+	else if (rc < 0)
+		test_skip_or_fail(err.message);
+	cr_assert_eq(mkdirat(cg->dir_fd, "1", 0755), 0);
+	int dir = sc__cgroup_cell_open(cg, 1);
+	cr_assert_geq(dir, 0);
+	join_fd = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+	cr_assert_geq(join_fd, 0);
+	return dir;
+}
+
 /* Level cgroups: the freeze lists the cell's memory cgroup, which every process of the tree
  * joins at its fork, instead of walking the host's /proc. */
 static void in_a_cgroup(bool keep_root, unsigned running, unsigned stopped)
 {
 	struct sc_cgroup cg;
-	struct snapcell_error err = {0};
-	/* A caller that is not root has a memory cgroup only where one was delegated to it; its
-	 * sandboxes otherwise run at level namespaces, as designed, not for want of a feature. */
-	int rc = sc__cgroup_sandbox_new(&cg, geteuid(), getegid(), &err);
-	if (rc < 0 && geteuid() != 0)
-		criterion_skip_test("no memory cgroup of this user's: %s", err.message);
-	else if (rc < 0)
-		test_skip_or_fail(err.message);
-	cr_assert_eq(mkdirat(cg.dir_fd, "1", 0755), 0);
-	int dir = sc__cgroup_cell_open(&cg, 1);
-	cr_assert_geq(dir, 0);
-	join_fd = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-	cr_assert_geq(join_fd, 0);
+	int dir = cell_cgroup(&cg);
 	fight = true;
 	freeze_and_thaw(keep_root, running, stopped, dir);
 	close(join_fd);
@@ -262,17 +270,7 @@ static char state_of(pid_t pid)
 Test(freeze, a_listed_pid_given_to_a_process_of_another_cgroup_is_not_stopped)
 {
 	struct sc_cgroup cg;
-	struct snapcell_error err = {0};
-	int rc = sc__cgroup_sandbox_new(&cg, geteuid(), getegid(), &err);
-	if (rc < 0 && geteuid() != 0)
-		criterion_skip_test("no memory cgroup of this user's: %s", err.message);
-	else if (rc < 0)
-		test_skip_or_fail(err.message);
-	cr_assert_eq(mkdirat(cg.dir_fd, "1", 0755), 0);
-	int dir = sc__cgroup_cell_open(&cg, 1);
-	cr_assert_geq(dir, 0);
-	join_fd = openat(dir, "cgroup.procs", O_WRONLY | O_CLOEXEC);
-	cr_assert_geq(join_fd, 0);
+	int dir = cell_cgroup(&cg);
 	pid_t root = make_tree();
 	close(join_fd);
 	pid_t host = fork();
@@ -291,7 +289,7 @@ Test(freeze, a_listed_pid_given_to_a_process_of_another_cgroup_is_not_stopped)
 	cr_assert_geq(fake, 0);
 	struct sc_frozen *f = NULL;
 	struct sc_cell_procs cell = cell_of(root, false, fake);
-	rc = sc__cell_freeze(&cell, 300, &f);
+	int rc = sc__cell_freeze(&cell, 300, &f);
 	cr_expect_eq(rc, -ETIMEDOUT, "%s", strerror(-rc));
 	siginfo_t si = {0};
 	cr_expect_eq(waitid(P_PID, (id_t)host, &si, WSTOPPED | WCONTINUED | WNOHANG), 0);
