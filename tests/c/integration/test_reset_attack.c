@@ -1236,19 +1236,19 @@ Test(reset_attack, a_generator_a_run_planted_in_random_does_not_reach_the_next_r
  * its device, inode and offset name its pages. The same file mapped again over a parked
  * mapping of it, at the same place, offset and permissions, has every compared field as
  * parked, but its pages are the file's again: over a library's relocated read-only pages
- * (RELRO: here _bisect's, whose .dynamic the loader relocated), the next run would read
- * unrelocated pointers. Only the page scans see it, each alone enough (the test fails with
- * all three off): the new mapping is not registered for write-protection
- * (PM_SCAN_CHECK_WPASYNC), the pages that were the process's own are the file's again, and a
- * page of it read since shows as written. The cell is discarded. */
+ * (RELRO: here _json's (a library in every interpreter of the matrix, which the template's warm-up
+ * loads), whose .dynamic the loader relocated), the next run would read unrelocated pointers. Only
+ * the page scans see it, each alone enough (the test fails with all three off): the new mapping is
+ * not registered for write-protection (PM_SCAN_CHECK_WPASYNC), the pages that were the process's
+ * own are the file's again, and a page of it read since shows as written. The cell is discarded. */
 Test(reset_attack, a_librarys_file_mapped_again_in_place_does_not_reach_the_next_run)
 {
 	static const char dynamic[] =
-		"import ctypes, struct, _bisect\n"
+		"import ctypes, struct, _json\n"
 		"class LinkMap(ctypes.Structure):\n"
 		"    _fields_ = [('addr', ctypes.c_size_t), ('name', ctypes.c_char_p),\n"
 		"                ('ld', ctypes.c_size_t)]\n"
-		"lm = ctypes.cast(ctypes.CDLL(_bisect.__file__)._handle,\n"
+		"lm = ctypes.cast(ctypes.CDLL(_json.__file__)._handle,\n"
 		"                 ctypes.POINTER(LinkMap))[0]\n";
 	char plant[2048], look[1024];
 	snprintf(
@@ -1259,7 +1259,7 @@ Test(reset_attack, a_librarys_file_mapped_again_in_place_does_not_reach_the_next
 		"libc.mmap.restype = ctypes.c_void_p\n"
 		"libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,\n"
 		"                      ctypes.c_int, ctypes.c_int, ctypes.c_long]\n"
-		"elf = open(_bisect.__file__, 'rb').read()\n"
+		"elf = open(_json.__file__, 'rb').read()\n"
 		"phoff, = struct.unpack_from('<Q', elf, 0x20)\n"
 		"size, n = struct.unpack_from('<HH', elf, 0x36)\n"
 		"for i in range(n):\n"
@@ -1268,7 +1268,7 @@ Test(reset_attack, a_librarys_file_mapped_again_in_place_does_not_reach_the_next
 		"    if kind == 0x6474e552:\n" /* PT_GNU_RELRO */
 		"        start, end = va & ~4095, (va + mem) & ~4095\n"
 		"        offset = off & ~4095\n"
-		"fd = os.open(_bisect.__file__, os.O_RDONLY)\n"
+		"fd = os.open(_json.__file__, os.O_RDONLY)\n"
 		"at = libc.mmap(lm.addr + start, end - start, 1, 0x12, fd, offset)\n" /* PRIVATE|FIXED
 										       */
 		"os.close(fd)\n"
