@@ -160,11 +160,10 @@ static bool signal_exact(pid_t pid, unsigned long long start, int sig);
 
 /* What a pass stops while it lists: a process certainly the cell's (a child of its root or of
  * a process this freeze stopped, or one in its cgroup) is sent the stop as soon as its stat is
- * read. One that forks and exits at
- * once (a fork chain) lives a fraction of a listing of the host's /proc, and a stop sent after
- * the listing finds it gone and its child running: so caught, the chain stops. One whose main
- * thread was stopped already is left to the pass (stop: the thaw continues only what the
- * freeze stopped). */
+ * read. One that forks and exits at once (a fork chain) lives a fraction of a listing of the
+ * host's /proc, and a stop sent after the listing finds it gone and its child running: so
+ * caught, the chain stops. One whose main thread was stopped already is left to the pass
+ * (stop: the thaw continues only what the freeze stopped). */
 struct early {
 	struct sc_frozen *f;
 	const struct sc_cell_procs *cell;
@@ -207,8 +206,6 @@ static void stop_early(struct early *e, const struct proc *p)
 	e->sent += e->rc == 0 && signal_exact(p->pid, p->start, SIGSTOP);
 }
 
-/* Every process of the host (dir NULL), or of the cgroup whose cgroup.procs is open as f, in
- * pid order. 0, or -errno. */
 /* add_proc, then the early stop of what it added. */
 static int take(struct proc **v, size_t *n, size_t *cap, long pid, size_t max, struct early *early)
 {
@@ -220,6 +217,8 @@ static int take(struct proc **v, size_t *n, size_t *cap, long pid, size_t max, s
 	return rc < 0 ? rc : 0;
 }
 
+/* Every process of the host (dir NULL), or of the cgroup whose cgroup.procs is open as f, in
+ * pid order. 0, or -errno. */
 static int list_procs(DIR *dir, FILE *f, struct proc **out, size_t *n_out, struct early *early)
 {
 	size_t n = 0, cap = 0;
