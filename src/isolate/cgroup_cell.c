@@ -99,25 +99,18 @@ int sc__cgroup_cell_release(int sandbox_fd, uint32_t id, uint64_t *peak, uint64_
 
 int sc__cgroup_cell_rearm(int sandbox_fd, uint32_t id, int fds[2])
 {
-	static const char *const names[2] = {"memory.oom_control", "memory.max_usage_in_bytes"};
-	static const int modes[2] = {O_RDONLY, O_WRONLY};
-	for (int i = 0; i < 2; i++) {
-		char path[64];
-		snprintf(path, sizeof(path), "%u/%s", id, names[i]);
-		if (fds[i] < 0 && (fds[i] = openat(sandbox_fd, path, modes[i] | O_CLOEXEC)) < 0)
-			return -errno;
-	}
-	/* A read at offset 0 makes the text afresh; each write is one of the kernel's. */
-	char buf[512];
-	ssize_t n = pread(fds[0], buf, sizeof(buf) - 1, 0);
-	if (n < 0)
-		return -errno;
-	buf[n] = 0;
-	const char *at = strstr(buf, "oom_kill ");
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "%u/memory.oom_control", id);
+	int rc = sc__read_kept_at(sandbox_fd, path, &fds[0], buf, sizeof(buf));
+	const char *at = rc < 0 ? NULL : strstr(buf, "oom_kill ");
 	if (!at)
-		return -ENODATA;
+		return rc < 0 ? rc : -ENODATA;
 	if (strtoull(at + strlen("oom_kill "), NULL, 10))
 		return -EDQUOT;
+	/* Each write is one of the kernel's: the peak set back to the usage now. */
+	snprintf(path, sizeof(path), "%u/memory.max_usage_in_bytes", id);
+	if (fds[1] < 0 && (fds[1] = openat(sandbox_fd, path, O_WRONLY | O_CLOEXEC)) < 0)
+		return -errno;
 	return pwrite(fds[1], "0", 1, 0) == 1 ? 0 : -errno;
 }
 
